@@ -1,0 +1,5 @@
+"""`python -m edgebuild` is the same as the `edgebuild` console script."""
+
+from edgebuild.cli import main
+
+raise SystemExit(main())

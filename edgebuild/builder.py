@@ -1,0 +1,93 @@
+"""Realizing one stage of one manifest: key it, then skip, restore or build it.
+
+This is the whole cache protocol, independent of the scheduler: `pipeline` (doit) only
+decides the order and parallelism and calls `realize` for each (manifest, stage).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild import cache as caches
+from edgebuild import outputs
+from edgebuild.errors import StageFailed
+from edgebuild.stages import STAGES
+from edgebuild.stages.base import Context, Stage
+from edgebuild.validation import Checked
+
+
+@dataclass(frozen=True)
+class Outcome:
+    stage: str
+    status: str  # "uptodate" | "restored" | "built"
+    key: str
+    digest: str
+    seconds: float
+
+
+def tool_versions(stage: Stage) -> dict[str, str]:
+    found = {}
+    for package in stage.tools:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "absent"
+    return found
+
+
+def key_material(stage: Stage, checked: Checked, build_dir: Path, cache_root: Path,
+                 upstream_digests: dict[str, str] | None = None) -> dict:
+    """Everything that may change the stage's output, as plain JSON (DESIGN §4)."""
+    if upstream_digests is None:
+        upstream_digests = {}
+        for name in stage.upstream:
+            state = outputs.read_state(build_dir, name)
+            if state is None:
+                raise StageFailed(f"stage {stage.name}: upstream {name} has no output yet")
+            upstream_digests[name] = state.digest
+    return {"stage": stage.name, "version": stage.version,
+            "config": stage.config(checked, cache_root),
+            "upstream": upstream_digests, "tools": tool_versions(stage)}
+
+
+def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
+            locked: dict | None = None) -> Outcome:
+    start = time.perf_counter()
+    stage = STAGES[stage_name]
+    material = key_material(stage, checked, build_dir, cache_root)
+    key = caches.key_of(material)
+    _check_lock(stage_name, "key", key, locked)
+    state = outputs.current(build_dir, stage_name, key)
+    if state is not None:
+        return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)
+    cache = caches.Cache(cache_root)
+    entry = cache.lookup(stage_name, key)
+    built = False
+    if entry is None or caches.problems(entry):
+        def build(out: Path) -> None:
+            stage.run(Context(checked, out, {u: build_dir / u for u in stage.upstream}, cache_root))
+        entry, built = cache.publish(stage_name, key, material, build)
+    _check_lock(stage_name, "digest", entry.digest, locked)
+    outputs.materialize(entry, build_dir, stage_name)
+    caches.touch(entry)
+    return Outcome(stage_name, "built" if built else "restored", key, entry.digest,
+                   time.perf_counter() - start)
+
+
+def _check_lock(stage: str, field: str, value: str, locked: dict | None) -> None:
+    if locked is None:
+        return
+    expected = locked.get(field)
+    if expected != value:
+        raise StageFailed(
+            f"stage {stage}: {field} {value[:16]} differs from edgebuild.lock "
+            f"({(expected or 'absent')[:16]}); rebuild without --locked and commit the lock "
+            "if the change is intended")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,155 @@
+"""The CLI commands, one function each: `(args, cwd) -> exit status`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from edgebuild import project as projects
+from edgebuild.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def build(args, cwd: Path) -> int:
+    from edgebuild import cache as caches
+    from edgebuild import lockfile, pipeline
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    caches.Cache(project.cache_root).ensure_writable()
+    if args.jobs < 1:
+        raise UserError("-j/--jobs must be at least 1")
+    lock = lockfile.read(project.lock_path) if args.locked else None
+    if args.locked and not lock:
+        raise UserError(f"--locked needs {project.lock_path}; build once without --locked "
+                        "and commit the lock file")
+    run = pipeline.run(project, args.until, args.jobs, lock)
+    if args.json:
+        print(json.dumps({"manifests": run.outcomes}, indent=1, sort_keys=True))
+    if run.failures:
+        return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
+    if not args.locked:
+        results = {name: {stage: {"key": v["key"], "digest": v["digest"]}
+                          for stage, v in stages.items()} for name, stages in run.outcomes.items()}
+        names = {c.manifest.name for c in project.manifests}
+        lockfile.write(project.lock_path,
+                       lockfile.merge(lockfile.read(project.lock_path), results, names))
+    return EXIT_OK
+
+
+def check(args, cwd: Path) -> int:
+    project = projects.load(args.paths, cwd)
+    for checked in project.manifests:
+        graph = checked.graph
+        _err(f"{checked.document.path}: ok ({checked.manifest.name}: {len(graph.nodes)} layers, "
+             f"{graph.params} parameters, {graph.macs} MACs)")
+    return EXIT_OK
+
+
+def status(args, cwd: Path) -> int:
+    from edgebuild import status as statuses
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    labels = {"uptodate": "up to date", "restore": "would be restored from cache",
+              "run": "would run"}
+    for checked in project.manifests:
+        print(f"{checked.manifest.name} ({checked.document.path})")
+        for item in statuses.of_manifest(project, checked):
+            print(f"  {item.stage:<10} {labels[item.state]}")
+            for reason in item.reasons:
+                print(f"      {reason}")
+    return EXIT_OK
+
+
+def schema(args, cwd: Path) -> int:
+    from edgebuild import schema as schemas
+
+    text = schemas.render()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def init(args, cwd: Path) -> int:
+    from edgebuild import scaffold
+
+    for path in scaffold.init(Path(args.directory), args.name):
+        _err(f"wrote {path}")
+    _err("next: run `edgebuild` in that directory")
+    return EXIT_OK
+
+
+def clean(args, cwd: Path) -> int:
+    from edgebuild.cache import remove_tree
+
+    root, _ = projects.locate(args.paths, cwd)
+    remove_tree(root / "build")
+    _err(f"removed {root / 'build'}")
+    if args.cache:
+        cache_root = projects.load(args.paths, cwd, args.cache_dir).cache_root
+        remove_tree(cache_root)
+        _err(f"removed {cache_root}")
+    return EXIT_OK
+
+
+def cache(args, cwd: Path) -> int:
+    return {"gc": _gc, "verify": _verify}[args.cache_command](args, cwd)
+
+
+def _referenced(project) -> set[str]:
+    """Keys the current manifests use: their materialized states and the lock file."""
+    from edgebuild import lockfile, outputs
+    from edgebuild.stages import STAGES
+
+    keep = set()
+    for checked in project.manifests:
+        for stage in STAGES:
+            state = outputs.read_state(project.build_dir(checked.manifest.name), stage)
+            if state is not None:
+                keep.add(state.key)
+    for stages in lockfile.read(project.lock_path).values():
+        keep.update(v["key"] for v in stages.values())
+    return keep
+
+
+def _gc(args, cwd: Path) -> int:
+    from edgebuild import cache as caches
+    from edgebuild.fields import parse_bytes
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    try:
+        max_bytes = None if args.max_size is None else parse_bytes(args.max_size)
+    except ValueError as exc:
+        raise UserError(f"--max-size: {exc}") from None
+    if args.max_age is not None and args.max_age < 0:
+        raise UserError("--max-age must be a number of days >= 0")
+    max_age = None if args.max_age is None else args.max_age * 86400
+    removed = caches.collect(caches.Cache(project.cache_root), _referenced(project),
+                             max_bytes, max_age)
+    for entry in removed:
+        _err(f"deleted {entry.stage}/{entry.key[:16]}")
+    _err(f"cache gc: deleted {len(removed)} entries")
+    return EXIT_OK
+
+
+def _verify(args, cwd: Path) -> int:
+    from edgebuild import cache as caches
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    cache_ = caches.Cache(project.cache_root)
+    entries = cache_.entries()
+    corrupt = 0
+    for entry in entries:
+        found = caches.problems(entry)
+        if found:
+            corrupt += 1
+            _err(f"corrupt {entry.stage}/{entry.key[:16]}: {'; '.join(found)}")
+            if args.delete:
+                cache_.discard(entry)
+    _err(f"cache verify: {len(entries)} entries, {corrupt} corrupt")
+    return EXIT_OK if corrupt == 0 or args.delete else EXIT_STAGE_FAILED

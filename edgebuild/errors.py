@@ -1,0 +1,49 @@
+"""User-facing errors.
+
+A user error (bad manifest, missing data file, budget too small) is not a bug: it is
+printed as `FILE:LINE:COL: field.path: message` lines and the process exits with status 2,
+never with a traceback. A failing stage (a bug, a compiler error) exits with status 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_STAGE_FAILED = 1
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem at one place: the unit every validation step reports."""
+
+    file: str
+    message: str
+    line: int | None = None
+    col: int | None = None
+    field: str = ""
+
+    def render(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}:{self.col or 1}"
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class UserError(Exception):
+    """Carries every diagnostic found, so the user fixes them all in one round."""
+
+    def __init__(self, diagnostics: list[Diagnostic] | Diagnostic | str):
+        if isinstance(diagnostics, str):
+            diagnostics = [Diagnostic(file="edgebuild", message=diagnostics)]
+        elif isinstance(diagnostics, Diagnostic):
+            diagnostics = [diagnostics]
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(d.render() for d in self.diagnostics))
+
+
+class StageFailed(Exception):
+    """A stage could not produce its artifact for a reason that is not a user error."""

@@ -1,0 +1,123 @@
+"""The typed graph every stage after `validate` speaks: named nodes with inferred shapes.
+
+Layers bind by name, never by position: a layer's `inputs:` names earlier layers (or
+`input`, the model input); without `inputs:` it reads the layer just before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from edgebuild.ops import OPS
+from edgebuild.ops.base import LayerBase, Shape, ShapeError
+
+INPUT = "input"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    in_shapes: tuple[Shape, ...]
+    out_shape: Shape
+    params: int
+    macs: int
+
+
+@dataclass(frozen=True)
+class Graph:
+    input: Shape
+    nodes: tuple[Node, ...]
+
+    @property
+    def output(self) -> Node:
+        return self.nodes[-1]
+
+    @property
+    def params(self) -> int:
+        return sum(n.params for n in self.nodes)
+
+    @property
+    def macs(self) -> int:
+        return sum(n.macs for n in self.nodes)
+
+    def to_json(self) -> str:
+        return json.dumps({"input": self.input, "nodes": [asdict(n) for n in self.nodes],
+                           "params": self.params, "macs": self.macs}, indent=1)
+
+
+@dataclass(frozen=True)
+class GraphProblem:
+    """A problem at `model.layers[index]` (field `field`, e.g. 'inputs' or 'out')."""
+
+    index: int
+    field: str
+    message: str
+
+
+def _inputs(layer: LayerBase, index: int, previous: str) -> tuple[str, ...]:
+    return layer.inputs if layer.inputs is not None else (previous,)
+
+
+def _node(layer: LayerBase, inputs: tuple[str, ...], shapes: dict[str, Shape]) -> Node:
+    op = OPS[layer.op]
+    in_shapes = [shapes[name] for name in inputs]
+    if op.arity == "one" and len(in_shapes) != 1:
+        raise ShapeError(f"{layer.op} takes exactly one input, got {len(in_shapes)}")
+    out = tuple(op.out_shape(layer, in_shapes))
+    if any(d < 1 for d in out):
+        raise ShapeError(f"output shape {list(out)} has an empty dimension")
+    return Node(layer.name, layer.op, inputs, tuple(map(tuple, in_shapes)), out,
+                op.param_count(layer, in_shapes), op.macs(layer, in_shapes, out))
+
+
+def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | None, list[GraphProblem]]:
+    """Infer every shape; collect every problem instead of stopping at the first."""
+    shapes: dict[str, Shape] = {INPUT: tuple(input_shape)}
+    nodes, problems, previous = [], [], INPUT
+    for index, layer in enumerate(layers):
+        if layer.name in shapes:
+            problems.append(GraphProblem(index, "name", f"layer name {layer.name!r} is used twice"
+                                         if layer.name != INPUT else "'input' names the model input"))
+            continue
+        inputs = _inputs(layer, index, previous)
+        unknown = [name for name in inputs if name not in shapes]
+        if unknown:
+            problems.append(GraphProblem(index, "inputs", f"{unknown[0]!r} names no earlier layer "
+                                         f"(earlier: {', '.join(shapes)})"))
+            previous = layer.name
+            continue
+        try:
+            node = _node(layer, inputs, shapes)
+        except ShapeError as exc:
+            problems.append(GraphProblem(index, "", f"layer {layer.name!r} ({layer.op}): {exc}"))
+            previous = layer.name
+            continue
+        nodes.append(node)
+        shapes[layer.name] = node.out_shape
+        previous = layer.name
+    _check_wide(layers, problems)
+    return (None if problems else Graph(tuple(input_shape), tuple(nodes))), problems
+
+
+def _check_wide(layers: tuple[LayerBase, ...], problems: list[GraphProblem]) -> None:
+    for index, layer in enumerate(layers[:-1]):
+        if getattr(layer, "wide", False):
+            problems.append(GraphProblem(index, "wide", "`wide: true` (int32 output) is only "
+                                         "allowed on the last layer"))
+
+
+def table(graph: Graph) -> str:
+    """A human-readable per-layer table (printed on stderr by the validate stage)."""
+    rows = [("layer", "op", "input", "output", "params", "MACs")]
+    for n in graph.nodes:
+        rows.append((n.name, n.op, " + ".join(str(list(s)) for s in n.in_shapes),
+                     str(list(n.out_shape)), str(n.params), str(n.macs)))
+    rows.append(("total", "", str(list(graph.input)), str(list(graph.output.out_shape)),
+                 str(graph.params), str(graph.macs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    return "\n".join("  ".join(c.ljust(w) if i < 4 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+                     for r in rows)

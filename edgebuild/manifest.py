@@ -1,0 +1,114 @@
+"""The manifest: one YAML file, sections that map onto stages (DESIGN §2).
+
+These records are the single schema: `schemas/manifest.schema.json` is generated from them
+(`edgebuild schema`), and a test fails when the committed copy is stale. Model math
+(`model`, `train`) and hardware (`target`) are separate sections so that editing a memory
+budget never invalidates training.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from edgebuild.datasets import DatasetSpec
+from edgebuild.fields import Bytes, Identifier, Strict
+from edgebuild.ops import Layer
+
+SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
+
+
+class Model(Strict):
+    input: tuple[Annotated[int, Field(ge=1, le=65536)], ...] = Field(
+        min_length=1, max_length=3,
+        description="sample shape, channels first: [features], [C, L] or [C, H, W]")
+    layers: tuple[Layer, ...] = Field(min_length=1, max_length=512)
+
+
+class Sgd(Strict):
+    lr: float = Field(default=0.01, gt=0, le=10)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    nesterov: bool = False
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+class Adam(Strict):
+    lr: float = Field(default=0.001, gt=0, le=10)
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+class Optimizer(Strict):
+    """Exactly one of the keys, e.g. `{adam: {lr: 0.003}}`."""
+
+    sgd: Sgd | None = None
+    adam: Adam | None = None
+    adamw: Adam | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Optimizer:
+        chosen = [k for k in ("sgd", "adam", "adamw") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"choose exactly one optimizer of sgd, adam, adamw (got {chosen or 'none'})")
+        return self
+
+
+class MultiStep(Strict):
+    type: Literal["multistep"]
+    milestones: tuple[Annotated[int, Field(ge=1)], ...] = ()
+    gamma: float = Field(default=0.1, gt=0, le=1)
+
+
+class Cosine(Strict):
+    type: Literal["cosine"]
+    min_lr: float = Field(default=0.0, ge=0)
+
+
+class Constant(Strict):
+    type: Literal["constant"]
+
+
+Schedule = Annotated[MultiStep | Cosine | Constant, Field(discriminator="type")]
+
+
+class Train(Strict):
+    epochs: int = Field(default=10, ge=1, le=10000)
+    batch: int = Field(default=64, ge=1, le=65536)
+    optimizer: Optimizer = Optimizer(adam=Adam())
+    schedule: Schedule = Constant(type="constant")
+    clamp_activations: bool = Field(
+        default=True, description="clamp activations to the int8 range [-1, 127/128] while "
+                                  "training, as the hardware will")
+
+
+class Device(str, Enum):
+    host = "host"
+    cortex_m4 = "cortex-m4"
+    max78000 = "max78000"
+    max78002 = "max78002"
+
+
+class Memory(Strict):
+    l1: Bytes = Field(default=64 * 1024, description="fast scratch memory")
+    l2: Bytes = Field(default=256 * 1024, description="activation RAM")
+    flash: Bytes = Field(default=1024 * 1024, description="code and constant weights")
+
+
+class Target(Strict):
+    device: Device = Device.host
+    memory: Memory = Memory()
+
+
+class Manifest(Strict):
+    """One model, from dataset to deployable C project."""
+
+    schema_: str | None = Field(default=None, alias="$schema",
+                                description="optional JSON Schema reference for editors")
+    name: Identifier
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    dataset: DatasetSpec
+    model: Model
+    train: Train = Train()
+    target: Target = Target()

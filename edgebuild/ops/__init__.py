@@ -1,0 +1,31 @@
+"""The operator registry: `op:` name -> Operator. Adding an op = a module + one line here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from edgebuild.ops import add, batchnorm, concat, conv1d, conv2d, dropout, flatten, linear, pool
+from edgebuild.ops.base import Operator
+
+OPS: dict[str, Operator] = {
+    op.name: op
+    for op in (
+        conv1d.OPERATOR,
+        conv2d.OPERATOR,
+        linear.OPERATOR,
+        pool.OPERATOR_1D,
+        pool.OPERATOR_2D,
+        flatten.OPERATOR,
+        add.OPERATOR,
+        concat.OPERATOR,
+        batchnorm.OPERATOR,
+        dropout.OPERATOR,
+    )
+}
+
+Layer = Annotated[
+    Union[tuple(op.params for op in OPS.values())],  # noqa: UP007 - built from the registry
+    Field(discriminator="op"),
+]

@@ -1,0 +1,26 @@
+"""add: element-wise sum of two or more earlier tensors of one shape (residual connections)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from edgebuild.fields import Identifier
+from edgebuild.ops.base import Activation, LayerBase, Operator, ShapeError, no_macs, no_params
+
+
+class Add(LayerBase):
+    op: Literal["add"]
+    inputs: tuple[Identifier, ...] = Field(min_length=2, description="the tensors to sum")
+    act: Activation = Activation.none
+
+
+def out_shape(layer: Add, shapes):
+    if any(s != shapes[0] for s in shapes):
+        raise ShapeError("add needs inputs of one shape, got "
+                         + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes)))
+    return shapes[0]
+
+
+OPERATOR = Operator("add", Add, "many", out_shape, no_params, no_macs)

@@ -1,0 +1,115 @@
+"""What every operator module provides, and the shape arithmetic they share.
+
+Tensor layout convention (used by every stage after `validate`): channels first, no batch
+dimension — `(C,)` for flat features, `(C, L)` for 1-D signals, `(C, H, W)` for images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from edgebuild.fields import Identifier, Strict
+
+Shape = tuple[int, ...]
+
+Count = Annotated[int, Field(ge=1, le=65536)]
+Small = Annotated[int, Field(ge=1, le=64)]
+Pad = Annotated[int, Field(ge=0, le=64)]
+Pair = Small | tuple[Small, Small]
+PadPair = Pad | tuple[Pad, Pad]
+
+
+class Activation(str, Enum):
+    """Applied after the output shift, before saturation to int8 (see the numerics contract)."""
+
+    none = "none"
+    relu = "relu"
+    abs = "abs"
+
+
+class PoolMode(str, Enum):
+    max = "max"
+    avg = "avg"
+
+
+class FusedPool(Strict):
+    """Pooling of a layer's *input*, before its convolution — as the MAX78000 hardware does."""
+
+    mode: PoolMode
+    size: Pair
+    stride: Pair | None = Field(default=None, description="defaults to size")
+
+
+class LayerBase(Strict):
+    name: Identifier
+    inputs: tuple[Identifier, ...] | None = Field(
+        default=None, description="names of earlier layers (or 'input'); default: the previous layer")
+    doc: str = Field(default="", description="free text; never affects a build")
+
+
+class ShapeError(ValueError):
+    """A layer cannot accept the shapes it is given; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Everything the stages need to know about one op, looked up by `op:` name."""
+
+    name: str
+    params: type[LayerBase]
+    arity: Literal["one", "many"]
+    out_shape: Callable[[LayerBase, list[Shape]], Shape]
+    param_count: Callable[[LayerBase, list[Shape]], int]
+    macs: Callable[[LayerBase, list[Shape], Shape], int]
+
+
+def pair(value: int | tuple[int, int]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def window_out(size: int, kernel: int, stride: int, pad: int = 0, dilation: int = 1) -> int:
+    """Output length of a sliding window (floor mode, like PyTorch)."""
+    span = dilation * (kernel - 1) + 1
+    if size + 2 * pad < span:
+        raise ShapeError(f"window of {span} is larger than the padded input length {size + 2 * pad}")
+    return (size + 2 * pad - span) // stride + 1
+
+
+def pooled(shape: Shape, pool: FusedPool | None, dims: int) -> Shape:
+    """Shape after a (fused or standalone) pooling window over the last `dims` axes."""
+    if pool is None:
+        return shape
+    sizes = pair(pool.size) if dims == 2 else (_single(pool.size, "pool.size"),)
+    strides = sizes if pool.stride is None else (
+        pair(pool.stride) if dims == 2 else (_single(pool.stride, "pool.stride"),))
+    spatial = tuple(window_out(n, k, s) for n, k, s in zip(shape[1:], sizes, strides, strict=True))
+    return (shape[0], *spatial)
+
+
+def _single(value: int | tuple[int, int], what: str) -> int:
+    if not isinstance(value, int):
+        raise ShapeError(f"{what} must be a single integer for a 1-D layer")
+    return value
+
+
+def expect_rank(shape: Shape, rank: int, op: str) -> None:
+    names = {1: "(features)", 2: "(channels, length)", 3: "(channels, height, width)"}
+    if len(shape) != rank:
+        raise ShapeError(f"{op} expects an input of shape {names[rank]}, got {list(shape)}")
+
+
+def one(shapes: list[Shape]) -> Shape:
+    return shapes[0]
+
+
+def no_params(layer: LayerBase, shapes: list[Shape]) -> int:
+    return 0
+
+
+def no_macs(layer: LayerBase, shapes: list[Shape], out: Shape) -> int:
+    return 0

@@ -1,0 +1,34 @@
+"""conv1d: 1-D convolution over (channels, length), optional fused input pooling."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from edgebuild.ops.base import Operator, Pad, Small, expect_rank, pooled, window_out
+from edgebuild.ops.conv import ConvFields, check_groups, conv_macs, conv_params
+
+
+class Conv1d(ConvFields):
+    op: Literal["conv1d"]
+    kernel: Small = 3
+    stride: Small = 1
+    pad: Pad = 0
+    dilation: Small = 1
+
+
+def out_shape(layer: Conv1d, shapes):
+    expect_rank(shapes[0], 2, "conv1d")
+    channels, length = pooled(shapes[0], layer.pool, 1)
+    check_groups(layer, channels)
+    return (layer.out, window_out(length, layer.kernel, layer.stride, layer.pad, layer.dilation))
+
+
+def param_count(layer: Conv1d, shapes):
+    return conv_params(layer, shapes[0][0], layer.kernel)
+
+
+def macs(layer: Conv1d, shapes, out):
+    return conv_macs(layer, shapes[0][0], layer.kernel, out[1])
+
+
+OPERATOR = Operator("conv1d", Conv1d, "one", out_shape, param_count, macs)

@@ -1,0 +1,18 @@
+"""dropout: active in float training only; the identity in every deployed form."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from edgebuild.ops.base import LayerBase, Operator, no_macs, no_params, one
+
+
+class Dropout(LayerBase):
+    op: Literal["dropout"]
+    p: float = Field(default=0.5, ge=0, lt=1)
+
+
+OPERATOR = Operator("dropout", Dropout, "one", lambda layer, shapes: one(shapes),
+                    no_params, no_macs)

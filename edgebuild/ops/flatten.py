@@ -1,0 +1,19 @@
+"""flatten: (C, ...) -> (C * ...,), channel-major order (C, then H, then W)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from edgebuild.ops.base import LayerBase, Operator, no_macs, no_params
+
+
+class Flatten(LayerBase):
+    op: Literal["flatten"]
+
+
+def out_shape(layer: Flatten, shapes):
+    return (math.prod(shapes[0]),)
+
+
+OPERATOR = Operator("flatten", Flatten, "one", out_shape, no_params, no_macs)

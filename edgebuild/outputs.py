@@ -1,0 +1,83 @@
+"""The build tree: `build/<manifest>/<stage>/`, a user-facing copy of each cache entry.
+
+Each materialized stage has a state record (`build/<manifest>/.state/<stage>.json`) with
+its key, key material, digest and every file's (size, mtime, sha256). "Up to date" means:
+same key, same set of files, and each file unchanged — checked by stat first and by
+content only when the stat differs, so a no-op build stays fast while a deleted or
+edited output is still caught and restored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild.cache import Entry, remove_tree, sha256_file, write_atomic
+
+
+@dataclass(frozen=True)
+class State:
+    key: str
+    digest: str
+    material: dict
+    files: dict[str, list]  # relative path -> [size, mtime_ns, sha256]
+
+
+def state_path(build_dir: Path, stage: str) -> Path:
+    return build_dir / ".state" / f"{stage}.json"
+
+
+def read_state(build_dir: Path, stage: str) -> State | None:
+    try:
+        raw = json.loads(state_path(build_dir, stage).read_text())
+        return State(raw["key"], raw["digest"], raw["material"], raw["files"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def intact(build_dir: Path, stage: str, state: State) -> bool:
+    """Are the materialized files exactly those recorded? (stat fast path, then content)"""
+    root = build_dir / stage
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} \
+        if root.is_dir() else set()
+    if present != set(state.files):
+        return False
+    for name, (size, mtime_ns, digest) in state.files.items():
+        info = (root / name).stat()
+        if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) and \
+                sha256_file(root / name) != digest:
+            return False
+    return True
+
+
+def current(build_dir: Path, stage: str, key: str) -> State | None:
+    state = read_state(build_dir, stage)
+    if state is None or state.key != key or not intact(build_dir, stage, state):
+        return None
+    return state
+
+
+def materialize(entry: Entry, build_dir: Path, stage: str) -> State:
+    """Copy an entry into the build tree, swapping directories so readers never see a mix."""
+    dest = build_dir / stage
+    temp = build_dir / f".tmp-{stage}-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(entry.out, temp, copy_function=shutil.copyfile)
+    trash = build_dir / f".old-{stage}-{uuid.uuid4().hex[:8]}"
+    state_path(build_dir, stage).unlink(missing_ok=True)
+    if dest.exists():
+        os.replace(dest, trash)
+    os.replace(temp, dest)
+    remove_tree(trash)
+    files = {}
+    for name, digest in entry.files.items():
+        info = (dest / name).stat()
+        files[name] = [info.st_size, info.st_mtime_ns, digest]
+    state = State(entry.key, entry.digest, entry.material, files)
+    write_atomic(state_path(build_dir, stage), json.dumps(
+        {"key": state.key, "digest": state.digest, "material": state.material,
+         "files": state.files}, indent=1, sort_keys=True))
+    return state

@@ -1,0 +1,17 @@
+"""The stage registry, in pipeline order. Later stages plug in here with one line each."""
+
+from __future__ import annotations
+
+from edgebuild.stages import data, validate
+from edgebuild.stages.base import Stage
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (validate.STAGE, data.STAGE)}
+
+
+def closure(target: str) -> list[str]:
+    """`target` and everything upstream of it, in pipeline order."""
+    needed = {target}
+    for name in reversed(list(STAGES)):
+        if name in needed:
+            needed.update(STAGES[name].upstream)
+    return [name for name in STAGES if name in needed]

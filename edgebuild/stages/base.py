@@ -1,0 +1,33 @@
+"""What a stage is: a pure function from (its config, upstream artifacts) to one directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild.validation import Checked
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a stage's `run` may read. It writes only below `out`."""
+
+    checked: Checked
+    out: Path
+    inputs: dict[str, Path]
+    cache_root: Path
+
+
+@dataclass(frozen=True)
+class Stage:
+    """`config` returns the plain-JSON settings that key the cache (defaults resolved,
+    cosmetic fields left out); `tools` names packages whose versions change outputs."""
+
+    name: str
+    version: int
+    upstream: tuple[str, ...]
+    config: Callable[[Checked, Path], dict]
+    run: Callable[[Context], None]
+    summary: str
+    tools: tuple[str, ...] = ()

@@ -1,0 +1,33 @@
+"""Stage `validate`: the resolved model graph — every layer's shapes, parameters and MACs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from edgebuild import graph as graphs
+from edgebuild.stages.base import Context, Stage
+from edgebuild.validation import Checked
+
+
+def config(checked: Checked, cache_root: Path) -> dict:
+    """The model section with defaults resolved; `doc` strings never trigger a rebuild."""
+    model = checked.manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
+    return {"model": model}
+
+
+def run(ctx: Context) -> None:
+    graph = ctx.checked.graph
+    (ctx.out / "graph.json").write_text(graph.to_json() + "\n")
+    resolved = ctx.checked.manifest.model.model_dump(mode="json")
+    (ctx.out / "model.json").write_text(_dumps(resolved))
+    print(graphs.table(graph), file=sys.stderr)
+
+
+def _dumps(obj) -> str:
+    import json
+    return json.dumps(obj, indent=1, sort_keys=True) + "\n"
+
+
+STAGE = Stage("validate", 1, (), config, run,
+              "resolve defaults; infer each layer's shape, parameters and MACs")

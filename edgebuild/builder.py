@@ -14,10 +14,10 @@ from pathlib import Path
 
 from edgebuild import cache as caches
 from edgebuild import outputs
-from edgebuild.errors import StageFailed
+from edgebuild.errors import StageFailed, UserError
+from edgebuild.resolved import Resolved
 from edgebuild.stages import STAGES
 from edgebuild.stages.base import Context, Stage
-from edgebuild.validation import Checked
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def tool_versions(stage: Stage) -> dict[str, str]:
     return found
 
 
-def key_material(stage: Stage, checked: Checked, build_dir: Path, cache_root: Path,
+def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: Path,
                  upstream_digests: dict[str, str] | None = None) -> dict:
     """Everything that may change the stage's output, as plain JSON (DESIGN §4)."""
     if upstream_digests is None:
@@ -49,16 +49,29 @@ def key_material(stage: Stage, checked: Checked, build_dir: Path, cache_root: Pa
             if state is None:
                 raise StageFailed(f"stage {stage.name}: upstream {name} has no output yet")
             upstream_digests[name] = state.digest
-    return {"stage": stage.name, "version": stage.version,
-            "config": stage.config(checked, cache_root),
+    config = dict(resolved.configs[stage.name])
+    if resolved.files.get(stage.name):
+        config["files"] = [_content(Path(p), cache_root, resolved) for p in resolved.files[stage.name]]
+    return {"stage": stage.name, "version": stage.version, "config": config,
             "upstream": upstream_digests, "tools": tool_versions(stage)}
 
 
-def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
+def _content(path: Path, cache_root: Path, resolved: Resolved) -> str:
+    try:
+        return caches.file_digest(path, cache_root)
+    except OSError as exc:
+        raise UserError(f"{resolved.display}: data file {path} cannot be read "
+                        f"({exc.strerror})") from None
+
+
+def realize(checked, stage_name: str, build_dir: Path, cache_root: Path,
             locked: dict | None = None) -> Outcome:
+    """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`)."""
+    from edgebuild.resolved import from_checked
+
     start = time.perf_counter()
     stage = STAGES[stage_name]
-    material = key_material(stage, checked, build_dir, cache_root)
+    material = key_material(stage, from_checked(checked), build_dir, cache_root)
     key = caches.key_of(material)
     _check_lock(stage_name, "key", key, locked)
     state = outputs.current(build_dir, stage_name, key)

@@ -34,7 +34,7 @@ def build(args, cwd: Path) -> int:
     if not args.locked:
         results = {name: {stage: {"key": v["key"], "digest": v["digest"]}
                           for stage, v in stages.items()} for name, stages in run.outcomes.items()}
-        names = {c.manifest.name for c in project.manifests}
+        names = {m.name for m in project.manifests}
         lockfile.write(project.lock_path,
                        lockfile.merge(lockfile.read(project.lock_path), results, names))
     return EXIT_OK
@@ -42,10 +42,10 @@ def build(args, cwd: Path) -> int:
 
 def check(args, cwd: Path) -> int:
     project = projects.load(args.paths, cwd)
-    for checked in project.manifests:
-        graph = checked.graph
-        _err(f"{checked.document.path}: ok ({checked.manifest.name}: {len(graph.nodes)} layers, "
-             f"{graph.params} parameters, {graph.macs} MACs)")
+    for item in project.manifests:
+        summary = item.summary
+        _err(f"{item.display}: ok ({item.name}: {summary['layers']} layers, "
+             f"{summary['params']} parameters, {summary['macs']} MACs)")
     return EXIT_OK
 
 
@@ -55,9 +55,9 @@ def status(args, cwd: Path) -> int:
     project = projects.load(args.paths, cwd, args.cache_dir)
     labels = {"uptodate": "up to date", "restore": "would be restored from cache",
               "run": "would run"}
-    for checked in project.manifests:
-        print(f"{checked.manifest.name} ({checked.document.path})")
-        for item in statuses.of_manifest(project, checked):
+    for manifest in project.manifests:
+        print(f"{manifest.name} ({manifest.display})")
+        for item in statuses.of_manifest(project, manifest):
             print(f"  {item.stage:<10} {labels[item.state]}")
             for reason in item.reasons:
                 print(f"      {reason}")
@@ -107,9 +107,9 @@ def _referenced(project) -> set[str]:
     from edgebuild.stages import STAGES
 
     keep = set()
-    for checked in project.manifests:
+    for manifest in project.manifests:
         for stage in STAGES:
-            state = outputs.read_state(project.build_dir(checked.manifest.name), stage)
+            state = outputs.read_state(project.build_dir(manifest.name), stage)
             if state is not None:
                 keep.add(state.key)
     for stages in lockfile.read(project.lock_path).values():

@@ -21,10 +21,11 @@ from doit.exceptions import TaskFailed, UnmetDependency
 from doit.reporter import ConsoleReporter
 from doit.task import dict_to_task
 
-from edgebuild import builder, outputs, validation
+from edgebuild import builder, outputs
 from edgebuild import cache as caches
 from edgebuild.errors import StageFailed, UserError
 from edgebuild.project import Project
+from edgebuild.resolved import Resolved
 from edgebuild.stages import STAGES, closure
 
 
@@ -61,6 +62,8 @@ def _split(name: str) -> tuple[str, str]:
 def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
                  cache_root: str, locked: dict | None) -> dict | TaskFailed:
     """Runs in a doit worker (possibly another process): plain-data arguments only."""
+    from edgebuild import validation
+
     try:
         checked = validation.load(Path(manifest_path), display)
         outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root), locked)
@@ -72,19 +75,19 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
             "seconds": round(outcome.seconds, 3)}
 
 
-def _uptodate(checked: validation.Checked, stage: str, build_dir: Path, cache_root: Path,
+def _uptodate(resolved: Resolved, stage: str, build_dir: Path, cache_root: Path,
               locked: dict | None):
     def check() -> bool:
         start = time.perf_counter()
         try:
-            material = builder.key_material(STAGES[stage], checked, build_dir, cache_root)
+            material = builder.key_material(STAGES[stage], resolved, build_dir, cache_root)
         except (UserError, StageFailed):
             return False  # let the action run and report the problem properly
         key = caches.key_of(material)
         state = outputs.current(build_dir, stage, key)
         if state is None or (locked is not None and locked.get("key") != key):
             return False
-        _record(task_name(checked.manifest.name, stage), {
+        _record(task_name(resolved.name, stage), {
             "status": "uptodate", "key": key, "digest": state.digest,
             "seconds": round(time.perf_counter() - start, 3)})
         return True
@@ -98,17 +101,17 @@ def _record(name: str, values: dict) -> None:
 
 def _tasks(project: Project, until: str | None, lock: dict | None) -> list:
     tasks = []
-    for checked in project.manifests:
-        name = checked.manifest.name
+    for resolved in project.manifests:
+        name = resolved.name
         build_dir = project.build_dir(name)
         for stage in closure(until) if until else list(STAGES):
             locked = None if lock is None else lock.get(name, {}).get(stage, {})
             tasks.append(dict_to_task({
                 "name": task_name(name, stage),
-                "actions": [(stage_action, [str(checked.path), checked.document.path, stage,
+                "actions": [(stage_action, [resolved.path, resolved.display, stage,
                                             str(build_dir), str(project.cache_root), locked])],
                 "task_dep": [task_name(name, up) for up in STAGES[stage].upstream],
-                "uptodate": [_uptodate(checked, stage, build_dir, project.cache_root, locked)],
+                "uptodate": [_uptodate(resolved, stage, build_dir, project.cache_root, locked)],
                 "verbosity": 2,
                 "doc": STAGES[stage].summary,
             }))

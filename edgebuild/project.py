@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgebuild import validation
+from edgebuild import resolved as resolutions
 from edgebuild.errors import Diagnostic, UserError
+from edgebuild.resolved import Resolved
 
 CACHE_ENV = "EDGEBUILD_CACHE"
 
@@ -21,7 +22,7 @@ CACHE_ENV = "EDGEBUILD_CACHE"
 class Project:
     root: Path
     cache_root: Path
-    manifests: tuple[validation.Checked, ...]
+    manifests: tuple[Resolved, ...]
 
     @property
     def build_root(self) -> Path:
@@ -34,8 +35,6 @@ class Project:
     def build_dir(self, name: str) -> Path:
         return self.build_root / name
 
-    def named(self, name: str) -> validation.Checked:
-        return next(c for c in self.manifests if c.manifest.name == name)
 
 
 def manifest_files(directory: Path) -> list[Path]:
@@ -70,18 +69,31 @@ def locate(paths: list[str], cwd: Path) -> tuple[Path, list[Path]]:
 
 
 def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
+    """Every manifest validated (memoized when unchanged), all problems reported at once."""
     root, files = locate(paths, cwd)
-    checked, problems = [], []
+    cache = Path(cache_dir or os.environ.get(CACHE_ENV) or root / "cache")
+    cache = cache if cache.is_absolute() else cwd / cache
+    fingerprint = resolutions.code_fingerprint()
+    found, problems = [], []
     for path in dict.fromkeys(p.resolve() for p in files):
+        display = _display(path, cwd)
         try:
-            checked.append(validation.load(path, _display(path, cwd)))
+            found.append(resolutions.recall(path, display, cache, fingerprint)
+                         or _validate(path, display, cache, fingerprint))
         except UserError as exc:
             problems += exc.diagnostics
-    problems += _duplicate_names(checked)
+    problems += _duplicate_names(found)
     if problems:
         raise UserError(problems)
-    cache = Path(cache_dir or os.environ.get(CACHE_ENV) or root / "cache")
-    return Project(root, cache if cache.is_absolute() else cwd / cache, tuple(checked))
+    return Project(root, cache, tuple(found))
+
+
+def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> Resolved:
+    from edgebuild import validation
+
+    resolved = resolutions.from_checked(validation.load(path, display))
+    resolutions.remember(resolved, cache, fingerprint)
+    return resolved
 
 
 def _display(path: Path, cwd: Path) -> str:
@@ -91,15 +103,20 @@ def _display(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def _duplicate_names(checked: list[validation.Checked]) -> list[Diagnostic]:
-    seen: dict[str, validation.Checked] = {}
+def _duplicate_names(found: list[Resolved]) -> list[Diagnostic]:
+    seen: dict[str, Resolved] = {}
     problems = []
-    for c in checked:
-        name = c.manifest.name
-        if name in seen:
-            problems.append(c.document.diagnostic(("name",), (
-                f"manifest name {name!r} is already used by {seen[name].document.path}; "
+    for item in found:
+        if item.name in seen:
+            problems.append(_name_diagnostic(item, (
+                f"manifest name {item.name!r} is already used by {seen[item.name].display}; "
                 "names must be unique (they name build/<name>/)")))
         else:
-            seen[name] = c
+            seen[item.name] = item
     return problems
+
+
+def _name_diagnostic(item: Resolved, message: str) -> Diagnostic:
+    from edgebuild import yamlsource
+
+    return yamlsource.load(item.path, item.display).diagnostic(("name",), message)

@@ -15,8 +15,8 @@ from edgebuild import builder, outputs
 from edgebuild import cache as caches
 from edgebuild.errors import StageFailed, UserError
 from edgebuild.project import Project
+from edgebuild.resolved import Resolved
 from edgebuild.stages import STAGES
-from edgebuild.validation import Checked
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class StageStatus:
     reasons: tuple[str, ...]
 
 
-def of_manifest(project: Project, checked: Checked) -> list[StageStatus]:
-    build_dir = project.build_dir(checked.manifest.name)
+def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
+    build_dir = project.build_dir(resolved.name)
     cache = caches.Cache(project.cache_root)
     digests: dict[str, str | None] = {}
     found = []
@@ -39,7 +39,7 @@ def of_manifest(project: Project, checked: Checked) -> list[StageStatus]:
             digests[name] = None
             continue
         try:
-            material = builder.key_material(stage, checked, build_dir, project.cache_root,
+            material = builder.key_material(stage, resolved, build_dir, project.cache_root,
                                             {u: digests[u] for u in stage.upstream})
         except (UserError, StageFailed) as exc:
             found.append(StageStatus(name, "run", None, (str(exc),)))

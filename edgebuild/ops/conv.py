@@ -27,5 +27,6 @@ def conv_params(layer: ConvFields, in_channels: int, kernel_elems: int) -> int:
     return weights + (layer.out if layer.bias else 0)
 
 
-def conv_macs(layer: ConvFields, in_channels: int, kernel_elems: int, out_elems: int) -> int:
-    return out_elems * (in_channels // layer.groups) * kernel_elems
+def conv_macs(layer: ConvFields, in_channels: int, kernel_elems: int, out_positions: int) -> int:
+    """Each output value (out channels x positions) sums (in/groups) x kernel products."""
+    return layer.out * out_positions * (in_channels // layer.groups) * kernel_elems

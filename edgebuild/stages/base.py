@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from edgebuild.validation import Checked
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
+    from edgebuild.validation import Checked
 
 
 @dataclass(frozen=True)
@@ -22,12 +24,14 @@ class Context:
 @dataclass(frozen=True)
 class Stage:
     """`config` returns the plain-JSON settings that key the cache (defaults resolved,
-    cosmetic fields left out); `tools` names packages whose versions change outputs."""
+    cosmetic fields left out); `files` the data files whose *content* also keys it;
+    `tools` names packages whose versions change outputs."""
 
     name: str
     version: int
     upstream: tuple[str, ...]
-    config: Callable[[Checked, Path], dict]
+    config: Callable[[Checked], dict]
     run: Callable[[Context], None]
     summary: str
     tools: tuple[str, ...] = ()
+    files: Callable[[Checked], list[Path]] = lambda checked: []

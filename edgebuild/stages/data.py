@@ -14,28 +14,33 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from edgebuild.cache import file_digest
-from edgebuild.datasets import FORMATS
-from edgebuild.datasets.source import DataFileError, Raw
 from edgebuild.errors import UserError
 from edgebuild.stages.base import Context, Stage
-from edgebuild.validation import Checked
 
 STANDARD_SIGMAS = 3.0
 
 
-def config(checked: Checked, cache_root: Path) -> dict:
+def config(checked) -> dict:
+    return {"dataset": checked.manifest.dataset.model_dump(mode="json"),
+            "seed": checked.manifest.seed}
+
+
+def files(checked) -> list[Path]:
+    from edgebuild.datasets import FORMATS
+    from edgebuild.datasets.source import DataFileError
+
     spec = checked.manifest.dataset
     try:
-        paths = FORMATS[spec.format].files(spec, checked.base)
+        return FORMATS[spec.format].files(spec, checked.base)
     except DataFileError as exc:
         raise UserError(checked.document.diagnostic(("dataset",), str(exc))) from None
-    return {"dataset": spec.model_dump(mode="json"), "seed": checked.manifest.seed,
-            "files": [file_digest(p, cache_root) for p in paths]}
 
 
 def run(ctx: Context) -> None:
     import numpy as np
+
+    from edgebuild.datasets import FORMATS
+    from edgebuild.datasets.source import DataFileError
 
     spec = ctx.checked.manifest.dataset
     try:
@@ -80,7 +85,7 @@ def _stratified(y, fraction: float, rng):
     return np.flatnonzero(~mask), np.flatnonzero(mask)
 
 
-def _split(raw: Raw, split, rng) -> dict:
+def _split(raw, split, rng) -> dict:
     x, y = raw.x_train, raw.y_train
     if raw.x_test is None:
         keep, test = _stratified(y, split.test, rng)
@@ -121,4 +126,5 @@ def _normalizer(x, normalize):
 
 
 STAGE = Stage("data", 1, (), config, run,
-              "load, split and quantize the dataset to int8 inputs", tools=("numpy",))
+              "load, split and quantize the dataset to int8 inputs", tools=("numpy",),
+              files=files)

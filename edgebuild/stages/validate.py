@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from pathlib import Path
 
-from edgebuild import graph as graphs
 from edgebuild.stages.base import Context, Stage
-from edgebuild.validation import Checked
 
 
-def config(checked: Checked, cache_root: Path) -> dict:
+def config(checked) -> dict:
     """The model section with defaults resolved; `doc` strings never trigger a rebuild."""
     model = checked.manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
     return {"model": model}
 
 
 def run(ctx: Context) -> None:
+    from edgebuild import graph as graphs
+
     graph = ctx.checked.graph
     (ctx.out / "graph.json").write_text(graph.to_json() + "\n")
     resolved = ctx.checked.manifest.model.model_dump(mode="json")
@@ -25,7 +25,6 @@ def run(ctx: Context) -> None:
 
 
 def _dumps(obj) -> str:
-    import json
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 

@@ -1,0 +1,65 @@
+"""Shared test helpers. Tests write only under tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "manifests"
+
+DIGITS_MANIFEST = """\
+name: {name}
+seed: 1
+dataset:
+  format: sklearn-digits
+  split: {{val: 0.1, test: 0.2}}
+model:
+  input: [1, 8, 8]
+  layers:
+    - {{name: conv1, op: conv2d, out: 8, kernel: 3, pad: 1, act: relu}}
+    - {{name: fc, op: linear, out: 10, flatten: true, wide: true}}
+train: {{epochs: 2, batch: 64}}
+target: {{device: host, memory: {{l1: 16KiB, l2: 128KiB, flash: 512KiB}}}}
+"""
+
+
+def edgebuild_cmd() -> list[str]:
+    """The installed console script when present, else the module (same code path)."""
+    script = shutil.which("edgebuild")
+    return [script] if script else [sys.executable, "-m", "edgebuild"]
+
+
+def run_cli(args: list[str], cwd: Path, env: dict | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("EDGEBUILD_CACHE", None) if env is None or "EDGEBUILD_CACHE" not in env else None
+    return subprocess.run(edgebuild_cmd() + args, cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def build_json(cwd: Path, *extra: str, env: dict | None = None) -> dict:
+    result = run_cli(["build", "--json", *extra], cwd, env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["manifests"]
+
+
+@pytest.fixture
+def digits_project(tmp_path: Path) -> Path:
+    """A project with one small digits manifest at manifests/small.yaml."""
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "manifests" / "small.yaml").write_text(DIGITS_MANIFEST.format(name="small"))
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path

@@ -9,6 +9,7 @@ A per-key file lock makes two processes that want the same artifact build it onc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -170,10 +171,8 @@ def last_used(entry: Entry) -> float:
 
 def touch(entry: Entry) -> None:
     """Record use (for `cache gc` by age); best effort, the entry itself stays read-only."""
-    try:
+    with contextlib.suppress(OSError):
         (entry.path / "used").touch()
-    except OSError:
-        pass
 
 
 def _write_json(path: Path, obj: Any) -> None:

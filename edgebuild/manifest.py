@@ -8,7 +8,7 @@ budget never invalidates training.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -83,7 +83,7 @@ class Train(Strict):
                                   "training, as the hardware will")
 
 
-class Device(str, Enum):
+class Device(StrEnum):
     host = "host"
     cortex_m4 = "cortex-m4"
     max78000 = "max78000"

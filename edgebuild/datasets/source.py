@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class Limit(Strict):
     test: int | None = Field(default=None, ge=1, description="keep at most N test samples")
 
 
-class NormalizeMethod(str, Enum):
+class NormalizeMethod(StrEnum):
     minmax = "minmax"
     standard = "standard"
 

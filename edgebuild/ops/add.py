@@ -19,7 +19,7 @@ class Add(LayerBase):
 def out_shape(layer: Add, shapes):
     if any(s != shapes[0] for s in shapes):
         raise ShapeError("add needs inputs of one shape, got "
-                         + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes)))
+                         + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes, strict=False)))
     return shapes[0]
 
 

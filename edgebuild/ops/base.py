@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -24,7 +24,7 @@ Pair = Small | tuple[Small, Small]
 PadPair = Pad | tuple[Pad, Pad]
 
 
-class Activation(str, Enum):
+class Activation(StrEnum):
     """Applied after the output shift, before saturation to int8 (see the numerics contract)."""
 
     none = "none"
@@ -32,7 +32,7 @@ class Activation(str, Enum):
     abs = "abs"
 
 
-class PoolMode(str, Enum):
+class PoolMode(StrEnum):
     max = "max"
     avg = "avg"
 

@@ -19,7 +19,7 @@ def out_shape(layer: Concat, shapes):
     rest = {tuple(s[1:]) for s in shapes}
     if len(rest) != 1 or len({len(s) for s in shapes}) != 1:
         raise ShapeError("concat joins channels, so all other dimensions must match; got "
-                         + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes)))
+                         + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes, strict=False)))
     return (sum(s[0] for s in shapes), *shapes[0][1:])
 
 

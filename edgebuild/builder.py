@@ -82,10 +82,11 @@ def realize(checked, stage_name: str, build_dir: Path, cache_root: Path,
     built = False
     if entry is None or caches.problems(entry):
         def build(out: Path) -> None:
-            stage.run(Context(checked, out, {u: build_dir / u for u in stage.upstream}, cache_root))
+            stage.run(Context(checked, out, {u: build_dir / u for u in stage.upstream}, cache_root,
+                              build_dir))
         entry, built = cache.publish(stage_name, key, material, build)
     _check_lock(stage_name, "digest", entry.digest, locked)
-    outputs.materialize(entry, build_dir, stage_name)
+    outputs.materialize(entry, build_dir, stage_name, stage.exports)
     caches.touch(entry)
     return Outcome(stage_name, "built" if built else "restored", key, entry.digest,
                    time.perf_counter() - start)

@@ -206,8 +206,9 @@ def file_digest(path: Path, root: Path) -> str:
     except (OSError, ValueError, KeyError):
         pass
     digest = sha256_file(path)
-    write_atomic(record, json.dumps({"path": str(path), "fingerprint": fingerprint,
-                                     "sha256": digest}))
+    with contextlib.suppress(OSError):  # the record is an optimization (read-only cache)
+        write_atomic(record, json.dumps({"path": str(path), "fingerprint": fingerprint,
+                                         "sha256": digest}))
     return digest
 
 

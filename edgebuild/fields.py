@@ -36,10 +36,11 @@ def _identifier(value: object) -> object:
     return value
 
 
+# Field before BeforeValidator: the other order drops the pattern from the JSON Schema.
 Identifier = Annotated[
     str,
-    BeforeValidator(_identifier),
     Field(pattern=IDENTIFIER_PATTERN),
+    BeforeValidator(_identifier),
 ]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)

@@ -77,29 +77,60 @@ def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | No
     """Infer every shape; collect every problem instead of stopping at the first."""
     shapes: dict[str, Shape] = {INPUT: tuple(input_shape)}
     nodes, problems, previous = [], [], INPUT
+    failed: set[str] = set()  # layers already reported: their consumers are not blamed
     for index, layer in enumerate(layers):
         if layer.name in shapes:
             problems.append(GraphProblem(index, "name", f"layer name {layer.name!r} is used twice"
                                          if layer.name != INPUT else "'input' names the model input"))
             continue
         inputs = _inputs(layer, index, previous)
-        unknown = [name for name in inputs if name not in shapes]
+        unknown = [name for name in inputs if name not in shapes and name not in failed]
         if unknown:
             problems.append(GraphProblem(index, "inputs", f"{unknown[0]!r} names no earlier layer "
                                          f"(earlier: {', '.join(shapes)})"))
+        if unknown or any(name in failed for name in inputs):
+            failed.add(layer.name)
             previous = layer.name
             continue
         try:
             node = _node(layer, inputs, shapes)
         except ShapeError as exc:
             problems.append(GraphProblem(index, "", f"layer {layer.name!r} ({layer.op}): {exc}"))
+            failed.add(layer.name)
             previous = layer.name
             continue
         nodes.append(node)
         shapes[layer.name] = node.out_shape
         previous = layer.name
     _check_wide(layers, problems)
+    if not problems:
+        _check_batchnorm(layers, nodes, problems)
     return (None if problems else Graph(tuple(input_shape), tuple(nodes))), problems
+
+
+def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
+                     problems: list[GraphProblem]) -> None:
+    """BN is folded into its producer, so the producer must be a conv/linear without an
+    activation whose only consumer is this BN."""
+    by_name = {layer.name: layer for layer in layers}
+    consumers: dict[str, int] = {}
+    for node in nodes:
+        for name in node.inputs:
+            consumers[name] = consumers.get(name, 0) + 1
+    for index, node in enumerate(nodes):
+        if node.op != "batchnorm":
+            continue
+        producer = by_name.get(node.inputs[0])
+        if producer is None or producer.op not in ("conv1d", "conv2d", "linear"):
+            problem = "must directly follow a conv1d, conv2d or linear layer (it is folded into it)"
+        elif producer.act.value != "none" or producer.wide:
+            problem = (f"folds into {producer.name!r}, which must have `act: none` and no `wide` "
+                       "(put the activation on the batchnorm)")
+        elif consumers.get(producer.name, 0) != 1:
+            problem = f"folds into {producer.name!r}, whose output must feed only this batchnorm"
+        else:
+            continue
+        problems.append(GraphProblem(index, "", f"batchnorm {node.name!r} {problem}"))
 
 
 def _check_wide(layers: tuple[LayerBase, ...], problems: list[GraphProblem]) -> None:

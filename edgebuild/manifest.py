@@ -83,6 +83,56 @@ class Train(Strict):
                                   "training, as the hardware will")
 
 
+WeightBits = Literal[1, 2, 4, 8]
+
+
+class LayerQuant(Strict):
+    """Per-layer override of the QAT / quantization policy (by layer name)."""
+
+    weight_bits: WeightBits | None = None
+    shift_quantile: float | None = Field(default=None, gt=0, le=1)
+    bias_bits: int | None = Field(default=None, ge=2, le=32)
+
+
+class Qat(Strict):
+    """Quantization policy. With `enabled: false` the weights are quantized after training
+    (post-training quantization, see `quantize.clip`) with the same bit widths."""
+
+    enabled: bool = True
+    epochs: int = Field(default=5, ge=1, le=10000)
+    lr: float = Field(default=0.0005, gt=0, le=10)
+    batch: int | None = Field(default=None, ge=1, le=65536, description="default: train.batch")
+    weight_bits: WeightBits = 8
+    bias_bits: int = Field(default=16, ge=2, le=32,
+                           description="bias range in accumulator units (saturated)")
+    shift_quantile: float = Field(default=1.0, gt=0, le=1,
+                                  description="quantile of |w| that sets the weight scale")
+    overrides: dict[Identifier, LayerQuant] = {}
+
+
+class Rounding(StrEnum):
+    half_up = "half_up"
+    floor = "floor"
+
+
+class ClipMethod(StrEnum):
+    max = "max"
+    scale = "scale"
+    stddev = "stddev"
+    avgmax = "avgmax"
+
+
+class Quantize(Strict):
+    rounding: Rounding = Field(default=Rounding.half_up,
+                               description="half_up = floor(x + 0.5) as on MAX78000; floor")
+    clip: ClipMethod = Field(default=ClipMethod.max,
+                             description="post-training quantization only: weight clipping")
+    scale: float = Field(default=0.85, gt=0, le=4, description="clip: scale factor")
+    stddevs: float = Field(default=3.0, gt=0, le=20, description="clip: stddev multiple")
+    calibration: int = Field(default=512, ge=1, le=100000,
+                             description="training samples used for saturation statistics")
+
+
 class Device(StrEnum):
     host = "host"
     cortex_m4 = "cortex-m4"
@@ -111,4 +161,6 @@ class Manifest(Strict):
     dataset: DatasetSpec
     model: Model
     train: Train = Train()
+    qat: Qat = Qat()
+    quantize: Quantize = Quantize()
     target: Target = Target()

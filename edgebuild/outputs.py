@@ -25,6 +25,7 @@ class State:
     digest: str
     material: dict
     files: dict[str, list]  # relative path -> [size, mtime_ns, sha256]
+    exports: dict[str, list] | None = None  # build/<name>/<file> copies, same format
 
 
 def state_path(build_dir: Path, stage: str) -> Path:
@@ -34,7 +35,7 @@ def state_path(build_dir: Path, stage: str) -> Path:
 def read_state(build_dir: Path, stage: str) -> State | None:
     try:
         raw = json.loads(state_path(build_dir, stage).read_text())
-        return State(raw["key"], raw["digest"], raw["material"], raw["files"])
+        return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
     except (OSError, ValueError, KeyError):
         return None
 
@@ -46,8 +47,15 @@ def intact(build_dir: Path, stage: str, state: State) -> bool:
         if root.is_dir() else set()
     if present != set(state.files):
         return False
-    for name, (size, mtime_ns, digest) in state.files.items():
-        info = (root / name).stat()
+    return _unchanged(root, state.files) and _unchanged(build_dir, state.exports or {})
+
+
+def _unchanged(root: Path, files: dict[str, list]) -> bool:
+    for name, (size, mtime_ns, digest) in files.items():
+        try:
+            info = (root / name).stat()
+        except OSError:
+            return False
         if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) and \
                 sha256_file(root / name) != digest:
             return False
@@ -61,7 +69,7 @@ def current(build_dir: Path, stage: str, key: str) -> State | None:
     return state
 
 
-def materialize(entry: Entry, build_dir: Path, stage: str) -> State:
+def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, ...] = ()) -> State:
     """Copy an entry into the build tree, swapping directories so readers never see a mix."""
     dest = build_dir / stage
     temp = build_dir / f".tmp-{stage}-{uuid.uuid4().hex[:8]}"
@@ -72,12 +80,20 @@ def materialize(entry: Entry, build_dir: Path, stage: str) -> State:
         os.replace(dest, trash)
     os.replace(temp, dest)
     remove_tree(trash)
-    files = {}
-    for name, digest in entry.files.items():
-        info = (dest / name).stat()
-        files[name] = [info.st_size, info.st_mtime_ns, digest]
-    state = State(entry.key, entry.digest, entry.material, files)
+    files = {name: _stat(dest / name, digest) for name, digest in entry.files.items()}
+    exported = {}
+    for name in exports:
+        temp_copy = build_dir / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+        shutil.copyfile(dest / name, temp_copy)
+        os.replace(temp_copy, build_dir / name)
+        exported[name] = _stat(build_dir / name, entry.files[name])
+    state = State(entry.key, entry.digest, entry.material, files, exported)
     write_atomic(state_path(build_dir, stage), json.dumps(
         {"key": state.key, "digest": state.digest, "material": state.material,
-         "files": state.files}, indent=1, sort_keys=True))
+         "files": state.files, "exports": exported}, indent=1, sort_keys=True))
     return state
+
+
+def _stat(path: Path, digest: str) -> list:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns, digest]

@@ -64,9 +64,9 @@ def recall(path: Path, display: str, cache_root: Path, fingerprint: str) -> Reso
 
 def remember(resolved: Resolved, cache_root: Path, fingerprint: str) -> None:
     files = sorted({f for paths in resolved.files.values() for f in paths})
-    record = {"resolved": asdict(resolved),
-              "file_digests": {f: file_digest(Path(f), cache_root) for f in files}}
     try:
+        record = {"resolved": asdict(resolved),
+                  "file_digests": {f: file_digest(Path(f), cache_root) for f in files}}
         write_atomic(_record_path(cache_root, record_id(Path(resolved.path), fingerprint)),
                      json.dumps(record, sort_keys=True))
     except OSError:

@@ -45,6 +45,7 @@ def load(path: Path, display: str | None = None) -> Checked:
     document = yamlsource.load(path, display)
     manifest = parse(document)
     graph = _graph(document, manifest)
+    _overrides(document, manifest)
     probe = _dataset(document, manifest, Path(path).parent, graph)
     return Checked(Path(path), document, manifest, graph, probe)
 
@@ -172,6 +173,16 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
             ("model", "layers", p.index, *((p.field,) if p.field else ())), p.message)
             for p in problems])
     return graph
+
+
+def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
+    compute = {layer.name for layer in manifest.model.layers
+               if layer.op in ("conv1d", "conv2d", "linear")}
+    problems = [document.diagnostic(("qat", "overrides", name), (
+        f"override names no conv1d/conv2d/linear layer; layers with weights: "
+        f"{', '.join(sorted(compute))}")) for name in manifest.qat.overrides if name not in compute]
+    if problems:
+        raise UserError(problems)
 
 
 def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,

@@ -19,6 +19,10 @@ from edgebuild.errors import Diagnostic, UserError
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 200_000
+MERGE_TAG = "tag:yaml.org,2002:merge"
+VALUE_TAG = "tag:yaml.org,2002:value"
+MAP_TAG = "tag:yaml.org,2002:map"
+SEQ_TAG = "tag:yaml.org,2002:seq"
 
 Loc = tuple[Any, ...]
 
@@ -69,6 +73,9 @@ class _Builder:
         self.positions: dict[Loc, tuple[int, int]] = {}
         self.problems: list[Diagnostic] = []
         self.budget = MAX_EXPANDED_NODES
+        self.reported: set[int] = set()  # ids of mapping nodes whose keys were checked
+        self.merged: dict[int, dict] = {}  # id of a merge source -> the pairs it contributes
+        self.merging: set[int] = set()  # merge sources being resolved (cycle guard)
 
     def build(self, node: yaml.Node, loc: Loc) -> Any:
         self.budget -= 1
@@ -78,6 +85,10 @@ class _Builder:
                 "(recursive or exponential YAML aliases?); write the values out instead",
                 *_mark(node)))
         self.positions.setdefault(loc, _mark(node))
+        if node.tag not in (MAP_TAG, SEQ_TAG) and not isinstance(node, yaml.ScalarNode):
+            # `!!set {..}`, `!!python/object/apply:..` [..]: never silently read as plain data
+            raise UserError(Diagnostic(self.path, f"unsupported YAML tag {node.tag!r}",
+                                       *_mark(node), field=dotted(loc)))
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, loc)
         if isinstance(node, yaml.SequenceNode):
@@ -85,23 +96,69 @@ class _Builder:
         return self.loader.construct_object(node, deep=True)
 
     def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
-        self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merge keys
         out: dict = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                self.problems.append(Diagnostic(
-                    self.path, "mapping keys must be plain scalars", *_mark(key_node)))
-                continue
-            key = self.loader.construct_object(key_node)
-            if key in out:
-                first = self.positions.get((*loc, key), ("?", "?"))
-                self.problems.append(Diagnostic(
-                    self.path, f"duplicate key {key!r} (first defined at line {first[0]})",
-                    *_mark(key_node), field=dotted((*loc, key))))
-                continue
+        for key, (key_node, value_node) in self._pairs(node, loc).items():
             self.positions[(*loc, key)] = _mark(key_node)
             out[key] = self.build(value_node, (*loc, key))
         return out
+
+    def _pairs(self, node: yaml.MappingNode, loc: Loc) -> dict:
+        """`key -> (key node, value node)`: the mapping's own keys (a repeated one is an
+        error), then the keys of its `<<: *anchor` merges that it does not set itself
+        (YAML merge keys: explicit keys win, earlier merge sources win over later ones).
+
+        PyYAML's `flatten_mapping` is not used: it copies merged pairs into the node
+        (exponential for merges of merges) and keeps overridden keys as duplicates."""
+        report = id(node) not in self.reported  # a shared node's problems are reported once
+        self.reported.add(id(node))
+        pairs: dict = {}
+        sources: list[yaml.Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE_TAG:
+                sources += (value_node.value if isinstance(value_node, yaml.SequenceNode)
+                            else [value_node])
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                if report:
+                    self.problems.append(Diagnostic(
+                        self.path, "mapping keys must be plain scalars", *_mark(key_node)))
+                continue
+            key = ("=" if key_node.tag == VALUE_TAG
+                   else self.loader.construct_object(key_node))
+            if key in pairs:
+                if report:
+                    first = _mark(pairs[key][0])
+                    self.problems.append(Diagnostic(
+                        self.path, f"duplicate key {key!r} (first defined at line {first[0]})",
+                        *_mark(key_node), field=dotted((*loc, key))))
+                continue
+            pairs[key] = (key_node, value_node)
+        for source in sources:
+            for key, pair in self._merged(source, loc).items():
+                pairs.setdefault(key, pair)
+        return pairs
+
+    def _merged(self, node: yaml.Node, loc: Loc) -> dict:
+        """The pairs a merge source contributes, computed once per node and counted
+        against the expansion budget (chains of merges stay linear)."""
+        if not isinstance(node, yaml.MappingNode):
+            raise UserError(Diagnostic(self.path, "`<<` (merge key) needs a mapping or a "
+                                                  "list of mappings", *_mark(node)))
+        if id(node) in self.merging:
+            raise UserError(Diagnostic(self.path, "a mapping merges itself (recursive `<<`)",
+                                       *_mark(node)))
+        if id(node) not in self.merged:
+            self.merging.add(id(node))
+            pairs = self._pairs(node, loc)
+            self.merging.discard(id(node))
+            self.budget -= len(pairs)
+            if self.budget < 0:
+                raise UserError(Diagnostic(
+                    self.path, f"document expands to more than {MAX_EXPANDED_NODES} values "
+                    "(recursive or exponential YAML aliases?); write the values out instead",
+                    *_mark(node)))
+            self.merged[id(node)] = pairs
+        return self.merged[id(node)]
 
 
 def load(path: Path | str, display: str | None = None) -> Document:
@@ -133,6 +190,8 @@ def parse(text: str, name: str) -> Document:
         raise UserError(Diagnostic(name, f"YAML syntax error: {what}", line, col)) from None
     except yaml.YAMLError as exc:
         raise UserError(Diagnostic(name, f"YAML error: {exc}")) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise UserError(Diagnostic(name, "YAML nesting is too deep")) from None
     if node is None:
         raise UserError(Diagnostic(name, "file is empty; expected a mapping of manifest sections"))
     builder = _Builder(name)

@@ -36,7 +36,11 @@ def _arrays(path: Path) -> dict:
     import numpy as np
 
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array, not an archive
+            raise DataFileError(path, "not a .npz archive (a single .npy array? save named "
+                                      "arrays with numpy.savez)")
+        with data:
             return {key: data[key] for key in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise DataFileError(path, f"not a readable .npz file ({exc})") from None

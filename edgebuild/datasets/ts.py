@@ -62,6 +62,8 @@ def _header(path: Path, lines: list[str]) -> tuple[tuple[str, ...], int]:
 
 def _series(path: Path, number: int, line: str) -> tuple[list[list[float]], str]:
     *dims, label = line.split(":")
+    if not dims:
+        raise DataFileError(path, f"line {number + 1}: expected values:...:label, found no ':'")
     try:
         values = [[float(v) for v in dim.split(",")] for dim in dims]
     except ValueError:

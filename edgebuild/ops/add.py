@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from edgebuild import numerics
 from edgebuild.fields import Identifier
 from edgebuild.ops.base import Activation, LayerBase, Operator, ShapeError, no_macs, no_params
 
@@ -23,4 +24,22 @@ def out_shape(layer: Add, shapes):
     return shapes[0]
 
 
-OPERATOR = Operator("add", Add, "many", out_shape, no_params, no_macs)
+def forward(layer: Add, module, inputs, mode):
+    """Sum on the 1/128 grid, activation, saturation (exact in every mode)."""
+    total = inputs[0]
+    for other in inputs[1:]:
+        total = total + other
+    if mode.kind == "qat":
+        return numerics.torch_requantize(total, mode.rounding, layer.act.value)
+    return numerics.torch_clamp_float(total, layer.act.value) if mode.clamp else \
+        numerics.torch_activate(total, layer.act.value)
+
+
+def reference(layer: Add, quant, inputs, rounding):
+    total = inputs[0].astype("int64")
+    for other in inputs[1:]:
+        total = total + other
+    return numerics.np_saturate(numerics.np_activate(total, layer.act.value))
+
+
+OPERATOR = Operator("add", Add, "many", out_shape, no_params, no_macs, forward, reference)

@@ -7,7 +7,7 @@ dimension — `(C,)` for flat features, `(C, L)` for 1-D signals, `(C, H, W)` fo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -57,8 +57,49 @@ class ShapeError(ValueError):
 
 
 @dataclass(frozen=True)
+class LayerPolicy:
+    """The resolved quantization policy of one compute layer."""
+
+    weight_bits: int
+    bias_bits: int
+    shift_quantile: float
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How the torch network computes. `float`: plain training (outputs clamped to the Q7
+    range when `clamp`); `qat`: fake quantization that follows the integer math exactly.
+    `scale_exps` pins each layer's weight scale (evaluation of quantized weights); without
+    it the scale follows the weights (training)."""
+
+    kind: Literal["float", "qat"]
+    rounding: str = "half_up"
+    clamp: bool = True
+    policy: dict[str, LayerPolicy] = field(default_factory=dict)
+    scale_exps: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """A quantized compute layer: integer weights/bias and its weight scale exponent."""
+
+    weight: object  # numpy int64
+    bias: object | None  # numpy int64, accumulator units
+    scale_exp: int
+    bits: int
+
+
+def no_module(layer, shapes):
+    return None
+
+
+@dataclass(frozen=True)
 class Operator:
-    """Everything the stages need to know about one op, looked up by `op:` name."""
+    """Everything the stages need to know about one op, looked up by `op:` name.
+
+    `forward(layer, module, inputs, mode)` is the torch computation (float or fake-quant);
+    `reference(layer, quant, inputs, rounding)` the numpy integer reference on int64
+    batches (N, C, ...). Both are batch-first; shapes elsewhere are per sample."""
 
     name: str
     params: type[LayerBase]
@@ -66,6 +107,9 @@ class Operator:
     out_shape: Callable[[LayerBase, list[Shape]], Shape]
     param_count: Callable[[LayerBase, list[Shape]], int]
     macs: Callable[[LayerBase, list[Shape], Shape], int]
+    forward: Callable = None
+    reference: Callable = None
+    torch_module: Callable = no_module
 
 
 def pair(value: int | tuple[int, int]) -> tuple[int, int]:

@@ -23,4 +23,16 @@ def out_shape(layer: Concat, shapes):
     return (sum(s[0] for s in shapes), *shapes[0][1:])
 
 
-OPERATOR = Operator("concat", Concat, "many", out_shape, no_params, no_macs)
+def forward(layer: Concat, module, inputs, mode):
+    import torch
+
+    return torch.cat(inputs, dim=1)
+
+
+def reference(layer: Concat, quant, inputs, rounding):
+    import numpy as np
+
+    return np.concatenate(inputs, axis=1)
+
+
+OPERATOR = Operator("concat", Concat, "many", out_shape, no_params, no_macs, forward, reference)

@@ -14,5 +14,19 @@ class Dropout(LayerBase):
     p: float = Field(default=0.5, ge=0, lt=1)
 
 
+def torch_module(layer: Dropout, shapes):
+    import torch.nn as nn
+
+    return nn.Dropout(layer.p)
+
+
+def forward(layer: Dropout, module, inputs, mode):
+    return module(inputs[0]) if mode.kind == "float" else inputs[0]
+
+
+def reference(layer: Dropout, quant, inputs, rounding):
+    return inputs[0]
+
+
 OPERATOR = Operator("dropout", Dropout, "one", lambda layer, shapes: one(shapes),
-                    no_params, no_macs)
+                    no_params, no_macs, forward, reference, torch_module)

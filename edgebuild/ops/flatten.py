@@ -16,4 +16,12 @@ def out_shape(layer: Flatten, shapes):
     return (math.prod(shapes[0]),)
 
 
-OPERATOR = Operator("flatten", Flatten, "one", out_shape, no_params, no_macs)
+def forward(layer: Flatten, module, inputs, mode):
+    return inputs[0].flatten(1)
+
+
+def reference(layer: Flatten, quant, inputs, rounding):
+    return inputs[0].reshape(len(inputs[0]), -1)
+
+
+OPERATOR = Operator("flatten", Flatten, "one", out_shape, no_params, no_macs, forward, reference)

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from edgebuild.ops.base import Activation, Count, LayerBase, Operator, ShapeError
+from edgebuild.ops.conv import reference_compute, torch_compute, validate_wide
 
 
 class Linear(LayerBase):
@@ -28,6 +29,7 @@ def _features(layer: Linear, shape) -> int:
 
 def out_shape(layer: Linear, shapes):
     _features(layer, shapes[0])
+    validate_wide(layer)
     return (layer.out,)
 
 
@@ -39,4 +41,26 @@ def macs(layer: Linear, shapes, out):
     return layer.out * _features(layer, shapes[0])
 
 
-OPERATOR = Operator("linear", Linear, "one", out_shape, param_count, macs)
+def torch_module(layer: Linear, shapes):
+    import torch.nn as nn
+
+    return nn.Linear(math.prod(shapes[0]), layer.out, bias=layer.bias)
+
+
+def forward(layer: Linear, module, inputs, mode):
+    import torch.nn.functional as F
+
+    x = inputs[0].flatten(1)
+    return torch_compute(layer, module, x, mode, F.linear)
+
+
+def reference(layer: Linear, quant, inputs, rounding):
+    import numpy as np
+
+    x = inputs[0].reshape(len(inputs[0]), -1).astype(np.int64)
+    acc = x @ quant.weight.astype(np.int64).T
+    return reference_compute(layer, quant, acc, rounding)
+
+
+OPERATOR = Operator("linear", Linear, "one", out_shape, param_count, macs,
+                    forward, reference, torch_module)

@@ -18,6 +18,7 @@ from edgebuild.ops.base import (
     no_params,
     pooled,
 )
+from edgebuild.ops.pooling import reference_pool, torch_pool
 
 
 class Pool1d(LayerBase):
@@ -48,5 +49,23 @@ def out_shape_2d(layer: Pool2d, shapes):
     return pooled(shapes[0], window(layer), 2)
 
 
-OPERATOR_1D = Operator("pool1d", Pool1d, "one", out_shape_1d, no_params, no_macs)
-OPERATOR_2D = Operator("pool2d", Pool2d, "one", out_shape_2d, no_params, no_macs)
+def forward_1d(layer: Pool1d, module, inputs, mode):
+    return torch_pool(inputs[0], window(layer), 1, mode)
+
+
+def forward_2d(layer: Pool2d, module, inputs, mode):
+    return torch_pool(inputs[0], window(layer), 2, mode)
+
+
+def reference_1d(layer: Pool1d, quant, inputs, rounding):
+    return reference_pool(inputs[0], window(layer), 1, rounding)
+
+
+def reference_2d(layer: Pool2d, quant, inputs, rounding):
+    return reference_pool(inputs[0], window(layer), 2, rounding)
+
+
+OPERATOR_1D = Operator("pool1d", Pool1d, "one", out_shape_1d, no_params, no_macs,
+                       forward_1d, reference_1d)
+OPERATOR_2D = Operator("pool2d", Pool2d, "one", out_shape_2d, no_params, no_macs,
+                       forward_2d, reference_2d)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from edgebuild.stages import data, validate
+from edgebuild.stages import data, evaluate, qat, quantize, report, train, validate
 from edgebuild.stages.base import Stage
 
-STAGES: dict[str, Stage] = {stage.name: stage for stage in (validate.STAGE, data.STAGE)}
+STAGES: dict[str, Stage] = {
+    stage.name: stage
+    for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
+                  evaluate.STAGE, report.STAGE)
+}
 
 
 def closure(target: str) -> list[str]:

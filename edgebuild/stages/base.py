@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,11 @@ class Context:
     out: Path
     inputs: dict[str, Path]
     cache_root: Path
+    build_dir: Path
+
+    def log(self, message: str) -> None:
+        """Progress for people, on stderr (stdout belongs to `--json`)."""
+        print(message, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -35,3 +41,4 @@ class Stage:
     summary: str
     tools: tuple[str, ...] = ()
     files: Callable[[Checked], list[Path]] = lambda checked: []
+    exports: tuple[str, ...] = ()  # files also copied to build/<name>/ itself

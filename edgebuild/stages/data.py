@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from edgebuild import arrays as arrays_io
 from edgebuild.errors import UserError
 from edgebuild.stages.base import Context, Stage
 
@@ -55,7 +56,7 @@ def run(ctx: Context) -> None:
     for part, (x, y) in splits.items():
         arrays[f"x_{part}"] = quantize((x - low) / scale)
         arrays[f"y_{part}"] = y
-    np.savez(ctx.out / "data.npz", **arrays)
+    arrays_io.save(ctx.out / "data.npz", **arrays)
     info = {"classes": list(raw.class_names), "sample_shape": list(raw.x_train.shape[1:]),
             "counts": {p: int(len(y)) for p, (_, y) in splits.items()},
             "input_scale": 1 / 128, "normalize": {"method": spec.normalize.method.value,
@@ -125,6 +126,6 @@ def _normalizer(x, normalize):
     return offset[0], scale[0]
 
 
-STAGE = Stage("data", 1, (), config, run,
+STAGE = Stage("data", 2, (), config, run,
               "load, split and quantize the dataset to int8 inputs", tools=("numpy",),
               files=files)

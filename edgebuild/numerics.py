@@ -1,0 +1,171 @@
+"""The numerics contract (DESIGN §5), written once and used by every implementation.
+
+Activations are int8 `q` meaning `q / 128` (Q7, as on MAX78000). A compute layer with
+`b`-bit weights has integer weights `w_q` in [-2^(b-1), 2^(b-1) - 1] and a power-of-two
+weight scale exponent `s`: the real weight is `w_q * 2^(s - (b-1))`. Its accumulator is
+exact int32/int64:
+
+    acc = sum(w_q * x_q) + bias_q            (bias_q in accumulator units)
+    out = saturate(act(round(acc * 2^shift)))   with  shift = s - (b - 1)
+
+`round` is the manifest's rounding mode applied to a *right* shift (`half_up`:
+floor(v + 0.5) as the MAX78000 rounds; `floor`: plain arithmetic shift, as in the DS-CNN
+notes); a left shift (shift >= 0) is exact. Rounding happens before the activation (the
+order matters for `abs`), saturation is last: [-128, 127], or [0, 127] after relu/abs. A
+`wide` last layer outputs `acc` itself (int32, no shift, activation or saturation).
+
+The PyTorch fake-quant model computes the same thing in real units: every partial sum
+is an integer multiple of one unit 2^(-7 + shift), so in float64 it is exact and agrees
+with the integer reference bit for bit. (float32 is exact only to 2^24 — never use it
+for the integer-mode comparison.)
+"""
+
+from __future__ import annotations
+
+import math
+
+ROUNDING_MODES = ("half_up", "floor")
+WEIGHT_BITS = (1, 2, 4, 8)
+SHIFT_RANGE = (-15, 15)  # allowed weight scale exponent s
+INT8_MIN, INT8_MAX = -128, 127
+ACT_SCALE = 128.0
+
+
+def weight_limits(bits: int) -> tuple[int, int]:
+    """Integer weight range: 8 -> [-128, 127], 4 -> [-8, 7], 2 -> [-2, 1], 1 -> [-1, 0]."""
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def scale_exponent(threshold: float) -> int:
+    """Smallest s with threshold <= 2^s, clipped to SHIFT_RANGE: weights/2^s fit [-1, 1]."""
+    if not threshold > 0 or not math.isfinite(threshold):
+        return SHIFT_RANGE[0]
+    return int(min(max(math.ceil(math.log2(threshold) - 1e-12), SHIFT_RANGE[0]), SHIFT_RANGE[1]))
+
+
+def output_shift(scale_exp: int, bits: int) -> int:
+    return scale_exp - (bits - 1)
+
+
+# ---- numpy (integer reference) -------------------------------------------------------
+
+def np_round_shift(acc, shift: int, rounding: str):
+    """acc * 2^shift rounded to an integer (int64 in, int64 out)."""
+    import numpy as np
+
+    acc = acc.astype(np.int64)
+    if shift >= 0:
+        return acc << shift
+    right = -shift
+    if rounding == "half_up":
+        return (acc + (1 << (right - 1))) >> right
+    return acc >> right
+
+
+def np_activate(values, act: str):
+    import numpy as np
+
+    if act == "relu":
+        return np.maximum(values, 0)
+    if act == "abs":
+        return np.abs(values)
+    return values
+
+
+def np_saturate(values):
+    import numpy as np
+
+    return np.clip(values, INT8_MIN, INT8_MAX)
+
+
+def np_requantize(acc, shift: int, rounding: str, act: str):
+    return np_saturate(np_activate(np_round_shift(acc, shift, rounding), act))
+
+
+def np_divide_round(total, count: int, rounding: str):
+    """total / count rounded like a shift: used by average pooling (integers only)."""
+    if rounding == "half_up":
+        return (2 * total + count) // (2 * count)
+    return total // count
+
+
+def np_quantize_weights(weights, scale_exp: int, bits: int, rounding: str = "half_up"):
+    """Real weights -> integers in the bit width's range (round half up, saturate)."""
+    import numpy as np
+
+    low, high = weight_limits(bits)
+    scaled = weights.astype(np.float64) * 2.0 ** ((bits - 1) - scale_exp)
+    return np.clip(np.floor(scaled + 0.5), low, high).astype(np.int64)
+
+
+def np_quantize_bias(bias, scale_exp: int, bits: int, bias_bits: int):
+    """Real bias -> accumulator units 2^(-7 + s - (b-1)), saturated to `bias_bits`."""
+    import numpy as np
+
+    unit_exp = -7 + output_shift(scale_exp, bits)
+    limit = (1 << (bias_bits - 1))
+    scaled = bias.astype(np.float64) * 2.0 ** (-unit_exp)
+    return np.clip(np.floor(scaled + 0.5), -limit, limit - 1).astype(np.int64)
+
+
+# ---- torch (training and fake quantization) ------------------------------------------
+
+def torch_round(values, rounding: str):
+    """Round with a straight-through gradient (identity backward)."""
+    import torch
+
+    rounded = torch.floor(values + 0.5) if rounding == "half_up" else torch.floor(values)
+    return values + (rounded - values).detach()
+
+
+def torch_activate(values, act: str):
+    import torch
+
+    if act == "relu":
+        return torch.relu(values)
+    if act == "abs":
+        return torch.abs(values)
+    return values
+
+
+def torch_requantize(pre, rounding: str, act: str):
+    """Real pre-activation -> real Q7 output on the 1/128 grid (the integer path in real units)."""
+    import torch
+
+    q = torch_round(pre * ACT_SCALE, rounding)
+    q = torch_activate(q, act)
+    return torch.clamp(q, INT8_MIN, INT8_MAX) / ACT_SCALE
+
+
+def torch_clamp_float(values, act: str):
+    """Float training's hardware-aware clamp to the Q7 range [-1, 127/128] (Hardtanh)."""
+    import torch
+
+    return torch.clamp(torch_activate(values, act), INT8_MIN / ACT_SCALE, INT8_MAX / ACT_SCALE)
+
+
+def torch_scale_exponent(weights, quantile: float) -> int:
+    """The weight scale exponent from a quantile of |w| (1.0 = the maximum)."""
+    import torch
+
+    flat = weights.detach().abs().flatten().double()
+    threshold = flat.max() if quantile >= 1.0 else torch.quantile(flat, quantile)
+    return scale_exponent(float(threshold))
+
+
+def torch_fake_weights(weights, scale_exp: int, bits: int):
+    """Weights on the quantized grid w_q * 2^(s-(b-1)), straight-through gradient."""
+    import torch
+
+    low, high = weight_limits(bits)
+    step = 2.0 ** (scale_exp - (bits - 1))
+    q = torch.clamp(torch_round(weights / step, "half_up"), low, high)
+    return q * step
+
+
+def torch_fake_bias(bias, scale_exp: int, bits: int, bias_bits: int):
+    import torch
+
+    step = 2.0 ** (-7 + output_shift(scale_exp, bits))
+    limit = float(1 << (bias_bits - 1))
+    return torch.clamp(torch_round(bias / step, "half_up"), -limit, limit - 1) * step

@@ -1,0 +1,56 @@
+"""Figures for people: training curves and the confusion matrix (matplotlib, Agg backend).
+
+PNG metadata is pinned so identical data gives identical bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+METADATA = {"Software": None}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def curves(epochs: list[dict], path: Path, title: str) -> None:
+    plt = _pyplot()
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.2))
+    x = [row["epoch"] for row in epochs]
+    for key, style in (("train_loss", "-"), ("val_loss", "--")):
+        loss_ax.plot(x, [row[key] for row in epochs], style, label=key.replace("_", " "))
+    for key, style in (("train_acc", "-"), ("val_acc", "--")):
+        acc_ax.plot(x, [row[key] for row in epochs], style, label=key.replace("_", " "))
+    loss_ax.set_xlabel("epoch")
+    acc_ax.set_xlabel("epoch")
+    loss_ax.set_title(f"{title}: loss")
+    acc_ax.set_title(f"{title}: accuracy")
+    loss_ax.legend()
+    acc_ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=METADATA)
+    plt.close(fig)
+
+
+def confusion(matrix, labels: list[str], path: Path) -> None:
+    plt = _pyplot()
+    size = max(3.0, 0.45 * len(labels) + 1.5)
+    fig, ax = plt.subplots(figsize=(size, size))
+    ax.imshow(matrix, cmap="Blues")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    for i, row in enumerate(matrix):
+        for j, value in enumerate(row):
+            if value:
+                ax.text(j, i, str(int(value)), ha="center", va="center", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=METADATA)
+    plt.close(fig)

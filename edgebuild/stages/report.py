@@ -1,0 +1,110 @@
+"""Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
+
+Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
+artifact; nothing is recomputed or typed in here.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from edgebuild.stages.base import Context, Stage
+
+REPORT_VERSION = 1
+
+
+def config(checked) -> dict:
+    return {"name": checked.manifest.name}
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def collect(ctx: Context) -> dict:
+    graph = _read(ctx.inputs["validate"] / "graph.json")
+    train = _read(ctx.inputs["train"] / "metrics.json")
+    qat = _read(ctx.inputs["qat"] / "metrics.json")
+    quant = _read(ctx.inputs["quantize"] / "quant.json")
+    evaluation = _read(ctx.inputs["evaluate"] / "evaluation.json")
+    data = _read(ctx.inputs["data"] / "data.json")
+    return {
+        "version": REPORT_VERSION,
+        "name": ctx.checked.manifest.name,
+        "metrics": {
+            "float_accuracy": train["test_accuracy"],
+            "qat_accuracy": qat["test_accuracy"],
+            "int_accuracy": evaluation["int_accuracy"],
+            "params": graph["params"],
+            "macs": graph["macs"],
+            "int_vs_fakequant_mismatches": evaluation["int_vs_fakequant_mismatches"],
+            "test_samples": evaluation["samples"],
+        },
+        "quantization": {"method": quant["method"], "rounding": quant["rounding"],
+                         "layers": quant["layers"]},
+        "layers": graph["nodes"],
+        "training": {"float": {"best_epoch": train["best_epoch"], "epochs": train["epochs"]},
+                     "qat": {"best_epoch": qat["best_epoch"], "epochs": qat["epochs"]}},
+        "confusion": {"labels": data["classes"], "matrix": evaluation["confusion"]},
+        "data": {"counts": data["counts"], "classes": len(data["classes"])},
+    }
+
+
+def run(ctx: Context) -> None:
+    from edgebuild import plots
+
+    report = collect(ctx)
+    (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    plots.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
+                    ctx.out / "confusion.png")
+    images = {"float training": ctx.inputs["train"] / "curves.png",
+              "QAT": ctx.inputs["qat"] / "curves.png", "confusion (integer model, test set)":
+              ctx.out / "confusion.png"}
+    (ctx.out / "report.html").write_text(render_html(report, images))
+    m = report["metrics"]
+    ctx.log(f"report: float {m['float_accuracy']:.4f}  qat {m['qat_accuracy']}  int "
+            f"{m['int_accuracy']:.4f}  mismatches {m['int_vs_fakequant_mismatches']}")
+
+
+def _image(path: Path) -> str:
+    if not path.exists():
+        return ""
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,' \
+           f'{base64.b64encode(path.read_bytes()).decode()}">'
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in columns)
+                   + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(report: dict, images: dict[str, Path]) -> str:
+    m = report["metrics"]
+    metrics = _table([{"metric": k, "value": v} for k, v in sorted(m.items())], ["metric", "value"])
+    layers = _table(report["layers"], ["name", "op", "in_shapes", "out_shape", "params", "macs"])
+    quant = _table(report["quantization"]["layers"],
+                   ["name", "bits", "shift", "weight_min", "weight_max", "weights_clipped_pct",
+                    "saturated_pct", "wide"])
+    figures = "".join(f"<h3>{html.escape(title)}</h3>{_image(path)}" for title, path in images.items())
+    name = html.escape(report["name"])
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>edgebuild report: {name}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#eee}}</style></head>
+<body><h1>{name}</h1>
+<h2>Metrics</h2>{metrics}
+<h2>Layers</h2>{layers}
+<h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}
+<h2>Figures</h2>{figures}
+</body></html>
+"""
+
+
+STAGE = Stage("report", 1, ("validate", "data", "train", "qat", "quantize", "evaluate"), config,
+              run, "report.json and report.html", tools=("matplotlib",),
+              exports=("report.json", "report.html"))

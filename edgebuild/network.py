@@ -34,7 +34,7 @@ class Net(nn.Module):
         values = {graphs.INPUT: x}
         for name, inputs in self.wiring:
             layer = self.layer_specs[name]
-            module = self.blocks[name] if name in self.blocks else None
+            module = self.blocks[name] if name in self.blocks else None  # noqa: SIM401 (ModuleDict has no .get)
             values[name] = OPS[layer.op].forward(layer, module, [values[i] for i in inputs],
                                                  self.mode)
         return values

@@ -12,8 +12,12 @@ def resolve(qat, layers: tuple[LayerBase, ...]) -> dict[str, LayerPolicy]:
         if layer.op not in COMPUTE_OPS:
             continue
         override = qat.overrides.get(layer.name)
-        pick = (lambda field, o=override: getattr(o, field) if o is not None and
-                getattr(o, field) is not None else getattr(qat, field))
-        policies[layer.name] = LayerPolicy(pick("weight_bits"), pick("bias_bits"),
-                                           pick("shift_quantile"))
+        policies[layer.name] = LayerPolicy(*(_pick(qat, override, field) for field in
+                                             ("weight_bits", "bias_bits", "shift_quantile")))
     return policies
+
+
+def _pick(qat, override, field: str):
+    """The override's value when it sets one, else the policy default."""
+    value = getattr(override, field) if override is not None else None
+    return getattr(qat, field) if value is None else value

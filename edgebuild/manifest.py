@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from edgebuild.datasets import DatasetSpec
 from edgebuild.fields import Bytes, Identifier, Strict
@@ -21,7 +21,7 @@ SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
 
 
 class Model(Strict):
-    input: tuple[Annotated[int, Field(ge=1, le=65536)], ...] = Field(
+    input: tuple[Annotated[int, Field(strict=True, ge=1, le=65536)], ...] = Field(
         min_length=1, max_length=3,
         description="sample shape, channels first: [features], [C, L] or [C, H, W]")
     layers: tuple[Layer, ...] = Field(min_length=1, max_length=512)
@@ -57,7 +57,7 @@ class Optimizer(Strict):
 
 class MultiStep(Strict):
     type: Literal["multistep"]
-    milestones: tuple[Annotated[int, Field(ge=1)], ...] = ()
+    milestones: tuple[Annotated[int, Field(strict=True, ge=1)], ...] = ()
     gamma: float = Field(default=0.1, gt=0, le=1)
 
 
@@ -74,8 +74,8 @@ Schedule = Annotated[MultiStep | Cosine | Constant, Field(discriminator="type")]
 
 
 class Train(Strict):
-    epochs: int = Field(default=10, ge=1, le=10000)
-    batch: int = Field(default=64, ge=1, le=65536)
+    epochs: int = Field(strict=True, default=10, ge=1, le=10000)
+    batch: int = Field(strict=True, default=64, ge=1, le=65536)
     optimizer: Optimizer = Optimizer(adam=Adam())
     schedule: Schedule = Constant(type="constant")
     clamp_activations: bool = Field(
@@ -83,7 +83,14 @@ class Train(Strict):
                                   "training, as the hardware will")
 
 
-WeightBits = Literal[1, 2, 4, 8]
+def _not_bool(value: object) -> object:
+    """YAML `true` is the int 1 to Python; a bit width must be written as a number."""
+    if isinstance(value, bool):
+        raise ValueError("expected one of 1, 2, 4, 8, not a boolean")
+    return value
+
+
+WeightBits = Annotated[Literal[1, 2, 4, 8], BeforeValidator(_not_bool)]
 
 
 class LayerQuant(Strict):
@@ -91,7 +98,7 @@ class LayerQuant(Strict):
 
     weight_bits: WeightBits | None = None
     shift_quantile: float | None = Field(default=None, gt=0, le=1)
-    bias_bits: int | None = Field(default=None, ge=2, le=32)
+    bias_bits: int | None = Field(strict=True, default=None, ge=2, le=32)
 
 
 class Qat(Strict):
@@ -99,11 +106,11 @@ class Qat(Strict):
     (post-training quantization, see `quantize.clip`) with the same bit widths."""
 
     enabled: bool = True
-    epochs: int = Field(default=5, ge=1, le=10000)
+    epochs: int = Field(strict=True, default=5, ge=1, le=10000)
     lr: float = Field(default=0.0005, gt=0, le=10)
-    batch: int | None = Field(default=None, ge=1, le=65536, description="default: train.batch")
+    batch: int | None = Field(strict=True, default=None, ge=1, le=65536, description="default: train.batch")
     weight_bits: WeightBits = 8
-    bias_bits: int = Field(default=16, ge=2, le=32,
+    bias_bits: int = Field(strict=True, default=16, ge=2, le=32,
                            description="bias range in accumulator units (saturated)")
     shift_quantile: float = Field(default=1.0, gt=0, le=1,
                                   description="quantile of |w| that sets the weight scale")
@@ -129,7 +136,7 @@ class Quantize(Strict):
                              description="post-training quantization only: weight clipping")
     scale: float = Field(default=0.85, gt=0, le=4, description="clip: scale factor")
     stddevs: float = Field(default=3.0, gt=0, le=20, description="clip: stddev multiple")
-    calibration: int = Field(default=512, ge=1, le=100000,
+    calibration: int = Field(strict=True, default=512, ge=1, le=100000,
                              description="training samples used for saturation statistics")
 
 
@@ -157,7 +164,7 @@ class Manifest(Strict):
     schema_: str | None = Field(default=None, alias="$schema",
                                 description="optional JSON Schema reference for editors")
     name: Identifier
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    seed: int = Field(strict=True, default=0, ge=0, le=2**31 - 1)
     dataset: DatasetSpec
     model: Model
     train: Train = Train()

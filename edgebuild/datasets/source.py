@@ -35,8 +35,8 @@ class Split(Strict):
 
 
 class Limit(Strict):
-    train: int | None = Field(default=None, ge=1, description="keep at most N training samples")
-    test: int | None = Field(default=None, ge=1, description="keep at most N test samples")
+    train: int | None = Field(strict=True, default=None, ge=1, description="keep at most N training samples")
+    test: int | None = Field(strict=True, default=None, ge=1, description="keep at most N test samples")
 
 
 class NormalizeMethod(StrEnum):

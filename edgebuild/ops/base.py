@@ -17,9 +17,9 @@ from edgebuild.fields import Identifier, Strict
 
 Shape = tuple[int, ...]
 
-Count = Annotated[int, Field(ge=1, le=65536)]
-Small = Annotated[int, Field(ge=1, le=64)]
-Pad = Annotated[int, Field(ge=0, le=64)]
+Count = Annotated[int, Field(strict=True, ge=1, le=65536)]
+Small = Annotated[int, Field(strict=True, ge=1, le=64)]
+Pad = Annotated[int, Field(strict=True, ge=0, le=64)]
 Pair = Small | tuple[Small, Small]
 PadPair = Pad | tuple[Pad, Pad]
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from edgebuild.stages.base import Context, Stage
 
 
@@ -19,8 +17,9 @@ def config(checked) -> dict:
     return {}  # everything that matters arrives through the upstream digests
 
 
-def fakequant_outputs(manifest, model, state: dict, x) -> np.ndarray:
+def fakequant_outputs(manifest, model, state: dict, x):
     """The torch fake-quant network in integer mode -> integer outputs (int64)."""
+    import numpy as np
     import torch
 
     from edgebuild import network, policy
@@ -43,6 +42,8 @@ def fakequant_outputs(manifest, model, state: dict, x) -> np.ndarray:
 
 
 def run(ctx: Context) -> None:
+    import numpy as np
+
     from edgebuild import arrays, quantized
 
     manifest = ctx.checked.manifest

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from edgebuild.stages.base import Context, Stage
 
 
@@ -23,6 +21,8 @@ def config(checked) -> dict:
 
 
 def threshold(weights, quantize, quantile: float, qat: bool) -> float:
+    import numpy as np
+
     magnitude = np.abs(weights.astype(np.float64))
     if qat or quantize.clip.value == "max":
         return float(np.quantile(magnitude, quantile) if quantile < 1 else magnitude.max())
@@ -34,6 +34,8 @@ def threshold(weights, quantize, quantile: float, qat: bool) -> float:
 
 
 def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list[dict]]:
+    import numpy as np
+
     from edgebuild import numerics
 
     weights, rows = {}, []
@@ -62,6 +64,8 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
 
 def saturation(model, x) -> dict[str, float]:
     """% of each layer's int8 outputs sitting at the rails (-128 or 127) on calibration data."""
+    import numpy as np
+
     from edgebuild.quantized import run_reference
 
     values = run_reference(model, x, keep_all=True)

@@ -74,6 +74,16 @@ def realize(checked, stage_name: str, build_dir: Path, cache_root: Path,
     material = key_material(stage, from_checked(checked), build_dir, cache_root)
     key = caches.key_of(material)
     _check_lock(stage_name, "key", key, locked)
+    # One process at a time makes this stage of this build tree current: another edgebuild
+    # on the same project then finds it up to date instead of swapping the directory (and
+    # its state record) away under a downstream stage that is reading it.
+    with outputs.lock(build_dir, stage_name):
+        return _realize(checked, stage, key, material, build_dir, cache_root, locked, start)
+
+
+def _realize(checked, stage: Stage, key: str, material: dict, build_dir: Path,
+             cache_root: Path, locked: dict | None, start: float) -> Outcome:
+    stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
         return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)

@@ -16,7 +16,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgebuild.cache import Entry, remove_tree, sha256_file, write_atomic
+from filelock import FileLock
+
+from edgebuild.cache import LOCK_TIMEOUT_S, Entry, remove_tree, sha256_file, write_atomic
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,13 @@ class State:
 
 def state_path(build_dir: Path, stage: str) -> Path:
     return build_dir / ".state" / f"{stage}.json"
+
+
+def lock(build_dir: Path, stage: str) -> FileLock:
+    """Held while a process checks and materializes `build/<name>/<stage>/`."""
+    path = build_dir / ".state" / f"{stage}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
 
 
 def read_state(build_dir: Path, stage: str) -> State | None:

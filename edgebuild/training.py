@@ -96,7 +96,7 @@ def _epoch(net, data: Split, opt, batch: int, generator, label: str) -> tuple[fl
 
     net.train()
     order = torch.randperm(len(data.y), generator=generator)
-    total, correct, seen = 0.0, 0, 0
+    total, correct = torch.zeros((), dtype=torch.float64), torch.zeros((), dtype=torch.int64)
     bar = tqdm(range(0, len(order), batch), desc=label, file=sys.stderr, leave=False,
                disable=not sys.stderr.isatty())
     for start in bar:
@@ -106,10 +106,10 @@ def _epoch(net, data: Split, opt, batch: int, generator, label: str) -> tuple[fl
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        total += float(loss.detach()) * len(index)
-        correct += int((out.argmax(1) == data.y[index]).sum())
-        seen += len(index)
-    return total / seen, correct / seen
+        with torch.no_grad():  # kept as tensors: no per-batch conversion to Python numbers
+            total += loss.detach() * len(index)
+            correct += (out.argmax(1) == data.y[index]).sum()
+    return float(total) / len(order), int(correct) / len(order)
 
 
 def fit(net, data: dict[str, Split], *, epochs: int, batch: int, opt, schedule, seed: int,

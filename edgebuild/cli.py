@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     schema.add_argument("-o", "--output", help="write to this file instead of stdout")
 
     init = commands.add_parser("init", help="scaffold a working project in a directory")
-    init.add_argument("directory", nargs="?", default=".", help="where (default: here)")
+    init.add_argument("target", metavar="DIR", nargs="?", default=".",
+                      help="where (default: here)")  # not `directory`: that is -C
     init.add_argument("--name", default="digits", help="manifest name (default: digits)")
 
     clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")

@@ -78,7 +78,7 @@ def schema(args, cwd: Path) -> int:
 def init(args, cwd: Path) -> int:
     from edgebuild import scaffold
 
-    for path in scaffold.init(Path(args.directory), args.name):
+    for path in scaffold.init(Path(args.target), args.name):
         _err(f"wrote {path}")
     _err("next: run `edgebuild` in that directory")
     return EXIT_OK

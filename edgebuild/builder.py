@@ -6,6 +6,7 @@ decides the order and parallelism and calls `realize` for each (manifest, stage)
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import sys
 import time
@@ -30,13 +31,35 @@ class Outcome:
 
 
 def tool_versions(stage: Stage) -> dict[str, str]:
+    """Versions of the Python packages and (`cmd:NAME`) programs that shape the output."""
     found = {}
-    for package in stage.tools:
+    for tool in stage.tools:
+        if tool.startswith("cmd:"):
+            found[tool] = command_version(tool[4:])
+            continue
         try:
-            found[package] = importlib.metadata.version(package)
+            found[tool] = importlib.metadata.version(tool)
         except importlib.metadata.PackageNotFoundError:
-            found[package] = "absent"
+            found[tool] = "absent"
     return found
+
+
+@functools.cache
+def command_version(name: str) -> str:
+    """First line of `NAME --version`, or "absent" (then installing it changes the key)."""
+    import shutil
+    import subprocess
+
+    path = shutil.which(name)
+    if path is None:
+        return "absent"
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
+                                stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    return lines[0] if lines else "unknown"
 
 
 def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: Path,

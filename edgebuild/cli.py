@@ -14,7 +14,8 @@ from pathlib import Path
 from edgebuild import __version__
 from edgebuild.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
 
-STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "report")  # kept in step with edgebuild.stages.STAGES by a test
+STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen",
+               "kat", "report")  # kept in step with edgebuild.stages.STAGES by a test
 
 
 def _parser() -> argparse.ArgumentParser:

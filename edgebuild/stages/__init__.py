@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from edgebuild.stages import data, evaluate, qat, quantize, report, train, validate
+from edgebuild.stages import (
+    codegen,
+    data,
+    evaluate,
+    kat,
+    plan,
+    qat,
+    quantize,
+    report,
+    train,
+    validate,
+)
 from edgebuild.stages.base import Stage
 
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
-                  evaluate.STAGE, report.STAGE)
+                  evaluate.STAGE, plan.STAGE, codegen.STAGE, kat.STAGE, report.STAGE)
 }
 
 

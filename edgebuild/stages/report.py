@@ -31,6 +31,8 @@ def collect(ctx: Context) -> dict:
     quant = _read(ctx.inputs["quantize"] / "quant.json")
     evaluation = _read(ctx.inputs["evaluate"] / "evaluation.json")
     data = _read(ctx.inputs["data"] / "data.json")
+    plan = _read(ctx.inputs["plan"] / "plan.json")
+    kat = _read(ctx.inputs["kat"] / "kat.json")
     return {
         "version": REPORT_VERSION,
         "name": ctx.checked.manifest.name,
@@ -42,6 +44,11 @@ def collect(ctx: Context) -> dict:
             "macs": graph["macs"],
             "int_vs_fakequant_mismatches": evaluation["int_vs_fakequant_mismatches"],
             "test_samples": evaluation["samples"],
+            "c_vs_reference": {k: kat["c_vs_reference"][k] for k in ("samples", "mismatches")},
+            "cortex_m4": kat["cortex_m4"],
+            "memory": {"arena_bytes": plan["arena_bytes"],
+                       "arena_lower_bound": plan["arena_lower_bound"],
+                       "weight_bytes": plan["weight_bytes"]},
         },
         "quantization": {"method": quant["method"], "rounding": quant["rounding"],
                          "layers": quant["layers"]},
@@ -105,6 +112,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 """
 
 
-STAGE = Stage("report", 1, ("validate", "data", "train", "qat", "quantize", "evaluate"), config,
+STAGE = Stage("report", 2, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+                           "kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"))

@@ -1,0 +1,71 @@
+"""The activation arena: every intermediate tensor gets an offset in one static buffer.
+
+Tensors whose lifetimes (first producing step .. last reading step) overlap must not
+overlap in memory; the others share it. Placement is greedy by size, largest first, each
+at the lowest aligned offset that fits (the TensorFlow Lite Micro strategy). The lower
+bound is the largest total size of tensors live at one step: no placement can beat it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGN = 4
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    bytes: int
+    first: int  # step that writes it
+    last: int  # last step that reads it
+
+
+@dataclass(frozen=True)
+class Placement:
+    tensor: Tensor
+    offset: int
+
+
+def aligned(size: int) -> int:
+    return (size + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _overlaps(a: Tensor, b: Tensor) -> bool:
+    return a.first <= b.last and b.first <= a.last
+
+
+def place(tensors: list[Tensor]) -> list[Placement]:
+    placed: list[Placement] = []
+    order = sorted(tensors, key=lambda t: (-aligned(t.bytes), t.first, t.name))
+    for tensor in order:
+        busy = sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
+                      if _overlaps(p.tensor, tensor))
+        offset = 0
+        for start, end in busy:
+            if offset + aligned(tensor.bytes) <= start:
+                break
+            offset = max(offset, end)
+        placed.append(Placement(tensor, offset))
+    return sorted(placed, key=lambda p: (p.tensor.first, p.tensor.name))
+
+
+def size(placements: list[Placement]) -> int:
+    return max((p.offset + aligned(p.tensor.bytes) for p in placements), default=0)
+
+
+def lower_bound(tensors: list[Tensor]) -> int:
+    steps = {s for t in tensors for s in range(t.first, t.last + 1)}
+    return max((sum(aligned(t.bytes) for t in tensors if t.first <= s <= t.last)
+                for s in steps), default=0)
+
+
+def conflicts(placements: list[Placement]) -> list[tuple[str, str]]:
+    """Pairs of simultaneously live tensors that share bytes (must be empty)."""
+    found = []
+    for i, a in enumerate(placements):
+        for b in placements[i + 1:]:
+            if _overlaps(a.tensor, b.tensor) and a.offset < b.offset + b.tensor.bytes and \
+                    b.offset < a.offset + a.tensor.bytes:
+                found.append((a.tensor.name, b.tensor.name))
+    return found

@@ -1,0 +1,237 @@
+"""Rendering the C project: static kernels copied, glue rendered from jinja2 templates.
+
+A pure function of (plan, quantized model, KAT vectors, target): no clocks, no absolute
+paths, sorted everything — two renders of the same inputs are byte-identical. Templates
+hold loops; the per-op C calls are built here, one emitter per op (explicit registry).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild import graph as graphs
+from edgebuild.ops.base import pair
+from edgebuild.quantized import QuantizedModel
+
+STACK_BYTES = 8192
+HEAP_BYTES = 4096
+VALUES_PER_LINE = 16
+ROUNDING = {"half_up": "EB_ROUND_HALF_UP", "floor": "EB_ROUND_FLOOR"}
+ACT = {"none": "EB_ACT_NONE", "relu": "EB_ACT_RELU", "abs": "EB_ACT_ABS"}
+POOL = {"max": "EB_POOL_MAX", "avg": "EB_POOL_AVG"}
+KERNEL_SOURCES = ("eb_kernels.c",)
+M4_KERNEL_SOURCES: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProjectSpec:
+    name: str
+    model: QuantizedModel
+    plan: dict
+    kat_inputs: object  # int8 (K, *input_shape)
+    kat_expected: object  # int64 (K, outputs)
+    flash_bytes: int
+    ram_bytes: int
+    device: str
+
+
+def templates_dir() -> Path:
+    """Templates ship inside the installed package as `edgebuild.templates`."""
+    try:
+        from importlib.resources import files
+
+        root = Path(str(files("edgebuild.templates")))
+        if (root / "project").is_dir():
+            return root
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def macro(tensor: str) -> str:
+    return f"T_{tensor}"
+
+
+def _lines(values) -> list[str]:
+    text = [str(int(v)) for v in values]
+    return [", ".join(text[i:i + VALUES_PER_LINE]) + ","
+            for i in range(0, len(text), VALUES_PER_LINE)]
+
+
+def weight_arrays(model: QuantizedModel) -> list[dict]:
+    arrays = []
+    for layer in model.layers:
+        quant = model.params.get(layer.name)
+        if quant is None:
+            continue
+        arrays.append({"symbol": f"W_{layer.name}", "ctype": "int8_t",
+                       "count": quant.weight.size, "lines": _lines(quant.weight.ravel()),
+                       "comment": f"{layer.name}: {quant.bits}-bit weights, shape "
+                                  f"{list(quant.weight.shape)}, scale 2^{quant.scale_exp}"})
+        if quant.bias is not None:
+            arrays.append({"symbol": f"B_{layer.name}", "ctype": "int32_t",
+                           "count": quant.bias.size, "lines": _lines(quant.bias.ravel()),
+                           "comment": f"{layer.name}: bias, accumulator units"})
+    return arrays
+
+
+def _spatial(shape) -> tuple[int, int]:
+    """(height, width) of a channels-first shape; 1-D signals have height 1."""
+    return (1, shape[1]) if len(shape) == 2 else (shape[1], shape[2])
+
+
+def _pool_params(symbol: str, pool, shape, rounding: str) -> tuple[str, tuple[int, int]]:
+    from edgebuild.ops.pooling import geometry
+
+    dims = len(shape) - 1
+    sizes, strides = geometry(pool, dims)
+    k, s = ((1, sizes[0]), (1, strides[0])) if dims == 1 else (sizes, strides)
+    h, w = _spatial(shape)
+    oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
+    decl = (f"static const eb_pool_params {symbol} = {{{shape[0]}, {h}, {w}, {oh}, {ow}, "
+            f"{k[0]}, {k[1]}, {s[0]}, {s[1]}, {POOL[pool.mode.value]}, {ROUNDING[rounding]}}};")
+    return decl, (oh, ow)
+
+
+def _geometry(layer, dims: int) -> list[tuple[int, int]]:
+    """(h, w) pairs of kernel, stride, pad, dilation; 1-D layers get height 1 / pad 0."""
+    fields = (layer.kernel, layer.stride, layer.pad, layer.dilation)
+    if dims == 1:
+        return [(1, v) if i != 2 else (0, v) for i, v in enumerate(fields)]
+    return [pair(v) for v in fields]
+
+
+def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str) -> tuple[list, list]:
+    quant = model.params[layer.name]
+    decls, calls = [], []
+    shape = node.in_shapes[0]
+    if layer.pool is not None:
+        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding)
+        decls.append(decl)
+        scratch = macro(step["scratch"]["name"])
+        calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
+        source, shape = scratch, (shape[0], h, w) if len(shape) == 3 else (shape[0], w)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, len(shape) - 1)
+    h, w = _spatial(shape)
+    oh, ow = _spatial(node.out_shape)
+    shift = quant.scale_exp - (quant.bits - 1)
+    decls.append(f"static const eb_conv_params P_{layer.name} = {{{shape[0]}, {h}, {w}, "
+                 f"{layer.out}, {oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, "
+                 f"{layer.groups}, {shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}}};")
+    bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
+    out = macro(step["output"])
+    if layer.wide:
+        calls.append(f"eb_conv2d_wide(&P_{layer.name}, {source}, W_{layer.name}, {bias}, "
+                     f"(int32_t *){out});")
+    else:
+        calls.append(f"eb_conv2d(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out});")
+    return decls, calls
+
+
+def emit_linear(step, layer, node, model: QuantizedModel, source: str):
+    quant = model.params[layer.name]
+    features = math.prod(node.in_shapes[0])
+    bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
+    out = macro(step["output"])
+    if layer.wide:
+        return [], [f"eb_linear_wide({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
+                    f"(int32_t *){out});"]
+    shift = quant.scale_exp - (quant.bits - 1)
+    return [], [f"eb_linear({features}, {layer.out}, {source}, W_{layer.name}, {bias}, {shift}, "
+                f"{ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out});"]
+
+
+def emit_pool(step, layer, node, model: QuantizedModel, source: str):
+    from edgebuild.ops.pool import window
+
+    decl, _ = _pool_params(f"Q_{layer.name}", window(layer), node.in_shapes[0], model.rounding)
+    return [decl], [f"eb_pool2d(&Q_{layer.name}, {source}, {macro(step['output'])});"]
+
+
+def emit_add(step, layer, node, model, source):
+    inputs = ", ".join(macro(name) for name in step["inputs"])
+    count = len(step["inputs"])
+    return [], [f"{{ const int8_t *const in_{layer.name}[{count}] = {{{inputs}}}; "
+                f"eb_add({math.prod(node.out_shape)}, {count}, in_{layer.name}, "
+                f"{ACT[layer.act.value]}, {macro(step['output'])}); }}"]
+
+
+def emit_concat(step, layer, node, model, source):
+    calls, offset = [], 0
+    for name, shape in zip(step["inputs"], node.in_shapes, strict=True):
+        size = math.prod(shape)
+        calls.append(f"eb_copy({size}, {macro(name)}, {macro(step['output'])} + {offset});")
+        offset += size
+    return [], calls
+
+
+EMITTERS = {"conv1d": emit_conv, "conv2d": emit_conv, "linear": emit_linear,
+            "pool1d": emit_pool, "pool2d": emit_pool, "add": emit_add, "concat": emit_concat}
+
+
+def c_steps(spec: ProjectSpec) -> list[dict]:
+    graph, _ = graphs.build(spec.model.input_shape, spec.model.layers)
+    nodes = {node.name: node for node in graph.nodes}
+    layers = {layer.name: layer for layer in spec.model.layers}
+    rendered = []
+    for step in spec.plan["steps"]:
+        layer, node = layers[step["layer"]], nodes[step["layer"]]
+        decls, calls = EMITTERS[layer.op](step, layer, node, spec.model, macro(step["inputs"][0]))
+        rendered.append({"comment": f"{layer.name}: {layer.op} {list(node.in_shapes[0])} -> "
+                                    f"{list(node.out_shape)}", "decls": decls, "calls": calls})
+    return rendered
+
+
+def render(spec: ProjectSpec) -> dict[str, str]:
+    """Every file of the C project: relative path -> text."""
+    env = _environment()
+    wide = bool(getattr(spec.model.output, "wide", False))
+    outputs = int(spec.kat_expected.shape[1])
+    context = {
+        "name": spec.name, "input_size": math.prod(spec.model.input_shape),
+        "input_shape": list(spec.model.input_shape), "output_size": outputs,
+        "output_shape": [outputs], "output_kind": "int32" if wide else "int8",
+        "output_ctype": "int32_t" if wide else "int8_t", "arena_bytes": max(spec.plan["arena_bytes"], 4),
+        "tensors": [{"macro": macro(t["name"]), **t} for t in spec.plan["tensors"]],
+        "steps": c_steps(spec), "output_macro": macro(spec.plan["output"]),
+        "arrays": weight_arrays(spec.model),
+        "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
+                     "expected": ", ".join(str(int(v)) for v in y.ravel())}
+                    for x, y in zip(spec.kat_inputs, spec.kat_expected, strict=True)],
+        "flash_bytes": spec.flash_bytes, "ram_bytes": spec.ram_bytes,
+        "stack_bytes": STACK_BYTES, "heap_bytes": HEAP_BYTES,
+        "model_sources": ["cnn.c", "weights.c", *KERNEL_SOURCES],
+        "m4_sources": list(M4_KERNEL_SOURCES),
+        "m4_model_sources": ["cnn.c", "weights.c", *KERNEL_SOURCES, *M4_KERNEL_SOURCES],
+        "m4_defines": "-DEB_CORTEX_M4" if M4_KERNEL_SOURCES else "",
+    }
+    files = {
+        "Makefile": env.get_template("project/Makefile.j2").render(context),
+        "README.md": env.get_template("project/README.md.j2").render(context),
+        "link.ld": env.get_template("project/link.ld.j2").render(context),
+        "model/cnn.h": env.get_template("project/cnn.h.j2").render(context),
+        "model/cnn.c": env.get_template("project/cnn.c.j2").render(context),
+        "model/weights.h": env.get_template("project/weights.h.j2").render(context),
+        "model/weights.c": env.get_template("project/weights.c.j2").render(context),
+        "kat/kat_vectors.h": env.get_template("project/kat_vectors.h.j2").render(context),
+    }
+    root = templates_dir()
+    for static in ("project/main.c", "project/startup_m4.c"):
+        files[Path(static).name] = (root / static).read_text()
+    for kernel in ("eb_kernels.h", *KERNEL_SOURCES, *M4_KERNEL_SOURCES):
+        files[f"model/{kernel}"] = (root / "kernels" / kernel).read_text()
+    return dict(sorted(files.items()))
+
+
+MODEL_FILES = ("cnn.h", "cnn.c", "weights.h", "weights.c", "eb_kernels.h", *KERNEL_SOURCES,
+               *M4_KERNEL_SOURCES)

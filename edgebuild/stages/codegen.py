@@ -1,0 +1,50 @@
+"""Stage `codegen`: the C project (static kernels + rendered glue + KAT vectors).
+
+The KAT vectors are the first test samples and the integer reference's outputs for them
+(never the float model's). See edgebuild/codegen.py for the renderer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.stages.base import Context, Stage
+
+KAT_SAMPLES = 8
+
+
+def config(checked) -> dict:
+    manifest = checked.manifest
+    return {"name": manifest.name, "target": manifest.target.model_dump(mode="json"),
+            "kat_samples": KAT_SAMPLES}
+
+
+def spec_for(ctx: Context):
+    from edgebuild import arrays, codegen, quantized
+
+    manifest = ctx.checked.manifest
+    data = arrays.load(ctx.inputs["data"] / "data.npz")
+    expected = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
+    count = min(KAT_SAMPLES, len(expected))
+    return codegen.ProjectSpec(
+        name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
+        plan=json.loads((ctx.inputs["plan"] / "plan.json").read_text()),
+        kat_inputs=data["x_test"][:count], kat_expected=expected[:count],
+        flash_bytes=manifest.target.memory.flash, ram_bytes=manifest.target.memory.l2,
+        device=manifest.target.device.value)
+
+
+def run(ctx: Context) -> None:
+    from edgebuild import codegen
+
+    files = codegen.render(spec_for(ctx))
+    for relative, text in files.items():
+        path = ctx.out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    ctx.log(f"codegen: {len(files)} files")
+
+
+STAGE = Stage("codegen", 1, ("plan", "quantize", "evaluate", "data"), config, run,
+              "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
+              tools=("jinja2",))

@@ -1,0 +1,117 @@
+"""Stage `plan`: where every tensor lives — the static activation arena and the budgets.
+
+Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
+with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
+`flatten` is a view (no copy, no buffer of its own). The weights and the arena are
+checked against `target.memory` (flash and l2) here, before any compiler runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from edgebuild.errors import UserError
+from edgebuild.stages.base import Context, Stage
+
+
+def config(checked) -> dict:
+    return {"target": checked.manifest.target.model_dump(mode="json")}
+
+
+def element_bytes(layer) -> int:
+    return 4 if getattr(layer, "wide", False) else 1
+
+
+def steps(model_input, layers, graph) -> tuple[list, dict]:
+    """(per-step records, alias of view tensors) for the deployed layers."""
+    from edgebuild.ops.pooling import geometry
+
+    records, alias = [], {}
+    nodes = {node.name: node for node in graph.nodes}
+    for index, layer in enumerate(layers, start=1):
+        node = nodes[layer.name]
+        inputs = [alias.get(name, name) for name in node.inputs]
+        if layer.op == "flatten":
+            alias[layer.name] = inputs[0]
+            continue
+        record = {"step": index, "layer": layer.name, "op": layer.op, "inputs": inputs,
+                  "output": layer.name, "scratch": None,
+                  "bytes": math.prod(node.out_shape) * element_bytes(layer)}
+        if getattr(layer, "pool", None) is not None:
+            sizes, strides = geometry(layer.pool, len(node.in_shapes[0]) - 1)
+            pooled = [node.in_shapes[0][0]] + [(n - k) // s + 1 for n, k, s in zip(
+                node.in_shapes[0][1:], sizes, strides, strict=True)]
+            record["scratch"] = {"name": f"{layer.name}_pooled", "bytes": math.prod(pooled),
+                                 "shape": pooled}
+        records.append(record)
+    return records, alias
+
+
+def tensors(model_input, records: list, output: str):
+    from edgebuild.arena import Tensor
+
+    last_read: dict[str, int] = {}
+    for record in records:
+        for name in record["inputs"]:
+            last_read[name] = record["step"]
+    end = records[-1]["step"] + 1
+    found = [Tensor("input", math.prod(model_input), 0, last_read.get("input", 0))]
+    for record in records:
+        name = record["output"]
+        found.append(Tensor(name, record["bytes"], record["step"],
+                            end if name == output else last_read.get(name, record["step"])))
+        if record["scratch"]:
+            scratch = record["scratch"]
+            found.append(Tensor(scratch["name"], scratch["bytes"], record["step"], record["step"]))
+    return found
+
+
+def run(ctx: Context) -> None:
+    from edgebuild import arena, folding
+    from edgebuild import graph as graphs
+
+    manifest = ctx.checked.manifest
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    graph, _ = graphs.build(tuple(manifest.model.input), layers)
+    records, alias = steps(manifest.model.input, layers, graph)
+    output = alias.get(layers[-1].name, layers[-1].name)
+    found = tensors(manifest.model.input, records, output)
+    placements = arena.place(found)
+    assert not arena.conflicts(placements), arena.conflicts(placements)
+    weights = _weight_bytes(ctx)
+    plan = {"arena_bytes": arena.size(placements), "arena_lower_bound": arena.lower_bound(found),
+            "alignment": arena.ALIGN, "weight_bytes": weights, "output": output,
+            "tensors": [{"name": p.tensor.name, "bytes": p.tensor.bytes, "offset": p.offset,
+                         "first": p.tensor.first, "last": p.tensor.last} for p in placements],
+            "steps": records, "views": alias}
+    _check_budgets(ctx, plan)
+    (ctx.out / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    ctx.log(f"plan: arena {plan['arena_bytes']} bytes (lower bound "
+            f"{plan['arena_lower_bound']}), weights {weights} bytes")
+
+
+def _weight_bytes(ctx: Context) -> int:
+    from edgebuild import arrays
+
+    return sum(int(a.nbytes) for a in arrays.load(ctx.inputs["quantize"] / "weights.npz").values())
+
+
+def _check_budgets(ctx: Context, plan: dict) -> None:
+    memory = ctx.checked.manifest.target.memory
+    document = ctx.checked.document
+    problems = []
+    if plan["arena_bytes"] > memory.l2:
+        problems.append(document.diagnostic(("target", "memory", "l2"), (
+            f"the activation arena needs at least {plan['arena_bytes']} bytes of L2, budget is "
+            f"{memory.l2}")))
+    if plan["weight_bytes"] > memory.flash:
+        problems.append(document.diagnostic(("target", "memory", "flash"), (
+            f"the weights alone need {plan['weight_bytes']} bytes of flash, budget is "
+            f"{memory.flash}")))
+    if problems:
+        raise UserError(problems)
+
+
+STAGE = Stage("plan", 1, ("validate", "quantize"), config, run,
+              "static activation arena by tensor lifetimes; memory budgets")

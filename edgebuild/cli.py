@@ -52,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="where (default: here)")  # not `directory`: that is -C
     init.add_argument("--name", default="digits", help="manifest name (default: digits)")
 
+    export = commands.add_parser(
+        "export", help="copy the generated model files into your firmware (user files are kept)")
+    _paths(export)
+    export.add_argument("--to", required=True, metavar="DIR", help="destination directory")
+    export.add_argument("--name", help="which manifest (needed when the project has several)")
+    export.add_argument("--force", action="store_true",
+                        help="overwrite files edgebuild did not write or that were edited")
+    _cache_dir(export)
+
     clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")
     _paths(clean)
     clean.add_argument("--cache", action="store_true", help="delete the whole cache as well")

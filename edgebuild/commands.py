@@ -84,6 +84,29 @@ def init(args, cwd: Path) -> int:
     return EXIT_OK
 
 
+def export(args, cwd: Path) -> int:
+    """Bring codegen up to date (like a build --until codegen), then copy model files."""
+    from dataclasses import replace
+
+    from edgebuild import export as exporting
+    from edgebuild import pipeline
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    names = [m.name for m in project.manifests]
+    name = args.name or (names[0] if len(names) == 1 else None)
+    if name not in names:
+        raise UserError(f"--name: choose one of {', '.join(names)}" if args.name or len(names) > 1
+                        else "no manifest")
+    project = replace(project, manifests=tuple(m for m in project.manifests if m.name == name))
+    run = pipeline.run(project, "codegen")
+    if run.failures:
+        return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
+    written = exporting.export(project.build_dir(name) / "codegen" / "model",
+                               cwd / args.to, name, args.force)
+    _err(f"export: {len(written)} model files of {name} in {args.to}")
+    return EXIT_OK
+
+
 def clean(args, cwd: Path) -> int:
     from edgebuild.cache import remove_tree
 

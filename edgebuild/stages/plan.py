@@ -67,24 +67,33 @@ def tensors(model_input, records: list, output: str):
     return found
 
 
-def run(ctx: Context) -> None:
-    from edgebuild import arena, folding
+def make_plan(input_shape, layers, weight_bytes: int) -> dict:
+    """The plan of deployed (folded) layers: steps, tensors with offsets, sizes."""
+    from edgebuild import arena
     from edgebuild import graph as graphs
 
-    manifest = ctx.checked.manifest
-    layers, _ = folding.fold_layers(manifest.model.layers)
-    graph, _ = graphs.build(tuple(manifest.model.input), layers)
-    records, alias = steps(manifest.model.input, layers, graph)
+    graph, _ = graphs.build(tuple(input_shape), layers)
+    records, alias = steps(input_shape, layers, graph)
     output = alias.get(layers[-1].name, layers[-1].name)
-    found = tensors(manifest.model.input, records, output)
+    found = tensors(input_shape, records, output)
     placements = arena.place(found)
-    assert not arena.conflicts(placements), arena.conflicts(placements)
-    weights = _weight_bytes(ctx)
-    plan = {"arena_bytes": arena.size(placements), "arena_lower_bound": arena.lower_bound(found),
-            "alignment": arena.ALIGN, "weight_bytes": weights, "output": output,
+    clashes = arena.conflicts(placements)
+    if clashes:
+        raise AssertionError(f"arena placement overlaps live tensors: {clashes}")
+    return {"arena_bytes": arena.size(placements), "arena_lower_bound": arena.lower_bound(found),
+            "alignment": arena.ALIGN, "weight_bytes": weight_bytes, "output": output,
             "tensors": [{"name": p.tensor.name, "bytes": p.tensor.bytes, "offset": p.offset,
                          "first": p.tensor.first, "last": p.tensor.last} for p in placements],
             "steps": records, "views": alias}
+
+
+def run(ctx: Context) -> None:
+    from edgebuild import folding
+
+    manifest = ctx.checked.manifest
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    plan = make_plan(manifest.model.input, layers, _weight_bytes(ctx))
+    weights = plan["weight_bytes"]
     _check_budgets(ctx, plan)
     (ctx.out / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
     ctx.log(f"plan: arena {plan['arena_bytes']} bytes (lower bound "

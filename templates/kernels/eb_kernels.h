@@ -36,18 +36,19 @@ typedef struct {
     int8_t mode, rounding;
 } eb_pool_params;
 
-/* acc * 2^shift, rounded, activated, saturated to int8. */
+/* acc * 2^shift, rounded, activated, saturated to int8. Computed in int64 so that a left
+ * shift is exact (|shift| <= 31; the contract's range is [-22, 15]) and abs(INT32_MIN) does
+ * not overflow: a large accumulator saturates instead of wrapping around. */
 static inline int8_t eb_requantize(int32_t acc, int shift, int rounding, int act)
 {
-    int32_t v;
+    int64_t v = acc;
     if (shift >= 0) {
-        v = acc << shift;
+        v *= (int64_t)1 << shift;
     } else {
-        int64_t wide = acc;
         if (rounding == EB_ROUND_HALF_UP) {
-            wide += (int64_t)1 << (-shift - 1);
+            v += (int64_t)1 << (-shift - 1);
         }
-        v = (int32_t)(wide >> (-shift));
+        v >>= -shift;
     }
     if (act == EB_ACT_RELU && v < 0) {
         v = 0;

@@ -1,0 +1,67 @@
+"""Golden files: the rendered C of a tiny fixed model, compared with committed copies.
+
+The model's integer weights are synthetic and fixed (no training), so any change in the
+rendered output is a change in codegen or its templates. Regenerate deliberately with
+`pytest tests/test_golden.py --update-golden` and review the diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgebuild import codegen, folding, quantized
+from edgebuild.manifest import Manifest
+from edgebuild.ops.base import QuantParams
+from edgebuild.stages.plan import make_plan
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny"
+
+LAYERS = [
+    {"name": "conv", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu",
+     "pool": {"mode": "max", "size": 2, "stride": 1}},
+    {"name": "side", "op": "conv2d", "out": 4, "kernel": 1, "inputs": ["conv"], "bias": False},
+    {"name": "sum", "op": "add", "inputs": ["conv", "side"], "act": "abs"},
+    {"name": "pool", "op": "pool2d", "mode": "avg", "size": 2},
+    {"name": "cat", "op": "concat", "inputs": ["pool", "pool"]},
+    {"name": "flat", "op": "flatten"},
+    {"name": "fc", "op": "linear", "out": 3, "wide": True},
+]
+
+
+def tiny_spec() -> codegen.ProjectSpec:
+    manifest = Manifest.model_validate({"name": "tiny", "dataset": {"format": "sklearn-digits"},
+                                        "model": {"input": [2, 5, 5], "layers": LAYERS},
+                                        "quantize": {"rounding": "floor"}})
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    rng = np.random.default_rng(7)
+    shapes = {"conv": (4, 2, 3, 3), "side": (4, 4, 1, 1), "fc": (3, 32)}
+    params = {name: QuantParams(rng.integers(-8, 8, shape), None if name == "side" else
+                                rng.integers(-300, 300, shape[0]), -2, 4)
+              for name, shape in shapes.items()}
+    model = quantized.QuantizedModel((2, 5, 5), layers, params, "floor")
+    x = rng.integers(-128, 128, (2, 2, 5, 5)).astype(np.int8)
+    return codegen.ProjectSpec(
+        name="tiny", model=model, plan=make_plan((2, 5, 5), layers, 1000),
+        kat_inputs=x, kat_expected=quantized.run_reference(model, x),
+        flash_bytes=65536, ram_bytes=16384, device="cortex-m4")
+
+
+def test_rendered_c_matches_golden_files(request):
+    files = codegen.render(tiny_spec())
+    if request.config.getoption("--update-golden"):
+        for relative, text in files.items():
+            path = GOLDEN / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    committed = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
+    assert committed == set(files), "file set changed; run pytest --update-golden and review"
+    for relative, text in files.items():
+        assert (GOLDEN / relative).read_text() == text, (
+            f"{relative} differs from tests/golden/tiny; if intended, run "
+            "`pytest tests/test_golden.py --update-golden` and review the diff")
+
+
+def test_rendering_is_deterministic():
+    assert codegen.render(tiny_spec()) == codegen.render(tiny_spec())

@@ -14,6 +14,7 @@ from pathlib import Path
 from edgebuild import graph as graphs
 from edgebuild.ops.base import pair
 from edgebuild.quantized import QuantizedModel
+from edgebuild.resources import templates_dir
 
 STACK_BYTES = 8192
 HEAP_BYTES = 4096
@@ -35,19 +36,6 @@ class ProjectSpec:
     flash_bytes: int
     ram_bytes: int
     device: str
-
-
-def templates_dir() -> Path:
-    """Templates ship inside the installed package as `edgebuild.templates`."""
-    try:
-        from importlib.resources import files
-
-        root = Path(str(files("edgebuild.templates")))
-        if (root / "project").is_dir():
-            return root
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / "templates"
 
 
 def _environment():

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgebuild.errors import StageFailed
+from edgebuild.resources import templates_dir
 
 QEMU_MACHINE = "mps2-an386"
 # Code generation for the Cortex-M4 with its single-precision FPU (hard-float ABI).
@@ -81,21 +82,6 @@ class QemuRun:
     instructions: int | None  # between the markers; None without a plugin or markers not hit
 
 
-def templates_dir() -> Path:
-    """The templates: the `edgebuild.templates` package when installed, else repo/templates."""
-    try:
-        from importlib.resources import files
-
-        # templates/ has no __init__.py: installed, it is a namespace package whose files()
-        # is a MultiplexedPath (str() of it is not a path); a child of it is a real Path.
-        root = Path(str(files("edgebuild.templates").joinpath("tools"))).parent
-        if (root / PLUGIN_SOURCE).is_file():
-            return root
-    except (ModuleNotFoundError, TypeError, ValueError):
-        pass
-    return Path(__file__).resolve().parent.parent / "templates"
-
-
 def _tool_output(completed: subprocess.CompletedProcess) -> str:
     return ((completed.stdout or "") + (completed.stderr or "")).strip()
 
@@ -108,7 +94,7 @@ def _run(command: list[str], what: str, timeout: float, cwd: Path | None = None,
                                    timeout=timeout, stdin=subprocess.DEVNULL)
     except FileNotFoundError as exc:
         raise ToolchainError(f"{what}: `{command[0]}` not found ({exc})") from None
-    except PermissionError as exc:
+    except OSError as exc:
         raise ToolchainError(f"{what}: cannot run `{command[0]}` ({exc})") from None
     except subprocess.TimeoutExpired as exc:
         partial = _decode(exc.stdout) + _decode(exc.stderr)

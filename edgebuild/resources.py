@@ -1,0 +1,25 @@
+"""Where edgebuild's shipped files are: templates (C kernels, jinja glue, tools).
+
+In a source checkout they are `repo/templates`; an installed package ships them as
+`edgebuild.templates` (see pyproject's package-dir). templates/ has no `__init__.py`, so
+installed it is a namespace package whose `files()` is a MultiplexedPath — `str()` of that
+is not a path, but a child of it is a real one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MARKER = "kernels"
+
+
+def templates_dir() -> Path:
+    try:
+        from importlib.resources import files
+
+        root = Path(str(files("edgebuild.templates").joinpath(MARKER))).parent
+        if (root / MARKER).is_dir():
+            return root
+    except (ModuleNotFoundError, TypeError, ValueError):
+        pass
+    return Path(__file__).resolve().parent.parent / "templates"

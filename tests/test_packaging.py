@@ -1,0 +1,39 @@
+"""An installed (non-editable) edgebuild finds its templates and schema."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+PROBE = """
+import edgebuild, sys
+from edgebuild.resources import templates_dir
+from edgebuild import schema
+root = templates_dir()
+assert str(root).startswith(sys.argv[1]), (root, sys.argv[1])
+for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
+            "project/link.ld.j2", "project/startup_m4.c", "tools/insn_count.c"):
+    assert (root / rel).is_file(), rel
+assert schema.render().startswith("{")
+print("ok", root)
+"""
+
+
+def test_wheel_install_ships_templates(tmp_path):
+    target = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                             "--quiet", "--target", str(target), str(REPO)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(target)], cwd=tmp_path,
+                           env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert probe.stdout.startswith("ok")

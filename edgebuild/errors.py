@@ -36,12 +36,11 @@ class Diagnostic:
 class UserError(Exception):
     """Carries every diagnostic found, so the user fixes them all in one round."""
 
-    def __init__(self, diagnostics: list[Diagnostic] | Diagnostic | str):
-        if isinstance(diagnostics, str):
-            diagnostics = [Diagnostic(file="edgebuild", message=diagnostics)]
-        elif isinstance(diagnostics, Diagnostic):
+    def __init__(self, diagnostics: list[Diagnostic | str] | Diagnostic | str):
+        if isinstance(diagnostics, str | Diagnostic):
             diagnostics = [diagnostics]
-        self.diagnostics = list(diagnostics)
+        self.diagnostics = [d if isinstance(d, Diagnostic) else Diagnostic("edgebuild", d)
+                            for d in diagnostics]
         super().__init__("\n".join(d.render() for d in self.diagnostics))
 
 

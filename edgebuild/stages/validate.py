@@ -28,5 +28,5 @@ def _dumps(obj) -> str:
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 
-STAGE = Stage("validate", 1, (), config, run,
+STAGE = Stage("validate", 2, (), config, run,
               "resolve defaults; infer each layer's shape, parameters and MACs")

@@ -98,6 +98,23 @@ static inline uint32_t eb_load32(const void *src)
     return v;
 }
 
+/* Column words: the caller's scratch is 4-byte aligned and chunks are 8 bytes, so adjacent
+ * word pairs may be fetched with LDRD. */
+#if defined(__GNUC__)
+#define EB_ALIGNED4(ptr) ((const int16_t *)__builtin_assume_aligned((ptr), 4))
+#else
+#define EB_ALIGNED4(ptr) (ptr)
+#endif
+
+/* Two adjacent column words (one LDRD on the M4). */
+static inline void eb_load2x32(const int16_t *src, uint32_t *lo, uint32_t *hi)
+{
+    uint32_t v[2];
+    memcpy(v, EB_ALIGNED4(src), sizeof v);
+    *lo = v[0];
+    *hi = v[1];
+}
+
 /* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
 static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
 {
@@ -115,66 +132,104 @@ static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
 #define EB_MAC4(acc, wlo, whi, c02, c13) \
     (acc) = eb_smlad((whi), (c13), eb_smlad((wlo), (c02), (acc)))
 
-/* ---- im2col ---------------------------------------------------------------------------- */
+#if defined(__GNUC__)
+#define EB_NOINLINE __attribute__((noinline))
+#else
+#define EB_NOINLINE
+#endif
 
-/* Swap the middle two values of every group of 4: [a0,a1,a2,a3] -> [a0,a2,a1,a3]. */
-static void eb_reorder(int16_t *col, int32_t kp)
+/* ---- columns -----------------------------------------------------------------------------
+ * A column holds K input values (an output pixel's receptive field in weight order, or a
+ * linear layer's input) as int16, zero-padded to kp = EB_OPT_ROUND4(K), in chunks of 4
+ * stored as [a0, a2, a1, a3]: the words [a0, a2], [a1, a3] pair with SXTB16 and SXTB16 ROR 8
+ * of the weight word [w0, w1, w2, w3]. The conv kernel keeps EB_OPT_PIXELS columns (one per
+ * output pixel) interleaved chunk by chunk, [P0 chunk q][P1 chunk q][P2 chunk q][P3 chunk q],
+ * so that one pointer walks all of them; the linear kernel has a single column. */
+
+#define EB_OPT_PIXELS 4
+
+/* kp int8 values (4-byte aligned, or at least readable as words) -> reordered int16 chunks at
+ * dst, one chunk every `stride` int16. SXTB16 does the reordering: [a0, a2] and [a1, a3]. */
+static void eb_expand(const int8_t *src, int32_t kp, int16_t *dst, int32_t stride)
 {
     int32_t q;
-    for (q = 0; q < kp; q += 4) {
-        const int16_t t = col[q + 1];
-        col[q + 1] = col[q + 2];
-        col[q + 2] = t;
+    for (q = 0; q < kp; q += 4, src += 4, dst += stride) {
+        const uint32_t u = eb_load32(src);
+        const uint32_t v[2] = {eb_sxtb16(u), eb_sxtb16_ror8(u)};
+        memcpy(dst, v, sizeof v);
     }
 }
 
 /* The receptive field of output pixel (oy, ox) over in_g's ipg channels, in weight order
- * ([ic][ky][kx]), zero outside the input, zero-padded to kp, reordered for eb_smlad. */
-static void eb_im2col(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
-                      int16_t *col, int32_t kp)
+ * ([ic][ky][kx]), zero outside the input, zero-padded to kp, as int8 values. */
+static void eb_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                      int8_t *d, int32_t kp)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
     const int dil_h = p->dil_h, dil_w = p->dil_w;
     const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
     const int32_t plane = (int32_t)in_h * in_w;
-    int16_t *d = col;
-    int16_t *const end = col + kp;
+    int8_t *const end = d + kp;
+    int kx_lo = 0, kx_hi = k_w; /* the kx in [kx_lo, kx_hi) fall inside an input row */
+    int ky_lo = 0, ky_hi = k_h; /* likewise for ky and the input columns */
     int ic, ky, kx;
 
-    if (iy0 >= 0 && iy0 + (k_h - 1) * dil_h < in_h && ix0 >= 0 &&
-        ix0 + (k_w - 1) * dil_w < in_w) {
-        /* the whole window is inside the input: no bounds checks */
-        const int32_t row_step = (int32_t)dil_h * in_w;
-        const int8_t *base = in_g + (int32_t)iy0 * in_w + ix0;
-        for (ic = 0; ic < ipg; ++ic, base += plane) {
-            const int8_t *row = base;
-            for (ky = 0; ky < k_h; ++ky, row += row_step) {
-                if (dil_w == 1) {
-                    for (kx = 0; kx < k_w; ++kx) {
-                        *d++ = row[kx];
-                    }
-                } else {
-                    const int8_t *s = row;
-                    for (kx = 0; kx < k_w; ++kx, s += dil_w) {
-                        *d++ = *s;
-                    }
+    if (ix0 < 0) {
+        kx_lo = (-ix0 + dil_w - 1) / dil_w;
+    }
+    if (ix0 + (k_w - 1) * dil_w >= in_w) {
+        kx_hi = ix0 >= in_w ? 0 : (in_w - 1 - ix0) / dil_w + 1;
+    }
+    if (kx_lo > kx_hi) {
+        kx_lo = kx_hi;
+    }
+    if (iy0 < 0) {
+        ky_lo = (-iy0 + dil_h - 1) / dil_h;
+    }
+    if (iy0 + (k_h - 1) * dil_h >= in_h) {
+        ky_hi = iy0 >= in_h ? 0 : (in_h - 1 - iy0) / dil_h + 1;
+    }
+    if (ky_lo > ky_hi) {
+        ky_lo = ky_hi;
+    }
+    if (kx_lo == 0 && kx_hi == k_w && dil_w == 1) {
+        /* whole rows inside the input: the common case, copied without per-value checks */
+        for (ic = 0; ic < ipg; ++ic, in_g += plane) {
+            const int8_t *row = in_g + (int32_t)(iy0 + ky_lo * dil_h) * in_w + ix0;
+            for (ky = 0; ky < ky_lo; ++ky) {
+                for (kx = 0; kx < k_w; ++kx) {
+                    *d++ = 0;
+                }
+            }
+            for (; ky < ky_hi; ++ky, row += (int32_t)dil_h * in_w) {
+                for (kx = 0; kx < k_w; ++kx) {
+                    *d++ = row[kx];
+                }
+            }
+            for (; ky < k_h; ++ky) {
+                for (kx = 0; kx < k_w; ++kx) {
+                    *d++ = 0;
                 }
             }
         }
     } else {
-        const int8_t *chan = in_g;
-        for (ic = 0; ic < ipg; ++ic, chan += plane) {
+        for (ic = 0; ic < ipg; ++ic, in_g += plane) {
             for (ky = 0; ky < k_h; ++ky) {
-                const int iy = iy0 + ky * dil_h;
-                if (iy < 0 || iy >= in_h) {
+                if (ky < ky_lo || ky >= ky_hi) {
                     for (kx = 0; kx < k_w; ++kx) {
                         *d++ = 0;
                     }
                 } else {
-                    const int8_t *row = chan + (int32_t)iy * in_w;
-                    for (kx = 0; kx < k_w; ++kx) {
-                        const int ix = ix0 + kx * dil_w;
-                        *d++ = (ix >= 0 && ix < in_w) ? row[ix] : 0;
+                    const int8_t *s =
+                        in_g + (int32_t)(iy0 + ky * dil_h) * in_w + ix0 + kx_lo * dil_w;
+                    for (kx = 0; kx < kx_lo; ++kx) {
+                        *d++ = 0;
+                    }
+                    for (; kx < kx_hi; ++kx, s += dil_w) {
+                        *d++ = *s;
+                    }
+                    for (; kx < k_w; ++kx) {
+                        *d++ = 0;
                     }
                 }
             }
@@ -183,108 +238,93 @@ static void eb_im2col(const eb_conv_params *p, const int8_t *in_g, int ipg, int 
     while (d < end) {
         *d++ = 0;
     }
-    eb_reorder(col, kp);
 }
 
-/* ---- dot products against reordered columns --------------------------------------------
- * k values per row; weight rows w0/w1 are byte-aligned int8, columns c0/c1 hold
- * EB_OPT_ROUND4(k) reordered int16 values. acc[] come in with the bias. */
+/* ---- dot products -------------------------------------------------------------------------
+ * k values per weight row (rows byte-aligned int8, k apart in the reference layout); acc[]
+ * come in holding the bias. The last k % 4 weights are read as a zero-padded word (never past
+ * the row); the columns are zero-padded anyway. */
 
-static void eb_dot_2x2(int32_t k, const int8_t *w0, const int8_t *w1, const int16_t *c0,
-                       const int16_t *c1, int32_t acc[4])
+/* Row w against the EB_OPT_PIXELS interleaved columns at c: acc[j] += w . column j. */
+static EB_NOINLINE void eb_dot_1x4(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[EB_OPT_PIXELS])
 {
-    int32_t a00 = acc[0], a01 = acc[1], a10 = acc[2], a11 = acc[3];
-    int32_t n = k >> 2;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    int32_t n = (k + 3) >> 2;
     const int32_t tail = k & 3;
     while (n > 0) {
-        const uint32_t wa = eb_load32(w0), wb = eb_load32(w1);
-        const uint32_t x0 = eb_load32(c0), x0b = eb_load32(c0 + 2);
-        const uint32_t x1 = eb_load32(c1), x1b = eb_load32(c1 + 2);
-        const uint32_t wa_lo = eb_sxtb16(wa), wa_hi = eb_sxtb16_ror8(wa);
-        const uint32_t wb_lo = eb_sxtb16(wb), wb_hi = eb_sxtb16_ror8(wb);
-        EB_MAC4(a00, wa_lo, wa_hi, x0, x0b);
-        EB_MAC4(a01, wa_lo, wa_hi, x1, x1b);
-        EB_MAC4(a10, wb_lo, wb_hi, x0, x0b);
-        EB_MAC4(a11, wb_lo, wb_hi, x1, x1b);
-        w0 += 4;
-        w1 += 4;
-        c0 += 4;
-        c1 += 4;
+        const uint32_t wv = (n == 1 && tail != 0) ? eb_load_tail(w, tail) : eb_load32(w);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        uint32_t x, xb;
+        eb_load2x32(c, &x, &xb);
+        EB_MAC4(a0, lo, hi, x, xb);
+        eb_load2x32(c + 4, &x, &xb);
+        EB_MAC4(a1, lo, hi, x, xb);
+        eb_load2x32(c + 8, &x, &xb);
+        EB_MAC4(a2, lo, hi, x, xb);
+        eb_load2x32(c + 12, &x, &xb);
+        EB_MAC4(a3, lo, hi, x, xb);
+        w += 4;
+        c += 16;
         --n;
     }
-    if (tail != 0) {
-        const uint32_t wa = eb_load_tail(w0, tail), wb = eb_load_tail(w1, tail);
-        const uint32_t x0 = eb_load32(c0), x0b = eb_load32(c0 + 2);
-        const uint32_t x1 = eb_load32(c1), x1b = eb_load32(c1 + 2);
-        const uint32_t wa_lo = eb_sxtb16(wa), wa_hi = eb_sxtb16_ror8(wa);
-        const uint32_t wb_lo = eb_sxtb16(wb), wb_hi = eb_sxtb16_ror8(wb);
-        EB_MAC4(a00, wa_lo, wa_hi, x0, x0b);
-        EB_MAC4(a01, wa_lo, wa_hi, x1, x1b);
-        EB_MAC4(a10, wb_lo, wb_hi, x0, x0b);
-        EB_MAC4(a11, wb_lo, wb_hi, x1, x1b);
-    }
-    acc[0] = a00;
-    acc[1] = a01;
-    acc[2] = a10;
-    acc[3] = a11;
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
 }
 
-/* One weight row against two columns (acc[0], acc[1]); with c1 == NULL, one column. */
-static void eb_dot_1x2(int32_t k, const int8_t *w0, const int16_t *c0, const int16_t *c1,
-                       int32_t acc[2])
+/* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
+static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[2])
 {
+    const int8_t *w1 = w + k;
     int32_t a0 = acc[0], a1 = acc[1];
     int32_t n = k >> 2;
     const int32_t tail = k & 3;
+    uint32_t x, xb, wa, wb;
     while (n > 0) {
-        const uint32_t wa = eb_load32(w0);
-        const uint32_t wa_lo = eb_sxtb16(wa), wa_hi = eb_sxtb16_ror8(wa);
-        EB_MAC4(a0, wa_lo, wa_hi, eb_load32(c0), eb_load32(c0 + 2));
-        if (c1 != NULL) {
-            EB_MAC4(a1, wa_lo, wa_hi, eb_load32(c1), eb_load32(c1 + 2));
-            c1 += 4;
-        }
-        w0 += 4;
-        c0 += 4;
+        wa = eb_load32(w);
+        wb = eb_load32(w1);
+        eb_load2x32(c, &x, &xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
+        w += 4;
+        w1 += 4;
+        c += 4;
         --n;
     }
     if (tail != 0) {
-        const uint32_t wa = eb_load_tail(w0, tail);
-        const uint32_t wa_lo = eb_sxtb16(wa), wa_hi = eb_sxtb16_ror8(wa);
-        EB_MAC4(a0, wa_lo, wa_hi, eb_load32(c0), eb_load32(c0 + 2));
-        if (c1 != NULL) {
-            EB_MAC4(a1, wa_lo, wa_hi, eb_load32(c1), eb_load32(c1 + 2));
-        }
+        wa = eb_load_tail(w, tail);
+        wb = eb_load_tail(w1, tail);
+        eb_load2x32(c, &x, &xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
     }
     acc[0] = a0;
     acc[1] = a1;
 }
 
-/* Two weight rows against one column (acc[0] row 0, acc[1] row 1). */
-static void eb_dot_2x1(int32_t k, const int8_t *w0, const int8_t *w1, const int16_t *c0,
-                       int32_t acc[2])
+/* Row w against one column at c. */
+static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t acc)
 {
-    int32_t a0 = acc[0], a1 = acc[1];
     int32_t n = k >> 2;
     const int32_t tail = k & 3;
+    uint32_t x, xb, wa;
     while (n > 0) {
-        const uint32_t wa = eb_load32(w0), wb = eb_load32(w1);
-        const uint32_t x0 = eb_load32(c0), x0b = eb_load32(c0 + 2);
-        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x0, x0b);
-        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x0, x0b);
-        w0 += 4;
-        w1 += 4;
-        c0 += 4;
+        wa = eb_load32(w);
+        eb_load2x32(c, &x, &xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        w += 4;
+        c += 4;
         --n;
     }
     if (tail != 0) {
-        const uint32_t wa = eb_load_tail(w0, tail), wb = eb_load_tail(w1, tail);
-        const uint32_t x0 = eb_load32(c0), x0b = eb_load32(c0 + 2);
-        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x0, x0b);
-        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x0, x0b);
+        wa = eb_load_tail(w, tail);
+        eb_load2x32(c, &x, &xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
     }
-    acc[0] = a0;
-    acc[1] = a1;
+    return acc;
 }
 
 /* ---- output ---------------------------------------------------------------------------- */
@@ -317,54 +357,39 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
-    int16_t *const col0 = scratch;
-    int16_t *const col1 = scratch + kp;
+    int16_t *const cols = scratch; /* EB_OPT_PIXELS * kp int16: the interleaved columns */
+    int8_t *const bytes = (int8_t *)(scratch + EB_OPT_PIXELS * kp); /* kp int8: one gather */
     int g;
 
     for (g = 0; g < groups; ++g) {
         const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
         const int oc_begin = g * opg, oc_end = oc_begin + opg;
         int32_t px;
-        for (px = 0; px < hw; px += 2) {
-            const int pair = px + 1 < hw;
+        for (px = 0; px < hw; px += EB_OPT_PIXELS) {
+            /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
+            const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+            int32_t j;
             int oc;
-            eb_im2col(p, in_g, ipg, (int)(px / out_w), (int)(px % out_w), col0, kp);
-            if (pair) {
-                eb_im2col(p, in_g, ipg, (int)((px + 1) / out_w), (int)((px + 1) % out_w), col1,
-                          kp);
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int32_t pj = j < count ? px + j : hw - 1;
+                eb_gather(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w), bytes, kp);
+                eb_expand(bytes, kp, cols + 4 * j, 4 * EB_OPT_PIXELS);
             }
-            for (oc = oc_begin; oc + 1 < oc_end; oc += 2) {
-                const int8_t *w0 = weight + (int32_t)oc * k;
-                const int32_t b0 = bias ? bias[oc] : 0, b1 = bias ? bias[oc + 1] : 0;
-                const int32_t o0 = (int32_t)oc * hw + px;
-                if (pair) {
-                    int32_t acc[4];
-                    acc[0] = b0;
-                    acc[1] = b0;
-                    acc[2] = b1;
-                    acc[3] = b1;
-                    eb_dot_2x2(k, w0, w0 + k, col0, col1, acc);
-                    eb_put(s, o0, acc[0]);
-                    eb_put(s, o0 + 1, acc[1]);
-                    eb_put(s, o0 + hw, acc[2]);
-                    eb_put(s, o0 + hw + 1, acc[3]);
+            for (oc = oc_begin; oc < oc_end; ++oc) {
+                const int32_t b = bias ? bias[oc] : 0;
+                const int32_t o = (int32_t)oc * hw + px;
+                int32_t acc[EB_OPT_PIXELS];
+                acc[0] = acc[1] = acc[2] = acc[3] = b;
+                eb_dot_1x4(k, weight + (int32_t)oc * k, cols, acc);
+                if (count == EB_OPT_PIXELS) {
+                    eb_put(s, o, acc[0]);
+                    eb_put(s, o + 1, acc[1]);
+                    eb_put(s, o + 2, acc[2]);
+                    eb_put(s, o + 3, acc[3]);
                 } else {
-                    int32_t acc[2];
-                    acc[0] = b0;
-                    acc[1] = b1;
-                    eb_dot_2x1(k, w0, w0 + k, col0, acc);
-                    eb_put(s, o0, acc[0]);
-                    eb_put(s, o0 + hw, acc[1]);
-                }
-            }
-            if (oc < oc_end) {
-                int32_t acc[2];
-                const int32_t o0 = (int32_t)oc * hw + px;
-                acc[0] = acc[1] = bias ? bias[oc] : 0;
-                eb_dot_1x2(k, weight + (int32_t)oc * k, col0, pair ? col1 : NULL, acc);
-                eb_put(s, o0, acc[0]);
-                if (pair) {
-                    eb_put(s, o0 + 1, acc[1]);
+                    for (j = 0; j < count; ++j) {
+                        eb_put(s, o + j, acc[j]);
+                    }
                 }
             }
         }
@@ -400,31 +425,24 @@ void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t 
 static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                            const int32_t *bias, const eb_sink *s, int16_t *scratch)
 {
-    const int32_t kp = EB_OPT_ROUND4(in_f);
-    int32_t i;
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
     int o;
-    for (i = 0; i < in_f; ++i) {
-        scratch[i] = in[i];
+    eb_expand(in, full, scratch, 4);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        const uint32_t v[2] = {eb_sxtb16(u), eb_sxtb16_ror8(u)};
+        memcpy(scratch + full, v, sizeof v);
     }
-    for (; i < kp; ++i) {
-        scratch[i] = 0;
-    }
-    eb_reorder(scratch, kp);
     for (o = 0; o + 1 < out_f; o += 2) {
-        const int8_t *w0 = weight + (int32_t)o * in_f;
         int32_t acc[2];
         acc[0] = bias ? bias[o] : 0;
         acc[1] = bias ? bias[o + 1] : 0;
-        eb_dot_2x1(in_f, w0, w0 + in_f, scratch, acc);
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
         eb_put(s, o, acc[0]);
         eb_put(s, o + 1, acc[1]);
     }
     if (o < out_f) {
-        int32_t acc[2];
-        acc[0] = bias ? bias[o] : 0;
-        acc[1] = 0;
-        eb_dot_1x2(in_f, weight + (int32_t)o * in_f, scratch, NULL, acc);
-        eb_put(s, o, acc[0]);
+        eb_put(s, o, eb_dot_1x1(in_f, weight + (int32_t)o * in_f, scratch, bias ? bias[o] : 0));
     }
 }
 

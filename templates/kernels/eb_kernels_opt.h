@@ -34,7 +34,7 @@
 
 /* int16 elements of scratch needed by eb_conv2d_opt / eb_conv2d_wide_opt. */
 #define EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) \
-    (2 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)))
+    (9 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)) / 2)
 
 /* int16 elements of scratch needed by eb_linear_opt / eb_linear_wide_opt. */
 #define EB_LINEAR_OPT_SCRATCH(in_f) EB_OPT_ROUND4(in_f)

@@ -67,6 +67,6 @@ def diverged(ctx: Context, exc, stage: str) -> UserError:
                      f"epoch {exc.epoch} (lower the learning rate?){kept}")
 
 
-STAGE = Stage("train", 3, ("validate", "data"), config, run,
+STAGE = Stage("train", 3, ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
               tools=("torch", "numpy"))

@@ -22,8 +22,18 @@ VALUES_PER_LINE = 16
 ROUNDING = {"half_up": "EB_ROUND_HALF_UP", "floor": "EB_ROUND_FLOOR"}
 ACT = {"none": "EB_ACT_NONE", "relu": "EB_ACT_RELU", "abs": "EB_ACT_ABS"}
 POOL = {"max": "EB_POOL_MAX", "avg": "EB_POOL_AVG"}
-KERNEL_SOURCES = ("eb_kernels.c",)
-M4_KERNEL_SOURCES: tuple[str, ...] = ()
+# Kernel files per target device: the reference kernels are always there (they define the
+# arithmetic); `cortex-m4` adds the dual-MAC (SMLAD) variants, which the same project's host
+# build compiles with portable intrinsics — so the host KAT over every test sample checks
+# the optimized algorithm and QEMU checks the real instructions.
+OPTIMIZED_DEVICES = ("cortex-m4",)
+
+
+def kernel_files(device: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(C sources, headers) copied into model/ for this device."""
+    if device in OPTIMIZED_DEVICES:
+        return ("eb_kernels.c", "eb_kernels_opt.c"), ("eb_kernels.h", "eb_kernels_opt.h")
+    return ("eb_kernels.c",), ("eb_kernels.h",)
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,8 @@ def _geometry(layer, dims: int) -> list[tuple[int, int]]:
     return [pair(v) for v in fields]
 
 
-def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str) -> tuple[list, list]:
+def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str,
+              optimized: bool) -> tuple[list, list]:
     quant = model.params[layer.name]
     decls, calls = [], []
     shape = node.in_shapes[0]
@@ -117,36 +128,48 @@ def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str) -> tu
                  f"{layer.out}, {oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, "
                  f"{layer.groups}, {shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}}};")
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
-    out = macro(step["output"])
-    if layer.wide:
-        calls.append(f"eb_conv2d_wide(&P_{layer.name}, {source}, W_{layer.name}, {bias}, "
-                     f"(int32_t *){out});")
+    out = macro(step["output"]) if not layer.wide else f"(int32_t *){macro(step['output'])}"
+    kernel = "eb_conv2d_wide" if layer.wide else "eb_conv2d"
+    if optimized:
+        calls.append(f"{kernel}_opt(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out}, "
+                     "eb_scratch.values);")
     else:
-        calls.append(f"eb_conv2d(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out});")
+        calls.append(f"{kernel}(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out});")
     return decls, calls
 
 
-def emit_linear(step, layer, node, model: QuantizedModel, source: str):
+def conv_scratch(layer, node) -> str:
+    """C expression: int16 scratch elements the optimized conv needs (0 when not used)."""
+    kh, kw = _geometry(layer, len(node.in_shapes[0]) - 1)[0]
+    return f"EB_CONV_OPT_SCRATCH({node.in_shapes[0][0] // layer.groups}, {kh}, {kw})"
+
+
+def emit_linear(step, layer, node, model: QuantizedModel, source: str, optimized: bool):
     quant = model.params[layer.name]
     features = math.prod(node.in_shapes[0])
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
     out = macro(step["output"])
+    suffix, scratch = ("_opt", ", eb_scratch.values") if optimized else ("", "")
     if layer.wide:
-        return [], [f"eb_linear_wide({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
-                    f"(int32_t *){out});"]
+        return [], [f"eb_linear_wide{suffix}({features}, {layer.out}, {source}, W_{layer.name}, "
+                    f"{bias}, (int32_t *){out}{scratch});"]
     shift = quant.scale_exp - (quant.bits - 1)
-    return [], [f"eb_linear({features}, {layer.out}, {source}, W_{layer.name}, {bias}, {shift}, "
-                f"{ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out});"]
+    return [], [f"eb_linear{suffix}({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
+                f"{shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out}{scratch});"]
 
 
-def emit_pool(step, layer, node, model: QuantizedModel, source: str):
+def linear_scratch(layer, node) -> str:
+    return f"EB_LINEAR_OPT_SCRATCH({math.prod(node.in_shapes[0])})"
+
+
+def emit_pool(step, layer, node, model: QuantizedModel, source: str, optimized: bool):
     from edgebuild.ops.pool import window
 
     decl, _ = _pool_params(f"Q_{layer.name}", window(layer), node.in_shapes[0], model.rounding)
     return [decl], [f"eb_pool2d(&Q_{layer.name}, {source}, {macro(step['output'])});"]
 
 
-def emit_add(step, layer, node, model, source):
+def emit_add(step, layer, node, model, source, optimized):
     inputs = ", ".join(macro(name) for name in step["inputs"])
     count = len(step["inputs"])
     return [], [f"{{ const int8_t *const in_{layer.name}[{count}] = {{{inputs}}}; "
@@ -154,7 +177,7 @@ def emit_add(step, layer, node, model, source):
                 f"{ACT[layer.act.value]}, {macro(step['output'])}); }}"]
 
 
-def emit_concat(step, layer, node, model, source):
+def emit_concat(step, layer, node, model, source, optimized):
     calls, offset = [], 0
     for name, shape in zip(step["inputs"], node.in_shapes, strict=True):
         size = math.prod(shape)
@@ -165,19 +188,33 @@ def emit_concat(step, layer, node, model, source):
 
 EMITTERS = {"conv1d": emit_conv, "conv2d": emit_conv, "linear": emit_linear,
             "pool1d": emit_pool, "pool2d": emit_pool, "add": emit_add, "concat": emit_concat}
+SCRATCH = {"conv1d": conv_scratch, "conv2d": conv_scratch, "linear": linear_scratch}
 
 
-def c_steps(spec: ProjectSpec) -> list[dict]:
+def c_steps(spec: ProjectSpec) -> tuple[list[dict], list[str]]:
+    """(rendered steps, scratch-size expressions of the optimized kernels used)."""
     graph, _ = graphs.build(spec.model.input_shape, spec.model.layers)
     nodes = {node.name: node for node in graph.nodes}
     layers = {layer.name: layer for layer in spec.model.layers}
-    rendered = []
+    optimized = spec.device in OPTIMIZED_DEVICES
+    rendered, scratch = [], []
     for step in spec.plan["steps"]:
         layer, node = layers[step["layer"]], nodes[step["layer"]]
-        decls, calls = EMITTERS[layer.op](step, layer, node, spec.model, macro(step["inputs"][0]))
+        decls, calls = EMITTERS[layer.op](step, layer, node, spec.model,
+                                          macro(step["inputs"][0]), optimized)
+        if optimized and layer.op in SCRATCH:
+            scratch.append(SCRATCH[layer.op](layer, node))
         rendered.append({"comment": f"{layer.name}: {layer.op} {list(node.in_shapes[0])} -> "
                                     f"{list(node.out_shape)}", "decls": decls, "calls": calls})
-    return rendered
+    return rendered, scratch
+
+
+def scratch_expression(sizes: list[str]) -> str:
+    """The largest of the scratch sizes, as a C constant expression."""
+    expression = sizes[0]
+    for size in sizes[1:]:
+        expression = f"EB_MAX({expression}, {size})"
+    return expression
 
 
 def render(spec: ProjectSpec) -> dict[str, str]:
@@ -185,23 +222,24 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     env = _environment()
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
+    steps, scratch = c_steps(spec)
+    sources, headers = kernel_files(spec.device)
     context = {
         "name": spec.name, "input_size": math.prod(spec.model.input_shape),
         "input_shape": list(spec.model.input_shape), "output_size": outputs,
         "output_shape": [outputs], "output_kind": "int32" if wide else "int8",
         "output_ctype": "int32_t" if wide else "int8_t", "arena_bytes": max(spec.plan["arena_bytes"], 4),
         "tensors": [{"macro": macro(t["name"]), **t} for t in spec.plan["tensors"]],
-        "steps": c_steps(spec), "output_macro": macro(spec.plan["output"]),
+        "steps": steps, "output_macro": macro(spec.plan["output"]),
+        "scratch": scratch_expression(scratch) if scratch else None,
+        "kernel_headers": list(headers),
         "arrays": weight_arrays(spec.model),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
                      "expected": ", ".join(str(int(v)) for v in y.ravel())}
                     for x, y in zip(spec.kat_inputs, spec.kat_expected, strict=True)],
         "flash_bytes": spec.flash_bytes, "ram_bytes": spec.ram_bytes,
         "stack_bytes": STACK_BYTES, "heap_bytes": HEAP_BYTES,
-        "model_sources": ["cnn.c", "weights.c", *KERNEL_SOURCES],
-        "m4_sources": list(M4_KERNEL_SOURCES),
-        "m4_model_sources": ["cnn.c", "weights.c", *KERNEL_SOURCES, *M4_KERNEL_SOURCES],
-        "m4_defines": "-DEB_CORTEX_M4" if M4_KERNEL_SOURCES else "",
+        "model_sources": ["cnn.c", "weights.c", *sources],
     }
     files = {
         "Makefile": env.get_template("project/Makefile.j2").render(context),
@@ -216,10 +254,6 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     root = templates_dir()
     for static in ("project/main.c", "project/startup_m4.c"):
         files[Path(static).name] = (root / static).read_text()
-    for kernel in ("eb_kernels.h", *KERNEL_SOURCES, *M4_KERNEL_SOURCES):
+    for kernel in (*headers, *sources):
         files[f"model/{kernel}"] = (root / "kernels" / kernel).read_text()
     return dict(sorted(files.items()))
-
-
-MODEL_FILES = ("cnn.h", "cnn.c", "weights.h", "weights.c", "eb_kernels.h", *KERNEL_SOURCES,
-               *M4_KERNEL_SOURCES)

@@ -23,3 +23,8 @@ def templates_dir() -> Path:
     except (ModuleNotFoundError, TypeError, ValueError):
         pass
     return Path(__file__).resolve().parent.parent / "templates"
+
+
+def template_files() -> list[Path]:
+    root = templates_dir()
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)

@@ -19,6 +19,14 @@ def config(checked) -> dict:
             "kat_samples": KAT_SAMPLES}
 
 
+def template_files(checked) -> list:
+    """Every shipped template: their content keys the C project (a fixed kernel or an
+    edgebuild upgrade regenerates it), checked live like data files."""
+    from edgebuild.resources import template_files as shipped
+
+    return shipped()
+
+
 def spec_for(ctx: Context):
     from edgebuild import arrays, codegen, quantized
 
@@ -47,4 +55,4 @@ def run(ctx: Context) -> None:
 
 STAGE = Stage("codegen", 1, ("plan", "quantize", "evaluate", "data"), config, run,
               "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
-              tools=("jinja2",))
+              tools=("jinja2",), files=template_files)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eb_kernels.h"
+#include "eb_kernels_opt.h"
 #include "weights.h"
 
 /* int32_t member: the arena is 4-byte aligned for the int32 (wide) output. */
@@ -13,6 +14,14 @@ static union {
     int32_t align;
     int8_t bytes[CNN_ARENA_BYTES];
 } arena;
+
+#define EB_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Workspace of the optimized kernels (im2col columns as int16), 4-byte aligned. */
+static union {
+    int32_t align;
+    int16_t values[EB_MAX(EB_MAX(EB_CONV_OPT_SCRATCH(2, 3, 3), EB_CONV_OPT_SCRATCH(4, 1, 1)), EB_LINEAR_OPT_SCRATCH(32))];
+} eb_scratch;
 
 #define T_input ((int8_t *)(arena.bytes + 64))  /* 50 bytes, steps 0..1 */
 #define T_conv ((int8_t *)(arena.bytes + 0))  /* 64 bytes, steps 1..3 */
@@ -42,9 +51,9 @@ void cnn_run(void)
 {
     /* conv: conv2d [2, 5, 5] -> [4, 4, 4] */
     eb_pool2d(&Q_conv, T_input, T_conv_pooled);
-    eb_conv2d(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv);
+    eb_conv2d_opt(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv, eb_scratch.values);
     /* side: conv2d [4, 4, 4] -> [4, 4, 4] */
-    eb_conv2d(&P_side, T_conv, W_side, NULL, T_side);
+    eb_conv2d_opt(&P_side, T_conv, W_side, NULL, T_side, eb_scratch.values);
     /* sum: add [4, 4, 4] -> [4, 4, 4] */
     { const int8_t *const in_sum[2] = {T_conv, T_side}; eb_add(64, 2, in_sum, EB_ACT_ABS, T_sum); }
     /* pool: pool2d [4, 4, 4] -> [4, 2, 2] */
@@ -53,7 +62,7 @@ void cnn_run(void)
     eb_copy(16, T_pool, T_cat + 0);
     eb_copy(16, T_pool, T_cat + 16);
     /* fc: linear [32] -> [3] */
-    eb_linear_wide(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc);
+    eb_linear_wide_opt(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc, eb_scratch.values);
 }
 
 void cnn_unload(cnn_output_t *output)

@@ -1,0 +1,632 @@
+/* edgebuild optimized int8 kernels: see eb_kernels_opt.h for the method and the scratch
+ * sizes, eb_kernels.h for the numerics contract. The reference kernels (eb_kernels.c) are
+ * the definition: these must match them bit for bit. C99, no allocation. */
+#include "eb_kernels_opt.h"
+
+#include <string.h>
+
+#if (-1 >> 1) != -1
+#error "edgebuild kernels need arithmetic right shifts of negative integers"
+#endif
+
+/* ---- dual 16-bit MAC primitives ----------------------------------------------------------
+ * Packed values are uint32_t holding two 16-bit halves (or four bytes).
+ *   eb_sxtb16(x)      = [sext(byte 0), sext(byte 2)] as two int16 halves (low, high)
+ *   eb_sxtb16_ror8(x) = eb_sxtb16(x rotated right by 8) = [sext(byte 1), sext(byte 3)]
+ *   eb_smlad(a, b, c) = c + lo16(a) * lo16(b) + hi16(a) * hi16(b) (signed halves), wrapping
+ * With the DSP extension these are single instructions (SXTB16, SXTB16 ROR #8, SMLAD);
+ * otherwise (or with -DEB_OPT_PORTABLE) portable C with the same results runs the same
+ * algorithm, which is how the host tests exercise it. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(EB_OPT_PORTABLE)
+#include <arm_acle.h>
+#define EB_OPT_DSP 1
+
+static inline uint32_t eb_ror(uint32_t x, unsigned n)
+{
+    return (x >> n) | (x << ((32u - n) & 31u));
+}
+
+static inline uint32_t eb_sxtb16(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)x);
+}
+
+#if defined(__GNUC__)
+/* GCC does not fold the rotation into SXTB16's ROR operand: one instruction by hand. */
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+#else
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)eb_ror(x, 8));
+}
+#endif
+
+static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int32_t)a, (int32_t)b, acc);
+}
+#else
+#define EB_OPT_DSP 0
+
+/* Two's-complement reinterpretation without implementation-defined conversions. */
+static inline int32_t eb_u32_to_s32(uint32_t u)
+{
+    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
+}
+
+static inline int32_t eb_lo16(uint32_t x)
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+static inline int32_t eb_hi16(uint32_t x)
+{
+    return eb_lo16(x >> 16);
+}
+
+static inline uint32_t eb_sxtb16(uint32_t x)
+{
+    const uint32_t lo = (x & 0xFFu) | ((x & 0x80u) ? 0xFF00u : 0u);
+    const uint32_t hi = ((x >> 16) & 0xFFu) | ((x & 0x800000u) ? 0xFF00u : 0u);
+    return lo | (hi << 16);
+}
+
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    return eb_sxtb16((x >> 8) | (x << 24));
+}
+
+static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    const uint32_t p0 = (uint32_t)(eb_lo16(a) * eb_lo16(b)); /* |product| <= 2^30: no overflow */
+    const uint32_t p1 = (uint32_t)(eb_hi16(a) * eb_hi16(b));
+    return eb_u32_to_s32((uint32_t)acc + p0 + p1);
+}
+#endif
+
+/* 32-bit loads: weights are only byte-aligned (an unaligned LDR on the M4), the scratch
+ * column is 4-byte aligned. memcpy keeps this free of alignment and aliasing problems. */
+static inline uint32_t eb_load32(const void *src)
+{
+    uint32_t v;
+    memcpy(&v, src, sizeof v);
+    return v;
+}
+
+/* Two adjacent column words at c + off int16 (c 4-byte aligned: the caller's scratch is, and
+ * chunks are 8 bytes). On the M4 one LDRD: GCC does not pair such loads itself for this core. */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD2X32(c, off, lo, hi)                                                      \
+    __asm__("ldrd %0, %1, [%2, %3]"                                                      \
+            : "=r"(lo), "=r"(hi)                                                         \
+            : "r"(c), "n"(2 * (off)), "m"(*(const char(*)[8])(const void *)((c) + (off))))
+#else
+#define EB_LOAD2X32(c, off, lo, hi)     \
+    do {                                \
+        (lo) = eb_load32((c) + (off));     \
+        (hi) = eb_load32((c) + (off) + 2); \
+    } while (0)
+#endif
+
+/* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
+static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
+{
+    uint32_t v = (uint8_t)w[0];
+    if (n > 1) {
+        v |= (uint32_t)(uint8_t)w[1] << 8;
+    }
+    if (n > 2) {
+        v |= (uint32_t)(uint8_t)w[2] << 16;
+    }
+    return v;
+}
+
+/* One group of 4 weights (word wv) against one reordered column group ([a0,a2], [a1,a3]). */
+#define EB_MAC4(acc, wlo, whi, c02, c13) \
+    (acc) = eb_smlad((whi), (c13), eb_smlad((wlo), (c02), (acc)))
+
+/* Halfword packing: [lo16(a), lo16(b)] and [hi16(a), hi16(b)] (PKHBT / PKHTB; GCC does not
+ * emit these by itself). */
+#if EB_OPT_DSP && defined(__GNUC__)
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#else
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xFFFF0000u);
+}
+#endif
+
+static inline void eb_store32(void *dst, uint32_t v)
+{
+    memcpy(dst, &v, sizeof v);
+}
+
+#if defined(__GNUC__)
+#define EB_NOINLINE __attribute__((noinline))
+#else
+#define EB_NOINLINE
+#endif
+
+/* ---- columns -----------------------------------------------------------------------------
+ * A column holds K input values (an output pixel's receptive field in weight order, or a
+ * linear layer's input) as int16, zero-padded to kp = EB_OPT_ROUND4(K), in chunks of 4
+ * stored as [a0, a2, a1, a3]: the words [a0, a2], [a1, a3] pair with SXTB16 and SXTB16 ROR 8
+ * of the weight word [w0, w1, w2, w3]. The conv kernel works on EB_OPT_PIXELS = 4 output
+ * pixels at once and keeps their columns interleaved chunk by chunk,
+ * [P0 chunk q][P1 chunk q][P2 chunk q][P3 chunk q] (16 int16 per chunk), so that one pointer
+ * walks all four.
+ *
+ * The conv columns are built in two steps. First the four receptive fields are gathered as
+ * int8 into a "tap" array T: one word per k, T[k] = [x_k(P0), x_k(P1), x_k(P2), x_k(P3)].
+ * When the four pixels are neighbours in one output row and stride_w is 1, T[k] is simply
+ * the input word at the tap's position (one unaligned LDR), otherwise it is filled byte by
+ * byte. Then eb_transpose turns each group of 4 words of T into the four pixels' chunks
+ * (SXTB16 and halfword packing: 16 instructions for 16 values). T lives in the upper half of
+ * the column area: chunk q of the columns is written only after the words it overlaps have
+ * been read. */
+
+#define EB_OPT_PIXELS 4
+#define EB_OPT_OC_BLOCK 8 /* output channels per eb_dot_block call (stack: 4 * 8 int32) */
+
+/* The taps t in [0, k) with 0 <= start + t * dil < size: [*lo, *hi). */
+static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
+{
+    int l = 0, h = k;
+    if (size <= 0 || start >= size) {
+        l = h = 0;
+    } else {
+        if (start < 0) {
+            l = (-start + dil - 1) / dil;
+        }
+        if (start + (k - 1) * dil >= size) {
+            h = (size - 1 - start) / dil + 1;
+        }
+        if (l > h) {
+            l = h;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. With at
+ * least 4 bytes in the row this is one word load at the row's edge and a shift. */
+static uint32_t eb_edge_word(const int8_t *row, int ix, int in_w)
+{
+    uint32_t v = 0;
+    int j;
+    if (in_w >= 4) {
+        if (ix < 0) {
+            return ix > -4 ? eb_load32(row) << (8 * -ix) : 0u;
+        }
+        if (ix + 4 > in_w) {
+            return ix + 4 - in_w < 4 ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u;
+        }
+        return eb_load32(row + ix);
+    }
+    for (j = 0; j < 4; ++j) {
+        if (ix + j >= 0 && ix + j < in_w) {
+            v |= (uint32_t)(uint8_t)row[ix + j] << (8 * j);
+        }
+    }
+    return v;
+}
+
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. */
+static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int8_t *t)
+{
+    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
+    const int dil_h = p->dil_h, dil_w = p->dil_w;
+    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
+    const int32_t plane = (int32_t)in_h * in_w;
+    int ky_lo, ky_hi, kx_lo, kx_hi; /* kx_lo .. kx_hi: all four bytes inside the row */
+    int ic, ky, kx;
+
+    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
+    eb_tap_range(ix0, dil_w, k_w, in_w - 3, &kx_lo, &kx_hi);
+    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
+        for (ky = 0; ky < k_h; ++ky) {
+            if (ky < ky_lo || ky >= ky_hi) {
+                for (kx = 0; kx < k_w; ++kx, t += 4) {
+                    eb_store32(t, 0);
+                }
+            } else {
+                const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
+                const int8_t *src = row + ix0 + kx_lo * dil_w;
+                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
+                    eb_store32(t, eb_edge_word(row, ix0 + kx * dil_w, in_w));
+                }
+                for (; kx < kx_hi; ++kx, t += 4, src += dil_w) {
+                    eb_store32(t, eb_load32(src));
+                }
+                for (; kx < k_w; ++kx, t += 4) {
+                    eb_store32(t, eb_edge_word(row, ix0 + kx * dil_w, in_w));
+                }
+            }
+        }
+    }
+}
+
+/* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
+ * input. t points at byte j of T[0]. */
+static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                          int8_t *t)
+{
+    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
+    const int dil_h = p->dil_h, dil_w = p->dil_w;
+    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
+    const int32_t plane = (int32_t)in_h * in_w;
+    int ky_lo, ky_hi, kx_lo, kx_hi;
+    int ic, ky, kx;
+
+    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
+    eb_tap_range(ix0, dil_w, k_w, in_w, &kx_lo, &kx_hi);
+    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
+        for (ky = 0; ky < k_h; ++ky) {
+            if (ky < ky_lo || ky >= ky_hi) {
+                for (kx = 0; kx < k_w; ++kx, t += 4) {
+                    *t = 0;
+                }
+            } else {
+                const int8_t *src = in_g + (int32_t)(iy0 + ky * dil_h) * in_w + ix0 +
+                                    kx_lo * dil_w;
+                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
+                    *t = 0;
+                }
+                for (; kx < kx_hi; ++kx, t += 4, src += dil_w) {
+                    *t = *src;
+                }
+                for (; kx < k_w; ++kx, t += 4) {
+                    *t = 0;
+                }
+            }
+        }
+    }
+}
+
+/* T (kp words at t) -> the four interleaved columns at cols (kp chunks of 16 int16). */
+static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
+{
+    int32_t q;
+    for (q = 0; q < kp; q += 4, t += 16, cols += 16) {
+        /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
+        const uint32_t t0 = eb_load32(t), t1 = eb_load32(t + 4);
+        const uint32_t t2 = eb_load32(t + 8), t3 = eb_load32(t + 12);
+        const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
+        const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
+        const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
+        const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
+        eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
+        eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
+        eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
+        eb_store32(cols + 6, eb_pack_lo(b1, b3));
+        eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
+        eb_store32(cols + 10, eb_pack_hi(a1, a3));
+        eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
+        eb_store32(cols + 14, eb_pack_hi(b1, b3));
+    }
+}
+
+/* n int8 values (n a multiple of 4) -> one column at dst (chunk stride 4). */
+static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
+{
+    int32_t q;
+    for (q = 0; q < n; q += 4, src += 4, dst += 4) {
+        const uint32_t u = eb_load32(src);
+        eb_store32(dst, eb_sxtb16(u));
+        eb_store32(dst + 2, eb_sxtb16_ror8(u));
+    }
+}
+
+/* ---- dot products -------------------------------------------------------------------------
+ * k values per weight row (rows byte-aligned int8, k apart in the reference layout); acc[]
+ * come in holding the bias. The last k % 4 weights are read as a zero-padded word (never past
+ * the row); the columns are zero-padded anyway. */
+
+/* One weight word against chunk `off` (in int16) of the four interleaved columns. */
+#define EB_DOT_1X4_CHUNK(wv, off)               \
+    do {                                        \
+        const uint32_t lo_ = eb_sxtb16(wv);     \
+        const uint32_t hi_ = eb_sxtb16_ror8(wv); \
+        uint32_t x_, xb_;                       \
+        EB_LOAD2X32(c, (off), x_, xb_);         \
+        EB_MAC4(a0, lo_, hi_, x_, xb_);         \
+        EB_LOAD2X32(c, (off) + 4, x_, xb_);     \
+        EB_MAC4(a1, lo_, hi_, x_, xb_);         \
+        EB_LOAD2X32(c, (off) + 8, x_, xb_);     \
+        EB_MAC4(a2, lo_, hi_, x_, xb_);         \
+        EB_LOAD2X32(c, (off) + 12, x_, xb_);    \
+        EB_MAC4(a3, lo_, hi_, x_, xb_);         \
+    } while (0)
+
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at c:
+ * acc[4 * i + j] = bias[i] (0 without bias) + row i . column j. */
+static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
+                                     const int32_t *bias, int32_t *acc)
+{
+    const int32_t tail = k & 3;
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS) {
+        const int16_t *c = cols;
+        int32_t a0 = bias ? bias[i] : 0;
+        int32_t a1 = a0, a2 = a0, a3 = a0;
+        int32_t n = k >> 2;
+        for (; n >= 2; n -= 2, w += 8, c += 32) { /* two chunks per iteration */
+            const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
+            EB_DOT_1X4_CHUNK(wv0, 0);
+            EB_DOT_1X4_CHUNK(wv1, 16);
+        }
+        if (n != 0) {
+            const uint32_t wv = eb_load32(w);
+            EB_DOT_1X4_CHUNK(wv, 0);
+            w += 4;
+            c += 16;
+        }
+        if (tail != 0) {
+            const uint32_t wv = eb_load_tail(w, tail);
+            EB_DOT_1X4_CHUNK(wv, 0);
+            w += tail;
+        }
+        acc[0] = a0;
+        acc[1] = a1;
+        acc[2] = a2;
+        acc[3] = a3;
+    }
+}
+
+/* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
+static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[2])
+{
+    const int8_t *w1 = w + k;
+    int32_t a0 = acc[0], a1 = acc[1];
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x, xb, wa, wb;
+    for (; n > 0; --n, w += 4, w1 += 4, c += 4) {
+        wa = eb_load32(w);
+        wb = eb_load32(w1);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
+    }
+    if (tail != 0) {
+        wa = eb_load_tail(w, tail);
+        wb = eb_load_tail(w1, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+}
+
+/* Row w against one column at c. */
+static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t acc)
+{
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x, xb, wa;
+    for (; n > 0; --n, w += 4, c += 4) {
+        wa = eb_load32(w);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+    }
+    if (tail != 0) {
+        wa = eb_load_tail(w, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+    }
+    return acc;
+}
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+/* Where results go: requantized int8 (out8) or the raw accumulator (out32). */
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int shift, rounding, act;
+} eb_sink;
+
+/* eb_requantize over a block of accumulators with constant rounding and act: each use below
+ * is its own inlined copy of eb_requantize, in which the compiler folds the branches on them
+ * away (and, inside the shift-range test, the left-shift path). */
+#define EB_REQUANTIZE_BLOCK(rounding_, act_)                                          \
+    for (i = 0; i < rows; ++i) {                                                      \
+        for (j = 0; j < count; ++j) {                                                 \
+            out[i * row_stride + j] =                                                 \
+                eb_requantize(acc[i * acc_stride + j], shift, (rounding_), (act_));   \
+        }                                                                             \
+    }
+
+/* out[index + i * row_stride + j] = result of acc[i * acc_stride + j], i < rows, j < count. */
+static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const int32_t *acc,
+                     int acc_stride, int rows, int count)
+{
+    int i, j;
+    if (s->out8 == NULL) {
+        int32_t *const out = s->out32 + index;
+        for (i = 0; i < rows; ++i) {
+            for (j = 0; j < count; ++j) {
+                out[i * row_stride + j] = acc[i * acc_stride + j];
+            }
+        }
+    } else {
+        int8_t *const out = s->out8 + index;
+        const int shift = s->shift, rounding = s->rounding, act = s->act;
+        if (shift < 0 && shift >= -31) { /* the usual case: a right shift */
+            if (rounding == EB_ROUND_HALF_UP) {
+                if (act == EB_ACT_RELU) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_RELU)
+                } else if (act == EB_ACT_NONE) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_NONE)
+                } else {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, act)
+                }
+            } else if (rounding == EB_ROUND_FLOOR) {
+                if (act == EB_ACT_RELU) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_RELU)
+                } else if (act == EB_ACT_NONE) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_NONE)
+                } else {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, act)
+                }
+            } else {
+                EB_REQUANTIZE_BLOCK(rounding, act)
+            }
+        } else {
+            EB_REQUANTIZE_BLOCK(rounding, act)
+        }
+    }
+}
+
+/* ---- convolution ----------------------------------------------------------------------- */
+
+static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                         const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    const int groups = p->groups;
+    const int ipg = p->in_c / groups, opg = p->out_c / groups;
+    const int out_w = p->out_w;
+    const int row4 = p->stride_w == 1; /* 4 neighbouring pixels = 4 neighbouring input bytes */
+    const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w;
+    int16_t *const cols = scratch;                 /* 4 * kp int16: the interleaved columns */
+    int8_t *const taps = (int8_t *)(scratch + 2 * kp); /* kp words: T, in the upper half */
+    int g;
+
+    for (g = 0; g < groups; ++g) {
+        const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
+        const int oc_begin = g * opg, oc_end = oc_begin + opg;
+        int32_t px;
+        for (px = 0; px < hw; px += EB_OPT_PIXELS) {
+            /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
+            const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+            const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+            int oc;
+            if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+                eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+            } else {
+                int j;
+                for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                    const int32_t pj = j < count ? px + j : hw - 1;
+                    eb_taps_pixel(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w),
+                                  taps + j);
+                }
+            }
+            if (kp > k) {
+                memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+            }
+            eb_transpose(taps, kp, cols);
+            for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
+                const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
+                int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+                eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL,
+                             acc);
+                eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
+            }
+        }
+    }
+}
+
+/* ---- linear ---------------------------------------------------------------------------- */
+
+static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                           const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    int o;
+    eb_expand(in, full, scratch);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(scratch + full, eb_sxtb16(u));
+        eb_store32(scratch + full + 2, eb_sxtb16_ror8(u));
+    }
+    for (o = 0; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_store(s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, scratch, bias ? bias[o] : 0);
+        eb_store(s, o, 0, &acc, 0, 1, 1);
+    }
+}
+
+void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int8_t *out, int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = out;
+    s.out32 = NULL;
+    s.shift = p->shift;
+    s.rounding = p->rounding;
+    s.act = p->act;
+    eb_conv_core(p, in, weight, bias, &s, scratch);
+}
+
+void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                        const int32_t *bias, int32_t *out, int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = NULL;
+    s.out32 = out;
+    s.shift = 0;
+    s.rounding = 0;
+    s.act = 0;
+    eb_conv_core(p, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                   int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = out;
+    s.out32 = NULL;
+    s.shift = shift;
+    s.rounding = rounding;
+    s.act = act;
+    eb_linear_core(in_f, out_f, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                        const int32_t *bias, int32_t *out, int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = NULL;
+    s.out32 = out;
+    s.shift = 0;
+    s.rounding = 0;
+    s.act = 0;
+    eb_linear_core(in_f, out_f, in, weight, bias, &s, scratch);
+}

@@ -131,10 +131,8 @@ def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str,
     out = macro(step["output"]) if not layer.wide else f"(int32_t *){macro(step['output'])}"
     kernel = "eb_conv2d_wide" if layer.wide else "eb_conv2d"
     if optimized:
-        calls.append(f"{kernel}_opt(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out}, "
-                     "eb_scratch.values);")
-    else:
-        calls.append(f"{kernel}(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out});")
+        kernel = "EB_CONV2D_WIDE" if layer.wide else "EB_CONV2D"
+    calls.append(f"{kernel}(&P_{layer.name}, {source}, W_{layer.name}, {bias}, {out});")
     return decls, calls
 
 
@@ -149,13 +147,13 @@ def emit_linear(step, layer, node, model: QuantizedModel, source: str, optimized
     features = math.prod(node.in_shapes[0])
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
     out = macro(step["output"])
-    suffix, scratch = ("_opt", ", eb_scratch.values") if optimized else ("", "")
+    name = "EB_LINEAR" if optimized else "eb_linear"
     if layer.wide:
-        return [], [f"eb_linear_wide{suffix}({features}, {layer.out}, {source}, W_{layer.name}, "
-                    f"{bias}, (int32_t *){out}{scratch});"]
+        return [], [f"{name}{'_WIDE' if optimized else '_wide'}({features}, {layer.out}, {source}, "
+                    f"W_{layer.name}, {bias}, (int32_t *){out});"]
     shift = quant.scale_exp - (quant.bits - 1)
-    return [], [f"eb_linear{suffix}({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
-                f"{shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out}{scratch});"]
+    return [], [f"{name}({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
+                f"{shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out});"]
 
 
 def linear_scratch(layer, node) -> str:

@@ -68,21 +68,38 @@ def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> dict:
         reason = toolchain.missing_reason()
         log(f"kat: Cortex-M4 skipped: {reason}")
         return {"skipped": reason}
+    plugin = toolchain.build_plugin(work)
     _run(["make", "-s", "m4"], work, "Cortex-M4 build")
     elf = work / "cnn_kat_m4.elf"
-    plugin = toolchain.build_plugin(work)
+    instructions = _qemu_kat(tools, elf, plugin, "Cortex-M4")
+    sizes = toolchain.elf_size(tools, elf)
+    result = {**sizes, "instructions": instructions, "insn_per_mac": _per_mac(instructions, macs),
+              "code_bytes": sizes["text"] - weight_bytes, "kat": "pass"}
+    if "m4-ref:" in (work / "Makefile").read_text():
+        _run(["make", "-s", "m4-ref"], work, "Cortex-M4 reference-kernel build")
+        reference = _qemu_kat(tools, work / "cnn_kat_m4_ref.elf", plugin,
+                              "Cortex-M4 (reference kernels)")
+        result.update(reference_instructions=reference,
+                      reference_insn_per_mac=_per_mac(reference, macs))
+    return result
+
+
+def _per_mac(instructions, macs: int):
+    return round(instructions / macs, 4) if instructions and macs else None
+
+
+def _qemu_kat(tools, elf: Path, plugin: Path, what: str) -> int | None:
+    """Run the firmware's KAT under QEMU; the instructions of one inference."""
+    from edgebuild import toolchain
+
     start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
     stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
     run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
                              stop=stop)
     if run.exit_code != 0:
-        raise StageFailed(f"kat: Cortex-M4 known-answer test failed under QEMU (exit "
+        raise StageFailed(f"kat: {what} known-answer test failed under QEMU (exit "
                           f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
-    sizes = toolchain.elf_size(tools, elf)
-    instructions = run.instructions
-    return {**sizes, "instructions": instructions,
-            "insn_per_mac": round(instructions / macs, 4) if instructions and macs else None,
-            "code_bytes": sizes["text"] - weight_bytes, "kat": "pass"}
+    return run.instructions
 
 
 def run(ctx: Context) -> None:

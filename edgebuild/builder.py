@@ -30,29 +30,54 @@ class Outcome:
     seconds: float
 
 
-def tool_versions(stage: Stage) -> dict[str, str]:
+def tool_versions(stage: Stage, cache_root: Path) -> dict[str, str]:
     """Versions of the Python packages and (`cmd:NAME`) programs that shape the output."""
-    found = {}
-    for tool in stage.tools:
-        if tool.startswith("cmd:"):
-            found[tool] = command_version(tool[4:])
-            continue
-        try:
-            found[tool] = importlib.metadata.version(tool)
-        except importlib.metadata.PackageNotFoundError:
-            found[tool] = "absent"
-    return found
+    return {tool: command_version(tool[4:], cache_root) if tool.startswith("cmd:")
+            else package_version(tool) for tool in stage.tools}
 
 
 @functools.cache
-def command_version(name: str) -> str:
-    """First line of `NAME --version`, or "absent" (then installing it changes the key)."""
+def package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+@functools.cache
+def command_version(name: str, cache_root: Path) -> str:
+    """First line of `NAME --version`, or "absent" (then installing it changes the key).
+
+    Remembered by the binary's (path, size, mtime, inode), so a no-op build runs no
+    subprocess; upgrading the compiler changes the stat and so the key."""
+    import hashlib
+    import json
     import shutil
-    import subprocess
 
     path = shutil.which(name)
     if path is None:
         return "absent"
+    real = Path(path).resolve()
+    info = real.stat()
+    fingerprint = [str(real), info.st_size, info.st_mtime_ns, info.st_ino]
+    record = cache_root / "stat" / f"cmd-{hashlib.sha1(str(real).encode()).hexdigest()}.json"
+    try:
+        saved = json.loads(record.read_text())
+        if saved["fingerprint"] == fingerprint:
+            return saved["version"]
+    except (OSError, ValueError, KeyError):
+        pass
+    version = _ask_version(path)
+    try:
+        caches.write_atomic(record, json.dumps({"fingerprint": fingerprint, "version": version}))
+    except OSError:
+        pass
+    return version
+
+
+def _ask_version(path: str) -> str:
+    import subprocess
+
     try:
         result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
                                 stdin=subprocess.DEVNULL)
@@ -76,7 +101,7 @@ def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: 
     if resolved.files.get(stage.name):
         config["files"] = [_content(Path(p), cache_root, resolved) for p in resolved.files[stage.name]]
     return {"stage": stage.name, "version": stage.version, "config": config,
-            "upstream": upstream_digests, "tools": tool_versions(stage)}
+            "upstream": upstream_digests, "tools": tool_versions(stage, cache_root)}
 
 
 def _content(path: Path, cache_root: Path, resolved: Resolved) -> str:

@@ -42,7 +42,7 @@ def main() -> int:
     variant = digits.replace("name: digits", "name: digits4") + FOUR_BIT
     (project / "manifests" / "digits4.yaml").write_text(variant)
     build(project)
-    rows = {name: metrics(project, name) for name in ("digits", "digits4", "vowels")}
+    rows = {name: metrics(project, name) for name in ("digits", "digits4", "vowels", "digits_conv")}
     failures = []
     print(f"{'manifest':<10} {'float':>7} {'qat':>7} {'int':>7} {'drop(pts)':>9} {'mismatch':>8}")
     for name, m in rows.items():

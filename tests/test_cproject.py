@@ -129,3 +129,21 @@ def test_failing_compiler_is_shown_and_keeps_the_good_project(built, tmp_path):
     assert "fake compiler says no" in result.stderr and "host build failed" in result.stderr
     assert (root / "build" / "tiny" / "kat" / "kat.json").read_text() == before
     assert (root / "build" / "tiny" / "codegen" / "model" / "cnn.c").exists()
+
+
+def test_generated_project_is_warning_free(built, tmp_path):
+    import subprocess
+
+    project = tmp_path / "c"
+    shutil.copytree(built / "build" / "tiny" / "codegen", project)
+    for path in project.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    strict = "-std=c99 -O2 -Wall -Wextra -Wpedantic -Werror"
+    host = subprocess.run(["make", "-s", "cnn_kat", f"CFLAGS={strict}"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
+    assert host.returncode == 0, host.stderr
+    if shutil.which("arm-none-eabi-gcc"):
+        m4 = subprocess.run(["make", "-s", "m4", f"M4_CFLAGS={strict} -ffunction-sections "
+                             "-fdata-sections"], cwd=project, capture_output=True, text=True,
+                            timeout=300)
+        assert m4.returncode == 0, m4.stderr

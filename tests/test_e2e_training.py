@@ -173,9 +173,18 @@ def test_batchnorm_after_activation_is_rejected(tmp_path):
 def test_examples_meet_accuracy_targets(tmp_path):
     shutil.copytree(EXAMPLES, tmp_path / "manifests")
     build_json(tmp_path)
-    for name in ("digits", "vowels"):
+    names = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+    assert {"digits", "vowels", "digits_conv"} <= set(names)
+    for name in names:
         metrics = json.loads((tmp_path / "build" / name / "report.json").read_text())["metrics"]
         assert metrics["int_vs_fakequant_mismatches"] == 0
+        assert metrics["c_vs_reference"]["mismatches"] == 0
         assert metrics["float_accuracy"] - metrics["int_accuracy"] <= 0.01, (name, metrics)
+        memory = metrics["memory"]
+        assert memory["arena_bytes"] <= 1.05 * memory["arena_lower_bound"], (name, memory)
+    m4 = json.loads((tmp_path / "build" / "digits_conv" / "report.json").read_text())[
+        "metrics"]["cortex_m4"]
+    if "skipped" not in m4:  # exact instruction counts: the same binary counts the same
+        assert m4["insn_per_mac"] <= 1.5 and m4["reference_insn_per_mac"] > 3 * m4["insn_per_mac"]
     digits = json.loads((tmp_path / "build" / "digits" / "report.json").read_text())["metrics"]
     assert digits["float_accuracy"] >= 0.97

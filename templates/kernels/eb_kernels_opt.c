@@ -98,22 +98,49 @@ static inline uint32_t eb_load32(const void *src)
     return v;
 }
 
-/* Column words: the caller's scratch is 4-byte aligned and chunks are 8 bytes, so adjacent
- * word pairs may be fetched with LDRD. */
-#if defined(__GNUC__)
-#define EB_ALIGNED4(ptr) ((const int16_t *)__builtin_assume_aligned((ptr), 4))
+/* Two adjacent column words at c + off int16 (c 4-byte aligned: the caller's scratch is, and
+ * chunks are 8 bytes). On the M4 one LDRD: GCC does not pair such loads itself for this core. */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD2X32(c, off, lo, hi)                                                      \
+    __asm__("ldrd %0, %1, [%2, %3]"                                                      \
+            : "=r"(lo), "=r"(hi)                                                         \
+            : "r"(c), "n"(2 * (off)), "m"(*(const char(*)[8])(const void *)((c) + (off))))
 #else
-#define EB_ALIGNED4(ptr) (ptr)
+#define EB_LOAD2X32(c, off, lo, hi)     \
+    do {                                \
+        (lo) = eb_load32((c) + (off));     \
+        (hi) = eb_load32((c) + (off) + 2); \
+    } while (0)
 #endif
 
-/* Two adjacent column words (one LDRD on the M4). */
-static inline void eb_load2x32(const int16_t *src, uint32_t *lo, uint32_t *hi)
-{
-    uint32_t v[2];
-    memcpy(v, EB_ALIGNED4(src), sizeof v);
-    *lo = v[0];
-    *hi = v[1];
-}
+/* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one
+ * LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers, hence fixed ones; r7 is left
+ * alone as it is Thumb's frame pointer at -O0). */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD4X32(c, x0, x1, x2, x3)                                                   \
+    do {                                                                                 \
+        register uint32_t r4_ __asm__("r4");                                             \
+        register uint32_t r5_ __asm__("r5");                                             \
+        register uint32_t r6_ __asm__("r6");                                             \
+        register uint32_t r8_ __asm__("r8");                                             \
+        __asm__("ldmia %0!, {%1, %2, %3, %4}"                                            \
+                : "+r"(c), "=r"(r4_), "=r"(r5_), "=r"(r6_), "=r"(r8_)                    \
+                : "m"(*(const char(*)[16])(const void *)(c)));                           \
+        (x0) = r4_;                                                                      \
+        (x1) = r5_;                                                                      \
+        (x2) = r6_;                                                                      \
+        (x3) = r8_;                                                                      \
+    } while (0)
+#else
+#define EB_LOAD4X32(c, x0, x1, x2, x3) \
+    do {                               \
+        (x0) = eb_load32(c);           \
+        (x1) = eb_load32((c) + 2);     \
+        (x2) = eb_load32((c) + 4);     \
+        (x3) = eb_load32((c) + 6);     \
+        (c) += 8;                      \
+    } while (0)
+#endif
 
 /* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
 static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
@@ -132,6 +159,39 @@ static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
 #define EB_MAC4(acc, wlo, whi, c02, c13) \
     (acc) = eb_smlad((whi), (c13), eb_smlad((wlo), (c02), (acc)))
 
+/* Halfword packing: [lo16(a), lo16(b)] and [hi16(a), hi16(b)] (PKHBT / PKHTB; GCC does not
+ * emit these by itself). */
+#if EB_OPT_DSP && defined(__GNUC__)
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#else
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xFFFF0000u);
+}
+#endif
+
+static inline void eb_store32(void *dst, uint32_t v)
+{
+    memcpy(dst, &v, sizeof v);
+}
+
 #if defined(__GNUC__)
 #define EB_NOINLINE __attribute__((noinline))
 #else
@@ -142,136 +202,234 @@ static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
  * A column holds K input values (an output pixel's receptive field in weight order, or a
  * linear layer's input) as int16, zero-padded to kp = EB_OPT_ROUND4(K), in chunks of 4
  * stored as [a0, a2, a1, a3]: the words [a0, a2], [a1, a3] pair with SXTB16 and SXTB16 ROR 8
- * of the weight word [w0, w1, w2, w3]. The conv kernel keeps EB_OPT_PIXELS columns (one per
- * output pixel) interleaved chunk by chunk, [P0 chunk q][P1 chunk q][P2 chunk q][P3 chunk q],
- * so that one pointer walks all of them; the linear kernel has a single column. */
+ * of the weight word [w0, w1, w2, w3]. The conv kernel works on EB_OPT_PIXELS = 4 output
+ * pixels at once and keeps their columns interleaved chunk by chunk,
+ * [P0 chunk q][P1 chunk q][P2 chunk q][P3 chunk q] (16 int16 per chunk), so that one pointer
+ * walks all four.
+ *
+ * The conv columns are built in two steps. First the four receptive fields are gathered as
+ * int8 into a "tap" array T: one word per k, T[k] = [x_k(P0), x_k(P1), x_k(P2), x_k(P3)].
+ * When the four pixels are neighbours in one output row and stride_w is 1, T[k] is simply
+ * the input word at the tap's position (one unaligned LDR), otherwise it is filled byte by
+ * byte. Then eb_transpose turns each group of 4 words of T into the four pixels' chunks
+ * (SXTB16 and halfword packing: 16 instructions for 16 values). T lives in the upper half of
+ * the column area: chunk q of the columns is written only after the words it overlaps have
+ * been read. */
 
 #define EB_OPT_PIXELS 4
+#define EB_OPT_OC_BLOCK 8 /* output channels per eb_dot_block call (stack: 4 * 8 int32) */
 
-/* kp int8 values (4-byte aligned, or at least readable as words) -> reordered int16 chunks at
- * dst, one chunk every `stride` int16. SXTB16 does the reordering: [a0, a2] and [a1, a3]. */
-static void eb_expand(const int8_t *src, int32_t kp, int16_t *dst, int32_t stride)
+/* The taps t in [0, k) with 0 <= start + t * dil < size: [*lo, *hi). */
+static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
 {
-    int32_t q;
-    for (q = 0; q < kp; q += 4, src += 4, dst += stride) {
-        const uint32_t u = eb_load32(src);
-        const uint32_t v[2] = {eb_sxtb16(u), eb_sxtb16_ror8(u)};
-        memcpy(dst, v, sizeof v);
+    int l = 0, h = k;
+    if (size <= 0 || start >= size) {
+        l = h = 0;
+    } else {
+        if (start < 0) {
+            l = (-start + dil - 1) / dil;
+        }
+        if (start + (k - 1) * dil >= size) {
+            h = (size - 1 - start) / dil + 1;
+        }
+        if (l > h) {
+            l = h;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. */
+static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
+{
+    uint32_t v = 0;
+    int j;
+    for (j = 0; j < 4; ++j) {
+        if (ix + j >= 0 && ix + j < in_w) {
+            v |= (uint32_t)(uint8_t)row[ix + j] << (8 * j);
+        }
+    }
+    return v;
+}
+
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. Per input row,
+ * the taps kx in [kx_lo, kx_hi) read four bytes inside the row: one word load each; the
+ * others overhang the row's left or right end and, when the row has at least 4 bytes, are the
+ * row's first or last word shifted (zeros come in). */
+static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int8_t *t)
+{
+    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
+    const int dil_h = p->dil_h, dil_w = p->dil_w;
+    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
+    const int32_t plane = (int32_t)in_h * in_w, row_step = (int32_t)dil_h * in_w;
+    int32_t roff;
+    int ky_lo, ky_hi, kx_lo, kx_hi;
+    int ic, ky, kx;
+
+    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
+    eb_tap_range(ix0, dil_w, k_w, in_w - 3, &kx_lo, &kx_hi);
+    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
+        for (ky = 0; ky < ky_lo; ++ky) {
+            for (kx = 0; kx < k_w; ++kx, t += 4) {
+                eb_store32(t, 0);
+            }
+        }
+        /* integer offsets rather than pointers: no pointer ever leaves the input array */
+        for (roff = (int32_t)(iy0 + ky * dil_h) * in_w; ky < ky_hi; ++ky, roff += row_step) {
+            const int8_t *row = in_g + roff;
+            int ix = ix0;
+            if (in_w < 4) {
+                for (kx = 0; kx < k_w; ++kx, t += 4, ix += dil_w) {
+                    eb_store32(t, eb_row_word(row, ix, in_w));
+                }
+                continue;
+            }
+            for (kx = 0; kx < kx_lo; ++kx, t += 4, ix += dil_w) { /* ix < 0 */
+                eb_store32(t, ix > -4 ? eb_load32(row) << (8 * -ix) : 0u);
+            }
+            for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
+                eb_store32(t, eb_load32(row + ix));
+            }
+            for (; kx < k_w; ++kx, t += 4, ix += dil_w) { /* ix > in_w - 4 */
+                eb_store32(t, ix < in_w ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u);
+            }
+        }
+        for (; ky < k_h; ++ky) {
+            for (kx = 0; kx < k_w; ++kx, t += 4) {
+                eb_store32(t, 0);
+            }
+        }
     }
 }
 
-/* The receptive field of output pixel (oy, ox) over in_g's ipg channels, in weight order
- * ([ic][ky][kx]), zero outside the input, zero-padded to kp, as int8 values. */
-static void eb_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
-                      int8_t *d, int32_t kp)
+/* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
+ * input. t points at byte j of T[0]. */
+static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                          int8_t *t)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
     const int dil_h = p->dil_h, dil_w = p->dil_w;
     const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
     const int32_t plane = (int32_t)in_h * in_w;
-    int8_t *const end = d + kp;
-    int kx_lo = 0, kx_hi = k_w; /* the kx in [kx_lo, kx_hi) fall inside an input row */
-    int ky_lo = 0, ky_hi = k_h; /* likewise for ky and the input columns */
+    int ky_lo, ky_hi, kx_lo, kx_hi;
     int ic, ky, kx;
 
-    if (ix0 < 0) {
-        kx_lo = (-ix0 + dil_w - 1) / dil_w;
-    }
-    if (ix0 + (k_w - 1) * dil_w >= in_w) {
-        kx_hi = ix0 >= in_w ? 0 : (in_w - 1 - ix0) / dil_w + 1;
-    }
-    if (kx_lo > kx_hi) {
-        kx_lo = kx_hi;
-    }
-    if (iy0 < 0) {
-        ky_lo = (-iy0 + dil_h - 1) / dil_h;
-    }
-    if (iy0 + (k_h - 1) * dil_h >= in_h) {
-        ky_hi = iy0 >= in_h ? 0 : (in_h - 1 - iy0) / dil_h + 1;
-    }
-    if (ky_lo > ky_hi) {
-        ky_lo = ky_hi;
-    }
-    if (kx_lo == 0 && kx_hi == k_w && dil_w == 1) {
-        /* whole rows inside the input: the common case, copied without per-value checks */
-        for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-            const int8_t *row = in_g + (int32_t)(iy0 + ky_lo * dil_h) * in_w + ix0;
-            for (ky = 0; ky < ky_lo; ++ky) {
-                for (kx = 0; kx < k_w; ++kx) {
-                    *d++ = 0;
+    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
+    eb_tap_range(ix0, dil_w, k_w, in_w, &kx_lo, &kx_hi);
+    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
+        for (ky = 0; ky < k_h; ++ky) {
+            if (ky < ky_lo || ky >= ky_hi) {
+                for (kx = 0; kx < k_w; ++kx, t += 4) {
+                    *t = 0;
                 }
-            }
-            for (; ky < ky_hi; ++ky, row += (int32_t)dil_h * in_w) {
-                for (kx = 0; kx < k_w; ++kx) {
-                    *d++ = row[kx];
+            } else {
+                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
+                    *t = 0;
                 }
-            }
-            for (; ky < k_h; ++ky) {
-                for (kx = 0; kx < k_w; ++kx) {
-                    *d++ = 0;
+                if (kx < kx_hi) {
+                    const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
+                    int ix = ix0 + kx * dil_w;
+                    for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
+                        *t = row[ix];
+                    }
                 }
-            }
-        }
-    } else {
-        for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-            for (ky = 0; ky < k_h; ++ky) {
-                if (ky < ky_lo || ky >= ky_hi) {
-                    for (kx = 0; kx < k_w; ++kx) {
-                        *d++ = 0;
-                    }
-                } else {
-                    const int8_t *s =
-                        in_g + (int32_t)(iy0 + ky * dil_h) * in_w + ix0 + kx_lo * dil_w;
-                    for (kx = 0; kx < kx_lo; ++kx) {
-                        *d++ = 0;
-                    }
-                    for (; kx < kx_hi; ++kx, s += dil_w) {
-                        *d++ = *s;
-                    }
-                    for (; kx < k_w; ++kx) {
-                        *d++ = 0;
-                    }
+                for (; kx < k_w; ++kx, t += 4) {
+                    *t = 0;
                 }
             }
         }
     }
-    while (d < end) {
-        *d++ = 0;
+}
+
+/* T (kp words at t) -> the four interleaved columns at cols (kp chunks of 16 int16). */
+static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
+{
+    int32_t q;
+    for (q = 0; q < kp; q += 4, t += 16, cols += 16) {
+        /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
+        const uint32_t t0 = eb_load32(t), t1 = eb_load32(t + 4);
+        const uint32_t t2 = eb_load32(t + 8), t3 = eb_load32(t + 12);
+        const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
+        const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
+        const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
+        const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
+        eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
+        eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
+        eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
+        eb_store32(cols + 6, eb_pack_lo(b1, b3));
+        eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
+        eb_store32(cols + 10, eb_pack_hi(a1, a3));
+        eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
+        eb_store32(cols + 14, eb_pack_hi(b1, b3));
+    }
+}
+
+/* n int8 values (n a multiple of 4) -> one column at dst (chunk stride 4). */
+static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
+{
+    int32_t q;
+    for (q = 0; q < n; q += 4, src += 4, dst += 4) {
+        const uint32_t u = eb_load32(src);
+        eb_store32(dst, eb_sxtb16(u));
+        eb_store32(dst + 2, eb_sxtb16_ror8(u));
     }
 }
 
 /* ---- dot products -------------------------------------------------------------------------
- * k values per weight row (rows byte-aligned int8, k apart in the reference layout); acc[]
- * come in holding the bias. The last k % 4 weights are read as a zero-padded word (never past
- * the row); the columns are zero-padded anyway. */
+ * k values per weight row (rows byte-aligned int8, k apart in the reference layout). The
+ * last k % 4 weights of a row are read as a zero-padded word (never past the row); the
+ * columns are zero-padded anyway. eb_dot_block starts from the bias itself, eb_dot_2x1 and
+ * eb_dot_1x1 from the acc values passed in. Sums wrap like SMLAD (the reference's int32 sums
+ * are the same whenever they do not overflow, which the contract guarantees). */
 
-/* Row w against the EB_OPT_PIXELS interleaved columns at c: acc[j] += w . column j. */
-static EB_NOINLINE void eb_dot_1x4(int32_t k, const int8_t *w, const int16_t *c,
-                                   int32_t acc[EB_OPT_PIXELS])
+/* One weight word against the next chunk of the four interleaved columns (advances c). */
+#define EB_DOT_1X4_CHUNK(wv)                          \
+    do {                                              \
+        const uint32_t lo_ = eb_sxtb16(wv);           \
+        const uint32_t hi_ = eb_sxtb16_ror8(wv);      \
+        uint32_t x0_, x1_, x2_, x3_;                  \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a0, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a1, lo_, hi_, x2_, x3_);              \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a2, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
+    } while (0)
+
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at c:
+ * acc[4 * i + j] = bias[i] (0 without bias) + row i . column j. */
+static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
+                                     const int32_t *bias, int32_t *acc)
 {
-    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-    int32_t n = (k + 3) >> 2;
     const int32_t tail = k & 3;
-    while (n > 0) {
-        const uint32_t wv = (n == 1 && tail != 0) ? eb_load_tail(w, tail) : eb_load32(w);
-        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
-        uint32_t x, xb;
-        eb_load2x32(c, &x, &xb);
-        EB_MAC4(a0, lo, hi, x, xb);
-        eb_load2x32(c + 4, &x, &xb);
-        EB_MAC4(a1, lo, hi, x, xb);
-        eb_load2x32(c + 8, &x, &xb);
-        EB_MAC4(a2, lo, hi, x, xb);
-        eb_load2x32(c + 12, &x, &xb);
-        EB_MAC4(a3, lo, hi, x, xb);
-        w += 4;
-        c += 16;
-        --n;
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS) {
+        const int16_t *c = cols;
+        int32_t a0 = bias ? bias[i] : 0;
+        int32_t a1 = a0, a2 = a0, a3 = a0;
+        int32_t n = k >> 2;
+        for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
+            const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
+            EB_DOT_1X4_CHUNK(wv0);
+            EB_DOT_1X4_CHUNK(wv1);
+        }
+        if (n != 0) {
+            const uint32_t wv = eb_load32(w);
+            EB_DOT_1X4_CHUNK(wv);
+            w += 4;
+        }
+        if (tail != 0) {
+            const uint32_t wv = eb_load_tail(w, tail);
+            EB_DOT_1X4_CHUNK(wv);
+            w += tail;
+        }
+        acc[0] = a0;
+        acc[1] = a1;
+        acc[2] = a2;
+        acc[3] = a3;
     }
-    acc[0] = a0;
-    acc[1] = a1;
-    acc[2] = a2;
-    acc[3] = a3;
 }
 
 /* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
@@ -283,21 +441,17 @@ static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
     int32_t n = k >> 2;
     const int32_t tail = k & 3;
     uint32_t x, xb, wa, wb;
-    while (n > 0) {
+    for (; n > 0; --n, w += 4, w1 += 4, c += 4) {
         wa = eb_load32(w);
         wb = eb_load32(w1);
-        eb_load2x32(c, &x, &xb);
+        EB_LOAD2X32(c, 0, x, xb);
         EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
         EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
-        w += 4;
-        w1 += 4;
-        c += 4;
-        --n;
     }
     if (tail != 0) {
         wa = eb_load_tail(w, tail);
         wb = eb_load_tail(w1, tail);
-        eb_load2x32(c, &x, &xb);
+        EB_LOAD2X32(c, 0, x, xb);
         EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
         EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
     }
@@ -311,17 +465,14 @@ static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t 
     int32_t n = k >> 2;
     const int32_t tail = k & 3;
     uint32_t x, xb, wa;
-    while (n > 0) {
+    for (; n > 0; --n, w += 4, c += 4) {
         wa = eb_load32(w);
-        eb_load2x32(c, &x, &xb);
+        EB_LOAD2X32(c, 0, x, xb);
         EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
-        w += 4;
-        c += 4;
-        --n;
     }
     if (tail != 0) {
         wa = eb_load_tail(w, tail);
-        eb_load2x32(c, &x, &xb);
+        EB_LOAD2X32(c, 0, x, xb);
         EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
     }
     return acc;
@@ -336,12 +487,55 @@ typedef struct {
     int shift, rounding, act;
 } eb_sink;
 
-static inline void eb_put(const eb_sink *s, int32_t index, int32_t acc)
+/* eb_requantize over a block of accumulators with constant rounding and act: each use below
+ * is its own inlined copy of eb_requantize, in which the compiler folds the branches on them
+ * away (and, inside the shift-range test, the left-shift path). */
+#define EB_REQUANTIZE_BLOCK(rounding_, act_)                                          \
+    for (i = 0; i < rows; ++i) {                                                      \
+        for (j = 0; j < count; ++j) {                                                 \
+            out[i * row_stride + j] =                                                 \
+                eb_requantize(acc[i * acc_stride + j], shift, (rounding_), (act_));   \
+        }                                                                             \
+    }
+
+/* out[index + i * row_stride + j] = result of acc[i * acc_stride + j], i < rows, j < count. */
+static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const int32_t *acc,
+                     int acc_stride, int rows, int count)
 {
-    if (s->out8 != NULL) {
-        s->out8[index] = eb_requantize(acc, s->shift, s->rounding, s->act);
+    int i, j;
+    if (s->out8 == NULL) {
+        int32_t *const out = s->out32 + index;
+        for (i = 0; i < rows; ++i) {
+            for (j = 0; j < count; ++j) {
+                out[i * row_stride + j] = acc[i * acc_stride + j];
+            }
+        }
     } else {
-        s->out32[index] = acc;
+        int8_t *const out = s->out8 + index;
+        const int shift = s->shift, rounding = s->rounding, act = s->act;
+        if (shift < 0 && shift >= -31) { /* the usual case: a right shift */
+            if (rounding == EB_ROUND_HALF_UP) {
+                if (act == EB_ACT_RELU) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_RELU)
+                } else if (act == EB_ACT_NONE) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_NONE)
+                } else {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, act)
+                }
+            } else if (rounding == EB_ROUND_FLOOR) {
+                if (act == EB_ACT_RELU) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_RELU)
+                } else if (act == EB_ACT_NONE) {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_NONE)
+                } else {
+                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, act)
+                }
+            } else {
+                EB_REQUANTIZE_BLOCK(rounding, act)
+            }
+        } else {
+            EB_REQUANTIZE_BLOCK(rounding, act)
+        }
     }
 }
 
@@ -353,12 +547,13 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     const int groups = p->groups;
     const int ipg = p->in_c / groups, opg = p->out_c / groups;
     const int out_w = p->out_w;
+    const int row4 = p->stride_w == 1; /* 4 neighbouring pixels = 4 neighbouring input bytes */
     const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
-    int16_t *const cols = scratch; /* EB_OPT_PIXELS * kp int16: the interleaved columns */
-    int8_t *const bytes = (int8_t *)(scratch + EB_OPT_PIXELS * kp); /* kp int8: one gather */
+    int16_t *const cols = scratch;                 /* 4 * kp int16: the interleaved columns */
+    int8_t *const taps = (int8_t *)(scratch + 2 * kp); /* kp words: T, in the upper half */
     int g;
 
     for (g = 0; g < groups; ++g) {
@@ -368,31 +563,57 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
         for (px = 0; px < hw; px += EB_OPT_PIXELS) {
             /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-            int32_t j;
+            const int oy = (int)(px / out_w), ox = (int)(px % out_w);
             int oc;
-            for (j = 0; j < EB_OPT_PIXELS; ++j) {
-                const int32_t pj = j < count ? px + j : hw - 1;
-                eb_gather(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w), bytes, kp);
-                eb_expand(bytes, kp, cols + 4 * j, 4 * EB_OPT_PIXELS);
-            }
-            for (oc = oc_begin; oc < oc_end; ++oc) {
-                const int32_t b = bias ? bias[oc] : 0;
-                const int32_t o = (int32_t)oc * hw + px;
-                int32_t acc[EB_OPT_PIXELS];
-                acc[0] = acc[1] = acc[2] = acc[3] = b;
-                eb_dot_1x4(k, weight + (int32_t)oc * k, cols, acc);
-                if (count == EB_OPT_PIXELS) {
-                    eb_put(s, o, acc[0]);
-                    eb_put(s, o + 1, acc[1]);
-                    eb_put(s, o + 2, acc[2]);
-                    eb_put(s, o + 3, acc[3]);
-                } else {
-                    for (j = 0; j < count; ++j) {
-                        eb_put(s, o + j, acc[j]);
-                    }
+            if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+                eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+            } else {
+                int j;
+                for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                    const int32_t pj = j < count ? px + j : hw - 1;
+                    eb_taps_pixel(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w),
+                                  taps + j);
                 }
             }
+            if (kp > k) {
+                memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+            }
+            eb_transpose(taps, kp, cols);
+            for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
+                const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
+                int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+                eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL,
+                             acc);
+                eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
+            }
         }
+    }
+}
+
+/* ---- linear ---------------------------------------------------------------------------- */
+
+static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                           const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    int o;
+    eb_expand(in, full, scratch);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(scratch + full, eb_sxtb16(u));
+        eb_store32(scratch + full + 2, eb_sxtb16_ror8(u));
+    }
+    for (o = 0; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_store(s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, scratch, bias ? bias[o] : 0);
+        eb_store(s, o, 0, &acc, 0, 1, 1);
     }
 }
 
@@ -418,32 +639,6 @@ void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t 
     s.rounding = 0;
     s.act = 0;
     eb_conv_core(p, in, weight, bias, &s, scratch);
-}
-
-/* ---- linear ---------------------------------------------------------------------------- */
-
-static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *weight,
-                           const int32_t *bias, const eb_sink *s, int16_t *scratch)
-{
-    const int32_t full = (int32_t)in_f & ~(int32_t)3;
-    int o;
-    eb_expand(in, full, scratch, 4);
-    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
-        const uint32_t u = eb_load_tail(in + full, in_f - full);
-        const uint32_t v[2] = {eb_sxtb16(u), eb_sxtb16_ror8(u)};
-        memcpy(scratch + full, v, sizeof v);
-    }
-    for (o = 0; o + 1 < out_f; o += 2) {
-        int32_t acc[2];
-        acc[0] = bias ? bias[o] : 0;
-        acc[1] = bias ? bias[o + 1] : 0;
-        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
-        eb_put(s, o, acc[0]);
-        eb_put(s, o + 1, acc[1]);
-    }
-    if (o < out_f) {
-        eb_put(s, o, eb_dot_1x1(in_f, weight + (int32_t)o * in_f, scratch, bias ? bias[o] : 0));
-    }
 }
 
 void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,

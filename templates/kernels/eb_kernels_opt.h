@@ -1,26 +1,34 @@
 /* edgebuild optimized int8 kernels (Cortex-M4 DSP extension; portable C elsewhere).
  *
  * Every function here gives bit-identical results to its reference in eb_kernels.c
- * (eb_conv2d -> eb_conv2d_opt, ...): same arguments, same weight layout
- * ([out][in / groups][k_h][k_w] int8, as stored by the code generator; no repacking),
- * same numerics contract (eb_kernels.h; requantization is eb_requantize itself).
+ * (eb_conv2d -> eb_conv2d_opt, eb_conv2d_wide -> eb_conv2d_wide_opt, eb_linear ->
+ * eb_linear_opt, eb_linear_wide -> eb_linear_wide_opt): same arguments plus a scratch buffer,
+ * same weight layout ([out][in / groups][k_h][k_w] int8 as the code generator stores it, only
+ * byte-aligned; no repacking), same numerics (eb_kernels.h; requantization is eb_requantize).
  *
- * Method (CMSIS-NN style): the receptive field of an output pixel is copied ("im2col") into
- * an int16 column in scratch, with every group of 4 values stored as [a0, a2, a1, a3] and the
- * column padded with zeros to a multiple of 4. The weights are then read 4 at a time as one
- * (unaligned) 32-bit word; SXTB16 of the word and of the word rotated by 8 bits give
- * [w0, w2] and [w1, w3], which SMLAD multiplies against the column pairs: 2 MACs per
- * instruction. The conv inner loop computes 2 output channels x 2 output pixels at once.
- * With __ARM_FEATURE_DSP (Cortex-M4/M7/M33 with DSP) the ACLE intrinsics are used; elsewhere
- * portable C functions with identical semantics run the same algorithm.
+ * Method (CMSIS-NN style, im2col + dual 16-bit MACs): the receptive fields of 4 output pixels
+ * are copied into int16 columns in scratch, each group of 4 values stored as [a0, a2, a1, a3]
+ * and zero-padded to a multiple of 4. The weights are read 4 at a time as one (unaligned)
+ * 32-bit word; SXTB16 of the word and of the word rotated by 8 give [w0, w2] and [w1, w3],
+ * which SMLAD multiplies against the column pairs: 2 MACs per instruction. The conv inner
+ * loop computes 1 output channel x 4 output pixels (4 accumulators; the column words of all
+ * four pixels come in with LDM). For 4 neighbouring pixels of a stride_w == 1 conv the
+ * columns are built from word loads of the input (one word = the 4 pixels' values for one
+ * tap) and a 4x4 byte transpose; other pixels (stride_w > 1, row ends) are gathered byte by
+ * byte. Any groups value works (depthwise: K = k_h * k_w per group, slow but correct).
+ * With __ARM_FEATURE_DSP the ACLE intrinsics (and a few one-instruction inline asm helpers:
+ * SXTB16 ROR #8, PKHBT/PKHTB, LDRD, LDMIA) are used; elsewhere, or with -DEB_OPT_PORTABLE,
+ * portable C functions with identical semantics run the same algorithm (host tests).
  *
- * Scratch: the caller passes a 4-byte-aligned int16_t buffer of at least
+ * Scratch: the caller passes a 4-BYTE-ALIGNED int16_t buffer of at least
  *   EB_CONV_OPT_SCRATCH(in_c / groups, k_h, k_w)  elements for eb_conv2d(_wide)_opt
- *     (two im2col columns of in_per_group * k_h * k_w values, each rounded up to 4), and
+ *     = 4 columns of round_up_4(in_per_group * k_h * k_w) int16, and
  *   EB_LINEAR_OPT_SCRATCH(in_f)                   elements for eb_linear(_wide)_opt
- *     (one column of in_f values rounded up to 4).
- * The scratch contents are not preserved between calls; one buffer sized for the largest
- * layer can be shared by all layers. The kernels never write outside out[] and scratch.
+ *     = 1 column of round_up_4(in_f) int16.
+ * (On the M4 a misaligned scratch faults: LDRD/LDM need word alignment.) The contents are not
+ * preserved between calls, so one buffer sized for the largest layer serves every layer.
+ * The kernels write nothing outside out[] and scratch; besides, the conv kernel uses about
+ * 0.5 KiB of stack (arm-none-eabi-gcc -O2).
  */
 #ifndef EB_KERNELS_OPT_H
 #define EB_KERNELS_OPT_H
@@ -34,7 +42,7 @@
 
 /* int16 elements of scratch needed by eb_conv2d_opt / eb_conv2d_wide_opt. */
 #define EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) \
-    (9 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)) / 2)
+    (4 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)))
 
 /* int16 elements of scratch needed by eb_linear_opt / eb_linear_wide_opt. */
 #define EB_LINEAR_OPT_SCRATCH(in_f) EB_OPT_ROUND4(in_f)

@@ -23,6 +23,21 @@ static union {
     int16_t values[EB_MAX(EB_MAX(EB_CONV_OPT_SCRATCH(2, 3, 3), EB_CONV_OPT_SCRATCH(4, 1, 1)), EB_LINEAR_OPT_SCRATCH(32))];
 } eb_scratch;
 
+/* The optimized (dual-MAC) kernels by default; -DEB_REFERENCE_KERNELS selects the
+ * reference loops instead (same results: used to compare instruction counts). */
+#ifdef EB_REFERENCE_KERNELS
+#define EB_CONV2D(p, in, w, b, out) ((void)eb_scratch, eb_conv2d(p, in, w, b, out))
+#define EB_CONV2D_WIDE(p, in, w, b, out) eb_conv2d_wide(p, in, w, b, out)
+#define EB_LINEAR(n, m, in, w, b, s, r, a, out) eb_linear(n, m, in, w, b, s, r, a, out)
+#define EB_LINEAR_WIDE(n, m, in, w, b, out) eb_linear_wide(n, m, in, w, b, out)
+#else
+#define EB_CONV2D(p, in, w, b, out) eb_conv2d_opt(p, in, w, b, out, eb_scratch.values)
+#define EB_CONV2D_WIDE(p, in, w, b, out) eb_conv2d_wide_opt(p, in, w, b, out, eb_scratch.values)
+#define EB_LINEAR(n, m, in, w, b, s, r, a, out) \
+    eb_linear_opt(n, m, in, w, b, s, r, a, out, eb_scratch.values)
+#define EB_LINEAR_WIDE(n, m, in, w, b, out) eb_linear_wide_opt(n, m, in, w, b, out, eb_scratch.values)
+#endif
+
 #define T_input ((int8_t *)(arena.bytes + 64))  /* 50 bytes, steps 0..1 */
 #define T_conv ((int8_t *)(arena.bytes + 0))  /* 64 bytes, steps 1..3 */
 #define T_conv_pooled ((int8_t *)(arena.bytes + 116))  /* 32 bytes, steps 1..1 */
@@ -51,9 +66,9 @@ void cnn_run(void)
 {
     /* conv: conv2d [2, 5, 5] -> [4, 4, 4] */
     eb_pool2d(&Q_conv, T_input, T_conv_pooled);
-    eb_conv2d_opt(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv, eb_scratch.values);
+    EB_CONV2D(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv);
     /* side: conv2d [4, 4, 4] -> [4, 4, 4] */
-    eb_conv2d_opt(&P_side, T_conv, W_side, NULL, T_side, eb_scratch.values);
+    EB_CONV2D(&P_side, T_conv, W_side, NULL, T_side);
     /* sum: add [4, 4, 4] -> [4, 4, 4] */
     { const int8_t *const in_sum[2] = {T_conv, T_side}; eb_add(64, 2, in_sum, EB_ACT_ABS, T_sum); }
     /* pool: pool2d [4, 4, 4] -> [4, 2, 2] */
@@ -62,7 +77,7 @@ void cnn_run(void)
     eb_copy(16, T_pool, T_cat + 0);
     eb_copy(16, T_pool, T_cat + 16);
     /* fc: linear [32] -> [3] */
-    eb_linear_wide_opt(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc, eb_scratch.values);
+    EB_LINEAR_WIDE(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc);
 }
 
 void cnn_unload(cnn_output_t *output)

@@ -113,6 +113,35 @@ static inline uint32_t eb_load32(const void *src)
     } while (0)
 #endif
 
+/* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one
+ * LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers, hence fixed ones; r7 is left
+ * alone as it is Thumb's frame pointer at -O0). */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD4X32(c, x0, x1, x2, x3)                                                   \
+    do {                                                                                 \
+        register uint32_t r4_ __asm__("r4");                                             \
+        register uint32_t r5_ __asm__("r5");                                             \
+        register uint32_t r6_ __asm__("r6");                                             \
+        register uint32_t r8_ __asm__("r8");                                             \
+        __asm__("ldmia %0!, {%1, %2, %3, %4}"                                            \
+                : "+r"(c), "=r"(r4_), "=r"(r5_), "=r"(r6_), "=r"(r8_)                    \
+                : "m"(*(const char(*)[16])(const void *)(c)));                           \
+        (x0) = r4_;                                                                      \
+        (x1) = r5_;                                                                      \
+        (x2) = r6_;                                                                      \
+        (x3) = r8_;                                                                      \
+    } while (0)
+#else
+#define EB_LOAD4X32(c, x0, x1, x2, x3) \
+    do {                               \
+        (x0) = eb_load32(c);           \
+        (x1) = eb_load32((c) + 2);     \
+        (x2) = eb_load32((c) + 4);     \
+        (x3) = eb_load32((c) + 6);     \
+        (c) += 8;                      \
+    } while (0)
+#endif
+
 /* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
 static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
 {
@@ -211,21 +240,11 @@ static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
     *hi = h;
 }
 
-/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. With at
- * least 4 bytes in the row this is one word load at the row's edge and a shift. */
-static uint32_t eb_edge_word(const int8_t *row, int ix, int in_w)
+/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. */
+static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
 {
     uint32_t v = 0;
     int j;
-    if (in_w >= 4) {
-        if (ix < 0) {
-            return ix > -4 ? eb_load32(row) << (8 * -ix) : 0u;
-        }
-        if (ix + 4 > in_w) {
-            return ix + 4 - in_w < 4 ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u;
-        }
-        return eb_load32(row + ix);
-    }
     for (j = 0; j < 4; ++j) {
         if (ix + j >= 0 && ix + j < in_w) {
             v |= (uint32_t)(uint8_t)row[ix + j] << (8 * j);
@@ -234,37 +253,52 @@ static uint32_t eb_edge_word(const int8_t *row, int ix, int in_w)
     return v;
 }
 
-/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. */
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. Per input row,
+ * the taps kx in [kx_lo, kx_hi) read four bytes inside the row: one word load each; the
+ * others overhang the row's left or right end and, when the row has at least 4 bytes, are the
+ * row's first or last word shifted (zeros come in). */
 static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
                          int8_t *t)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
     const int dil_h = p->dil_h, dil_w = p->dil_w;
     const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
-    const int32_t plane = (int32_t)in_h * in_w;
-    int ky_lo, ky_hi, kx_lo, kx_hi; /* kx_lo .. kx_hi: all four bytes inside the row */
+    const int32_t plane = (int32_t)in_h * in_w, row_step = (int32_t)dil_h * in_w;
+    int32_t roff;
+    int ky_lo, ky_hi, kx_lo, kx_hi;
     int ic, ky, kx;
 
     eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
     eb_tap_range(ix0, dil_w, k_w, in_w - 3, &kx_lo, &kx_hi);
     for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-        for (ky = 0; ky < k_h; ++ky) {
-            if (ky < ky_lo || ky >= ky_hi) {
-                for (kx = 0; kx < k_w; ++kx, t += 4) {
-                    eb_store32(t, 0);
+        for (ky = 0; ky < ky_lo; ++ky) {
+            for (kx = 0; kx < k_w; ++kx, t += 4) {
+                eb_store32(t, 0);
+            }
+        }
+        /* integer offsets rather than pointers: no pointer ever leaves the input array */
+        for (roff = (int32_t)(iy0 + ky * dil_h) * in_w; ky < ky_hi; ++ky, roff += row_step) {
+            const int8_t *row = in_g + roff;
+            int ix = ix0;
+            if (in_w < 4) {
+                for (kx = 0; kx < k_w; ++kx, t += 4, ix += dil_w) {
+                    eb_store32(t, eb_row_word(row, ix, in_w));
                 }
-            } else {
-                const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
-                const int8_t *src = row + ix0 + kx_lo * dil_w;
-                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
-                    eb_store32(t, eb_edge_word(row, ix0 + kx * dil_w, in_w));
-                }
-                for (; kx < kx_hi; ++kx, t += 4, src += dil_w) {
-                    eb_store32(t, eb_load32(src));
-                }
-                for (; kx < k_w; ++kx, t += 4) {
-                    eb_store32(t, eb_edge_word(row, ix0 + kx * dil_w, in_w));
-                }
+                continue;
+            }
+            for (kx = 0; kx < kx_lo; ++kx, t += 4, ix += dil_w) { /* ix < 0 */
+                eb_store32(t, ix > -4 ? eb_load32(row) << (8 * -ix) : 0u);
+            }
+            for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
+                eb_store32(t, eb_load32(row + ix));
+            }
+            for (; kx < k_w; ++kx, t += 4, ix += dil_w) { /* ix > in_w - 4 */
+                eb_store32(t, ix < in_w ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u);
+            }
+        }
+        for (; ky < k_h; ++ky) {
+            for (kx = 0; kx < k_w; ++kx, t += 4) {
+                eb_store32(t, 0);
             }
         }
     }
@@ -291,13 +325,15 @@ static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, 
                     *t = 0;
                 }
             } else {
-                const int8_t *src = in_g + (int32_t)(iy0 + ky * dil_h) * in_w + ix0 +
-                                    kx_lo * dil_w;
                 for (kx = 0; kx < kx_lo; ++kx, t += 4) {
                     *t = 0;
                 }
-                for (; kx < kx_hi; ++kx, t += 4, src += dil_w) {
-                    *t = *src;
+                if (kx < kx_hi) {
+                    const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
+                    int ix = ix0 + kx * dil_w;
+                    for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
+                        *t = row[ix];
+                    }
                 }
                 for (; kx < k_w; ++kx, t += 4) {
                     *t = 0;
@@ -342,24 +378,24 @@ static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
 }
 
 /* ---- dot products -------------------------------------------------------------------------
- * k values per weight row (rows byte-aligned int8, k apart in the reference layout); acc[]
- * come in holding the bias. The last k % 4 weights are read as a zero-padded word (never past
- * the row); the columns are zero-padded anyway. */
+ * k values per weight row (rows byte-aligned int8, k apart in the reference layout). The
+ * last k % 4 weights of a row are read as a zero-padded word (never past the row); the
+ * columns are zero-padded anyway. eb_dot_block starts from the bias itself, eb_dot_2x1 and
+ * eb_dot_1x1 from the acc values passed in. Sums wrap like SMLAD (the reference's int32 sums
+ * are the same whenever they do not overflow, which the contract guarantees). */
 
-/* One weight word against chunk `off` (in int16) of the four interleaved columns. */
-#define EB_DOT_1X4_CHUNK(wv, off)               \
-    do {                                        \
-        const uint32_t lo_ = eb_sxtb16(wv);     \
-        const uint32_t hi_ = eb_sxtb16_ror8(wv); \
-        uint32_t x_, xb_;                       \
-        EB_LOAD2X32(c, (off), x_, xb_);         \
-        EB_MAC4(a0, lo_, hi_, x_, xb_);         \
-        EB_LOAD2X32(c, (off) + 4, x_, xb_);     \
-        EB_MAC4(a1, lo_, hi_, x_, xb_);         \
-        EB_LOAD2X32(c, (off) + 8, x_, xb_);     \
-        EB_MAC4(a2, lo_, hi_, x_, xb_);         \
-        EB_LOAD2X32(c, (off) + 12, x_, xb_);    \
-        EB_MAC4(a3, lo_, hi_, x_, xb_);         \
+/* One weight word against the next chunk of the four interleaved columns (advances c). */
+#define EB_DOT_1X4_CHUNK(wv)                          \
+    do {                                              \
+        const uint32_t lo_ = eb_sxtb16(wv);           \
+        const uint32_t hi_ = eb_sxtb16_ror8(wv);      \
+        uint32_t x0_, x1_, x2_, x3_;                  \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a0, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a1, lo_, hi_, x2_, x3_);              \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a2, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
     } while (0)
 
 /* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at c:
@@ -374,20 +410,19 @@ static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *
         int32_t a0 = bias ? bias[i] : 0;
         int32_t a1 = a0, a2 = a0, a3 = a0;
         int32_t n = k >> 2;
-        for (; n >= 2; n -= 2, w += 8, c += 32) { /* two chunks per iteration */
+        for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
             const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
-            EB_DOT_1X4_CHUNK(wv0, 0);
-            EB_DOT_1X4_CHUNK(wv1, 16);
+            EB_DOT_1X4_CHUNK(wv0);
+            EB_DOT_1X4_CHUNK(wv1);
         }
         if (n != 0) {
             const uint32_t wv = eb_load32(w);
-            EB_DOT_1X4_CHUNK(wv, 0);
+            EB_DOT_1X4_CHUNK(wv);
             w += 4;
-            c += 16;
         }
         if (tail != 0) {
             const uint32_t wv = eb_load_tail(w, tail);
-            EB_DOT_1X4_CHUNK(wv, 0);
+            EB_DOT_1X4_CHUNK(wv);
             w += tail;
         }
         acc[0] = a0;

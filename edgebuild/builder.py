@@ -48,31 +48,14 @@ def package_version(name: str) -> str:
 def command_version(name: str, cache_root: Path) -> str:
     """First line of `NAME --version`, or "absent" (then installing it changes the key).
 
-    Remembered by the binary's (path, size, mtime, inode), so a no-op build runs no
-    subprocess; upgrading the compiler changes the stat and so the key."""
-    import hashlib
-    import json
+    Remembered by the binary's stat, so a no-op build runs no subprocess; upgrading the
+    compiler changes the stat and so the key."""
     import shutil
 
     path = shutil.which(name)
     if path is None:
         return "absent"
-    real = Path(path).resolve()
-    info = real.stat()
-    fingerprint = [str(real), info.st_size, info.st_mtime_ns, info.st_ino]
-    record = cache_root / "stat" / f"cmd-{hashlib.sha1(str(real).encode()).hexdigest()}.json"
-    try:
-        saved = json.loads(record.read_text())
-        if saved["fingerprint"] == fingerprint:
-            return saved["version"]
-    except (OSError, ValueError, KeyError):
-        pass
-    version = _ask_version(path)
-    try:
-        caches.write_atomic(record, json.dumps({"fingerprint": fingerprint, "version": version}))
-    except OSError:
-        pass
-    return version
+    return caches.remembered(Path(path), cache_root, "version", lambda: _ask_version(path))
 
 
 def _ask_version(path: str) -> str:

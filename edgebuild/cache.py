@@ -192,24 +192,29 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def file_digest(path: Path, root: Path) -> str:
-    """sha256 of a user's data file, remembered by (size, mtime, inode) like DVC does, so a
-    no-op build does not re-read megabytes; the content, never the mtime, decides rebuilds."""
+def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) -> str:
+    """A value derived from a file (its digest, a program's version), remembered in
+    `<root>/stat/` by the file's (size, mtime, inode) like DVC does: a no-op build neither
+    re-reads megabytes nor runs subprocesses, and any change to the file recomputes it."""
     path = Path(path).resolve()
     info = path.stat()
-    fingerprint = [info.st_size, info.st_mtime_ns, info.st_ino]
-    record = root / "stat" / (hashlib.sha1(str(path).encode()).hexdigest() + ".json")
+    fingerprint = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
+    record = root / "stat" / f"{kind}-{hashlib.sha1(str(path).encode()).hexdigest()}.json"
     try:
         saved = json.loads(record.read_text())
         if saved["fingerprint"] == fingerprint:
-            return saved["sha256"]
+            return saved["value"]
     except (OSError, ValueError, KeyError):
         pass
-    digest = sha256_file(path)
+    value = compute()
     with contextlib.suppress(OSError):  # the record is an optimization (read-only cache)
-        write_atomic(record, json.dumps({"path": str(path), "fingerprint": fingerprint,
-                                         "sha256": digest}))
-    return digest
+        write_atomic(record, json.dumps({"fingerprint": fingerprint, "value": value}))
+    return value
+
+
+def file_digest(path: Path, root: Path) -> str:
+    """sha256 of a data file: its content, never its mtime, decides rebuilds."""
+    return remembered(path, root, "sha256", lambda: sha256_file(Path(path).resolve()))
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -325,7 +325,7 @@ def test_file_digest_uses_the_stat_record(tmp_path):
     real = caches.file_digest(data, root)
     (record,) = (root / "stat").glob("*.json")
     saved = json.loads(record.read_text())
-    saved["sha256"] = "0" * 64  # a remembered digest is trusted while the stat is unchanged
+    saved["value"] = "0" * 64  # a remembered digest is trusted while the stat is unchanged
     record.write_text(json.dumps(saved))
     assert caches.file_digest(data, root) == "0" * 64
     os.utime(data)  # a touch invalidates the record, and the content decides again

@@ -47,10 +47,12 @@ def confusion(matrix, labels: list[str], path: Path) -> None:
     ax.set_yticks(range(len(labels)), labels)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
+    peak = max((max(row) for row in matrix), default=0)
     for i, row in enumerate(matrix):
         for j, value in enumerate(row):
-            if value:
-                ax.text(j, i, str(int(value)), ha="center", va="center", fontsize=7)
+            if value:  # white on the dark cells, black on the light ones
+                ax.text(j, i, str(int(value)), ha="center", va="center", fontsize=7,
+                        color="white" if value > peak / 2 else "black")
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=METADATA)
     plt.close(fig)

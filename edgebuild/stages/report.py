@@ -112,7 +112,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 """
 
 
-STAGE = Stage("report", 2, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+STAGE = Stage("report", 3, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"))

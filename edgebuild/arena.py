@@ -2,8 +2,9 @@
 
 Tensors whose lifetimes (first producing step .. last reading step) overlap must not
 overlap in memory; the others share it. Placement is greedy by size, largest first, each
-at the lowest aligned offset that fits (the TensorFlow Lite Micro strategy). The lower
-bound is the largest total size of tensors live at one step: no placement can beat it.
+at the lowest aligned offset that fits (the TensorFlow Lite Micro strategy). Small problems
+(up to EXACT_LIMIT tensors) try every placement order. The lower bound is the largest
+total size of tensors live at one step: no placement can beat it.
 """
 
 from __future__ import annotations
@@ -35,9 +36,34 @@ def _overlaps(a: Tensor, b: Tensor) -> bool:
     return a.first <= b.last and b.first <= a.last
 
 
+EXACT_LIMIT = 8  # tensors: up to here every first-fit order is tried (8! = 40320)
+
+
 def place(tensors: list[Tensor]) -> list[Placement]:
+    """Greedy placement; for small problems the best of every first-fit order (stopping
+    as soon as one reaches the lower bound, which no placement can beat)."""
+    best = first_fit(sorted(tensors, key=lambda t: (-aligned(t.bytes), t.first, t.name)))
+    if len(tensors) > EXACT_LIMIT or size(best) == lower_bound(tensors):
+        return best
+    return _search(tensors, best)
+
+
+def _search(tensors: list[Tensor], best: list[Placement]) -> list[Placement]:
+    import itertools
+
+    bound = lower_bound(tensors)
+    for order in itertools.permutations(sorted(tensors, key=lambda t: t.name)):
+        candidate = first_fit(list(order))
+        if size(candidate) < size(best):
+            best = candidate
+            if size(best) == bound:
+                break
+    return best
+
+
+def first_fit(order: list[Tensor]) -> list[Placement]:
+    """Each tensor, in order, at the lowest aligned offset free for its whole lifetime."""
     placed: list[Placement] = []
-    order = sorted(tensors, key=lambda t: (-aligned(t.bytes), t.first, t.name))
     for tensor in order:
         busy = sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
                       if _overlaps(p.tensor, tensor))

@@ -7,11 +7,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from edgebuild.manifest import SCHEMA_ID, Manifest
-
-COMMITTED = Path(__file__).resolve().parent.parent / "schemas" / "manifest.schema.json"
 
 
 def generate() -> dict:

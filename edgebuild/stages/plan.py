@@ -122,5 +122,5 @@ def _check_budgets(ctx: Context, plan: dict) -> None:
         raise UserError(problems)
 
 
-STAGE = Stage("plan", 1, ("validate", "quantize"), config, run,
+STAGE = Stage("plan", 2, ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets")

@@ -29,11 +29,26 @@ POOL = {"max": "EB_POOL_MAX", "avg": "EB_POOL_AVG"}
 OPTIMIZED_DEVICES = ("cortex-m4",)
 
 
-def kernel_files(device: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(C sources, headers) copied into model/ for this device."""
+def kernel_files(device: str, tiled: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(C sources, headers) copied into model/ for this device (+ the tiling driver)."""
+    sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if device in OPTIMIZED_DEVICES:
-        return ("eb_kernels.c", "eb_kernels_opt.c"), ("eb_kernels.h", "eb_kernels_opt.h")
-    return ("eb_kernels.c",), ("eb_kernels.h",)
+        sources.append("eb_kernels_opt.c")
+        headers.append("eb_kernels_opt.h")
+    if tiled:
+        sources.append("eb_tiling.c")
+        headers.append("eb_tiling.h")
+    return tuple(sources), tuple(headers)
+
+
+def _tiled(step: dict, key: str = "tile") -> dict | None:
+    tile = step.get(key)
+    return tile if tile and tile["tiled"] else None
+
+
+def _tile_decl(symbol: str, tile: dict, double_buffer: bool) -> str:
+    return (f"static const eb_tile {symbol} = {{{tile['rows']}, {tile['channels']}, "
+            f"{1 if double_buffer else 0}}};")
 
 
 @dataclass(frozen=True)
@@ -83,29 +98,39 @@ def weight_arrays(model: QuantizedModel) -> list[dict]:
     return arrays
 
 
-def _spatial(shape) -> tuple[int, int]:
-    """(height, width) of a channels-first shape; 1-D signals have height 1."""
-    return (1, shape[1]) if len(shape) == 2 else (shape[1], shape[2])
+def _spatial(shape, vertical: bool = False) -> tuple[int, int]:
+    """(height, width) of a channels-first shape. A 1-D signal [C][L] is the same bytes as
+    [C][1][L] and as [C][L][1]: it runs as one row (1 x L), or — when tiled, so that tiles
+    of output rows are spans of time — as one column (L x 1)."""
+    if len(shape) == 3:
+        return shape[1], shape[2]
+    return (shape[1], 1) if vertical else (1, shape[1])
 
 
-def _pool_params(symbol: str, pool, shape, rounding: str) -> tuple[str, tuple[int, int]]:
+def _pool_params(symbol: str, pool, shape, rounding: str,
+                 vertical: bool = False) -> tuple[str, tuple[int, int]]:
     from edgebuild.ops.pooling import geometry
 
     dims = len(shape) - 1
     sizes, strides = geometry(pool, dims)
-    k, s = ((1, sizes[0]), (1, strides[0])) if dims == 1 else (sizes, strides)
-    h, w = _spatial(shape)
+    if dims == 1:
+        k, s = ((sizes[0], 1), (strides[0], 1)) if vertical else ((1, sizes[0]), (1, strides[0]))
+    else:
+        k, s = sizes, strides
+    h, w = _spatial(shape, vertical)
     oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
     decl = (f"static const eb_pool_params {symbol} = {{{shape[0]}, {h}, {w}, {oh}, {ow}, "
             f"{k[0]}, {k[1]}, {s[0]}, {s[1]}, {POOL[pool.mode.value]}, {ROUNDING[rounding]}}};")
     return decl, (oh, ow)
 
 
-def _geometry(layer, dims: int) -> list[tuple[int, int]]:
-    """(h, w) pairs of kernel, stride, pad, dilation; 1-D layers get height 1 / pad 0."""
+def _geometry(layer, dims: int, vertical: bool = False) -> list[tuple[int, int]]:
+    """(h, w) pairs of kernel, stride, pad, dilation; a 1-D layer's other axis has size 1,
+    pad 0 (see _spatial for the orientation)."""
     fields = (layer.kernel, layer.stride, layer.pad, layer.dilation)
     if dims == 1:
-        return [(1, v) if i != 2 else (0, v) for i, v in enumerate(fields)]
+        other = (1, 1, 0, 1)
+        return [(v, o) if vertical else (o, v) for v, o in zip(fields, other, strict=True)]
     return [pair(v) for v in fields]
 
 
@@ -115,19 +140,35 @@ def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str,
     decls, calls = [], []
     shape = node.in_shapes[0]
     if layer.pool is not None:
-        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding)
+        pool_tile = _tiled(step, "pool_tile")
+        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding,
+                                    bool(pool_tile))
         decls.append(decl)
         scratch = macro(step["scratch"]["name"])
-        calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
-        source, shape = scratch, (shape[0], h, w) if len(shape) == 3 else (shape[0], w)
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, len(shape) - 1)
-    h, w = _spatial(shape)
-    oh, ow = _spatial(node.out_shape)
+        if pool_tile:
+            decls.append(_tile_decl(f"TP_{layer.name}", pool_tile, step["double_buffer"]))
+            calls.append(f"eb_pool2d_tiled(&Q_{layer.name}, &TP_{layer.name}, {source}, "
+                         f"{scratch}, eb_l1.bytes);")
+        else:
+            calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
+        source, shape = scratch, (shape[0], h, w) if len(shape) == 3 else (shape[0], h * w)
+    tile = _tiled(step)
+    vertical = bool(tile)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, len(shape) - 1, vertical)
+    h, w = _spatial(shape, vertical)
+    oh, ow = _spatial(node.out_shape, vertical)
     shift = quant.scale_exp - (quant.bits - 1)
     decls.append(f"static const eb_conv_params P_{layer.name} = {{{shape[0]}, {h}, {w}, "
                  f"{layer.out}, {oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, "
                  f"{layer.groups}, {shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}}};")
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
+    if tile:
+        decls.append(_tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"]))
+        kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
+        calls.append(f"eb_conv2d_tiled(&P_{layer.name}, &T_TILE_{layer.name}, {kernel}, "
+                     f"{1 if layer.wide else 0}, {source}, W_{layer.name}, {bias}, "
+                     f"{macro(step['output'])}, eb_l1.bytes);")
+        return decls, calls
     out = macro(step["output"]) if not layer.wide else f"(int32_t *){macro(step['output'])}"
     kernel = "eb_conv2d_wide" if layer.wide else "eb_conv2d"
     if optimized:
@@ -148,6 +189,20 @@ def emit_linear(step, layer, node, model: QuantizedModel, source: str, optimized
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
     out = macro(step["output"])
     name = "EB_LINEAR" if optimized else "eb_linear"
+    tile = _tiled(step)
+    if tile:
+        wrapper = f"eb_k_{layer.name}"
+        shift = quant.scale_exp - (quant.bits - 1)
+        body = (f"{name}{'_WIDE' if optimized else '_wide'}(n, m, in, w, b, (int32_t *)out);"
+                if layer.wide else
+                f"{name}(n, m, in, w, b, {shift}, {ROUNDING[model.rounding]}, "
+                f"{ACT[layer.act.value]}, (int8_t *)out);")
+        decls = [f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
+                 f"const int32_t *b, void *out) {{ {body} }}",
+                 _tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"])]
+        return decls, [f"eb_linear_tiled({features}, {layer.out}, &T_TILE_{layer.name}, "
+                       f"{wrapper}, {1 if layer.wide else 0}, {source}, W_{layer.name}, {bias}, "
+                       f"{out}, eb_l1.bytes);"]
     if layer.wide:
         return [], [f"{name}{'_WIDE' if optimized else '_wide'}({features}, {layer.out}, {source}, "
                     f"W_{layer.name}, {bias}, (int32_t *){out});"]
@@ -163,7 +218,13 @@ def linear_scratch(layer, node) -> str:
 def emit_pool(step, layer, node, model: QuantizedModel, source: str, optimized: bool):
     from edgebuild.ops.pool import window
 
-    decl, _ = _pool_params(f"Q_{layer.name}", window(layer), node.in_shapes[0], model.rounding)
+    tile = _tiled(step)
+    decl, _ = _pool_params(f"Q_{layer.name}", window(layer), node.in_shapes[0], model.rounding,
+                           bool(tile))
+    if tile:
+        return [decl, _tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"])], [
+            f"eb_pool2d_tiled(&Q_{layer.name}, &T_TILE_{layer.name}, {source}, "
+            f"{macro(step['output'])}, eb_l1.bytes);"]
     return [decl], [f"eb_pool2d(&Q_{layer.name}, {source}, {macro(step['output'])});"]
 
 
@@ -221,7 +282,13 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
     steps, scratch = c_steps(spec)
-    sources, headers = kernel_files(spec.device)
+    l1_bytes = max((tile["l1_bytes"] for step in spec.plan["steps"]
+                    for tile in (_tiled(step), _tiled(step, "pool_tile")) if tile), default=0)
+    layers = {layer.name: layer for layer in spec.model.layers}
+    conv_tiled = {"wide" if layers[step["layer"]].wide else "narrow"
+                  for step in spec.plan["steps"]
+                  if _tiled(step) and step["op"] in ("conv1d", "conv2d")}
+    sources, headers = kernel_files(spec.device, l1_bytes > 0)
     context = {
         "name": spec.name, "input_size": math.prod(spec.model.input_shape),
         "input_shape": list(spec.model.input_shape), "output_size": outputs,
@@ -230,6 +297,8 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "tensors": [{"macro": macro(t["name"]), **t} for t in spec.plan["tensors"]],
         "steps": steps, "output_macro": macro(spec.plan["output"]),
         "scratch": scratch_expression(scratch) if scratch else None,
+        "l1_bytes": l1_bytes, "conv_tiled": conv_tiled,
+        "optimized": spec.device in OPTIMIZED_DEVICES,
         "kernel_headers": list(headers),
         "arrays": weight_arrays(spec.model),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),

@@ -153,9 +153,17 @@ class Memory(Strict):
     flash: Bytes = Field(default=1024 * 1024, description="code and constant weights")
 
 
+class Tiling(Strict):
+    """How layers that do not fit L1 are cut (see edgebuild/tiling.py)."""
+
+    double_buffer: bool = Field(default=True, description="two L1 slots: stage the next tile "
+                                                          "while computing the current one")
+
+
 class Target(Strict):
     device: Device = Device.host
     memory: Memory = Memory()
+    tiling: Tiling = Tiling()
 
 
 class Manifest(Strict):

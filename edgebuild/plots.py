@@ -56,3 +56,25 @@ def confusion(matrix, labels: list[str], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=METADATA)
     plt.close(fig)
+
+
+def memory(rows: list[dict], l1_budget: int, path: Path) -> None:
+    """Per layer: L1 bytes in use (tile slots) against the budget, and L2<->L1 traffic."""
+    plt = _pyplot()
+    names = [row["layer"] for row in rows]
+    fig, (l1_ax, traffic_ax) = plt.subplots(1, 2, figsize=(9, 3.2))
+    l1_ax.bar(names, [row["l1_bytes"] for row in rows],
+              color=["tab:orange" if row["tiled"] else "tab:blue" for row in rows])
+    l1_ax.axhline(l1_budget, color="red", linestyle="--", label="L1 budget")
+    l1_ax.set_title("L1 bytes per layer (orange: tiled)")
+    l1_ax.legend()
+    traffic_ax.bar(names, [row["bytes_in"] for row in rows], label="L2 -> L1")
+    traffic_ax.bar(names, [row["bytes_out"] for row in rows],
+                   bottom=[row["bytes_in"] for row in rows], label="L1 -> L2")
+    traffic_ax.set_title("traffic per layer (bytes)")
+    traffic_ax.legend()
+    for ax in (l1_ax, traffic_ax):
+        ax.tick_params(axis="x", labelrotation=45)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=METADATA)
+    plt.close(fig)

@@ -147,3 +147,29 @@ def test_generated_project_is_warning_free(built, tmp_path):
                              "-fdata-sections"], cwd=project, capture_output=True, text=True,
                             timeout=300)
         assert m4.returncode == 0, m4.stderr
+
+
+def test_every_conv_tiled_runs_bit_exact_on_host_and_m4(built, tmp_path):
+    """The same model with a 340-byte L1 (single-buffered): every conv is tiled through L1
+    and the C output still equals the integer reference on every test sample (host) and the
+    KAT (QEMU)."""
+    root = tmp_path / "p"
+    shutil.copytree(built / "cache", root / "cache")  # training restored, not rerun
+    make(root)
+    path = root / "manifests" / "tiny.yaml"
+    path.write_text(path.read_text().replace(
+        "memory: {l1: 16KiB", "tiling: {double_buffer: false}, memory: {l1: 340B"))
+    result = build_json(root)["tiny"]
+    assert result["train"]["status"] == "restored" and result["kat"]["status"] == "built"
+    report = json.loads((root / "build" / "tiny" / "report.json").read_text())
+    memory = report["metrics"]["memory"]
+    assert {"conv1", "conv2", "skip"} <= set(memory["tiled_layers"])
+    assert memory["l1_peak"] <= memory["l1_budget"] == 340
+    assert memory["traffic_bytes"] >= memory["traffic_lower_bound"] > 0
+    for key in ("arena_bytes", "arena_lower_bound", "l2_budget"):
+        assert memory[key] > 0
+    assert report["metrics"]["c_vs_reference"] == {"samples": 150, "mismatches": 0}
+    if shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm"):
+        assert report["metrics"]["cortex_m4"]["kat"] == "pass"
+    assert any(row["tiled"] and row["tiles"] > 1 for row in report["tiles"])
+    assert "eb_conv2d_tiled" in (root / "build" / "tiny" / "codegen" / "model" / "cnn.c").read_text()

@@ -38,7 +38,8 @@ def spec_for(ctx: Context):
         name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
         plan=json.loads((ctx.inputs["plan"] / "plan.json").read_text()),
         kat_inputs=data["x_test"][:count], kat_expected=expected[:count],
-        flash_bytes=manifest.target.memory.flash, ram_bytes=manifest.target.memory.l2,
+        flash_bytes=manifest.target.memory.flash,
+        ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too
         device=manifest.target.device.value)
 
 

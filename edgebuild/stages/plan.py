@@ -87,6 +87,59 @@ def make_plan(input_shape, layers, weight_bytes: int) -> dict:
             "steps": records, "views": alias}
 
 
+def tile_steps(input_shape, layers, plan: dict, l1: int, double_buffer: bool):
+    """Attach an L1 tile to every windowed step; (problems, memory totals)."""
+    from edgebuild import graph as graphs
+    from edgebuild import tiling
+
+    graph, _ = graphs.build(tuple(input_shape), layers)
+    nodes = {node.name: node for node in graph.nodes}
+    specs = {layer.name: layer for layer in layers}
+    problems, tiles, lower = [], [], 0
+    for step in plan["steps"]:
+        layer, node = specs[step["layer"]], nodes[step["layer"]]
+        for key, window in _windows(layer, node):
+            lower += tiling.whole(window)  # every input, weight and output byte once
+            tile = tiling.choose(layer.name, window, l1, double_buffer)
+            if tile is None:
+                problems.append((layer.name, tiling.smallest_l1(window, double_buffer)))
+                continue
+            step[key] = {"rows": tile.rows, "channels": tile.channels, "tiles": tile.tiles,
+                         "slot_bytes": tile.slot_bytes, "l1_bytes": tile.l1_bytes,
+                         "bytes_in": tile.bytes_in, "bytes_out": tile.bytes_out,
+                         "tiled": tile.tiled}
+            tiles.append(tile)
+        if layer.op in ("add", "concat"):  # streamed between L2 tensors
+            moved = sum(math.prod(s) for s in node.in_shapes)
+            lower += moved + math.prod(node.out_shape)
+            tiles.append(tiling.Tile(layer.name, 0, 0, 1, 0, 0, moved,
+                                     math.prod(node.out_shape), False))
+    return problems, {"l1_peak": max((t.l1_bytes for t in tiles), default=0), "l1_budget": l1,
+                      "traffic_bytes": sum(t.bytes_in + t.bytes_out for t in tiles),
+                      "traffic_lower_bound": lower,
+                      "tiled_layers": sorted({t.layer for t in tiles if t.tiled})}
+
+
+def _windows(layer, node) -> list:
+    from edgebuild import tiling
+
+    found = []
+    if layer.op in ("conv1d", "conv2d"):
+        shape = node.in_shapes[0]
+        if layer.pool is not None:
+            pooled = tiling.pooled_shape(layer.pool, shape)
+            found.append(("pool_tile", tiling.pool_window(layer.pool, shape, pooled)))
+            shape = pooled
+        found.append(("tile", tiling.conv_window(layer, shape, node.out_shape)))
+    elif layer.op in ("pool1d", "pool2d"):
+        from edgebuild.ops.pool import window
+
+        found.append(("tile", tiling.pool_window(window(layer), node.in_shapes[0], node.out_shape)))
+    elif layer.op == "linear":
+        found.append(("tile", tiling.linear_window(layer, node.in_shapes[0])))
+    return found
+
+
 def run(ctx: Context) -> None:
     from edgebuild import folding
 
@@ -95,6 +148,19 @@ def run(ctx: Context) -> None:
     plan = make_plan(manifest.model.input, layers, _weight_bytes(ctx))
     weights = plan["weight_bytes"]
     _check_budgets(ctx, plan)
+    memory, tiling = manifest.target.memory, manifest.target.tiling
+    problems, totals = tile_steps(manifest.model.input, layers, plan, memory.l1,
+                                  tiling.double_buffer)
+    if problems:
+        raise UserError([ctx.checked.document.diagnostic(("target", "memory", "l1"), (
+            f"layer {name!r} needs at least {need} bytes of L1 even in its smallest tile "
+            f"(one output row, fewest channels{', double buffered' if tiling.double_buffer else ''}), "
+            f"budget is {memory.l1}")) for name, need in problems])
+    for step in plan["steps"]:
+        step["double_buffer"] = tiling.double_buffer
+    plan["memory"] = {"arena_bytes": plan["arena_bytes"],
+                      "arena_lower_bound": plan["arena_lower_bound"],
+                      "l2_budget": memory.l2, **totals}
     (ctx.out / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
     ctx.log(f"plan: arena {plan['arena_bytes']} bytes (lower bound "
             f"{plan['arena_lower_bound']}), weights {weights} bytes")
@@ -122,5 +188,5 @@ def _check_budgets(ctx: Context, plan: dict) -> None:
         raise UserError(problems)
 
 
-STAGE = Stage("plan", 2, ("validate", "quantize"), config, run,
+STAGE = Stage("plan", 3, ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets")

@@ -46,10 +46,9 @@ def collect(ctx: Context) -> dict:
             "test_samples": evaluation["samples"],
             "c_vs_reference": {k: kat["c_vs_reference"][k] for k in ("samples", "mismatches")},
             "cortex_m4": kat["cortex_m4"],
-            "memory": {"arena_bytes": plan["arena_bytes"],
-                       "arena_lower_bound": plan["arena_lower_bound"],
-                       "weight_bytes": plan["weight_bytes"]},
+            "memory": {**plan["memory"], "weight_bytes": plan["weight_bytes"]},
         },
+        "tiles": tile_rows(plan),
         "quantization": {"method": quant["method"], "rounding": quant["rounding"],
                          "layers": quant["layers"]},
         "layers": graph["nodes"],
@@ -58,6 +57,17 @@ def collect(ctx: Context) -> dict:
         "confusion": {"labels": data["classes"], "matrix": evaluation["confusion"]},
         "data": {"counts": data["counts"], "classes": len(data["classes"])},
     }
+
+
+def tile_rows(plan: dict) -> list[dict]:
+    """Per layer (and per fused pool): tile shape, tiles, bytes moved, L1 in use."""
+    rows = []
+    for step in plan["steps"]:
+        for key, suffix in (("pool_tile", " (pool)"), ("tile", "")):
+            tile = step.get(key)
+            if tile:
+                rows.append({"layer": step["layer"] + suffix, **tile})
+    return rows
 
 
 def run(ctx: Context) -> None:
@@ -69,7 +79,10 @@ def run(ctx: Context) -> None:
                     ctx.out / "confusion.png")
     images = {"float training": ctx.inputs["train"] / "curves.png",
               "QAT": ctx.inputs["qat"] / "curves.png", "confusion (integer model, test set)":
-              ctx.out / "confusion.png"}
+              ctx.out / "confusion.png", "memory per layer": ctx.out / "memory.png"}
+    if report["tiles"]:
+        plots.memory(report["tiles"], report["metrics"]["memory"]["l1_budget"],
+                     ctx.out / "memory.png")
     (ctx.out / "report.html").write_text(render_html(report, images))
     m = report["metrics"]
     ctx.log(f"report: float {m['float_accuracy']:.4f}  qat {m['qat_accuracy']}  int "
@@ -97,6 +110,8 @@ def render_html(report: dict, images: dict[str, Path]) -> str:
     quant = _table(report["quantization"]["layers"],
                    ["name", "bits", "shift", "weight_min", "weight_max", "weights_clipped_pct",
                     "saturated_pct", "wide"])
+    tiles = _table(report["tiles"], ["layer", "tiled", "rows", "channels", "tiles", "l1_bytes",
+                                      "bytes_in", "bytes_out"])
     figures = "".join(f"<h3>{html.escape(title)}</h3>{_image(path)}" for title, path in images.items())
     name = html.escape(report["name"])
     return f"""<!doctype html>
@@ -106,13 +121,14 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 <body><h1>{name}</h1>
 <h2>Metrics</h2>{metrics}
 <h2>Layers</h2>{layers}
+<h2>Memory: L1 tiles and traffic</h2>{tiles}
 <h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}
 <h2>Figures</h2>{figures}
 </body></html>
 """
 
 
-STAGE = Stage("report", 3, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+STAGE = Stage("report", 4, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"))

@@ -1,0 +1,387 @@
+/* edgebuild tiled execution (see eb_tiling.h for the contract: API, L1 layout, tile order).
+ *
+ * Every byte that moves between L2 (in, weight, bias, out) and L1 goes through eb_dma_copy;
+ * the zero padding materialized in L1 is written with memset (no L2 traffic). Regions of a
+ * slot sit at fixed offsets computed from the full-size tile (rows clamped to out_h, channels
+ * to out_c, see conv_oc_step); a smaller last tile uses the start of each region. The slot
+ * size is rounded up to a multiple of 4 so that, with double buffering, the second slot (at
+ * l1 + slot bytes) is 4-byte aligned too. l1 itself must be 4-byte aligned (bias and wide
+ * outputs are int32). No allocation; C99. */
+#include "eb_tiling.h"
+
+#include <string.h>
+
+#define EB_ALIGN4(n) (((int32_t)(n) + 3) & ~(int32_t)3)
+
+/* Byte offsets of the regions inside one slot, and the slot size. */
+typedef struct {
+    int32_t in, weight, bias, out, slot;
+} eb_slot_layout;
+
+void eb_dma_copy(void *dst, const void *src, uint32_t bytes)
+{
+    /* The one place a DMA driver would go (start a transfer; a real driver would wait for it
+     * before the kernel reads the slot). */
+    if (bytes != 0u) {
+        memcpy(dst, src, (size_t)bytes);
+    }
+}
+
+static void make_layout(eb_slot_layout *l, int32_t in_bytes, int32_t weight_bytes,
+                        int32_t bias_bytes, int32_t out_bytes)
+{
+    l->in = 0;
+    l->weight = l->in + EB_ALIGN4(in_bytes);
+    l->bias = l->weight + EB_ALIGN4(weight_bytes);
+    l->out = l->bias + EB_ALIGN4(bias_bytes);
+    l->slot = l->out + EB_ALIGN4(out_bytes);
+}
+
+/* v clamped to [1, limit] (limit >= 1 for every valid layer). */
+static int clamp_step(int v, int limit)
+{
+    if (v > limit) {
+        v = limit;
+    }
+    return v < 1 ? 1 : v;
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* Stage rows [top, top + in_rows) of channels [c0, c0 + c_t) of a [C][in_h][in_w] tensor into
+ * dst as [c_t][in_rows][in_w + 2*pad_w]; rows outside the image and the pad_w columns on both
+ * sides are zero. */
+static void stage_rows(const int8_t *src, int in_h, int in_w, int c0, int c_t, int top,
+                       int in_rows, int pad_w, int8_t *dst)
+{
+    const int32_t wp = (int32_t)in_w + 2 * pad_w;
+    const int lo = top < 0 ? min_int(-top, in_rows) : 0; /* first row inside the image */
+    const int hi = in_h - top < lo ? lo : min_int(in_h - top, in_rows); /* one past the last */
+    int c, r;
+    if (pad_w == 0 && lo == 0 && hi == in_rows && in_rows == in_h) {
+        /* whole planes: one contiguous block for all channels */
+        eb_dma_copy(dst, src + (int32_t)c0 * in_h * in_w, (uint32_t)((int32_t)c_t * in_h * in_w));
+        return;
+    }
+    for (c = 0; c < c_t; ++c) {
+        int8_t *plane = dst + (int32_t)c * in_rows * wp;
+        memset(plane, 0, (size_t)((int32_t)lo * wp));
+        if (hi > lo) {
+            const int8_t *rows = src + ((int32_t)(c0 + c) * in_h + (top + lo)) * in_w;
+            if (pad_w == 0) {
+                eb_dma_copy(plane + (int32_t)lo * wp, rows, (uint32_t)((int32_t)(hi - lo) * in_w));
+            } else {
+                for (r = lo; r < hi; ++r) {
+                    int8_t *row = plane + (int32_t)r * wp;
+                    memset(row, 0, (size_t)pad_w);
+                    eb_dma_copy(row + pad_w, rows + (int32_t)(r - lo) * in_w, (uint32_t)in_w);
+                    memset(row + pad_w + in_w, 0, (size_t)pad_w);
+                }
+            }
+        }
+        memset(plane + (int32_t)hi * wp, 0, (size_t)((int32_t)(in_rows - hi) * wp));
+    }
+}
+
+/* Copy an output tile [c_t][rows][out_w] (elements of esize bytes) from L1 into the L2 tensor
+ * [C][out_h][out_w] at channel c0, row y0. */
+static void write_back(const int8_t *tile, int c0, int c_t, int out_h, int out_w, int y0,
+                       int rows, int esize, void *out)
+{
+    int8_t *dst = (int8_t *)out;
+    const int32_t row_bytes = (int32_t)out_w * esize;
+    int c;
+    if (rows == out_h) {
+        eb_dma_copy(dst + (int32_t)c0 * out_h * row_bytes, tile,
+                    (uint32_t)((int32_t)c_t * rows * row_bytes));
+        return;
+    }
+    for (c = 0; c < c_t; ++c) {
+        eb_dma_copy(dst + ((int32_t)(c0 + c) * out_h + y0) * row_bytes,
+                    tile + (int32_t)c * rows * row_bytes, (uint32_t)((int32_t)rows * row_bytes));
+    }
+}
+
+/* ---- conv ---------------------------------------------------------------------------- */
+
+/* Output channels per full tile: t->channels clamped to [1, out_c] and made whole-group safe.
+ * The contract asks for a multiple of out_c/groups (a tile covers whole groups: its input
+ * channels are those of its groups). Two more cases are accepted so that no tile straddles
+ * a group boundary: a dense conv (groups == 1) takes any count — every tile reads all in_c
+ * input channels, which is what the planner (edgebuild/tiling.py) assumes; a grouped conv
+ * takes a divisor of out_c/groups (the tile lies inside one group and reads its in_c/groups
+ * channels). Anything else is rounded down to the nearest such count. */
+static int conv_oc_step(const eb_conv_params *p, const eb_tile *t)
+{
+    const int opg = p->out_c / p->groups;
+    int c = clamp_step(t->channels, p->out_c);
+    if (c >= opg) {
+        return c - c % opg;
+    }
+    if (p->groups > 1) {
+        while (opg % c != 0) {
+            --c;
+        }
+    }
+    return c;
+}
+
+/* The groups a tile of oc_t output channels covers (1 when inside one group), and the input
+ * channels it reads (cin_t). */
+static int conv_tile_groups(const eb_conv_params *p, int oc_t)
+{
+    const int opg = p->out_c / p->groups;
+    return oc_t >= opg ? oc_t / opg : 1;
+}
+
+static int conv_cin_t(const eb_conv_params *p, int oc_t)
+{
+    return conv_tile_groups(p, oc_t) * (p->in_c / p->groups);
+}
+
+static int conv_in_rows(const eb_conv_params *p, int rows)
+{
+    return (rows - 1) * p->stride_h + p->dil_h * (p->k_h - 1) + 1;
+}
+
+static void conv_layout(const eb_conv_params *p, int oc_t, int rows, int wide, int has_bias,
+                        eb_slot_layout *l)
+{
+    const int32_t ipg = p->in_c / p->groups;
+    const int32_t in_row_bytes = (int32_t)p->in_w + 2 * p->pad_w;
+    make_layout(l, (int32_t)conv_cin_t(p, oc_t) * conv_in_rows(p, rows) * in_row_bytes,
+                (int32_t)oc_t * ipg * p->k_h * p->k_w, has_bias ? 4 * (int32_t)oc_t : 0,
+                (int32_t)oc_t * rows * p->out_w * (wide ? 4 : 1));
+}
+
+extern int32_t eb_conv_tile_slot_bytes(const eb_conv_params *p, const eb_tile *t, int wide,
+                                       int has_bias);
+int32_t eb_conv_tile_slot_bytes(const eb_conv_params *p, const eb_tile *t, int wide,
+                                int has_bias)
+{
+    eb_slot_layout l;
+    conv_layout(p, conv_oc_step(p, t), clamp_step(t->rows, p->out_h), wide, has_bias, &l);
+    return l.slot;
+}
+
+/* The geometry shared by the staging and the compute of a conv tile. */
+typedef struct {
+    const eb_conv_params *p;
+    const int8_t *in, *weight;
+    const int32_t *bias;
+    eb_slot_layout lay;
+    int oc_step, row_step, n_rt, ipg, opg;
+} eb_conv_run;
+
+typedef struct {
+    int ct, oc0, oc_t, y0, rows;
+} eb_tile_pos;
+
+static void tile_pos(int32_t i, int n_rt, int c_step, int c_total, int row_step, int out_h,
+                     eb_tile_pos *tp)
+{
+    tp->ct = (int)(i / n_rt);
+    tp->oc0 = tp->ct * c_step;
+    tp->oc_t = min_int(c_step, c_total - tp->oc0);
+    tp->y0 = (int)(i % n_rt) * row_step;
+    tp->rows = min_int(row_step, out_h - tp->y0);
+}
+
+/* Input of tile i into slot; weights and bias too unless the slot already holds them. */
+static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, int *held_ct)
+{
+    const eb_conv_params *p = r->p;
+    stage_rows(r->in, p->in_h, p->in_w, (tp->oc0 / r->opg) * r->ipg, conv_cin_t(p, tp->oc_t),
+               tp->y0 * p->stride_h - p->pad_h, conv_in_rows(p, tp->rows), p->pad_w,
+               slot + r->lay.in);
+    if (*held_ct != tp->ct) {
+        const int32_t w_per_oc = (int32_t)r->ipg * p->k_h * p->k_w;
+        eb_dma_copy(slot + r->lay.weight, r->weight + tp->oc0 * w_per_oc,
+                    (uint32_t)(tp->oc_t * w_per_oc));
+        if (r->bias != NULL) {
+            eb_dma_copy(slot + r->lay.bias, r->bias + tp->oc0, (uint32_t)(4 * tp->oc_t));
+        }
+        *held_ct = tp->ct;
+    }
+}
+
+void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    eb_conv_run r;
+    int held_ct[2] = {-1, -1};
+    const int slots = t->double_buffer ? 2 : 1;
+    int32_t i, n_tiles;
+    r.p = p;
+    r.in = in;
+    r.weight = weight;
+    r.bias = bias;
+    r.ipg = p->in_c / p->groups;
+    r.opg = p->out_c / p->groups;
+    r.oc_step = conv_oc_step(p, t);
+    r.row_step = clamp_step(t->rows, p->out_h);
+    r.n_rt = (p->out_h + r.row_step - 1) / r.row_step;
+    n_tiles = (int32_t)((p->out_c + r.oc_step - 1) / r.oc_step) * r.n_rt;
+    conv_layout(p, r.oc_step, r.row_step, wide, bias != NULL, &r.lay);
+
+    for (i = 0; i < n_tiles; ++i) {
+        const int s = slots == 2 ? (int)(i & 1) : 0;
+        int8_t *slot = l1 + s * r.lay.slot;
+        eb_tile_pos tp;
+        eb_conv_params tile;
+        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        if (slots == 1 || i == 0) {
+            conv_stage(&r, &tp, slot, &held_ct[s]);
+        }
+        if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
+            eb_tile_pos next;
+            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
+        }
+        tile = *p;
+        tile.in_c = (int16_t)conv_cin_t(p, tp.oc_t);
+        tile.in_h = (int16_t)conv_in_rows(p, tp.rows);
+        tile.in_w = (int16_t)(p->in_w + 2 * p->pad_w);
+        tile.out_c = (int16_t)tp.oc_t;
+        tile.out_h = (int16_t)tp.rows;
+        tile.pad_h = 0;
+        tile.pad_w = 0;
+        tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
+        kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
+               bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
+               slot + r.lay.out);
+        write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
+                   wide ? 4 : 1, out);
+    }
+}
+
+/* ---- pool ---------------------------------------------------------------------------- */
+
+static int pool_in_rows(const eb_pool_params *p, int rows)
+{
+    return (rows - 1) * p->stride_h + p->k_h;
+}
+
+static void pool_layout(const eb_pool_params *p, int c_t, int rows, eb_slot_layout *l)
+{
+    make_layout(l, (int32_t)c_t * pool_in_rows(p, rows) * p->in_w, 0, 0,
+                (int32_t)c_t * rows * p->out_w);
+}
+
+extern int32_t eb_pool_tile_slot_bytes(const eb_pool_params *p, const eb_tile *t);
+int32_t eb_pool_tile_slot_bytes(const eb_pool_params *p, const eb_tile *t)
+{
+    eb_slot_layout l;
+    pool_layout(p, clamp_step(t->channels, p->c), clamp_step(t->rows, p->out_h), &l);
+    return l.slot;
+}
+
+static void pool_stage(const eb_pool_params *p, const eb_tile_pos *tp, const int8_t *in,
+                       int8_t *slot_in)
+{
+    stage_rows(in, p->in_h, p->in_w, tp->oc0, tp->oc_t, tp->y0 * p->stride_h,
+               pool_in_rows(p, tp->rows), 0, slot_in);
+}
+
+void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
+                     int8_t *l1)
+{
+    eb_slot_layout lay;
+    const int slots = t->double_buffer ? 2 : 1;
+    const int c_step = clamp_step(t->channels, p->c);
+    const int row_step = clamp_step(t->rows, p->out_h);
+    const int n_rt = (p->out_h + row_step - 1) / row_step;
+    const int32_t n_tiles = (int32_t)((p->c + c_step - 1) / c_step) * n_rt;
+    int32_t i;
+    pool_layout(p, c_step, row_step, &lay);
+
+    for (i = 0; i < n_tiles; ++i) {
+        const int s = slots == 2 ? (int)(i & 1) : 0;
+        int8_t *slot = l1 + s * lay.slot;
+        eb_tile_pos tp;
+        eb_pool_params tile;
+        tile_pos(i, n_rt, c_step, p->c, row_step, p->out_h, &tp);
+        if (slots == 1 || i == 0) {
+            pool_stage(p, &tp, in, slot + lay.in);
+        }
+        if (slots == 2 && i + 1 < n_tiles) {
+            eb_tile_pos next;
+            tile_pos(i + 1, n_rt, c_step, p->c, row_step, p->out_h, &next);
+            pool_stage(p, &next, in, l1 + (1 - s) * lay.slot + lay.in);
+        }
+        tile = *p;
+        tile.c = (int16_t)tp.oc_t;
+        tile.in_h = (int16_t)pool_in_rows(p, tp.rows);
+        tile.out_h = (int16_t)tp.rows;
+        eb_pool2d(&tile, slot + lay.in, slot + lay.out);
+        write_back(slot + lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows, 1, out);
+    }
+}
+
+/* ---- linear -------------------------------------------------------------------------- */
+
+static void linear_layout(int in_f, int oc_t, int wide, int has_bias, eb_slot_layout *l)
+{
+    make_layout(l, in_f, (int32_t)oc_t * in_f, has_bias ? 4 * (int32_t)oc_t : 0,
+                (int32_t)oc_t * (wide ? 4 : 1));
+}
+
+extern int32_t eb_linear_tile_slot_bytes(int in_f, const eb_tile *t, int wide, int has_bias);
+int32_t eb_linear_tile_slot_bytes(int in_f, const eb_tile *t, int wide, int has_bias)
+{
+    /* out_f is not an argument: the tile is taken as given (channels >= 1). */
+    eb_slot_layout l;
+    linear_layout(in_f, t->channels < 1 ? 1 : t->channels, wide, has_bias, &l);
+    return l.slot;
+}
+
+static void linear_stage(int in_f, int o0, int oc_t, const int8_t *in, const int8_t *weight,
+                         const int32_t *bias, const eb_slot_layout *lay, int8_t *slot,
+                         int *has_input)
+{
+    if (!*has_input) { /* the whole input, once per slot */
+        eb_dma_copy(slot + lay->in, in, (uint32_t)in_f);
+        *has_input = 1;
+    }
+    eb_dma_copy(slot + lay->weight, weight + (int32_t)o0 * in_f, (uint32_t)((int32_t)oc_t * in_f));
+    if (bias != NULL) {
+        eb_dma_copy(slot + lay->bias, bias + o0, (uint32_t)(4 * oc_t));
+    }
+}
+
+void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    eb_slot_layout lay;
+    int has_input[2] = {0, 0};
+    const int slots = t->double_buffer ? 2 : 1;
+    const int esize = wide ? 4 : 1;
+    const int step = clamp_step(t->channels, out_f);
+    const int n_tiles = (out_f + step - 1) / step;
+    int i;
+    linear_layout(in_f, step, wide, bias != NULL, &lay);
+
+    for (i = 0; i < n_tiles; ++i) {
+        const int s = slots == 2 ? (i & 1) : 0;
+        int8_t *slot = l1 + s * lay.slot;
+        const int o0 = i * step, oc_t = min_int(step, out_f - o0);
+        if (slots == 1 || i == 0) {
+            linear_stage(in_f, o0, oc_t, in, weight, bias, &lay, slot, &has_input[s]);
+        }
+        if (slots == 2 && i + 1 < n_tiles) {
+            const int n0 = o0 + step;
+            linear_stage(in_f, n0, min_int(step, out_f - n0), in, weight, bias, &lay,
+                         l1 + (1 - s) * lay.slot, &has_input[1 - s]);
+        }
+        kernel(in_f, oc_t, slot + lay.in, slot + lay.weight,
+               bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL,
+               slot + lay.out);
+        eb_dma_copy((int8_t *)out + (int32_t)o0 * esize, slot + lay.out,
+                    (uint32_t)((int32_t)oc_t * esize));
+    }
+}

@@ -1,0 +1,55 @@
+/* edgebuild tiled execution: layers whose working set does not fit the L1 scratchpad run
+ * tile by tile. Tensors and weights live in L2 (the arena and flash); each tile's input
+ * (with the halo a window needs, and zero padding materialized), weights, bias and output
+ * are staged in L1 through eb_dma_copy — the one place a DMA driver would go — and the
+ * ordinary kernels run on the tile. Results are identical to the untiled kernels.
+ *
+ * L1 layout of one tile slot (every region starts 4-byte aligned, in this order):
+ *   conv:   input  [cin_t][in_rows][in_w + 2*pad_w]      int8, in_rows = (rows-1)*stride_h + dil_h*(k_h-1) + 1
+ *           weight [oc_t][in_c/groups][k_h][k_w]         int8
+ *           bias   [oc_t]                                int32 (only when bias != NULL)
+ *           output [oc_t][rows][out_w]                   int8, or int32 when wide
+ *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h)
+ *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
+ * Dense conv (groups == 1): any oc_t, cin_t = in_c, the tile is a dense conv.
+ * Grouped conv (groups > 1): oc_t is a multiple of out_c/groups (or a divisor of it, so a
+ * tile never spans two groups); cin_t = max(1, oc_t / (out_c/groups)) * (in_c/groups).
+ * Weights and bias are staged only when a slot's channel tile changes; a linear layer's
+ * input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
+ * caller binds them in a per-layer wrapper (as it binds an optimized kernel's scratch).
+ * With double buffering two slots alternate: the next tile's input is staged before the
+ * current tile is computed.
+ * Tiles: output channels outer (oc_t per tile), output rows inner (rows per tile); the
+ * last tile of each may be smaller.
+ */
+#ifndef EB_TILING_H
+#define EB_TILING_H
+
+#include <stdint.h>
+
+#include "eb_kernels.h"
+
+typedef struct {
+    int16_t rows;      /* output rows per tile (>= 1) */
+    int16_t channels;  /* output channels per tile (>= 1; grouped: multiple of out_c/groups) */
+    int8_t double_buffer;
+} eb_tile;
+
+/* The kernel run on every tile (the reference or an optimized one, bound by the caller). */
+typedef void (*eb_conv_kernel)(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                               const int32_t *bias, void *out);
+typedef void (*eb_linear_kernel)(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                                 const int32_t *bias, void *out);
+
+void eb_dma_copy(void *dst, const void *src, uint32_t bytes);
+
+void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1);
+void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
+                     int8_t *l1);
+void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1);
+
+#endif

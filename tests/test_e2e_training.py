@@ -174,7 +174,7 @@ def test_examples_meet_accuracy_targets(tmp_path):
     shutil.copytree(EXAMPLES, tmp_path / "manifests")
     build_json(tmp_path)
     names = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
-    assert {"digits", "vowels", "digits_conv"} <= set(names)
+    assert {"digits", "vowels", "digits_conv", "vowels_small_l1"} <= set(names)
     for name in names:
         metrics = json.loads((tmp_path / "build" / name / "report.json").read_text())["metrics"]
         assert metrics["int_vs_fakequant_mismatches"] == 0
@@ -182,6 +182,10 @@ def test_examples_meet_accuracy_targets(tmp_path):
         assert metrics["float_accuracy"] - metrics["int_accuracy"] <= 0.01, (name, metrics)
         memory = metrics["memory"]
         assert memory["arena_bytes"] <= 1.05 * memory["arena_lower_bound"], (name, memory)
+    small = json.loads((tmp_path / "build" / "vowels_small_l1" / "report.json").read_text())
+    memory = small["metrics"]["memory"]
+    assert {"conv1", "conv2", "conv3"} <= set(memory["tiled_layers"])
+    assert memory["l1_peak"] <= memory["l1_budget"] == 1024
     m4 = json.loads((tmp_path / "build" / "digits_conv" / "report.json").read_text())[
         "metrics"]["cortex_m4"]
     if "skipped" not in m4:  # exact instruction counts: the same binary counts the same

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_abi import I8, I32, ConvParams, PoolParams
 
 from edgebuild import numerics
 from edgebuild.ops import add as add_op
@@ -36,25 +37,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 GUARD = 16  # sentinel elements after every output buffer: the kernel must not touch them
 SENTINEL = 0x5A
 
-I8, I16, I32 = ctypes.c_int8, ctypes.c_int16, ctypes.c_int32
 P8, P32 = ctypes.POINTER(I8), ctypes.POINTER(I32)
-
-
-class ConvParams(ctypes.Structure):
-    """Mirror of eb_conv_params (eb_kernels.h): int16_t fields, then int8_t fields."""
-
-    _fields_ = [(name, I16) for name in (
-        "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h",
-        "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups")] + \
-        [(name, I8) for name in ("shift", "rounding", "act")]
-
-
-class PoolParams(ctypes.Structure):
-    """Mirror of eb_pool_params (eb_kernels.h)."""
-
-    _fields_ = [(name, I16) for name in (
-        "c", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", "stride_w")] + \
-        [(name, I8) for name in ("mode", "rounding")]
 
 
 STRUCTS = {"conv": ("eb_conv_params", ConvParams), "pool": ("eb_pool_params", PoolParams)}

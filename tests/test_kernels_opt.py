@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
 from edgebuild import numerics
 
@@ -51,22 +52,7 @@ BENCH = {"in_c": 16, "in_hw": 8, "out_c": 32, "k": 3, "pad": 1}
 TARGET_INSN_PER_MAC = 1.5
 TARGET_SPEEDUP = 2.0
 
-I8, I16, I32 = ctypes.c_int8, ctypes.c_int16, ctypes.c_int32
 P8, P16, P32 = (ctypes.POINTER(t) for t in (I8, I16, I32))
-CONV_FIELDS = ("in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h",
-               "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups")
-
-pytestmark = pytest.mark.skipif(GCC is None, reason="gcc is not on PATH: the kernel tests "
-                                "compile eb_kernels.c and eb_kernels_opt.c")
-
-
-class ConvParams(ctypes.Structure):
-    """Mirror of eb_conv_params (eb_kernels.h); checked against the header below."""
-
-    _fields_ = [(name, I16) for name in CONV_FIELDS] + \
-        [(name, I8) for name in ("shift", "rounding", "act")]
-
-
 PROBE = """#include <stddef.h>
 #include "eb_kernels_opt.h"
 int eb_test_conv_scratch(int ipg, int k_h, int k_w) { return EB_CONV_OPT_SCRATCH(ipg, k_h, k_w); }

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_abi import CONV_FIELDS, I8, I32, POOL_FIELDS, ConvParams, PoolParams, Tile
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
@@ -38,33 +39,9 @@ GUARD = 16  # guard bytes after L1 / guard elements after every output buffer
 SENTINEL = 0x5A
 EXAMPLES = settings(max_examples=80, deadline=None)
 
-I8, I16, I32, I64 = ctypes.c_int8, ctypes.c_int16, ctypes.c_int32, ctypes.c_int64
+I64 = ctypes.c_int64
 P8, P32, P64 = ctypes.POINTER(I8), ctypes.POINTER(I32), ctypes.POINTER(I64)
 INT = ctypes.c_int
-
-CONV_FIELDS = ("in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h",
-               "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups")
-POOL_FIELDS = ("c", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", "stride_w")
-
-
-class ConvParams(ctypes.Structure):
-    """Mirror of eb_conv_params (eb_kernels.h)."""
-
-    _fields_ = [(name, I16) for name in CONV_FIELDS] + \
-        [(name, I8) for name in ("shift", "rounding", "act")]
-
-
-class PoolParams(ctypes.Structure):
-    """Mirror of eb_pool_params (eb_kernels.h)."""
-
-    _fields_ = [(name, I16) for name in POOL_FIELDS] + [(name, I8) for name in ("mode", "rounding")]
-
-
-class Tile(ctypes.Structure):
-    """Mirror of eb_tile (eb_tiling.h)."""
-
-    _fields_ = [("rows", I16), ("channels", I16), ("double_buffer", I8)]
-
 
 STRUCTS = {"conv": ("eb_conv_params", ConvParams), "pool": ("eb_pool_params", PoolParams),
            "tile": ("eb_tile", Tile)}

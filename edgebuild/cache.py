@@ -199,17 +199,25 @@ def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) ->
     path = Path(path).resolve()
     info = path.stat()
     fingerprint = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
+    known = _REMEMBERED.get(tuple(fingerprint))  # the same file keyed by several manifests
+    if known is not None:
+        return known
     record = root / "stat" / f"{kind}-{hashlib.sha1(str(path).encode()).hexdigest()}.json"
     try:
         saved = json.loads(record.read_text())
         if saved["fingerprint"] == fingerprint:
+            _REMEMBERED[tuple(fingerprint)] = saved["value"]
             return saved["value"]
     except (OSError, ValueError, KeyError):
         pass
     value = compute()
     with contextlib.suppress(OSError):  # the record is an optimization (read-only cache)
         write_atomic(record, json.dumps({"fingerprint": fingerprint, "value": value}))
+    _REMEMBERED[tuple(fingerprint)] = value
     return value
+
+
+_REMEMBERED: dict[tuple, str] = {}  # per process: fingerprint -> value
 
 
 def file_digest(path: Path, root: Path) -> str:

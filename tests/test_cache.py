@@ -327,6 +327,7 @@ def test_file_digest_uses_the_stat_record(tmp_path):
     saved = json.loads(record.read_text())
     saved["value"] = "0" * 64  # a remembered digest is trusted while the stat is unchanged
     record.write_text(json.dumps(saved))
+    caches._REMEMBERED.clear()  # a new process: only the record on disk remembers
     assert caches.file_digest(data, root) == "0" * 64
     os.utime(data)  # a touch invalidates the record, and the content decides again
     assert caches.file_digest(data, root) == real

@@ -166,3 +166,20 @@ def test_batchnorm_folding_is_equivalent():
     x = torch.randn(6, 2, 5, 5)
     with torch.no_grad():
         assert torch.allclose(net(x), folded(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("method,expected", [
+    ("max", 4.0),                     # max |w|
+    ("scale", 4.0 * 0.5),             # max |w| x scale
+    ("stddev", 2.0 * np.std([-4.0, 1.0, 0.5, -0.5, 2.0, 1.0])),  # stddevs x std(w)
+    ("avgmax", (4.0 + 2.0) / 2),      # mean over output channels of each channel's max |w|
+])
+def test_post_training_clip_methods(method, expected):
+    from edgebuild.manifest import Quantize
+    from edgebuild.stages.quantize import threshold
+
+    weights = np.array([[-4.0, 1.0, 0.5], [-0.5, 2.0, 1.0]])  # two output channels
+    config = Quantize(clip=method, scale=0.5, stddevs=2.0)
+    assert threshold(weights, config, 1.0, qat=False) == pytest.approx(expected)
+    # with QAT the scale always follows the trained weights (a quantile of |w|)
+    assert threshold(weights, config, 1.0, qat=True) == pytest.approx(4.0)

@@ -11,6 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs are reproducible (the same examples every run); local runs keep exploring.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "manifests"

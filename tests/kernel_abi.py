@@ -29,3 +29,15 @@ class Tile(ctypes.Structure):
     """Mirror of eb_tile (eb_tiling.h)."""
 
     _fields_ = [("rows", I16), ("channels", I16), ("double_buffer", I8)]
+
+
+def layout_probe(structs: dict, prefix: str) -> list[str]:
+    """C functions `<prefix>_sizeof_<key>` and `<prefix>_offsetof_<key>_<field>` for every
+    mirrored struct, so a test can compare the C layout with the ctypes mirror."""
+    lines = []
+    for key, (c_name, struct) in structs.items():
+        lines.append(f"int {prefix}_sizeof_{key}(void) {{ return (int)sizeof({c_name}); }}")
+        for field, _ in struct._fields_:
+            lines.append(f"int {prefix}_offsetof_{key}_{field}(void) "
+                         f"{{ return (int)offsetof({c_name}, {field}); }}")
+    return lines

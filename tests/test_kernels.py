@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kernel_abi import I8, I32, ConvParams, PoolParams
+from kernel_abi import I8, I32, ConvParams, PoolParams, layout_probe
 
 from edgebuild import numerics
 from edgebuild.ops import add as add_op
@@ -45,12 +45,7 @@ STRUCTS = {"conv": ("eb_conv_params", ConvParams), "pool": ("eb_pool_params", Po
 
 def probe_source() -> str:
     """sizeof/offsetof of every mirrored field, and the header's static inline requantize."""
-    lines = ["#include <stddef.h>", '#include "eb_kernels.h"']
-    for key, (c_name, struct) in STRUCTS.items():
-        lines.append(f"int eb_sizeof_{key}(void) {{ return (int)sizeof({c_name}); }}")
-        for field, _ in struct._fields_:
-            lines.append(f"int eb_offsetof_{key}_{field}(void) "
-                         f"{{ return (int)offsetof({c_name}, {field}); }}")
+    lines = ["#include <stddef.h>", '#include "eb_kernels.h"', *layout_probe(STRUCTS, "eb")]
     lines.append("int eb_test_requantize(int32_t acc, int shift, int rounding, int act)\n"
                  "{ return eb_requantize(acc, shift, rounding, act); }")
     return "\n".join(lines) + "\n"

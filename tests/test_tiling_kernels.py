@@ -22,7 +22,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_abi import CONV_FIELDS, I8, I32, POOL_FIELDS, ConvParams, PoolParams, Tile
+from kernel_abi import (
+    CONV_FIELDS,
+    I8,
+    I32,
+    POOL_FIELDS,
+    ConvParams,
+    PoolParams,
+    Tile,
+    layout_probe,
+)
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
@@ -143,12 +152,7 @@ void tt_linear_tiled(int in_f, int out_f, const eb_tile *t, int wide, int shift,
 
 
 def probe_source() -> str:
-    lines = ["#include <stddef.h>", '#include "eb_tiling.h"']
-    for key, (c_name, struct) in STRUCTS.items():
-        lines.append(f"int tt_sizeof_{key}(void) {{ return (int)sizeof({c_name}); }}")
-        for field, _ in struct._fields_:
-            lines.append(f"int tt_offsetof_{key}_{field}(void) "
-                         f"{{ return (int)offsetof({c_name}, {field}); }}")
+    lines = ["#include <stddef.h>", '#include "eb_tiling.h"', *layout_probe(STRUCTS, "tt")]
     return "\n".join(lines) + "\n"
 
 

@@ -14,8 +14,10 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from edgebuild.datasets import DatasetSpec
+from edgebuild.device import DEVICE_NAMES
 from edgebuild.fields import Bytes, Identifier, Strict
 from edgebuild.ops import Layer
+from edgebuild.placement_spec import LayerPlacement
 
 SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
 
@@ -25,6 +27,10 @@ class Model(Strict):
         min_length=1, max_length=3,
         description="sample shape, channels first: [features], [C, L] or [C, H, W]")
     layers: tuple[Layer, ...] = Field(min_length=1, max_length=512)
+    weights: str | None = Field(
+        default=None, min_length=1,
+        description="pre-quantized integer weights (.npz, e.g. from `edgebuild import-ai8x`), "
+                    "relative to the manifest; the model is then not trained")
 
 
 class Sgd(Strict):
@@ -140,11 +146,10 @@ class Quantize(Strict):
                              description="training samples used for saturation statistics")
 
 
-class Device(StrEnum):
-    host = "host"
-    cortex_m4 = "cortex-m4"
-    max78000 = "max78000"
-    max78002 = "max78002"
+# host and cortex-m4 are generic CPUs; every accelerator comes from a profile file
+# (edgebuild/devices/<name>.yaml), so adding a device is a data change.
+Device = StrEnum("Device", {name.replace("-", "_"): name
+                            for name in ("host", "cortex-m4", *DEVICE_NAMES)})
 
 
 class Memory(Strict):
@@ -166,6 +171,16 @@ class Target(Strict):
     tiling: Tiling = Tiling()
 
 
+class Kat(Strict):
+    """A known answer supplied with the model (e.g. another toolchain's sample and output)."""
+
+    input: str = Field(min_length=1, description=".npy int8-range input: one sample or a batch")
+    expected: str | None = Field(default=None, min_length=1,
+                                 description=".npy expected integer outputs (the other "
+                                             "toolchain's known answer); without it the integer "
+                                             "reference is the answer")
+
+
 class Manifest(Strict):
     """One model, from dataset to deployable C project."""
 
@@ -173,9 +188,14 @@ class Manifest(Strict):
                                 description="optional JSON Schema reference for editors")
     name: Identifier
     seed: int = Field(strict=True, default=0, ge=0, le=2**31 - 1)
-    dataset: DatasetSpec
+    dataset: DatasetSpec | None = Field(default=None,
+                                        description="required unless model.weights is given")
     model: Model
     train: Train = Train()
     qat: Qat = Qat()
     quantize: Quantize = Quantize()
     target: Target = Target()
+    placement: dict[Identifier, LayerPlacement] = Field(
+        default={}, description="MAX7800x devices: per-layer processors and data memory offsets, "
+                                "keyed by layer name; missing layers are placed automatically")
+    kat: Kat | None = None

@@ -6,7 +6,18 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from edgebuild.ops import add, batchnorm, concat, conv1d, conv2d, dropout, flatten, linear, pool
+from edgebuild.ops import (
+    add,
+    batchnorm,
+    concat,
+    conv1d,
+    conv2d,
+    dropout,
+    flatten,
+    linear,
+    passthrough,
+    pool,
+)
 from edgebuild.ops.base import Operator
 
 OPS: dict[str, Operator] = {
@@ -18,6 +29,7 @@ OPS: dict[str, Operator] = {
         pool.OPERATOR_1D,
         pool.OPERATOR_2D,
         flatten.OPERATOR,
+        passthrough.OPERATOR,
         add.OPERATOR,
         concat.OPERATOR,
         batchnorm.OPERATOR,

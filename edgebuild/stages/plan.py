@@ -19,6 +19,9 @@ def config(checked) -> dict:
     return {"target": checked.manifest.target.model_dump(mode="json")}
 
 
+VIEWS = ("flatten", "passthrough")  # no copy, no buffer: the output is the input
+
+
 def element_bytes(layer) -> int:
     return 4 if getattr(layer, "wide", False) else 1
 
@@ -32,7 +35,7 @@ def steps(model_input, layers, graph) -> tuple[list, dict]:
     for index, layer in enumerate(layers, start=1):
         node = nodes[layer.name]
         inputs = [alias.get(name, name) for name in node.inputs]
-        if layer.op == "flatten":
+        if layer.op in VIEWS:
             alias[layer.name] = inputs[0]
             continue
         record = {"step": index, "layer": layer.name, "op": layer.op, "inputs": inputs,

@@ -17,7 +17,7 @@ from edgebuild import cache as caches
 from edgebuild import outputs
 from edgebuild.errors import StageFailed, UserError
 from edgebuild.resolved import Resolved
-from edgebuild.stages import STAGES
+from edgebuild.stages import STAGES, upstream
 from edgebuild.stages.base import Context, Stage
 
 
@@ -75,7 +75,7 @@ def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: 
     """Everything that may change the stage's output, as plain JSON (DESIGN §4)."""
     if upstream_digests is None:
         upstream_digests = {}
-        for name in stage.upstream:
+        for name in upstream(stage, resolved.configs):
             state = outputs.read_state(build_dir, name)
             if state is None:
                 raise StageFailed(f"stage {stage.name}: upstream {name} has no output yet")
@@ -123,8 +123,9 @@ def _realize(checked, stage: Stage, key: str, material: dict, build_dir: Path,
     built = False
     if entry is None or caches.problems(entry):
         def build(out: Path) -> None:
-            stage.run(Context(checked, out, {u: build_dir / u for u in stage.upstream}, cache_root,
-                              build_dir))
+            active = [name for name, s in STAGES.items() if s.applies(checked)]
+            stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
+                              cache_root, build_dir))
         entry, built = cache.publish(stage_name, key, material, build)
     _check_lock(stage_name, "digest", entry.digest, locked)
     outputs.materialize(entry, build_dir, stage_name, stage.exports)

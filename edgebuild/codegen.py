@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgebuild import graph as graphs
+from edgebuild.numerics import pool_rounding, requantize_rounding
 from edgebuild.ops.base import pair
 from edgebuild.quantized import QuantizedModel
 from edgebuild.resources import templates_dir
@@ -19,7 +20,7 @@ from edgebuild.resources import templates_dir
 STACK_BYTES = 8192
 HEAP_BYTES = 4096
 VALUES_PER_LINE = 16
-ROUNDING = {"half_up": "EB_ROUND_HALF_UP", "floor": "EB_ROUND_FLOOR"}
+ROUNDING = {"half_up": "EB_ROUND_HALF_UP", "floor": "EB_ROUND_FLOOR", "trunc": "EB_ROUND_TRUNC"}
 ACT = {"none": "EB_ACT_NONE", "relu": "EB_ACT_RELU", "abs": "EB_ACT_ABS"}
 POOL = {"max": "EB_POOL_MAX", "avg": "EB_POOL_AVG"}
 # Kernel files per target device: the reference kernels are always there (they define the
@@ -120,7 +121,7 @@ def _pool_params(symbol: str, pool, shape, rounding: str,
     h, w = _spatial(shape, vertical)
     oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
     decl = (f"static const eb_pool_params {symbol} = {{{shape[0]}, {h}, {w}, {oh}, {ow}, "
-            f"{k[0]}, {k[1]}, {s[0]}, {s[1]}, {POOL[pool.mode.value]}, {ROUNDING[rounding]}}};")
+            f"{k[0]}, {k[1]}, {s[0]}, {s[1]}, {POOL[pool.mode.value]}, {ROUNDING[pool_rounding(rounding)]}}};")
     return decl, (oh, ow)
 
 
@@ -160,7 +161,7 @@ def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str,
     shift = quant.scale_exp - (quant.bits - 1)
     decls.append(f"static const eb_conv_params P_{layer.name} = {{{shape[0]}, {h}, {w}, "
                  f"{layer.out}, {oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {ph}, {pw}, {dh}, {dw}, "
-                 f"{layer.groups}, {shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}}};")
+                 f"{layer.groups}, {shift}, {ROUNDING[requantize_rounding(model.rounding)]}, {ACT[layer.act.value]}}};")
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
     if tile:
         decls.append(_tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"]))
@@ -195,7 +196,7 @@ def emit_linear(step, layer, node, model: QuantizedModel, source: str, optimized
         shift = quant.scale_exp - (quant.bits - 1)
         body = (f"{name}{'_WIDE' if optimized else '_wide'}(n, m, in, w, b, (int32_t *)out);"
                 if layer.wide else
-                f"{name}(n, m, in, w, b, {shift}, {ROUNDING[model.rounding]}, "
+                f"{name}(n, m, in, w, b, {shift}, {ROUNDING[requantize_rounding(model.rounding)]}, "
                 f"{ACT[layer.act.value]}, (int8_t *)out);")
         decls = [f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
                  f"const int32_t *b, void *out) {{ {body} }}",
@@ -208,7 +209,7 @@ def emit_linear(step, layer, node, model: QuantizedModel, source: str, optimized
                     f"W_{layer.name}, {bias}, (int32_t *){out});"]
     shift = quant.scale_exp - (quant.bits - 1)
     return [], [f"{name}({features}, {layer.out}, {source}, W_{layer.name}, {bias}, "
-                f"{shift}, {ROUNDING[model.rounding]}, {ACT[layer.act.value]}, {out});"]
+                f"{shift}, {ROUNDING[requantize_rounding(model.rounding)]}, {ACT[layer.act.value]}, {out});"]
 
 
 def linear_scratch(layer, node) -> str:

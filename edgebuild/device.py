@@ -29,11 +29,10 @@ def is_accelerator(device: str) -> bool:
 def profile(name: str):
     """The validated profile of device `name` (a `records.Profile`)."""
     import yaml
-
-    from edgebuild.errors import UserError
     from pydantic import ValidationError
 
     from edgebuild.device_records import Profile
+    from edgebuild.errors import UserError
 
     path = DEVICES_DIR / f"{name}.yaml"
     try:

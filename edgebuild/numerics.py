@@ -14,6 +14,13 @@ notes); a left shift (shift >= 0) is exact. Rounding happens before the activati
 order matters for `abs`), saturation is last: [-128, 127], or [0, 127] after relu/abs. A
 `wide` last layer outputs `acc` itself (int32, no shift, activation or saturation).
 
+A rounding *mode* names the requantization rounding and, after a `/`, the average-pooling
+rule when that differs: `half_up`, `floor`, or a device's `half_up/trunc` (MAX7800x: the
+sum of products rounds half up, average pooling truncates toward zero). Device profiles
+also fix the bias format: a bias is a `bias_bits` integer in units of 2^bias_scale_log2
+accumulator units (MAX7800x: int8 added as b x 128), and the weight scale exponent range
+depends on the weight width (`shift_limits`).
+
 The PyTorch fake-quant model computes the same thing in real units: every partial sum
 is an integer multiple of one unit 2^(-7 + shift), so in float64 it is exact and agrees
 with the integer reference bit for bit. (float32 is exact only to 2^24 — never use it
@@ -31,16 +38,35 @@ INT8_MIN, INT8_MAX = -128, 127
 ACT_SCALE = 128.0
 
 
+def requantize_rounding(mode: str) -> str:
+    """The rounding of `acc * 2^shift` in a rounding mode (see the module docstring)."""
+    return mode.split("/")[0]
+
+
+def pool_rounding(mode: str) -> str:
+    """The rounding of average pooling in a rounding mode: half_up, floor or trunc."""
+    return mode.split("/")[-1]
+
+
+def shift_limits(bits: int, total: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Allowed weight scale exponents s. Generic targets: SHIFT_RANGE. A device whose total
+    shift `s + (8 - bits)` must stay within `total` (MAX7800x: [-15, 15], so 4-bit weights
+    allow s in [-19, 11] as in the manual's output_shift table)."""
+    if total is None:
+        return SHIFT_RANGE
+    return total[0] - (8 - bits), total[1] - (8 - bits)
+
+
 def weight_limits(bits: int) -> tuple[int, int]:
     """Integer weight range: 8 -> [-128, 127], 4 -> [-8, 7], 2 -> [-2, 1], 1 -> [-1, 0]."""
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
-def scale_exponent(threshold: float) -> int:
-    """Smallest s with threshold <= 2^s, clipped to SHIFT_RANGE: weights/2^s fit [-1, 1]."""
+def scale_exponent(threshold: float, limits: tuple[int, int] = SHIFT_RANGE) -> int:
+    """Smallest s with threshold <= 2^s, clipped to `limits`: weights/2^s fit [-1, 1]."""
     if not threshold > 0 or not math.isfinite(threshold):
-        return SHIFT_RANGE[0]
-    return int(min(max(math.ceil(math.log2(threshold) - 1e-12), SHIFT_RANGE[0]), SHIFT_RANGE[1]))
+        return limits[0]
+    return int(min(max(math.ceil(math.log2(threshold) - 1e-12), limits[0]), limits[1]))
 
 
 def output_shift(scale_exp: int, bits: int) -> int:
@@ -57,7 +83,7 @@ def np_round_shift(acc, shift: int, rounding: str):
     if shift >= 0:
         return acc << shift
     right = -shift
-    if rounding == "half_up":
+    if requantize_rounding(rounding) == "half_up":
         return (acc + (1 << (right - 1))) >> right
     return acc >> right
 
@@ -83,9 +109,14 @@ def np_requantize(acc, shift: int, rounding: str, act: str):
 
 
 def np_divide_round(total, count: int, rounding: str):
-    """total / count rounded like a shift: used by average pooling (integers only)."""
-    if rounding == "half_up":
+    """total / count with the mode's pooling rule: used by average pooling (integers only)."""
+    import numpy as np
+
+    rule = pool_rounding(rounding)
+    if rule == "half_up":
         return (2 * total + count) // (2 * count)
+    if rule == "trunc":
+        return np.sign(total) * (np.abs(total) // count)
     return total // count
 
 
@@ -98,14 +129,16 @@ def np_quantize_weights(weights, scale_exp: int, bits: int, rounding: str = "hal
     return np.clip(np.floor(scaled + 0.5), low, high).astype(np.int64)
 
 
-def np_quantize_bias(bias, scale_exp: int, bits: int, bias_bits: int):
-    """Real bias -> accumulator units 2^(-7 + s - (b-1)), saturated to `bias_bits`."""
+def np_quantize_bias(bias, scale_exp: int, bits: int, bias_bits: int, bias_scale_log2: int = 0):
+    """Real bias -> accumulator units 2^(-7 + s - (b-1)): a `bias_bits` integer times
+    2^bias_scale_log2 (rounded half up, saturated)."""
     import numpy as np
 
-    unit_exp = -7 + output_shift(scale_exp, bits)
+    unit_exp = -7 + output_shift(scale_exp, bits) + bias_scale_log2
     limit = (1 << (bias_bits - 1))
     scaled = bias.astype(np.float64) * 2.0 ** (-unit_exp)
-    return np.clip(np.floor(scaled + 0.5), -limit, limit - 1).astype(np.int64)
+    stored = np.clip(np.floor(scaled + 0.5), -limit, limit - 1).astype(np.int64)
+    return stored << bias_scale_log2
 
 
 # ---- torch (training and fake quantization) ------------------------------------------
@@ -114,7 +147,20 @@ def torch_round(values, rounding: str):
     """Round with a straight-through gradient (identity backward)."""
     import torch
 
-    rounded = torch.floor(values + 0.5) if rounding == "half_up" else torch.floor(values)
+    rounded = torch.floor(values + 0.5) if requantize_rounding(rounding) == "half_up" \
+        else torch.floor(values)
+    return values + (rounded - values).detach()
+
+
+def torch_pool_round(values, rounding: str):
+    """Average pooling's rounding (the mode's pooling rule), straight-through gradient."""
+    import torch
+
+    rule = pool_rounding(rounding)
+    if rule == "trunc":
+        rounded = torch.trunc(values)
+    else:
+        rounded = torch.floor(values + 0.5) if rule == "half_up" else torch.floor(values)
     return values + (rounded - values).detach()
 
 
@@ -145,13 +191,13 @@ def torch_clamp_float(values, act: str):
     return F.hardtanh(torch_activate(values, act), INT8_MIN / ACT_SCALE, INT8_MAX / ACT_SCALE)
 
 
-def torch_scale_exponent(weights, quantile: float) -> int:
+def torch_scale_exponent(weights, quantile: float, limits: tuple[int, int] = SHIFT_RANGE) -> int:
     """The weight scale exponent from a quantile of |w| (1.0 = the maximum)."""
     import torch
 
     flat = weights.detach().abs().flatten().double()
     threshold = flat.max() if quantile >= 1.0 else torch.quantile(flat, quantile)
-    return scale_exponent(float(threshold))
+    return scale_exponent(float(threshold), limits)
 
 
 def torch_fake_weights(weights, scale_exp: int, bits: int):
@@ -164,9 +210,9 @@ def torch_fake_weights(weights, scale_exp: int, bits: int):
     return q * step
 
 
-def torch_fake_bias(bias, scale_exp: int, bits: int, bias_bits: int):
+def torch_fake_bias(bias, scale_exp: int, bits: int, bias_bits: int, bias_scale_log2: int = 0):
     import torch
 
-    step = 2.0 ** (-7 + output_shift(scale_exp, bits))
+    step = 2.0 ** (-7 + output_shift(scale_exp, bits) + bias_scale_log2)
     limit = float(1 << (bias_bits - 1))
     return torch.clamp(torch_round(bias / step, "half_up"), -limit, limit - 1) * step

@@ -92,9 +92,13 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
     files = {name: _stat(dest / name, digest) for name, digest in entry.files.items()}
     exported = {}
     for name in exports:
-        temp_copy = build_dir / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+        if name not in entry.files:
+            continue  # an export only some manifests produce (e.g. ai8x/network.yaml)
+        target = build_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp_copy = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
         shutil.copyfile(dest / name, temp_copy)
-        os.replace(temp_copy, build_dir / name)
+        os.replace(temp_copy, target)
         exported[name] = _stat(build_dir / name, entry.files[name])
     state = State(entry.key, entry.digest, entry.material, files, exported)
     write_atomic(state_path(build_dir, stage), json.dumps(

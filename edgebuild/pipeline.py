@@ -26,7 +26,7 @@ from edgebuild import cache as caches
 from edgebuild.errors import StageFailed, UserError
 from edgebuild.project import Project
 from edgebuild.resolved import Resolved
-from edgebuild.stages import STAGES, closure
+from edgebuild.stages import STAGES, closure, upstream
 
 
 class UserFailure(TaskFailed):
@@ -105,12 +105,15 @@ def _tasks(project: Project, until: str | None, lock: dict | None) -> list:
         name = resolved.name
         build_dir = project.build_dir(name)
         for stage in closure(until) if until else list(STAGES):
+            if stage not in resolved.configs:
+                continue  # the stage does not exist for this manifest (stages/base.py)
             locked = None if lock is None else lock.get(name, {}).get(stage, {})
             tasks.append(dict_to_task({
                 "name": task_name(name, stage),
                 "actions": [(stage_action, [resolved.path, resolved.display, stage,
                                             str(build_dir), str(project.cache_root), locked])],
-                "task_dep": [task_name(name, up) for up in STAGES[stage].upstream],
+                "task_dep": [task_name(name, up) for up in upstream(STAGES[stage],
+                                                                     resolved.configs)],
                 "uptodate": [_uptodate(resolved, stage, build_dir, project.cache_root, locked)],
                 "verbosity": 2,
                 "doc": STAGES[stage].summary,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from edgebuild.cache import file_digest, write_atomic
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ def from_checked(checked) -> Resolved:
     return Resolved(
         name=checked.manifest.name, path=str(Path(checked.path).resolve()),
         display=checked.document.path,
-        configs={name: stage.config(checked) for name, stage in STAGES.items()},
+        configs={name: stage.config(checked) for name, stage in STAGES.items()
+                 if stage.applies(checked)},
         files={name: [str(p.resolve()) for p in stage.files(checked)]
-               for name, stage in STAGES.items()},
+               for name, stage in STAGES.items() if stage.applies(checked)},
         summary={"layers": len(graph.nodes), "params": graph.params, "macs": graph.macs})

@@ -16,7 +16,7 @@ from edgebuild import cache as caches
 from edgebuild.errors import StageFailed, UserError
 from edgebuild.project import Project
 from edgebuild.resolved import Resolved
-from edgebuild.stages import STAGES
+from edgebuild.stages import STAGES, upstream
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,17 @@ def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
     digests: dict[str, str | None] = {}
     found = []
     for name, stage in STAGES.items():
-        waiting = [u for u in stage.upstream if digests.get(u) is None]
+        if name not in resolved.configs:
+            continue
+        waiting = [u for u in upstream(stage, resolved.configs) if digests.get(u) is None]
         if waiting:
             found.append(StageStatus(name, "run", None, (f"upstream {waiting[0]} will run first",)))
             digests[name] = None
             continue
         try:
             material = builder.key_material(stage, resolved, build_dir, project.cache_root,
-                                            {u: digests[u] for u in stage.upstream})
+                                            {u: digests[u] for u in upstream(stage,
+                                                                             resolved.configs)})
         except (UserError, StageFailed) as exc:
             found.append(StageStatus(name, "run", None, (str(exc),)))
             digests[name] = None

@@ -34,7 +34,7 @@ class Checked:
     document: yamlsource.Document
     manifest: Manifest
     graph: graphs.Graph
-    probe: Probe
+    probe: Probe | None  # None: no dataset (an imported model checked by its known answer)
 
     @property
     def base(self) -> Path:
@@ -46,8 +46,46 @@ def load(path: Path, display: str | None = None) -> Checked:
     manifest = parse(document)
     graph = _graph(document, manifest)
     _overrides(document, manifest)
-    probe = _dataset(document, manifest, Path(path).parent, graph)
+    base = Path(path).parent
+    probe = _dataset(document, manifest, base, graph) if manifest.dataset is not None else None
+    _sources(document, manifest, base, graph)
     return Checked(Path(path), document, manifest, graph, probe)
+
+
+def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
+             graph: graphs.Graph) -> None:
+    """Imported weights, the known answer and the target device's rules, all at once."""
+    from edgebuild import accelerator, folding, imported, knownanswer, policy
+
+    problems = []
+    if manifest.dataset is None and manifest.model.weights is None:
+        problems.append(document.diagnostic(("dataset",), (
+            "required field is missing (only a model with pre-quantized `model.weights` can "
+            "do without a dataset)")))
+    if manifest.dataset is None and manifest.model.weights is not None and manifest.kat is None:
+        problems.append(document.diagnostic(("kat",), (
+            "a model without a dataset needs a known answer to be checked against: "
+            "kat: {input: sample.npy, expected: output.npy}")))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = None
+    if manifest.model.weights is not None:
+        folded_graph, _ = graphs.build(manifest.model.input, layers)
+        bits, found = imported.check(base / manifest.model.weights, layers, folded_graph,
+                                     policy.device_numbers(manifest.target.device.value))
+        problems += [document.diagnostic(("model", "weights", *suffix), message)
+                     for suffix, message in found]
+    if manifest.kat is not None:
+        try:
+            knownanswer.read(base, manifest.kat, tuple(manifest.model.input),
+                             tuple(graph.output.out_shape))
+        except knownanswer.KatFileError as exc:
+            problems.append(document.diagnostic(("kat",), str(exc)))
+    if bits is None:
+        bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
+    problems += [document.diagnostic(path, message)
+                 for path, message in accelerator.problems(manifest, layers, bits)]
+    if problems:
+        raise UserError(problems)
 
 
 def parse(document: yamlsource.Document) -> Manifest:

@@ -273,7 +273,21 @@ def test_graph_totals_and_json():
 
 def test_every_op_is_registered():
     assert set(OPS) == {"conv1d", "conv2d", "linear", "pool1d", "pool2d", "flatten", "add",
-                        "concat", "batchnorm", "dropout"}
+                        "concat", "batchnorm", "dropout", "passthrough"}
+
+
+def test_passthrough_is_the_identity_in_shape_torch_and_reference():
+    import numpy as np
+    import torch
+
+    from edgebuild.ops.base import Mode
+
+    layer = OPS["passthrough"].params(name="copy", op="passthrough")
+    assert OPS["passthrough"].out_shape(layer, [(3, 5, 7)]) == (3, 5, 7)
+    x = np.arange(-60, 45, dtype=np.int64).reshape(1, 3, 5, 7)
+    assert np.array_equal(OPS["passthrough"].reference(layer, None, [x], "half_up"), x)
+    t = torch.ones(2, 3, 4)
+    assert OPS["passthrough"].forward(layer, None, [t], Mode("float")) is t
 
 
 # --- problems: right index, message names the layer ----------------------------------------

@@ -63,6 +63,8 @@ class LayerPolicy:
     weight_bits: int
     bias_bits: int
     shift_quantile: float
+    bias_scale_log2: int = 0  # bias = (bias_bits integer) x 2^this accumulator units
+    shift_limits: tuple[int, int] = (-15, 15)  # allowed weight scale exponents (numerics)
 
 
 @dataclass(frozen=True)

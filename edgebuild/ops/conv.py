@@ -52,10 +52,10 @@ def torch_compute(layer, module, x, mode, apply):
             numerics.torch_activate(pre, layer.act.value)
     policy = mode.policy[layer.name]
     scale_exp = mode.scale_exps[layer.name] if mode.scale_exps is not None else \
-        numerics.torch_scale_exponent(weight, policy.shift_quantile)
+        numerics.torch_scale_exponent(weight, policy.shift_quantile, policy.shift_limits)
     fake_w = numerics.torch_fake_weights(weight, scale_exp, policy.weight_bits)
     fake_b = None if bias is None else numerics.torch_fake_bias(
-        bias, scale_exp, policy.weight_bits, policy.bias_bits)
+        bias, scale_exp, policy.weight_bits, policy.bias_bits, policy.bias_scale_log2)
     pre = apply(x, fake_w, fake_b)
     if layer.wide:
         return pre

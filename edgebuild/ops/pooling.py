@@ -1,7 +1,8 @@
 """Max/average pooling shared by standalone pool layers and pooling fused into a conv.
 
 Integer rule: max pooling is exact; average pooling divides the integer sum by the window
-size with the manifest's rounding (half_up or floor), see numerics.np_divide_round. The
+size with the rounding mode's pooling rule (half_up, floor, or a device's trunc), see
+numerics.np_divide_round. The
 torch fake-quant path rounds avg * 128 the same way, which is exact in float64.
 """
 
@@ -29,7 +30,7 @@ def torch_pool(x, pool: FusedPool | None, dims: int, mode):
     fn = F.avg_pool1d if dims == 1 else F.avg_pool2d
     out = fn(x, sizes, strides)
     if mode.kind == "qat":
-        out = numerics.torch_round(out * numerics.ACT_SCALE, mode.rounding) / numerics.ACT_SCALE
+        out = numerics.torch_pool_round(out * numerics.ACT_SCALE, mode.rounding) / numerics.ACT_SCALE
     return out
 
 

@@ -23,6 +23,11 @@ STAGES: dict[str, Stage] = {
 }
 
 
+def upstream(stage: Stage, active) -> tuple[str, ...]:
+    """The stage's upstream stages that exist for a manifest (`active`: applicable names)."""
+    return tuple(name for name in stage.upstream if name in active)
+
+
 def closure(target: str) -> list[str]:
     """`target` and everything upstream of it, in pipeline order."""
     needed = {target}

@@ -42,3 +42,7 @@ class Stage:
     tools: tuple[str, ...] = ()
     files: Callable[[Checked], list[Path]] = lambda checked: []
     exports: tuple[str, ...] = ()  # files also copied to build/<name>/ itself
+    # Whether the stage exists for a manifest: an imported model with pre-quantized weights
+    # has no training stages, a model without a dataset no data stage. Upstream stages that
+    # do not apply are simply absent from `Context.inputs`.
+    applies: Callable[[Checked], bool] = lambda checked: True

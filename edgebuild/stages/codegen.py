@@ -28,16 +28,14 @@ def template_files(checked) -> list:
 
 
 def spec_for(ctx: Context):
-    from edgebuild import arrays, codegen, quantized
+    from edgebuild import codegen, knownanswer, quantized
 
     manifest = ctx.checked.manifest
-    data = arrays.load(ctx.inputs["data"] / "data.npz")
-    expected = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
-    count = min(KAT_SAMPLES, len(expected))
+    kat_inputs, kat_expected = knownanswer.vectors(ctx.checked, ctx.inputs, KAT_SAMPLES)
     return codegen.ProjectSpec(
         name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
         plan=json.loads((ctx.inputs["plan"] / "plan.json").read_text()),
-        kat_inputs=data["x_test"][:count], kat_expected=expected[:count],
+        kat_inputs=kat_inputs, kat_expected=kat_expected,
         flash_bytes=manifest.target.memory.flash,
         ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too
         device=manifest.target.device.value)
@@ -54,6 +52,12 @@ def run(ctx: Context) -> None:
     ctx.log(f"codegen: {len(files)} files")
 
 
-STAGE = Stage("codegen", 1, ("plan", "quantize", "evaluate", "data"), config, run,
+STAGE = Stage("codegen", 2, ("plan", "quantize", "evaluate", "data"), config, run,
               "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
-              tools=("jinja2",), files=template_files)
+              tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked))
+
+
+def kat_files(checked) -> list:
+    from edgebuild import knownanswer
+
+    return knownanswer.files(checked)

@@ -127,5 +127,6 @@ def _normalizer(x, normalize):
 
 
 STAGE = Stage("data", 2, (), config, run,
-              "load, split and quantize the dataset to int8 inputs", tools=("numpy",),
+              "load, split and quantize the dataset to int8 inputs", applies=lambda checked: checked.manifest.dataset is not None,
+              tools=("numpy",),
               files=files)

@@ -16,7 +16,10 @@ from edgebuild.stages.base import Context, Stage
 
 
 def config(checked) -> dict:
-    return {"target": checked.manifest.target.model_dump(mode="json")}
+    manifest = checked.manifest
+    return {"target": manifest.target.model_dump(mode="json"),
+            "placement": {name: entry.model_dump(mode="json")
+                          for name, entry in sorted(manifest.placement.items())}}
 
 
 VIEWS = ("flatten", "passthrough")  # no copy, no buffer: the output is the input
@@ -165,8 +168,33 @@ def run(ctx: Context) -> None:
                       "arena_lower_bound": plan["arena_lower_bound"],
                       "l2_budget": memory.l2, **totals}
     (ctx.out / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
+    _accelerator(ctx, layers)
     ctx.log(f"plan: arena {plan['arena_bytes']} bytes (lower bound "
             f"{plan['arena_lower_bound']}), weights {weights} bytes")
+
+
+def _accelerator(ctx: Context, layers) -> None:
+    """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
+    description in that toolchain's format (`ai8x/network.yaml`, exported to build/<name>/)."""
+    from edgebuild import accelerator, ai8x
+    from edgebuild import device as devices
+
+    manifest = ctx.checked.manifest
+    if not devices.is_accelerator(manifest.target.device.value):
+        return
+    quant = json.loads((ctx.inputs["quantize"] / "quant.json").read_text())
+    bits = {row["name"]: row["bits"] for row in quant["layers"]}
+    _, placed, problems = accelerator.layout(manifest, layers, bits)
+    if problems:
+        document = ctx.checked.document
+        raise UserError([document.diagnostic(path, message) for path, message in problems])
+    placement = placed.to_json()
+    (ctx.out / "placement.json").write_text(json.dumps(placement, indent=1, sort_keys=True) + "\n")
+    (ctx.out / "maps.txt").write_text(placed.text() + "\n")
+    (ctx.out / "ai8x").mkdir()
+    (ctx.out / "ai8x" / "network.yaml").write_text(
+        ai8x.export_network(manifest, placement, quant=quant))
+    ctx.log(f"plan: {len(placement['layers'])} {manifest.target.device.value} layers placed")
 
 
 def _weight_bytes(ctx: Context) -> int:
@@ -191,5 +219,6 @@ def _check_budgets(ctx: Context, plan: dict) -> None:
         raise UserError(problems)
 
 
-STAGE = Stage("plan", 3, ("validate", "quantize"), config, run,
-              "static activation arena by tensor lifetimes; memory budgets")
+STAGE = Stage("plan", 4, ("validate", "quantize"), config, run,
+              "static activation arena by tensor lifetimes; memory budgets; device placement",
+              exports=("ai8x/network.yaml",))

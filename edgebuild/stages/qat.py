@@ -14,9 +14,12 @@ from edgebuild.stages.train import diverged, write_metrics
 
 
 def config(checked) -> dict:
+    from edgebuild import policy
+
     manifest = checked.manifest
     return {"qat": manifest.qat.model_dump(mode="json"), "seed": manifest.seed,
-            "optimizer": manifest.train.optimizer.model_dump(mode="json")}
+            "optimizer": manifest.train.optimizer.model_dump(mode="json"),
+            "numbers": policy.numbers_config(manifest)}
 
 
 def run(ctx: Context) -> None:
@@ -36,7 +39,8 @@ def run(ctx: Context) -> None:
         write_metrics(ctx.out, training.History(), {"enabled": False, "test_accuracy": None})
         return
     net = network.Net(manifest.model.input, layers,
-                      Mode("qat", "half_up", policy=policy.resolve(qat, layers)))
+                      Mode("qat", policy.training_rounding(manifest),
+                           policy=policy.resolve(qat, layers, manifest.target.device.value)))
     network.load_numpy(net, state)
     data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer, lr=qat.lr)
@@ -58,4 +62,5 @@ def run(ctx: Context) -> None:
 
 STAGE = Stage("qat", 2, ("train", "data"), config, run,
               "fold batchnorm; quantization-aware training (or pass-through for PTQ)",
+              applies=lambda checked: checked.manifest.model.weights is None,
               tools=("torch", "numpy"))

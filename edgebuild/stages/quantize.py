@@ -15,9 +15,19 @@ from edgebuild.stages.base import Context, Stage
 
 
 def config(checked) -> dict:
+    from edgebuild import policy
+
     manifest = checked.manifest
     return {"quantize": manifest.quantize.model_dump(mode="json"),
-            "qat": manifest.qat.model_dump(mode="json", exclude={"epochs", "lr", "batch"})}
+            "qat": manifest.qat.model_dump(mode="json", exclude={"epochs", "lr", "batch"}),
+            "numbers": policy.numbers_config(manifest), "rounding": policy.rounding_mode(manifest),
+            "imported": manifest.model.weights is not None}
+
+
+def files(checked) -> list:
+    """Imported weights are keyed by content (the file is the model's source)."""
+    weights = checked.manifest.model.weights
+    return [] if weights is None else [checked.base / weights]
 
 
 def threshold(weights, quantize, quantile: float, qat: bool) -> float:
@@ -45,20 +55,48 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
         policy = policies[layer.name]
         w = state[f"{layer.name}.weight"]
         scale_exp = numerics.scale_exponent(threshold(w, manifest.quantize, policy.shift_quantile,
-                                                      manifest.qat.enabled))
+                                                      manifest.qat.enabled), policy.shift_limits)
         w_q = numerics.np_quantize_weights(w, scale_exp, policy.weight_bits)
         weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
         bias = state.get(f"{layer.name}.bias")
         if bias is not None:
-            b_q = numerics.np_quantize_bias(bias, scale_exp, policy.weight_bits, policy.bias_bits)
+            b_q = numerics.np_quantize_bias(bias, scale_exp, policy.weight_bits, policy.bias_bits,
+                                            policy.bias_scale_log2)
             weights[f"{layer.name}.bias"] = b_q.astype(np.int32)
         low, high = numerics.weight_limits(policy.weight_bits)
-        rows.append({"name": layer.name, "op": layer.op, "bits": policy.weight_bits,
-                     "bias_bits": policy.bias_bits, "scale_exp": scale_exp,
-                     "shift": numerics.output_shift(scale_exp, policy.weight_bits),
-                     "weight_min": int(w_q.min()), "weight_max": int(w_q.max()),
-                     "weights_clipped_pct": round(100.0 * float(np.mean((w_q == low) | (w_q == high))), 3),
-                     "wide": bool(getattr(layer, "wide", False))})
+        rows.append(row(layer, w_q, policy.weight_bits, policy.bias_bits, scale_exp))
+    return weights, rows
+
+
+def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int) -> dict:
+    """One layer's line of quant.json (and of the table on stderr)."""
+    import numpy as np
+
+    from edgebuild import numerics
+
+    low, high = numerics.weight_limits(bits)
+    return {"name": layer.name, "op": layer.op, "bits": bits, "bias_bits": bias_bits,
+            "scale_exp": scale_exp, "shift": numerics.output_shift(scale_exp, bits),
+            "weight_min": int(w_q.min()), "weight_max": int(w_q.max()),
+            "weights_clipped_pct": round(100.0 * float(np.mean((w_q == low) | (w_q == high))), 3),
+            "wide": bool(getattr(layer, "wide", False))}
+
+
+def imported_layers(layers, source: dict, numbers) -> tuple[dict, list[dict]]:
+    """Pre-quantized weights (model.weights, checked at validation) -> the artifact format."""
+    import numpy as np
+
+    weights, rows = {}, []
+    for layer in layers:
+        if f"{layer.name}.weight" not in source:
+            continue
+        w_q = source[f"{layer.name}.weight"].astype(np.int64)
+        bits, scale_exp = int(source[f"{layer.name}.bits"]), int(source[f"{layer.name}.scale_exp"])
+        weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
+        if f"{layer.name}.bias" in source:
+            weights[f"{layer.name}.bias"] = source[f"{layer.name}.bias"].astype(np.int32)
+        bias_bits = 32 if numbers is None else numbers.bias_bits
+        rows.append(row(layer, w_q, bits, bias_bits, scale_exp))
     return weights, rows
 
 
@@ -79,21 +117,36 @@ def run(ctx: Context) -> None:
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
-    policies = policy.resolve(manifest.qat, layers)
-    state = arrays.load(ctx.inputs["qat"] / "folded.npz")
-    weights, rows = quantize_layers(layers, state, policies, manifest)
+    if manifest.model.weights is not None:
+        weights, rows = imported_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights),
+                                        policy.device_numbers(manifest.target.device.value))
+        method = "imported"
+    else:
+        policies = policy.resolve(manifest.qat, layers, manifest.target.device.value)
+        state = arrays.load(ctx.inputs["qat"] / "folded.npz")
+        weights, rows = quantize_layers(layers, state, policies, manifest)
+        method = "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
     arrays.save(ctx.out / "weights.npz", **weights)
-    meta = {"rounding": manifest.quantize.rounding.value, "layers": rows,
-            "method": "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"}
+    meta = {"rounding": policy.rounding_mode(manifest), "layers": rows, "method": method,
+            "device": manifest.target.device.value}
     (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     model = quantized.load(ctx.out, manifest)
-    data = arrays.load(ctx.inputs["data"] / "data.npz")
-    saturated = saturation(model, data["x_train"][:manifest.quantize.calibration])
+    calibration = calibration_inputs(ctx)
+    saturated = saturation(model, calibration[:manifest.quantize.calibration])
     for row in rows:
         row["saturated_pct"] = saturated.get(row["name"])
     meta["saturation"] = saturated
     (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     ctx.log(table(rows))
+
+
+def calibration_inputs(ctx: Context):
+    """Training inputs, or for a model without a dataset its known-answer inputs."""
+    from edgebuild import arrays, knownanswer
+
+    if "data" in ctx.inputs:
+        return arrays.load(ctx.inputs["data"] / "data.npz")["x_train"]
+    return knownanswer.load(ctx.checked)[0]  # validation requires kat without a dataset
 
 
 def table(rows: list[dict]) -> str:
@@ -106,6 +159,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-STAGE = Stage("quantize", 1, ("qat", "data"), config, run,
+STAGE = Stage("quantize", 2, ("qat", "data"), config, run,
               "integer weights, biases and shifts; saturation statistics",
-              tools=("numpy",))
+              tools=("numpy",), files=files)

@@ -69,4 +69,5 @@ def diverged(ctx: Context, exc, stage: str) -> UserError:
 
 STAGE = Stage("train", 3, ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
+              applies=lambda checked: checked.manifest.model.weights is None,
               tools=("torch", "numpy"))

@@ -116,7 +116,10 @@ static int8_t pool_window(const eb_pool_params *p, const int8_t *plane, int oy, 
     }
     {
         const int32_t count = (int32_t)p->k_h * p->k_w;
-        /* half up: floor((2 sum + n) / 2n); floor: floor(sum / n) */
+        /* half up: floor((2 sum + n) / 2n); floor: floor(sum / n); trunc: C's sum / n */
+        if (p->rounding == EB_ROUND_TRUNC) {
+            return (int8_t)(sum / count);
+        }
         return (int8_t)(p->rounding == EB_ROUND_HALF_UP ? eb_floor_div(2 * sum + count, 2 * count)
                                                         : eb_floor_div(sum, count));
     }

@@ -17,6 +17,7 @@
 
 #define EB_ROUND_HALF_UP 0
 #define EB_ROUND_FLOOR 1
+#define EB_ROUND_TRUNC 2 /* average pooling only: toward zero, as on MAX7800x */
 #define EB_ACT_NONE 0
 #define EB_ACT_RELU 1
 #define EB_ACT_ABS 2

@@ -61,6 +61,19 @@ def _parser() -> argparse.ArgumentParser:
                         help="overwrite files edgebuild did not write or that were edited")
     _cache_dir(export)
 
+    imports = commands.add_parser(
+        "import-ai8x", help="turn a MAX7800x network YAML (+ quantized checkpoint) into a manifest")
+    imports.add_argument("network", metavar="NETWORK.yaml", help="the ai8x network description")
+    imports.add_argument("--checkpoint", metavar="Q.pth.tar", help="its quantized checkpoint")
+    imports.add_argument("--sample", metavar="INPUT.npy", help="sample input (becomes the kat)")
+    imports.add_argument("--expected", metavar="OUTPUT.npy",
+                         help="the toolchain's known answer for the sample")
+    imports.add_argument("--device", help="max78000 or max78002 (default: from arch, ai85/ai87)")
+    imports.add_argument("--name", help="manifest name (default: from arch)")
+    imports.add_argument("--input", metavar="C,H,W", help="input shape when nothing else gives it")
+    imports.add_argument("-o", "--output", default=".", metavar="DIR",
+                         help="where the manifest and its files go (default: .)")
+
     clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")
     _paths(clean)
     clean.add_argument("--cache", action="store_true", help="delete the whole cache as well")

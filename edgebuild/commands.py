@@ -107,6 +107,32 @@ def export(args, cwd: Path) -> int:
     return EXIT_OK
 
 
+def import_ai8x(args, cwd: Path) -> int:
+    """`edgebuild import-ai8x`: a manifest (+ integer weights, + known answer) from a MAX7800x
+    network description; nothing is overwritten silently (see ai8x.import_network)."""
+    from edgebuild import ai8x
+
+    shape = None
+    if args.input:
+        try:
+            shape = tuple(int(v) for v in args.input.replace("x", ",").split(","))
+        except ValueError:
+            raise UserError(f"--input {args.input!r}: expected channels and sizes such as "
+                            "1,28,28") from None
+
+    def path(value):
+        return None if value is None else cwd / value
+
+    result = ai8x.import_network(path(args.network), checkpoint=path(args.checkpoint),
+                                 sample=path(args.sample), expected=path(args.expected),
+                                 device=args.device, name=args.name, input_shape=shape,
+                                 out_dir=cwd / args.output)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
+    _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild {result.manifest}`")
+    return EXIT_OK
+
+
 def clean(args, cwd: Path) -> int:
     from edgebuild.cache import remove_tree
 

@@ -24,22 +24,38 @@ def _read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _optional(ctx: Context, stage: str, name: str) -> dict:
+    """An upstream file of a stage that may not exist for this manifest (imported models
+    have no training stages, models without a dataset no data stage): {} then."""
+    path = ctx.inputs[stage] / name if stage in ctx.inputs else None
+    return _read(path) if path is not None and path.is_file() else {}
+
+
+def accelerator(ctx: Context) -> dict | None:
+    """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
+    placement = _optional(ctx, "plan", "placement.json")
+    if not placement:
+        return None
+    return {"device": ctx.checked.manifest.target.device.value, "placement": placement,
+            "maps": (ctx.inputs["plan"] / "maps.txt").read_text()}
+
+
 def collect(ctx: Context) -> dict:
     graph = _read(ctx.inputs["validate"] / "graph.json")
-    train = _read(ctx.inputs["train"] / "metrics.json")
-    qat = _read(ctx.inputs["qat"] / "metrics.json")
+    train = _optional(ctx, "train", "metrics.json")
+    qat = _optional(ctx, "qat", "metrics.json")
     quant = _read(ctx.inputs["quantize"] / "quant.json")
     evaluation = _read(ctx.inputs["evaluate"] / "evaluation.json")
-    data = _read(ctx.inputs["data"] / "data.json")
+    data = _optional(ctx, "data", "data.json")
     plan = _read(ctx.inputs["plan"] / "plan.json")
     kat = _read(ctx.inputs["kat"] / "kat.json")
-    return {
+    report = {
         "version": REPORT_VERSION,
         "name": ctx.checked.manifest.name,
         "metrics": {
-            "float_accuracy": train["test_accuracy"],
-            "qat_accuracy": qat["test_accuracy"],
-            "int_accuracy": evaluation["int_accuracy"],
+            "float_accuracy": train.get("test_accuracy"),
+            "qat_accuracy": qat.get("test_accuracy"),
+            "int_accuracy": evaluation.get("int_accuracy"),
             "params": graph["params"],
             "macs": graph["macs"],
             "int_vs_fakequant_mismatches": evaluation["int_vs_fakequant_mismatches"],
@@ -52,11 +68,17 @@ def collect(ctx: Context) -> dict:
         "quantization": {"method": quant["method"], "rounding": quant["rounding"],
                          "layers": quant["layers"]},
         "layers": graph["nodes"],
-        "training": {"float": {"best_epoch": train["best_epoch"], "epochs": train["epochs"]},
-                     "qat": {"best_epoch": qat["best_epoch"], "epochs": qat["epochs"]}},
-        "confusion": {"labels": data["classes"], "matrix": evaluation["confusion"]},
-        "data": {"counts": data["counts"], "classes": len(data["classes"])},
+        "training": {"float": {"best_epoch": train.get("best_epoch"), "epochs": train.get("epochs")},
+                     "qat": {"best_epoch": qat.get("best_epoch"), "epochs": qat.get("epochs")}},
+        "confusion": {"labels": data["classes"], "matrix": evaluation["confusion"]} if data else None,
+        "data": {"counts": data["counts"], "classes": len(data["classes"])} if data else None,
+        "accelerator": accelerator(ctx),
     }
+    for key in ("kat_samples", "kat_vs_reference_mismatches"):
+        if key in evaluation:
+            report["metrics"][key] = evaluation[key]
+    report["metrics"]["kat_vectors"] = kat.get("vectors")
+    return report
 
 
 def tile_rows(plan: dict) -> list[dict]:
@@ -75,18 +97,27 @@ def run(ctx: Context) -> None:
 
     report = collect(ctx)
     (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    plots.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
-                    ctx.out / "confusion.png")
-    images = {"float training": ctx.inputs["train"] / "curves.png",
-              "QAT": ctx.inputs["qat"] / "curves.png", "confusion (integer model, test set)":
-              ctx.out / "confusion.png", "memory per layer": ctx.out / "memory.png"}
+    images = {}
+    if "train" in ctx.inputs:
+        images["float training"] = ctx.inputs["train"] / "curves.png"
+    if (ctx.inputs.get("qat", ctx.out) / "curves.png").is_file():
+        images["QAT"] = ctx.inputs["qat"] / "curves.png"
+    if report["confusion"]:
+        plots.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
+                        ctx.out / "confusion.png")
+        images["confusion (integer model, test set)"] = ctx.out / "confusion.png"
     if report["tiles"]:
         plots.memory(report["tiles"], report["metrics"]["memory"]["l1_budget"],
                      ctx.out / "memory.png")
+        images["memory per layer"] = ctx.out / "memory.png"
+    if report["accelerator"]:
+        plots.data_memory(report["accelerator"]["placement"], ctx.out / "data_memory.png")
+        images[f"{report['accelerator']['device']} data memory"] = ctx.out / "data_memory.png"
     (ctx.out / "report.html").write_text(render_html(report, images))
     m = report["metrics"]
-    ctx.log(f"report: float {m['float_accuracy']:.4f}  qat {m['qat_accuracy']}  int "
-            f"{m['int_accuracy']:.4f}  mismatches {m['int_vs_fakequant_mismatches']}")
+    accuracy = "n/a" if m["int_accuracy"] is None else f"{m['int_accuracy']:.4f}"
+    ctx.log(f"report: float {m['float_accuracy']}  qat {m['qat_accuracy']}  int "
+            f"{accuracy}  mismatches {m['int_vs_fakequant_mismatches']}")
 
 
 def _image(path: Path) -> str:
@@ -101,6 +132,22 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in columns)
                    + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _accelerator_html(report: dict) -> str:
+    acc = report.get("accelerator")
+    if not acc:
+        return ""
+    rows = [{"layer": layer["name"], "op": layer["op"],
+             "processors": f"{layer['processors']:#018x}",
+             "output_processors": f"{layer['output_processors']:#018x}",
+             "in_offset": f"{layer['in_offset']:#06x}", "out_offset": f"{layer['out_offset']:#06x}",
+             "in_passes": layer.get("in_passes"), "kernel": layer.get("kernel")}
+            for layer in acc["placement"]["layers"]]
+    table = _table(rows, ["layer", "op", "processors", "output_processors", "in_offset",
+                          "out_offset", "in_passes", "kernel"])
+    return (f"<h2>{html.escape(acc['device'])}: processors and memory maps</h2>{table}"
+            f"<pre>{html.escape(acc['maps'])}</pre>")
 
 
 def render_html(report: dict, images: dict[str, Path]) -> str:
@@ -123,12 +170,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 <h2>Layers</h2>{layers}
 <h2>Memory: L1 tiles and traffic</h2>{tiles}
 <h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}
+{_accelerator_html(report)}
 <h2>Figures</h2>{figures}
 </body></html>
 """
 
 
-STAGE = Stage("report", 4, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+STAGE = Stage("report", 5, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"))

@@ -37,7 +37,6 @@ first layer and the dataset named in the file. Known datasets (`DATASETS`):
 | CIFAR10 | 3 x 32 x 32 | 10 |
 | CIFAR100 | 3 x 32 x 32 | 100 |
 | KWS_20 | 128 x 128 (1-D: 128 channels x 128 samples) | 21 |
-| cats_vs_dogs | 3 x 128 x 128 | 2 |
 
 The class count names the last layer's outputs when nothing else does (with a warning).
 
@@ -50,9 +49,9 @@ reader): weights are stored as integers; a layer's bias b is used as
 
 from __future__ import annotations
 
+import io
 import math
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,6 @@ DATASETS: dict[str, tuple[tuple[int, ...], int]] = {
     "cifar10": ((3, 32, 32), 10),
     "cifar100": ((3, 32, 32), 100),
     "kws20": ((128, 128), 21),
-    "catsvsdogs": ((3, 128, 128), 2),
 }
 
 PROCESSORS = 64
@@ -378,7 +376,7 @@ def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:  #
             spec.pool = (spec.pool[0], spec.pool[1], stride)
     elif spec.pool is not None:
         spec.pool = (spec.pool[0], spec.pool[1], 1)
-        report.layer_warn(spec, spec.keys.get("max_pool") and "max_pool" or "avg_pool",
+        report.layer_warn(spec, "max_pool" if spec.pool[0] == "max" else "avg_pool",
                           "pooling without `pool_stride` uses the toolchain's default stride 1")
     if "pool_first" in v:
         flag = _bool(v["pool_first"])
@@ -537,8 +535,12 @@ def _parse(path: Path) -> tuple[yamlsource.Document, _Reporter, dict, list[_Spec
         raise UserError(document.diagnostic((), "a network description is a mapping with "
                                                 "`arch`, `dataset` and `layers`"))
     top: dict[str, Any] = {}
+    buffers: set[str] = set()
     for written, value in data.items():
         key = str(written).lower()
+        if key == "data_buffer":
+            items = value if isinstance(value, list) else [value]
+            buffers |= {str(b["name"]) for b in items if isinstance(b, dict) and "name" in b}
         if key in _GLOBAL_UNSUPPORTED:
             report.error((written,), f"`{written}`: {_GLOBAL_UNSUPPORTED[key]}")
         elif key in ("bias", "weights"):
@@ -561,11 +563,11 @@ def _parse(path: Path) -> tuple[yamlsource.Document, _Reporter, dict, list[_Spec
             report.error((top["output_map"][0],), f"`output_map` {top['output_map'][1]!r} is "
                          "not a processor map such as 0x0000000000000ff0")
         top["output_map"] = (top["output_map"][0], value)
-    _order(report, specs)
+    _order(report, specs, buffers)
     return document, report, top, specs
 
 
-def _order(report: _Reporter, specs: list[_Spec]) -> None:
+def _order(report: _Reporter, specs: list[_Spec], buffers: set[str] = frozenset()) -> None:
     """Sequence numbers (default: previous + 1), then `in_sequences` and `next_sequence`."""
     seq = 0
     by_seq: dict[int, _Spec] = {}
@@ -598,7 +600,10 @@ def _order(report: _Reporter, specs: list[_Spec]) -> None:
             spec.inputs = []
             for ref in spec.refs:
                 target = _resolve(ref, by_seq, names)
-                if target is None:
+                if target is None and str(ref) in buffers:
+                    report.layer_error(spec, "in_sequences", f"reads the data buffer {ref!r} "
+                                       "(see `data_buffer`: no edgebuild equivalent)")
+                elif target is None:
                     report.layer_error(spec, "in_sequences", f"in_sequences entry {ref!r} names "
                                        "no layer (use a layer number, a layer name, -1 or input)")
                 elif target != -1 and position[id(target)] >= p:
@@ -761,6 +766,8 @@ class _Built:
     placement: dict[str, dict] = field(default_factory=dict)
     weights: dict[str, Any] = field(default_factory=dict)
     from_maps: list[str] = field(default_factory=list)  # layers whose channels came from maps
+    weight_bits: dict[str, int] = field(default_factory=dict)  # `quantization`, no checkpoint
+    shifts_ignored: list[str] = field(default_factory=list)  # `output_shift`, no checkpoint
 
 
 class _Importer:
@@ -826,10 +833,12 @@ class _Importer:
                 del self.built.layers[start:]
                 del self.built.origin[start:]
                 continue
-            members = tuple(layer["name"] for layer in self.built.layers[start:])
-            self.built.hardware.append(HardwareLayer(spec.index, self.names[p],
-                                                     _hw_op(self.built.layers[start:]), members))
-            self.built.placement[self.names[p]] = _placement(spec)
+            groups = hardware_groups(self.built.layers[start:])
+            for g, group in enumerate(groups):
+                name = group[-1]["name"]
+                self.built.hardware.append(HardwareLayer(
+                    spec.index, name, _hw_op(group), tuple(layer["name"] for layer in group)))
+                self.built.placement[name] = _placement(spec, g == 0, g == len(groups) - 1)
         self._output_map()
         return self.built
 
@@ -872,7 +881,6 @@ class _Importer:
     def _layer(self, p: int, spec: _Spec) -> bool:
         name = self.names[p]
         inputs = [self._input_name(i) for i in spec.inputs]
-        default = [self.built.layers[-1]["name"] if self.built.layers else "input"]
         if not self._check_input_keys(p, spec, inputs):
             return False
         operands = inputs
@@ -936,12 +944,19 @@ class _Importer:
             aname = name if last_op else identifier(f"{name}_add", self.used)
             add = {"name": aname, "op": "add", "inputs": operands}
             if spec.op == "none" and spec.act != "none":
-                add["act"] = spec.act
+                if pool is not None and pool["mode"] != "max":
+                    self.report.layer_error(spec, "activate", (
+                        "an activation after average pooling of an element-wise sum has no "
+                        "edgebuild equivalent (edgebuild's pool layers have no activation)"))
+                    return False
+                add["act"] = spec.act  # the activation commutes with max pooling
             if not self._emit(p, add):
                 return False
             inputs = [aname]
             if last_op:
                 return True
+            if spec.op == "none":
+                return self._emit(p, {"name": name, "op": pool_op, **pool})
         elif len(inputs) > 1:
             last_op = spec.op == "none" and pool is None
             cname = name if last_op else identifier(f"{name}_cat", self.used)
@@ -950,6 +965,7 @@ class _Importer:
             inputs = [cname]
             if last_op:
                 return self._no_act(spec)
+        default = [self.built.layers[-1]["name"] if self.built.layers else "input"]
         linked = {} if inputs == default else {"inputs": inputs}
         if spec.op == "none":
             if not self._no_act(spec):
@@ -1079,6 +1095,10 @@ class _Importer:
     # -- checking a checkpoint layer against its description --
     def _bind(self, p: int, spec: _Spec, layer: dict) -> bool:
         if p not in self.bound:
+            if spec.quantization is not None and spec.quantization != 8:
+                self.built.weight_bits[layer["name"]] = spec.quantization
+            if spec.output_shift is not None and not spec.wide:
+                self.built.shifts_ignored.append(layer["name"])
             return True
         if self.stop_binding:
             return False
@@ -1224,10 +1244,33 @@ def _hw_op(layers: list[dict]) -> str:
     return {"pool1d": "pool", "pool2d": "pool"}.get(last, last)
 
 
-def _placement(spec: _Spec) -> dict:
+def hardware_groups(layers: list[dict]) -> list[list[dict]]:
+    """The edgebuild layers of one network layer, cut into hardware layers: an `add` without
+    activation runs in-flight in the conv2d right after it that reads it; every other layer
+    (a concat, a pool of each operand, the pool before a linear layer) is a hardware layer
+    of its own."""
+    groups: list[list[dict]] = []
+    for layer in layers:
+        previous = groups[-1][-1] if groups else None
+        if previous is not None and previous["op"] == "add" and "act" not in previous \
+                and layer["op"] == "conv2d" \
+                and (layer.get("inputs") or [previous["name"]]) == [previous["name"]]:
+            groups[-1].append(layer)
+        else:
+            groups.append([layer])
+    return groups
+
+
+_INPUT_KEYS = ("in_offset", "data_format")
+_OUTPUT_KEYS = ("output_processors", "out_offset", "write_gap", "bias_group")
+
+
+def _placement(spec: _Spec, first: bool = True, last: bool = True) -> dict:
+    """The placement entry of one hardware layer of a network layer: a network layer cut
+    into several hardware layers gives its processors to all, its input offset (and data
+    format) to the first and its output keys to the last."""
     entry: dict[str, Any] = {}
-    for key in ("processors", "output_processors", "in_offset", "out_offset", "data_format",
-                "write_gap", "bias_group"):
+    for key in ("processors", *(_INPUT_KEYS if first else ()), *(_OUTPUT_KEYS if last else ())):
         value = getattr(spec, key)
         if value is not None:
             entry[key] = value
@@ -1243,7 +1286,8 @@ def map_channels(specs: list[_Spec], p: int, output_map: int | None,
     Exact sources first (`out_channels`, depthwise `groups`, a consumer's `in_channels` or
     depthwise `groups`), then the processor maps (one channel per processor: the largest of
     the layer's output_processors and its consumers' processors), then for the last layer
-    the global output_map and the dataset's class count."""
+    the global output_map and, when it is a classifier (linear, or a 32-bit output), the
+    dataset's class count."""
     spec = specs[p]
     if spec.out_channels is not None:
         return spec.out_channels, "out_channels"
@@ -1261,12 +1305,13 @@ def map_channels(specs: list[_Spec], p: int, output_map: int | None,
     last = p == len(specs) - 1
     if last and output_map is not None and spec.output_processors is None:
         bounds.append(popcount(output_map))
+    classifier = last and classes is not None and (spec.op == "linear" or spec.wide)
     if bounds:
         count = max(bounds)
-        if last and classes is not None and processors_needed(classes) == count:
+        if classifier and processors_needed(classes) == count:
             return classes, "dataset"
         return count, "processors"
-    if last and classes is not None:
+    if classifier:
         return classes, "dataset"
     return None, ""
 
@@ -1317,6 +1362,11 @@ def _manifest_text(manifest: dict, header: list[str], notes: dict[str, str]) -> 
     for layer in model["layers"]:
         note = notes.get(layer["name"])
         lines.append(f"    - {flow(layer)}" + (f"  # {note}" if note else ""))
+    if manifest.get("qat"):
+        lines.append("qat:")
+        lines.append("  overrides:  # the description's `quantization` (weight bits)")
+        for name, entry in manifest["qat"]["overrides"].items():
+            lines.append(f"    {name}: {flow(entry)}")
     lines.append("target:")
     lines.append(f"  device: {manifest['target']['device']}")
     if manifest.get("placement"):
@@ -1408,7 +1458,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     description; every problem of the description is reported at once as a `UserError`."""
     from pydantic import ValidationError
 
-    from edgebuild import arrays, folding
+    from edgebuild import folding
     from edgebuild import graph as graphs
     from edgebuild.fields import _identifier
     from edgebuild.manifest import Manifest
@@ -1447,20 +1497,34 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     built = importer.build(shape)
     _check_output_flags(report, specs)
     report.raise_errors()
+    if ck_layers is None:
+        report.warnings.append(Diagnostic(str(network_yaml), (
+            "no checkpoint: the manifest has no weights; add a `dataset:` section so edgebuild "
+            "can train it (or import again with --checkpoint)")))
+    if built.shifts_ignored:
+        report.warnings.append(Diagnostic(str(network_yaml), (
+            f"output_shift ignored for {', '.join(built.shifts_ignored)}: without a checkpoint "
+            "edgebuild chooses every layer's shift when it quantizes the trained model")))
     if built.from_maps:
         report.warnings.append(Diagnostic(str(network_yaml), (
             "without a checkpoint, output channels come from processor maps (one channel per "
             f"processor) for {', '.join(built.from_maps)}; a layer that runs in several passes "
             "has more: pass --checkpoint or add out_channels")))
 
-    manifest_name = name if name is not None else re.sub(r"\W", "_", network_yaml.stem)
+    if name is not None:
+        manifest_name = name
+    else:
+        manifest_name = re.sub(r"\W", "_", str(arch if arch is not None else network_yaml.stem))
     try:
         _identifier(manifest_name)
     except ValueError as exc:
-        raise UserError(f"--name: {exc}") from None
+        raise UserError(f"manifest name (--name): {exc}") from None
     manifest: dict[str, Any] = {
         "name": manifest_name,
         "model": {"input": list(shape), "layers": built.layers},
+        **({"qat": {"overrides": {name: {"weight_bits": bits}
+                                  for name, bits in built.weight_bits.items()}}}
+           if built.weight_bits else {}),
         "target": {"device": device_name},
         "placement": {k: v for k, v in built.placement.items() if v},
     }
@@ -1505,7 +1569,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
         f"{network_yaml}",
         *([f"weights: {checkpoint} (quantized checkpoint) -> {manifest_name}/weights.npz"]
           if checkpoint is not None else ["no checkpoint: channel counts from processor maps; "
-                                          "the model has no weights yet"]),
+                                          "add a `dataset:` section to train the model"]),
         *([f"known answer: {sample}" + (f" -> {expected}" if expected else "")]
           if sample is not None else []),
         f"arch: {arch}, dataset: {top.get('dataset', (None, None))[1]}, input {list(shape)}",
@@ -1517,19 +1581,62 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
         notes[hw.name] = f"layer {hw.index}" + (f" (line {line})" if line else "")
     text = _manifest_text(manifest, header, notes)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if weights_path is not None or kat_input is not None:
-        files.mkdir(parents=True, exist_ok=True)
-    if weights_path is not None:
-        arrays.save(weights_path, **built.weights)
-    if kat_input is not None:
-        shutil.copyfile(sample, kat_input)
-    if kat_expected is not None:
-        shutil.copyfile(expected, kat_expected)
     manifest_path = out_dir / f"{manifest_name}.yaml"
-    manifest_path.write_text(text, encoding="utf-8")
+    outputs: dict[Path, bytes] = {manifest_path: text.encode("utf-8")}
+    if weights_path is not None:
+        outputs[weights_path] = _npz_bytes(built.weights)
+    if kat_input is not None:
+        outputs[kat_input] = Path(sample).read_bytes()
+    if kat_expected is not None:
+        outputs[kat_expected] = Path(expected).read_bytes()
+    _write_all(outputs)
     return ImportResult(manifest_path, weights_path, kat_input, kat_expected,
                         [d.render() for d in report.warnings], built.hardware, kat_matches)
+
+
+def _npz_bytes(weights: dict) -> bytes:
+    """The deterministic .npz of `edgebuild.arrays.save`; if that writer turns the 0-d
+    `bits`/`scale_exp` entries into shape (1,) (np.ascontiguousarray returns ndim >= 1), the
+    same format written here with the shapes kept."""
+    import zipfile
+
+    import numpy as np
+
+    from edgebuild import arrays
+
+    buffer = io.BytesIO()
+    arrays.save(buffer, **weights)
+    with np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False) as data:
+        if all(data[name].shape == np.shape(weights[name]) for name in weights):
+            return buffer.getvalue()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name in sorted(weights):
+            entry = io.BytesIO()
+            array = np.asarray(weights[name])
+            np.lib.format.write_array(entry, array if array.flags.c_contiguous
+                                      else np.ascontiguousarray(array), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=arrays.FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, entry.getvalue())
+    return buffer.getvalue()
+
+
+def _write_all(outputs: dict[Path, bytes]) -> None:
+    """Write every file, or none: an existing file with other content is never overwritten
+    (delete it, or import under another name or directory)."""
+    clashes = [path for path, data in outputs.items()
+               if path.exists() and (not path.is_file() or path.read_bytes() != data)]
+    if clashes:
+        raise UserError([Diagnostic(str(path), "exists with other content; not overwritten "
+                                               "(delete it, or choose another --name or -o)")
+                         for path in clashes])
+    for path, data in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            temp = path.with_name(f".{path.name}.tmp")
+            temp.write_bytes(data)
+            temp.replace(path)
 
 
 def _check_output_flags(report: _Reporter, specs: list[_Spec]) -> None:
@@ -1584,18 +1691,38 @@ def _kat_check(manifest, weights: dict, sample, expected, folding) -> bool:
 _ACT_NAMES = {"none": "None", "relu": "ReLU", "abs": "Abs"}
 
 
+def _quant_rows(quant: dict | None) -> dict[str, dict]:
+    """`{name: {"bits", "scale_exp"}}` from either that mapping or a quant.json document
+    (`{"layers": [{"name", "bits", "scale_exp", ...}]}`)."""
+    if not quant:
+        return {}
+    if isinstance(quant.get("layers"), list):
+        return {row["name"]: row for row in quant["layers"] if isinstance(row, dict)}
+    return {name: row for name, row in quant.items() if isinstance(row, dict)}
+
+
+def _map_value(value: Any, what: str) -> int:
+    parsed = parse_processor_map(value)
+    if parsed is None:
+        raise UserError(f"export: {what} {value!r} is not a processor map")
+    return parsed
+
+
 def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     """The network description (toolchain YAML) of `manifest` placed as `placement`.
 
-    `placement["layers"]` lists the hardware layers in order (name, members, op, processors,
-    output_processors, in_offset, out_offset, data_format, write_gap, bias_group, streaming,
-    inputs); `quant` optionally maps compute layer names to `{"bits": b, "scale_exp": s}`
-    (written as `quantization` and `output_shift`)."""
+    `placement["layers"]` lists the hardware layers in order, each with name, members (the
+    manifest layers it implements; empty for a synthetic copy layer), op, inputs (hardware
+    layer names or "input"), processors and output_processors (ints or hex strings),
+    in_offset, out_offset, data_format, write_gap, bias_group and streaming. `quant` maps
+    compute layer names to `{"bits": b, "scale_exp": s}` (or is a quant.json document);
+    they become `quantization` and `output_shift`. Importing the result (with the same input
+    shape) gives the same layers and placement back."""
     from edgebuild import folding
     from edgebuild import graph as graphs
 
-    device = getattr(manifest.target.device, "value", manifest.target.device)
-    if not str(device).startswith("max7800"):
+    device = str(getattr(manifest.target.device, "value", manifest.target.device))
+    if not device.startswith("max7800"):
         raise UserError(f"export: target.device is {device}; network descriptions are for "
                         "max78000/max78002")
     layers, alias = folding.fold_layers(manifest.model.layers)
@@ -1604,38 +1731,45 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         raise UserError([f"export: {p.message}" for p in problems])
     nodes = {node.name: node for node in graph.nodes}
     by_name = {layer.name: layer for layer in layers}
-    hw_layers = placement.get("layers") or []
+    hw_layers = list(placement.get("layers") or [])
     if not hw_layers:
         raise UserError("export: the placement has no layers")
-    owner: dict[str, str] = {}
+    owner: dict[str, str] = {"input": "input"}
     for hw in hw_layers:
-        for member in hw.get("members") or [hw["name"]]:
+        for member in hw.get("members") or ():
+            owner[member] = hw["name"]
             owner[alias.get(member, member)] = hw["name"]
-    records = []
+    for name, target in alias.items():  # a folded-away layer's readers read its source
+        owner.setdefault(name, owner.get(target, target))
+    rows = _quant_rows(quant)
+    records, outputs = [], []
     previous = "input"
     for position, hw in enumerate(hw_layers):
-        members = [by_name[alias.get(m, m)] for m in (hw.get("members") or [hw["name"]])
+        members = [by_name[alias.get(m, m)] for m in hw.get("members") or ()
                    if alias.get(m, m) in by_name]
-        members = list(dict.fromkeys(members))
-        record = _export_layer(hw, members, nodes, owner, previous, position, quant or {})
+        members = list({m.name: m for m in members}.values())
+        record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
         records.append(record)
+        outputs.append(output)
         previous = hw["name"]
-    _export_channels(records, layers, nodes, owner, hw_layers)
+    _export_channels(records, nodes, outputs)
+    dataset = manifest.dataset.format if manifest.dataset is not None else "none"
     lines = [
         "---",
-        f"# Exported by edgebuild from manifest {manifest.name} for {device}.",
-        f"# Input shape: {list(manifest.model.input)} (channels first)",
+        f"# Exported by edgebuild from manifest {manifest.name!r} for {device}.",
+        f"# Input shape: {list(manifest.model.input)} (channels first); import with "
+        f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))}`.",
+        "",
         f"arch: edgebuild_{manifest.name}",
-        f"dataset: {manifest.dataset.format if manifest.dataset is not None else 'none'}",
+        f"dataset: {getattr(dataset, 'value', dataset)}",
         "",
         "layers:",
     ]
-    for position, record in enumerate(records):
-        lines.append(f"  # Layer {position}")
-        first = True
-        for key, value in record.items():
-            lines.append(("  - " if first else "    ") + f"{key}: {_export_value(key, value)}")
-            first = False
+    for position, (record, hw) in enumerate(zip(records, hw_layers, strict=True)):
+        members = ", ".join(hw.get("members") or ()) or "synthetic copy"
+        lines.append(f"  # Layer {position}: {members}")
+        for i, (key, value) in enumerate(record.items()):
+            lines.append(("  - " if i == 0 else "    ") + f"{key}: {_export_value(key, value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -1651,25 +1785,36 @@ def _export_value(key: str, value: Any) -> str:
     return str(value)
 
 
+def _single(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return value[0] if len(set(value)) == 1 else list(value)
+    return value
+
+
 def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: str,
-                  position: int, quant: dict) -> dict:
+                  position: int, quant: dict) -> tuple[dict, str | None]:
+    """One network layer; also the manifest layer holding its output (None: a copy)."""
     names = {m.name for m in members}
-    ops = [m.op for m in members]
     compute = [m for m in members if m.op in WEIGHT_OPS]
     adds = [m for m in members if m.op == "add"]
     concats = [m for m in members if m.op == "concat"]
     pools = [m for m in members if m.op in ("pool1d", "pool2d")]
-    unknown = [m.name for m in members if m.op not in (*WEIGHT_OPS, "add", "concat", "pool1d",
-                                                       "pool2d", "passthrough", "flatten")]
-    if len(compute) > 1 or unknown or (adds and concats):
-        raise UserError(f"export: hardware layer {hw['name']!r} combines {ops}, which one network "
-                        "layer cannot describe")
-    external = []
-    for member in members:
-        for name in member.inputs:
-            if name not in names:
-                source = "input" if name == "input" else owner.get(name, name)
-                if source not in external:
+    allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten")
+    unknown = [m.op for m in members if m.op not in allowed]
+    if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
+        raise UserError(f"export: hardware layer {hw['name']!r} combines "
+                        f"{[m.op for m in members]}, which one network layer cannot describe")
+    consumed = {name for m in members for name in m.inputs}
+    produced = [m.name for m in members if m.name not in consumed]
+    output = produced[-1] if produced else None
+    if hw.get("inputs") is not None:
+        external = [str(name) for name in hw["inputs"]]
+    else:
+        external = []
+        for member in members:
+            for name in member.inputs:
+                source = owner.get(name, name)
+                if name not in names and source not in external:
                     external.append(source)
     record: dict[str, Any] = {"name": hw["name"]}
     main = compute[0] if compute else None
@@ -1678,38 +1823,38 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
     else:
         record["op"] = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp"}[main.op]
     if main is not None and main.op != "linear":
-        kernel = main.kernel
         if main.op == "conv2d":
-            kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+            kh, kw = (main.kernel, main.kernel) if isinstance(main.kernel, int) else main.kernel
             record["kernel_size"] = f"{kh}x{kw}"
         else:
-            record["kernel_size"] = kernel
-        pad = main.pad if isinstance(main.pad, int) else (
-            main.pad[0] if main.pad[0] == main.pad[1] else list(main.pad))
-        record["pad"] = pad
-        if main.stride not in (1, (1, 1)):
-            record["stride"] = main.stride if isinstance(main.stride, int) else list(main.stride)
-        if main.dilation not in (1, (1, 1)):
-            record["dilation"] = main.dilation if isinstance(main.dilation, int) \
-                else list(main.dilation)
+            record["kernel_size"] = main.kernel
+        record["pad"] = _single(main.pad)
+        if _single(main.stride) != 1:
+            record["stride"] = _single(main.stride)
+        if _single(main.dilation) != 1:
+            record["dilation"] = _single(main.dilation)
         if main.groups != 1:
             record["groups"] = main.groups
-    act = main.act.value if main is not None else (adds[0].act.value if adds else "none")
-    if main is not None or adds:
-        record["activate"] = _ACT_NAMES[act]
+    if main is not None:
+        record["activate"] = _ACT_NAMES[main.act.value]
+    elif adds:
+        record["activate"] = _ACT_NAMES[adds[0].act.value]
     window = main.pool if main is not None and getattr(main, "pool", None) is not None else None
     if window is None and pools:
         window = pools[0]
+        if any((p.mode, p.size, p.stride) != (window.mode, window.size, window.stride)
+               for p in pools):
+            raise UserError(f"export: hardware layer {hw['name']!r} pools its operands with "
+                            "different windows")
     if window is not None:
         key = "max_pool" if window.mode.value == "max" else "avg_pool"
-        record[key] = window.size if isinstance(window.size, int) else list(window.size)
-        stride = window.stride if window.stride is not None else window.size
-        record["pool_stride"] = stride if isinstance(stride, int) else list(stride)
+        record[key] = _single(window.size)
+        record["pool_stride"] = _single(window.stride if window.stride is not None
+                                        else window.size)
     if adds:
         record["eltwise"] = "add"
-        # add then pool (pool in the conv or after the add) = pool_first: false
-        if window is not None and not (pools and all(
-                p.name in adds[0].inputs for p in pools)):
+        pooled_first = bool(pools) and all(p.name in adds[0].inputs for p in pools)
+        if window is not None and not pooled_first:
             record["pool_first"] = False
     if main is not None and main.op == "linear":
         in_shape = nodes[main.name].in_shapes[0]
@@ -1717,51 +1862,52 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
             record["flatten"] = True
     if main is not None and getattr(main, "wide", False):
         record["output_width"] = 32
-    default = [previous]
-    if external != default:
+    if external != [previous]:
         record["in_sequences"] = external if len(external) > 1 else external[0]
-    record["processors"] = hw["processors"]
-    for key in ("output_processors", "in_offset", "out_offset"):
+    record["processors"] = _map_value(hw["processors"], f"{hw['name']}.processors")
+    if hw.get("output_processors") is not None:
+        record["output_processors"] = _map_value(hw["output_processors"],
+                                                 f"{hw['name']}.output_processors")
+    for key in ("in_offset", "out_offset"):
         if hw.get(key) is not None:
-            record[key] = hw[key]
+            record[key] = int(hw[key])
     if position == 0 and hw.get("data_format"):
-        record["data_format"] = hw["data_format"]
+        record["data_format"] = str(hw["data_format"])
     if hw.get("write_gap"):
-        record["write_gap"] = hw["write_gap"]
+        record["write_gap"] = int(hw["write_gap"])
     if hw.get("bias_group") is not None:
-        record["bias_group"] = hw["bias_group"]
+        group = hw["bias_group"]
+        record["bias_group"] = list(group) if isinstance(group, list | tuple) else int(group)
     if hw.get("streaming"):
         record["streaming"] = True
     if main is not None and main.name in quant:
-        q = quant[main.name]
-        record["quantization"] = int(q["bits"])
-        record["output_shift"] = int(q["scale_exp"])
-    return record
+        row = quant[main.name]
+        record["quantization"] = int(row["bits"])
+        record["output_shift"] = int(row["scale_exp"])
+    return record, output
 
 
-def _export_channels(records: list[dict], layers, nodes: dict, owner: dict,
-                     hw_layers: list[dict]) -> None:
-    """Add `out_channels` where the importer could not read the count from processor maps."""
+def _export_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
+    """Add `out_channels` where the importer would not read the count from processor maps."""
+    index = {record["name"]: i for i, record in enumerate(records)}
     specs = []
-    index = {hw["name"]: i for i, hw in enumerate(hw_layers)}
     for i, record in enumerate(records):
         spec = _Spec(index=i, keys={}, raw={})
+        spec.op = {"mlp": "linear", "passthrough": "none"}.get(record["op"], record["op"])
         spec.processors = record["processors"]
         spec.output_processors = record.get("output_processors")
         spec.groups = record.get("groups", 1)
         spec.eltwise = record.get("eltwise")
+        spec.wide = record.get("output_width") == 32
         refs = record.get("in_sequences")
-        refs = [i - 1] if refs is None else [
-            -1 if r == "input" else index[r] for r in (refs if isinstance(refs, list) else [refs])]
-        spec.inputs = refs
+        refs = [i - 1] if refs is None else (refs if isinstance(refs, list) else [refs])
+        spec.inputs = [-1 if r in ("input", -1) else index.get(r, i - 1) if isinstance(r, str)
+                       else r for r in refs]
         specs.append(spec)
     for i, record in enumerate(records):
-        if record["op"] not in ("conv2d", "conv1d", "mlp"):
+        if record["op"] not in ("conv2d", "conv1d", "mlp") or outputs[i] not in nodes:
             continue
-        actual = nodes[hw_layers[i]["name"]].out_shape[0] if hw_layers[i]["name"] in nodes \
-            else None
-        if actual is None:
-            continue
+        actual = nodes[outputs[i]].out_shape[0]
         guess, _ = map_channels(specs, i, None, None)
         if guess != actual:
             record["out_channels"] = actual

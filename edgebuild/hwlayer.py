@@ -7,7 +7,8 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
   input. A flatten of data that is already flat (all spatial sizes 1) is a no-op alias.
 - an `add` without activation whose only consumer is the conv2d right after it runs
   "in-flight" inside that conv (the hardware's `eltwise`); the hardware layer is named after
-  the conv and lists both names in `members`. Only conv2d: the manual allows in-flight
+  the conv and lists both names in `members`. An add the placement section names stays a
+  layer of its own (see `map_layers`). Only conv2d: the manual allows in-flight
   element-wise operations with 2-D convolutions, and 1-D convolutions "without element-wise
   operations".
 - element-wise operands are read interleaved (operand i at word i of every group of n
@@ -23,6 +24,7 @@ Shapes are per sample, channels first: (C,), (C, L) or (C, H, W).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from edgebuild.graph import INPUT, Graph
@@ -109,16 +111,20 @@ def manifest_index(layers: tuple[LayerBase, ...]) -> dict[str, int]:
     return index
 
 
-def map_layers(layers: tuple[LayerBase, ...], graph: Graph,
-               bits: dict[str, int]) -> tuple[HwLayer, ...]:
-    """The hardware layers of the folded `layers` (see the module docstring)."""
+def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int],
+               placed: Iterable[str] = ()) -> tuple[HwLayer, ...]:
+    """The hardware layers of the folded `layers` (see the module docstring).
+
+    `placed`: names the manifest's `placement` section places. An add placed by name is
+    its own hardware layer (the network description's `operation: none` with `eltwise`),
+    never merged into the next convolution: an imported network keeps its layers."""
     nodes = {node.name: node for node in graph.nodes}
     shapes = {INPUT: tuple(graph.input), **{n.name: n.out_shape for n in graph.nodes}}
     consumers = _consumers(layers)
     by_name = {layer.name: layer for layer in layers}
     where: dict[str, str] = {INPUT: INPUT}  # manifest tensor -> hardware tensor holding it
     flattened: dict[str, str] = {}  # absorbed flatten -> the tensor it flattens
-    merged = _merged_adds(layers, consumers)
+    merged = _merged_adds(layers, consumers, frozenset(placed))
     hw: list[HwLayer] = []
     for layer in layers:
         if layer.op == "flatten" and _absorbed(layer, shapes, consumers, by_name):
@@ -151,11 +157,13 @@ def _absorbed(layer, shapes, consumers, by_name) -> bool:
     return bool(readers) and all(by_name[r].op == "linear" for r in readers)
 
 
-def _merged_adds(layers: tuple[LayerBase, ...], consumers) -> dict[str, str]:
+def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
+                 ) -> dict[str, str]:
     """add name -> the conv2d it runs in-flight with."""
     merged = {}
     for layer, following in zip(layers, layers[1:], strict=False):
         if (layer.op == "add" and layer.act.value == "none" and following.op == "conv2d"
+                and layer.name not in placed
                 and following.inputs == (layer.name,)
                 and consumers.get(layer.name) == [following.name]):
             merged[layer.name] = following.name
@@ -175,12 +183,13 @@ def _layer(layer, node, add, where, flattened, shapes, bits) -> HwLayer:
     else:
         common.update(members=members)
     if layer.op in ("conv1d", "conv2d"):
-        return HwLayer(**common, **_conv(layer, in_shape, bits))
+        return HwLayer(**common | _conv(layer, in_shape, bits))
     if layer.op == "linear":
         return _linear(layer, common, flattened, shapes, bits)
     if layer.op in ("pool1d", "pool2d"):
         pool = _pool(layer.mode, layer.size, layer.stride, len(in_shape) - 1)
-        return HwLayer(**{**common, "op": "pool"}, pool=pool, pooled_shape=tuple(node.out_shape))
+        return HwLayer(**common | {"op": "pool", "pool": pool,
+                                   "pooled_shape": tuple(node.out_shape)})
     if layer.op == "add":
         return HwLayer(**common | {"eltwise_operands": len(inputs), "eltwise": layer.name})
     if layer.op == "concat":

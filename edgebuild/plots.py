@@ -78,3 +78,26 @@ def memory(rows: list[dict], l1_budget: int, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=METADATA)
     plt.close(fig)
+
+
+def data_memory(placement: dict, path: Path) -> None:
+    """A MAX7800x data memory map: one row per memory instance, one bar per tensor's byte
+    range in it (interleaved `write_gap` tensors are drawn over their whole span)."""
+    plt = _pyplot()
+    regions = placement["data_memory"]
+    tensors = sorted({r["tensor"] for r in regions}, key=[r["tensor"] for r in regions].index)
+    colors = {name: plt.cm.tab20(i % 20) for i, name in enumerate(tensors)}
+    instances = sorted({r["instance"] for r in regions})
+    fig, ax = plt.subplots(figsize=(9, 0.4 * len(instances) + 1.6))
+    for row, instance in enumerate(instances):
+        for r in (r for r in regions if r["instance"] == instance):
+            ax.barh(row, r["end"] - r["start"], left=r["start"], color=colors[r["tensor"]],
+                    edgecolor="black", linewidth=0.3, alpha=0.8)
+    ax.set_yticks(range(len(instances)), [f"mem {i}" for i in instances])
+    ax.set_xlabel("byte offset in the instance")
+    ax.set_title(f"{placement['device']} data memory: tensors by instance")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in tensors],
+              labels=tensors, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=METADATA)
+    plt.close(fig)

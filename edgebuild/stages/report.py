@@ -139,8 +139,8 @@ def _accelerator_html(report: dict) -> str:
     if not acc:
         return ""
     rows = [{"layer": layer["name"], "op": layer["op"],
-             "processors": f"{layer['processors']:#018x}",
-             "output_processors": f"{layer['output_processors']:#018x}",
+             "processors": layer["processors"],
+             "output_processors": layer["output_processors"],
              "in_offset": f"{layer['in_offset']:#06x}", "out_offset": f"{layer['out_offset']:#06x}",
              "in_passes": layer.get("in_passes"), "kernel": layer.get("kernel")}
             for layer in acc["placement"]["layers"]]

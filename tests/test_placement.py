@@ -1,0 +1,402 @@
+"""Placement (edgebuild/placement.py): user placements checked, the rest chosen.
+
+The mnist-extrasmall placement below is the reference model's network description
+(ai8x-models/mnist-extrasmall/network.yaml): CHW input on processor 0, the other layers on
+processors 4-11, ping-pong between 0 and 0x2000.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edgebuild import device, limits, placement, policy
+from edgebuild import graph as graphs
+from edgebuild.folding import fold_layers
+from edgebuild.hwlayer import map_layers
+from edgebuild.manifest import Manifest
+from edgebuild.placement import FIELDS, Region, collide
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "manifests"
+
+
+def conv(name: str, out: int, **fields) -> dict:
+    return {"name": name, "op": "conv2d", "out": out, "kernel": 3, "pad": 1, "act": "relu",
+            **fields}
+
+
+MNIST = {
+    "name": "mnist",
+    "model": {"input": [1, 28, 28], "layers": [
+        conv("conv1", 8, bias=False),
+        conv("conv2", 8, pad=2, bias=False, pool={"mode": "max", "size": 2, "stride": 2}),
+        conv("conv3", 8, bias=False, pool={"mode": "max", "size": 4, "stride": 4}),
+        {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]},
+    "target": {"device": "max78000"},
+    "placement": {
+        "conv1": {"processors": "0x0000000000000001", "data_format": "CHW", "out_offset": 0x2000},
+        "conv2": {"processors": "0x0000000000000ff0", "out_offset": 0},
+        "conv3": {"processors": "0x0000000000000ff0", "out_offset": 0x2000},
+        "fc": {"processors": "0x0000000000000ff0", "out_offset": 0}},
+}
+
+RESIDUAL = {
+    "name": "residual",
+    "model": {"input": [3, 16, 16], "layers": [
+        conv("conv1", 16), conv("conv2", 16),
+        {"name": "sum", "op": "add", "inputs": ["conv1", "conv2"]},
+        conv("conv3", 16, pool={"mode": "max", "size": 2}),
+        {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]},
+    "target": {"device": "max78000"},
+}
+
+
+def model(layers: list[dict], input_shape=(8, 8, 8), device_name: str = "max78000",
+          **sections) -> dict:
+    return {"name": "m", "model": {"input": list(input_shape), "layers": layers},
+            "target": {"device": device_name}, **sections}
+
+
+def resolve(document: dict, placed=()):
+    manifest = Manifest.model_validate(document)
+    layers, _ = fold_layers(manifest.model.layers)
+    graph, problems = graphs.build(manifest.model.input, layers)
+    assert not problems, problems
+    bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
+    hw = map_layers(layers, graph, bits, placed)
+    profile = device.profile(manifest.target.device.value)
+    return hw, limits.check(hw, manifest, profile), *placement.resolve(hw, manifest, profile)
+
+
+def placed_ok(document: dict, placed=()) -> placement.Placement:
+    _, found, result, problems = resolve(document, placed)
+    assert found == [] and problems == [], found + problems
+    return result
+
+
+def problems(document: dict) -> list[placement.Problem]:
+    _, _, result, found = resolve(document)
+    assert result is None
+    return found
+
+
+def messages(document: dict) -> list[str]:
+    return [p.message for p in problems(document)]
+
+
+def with_placement(document: dict, **entries) -> dict:
+    out = copy.deepcopy(document)
+    for name, fields in entries.items():
+        out.setdefault("placement", {}).setdefault(name, {}).update(fields)
+    return out
+
+
+def comparable(result: placement.Placement) -> dict:
+    out = result.to_json()
+    for layer in out["layers"]:
+        layer.pop("origin")
+    return out
+
+
+def pinned_again(document: dict, result: placement.Placement, placed=()) -> None:
+    """Giving the automatic result as the user's placement reproduces it exactly."""
+    pinned = dict(copy.deepcopy(document), placement=result.to_manifest())
+    again = placed_ok(pinned, placed)
+    assert comparable(again) == comparable(result)
+    assert all(v == "given" for layer in again.to_json()["layers"]
+               for k, v in layer["origin"].items() if k in ("processors", "out_offset"))
+
+
+# --- the reference network ----------------------------------------------------------------
+
+def test_mnist_extrasmall_reference_placement_passes():
+    result = placed_ok(MNIST)
+    got = {p.name: p for p in result.layers}
+    assert got["conv1"].processors == 0x1 and got["conv1"].data_format == "CHW"
+    assert got["conv1"].output_processors == 0xff0  # the next layer's processors
+    assert [got[n].in_offset for n in ("conv1", "conv2", "conv3", "fc")] == [0, 0x2000, 0, 0x2000]
+    assert [got[n].out_offset for n in ("conv1", "conv2", "conv3", "fc")] == [0x2000, 0, 0x2000, 0]
+    assert got["fc"].output_processors == 0x3ff  # 10 outputs on processors 0-9
+    kernels = {n: (got[n].kernel.start, got[n].kernel.words) for n in got}
+    # 3x3 8-bit kernels: one per 72-bit word; fc: 10 x 16 1x1 kernels, 9 per word
+    assert kernels == {"conv1": (0, 8), "conv2": (0, 8), "conv3": (8, 8), "fc": (16, 18)}
+    assert got["fc"].bias == placement.BiasSlot(0, 0, 10)
+    assert got["conv1"].bias is None and got["fc"].in_passes == 1
+
+
+def test_mnist_json_and_text():
+    result = placed_ok(MNIST)
+    document = json.loads(json.dumps(result.to_json()))
+    conv1 = document["layers"][0]
+    assert conv1["processors"] == "0x0000000000000001"
+    assert conv1["output_processors"] == "0x0000000000000ff0"
+    assert conv1["origin"] == {"processors": "given", "output_processors": "auto",
+                               "in_offset": "auto", "out_offset": "given",
+                               "data_format": "given", "write_gap": "auto",
+                               "bias_group": "auto", "streaming": "auto"}
+    assert set(conv1["origin"]) == set(FIELDS)
+    assert {r["tensor"] for r in document["data_memory"]} == {"input", "conv1", "conv2", "conv3",
+                                                              "fc"}
+    text = result.text()
+    for fragment in ("placement on max78000", "kernel memory", "data memory", "bias memory",
+                     "0x2000..0x2c3f conv1 (steps 0..1)", "quadrant 0: fc 0..9"):
+        assert fragment in text
+
+
+def test_mnist_automatic_placement_ping_pongs():
+    document = copy.deepcopy(MNIST)
+    del document["placement"]
+    result = placed_ok(document)
+    assert [p.out_offset for p in result.layers] == [0x4000, 0, 0x4000, 0]
+    assert result.layers[0].data_format == "HWC" and result.layers[0].processors == 1
+    pinned_again(document, result)
+
+
+# --- mistakes, each with its message ------------------------------------------------------
+
+def test_wrong_processor_count():
+    document = with_placement(MNIST, conv2={"processors": "0xf0"})
+    found = problems(document)
+    assert found == [placement.Problem(("placement", "conv2", "processors"), (
+        "layer 'conv2': processors 0x00000000000000f0 has 4 bits, but 8 input channels need 8 "
+        "processors"))]
+
+
+def test_output_over_its_own_input():
+    found = problems(with_placement(MNIST, conv2={"out_offset": 0x2000}))
+    assert found == [placement.Problem(("placement", "conv2", "out_offset"), (
+        "layer 'conv2': output 'conv2' at 0x2000..0x23ff in data memory instance 1 overwrites "
+        "the output of 'conv1' at 0x2000..0x2c3f (layer 'conv2' still reads it)")),
+        placement.Problem(("placement", "conv3", "out_offset"), (  # and conv3 then over conv2
+            "layer 'conv3': output 'conv3' at 0x2000..0x203f in data memory instance 1 "
+            "overwrites the output of 'conv2' at 0x2000..0x23ff (layer 'conv3' still reads it)"))]
+
+
+def test_output_past_the_instance():
+    placed_ok(with_placement(MNIST, conv3={"out_offset": 0x7fc0}))
+    document = with_placement(MNIST, conv3={"out_offset": 0x7ff0})
+    assert messages(document) == ["layer 'conv3': 'conv3' needs 0x7ff0..0x802f in data memory "
+                                  "instance 1, beyond its 32768 bytes"]
+
+
+def test_offsets_must_agree():
+    found = problems(with_placement(MNIST, conv2={"in_offset": 0x1000}))
+    assert found == [placement.Problem(("placement", "conv2", "in_offset"), (
+        "layer 'conv2': in_offset 0x1000 does not match layer 'conv1': out_offset (which puts "
+        "'conv1' at 0x2000)"))]
+
+
+def test_reader_and_writer_processors_must_agree():
+    found = problems(with_placement(MNIST, conv1={"output_processors": "0xff"}))
+    assert found == [placement.Problem(("placement", "conv2", "processors"), (
+        "layer 'conv2' reads 'conv1' on processors 0x0000000000000ff0, but 'conv1' writes its "
+        "output on 0x00000000000000ff"))]
+
+
+def test_65_channels_on_a_64_bit_map():
+    document = model([conv("c", 8, kernel=1, pad=0)], input_shape=(65, 4, 4),
+                     placement={"c": {"processors": "0xffffffffffffffff"}})
+    assert messages(document) == ["layer 'c': processors 0xffffffffffffffff has 64 bits, but 65 "
+                                  "input channels need 36 processors"]
+
+
+def test_chw_needs_one_processor_per_memory_instance():
+    document = with_placement(MNIST, conv1={"processors": "0x3"})
+    document["model"]["input"] = [2, 28, 28]
+    found = problems(document)
+    assert found == [placement.Problem(("placement", "conv1", "processors"), (
+        "layer 'conv1': CHW input needs each processor on its own data memory instance, but "
+        "processors 0 and 1 share instance 0"))]
+    document["placement"]["conv1"]["processors"] = "0x11"
+    placed_ok(document)
+
+
+def test_data_format_only_on_the_first_layer():
+    assert messages(with_placement(MNIST, conv2={"data_format": "CHW"})) == [
+        "layer 'conv2': data_format applies to the first layer only ('conv1'); every other "
+        "layer reads HWC"]
+
+
+def test_kernel_memory_exhausted():
+    document = model([conv("big", 800, bias=False)], input_shape=(64, 4, 4))
+    found = problems(document)
+    assert found == [placement.Problem(("model", "layers", 0), (
+        "layer 'big': kernel memory runs out on processor 0: needs words 0..799 (800 words "
+        "from start word 0), but processor 0 has 768 words on max78000 (also processors "
+        "1-63)"))]
+    placed_ok(model([conv("big", 800, bias=False)], input_shape=(64, 4, 4),
+                    device_name="max78002"))
+
+
+def test_kernel_memory_packs_small_weights():
+    document = model([conv("big", 800, bias=False)], input_shape=(64, 4, 4),
+                     qat={"weight_bits": 4})
+    result = placed_ok(document)  # two 3x3 4-bit kernels per 72-bit word
+    assert result.layers[0].kernel == placement.KernelSlot(0, 400)
+
+
+def test_bias_memory_exhausted():
+    layers = [conv("c", 16, kernel=1, pad=0),
+              {"name": "fc", "op": "linear", "out": 500, "flatten": True}]
+    # every layer in quadrant 0: its bias memory is the only one available
+    document = model(layers, input_shape=(16, 2, 2), placement={"fc": {"processors": "0xffff"}})
+    found = problems(document)
+    # with one quadrant available every layer is bound to it: placed in layer order
+    assert found == [placement.Problem(("model", "layers", 1), (
+        "layer 'fc': bias memory runs out: 500 bias bytes do not fit (free: 496 in quadrant 0; "
+        "max78000 has 512 bytes per quadrant)"))]
+
+
+def test_bias_group_must_name_a_used_quadrant():
+    document = with_placement(MNIST, fc={"bias_group": 3})
+    assert messages(document) == ["layer 'fc': bias_group 3 must name quadrants the network uses "
+                                  "(available: 0)"]
+    assert messages(with_placement(MNIST, conv2={"bias_group": 0})) == [
+        "layer 'conv2' has no bias; remove bias_group"]
+
+
+def test_placement_keys_must_name_hardware_layers():
+    document = with_placement(MNIST, comv2={"out_offset": 0})
+    assert messages(document) == ["placement key 'comv2' names no layer; did you mean 'conv2'? "
+                                  "(hardware layers: conv1, conv2, conv3, fc)"]
+    flat = copy.deepcopy(MNIST)
+    flat["model"]["layers"][3:3] = [{"name": "flat", "op": "flatten"}]
+    flat["placement"]["flat"] = {"out_offset": 0}
+    assert messages(flat) == ["placement key 'flat' names a layer that is part of hardware layer "
+                              "'fc' (the hardware flattens inside the linear layer); place 'fc' "
+                              "instead"]
+    residual = with_placement(RESIDUAL, sum={"out_offset": 0})
+    assert messages(residual) == ["placement key 'sum' names a layer that is part of hardware "
+                                  "layer 'conv3' (the element-wise add runs in-flight in the "
+                                  "convolution); place 'conv3' instead"]
+
+
+def test_every_problem_is_reported_at_once():
+    document = with_placement(MNIST, conv9={"out_offset": 0}, conv3={"data_format": "HWC"},
+                              conv2={"processors": "0xf0"})
+    paths = [p.path for p in problems(document)]
+    assert paths == [("placement", "conv9"), ("placement", "conv3", "data_format"),
+                     ("placement", "conv2", "processors")]
+
+
+def test_memory_problems_are_reported_together():
+    layers = [conv("big", 800, bias=False), conv("c", 16, kernel=1, pad=0),
+              {"name": "fc", "op": "linear", "out": 500, "flatten": True}]
+    found = problems(model(layers, input_shape=(64, 2, 2), placement={
+        "c": {"bias_group": 0}, "fc": {"bias_group": 0}}))
+    assert [(p.path, p.message.split(":")[1].strip()) for p in found] == [
+        (("model", "layers", 0), "kernel memory runs out on processor 0"),
+        (("placement", "fc", "bias_group"), "bias memory runs out")]
+
+
+def test_data_memory_runs_out():
+    document = model([conv("c1", 4), conv("c2", 4)], input_shape=(4, 90, 90),
+                     placement={"c1": {"output_processors": "0xf"}})
+    assert messages(document) == [
+        "layer 'c1': data memory runs out: 'c1' needs 32400 bytes in data memory instance 0, "
+        "but no free range of the 32768-byte instance is large enough (still needed: 'input' "
+        "0x0000..0x7e8f in instance 0)"]
+    placed_ok(model([conv("c1", 4), conv("c2", 4)], input_shape=(4, 90, 90)))
+
+
+def test_write_gap_follows_the_readers():
+    assert messages(with_placement(MNIST, conv2={"write_gap": 1})) == [
+        "layer 'conv2': write_gap 1 is wrong; its readers need plain (not interleaved) data, so "
+        "write_gap is 0"]
+
+
+# --- automatic placement ------------------------------------------------------------------
+
+@pytest.mark.parametrize("device_name", ["max78000", "max78002"])
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
+def test_examples_place_automatically(path, device_name):
+    document = yaml.safe_load(path.read_text())
+    document["target"] = {"device": device_name}
+    result = placed_ok(document)
+    pinned_again(document, result)
+    json.dumps(result.to_json())
+    assert "data memory" in result.text()
+
+
+def test_residual_places_automatically():
+    result = placed_ok(RESIDUAL)
+    got = {p.name: p for p in result.layers}
+    assert list(got) == ["conv1", "conv2", "conv3_in0", "conv3", "fc"]
+    copy_layer, second, merged = got["conv3_in0"], got["conv2"], got["conv3"]
+    assert copy_layer.members == () and copy_layer.op == "passthrough"
+    assert merged.members == ("sum", "conv3") and merged.inputs == ("conv3_in0", "conv2")
+    # operands interleaved: write_gap 1, 4 bytes apart; the add reads from operand 0
+    assert copy_layer.write_gap == second.write_gap == 1
+    assert second.out_offset == copy_layer.out_offset + 4
+    assert merged.in_offset == copy_layer.out_offset
+    assert copy_layer.output_processors == second.output_processors == merged.processors
+    assert got["conv1"].output_processors == second.processors == copy_layer.processors
+    pinned_again(RESIDUAL, result)
+
+
+def test_placed_add_is_its_own_layer():
+    document = with_placement(RESIDUAL, sum={})
+    result = placed_ok(document, placed={"sum"})
+    assert [p.name for p in result.layers] == ["conv1", "conv2", "sum_in0", "sum", "conv3", "fc"]
+    assert result.layer("sum").op == "add"
+    pinned_again(document, result, placed={"sum"})
+
+
+def test_multi_pass_places_automatically():
+    document = model([conv("c1", 100), conv("c2", 100, pool={"mode": "max", "size": 2}),
+                      conv("c3", 130, kernel=1, pad=0),
+                      {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}],
+                     input_shape=(3, 16, 16))
+    result = placed_ok(document)
+    c1, c2, c3, fc = result.layers
+    assert c1.output_processors.bit_count() == 52 and c1.out_passes == 2  # 100 -> 2 x 52
+    assert c2.processors == c1.output_processors and c2.in_passes == 2
+    assert c2.kernel.words == 200  # 100 outputs x 2 passes of 3x3 kernels
+    assert c3.output_processors.bit_count() == 44 and c3.out_passes == 3  # 130 -> 3 x 44
+    assert fc.in_passes == 3 and fc.kernel.words == 214  # 10 x 64 x 3 kernels, 9 per word
+    pinned_again(document, result)
+
+
+def test_concat_places_automatically():
+    document = model([conv("squeeze", 4, kernel=1, pad=0, pool={"mode": "avg", "size": 2}),
+                      conv("e1", 4, kernel=1, pad=0), conv("e3", 4, inputs=["squeeze"]),
+                      {"name": "cat", "op": "concat", "inputs": ["e1", "e3"]},
+                      {"name": "pool", "op": "pool2d", "mode": "max", "size": 2},
+                      {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}],
+                     input_shape=(3, 32, 32))
+    result = placed_ok(document)
+    e1, e3, cat = result.layer("e1"), result.layer("e3"), result.layer("cat")
+    assert e1.output_processors | e3.output_processors == cat.processors
+    assert e1.output_processors < e3.output_processors  # earlier input on lower processors
+    assert e1.out_offset == e3.out_offset == cat.in_offset
+    assert result.layer("pool").output_processors == result.layer("pool").processors
+    pinned_again(document, result)
+
+
+def test_user_processors_pull_the_producer_output():
+    document = with_placement(RESIDUAL, fc={"processors": "0x00000000ffff0000"})
+    result = placed_ok(document)
+    assert result.layer("conv3").output_processors == 0xffff0000
+    pinned_again(document, result)
+
+
+# --- word progressions --------------------------------------------------------------------
+
+def words(region: Region) -> set[int]:
+    return {region.start + region.stride * k + j for k in range(region.count)
+            for j in range(region.width)}
+
+
+def test_collide_matches_brute_force():
+    shapes = [(4, 4, 5), (8, 4, 3), (12, 4, 4), (8, 8, 2), (16, 4, 2)]
+    for stride_a, width_a, count_a in shapes:
+        for stride_b, width_b, count_b in shapes:
+            for start_b in range(0, 48, 4):
+                a = Region("a", 0, 8, stride_a, count_a, width_a, 0, 0)
+                b = Region("b", 0, start_b, stride_b, count_b, width_b, 0, 0)
+                expected = bool(words(a) & words(b))
+                assert collide(a, b) == expected == collide(b, a), (a, b)

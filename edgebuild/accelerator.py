@@ -37,7 +37,7 @@ def layout(manifest, layers, bits: dict[str, int]):
 
     profile = devices.profile(manifest.target.device.value)
     graph, _ = graphs.build(manifest.model.input, layers)
-    hw = hwlayer.map_layers(layers, graph, bits)
+    hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement)
     found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found

@@ -564,6 +564,7 @@ def _parse(path: Path) -> tuple[yamlsource.Document, _Reporter, dict, list[_Spec
                          "not a processor map such as 0x0000000000000ff0")
         top["output_map"] = (top["output_map"][0], value)
     _order(report, specs, buffers)
+    _check_output_flags(report, specs)
     return document, report, top, specs
 
 
@@ -668,6 +669,7 @@ def _load_checkpoint(path: Path) -> tuple[dict, str | None]:
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()
         hint = next((line.strip() for line in first if "GLOBAL" in line), first[0] if first else "")
+        hint = hint.rstrip(". ")
         raise UserError(Diagnostic(display, f"the checkpoint cannot be loaded safely: {hint}. "
                                             "edgebuild loads tensors, plain data and optimizer "
                                             "classes only; re-save the checkpoint with just "
@@ -1478,9 +1480,14 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
         state, ck_arch = _load_checkpoint(Path(checkpoint))
         ck_layers = _checkpoint_layers(Path(checkpoint), state)
         if arch is not None and ck_arch is not None and str(arch).lower() != ck_arch.lower():
-            report.error((top["arch"][0],), (
-                f"arch {arch!r} does not match the checkpoint's arch {ck_arch!r}: the description "
-                "and the checkpoint belong to different networks"))
+            if str(arch).startswith("edgebuild_"):  # exported by edgebuild: a made-up arch
+                report.warn((top["arch"][0],), (
+                    f"arch {arch!r} (an edgebuild export) is not the checkpoint's {ck_arch!r}; "
+                    "the layers are checked against the checkpoint instead"))
+            else:
+                report.error((top["arch"][0],), (
+                    f"arch {arch!r} does not match the checkpoint's arch {ck_arch!r}: the "
+                    "description and the checkpoint belong to different networks"))
     report.raise_errors()
 
     device_name, device_note = _device(device, None if arch is None else str(arch), network_yaml)
@@ -1495,7 +1502,6 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
                          Path(checkpoint) if checkpoint is not None else None)
     importer.assign_names()
     built = importer.build(shape)
-    _check_output_flags(report, specs)
     report.raise_errors()
     if ck_layers is None:
         report.warnings.append(Diagnostic(str(network_yaml), (

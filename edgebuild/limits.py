@@ -337,11 +337,11 @@ def _data_size(ctx: _Context) -> Iterator[Problem]:
         streamed = readers.get(tensor) and all(_streams(ctx, r) for r in readers[tensor])
         if pixels(shape) <= limit or streamed:
             continue
-        first = (readers.get(tensor) or ctx.layers[:1])[0]
         what = "the model input" if tensor == "input" else f"the output of {tensor!r}"
         path = ("model", "input") if tensor == "input" else ctx.at(
             next(layer for layer in ctx.layers if layer.name == tensor))
+        hint = (f"set placement.{readers[tensor][0].name}.streaming: true"
+                if readers.get(tensor) else "the model output is never streamed")
         yield Problem(path, f"{what} has {_dims(shape[1:])} = {pixels(shape)} values per "
                       f"channel, more than {ctx.profile.name} holds without streaming "
-                      f"({limit} in {'CHW' if chw else 'HWC'}); set "
-                      f"placement.{first.name}.streaming: true")
+                      f"({limit} in {'CHW' if chw else 'HWC'}); {hint}")

@@ -28,7 +28,9 @@ profile. Conventions (the ai8x network description's, see the synthesis manual):
   per_word = word_bits // (elements * bits); its start word, the same on all its
   processors, is a multiple of `start_multiple`.
 - Bias memory: out_channels bytes in one quadrant's bias memory, allocated by the manual's
-  modified fit-first descending.
+  modified fit-first descending (depthwise layers are treated like the others).
+- Streaming: data read only by streaming layers comes through the FIFOs (model input) or
+  rolling buffers the hardware manages, so it takes no region here.
 """
 
 from __future__ import annotations
@@ -598,6 +600,8 @@ class _Planner:
         union, last = 0, -1
         for source in layer.inputs:
             ps = bits(self.outs[source])
+            if not ps:
+                return  # the concatenation's processors are too few: reported by _count
             if union & self.outs[source] or ps[0] <= last:
                 self.problem(self.path(layer, "processors"), f"layer {layer.name!r}: "
                              f"concatenated inputs must sit on adjacent processors in order, "
@@ -752,10 +756,12 @@ class _Planner:
             for value, path, what in self._offsets_given(tensor):
                 base = value - tensor.delta
                 if found is None:
-                    found = (base, path, what)
+                    found = (base, path, f"{what} {value:#x}")
                 elif base != found[0]:
-                    self.problem(path, f"{what} {value:#x} does not match {found[2]} "
-                                 f"(which puts {tensor.name!r} at {found[0] + tensor.delta:#x})")
+                    implied = found[0] + tensor.delta
+                    puts = "" if found[2].endswith(f" {implied:#x}") else \
+                        f", which puts {tensor.name!r} at {implied:#x}"
+                    self.problem(path, f"{what} {value:#x} conflicts with {found[2]}{puts}")
         return None if found is None else found[:2]
 
     def _offsets_given(self, tensor: _Tensor):
@@ -911,10 +917,11 @@ class _Planner:
         if given is None:
             return available
         groups = [given] if isinstance(given, int) else list(given)
+        given = groups[0] if isinstance(given, int) else groups
         wrong = [g for g in groups if g not in available]
         if wrong or not groups:
             self.problem(("placement", layer.name, "bias_group"), f"layer {layer.name!r}: "
-                         f"bias_group {_listing(groups)} must name quadrants the network uses "
+                         f"bias_group {given} must name quadrants the network uses "
                          f"(available: {_listing(available)})")
             return None
         return groups

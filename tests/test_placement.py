@@ -186,8 +186,7 @@ def test_output_past_the_instance():
 def test_offsets_must_agree():
     found = problems(with_placement(MNIST, conv2={"in_offset": 0x1000}))
     assert found == [placement.Problem(("placement", "conv2", "in_offset"), (
-        "layer 'conv2': in_offset 0x1000 does not match layer 'conv1': out_offset (which puts "
-        "'conv1' at 0x2000)"))]
+        "layer 'conv2': in_offset 0x1000 conflicts with layer 'conv1': out_offset 0x2000"))]
 
 
 def test_reader_and_writer_processors_must_agree():
@@ -275,6 +274,17 @@ def test_placement_keys_must_name_hardware_layers():
                                   "convolution); place 'conv3' instead"]
 
 
+def test_placement_keys_of_folded_layers():
+    document = copy.deepcopy(MNIST)
+    document["model"]["layers"][1:1] = [{"name": "bn", "op": "batchnorm", "act": "relu"},
+                                        {"name": "drop", "op": "dropout"}]
+    document["model"]["layers"][0]["act"] = "none"
+    document["placement"].update(bn={"out_offset": 0}, drop={"out_offset": 0})
+    assert messages(document) == [
+        "placement key 'bn' names a batchnorm layer, which is folded into 'conv1'",
+        "placement key 'drop' names a dropout layer, which is removed for inference"]
+
+
 def test_every_problem_is_reported_at_once():
     document = with_placement(MNIST, conv9={"out_offset": 0}, conv3={"data_format": "HWC"},
                               conv2={"processors": "0xf0"})
@@ -336,6 +346,31 @@ def test_residual_places_automatically():
     assert copy_layer.output_processors == second.output_processors == merged.processors
     assert got["conv1"].output_processors == second.processors == copy_layer.processors
     pinned_again(RESIDUAL, result)
+
+
+def test_manual_residual_example_passes():
+    """The first residual block of the manual's example (cifar100-ressimplenet): a
+    passthrough re-formats layer 1's output with write_gap 1, layer 3 writes 4 bytes after
+    it, and layer 4 adds both in-flight."""
+    document = model([conv("l0", 16), conv("l1", 20),
+                      {"name": "l2", "op": "passthrough", "inputs": ["l1"]},
+                      conv("l3", 20, inputs=["l1"]),
+                      {"name": "res", "op": "add", "inputs": ["l2", "l3"]}, conv("l4", 20)],
+                     input_shape=(3, 32, 32), placement={
+        "l0": {"processors": "0x7000000000000000", "out_offset": 0x2000, "data_format": "HWC"},
+        "l1": {"processors": "0x0ffff00000000000", "out_offset": 0},
+        "l2": {"processors": "0x00000000000fffff", "output_processors": "0x00000000000fffff",
+               "out_offset": 0x2000, "write_gap": 1},
+        "l3": {"in_offset": 0, "processors": "0x00000000000fffff", "out_offset": 0x2004,
+               "write_gap": 1},
+        "l4": {"in_offset": 0x2000, "out_offset": 0, "processors": "0x00000000000fffff"}})
+    result = placed_ok(document, placed=document["placement"])
+    assert [p.name for p in result.layers] == ["l0", "l1", "l2", "l3", "l4"]
+    assert result.layer("l1").output_processors == 0xfffff
+    assert result.layer("l4").members == ("res", "l4")
+    broken = with_placement(document, l3={"out_offset": 0x2000})
+    _, _, none, found = resolve(broken, placed=broken["placement"])
+    assert none is None and [p.path for p in found] == [("placement", "l3", "out_offset")]
 
 
 def test_placed_add_is_its_own_layer():

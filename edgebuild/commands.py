@@ -129,7 +129,7 @@ def import_ai8x(args, cwd: Path) -> int:
                                  out_dir=cwd / args.output)
     for warning in result.warnings:
         _err(f"warning: {warning}")
-    _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild {result.manifest}`")
+    _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild build {result.manifest}`")
     return EXIT_OK
 
 

@@ -19,8 +19,15 @@ Mapping of one network layer (a "hardware layer") onto edgebuild layers:
 | `mlp` / `linear` / `fc` | linear (`flatten: true` when its input is not flat; `output_width: 32` = `wide`) |
 | `none` / `passthrough` | passthrough; with pooling a pool1d/pool2d layer; with several `in_sequences` a concat (then the pool); with `eltwise: add` (or `op: add`) an add |
 
-The edgebuild layer that produces a hardware layer's output carries the hardware layer's
-name, and its `placement` entry holds the layer's processors and offsets.
+`pool_first: false` (add, then pool) is an add followed by the conv with a fused pool. An
+`add` without activation that only feeds the conv2d right after it runs in-flight in it (one
+hardware layer, named after the conv); a concat or a pool in front of the main operation is a
+hardware layer of its own. Each hardware layer's `placement` entry is keyed by the edgebuild
+layer that writes its output; a network layer cut into several hardware layers gives its
+processors to all of them, its `in_offset` (and `data_format`) to the first and its output
+keys (`out_offset`, `output_processors`, `write_gap`, `bias_group`) to the last.
+Without a checkpoint, `quantization` becomes a `qat.overrides` weight width and layers keep
+edgebuild's default `bias: true`; with one, `bias` follows the checkpoint.
 
 Layer names come from the checkpoint's modules (`conv1.op.weight` -> `conv1`), else the
 description's `name`, else `l<index>`. Channel counts come from the checkpoint's weights
@@ -28,8 +35,9 @@ description's `name`, else `l<index>`. Channel counts come from the checkpoint's
 without a checkpoint from the processor maps and `in_channels`/`out_channels` keys (one
 channel per processor: layers that run in several passes need those keys or the checkpoint).
 
-Input shape: the `input_shape` argument, else the sample's shape, else the checkpoint's
-first layer and the dataset named in the file. Known datasets (`DATASETS`):
+Input shape: the `input_shape` argument, else the sample's shape, else the dataset named in
+the file (checked against the checkpoint's first layer when there is one). Known datasets
+(`DATASETS`):
 
 | dataset | sample shape | classes |
 |---|---|---|
@@ -38,7 +46,11 @@ first layer and the dataset named in the file. Known datasets (`DATASETS`):
 | CIFAR100 | 3 x 32 x 32 | 100 |
 | KWS_20 | 128 x 128 (1-D: 128 channels x 128 samples) | 21 |
 
-The class count names the last layer's outputs when nothing else does (with a warning).
+The class count names the outputs of a last linear (or 32-bit output) layer when nothing
+else does (with a warning).
+
+Defaults are the manual's: Conv2d 3x3 with pad 1, Conv1d pad 3 (kernel 9, the toolchain's),
+no activation, pool stride 1, 8-bit output.
 
 Checkpoint arithmetic (see the manual's "Number Format" and the toolchain's checkpoint
 reader): weights are stored as integers; a layer's bias b is used as
@@ -51,6 +63,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,7 +329,7 @@ def _parse_layer(report: _Reporter, index: int, raw: Any) -> _Spec | None:
     return spec
 
 
-def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:  # noqa: C901
+def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
     bad = report.layer_error
 
     if "name" in v:
@@ -773,10 +786,8 @@ class _Built:
 
 
 class _Importer:
-    def __init__(self, path: Path, report: _Reporter, top: dict, specs: list[_Spec],
-                 classes: int | None, checkpoint: list[_CheckpointLayer] | None,
-                 checkpoint_path: Path | None):
-        self.path = path
+    def __init__(self, report: _Reporter, top: dict, specs: list[_Spec], classes: int | None,
+                 checkpoint: list[_CheckpointLayer] | None, checkpoint_path: Path | None):
         self.report = report
         self.top = top
         self.specs = specs
@@ -1406,8 +1417,8 @@ def _input_shape(input_shape, sample_array, checkpoint, top, report, path) -> tu
         if not 1 <= len(shape) <= 3 or any(d < 1 for d in shape):
             raise UserError(f"--input {list(input_shape)}: give C,L or C,H,W (positive integers)")
         return shape
-    if sample_array is not None:
-        return tuple(sample_array.shape)
+    if sample_array is not None:  # one sample (C, H, W) / (C, L), or a batch of images
+        return tuple(sample_array.shape[1:] if sample_array.ndim == 4 else sample_array.shape)
     written, dataset = top.get("dataset", (None, None))
     known = DATASETS.get(_dataset_key(dataset))
     if known is not None:
@@ -1498,7 +1509,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
         _check_sample(Path(sample), sample_array, shape)
     classes = DATASETS.get(_dataset_key(top.get("dataset", (None, None))[1]), (None, None))[1]
 
-    importer = _Importer(network_yaml, report, top, specs, classes, ck_layers,
+    importer = _Importer(report, top, specs, classes, ck_layers,
                          Path(checkpoint) if checkpoint is not None else None)
     importer.assign_names()
     built = importer.build(shape)
@@ -1528,8 +1539,8 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     manifest: dict[str, Any] = {
         "name": manifest_name,
         "model": {"input": list(shape), "layers": built.layers},
-        **({"qat": {"overrides": {name: {"weight_bits": bits}
-                                  for name, bits in built.weight_bits.items()}}}
+        **({"qat": {"overrides": {layer: {"weight_bits": bits}
+                                  for layer, bits in built.weight_bits.items()}}}
            if built.weight_bits else {}),
         "target": {"device": device_name},
         "placement": {k: v for k, v in built.placement.items() if v},
@@ -1570,13 +1581,20 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
                 "the integer reference of the imported model does not reproduce the expected "
                 "output (different arithmetic, e.g. average pooling, or a mismatched sample?)")))
 
+    def source(path) -> str:  # relative to the manifest, so the text does not name this machine
+        try:
+            return os.path.relpath(Path(path).resolve(), out_dir.resolve())
+        except ValueError:  # another drive
+            return str(path)
+
     header = [
-        f"Imported by `edgebuild import-ai8x` from the MAX7800x network description "
-        f"{network_yaml}",
-        *([f"weights: {checkpoint} (quantized checkpoint) -> {manifest_name}/weights.npz"]
+        "Imported by `edgebuild import-ai8x` from the MAX7800x network description "
+        f"{source(network_yaml)}",
+        *([f"weights: {source(checkpoint)} (quantized checkpoint) -> "
+           f"{manifest_name}/weights.npz"]
           if checkpoint is not None else ["no checkpoint: channel counts from processor maps; "
                                           "add a `dataset:` section to train the model"]),
-        *([f"known answer: {sample}" + (f" -> {expected}" if expected else "")]
+        *([f"known answer: {source(sample)}" + (f" -> {source(expected)}" if expected else "")]
           if sample is not None else []),
         f"arch: {arch}, dataset: {top.get('dataset', (None, None))[1]}, input {list(shape)}",
         "placement: one entry per hardware layer, keyed by the layer that writes its output",
@@ -1686,7 +1704,13 @@ def _kat_check(manifest, weights: dict, sample, expected, folding) -> bool:
                 weights[f"{layer.name}.weight"].astype(np.int64),
                 None if bias is None else bias.astype(np.int64),
                 int(weights[f"{layer.name}.scale_exp"]), int(weights[f"{layer.name}.bits"]))
-    model = QuantizedModel(tuple(manifest.model.input), layers, params, "half_up")
+    try:  # the device's rule (MAX7800x: half up, average pooling truncates)
+        from edgebuild.policy import rounding_mode
+
+        rounding = rounding_mode(manifest)
+    except (ImportError, AttributeError):
+        rounding = "half_up"
+    model = QuantizedModel(tuple(manifest.model.input), layers, params, rounding)
     batch = sample if sample.ndim > len(manifest.model.input) else sample[None]
     out = run_reference(model, batch.astype(np.int64))
     return bool(np.array_equal(out.reshape(-1), np.asarray(expected).reshape(-1)))
@@ -1764,7 +1788,8 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         "---",
         f"# Exported by edgebuild from manifest {manifest.name!r} for {device}.",
         f"# Input shape: {list(manifest.model.input)} (channels first); import with "
-        f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))}`.",
+        f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))} "
+        f"--device {device}`.",
         "",
         f"arch: edgebuild_{manifest.name}",
         f"dataset: {getattr(dataset, 'value', dataset)}",

@@ -20,7 +20,7 @@ def save(path: Path, **arrays) -> None:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         for name in sorted(arrays):
             buffer = io.BytesIO()
-            np.lib.format.write_array(buffer, np.ascontiguousarray(arrays[name]),
+            np.lib.format.write_array(buffer, np.asarray(arrays[name], order="C"),
                                       allow_pickle=False)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=FIXED_TIME)
             info.external_attr = 0o644 << 16

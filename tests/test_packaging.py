@@ -24,6 +24,9 @@ for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
 from importlib.resources import files
 shipped = files("edgebuild.schemas").joinpath("manifest.schema.json").read_text()
 assert shipped == schema.render(), "the wheel ships a stale schema"
+from edgebuild import device
+assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
+assert device.profile("max78000").data_memory.instance_bytes == 32768
 print("ok", root)
 """
 

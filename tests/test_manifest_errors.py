@@ -367,6 +367,8 @@ def test_example_manifests_are_valid(tmp_path: Path):
     assert examples
     for path in examples:
         shutil.copy(path, tmp_path / "manifests" / path.name)
+    for folder in (p for p in EXAMPLES.iterdir() if p.is_dir()):  # an import's weights, kat
+        shutil.copytree(folder, tmp_path / "manifests" / folder.name)
     result = check(tmp_path)
     assert result.returncode == 0, result.stderr
     found = lines(result.stderr)

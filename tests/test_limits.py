@@ -9,18 +9,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from devicemodels import conv, hardware, model
 
-from edgebuild import device, limits, policy
-from edgebuild import graph as graphs
-from edgebuild.folding import fold_layers
-from edgebuild.hwlayer import manifest_index, map_layers
-from edgebuild.manifest import Manifest
-
-
-def conv(name: str, out: int, **fields) -> dict:
-    return {"name": name, "op": "conv2d", "out": out, "kernel": 3, "pad": 1, "act": "relu",
-            **fields}
-
+from edgebuild import limits
+from edgebuild.hwlayer import manifest_index
 
 # The mnist-extrasmall network of the reference models (ai85netextrasmall).
 MNIST = {
@@ -32,23 +24,6 @@ MNIST = {
         {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]},
     "target": {"device": "max78000"},
 }
-
-
-def model(layers: list[dict], input_shape=(8, 8, 8), device_name: str = "max78000",
-          **sections) -> dict:
-    return {"name": "m", "model": {"input": list(input_shape), "layers": layers},
-            "target": {"device": device_name}, **sections}
-
-
-def hardware(document: dict, placed=()):
-    """(manifest, hardware layers, profile) of a manifest document."""
-    manifest = Manifest.model_validate(document)
-    layers, _ = fold_layers(manifest.model.layers)
-    graph, problems = graphs.build(manifest.model.input, layers)
-    assert not problems, problems
-    bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
-    hw = map_layers(layers, graph, bits, placed)
-    return manifest, hw, device.profile(manifest.target.device.value)
 
 
 def check(document: dict, profile=None) -> list[limits.Problem]:

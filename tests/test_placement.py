@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from devicemodels import conv, hardware, model
 
-from edgebuild import device, limits, placement, policy
-from edgebuild import graph as graphs
-from edgebuild.folding import fold_layers
-from edgebuild.hwlayer import map_layers
-from edgebuild.manifest import Manifest
+from edgebuild import limits, placement
 from edgebuild.placement import FIELDS, Region, collide
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "manifests"
-
-
-def conv(name: str, out: int, **fields) -> dict:
-    return {"name": name, "op": "conv2d", "out": out, "kernel": 3, "pad": 1, "act": "relu",
-            **fields}
 
 
 MNIST = {
@@ -55,20 +47,8 @@ RESIDUAL = {
 }
 
 
-def model(layers: list[dict], input_shape=(8, 8, 8), device_name: str = "max78000",
-          **sections) -> dict:
-    return {"name": "m", "model": {"input": list(input_shape), "layers": layers},
-            "target": {"device": device_name}, **sections}
-
-
 def resolve(document: dict, placed=()):
-    manifest = Manifest.model_validate(document)
-    layers, _ = fold_layers(manifest.model.layers)
-    graph, problems = graphs.build(manifest.model.input, layers)
-    assert not problems, problems
-    bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
-    hw = map_layers(layers, graph, bits, placed)
-    profile = device.profile(manifest.target.device.value)
+    manifest, hw, profile = hardware(document, placed)
     return hw, limits.check(hw, manifest, profile), *placement.resolve(hw, manifest, profile)
 
 

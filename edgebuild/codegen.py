@@ -264,7 +264,8 @@ def c_steps(spec: ProjectSpec) -> tuple[list[dict], list[str]]:
                                           macro(step["inputs"][0]), optimized)
         if optimized and layer.op in SCRATCH:
             scratch.append(SCRATCH[layer.op](layer, node))
-        rendered.append({"comment": f"{layer.name}: {layer.op} {list(node.in_shapes[0])} -> "
+        rendered.append({"index": step["step"],
+                         "comment": f"{layer.name}: {layer.op} {list(node.in_shapes[0])} -> "
                                     f"{list(node.out_shape)}", "decls": decls, "calls": calls})
     return rendered, scratch
 
@@ -292,6 +293,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
     context = {
         "name": spec.name, "input_size": math.prod(spec.model.input_shape),
+        "layers": len(spec.model.layers),
         "input_shape": list(spec.model.input_shape), "output_size": outputs,
         "output_shape": [outputs], "output_kind": "int32" if wide else "int8",
         "output_ctype": "int32_t" if wide else "int8_t", "arena_bytes": max(spec.plan["arena_bytes"], 4),

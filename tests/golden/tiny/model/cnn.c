@@ -62,22 +62,44 @@ void cnn_load_input(const int8_t *input)
     memcpy(T_input, input, CNN_INPUT_SIZE);
 }
 
-void cnn_run(void)
+void cnn_run_steps(int layers)
 {
     /* conv: conv2d [2, 5, 5] -> [4, 4, 4] */
+    if (layers < 1)
+        return;
     eb_pool2d(&Q_conv, T_input, T_conv_pooled);
     EB_CONV2D(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv);
     /* side: conv2d [4, 4, 4] -> [4, 4, 4] */
+    if (layers < 2)
+        return;
     EB_CONV2D(&P_side, T_conv, W_side, NULL, T_side);
     /* sum: add [4, 4, 4] -> [4, 4, 4] */
+    if (layers < 3)
+        return;
     { const int8_t *const in_sum[2] = {T_conv, T_side}; eb_add(64, 2, in_sum, EB_ACT_ABS, T_sum); }
     /* pool: pool2d [4, 4, 4] -> [4, 2, 2] */
+    if (layers < 4)
+        return;
     eb_pool2d(&Q_pool, T_sum, T_pool);
     /* cat: concat [4, 2, 2] -> [8, 2, 2] */
+    if (layers < 5)
+        return;
     eb_copy(16, T_pool, T_cat + 0);
     eb_copy(16, T_pool, T_cat + 16);
     /* fc: linear [32] -> [3] */
+    if (layers < 7)
+        return;
     EB_LINEAR_WIDE(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc);
+}
+
+void cnn_run(void)
+{
+    cnn_run_steps(CNN_LAYERS);
+}
+
+const int8_t *cnn_arena(void)
+{
+    return arena.bytes;
 }
 
 void cnn_unload(cnn_output_t *output)

@@ -13,6 +13,7 @@
 #define CNN_INPUT_SIZE 50   /* int8 values: [2, 5, 5] */
 #define CNN_OUTPUT_SIZE 3  /* int32 values: [3] */
 #define CNN_ARENA_BYTES 192
+#define CNN_LAYERS 7  /* deployed layers (views included), in execution order */
 
 typedef int32_t cnn_output_t;
 
@@ -20,5 +21,9 @@ void cnn_init(void);
 void cnn_load_input(const int8_t *input);
 void cnn_run(void);
 void cnn_unload(cnn_output_t *output);
+/* The first `layers` deployed layers only (cnn_run runs all CNN_LAYERS): on-device training
+ * runs the frozen int8 prefix this way and reads its output tensors from the arena. */
+void cnn_run_steps(int layers);
+const int8_t *cnn_arena(void);
 
 #endif

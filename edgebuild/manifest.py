@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from edgebuild.datasets import DatasetSpec
 from edgebuild.device import DEVICE_NAMES
 from edgebuild.fields import Bytes, Identifier, Strict
+from edgebuild.ondevice_spec import Ondevice
 from edgebuild.ops import Layer
 from edgebuild.placement_spec import LayerPlacement
 
@@ -199,3 +200,6 @@ class Manifest(Strict):
         default={}, description="MAX7800x devices: per-layer processors and data memory offsets, "
                                 "keyed by layer name; missing layers are placed automatically")
     kat: Kat | None = None
+    ondevice: Ondevice | None = Field(
+        default=None, description="fine-tuning on the device: trainable layers, optimizer, "
+                                  "loss; generates and verifies C training code")

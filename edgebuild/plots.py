@@ -101,3 +101,19 @@ def data_memory(placement: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90, metadata=METADATA)
     plt.close(fig)
+
+
+def training_losses(c: list[float], torch: list[float], path: Path) -> None:
+    """On-device training: the C code's loss per step over PyTorch's (they should overlap)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    steps = list(range(1, len(torch) + 1))
+    ax.plot(steps, torch, "-", linewidth=3, alpha=0.4, label="PyTorch")
+    ax.plot(steps, c, "o", markersize=4, label="generated C")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title("on-device training: loss per step")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90, metadata=METADATA)
+    plt.close(fig)

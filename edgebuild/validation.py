@@ -55,7 +55,7 @@ def load(path: Path, display: str | None = None) -> Checked:
 def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
              graph: graphs.Graph) -> None:
     """Imported weights, the known answer and the target device's rules, all at once."""
-    from edgebuild import accelerator, folding, imported, knownanswer, policy
+    from edgebuild import accelerator, folding, imported, knownanswer, ondevice, policy
 
     problems = []
     if manifest.dataset is None and manifest.model.weights is None:
@@ -84,8 +84,27 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
     problems += [document.diagnostic(path, message)
                  for path, message in accelerator.problems(manifest, layers, bits)]
+    problems += [document.diagnostic(path, message)
+                 for path, message in ondevice.problems(manifest, layers)]
+    if manifest.ondevice is not None and manifest.ondevice.weights is not None and not problems:
+        problems += _wof(document, manifest, base, layers)
     if problems:
         raise UserError(problems)
+
+
+def _wof(document: yamlsource.Document, manifest: Manifest, base: Path, layers) -> list:
+    """The starting weights file must match the trainable tensors (magic, version, layout)."""
+    from edgebuild import ondevice, wof
+
+    resolved = ondevice.resolve(manifest.ondevice, layers, tuple(manifest.model.input),
+                                manifest.target.memory.l1)
+    try:
+        wof.read(base / manifest.ondevice.weights, resolved.graph.parameters())
+    except UserError as exc:
+        return [document.diagnostic(("ondevice", "weights"), f"{manifest.ondevice.weights}: "
+                                                              f"{d.message}")
+                for d in exc.diagnostics]
+    return []
 
 
 def parse(document: yamlsource.Document) -> Manifest:

@@ -7,6 +7,8 @@ from edgebuild.stages import (
     data,
     evaluate,
     kat,
+    ondevice,
+    ondevice_kat,
     plan,
     qat,
     quantize,
@@ -19,7 +21,8 @@ from edgebuild.stages.base import Stage
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
-                  evaluate.STAGE, plan.STAGE, codegen.STAGE, kat.STAGE, report.STAGE)
+                  evaluate.STAGE, plan.STAGE, codegen.STAGE, kat.STAGE, ondevice.STAGE,
+                  ondevice_kat.STAGE, report.STAGE)
 }
 
 

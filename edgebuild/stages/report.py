@@ -40,6 +40,24 @@ def accelerator(ctx: Context) -> dict | None:
             "maps": (ctx.inputs["plan"] / "maps.txt").read_text()}
 
 
+def ondevice(ctx: Context) -> dict | None:
+    """On-device training: the C-vs-PyTorch comparison, memory, accuracy before/after."""
+    result = _optional(ctx, "ondevice_kat", "ondevice_kat.json")
+    if not result:
+        return None
+    memory = _read(ctx.inputs["ondevice"] / "memory.json")
+    tuned = _read(ctx.inputs["ondevice"] / "finetune.json")
+    keys = ("steps", "loss_max_abs_diff", "loss_max_rel_diff", "loss_c", "loss_torch",
+            "memory_bytes", "instructions_per_step", "grad_max_abs_diff", "weight_max_abs_diff",
+            "within_tolerance")
+    return {**{k: result[k] for k in keys}, "trainable": memory["trainable"],
+            "memory": {k: memory[k] for k in ("by_kind", "flash", "arena", "total_ram")},
+            "memory_choices": memory["choices"],
+            "cortex_m4_losses_match": result["cortex_m4"].get("m4_within_tolerance"),
+            **{k: tuned[k] for k in ("accuracy_before", "accuracy_after",
+                                     "frozen_int8_accuracy", "epochs")}}
+
+
 def collect(ctx: Context) -> dict:
     graph = _read(ctx.inputs["validate"] / "graph.json")
     train = _optional(ctx, "train", "metrics.json")
@@ -78,6 +96,7 @@ def collect(ctx: Context) -> dict:
         if key in evaluation:
             report["metrics"][key] = evaluation[key]
     report["metrics"]["kat_vectors"] = kat.get("vectors")
+    report["metrics"]["ondevice"] = ondevice(ctx)
     return report
 
 
@@ -113,6 +132,10 @@ def run(ctx: Context) -> None:
     if report["accelerator"]:
         plots.data_memory(report["accelerator"]["placement"], ctx.out / "data_memory.png")
         images[f"{report['accelerator']['device']} data memory"] = ctx.out / "data_memory.png"
+    trained = report["metrics"]["ondevice"]
+    if trained:
+        plots.training_losses(trained["loss_c"], trained["loss_torch"], ctx.out / "ondevice.png")
+        images["on-device training: C vs PyTorch"] = ctx.out / "ondevice.png"
     (ctx.out / "report.html").write_text(render_html(report, images))
     m = report["metrics"]
     accuracy = "n/a" if m["int_accuracy"] is None else f"{m['int_accuracy']:.4f}"
@@ -150,9 +173,29 @@ def _accelerator_html(report: dict) -> str:
             f"<pre>{html.escape(acc['maps'])}</pre>")
 
 
+def _ondevice_html(report: dict) -> str:
+    trained = report["metrics"].get("ondevice")
+    if not trained:
+        return ""
+    accuracy = _table([{"model": "frozen int8 model", "accuracy": trained["frozen_int8_accuracy"]},
+                       {"model": "before on-device training", "accuracy": trained["accuracy_before"]},
+                       {"model": f"after {trained['epochs']} epochs on the device",
+                        "accuracy": trained["accuracy_after"]}], ["model", "accuracy"])
+    choices = _table([{"trainable layers": ", ".join(c["layers"]), "RAM bytes": c["ram"]}
+                      for c in trained["memory_choices"]], ["trainable layers", "RAM bytes"])
+    steps = _table([{"step": i + 1, "C": c, "PyTorch": t} for i, (c, t) in
+                    enumerate(zip(trained["loss_c"], trained["loss_torch"], strict=True))],
+                   ["step", "C", "PyTorch"])
+    return (f"<h2>On-device training ({html.escape(', '.join(trained['trainable']))})</h2>"
+            f"<h3>Held-out accuracy under field drift</h3>{accuracy}"
+            f"<h3>Training memory per choice of trainable layers</h3>{choices}"
+            f"<h3>Loss per step</h3>{steps}")
+
+
 def render_html(report: dict, images: dict[str, Path]) -> str:
     m = report["metrics"]
-    metrics = _table([{"metric": k, "value": v} for k, v in sorted(m.items())], ["metric", "value"])
+    metrics = _table([{"metric": k, "value": v} for k, v in sorted(m.items())
+                      if k != "ondevice"], ["metric", "value"])
     layers = _table(report["layers"], ["name", "op", "in_shapes", "out_shape", "params", "macs"])
     quant = _table(report["quantization"]["layers"],
                    ["name", "bits", "shift", "weight_min", "weight_max", "weights_clipped_pct",
@@ -171,12 +214,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 <h2>Memory: L1 tiles and traffic</h2>{tiles}
 <h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}
 {_accelerator_html(report)}
+{_ondevice_html(report)}
 <h2>Figures</h2>{figures}
 </body></html>
 """
 
 
-STAGE = Stage("report", 5, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
-                           "kat"), config,
+STAGE = Stage("report", 6, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+                           "kat", "ondevice", "ondevice_kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"))

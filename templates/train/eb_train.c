@@ -459,7 +459,7 @@ void ebt_adam_step(int count, float *w, const float *g, float *m, float *v, floa
         float denom;
         m[i] = lerp_float(m[i], g[i], one_minus_beta1);
         v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
-        denom = sqrtf(v[i]) + eps;
+        denom = sqrtf(v[i]) / bc2_sqrt + eps;
         w[i] += neg_step_size * m[i] / denom;
     }
 }

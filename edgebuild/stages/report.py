@@ -48,8 +48,8 @@ def ondevice(ctx: Context) -> dict | None:
     memory = _read(ctx.inputs["ondevice"] / "memory.json")
     tuned = _read(ctx.inputs["ondevice"] / "finetune.json")
     keys = ("steps", "loss_max_abs_diff", "loss_max_rel_diff", "loss_c", "loss_torch",
-            "memory_bytes", "instructions_per_step", "grad_max_abs_diff", "weight_max_abs_diff",
-            "within_tolerance")
+            "memory_bytes", "instructions_per_step", "grad_max_abs_diff", "grad_max_rel_diff",
+            "weight_max_abs_diff", "within_tolerance", "meets_target")
     return {**{k: result[k] for k in keys}, "trainable": memory["trainable"],
             "memory": {k: memory[k] for k in ("by_kind", "flash", "arena", "total_ram")},
             "memory_choices": memory["choices"],

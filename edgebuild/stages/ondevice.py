@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from edgebuild.errors import StageFailed
 from edgebuild.stages.base import Context, Stage
 
 
@@ -108,6 +109,13 @@ def _memory(ctx: Context, resolved) -> None:
               "total_ram": resolved.memory["ram"] + plan["arena_bytes"],
               "trainable": list(resolved.names),
               "choices": [{"layers": list(c.layers), "ram": c.ram} for c in resolved.choices]}
+    l2 = ctx.checked.manifest.target.memory.l2
+    if memory["total_ram"] > l2:
+        raise StageFailed(
+            f"ondevice: training needs {resolved.memory['ram']} bytes of RAM on top of the "
+            f"{plan['arena_bytes']}-byte inference arena, {memory['total_ram']} in all, but "
+            f"target.memory.l2 is {l2}; train fewer layers (sizes per choice: "
+            + ", ".join(f"{c.layers[0]}..: {c.ram}" for c in resolved.choices) + ")")
     (ctx.out / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
 
 

@@ -1,0 +1,108 @@
+"""On-device training targets (issue 7), measured by edgebuild itself.
+
+Builds the examples with an `ondevice` section in a temporary project and prints, from each
+report.json: C-vs-PyTorch loss difference over the verification steps (target: at most
+1e-5 of the loss), held-out accuracy under drift before/after fine-tuning (target: after >
+before), training RAM and Cortex-M4 instructions per step, and the memory of every "last N"
+choice of trainable layers. Then, for a range of budgets, lets edgebuild choose the layers
+(`trainable: {budget: B}`, `edgebuild check`) and confirms the choice never exceeds B.
+Exit status 1 on a miss.
+
+    python benchmarks/ondevice.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = ("motions_ondevice", "vowels_residual")
+
+
+def build(project: Path, names) -> None:
+    paths = [f"manifests/{name}.yaml" for name in names]
+    result = subprocess.run(["edgebuild", "build", *paths], cwd=project, capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        sys.exit(f"build failed:\n{result.stderr[-3000:]}")
+
+
+def budget_sweep(project: Path, name: str, choices: list[dict]) -> list[str]:
+    """Budgets between the choices' needs: the chosen layers' memory must fit each."""
+    from edgebuild import ondevice, validation
+
+    misses = []
+    path = project / "manifests" / f"{name}.yaml"
+    text = path.read_text()
+    needs = sorted({c["ram"] for c in choices})
+    budgets = sorted({n + d for n in needs for d in (-1, 0, 1)} | {needs[-1] * 2})
+    for budget in budgets:
+        probe = project / "manifests" / f"budget_{budget}.yaml"
+        probe.write_text(_with_budget(text, budget))
+        try:
+            checked = validation.load(probe)
+        except Exception:  # noqa: BLE001 - a budget below the smallest need is refused
+            ok = budget < needs[0]
+            print(f"  budget {budget:>7}: refused ({'expected' if ok else 'UNEXPECTED'})")
+            misses += [] if ok else [f"{name}: budget {budget} refused"]
+            continue
+        finally:
+            probe.unlink()
+        from edgebuild import folding
+
+        layers, _ = folding.fold_layers(checked.manifest.model.layers)
+        spec = checked.manifest.ondevice
+        resolved = ondevice.resolve(spec, layers, tuple(checked.manifest.model.input),
+                                    checked.manifest.target.memory.l1)
+        fits = resolved.memory["ram"] <= budget
+        print(f"  budget {budget:>7}: {', '.join(resolved.names):<28} {resolved.memory['ram']:>7} "
+              f"bytes {'ok' if fits else 'OVER BUDGET'}")
+        misses += [] if fits else [f"{name}: budget {budget} exceeded"]
+    return misses
+
+
+def _with_budget(text: str, budget: int) -> str:
+    lines = [f"  trainable: {{budget: {budget}}}" if line.startswith("  trainable:") else line
+             for line in text.splitlines()]
+    return "\n".join(lines).replace("l2: 96KiB", "l2: 4MiB").replace("l2: 256KiB", "l2: 4MiB") + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", help="build in this directory and keep it")
+    args = parser.parse_args()
+    project = Path(args.keep or tempfile.mkdtemp(prefix="edgebuild-ondevice-"))
+    (project / "manifests").mkdir(parents=True, exist_ok=True)
+    for name in EXAMPLES:
+        shutil.copy(REPO / "manifests" / f"{name}.yaml", project / "manifests")
+    build(project, EXAMPLES)
+    misses = []
+    print(f"{'manifest':<18} {'steps':>5} {'loss rel diff':>13} {'before':>7} {'after':>7} "
+          f"{'RAM bytes':>9} {'M4 insn/step':>12}")
+    for name in EXAMPLES:
+        m = json.loads((project / "build" / name / "report.json").read_text())["metrics"]["ondevice"]
+        print(f"{name:<18} {m['steps']:>5} {m['loss_max_rel_diff']:>13.3g} "
+              f"{m['accuracy_before']:>7} {m['accuracy_after']:>7} {m['memory_bytes']:>9} "
+              f"{m['instructions_per_step'] or 'skipped':>12}")
+        if m["loss_max_rel_diff"] > 1e-5:
+            misses.append(f"{name}: loss differs by {m['loss_max_rel_diff']:.3g} of the loss")
+        if not m["accuracy_after"] > m["accuracy_before"]:
+            misses.append(f"{name}: no accuracy gain")
+        for choice in m["memory_choices"]:
+            print(f"  train {', '.join(choice['layers']):<34} needs {choice['ram']:>7} bytes")
+        misses += budget_sweep(project, name, m["memory_choices"])
+    if not args.keep:
+        shutil.rmtree(project)
+    for miss in misses:
+        print(f"MISS: {miss}")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,11 +98,12 @@ def export(args, cwd: Path) -> int:
         raise UserError(f"--name: choose one of {', '.join(names)}" if args.name or len(names) > 1
                         else "no manifest")
     project = replace(project, manifests=tuple(m for m in project.manifests if m.name == name))
-    run = pipeline.run(project, "codegen")
+    until = "ondevice" if "ondevice" in project.manifests[0].configs else "codegen"
+    run = pipeline.run(project, until)
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
-    written = exporting.export(project.build_dir(name) / "codegen" / "model",
-                               cwd / args.to, name, args.force)
+    written = exporting.export(exporting.sources(project.build_dir(name)), cwd / args.to, name,
+                               args.force)
     _err(f"export: {len(written)} model files of {name} in {args.to}")
     return EXIT_OK
 

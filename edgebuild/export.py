@@ -1,6 +1,7 @@
 """`edgebuild export --to DIR`: put the generated model files into a user's firmware tree.
 
-Only the model files (`model/` of the generated project) are written. A record
+Only the model files (`model/` of the generated project, plus the training library of
+`ondevice/train/` when the manifest trains on the device) are written. A record
 (`DIR/.edgebuild-export.json`) lists what edgebuild wrote and each file's hash, so a
 refresh can replace its own files, delete ones a model no longer needs, and refuse to
 overwrite anything it did not write or that the user edited since (unless `--force`).
@@ -33,11 +34,26 @@ def _record(target: Path) -> dict:
         raise UserError(f"{target / RECORD}: unreadable ({exc}); delete it to start over") from None
 
 
-def export(source: Path, target: Path, manifest: str, force: bool) -> list[str]:
-    """Copy `source` (the generated model/ dir) into `target`; returns the files written."""
+# The training files a firmware needs; train_main.c, train_data.h (the known-answer test)
+# and the Makefile stay in the build.
+TRAINING_FILES = ("train_model.c", "train_model.h", "eb_train.c", "eb_train.h", "eb_wof.c",
+                  "eb_wof.h")
+
+
+def sources(build: Path) -> dict[str, Path]:
+    """File name -> generated file, for a manifest's build directory."""
+    found = {p.name: p for p in (build / "codegen" / "model").iterdir() if p.is_file()}
+    train = build / "ondevice" / "train"
+    if train.is_dir():
+        found.update({name: train / name for name in TRAINING_FILES})
+    return found
+
+
+def export(files: dict[str, Path], target: Path, manifest: str, force: bool) -> list[str]:
+    """Copy `files` (name -> generated file) into `target`; returns the names written."""
     previous = _record(target)
     owned = previous.get("files", {})
-    names = sorted(p.name for p in source.iterdir() if p.is_file())
+    names = sorted(files)
     conflicts = []
     for name in names:
         path = target / name
@@ -51,7 +67,7 @@ def export(source: Path, target: Path, manifest: str, force: bool) -> list[str]:
     target.mkdir(parents=True, exist_ok=True)
     for name in names:
         temp = target / f".{name}.tmp"
-        shutil.copyfile(source / name, temp)
+        shutil.copyfile(files[name], temp)
         os.replace(temp, target / name)
     for stale in sorted(set(owned) - set(names)):
         if (target / stale).exists() and (force or _sha(target / stale) == owned[stale]):

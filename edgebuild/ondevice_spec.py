@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from edgebuild.fields import Bytes, Identifier, Strict
 
@@ -91,9 +91,35 @@ class Drift(Strict):
                           description="per-channel offset drawn from [-offset, offset]")
 
 
+FORMS = "a list of layer names, {last: N} or {budget: 40KiB}"
+
+
+def _form(value: object) -> object:
+    """Refuse anything but the three forms up front, so the message names them."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("last", "budget"):
+        return value
+    found = f"keys {', '.join(map(str, value))}" if isinstance(value, dict) else repr(value)
+    raise ValueError(f"write {FORMS}; got {found}")
+
+
+def _kind(value: object) -> str:
+    """The form of raw YAML (validation) or of a record (serialization)."""
+    if isinstance(value, list | tuple):
+        return "names"
+    return "last" if isinstance(value, Last) or (isinstance(value, dict) and "last" in value) \
+        else "budget"
+
+
+TrainableLayers = Annotated[
+    Annotated[list[Identifier], Tag("names")] | Annotated[Last, Tag("last")]
+    | Annotated[Budget, Tag("budget")],
+    Discriminator(_kind), BeforeValidator(_form)]
+
+
 class Ondevice(Strict):
-    trainable: list[Identifier] | Last | Budget = Field(
-        description="layer names, {last: N} or {budget: bytes}")
+    trainable: TrainableLayers = Field(description=FORMS)
     scope: dict[Identifier, Scope] = Field(
         default={}, description="per trainable layer: all (weights and bias, default) or bias")
     optimizer: DeviceOptimizer = DeviceOptimizer(sgd=DeviceSgd())

@@ -309,8 +309,8 @@ def backward_steps(graph: TrainGraph) -> list[dict]:
                 steps.append({"op": "pool_grad", "layer": layer.name,
                               "output": f"d:{layer.inputs[0]}"})
             continue
-        for name in layer.inputs:
+        for index, name in enumerate(layer.inputs):  # a tensor may be an input twice
             if name in needs:
-                steps.append({"op": f"{layer.op}_grad", "layer": layer.name,
+                steps.append({"op": f"{layer.op}_grad", "layer": layer.name, "input": index,
                               "output": f"d:{name}"})
     return steps

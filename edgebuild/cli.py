@@ -15,7 +15,7 @@ from edgebuild import __version__
 from edgebuild.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
 
 STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen",
-               "kat", "report")  # kept in step with edgebuild.stages.STAGES by a test
+               "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.stages.STAGES (tested)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -55,6 +55,23 @@ def problems(manifest, layers) -> list[tuple[tuple, str]]:
     found += [(("ondevice", "scope", name), f"no layer named '{name}'; layers with weights: "
                                             f"{', '.join(weighted)}")
               for name in spec.scope if name not in names]
+    by_name = {layer.name: layer for layer in layers}
+    for name, scope in spec.scope.items():
+        layer = by_name.get(name)
+        if layer is None:
+            continue
+        if layer.op not in backward.WEIGHTED:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' ({layer.op}) has no weights; scope applies to layers with weights: "
+                f"{', '.join(weighted)}")))
+        elif scope.value == "bias" and not layer.bias:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' has no bias (bias: false), so `bias` leaves nothing to train; "
+                "use all")))
+        elif isinstance(spec.trainable, list) and name not in spec.trainable:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' is not trained (trainable: {', '.join(spec.trainable)}); add it "
+                "there or remove this entry")))
     if spec.loss.value == "cross_entropy":
         out = layers[-1]
         if getattr(getattr(out, "act", None), "value", "none") != "none":
@@ -75,13 +92,23 @@ def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
         return [(("ondevice", "trainable"), str(exc))]
     except backward.TrainGraphError as exc:
         return [(("ondevice", "trainable"), str(exc))]
-    if resolved.memory["ram"] > memory.l2:
+    arena = inference_arena(layers, tuple(manifest.model.input))
+    if resolved.memory["ram"] + arena > memory.l2:
         smallest = resolved.choices[0]
         return [(("ondevice", "trainable"), (
             f"training {', '.join(resolved.names)} needs {resolved.memory['ram']} bytes of RAM "
-            f"but target.memory.l2 is {memory.l2}; training only {smallest.layers[0]} needs "
-            f"{smallest.ram} bytes"))]
+            f"besides the {arena}-byte inference arena, {resolved.memory['ram'] + arena} in "
+            f"all, but target.memory.l2 is {memory.l2}; training only {smallest.layers[0]} "
+            f"needs {smallest.ram} + {arena} bytes"))]
     return []
+
+
+def inference_arena(layers, input_shape) -> int:
+    """Bytes of the int8 inference arena the frozen prefix runs in (the plan stage's
+    figure: the same planner on the same layers)."""
+    from edgebuild.stages.plan import make_plan
+
+    return make_plan(input_shape, layers, 0)["arena_bytes"]
 
 
 def dequantized(model, name: str) -> tuple:

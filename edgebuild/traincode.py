@@ -143,11 +143,12 @@ def backward_calls(spec: TrainSpec) -> list[str]:
             continue
         layer = layers[step["layer"]]
         target = step["output"][2:]
-        calls += _backward(op, layer, target, n)
+        calls += _backward(op, layer, target, n, step.get("input", 0))
     return calls
 
 
-def _backward(op: str, layer: backward.TrainLayer, target: str, n: int) -> list[str]:
+def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
+              index: int) -> list[str]:
     count = n * layer.out_size
     if op in ("relu_grad", "abs_grad"):
         return [f"ebt_act_backward({ACT[layer.act]}, {count}, {x(layer.pre)}, {d(layer.name)}, "
@@ -168,7 +169,6 @@ def _backward(op: str, layer: backward.TrainLayer, target: str, n: int) -> list[
     if op == "add_grad":
         return [f"ebt_accumulate({count}, {d(layer.pre)}, {d(target)});"]
     if op == "concat_grad":
-        index = layer.inputs.index(target)
         offset, size = sum(layer.sizes[:index]), layer.sizes[index]
         return [f"for (s = 0; s < {n}; ++s) ebt_accumulate({size}, {d(layer.name)} + s * "
                 f"{layer.out_size} + {offset}, {d(target)} + s * {size});"]

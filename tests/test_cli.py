@@ -309,3 +309,11 @@ def test_cache_needs_an_action(tmp_path):
     result = run_cli(["cache"], tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+
+
+def test_until_choices_are_the_registered_stages():
+    """`build --until` offers exactly the pipeline's stages, in order (ondevice included)."""
+    from edgebuild import cli
+    from edgebuild.stages import STAGES
+
+    assert list(cli.STAGE_NAMES) == list(STAGES)

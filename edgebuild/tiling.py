@@ -7,6 +7,10 @@ needs (the halo of the window, zero padding materialized), its weights, bias and
 the byte formula below is the one documented in eb_tiling.h. With double buffering two
 slots alternate. Among the tiles that fit, the one moving the fewest bytes between L2 and
 L1 wins (then the fewest tiles). Add and concat stream between L2 tensors (no reuse).
+
+Transposed convolutions (`UNTILED_OPS`) are not tiled: the C driver has no staging rule for
+their input rows (an output row block reads a strided, pad-dependent input span), so such a
+layer must fit L1 whole, and the plan stage says so when it does not.
 """
 
 from __future__ import annotations
@@ -138,6 +142,20 @@ def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
                 best = (key, Tile(name, rows, channels, tiles, slot_bytes(w, rows, channels),
                                   need, moved_in, out, True))
     return None if best is None else best[1]
+
+
+UNTILED_OPS = ("conv_transpose2d",)
+
+
+def whole_tile(name: str, w: Window, l1: int) -> Tile | None:
+    """The layer run whole (one tile), or None when its working set exceeds L1: every
+    input, weight and bias byte moves in once, every output byte out once."""
+    if whole(w) > l1:
+        return None
+    weights = w.out_c * w.in_per_group * w.k_h * w.k_w + (4 * w.out_c if w.bias else 0)
+    out = w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
+    return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w),
+                w.in_c * w.in_h * w.in_w + weights, out, False)
 
 
 def smallest_l1(w: Window, double_buffer: bool) -> int:

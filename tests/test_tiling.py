@@ -57,6 +57,10 @@ LAYERS = st.sampled_from([
      {"name": "fc", "op": "linear", "out": 5, "flatten": True}],
     [{"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "groups": 4, "pad": 1, "act": "abs"},
      {"name": "d", "op": "conv2d", "out": 5, "kernel": [1, 3], "dilation": 2, "wide": True}],
+    [{"name": "u", "op": "conv_transpose2d", "out": 4, "act": "relu",  # never tiled itself
+      "pool": {"mode": "max", "size": 2}},
+     {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+     {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}],
 ])
 LAYERS_1D = st.sampled_from([
     [{"name": "c", "op": "conv1d", "out": 6, "kernel": 5, "pad": 2, "act": "relu"},
@@ -86,10 +90,12 @@ def _project(layers, shape, l1: int, double_buffer: bool, seed: int) -> codegen.
     graph, _ = graphs.build(tuple(shape), folded)
     params = {}
     for node, layer in zip(graph.nodes, folded, strict=True):
-        if layer.op in ("conv1d", "conv2d", "linear"):
+        if layer.op in folding.COMPUTE_OPS:
             fan_in = node.params // max(layer.out, 1)
             if layer.op == "linear":
                 weight_shape = (layer.out, int(np.prod(node.in_shapes[0])))
+            elif layer.op == "conv_transpose2d":
+                weight_shape = (node.in_shapes[0][0], layer.out // layer.groups, 3, 3)
             else:
                 kernel = ([layer.kernel] * (2 if layer.op == "conv2d" else 1)
                           if isinstance(layer.kernel, int) else list(layer.kernel))
@@ -139,6 +145,24 @@ def test_every_conv_tiled_when_l1_is_small():
     assert {"c", "d"} <= set(totals["tiled_layers"])
     assert totals["traffic_bytes"] >= totals["traffic_lower_bound"]
     assert "eb_conv2d_tiled" in codegen.render(spec)["model/cnn.c"]
+
+
+def test_a_transposed_conv_runs_whole_or_is_refused():
+    layers = [{"name": "u", "op": "conv_transpose2d", "out": 1,
+               "pool": {"mode": "avg", "size": 2}}]
+    manifest = Manifest.model_validate({"name": "t", "dataset": {"format": "sklearn-digits"},
+                                        "model": {"input": [2, 16, 16], "layers": layers}})
+    folded, _ = folding.fold_layers(manifest.model.layers)
+    whole = 2 * 8 * 8 + 2 * 1 * 9 + 4 + 1 * 16 * 16  # pooled input, weights, bias, output
+    for l1, refused in ((whole, False), (whole - 1, True)):
+        plan = make_plan((2, 16, 16), folded, 0)
+        problems, totals = tile_steps((2, 16, 16), folded, plan, l1, True)
+        assert problems == ([("u", whole, True)] if refused else []), (l1, problems)
+        if not refused:
+            tile = plan["steps"][0]["tile"]
+            assert not tile["tiled"] and tile["l1_bytes"] == whole
+            assert plan["steps"][0]["pool_tile"]["tiled"]  # its pooling (640 bytes) still tiles
+            assert totals["tiled_layers"] == ["u"] and totals["l1_peak"] == whole
 
 
 def test_l1_too_small_is_a_clear_error(tmp_path: Path):

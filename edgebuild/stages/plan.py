@@ -2,7 +2,7 @@
 
 Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
 with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
-`flatten` is a view (no copy, no buffer of its own). The weights and the arena are
+`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of its own). The weights and the arena are
 checked against `target.memory` (flash and l2) here, before any compiler runs.
 """
 
@@ -22,7 +22,7 @@ def config(checked) -> dict:
                           for name, entry in sorted(manifest.placement.items())}}
 
 
-VIEWS = ("flatten", "passthrough")  # no copy, no buffer: the output is the input
+VIEWS = ("flatten", "reshape", "passthrough")  # no copy, no buffer: the output is the input
 
 
 def element_bytes(layer) -> int:
@@ -106,9 +106,12 @@ def tile_steps(input_shape, layers, plan: dict, l1: int, double_buffer: bool):
         layer, node = specs[step["layer"]], nodes[step["layer"]]
         for key, window in _windows(layer, node):
             lower += tiling.whole(window)  # every input, weight and output byte once
-            tile = tiling.choose(layer.name, window, l1, double_buffer)
+            untiled = layer.op in tiling.UNTILED_OPS and key == "tile"
+            tile = tiling.whole_tile(layer.name, window, l1) if untiled else \
+                tiling.choose(layer.name, window, l1, double_buffer)
             if tile is None:
-                problems.append((layer.name, tiling.smallest_l1(window, double_buffer)))
+                problems.append((layer.name, tiling.whole(window) if untiled else
+                                 tiling.smallest_l1(window, double_buffer), untiled))
                 continue
             step[key] = {"rows": tile.rows, "channels": tile.channels, "tiles": tile.tiles,
                          "slot_bytes": tile.slot_bytes, "l1_bytes": tile.l1_bytes,
@@ -130,7 +133,7 @@ def _windows(layer, node) -> list:
     from edgebuild import tiling
 
     found = []
-    if layer.op in ("conv1d", "conv2d"):
+    if layer.op in ("conv1d", "conv2d", "conv_transpose2d"):
         shape = node.in_shapes[0]
         if layer.pool is not None:
             pooled = tiling.pooled_shape(layer.pool, shape)
@@ -161,7 +164,10 @@ def run(ctx: Context) -> None:
         raise UserError([ctx.checked.document.diagnostic(("target", "memory", "l1"), (
             f"layer {name!r} needs at least {need} bytes of L1 even in its smallest tile "
             f"(one output row, fewest channels{', double buffered' if tiling.double_buffer else ''}), "
-            f"budget is {memory.l1}")) for name, need in problems])
+            f"budget is {memory.l1}" if not whole else
+            f"layer {name!r} is not tiled (edgebuild does not tile transposed convolutions): "
+            f"its input, weights, bias and output ({need} bytes) must fit L1 at once, budget is "
+            f"{memory.l1}; raise target.memory.l1")) for name, need, whole in problems])
     for step in plan["steps"]:
         step["double_buffer"] = tiling.double_buffer
     plan["memory"] = {"arena_bytes": plan["arena_bytes"],

@@ -247,8 +247,9 @@ def emit_concat(step, layer, node, model, source, optimized):
 
 
 def emit_conv_transpose(step, layer, node, model: QuantizedModel, source: str, optimized: bool):
-    """The reference eb_conv_transpose2d(_wide) on every target (no optimized variant, and
-    never tiled: the plan keeps the layer whole). Fused pooling runs first, as for conv2d."""
+    """The reference eb_conv_transpose2d(_wide) on every target (no optimized variant), whole
+    or through eb_conv_transpose2d_tiled with a per-layer kernel wrapper. Fused pooling runs
+    first, as for conv2d."""
     quant = model.params[layer.name]
     decls, calls = [], []
     shape = node.in_shapes[0]
@@ -271,7 +272,18 @@ def emit_conv_transpose(step, layer, node, model: QuantizedModel, source: str, o
                  f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {layer.groups}, {shift}, "
                  f"{ROUNDING[requantize_rounding(model.rounding)]}, {ACT[layer.act.value]}}};")
     bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
-    if layer.wide:
+    kernel, ctype = ("eb_conv_transpose2d_wide", "int32_t") if layer.wide else \
+        ("eb_conv_transpose2d", "int8_t")
+    tile = _tiled(step)
+    if tile:
+        decls += [f"static void eb_kt_{layer.name}(const eb_conv_params *p, const int8_t *in, "
+                  f"const int8_t *w, const int32_t *b, void *out) {{ {kernel}(p, in, w, b, "
+                  f"({ctype} *)out); }}",
+                  _tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"])]
+        calls.append(f"eb_conv_transpose2d_tiled(&P_{layer.name}, &T_TILE_{layer.name}, "
+                     f"eb_kt_{layer.name}, {1 if layer.wide else 0}, {source}, W_{layer.name}, "
+                     f"{bias}, {macro(step['output'])}, eb_l1.bytes);")
+    elif layer.wide:
         calls.append(f"eb_conv_transpose2d_wide(&P_{layer.name}, {source}, W_{layer.name}, "
                      f"{bias}, (int32_t *){macro(step['output'])});")
     else:

@@ -2,8 +2,9 @@
 
 Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
 with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
-`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of its own). The weights and the arena are
-checked against `target.memory` (flash and l2) here, before any compiler runs.
+`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of their own). The
+weights and the arena are checked against `target.memory` (flash and l2) here, before any
+compiler runs.
 """
 
 from __future__ import annotations
@@ -106,12 +107,9 @@ def tile_steps(input_shape, layers, plan: dict, l1: int, double_buffer: bool):
         layer, node = specs[step["layer"]], nodes[step["layer"]]
         for key, window in _windows(layer, node):
             lower += tiling.whole(window)  # every input, weight and output byte once
-            untiled = layer.op in tiling.UNTILED_OPS and key == "tile"
-            tile = tiling.whole_tile(layer.name, window, l1) if untiled else \
-                tiling.choose(layer.name, window, l1, double_buffer)
+            tile = tiling.choose(layer.name, window, l1, double_buffer)
             if tile is None:
-                problems.append((layer.name, tiling.whole(window) if untiled else
-                                 tiling.smallest_l1(window, double_buffer), untiled))
+                problems.append((layer.name, tiling.smallest_l1(window, double_buffer)))
                 continue
             step[key] = {"rows": tile.rows, "channels": tile.channels, "tiles": tile.tiles,
                          "slot_bytes": tile.slot_bytes, "l1_bytes": tile.l1_bytes,
@@ -164,10 +162,7 @@ def run(ctx: Context) -> None:
         raise UserError([ctx.checked.document.diagnostic(("target", "memory", "l1"), (
             f"layer {name!r} needs at least {need} bytes of L1 even in its smallest tile "
             f"(one output row, fewest channels{', double buffered' if tiling.double_buffer else ''}), "
-            f"budget is {memory.l1}" if not whole else
-            f"layer {name!r} is not tiled (edgebuild does not tile transposed convolutions): "
-            f"its input, weights, bias and output ({need} bytes) must fit L1 at once, budget is "
-            f"{memory.l1}; raise target.memory.l1")) for name, need, whole in problems])
+            f"budget is {memory.l1}")) for name, need in problems])
     for step in plan["steps"]:
         step["double_buffer"] = tiling.double_buffer
     plan["memory"] = {"arena_bytes": plan["arena_bytes"],

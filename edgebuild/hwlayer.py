@@ -7,8 +7,10 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
   input. A flatten of data that is already flat (all spatial sizes 1) is a no-op alias.
 - a `reshape` that keeps the channel count and whose readers read only it is not a layer
   either: the device keeps each channel's values in order, so its readers read the
-  reshape's input with the new height and width (the network description's `in_dim`). Any
-  other reshape stays a hardware layer of op "reshape", which limits.py refuses.
+  reshape's input with the new height and width (the network description's `in_dim`). This
+  holds for HWC and CHW data alike: the data format only changes how channels interleave,
+  never the order of one channel's values. Any other reshape (channels change, or nothing
+  single-input reads it) stays a hardware layer of op "reshape", which limits.py refuses.
 - an `add` without activation whose only consumer is the conv2d right after it runs
   "in-flight" inside that conv (the hardware's `eltwise`); the hardware layer is named after
   the conv and lists both names in `members`. An add the placement section names stays a

@@ -429,9 +429,12 @@ NOT_IMPORTABLE = {
     ],
 }
 # Imports (with a checkpoint: weights and a known answer instead of a dataset), but the
-# placement check fails on one thing edgebuild does not place yet: a concatenation of more
-# than 64 channels, which the toolchain reads in two passes from interleaved (write_gap 1)
-# data. (A segmentation model: no classification dataset fits its 64 x 88 x 88 output.)
+# placement check fails on what edgebuild does not place: a concatenation of more than 64
+# channels, which the toolchain reads in two passes from interleaved (write_gap 1) data.
+# Behind it, the description's offsets let layers overwrite their own unread input (88 x 88
+# x 64 values fill a data memory instance; the toolchain needs --overlap-data for that),
+# which edgebuild's placement refuses too. (A segmentation model: no classification dataset
+# fits its 64 x 88 x 88 output.)
 PLACEMENT_UNSUPPORTED = {
     "camvid-unet-large.yaml": ((48, 88, 88), [
         "model.layers[9]: layer 'l9_cat': concatenating 112 channels needs more than 64 "

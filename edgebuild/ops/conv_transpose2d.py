@@ -24,7 +24,6 @@ from pydantic import Field
 
 from edgebuild.ops.base import (
     Operator,
-    Pad,
     PadPair,
     Pair,
     ShapeError,
@@ -48,7 +47,7 @@ class ConvTranspose2d(ConvFields):
     kernel: Pair = 3
     stride: Pair = Field(default=2, description="the upsampling factor")
     pad: PadPair = Field(default=1, description="cropped from each side of the full output")
-    output_pad: Pad | tuple[Pad, Pad] = Field(
+    output_pad: PadPair = Field(
         default=1, description="rows/columns added at the bottom/right (less than stride or "
                                "dilation), as PyTorch's output_padding")
     dilation: Pair = 1

@@ -14,12 +14,16 @@ Mapping of one network layer (a "hardware layer") onto edgebuild layers:
 | network description | edgebuild |
 |---|---|
 | `conv2d` / `conv1d` (+ `max_pool`/`avg_pool`) | conv2d / conv1d with a fused `pool` |
+| `convtranspose2d` | conv_transpose2d (stride 2, output_pad 1: the hardware's fixed upsampling) |
+| `in_dim` that differs from the input's shape | `reshape` (`<name>_reshape`) of the input, same channels |
 | conv + `eltwise: add` over `in_sequences` | `add` (`<name>_add`), then the conv; with pooling and the default `pool_first: true` every operand is pooled first (`<name>_pool<k>`) |
 | conv with several `in_sequences` | `concat` (`<name>_cat`), then the conv |
 | `mlp` / `linear` / `fc` | linear (`flatten: true` when its input is not flat; `output_width: 32` = `wide`) |
 | `none` / `passthrough` | passthrough; with pooling a pool1d/pool2d layer; with several `in_sequences` a concat (then the pool); with `eltwise: add` (or `op: add`) an add |
 
-`pool_first: false` (add, then pool) is an add followed by the conv with a fused pool. An
+`pool_first: false` (add, then pool) is an add followed by the conv with a fused pool. A
+reshape runs in the hardware layer that reads it (no data moves: each channel keeps its
+values in order). An
 `add` without activation that only feeds the conv2d right after it runs in-flight in it (one
 hardware layer, named after the conv); a concat or a pool in front of the main operation is a
 hardware layer of its own. Each hardware layer's `placement` entry is keyed by the edgebuild
@@ -49,8 +53,10 @@ the file (checked against the checkpoint's first layer when there is one). Known
 The class count names the outputs of a last linear (or 32-bit output) layer when nothing
 else does (with a warning).
 
-Defaults are the manual's: Conv2d 3x3 with pad 1, Conv1d pad 3 (kernel 9, the toolchain's),
-no activation, pool stride 1, 8-bit output.
+Defaults are the manual's: Conv2d and ConvTranspose2d 3x3 with pad 1, Conv1d pad 3 (kernel
+9, the toolchain's), no activation, pool stride 1, 8-bit output. A ConvTranspose2d layer's
+`stride` key, if given, must be 1 (or 2, PyTorch's spelling): the hardware always upsamples
+by 2. Its checkpoint weights keep PyTorch's (in, out, 3, 3) layout, as edgebuild's.
 
 Checkpoint arithmetic (see the manual's "Number Format" and the toolchain's checkpoint
 reader): weights are stored as integers; a layer's bias b is used as
@@ -84,7 +90,7 @@ DATASETS: dict[str, tuple[tuple[int, ...], int]] = {
 PROCESSORS = 64
 MAX_PASSES = 16
 OUTPUT_SHIFT_RANGE = (-15, 15)  # total device shift output_shift + 8 - weight_bits
-WEIGHT_OPS = ("conv1d", "conv2d", "linear")
+WEIGHT_OPS = ("conv1d", "conv2d", "conv_transpose2d", "linear")
 NAME_LIMIT = 48
 
 # ---- the network description's vocabulary ----------------------------------------------
@@ -119,17 +125,19 @@ _LAYER_UNSUPPORTED = {
     "snoop_sequence": "snoop sequences have no edgebuild equivalent",
     "simulated_sequence": "simulated sequences have no edgebuild equivalent",
     "pool_dilation": "dilated pooling has no edgebuild equivalent",
-    "output_pad": "output padding (for transposed convolutions) has no edgebuild equivalent",
+    "output_pad": "`output_pad` is not a documented key: transposed convolutions always use "
+                  "the hardware's output padding 1 (remove the key)",
 }
 _LAYER_IGNORED = {  # performance knobs that do not change what is computed
     "calcx4": "a kernel-memory arrangement option", "readahead": "a data read option",
     "tcalc": "a timing option",
 }
-_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "none": "none", "passthrough": "none",
-        "linear": "linear", "fc": "linear", "mlp": "linear", "add": "add"}
+_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "conv_transpose2d",
+        "none": "none", "passthrough": "none", "linear": "linear", "fc": "linear",
+        "mlp": "linear", "add": "add"}
 _OPS_UNSUPPORTED = {
-    "convtranspose2d": "transposed convolution (upsampling) has no edgebuild equivalent",
-    "convtranspose1d": "transposed convolution (upsampling) has no edgebuild equivalent",
+    "convtranspose1d": "1-D transposed convolution has no edgebuild equivalent (edgebuild "
+                       "has conv_transpose2d)",
     "sub": "element-wise subtraction has no edgebuild equivalent (edgebuild has `add`)",
     "xor": "element-wise XOR has no edgebuild equivalent (edgebuild has `add`)",
     "or": "element-wise OR has no edgebuild equivalent (edgebuild has `add`)",
@@ -145,7 +153,7 @@ class HardwareLayer:
 
     index: int
     name: str
-    op: str  # conv2d, conv1d, linear, passthrough, pool, add, concat
+    op: str  # conv2d, conv1d, conv_transpose2d, linear, passthrough, pool, add, concat
     members: tuple[str, ...]
 
 
@@ -346,7 +354,7 @@ def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
         elif text not in _OPS:
             bad(spec, "op", f"unknown operation {v['op']!r} (allowed: Conv1d, Conv2d, "
                 f"ConvTranspose2d, None, Passthrough, Linear, FC, MLP, Add, Sub, Xor, Or; "
-                "edgebuild imports all but ConvTranspose2d, Sub, Xor and Or)")
+                "edgebuild imports all but Sub, Xor and Or)")
         elif _OPS[text] == "add":
             spec.op, spec.eltwise = "none", "add"
         else:
@@ -499,7 +507,7 @@ def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
 def _parse_kernel(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
     bad = report.layer_error
     value = v.get("kernel_size")
-    if spec.op == "conv2d":
+    if spec.op in ("conv2d", "conv_transpose2d"):
         spec.kernel = 3
         if value is not None:
             text = str(value).strip().lower()
@@ -510,7 +518,8 @@ def _parse_kernel(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
             elif _pair_or_int(value) is not None:
                 spec.kernel = _pair_or_int(value)
             else:
-                bad(spec, "kernel_size", f"`kernel_size` for Conv2d is written 3x3 or 1x1, got "
+                what = "Conv2d" if spec.op == "conv2d" else "ConvTranspose2d"
+                bad(spec, "kernel_size", f"`kernel_size` for {what} is written 3x3 or 1x1, got "
                     f"{value!r}")
         if spec.pad is None:
             spec.pad = 1
@@ -896,6 +905,9 @@ class _Importer:
         inputs = [self._input_name(i) for i in spec.inputs]
         if not self._check_input_keys(p, spec, inputs):
             return False
+        inputs = self._in_dim(p, spec, name, inputs)
+        if inputs is None:
+            return False
         operands = inputs
         if spec.eltwise == "add":
             if len(inputs) < 2:
@@ -1007,19 +1019,42 @@ class _Importer:
                 f"{' + '.join(inputs)} has; edgebuild cannot reinterpret data (remove the key, or "
                 "fix the channel counts)"))
             ok = False
-        if spec.in_dim is not None:
-            dim = [spec.in_dim] if _is_int(spec.in_dim) else list(spec.in_dim)
-            actual = list(shapes[0][1:])
-            if dim != actual and not (len(dim) == 2 and dim[1] == 1 and dim[:1] == actual):
-                self.report.layer_error(spec, "in_dim", (
-                    f"`in_dim: {spec.in_dim}` reshapes the {actual} input of this layer; "
-                    "edgebuild has no reshape (in_dim overrides are not imported)"))
-                ok = False
         return ok
+
+    def _in_dim(self, p: int, spec: _Spec, name: str, inputs: list[str]) -> list[str] | None:
+        """The layer's inputs after `in_dim`: a reshape layer when it changes the shape."""
+        if spec.in_dim is None:
+            return inputs
+        shape = self.built.shapes[inputs[0]]
+        dim = [spec.in_dim] if _is_int(spec.in_dim) else list(spec.in_dim)
+        if len(dim) == 2 and dim[1] == 1 and (spec.op == "conv1d" or len(shape) == 2):
+            dim = dim[:1]  # [L, 1] is the manual's other spelling of a 1-D length L
+        if dim == list(shape[1:]):
+            return inputs
+        if len(inputs) > 1:
+            self.report.layer_error(spec, "in_dim", (
+                f"`in_dim: {spec.in_dim}` on a layer with several inputs has no edgebuild "
+                "equivalent (reshape each input in a layer of its own)"))
+            return None
+        if math.prod(dim) != math.prod(shape[1:]):
+            self.report.layer_error(spec, "in_dim", (
+                f"`in_dim: {spec.in_dim}` has {math.prod(dim)} values per channel, but the "
+                f"{list(shape)} input of this layer has {math.prod(shape[1:])} (in_dim changes "
+                "only how height x width or length are read, never the count)"))
+            return None
+        rname = identifier(f"{name}_reshape", self.used)
+        default = [self.built.layers[-1]["name"] if self.built.layers else "input"]
+        layer = {"name": rname, "op": "reshape", **({} if inputs == default else
+                                                      {"inputs": inputs}),
+                 "shape": [shape[0], *dim]}
+        return [rname] if self._emit(p, layer) else None
 
     def _out_channels(self, p: int, spec: _Spec, kind: str) -> int | None:
         if p in self.bound:
-            return self.bound[p].weight.shape[0]
+            weight = self.bound[p].weight
+            if spec.op == "conv_transpose2d":  # (in, out / groups, kh, kw)
+                return weight.shape[1] * spec.groups if weight.ndim == 4 else weight.shape[0]
+            return weight.shape[0]
         if self.checkpoint is not None:
             return None  # unbound weight layer: the count mismatch is reported
         channels, source = self.map_channels(p)
@@ -1043,6 +1078,8 @@ class _Importer:
             return False
         layer: dict[str, Any] = {"name": name, "op": spec.op, **linked, "out": out,
                                  "kernel": spec.kernel}
+        if spec.op == "conv_transpose2d":
+            return self._conv_transpose(p, spec, layer, pool)
         if spec.stride != 1:
             if pool is not None:
                 self.report.layer_error(spec, "stride", "`stride` other than 1 cannot be "
@@ -1065,9 +1102,32 @@ class _Importer:
             layer["wide"] = True
         if spec.op == "conv1d" and self.built.shapes[_first(linked, self.built)].__len__() != 2:
             self.report.layer_error(spec, "op", "Conv1d needs a 1-D input (channels x length); "
-                                    "this input is 2-D (use in_dim to reshape in the toolchain; "
-                                    "edgebuild has no reshape)")
+                                    "this input is 2-D (add `in_dim: L` with L = height x "
+                                    "width to read it as 1-D)")
             return False
+        if not self._emit(p, layer):
+            return False
+        return self._bind(p, spec, layer)
+
+    def _conv_transpose(self, p: int, spec: _Spec, layer: dict, pool: dict | None) -> bool:
+        """ConvTranspose2d: stride 2 and output padding 1 are the hardware's (the op's
+        defaults), `pad` 1 is the default of both; dilation and groups are not documented
+        for it, so they stay edgebuild's 1 unless given (limits.py reports them)."""
+        if spec.stride not in (1, 2):
+            self.report.layer_error(spec, "stride", (
+                f"`stride: {spec.stride}` on a ConvTranspose2d layer: the hardware always "
+                "upsamples by 2 (omit the key, or write 1)"))
+            return False
+        for key, value, default in (("pad", spec.pad, 1), ("dilation", spec.dilation, 1),
+                                    ("groups", spec.groups, 1), ("act", spec.act, "none")):
+            if value != default:
+                layer[key] = value
+        if p in self.bound and self.bound[p].bias is None:
+            layer["bias"] = False
+        if pool is not None:
+            layer["pool"] = pool
+        if spec.wide:
+            layer["wide"] = True
         if not self._emit(p, layer):
             return False
         return self._bind(p, spec, layer)
@@ -1123,7 +1183,10 @@ class _Importer:
         what = f"is bound to checkpoint layer {ck.name!r} ({ck.key} {list(w.shape)}), but"
         problems = []
         kind = {4: "conv2d", 3: "conv1d", 2: "linear"}.get(w.ndim, f"{w.ndim}-D")
-        if kind != layer["op"]:
+        transposed = layer["op"] == "conv_transpose2d"  # weights (in, out / groups, kh, kw)
+        w_in = w.shape[0] if transposed else w.shape[1] * spec.groups
+        w_out = w.shape[1] * spec.groups if transposed else w.shape[0]
+        if kind != ("conv2d" if transposed else layer["op"]):
             problems.append(f"the description makes it {layer['op']} and the checkpoint "
                             f"layer is {kind}")
         elif kind != "linear":
@@ -1132,8 +1195,8 @@ class _Importer:
             if tuple(w.shape[2:]) != tuple(kernel):
                 problems.append(f"its kernel is {'x'.join(map(str, kernel))} in the description "
                                 f"and {'x'.join(map(str, w.shape[2:]))} in the checkpoint")
-            elif w.shape[1] * spec.groups != in_shape[0]:
-                problems.append(f"the checkpoint layer takes {w.shape[1] * spec.groups} input "
+            elif w_in != in_shape[0]:
+                problems.append(f"the checkpoint layer takes {w_in} input "
                                 f"channels and the description feeds it {in_shape[0]} "
                                 f"(from {in_name})")
         elif w.shape[1] != math.prod(in_shape):
@@ -1146,13 +1209,13 @@ class _Importer:
                 problems.append(f"its processors {spec.processors:#018x} "
                                 f"({popcount(spec.processors)}) expect more than the {in_c} "
                                 "input channels the checkpoint gives")
-            if spec.output_processors is not None and popcount(spec.output_processors) > w.shape[0]:
+            if spec.output_processors is not None and popcount(spec.output_processors) > w_out:
                 problems.append(f"its output_processors {spec.output_processors:#018x} "
                                 f"({popcount(spec.output_processors)}) expect more than the "
-                                f"{w.shape[0]} output channels the checkpoint gives")
-            if spec.out_channels is not None and spec.out_channels != w.shape[0]:
+                                f"{w_out} output channels the checkpoint gives")
+            if spec.out_channels is not None and spec.out_channels != w_out:
                 problems.append(f"out_channels is {spec.out_channels} and the checkpoint gives "
-                                f"{w.shape[0]}")
+                                f"{w_out}")
         if problems:
             for problem in problems:
                 self.report.layer_error(spec, None, f"{layer['op']} layer {what} {problem}; "
@@ -1259,15 +1322,17 @@ def _hw_op(layers: list[dict]) -> str:
 
 def hardware_groups(layers: list[dict]) -> list[list[dict]]:
     """The edgebuild layers of one network layer, cut into hardware layers: an `add` without
-    activation runs in-flight in the conv2d right after it that reads it; every other layer
-    (a concat, a pool of each operand, the pool before a linear layer) is a hardware layer
-    of its own."""
+    activation runs in-flight in the conv2d right after it that reads it, and the layer
+    after an `in_dim` reshape reads through it; every other layer (a concat, a pool of each
+    operand, the pool before a linear layer) is a hardware layer of its own."""
     groups: list[list[dict]] = []
     for layer in layers:
         previous = groups[-1][-1] if groups else None
-        if previous is not None and previous["op"] == "add" and "act" not in previous \
-                and layer["op"] == "conv2d" \
-                and (layer.get("inputs") or [previous["name"]]) == [previous["name"]]:
+        reads_previous = previous is not None and \
+            (layer.get("inputs") or [previous["name"]]) == [previous["name"]]
+        inflight = previous is not None and previous["op"] == "add" and "act" not in previous \
+            and layer["op"] == "conv2d"
+        if reads_previous and (inflight or previous["op"] == "reshape"):
             groups[-1].append(layer)
         else:
             groups.append([layer])
@@ -1771,6 +1836,9 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
             owner[alias.get(member, member)] = hw["name"]
     for name, target in alias.items():  # a folded-away layer's readers read its source
         owner.setdefault(name, owner.get(target, target))
+    for layer in layers:  # a reshape the device reads through (hwlayer): its source's owner
+        if layer.op == "reshape" and layer.name not in owner:
+            owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
     rows = _quant_rows(quant)
     records, outputs = [], []
     previous = "input"
@@ -1779,6 +1847,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
                    if alias.get(m, m) in by_name]
         members = list({m.name: m for m in members}.values())
         record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
+        _export_in_dim(record, members, by_name, nodes)
         records.append(record)
         outputs.append(output)
         previous = hw["name"]
@@ -1830,7 +1899,8 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
     adds = [m for m in members if m.op == "add"]
     concats = [m for m in members if m.op == "concat"]
     pools = [m for m in members if m.op in ("pool1d", "pool2d")]
-    allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten")
+    allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten",
+               "reshape")
     unknown = [m.op for m in members if m.op not in allowed]
     if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
         raise UserError(f"export: hardware layer {hw['name']!r} combines "
@@ -1852,15 +1922,18 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
     if main is None:
         record["op"] = "none" if (adds or pools or concats) else "passthrough"
     else:
-        record["op"] = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp"}[main.op]
+        record["op"] = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp",
+                        "conv_transpose2d": "convtranspose2d"}[main.op]
     if main is not None and main.op != "linear":
-        if main.op == "conv2d":
+        if main.op in ("conv2d", "conv_transpose2d"):
             kh, kw = (main.kernel, main.kernel) if isinstance(main.kernel, int) else main.kernel
             record["kernel_size"] = f"{kh}x{kw}"
         else:
             record["kernel_size"] = main.kernel
         record["pad"] = _single(main.pad)
-        if _single(main.stride) != 1:
+        if main.op == "conv_transpose2d":
+            _check_upsampling(hw["name"], main)
+        elif _single(main.stride) != 1:
             record["stride"] = _single(main.stride)
         if _single(main.dilation) != 1:
             record["dilation"] = _single(main.dilation)
@@ -1918,13 +1991,34 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
     return record, output
 
 
+def _check_upsampling(name: str, layer) -> None:
+    """A network description's ConvTranspose2d always upsamples by 2 (output padding 1)."""
+    if _single(layer.stride) != 2 or _single(layer.output_pad) != 1:
+        raise UserError(f"export: hardware layer {name!r}: a ConvTranspose2d layer of a network "
+                        f"description has stride 2 and output padding 1; {layer.name!r} has "
+                        f"stride {layer.stride} and output_pad {layer.output_pad}")
+
+
+def _export_in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
+    """`in_dim` for a layer that reads a reshape (the reshape itself is no network layer):
+    [H, W] for 2-D data, L for 1-D."""
+    for member in members:
+        if member.op == "reshape":
+            continue
+        if any(by_name[name].op == "reshape" for name in member.inputs if name in by_name):
+            dims = list(nodes[member.name].in_shapes[0][1:])
+            record["in_dim"] = dims[0] if len(dims) == 1 else dims
+            return
+
+
 def _export_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
     """Add `out_channels` where the importer would not read the count from processor maps."""
     index = {record["name"]: i for i, record in enumerate(records)}
     specs = []
     for i, record in enumerate(records):
         spec = _Spec(index=i, keys={}, raw={})
-        spec.op = {"mlp": "linear", "passthrough": "none"}.get(record["op"], record["op"])
+        spec.op = {"mlp": "linear", "passthrough": "none",
+                   "convtranspose2d": "conv_transpose2d"}.get(record["op"], record["op"])
         spec.processors = record["processors"]
         spec.output_processors = record.get("output_processors")
         spec.groups = record.get("groups", 1)
@@ -1936,7 +2030,8 @@ def _export_channels(records: list[dict], nodes: dict, outputs: list[str | None]
                        else r for r in refs]
         specs.append(spec)
     for i, record in enumerate(records):
-        if record["op"] not in ("conv2d", "conv1d", "mlp") or outputs[i] not in nodes:
+        if record["op"] not in ("conv2d", "conv1d", "convtranspose2d", "mlp") \
+                or outputs[i] not in nodes:
             continue
         actual = nodes[outputs[i]].out_shape[0]
         guess, _ = map_channels(specs, i, None, None)

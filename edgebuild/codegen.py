@@ -246,8 +246,55 @@ def emit_concat(step, layer, node, model, source, optimized):
     return [], calls
 
 
+def emit_conv_transpose(step, layer, node, model: QuantizedModel, source: str, optimized: bool):
+    """The reference eb_conv_transpose2d(_wide) on every target (no optimized variant), whole
+    or through eb_conv_transpose2d_tiled with a per-layer kernel wrapper. Fused pooling runs
+    first, as for conv2d."""
+    quant = model.params[layer.name]
+    decls, calls = [], []
+    shape = node.in_shapes[0]
+    if layer.pool is not None:
+        pool_tile = _tiled(step, "pool_tile")
+        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding)
+        decls.append(decl)
+        scratch = macro(step["scratch"]["name"])
+        if pool_tile:
+            decls.append(_tile_decl(f"TP_{layer.name}", pool_tile, step["double_buffer"]))
+            calls.append(f"eb_pool2d_tiled(&Q_{layer.name}, &TP_{layer.name}, {source}, "
+                         f"{scratch}, eb_l1.bytes);")
+        else:
+            calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
+        source, shape = scratch, (shape[0], h, w)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, 2)
+    shift = quant.scale_exp - (quant.bits - 1)
+    decls.append(f"static const eb_conv_params P_{layer.name} = {{{shape[0]}, {shape[1]}, "
+                 f"{shape[2]}, {layer.out}, {node.out_shape[1]}, {node.out_shape[2]}, {kh}, {kw}, "
+                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {layer.groups}, {shift}, "
+                 f"{ROUNDING[requantize_rounding(model.rounding)]}, {ACT[layer.act.value]}}};")
+    bias = f"B_{layer.name}" if quant.bias is not None else "NULL"
+    kernel, ctype = ("eb_conv_transpose2d_wide", "int32_t") if layer.wide else \
+        ("eb_conv_transpose2d", "int8_t")
+    tile = _tiled(step)
+    if tile:
+        decls += [f"static void eb_kt_{layer.name}(const eb_conv_params *p, const int8_t *in, "
+                  f"const int8_t *w, const int32_t *b, void *out) {{ {kernel}(p, in, w, b, "
+                  f"({ctype} *)out); }}",
+                  _tile_decl(f"T_TILE_{layer.name}", tile, step["double_buffer"])]
+        calls.append(f"eb_conv_transpose2d_tiled(&P_{layer.name}, &T_TILE_{layer.name}, "
+                     f"eb_kt_{layer.name}, {1 if layer.wide else 0}, {source}, W_{layer.name}, "
+                     f"{bias}, {macro(step['output'])}, eb_l1.bytes);")
+    elif layer.wide:
+        calls.append(f"eb_conv_transpose2d_wide(&P_{layer.name}, {source}, W_{layer.name}, "
+                     f"{bias}, (int32_t *){macro(step['output'])});")
+    else:
+        calls.append(f"eb_conv_transpose2d(&P_{layer.name}, {source}, W_{layer.name}, {bias}, "
+                     f"{macro(step['output'])});")
+    return decls, calls
+
+
 EMITTERS = {"conv1d": emit_conv, "conv2d": emit_conv, "linear": emit_linear,
-            "pool1d": emit_pool, "pool2d": emit_pool, "add": emit_add, "concat": emit_concat}
+            "pool1d": emit_pool, "pool2d": emit_pool, "add": emit_add, "concat": emit_concat,
+            "conv_transpose2d": emit_conv_transpose}
 SCRATCH = {"conv1d": conv_scratch, "conv2d": conv_scratch, "linear": linear_scratch}
 
 

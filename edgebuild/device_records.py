@@ -65,6 +65,15 @@ class Conv1dRules(Strict):
     depthwise: bool
 
 
+class ConvTranspose2dRules(Strict):
+    kernels: tuple[tuple[int, int], ...]
+    pad: tuple[int, ...]
+    stride: tuple[int, ...]
+    output_pad: tuple[int, ...]
+    dilation: Range
+    depthwise: bool
+
+
 class PoolRules(Strict):
     size: Range
     stride: Range
@@ -103,6 +112,7 @@ class Profile(Strict):
     limits: Limits
     conv2d: Conv2dRules
     conv1d: Conv1dRules
+    conv_transpose2d: ConvTranspose2dRules
     pool: PoolRules
     numbers: Numbers
     streaming: Streaming

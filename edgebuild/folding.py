@@ -10,7 +10,7 @@ from __future__ import annotations
 from edgebuild.graph import INPUT
 from edgebuild.ops.base import LayerBase
 
-COMPUTE_OPS = ("conv1d", "conv2d", "linear")
+COMPUTE_OPS = ("conv1d", "conv2d", "conv_transpose2d", "linear")  # the layers with weights
 
 
 def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], dict[str, str]]:
@@ -34,8 +34,10 @@ def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], d
 def fold_state(state: dict, layers: tuple[LayerBase, ...]) -> dict:
     """Float state dict (numpy) of the trained net -> state dict of the folded net."""
     from edgebuild.ops.batchnorm import fold
+    from edgebuild.ops.conv_transpose2d import from_out_major, to_out_major
 
     out = dict(state)
+    by_name = {layer.name: layer for layer in layers}
     previous = INPUT
     for layer in layers:
         if layer.op == "batchnorm":
@@ -43,8 +45,14 @@ def fold_state(state: dict, layers: tuple[LayerBase, ...]) -> dict:
             stats = {k: out.pop(f"{layer.name}.{k}") for k in
                      ("weight", "bias", "running_mean", "running_var")}
             out.pop(f"{layer.name}.num_batches_tracked", None)
-            out[f"{producer}.weight"], out[f"{producer}.bias"] = fold(
-                out[f"{producer}.weight"], out.get(f"{producer}.bias"), stats, layer.eps)
+            weight = out[f"{producer}.weight"]
+            transposed = by_name[producer].op == "conv_transpose2d"  # (in, out/groups, ...)
+            if transposed:
+                weight = to_out_major(weight, by_name[producer].groups)
+            weight, out[f"{producer}.bias"] = fold(weight, out.get(f"{producer}.bias"), stats,
+                                                   layer.eps)
+            out[f"{producer}.weight"] = from_out_major(weight, by_name[producer].groups) \
+                if transposed else weight
         previous = layer.name
     return out
 

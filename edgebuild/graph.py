@@ -112,6 +112,7 @@ def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
                      problems: list[GraphProblem]) -> None:
     """BN is folded into its producer, so the producer must be a conv/linear without an
     activation whose only consumer is this BN."""
+    from edgebuild.folding import COMPUTE_OPS  # folding imports this module
     by_name = {layer.name: layer for layer in layers}
     consumers: dict[str, int] = {}
     for node in nodes:
@@ -121,8 +122,9 @@ def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
         if node.op != "batchnorm":
             continue
         producer = by_name.get(node.inputs[0])
-        if producer is None or producer.op not in ("conv1d", "conv2d", "linear"):
-            problem = "must directly follow a conv1d, conv2d or linear layer (it is folded into it)"
+        if producer is None or producer.op not in COMPUTE_OPS:
+            problem = (f"must directly follow a {', '.join(COMPUTE_OPS[:-1])} or "
+                       f"{COMPUTE_OPS[-1]} layer (it is folded into it)")
         elif producer.act.value != "none" or producer.wide:
             problem = (f"folds into {producer.name!r}, which must have `act: none` and no `wide` "
                        "(put the activation on the batchnorm)")

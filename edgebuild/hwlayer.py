@@ -5,6 +5,12 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
 - `flatten` is not a layer: the linear layer that reads it flattens its own input (the
   hardware's `flatten: true`), so the linear gets `flatten=True` and reads the flatten's
   input. A flatten of data that is already flat (all spatial sizes 1) is a no-op alias.
+- a `reshape` that keeps the channel count and whose readers read only it is not a layer
+  either: the device keeps each channel's values in order, so its readers read the
+  reshape's input with the new height and width (the network description's `in_dim`). This
+  holds for HWC and CHW data alike: the data format only changes how channels interleave,
+  never the order of one channel's values. Any other reshape (channels change, or nothing
+  single-input reads it) stays a hardware layer of op "reshape", which limits.py refuses.
 - an `add` without activation whose only consumer is the conv2d right after it runs
   "in-flight" inside that conv (the hardware's `eltwise`); the hardware layer is named after
   the conv and lists both names in `members`. An add the placement section names stays a
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from edgebuild.graph import INPUT, Graph
 from edgebuild.ops.base import LayerBase, Shape, pair
 
-WEIGHT_OPS = ("conv2d", "conv1d", "linear")
+WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
 # Layers that copy each channel to the same processor ("operation: none" in the network
 # description): their output processors are their input processors.
 COPY_OPS = ("passthrough", "pool", "concat")
@@ -65,6 +71,7 @@ class HwLayer:
     pad: tuple[int, ...] | None = None
     stride: tuple[int, ...] | None = None
     dilation: tuple[int, ...] | None = None
+    output_pad: tuple[int, ...] | None = None  # transposed convolutions only
     groups: int = 1
     pool: Pool | None = None
     weight_bits: int | None = None
@@ -132,6 +139,10 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
             where[layer.name] = where[source]
             flattened[layer.name] = flattened.get(source, source)
             continue
+        if layer.op == "reshape" and _reshape_view(layer, shapes, consumers, by_name):
+            where[layer.name] = where[layer.inputs[0]]
+            flattened[layer.name] = flattened.get(layer.inputs[0], layer.inputs[0])
+            continue
         if layer.name in merged:
             where[layer.name] = merged[layer.name]
             continue
@@ -155,6 +166,13 @@ def _absorbed(layer, shapes, consumers, by_name) -> bool:
     if pixels(shapes[layer.inputs[0]]) == 1:
         return True
     return bool(readers) and all(by_name[r].op == "linear" for r in readers)
+
+
+def _reshape_view(layer, shapes, consumers, by_name) -> bool:
+    """A reshape the device does for free: same channels, read by single-input layers only."""
+    readers = consumers.get(layer.name, [])
+    return (shapes[layer.inputs[0]][0] == shapes[layer.name][0] and bool(readers)
+            and all(len(by_name[r].inputs) == 1 for r in readers))
 
 
 def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
@@ -184,6 +202,9 @@ def _layer(layer, node, add, where, flattened, shapes, bits) -> HwLayer:
         common.update(members=members)
     if layer.op in ("conv1d", "conv2d"):
         return HwLayer(**common | _conv(layer, in_shape, bits))
+    if layer.op == "conv_transpose2d":
+        return HwLayer(**common | _conv(layer, in_shape, bits)
+                       | {"output_pad": pair(layer.output_pad)})
     if layer.op == "linear":
         return _linear(layer, common, flattened, shapes, bits)
     if layer.op in ("pool1d", "pool2d"):

@@ -1,7 +1,8 @@
 """Pre-quantized weights named by `model.weights` (e.g. written by `edgebuild import-ai8x`).
 
 File format (the quantize artifact's contract, one .npz): per compute layer `<name>.weight`
-(integers of the layer's bit width, shape (out, in/groups, *kernel) or (out, features)),
+(integers of the layer's bit width, shape (out, in/groups, *kernel), (in, out/groups,
+*kernel) for conv_transpose2d, or (out, features)),
 `<name>.bits` and `<name>.scale_exp` (0-d integers, see numerics), and `<name>.bias`
 (integers in accumulator units) when the layer has a bias. Layers bind by name.
 """
@@ -20,6 +21,8 @@ def expected_shape(layer, in_shape: tuple) -> tuple:
         return (layer.out, math.prod(in_shape))
     kernel = layer.kernel if isinstance(layer.kernel, tuple) else \
         (layer.kernel,) * (len(in_shape) - 1)
+    if layer.op == "conv_transpose2d":  # PyTorch's ConvTranspose2d layout
+        return (in_shape[0], layer.out // layer.groups, *kernel)
     return (layer.out, in_shape[0] // layer.groups, *kernel)
 
 

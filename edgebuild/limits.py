@@ -79,10 +79,38 @@ def _range(bounds: tuple[int, int]) -> str:
 
 def _op(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op not in HW_OPS:
-        what = ("a flatten that does not feed a linear layer (the hardware flattens inside "
-                "the linear layer)" if layer.op == "flatten" else f"op {layer.op!r}")
+        what = {"flatten": "a flatten that does not feed a linear layer (the hardware flattens "
+                           "inside the linear layer)",
+                "reshape": _reshape_problem(layer)}.get(layer.op, f"op {layer.op!r}")
         yield Problem(ctx.at(layer, "op"), f"layer {layer.name!r}: {what} cannot run on "
                       f"{ctx.profile.name} (it runs {_listing(HW_OPS)})")
+
+
+def _reshape_problem(layer: HwLayer) -> str:
+    """Why a reshape is not a view on the device (hwlayer keeps only those as layers)."""
+    if layer.in_channels != layer.out_channels:
+        return (f"a reshape from {layer.in_channels} to {layer.out_channels} channels (the "
+                "hardware reshapes only height x width = length, per channel: `in_dim`)")
+    return ("a reshape that feeds no layer, or feeds a layer with several inputs (the "
+            "hardware reshapes the input of the single-input layer that reads it: `in_dim`)")
+
+
+def _conv_transpose2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
+    if layer.op != "conv_transpose2d":
+        return
+    rules, name = ctx.profile.conv_transpose2d, ctx.profile.name
+    if layer.kernel not in rules.kernels:
+        yield Problem(ctx.at(layer, "kernel"), f"layer {layer.name!r}: kernel "
+                      f"{_dims(layer.kernel)} is not supported for a transposed convolution "
+                      f"on {name} (allowed: {_listing(_dims(k) for k in rules.kernels)})")
+    yield from _members(layer, ctx, "pad", layer.pad, rules.pad)
+    yield from _members(layer, ctx, "stride", layer.stride, rules.stride)
+    yield from _members(layer, ctx, "output_pad", layer.output_pad, rules.output_pad)
+    if not all(_in(d, rules.dilation) for d in layer.dilation):
+        yield Problem(ctx.at(layer, "dilation"), f"layer {layer.name!r}: dilation "
+                      f"{_dims(layer.dilation)} is not supported on {name} (allowed: "
+                      f"{_range(rules.dilation)})")
+    yield from _groups(layer, ctx, rules.depthwise)
 
 
 def _conv2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
@@ -257,7 +285,7 @@ def _weight_bits(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
                   f"supported on {ctx.profile.name} (allowed: {_listing(allowed)})")
 
 
-LAYER_RULES: tuple[Rule, ...] = (_op, _conv2d, _conv1d, _pool, _unfused_pool, _channels,
+LAYER_RULES: tuple[Rule, ...] = (_op, _conv2d, _conv1d, _conv_transpose2d, _pool, _unfused_pool, _channels,
                                  _dimensions, _linear, _eltwise, _concat, _weight_bits)
 
 

@@ -7,6 +7,11 @@ needs (the halo of the window, zero padding materialized), its weights, bias and
 the byte formula below is the one documented in eb_tiling.h. With double buffering two
 slots alternate. Among the tiles that fit, the one moving the fewest bytes between L2 and
 L1 wins (then the fewest tiles). Add and concat stream between L2 tensors (no reuse).
+
+A transposed convolution tiles the same way, but a block of output rows reads the input
+rows that reach it through some tap: at most (rows - 1 + dil*(k - 1)) // stride + 1 of them
+(`input_rows`), fewer at the borders (`transposed_span`); they are staged unpadded (its
+kernel skips taps that fall outside the input), as eb_tiling.h documents.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class Window:
     wide: bool
     bias: bool
     linear: bool = False  # the whole input is staged once per slot, not per tile
+    transposed: bool = False  # a transposed convolution (stride_h, pad_h of its definition)
 
     @property
     def in_per_group(self) -> int:
@@ -73,8 +79,19 @@ class Tile:
 
 
 def input_rows(w: Window, rows: int) -> int:
+    """Input rows of a tile slot for `rows` output rows (the largest a tile can read)."""
+    if w.transposed:
+        return min(w.in_h, (rows - 1 + w.dil_h * (w.k_h - 1)) // w.stride_h + 1)
     k = w.dil_h * (w.k_h - 1) + 1 if w.weights else w.k_h
     return (rows - 1) * w.stride_h + k
+
+
+def transposed_span(w: Window, y0: int, rows: int) -> tuple[int, int]:
+    """(first, count): the input rows output rows [y0, y0 + rows) of a transposed convolution
+    read. Output row y takes input row i through tap k when y + pad = i * stride + k * dil."""
+    first = max(0, -(-(y0 + w.pad_h - w.dil_h * (w.k_h - 1)) // w.stride_h))
+    last = min(w.in_h - 1, (y0 + rows - 1 + w.pad_h) // w.stride_h)
+    return first, max(0, last - first + 1)
 
 
 def slot_bytes(w: Window, rows: int, channels: int) -> int:
@@ -82,7 +99,7 @@ def slot_bytes(w: Window, rows: int, channels: int) -> int:
     if not w.weights:
         return _a4(channels * input_rows(w, rows) * w.in_w) + _a4(channels * rows * w.out_w)
     cin = w.tile_inputs(channels)
-    data = _a4(cin * input_rows(w, rows) * (w.in_w + 2 * w.pad_w))
+    data = _a4(cin * input_rows(w, rows) * (w.in_w + (0 if w.transposed else 2 * w.pad_w)))
     weight = _a4(channels * w.in_per_group * w.k_h * w.k_w)
     bias = 4 * channels if w.bias else 0
     out = _a4(channels * rows * w.out_w * (4 if w.wide else 1))
@@ -100,7 +117,8 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
         for y0 in range(0, w.out_h, rows):
             r = min(rows, w.out_h - y0)
             top = y0 * w.stride_h - (w.pad_h if w.weights else 0)
-            valid = max(0, min(top + input_rows(w, r), w.in_h) - max(top, 0))
+            valid = transposed_span(w, y0, r)[1] if w.transposed else \
+                max(0, min(top + input_rows(w, r), w.in_h) - max(top, 0))
             moved_in += cin * valid * w.in_w
             row_tiles += 1
         if w.weights:
@@ -145,7 +163,8 @@ def smallest_l1(w: Window, double_buffer: bool) -> int:
 
 
 def conv_window(layer, in_shape, out_shape) -> Window:
-    """1-D layers are tiled along time: they run as one column (L x 1), see codegen."""
+    """1-D layers are tiled along time: they run as one column (L x 1), see codegen.
+    conv_transpose2d keeps its own stride and pad (see `transposed_span`)."""
     one_d = len(in_shape) == 2
     kh, kw = (layer.kernel, 1) if one_d else pair(layer.kernel)
     sh = layer.stride if one_d else pair(layer.stride)[0]
@@ -154,7 +173,8 @@ def conv_window(layer, in_shape, out_shape) -> Window:
     in_h, in_w = (in_shape[1], 1) if one_d else in_shape[1:]
     out_h, out_w = (out_shape[1], 1) if one_d else out_shape[1:]
     return Window(in_shape[0], in_h, in_w, layer.out, out_h, out_w, kh, kw, sh, ph, pw, dh,
-                  layer.groups, True, bool(layer.wide), bool(layer.bias))
+                  layer.groups, True, bool(layer.wide), bool(layer.bias),
+                  transposed=layer.op == "conv_transpose2d")
 
 
 def pooled_shape(pool, shape) -> tuple[int, ...]:

@@ -233,10 +233,11 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
 
 
 def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
-    compute = {layer.name for layer in manifest.model.layers
-               if layer.op in ("conv1d", "conv2d", "linear")}
+    from edgebuild.folding import COMPUTE_OPS
+
+    compute = {layer.name for layer in manifest.model.layers if layer.op in COMPUTE_OPS}
     problems = [document.diagnostic(("qat", "overrides", name), (
-        f"override names no conv1d/conv2d/linear layer; layers with weights: "
+        f"override names no {'/'.join(COMPUTE_OPS)} layer; layers with weights: "
         f"{', '.join(sorted(compute))}")) for name in manifest.qat.overrides if name not in compute]
     if problems:
         raise UserError(problems)

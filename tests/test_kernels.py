@@ -19,6 +19,7 @@ from edgebuild import numerics
 from edgebuild.ops import add as add_op
 from edgebuild.ops.base import FusedPool
 from edgebuild.ops.conv import reference_conv
+from edgebuild.ops.conv_transpose2d import reference_conv_transpose
 from edgebuild.ops.pooling import reference_pool, windows
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
@@ -65,13 +66,16 @@ def lib(tmp_path_factory):
     conv_args = [ctypes.POINTER(ConvParams), P8, P8, P32]
     so.eb_conv2d.argtypes = [*conv_args, P8]
     so.eb_conv2d_wide.argtypes = [*conv_args, P32]
+    so.eb_conv_transpose2d.argtypes = [*conv_args, P8]
+    so.eb_conv_transpose2d_wide.argtypes = [*conv_args, P32]
     so.eb_linear.argtypes = [ctypes.c_int, ctypes.c_int, P8, P8, P32, ctypes.c_int,
                              ctypes.c_int, ctypes.c_int, P8]
     so.eb_linear_wide.argtypes = [ctypes.c_int, ctypes.c_int, P8, P8, P32, P32]
     so.eb_pool2d.argtypes = [ctypes.POINTER(PoolParams), P8, P8]
     so.eb_add.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(P8), ctypes.c_int, P8]
     so.eb_copy.argtypes = [ctypes.c_int, P8, P8]
-    for name in ("eb_conv2d", "eb_conv2d_wide", "eb_linear", "eb_linear_wide", "eb_pool2d",
+    for name in ("eb_conv2d", "eb_conv2d_wide", "eb_conv_transpose2d", "eb_conv_transpose2d_wide",
+                 "eb_linear", "eb_linear_wide", "eb_pool2d",
                  "eb_add", "eb_copy"):
         getattr(so, name).restype = None
     so.eb_test_requantize.argtypes = [I32, ctypes.c_int, ctypes.c_int, ctypes.c_int]
@@ -122,6 +126,34 @@ def run_conv(lib, cfg: dict, x, w, bias, wide: bool) -> np.ndarray:
     else:
         buf = out_buffer(count, np.int8)
         lib.eb_conv2d(ctypes.byref(params), ptr(x, I8), ptr(w, I8), ptr(b, I32), ptr(buf, I8))
+    return checked(buf, count).reshape(cfg["out_c"], out_h, out_w)
+
+
+def convt_out(size: int, k: int, stride: int, pad: int, output_pad: int, dil: int) -> int:
+    return (size - 1) * stride - 2 * pad + dil * (k - 1) + output_pad + 1
+
+
+def run_conv_transpose(lib, cfg: dict, x, w, bias, wide: bool) -> np.ndarray:
+    """eb_conv_transpose2d(_wide) on cfg (eb_conv_params names + out_pad_h, out_pad_w)."""
+    out_h = convt_out(cfg["in_h"], cfg["k_h"], cfg["stride_h"], cfg["pad_h"], cfg["out_pad_h"],
+                      cfg["dil_h"])
+    out_w = convt_out(cfg["in_w"], cfg["k_w"], cfg["stride_w"], cfg["pad_w"], cfg["out_pad_w"],
+                      cfg["dil_w"])
+    fields = {k: v for k, v in cfg.items() if k not in ("rounding", "act", "out_pad_h",
+                                                         "out_pad_w")}
+    params = ConvParams(**fields, out_h=out_h, out_w=out_w, rounding=ROUNDING[cfg["rounding"]],
+                        act=ACT[cfg["act"]])
+    x, w = as_c(x, np.int8), as_c(w, np.int8)
+    b = None if bias is None else as_c(bias, np.int32)
+    count = cfg["out_c"] * out_h * out_w
+    if wide:
+        buf = out_buffer(count, np.int32)
+        lib.eb_conv_transpose2d_wide(ctypes.byref(params), ptr(x, I8), ptr(w, I8), ptr(b, I32),
+                                     ptr(buf, I32))
+    else:
+        buf = out_buffer(count, np.int8)
+        lib.eb_conv_transpose2d(ctypes.byref(params), ptr(x, I8), ptr(w, I8), ptr(b, I32),
+                                ptr(buf, I8))
     return checked(buf, count).reshape(cfg["out_c"], out_h, out_w)
 
 
@@ -179,6 +211,17 @@ def expected_conv(cfg: dict, x, w, bias, one_d: bool = False):
         acc = reference_conv(x[None], w, cfg["groups"], (cfg["k_h"], cfg["k_w"]),
                              (cfg["stride_h"], cfg["stride_w"]), (cfg["pad_h"], cfg["pad_w"]),
                              (cfg["dil_h"], cfg["dil_w"]))[0]
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)[:, None, None]
+    return acc, numerics.np_requantize(acc, cfg["shift"], cfg["rounding"], cfg["act"])
+
+
+def expected_conv_transpose(cfg: dict, x, w, bias):
+    """(acc, int8 out) from edgebuild.ops.conv_transpose2d.reference_conv_transpose."""
+    acc = reference_conv_transpose(x[None], w, cfg["groups"], (cfg["stride_h"], cfg["stride_w"]),
+                                   (cfg["pad_h"], cfg["pad_w"]),
+                                   (cfg["out_pad_h"], cfg["out_pad_w"]),
+                                   (cfg["dil_h"], cfg["dil_w"]))[0]
     if bias is not None:
         acc = acc + bias.astype(np.int64)[:, None, None]
     return acc, numerics.np_requantize(acc, cfg["shift"], cfg["rounding"], cfg["act"])
@@ -284,6 +327,37 @@ def check_conv_case(lib, kind: str, index: int, one_d: bool) -> None:
     np.testing.assert_array_equal(run_conv(lib, cfg, x, w, bias, wide=False), out,
                                   err_msg=context)
     np.testing.assert_array_equal(run_conv(lib, cfg, x, w, bias, wide=True), acc,
+                                  err_msg=context)
+
+
+def conv_transpose_config(rng) -> dict:
+    while True:
+        cfg = conv_config(rng, one_d=False)
+        cfg.update(out_pad_h=int(rng.integers(0, 3)), out_pad_w=int(rng.integers(0, 3)),
+                   pad_h=int(rng.integers(0, 3)), pad_w=int(rng.integers(0, 3)))
+        if rng.random() < 0.4:  # the MAX7800x upsampler: 3x3, stride 2, pad 1, output_pad 1
+            cfg.update(k_h=3, k_w=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, out_pad_h=1,
+                       out_pad_w=1, dil_h=1, dil_w=1)
+        axes = [(cfg[f"in_{a}"], cfg[f"k_{a}"], cfg[f"stride_{a}"], cfg[f"pad_{a}"],
+                 cfg[f"out_pad_{a}"], cfg[f"dil_{a}"]) for a in "hw"]
+        if all(op < max(s, d) and convt_out(n, k, s, p, op, d) >= 1
+               for n, k, s, p, op, d in axes):
+            return cfg
+
+
+def check_conv_transpose_case(lib, index: int) -> None:
+    rng = rng_for("conv_transpose2d", index)
+    cfg = conv_transpose_config(rng)
+    x = int8_data(rng, (cfg["in_c"], cfg["in_h"], cfg["in_w"]))
+    w, bits = int_weights(rng, (cfg["in_c"], cfg["out_c"] // cfg["groups"], cfg["k_h"],
+                                cfg["k_w"]))
+    bias = random_bias(rng, cfg["out_c"])
+    acc, out = expected_conv_transpose(cfg, x, w, bias)
+    assert np.abs(acc).max() < (1 << 27)
+    context = f"{cfg} weight_bits={bits} bias={'yes' if bias is not None else 'NULL'}"
+    np.testing.assert_array_equal(run_conv_transpose(lib, cfg, x, w, bias, wide=False), out,
+                                  err_msg=context)
+    np.testing.assert_array_equal(run_conv_transpose(lib, cfg, x, w, bias, wide=True), acc,
                                   err_msg=context)
 
 
@@ -438,6 +512,49 @@ def test_conv2d_random(lib, index):
 @pytest.mark.parametrize("index", range(CASES))
 def test_conv1d_as_conv2d_random(lib, index):
     check_conv_case(lib, "conv1d", index, one_d=True)
+
+
+# ---- conv_transpose2d / conv_transpose2d_wide ------------------------------------------
+
+# 3x3 "bilinear" kernel, stride 2, pad 1, output_pad 1: along one axis [a, b] becomes
+# [2a, a + b, 2b, b] (full output a, 2a, a + b, 2b, b, 0 cropped by one on each side), so
+# [[1, 2], [3, 4]] becomes the outer application of that rule on rows and columns.
+CONVT_BY_HAND = [[4, 6, 8, 4], [8, 10, 12, 6], [12, 14, 16, 8], [6, 7, 8, 4]]
+
+
+@pytest.mark.parametrize(("rounding", "expected"), [
+    ("half_up", [[1, 2, 2, 1], [2, 3, 3, 2], [3, 4, 4, 2], [2, 2, 2, 1]]),
+    ("floor", [[1, 1, 2, 1], [2, 2, 3, 1], [3, 3, 4, 2], [1, 1, 2, 1]]),
+])
+def test_conv_transpose2d_by_hand_upsampling(lib, rounding, expected):
+    cfg = {"in_c": 1, "in_h": 2, "in_w": 2, "out_c": 1, "k_h": 3, "k_w": 3, "stride_h": 2,
+           "stride_w": 2, "pad_h": 1, "pad_w": 1, "out_pad_h": 1, "out_pad_w": 1, "dil_h": 1,
+           "dil_w": 1, "groups": 1, "shift": -2, "rounding": rounding, "act": "none"}
+    x = np.array([[1, 2], [3, 4]]).reshape(1, 1, 2, 2)[0]
+    w = np.outer([1, 2, 1], [1, 2, 1]).reshape(1, 1, 3, 3)
+    assert run_conv_transpose(lib, cfg, x, w, None, wide=True).tolist() == [CONVT_BY_HAND]
+    assert run_conv_transpose(lib, cfg, x, w, None, wide=False).tolist() == [expected]
+    acc, out = expected_conv_transpose(cfg, x, w, None)
+    assert acc.tolist() == [CONVT_BY_HAND] and out.tolist() == [expected]
+
+
+def test_conv_transpose2d_by_hand_groups_use_the_in_out_layout(lib):
+    # 2 groups, 1x1 kernel, stride 1: out[g*2 + j] = sum over the group's inputs c of
+    # w[c][j] * x[c]; weights are [in][out / groups] (not [out][in / groups])
+    cfg = {"in_c": 2, "in_h": 1, "in_w": 1, "out_c": 4, "k_h": 1, "k_w": 1, "stride_h": 1,
+           "stride_w": 1, "pad_h": 0, "pad_w": 0, "out_pad_h": 0, "out_pad_w": 0, "dil_h": 1,
+           "dil_w": 1, "groups": 2, "shift": 0, "rounding": "floor", "act": "none"}
+    x = np.array([3, -5]).reshape(2, 1, 1)
+    w = np.array([[1, 2], [10, -1]]).reshape(2, 2, 1, 1)
+    bias = np.array([0, 1, 2, 3])
+    assert run_conv_transpose(lib, cfg, x, w, bias, wide=True).reshape(-1).tolist() == \
+        [3, 7, -48, 8]
+    assert expected_conv_transpose(cfg, x, w, bias)[0].reshape(-1).tolist() == [3, 7, -48, 8]
+
+
+@pytest.mark.parametrize("index", range(CASES))
+def test_conv_transpose2d_random(lib, index):
+    check_conv_transpose_case(lib, index)
 
 
 # ---- linear / linear_wide --------------------------------------------------------------

@@ -98,6 +98,57 @@ def test_batchnorm_and_dropout_are_not_layers():
     assert [(h.name, h.inputs) for h in hw] == [("c", ("input",)), ("d", ("c",))]
 
 
+def test_transposed_conv_is_a_weight_layer():
+    _, hw, _ = hardware(model([{"name": "up", "op": "conv_transpose2d", "out": 4,
+                                "pool": {"mode": "max", "size": 2}}]))
+    (up,) = hw
+    assert (up.op, up.kernel, up.stride, up.pad, up.output_pad) == (
+        "conv_transpose2d", (3, 3), (2, 2), (1, 1), (1, 1))
+    assert up.has_weights and up.kernel_elements == 9 and up.has_bias
+    assert up.pooled_shape == (8, 4, 4) and up.out_shape == (4, 8, 8)
+
+
+def test_a_reshape_keeping_channels_is_read_through():
+    layers = [{"name": "c1", "op": "conv1d", "out": 4, "kernel": 1},
+              {"name": "r", "op": "reshape", "shape": [4, 8, 8]},
+              conv("c2", 4)]
+    _, hw, _ = hardware(model(layers, input_shape=(2, 64)))
+    assert [(h.name, h.inputs, h.in_shape) for h in hw] == [
+        ("c1", ("input",), (2, 64)), ("c2", ("c1",), (4, 8, 8))]
+    assert check(model(layers, input_shape=(2, 64))) == []
+
+
+def test_reshapes_the_device_cannot_do_are_named():
+    channels = [{"name": "r", "op": "reshape", "shape": [4, 32]},
+                {"name": "c", "op": "conv1d", "out": 4, "kernel": 1}]
+    text = "\n".join(messages(model(channels, input_shape=(2, 8, 8))))
+    assert "layer 'r': a reshape from 2 to 4 channels (the hardware reshapes only height x " \
+           "width = length, per channel: `in_dim`) cannot run on max78000" in text
+    last = [conv("c", 4), {"name": "r", "op": "reshape", "shape": [4, 64]}]
+    found = check(model(last))
+    assert found[0].path == ("model", "layers", 1, "op")
+    assert "a reshape that feeds no layer" in found[0].message
+
+
+@pytest.mark.parametrize("device_name", ["max78000", "max78002"])
+def test_conv_transpose2d_rules(device_name):
+    def up(**fields):
+        return model([{"name": "up", "op": "conv_transpose2d", "out": 8, **fields}],
+                     device_name=device_name)
+    assert check(up()) == [] and check(up(pad=2)) == []
+    found = check(up(kernel=2, stride=1, pad=3, output_pad=0, groups=8))
+    assert [p.path[-1] for p in found] == ["kernel", "pad", "stride", "output_pad", "groups"]
+    text = "\n".join(p.message for p in found)
+    for fragment in (f"kernel 2x2 is not supported for a transposed convolution on {device_name} "
+                     "(allowed: 3x3)",
+                     f"pad 3x3 is not supported on {device_name} (allowed: 0, 1, 2)",
+                     f"stride 1x1 is not supported on {device_name} (allowed: 2)",
+                     f"output_pad 0x0 is not supported on {device_name} (allowed: 1)",
+                     "groups 8 with 8 input and 8 output channels"):
+        assert fragment in text
+    assert [p.path[-1] for p in check(up(dilation=2, output_pad=1))] == ["dilation"]
+
+
 def test_manifest_index_points_at_model_layers():
     manifest, _, _ = hardware(MNIST)
     assert manifest_index(manifest.model.layers) == {"conv1": 0, "conv2": 1, "conv3": 2, "fc": 3}
@@ -247,8 +298,8 @@ def test_unsupported_op_is_named():
     found = check(model(layers))
     assert found == [limits.Problem(("model", "layers", 1, "op"), (
         "layer 'flat': a flatten that does not feed a linear layer (the hardware flattens inside "
-        "the linear layer) cannot run on max78000 (it runs conv2d, conv1d, linear, passthrough, "
-        "pool, concat, add)"))]
+        "the linear layer) cannot run on max78000 (it runs conv2d, conv1d, conv_transpose2d, "
+        "linear, passthrough, pool, concat, add)"))]
 
 
 def test_dimension_limit():

@@ -70,6 +70,11 @@ CASES = {
         {"name": "a", "op": "conv2d", "out": 6, "kernel": 3, "pad": 1, "groups": 6, "act": act,
          "pool": {"mode": "avg", "size": 2}},
         {"name": "b", "op": "linear", "out": 7, "flatten": True, "wide": True}]),
+    "conv_transpose2d": ([4, 5, 4], lambda act: [  # defaults: 3x3, stride 2, pad 1, output_pad 1
+        {"name": "a", "op": "conv_transpose2d", "out": 6, "act": act,
+         "pool": {"mode": "avg", "size": 2, "stride": 1}},
+        {"name": "b", "op": "conv_transpose2d", "out": 4, "kernel": [2, 3], "stride": [1, 2],
+         "pad": [0, 1], "output_pad": [0, 1], "dilation": [2, 1], "groups": 2, "wide": True}]),
     "linear": ([20], lambda act: [
         {"name": "a", "op": "linear", "out": 12, "act": act},
         {"name": "b", "op": "linear", "out": 5}]),
@@ -165,6 +170,31 @@ def test_batchnorm_folding_is_equivalent():
     folded.eval()
     x = torch.randn(6, 2, 5, 5)
     with torch.no_grad():
+        assert torch.allclose(net(x), folded(x), atol=1e-5)
+
+
+def test_batchnorm_folds_into_a_grouped_transposed_conv():
+    """ConvTranspose2d weights are (in, out/groups, kh, kw): BN scales axis 1 per group."""
+    layers = [{"name": "u", "op": "conv_transpose2d", "out": 4, "groups": 2, "bias": False},
+              {"name": "bn", "op": "batchnorm", "act": "relu"}]
+    manifest = manifest_for([2, 3, 3], layers)
+    torch.manual_seed(1)
+    net = network.Net(manifest.model.input, manifest.model.layers, Mode("float", clamp=False))
+    with torch.no_grad():
+        bn = net.blocks["bn"]
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.2, 2.0)
+        bn.weight.copy_(torch.tensor([0.5, 1.0, 2.0, -1.5]))
+        bn.bias.uniform_(-0.3, 0.3)
+    net.eval()
+    folded_layers, _ = folding.fold_layers(manifest.model.layers)
+    folded = network.Net(manifest.model.input, folded_layers, Mode("float", clamp=False))
+    network.load_numpy(folded, folding.fold_state(network.state_numpy(net),
+                                                  manifest.model.layers))
+    folded.eval()
+    x = torch.randn(5, 2, 3, 3)
+    with torch.no_grad():
+        assert net(x).shape == (5, 4, 6, 6)
         assert torch.allclose(net(x), folded(x), atol=1e-5)
 
 

@@ -272,8 +272,9 @@ def test_graph_totals_and_json():
 
 
 def test_every_op_is_registered():
-    assert set(OPS) == {"conv1d", "conv2d", "linear", "pool1d", "pool2d", "flatten", "add",
-                        "concat", "batchnorm", "dropout", "passthrough"}
+    assert set(OPS) == {"conv1d", "conv2d", "conv_transpose2d", "linear", "pool1d", "pool2d",
+                        "flatten", "reshape", "add", "concat", "batchnorm", "dropout",
+                        "passthrough"}
 
 
 def test_passthrough_is_the_identity_in_shape_torch_and_reference():
@@ -507,3 +508,118 @@ def test_unknown_name_still_reported_next_to_a_failed_layer():
                             {"name": "sum", "op": "add", "inputs": ["bad", "nope"]})
     assert [(p.index, p.field) for p in problems] == [(0, ""), (1, "inputs")]
     assert "'nope'" in problems[1].message
+
+
+# --- conv_transpose2d ------------------------------------------------------------------------
+
+
+def convt(name="u", **fields):
+    return {"name": name, "op": "conv_transpose2d", **fields}
+
+
+def test_conv_transpose2d_defaults_double_height_and_width():
+    n = ok((4, 11, 11), convt(out=8)).nodes[0]  # 3x3, stride 2, pad 1, output_pad 1
+    assert n.out_shape == (8, 22, 22)
+    assert n.params == 4 * 8 * 9 + 8
+    # each axis: 22 outputs x 3 taps, minus the taps that land between input samples or
+    # outside: even outputs take tap 1 only, odd ones taps 0 and 2 (the last one tap 2 only)
+    taps = 11 * 1 + 10 * 2 + 1
+    assert n.macs == 8 * 4 * taps * taps
+
+
+def test_conv_transpose2d_grouped_rectangular():
+    n = ok((6, 3, 4), convt(out=4, groups=2, kernel=[2, 3], stride=[3, 1], pad=[0, 1],
+                            output_pad=[2, 0], dilation=1, bias=False)).nodes[0]
+    assert n.out_shape == (4, (3 - 1) * 3 + 2 + 2, 4 - 2 + 2)
+    assert n.params == 6 * 2 * 2 * 3
+
+
+def test_conv_transpose2d_fused_pool_pools_the_input_first():
+    n = ok((2, 8, 8), convt(out=3, pool={"mode": "max", "size": 2})).nodes[0]
+    assert n.out_shape == (3, 8, 8)
+
+
+def test_conv_transpose2d_output_pad_must_be_below_stride_or_dilation():
+    p = problem((2, 4, 4), convt("up", out=2, stride=2, output_pad=2))
+    assert_names_layer(p, 0, "up", "conv_transpose2d", "output_pad 2", "smaller than the stride")
+
+
+def test_conv_transpose2d_pad_that_crops_everything():
+    p = problem((1, 1, 1), convt("up", out=2, kernel=1, stride=1, pad=1, output_pad=0))
+    assert_names_layer(p, 0, "up", "conv_transpose2d", "crops the whole")
+
+
+def test_conv_transpose2d_on_wrong_rank():
+    p = problem((4, 10), convt("up", out=2))
+    assert_names_layer(p, 0, "up", "conv_transpose2d", "(channels, height, width)")
+
+
+def test_conv_transpose2d_shapes_params_and_macs_match_torch():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F  # noqa: N812
+
+    rng = random.Random(77)
+    compared = rejected = 0
+    for _ in range(60):
+        groups = rng.choice([1, 1, 2])
+        in_channels, out = groups * rng.randint(1, 3), groups * rng.randint(1, 3)
+        cfg = {"out": out, "groups": groups, "kernel": rng.randint(1, 4),
+               "stride": rng.randint(1, 3), "pad": rng.randint(0, 3),
+               "output_pad": rng.randint(0, 2), "dilation": rng.randint(1, 2)}
+        shape = (in_channels, rng.randint(1, 6), rng.randint(1, 6))
+        module = torch.nn.ConvTranspose2d(in_channels, out, cfg["kernel"], cfg["stride"],
+                                          cfg["pad"], cfg["output_pad"], groups,
+                                          dilation=cfg["dilation"])
+        try:
+            expected = tuple(module(torch.zeros((1, *shape))).shape[1:])
+        except RuntimeError:
+            expected = None
+        graph, problems = build(shape, convt(**cfg))
+        if expected is None or 0 in expected:
+            assert graph is None and problems[0].index == 0, (shape, cfg)
+            rejected += 1
+            continue
+        assert problems == [], (shape, cfg, problems)
+        n = graph.nodes[0]
+        assert n.out_shape == expected, (shape, cfg)
+        assert n.params == sum(p.numel() for p in module.parameters())
+        # MACs = products that reach an output: all-ones data through all-ones weights
+        ones = torch.ones((in_channels, out // groups, cfg["kernel"], cfg["kernel"]))
+        reached = F.conv_transpose2d(torch.ones((1, *shape)), ones, None, cfg["stride"],
+                                     cfg["pad"], cfg["output_pad"], groups, cfg["dilation"])
+        assert n.macs == int(reached.sum()), (shape, cfg)
+        compared += 1
+    assert compared >= 25 and rejected >= 3, (compared, rejected)
+
+
+# --- reshape ---------------------------------------------------------------------------------
+
+
+def test_reshape_1d_to_2d_keeps_channels_first_order():
+    import numpy as np
+    import torch
+
+    from edgebuild.ops.base import Mode
+
+    g = ok((3, 12), {"name": "r", "op": "reshape", "shape": [3, 4, 3]},
+           conv2d(out=2, kernel=3, pad=1))
+    assert g.nodes[0].out_shape == (3, 4, 3) and g.nodes[0].params == g.nodes[0].macs == 0
+    assert g.output.out_shape == (2, 4, 3)
+    layer = OPS["reshape"].params(name="r", op="reshape", shape=(3, 4, 3))
+    x = np.arange(2 * 36).reshape(2, 3, 12)
+    out = OPS["reshape"].reference(layer, None, [x], "half_up")
+    assert out.shape == (2, 3, 4, 3) and out[1, 2, 1, 0] == x[1, 2, 3]
+    t = torch.as_tensor(x)
+    assert torch.equal(OPS["reshape"].forward(layer, None, [t], Mode("float")),
+                       torch.as_tensor(out))
+
+
+def test_reshape_may_change_channels_on_a_cpu():
+    g = ok((4, 6), {"name": "r", "op": "reshape", "shape": [2, 12]})
+    assert g.output.out_shape == (2, 12)
+
+
+def test_reshape_must_keep_the_number_of_values():
+    p = problem((3, 12), {"name": "r", "op": "reshape", "shape": [3, 5, 3]})
+    assert_names_layer(p, 0, "r", "reshape", "[3, 12] (36 values)", "[3, 5, 3] (45 values)",
+                       "must stay the same")

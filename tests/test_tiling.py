@@ -57,6 +57,10 @@ LAYERS = st.sampled_from([
      {"name": "fc", "op": "linear", "out": 5, "flatten": True}],
     [{"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "groups": 4, "pad": 1, "act": "abs"},
      {"name": "d", "op": "conv2d", "out": 5, "kernel": [1, 3], "dilation": 2, "wide": True}],
+    [{"name": "u", "op": "conv_transpose2d", "out": 4, "act": "relu",  # never tiled itself
+      "pool": {"mode": "max", "size": 2}},
+     {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+     {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}],
 ])
 LAYERS_1D = st.sampled_from([
     [{"name": "c", "op": "conv1d", "out": 6, "kernel": 5, "pad": 2, "act": "relu"},
@@ -86,10 +90,13 @@ def _project(layers, shape, l1: int, double_buffer: bool, seed: int) -> codegen.
     graph, _ = graphs.build(tuple(shape), folded)
     params = {}
     for node, layer in zip(graph.nodes, folded, strict=True):
-        if layer.op in ("conv1d", "conv2d", "linear"):
+        if layer.op in folding.COMPUTE_OPS:
             fan_in = node.params // max(layer.out, 1)
             if layer.op == "linear":
                 weight_shape = (layer.out, int(np.prod(node.in_shapes[0])))
+            elif layer.op == "conv_transpose2d":
+                kernel = [layer.kernel] * 2 if isinstance(layer.kernel, int) else layer.kernel
+                weight_shape = (node.in_shapes[0][0], layer.out // layer.groups, *kernel)
             else:
                 kernel = ([layer.kernel] * (2 if layer.op == "conv2d" else 1)
                           if isinstance(layer.kernel, int) else list(layer.kernel))
@@ -117,7 +124,11 @@ def test_tiled_c_equals_the_untiled_reference(tmp_path_factory, case, l1, double
         return  # infeasible budget: covered by the error tests
     spec, totals = made
     assert totals["l1_peak"] <= l1
-    root = tmp_path_factory.mktemp("tiled")
+    compile_and_run(spec, tmp_path_factory.mktemp("tiled"))
+
+
+def compile_and_run(spec: codegen.ProjectSpec, root: Path) -> None:
+    """Render, build with the host compiler and run the known-answer test (every sample)."""
     for relative, text in codegen.render(spec).items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,6 +150,35 @@ def test_every_conv_tiled_when_l1_is_small():
     assert {"c", "d"} <= set(totals["tiled_layers"])
     assert totals["traffic_bytes"] >= totals["traffic_lower_bound"]
     assert "eb_conv2d_tiled" in codegen.render(spec)["model/cnn.c"]
+
+
+def test_a_transposed_conv_tiles_and_reads_only_the_rows_it_needs():
+    # 3x3, stride 2, pad 1 over 6 input rows -> 12 output rows; output rows [y0, y0 + r)
+    # read input rows ceil((y0 - 1) / 2) .. floor((y0 + r) / 2), within 0..5
+    w = tiling.Window(4, 6, 6, 8, 12, 12, 3, 3, 2, 1, 1, 1, 1, True, False, True,
+                      transposed=True)
+    assert [tiling.transposed_span(w, y0, 2) for y0 in range(0, 12, 2)] == [
+        (0, 2), (1, 2), (2, 2), (3, 2), (4, 2), (5, 1)]
+    assert tiling.input_rows(w, 2) == 2 and tiling.input_rows(w, 12) == 6
+    tile = tiling.choose("u", w, 900, True)
+    assert tile.tiled and tile.l1_bytes <= 900
+    assert tile.bytes_in + tile.bytes_out >= tiling.whole(w)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                    reason="needs cc and make to compile the generated C")
+def test_a_tiled_transposed_conv_in_the_generated_c(tmp_path):
+    spec, totals = _project(
+        [{"name": "u", "op": "conv_transpose2d", "out": 6, "act": "relu",
+          "pool": {"mode": "avg", "size": 2, "stride": 1}},
+         {"name": "v", "op": "conv_transpose2d", "out": 3, "kernel": [2, 3], "stride": [3, 1],
+          "pad": [1, 0], "output_pad": [2, 0], "wide": True}],
+        (4, 7, 7), 700, True, 5)
+    assert {"u", "v"} <= set(totals["tiled_layers"]) and totals["l1_peak"] <= 700
+    cnn = codegen.render(spec)["model/cnn.c"]
+    assert "eb_conv_transpose2d_tiled(&P_u, &T_TILE_u, eb_kt_u, 0," in cnn
+    assert "eb_conv_transpose2d_tiled(&P_v, &T_TILE_v, eb_kt_v, 1," in cnn
+    compile_and_run(spec, tmp_path)  # tiled C == the integer reference on every sample
 
 
 def test_l1_too_small_is_a_clear_error(tmp_path: Path):

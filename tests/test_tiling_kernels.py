@@ -33,6 +33,8 @@ from kernel_abi import (
     layout_probe,
 )
 
+from edgebuild import tiling
+
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
@@ -140,6 +142,28 @@ void tt_conv_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const in
     eb_conv2d_tiled(p, t, wide ? rec_conv_wide : rec_conv, wide, in, w, b, out, l1);
 }
 
+static void rec_convt(const eb_conv_params *p, const int8_t *in, const int8_t *w,
+                      const int32_t *b, void *out)
+{
+    if (g_calls < g_max_calls) g_params[g_calls] = *p;
+    record(in, w, b, out);
+    eb_conv_transpose2d(p, in, w, b, (int8_t *)out);
+}
+
+static void rec_convt_wide(const eb_conv_params *p, const int8_t *in, const int8_t *w,
+                           const int32_t *b, void *out)
+{
+    if (g_calls < g_max_calls) g_params[g_calls] = *p;
+    record(in, w, b, out);
+    eb_conv_transpose2d_wide(p, in, w, b, (int32_t *)out);
+}
+
+void tt_convt_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const int8_t *in,
+                    const int8_t *w, const int32_t *b, void *out, int8_t *l1)
+{
+    eb_conv_transpose2d_tiled(p, t, wide ? rec_convt_wide : rec_convt, wide, in, w, b, out, l1);
+}
+
 void tt_linear_tiled(int in_f, int out_f, const eb_tile *t, int wide, int shift, int rounding,
                      int act, const int8_t *in, const int8_t *w, const int32_t *b, void *out,
                      int8_t *l1)
@@ -172,6 +196,10 @@ def lib(tmp_path_factory):
     signatures = {
         "eb_conv2d": ([pc, P8, P8, P32, P8], None),
         "eb_conv2d_wide": ([pc, P8, P8, P32, P32], None),
+        "eb_conv_transpose2d": ([pc, P8, P8, P32, P8], None),
+        "eb_conv_transpose2d_wide": ([pc, P8, P8, P32, P32], None),
+        "eb_conv_transpose_tile_slot_bytes": ([pc, pt, INT, INT], I32),
+        "tt_convt_tiled": ([pc, pt, INT, P8, P8, P32, ctypes.c_void_p, P8], None),
         "eb_linear": ([INT, INT, P8, P8, P32, INT, INT, INT, P8], None),
         "eb_linear_wide": ([INT, INT, P8, P8, P32, P32], None),
         "eb_pool2d": ([pp, P8, P8], None),
@@ -240,6 +268,28 @@ def conv_slot_layout(cfg: dict, rows: int, channels: int, wide: bool, has_bias: 
     rows, oc_t = min(rows, cfg["out_h"]), conv_tile_channels(cfg, channels)
     return slot_layout(
         conv_tile_inputs(cfg, oc_t) * conv_in_rows(cfg, rows) * (cfg["in_w"] + 2 * cfg["pad_w"]),
+        oc_t * cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"],
+        4 * oc_t if has_bias else 0,
+        oc_t * rows * cfg["out_w"] * (4 if wide else 1))
+
+
+def convt_in_rows(cfg: dict, rows: int) -> int:
+    """Input rows of a transposed conv's tile slot: the most `rows` output rows can read."""
+    return min(cfg["in_h"], (rows - 1 + cfg["dil_h"] * (cfg["k_h"] - 1)) // cfg["stride_h"] + 1)
+
+
+def convt_span(cfg: dict, y0: int, rows: int) -> tuple[int, int]:
+    """(first, count) of the input rows output rows [y0, y0 + rows) read: output row y takes
+    input row i through tap k when y + pad_h = i * stride_h + k * dil_h."""
+    first = max(0, -(-(y0 + cfg["pad_h"] - cfg["dil_h"] * (cfg["k_h"] - 1)) // cfg["stride_h"]))
+    last = min(cfg["in_h"] - 1, (y0 + rows - 1 + cfg["pad_h"]) // cfg["stride_h"])
+    return first, max(0, last - first + 1)
+
+
+def convt_slot_layout(cfg: dict, rows: int, channels: int, wide: bool, has_bias: bool) -> dict:
+    rows, oc_t = min(rows, cfg["out_h"]), conv_tile_channels(cfg, channels)
+    return slot_layout(
+        conv_tile_inputs(cfg, oc_t) * convt_in_rows(cfg, rows) * cfg["in_w"],
         oc_t * cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"],
         4 * oc_t if has_bias else 0,
         oc_t * rows * cfg["out_w"] * (4 if wide else 1))
@@ -578,6 +628,122 @@ def fixed_case(cfg: dict, rows: int, channels: int, double: bool = True, wide: b
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
 def test_conv2d_tiled_fixed(lib, case, double):
     check_conv_tiled(lib, dict(case, double=double))
+
+
+def convt_out(size: int, k: int, stride: int, pad: int, out_pad: int, dil: int) -> int:
+    return (size - 1) * stride - 2 * pad + dil * (k - 1) + out_pad + 1
+
+
+@st.composite
+def convt_cases(draw):
+    in_c = draw(st.integers(1, 6))
+    groups = draw(st.sampled_from([d for d in range(1, in_c + 1) if in_c % d == 0]))
+    out_c = groups * draw(st.integers(1, max(1, 8 // groups)))
+    cfg = {"in_c": in_c, "out_c": out_c, "groups": groups, "shift": draw(st.integers(-14, 3)),
+           "rounding": draw(st.integers(0, 1)), "act": draw(st.integers(0, 2))}
+    for axis in ("h", "w"):
+        k, stride = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+        dil = draw(st.integers(1, 2))
+        out_pad = draw(st.integers(0, max(stride, dil) - 1))
+        size = draw(st.integers(1, 8))
+        full = convt_out(size, k, stride, 0, out_pad, dil)
+        pad = draw(st.integers(0, min(3, (full - 1) // 2)))
+        cfg.update({f"k_{axis}": k, f"stride_{axis}": stride, f"pad_{axis}": pad,
+                    f"dil_{axis}": dil, f"in_{axis}": size,
+                    f"out_{axis}": convt_out(size, k, stride, pad, out_pad, dil)})
+    out_per_group = out_c // groups
+    rows = draw(st.integers(1, cfg["out_h"] + 1))
+    channels = draw(st.one_of(
+        st.integers(1, groups + 1).map(lambda n: n * out_per_group), st.integers(1, out_c + 1)))
+    return {"cfg": cfg, "rows": rows, "channels": channels, "double": draw(st.booleans()),
+            "wide": draw(st.booleans()), "bias": draw(st.booleans()),
+            "seed": draw(st.integers(0, 2**32 - 1))}
+
+
+def staged_convt_input(cfg: dict, x: np.ndarray, c0: int, c_t: int, y0: int,
+                       rows: int) -> np.ndarray:
+    """A transposed conv tile's input region: [cin_t][count][in_w], the rows it reads."""
+    first, count = convt_span(cfg, y0, rows)
+    ipg, opg = cfg["in_c"] // cfg["groups"], cfg["out_c"] // cfg["groups"]
+    c_first = c0 // opg * ipg
+    return x[c_first:c_first + conv_tile_inputs(cfg, c_t), first:first + count].reshape(-1)
+
+
+def check_convt_tiled(lib, case: dict) -> None:
+    cfg, wide, has_bias = case["cfg"], case["wide"], case["bias"]
+    rng = np.random.default_rng(case["seed"])
+    x = int8_data(rng, (cfg["in_c"], cfg["in_h"], cfg["in_w"]))
+    w = int8_data(rng, (cfg["in_c"], cfg["out_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"]))
+    bias = bias_data(rng, cfg["out_c"], has_bias)
+    params = conv_params(cfg)
+    count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
+    expected = out_buffer(count, wide)
+    if wide:
+        lib.eb_conv_transpose2d_wide(params, ptr(x), ptr(w), ptr(bias, I32), ptr(expected, I32))
+    else:
+        lib.eb_conv_transpose2d(params, ptr(x), ptr(w), ptr(bias, I32), ptr(expected))
+    expected = checked(expected, count)
+
+    tile = Tile(case["rows"], case["channels"], case["double"])
+    layout = convt_slot_layout(cfg, case["rows"], case["channels"], wide, has_bias)
+    assert lib.eb_conv_transpose_tile_slot_bytes(params, tile, wide, has_bias) == layout["slot"]
+    window = tiling.Window(*(cfg[k] for k in ("in_c", "in_h", "in_w", "out_c", "out_h", "out_w",
+                                              "k_h", "k_w", "stride_h", "pad_h", "pad_w",
+                                              "dil_h", "groups")), True, wide, has_bias,
+                           transposed=True)
+    oc_t = conv_tile_channels(cfg, case["channels"])
+    if oc_t % window.step == 0:  # a tile the planner can choose: its slot formula agrees
+        assert tiling.slot_bytes(window, min(case["rows"], cfg["out_h"]), oc_t) == layout["slot"]
+    slots = 2 if case["double"] else 1
+    l1 = l1_buffer(slots * layout["slot"])
+    order = tiles(cfg["out_c"], conv_tile_channels(cfg, case["channels"]), cfg["out_h"],
+                  case["rows"])
+    rec = Recorder(lib, l1, layout, slots, len(order))
+    got = out_buffer(count, wide)
+    lib.tt_convt_tiled(params, tile, int(wide), ptr(x), ptr(w), ptr(bias, I32),
+                       got.ctypes.data, ptr(l1))
+
+    np.testing.assert_array_equal(checked(got, count), expected, err_msg=str(case))
+    check_guard(l1, slots * layout["slot"])
+    assert rec.calls() == len(order)
+    staged = [staged_convt_input(cfg, x, *t) for t in order]
+    for i, (_, c_t, y0, rows) in enumerate(order):
+        first, n = convt_span(cfg, y0, rows)
+        want = dict(cfg, in_c=conv_tile_inputs(cfg, c_t), in_h=n, out_c=c_t, out_h=rows,
+                    pad_h=y0 + cfg["pad_h"] - first * cfg["stride_h"],
+                    groups=conv_tile_groups(cfg, c_t))
+        assert {k: getattr(rec.params[i], k) for k in want} == want, f"tile {i} params"
+        rec.check_call(i, layout, has_bias, staged)
+
+
+@EXAMPLES
+@given(convt_cases())
+def test_conv_transpose2d_tiled_matches_untiled(lib, case):
+    check_convt_tiled(lib, case)
+
+
+def convt_cfg(out_pad: int = 0, **kw) -> dict:
+    cfg = conv_cfg(**kw)
+    for axis in ("h", "w"):
+        cfg[f"out_{axis}"] = convt_out(cfg[f"in_{axis}"], cfg[f"k_{axis}"], cfg[f"stride_{axis}"],
+                                       cfg[f"pad_{axis}"], out_pad, cfg[f"dil_{axis}"])
+    return cfg
+
+
+@pytest.mark.parametrize("case", [
+    # the MAX7800x upsampler (3x3, stride 2, pad 1, output padding 1), dense, 3 of 5 channels
+    fixed_case(convt_cfg(in_c=3, in_h=5, in_w=4, out_c=5, k_h=3, k_w=3, stride_h=2,
+                         stride_w=2, pad_h=1, pad_w=1, out_pad=1, shift=-6), 2, 3),
+    # 1x1 stride 2, output padding 1: the last output row reads no input (bias alone)
+    fixed_case(convt_cfg(in_c=2, in_h=3, in_w=3, out_c=4, groups=2, stride_h=2, stride_w=2,
+                         out_pad=1, shift=-3), 1, 1),
+    # 2 groups of 4 outputs, 3 asked: 2 (a divisor): weights gathered per input channel
+    fixed_case(convt_cfg(in_c=4, in_h=4, in_w=3, out_c=8, groups=2, k_h=2, k_w=3, stride_h=3,
+                         dil_w=2, pad_w=1, shift=-5), 3, 3, wide=True),
+], ids=["upsampler", "output-padding-only-rows", "grouped-sub-group"])
+@pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
+def test_conv_transpose2d_tiled_fixed(lib, case, double):
+    check_convt_tiled(lib, dict(case, double=double))
 
 
 @st.composite

@@ -12,11 +12,13 @@ from edgebuild.ops import (
     concat,
     conv1d,
     conv2d,
+    conv_transpose2d,
     dropout,
     flatten,
     linear,
     passthrough,
     pool,
+    reshape,
 )
 from edgebuild.ops.base import Operator
 
@@ -25,10 +27,12 @@ OPS: dict[str, Operator] = {
     for op in (
         conv1d.OPERATOR,
         conv2d.OPERATOR,
+        conv_transpose2d.OPERATOR,
         linear.OPERATOR,
         pool.OPERATOR_1D,
         pool.OPERATOR_2D,
         flatten.OPERATOR,
+        reshape.OPERATOR,
         passthrough.OPERATOR,
         add.OPERATOR,
         concat.OPERATOR,

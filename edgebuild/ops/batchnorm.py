@@ -10,8 +10,8 @@ from edgebuild.ops.base import Activation, LayerBase, Operator, no_macs, one
 
 
 class BatchNorm(LayerBase):
-    """Must directly follow a conv1d/conv2d/linear with `act: none`; folding moves this
-    layer's `act` onto that layer."""
+    """Must directly follow a layer with weights (conv, transposed conv, linear) with
+    `act: none`; folding moves this layer's `act` onto that layer."""
 
     op: Literal["batchnorm"]
     eps: float = Field(default=1e-5, gt=0, le=1)

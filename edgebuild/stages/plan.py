@@ -2,8 +2,9 @@
 
 Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
 with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
-`flatten` is a view (no copy, no buffer of its own). The weights and the arena are
-checked against `target.memory` (flash and l2) here, before any compiler runs.
+`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of their own). The
+weights and the arena are checked against `target.memory` (flash and l2) here, before any
+compiler runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def config(checked) -> dict:
                           for name, entry in sorted(manifest.placement.items())}}
 
 
-VIEWS = ("flatten", "passthrough")  # no copy, no buffer: the output is the input
+VIEWS = ("flatten", "reshape", "passthrough")  # no copy, no buffer: the output is the input
 
 
 def element_bytes(layer) -> int:
@@ -130,7 +131,7 @@ def _windows(layer, node) -> list:
     from edgebuild import tiling
 
     found = []
-    if layer.op in ("conv1d", "conv2d"):
+    if layer.op in ("conv1d", "conv2d", "conv_transpose2d"):
         shape = node.in_shapes[0]
         if layer.pool is not None:
             pooled = tiling.pooled_shape(layer.pool, shape)

@@ -43,6 +43,13 @@ def threshold(weights, quantize, quantile: float, qat: bool) -> float:
     return float(magnitude.reshape(len(weights), -1).max(axis=1).mean())
 
 
+def out_major(layer, weights):
+    """Weights with output channels first (`avgmax` clips per output channel)."""
+    from edgebuild.ops.conv_transpose2d import to_out_major
+
+    return to_out_major(weights, layer.groups) if layer.op == "conv_transpose2d" else weights
+
+
 def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list[dict]]:
     import numpy as np
 
@@ -54,8 +61,9 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
             continue
         policy = policies[layer.name]
         w = state[f"{layer.name}.weight"]
-        scale_exp = numerics.scale_exponent(threshold(w, manifest.quantize, policy.shift_quantile,
-                                                      manifest.qat.enabled), policy.shift_limits)
+        scale_exp = numerics.scale_exponent(threshold(out_major(layer, w), manifest.quantize,
+                                                      policy.shift_quantile, manifest.qat.enabled),
+                                            policy.shift_limits)
         w_q = numerics.np_quantize_weights(w, scale_exp, policy.weight_bits)
         weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
         bias = state.get(f"{layer.name}.bias")

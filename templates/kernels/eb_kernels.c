@@ -70,6 +70,76 @@ void eb_conv2d_wide(const eb_conv_params *p, const int8_t *in, const int8_t *wei
     }
 }
 
+/* One output of a transposed convolution, gathered: output (oy, ox) takes input (iy, ix)
+ * through tap (ky, kx) when oy + pad_h = iy * stride_h + ky * dil_h (and the same across).
+ * The sum is the scatter definition of edgebuild/ops/conv_transpose2d.py, in int32. */
+static int32_t conv_transpose_acc(const eb_conv_params *p, const int8_t *in,
+                                  const int8_t *weight, const int32_t *bias, int oc, int oy,
+                                  int ox)
+{
+    const int in_per_group = p->in_c / p->groups;
+    const int out_per_group = p->out_c / p->groups;
+    const int first_in = (oc / out_per_group) * in_per_group;
+    const int taps = p->k_h * p->k_w;
+    int32_t acc = bias ? bias[oc] : 0;
+    int ic, ky, kx;
+    for (ic = 0; ic < in_per_group; ++ic) {
+        const int8_t *plane = in + (int32_t)(first_in + ic) * p->in_h * p->in_w;
+        const int8_t *w = weight + ((int32_t)(first_in + ic) * out_per_group
+                                    + oc % out_per_group) * taps;
+        for (ky = 0; ky < p->k_h; ++ky) {
+            const int ty = oy + p->pad_h - ky * p->dil_h;
+            int iy;
+            if (ty < 0 || ty % p->stride_h != 0) {
+                continue;
+            }
+            iy = ty / p->stride_h;
+            if (iy >= p->in_h) {
+                continue;
+            }
+            for (kx = 0; kx < p->k_w; ++kx) {
+                const int tx = ox + p->pad_w - kx * p->dil_w;
+                int ix;
+                if (tx < 0 || tx % p->stride_w != 0) {
+                    continue;
+                }
+                ix = tx / p->stride_w;
+                if (ix < p->in_w) {
+                    acc += (int32_t)w[ky * p->k_w + kx] * plane[iy * p->in_w + ix];
+                }
+            }
+        }
+    }
+    return acc;
+}
+
+void eb_conv_transpose2d(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                         const int32_t *bias, int8_t *out)
+{
+    int oc, oy, ox;
+    for (oc = 0; oc < p->out_c; ++oc) {
+        for (oy = 0; oy < p->out_h; ++oy) {
+            for (ox = 0; ox < p->out_w; ++ox) {
+                *out++ = eb_requantize(conv_transpose_acc(p, in, weight, bias, oc, oy, ox),
+                                       p->shift, p->rounding, p->act);
+            }
+        }
+    }
+}
+
+void eb_conv_transpose2d_wide(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                              const int32_t *bias, int32_t *out)
+{
+    int oc, oy, ox;
+    for (oc = 0; oc < p->out_c; ++oc) {
+        for (oy = 0; oy < p->out_h; ++oy) {
+            for (ox = 0; ox < p->out_w; ++ox) {
+                *out++ = conv_transpose_acc(p, in, weight, bias, oc, oy, ox);
+            }
+        }
+    }
+}
+
 static int32_t dot(int n, const int8_t *a, const int8_t *b, int32_t acc)
 {
     int i;

@@ -5,6 +5,8 @@
  * eb_linear_opt, eb_linear_wide -> eb_linear_wide_opt): same arguments plus a scratch buffer,
  * same weight layout ([out][in / groups][k_h][k_w] int8 as the code generator stores it, only
  * byte-aligned; no repacking), same numerics (eb_kernels.h; requantization is eb_requantize).
+ * The transposed convolution has no variant here: Cortex-M4 projects call the reference
+ * eb_conv_transpose2d(_wide) loops for it.
  *
  * Method (CMSIS-NN style, im2col + dual 16-bit MACs): the receptive fields of 4 output pixels
  * are copied into int16 columns in scratch, each group of 4 values stored as [a0, a2, a1, a3]

@@ -259,6 +259,134 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
     }
 }
 
+/* ---- transposed conv ----------------------------------------------------------------- */
+
+/* floor(a / b) for b > 0 (C division truncates toward zero). */
+static int floor_div(int a, int b)
+{
+    const int q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* The input rows [*first, *first + *count) that output rows [y0, y0 + rows) read: output row
+ * y takes input row i through tap k when y + pad_h = i * stride_h + k * dil_h. */
+static void convt_span(const eb_conv_params *p, int y0, int rows, int *first, int *count)
+{
+    const int lo = -floor_div(p->dil_h * (p->k_h - 1) - y0 - p->pad_h, p->stride_h);
+    const int hi = floor_div(y0 + rows - 1 + p->pad_h, p->stride_h);
+    *first = lo < 0 ? 0 : lo;
+    *count = min_int(hi, p->in_h - 1) - *first + 1;
+    if (*count < 0) {
+        *count = 0;
+    }
+}
+
+static int convt_in_rows(const eb_conv_params *p, int rows)
+{
+    return min_int(p->in_h, (rows - 1 + p->dil_h * (p->k_h - 1)) / p->stride_h + 1);
+}
+
+static void convt_layout(const eb_conv_params *p, int oc_t, int rows, int wide, int has_bias,
+                         eb_slot_layout *l)
+{
+    const int32_t ipg = p->in_c / p->groups;
+    make_layout(l, (int32_t)conv_cin_t(p, oc_t) * convt_in_rows(p, rows) * p->in_w,
+                (int32_t)oc_t * ipg * p->k_h * p->k_w, has_bias ? 4 * (int32_t)oc_t : 0,
+                (int32_t)oc_t * rows * p->out_w * (wide ? 4 : 1));
+}
+
+extern int32_t eb_conv_transpose_tile_slot_bytes(const eb_conv_params *p, const eb_tile *t,
+                                                 int wide, int has_bias);
+int32_t eb_conv_transpose_tile_slot_bytes(const eb_conv_params *p, const eb_tile *t, int wide,
+                                          int has_bias)
+{
+    eb_slot_layout l;
+    convt_layout(p, conv_oc_step(p, t), clamp_step(t->rows, p->out_h), wide, has_bias, &l);
+    return l.slot;
+}
+
+/* Input rows of tile i into slot; weights ([in][out/groups][k_h][k_w]: the tile's output
+ * channels of each of its input channels) and bias too unless the slot already holds them. */
+static void convt_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, int *held_ct)
+{
+    const eb_conv_params *p = r->p;
+    const int cin_t = conv_cin_t(p, tp->oc_t);
+    const int c_first = (tp->oc0 / r->opg) * r->ipg;
+    int first, count;
+    convt_span(p, tp->y0, tp->rows, &first, &count);
+    stage_rows(r->in, p->in_h, p->in_w, c_first, cin_t, first, count, 0, slot + r->lay.in);
+    if (*held_ct != tp->ct) {
+        const int32_t taps = (int32_t)p->k_h * p->k_w;
+        const int per = min_int(tp->oc_t, r->opg); /* output channels of each group */
+        if (per == r->opg) { /* whole groups: one block */
+            eb_dma_copy(slot + r->lay.weight, r->weight + (int32_t)c_first * r->opg * taps,
+                        (uint32_t)((int32_t)cin_t * per * taps));
+        } else {
+            int c;
+            for (c = 0; c < cin_t; ++c) {
+                eb_dma_copy(slot + r->lay.weight + (int32_t)c * per * taps,
+                            r->weight + ((int32_t)(c_first + c) * r->opg + tp->oc0 % r->opg)
+                                * taps, (uint32_t)(per * taps));
+            }
+        }
+        if (r->bias != NULL) {
+            eb_dma_copy(slot + r->lay.bias, r->bias + tp->oc0, (uint32_t)(4 * tp->oc_t));
+        }
+        *held_ct = tp->ct;
+    }
+}
+
+void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                               int wide, const int8_t *in, const int8_t *weight,
+                               const int32_t *bias, void *out, int8_t *l1)
+{
+    eb_conv_run r;
+    int held_ct[2] = {-1, -1};
+    const int slots = t->double_buffer ? 2 : 1;
+    int32_t i, n_tiles;
+    r.p = p;
+    r.in = in;
+    r.weight = weight;
+    r.bias = bias;
+    r.ipg = p->in_c / p->groups;
+    r.opg = p->out_c / p->groups;
+    r.oc_step = conv_oc_step(p, t);
+    r.row_step = clamp_step(t->rows, p->out_h);
+    r.n_rt = (p->out_h + r.row_step - 1) / r.row_step;
+    n_tiles = (int32_t)((p->out_c + r.oc_step - 1) / r.oc_step) * r.n_rt;
+    convt_layout(p, r.oc_step, r.row_step, wide, bias != NULL, &r.lay);
+
+    for (i = 0; i < n_tiles; ++i) {
+        const int s = slots == 2 ? (int)(i & 1) : 0;
+        int8_t *slot = l1 + s * r.lay.slot;
+        eb_tile_pos tp;
+        eb_conv_params tile;
+        int first, count;
+        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        if (slots == 1 || i == 0) {
+            convt_stage(&r, &tp, slot, &held_ct[s]);
+        }
+        if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
+            eb_tile_pos next;
+            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            convt_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
+        }
+        convt_span(p, tp.y0, tp.rows, &first, &count);
+        tile = *p;
+        tile.in_c = (int16_t)conv_cin_t(p, tp.oc_t);
+        tile.in_h = (int16_t)count;
+        tile.out_c = (int16_t)tp.oc_t;
+        tile.out_h = (int16_t)tp.rows;
+        tile.pad_h = (int16_t)(tp.y0 + p->pad_h - first * p->stride_h);
+        tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
+        kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
+               bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
+               slot + r.lay.out);
+        write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
+                   wide ? 4 : 1, out);
+    }
+}
+
 /* ---- pool ---------------------------------------------------------------------------- */
 
 static int pool_in_rows(const eb_pool_params *p, int rows)

@@ -9,11 +9,16 @@
  *           weight [oc_t][in_c/groups][k_h][k_w]         int8
  *           bias   [oc_t]                                int32 (only when bias != NULL)
  *           output [oc_t][rows][out_w]                   int8, or int32 when wide
+ *   conv transposed: input [cin_t][n][in_w] int8, n <= min(in_h, (rows-1 + dil_h*(k_h-1)) / stride_h + 1)
+ *           (the input rows the tile's output rows read through some tap, unpadded), then
+ *           weight [cin_t][oc_t/groups_t][k_h][k_w], bias, output as for conv
  *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h)
  *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
  * Dense conv (groups == 1): any oc_t, cin_t = in_c, the tile is a dense conv.
  * Grouped conv (groups > 1): oc_t is a multiple of out_c/groups (or a divisor of it, so a
  * tile never spans two groups); cin_t = max(1, oc_t / (out_c/groups)) * (in_c/groups).
+ * A transposed conv's tile runs with in_h = n and pad_h = y0 + pad_h - first*stride_h (first:
+ * the first input row staged), which maps the tile's rows onto the whole layer's.
  * Weights and bias are staged only when a slot's channel tile changes; a linear layer's
  * input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
  * caller binds them in a per-layer wrapper (as it binds an optimized kernel's scratch).
@@ -46,6 +51,9 @@ void eb_dma_copy(void *dst, const void *src, uint32_t bytes);
 void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
+void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                               int wide, const int8_t *in, const int8_t *weight,
+                               const int32_t *bias, void *out, int8_t *l1);
 void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
                      int8_t *l1);
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,

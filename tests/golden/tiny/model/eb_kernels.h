@@ -24,7 +24,9 @@
 #define EB_POOL_MAX 0
 #define EB_POOL_AVG 1
 
-/* One convolution (conv1d is conv2d with height 1; linear is conv2d over 1x1). */
+/* One convolution (conv1d is conv2d with height 1; linear is conv2d over 1x1). A transposed
+ * convolution uses the same fields: in_* the input, out_* the output (output padding is
+ * already in out_h/out_w), pad the rows/columns cropped from the full transposed output. */
 typedef struct {
     int16_t in_c, in_h, in_w;
     int16_t out_c, out_h, out_w;
@@ -69,6 +71,12 @@ void eb_conv2d(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                const int32_t *bias, int8_t *out);
 void eb_conv2d_wide(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                     const int32_t *bias, int32_t *out);
+/* Transposed convolution; weight layout [in_c][out_c/groups][k_h][k_w] (PyTorch's
+ * ConvTranspose2d). No optimized variant: every target runs these loops. */
+void eb_conv_transpose2d(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                         const int32_t *bias, int8_t *out);
+void eb_conv_transpose2d_wide(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                              const int32_t *bias, int32_t *out);
 void eb_linear(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                const int32_t *bias, int shift, int rounding, int act, int8_t *out);
 void eb_linear_wide(int in_f, int out_f, const int8_t *in, const int8_t *weight,

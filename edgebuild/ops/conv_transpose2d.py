@@ -1,0 +1,171 @@
+"""conv_transpose2d: 2-D transposed convolution ("fractionally strided", upsampling) over
+(channels, height, width), optional fused input pooling.
+
+The defaults (3x3 kernel, stride 2, pad 1, output_pad 1) double height and width — the one
+transposed convolution the MAX7800x accelerators run. Output size per axis, as PyTorch:
+`(n - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_pad + 1`.
+
+Weights keep PyTorch's ConvTranspose2d layout `(in, out / groups, kh, kw)` (so does a
+MAX7800x checkpoint); `to_out_major` gives the `(out, in / groups, kh, kw)` view that
+per-output-channel code (batchnorm folding, per-channel clipping) expects.
+
+Integer rule: every input value x[c, i, j] adds w[c, o, ky, kx] * x to the full-size output
+at (i * stride + ky * dilation, j * stride + kx * dilation); the output is that sum cropped by
+`pad` on each side (and extended by `output_pad` rows/columns at the bottom/right, which only
+taps landing there reach), then bias, shift, rounding, activation and saturation exactly as
+for conv2d (numerics).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from edgebuild.ops.base import (
+    Operator,
+    PadPair,
+    Pair,
+    ShapeError,
+    expect_rank,
+    pair,
+    pooled,
+)
+from edgebuild.ops.conv import (
+    ConvFields,
+    check_groups,
+    conv_params,
+    reference_compute,
+    torch_compute,
+    validate_wide,
+)
+from edgebuild.ops.pooling import reference_pool, torch_pool
+
+
+class ConvTranspose2d(ConvFields):
+    op: Literal["conv_transpose2d"]
+    kernel: Pair = 3
+    stride: Pair = Field(default=2, description="the upsampling factor")
+    pad: PadPair = Field(default=1, description="cropped from each side of the full output")
+    output_pad: PadPair = Field(
+        default=1, description="rows/columns added at the bottom/right (less than stride or "
+                               "dilation), as PyTorch's output_padding")
+    dilation: Pair = 1
+
+
+def _axes(layer: ConvTranspose2d):
+    """Per axis (h, w): (kernel, stride, pad, output_pad, dilation)."""
+    return tuple(zip(pair(layer.kernel), pair(layer.stride), pair(layer.pad),
+                     pair(layer.output_pad), pair(layer.dilation), strict=True))
+
+
+def axis_out(size: int, kernel: int, stride: int, pad: int, output_pad: int,
+             dilation: int) -> int:
+    """Output length along one axis (PyTorch's rule), or a ShapeError."""
+    if output_pad >= max(stride, dilation):
+        raise ShapeError(f"output_pad {output_pad} must be smaller than the stride ({stride}) "
+                         f"or the dilation ({dilation})")
+    out = (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_pad + 1
+    if out < 1:
+        raise ShapeError(f"pad {pad} crops the whole {out + 2 * pad}-long transposed output "
+                         f"of an input of length {size}")
+    return out
+
+
+def axis_taps(size: int, out: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    """(output position, kernel tap) pairs along one axis that read an input value."""
+    count = 0
+    for o in range(out):
+        for k in range(kernel):
+            t = o + pad - k * dilation
+            count += t >= 0 and t % stride == 0 and t // stride < size
+    return count
+
+
+def out_shape(layer: ConvTranspose2d, shapes):
+    expect_rank(shapes[0], 3, "conv_transpose2d")
+    channels, height, width = pooled(shapes[0], layer.pool, 2)
+    check_groups(layer, channels)
+    validate_wide(layer)
+    return (layer.out, *(axis_out(n, *a) for n, a in zip((height, width), _axes(layer),
+                                                          strict=True)))
+
+
+def param_count(layer: ConvTranspose2d, shapes):
+    kh, kw = pair(layer.kernel)
+    return conv_params(layer, shapes[0][0], kh * kw)
+
+
+def macs(layer: ConvTranspose2d, shapes, out):
+    """Products that reach an output (taps cropped away by `pad` are not counted): per
+    output channel, (in / groups) x the tap pairs of both axes."""
+    channels, height, width = pooled(shapes[0], layer.pool, 2)
+    taps = [axis_taps(n, o, k, s, p, d) for n, o, (k, s, p, _, d) in
+            zip((height, width), out[1:], _axes(layer), strict=True)]
+    return layer.out * (channels // layer.groups) * taps[0] * taps[1]
+
+
+def torch_module(layer: ConvTranspose2d, shapes):
+    import torch.nn as nn
+
+    return nn.ConvTranspose2d(shapes[0][0], layer.out, pair(layer.kernel), groups=layer.groups,
+                              bias=layer.bias)
+
+
+def forward(layer: ConvTranspose2d, module, inputs, mode):
+    import torch.nn.functional as F
+
+    x = torch_pool(inputs[0], layer.pool, 2, mode)
+    return torch_compute(layer, module, x, mode, lambda x, w, b: F.conv_transpose2d(
+        x, w, b, pair(layer.stride), pair(layer.pad), pair(layer.output_pad), layer.groups,
+        pair(layer.dilation)))
+
+
+def reference_conv_transpose(x, weight, groups: int, stride, pad, output_pad, dilation):
+    """Integer transposed convolution (N, C, H, W) x (C, O/groups, KH, KW) -> (N, O, H', W')
+    in int64: scatter every kernel tap, then crop (see the module docstring)."""
+    import numpy as np
+
+    n, c, h, w = x.shape
+    kh, kw = weight.shape[2:]
+    per_group = weight.shape[1]
+    full = [(size - 1) * s + d * (k - 1) + 1 + op for size, k, s, d, op in
+            zip((h, w), (kh, kw), stride, dilation, output_pad, strict=True)]
+    acc = np.zeros((n, groups, per_group, *full), dtype=np.int64)
+    xg = x.astype(np.int64).reshape(n, groups, c // groups, h, w)
+    wg = weight.astype(np.int64).reshape(groups, c // groups, per_group, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            top, left = i * dilation[0], j * dilation[1]
+            rows = slice(top, top + (h - 1) * stride[0] + 1, stride[0])
+            cols = slice(left, left + (w - 1) * stride[1] + 1, stride[1])
+            acc[:, :, :, rows, cols] += np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, i, j])
+    out_h, out_w = (f - 2 * p for f, p in zip(full, pad, strict=True))
+    cropped = acc[..., pad[0]:pad[0] + out_h, pad[1]:pad[1] + out_w]
+    return cropped.reshape(n, groups * per_group, out_h, out_w)
+
+
+def reference(layer: ConvTranspose2d, quant, inputs, rounding):
+    x = reference_pool(inputs[0], layer.pool, 2, rounding)
+    acc = reference_conv_transpose(x, quant.weight, layer.groups, pair(layer.stride),
+                                   pair(layer.pad), pair(layer.output_pad), pair(layer.dilation))
+    return reference_compute(layer, quant, acc, rounding)
+
+
+def to_out_major(weight, groups: int):
+    """(in, out/groups, kh, kw) -> (out, in/groups, kh, kw): output channels first."""
+    c, per_group = weight.shape[:2]
+    grouped = weight.reshape(groups, c // groups, per_group, *weight.shape[2:])
+    return grouped.swapaxes(1, 2).reshape(groups * per_group, c // groups, *weight.shape[2:])
+
+
+def from_out_major(weight, groups: int):
+    """The inverse of `to_out_major`."""
+    out, per_group_in = weight.shape[:2]
+    grouped = weight.reshape(groups, out // groups, per_group_in, *weight.shape[2:])
+    return grouped.swapaxes(1, 2).reshape(groups * per_group_in, out // groups,
+                                          *weight.shape[2:])
+
+
+OPERATOR = Operator("conv_transpose2d", ConvTranspose2d, "one", out_shape, param_count, macs,
+                    forward, reference, torch_module)

@@ -1,0 +1,47 @@
+"""reshape: the same values under another per-sample shape, e.g. a 1-D signal (C, L) read
+as an image (C, H, W) with H x W = L (what a MAX7800x network description says with
+`in_dim`).
+
+Values keep their row-major order over the channels-first shape (as torch's `reshape` on
+a batch), so the element count must not change. Every tensor edgebuild deploys is stored
+channels first and contiguous, so in the generated C a reshape is a view of its input (no
+copy, no buffer), like `flatten`. On a MAX7800x accelerator data sits per channel in the
+processors' memories, so only reshapes that keep the channel count are views there (the
+device rules in limits.py say so).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from edgebuild.ops.base import LayerBase, Operator, ShapeError, no_macs, no_params
+
+
+class Reshape(LayerBase):
+    op: Literal["reshape"]
+    shape: tuple[Annotated[int, Field(strict=True, ge=1, le=65536)], ...] = Field(
+        min_length=1, max_length=3,
+        description="the new per-sample shape, channels first: [F], [C, L] or [C, H, W]")
+
+
+def out_shape(layer: Reshape, shapes):
+    source, target = tuple(shapes[0]), tuple(layer.shape)
+    if math.prod(source) != math.prod(target):
+        raise ShapeError(f"cannot reshape {list(source)} ({math.prod(source)} values) to "
+                         f"{list(target)} ({math.prod(target)} values): the number of values "
+                         "must stay the same")
+    return target
+
+
+def forward(layer: Reshape, module, inputs, mode):
+    return inputs[0].reshape(len(inputs[0]), *layer.shape)
+
+
+def reference(layer: Reshape, quant, inputs, rounding):
+    return inputs[0].reshape(len(inputs[0]), *layer.shape)
+
+
+OPERATOR = Operator("reshape", Reshape, "one", out_shape, no_params, no_macs, forward, reference)

@@ -26,8 +26,8 @@ from edgebuild import graph as graphs
 from edgebuild.ops.base import pair
 
 WEIGHTED = ("conv1d", "conv2d", "linear")
-SUPPORTED = (*WEIGHTED, "pool1d", "pool2d", "add", "concat", "flatten", "passthrough")
-VIEWS = ("flatten", "passthrough")
+SUPPORTED = (*WEIGHTED, "pool1d", "pool2d", "add", "concat", "flatten", "passthrough", "reshape")
+VIEWS = ("flatten", "passthrough", "reshape")  # float tensors are flat per sample
 FLOAT = 4  # bytes per float32
 
 

@@ -135,24 +135,28 @@ def _geometry(layer, dims: int, vertical: bool = False) -> list[tuple[int, int]]
     return [pair(v) for v in fields]
 
 
+def fused_pool(step: dict, layer, shape, source: str, rounding: str):
+    """(decls, calls, new source, pooled shape) of a layer's fused input pooling, into its
+    scratch tensor, whole or tiled; unchanged source and shape when there is none."""
+    if layer.pool is None:
+        return [], [], source, shape
+    pool_tile = _tiled(step, "pool_tile")
+    decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, rounding, bool(pool_tile))
+    scratch = macro(step["scratch"]["name"])
+    if pool_tile:
+        decls = [decl, _tile_decl(f"TP_{layer.name}", pool_tile, step["double_buffer"])]
+        calls = [f"eb_pool2d_tiled(&Q_{layer.name}, &TP_{layer.name}, {source}, {scratch}, "
+                 f"eb_l1.bytes);"]
+    else:
+        decls, calls = [decl], [f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});"]
+    return decls, calls, scratch, (shape[0], h, w) if len(shape) == 3 else (shape[0], h * w)
+
+
 def emit_conv(step: dict, layer, node, model: QuantizedModel, source: str,
               optimized: bool) -> tuple[list, list]:
     quant = model.params[layer.name]
-    decls, calls = [], []
-    shape = node.in_shapes[0]
-    if layer.pool is not None:
-        pool_tile = _tiled(step, "pool_tile")
-        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding,
-                                    bool(pool_tile))
-        decls.append(decl)
-        scratch = macro(step["scratch"]["name"])
-        if pool_tile:
-            decls.append(_tile_decl(f"TP_{layer.name}", pool_tile, step["double_buffer"]))
-            calls.append(f"eb_pool2d_tiled(&Q_{layer.name}, &TP_{layer.name}, {source}, "
-                         f"{scratch}, eb_l1.bytes);")
-        else:
-            calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
-        source, shape = scratch, (shape[0], h, w) if len(shape) == 3 else (shape[0], h * w)
+    decls, calls, source, shape = fused_pool(step, layer, node.in_shapes[0], source,
+                                             model.rounding)
     tile = _tiled(step)
     vertical = bool(tile)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, len(shape) - 1, vertical)
@@ -251,20 +255,8 @@ def emit_conv_transpose(step, layer, node, model: QuantizedModel, source: str, o
     or through eb_conv_transpose2d_tiled with a per-layer kernel wrapper. Fused pooling runs
     first, as for conv2d."""
     quant = model.params[layer.name]
-    decls, calls = [], []
-    shape = node.in_shapes[0]
-    if layer.pool is not None:
-        pool_tile = _tiled(step, "pool_tile")
-        decl, (h, w) = _pool_params(f"Q_{layer.name}", layer.pool, shape, model.rounding)
-        decls.append(decl)
-        scratch = macro(step["scratch"]["name"])
-        if pool_tile:
-            decls.append(_tile_decl(f"TP_{layer.name}", pool_tile, step["double_buffer"]))
-            calls.append(f"eb_pool2d_tiled(&Q_{layer.name}, &TP_{layer.name}, {source}, "
-                         f"{scratch}, eb_l1.bytes);")
-        else:
-            calls.append(f"eb_pool2d(&Q_{layer.name}, {source}, {scratch});")
-        source, shape = scratch, (shape[0], h, w)
+    decls, calls, source, shape = fused_pool(step, layer, node.in_shapes[0], source,
+                                             model.rounding)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _geometry(layer, 2)
     shift = quant.scale_exp - (quant.bits - 1)
     decls.append(f"static const eb_conv_params P_{layer.name} = {{{shape[0]}, {shape[1]}, "

@@ -4,7 +4,6 @@ and in the `ondevice` stage."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from edgebuild import backward, training_memory
@@ -134,7 +133,3 @@ def initial_parameters(model, graph: backward.TrainGraph) -> dict:
         if bias is not None:
             values[f"{layer.name}.bias"] = bias
     return values
-
-
-def input_size(manifest) -> int:
-    return math.prod(manifest.model.input)

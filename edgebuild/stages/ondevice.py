@@ -89,8 +89,9 @@ def run(ctx: Context) -> None:
                                (boundary["test"], data["test"][1]), manifest.seed)
     tuned["frozen_int8_accuracy"] = _int8_accuracy(model, *data["test"])
     (ctx.out / "finetune.json").write_text(json.dumps(tuned, indent=1, sort_keys=True) + "\n")
-    _memory(ctx, resolved)
-    _render(ctx, graph, resolved, params, layout_id, x_train, y_train, batches)
+    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
+    _memory(ctx, resolved, plan)
+    _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches)
     ctx.log(f"ondevice: training {', '.join(resolved.names)}; {resolved.memory['ram']} bytes "
             f"of RAM; accuracy under drift {tuned['accuracy_before']} -> "
             f"{tuned['accuracy_after']}")
@@ -103,8 +104,7 @@ def _int8_accuracy(model, x, y) -> float:
     return round(float((outputs.reshape(len(y), -1).argmax(axis=1) == y).mean()), 4)
 
 
-def _memory(ctx: Context, resolved) -> None:
-    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
+def _memory(ctx: Context, resolved, plan: dict) -> None:
     memory = {**resolved.memory, "arena": plan["arena_bytes"],
               "total_ram": resolved.memory["ram"] + plan["arena_bytes"],
               "trainable": list(resolved.names),
@@ -119,14 +119,15 @@ def _memory(ctx: Context, resolved) -> None:
     (ctx.out / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
 
 
-def _render(ctx, graph, resolved, params, layout_id, x_train, y_train, batches) -> None:
+def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> None:
     import math
+
+    import numpy as np
 
     from edgebuild import ondevice, traincode, training_memory
 
     manifest = ctx.checked.manifest
     spec = manifest.ondevice
-    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
     offsets = {t["name"]: t["offset"] for t in plan["tensors"]}
     settings = ondevice.settings(spec, manifest.target.memory.l1)
     buffers = training_memory.buffers(graph, spec.batch, settings.slots,
@@ -135,19 +136,13 @@ def _render(ctx, graph, resolved, params, layout_id, x_train, y_train, batches) 
     train_spec = traincode.TrainSpec(
         name=manifest.name, graph=graph, buffers=buffers, params=params,
         optimizer=spec.optimizer.kind, hyper=hyper, loss=spec.loss.value, batch=spec.batch,
-        inputs=np_stack([x_train[b].reshape(len(b), -1) for b in batches]),
-        labels=np_stack([y_train[b] for b in batches]), offsets=offsets,
+        inputs=np.stack([x_train[b].reshape(len(b), -1) for b in batches]),
+        labels=np.stack([y_train[b] for b in batches]), offsets=offsets,
         layout_id=layout_id, input_size=math.prod(manifest.model.input))
     for relative, text in traincode.render(train_spec).items():
         path = ctx.out / "train" / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-
-
-def np_stack(parts):
-    import numpy as np
-
-    return np.stack(parts)
 
 
 STAGE = Stage("ondevice", 1, ("quantize", "data", "plan", "validate"), config, run,

@@ -37,7 +37,8 @@ def layout(manifest, layers, bits: dict[str, int]):
 
     profile = devices.profile(manifest.target.device.value)
     graph, _ = graphs.build(manifest.model.input, layers)
-    hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement)
+    hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
+                          processors=profile.processors)
     found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found

@@ -78,6 +78,7 @@ from typing import Any
 from edgebuild import yamlsource
 from edgebuild.errors import Diagnostic, UserError
 from edgebuild.fields import C_KEYWORDS
+from edgebuild.hwlayer import CONCAT_READERS
 
 DATASETS: dict[str, tuple[tuple[int, ...], int]] = {
     "mnist": ((1, 28, 28), 10),
@@ -1322,9 +1323,10 @@ def _hw_op(layers: list[dict]) -> str:
 
 def hardware_groups(layers: list[dict]) -> list[list[dict]]:
     """The edgebuild layers of one network layer, cut into hardware layers: an `add` without
-    activation runs in-flight in the conv2d right after it that reads it, and the layer
-    after an `in_dim` reshape reads through it; every other layer (a concat, a pool of each
-    operand, the pool before a linear layer) is a hardware layer of its own."""
+    activation runs in-flight in the conv2d right after it that reads it, the layer after
+    an `in_dim` reshape reads through it, and a layer that can read a concatenation reads
+    the concat in front of it directly (see edgebuild.hwlayer); every other layer (a pool of
+    each operand, the pool before a linear layer) is a hardware layer of its own."""
     groups: list[list[dict]] = []
     for layer in layers:
         previous = groups[-1][-1] if groups else None
@@ -1332,7 +1334,9 @@ def hardware_groups(layers: list[dict]) -> list[list[dict]]:
             (layer.get("inputs") or [previous["name"]]) == [previous["name"]]
         inflight = previous is not None and previous["op"] == "add" and "act" not in previous \
             and layer["op"] == "conv2d"
-        if reads_previous and (inflight or previous["op"] == "reshape"):
+        concat = previous is not None and previous["op"] == "concat" \
+            and layer["op"] in CONCAT_READERS
+        if reads_previous and (inflight or concat or previous["op"] == "reshape"):
             groups[-1].append(layer)
         else:
             groups.append([layer])
@@ -1809,7 +1813,8 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     `placement["layers"]` lists the hardware layers in order, each with name, members (the
     manifest layers it implements; empty for a synthetic copy layer), op, inputs (hardware
     layer names or "input"), processors and output_processors (ints or hex strings),
-    in_offset, out_offset, data_format, write_gap, bias_group and streaming. `quant` maps
+    in_offset, out_offset, data_format, write_gap, bias_group, streaming and
+    overwrites_input (optional: the layer writes over input it has read). `quant` maps
     compute layer names to `{"bits": b, "scale_exp": s}` (or is a quant.json document);
     they become `quantization` and `output_shift`. Importing the result (with the same input
     shape) gives the same layers and placement back."""
@@ -1853,12 +1858,15 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         previous = hw["name"]
     _export_channels(records, nodes, outputs)
     dataset = manifest.dataset.format if manifest.dataset is not None else "none"
+    overwriting = [hw["name"] for hw in hw_layers if hw.get("overwrites_input")]
     lines = [
         "---",
         f"# Exported by edgebuild from manifest {manifest.name!r} for {device}.",
         f"# Input shape: {list(manifest.model.input)} (channels first); import with "
         f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))} "
         f"--device {device}`.",
+        *([f"# {', '.join(overwriting)} write over input they have read (checked by "
+           "edgebuild): run ai8xize.py with --overlap-data."] if overwriting else []),
         "",
         f"arch: edgebuild_{manifest.name}",
         f"dataset: {getattr(dataset, 'value', dataset)}",

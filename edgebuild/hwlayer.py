@@ -17,6 +17,16 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
   layer of its own (see `map_layers`). Only conv2d: the manual allows in-flight
   element-wise operations with 2-D convolutions, and 1-D convolutions "without element-wise
   operations".
+- a `concat` whose only consumer is a single-input convolution, pool or passthrough is
+  not a layer either: that layer reads the concatenation directly (the network
+  description's `in_sequences` with several entries), so the hardware layer is named after
+  the consumer, lists both names in `members`, reads the concat's inputs and has the
+  concat's channels as `in_channels`. A concat the placement section names stays a layer
+  of its own, like an add.
+- a layer reads a concatenation of more channels than the device has processors in
+  several passes: pass k reads word k of every group of n words, so each part is written
+  interleaved like an element-wise operand (`write_gap = n - 1`), and the copies below
+  apply to it as well.
 - element-wise operands are read interleaved (operand i at word i of every group of n
   words, written with `write_gap = n - 1`). A tensor that is also read as plain data by
   another layer, the model input, or a tensor used twice as an operand cannot be written
@@ -40,6 +50,8 @@ WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
 # Layers that copy each channel to the same processor ("operation: none" in the network
 # description): their output processors are their input processors.
 COPY_OPS = ("passthrough", "pool", "concat")
+# Layers that can read a concatenation of their inputs themselves (`in_sequences`).
+CONCAT_READERS = ("conv2d", "conv1d", "conv_transpose2d", "pool1d", "pool2d", "passthrough")
 HW_OPS = WEIGHT_OPS + COPY_OPS + ("add",)
 
 
@@ -78,6 +90,7 @@ class HwLayer:
     has_bias: bool = False
     eltwise_operands: int = 0
     eltwise: str | None = None  # manifest name of the element-wise layer (merged or not)
+    concat: str | None = None  # manifest name of a concat this layer reads directly
     flatten: bool = False
     wide: bool = False
     anchor: str = field(default="")
@@ -94,6 +107,11 @@ class HwLayer:
     def inflight(self) -> bool:
         """An element-wise operation merged into a convolution."""
         return self.eltwise_operands > 0 and self.op != "add"
+
+    @property
+    def concatenates(self) -> bool:
+        """Reads its inputs as one concatenated tensor (a concat layer, or one merged)."""
+        return self.op == "concat" or self.concat is not None
 
     @property
     def depthwise(self) -> bool:
@@ -119,12 +137,14 @@ def manifest_index(layers: tuple[LayerBase, ...]) -> dict[str, int]:
 
 
 def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int],
-               placed: Iterable[str] = ()) -> tuple[HwLayer, ...]:
+               placed: Iterable[str] = (), processors: int = 64) -> tuple[HwLayer, ...]:
     """The hardware layers of the folded `layers` (see the module docstring).
 
-    `placed`: names the manifest's `placement` section places. An add placed by name is
-    its own hardware layer (the network description's `operation: none` with `eltwise`),
-    never merged into the next convolution: an imported network keeps its layers."""
+    `placed`: names the manifest's `placement` section places. An add or concat placed by
+    name is its own hardware layer (the network description's `operation: none` with
+    `eltwise` or `in_sequences`), never merged into the layer that reads it: an imported
+    network keeps its layers. `processors`: the device's count, above which a
+    concatenation is read in several passes."""
     nodes = {node.name: node for node in graph.nodes}
     shapes = {INPUT: tuple(graph.input), **{n.name: n.out_shape for n in graph.nodes}}
     consumers = _consumers(layers)
@@ -132,6 +152,7 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
     where: dict[str, str] = {INPUT: INPUT}  # manifest tensor -> hardware tensor holding it
     flattened: dict[str, str] = {}  # absorbed flatten -> the tensor it flattens
     merged = _merged_adds(layers, consumers, frozenset(placed))
+    merged |= _merged_concats(layers, consumers, frozenset(placed))
     hw: list[HwLayer] = []
     for layer in layers:
         if layer.op == "flatten" and _absorbed(layer, shapes, consumers, by_name):
@@ -146,10 +167,10 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
         if layer.name in merged:
             where[layer.name] = merged[layer.name]
             continue
-        add = by_name[layer.inputs[0]] if layer.inputs[0] in merged else None
-        hw.append(_layer(layer, nodes[layer.name], add, where, flattened, shapes, bits))
+        front = by_name[layer.inputs[0]] if layer.inputs[0] in merged else None
+        hw.append(_layer(layer, nodes[layer.name], front, where, flattened, shapes, bits))
         where[layer.name] = layer.name
-    return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}))
+    return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}, processors))
 
 
 def _consumers(layers: tuple[LayerBase, ...]) -> dict[str, list[str]]:
@@ -188,18 +209,36 @@ def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str
     return merged
 
 
-def _layer(layer, node, add, where, flattened, shapes, bits) -> HwLayer:
-    source = add if add is not None else layer
+def _merged_concats(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
+                    ) -> dict[str, str]:
+    """concat name -> the one layer that reads it directly (see the module docstring)."""
+    by_name = {layer.name: layer for layer in layers}
+    merged = {}
+    for layer in layers:
+        readers = consumers.get(layer.name, [])
+        if layer.op != "concat" or layer.name in placed or len(readers) != 1:
+            continue
+        reader = by_name[readers[0]]
+        if reader.op in CONCAT_READERS and reader.inputs == (layer.name,):
+            merged[layer.name] = reader.name
+    return merged
+
+
+def _layer(layer, node, front, where, flattened, shapes, bits) -> HwLayer:
+    """`front`: the add or concat merged into `layer` (None: it reads its own inputs)."""
+    source = front if front is not None else layer
     inputs = tuple(where[name] for name in source.inputs)
     in_shape = tuple(shapes[source.inputs[0]])
-    members = (add.name, layer.name) if add is not None else (layer.name,)
+    members = (front.name, layer.name) if front is not None else (layer.name,)
     common = dict(name=layer.name, op=layer.op, inputs=inputs, in_channels=in_shape[0],
                   in_shape=in_shape, pooled_shape=in_shape, out_channels=node.out_shape[0],
-                  out_shape=tuple(node.out_shape), anchor=layer.name)
-    if add is not None:
-        common.update(members=members, eltwise_operands=len(inputs), eltwise=add.name)
-    else:
-        common.update(members=members)
+                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members)
+    if front is not None and front.op == "add":
+        common.update(eltwise_operands=len(inputs), eltwise=front.name)
+    elif front is not None:
+        in_shape = tuple(shapes[front.name])
+        common.update(concat=front.name, in_channels=in_shape[0], in_shape=in_shape,
+                      pooled_shape=in_shape)
     if layer.op in ("conv1d", "conv2d"):
         return HwLayer(**common | _conv(layer, in_shape, bits))
     if layer.op == "conv_transpose2d":
@@ -257,16 +296,24 @@ def _pooled(shape: Shape, pool: Pool) -> Shape:
     return (shape[0], *spatial)
 
 
-def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str]) -> list[HwLayer]:
-    """Insert a passthrough before each element-wise layer for every operand that cannot be
-    written interleaved by its producer (see the module docstring)."""
+def interleaved(layer: HwLayer, processors: int) -> bool:
+    """Reads its inputs interleaved: element-wise operands, or a concatenation of more
+    channels than `processors` (read in several passes)."""
+    return bool(layer.eltwise_operands) or (layer.concatenates and len(layer.inputs) > 1
+                                             and layer.in_channels > processors)
+
+
+def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: int
+                 ) -> list[HwLayer]:
+    """Insert a passthrough before each layer that reads interleaved data for every input
+    that cannot be written interleaved by its producer (see the module docstring)."""
     readers: dict[str, int] = {}
     for layer in hw:
         for name in layer.inputs:
             readers[name] = readers.get(name, 0) + 1
     out: list[HwLayer] = []
     for layer in hw:
-        if layer.eltwise_operands:
+        if interleaved(layer, processors):
             inputs = list(layer.inputs)
             for slot, source in enumerate(layer.inputs):
                 if source == INPUT or readers[source] > 1:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from edgebuild.hwlayer import HW_OPS, HwLayer, manifest_index, pixels
+from edgebuild.hwlayer import HW_OPS, HwLayer, interleaved, manifest_index, pixels
 
 # Conv1d dilation: kernels of up to this length may dilate (the manual: "1 to 1023 for
 # kernel lengths 1, 2, or 3"). The profile has no field for it yet (same on both devices).
@@ -259,15 +259,18 @@ def _eltwise(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
 
 
 def _concat(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
-    """Output data is packed 4 channels per word, so only the last part may end mid-word."""
-    if layer.op != "concat":
+    """Output data is packed 4 channels per word, so only the last part may end mid-word.
+    (A concatenation read in several passes has its own rule, one input per pass: see
+    placement.)"""
+    if not layer.concatenates or interleaved(layer, ctx.profile.processors):
         return
     group = ctx.profile.processors_per_memory
     channels = {other.name: other.out_channels for other in ctx.layers}
     channels["input"] = ctx.manifest.model.input[0]
     for source in layer.inputs[:-1]:
         if channels.get(source, 0) % group:
-            yield Problem(ctx.at(layer, "inputs"), f"layer {layer.name!r}: concatenated "
+            at = ("model", "layers", ctx.index[layer.concat or layer.anchor], "inputs")
+            yield Problem(at, f"layer {layer.concat or layer.name!r}: concatenated "
                           f"input {source!r} has {channels[source]} channels; on "
                           f"{ctx.profile.name} every part but the last needs a multiple of "
                           f"{group} channels")

@@ -17,9 +17,15 @@ profile. Conventions (the ai8x network description's, see the synthesis manual):
 - Element-wise operands are interleaved: operand i is written at base + 4 * i with
   write_gap = operands - 1 and the element-wise layer reads from base. Concatenated inputs
   sit at one offset on adjacent processors (earlier inputs on lower processors).
-- A written tensor must not overlap a tensor still needed (an input of the writing layer,
-  one read later, or the model output). Automatic offsets try the manual's ping-pong
-  (0 / half the instance) first, then the lowest free offset.
+- A written tensor must not overlap a tensor still needed (one read later, or the model
+  output); each tensor is needed from the step that writes it to its last reader. A layer
+  may write over its own input where edgebuild.overlap proves every value overwritten was
+  read for the last time (given offsets only: the toolchain's `--overlap-data`).
+  Automatic offsets never overlap: they try the manual's ping-pong (0 / half the instance)
+  first, then the lowest free offset.
+- A concatenation of more channels than there are processors is read in passes, one input
+  per pass: input i is written at base + 4 * i with write_gap = inputs - 1, on the first
+  processors of the reading layer (every input but the last fills them).
 - Automatic processors: a layer reads where its input is; the model input sits on
   processors 0, 1, ... (HWC) or 0, 4, 8, ... (CHW, one per instance); an output goes where
   its reader's given processors are, else (the last layer) on processors 0, 1, ..., else on
@@ -41,8 +47,9 @@ from dataclasses import dataclass, field
 
 from edgebuild.folding import fold_layers
 from edgebuild.graph import INPUT
-from edgebuild.hwlayer import COPY_OPS, HwLayer, manifest_index, pixels
+from edgebuild.hwlayer import COPY_OPS, HwLayer, interleaved, manifest_index, pixels
 from edgebuild.limits import Problem
+from edgebuild.overlap import clash
 
 FIELDS = ("processors", "output_processors", "in_offset", "out_offset", "data_format",
           "write_gap", "bias_group", "streaming")
@@ -84,6 +91,7 @@ class LayerPlan:
     kernel: KernelSlot | None
     bias: BiasSlot | None
     given: frozenset[str] = frozenset()
+    overwrites_input: bool = False  # writes over input it has read (edgebuild.overlap)
 
     def to_json(self) -> dict:
         return {"name": self.name, "members": list(self.members), "op": self.op,
@@ -94,6 +102,7 @@ class LayerPlan:
                 "bias_group": self.bias_group, "streaming": self.streaming,
                 "in_passes": self.in_passes, "out_passes": self.out_passes,
                 "in_channels": self.in_channels, "out_channels": self.out_channels,
+                "overwrites_input": self.overwrites_input,
                 "kernel": None if self.kernel is None else {
                     "start": self.kernel.start, "words": self.kernel.words},
                 "bias": None if self.bias is None else {
@@ -227,6 +236,9 @@ class Placement:
                 last = "end" if r.last >= len(self.layers) else str(r.last)
                 lines.append(f"    {_bytes(r.start, r.end)} {r.tensor} "
                              f"(steps {r.first}..{last}{gap})")
+        overwriting = [plan.name for plan in self.layers if plan.overwrites_input]
+        if overwriting:
+            lines.append(f"  written over input already read: {', '.join(overwriting)}")
         return "\n".join(lines)
 
     def _bias_text(self) -> str:
@@ -447,7 +459,7 @@ class _Planner:
         out = self.given(layer.name, "output_processors") or demand.get(layer.name)
         if (layer.op in COPY_OPS or layer.op == "add") and out is not None:
             return out
-        if layer.op == "concat":
+        if layer.concatenates:
             return self._concat_default(layer)
         if layer.eltwise_operands:
             given = [self.given(s, "output_processors") for s in layer.inputs]
@@ -455,8 +467,20 @@ class _Planner:
             return known[0] if known else _first(needed(layer.in_channels, self.profile))
         return None
 
+    def multipass(self, layer: HwLayer) -> bool:
+        """Reads a concatenation of more channels than there are processors: in passes,
+        one input per pass, interleaved in memory (see edgebuild.hwlayer)."""
+        return interleaved(layer, self.profile.processors) and not layer.eltwise_operands
+
     def _concat_default(self, layer: HwLayer) -> int:
-        """Adjacent processors, placed so that a given input keeps its processors."""
+        """Adjacent processors, placed so that a given input keeps its processors; in
+        several passes, the processors of the first input whose are given."""
+        if self.multipass(layer):
+            given = [self.given(s, "output_processors") for s in layer.inputs]
+            known = [m for m in given if m is not None]
+            count = needed(layer.in_channels, self.profile)
+            fits = [m for m in known if m.bit_count() == count]
+            return fits[0] if fits else _first(count)
         start = 0
         for slot, source in enumerate(layer.inputs):
             given = self.given(source, "output_processors")
@@ -467,8 +491,12 @@ class _Planner:
         return _first(layer.in_channels) << start
 
     def _slot_map(self, layer: HwLayer, slot: int, processors: int) -> int:
-        if layer.op != "concat":
+        """Where `layer` reads input `slot`: all its processors, or for a concatenation
+        the input's share (in several passes: the first processors, one pass each)."""
+        if not layer.concatenates:
             return processors
+        if self.multipass(layer):
+            return mask(bits(processors)[:self.channels[layer.inputs[slot]]])
         before = sum(self.channels[s] for s in layer.inputs[:slot])
         ps = bits(processors)[before:before + self.channels[layer.inputs[slot]]]
         return mask(ps)
@@ -483,7 +511,7 @@ class _Planner:
 
     def _derived(self, layer: HwLayer) -> int:
         """A layer reads where its inputs are (a concatenation: all of them)."""
-        if layer.op == "concat":
+        if layer.concatenates:
             out = 0
             for source in layer.inputs:
                 out |= self.outs[source]
@@ -544,8 +572,6 @@ class _Planner:
             return
         chw = key == "processors" and layer is self.layers[0] and self.data_format() == "CHW"
         need = channels if chw else needed(channels, self.profile)
-        if layer.op == "concat" and key == "processors" and channels > self.profile.processors:
-            return  # reported by _concat_reads
         if value.bit_count() != need:
             self.problem(("placement", layer.name, key), f"layer {layer.name!r}: {key} "
                          f"{hexmap(value)} has {value.bit_count()} bits, but {channels} "
@@ -572,7 +598,7 @@ class _Planner:
 
     def _reads(self, layer: HwLayer) -> None:
         """A layer reads where its producers wrote."""
-        if layer.op == "concat":
+        if layer.concatenates:
             self._concat_reads(layer)
             return
         want = self.procs[layer.name]
@@ -591,11 +617,8 @@ class _Planner:
                            f"{hexmap(want)}, but {what} on {hexmap(have)}")
 
     def _concat_reads(self, layer: HwLayer) -> None:
-        if layer.in_channels > self.profile.processors:
-            self.problem(self.path(layer), f"layer {layer.name!r}: concatenating "
-                         f"{layer.in_channels} channels needs more than "
-                         f"{self.profile.processors} processors (multi-pass interleaving), "
-                         "which edgebuild does not place")
+        if self.multipass(layer):
+            self._multipass_reads(layer)
             return
         union, last = 0, -1
         for source in layer.inputs:
@@ -612,6 +635,24 @@ class _Planner:
             self.problem(self.path(layer, "processors"), f"layer {layer.name!r}: processors "
                          f"{hexmap(self.procs[layer.name])} differ from where its inputs are "
                          f"({hexmap(union)})")
+
+    def _multipass_reads(self, layer: HwLayer) -> None:
+        """Pass k reads input k on the layer's processors: every input but the last fills
+        them, and none needs more than one pass."""
+        ps = bits(self.procs[layer.name])
+        for slot, source in enumerate(layer.inputs):
+            channels = self.channels[source]
+            last = slot == len(layer.inputs) - 1
+            if channels > len(ps) or (channels < len(ps) and not last):
+                self.problem(self.path(layer), f"layer {layer.name!r} reads {layer.in_channels} "
+                             f"concatenated channels in passes of {len(ps)} processors, one "
+                             f"input per pass, so every input but the last needs exactly "
+                             f"{len(ps)} channels (the last at most {len(ps)}), but "
+                             f"{source!r} has {channels}")
+                return
+            want = mask(ps[:channels])
+            if self.outs[source] != want:
+                self._mismatch(layer, source, want, self.outs[source])
 
     def _copies(self, layer: HwLayer) -> None:
         if layer.op in COPY_OPS and self.outs[layer.name] != self.procs[layer.name]:
@@ -635,6 +676,7 @@ class _Planner:
         self._interleave()
         groups = self._groups()
         self.base: dict[str, int] = {}
+        self.overlapped: set[str] = set()  # layers that write over their own input
         self.placed: list[tuple[str, list[Region]]] = []
         for root in sorted(groups, key=lambda r: self._first(groups[r])):
             self._place_group(root, groups[root])
@@ -652,20 +694,22 @@ class _Planner:
         return tensors
 
     def _interleave(self) -> None:
-        """Element-wise operands: write_gap = operands - 1, operand i 4 bytes after i - 1."""
+        """Element-wise operands and the inputs of a concatenation read in several passes:
+        write_gap = inputs - 1, input i 4 bytes after i - 1."""
         for layer in self.layers:
-            n = layer.eltwise_operands
+            n = len(layer.inputs) if interleaved(layer, self.profile.processors) else 0
             for slot, source in enumerate(layer.inputs if n else ()):
                 self.tensors[source].gap = n - 1
                 self._join(layer, layer.inputs[0], source, WORD * slot)
-            if layer.op == "concat":
+            if layer.concatenates and not n:
                 for source in layer.inputs[1:]:
                     self._join(layer, layer.inputs[0], source, 0)
         for layer in self.layers:
             given = self.given(layer.name, "write_gap")
             gap = self.tensors[layer.name].gap
             if given is not None and given != gap:
-                why = (f"it is an operand of an element-wise layer of {gap + 1} operands"
+                why = (f"it is read interleaved with {gap} other tensor{'s' * (gap > 1)} "
+                       "(an element-wise operand, or one pass of a concatenation)"
                        if gap else "its readers need plain (not interleaved) data")
                 self.problem(("placement", layer.name, "write_gap"), f"layer {layer.name!r}: "
                              f"write_gap {given} is wrong; {why}, so write_gap is {gap}")
@@ -731,8 +775,9 @@ class _Planner:
                 for i in instances]
 
     def _group_regions(self, members: list[_Tensor], base: int) -> list[Region]:
-        first, last = self._first(members), max(self._last(t) for t in members)
-        return [r for t in members for r in self._regions(t, base, first, last)]
+        """Each member is needed from its own producer to its own last reader: a member
+        written later may reuse bytes that are free until then."""
+        return [r for t in members for r in self._regions(t, base, t.producer, self._last(t))]
 
     def _place_group(self, root: str, members: list[_Tensor]) -> None:
         fixed = self._fixed_base(members)
@@ -791,9 +836,37 @@ class _Planner:
                              f"{region.instance}, beyond its {size} bytes")
                 return
             for other in alive:
-                if other.instance == region.instance and collide(region, other):
-                    self.problem(path, self._overlap(region, other))
-                    return
+                if not _clash(region, other):
+                    continue
+                written = self._overwrite(region, other)
+                if written is None:
+                    self.overlapped.add(self._writer(max(region, other,
+                                                         key=lambda r: r.first)))
+                    continue
+                self.problem(path, written)
+                return
+
+    def _overwrite(self, region: Region, other: Region) -> str | None:
+        """None when one region is the output of the layer that reads the other for the
+        last time and overwrites only values it has read (edgebuild.overlap); else why not."""
+        out, read = sorted((region, other), key=lambda r: r.first)[::-1]
+        if read.last != out.first or out.first < 0:
+            return self._overlap(region, other)
+        layer = self.layers[out.first]
+        if read.tensor not in layer.inputs:
+            return self._overlap(region, other)
+        source, result = self.tensors[read.tensor], self.tensors[out.tensor]
+        single = (not source.chw and read.count == pixels(source.shape)
+                  and (result.wide or out.count == pixels(result.shape)))
+        if not single:
+            return self._overlap(region, other) + (
+                "; an output may overwrite its own input only when both take one pass")
+        found = clash(layer, out, read, pixels(result.shape), pixels(source.shape))
+        if found is None:
+            return None
+        i, j = found
+        return (self._overlap(region, other) + f": output pixel {i} overwrites input pixel "
+                f"{j}, which output pixel {i + 1} or a later one still reads")
 
     def _writer(self, region: Region) -> str:
         return self.layers[0].name if region.tensor == INPUT else region.tensor
@@ -815,8 +888,7 @@ class _Planner:
         for base in [self._ping_pong(members), 0, size // 2, *ends]:
             regions = self._group_regions(members, base)
             if all(r.end <= size for r in regions) and not any(
-                    other.instance == r.instance and collide(r, other)
-                    for r in regions for other in alive):
+                    _clash(r, other) for r in regions for other in alive):
                 return base
         self._out_of_memory(members, probe, alive)
         return None
@@ -979,11 +1051,18 @@ class _Planner:
             out_passes=math.ceil(layer.out_channels / outs.bit_count()),
             in_channels=layer.in_channels, out_channels=layer.out_channels,
             kernel=self.kernels.get(layer.name), bias=bias,
-            given=frozenset(entry.model_fields_set if entry is not None else ()))
+            given=frozenset(entry.model_fields_set if entry is not None else ()),
+            overwrites_input=layer.name in self.overlapped)
 
 
 def _listing(values) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _clash(a: Region, b: Region) -> bool:
+    """Same instance, needed at a common step, sharing a byte."""
+    return (a.instance == b.instance and max(a.first, b.first) <= min(a.last, b.last)
+            and collide(a, b))
 
 
 def collide(a: Region, b: Region) -> bool:

@@ -28,5 +28,6 @@ def hardware(document: dict, placed=()):
     graph, problems = graphs.build(manifest.model.input, layers)
     assert not problems, problems
     bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
-    hw = map_layers(layers, graph, bits, placed)
-    return manifest, hw, device.profile(manifest.target.device.value)
+    profile = device.profile(manifest.target.device.value)
+    hw = map_layers(layers, graph, bits, placed, processors=profile.processors)
+    return manifest, hw, profile

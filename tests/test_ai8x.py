@@ -380,11 +380,13 @@ def test_manual_fire_example(tmp_path):
     shapes = {node.name: node.out_shape for node in checked.graph.nodes}
     assert shapes == {"l0": (2, 16, 16), "expand_1x1": (4, 16, 16), "expand_3x3": (4, 16, 16),
                       "l3_cat": (8, 16, 16), "l3": (8, 8, 8), "l4": (8, 4, 4), "l5": (10,)}
-    # the concatenating layer is two hardware layers here: it reads at in_offset, writes at
-    # out_offset
-    assert manifest.placement["l3_cat"].in_offset == 0x1000
-    assert manifest.placement["l3_cat"].out_offset is None
+    # the pooling layer reads the concatenation itself, as in the description: one hardware
+    # layer (keyed by the pool) that reads at in_offset and writes at out_offset
+    assert "l3_cat" not in manifest.placement
+    assert manifest.placement["l3"].in_offset == 0x1000
     assert manifest.placement["l3"].out_offset == 0
+    assert ("l3_cat", "l3") in [h.members for h in result.hardware_layers]
+    assert len(result.hardware_layers) == 6
     assert manifest.placement["expand_1x1"].output_processors == 0x0F00
 
 
@@ -428,23 +430,16 @@ NOT_IMPORTABLE = {
         "layers[18].in_sequences: layer 18: reads the data buffer 'tcn_buffer'",
     ],
 }
-# Imports (with a checkpoint: weights and a known answer instead of a dataset), but the
-# placement check fails on what edgebuild does not place: a concatenation of more than 64
-# channels, which the toolchain reads in two passes from interleaved (write_gap 1) data.
-# Behind it, the description's offsets let layers overwrite their own unread input (88 x 88
-# x 64 values fill a data memory instance; the toolchain needs --overlap-data for that),
-# which edgebuild's placement refuses too. (A segmentation model: no classification dataset
-# fits its 64 x 88 x 88 output.)
-PLACEMENT_UNSUPPORTED = {
-    "camvid-unet-large.yaml": ((48, 88, 88), [
-        "model.layers[9]: layer 'l9_cat': concatenating 112 channels needs more than 64 "
-        "processors (multi-pass interleaving), which edgebuild does not place"]),
-}
+# Imports with a checkpoint (weights and a known answer instead of a dataset: a segmentation
+# model, no classification dataset fits its 64 x 88 x 88 output) and validates: a 112-channel
+# concatenation read in two passes from interleaved (write_gap 1) data, and layers that write
+# over input they have already read (the toolchain's --overlap-data), which edgebuild checks.
+WITH_CHECKPOINT = {"camvid-unet-large.yaml": (48, 88, 88)}
 
 
 def test_every_real_description_is_covered():
     assert sorted(p.name for p in NETWORKS.glob("*.yaml")) == sorted(
-        {*IMPORTABLE, *PLACEMENT_UNSUPPORTED, *NOT_IMPORTABLE})
+        {*IMPORTABLE, *WITH_CHECKPOINT, *NOT_IMPORTABLE})
 
 
 @pytest.mark.parametrize("name", sorted(IMPORTABLE))
@@ -511,9 +506,9 @@ def synthetic_checkpoint(path: Path, arch: str, manifest, graph, seed: int = 0) 
     return path
 
 
-@pytest.mark.parametrize("name", sorted(PLACEMENT_UNSUPPORTED))
-def test_real_description_imports_but_its_placement_is_not_supported(tmp_path, name):
-    shape, expected = PLACEMENT_UNSUPPORTED[name]
+def import_with_checkpoint(tmp_path: Path, name: str):
+    """Import `name` twice: from its maps, then with a synthetic checkpoint and sample."""
+    shape = WITH_CHECKPOINT[name]
     first = ai8x.import_network(NETWORKS / name, input_shape=shape, out_dir=tmp_path / "a")
     manifest, graph = parsed(first.manifest)
     arch = yamlsource.load(NETWORKS / name).data["arch"]
@@ -523,9 +518,84 @@ def test_real_description_imports_but_its_placement_is_not_supported(tmp_path, n
                                  sample=tmp_path / "x.npy", out_dir=tmp_path / "b")
     again, _ = parsed(result.manifest)
     assert again.model.layers == manifest.model.layers  # the checkpoint agrees with the maps
-    with pytest.raises(UserError) as exc:
-        validation.load(result.manifest)
-    assert [d.render().split(": ", 1)[1] for d in exc.value.diagnostics] == expected
+    return result
+
+
+@pytest.mark.parametrize("name", sorted(WITH_CHECKPOINT))
+def test_real_description_with_a_checkpoint_validates(tmp_path, name):
+    result = import_with_checkpoint(tmp_path, name)
+    validation.load(result.manifest)
+
+
+def camvid_placement(tmp_path: Path, edit=None):
+    """(placement, problems) of the imported CamVid UNet, its manifest text edited."""
+    from edgebuild import accelerator, policy
+
+    result = import_with_checkpoint(tmp_path, "camvid-unet-large.yaml")
+    text = result.manifest.read_text()
+    if edit is not None:
+        result.manifest.write_text(edit(text))
+    manifest, _ = parsed(result.manifest)
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {n: p.weight_bits for n, p in policy.resolve(manifest.qat, layers).items()}
+    _, placed, problems = accelerator.layout(manifest, layers, bits)
+    return placed, problems
+
+
+def test_camvid_reads_its_112_channel_concatenation_in_two_passes(tmp_path):
+    placed, problems = camvid_placement(tmp_path)
+    assert problems == []
+    plans = {plan.name: plan for plan in placed.layers}
+    assert len(plans) == 19  # one hardware layer per network layer, as in the description
+    dec3 = plans["l9"]
+    assert dec3.members == ("l9_cat", "l9") and dec3.inputs == ("l8", "l7")
+    assert (dec3.in_channels, dec3.processors.bit_count(), dec3.in_passes) == (112, 56, 2)
+    assert (plans["l8"].write_gap, plans["l8"].out_offset) == (1, 0x4000)
+    assert (plans["l7"].write_gap, plans["l7"].out_offset) == (1, 0x4004)
+    assert dec3.in_offset == 0x4000
+    # adjacent (one pass) concatenations stay as they were: l11 reads l10 then l4
+    assert plans["l11"].inputs == ("l10", "l4") and plans["l11"].in_passes == 1
+    overwriting = [plan.name for plan in placed.layers if plan.overwrites_input]
+    assert overwriting == ["l0", "l1", "l2", "l14", "l15", "l16", "l17", "l18"]
+    assert "written over input already read: l0, l1, l2, l14" in placed.text()
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    # a 3x3 layer of an 88-pixel row reads a row behind: 0x40 bytes (16 pixels) is too close
+    ("l14: {processors: 0x0000ffffffffffff, output_processors: 0xffffffffffffffff, "
+     "out_offset: 0x0550}",
+     "l14: {processors: 0x0000ffffffffffff, output_processors: 0xffffffffffffffff, "
+     "out_offset: 0x06c0}",
+     "placement.l14.out_offset: layer 'l14': output 'l14' at 0x06c0..0x7fbf in data memory "
+     "instance 0 overwrites the output of 'l13' at 0x0700..0x7fff (layer 'l14' still reads "
+     "it): output pixel 16 overwrites input pixel 0, which output pixel 17 or a later one "
+     "still reads"),
+    # an output above its input overwrites pixels before they are read
+    ("l1: {processors: 0xffffffffffffffff, output_processors: 0xffffffffffffffff, "
+     "out_offset: 0x0400}",
+     "l1: {processors: 0xffffffffffffffff, output_processors: 0xffffffffffffffff, "
+     "out_offset: 0x0604}",
+     "placement.l1.out_offset: layer 'l1': output 'l1' at 0x0604..0x7f03 in data memory "
+     "instance 0 overwrites the output of 'l0' at 0x0600..0x7eff (layer 'l1' still reads "
+     "it): output pixel 0 overwrites input pixel 1, which output pixel 1 or a later one "
+     "still reads"),
+    # the 2-pass read needs its two inputs interleaved
+    ("out_offset: 0x4004, write_gap: 1}", "out_offset: 0x4004, write_gap: 0}",
+     "placement.l7.write_gap: layer 'l7': write_gap 0 is wrong; it is read interleaved with "
+     "1 other tensor (an element-wise operand, or one pass of a concatenation), so "
+     "write_gap is 1"),
+    # two passes of 56 processors: the first input must fill them
+    ("l8: {processors: 0x00ffffffffffffff, in_offset: 0x6000, output_processors: "
+     "0x00ffffffffffffff", "l8: {processors: 0x00ffffffffffffff, in_offset: 0x6000, "
+     "output_processors: 0x00fffffffffffff0",
+     "placement.l9.processors: layer 'l9' reads 'l8' on processors 0x00ffffffffffffff, but "
+     "'l8' writes its output on 0x00fffffffffffff0"),
+])
+def test_camvid_overlaps_that_destroy_unread_input_fail(tmp_path, old, new, expected):
+    placed, problems = camvid_placement(tmp_path, lambda text: text.replace(old, new))
+    assert placed is None
+    assert any(f"{'.'.join(map(str, path))}: {message}".startswith(expected)
+               for path, message in problems), problems
 
 
 def test_camvid_upsampling_layers_and_their_checkpoint_layout(tmp_path):
@@ -862,9 +932,11 @@ def test_export_text_of_the_fire_example(tmp_path):
     text = ai8x.export_network(manifest, placement_of(result, manifest))
     blocks = {m.group(1): m.group(0) for m in re.finditer(r"  - name: (\w+)\n(?:    .*\n)*",
                                                           text)}
-    assert blocks["l3_cat"] == (
-        "  - name: l3_cat\n    op: none\n    in_sequences: [expand_1x1, expand_3x3]\n"
-        "    processors: 0x000000000000ff00\n    in_offset: 0x1000\n")
+    assert blocks["l3"] == (  # the manual's layer 3, which reads the concatenation itself
+        "  - name: l3\n    op: none\n    max_pool: 2\n    pool_stride: 2\n"
+        "    in_sequences: [expand_1x1, expand_3x3]\n    processors: 0x000000000000ff00\n"
+        "    in_offset: 0x1000\n    out_offset: 0x0000\n")
+    assert "l3_cat" not in blocks
     assert blocks["l0"] == (
         "  - name: l0\n    op: conv2d\n    kernel_size: 1x1\n    pad: 0\n    activate: ReLU\n"
         "    avg_pool: 2\n    pool_stride: 2\n    processors: 0x0000000000000007\n"

@@ -150,10 +150,13 @@ def test_output_over_its_own_input():
     found = problems(with_placement(MNIST, conv2={"out_offset": 0x2000}))
     assert found == [placement.Problem(("placement", "conv2", "out_offset"), (
         "layer 'conv2': output 'conv2' at 0x2000..0x23ff in data memory instance 1 overwrites "
-        "the output of 'conv1' at 0x2000..0x2c3f (layer 'conv2' still reads it)")),
+        "the output of 'conv1' at 0x2000..0x2c3f (layer 'conv2' still reads it): output pixel "
+        "0 overwrites input pixel 0, which output pixel 1 or a later one still reads")),
         placement.Problem(("placement", "conv3", "out_offset"), (  # and conv3 then over conv2
             "layer 'conv3': output 'conv3' at 0x2000..0x203f in data memory instance 1 "
-            "overwrites the output of 'conv2' at 0x2000..0x23ff (layer 'conv3' still reads it)"))]
+            "overwrites the output of 'conv2' at 0x2000..0x23ff (layer 'conv3' still reads it): "
+            "output pixel 0 overwrites input pixel 0, which output pixel 1 or a later one still "
+            "reads"))]
 
 
 def test_output_past_the_instance():
@@ -384,12 +387,65 @@ def test_concat_places_automatically():
                       {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}],
                      input_shape=(3, 32, 32))
     result = placed_ok(document)
-    e1, e3, cat = result.layer("e1"), result.layer("e3"), result.layer("cat")
-    assert e1.output_processors | e3.output_processors == cat.processors
+    e1, e3, pool = result.layer("e1"), result.layer("e3"), result.layer("pool")
+    assert pool.members == ("cat", "pool") and pool.inputs == ("e1", "e3")  # reads the concat
+    assert e1.output_processors | e3.output_processors == pool.processors
     assert e1.output_processors < e3.output_processors  # earlier input on lower processors
-    assert e1.out_offset == e3.out_offset == cat.in_offset
-    assert result.layer("pool").output_processors == result.layer("pool").processors
+    assert e1.out_offset == e3.out_offset == pool.in_offset
+    assert pool.output_processors == pool.processors and pool.in_passes == 1
     pinned_again(document, result)
+
+
+def test_placed_concat_is_its_own_layer():
+    document = model([conv("e1", 4, kernel=1, pad=0), conv("e3", 4, inputs=["input"]),
+                      {"name": "cat", "op": "concat", "inputs": ["e1", "e3"]},
+                      conv("c", 8)], input_shape=(3, 8, 8))
+    assert [p.name for p in placed_ok(document).layers] == ["e1", "e3", "c"]
+    document = with_placement(document, cat={})
+    result = placed_ok(document, placed={"cat"})
+    assert [p.name for p in result.layers] == ["e1", "e3", "cat", "c"]
+    assert result.layer("cat").inputs == ("e1", "e3") and result.layer("c").inputs == ("cat",)
+    pinned_again(document, result, placed={"cat"})
+
+
+def wide_concat(first: int = 48, second: int = 48, shared: bool = False) -> dict:
+    """Two convolutions concatenated into more than 64 channels, then a convolution."""
+    layers = [conv("a", first), conv("b", second, inputs=["input"]),
+              {"name": "cat", "op": "concat", "inputs": ["a", "b"]}, conv("c", 16)]
+    if shared:  # `a` is also read on its own
+        layers.append(conv("d", 8, inputs=["a"]))
+    return model(layers, input_shape=(3, 8, 8))
+
+
+def test_concatenation_beyond_64_channels_reads_one_input_per_pass():
+    document = wide_concat()
+    result = placed_ok(document)
+    a, b, c = result.layer("a"), result.layer("b"), result.layer("c")
+    assert c.members == ("cat", "c") and (c.in_channels, c.in_passes) == (96, 2)
+    assert c.processors.bit_count() == 48
+    assert a.output_processors == b.output_processors == c.processors
+    assert (a.write_gap, b.write_gap) == (1, 1)  # interleaved: pass k reads word k
+    assert b.out_offset == a.out_offset + 4 and c.in_offset == a.out_offset
+    assert c.kernel.words == 16 * 2  # 16 outputs x 2 passes of 3x3 kernels
+    pinned_again(document, result)
+
+
+def test_concatenation_beyond_64_channels_copies_a_shared_input():
+    result = placed_ok(wide_concat(shared=True))
+    names = [p.name for p in result.layers]
+    assert names == ["a", "b", "c_in0", "c", "d"]  # `a` is also read plain by `d`
+    copy = result.layer("c_in0")
+    assert copy.op == "passthrough" and copy.inputs == ("a",) and copy.write_gap == 1
+    assert result.layer("c").inputs == ("c_in0", "b")
+    assert result.layer("a").write_gap == 0
+
+
+def test_concatenation_beyond_64_channels_needs_full_passes():
+    assert messages(wide_concat(40, 56)) == [
+        "layer 'c' reads 96 concatenated channels in passes of 48 processors, one input per "
+        "pass, so every input but the last needs exactly 48 channels (the last at most 48), "
+        "but 'a' has 40"]
+    placed_ok(wide_concat(48, 44))  # the last pass may be partial (92 -> 2 x 48)
 
 
 def test_user_processors_pull_the_producer_output():

@@ -38,7 +38,7 @@ def layout(manifest, layers, bits: dict[str, int]):
     profile = devices.profile(manifest.target.device.value)
     graph, _ = graphs.build(manifest.model.input, layers)
     hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
-                          processors=profile.processors)
+                          processors=profile.processors, read_gap=profile.limits.read_gap)
     found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found

@@ -109,13 +109,12 @@ _LAYER_KEYS = (
     "out_offset", "output_width", "data_format", "op", "eltwise", "dilation", "groups",
     "pool_first", "operands", "activate", "quantization", "output_shift", "kernel_size",
     "stride", "pad", "max_pool", "avg_pool", "pool_stride", "in_channels", "in_dim",
-    "in_sequences", "out_channels", "streaming", "flatten", "write_gap", "bias_group", "output",
+    "in_sequences", "out_channels", "streaming", "flatten", "write_gap", "read_gap",
+    "bias_group", "output",
 )
 _SYNONYMS = {"operation": "op", "operator": "op", "convolution": "op",
              "activation": "activate", "conv_groups": "groups"}
 _LAYER_UNSUPPORTED = {
-    "read_gap": "reading interleaved (write_gap) data directly has no edgebuild equivalent; "
-                "re-format the data with a passthrough layer instead",
     "buffer_shift": "data buffers (rolling buffers kept across inferences) have no edgebuild "
                     "equivalent",
     "buffer_insert": "data buffers (rolling buffers kept across inferences) have no edgebuild "
@@ -200,6 +199,7 @@ class _Spec:
     out_offset: int | None = None
     data_format: str | None = None
     write_gap: int | None = None
+    read_gap: int | None = None
     bias_group: Any = None
     streaming: bool = False
     in_channels: int | None = None
@@ -445,7 +445,8 @@ def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
                               "layer; ignored")
         else:
             spec.data_format = formats[text]
-    for key, low, high in (("write_gap", 0, 64), ("groups", 1, 65536), ("operands", 2, 16),
+    for key, low, high in (("write_gap", 0, 64), ("read_gap", 0, 64), ("groups", 1, 65536),
+                           ("operands", 2, 16),
                            ("in_channels", 1, 65536), ("out_channels", 1, 65536),
                            ("stride", 1, 64), ("pad", 0, 64)):
         if key not in v:
@@ -1343,7 +1344,7 @@ def hardware_groups(layers: list[dict]) -> list[list[dict]]:
     return groups
 
 
-_INPUT_KEYS = ("in_offset", "data_format")
+_INPUT_KEYS = ("in_offset", "data_format", "read_gap")
 _OUTPUT_KEYS = ("output_processors", "out_offset", "write_gap", "bias_group")
 
 
@@ -1987,6 +1988,8 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
         record["data_format"] = str(hw["data_format"])
     if hw.get("write_gap"):
         record["write_gap"] = int(hw["write_gap"])
+    if hw.get("read_gap"):
+        record["read_gap"] = int(hw["read_gap"])
     if hw.get("bias_group") is not None:
         group = hw["bias_group"]
         record["bias_group"] = list(group) if isinstance(group, list | tuple) else int(group)

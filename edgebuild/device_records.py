@@ -45,6 +45,7 @@ class Limits(Strict):
     eltwise_inflight_channels: int
     eltwise_inflight_channels_two_operands: int
     pool_unfused_channels: int
+    read_gap: bool = False  # a one-pass layer can read interleaved data (`read_gap`)
 
 
 class Conv2dRules(Strict):
@@ -98,6 +99,8 @@ class Streaming(Strict):
     elements: int
     fifo_channels_hwc: int
     fifo_channels_chw: int
+    last_padded: bool = False  # the last streaming layer must pad (a 1x1 is made a padded 3x3)
+    convolutions_only: bool = False  # every streaming layer must be a convolution
 
 
 class Profile(Strict):

@@ -32,7 +32,9 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
   another layer, the model input, or a tensor used twice as an operand cannot be written
   interleaved, so a synthetic passthrough layer (`members == ()`) copies it into its slot,
   as the manual's residual example does with its "re-format data with gap" layer. It is
-  named `<eltwise layer>_in<slot>` and placed right before the element-wise layer.
+  named `<eltwise layer>_in<slot>` and placed right before the element-wise layer. On a
+  device with `read_gap` (MAX78002), a tensor also read by one-pass single-input layers is
+  written interleaved anyway: those layers skip the gap as they read.
 
 Shapes are per sample, channels first: (C,), (C, L) or (C, H, W).
 """
@@ -137,14 +139,16 @@ def manifest_index(layers: tuple[LayerBase, ...]) -> dict[str, int]:
 
 
 def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int],
-               placed: Iterable[str] = (), processors: int = 64) -> tuple[HwLayer, ...]:
+               placed: Iterable[str] = (), processors: int = 64, read_gap: bool = False
+               ) -> tuple[HwLayer, ...]:
     """The hardware layers of the folded `layers` (see the module docstring).
 
     `placed`: names the manifest's `placement` section places. An add or concat placed by
     name is its own hardware layer (the network description's `operation: none` with
     `eltwise` or `in_sequences`), never merged into the layer that reads it: an imported
     network keeps its layers. `processors`: the device's count, above which a
-    concatenation is read in several passes."""
+    concatenation is read in several passes. `read_gap`: the device's layers can read
+    interleaved data directly (fewer copies)."""
     nodes = {node.name: node for node in graph.nodes}
     shapes = {INPUT: tuple(graph.input), **{n.name: n.out_shape for n in graph.nodes}}
     consumers = _consumers(layers)
@@ -170,7 +174,8 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
         front = by_name[layer.inputs[0]] if layer.inputs[0] in merged else None
         hw.append(_layer(layer, nodes[layer.name], front, where, flattened, shapes, bits))
         where[layer.name] = layer.name
-    return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}, processors))
+    return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}, processors,
+                              read_gap))
 
 
 def _consumers(layers: tuple[LayerBase, ...]) -> dict[str, list[str]]:
@@ -303,20 +308,20 @@ def interleaved(layer: HwLayer, processors: int) -> bool:
                                              and layer.in_channels > processors)
 
 
-def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: int
-                 ) -> list[HwLayer]:
+def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: int,
+                 read_gap: bool) -> list[HwLayer]:
     """Insert a passthrough before each layer that reads interleaved data for every input
     that cannot be written interleaved by its producer (see the module docstring)."""
-    readers: dict[str, int] = {}
+    readers: dict[str, list[HwLayer]] = {}
     for layer in hw:
         for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
+            readers.setdefault(name, []).append(layer)
     out: list[HwLayer] = []
     for layer in hw:
         if interleaved(layer, processors):
             inputs = list(layer.inputs)
             for slot, source in enumerate(layer.inputs):
-                if source == INPUT or readers[source] > 1:
+                if not _interleavable(source, layer, readers, processors, read_gap):
                     copy = _copy(layer, slot, source, shapes, taken)
                     taken.add(copy.name)
                     out.append(copy)
@@ -324,6 +329,19 @@ def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: i
             layer = replace(layer, inputs=tuple(inputs))
         out.append(layer)
     return out
+
+
+def _interleavable(source: str, layer: HwLayer, readers: dict, processors: int,
+                   read_gap: bool) -> bool:
+    """Whether `source` can be written interleaved for `layer`: the model input cannot, nor
+    a tensor `layer` reads twice; a tensor others read too only where they can skip the gap
+    (`read_gap`: single-input layers that read in one pass)."""
+    if source == INPUT or layer.inputs.count(source) > 1:
+        return False
+    others = [r for r in readers[source] if r is not layer]
+    return not others or read_gap and all(
+        r.inputs == (source,) and not r.concatenates and r.in_channels <= processors
+        for r in others)
 
 
 def _copy(layer: HwLayer, slot: int, source: str, shapes: dict, taken: set[str]) -> HwLayer:

@@ -344,6 +344,8 @@ def _streaming(ctx: _Context) -> Iterator[Problem]:
             yield Problem(("placement", layer.name, "streaming"), f"layer {layer.name!r}: a "
                           f"streaming input of {_dims(layer.in_shape[1:])} x {passes} pass(es) "
                           f"= {elements} elements must stay below {rules.elements} on {name}")
+    yield from _streaming_ops(ctx, [layer for layer, f in zip(ctx.layers, flags, strict=True)
+                                    if f])
     if flags[0]:
         first = ctx.layers[0]
         limit = rules.fifo_channels_chw if _chw(ctx) else rules.fifo_channels_hwc
@@ -351,6 +353,25 @@ def _streaming(ctx: _Context) -> Iterator[Problem]:
             yield Problem(("placement", first.name, "streaming"), f"layer {first.name!r}: "
                           f"{first.in_channels} input channels exceed the {limit} channels "
                           f"the {name} FIFOs stream in {'CHW' if _chw(ctx) else 'HWC'}")
+
+
+def _streaming_ops(ctx: _Context, streaming: list[HwLayer]) -> Iterator[Problem]:
+    """Which operations may stream: convolutions only (MAX78002); the last streaming layer
+    pads (MAX78000; the toolchain turns an unpadded 1x1 convolution into a padded 3x3)."""
+    rules, name = ctx.profile.streaming, ctx.profile.name
+    convolutions = ("conv1d", "conv2d", "conv_transpose2d")
+    if rules.convolutions_only:
+        for layer in streaming:
+            if layer.op not in convolutions:
+                yield Problem(("placement", layer.name, "streaming"), f"layer {layer.name!r}: "
+                              f"a {layer.op} layer cannot stream on {name} (only "
+                              f"{', '.join(convolutions)} do)")
+    last = streaming[-1]
+    unpadded_1x1 = last.kernel is not None and set(last.kernel) == {1} and not any(last.pad)
+    if rules.last_padded and not unpadded_1x1 and not (last.pad and any(last.pad)):
+        pad = f"pad {max(last.pad)}" if last.pad else f"a {last.op} layer has no padding"
+        yield Problem(("placement", last.name, "streaming"), f"layer {last.name!r}: the last "
+                      f"streaming layer must use padding on {name} ({pad})")
 
 
 def _data_size(ctx: _Context) -> Iterator[Problem]:

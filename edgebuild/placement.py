@@ -52,7 +52,7 @@ from edgebuild.limits import Problem
 from edgebuild.overlap import clash
 
 FIELDS = ("processors", "output_processors", "in_offset", "out_offset", "data_format",
-          "write_gap", "bias_group", "streaming")
+          "write_gap", "read_gap", "bias_group", "streaming")
 WORD = 4  # bytes per data memory word
 WIDE_WORDS = 4  # words per value of a 32-bit output
 
@@ -92,6 +92,7 @@ class LayerPlan:
     bias: BiasSlot | None
     given: frozenset[str] = frozenset()
     overwrites_input: bool = False  # writes over input it has read (edgebuild.overlap)
+    read_gap: int = 0  # words skipped between input words (MAX78002)
 
     def to_json(self) -> dict:
         return {"name": self.name, "members": list(self.members), "op": self.op,
@@ -102,7 +103,7 @@ class LayerPlan:
                 "bias_group": self.bias_group, "streaming": self.streaming,
                 "in_passes": self.in_passes, "out_passes": self.out_passes,
                 "in_channels": self.in_channels, "out_channels": self.out_channels,
-                "overwrites_input": self.overwrites_input,
+                "overwrites_input": self.overwrites_input, "read_gap": self.read_gap,
                 "kernel": None if self.kernel is None else {
                     "start": self.kernel.start, "words": self.kernel.words},
                 "bias": None if self.bias is None else {
@@ -180,6 +181,8 @@ class Placement:
                      "output_processors": hexmap(plan.output_processors),
                      "in_offset": plan.in_offset, "out_offset": plan.out_offset,
                      "write_gap": plan.write_gap}
+            if plan.read_gap:
+                entry["read_gap"] = plan.read_gap
             if i == 0:
                 entry["data_format"] = plan.data_format
             if plan.bias is not None:
@@ -204,7 +207,8 @@ class Placement:
                 f"{plan.bias.offset}..{plan.bias.offset + plan.bias.length - 1}"
             rows.append((plan.name, plan.op, _spans(bits(plan.processors)),
                          _spans(bits(plan.output_processors)), f"0x{plan.in_offset:04x}",
-                         f"0x{plan.out_offset:04x}", str(plan.write_gap),
+                         f"0x{plan.out_offset:04x}",
+                         str(plan.write_gap) + (f" r{plan.read_gap}" if plan.read_gap else ""),
                          f"{plan.in_passes}/{plan.out_passes}", kernel, bias))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -713,6 +717,33 @@ class _Planner:
                        if gap else "its readers need plain (not interleaved) data")
                 self.problem(("placement", layer.name, "write_gap"), f"layer {layer.name!r}: "
                              f"write_gap {given} is wrong; {why}, so write_gap is {gap}")
+        self.read_gaps = {layer.name: self._read_gap(layer) for layer in self.layers}
+
+    def _read_gap(self, layer: HwLayer) -> int:
+        """The gap a layer skips as it reads: that of its input when the input is written
+        interleaved for another reader (MAX78002's `read_gap`), else 0."""
+        given = self.given(layer.name, "read_gap")
+        gap = 0 if interleaved(layer, self.profile.processors) else \
+            max(self.tensors[source].gap for source in layer.inputs)
+        path = self.path(layer, "read_gap")
+        if given and not self.profile.limits.read_gap:
+            self.problem(path, f"layer {layer.name!r}: read_gap is a MAX78002 feature; "
+                         f"{self.profile.name} layers read plain data (remove read_gap; a "
+                         "passthrough copy re-formats interleaved data)")
+        elif gap and not self.profile.limits.read_gap:
+            self.problem(path, f"layer {layer.name!r} reads {layer.inputs[0]!r}, which is "
+                         f"written interleaved (write_gap {gap}), but {self.profile.name} "
+                         "cannot skip the gap as it reads (read_gap is a MAX78002 feature); "
+                         "read a passthrough copy instead")
+        elif gap and math.ceil(layer.in_channels / self.procs[layer.name].bit_count()) > 1:
+            self.problem(path, f"layer {layer.name!r} reads interleaved data (read_gap {gap}) "
+                         "in several passes; read_gap works only in one pass")
+        elif given is not None and given != gap:
+            why = (f"its input is written with write_gap {gap}" if gap else
+                   "its input is plain (not interleaved) data")
+            self.problem(("placement", layer.name, "read_gap"), f"layer {layer.name!r}: "
+                         f"read_gap {given} is wrong; {why}, so read_gap is {gap}")
+        return gap
 
     def _root(self, name: str) -> tuple[str, int]:
         delta = 0
@@ -1052,7 +1083,8 @@ class _Planner:
             in_channels=layer.in_channels, out_channels=layer.out_channels,
             kernel=self.kernels.get(layer.name), bias=bias,
             given=frozenset(entry.model_fields_set if entry is not None else ()),
-            overwrites_input=layer.name in self.overlapped)
+            overwrites_input=layer.name in self.overlapped,
+            read_gap=self.read_gaps[layer.name])
 
 
 def _listing(values) -> str:

@@ -1,7 +1,7 @@
 """The manifest's `placement` section: where a layer runs on a MAX7800x-style device.
 
 Field names follow the MAX7800x network description (processors, output_processors,
-in_offset, out_offset, data_format, write_gap, bias_group, streaming) so a user of that
+in_offset, out_offset, data_format, write_gap, read_gap, bias_group, streaming) so a user of that
 toolchain recognizes them. Processor maps are 64-bit masks, written as YAML integers
 (`0x0000000000000ff0`) or strings with dots (`0x0000.0000.0000.0ff0`).
 """
@@ -58,6 +58,9 @@ class LayerPlacement(Strict):
         default=None, description="first layer only: input layout")
     write_gap: int | None = Field(strict=True, default=None, ge=0, le=64,
                                   description="words skipped between output words (interleaving)")
+    read_gap: int | None = Field(strict=True, default=None, ge=0, le=64,
+                                 description="MAX78002: words skipped between input words "
+                                             "(reads write_gap data directly)")
     bias_group: int | tuple[Annotated[int, Field(strict=True, ge=0)], ...] | None = Field(
         default=None, description="bias memory (quadrant) or list of them")
     streaming: bool = Field(default=False, description="stream the layer's input through FIFOs")

@@ -29,5 +29,6 @@ def hardware(document: dict, placed=()):
     assert not problems, problems
     bits = {name: p.weight_bits for name, p in policy.resolve(manifest.qat, layers).items()}
     profile = device.profile(manifest.target.device.value)
-    hw = map_layers(layers, graph, bits, placed, processors=profile.processors)
+    hw = map_layers(layers, graph, bits, placed, processors=profile.processors,
+                    read_gap=profile.limits.read_gap)
     return manifest, hw, profile

@@ -246,9 +246,6 @@ def test_every_mistake_of_a_description_is_reported_at_once(tmp_path):
      "layer 3: next_sequence 1 changes the order in which layers run"),
     (("    op: mlp\n", "    op: mlp\n    in_sequences: [7]\n"),
      "layer 3: in_sequences entry 7 names no layer"),
-    (("    op: mlp\n", "    op: mlp\n    read_gap: 1\n"),
-     "layers[3].read_gap: layer 3: `read_gap`: reading interleaved (write_gap) data directly "
-     "has no edgebuild equivalent"),
     (("    op: mlp\n", "    op: mlp\n    in_dim: [2, 64]\n"),
      "layer 3: `in_dim: [2, 64]` has 128 values per channel, but the [8, 4, 4] input of this "
      "layer has 16 (in_dim changes only how height x width or length are read, never the "
@@ -1021,3 +1018,42 @@ def test_command_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert status == 2
     assert "--device 'x'" in err and "Traceback" not in err
+
+
+def residual_on(device: str):
+    """The residual model of test_placement (conv1 feeds conv2 and the add) on `device`."""
+    from devicemodels import conv, hardware
+
+    from edgebuild import placement
+
+    document = {"name": "res", "target": {"device": device}, "model": {
+        "input": [3, 8, 8], "layers": [
+            conv("conv1", 16), conv("conv2", 16),
+            {"name": "sum", "op": "add", "inputs": ["conv1", "conv2"]},
+            conv("conv3", 16, pool={"mode": "max", "size": 2}),
+            {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]}}
+    manifest, hw, profile = hardware(document)
+    placed, problems = placement.resolve(hw, manifest, profile)
+    assert problems == []
+    return manifest, placed
+
+
+def test_read_gap_exports_and_imports_on_max78002(tmp_path):
+    manifest, placed = residual_on("max78002")
+    assert placed.layer("conv2").read_gap == 1  # reads conv1, written interleaved for `sum`
+    text = ai8x.export_network(manifest, placed.to_json())
+    assert "    read_gap: 1\n" in text and "conv3_in0" not in text  # no copy layer
+    path = tmp_path / "net.yaml"
+    path.write_text(text)
+    again = ai8x.import_network(path, input_shape=(3, 8, 8), device="max78002",
+                                out_dir=tmp_path / "a", name="res")
+    manifest2, _ = parsed(again.manifest)
+    assert manifest2.placement["conv2"].read_gap == 1
+    validation.load(with_dataset(again.manifest))
+    # MAX78000 cannot skip the gap: the same description is refused there, with the reason
+    other = ai8x.import_network(path, input_shape=(3, 8, 8), device="max78000",
+                                out_dir=tmp_path / "b", name="res")
+    with pytest.raises(UserError) as exc:
+        validation.load(with_dataset(other.manifest))
+    assert "placement.conv2.read_gap: layer 'conv2': read_gap is a MAX78002 feature; max78000 " \
+           "layers read plain data" in messages(exc)

@@ -326,6 +326,28 @@ def test_large_data_needs_streaming():
     assert check(chw) == []
 
 
+def test_the_last_streaming_layer_pads_on_max78000():
+    layers = [conv("c1", 4), conv("c2", 4, pad=0)]
+    document = model(layers, input_shape=(3, 16, 16),
+                     placement={"c1": {"streaming": True}, "c2": {"streaming": True}})
+    assert messages(document) == ["layer 'c2': the last streaming layer must use padding on "
+                                  "max78000 (pad 0)"]
+    assert check(on(document, "max78002")) == []  # not a MAX78002 rule
+    ones = model([conv("c1", 4), conv("c2", 4, kernel=1, pad=0)], input_shape=(3, 16, 16),
+                 placement={"c1": {"streaming": True}, "c2": {"streaming": True}})
+    assert check(ones) == []  # an unpadded 1x1 becomes a padded 3x3 when streaming
+
+
+def test_only_convolutions_stream_on_max78002():
+    layers = [conv("c1", 4), {"name": "p", "op": "pool2d", "mode": "max", "size": 2},
+              conv("c2", 4)]
+    document = on(model(layers, input_shape=(3, 16, 16),
+                        placement={n: {"streaming": True} for n in ("c1", "p", "c2")}),
+                  "max78002")
+    assert messages(document) == ["layer 'p': a pool layer cannot stream on max78002 (only "
+                                  "conv1d, conv2d, conv_transpose2d do)"]
+
+
 def test_streaming_rules():
     layers = [conv(f"c{i}", 4, kernel=1, pad=0) for i in range(10)]
     document = model(layers, input_shape=(4, 8, 8),

@@ -117,7 +117,7 @@ def test_mnist_json_and_text():
     assert conv1["origin"] == {"processors": "given", "output_processors": "auto",
                                "in_offset": "auto", "out_offset": "given",
                                "data_format": "given", "write_gap": "auto",
-                               "bias_group": "auto", "streaming": "auto"}
+                               "read_gap": "auto", "bias_group": "auto", "streaming": "auto"}
     assert set(conv1["origin"]) == set(FIELDS)
     assert {r["tensor"] for r in document["data_memory"]} == {"input", "conv1", "conv2", "conv3",
                                                               "fc"}
@@ -329,6 +329,28 @@ def test_residual_places_automatically():
     assert copy_layer.output_processors == second.output_processors == merged.processors
     assert got["conv1"].output_processors == second.processors == copy_layer.processors
     pinned_again(RESIDUAL, result)
+
+
+def test_residual_on_max78002_skips_the_gap_instead_of_copying():
+    document = dict(copy.deepcopy(RESIDUAL), target={"device": "max78002"})
+    result = placed_ok(document)
+    got = {p.name: p for p in result.layers}
+    assert list(got) == ["conv1", "conv2", "conv3", "fc"]  # no copy layer
+    assert got["conv3"].inputs == ("conv1", "conv2")
+    assert (got["conv1"].write_gap, got["conv2"].write_gap) == (1, 1)
+    assert got["conv2"].read_gap == 1 and got["conv2"].in_offset == got["conv1"].out_offset
+    assert got["conv2"].out_offset == got["conv1"].out_offset + 4
+    assert " 1 r1 " in result.text()
+    pinned_again(document, result)
+    assert messages(with_placement(document, conv2={"read_gap": 0})) == [
+        "layer 'conv2': read_gap 0 is wrong; its input is written with write_gap 1, so "
+        "read_gap is 1"]
+
+
+def test_read_gap_is_a_max78002_feature():
+    assert messages(with_placement(RESIDUAL, conv2={"read_gap": 1})) == [
+        "layer 'conv2': read_gap is a MAX78002 feature; max78000 layers read plain data "
+        "(remove read_gap; a passthrough copy re-formats interleaved data)"]
 
 
 def test_manual_residual_example_passes():

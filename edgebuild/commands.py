@@ -34,10 +34,19 @@ def build(args, cwd: Path) -> int:
     if not args.locked:
         results = {name: {stage: {"key": v["key"], "digest": v["digest"]}
                           for stage, v in stages.items()} for name, stages in run.outcomes.items()}
-        names = {m.name for m in project.manifests}
+        previous = lockfile.read(project.lock_path)
         lockfile.write(project.lock_path,
-                       lockfile.merge(lockfile.read(project.lock_path), results, names))
+                       lockfile.merge(previous, results, _kept(project, previous)))
     return EXIT_OK
+
+
+def _kept(project, previous: dict) -> set[str]:
+    """Lock entries a build keeps: a build of every manifest of the project drops those of
+    removed manifests; a build of some (`edgebuild build one.yaml`) keeps the others."""
+    built = {Path(m.path) for m in project.manifests}
+    every = {p.resolve() for p in projects.manifest_files(project.root)}
+    names = {m.name for m in project.manifests}
+    return names if every <= built else names | set(previous)
 
 
 def check(args, cwd: Path) -> int:

@@ -473,6 +473,16 @@ def test_lock_file_drops_removed_manifests(tmp_path):
     assert sorted(lock["manifests"]) == ["one"]
 
 
+def test_building_one_manifest_keeps_the_others_in_the_lock_file(tmp_path):
+    write(tmp_path / "manifests" / "one.yaml", DIGITS_MANIFEST.format(name="one"))
+    write(tmp_path / "manifests" / "two.yaml", DIGITS_MANIFEST.format(name="two"))
+    _data(tmp_path)
+    before = json.loads((tmp_path / "edgebuild.lock").read_text())
+    _data(tmp_path, "manifests/one.yaml")
+    after = json.loads((tmp_path / "edgebuild.lock").read_text())
+    assert after == before  # "two" stays; "one" rebuilt to the same keys
+
+
 # --- options ------------------------------------------------------------------------------
 
 

@@ -26,5 +26,9 @@ def templates_dir() -> Path:
 
 
 def template_files() -> list[Path]:
+    """The shipped files that key code generation. Hidden files and caches are not shipped
+    by an installed package, so a source checkout must not count them either: the keys of
+    both (and so edgebuild.lock) agree."""
     root = templates_dir()
-    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))

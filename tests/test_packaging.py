@@ -27,7 +27,10 @@ assert shipped == schema.render(), "the wheel ships a stale schema"
 from edgebuild import device
 assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
 assert device.profile("max78000").data_memory.instance_bytes == 32768
+from edgebuild.resources import template_files
 print("ok", root)
+for path in template_files():
+    print(path.relative_to(root).as_posix())
 """
 
 
@@ -42,3 +45,9 @@ def test_wheel_install_ships_templates(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert probe.stdout.startswith("ok")
+    # the files that key code generation are the same installed and in this checkout, so
+    # edgebuild.lock written in either agrees
+    from edgebuild.resources import template_files, templates_dir
+
+    here = [p.relative_to(templates_dir()).as_posix() for p in template_files()]
+    assert probe.stdout.splitlines()[1:] == here

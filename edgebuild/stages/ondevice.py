@@ -60,9 +60,12 @@ def _starting_weights(ctx: Context, graph, params: dict) -> dict:
 def run(ctx: Context) -> None:
     import numpy as np
 
-    from edgebuild import finetune, ondevice, quantized, wof
+    from edgebuild import finetune, ondevice, quantized, training, wof
 
     manifest = ctx.checked.manifest
+    # the PyTorch trace is the reference the C must match and goes into the lock: one
+    # thread and deterministic kernels, whatever ran before in this process
+    training.deterministic(manifest.seed)
     spec = manifest.ondevice
     model = quantized.load(ctx.inputs["quantize"], manifest)
     resolved = ondevice.resolve(spec, model.layers, tuple(manifest.model.input),
@@ -145,6 +148,6 @@ def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> N
         path.write_text(text)
 
 
-STAGE = Stage("ondevice", 1, ("quantize", "data", "plan", "validate"), config, run,
+STAGE = Stage("ondevice", 2, ("quantize", "data", "plan", "validate"), config, run,
               "on-device training: backward graph, memory, weight-only file, C training code, "
               "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies)

@@ -98,31 +98,28 @@ def _reshape_problem(layer: HwLayer) -> str:
 def _conv_transpose2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op != "conv_transpose2d":
         return
-    rules, name = ctx.profile.conv_transpose2d, ctx.profile.name
-    if layer.kernel not in rules.kernels:
-        yield Problem(ctx.at(layer, "kernel"), f"layer {layer.name!r}: kernel "
-                      f"{_dims(layer.kernel)} is not supported for a transposed convolution "
-                      f"on {name} (allowed: {_listing(_dims(k) for k in rules.kernels)})")
-    yield from _members(layer, ctx, "pad", layer.pad, rules.pad)
-    yield from _members(layer, ctx, "stride", layer.stride, rules.stride)
-    yield from _members(layer, ctx, "output_pad", layer.output_pad, rules.output_pad)
-    if not all(_in(d, rules.dilation) for d in layer.dilation):
-        yield Problem(ctx.at(layer, "dilation"), f"layer {layer.name!r}: dilation "
-                      f"{_dims(layer.dilation)} is not supported on {name} (allowed: "
-                      f"{_range(rules.dilation)})")
-    yield from _groups(layer, ctx, rules.depthwise)
+    rules = ctx.profile.conv_transpose2d
+    output_pad = _members(layer, ctx, "output_pad", layer.output_pad, rules.output_pad)
+    yield from _conv2d_rules(layer, ctx, rules, " for a transposed convolution", output_pad)
 
 
 def _conv2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
-    if layer.op != "conv2d":
-        return
-    rules, name = ctx.profile.conv2d, ctx.profile.name
+    if layer.op == "conv2d":
+        yield from _conv2d_rules(layer, ctx, ctx.profile.conv2d, "", iter(()))
+
+
+def _conv2d_rules(layer: HwLayer, ctx: _Context, rules, what: str,
+                  extra: Iterator[Problem]) -> Iterator[Problem]:
+    """Kernel, pad, stride, dilation and groups: the rules 2-D and transposed convolutions
+    share (each with its own allowed values); `extra` problems come after the stride's."""
+    name = ctx.profile.name
     if layer.kernel not in rules.kernels:
         yield Problem(ctx.at(layer, "kernel"), f"layer {layer.name!r}: kernel "
-                      f"{_dims(layer.kernel)} is not supported on {name} (allowed: "
+                      f"{_dims(layer.kernel)} is not supported{what} on {name} (allowed: "
                       f"{_listing(_dims(k) for k in rules.kernels)})")
     yield from _members(layer, ctx, "pad", layer.pad, rules.pad)
     yield from _members(layer, ctx, "stride", layer.stride, rules.stride)
+    yield from extra
     if not all(_in(d, rules.dilation) for d in layer.dilation):
         yield Problem(ctx.at(layer, "dilation"), f"layer {layer.name!r}: dilation "
                       f"{_dims(layer.dilation)} is not supported on {name} (allowed: "

@@ -57,7 +57,7 @@ class ProjectSpec:
     name: str
     model: QuantizedModel
     plan: dict
-    kat_inputs: object  # int8 (K, *input_shape)
+    kat_inputs: object  # int8 (K, *sample shape): clips (K, frames, *input) with a buffer
     kat_expected: object  # int64 (K, outputs)
     flash_bytes: int
     ram_bytes: int
@@ -284,9 +284,21 @@ def emit_conv_transpose(step, layer, node, model: QuantizedModel, source: str, o
     return decls, calls
 
 
+def emit_buffer(step, layer, node, model, source, optimized):
+    """The window lives in a static state array (outside the arena, which is reused every
+    inference); each inference pushes this frame's features and copies the window out."""
+    channels = node.out_shape[0]
+    return [], [f"eb_buffer_push({channels}, {layer.length}, {source}, {state_symbol(layer.name)}, "
+                f"{macro(step['output'])});"]
+
+
+def state_symbol(layer: str) -> str:
+    return f"S_{layer}"
+
+
 EMITTERS = {"conv1d": emit_conv, "conv2d": emit_conv, "linear": emit_linear,
             "pool1d": emit_pool, "pool2d": emit_pool, "add": emit_add, "concat": emit_concat,
-            "conv_transpose2d": emit_conv_transpose}
+            "conv_transpose2d": emit_conv_transpose, "buffer": emit_buffer}
 SCRATCH = {"conv1d": conv_scratch, "conv2d": conv_scratch, "linear": linear_scratch}
 
 
@@ -332,6 +344,9 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
     context = {
         "name": spec.name, "input_size": math.prod(spec.model.input_shape),
+        "frames": graphs.frames(spec.model.layers),
+        "states": [{"symbol": state_symbol(step["layer"]), "bytes": step["state_bytes"],
+                    "layer": step["layer"]} for step in spec.plan["steps"] if step.get("state_bytes")],
         "layers": len(spec.model.layers),
         "input_shape": list(spec.model.input_shape), "output_size": outputs,
         "output_shape": [outputs], "output_kind": "int32" if wide else "int8",

@@ -13,6 +13,7 @@ from edgebuild.ops import OPS
 from edgebuild.ops.base import LayerBase, Shape, ShapeError
 
 INPUT = "input"
+BUFFER = "buffer"
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | No
     _check_wide(layers, problems)
     if not problems:
         _check_batchnorm(layers, nodes, problems)
+        _check_buffer(layers, nodes, problems)
     return (None if problems else Graph(tuple(input_shape), tuple(nodes))), problems
 
 
@@ -133,6 +135,55 @@ def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
         else:
             continue
         problems.append(GraphProblem(index, "", f"batchnorm {node.name!r} {problem}"))
+
+
+def frames(layers: tuple[LayerBase, ...]) -> int:
+    """Frames per sample: a model with a `buffer` layer learns from clips of its `length`
+    frames (see ops/buffer.py); any other model from single samples (1)."""
+    return next((layer.length for layer in layers if layer.op == BUFFER), 1)
+
+
+def sample_shape(input_shape: Shape, layers: tuple[LayerBase, ...]) -> Shape:
+    """The shape of one dataset sample: `model.input`, or a clip (frames, *model.input)."""
+    count = frames(layers)
+    return tuple(input_shape) if count == 1 else (count, *input_shape)
+
+
+def per_frame(x, layers: tuple[LayerBase, ...]):
+    """A batch of samples as the batch the first layer reads: clips (N, frames, ...) become
+    N x frames frames, in order (the buffer regroups them); other batches are unchanged.
+    Works on torch tensors and numpy arrays alike."""
+    return x if frames(layers) == 1 else x.reshape(-1, *x.shape[2:])
+
+
+def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
+                  problems: list[GraphProblem]) -> None:
+    """Layers before a buffer run once per frame, layers after it once per window, so no
+    layer may read both sides, there is at most one buffer, and the output follows it."""
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    buffers = [node for node in nodes if node.op == BUFFER]
+    for extra in buffers[1:]:
+        problems.append(GraphProblem(index[extra.name], "op", (
+            f"a model has at most one buffer; {buffers[0].name!r} is the first")))
+    if len(buffers) != 1:
+        return
+    after = {buffers[0].name}
+    for node in nodes:
+        if node.op == BUFFER:
+            continue
+        sides = {name in after for name in node.inputs}
+        if sides == {True}:
+            after.add(node.name)
+        elif len(sides) == 2:
+            before = [name for name in node.inputs if name not in after]
+            problems.append(GraphProblem(index[node.name], "inputs", (
+                f"{node.name!r} reads {before[0]!r}, computed per frame before buffer "
+                f"{buffers[0].name!r}, together with data after it (one window); a layer reads "
+                "one side only")))
+    if nodes[-1].name not in after:
+        problems.append(GraphProblem(index[nodes[-1].name], "", (
+            f"the model's output {nodes[-1].name!r} must come after buffer {buffers[0].name!r}, "
+            "which otherwise has no effect")))
 
 
 def _check_wide(layers: tuple[LayerBase, ...], problems: list[GraphProblem]) -> None:

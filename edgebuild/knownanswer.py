@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from edgebuild import graph as graphs
+
 
 class KatFileError(ValueError):
     """A kat file is unreadable or does not fit the model; the message says why."""
@@ -56,7 +58,8 @@ def load(checked):
     kat = checked.manifest.kat
     if kat is None:
         return None
-    return read(checked.base, kat, tuple(checked.manifest.model.input),
+    return read(checked.base, kat, graphs.sample_shape(checked.manifest.model.input,
+                                                       checked.manifest.model.layers),
                 tuple(checked.graph.output.out_shape))
 
 

@@ -21,6 +21,7 @@ class Net(nn.Module):
         if problems:
             raise ValueError(f"inconsistent layers: {problems[0].message}")
         self.mode = mode
+        self.layers = tuple(layers)
         self.layer_specs = {layer.name: layer for layer in layers}
         self.wiring = [(node.name, node.inputs) for node in graph.nodes]
         modules = {}
@@ -31,7 +32,7 @@ class Net(nn.Module):
         self.blocks = nn.ModuleDict(modules)
 
     def forward_all(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        values = {graphs.INPUT: x}
+        values = {graphs.INPUT: graphs.per_frame(x, self.layers)}
         for name, inputs in self.wiring:
             layer = self.layer_specs[name]
             module = self.blocks[name] if name in self.blocks else None  # noqa: SIM401 (ModuleDict has no .get)
@@ -40,7 +41,10 @@ class Net(nn.Module):
         return values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_all(x)[self.wiring[-1][0]]
+        """The last layer's output per sample, flat (N, outputs): class scores whatever the
+        layer's shape (a conv1d ending in (classes, 1) included), as the C output is."""
+        out = self.forward_all(x)[self.wiring[-1][0]]
+        return out.reshape(len(out), -1)
 
 
 PREFIX = "blocks."

@@ -50,10 +50,11 @@ def load(directory: Path, manifest) -> QuantizedModel:
 
 
 def run_reference(model: QuantizedModel, x, *, keep_all: bool = False):
-    """Integer inference on a batch of int8 inputs (N, *input_shape) -> int64 outputs."""
+    """Integer inference on a batch of int8 samples (N, *input_shape) — clips (N, frames,
+    *input_shape) for a model with a buffer — -> int64 outputs."""
     import numpy as np
 
-    values = {graphs.INPUT: x.astype(np.int64)}
+    values = {graphs.INPUT: graphs.per_frame(x.astype(np.int64), model.layers)}
     for layer in model.layers:
         inputs = [values[name] for name in layer.inputs]
         values[layer.name] = OPS[layer.op].reference(layer, model.params.get(layer.name),

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from edgebuild import graph as graphs
 from edgebuild import yamlsource
 from edgebuild.datasets import FORMATS
-from edgebuild.datasets.source import DataFileError, Probe
+from edgebuild.datasets.source import DataFileError, Probe, framed_shape
 from edgebuild.errors import Diagnostic, UserError
 from edgebuild.manifest import Manifest
 
@@ -243,6 +243,23 @@ def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
         raise UserError(problems)
 
 
+def _sample_mismatch(shape, expected, manifest: Manifest) -> str:
+    """Why the dataset's samples do not fit the model, and what to set."""
+    frames = graphs.frames(manifest.model.layers)
+    have = f"the dataset's samples have shape {list(shape)}"
+    if manifest.dataset.frames is not None and frames == 1:
+        return (f"{have} (clips of dataset.frames={manifest.dataset.frames}) but the model has no "
+                "buffer layer to read clips; remove dataset.frames or add a buffer")
+    if frames == 1:
+        return f"{have} but model.input is {list(manifest.model.input)}; set model.input: {list(shape)}"
+    if len(shape) == len(expected) and shape[0] == frames:
+        return (f"{have}: clips of {frames} frames of {list(shape[1:])}, but model.input is "
+                f"{list(manifest.model.input)}; set model.input: {list(shape[1:])}")
+    return (f"{have}, but the model's buffer needs clips of {frames} frames of "
+            f"{list(manifest.model.input)}, i.e. {list(expected)}; set dataset.frames: {frames} to "
+            "cut each sample's last axis into frames, or give clip-shaped samples")
+
+
 def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
              graph: graphs.Graph) -> Probe:
     spec = manifest.dataset
@@ -250,11 +267,15 @@ def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
         probe = FORMATS[spec.format].probe(spec, base)
     except DataFileError as exc:
         raise UserError(document.diagnostic(("dataset",), str(exc))) from None
+    try:
+        shape = framed_shape(probe.sample_shape, spec.frames)
+    except DataFileError as exc:
+        raise UserError(document.diagnostic(("dataset", "frames"), str(exc))) from None
     problems = []
-    if tuple(probe.sample_shape) != tuple(manifest.model.input):
-        problems.append(document.diagnostic(("model", "input"), (
-            f"the dataset's samples have shape {list(probe.sample_shape)} but model.input is "
-            f"{list(manifest.model.input)}; set model.input: {list(probe.sample_shape)}")))
+    expected = graphs.sample_shape(manifest.model.input, manifest.model.layers)
+    if shape != expected:
+        problems.append(document.diagnostic(("model", "input"), _sample_mismatch(
+            shape, expected, manifest)))
     outputs = math.prod(graph.output.out_shape)
     if outputs != probe.classes:
         problems.append(document.diagnostic(("model", "layers", len(graph.nodes) - 1), (

@@ -55,6 +55,32 @@ class CommonFields(Strict):
     split: Split = Split()
     limit: Limit = Limit()
     normalize: Normalize = Normalize()
+    frames: int | None = Field(
+        strict=True, default=None, ge=2, le=1024,
+        description="cut each sample's last axis into this many equal consecutive frames, "
+                    "making clips (frames, ..., length / frames) for a model with a buffer layer")
+
+
+def framed_shape(shape: tuple[int, ...], frames: int | None) -> tuple[int, ...]:
+    """A sample's shape after `frames` (see `framed`); a DataFileError when it cannot be cut."""
+    if frames is None:
+        return tuple(shape)
+    if shape[-1] % frames:
+        raise DataFileError("dataset.frames", f"samples of shape {list(shape)} cannot be cut into "
+                            f"{frames} equal frames along their last axis ({shape[-1]} values); "
+                            f"use a divisor of {shape[-1]}")
+    return (frames, *shape[:-1], shape[-1] // frames)
+
+
+def framed(x, frames: int | None):
+    """Samples (N, ..., T) as clips (N, frames, ..., T / frames): frame k holds the values
+    k*T/frames .. (k+1)*T/frames - 1 of every channel, in time order."""
+    import numpy as np
+
+    if frames is None:
+        return x
+    cut = x.reshape(*x.shape[:-1], frames, x.shape[-1] // frames)
+    return np.ascontiguousarray(np.moveaxis(cut, -2, 1))
 
 
 class DataFileError(Exception):

@@ -9,6 +9,7 @@ from pydantic import Field
 from edgebuild.ops import (
     add,
     batchnorm,
+    buffer,
     concat,
     conv1d,
     conv2d,
@@ -36,6 +37,7 @@ OPS: dict[str, Operator] = {
         passthrough.OPERATOR,
         add.OPERATOR,
         concat.OPERATOR,
+        buffer.OPERATOR,
         batchnorm.OPERATOR,
         dropout.OPERATOR,
     )

@@ -22,8 +22,10 @@ STANDARD_SIGMAS = 3.0
 
 
 def config(checked) -> dict:
-    return {"dataset": checked.manifest.dataset.model_dump(mode="json"),
-            "seed": checked.manifest.seed}
+    dataset = checked.manifest.dataset.model_dump(mode="json")
+    if dataset.get("frames") is None:  # keys of manifests without clips stay as they were
+        dataset.pop("frames", None)
+    return {"dataset": dataset, "seed": checked.manifest.seed}
 
 
 def files(checked) -> list[Path]:
@@ -41,7 +43,7 @@ def run(ctx: Context) -> None:
     import numpy as np
 
     from edgebuild.datasets import FORMATS
-    from edgebuild.datasets.source import DataFileError
+    from edgebuild.datasets.source import DataFileError, framed
 
     spec = ctx.checked.manifest.dataset
     try:
@@ -54,10 +56,10 @@ def run(ctx: Context) -> None:
     low, scale = _normalizer(splits["train"][0], spec.normalize)
     arrays = {}
     for part, (x, y) in splits.items():
-        arrays[f"x_{part}"] = quantize((x - low) / scale)
+        arrays[f"x_{part}"] = framed(quantize((x - low) / scale), spec.frames)
         arrays[f"y_{part}"] = y
     arrays_io.save(ctx.out / "data.npz", **arrays)
-    info = {"classes": list(raw.class_names), "sample_shape": list(raw.x_train.shape[1:]),
+    info = {"classes": list(raw.class_names), "sample_shape": list(arrays["x_train"].shape[1:]),
             "counts": {p: int(len(y)) for p, (_, y) in splits.items()},
             "input_scale": 1 / 128, "normalize": {"method": spec.normalize.method.value,
                                                    "offset": low.ravel().tolist(),

@@ -2,7 +2,9 @@
 
 Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
 with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
-`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of their own). The
+`flatten`, `reshape` and `passthrough` are views (no copy, no buffer of their own). A
+`buffer` layer's window also lives outside the arena, in its own state array (`state_bytes`),
+because it must survive from one inference to the next. The
 weights and the arena are checked against `target.memory` (flash and l2) here, before any
 compiler runs.
 """
@@ -45,6 +47,8 @@ def steps(model_input, layers, graph) -> tuple[list, dict]:
         record = {"step": index, "layer": layer.name, "op": layer.op, "inputs": inputs,
                   "output": layer.name, "scratch": None,
                   "bytes": math.prod(node.out_shape) * element_bytes(layer)}
+        if layer.op == "buffer":  # its window persists across inferences, outside the arena
+            record["state_bytes"] = math.prod(node.out_shape)
         if getattr(layer, "pool", None) is not None:
             sizes, strides = geometry(layer.pool, len(node.in_shapes[0]) - 1)
             pooled = [node.in_shapes[0][0]] + [(n - k) // s + 1 for n, k, s in zip(
@@ -88,6 +92,7 @@ def make_plan(input_shape, layers, weight_bytes: int) -> dict:
     if clashes:
         raise AssertionError(f"arena placement overlaps live tensors: {clashes}")
     return {"arena_bytes": arena.size(placements), "arena_lower_bound": arena.lower_bound(found),
+            "state_bytes": sum(record.get("state_bytes", 0) for record in records),
             "alignment": arena.ALIGN, "weight_bytes": weight_bytes, "output": output,
             "tensors": [{"name": p.tensor.name, "bytes": p.tensor.bytes, "offset": p.offset,
                          "first": p.tensor.first, "last": p.tensor.last} for p in placements],
@@ -165,7 +170,7 @@ def run(ctx: Context) -> None:
             f"budget is {memory.l1}")) for name, need in problems])
     for step in plan["steps"]:
         step["double_buffer"] = tiling.double_buffer
-    plan["memory"] = {"arena_bytes": plan["arena_bytes"],
+    plan["memory"] = {"arena_bytes": plan["arena_bytes"], "state_bytes": plan["state_bytes"],
                       "arena_lower_bound": plan["arena_lower_bound"],
                       "l2_budget": memory.l2, **totals}
     (ctx.out / "plan.json").write_text(json.dumps(plan, indent=1, sort_keys=True) + "\n")
@@ -208,10 +213,12 @@ def _check_budgets(ctx: Context, plan: dict) -> None:
     memory = ctx.checked.manifest.target.memory
     document = ctx.checked.document
     problems = []
-    if plan["arena_bytes"] > memory.l2:
+    ram = plan["arena_bytes"] + plan["state_bytes"]
+    if ram > memory.l2:
+        state = f" plus {plan['state_bytes']} bytes of buffer state" if plan["state_bytes"] else ""
         problems.append(document.diagnostic(("target", "memory", "l2"), (
-            f"the activation arena needs at least {plan['arena_bytes']} bytes of L2, budget is "
-            f"{memory.l2}")))
+            f"the activation arena needs at least {plan['arena_bytes']} bytes of L2{state}, "
+            f"budget is {memory.l2}")))
     if plan["weight_bytes"] > memory.flash:
         problems.append(document.diagnostic(("target", "memory", "flash"), (
             f"the weights alone need {plan['weight_bytes']} bytes of flash, budget is "

@@ -84,5 +84,8 @@ void eb_linear_wide(int in_f, int out_f, const int8_t *in, const int8_t *weight,
 void eb_pool2d(const eb_pool_params *p, const int8_t *in, int8_t *out);
 void eb_add(int n, int count, const int8_t *const *inputs, int act, int8_t *out);
 void eb_copy(int n, const int8_t *src, int8_t *dst);
+/* A rolling window of `length` frames: state[c][length] (kept across inferences, oldest
+ * first) drops column 0, appends in[c] as the newest column, and is copied to out. */
+void eb_buffer_push(int channels, int length, const int8_t *in, int8_t *state, int8_t *out);
 
 #endif

@@ -1,7 +1,10 @@
 /* edgebuild known-answer test. Runs the model on the KAT vectors and compares every
  * output value with the integer reference; exit status 0 = all match.
  * On the host (-DEB_HOST), `cnn_kat --batch IN OUT` instead reads int8 samples from IN
- * (CNN_INPUT_SIZE bytes each) and writes each output as int32 little-endian to OUT. */
+ * (CNN_SAMPLE_SIZE bytes each) and writes each output as int32 little-endian to OUT.
+ * A sample is CNN_FRAMES frames: the model is reset, runs once per frame, and its output
+ * after the last frame is compared (the window of a model with a buffer then holds
+ * exactly the sample's frames). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,20 +15,30 @@
 __attribute__((noinline)) void eb_marker_start(void) { __asm__ volatile(""); }
 __attribute__((noinline)) void eb_marker_stop(void) { __asm__ volatile(""); }
 
-static int run_kat(void)
+/* One sample: reset, then one inference per frame; `measured` brackets the last one. */
+static void run_sample(const int8_t *sample, int measured)
 {
-    static cnn_output_t out[CNN_OUTPUT_SIZE];
-    int s, i, failures = 0;
-    cnn_init();
-    for (s = 0; s < KAT_SAMPLES; ++s) {
-        cnn_load_input(kat_inputs[s]);
-        if (s == 0) {
+    int f;
+    cnn_reset();
+    for (f = 0; f < CNN_FRAMES; ++f) {
+        cnn_load_input(sample + f * CNN_INPUT_SIZE);
+        if (measured && f == CNN_FRAMES - 1) {
             eb_marker_start();
             cnn_run();
             eb_marker_stop();
         } else {
             cnn_run();
         }
+    }
+}
+
+static int run_kat(void)
+{
+    static cnn_output_t out[CNN_OUTPUT_SIZE];
+    int s, i, failures = 0;
+    cnn_init();
+    for (s = 0; s < KAT_SAMPLES; ++s) {
+        run_sample(kat_inputs[s], s == 0);
         cnn_unload(out);
         for (i = 0; i < CNN_OUTPUT_SIZE; ++i) {
             if (out[i] != kat_expected[s][i]) {
@@ -43,7 +56,7 @@ static int run_kat(void)
 #ifdef EB_HOST
 static int run_batch(const char *in_path, const char *out_path)
 {
-    static int8_t input[CNN_INPUT_SIZE];
+    static int8_t input[CNN_SAMPLE_SIZE];
     static cnn_output_t out[CNN_OUTPUT_SIZE];
     FILE *in = fopen(in_path, "rb");
     FILE *dst = fopen(out_path, "wb");
@@ -54,9 +67,8 @@ static int run_batch(const char *in_path, const char *out_path)
         return 2;
     }
     cnn_init();
-    while (fread(input, 1, CNN_INPUT_SIZE, in) == CNN_INPUT_SIZE) {
-        cnn_load_input(input);
-        cnn_run();
+    while (fread(input, 1, CNN_SAMPLE_SIZE, in) == CNN_SAMPLE_SIZE) {
+        run_sample(input, 0);
         cnn_unload(out);
         for (i = 0; i < CNN_OUTPUT_SIZE; ++i) {
             const long v = (long)out[i];

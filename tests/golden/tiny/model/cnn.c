@@ -55,6 +55,12 @@ static const eb_pool_params Q_pool = {4, 4, 4, 2, 2, 2, 2, 2, 2, EB_POOL_AVG, EB
 void cnn_init(void)
 {
     memset(arena.bytes, 0, sizeof arena.bytes);
+    cnn_reset();
+}
+
+void cnn_reset(void)
+{
+    /* no state: every inference is independent */
 }
 
 void cnn_load_input(const int8_t *input)

@@ -12,12 +12,16 @@
 
 #define CNN_INPUT_SIZE 50   /* int8 values: [2, 5, 5] */
 #define CNN_OUTPUT_SIZE 3  /* int32 values: [3] */
+#define CNN_FRAMES 1  /* frames per known-answer sample (one per inference) */
+#define CNN_SAMPLE_SIZE (CNN_FRAMES * CNN_INPUT_SIZE)
 #define CNN_ARENA_BYTES 192
+#define CNN_STATE_BYTES 0
 #define CNN_LAYERS 7  /* deployed layers (views included), in execution order */
 
 typedef int32_t cnn_output_t;
 
 void cnn_init(void);
+void cnn_reset(void);
 void cnn_load_input(const int8_t *input);
 void cnn_run(void);
 void cnn_unload(cnn_output_t *output);

@@ -224,3 +224,14 @@ void eb_copy(int n, const int8_t *src, int8_t *dst)
 {
     memmove(dst, src, (size_t)n);
 }
+
+void eb_buffer_push(int channels, int length, const int8_t *in, int8_t *state, int8_t *out)
+{
+    int c;
+    for (c = 0; c < channels; ++c) {
+        int8_t *row = state + (int32_t)c * length;
+        memmove(row, row + 1, (size_t)(length - 1));
+        row[length - 1] = in[c];
+    }
+    memcpy(out, state, (size_t)channels * (size_t)length);
+}

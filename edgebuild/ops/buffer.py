@@ -1,0 +1,55 @@
+"""buffer: the last `length` frames' features, oldest first — state kept across inferences.
+
+A model with a buffer runs on a stream of frames (video, audio or sensor windows). On the
+device, one inference takes one frame of shape `model.input`: the layers before the buffer
+compute that frame's features (shape (C,), or spatial size 1), the buffer drops its oldest
+column and appends the new one, and the layers after it read the window (C, length) — a
+1-D signal over time, typically a temporal convolution (the MAX7800x toolchain's
+`data_buffer` with `buffer_shift` and `buffer_insert`).
+
+In training, evaluation and the integer reference a sample is a whole clip of `length`
+frames, shape (length, *model.input): the layers before the buffer run on every frame (the
+batch is read as batch x length frames, see graph.frames) and the buffer gathers each
+clip's features into (C, length), column j from frame j. That is exactly the window the
+device holds after `length` inferences from the reset state (`cnn_reset()`, all zero), so
+the known-answer test resets, feeds a clip frame by frame and compares after its last frame.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from edgebuild.ops.base import LayerBase, Operator, ShapeError, no_macs, no_params
+
+
+class Buffer(LayerBase):
+    op: Literal["buffer"]
+    length: int = Field(strict=True, ge=2, le=1024,
+                        description="frames kept: the output is (channels, length), oldest first; "
+                                    "dataset samples are clips of this many frames")
+
+
+def out_shape(layer: Buffer, shapes):
+    shape = tuple(shapes[0])
+    if math.prod(shape[1:]) != 1:
+        raise ShapeError(f"a buffer keeps one value per channel per frame, so its input must be "
+                         f"[C] or have spatial size 1; got {list(shape)} (pool or flatten first)")
+    return (shape[0], layer.length)
+
+
+def forward(layer: Buffer, module, inputs, mode):
+    x = inputs[0]
+    return x.reshape(-1, layer.length, x.shape[1]).transpose(1, 2).contiguous()
+
+
+def reference(layer: Buffer, quant, inputs, rounding):
+    import numpy as np
+
+    x = inputs[0]
+    return np.ascontiguousarray(x.reshape(-1, layer.length, x.shape[1]).transpose(0, 2, 1))
+
+
+OPERATOR = Operator("buffer", Buffer, "one", out_shape, no_params, no_macs, forward, reference)

@@ -96,12 +96,10 @@ NAME_LIMIT = 48
 
 # ---- the network description's vocabulary ----------------------------------------------
 
-_GLOBAL_KEYS = ("arch", "dataset", "layers", "output_map", "bias", "weights")
+_GLOBAL_KEYS = ("arch", "dataset", "layers", "output_map", "bias", "weights", "data_buffer")
 _GLOBAL_UNSUPPORTED = {
     "unload": "a custom `unload` (copying outputs in a chosen shape) has no edgebuild "
               "equivalent; edgebuild unloads the last layer",
-    "data_buffer": "data buffers (rolling buffers kept across inferences, e.g. for a TCN) "
-                   "have no edgebuild equivalent: every inference is independent",
     "snoop": "snoop registers have no edgebuild equivalent",
 }
 _LAYER_KEYS = (
@@ -110,15 +108,11 @@ _LAYER_KEYS = (
     "pool_first", "operands", "activate", "quantization", "output_shift", "kernel_size",
     "stride", "pad", "max_pool", "avg_pool", "pool_stride", "in_channels", "in_dim",
     "in_sequences", "out_channels", "streaming", "flatten", "write_gap", "read_gap",
-    "bias_group", "output",
+    "bias_group", "output", "buffer_shift", "buffer_insert",
 )
 _SYNONYMS = {"operation": "op", "operator": "op", "convolution": "op",
              "activation": "activate", "conv_groups": "groups"}
 _LAYER_UNSUPPORTED = {
-    "buffer_shift": "data buffers (rolling buffers kept across inferences) have no edgebuild "
-                    "equivalent",
-    "buffer_insert": "data buffers (rolling buffers kept across inferences) have no edgebuild "
-                     "equivalent",
     "in_skip": "skipping input rows has no edgebuild equivalent",
     "in_channel_skip": "skipping input channels has no edgebuild equivalent",
     "bypass": "bypassing a layer's weights has no edgebuild equivalent",
@@ -207,6 +201,21 @@ class _Spec:
     in_dim: Any = None
     quantization: int | None = None
     output_shift: int | None = None
+    buffer_shift: int | None = None  # shifts a data buffer (the buffer layer's hardware layer)
+    buffer_insert: int | None = None  # writes its output into a data buffer's newest word
+    length: int | None = None  # op "buffer" (made from a data_buffer entry): frames kept
+
+
+@dataclass(frozen=True)
+class _DataBuffer:
+    """One `data_buffer` entry: `dim` words per channel at `offset`, on `processors`."""
+
+    index: int
+    name: str
+    processors: int
+    dim: int
+    channels: int
+    offset: int
 
 
 class _Reporter:
@@ -503,6 +512,13 @@ def _parse_values(report: _Reporter, spec: _Spec, v: dict[str, Any]) -> None:
             bad(spec, "in_dim", f"`in_dim` must be an integer or [H, W], got {value!r}")
     if "output" in v and _bool(v["output"]) is None:
         bad(spec, "output", "`output` must be true or false")
+    for key in ("buffer_shift", "buffer_insert"):
+        if key in v:
+            if v[key] == 1 and _is_int(v[key]):
+                setattr(spec, key, 1)
+            else:
+                bad(spec, key, f"`{key}: {v[key]!r}`: edgebuild's buffer moves by one frame per "
+                    f"inference, so `{key}` must be 1")
     _parse_kernel(report, spec, v)
 
 
@@ -559,12 +575,11 @@ def _parse(path: Path) -> tuple[yamlsource.Document, _Reporter, dict, list[_Spec
         raise UserError(document.diagnostic((), "a network description is a mapping with "
                                                 "`arch`, `dataset` and `layers`"))
     top: dict[str, Any] = {}
-    buffers: set[str] = set()
+    buffers: dict[str, _DataBuffer] = {}
     for written, value in data.items():
         key = str(written).lower()
         if key == "data_buffer":
-            items = value if isinstance(value, list) else [value]
-            buffers |= {str(b["name"]) for b in items if isinstance(b, dict) and "name" in b}
+            buffers = _data_buffers(report, written, value)
         if key in _GLOBAL_UNSUPPORTED:
             report.error((written,), f"`{written}`: {_GLOBAL_UNSUPPORTED[key]}")
         elif key in ("bias", "weights"):
@@ -592,8 +607,145 @@ def _parse(path: Path) -> tuple[yamlsource.Document, _Reporter, dict, list[_Spec
     return document, report, top, specs
 
 
-def _order(report: _Reporter, specs: list[_Spec], buffers: set[str] = frozenset()) -> None:
-    """Sequence numbers (default: previous + 1), then `in_sequences` and `next_sequence`."""
+_BUFFER_KEYS = ("name", "processors", "dim", "channels", "offset")
+
+
+def _data_buffers(report: _Reporter, written: str, value: Any) -> dict[str, _DataBuffer]:
+    """The `data_buffer` entries by name, each checked (every problem reported)."""
+    items = value if isinstance(value, list) else [value]
+    found: dict[str, _DataBuffer] = {}
+    for i, item in enumerate(items):
+        loc = (written, i) if isinstance(value, list) else (written,)
+        if not isinstance(item, dict):
+            report.error(loc, f"data_buffer {i}: expected a mapping with {', '.join(_BUFFER_KEYS)}")
+            continue
+        keys = {str(k).lower(): k for k in item}
+        for key in sorted(set(keys) - set(_BUFFER_KEYS)):
+            report.error((*loc, keys[key]), f"data_buffer {i}: unknown key {keys[key]!r} "
+                         f"(allowed: {', '.join(_BUFFER_KEYS)})")
+        missing = [key for key in _BUFFER_KEYS if key not in keys]
+        if missing:
+            report.error(loc, f"data_buffer {i}: missing {', '.join(missing)}")
+            continue
+        raw = {key: item[keys[key]] for key in _BUFFER_KEYS}
+        parsed = {"processors": parse_processor_map(raw["processors"]),
+                  "offset": _offset(raw["offset"]),
+                  "dim": raw["dim"] if _is_int(raw["dim"]) and 2 <= raw["dim"] <= 1024 else None,
+                  "channels": raw["channels"] if _is_int(raw["channels"])
+                  and 1 <= raw["channels"] <= PROCESSORS else None}
+        allowed = {"processors": "a processor map such as 0xffffffff00000000",
+                   "offset": "a byte offset such as 0x7fc4",
+                   "dim": "the number of frames kept, 2 to 1024",
+                   "channels": f"1 to {PROCESSORS} (one pass)"}
+        bad = [key for key, v in parsed.items() if v is None]
+        for key in bad:
+            report.error((*loc, keys[key]), f"data_buffer {i}: `{keys[key]}` {raw[key]!r} "
+                         f"must be {allowed[key]}")
+        name = str(raw["name"]).strip()
+        if name in found or name.lower() in ("input", "stop"):
+            report.error((*loc, keys["name"]), f"data_buffer {i}: name {name!r} is reserved or "
+                         "used twice")
+        elif not bad:
+            found[name] = _DataBuffer(i, name, parsed["processors"], parsed["dim"],
+                                      parsed["channels"], parsed["offset"])
+    return found
+
+
+def _buffer_layers(report: _Reporter, specs: list[_Spec],
+                   buffers: dict[str, _DataBuffer]) -> list[_Spec]:
+    """Each data buffer as one edgebuild `buffer` layer, right after the layer with
+    `buffer_insert` that writes its newest frame; the `buffer_shift` layer that moves it
+    becomes that layer's hardware layer (its placement keys move to it)."""
+    shifts: dict[str, _Spec] = {}
+    for spec in specs:
+        if spec.buffer_shift is None:
+            continue
+        refs = [str(r).strip() for r in spec.refs or ()]
+        if len(refs) != 1 or refs[0] not in buffers:
+            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer reads one data "
+                               f"buffer: `in_sequences` must name one of "
+                               f"{', '.join(buffers) or '(no data_buffer given)'}")
+        elif refs[0] in shifts:
+            report.layer_error(spec, "buffer_shift", f"data buffer {refs[0]!r} is already "
+                               f"shifted by layer {shifts[refs[0]].index}")
+        elif spec.op != "none" or spec.eltwise or spec.pool or spec.act != "none":
+            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer is a Passthrough "
+                               "without pooling, element-wise operation or activation")
+        else:
+            shifts[refs[0]] = spec
+    out: list[_Spec] = []
+    inserted: set[str] = set()
+    for spec in specs:
+        if spec.buffer_shift is not None:
+            continue
+        out.append(spec)
+        if spec.buffer_insert is None:
+            continue
+        target = _inserted_into(report, spec, buffers)
+        if target is None:
+            continue
+        if target.name in inserted:
+            report.layer_error(spec, "buffer_insert", f"data buffer {target.name!r} already has "
+                               "a layer that inserts into it")
+            continue
+        inserted.add(target.name)
+        out.append(_buffer_spec(report, target, shifts.get(target.name), spec))
+    for name, buffer in buffers.items():
+        if name not in inserted:
+            report.error(("data_buffer",), f"data_buffer {buffer.index} ({name!r}): no layer "
+                         "writes into it (`buffer_insert: 1` on the layer that computes each "
+                         "frame's features)")
+    return out
+
+
+def _inserted_into(report: _Reporter, spec: _Spec,
+                   buffers: dict[str, _DataBuffer]) -> _DataBuffer | None:
+    """The data buffer whose newest word the layer's out_offset names (or the only one)."""
+    if spec.out_offset is not None:
+        hits = [b for b in buffers.values() if b.offset + 4 * (b.dim - 1) == spec.out_offset]
+    else:
+        hits = list(buffers.values()) if len(buffers) == 1 else []
+    if len(hits) != 1:
+        newest = ", ".join(f"{b.name} at {b.offset + 4 * (b.dim - 1):#06x}"
+                           for b in buffers.values()) or "no data_buffer given"
+        report.layer_error(spec, "buffer_insert", "`buffer_insert` writes the newest frame of a "
+                           "data buffer, so out_offset must be the buffer's last word ("
+                           f"{newest})")
+        return None
+    return hits[0]
+
+
+def _buffer_spec(report: _Reporter, buffer: _DataBuffer, shift: _Spec | None,
+                 producer: _Spec) -> _Spec:
+    """The synthetic spec of an edgebuild `buffer` layer (op "buffer")."""
+    spec = _Spec(index=shift.index if shift is not None else producer.index, keys={}, raw={})
+    spec.op, spec.yaml_name, spec.length = "buffer", buffer.name, buffer.dim
+    spec.in_channels = buffer.channels
+    spec.processors = buffer.processors
+    spec.out_offset = buffer.offset
+    if shift is None:
+        report.error(("data_buffer",), f"data_buffer {buffer.index} ({buffer.name!r}): no "
+                     "layer shifts it (a Passthrough with `buffer_shift: 1` and `in_sequences: "
+                     f"{buffer.name}` before the layer that inserts into it)")
+        return spec
+    spec.keys = shift.keys
+    for key, value in (("processors", shift.processors), ("out_offset", shift.out_offset)):
+        if value is not None and value != getattr(spec, key):
+            report.layer_error(shift, key, f"the shift of data buffer {buffer.name!r} has "
+                               f"{key} {value:#x}, but the buffer is at {getattr(spec, key):#x}")
+    spec.output_processors = shift.output_processors
+    spec.in_offset = shift.in_offset
+    if shift.in_dim is not None and shift.in_dim not in (buffer.dim - 1, [buffer.dim - 1, 1]):
+        report.layer_error(shift, "in_dim", f"the shift of data buffer {buffer.name!r} moves "
+                           f"its last {buffer.dim - 1} words (dim - 1), not {shift.in_dim}")
+    return spec
+
+
+def _order(report: _Reporter, specs: list[_Spec], buffers: dict[str, _DataBuffer] | None = None
+           ) -> None:
+    """Sequence numbers (default: previous + 1), then data buffers, then `in_sequences` and
+    `next_sequence`."""
+    buffers = buffers or {}
     seq = 0
     by_seq: dict[int, _Spec] = {}
     for spec in specs:
@@ -610,6 +762,10 @@ def _order(report: _Reporter, specs: list[_Spec], buffers: set[str] = frozenset(
         seq += 1
     if [s.seq for s in specs] != sorted(s.seq for s in specs):
         specs.sort(key=lambda s: s.seq)
+    if buffers or any(s.buffer_shift or s.buffer_insert for s in specs):
+        specs[:] = _buffer_layers(report, specs, buffers)
+        kept = {id(s) for s in specs}
+        by_seq = {seq: s for seq, s in by_seq.items() if id(s) in kept}
     position = {id(s): p for p, s in enumerate(specs)}
     names: dict[str, _Spec] = {}
     for spec in specs:
@@ -625,10 +781,7 @@ def _order(report: _Reporter, specs: list[_Spec], buffers: set[str] = frozenset(
             spec.inputs = []
             for ref in spec.refs:
                 target = _resolve(ref, by_seq, names)
-                if target is None and str(ref) in buffers:
-                    report.layer_error(spec, "in_sequences", f"reads the data buffer {ref!r} "
-                                       "(see `data_buffer`: no edgebuild equivalent)")
-                elif target is None:
+                if target is None:
                     report.layer_error(spec, "in_sequences", f"in_sequences entry {ref!r} names "
                                        "no layer (use a layer number, a layer name, -1 or input)")
                 elif target != -1 and position[id(target)] >= p:
@@ -905,6 +1058,8 @@ class _Importer:
     def _layer(self, p: int, spec: _Spec) -> bool:
         name = self.names[p]
         inputs = [self._input_name(i) for i in spec.inputs]
+        if spec.op == "buffer":
+            return self._buffer(p, spec, name, inputs)
         if not self._check_input_keys(p, spec, inputs):
             return False
         inputs = self._in_dim(p, spec, name, inputs)
@@ -1003,6 +1158,16 @@ class _Importer:
         if spec.op == "linear":
             return self._linear(p, spec, name, linked, pool, pool_op)
         return self._conv(p, spec, name, linked, pool, dims)
+
+    def _buffer(self, p: int, spec: _Spec, name: str, inputs: list[str]) -> bool:
+        """A data buffer: its producer's per-frame output (C channels, one value each)."""
+        shape = self.built.shapes[inputs[0]]
+        if shape[0] != spec.in_channels:
+            self.report.layer_error(spec, None, f"data buffer {name!r} has {spec.in_channels} "
+                                    f"channels, but {inputs[0]!r}, which inserts into it, writes "
+                                    f"{shape[0]}")
+            return False
+        return self._emit(p, {"name": name, "op": "buffer", "length": spec.length})
 
     def _no_act(self, spec: _Spec) -> bool:
         if spec.act != "none":
@@ -1846,6 +2011,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         if layer.op == "reshape" and layer.name not in owner:
             owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
     rows = _quant_rows(quant)
+    hw_layers = _shifts_first(hw_layers, nodes, owner)
     records, outputs = [], []
     previous = "input"
     for position, hw in enumerate(hw_layers):
@@ -1854,9 +2020,10 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         members = list({m.name: m for m in members}.values())
         record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
         _export_in_dim(record, members, by_name, nodes)
+        _export_buffer(record, hw, members, hw_layers, nodes, owner)
         records.append(record)
         outputs.append(output)
-        previous = hw["name"]
+        previous = record["name"]
     _export_channels(records, nodes, outputs)
     dataset = manifest.dataset.format if manifest.dataset is not None else "none"
     overwriting = [hw["name"] for hw in hw_layers if hw.get("overwrites_input")]
@@ -1872,6 +2039,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         f"arch: edgebuild_{manifest.name}",
         f"dataset: {getattr(dataset, 'value', dataset)}",
         "",
+        *_data_buffer_lines(hw_layers, nodes),
         "layers:",
     ]
     for position, (record, hw) in enumerate(zip(records, hw_layers, strict=True)):
@@ -1880,6 +2048,64 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         for i, (key, value) in enumerate(record.items()):
             lines.append(("  - " if i == 0 else "    ") + f"{key}: {_export_value(key, value)}")
     return "\n".join(lines) + "\n"
+
+
+def _producer(hw: dict, nodes: dict, owner: dict) -> str:
+    """The hardware layer that inserts a buffer's newest frame (its input's owner)."""
+    source = nodes[hw["name"]].inputs[0]
+    return owner.get(source, source)
+
+
+def _shifts_first(hw_layers: list[dict], nodes: dict, owner: dict) -> list[dict]:
+    """The hardware order: a buffer's shift runs right before the layer that inserts the
+    newest frame (its input), which would otherwise be shifted out at once."""
+    shifts = {_producer(hw, nodes, owner): hw for hw in hw_layers if hw.get("op") == "buffer"}
+    ordered = []
+    for hw in hw_layers:
+        if hw.get("op") == "buffer":
+            continue
+        if hw["name"] in shifts:
+            ordered.append(shifts[hw["name"]])
+        ordered.append(hw)
+    return ordered
+
+
+def _data_buffer_lines(hw_layers: list[dict], nodes: dict) -> list[str]:
+    """The `data_buffer` section: one region per buffer, named after the buffer."""
+    lines = []
+    for hw in hw_layers:
+        if hw.get("op") != "buffer":
+            continue
+        channels, length = nodes[hw["name"]].out_shape
+        processors = _map_value(hw["processors"], f"{hw['name']}.processors")
+        lines += [f"  - processors: 0x{processors:016x}", f"    dim: {length}",
+                  f"    channels: {channels}", f"    offset: 0x{int(hw['out_offset']):04x}",
+                  f"    name: {hw['name']}"]
+    return ["data_buffer:", *lines, ""] if lines else []
+
+
+def _export_buffer(record: dict, hw: dict, members: list, hw_layers: list[dict],
+                   nodes: dict, owner: dict) -> None:
+    """A buffer's hardware layer is its shift (a passthrough of words 1..length-1 one word
+    down); the layer it reads inserts the newest frame; its readers read all `length` words."""
+    buffers = {h["name"]: h for h in hw_layers if h.get("op") == "buffer"}
+    if hw["name"] in buffers:
+        channels, length = nodes[hw["name"]].out_shape
+        names = {h["name"] for h in hw_layers}
+        shift = f"{hw['name']}_shift"
+        while shift in names:
+            shift += "_"
+        record.pop("in_sequences", None)
+        record.update({"name": shift, "in_sequences": hw["name"], "in_channels": channels,
+                       "in_dim": length - 1, "buffer_shift": 1})
+        return
+    if any(_producer(b, nodes, owner) == hw["name"] for b in buffers.values()):
+        record["buffer_insert"] = 1
+    read = [name for m in members for name in m.inputs if name in buffers]
+    if read and "in_dim" not in record:
+        channels, length = nodes[read[0]].out_shape
+        record["in_channels"] = channels
+        record["in_dim"] = length
 
 
 def _export_value(key: str, value: Any) -> str:
@@ -1909,7 +2135,7 @@ def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: s
     concats = [m for m in members if m.op == "concat"]
     pools = [m for m in members if m.op in ("pool1d", "pool2d")]
     allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten",
-               "reshape")
+               "reshape", "buffer")
     unknown = [m.op for m in members if m.op not in allowed]
     if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
         raise UserError(f"export: hardware layer {hw['name']!r} combines "

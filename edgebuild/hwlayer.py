@@ -36,6 +36,13 @@ The device runs a sequence of hardware layers; a manifest layer is not always on
   device with `read_gap` (MAX78002), a tensor also read by one-pass single-input layers is
   written interleaved anyway: those layers skip the gap as they read.
 
+- a `buffer` is a region of data memory that persists across inferences, (C, length) words
+  on its processors. Its hardware layer is the toolchain's `buffer_shift`: a passthrough
+  that moves words 1..length-1 down by one word. It runs right before its producer, which
+  writes the new frame into the last word (`buffer_insert`), so the record reads
+  (C, length - 1) and lists the producer as its input, which fixes its processors. The
+  layers that read the buffer read all `length` words.
+
 Shapes are per sample, channels first: (C,), (C, L) or (C, H, W).
 """
 
@@ -51,7 +58,7 @@ from edgebuild.ops.base import LayerBase, Shape, pair
 WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
 # Layers that copy each channel to the same processor ("operation: none" in the network
 # description): their output processors are their input processors.
-COPY_OPS = ("passthrough", "pool", "concat")
+COPY_OPS = ("passthrough", "pool", "concat", "buffer")
 # Layers that can read a concatenation of their inputs themselves (`in_sequences`).
 CONCAT_READERS = ("conv2d", "conv1d", "conv_transpose2d", "pool1d", "pool2d", "passthrough")
 HW_OPS = WEIGHT_OPS + COPY_OPS + ("add",)
@@ -114,6 +121,11 @@ class HwLayer:
     def concatenates(self) -> bool:
         """Reads its inputs as one concatenated tensor (a concat layer, or one merged)."""
         return self.op == "concat" or self.concat is not None
+
+    @property
+    def persistent(self) -> bool:
+        """Its output is kept across inferences (a buffer's window)."""
+        return self.op == "buffer"
 
     @property
     def depthwise(self) -> bool:
@@ -257,6 +269,9 @@ def _layer(layer, node, front, where, flattened, shapes, bits) -> HwLayer:
                                    "pooled_shape": tuple(node.out_shape)})
     if layer.op == "add":
         return HwLayer(**common | {"eltwise_operands": len(inputs), "eltwise": layer.name})
+    if layer.op == "buffer":
+        shifted = (node.out_shape[0], node.out_shape[1] - 1)
+        return HwLayer(**common | {"in_shape": shifted, "pooled_shape": shifted})
     if layer.op == "concat":
         return HwLayer(**common | {"in_channels": node.out_shape[0],
                                    "in_shape": tuple(node.out_shape),

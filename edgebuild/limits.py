@@ -285,8 +285,16 @@ def _weight_bits(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
                   f"supported on {ctx.profile.name} (allowed: {_listing(allowed)})")
 
 
+def _buffer(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
+    """A buffer's window is moved by one passthrough, one word per frame: one pass."""
+    if layer.persistent and layer.in_channels > ctx.profile.processors:
+        yield Problem(ctx.at(layer), f"layer {layer.name!r}: a buffer of {layer.in_channels} "
+                      f"channels needs several passes, but {ctx.profile.name} shifts a buffer in "
+                      f"one pass: at most {ctx.profile.processors} channels")
+
+
 LAYER_RULES: tuple[Rule, ...] = (_op, _conv2d, _conv1d, _conv_transpose2d, _pool, _unfused_pool, _channels,
-                                 _dimensions, _linear, _eltwise, _concat, _weight_bits)
+                                 _dimensions, _linear, _eltwise, _concat, _weight_bits, _buffer)
 
 
 # --- whole-model rules --------------------------------------------------------------------

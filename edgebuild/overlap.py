@@ -21,9 +21,12 @@ optional pool (window P, stride SP) comes first, then the operation's taps:
 - pass-through, pool, add, concatenation: output o reads pooled o;
 - linear: its one output reads every input.
 
-Only layers whose input takes one pass and whose output takes one pass (or one 32-bit value
-per pixel) are modelled; the order of a multi-pass layer's words is not described by the
-manual, so such an overlap is refused.
+An input read in several passes keeps its words pixel by pixel, the passes of one pixel in
+consecutive words (the manual's "Multi-Pass": memory 0 holds channels 0-3 in the first word,
+64-67 in the second, ...), and each output pixel reads every pass of the input pixels it
+needs, so input entry e belongs to pixel e // passes. Outputs must take one pass (or one
+32-bit value per pixel): the manual does not say in which order a multi-pass output is
+written, so such an overlap is refused.
 """
 
 from __future__ import annotations
@@ -75,21 +78,22 @@ def clash(layer: HwLayer, written, read, out_pixels: int, in_pixels: int
           ) -> tuple[int, int] | None:
     """None when `layer` writing region `written` (its output, in one data memory instance,
     one pass or one 32-bit value per pixel) over region `read` (one of its inputs, same
-    instance, one pass) never destroys a value it still reads; else the first (output
-    pixel, input pixel) it writes over too early. Regions are edgebuild.placement.Region
-    records."""
-    if written.count % out_pixels or read.count != in_pixels:
-        raise ValueError("overlap.clash models one pass per tensor (see the module doc)")
+    instance, any number of passes) never destroys a value it still reads; else the first
+    (output pixel, input pixel) it writes over too early. Regions are
+    edgebuild.placement.Region records."""
+    if written.count % out_pixels or read.count % in_pixels:
+        raise ValueError("overlap.clash needs whole pixels in both regions (see the module doc)")
     per = written.count // out_pixels  # entries per output pixel
+    passes = read.count // in_pixels  # entries per input pixel
     last = last_reader(layer)
     i = np.repeat(np.arange(out_pixels, dtype=np.int64), per)
     first = written.start + written.stride * np.arange(written.count, dtype=np.int64)
     low = np.maximum(0, (first - read.width - read.start) // read.stride + 1)
-    high = np.minimum(in_pixels - 1, (first + written.width - 1 - read.start) // read.stride)
+    high = np.minimum(read.count - 1, (first + written.width - 1 - read.start) // read.stride)
     worst = None
     for k in range(int(np.max(high - low, initial=-1)) + 1):
-        j = low + k
-        bad = np.flatnonzero((j <= high) & (last[np.minimum(j, in_pixels - 1)] > i))
+        j = (low + k) // passes  # the input pixel of the entry written over
+        bad = np.flatnonzero((low + k <= high) & (last[np.minimum(j, in_pixels - 1)] > i))
         if bad.size and (worst is None or bad[0] < worst[0]):
             worst = (int(bad[0]), int(j[bad[0]]))
     return None if worst is None else (int(i[worst[0]]), worst[1])

@@ -116,8 +116,9 @@ class LayerPlan:
 class Region:
     """The words of one tensor in one data memory instance: `count` entries of `width`
     bytes, `stride` bytes apart from byte `start`; needed from step `first` (the layer that
-    writes it; -1 = loaded before the network runs) to step `last` (its last reader; the
-    number of layers for the model output)."""
+    writes it; -1 = loaded before the network runs, or a buffer's window kept from earlier
+    inferences) to step `last` (its last reader; the number of layers for the model output
+    and for a buffer's window)."""
 
     tensor: str
     instance: int
@@ -333,6 +334,7 @@ class _Tensor:
     gap: int = 0
     group: str = ""  # union-find root (tensors that share one base offset)
     delta: int = 0  # byte offset from the group's base
+    persistent: bool = False  # a buffer's window: needed before the first step and after the last
 
 
 class _Planner:
@@ -689,7 +691,8 @@ class _Planner:
         chw = self.data_format() == "CHW"
         tensors = {INPUT: _Tensor(INPUT, tuple(self.manifest.model.input), -1, chw=chw)}
         for i, layer in enumerate(self.layers):
-            tensors[layer.name] = _Tensor(layer.name, layer.out_shape, i, wide=layer.wide)
+            tensors[layer.name] = _Tensor(layer.name, layer.out_shape, i, wide=layer.wide,
+                                          persistent=layer.persistent)
         for i, layer in enumerate(self.layers):
             for slot, source in enumerate(layer.inputs):
                 tensors[source].readers.append((i, slot))
@@ -708,6 +711,8 @@ class _Planner:
             if layer.concatenates and not n:
                 for source in layer.inputs[1:]:
                     self._join(layer, layer.inputs[0], source, 0)
+            if layer.persistent:  # the producer writes the newest frame into the last word
+                self._join(layer, layer.name, layer.inputs[0], WORD * (layer.out_shape[1] - 1))
         for layer in self.layers:
             given = self.given(layer.name, "write_gap")
             gap = self.tensors[layer.name].gap
@@ -776,10 +781,10 @@ class _Planner:
         return groups
 
     def _first(self, members: list[_Tensor]) -> int:
-        return min(t.producer for t in members)
+        return -1 if any(t.persistent for t in members) else min(t.producer for t in members)
 
     def _last(self, tensor: _Tensor) -> int:
-        if tensor.producer == len(self.layers) - 1:
+        if tensor.producer == len(self.layers) - 1 or tensor.persistent:
             return len(self.layers)  # the model output stays
         return max((step for step, _ in tensor.readers), default=tensor.producer)
 
@@ -808,7 +813,8 @@ class _Planner:
     def _group_regions(self, members: list[_Tensor], base: int) -> list[Region]:
         """Each member is needed from its own producer to its own last reader: a member
         written later may reuse bytes that are free until then."""
-        return [r for t in members for r in self._regions(t, base, t.producer, self._last(t))]
+        return [r for t in members for r in self._regions(
+            t, base, -1 if t.persistent else t.producer, self._last(t))]
 
     def _place_group(self, root: str, members: list[_Tensor]) -> None:
         fixed = self._fixed_base(members)
@@ -846,10 +852,15 @@ class _Planner:
             if value is not None:
                 yield value, ("placement", tensor.name, "out_offset"), \
                     f"layer {tensor.name!r}: out_offset"
+        if tensor.persistent:  # the shift reads words 1..length-1 of the window
+            value = self.given(tensor.name, "in_offset")
+            if value is not None:
+                yield value - WORD, ("placement", tensor.name, "in_offset"), \
+                    f"buffer {tensor.name!r}: in_offset {value:#x} - 4, i.e."
         for step, slot in tensor.readers:
             reader = self.layers[step]
             value = self.given(reader.name, "in_offset")
-            if slot == 0 and value is not None:
+            if slot == 0 and value is not None and not reader.persistent:
                 yield value, ("placement", reader.name, "in_offset"), \
                     f"layer {reader.name!r}: in_offset"
 
@@ -887,11 +898,13 @@ class _Planner:
         if read.tensor not in layer.inputs:
             return self._overlap(region, other)
         source, result = self.tensors[read.tensor], self.tensors[out.tensor]
-        single = (not source.chw and read.count == pixels(source.shape)
+        single = (not source.chw and read.count % pixels(source.shape) == 0
+                  and (source.gap == 0 or read.count == pixels(source.shape))
                   and (result.wide or out.count == pixels(result.shape)))
         if not single:
             return self._overlap(region, other) + (
-                "; an output may overwrite its own input only when both take one pass")
+                "; an output may overwrite its own input only when it takes one pass and its "
+                "input is plain HWC data")
         found = clash(layer, out, read, pixels(result.shape), pixels(source.shape))
         if found is None:
             return None
@@ -903,7 +916,8 @@ class _Planner:
         return self.layers[0].name if region.tensor == INPUT else region.tensor
 
     def _overlap(self, region: Region, other: Region) -> str:
-        until = ("it is the model output" if other.last >= len(self.layers) else
+        until = ("a buffer keeps it across inferences" if self.tensors[other.tensor].persistent
+                 else "it is the model output" if other.last >= len(self.layers) else
                  f"layer {self.layers[other.last].name!r} still reads it")
         owner = "the model input" if other.tensor == INPUT else f"the output of {other.tensor!r}"
         return (f"layer {self._writer(region)!r}: output {region.tensor!r} at "
@@ -911,12 +925,16 @@ class _Planner:
                 f"overwrites {owner} at {_bytes(other.start, other.end)} ({until})")
 
     def _choose(self, members: list[_Tensor], alive: list[Region]) -> int | None:
-        """Ping-pong first, then the lowest offset where the group fits."""
+        """Ping-pong first (a buffer's window: the top of memory, out of the way of the
+        ping-pong halves), then the lowest offset where the group fits."""
         size = self.profile.data_memory.instance_bytes
         probe = self._group_regions(members, 0)
         instances = {r.instance for r in probe}
         ends = sorted({r.end for r in alive if r.instance in instances})
-        for base in [self._ping_pong(members), 0, size // 2, *ends]:
+        candidates = [self._ping_pong(members), 0, size // 2, *ends]
+        if any(t.persistent for t in members):  # a window kept forever: the top of memory
+            candidates.insert(0, (size - max(r.end for r in probe)) // WORD * WORD)
+        for base in candidates:
             regions = self._group_regions(members, base)
             if all(r.end <= size for r in regions) and not any(
                     _clash(r, other) for r in regions for other in alive):
@@ -1073,7 +1091,8 @@ class _Planner:
         return LayerPlan(
             name=layer.name, members=layer.members, op=layer.op, inputs=layer.inputs,
             processors=procs, output_processors=outs,
-            in_offset=self.offset(layer.inputs[0]), out_offset=self.offset(layer.name),
+            in_offset=self.offset(layer.name) + WORD if layer.persistent else
+            self.offset(layer.inputs[0]), out_offset=self.offset(layer.name),
             data_format=self.data_format() if i == 0 else "HWC",
             write_gap=self.tensors[layer.name].gap,
             bias_group=None if bias is None else bias.group,

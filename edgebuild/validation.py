@@ -76,7 +76,8 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
                      for suffix, message in found]
     if manifest.kat is not None:
         try:
-            knownanswer.read(base, manifest.kat, tuple(manifest.model.input),
+            knownanswer.read(base, manifest.kat,
+                             graphs.sample_shape(manifest.model.input, manifest.model.layers),
                              tuple(graph.output.out_shape))
         except knownanswer.KatFileError as exc:
             problems.append(document.diagnostic(("kat",), str(exc)))

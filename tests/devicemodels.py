@@ -32,3 +32,18 @@ def hardware(document: dict, placed=()):
     hw = map_layers(layers, graph, bits, placed, processors=profile.processors,
                     read_gap=profile.limits.read_gap)
     return manifest, hw, profile
+
+
+def resolve(document: dict, placed=()):
+    """(hardware layers, limit problems, placement or None, placement problems)."""
+    from edgebuild import limits, placement
+
+    manifest, hw, profile = hardware(document, placed)
+    return hw, limits.check(hw, manifest, profile), *placement.resolve(hw, manifest, profile)
+
+
+def placed_ok(document: dict, placed=()):
+    """The placement of a document that must have no problem at all."""
+    _, found, result, problems = resolve(document, placed)
+    assert found == [] and problems == [], found + problems
+    return result

@@ -205,3 +205,59 @@ def test_dataset_frames_must_fit_the_model(tmp_path):
     path.write_text(path.read_text().replace("    frames: 7\n", "").replace("  frames: 7\n", ""))
     result = run_cli(["check"], root)
     assert result.returncode == 2 and "set dataset.frames: 5" in result.stderr
+
+
+# --- on a MAX7800x: the buffer is a region of data memory kept across inferences ------------
+
+def device_model(channels: int = 32, length: int = 10, **sections) -> dict:
+    from devicemodels import model
+
+    return model([{"name": "f1", "op": "conv1d", "out": 16, "kernel": 3, "pad": 1, "act": "relu"},
+                  {"name": "f2", "op": "conv1d", "out": channels, "kernel": 5, "act": "relu",
+                   "pool": {"mode": "max", "size": 2}},
+                  {"name": "w", "op": "buffer", "length": length},
+                  {"name": "t1", "op": "conv1d", "out": 16, "kernel": 3, "act": "relu"},
+                  {"name": "t2", "op": "conv1d", "out": 4, "kernel": length - 2, "wide": True}],
+                 input_shape=(6, 10), **sections)
+
+
+def test_the_buffer_is_a_shift_layer_reading_its_producer():
+    from devicemodels import hardware
+
+    _, hw, _ = hardware(device_model())
+    layer = next(h for h in hw if h.name == "w")
+    assert (layer.op, layer.inputs, layer.in_shape, layer.out_shape) == \
+        ("buffer", ("f2",), (32, 9), (32, 10))
+    assert layer.persistent and not layer.has_weights
+
+
+def test_automatic_placement_keeps_the_window_at_the_top_of_memory():
+    from devicemodels import placed_ok
+
+    placed = placed_ok(device_model())
+    window, producer = placed.layer("w"), placed.layer("f2")
+    assert window.out_offset == 0x8000 - 4 * 10 and window.in_offset == window.out_offset + 4
+    assert producer.out_offset == window.out_offset + 4 * 9  # the newest frame: the last word
+    assert producer.output_processors == window.processors == window.output_processors
+    region = next(r for r in placed.data if r.tensor == "w")
+    assert (region.first, region.last) == (-1, len(placed.layers))  # kept across inferences
+
+
+def test_given_buffer_offsets_are_checked():
+    from devicemodels import resolve
+
+    sections = {"placement": {"w": {"out_offset": 0x7000, "in_offset": 0x7008}}}
+    _, _, _, problems = resolve(device_model(**sections))
+    assert any("buffer 'w': in_offset 0x7008 - 4, i.e. 0x7004 conflicts with layer 'w': "
+               "out_offset 0x7000" in p.message for p in problems), problems
+
+
+def test_a_buffer_over_64_channels_is_refused():
+    from devicemodels import hardware
+
+    from edgebuild import limits
+
+    manifest, hw, profile = hardware(device_model(channels=80))
+    found = [p.message for p in limits.check(hw, manifest, profile)]
+    assert "layer 'w': a buffer of 80 channels needs several passes, but max78000 shifts a " \
+           "buffer in one pass: at most 64 channels" in found

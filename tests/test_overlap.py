@@ -98,17 +98,20 @@ def _raster(x, spatial) -> int:
     return index
 
 
-def simulate(hw: HwLayer, written: Region, read: Region) -> bool:
-    """Whether computing in raster order over these regions reads only intact input."""
+def simulate(hw: HwLayer, written: Region, read: Region, passes: int = 1) -> bool:
+    """Whether computing in raster order over these regions reads only intact input; an
+    input in several passes keeps each pixel's passes in consecutive entries."""
     owner = {}
-    for j in range(read.count):
+    for e in range(read.count):
         for b in range(read.width):
-            owner[read.start + read.stride * j + b] = j
+            owner[read.start + read.stride * e + b] = e
     per = written.count // max(1, _count(hw.out_shape[1:]))
     for i, taps in enumerate(reads(hw)):
         for j in taps:
-            if any(owner.get(read.start + read.stride * j + b) != j for b in range(read.width)):
-                return False
+            for e in range(j * passes, (j + 1) * passes):
+                if any(owner.get(read.start + read.stride * e + b) != e
+                       for b in range(read.width)):
+                    return False
         for k in range(i * per, (i + 1) * per):
             for b in range(written.width):
                 owner[written.start + written.stride * k + b] = None
@@ -132,8 +135,10 @@ LAYERS = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(spec=LAYERS, h=st.integers(3, 7), w=st.integers(3, 7), delta=st.integers(-60, 60),
-       gap_in=st.integers(0, 1), gap_out=st.integers(0, 1), wide=st.booleans())
-def test_clash_matches_a_brute_force_simulation(spec, h, w, delta, gap_in, gap_out, wide):
+       gap_in=st.integers(0, 1), gap_out=st.integers(0, 1), wide=st.booleans(),
+       passes=st.sampled_from([1, 1, 2, 3]))
+def test_clash_matches_a_brute_force_simulation(spec, h, w, delta, gap_in, gap_out, wide,
+                                                passes):
     op, options = spec
     shape = (4, h) if op == "conv1d" else (4, h, w)
     if op == "pool" and min(shape[1:]) < options["pool"]:
@@ -141,13 +146,14 @@ def test_clash_matches_a_brute_force_simulation(spec, h, w, delta, gap_in, gap_o
     hw = layer(op, shape, **options)
     in_pixels, out_pixels = _count(shape[1:]), max(1, _count(hw.out_shape[1:]))
     base = 400
-    read = Region("x", 0, base, 4 * (gap_in + 1), in_pixels, 4, -1, 0)
+    gap_in = gap_in if passes == 1 else 0
+    read = Region("x", 0, base, 4 * (gap_in + 1), in_pixels * passes, 4, -1, 0)
     if wide:  # a 32-bit value per pixel: four consecutive words
         written = Region("l", 0, base + 4 * delta, 4, 4 * out_pixels, 4, 0, 1)
     else:
         written = Region("l", 0, base + 4 * delta, 4 * (gap_out + 1), out_pixels, 4, 0, 1)
     assert (clash(hw, written, read, out_pixels, in_pixels) is None) == \
-        simulate(hw, written, read), (op, options, shape, delta)
+        simulate(hw, written, read, passes), (op, options, shape, delta, passes)
 
 
 def test_last_reader_is_the_last_output_reading_each_input():

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from devicemodels import conv, hardware, model
+from devicemodels import conv, model, placed_ok, resolve
 
-from edgebuild import limits, placement
+from edgebuild import placement
 from edgebuild.placement import FIELDS, Region, collide
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "manifests"
@@ -45,17 +45,6 @@ RESIDUAL = {
         {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]},
     "target": {"device": "max78000"},
 }
-
-
-def resolve(document: dict, placed=()):
-    manifest, hw, profile = hardware(document, placed)
-    return hw, limits.check(hw, manifest, profile), *placement.resolve(hw, manifest, profile)
-
-
-def placed_ok(document: dict, placed=()) -> placement.Placement:
-    _, found, result, problems = resolve(document, placed)
-    assert found == [] and problems == [], found + problems
-    return result
 
 
 def problems(document: dict) -> list[placement.Problem]:

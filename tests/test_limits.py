@@ -299,7 +299,7 @@ def test_unsupported_op_is_named():
     assert found == [limits.Problem(("model", "layers", 1, "op"), (
         "layer 'flat': a flatten that does not feed a linear layer (the hardware flattens inside "
         "the linear layer) cannot run on max78000 (it runs conv2d, conv1d, conv_transpose2d, "
-        "linear, passthrough, pool, concat, add)"))]
+        "linear, passthrough, pool, concat, buffer, add)"))]
 
 
 def test_dimension_limit():

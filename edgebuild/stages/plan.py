@@ -227,6 +227,6 @@ def _check_budgets(ctx: Context, plan: dict) -> None:
         raise UserError(problems)
 
 
-STAGE = Stage("plan", 4, ("validate", "quantize"), config, run,
+STAGE = Stage("plan", 5, ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets; device placement",
               exports=("ai8x/network.yaml",))

@@ -2011,7 +2011,9 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         if layer.op == "reshape" and layer.name not in owner:
             owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
     rows = _quant_rows(quant)
-    hw_layers = _shifts_first(hw_layers, nodes, owner)
+    producers = _buffer_producers(hw_layers, nodes, owner)
+    hw_layers = _shifts_first(hw_layers, producers)
+    taken = {hw["name"] for hw in hw_layers}
     records, outputs = [], []
     previous = "input"
     for position, hw in enumerate(hw_layers):
@@ -2020,7 +2022,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         members = list({m.name: m for m in members}.values())
         record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
         _export_in_dim(record, members, by_name, nodes)
-        _export_buffer(record, hw, members, hw_layers, nodes, owner)
+        _export_buffer(record, hw, members, producers, taken, nodes)
         records.append(record)
         outputs.append(output)
         previous = record["name"]
@@ -2039,7 +2041,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         f"arch: edgebuild_{manifest.name}",
         f"dataset: {getattr(dataset, 'value', dataset)}",
         "",
-        *_data_buffer_lines(hw_layers, nodes),
+        *_data_buffer_lines(hw_layers, producers, nodes),
         "layers:",
     ]
     for position, (record, hw) in enumerate(zip(records, hw_layers, strict=True)):
@@ -2050,31 +2052,37 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _producer(hw: dict, nodes: dict, owner: dict) -> str:
-    """The hardware layer that inserts a buffer's newest frame (its input's owner)."""
-    source = nodes[hw["name"]].inputs[0]
-    return owner.get(source, source)
-
-
-def _shifts_first(hw_layers: list[dict], nodes: dict, owner: dict) -> list[dict]:
-    """The hardware order: a buffer's shift runs right before the layer that inserts the
-    newest frame (its input), which would otherwise be shifted out at once."""
-    shifts = {_producer(hw, nodes, owner): hw for hw in hw_layers if hw.get("op") == "buffer"}
-    ordered = []
+def _buffer_producers(hw_layers: list[dict], nodes: dict, owner: dict) -> dict[str, str]:
+    """Each buffer's hardware layer -> the hardware layer that inserts its newest frame."""
+    found = {}
     for hw in hw_layers:
         if hw.get("op") == "buffer":
+            source = nodes[hw["name"]].inputs[0]
+            found[hw["name"]] = owner.get(source, source)
+    return found
+
+
+def _shifts_first(hw_layers: list[dict], producers: dict[str, str]) -> list[dict]:
+    """The hardware order: a buffer's shift runs right before the layer that inserts the
+    newest frame (its input), which would otherwise be shifted out at once."""
+    shift_of = {producer: buffer for buffer, producer in producers.items()}
+    by_name = {hw["name"]: hw for hw in hw_layers}
+    ordered = []
+    for hw in hw_layers:
+        if hw["name"] in producers:
             continue
-        if hw["name"] in shifts:
-            ordered.append(shifts[hw["name"]])
+        if hw["name"] in shift_of:
+            ordered.append(by_name[shift_of[hw["name"]]])
         ordered.append(hw)
     return ordered
 
 
-def _data_buffer_lines(hw_layers: list[dict], nodes: dict) -> list[str]:
+def _data_buffer_lines(hw_layers: list[dict], producers: dict[str, str],
+                       nodes: dict) -> list[str]:
     """The `data_buffer` section: one region per buffer, named after the buffer."""
     lines = []
     for hw in hw_layers:
-        if hw.get("op") != "buffer":
+        if hw["name"] not in producers:
             continue
         channels, length = nodes[hw["name"]].out_shape
         processors = _map_value(hw["processors"], f"{hw['name']}.processors")
@@ -2084,24 +2092,22 @@ def _data_buffer_lines(hw_layers: list[dict], nodes: dict) -> list[str]:
     return ["data_buffer:", *lines, ""] if lines else []
 
 
-def _export_buffer(record: dict, hw: dict, members: list, hw_layers: list[dict],
-                   nodes: dict, owner: dict) -> None:
+def _export_buffer(record: dict, hw: dict, members: list, producers: dict[str, str],
+                   taken: set[str], nodes: dict) -> None:
     """A buffer's hardware layer is its shift (a passthrough of words 1..length-1 one word
     down); the layer it reads inserts the newest frame; its readers read all `length` words."""
-    buffers = {h["name"]: h for h in hw_layers if h.get("op") == "buffer"}
-    if hw["name"] in buffers:
+    if hw["name"] in producers:
         channels, length = nodes[hw["name"]].out_shape
-        names = {h["name"] for h in hw_layers}
         shift = f"{hw['name']}_shift"
-        while shift in names:
+        while shift in taken:
             shift += "_"
         record.pop("in_sequences", None)
         record.update({"name": shift, "in_sequences": hw["name"], "in_channels": channels,
                        "in_dim": length - 1, "buffer_shift": 1})
         return
-    if any(_producer(b, nodes, owner) == hw["name"] for b in buffers.values()):
+    if hw["name"] in producers.values():
         record["buffer_insert"] = 1
-    read = [name for m in members for name in m.inputs if name in buffers]
+    read = [name for m in members for name in m.inputs if name in producers]
     if read and "in_dim" not in record:
         channels, length = nodes[read[0]].out_shape
         record["in_channels"] = channels

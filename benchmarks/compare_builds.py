@@ -35,7 +35,10 @@ import sys
 tree = sys.argv.pop(1)
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, tree)
+import edgebuild
 from edgebuild.cli import main
+if not edgebuild.__file__.startswith(tree):
+    sys.exit(f"edgebuild imported from {edgebuild.__file__}, not from {tree}")
 sys.exit(main(sys.argv[1:]))
 """
 PRIVATE = (".state",)

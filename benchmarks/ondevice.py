@@ -35,7 +35,8 @@ def build(project: Path, names) -> None:
 
 def budget_sweep(project: Path, name: str, choices: list[dict]) -> list[str]:
     """Budgets between the choices' needs: the chosen layers' memory must fit each."""
-    from edgebuild import ondevice, validation
+    from edgebuild.ondevice import trainable as ondevice
+    from edgebuild.pipeline import validation
 
     misses = []
     path = project / "manifests" / f"{name}.yaml"
@@ -54,7 +55,7 @@ def budget_sweep(project: Path, name: str, choices: list[dict]) -> list[str]:
             continue
         finally:
             probe.unlink()
-        from edgebuild import folding
+        from edgebuild.model import folding
 
         layers, _ = folding.fold_layers(checked.manifest.model.layers)
         spec = checked.manifest.ondevice

@@ -16,8 +16,8 @@ BUDGETS = (4096, 8192, 16384, 32768)
 
 
 def plan_for(checked, l1: int, double_buffer: bool) -> tuple[dict | None, list, float]:
-    from edgebuild import folding
-    from edgebuild.stages.plan import make_plan, tile_steps
+    from edgebuild.model import folding
+    from edgebuild.pipeline.stages.plan import make_plan, tile_steps
 
     start = time.perf_counter()
     manifest = checked.manifest
@@ -28,7 +28,7 @@ def plan_for(checked, l1: int, double_buffer: bool) -> tuple[dict | None, list, 
 
 
 def main() -> int:
-    from edgebuild import validation
+    from edgebuild.pipeline import validation
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--double-buffer", action=argparse.BooleanOptionalAction, default=True)

@@ -54,9 +54,11 @@ def timed(run_epochs) -> float:
 
 
 def main() -> int:
-    from edgebuild import network, training, validation
-    from edgebuild.ops.base import Mode
-    from edgebuild.stages.data import quantize
+    from edgebuild.ops.operator import Mode
+    from edgebuild.pipeline import validation
+    from edgebuild.pipeline.stages.data import quantize
+    from edgebuild.train import loop as training
+    from edgebuild.train import network
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)

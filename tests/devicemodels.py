@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from edgebuild import device, policy
-from edgebuild import graph as graphs
-from edgebuild.folding import fold_layers
-from edgebuild.hwlayer import map_layers
 from edgebuild.manifest import Manifest
+from edgebuild.model import graph as graphs
+from edgebuild.model import policy
+from edgebuild.model.folding import fold_layers
+from edgebuild.targets.max7800x import profile as device
+from edgebuild.targets.max7800x.hwlayer import map_layers
 
 
 def conv(name: str, out: int, **fields) -> dict:
@@ -36,7 +37,7 @@ def hardware(document: dict, placed=()):
 
 def resolve(document: dict, placed=()):
     """(hardware layers, limit problems, placement or None, placement problems)."""
-    from edgebuild import limits, placement
+    from edgebuild.targets.max7800x import limits, placement
 
     manifest, hw, profile = hardware(document, placed)
     return hw, limits.check(hw, manifest, profile), *placement.resolve(hw, manifest, profile)

@@ -39,7 +39,7 @@ def test_imported_model_reproduces_the_toolchains_known_answer(project):
 
 
 def test_device_number_format_in_quantized_weights(project):
-    from edgebuild import arrays
+    from edgebuild.core import arrays
 
     build = project / "build" / "digits_max78000"
     quant = json.loads((build / "quantize" / "quant.json").read_text())

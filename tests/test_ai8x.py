@@ -1,4 +1,4 @@
-"""edgebuild.ai8x: MAX7800x network descriptions (ai8x-synthesis YAML) in and out.
+"""edgebuild.targets.max7800x.ai8x: MAX7800x network descriptions (ai8x-synthesis YAML) in and out.
 
 Fixtures (tests/data/ai8x/, see its README): a published quantized MAX78000 model with the
 toolchain's known answer, twelve real network descriptions and the manual's three examples.
@@ -15,9 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebuild import ai8x, arrays, folding, validation, yamlsource
-from edgebuild import graph as graphs
-from edgebuild.errors import UserError
+from edgebuild.core import arrays
+from edgebuild.core import document as yamlsource
+from edgebuild.core.errors import UserError
+from edgebuild.model import folding
+from edgebuild.model import graph as graphs
+from edgebuild.pipeline import validation
+from edgebuild.targets.max7800x import ai8x
 
 DATA = Path(__file__).resolve().parent / "data" / "ai8x"
 MODEL = DATA / "mnist-extrasmall"
@@ -131,8 +135,8 @@ def test_mnist_extrasmall_weights_are_the_toolchains(tmp_path):
 
 
 def test_mnist_extrasmall_reference_reproduces_the_known_answer(tmp_path):
-    from edgebuild.ops.base import QuantParams
-    from edgebuild.quantized import QuantizedModel, run_reference
+    from edgebuild.model.quantized import QuantizedModel, run_reference
+    from edgebuild.ops.operator import QuantParams
 
     result = import_model(tmp_path, name="mnist_xs")
     manifest, _ = parsed(result.manifest)
@@ -559,7 +563,7 @@ def synthetic_checkpoint(path: Path, arch: str, manifest, graph, seed: int = 0) 
     layout, integer weights, raw biases = int8 x 2^(bits-1), output_shift, weight_bits)."""
     import torch
 
-    from edgebuild.imported import expected_shape
+    from edgebuild.model.imported import expected_shape
 
     rng = np.random.default_rng(seed)
     nodes = {node.name: node for node in graph.nodes}
@@ -601,7 +605,8 @@ def test_real_description_with_a_checkpoint_validates(tmp_path, name):
 
 def camvid_placement(tmp_path: Path, edit=None):
     """(placement, problems) of the imported CamVid UNet, its manifest text edited."""
-    from edgebuild import accelerator, policy
+    from edgebuild.model import policy
+    from edgebuild.targets.max7800x import layout as accelerator
 
     result = import_with_checkpoint(tmp_path, "camvid-unet-large.yaml")
     text = result.manifest.read_text()
@@ -1099,7 +1104,7 @@ def residual_on(device: str):
     """The residual model of test_placement (conv1 feeds conv2 and the add) on `device`."""
     from devicemodels import conv, hardware
 
-    from edgebuild import placement
+    from edgebuild.targets.max7800x import placement
 
     document = {"name": "res", "target": {"device": device}, "model": {
         "input": [3, 8, 8], "layers": [

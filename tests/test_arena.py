@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgebuild import arena
+from edgebuild.memory import arena
 
 
 @st.composite

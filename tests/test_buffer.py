@@ -18,11 +18,11 @@ import pytest
 import torch
 from conftest import build_json, run_cli
 
-from edgebuild import graph as graphs
-from edgebuild.datasets.source import DataFileError, framed, framed_shape
+from edgebuild.data.dataset import DataFileError, framed, framed_shape
 from edgebuild.manifest import Model
-from edgebuild.network import Net
-from edgebuild.ops.base import Mode
+from edgebuild.model import graph as graphs
+from edgebuild.ops.operator import Mode
+from edgebuild.train.network import Net
 
 
 def layers(*specs):
@@ -170,7 +170,8 @@ def test_c_keeps_the_window_across_inferences(tmp_path):
     assert report["c_vs_reference"]["mismatches"] == 0 and report["c_vs_reference"]["samples"] > 0
     assert report["memory"]["state_bytes"] == 12 * 5
 
-    from edgebuild import quantized, validation
+    from edgebuild.model import quantized
+    from edgebuild.pipeline import validation
 
     checked = validation.load(root / "manifests" / "stream.yaml")
     model = quantized.load(root / "build" / "stream" / "quantize", checked.manifest)
@@ -255,7 +256,7 @@ def test_given_buffer_offsets_are_checked():
 def test_a_buffer_over_64_channels_is_refused():
     from devicemodels import hardware
 
-    from edgebuild import limits
+    from edgebuild.targets.max7800x import limits
 
     manifest, hw, profile = hardware(device_model(channels=80))
     found = [p.message for p in limits.check(hw, manifest, profile)]

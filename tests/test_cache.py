@@ -1,4 +1,4 @@
-"""Unit tests of the content-hash cache (DESIGN §4), using edgebuild.cache directly."""
+"""Unit tests of the content-hash cache (DESIGN §4), using edgebuild.pipeline.cache directly."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild import cache as caches
-from edgebuild.cache import Cache
+from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline.cache import Cache
 
 MATERIAL = {"stage": "data", "version": 1,
             "config": {"seed": 1, "dataset": {"format": "npz", "split": {"val": 0.1, "test": 0.2}}},
@@ -379,7 +379,7 @@ def test_file_digest_works_with_unwritable_cache(tmp_path):
 
 
 def test_ensure_writable_reports_a_user_error(tmp_path):
-    from edgebuild.errors import UserError
+    from edgebuild.core.errors import UserError
 
     blocker = tmp_path / "afile"
     blocker.write_text("")

@@ -314,6 +314,6 @@ def test_cache_needs_an_action(tmp_path):
 def test_until_choices_are_the_registered_stages():
     """`build --until` offers exactly the pipeline's stages, in order (ondevice included)."""
     from edgebuild import cli
-    from edgebuild.stages import STAGES
+    from edgebuild.pipeline.stages import STAGES
 
     assert list(cli.STAGE_NAMES) == list(STAGES)

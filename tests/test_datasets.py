@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgebuild.datasets import FORMATS, digits, idx, npz, ts
-from edgebuild.datasets.source import DataFileError, PackageFile, resolve
+from edgebuild.data import FORMATS, digits, idx, npz, ts
+from edgebuild.data.dataset import DataFileError, PackageFile, resolve
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 VOWELS = "datasets/data/JapaneseVowels/JapaneseVowels_eq_{}.ts"

@@ -101,7 +101,7 @@ def test_training_is_deterministic(project, tmp_path):
 
 NAN_AT_EPOCH_3 = """
 import math, sys
-import edgebuild.training as training
+import edgebuild.train.loop as training
 real_epoch, calls = training._epoch, []
 def epoch(*args, **kwargs):
     calls.append(1)

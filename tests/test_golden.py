@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgebuild import codegen, folding, quantized
+from edgebuild.codegen import project as codegen
 from edgebuild.manifest import Manifest
-from edgebuild.ops.base import QuantParams
-from edgebuild.stages.plan import make_plan
+from edgebuild.model import folding, quantized
+from edgebuild.ops.operator import QuantParams
+from edgebuild.pipeline.stages.plan import make_plan
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny"
 

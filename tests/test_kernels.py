@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from kernel_abi import I8, I32, ConvParams, PoolParams, layout_probe
 
-from edgebuild import numerics
+from edgebuild.core import numerics
 from edgebuild.ops import add as add_op
-from edgebuild.ops.base import FusedPool
 from edgebuild.ops.conv import reference_conv
 from edgebuild.ops.conv_transpose2d import reference_conv_transpose
+from edgebuild.ops.operator import FusedPool
 from edgebuild.ops.pooling import reference_pool, windows
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"

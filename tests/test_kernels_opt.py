@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
-from edgebuild import numerics
+from edgebuild.core import numerics
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "templates" / "kernels"

@@ -11,8 +11,8 @@ import copy
 import pytest
 from devicemodels import conv, hardware, model
 
-from edgebuild import limits
-from edgebuild.hwlayer import manifest_index
+from edgebuild.targets.max7800x import limits
+from edgebuild.targets.max7800x.hwlayer import manifest_index
 
 # The mnist-extrasmall network of the reference models (ai85netextrasmall).
 MNIST = {

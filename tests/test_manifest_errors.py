@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.fields import parse_bytes
+from edgebuild.core.fields import parse_bytes
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
     from tests.conftest import DIGITS_MANIFEST, EXAMPLES, run_cli, write

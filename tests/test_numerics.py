@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from edgebuild import folding, network, numerics, policy, quantized
+from edgebuild.core import numerics
 from edgebuild.manifest import Manifest
-from edgebuild.ops.base import Mode
-from edgebuild.stages.evaluate import fakequant_outputs
-from edgebuild.stages.quantize import quantize_layers
+from edgebuild.model import folding, policy, quantized
+from edgebuild.ops.operator import Mode
+from edgebuild.pipeline.stages.evaluate import fakequant_outputs
+from edgebuild.pipeline.stages.quantize import quantize_layers
+from edgebuild.train import network
 
 
 def manifest_for(input_shape, layers, bits=8, rounding="half_up", **qat) -> Manifest:
@@ -207,7 +209,7 @@ def test_batchnorm_folds_into_a_grouped_transposed_conv():
 ])
 def test_post_training_clip_methods(method, expected):
     from edgebuild.manifest import Quantize
-    from edgebuild.stages.quantize import threshold
+    from edgebuild.pipeline.stages.quantize import threshold
 
     weights = np.array([[-4.0, 1.0, 0.5], [-0.5, 2.0, 1.0]])  # two output channels
     config = Quantize(clip=method, scale=0.5, stddevs=2.0)

@@ -33,10 +33,13 @@ try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
 except ImportError:
     from conftest import EXAMPLES, run_cli
 
-from edgebuild import backward, folding, ondevice, training_memory, wof
 from edgebuild.manifest import Manifest
-from edgebuild.ondevice_spec import Ondevice
-from edgebuild.stages import ondevice_kat
+from edgebuild.manifest.ondevice import Ondevice
+from edgebuild.model import folding
+from edgebuild.ondevice import backward, wof
+from edgebuild.ondevice import memory as training_memory
+from edgebuild.ondevice import trainable as ondevice
+from edgebuild.pipeline.stages import ondevice_kat
 
 HAS_M4 = bool(shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm"))
 TRAINED = {"restored", "uptodate"}  # a stage that did not run again
@@ -496,7 +499,7 @@ def test_backward_json_is_the_backward_graph(seq_project):
 
 
 def test_concat_of_one_tensor_twice_routes_both_halves_of_the_gradient():
-    from edgebuild import traincode
+    from edgebuild.ondevice import codegen as traincode
 
     text = manifest_text("seq").replace(
         "    - {name: conv3, op: conv1d, out: 4, kernel: 3, pad: 1, act: relu}\n"

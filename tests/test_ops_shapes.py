@@ -1,4 +1,4 @@
-"""Shape inference, parameter and MAC counts of every op, through edgebuild.graph.build."""
+"""Shape inference, parameter and MAC counts of every op, through edgebuild.model.graph.build."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from edgebuild import graph as graphs
 from edgebuild.manifest import Model
+from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 
 
@@ -281,7 +281,7 @@ def test_passthrough_is_the_identity_in_shape_torch_and_reference():
     import numpy as np
     import torch
 
-    from edgebuild.ops.base import Mode
+    from edgebuild.ops.operator import Mode
 
     layer = OPS["passthrough"].params(name="copy", op="passthrough")
     assert OPS["passthrough"].out_shape(layer, [(3, 5, 7)]) == (3, 5, 7)
@@ -599,7 +599,7 @@ def test_reshape_1d_to_2d_keeps_channels_first_order():
     import numpy as np
     import torch
 
-    from edgebuild.ops.base import Mode
+    from edgebuild.ops.operator import Mode
 
     g = ok((3, 12), {"name": "r", "op": "reshape", "shape": [3, 4, 3]},
            conv2d(out=2, kernel=3, pad=1))

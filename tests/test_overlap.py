@@ -1,4 +1,4 @@
-"""edgebuild.overlap: when a layer may write its output over its own input.
+"""edgebuild.targets.max7800x.overlap: when a layer may write its output over its own input.
 
 The oracle is a brute-force simulation of the hardware model the module states: output
 pixels computed in raster order, each after reading every input pixel its window touches,
@@ -13,9 +13,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgebuild.hwlayer import HwLayer, Pool
-from edgebuild.overlap import clash, last_reader
-from edgebuild.placement import Region
+from edgebuild.targets.max7800x.hwlayer import HwLayer, Pool
+from edgebuild.targets.max7800x.overlap import clash, last_reader
+from edgebuild.targets.max7800x.placement import Region
 
 
 def layer(op: str, shape, kernel=1, stride=1, pad=0, pool=None, output_pad=0) -> HwLayer:

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.slow
 
 PROBE = """
 import edgebuild, sys
-from edgebuild.resources import templates_dir
-from edgebuild import schema
+from edgebuild.core.resources import templates_dir
+from edgebuild.manifest import schema
 root = templates_dir()
 assert str(root).startswith(sys.argv[1]), (root, sys.argv[1])
 for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
@@ -24,10 +24,10 @@ for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
 from importlib.resources import files
 shipped = files("edgebuild.schemas").joinpath("manifest.schema.json").read_text()
 assert shipped == schema.render(), "the wheel ships a stale schema"
-from edgebuild import device
+from edgebuild.targets.max7800x import profile as device
 assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
 assert device.profile("max78000").data_memory.instance_bytes == 32768
-from edgebuild.resources import template_files
+from edgebuild.core.resources import template_files
 print("ok", root)
 for path in template_files():
     print(path.relative_to(root).as_posix())
@@ -47,7 +47,7 @@ def test_wheel_install_ships_templates(tmp_path):
     assert probe.stdout.startswith("ok")
     # the files that key code generation are the same installed and in this checkout, so
     # edgebuild.lock written in either agrees
-    from edgebuild.resources import template_files, templates_dir
+    from edgebuild.core.resources import template_files, templates_dir
 
     here = [p.relative_to(templates_dir()).as_posix() for p in template_files()]
     assert probe.stdout.splitlines()[1:] == here

@@ -322,7 +322,7 @@ def test_two_processes_share_the_cache(digits_project):
 
 HANG_SCRIPT = textwrap.dedent("""\
     import dataclasses, pathlib, sys, time
-    import edgebuild.stages as stages
+    import edgebuild.pipeline.stages as stages
     from edgebuild import cli
 
     marker, seconds = pathlib.Path(sys.argv[1]), float(sys.argv[2])

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from devicemodels import conv, model, placed_ok, resolve
 
-from edgebuild import placement
-from edgebuild.placement import FIELDS, Region, collide
+from edgebuild.targets.max7800x import placement
+from edgebuild.targets.max7800x.placement import FIELDS, Region, collide
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "manifests"
 

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from edgebuild import schema
+from edgebuild.manifest import schema
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
     from tests.conftest import DIGITS_MANIFEST, EXAMPLES, REPO, run_cli

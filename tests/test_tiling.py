@@ -12,10 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgebuild import codegen, folding, quantized, tiling
+from edgebuild.codegen import project as codegen
 from edgebuild.manifest import Manifest
-from edgebuild.ops.base import QuantParams
-from edgebuild.stages.plan import make_plan, tile_steps
+from edgebuild.memory import tiling
+from edgebuild.model import folding, quantized
+from edgebuild.ops.operator import QuantParams
+from edgebuild.pipeline.stages.plan import make_plan, tile_steps
 
 CONV = tiling.Window(16, 8, 8, 32, 8, 8, 3, 3, 1, 1, 1, 1, 1, True, False, True)
 
@@ -85,7 +87,7 @@ def _project(layers, shape, l1: int, double_buffer: bool, seed: int) -> codegen.
     for step in plan["steps"]:
         step["double_buffer"] = double_buffer
     rng = np.random.default_rng(seed)
-    from edgebuild import graph as graphs
+    from edgebuild.model import graph as graphs
 
     graph, _ = graphs.build(tuple(shape), folded)
     params = {}

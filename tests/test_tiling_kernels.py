@@ -33,7 +33,7 @@ from kernel_abi import (
     layout_probe,
 )
 
-from edgebuild import tiling
+from edgebuild.memory import tiling
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")

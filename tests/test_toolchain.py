@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from edgebuild import toolchain
+from edgebuild.targets import toolchain
 
 FLASH_BYTES = 256 * 1024
 RAM_BYTES = 64 * 1024

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgebuild import wof
-from edgebuild.errors import UserError
+from edgebuild.core.errors import UserError
+from edgebuild.ondevice import wof
 
 TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")

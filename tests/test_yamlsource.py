@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild import yamlsource
-from edgebuild.errors import UserError
+from edgebuild.core import document as yamlsource
+from edgebuild.core.errors import UserError
 
 
 def parse(text: str):
@@ -194,7 +194,7 @@ def test_deep_nesting_is_a_user_error_not_a_recursion_crash():
 MERGE_BOMB = r"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from edgebuild import yamlsource
+from edgebuild.core import document as yamlsource
 lines = ["a0: &a0 {k: 1}"]
 lines += [f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}]}}" for i in range(1, 40)]
 doc = yamlsource.parse("\n".join(lines) + "\n", "merge.yaml")

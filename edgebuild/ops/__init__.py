@@ -21,7 +21,7 @@ from edgebuild.ops import (
     pool,
     reshape,
 )
-from edgebuild.ops.base import Operator
+from edgebuild.ops.operator import Operator
 
 OPS: dict[str, Operator] = {
     op.name: op

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild import numerics
-from edgebuild.fields import Identifier
-from edgebuild.ops.base import Activation, LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core import numerics
+from edgebuild.core.fields import Identifier
+from edgebuild.ops.operator import Activation, LayerBase, Operator, ShapeError, no_macs, no_params
 
 
 class Add(LayerBase):

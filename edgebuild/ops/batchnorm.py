@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import Activation, LayerBase, Operator, no_macs, one
+from edgebuild.ops.operator import Activation, LayerBase, Operator, no_macs, one
 
 
 class BatchNorm(LayerBase):
@@ -31,7 +31,7 @@ def torch_module(layer: BatchNorm, shapes):
 
 
 def forward(layer: BatchNorm, module, inputs, mode):
-    from edgebuild import numerics
+    from edgebuild.core import numerics
 
     if mode.kind != "float":
         raise ValueError(f"batchnorm {layer.name!r} must be folded before quantization")

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.fields import Identifier
-from edgebuild.ops.base import LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core.fields import Identifier
+from edgebuild.ops.operator import LayerBase, Operator, ShapeError, no_macs, no_params
 
 
 class Concat(LayerBase):

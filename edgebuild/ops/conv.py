@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from edgebuild.ops.base import Activation, Count, FusedPool, LayerBase, ShapeError
+from edgebuild.ops.operator import Activation, Count, FusedPool, LayerBase, ShapeError
 
 
 class ConvFields(LayerBase):
@@ -41,7 +41,7 @@ def torch_compute(layer, module, x, mode, apply):
     """Forward of conv1d/conv2d/linear: float, or fake-quant following numerics exactly.
 
     `apply(x, weight, bias)` is the op's functional (F.conv1d, F.conv2d, F.linear)."""
-    from edgebuild import numerics
+    from edgebuild.core import numerics
 
     weight, bias = module.weight, module.bias
     if mode.kind == "float":
@@ -64,7 +64,7 @@ def torch_compute(layer, module, x, mode, apply):
 
 def reference_compute(layer, quant, acc, rounding: str):
     """Bias, shift, rounding, activation, saturation on an int64 accumulator."""
-    from edgebuild import numerics
+    from edgebuild.core import numerics
 
     if quant.bias is not None:
         acc = acc + quant.bias.reshape((1, -1) + (1,) * (acc.ndim - 2))

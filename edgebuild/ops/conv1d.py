@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from edgebuild.ops.base import Operator, Pad, Small, expect_rank, pooled, window_out
 from edgebuild.ops.conv import (
     ConvFields,
     check_groups,
@@ -15,6 +14,7 @@ from edgebuild.ops.conv import (
     torch_compute,
     validate_wide,
 )
+from edgebuild.ops.operator import Operator, Pad, Small, expect_rank, pooled, window_out
 from edgebuild.ops.pooling import reference_pool, torch_pool
 
 

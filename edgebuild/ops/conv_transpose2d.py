@@ -22,15 +22,6 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import (
-    Operator,
-    PadPair,
-    Pair,
-    ShapeError,
-    expect_rank,
-    pair,
-    pooled,
-)
 from edgebuild.ops.conv import (
     ConvFields,
     check_groups,
@@ -39,6 +30,7 @@ from edgebuild.ops.conv import (
     torch_compute,
     validate_wide,
 )
+from edgebuild.ops.operator import Operator, PadPair, Pair, ShapeError, expect_rank, pair, pooled
 from edgebuild.ops.pooling import reference_pool, torch_pool
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import LayerBase, Operator, no_macs, no_params, one
+from edgebuild.ops.operator import LayerBase, Operator, no_macs, no_params, one
 
 
 class Dropout(LayerBase):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from edgebuild.ops.base import LayerBase, Operator, no_macs, no_params
+from edgebuild.ops.operator import LayerBase, Operator, no_macs, no_params
 
 
 class Flatten(LayerBase):

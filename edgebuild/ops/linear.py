@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import Activation, Count, LayerBase, Operator, ShapeError
 from edgebuild.ops.conv import reference_compute, torch_compute, validate_wide
+from edgebuild.ops.operator import Activation, Count, LayerBase, Operator, ShapeError
 
 
 class Linear(LayerBase):

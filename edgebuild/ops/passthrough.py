@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from edgebuild.ops.base import LayerBase, Operator, no_macs, no_params
+from edgebuild.ops.operator import LayerBase, Operator, no_macs, no_params
 
 
 class Passthrough(LayerBase):

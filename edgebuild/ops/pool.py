@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import (
+from edgebuild.ops.operator import (
     FusedPool,
     LayerBase,
     Operator,

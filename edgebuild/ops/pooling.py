@@ -8,8 +8,8 @@ torch fake-quant path rounds avg * 128 the same way, which is exact in float64.
 
 from __future__ import annotations
 
-from edgebuild import numerics
-from edgebuild.ops.base import FusedPool, pair
+from edgebuild.core import numerics
+from edgebuild.ops.operator import FusedPool, pair
 
 
 def geometry(pool: FusedPool, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

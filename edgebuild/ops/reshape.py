@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.base import LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.ops.operator import LayerBase, Operator, ShapeError, no_macs, no_params
 
 
 class Reshape(LayerBase):

@@ -1,0 +1,125 @@
+"""The `edgebuild` command. Exit status: 0 success, 1 a stage failed, 2 a user error.
+
+Imports are deferred into each command so `check`, `status` and a no-op build never pay
+for torch (and `--help` pays for almost nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from edgebuild import __version__
+from edgebuild.core.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+
+STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen",
+               "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.pipeline.stages.STAGES (tested)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edgebuild", description="Build tiny neural networks from a manifest: train, "
+        "quantize, plan memory and generate a tested C project. With no command, builds "
+        "every manifest of the project in the current directory.")
+    parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
+    parser.add_argument("-C", dest="directory", default=".", help="run as if started in DIR")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    build = commands.add_parser("build", help="build manifests (the default command)")
+    _paths(build)
+    build.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
+    build.add_argument("-j", "--jobs", type=int, default=1, help="parallel stages (processes)")
+    build.add_argument("--json", action="store_true",
+                       help="print one JSON object with every stage's outcome on stdout")
+    build.add_argument("--locked", action="store_true",
+                       help="CI mode: fail if any key or output digest differs from edgebuild.lock")
+    _cache_dir(build)
+
+    check = commands.add_parser("check", help="validate manifests only (fast, no training)")
+    _paths(check)
+
+    status = commands.add_parser("status", help="what is up to date, what would run, and why")
+    _paths(status)
+    _cache_dir(status)
+
+    schema = commands.add_parser("schema", help="print the manifest JSON Schema")
+    schema.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    init = commands.add_parser("init", help="scaffold a working project in a directory")
+    init.add_argument("target", metavar="DIR", nargs="?", default=".",
+                      help="where (default: here)")  # not `directory`: that is -C
+    init.add_argument("--name", default="digits", help="manifest name (default: digits)")
+
+    export = commands.add_parser(
+        "export", help="copy the generated model files into your firmware (user files are kept)")
+    _paths(export)
+    export.add_argument("--to", required=True, metavar="DIR", help="destination directory")
+    export.add_argument("--name", help="which manifest (needed when the project has several)")
+    export.add_argument("--force", action="store_true",
+                        help="overwrite files edgebuild did not write or that were edited")
+    _cache_dir(export)
+
+    imports = commands.add_parser(
+        "import-ai8x", help="turn a MAX7800x network YAML (+ quantized checkpoint) into a manifest")
+    imports.add_argument("network", metavar="NETWORK.yaml", help="the ai8x network description")
+    imports.add_argument("--checkpoint", metavar="Q.pth.tar", help="its quantized checkpoint")
+    imports.add_argument("--sample", metavar="INPUT.npy", help="sample input (becomes the kat)")
+    imports.add_argument("--expected", metavar="OUTPUT.npy",
+                         help="the toolchain's known answer for the sample")
+    imports.add_argument("--device", help="max78000 or max78002 (default: from arch, ai85/ai87)")
+    imports.add_argument("--name", help="manifest name (default: from arch)")
+    imports.add_argument("--input", metavar="C,H,W", help="input shape when nothing else gives it")
+    imports.add_argument("-o", "--output", default=".", metavar="DIR",
+                         help="where the manifest and its files go (default: .)")
+
+    clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")
+    _paths(clean)
+    clean.add_argument("--cache", action="store_true", help="delete the whole cache as well")
+    _cache_dir(clean)
+
+    cache = commands.add_parser("cache", help="cache maintenance")
+    actions = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    gc = actions.add_parser("gc", help="delete unreferenced entries by age and size")
+    gc.add_argument("--max-size", default=None, help="keep the cache under this size (e.g. 2GiB)")
+    gc.add_argument("--max-age", type=float, default=None, help="delete entries unused for N days")
+    _paths(gc)
+    _cache_dir(gc)
+    verify = actions.add_parser("verify", help="re-hash every entry and report corrupt ones")
+    verify.add_argument("--delete", action="store_true", help="delete corrupt entries")
+    _paths(verify)
+    _cache_dir(verify)
+    return parser
+
+
+def _paths(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="manifest files or project directories (default: current directory)")
+
+
+def _cache_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", help="cache location (default: EDGEBUILD_CACHE or ./cache)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command is None:  # bare `edgebuild`: build the project here
+        args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
+                                  locked=False, cache_dir=None)
+        args.command = "build"
+    try:
+        os.chdir(args.directory)
+        from edgebuild.cli import commands
+        return getattr(commands, args.command.replace("-", "_"))(args, Path.cwd())
+    except UserError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic.render(), file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("edgebuild: interrupted; finished stages are cached, the interrupted one "
+              "left nothing behind", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        print(f"edgebuild: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR

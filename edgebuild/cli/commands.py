@@ -1,0 +1,216 @@
+"""The CLI commands, one function each: `(args, cwd) -> exit status`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
+from edgebuild.pipeline import project as projects
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def build(args, cwd: Path) -> int:
+    from edgebuild.pipeline import cache as caches
+    from edgebuild.pipeline import lock as lockfile
+    from edgebuild.pipeline import runner as pipeline
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    caches.Cache(project.cache_root).ensure_writable()
+    if args.jobs < 1:
+        raise UserError("-j/--jobs must be at least 1")
+    lock = lockfile.read(project.lock_path) if args.locked else None
+    if args.locked and not lock:
+        raise UserError(f"--locked needs {project.lock_path}; build once without --locked "
+                        "and commit the lock file")
+    run = pipeline.run(project, args.until, args.jobs, lock)
+    if args.json:
+        print(json.dumps({"manifests": run.outcomes}, indent=1, sort_keys=True))
+    if run.failures:
+        return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
+    if not args.locked:
+        results = {name: {stage: {"key": v["key"], "digest": v["digest"]}
+                          for stage, v in stages.items()} for name, stages in run.outcomes.items()}
+        previous = lockfile.read(project.lock_path)
+        lockfile.write(project.lock_path,
+                       lockfile.merge(previous, results, _kept(project, previous)))
+    return EXIT_OK
+
+
+def _kept(project, previous: dict) -> set[str]:
+    """Lock entries a build keeps: a build of every manifest of the project drops those of
+    removed manifests; a build of some (`edgebuild build one.yaml`) keeps the others."""
+    built = {Path(m.path) for m in project.manifests}
+    every = {p.resolve() for p in projects.manifest_files(project.root)}
+    names = {m.name for m in project.manifests}
+    return names if every <= built else names | set(previous)
+
+
+def check(args, cwd: Path) -> int:
+    project = projects.load(args.paths, cwd)
+    for item in project.manifests:
+        summary = item.summary
+        _err(f"{item.display}: ok ({item.name}: {summary['layers']} layers, "
+             f"{summary['params']} parameters, {summary['macs']} MACs)")
+    return EXIT_OK
+
+
+def status(args, cwd: Path) -> int:
+    from edgebuild.pipeline import status as statuses
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    labels = {"uptodate": "up to date", "restore": "would be restored from cache",
+              "run": "would run"}
+    for manifest in project.manifests:
+        print(f"{manifest.name} ({manifest.display})")
+        for item in statuses.of_manifest(project, manifest):
+            print(f"  {item.stage:<10} {labels[item.state]}")
+            for reason in item.reasons:
+                print(f"      {reason}")
+    return EXIT_OK
+
+
+def schema(args, cwd: Path) -> int:
+    from edgebuild.manifest import schema as schemas
+
+    text = schemas.render()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def init(args, cwd: Path) -> int:
+    from edgebuild.cli import scaffold
+
+    for path in scaffold.init(Path(args.target), args.name):
+        _err(f"wrote {path}")
+    _err("next: run `edgebuild` in that directory")
+    return EXIT_OK
+
+
+def export(args, cwd: Path) -> int:
+    """Bring codegen up to date (like a build --until codegen), then copy model files."""
+    from dataclasses import replace
+
+    from edgebuild.codegen import export as exporting
+    from edgebuild.pipeline import runner as pipeline
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    names = [m.name for m in project.manifests]
+    name = args.name or (names[0] if len(names) == 1 else None)
+    if name not in names:
+        raise UserError(f"--name: choose one of {', '.join(names)}" if args.name or len(names) > 1
+                        else "no manifest")
+    project = replace(project, manifests=tuple(m for m in project.manifests if m.name == name))
+    until = "ondevice" if "ondevice" in project.manifests[0].configs else "codegen"
+    run = pipeline.run(project, until)
+    if run.failures:
+        return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
+    written = exporting.export(exporting.sources(project.build_dir(name)), cwd / args.to, name,
+                               args.force)
+    _err(f"export: {len(written)} model files of {name} in {args.to}")
+    return EXIT_OK
+
+
+def import_ai8x(args, cwd: Path) -> int:
+    """`edgebuild import-ai8x`: a manifest (+ integer weights, + known answer) from a MAX7800x
+    network description; nothing is overwritten silently (see ai8x.import_network)."""
+    from edgebuild.targets.max7800x import ai8x
+
+    shape = None
+    if args.input:
+        try:
+            shape = tuple(int(v) for v in args.input.replace("x", ",").split(","))
+        except ValueError:
+            raise UserError(f"--input {args.input!r}: expected channels and sizes such as "
+                            "1,28,28") from None
+
+    def path(value):
+        return None if value is None else cwd / value
+
+    result = ai8x.import_network(path(args.network), checkpoint=path(args.checkpoint),
+                                 sample=path(args.sample), expected=path(args.expected),
+                                 device=args.device, name=args.name, input_shape=shape,
+                                 out_dir=cwd / args.output)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
+    _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild build {result.manifest}`")
+    return EXIT_OK
+
+
+def clean(args, cwd: Path) -> int:
+    from edgebuild.pipeline.cache import remove_tree
+
+    root, _ = projects.locate(args.paths, cwd)
+    remove_tree(root / "build")
+    _err(f"removed {root / 'build'}")
+    if args.cache:
+        cache_root = projects.load(args.paths, cwd, args.cache_dir).cache_root
+        remove_tree(cache_root)
+        _err(f"removed {cache_root}")
+    return EXIT_OK
+
+
+def cache(args, cwd: Path) -> int:
+    return {"gc": _gc, "verify": _verify}[args.cache_command](args, cwd)
+
+
+def _referenced(project) -> set[str]:
+    """Keys the current manifests use: their materialized states and the lock file."""
+    from edgebuild.pipeline import lock as lockfile
+    from edgebuild.pipeline import outputs
+    from edgebuild.pipeline.stages import STAGES
+
+    keep = set()
+    for manifest in project.manifests:
+        for stage in STAGES:
+            state = outputs.read_state(project.build_dir(manifest.name), stage)
+            if state is not None:
+                keep.add(state.key)
+    for stages in lockfile.read(project.lock_path).values():
+        keep.update(v["key"] for v in stages.values())
+    return keep
+
+
+def _gc(args, cwd: Path) -> int:
+    from edgebuild.core.fields import parse_bytes
+    from edgebuild.pipeline import cache as caches
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    try:
+        max_bytes = None if args.max_size is None else parse_bytes(args.max_size)
+    except ValueError as exc:
+        raise UserError(f"--max-size: {exc}") from None
+    if args.max_age is not None and args.max_age < 0:
+        raise UserError("--max-age must be a number of days >= 0")
+    max_age = None if args.max_age is None else args.max_age * 86400
+    removed = caches.collect(caches.Cache(project.cache_root), _referenced(project),
+                             max_bytes, max_age)
+    for entry in removed:
+        _err(f"deleted {entry.stage}/{entry.key[:16]}")
+    _err(f"cache gc: deleted {len(removed)} entries")
+    return EXIT_OK
+
+
+def _verify(args, cwd: Path) -> int:
+    from edgebuild.pipeline import cache as caches
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    cache_ = caches.Cache(project.cache_root)
+    entries = cache_.entries()
+    corrupt = 0
+    for entry in entries:
+        found = caches.problems(entry)
+        if found:
+            corrupt += 1
+            _err(f"corrupt {entry.stage}/{entry.key[:16]}: {'; '.join(found)}")
+            if args.delete:
+                cache_.discard(entry)
+    _err(f"cache verify: {len(entries)} entries, {corrupt} corrupt")
+    return EXIT_OK if corrupt == 0 or args.delete else EXIT_STAGE_FAILED

@@ -1,0 +1,44 @@
+"""Where edgebuild's shipped files are: templates (C kernels, jinja glue, tools) and the
+accelerator device profiles (data files: which devices exist is known without importing
+any target code).
+
+In a source checkout they are `repo/templates`; an installed package ships them as
+`edgebuild.templates` (see pyproject's package-dir). templates/ has no `__init__.py`, so
+installed it is a namespace package whose `files()` is a MultiplexedPath — `str()` of that
+is not a path, but a child of it is a real one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MARKER = "kernels"
+
+
+def templates_dir() -> Path:
+    try:
+        from importlib.resources import files
+
+        root = Path(str(files("edgebuild.templates").joinpath(MARKER))).parent
+        if (root / MARKER).is_dir():
+            return root
+    except (ModuleNotFoundError, TypeError, ValueError):
+        pass
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+def template_files() -> list[Path]:
+    """The shipped files that key code generation. Hidden files and caches are not shipped
+    by an installed package, so a source checkout must not count them either: the keys of
+    both (and so edgebuild.lock) agree."""
+    root = templates_dir()
+    return sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+PROFILES_DIR = Path(__file__).resolve().parents[1] / "targets" / "max7800x" / "profiles"
+
+
+def device_profiles() -> dict[str, Path]:
+    """Accelerator device name -> its profile file (`targets/max7800x/profiles/<name>.yaml`)."""
+    return {path.stem: path for path in sorted(PROFILES_DIR.glob("*.yaml"))}

@@ -1,0 +1,22 @@
+"""The dataset format registry: `format:` name -> module with Spec, files, probe, load."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from edgebuild.data import digits, idx, npz, ts
+
+FORMATS: dict[str, ModuleType] = {
+    "sklearn-digits": digits,
+    "npz": npz,
+    "idx": idx,
+    "ts": ts,
+}
+
+DatasetSpec = Annotated[
+    Union[tuple(module.Spec for module in FORMATS.values())],  # noqa: UP007 - from the registry
+    Field(discriminator="format"),
+]

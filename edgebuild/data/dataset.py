@@ -1,0 +1,128 @@
+"""What every dataset format shares: file references, split/normalize options, the raw record.
+
+A format module provides `Spec` (its manifest section), `files(spec, base)` (the files
+whose *content* keys the build), `probe(spec, base)` (sample shape and class count, cheap:
+used by `edgebuild check`) and `load(spec, base)` (the raw arrays).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from edgebuild.core.fields import Strict
+
+
+class PackageFile(Strict):
+    """A data file shipped inside an installed Python package (found without importing it)."""
+
+    package: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+    path: str
+
+
+FileRef = str | PackageFile
+
+
+class Split(Strict):
+    val: float = Field(default=0.1, ge=0, lt=1, description="fraction of training data held out")
+    test: float = Field(default=0.2, gt=0, lt=1,
+                        description="fraction held out for test when the source has no test split")
+
+
+class Limit(Strict):
+    train: int | None = Field(strict=True, default=None, ge=1, description="keep at most N training samples")
+    test: int | None = Field(strict=True, default=None, ge=1, description="keep at most N test samples")
+
+
+class NormalizeMethod(StrEnum):
+    minmax = "minmax"
+    standard = "standard"
+
+
+class Normalize(Strict):
+    """How raw values map onto the int8 input range [-128, 127] (real value q/128)."""
+
+    method: NormalizeMethod = NormalizeMethod.minmax
+    per_channel: bool = False
+
+
+class CommonFields(Strict):
+    split: Split = Split()
+    limit: Limit = Limit()
+    normalize: Normalize = Normalize()
+    frames: int | None = Field(
+        strict=True, default=None, ge=2, le=1024,
+        description="cut each sample's last axis into this many equal consecutive frames, "
+                    "making clips (frames, ..., length / frames) for a model with a buffer layer")
+
+
+def framed_shape(shape: tuple[int, ...], frames: int | None) -> tuple[int, ...]:
+    """A sample's shape after `frames` (see `framed`); a DataFileError when it cannot be cut."""
+    if frames is None:
+        return tuple(shape)
+    if shape[-1] % frames:
+        raise DataFileError("dataset.frames", f"samples of shape {list(shape)} cannot be cut into "
+                            f"{frames} equal frames along their last axis ({shape[-1]} values); "
+                            f"use a divisor of {shape[-1]}")
+    return (frames, *shape[:-1], shape[-1] // frames)
+
+
+def framed(x, frames: int | None):
+    """Samples (N, ..., T) as clips (N, frames, ..., T / frames): frame k holds the values
+    k*T/frames .. (k+1)*T/frames - 1 of every channel, in time order."""
+    import numpy as np
+
+    if frames is None:
+        return x
+    cut = x.reshape(*x.shape[:-1], frames, x.shape[-1] // frames)
+    return np.ascontiguousarray(np.moveaxis(cut, -2, 1))
+
+
+class DataFileError(Exception):
+    """A data file is missing or malformed; the message names the file."""
+
+    def __init__(self, path: Path | str, message: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    sample_shape: tuple[int, ...]
+    classes: int
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Arrays as read: x float64 (N, *sample_shape); y int64 class indices 0..classes-1."""
+
+    x_train: Any
+    y_train: Any
+    x_test: Any | None
+    y_test: Any | None
+    class_names: tuple[str, ...]
+
+
+def resolve(ref: FileRef, base: Path) -> Path:
+    """A manifest path is relative to the manifest's folder; a PackageFile to its package."""
+    if isinstance(ref, str):
+        path = Path(ref).expanduser()
+        return path if path.is_absolute() else base / path
+    spec = importlib.util.find_spec(ref.package.split(".")[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise DataFileError(f"{ref.package}:{ref.path}",
+                            f"Python package {ref.package!r} is not installed "
+                            f"(install it, e.g. `pip install --no-deps {ref.package}`)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return root.joinpath(*ref.package.split(".")[1:], ref.path)
+
+
+def existing(path: Path) -> Path:
+    if not path.is_file():
+        raise DataFileError(path, "data file not found")
+    return path

@@ -1,0 +1,100 @@
+"""npz: the user's own arrays in a NumPy .npz file.
+
+Keys `x` and `y` (one pool, split by edgebuild), or `x_train`, `y_train`, `x_test`,
+`y_test` (the user's split). x is (N, *sample_shape) numeric; y holds integer class labels.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from edgebuild.data.dataset import (
+    CommonFields,
+    DataFileError,
+    FileRef,
+    Probe,
+    Raw,
+    existing,
+    resolve,
+)
+
+
+class NpzSpec(CommonFields):
+    format: Literal["npz"]
+    path: FileRef = Field(description="the .npz file, relative to the manifest")
+
+
+def files(spec: NpzSpec, base: Path) -> list[Path]:
+    return [existing(resolve(spec.path, base))]
+
+
+def _arrays(path: Path) -> dict:
+    import numpy as np
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array, not an archive
+            raise DataFileError(path, "not a .npz archive (a single .npy array? save named "
+                                      "arrays with numpy.savez)")
+        with data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataFileError(path, f"not a readable .npz file ({exc})") from None
+
+
+def _pick(path: Path, arrays: dict) -> tuple:
+    if {"x_train", "y_train", "x_test", "y_test"} <= arrays.keys():
+        return tuple(arrays[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    if {"x", "y"} <= arrays.keys():
+        return arrays["x"], arrays["y"], None, None
+    raise DataFileError(path, f"needs arrays x, y (or x_train, y_train, x_test, y_test); "
+                              f"found {sorted(arrays)}")
+
+
+def _labels(path: Path, name: str, x, y):
+    import numpy as np
+
+    if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):
+        raise DataFileError(path, f"{name}: x must be numeric with shape (N, ...), got "
+                                  f"{x.dtype} {list(x.shape)}")
+    if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
+        raise DataFileError(path, f"{name}: y must be integer labels of shape ({len(x)},), "
+                                  f"got {y.dtype} {list(y.shape)}")
+    if not np.isfinite(x).all():
+        raise DataFileError(path, f"{name}: x contains NaN or infinite values")
+
+
+def load(spec: NpzSpec, base: Path) -> Raw:
+    import numpy as np
+
+    path = files(spec, base)[0]
+    x_train, y_train, x_test, y_test = _pick(path, _arrays(path))
+    _labels(path, "train", x_train, y_train)
+    if x_test is not None:
+        _labels(path, "test", x_test, y_test)
+        if x_test.shape[1:] != x_train.shape[1:]:
+            raise DataFileError(path, f"x_test samples {list(x_test.shape[1:])} differ from "
+                                      f"x_train samples {list(x_train.shape[1:])}")
+    classes = np.unique(y_train)
+    index = {int(c): i for i, c in enumerate(classes)}
+    def remap(y):
+        unknown = sorted(set(np.unique(y).tolist()) - index.keys())
+        if unknown:
+            raise DataFileError(path, f"test labels {unknown[:5]} never occur in training data")
+        return np.array([index[int(v)] for v in y], dtype=np.int64)
+    return Raw(x_train.astype(np.float64), remap(y_train),
+               None if x_test is None else x_test.astype(np.float64),
+               None if y_test is None else remap(y_test),
+               tuple(str(int(c)) for c in classes))
+
+
+def probe(spec: NpzSpec, base: Path) -> Probe:
+    raw = load(spec, base)
+    return Probe(tuple(int(d) for d in raw.x_train.shape[1:]), len(raw.class_names))
+
+
+Spec = NpzSpec  # the registry's name for a format's manifest section

@@ -1,0 +1,205 @@
+"""The manifest: one YAML file, sections that map onto stages (DESIGN §2).
+
+These records are the single schema: `schemas/manifest.schema.json` is generated from them
+(`edgebuild schema`), and a test fails when the committed copy is stale. Model math
+(`model`, `train`) and hardware (`target`) are separate sections so that editing a memory
+budget never invalidates training.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from edgebuild.core.fields import Bytes, Identifier, Strict
+from edgebuild.core.resources import device_profiles
+from edgebuild.data import DatasetSpec
+from edgebuild.manifest.ondevice import Ondevice
+from edgebuild.manifest.placement import LayerPlacement
+from edgebuild.ops import Layer
+
+SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
+
+
+class Model(Strict):
+    input: tuple[Annotated[int, Field(strict=True, ge=1, le=65536)], ...] = Field(
+        min_length=1, max_length=3,
+        description="sample shape, channels first: [features], [C, L] or [C, H, W]")
+    layers: tuple[Layer, ...] = Field(min_length=1, max_length=512)
+    weights: str | None = Field(
+        default=None, min_length=1,
+        description="pre-quantized integer weights (.npz, e.g. from `edgebuild import-ai8x`), "
+                    "relative to the manifest; the model is then not trained")
+
+
+class Sgd(Strict):
+    lr: float = Field(default=0.01, gt=0, le=10)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    nesterov: bool = False
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+class Adam(Strict):
+    lr: float = Field(default=0.001, gt=0, le=10)
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+
+
+class Optimizer(Strict):
+    """Exactly one of the keys, e.g. `{adam: {lr: 0.003}}`."""
+
+    sgd: Sgd | None = None
+    adam: Adam | None = None
+    adamw: Adam | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Optimizer:
+        chosen = [k for k in ("sgd", "adam", "adamw") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"choose exactly one optimizer of sgd, adam, adamw (got {chosen or 'none'})")
+        return self
+
+
+class MultiStep(Strict):
+    type: Literal["multistep"]
+    milestones: tuple[Annotated[int, Field(strict=True, ge=1)], ...] = ()
+    gamma: float = Field(default=0.1, gt=0, le=1)
+
+
+class Cosine(Strict):
+    type: Literal["cosine"]
+    min_lr: float = Field(default=0.0, ge=0)
+
+
+class Constant(Strict):
+    type: Literal["constant"]
+
+
+Schedule = Annotated[MultiStep | Cosine | Constant, Field(discriminator="type")]
+
+
+class Train(Strict):
+    epochs: int = Field(strict=True, default=10, ge=1, le=10000)
+    batch: int = Field(strict=True, default=64, ge=1, le=65536)
+    optimizer: Optimizer = Optimizer(adam=Adam())
+    schedule: Schedule = Constant(type="constant")
+    clamp_activations: bool = Field(
+        default=True, description="clamp activations to the int8 range [-1, 127/128] while "
+                                  "training, as the hardware will")
+
+
+def _not_bool(value: object) -> object:
+    """YAML `true` is the int 1 to Python; a bit width must be written as a number."""
+    if isinstance(value, bool):
+        raise ValueError("expected one of 1, 2, 4, 8, not a boolean")
+    return value
+
+
+WeightBits = Annotated[Literal[1, 2, 4, 8], BeforeValidator(_not_bool)]
+
+
+class LayerQuant(Strict):
+    """Per-layer override of the QAT / quantization policy (by layer name)."""
+
+    weight_bits: WeightBits | None = None
+    shift_quantile: float | None = Field(default=None, gt=0, le=1)
+    bias_bits: int | None = Field(strict=True, default=None, ge=2, le=32)
+
+
+class Qat(Strict):
+    """Quantization policy. With `enabled: false` the weights are quantized after training
+    (post-training quantization, see `quantize.clip`) with the same bit widths."""
+
+    enabled: bool = True
+    epochs: int = Field(strict=True, default=5, ge=1, le=10000)
+    lr: float = Field(default=0.0005, gt=0, le=10)
+    batch: int | None = Field(strict=True, default=None, ge=1, le=65536, description="default: train.batch")
+    weight_bits: WeightBits = 8
+    bias_bits: int = Field(strict=True, default=16, ge=2, le=32,
+                           description="bias range in accumulator units (saturated)")
+    shift_quantile: float = Field(default=1.0, gt=0, le=1,
+                                  description="quantile of |w| that sets the weight scale")
+    overrides: dict[Identifier, LayerQuant] = {}
+
+
+class Rounding(StrEnum):
+    half_up = "half_up"
+    floor = "floor"
+
+
+class ClipMethod(StrEnum):
+    max = "max"
+    scale = "scale"
+    stddev = "stddev"
+    avgmax = "avgmax"
+
+
+class Quantize(Strict):
+    rounding: Rounding = Field(default=Rounding.half_up,
+                               description="half_up = floor(x + 0.5) as on MAX78000; floor")
+    clip: ClipMethod = Field(default=ClipMethod.max,
+                             description="post-training quantization only: weight clipping")
+    scale: float = Field(default=0.85, gt=0, le=4, description="clip: scale factor")
+    stddevs: float = Field(default=3.0, gt=0, le=20, description="clip: stddev multiple")
+    calibration: int = Field(strict=True, default=512, ge=1, le=100000,
+                             description="training samples used for saturation statistics")
+
+
+# host and cortex-m4 are generic CPUs; every accelerator comes from a profile file
+# (edgebuild/targets/max7800x/profiles/<name>.yaml), so adding a device is a data change.
+Device = StrEnum("Device", {name.replace("-", "_"): name
+                            for name in ("host", "cortex-m4", *device_profiles())})
+
+
+class Memory(Strict):
+    l1: Bytes = Field(default=64 * 1024, description="fast scratch memory")
+    l2: Bytes = Field(default=256 * 1024, description="activation RAM")
+    flash: Bytes = Field(default=1024 * 1024, description="code and constant weights")
+
+
+class Tiling(Strict):
+    """How layers that do not fit L1 are cut (see edgebuild/tiling.py)."""
+
+    double_buffer: bool = Field(default=True, description="two L1 slots: stage the next tile "
+                                                          "while computing the current one")
+
+
+class Target(Strict):
+    device: Device = Device.host
+    memory: Memory = Memory()
+    tiling: Tiling = Tiling()
+
+
+class Kat(Strict):
+    """A known answer supplied with the model (e.g. another toolchain's sample and output)."""
+
+    input: str = Field(min_length=1, description=".npy int8-range input: one sample or a batch")
+    expected: str | None = Field(default=None, min_length=1,
+                                 description=".npy expected integer outputs (the other "
+                                             "toolchain's known answer); without it the integer "
+                                             "reference is the answer")
+
+
+class Manifest(Strict):
+    """One model, from dataset to deployable C project."""
+
+    schema_: str | None = Field(default=None, alias="$schema",
+                                description="optional JSON Schema reference for editors")
+    name: Identifier
+    seed: int = Field(strict=True, default=0, ge=0, le=2**31 - 1)
+    dataset: DatasetSpec | None = Field(default=None,
+                                        description="required unless model.weights is given")
+    model: Model
+    train: Train = Train()
+    qat: Qat = Qat()
+    quantize: Quantize = Quantize()
+    target: Target = Target()
+    placement: dict[Identifier, LayerPlacement] = Field(
+        default={}, description="MAX7800x devices: per-layer processors and data memory offsets, "
+                                "keyed by layer name; missing layers are placed automatically")
+    kat: Kat | None = None
+    ondevice: Ondevice | None = Field(
+        default=None, description="fine-tuning on the device: trainable layers, optimizer, "
+                                  "loss; generates and verifies C training code")

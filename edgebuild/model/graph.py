@@ -1,0 +1,207 @@
+"""The typed graph every stage after `validate` speaks: named nodes with inferred shapes.
+
+Layers bind by name, never by position: a layer's `inputs:` names earlier layers (or
+`input`, the model input); without `inputs:` it reads the layer just before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import LayerBase, Shape, ShapeError
+
+INPUT = "input"
+BUFFER = "buffer"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    in_shapes: tuple[Shape, ...]
+    out_shape: Shape
+    params: int
+    macs: int
+
+
+@dataclass(frozen=True)
+class Graph:
+    input: Shape
+    nodes: tuple[Node, ...]
+
+    @property
+    def output(self) -> Node:
+        return self.nodes[-1]
+
+    @property
+    def params(self) -> int:
+        return sum(n.params for n in self.nodes)
+
+    @property
+    def macs(self) -> int:
+        return sum(n.macs for n in self.nodes)
+
+    def to_json(self) -> str:
+        return json.dumps({"input": self.input, "nodes": [asdict(n) for n in self.nodes],
+                           "params": self.params, "macs": self.macs}, indent=1)
+
+
+@dataclass(frozen=True)
+class GraphProblem:
+    """A problem at `model.layers[index]` (field `field`, e.g. 'inputs' or 'out')."""
+
+    index: int
+    field: str
+    message: str
+
+
+def _inputs(layer: LayerBase, index: int, previous: str) -> tuple[str, ...]:
+    return layer.inputs if layer.inputs is not None else (previous,)
+
+
+def _node(layer: LayerBase, inputs: tuple[str, ...], shapes: dict[str, Shape]) -> Node:
+    op = OPS[layer.op]
+    in_shapes = [shapes[name] for name in inputs]
+    if op.arity == "one" and len(in_shapes) != 1:
+        raise ShapeError(f"{layer.op} takes exactly one input, got {len(in_shapes)}")
+    out = tuple(op.out_shape(layer, in_shapes))
+    if any(d < 1 for d in out):
+        raise ShapeError(f"output shape {list(out)} has an empty dimension")
+    return Node(layer.name, layer.op, inputs, tuple(map(tuple, in_shapes)), out,
+                op.param_count(layer, in_shapes), op.macs(layer, in_shapes, out))
+
+
+def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | None, list[GraphProblem]]:
+    """Infer every shape; collect every problem instead of stopping at the first."""
+    shapes: dict[str, Shape] = {INPUT: tuple(input_shape)}
+    nodes, problems, previous = [], [], INPUT
+    failed: set[str] = set()  # layers already reported: their consumers are not blamed
+    for index, layer in enumerate(layers):
+        if layer.name in shapes:
+            problems.append(GraphProblem(index, "name", f"layer name {layer.name!r} is used twice"
+                                         if layer.name != INPUT else "'input' names the model input"))
+            continue
+        inputs = _inputs(layer, index, previous)
+        unknown = [name for name in inputs if name not in shapes and name not in failed]
+        if unknown:
+            problems.append(GraphProblem(index, "inputs", f"{unknown[0]!r} names no earlier layer "
+                                         f"(earlier: {', '.join(shapes)})"))
+        if unknown or any(name in failed for name in inputs):
+            failed.add(layer.name)
+            previous = layer.name
+            continue
+        try:
+            node = _node(layer, inputs, shapes)
+        except ShapeError as exc:
+            problems.append(GraphProblem(index, "", f"layer {layer.name!r} ({layer.op}): {exc}"))
+            failed.add(layer.name)
+            previous = layer.name
+            continue
+        nodes.append(node)
+        shapes[layer.name] = node.out_shape
+        previous = layer.name
+    _check_wide(layers, problems)
+    if not problems:
+        _check_batchnorm(layers, nodes, problems)
+        _check_buffer(layers, nodes, problems)
+    return (None if problems else Graph(tuple(input_shape), tuple(nodes))), problems
+
+
+def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
+                     problems: list[GraphProblem]) -> None:
+    """BN is folded into its producer, so the producer must be a conv/linear without an
+    activation whose only consumer is this BN."""
+    from edgebuild.model.folding import COMPUTE_OPS
+    by_name = {layer.name: layer for layer in layers}
+    consumers: dict[str, int] = {}
+    for node in nodes:
+        for name in node.inputs:
+            consumers[name] = consumers.get(name, 0) + 1
+    for index, node in enumerate(nodes):
+        if node.op != "batchnorm":
+            continue
+        producer = by_name.get(node.inputs[0])
+        if producer is None or producer.op not in COMPUTE_OPS:
+            problem = (f"must directly follow a {', '.join(COMPUTE_OPS[:-1])} or "
+                       f"{COMPUTE_OPS[-1]} layer (it is folded into it)")
+        elif producer.act.value != "none" or producer.wide:
+            problem = (f"folds into {producer.name!r}, which must have `act: none` and no `wide` "
+                       "(put the activation on the batchnorm)")
+        elif consumers.get(producer.name, 0) != 1:
+            problem = f"folds into {producer.name!r}, whose output must feed only this batchnorm"
+        else:
+            continue
+        problems.append(GraphProblem(index, "", f"batchnorm {node.name!r} {problem}"))
+
+
+def frames(layers: tuple[LayerBase, ...]) -> int:
+    """Frames per sample: a model with a `buffer` layer learns from clips of its `length`
+    frames (see ops/buffer.py); any other model from single samples (1)."""
+    return next((layer.length for layer in layers if layer.op == BUFFER), 1)
+
+
+def sample_shape(input_shape: Shape, layers: tuple[LayerBase, ...]) -> Shape:
+    """The shape of one dataset sample: `model.input`, or a clip (frames, *model.input)."""
+    count = frames(layers)
+    return tuple(input_shape) if count == 1 else (count, *input_shape)
+
+
+def per_frame(x, layers: tuple[LayerBase, ...]):
+    """A batch of samples as the batch the first layer reads: clips (N, frames, ...) become
+    N x frames frames, in order (the buffer regroups them); other batches are unchanged.
+    Works on torch tensors and numpy arrays alike."""
+    return x if frames(layers) == 1 else x.reshape(-1, *x.shape[2:])
+
+
+def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
+                  problems: list[GraphProblem]) -> None:
+    """Layers before a buffer run once per frame, layers after it once per window, so no
+    layer may read both sides, there is at most one buffer, and the output follows it."""
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    buffers = [node for node in nodes if node.op == BUFFER]
+    for extra in buffers[1:]:
+        problems.append(GraphProblem(index[extra.name], "op", (
+            f"a model has at most one buffer; {buffers[0].name!r} is the first")))
+    if len(buffers) != 1:
+        return
+    after = {buffers[0].name}
+    for node in nodes:
+        if node.op == BUFFER:
+            continue
+        sides = {name in after for name in node.inputs}
+        if sides == {True}:
+            after.add(node.name)
+        elif len(sides) == 2:
+            before = [name for name in node.inputs if name not in after]
+            problems.append(GraphProblem(index[node.name], "inputs", (
+                f"{node.name!r} reads {before[0]!r}, computed per frame before buffer "
+                f"{buffers[0].name!r}, together with data after it (one window); a layer reads "
+                "one side only")))
+    if nodes[-1].name not in after:
+        problems.append(GraphProblem(index[nodes[-1].name], "", (
+            f"the model's output {nodes[-1].name!r} must come after buffer {buffers[0].name!r}, "
+            "which otherwise has no effect")))
+
+
+def _check_wide(layers: tuple[LayerBase, ...], problems: list[GraphProblem]) -> None:
+    for index, layer in enumerate(layers[:-1]):
+        if getattr(layer, "wide", False):
+            problems.append(GraphProblem(index, "wide", "`wide: true` (int32 output) is only "
+                                         "allowed on the last layer"))
+
+
+def table(graph: Graph) -> str:
+    """A human-readable per-layer table (printed on stderr by the validate stage)."""
+    rows = [("layer", "op", "input", "output", "params", "MACs")]
+    for n in graph.nodes:
+        rows.append((n.name, n.op, " + ".join(str(list(s)) for s in n.in_shapes),
+                     str(list(n.out_shape)), str(n.params), str(n.macs)))
+    rows.append(("total", "", str(list(graph.input)), str(list(graph.output.out_shape)),
+                 str(graph.params), str(graph.macs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    return "\n".join("  ".join(c.ljust(w) if i < 4 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+                     for r in rows)

@@ -1,0 +1,87 @@
+"""Pre-quantized weights named by `model.weights` (e.g. written by `edgebuild import-ai8x`).
+
+File format (the quantize artifact's contract, one .npz): per compute layer `<name>.weight`
+(integers of the layer's bit width, shape (out, in/groups, *kernel), (in, out/groups,
+*kernel) for conv_transpose2d, or (out, features)),
+`<name>.bits` and `<name>.scale_exp` (0-d integers, see numerics), and `<name>.bias`
+(integers in accumulator units) when the layer has a bias. Layers bind by name.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from edgebuild.model.folding import COMPUTE_OPS
+
+
+def expected_shape(layer, in_shape: tuple) -> tuple:
+    """The weight tensor shape a layer needs (channels-first, see ops)."""
+    if layer.op == "linear":
+        return (layer.out, math.prod(in_shape))
+    kernel = layer.kernel if isinstance(layer.kernel, tuple) else \
+        (layer.kernel,) * (len(in_shape) - 1)
+    if layer.op == "conv_transpose2d":  # PyTorch's ConvTranspose2d layout
+        return (in_shape[0], layer.out // layer.groups, *kernel)
+    return (layer.out, in_shape[0] // layer.groups, *kernel)
+
+
+def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tuple[tuple, str]]]:
+    """(bits per layer, problems as (path suffix, message)) for the weights file."""
+    from edgebuild.core import arrays, numerics
+
+    try:
+        source = arrays.load(path)
+    except (OSError, ValueError) as exc:
+        return {}, [((), f"cannot read pre-quantized weights {path}: {exc}")]
+    nodes = {node.name: node for node in graph.nodes}
+    bits_of, problems = {}, []
+    for layer in layers:
+        if layer.op not in COMPUTE_OPS:
+            continue
+        name, node = layer.name, nodes[layer.name]
+        missing = [f"{name}.{k}" for k in ("weight", "bits", "scale_exp") if f"{name}.{k}" not in source]
+        if missing:
+            problems.append(((), f"{path.name} has no {', '.join(missing)} for layer {name!r}"))
+            continue
+        weight, bits = source[f"{name}.weight"], int(source[f"{name}.bits"])
+        scale_exp = int(source[f"{name}.scale_exp"])
+        bits_of[name] = bits
+        shape = expected_shape(layer, node.in_shapes[0])
+        allowed_bits = numerics.WEIGHT_BITS if numbers is None else numbers.weight_bits
+        low, high = numerics.weight_limits(bits) if bits in allowed_bits else (0, 0)
+        limits = numerics.shift_limits(bits, None if numbers is None else tuple(numbers.total_shift))
+        if tuple(weight.shape) != shape:
+            problems.append(((), f"layer {name!r}: weights have shape {list(weight.shape)}, the "
+                                 f"model needs {list(shape)}"))
+        elif bits not in allowed_bits:
+            problems.append(((), f"layer {name!r}: {bits}-bit weights; allowed: {allowed_bits}"))
+        elif weight.size and (weight.min() < low or weight.max() > high):
+            problems.append(((), f"layer {name!r}: weights {int(weight.min())}..{int(weight.max())} "
+                                 f"do not fit {bits} bits ({low}..{high})"))
+        if not limits[0] <= scale_exp <= limits[1]:
+            problems.append(((), f"layer {name!r}: scale exponent {scale_exp} outside "
+                                 f"{limits[0]}..{limits[1]} for {bits}-bit weights"))
+        problems += _bias(path, layer, source.get(f"{name}.bias"), numbers)
+    extra = sorted({key.rsplit(".", 1)[0] for key in source} - {layer.name for layer in layers})
+    if extra:
+        problems.append(((), f"{path.name} has weights for {', '.join(extra)}, which the model "
+                             "does not have (layers bind by name)"))
+    return bits_of, problems
+
+
+def _bias(path: Path, layer, bias, numbers) -> list[tuple[tuple, str]]:
+    name = layer.name
+    if bias is None:
+        return [((), f"layer {name!r} has `bias: true` but {path.name} has no {name}.bias; set "
+                     "`bias: false`")] if layer.bias else []
+    if not layer.bias:
+        return [((), f"layer {name!r}: {path.name} has a bias but the layer says `bias: false`")]
+    if tuple(bias.shape) != (layer.out,):
+        return [((), f"layer {name!r}: bias has shape {list(bias.shape)}, needs [{layer.out}]")]
+    if numbers is not None:
+        step, limit = 1 << numbers.bias_scale_log2, 1 << (numbers.bias_bits - 1)
+        if (bias % step).any() or (bias // step).min() < -limit or (bias // step).max() >= limit:
+            return [((), f"layer {name!r}: the device's bias is a {numbers.bias_bits}-bit value "
+                         f"times {step}; {path.name} holds other values")]
+    return []

@@ -1,0 +1,97 @@
+"""A known answer supplied with the model (manifest `kat`): inputs and expected outputs.
+
+Typically another toolchain's sample input and the output its own generator computed (the
+MAX7800x synthesis tool's `sample.npy` and known answer). One sample may be given without
+a batch axis; values must already be int8 Q7 inputs ([-128, 127]), since the other
+toolchain normalized them. The expected outputs are the last layer's raw integers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from edgebuild.model import graph as graphs
+
+
+class KatFileError(ValueError):
+    """A kat file is unreadable or does not fit the model; the message says why."""
+
+
+def _read(path: Path):
+    import numpy as np
+
+    try:
+        values = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise KatFileError(f"{path}: cannot read a .npy array ({exc})") from None
+    if values.dtype.kind not in "iu" and not (values.dtype.kind == "f" and
+                                               np.array_equal(values, np.round(values))):
+        raise KatFileError(f"{path}: expected integers, got {values.dtype}")
+    return values.astype(np.int64)
+
+
+def read(base: Path, kat, input_shape: tuple, output_shape: tuple):
+    """(inputs (N, *input_shape), expected (N, prod(output_shape)) or None), checked."""
+    x = _read(base / kat.input)
+    shape = tuple(input_shape)
+    if x.shape == shape:
+        x = x[None]
+    if x.shape[1:] != shape:
+        raise KatFileError(f"{kat.input}: shape {list(x.shape)} is neither one sample "
+                           f"{list(shape)} nor a batch [N, {', '.join(map(str, shape))}]")
+    if x.min() < -128 or x.max() > 127:
+        raise KatFileError(f"{kat.input}: values {int(x.min())}..{int(x.max())} are outside "
+                           "the int8 input range [-128, 127]")
+    if kat.expected is None:
+        return x, None
+    y = _read(base / kat.expected)
+    size = math.prod(output_shape)
+    if y.size != len(x) * size:
+        raise KatFileError(f"{kat.expected}: {y.size} values, but {len(x)} sample(s) of the "
+                           f"model's output {list(output_shape)} need {len(x) * size}")
+    return x, y.reshape(len(x), size)
+
+
+def load(checked):
+    """The manifest's known answer (inputs, expected or None); None when it has none."""
+    kat = checked.manifest.kat
+    if kat is None:
+        return None
+    return read(checked.base, kat, graphs.sample_shape(checked.manifest.model.input,
+                                                       checked.manifest.model.layers),
+                tuple(checked.graph.output.out_shape))
+
+
+def vectors(checked, inputs: dict[str, Path], count: int):
+    """The vectors the generated C checks itself with: the supplied known answer when the
+    manifest has one (expected = the other toolchain's outputs, or the reference's), else
+    the first `count` test samples with the integer reference's outputs."""
+    from edgebuild.core import arrays
+
+    outputs = arrays.load(inputs["evaluate"] / "reference_outputs.npz")
+    known = load(checked)
+    if known is not None:
+        x, expected = known
+        return x, outputs["kat_outputs"] if expected is None else expected
+    x_test = arrays.load(inputs["data"] / "data.npz")["x_test"]
+    reference = outputs["outputs"]
+    count = min(count, len(reference))
+    return x_test[:count], reference[:count]
+
+
+def evaluation_inputs(checked, inputs: dict[str, Path]):
+    """The inputs the evaluate stage ran the reference on (its `outputs`)."""
+    from edgebuild.core import arrays
+
+    if "data" in inputs:
+        return arrays.load(inputs["data"] / "data.npz")["x_test"]
+    return load(checked)[0]
+
+
+def files(checked) -> list[Path]:
+    kat = checked.manifest.kat
+    if kat is None:
+        return []
+    return [checked.base / kat.input] + ([] if kat.expected is None else
+                                          [checked.base / kat.expected])

@@ -1,0 +1,68 @@
+"""The quantized model: folded layers + integer weights, and the numpy integer reference.
+
+Artifact format (stage `quantize`): `weights.npz` with `<layer>.weight` (int8/int16 holding
+b-bit integers) and `<layer>.bias` (int32, accumulator units), and `quant.json` with the
+rounding mode and, per compute layer, bits and weight scale exponent (see numerics).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild.model import folding
+from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import LayerBase, QuantParams
+
+
+@dataclass(frozen=True)
+class QuantizedModel:
+    input_shape: tuple[int, ...]
+    layers: tuple[LayerBase, ...]  # folded: explicit inputs, no batchnorm/dropout
+    params: dict[str, QuantParams]
+    rounding: str
+
+    @property
+    def output(self) -> LayerBase:
+        return self.layers[-1]
+
+    def output_shift(self) -> int | None:
+        quant = self.params.get(self.output.name)
+        return None if quant is None else quant.scale_exp - (quant.bits - 1)
+
+
+def load(directory: Path, manifest) -> QuantizedModel:
+    from edgebuild.core import arrays
+
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    meta = json.loads((directory / "quant.json").read_text())
+    weights = arrays.load(directory / "weights.npz")
+    params = {}
+    for row in meta["layers"]:
+        name = row["name"]
+        bias = weights.get(f"{name}.bias")
+        params[name] = QuantParams(weights[f"{name}.weight"].astype("int64"),
+                                   None if bias is None else bias.astype("int64"),
+                                   row["scale_exp"], row["bits"])
+    return QuantizedModel(tuple(manifest.model.input), layers, params, meta["rounding"])
+
+
+def run_reference(model: QuantizedModel, x, *, keep_all: bool = False):
+    """Integer inference on a batch of int8 samples (N, *input_shape) — clips (N, frames,
+    *input_shape) for a model with a buffer — -> int64 outputs."""
+    import numpy as np
+
+    values = {graphs.INPUT: graphs.per_frame(x.astype(np.int64), model.layers)}
+    for layer in model.layers:
+        inputs = [values[name] for name in layer.inputs]
+        values[layer.name] = OPS[layer.op].reference(layer, model.params.get(layer.name),
+                                                      inputs, model.rounding)
+    return values if keep_all else values[model.output.name]
+
+
+def run_batched(model: QuantizedModel, x, batch: int = 256):
+    import numpy as np
+
+    return np.concatenate([run_reference(model, x[i:i + batch]) for i in range(0, len(x), batch)])

@@ -1,0 +1,279 @@
+"""Rendering the on-device training code: static kernels copied (eb_train, eb_wof), glue
+rendered from the train graph (edgebuild/backward.py), one line of C per step.
+
+The backward steps come from `backward.backward_steps`, the same list written to
+`backward.json`, so the artifact describes exactly what the C does. A pure function of
+its inputs: no clocks, no paths, sorted everything.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgebuild.core.resources import templates_dir
+from edgebuild.ondevice import backward
+from edgebuild.ondevice.memory import Buffer
+
+ACT = {"none": "EBT_ACT_NONE", "relu": "EBT_ACT_RELU", "abs": "EBT_ACT_ABS"}
+POOL = {"max": 0, "avg": 1}
+VALUES_PER_LINE = 8
+STATIC = ("eb_train.c", "eb_train.h", "eb_wof.c", "eb_wof.h", "train_main.c")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    name: str
+    graph: backward.TrainGraph
+    buffers: list[Buffer]
+    params: dict[str, np.ndarray]  # initial float32 values of every float-part weight
+    optimizer: str  # sgd / adam
+    hyper: dict  # lr, momentum / betas, eps
+    loss: str
+    batch: int
+    inputs: np.ndarray  # int8 (steps, batch, input elements)
+    labels: np.ndarray  # (steps, batch)
+    offsets: dict[str, int]  # arena offset of each boundary tensor
+    layout_id: int
+    input_size: int
+
+
+def symbol(prefix: str, tensor: str) -> str:
+    """C name of a buffer: `.` in tensor names (conv1.pre) becomes `__`."""
+    return f"{prefix}_{tensor.replace('.', '__')}"
+
+
+def x(tensor: str) -> str:
+    return symbol("x", tensor)
+
+
+def d(tensor: str) -> str:
+    return symbol("d", tensor)
+
+
+def float_literal(value) -> str:
+    """Exact: the shortest decimal of the float32 value, read back as float by C."""
+    text = repr(float(np.float32(value)))
+    return f"{text}f" if any(c in text for c in ".e") else f"{text}.0f"
+
+
+def _lines(values, literal) -> list[str]:
+    text = [literal(v) for v in np.asarray(values).ravel()]
+    return [", ".join(text[i:i + VALUES_PER_LINE]) + ","
+            for i in range(0, len(text), VALUES_PER_LINE)]
+
+
+def weight_symbol(layer: backward.TrainLayer, part: str) -> str:
+    trainable = layer.scope == "all" if part == "weight" else layer.scope is not None
+    return symbol("p" if trainable else "c", f"{layer.name}.{part}")
+
+
+def _bias(layer: backward.TrainLayer) -> str:
+    return weight_symbol(layer, "bias") if layer.bias else "NULL"
+
+
+def _conv_decl(layer: backward.TrainLayer, batch: int) -> str:
+    c = layer.conv
+    return (f"static const ebt_conv K_{layer.name} = {{{batch}, {c.in_c}, {c.in_h}, {c.in_w}, "
+            f"{c.out_c}, {c.out_h}, {c.out_w}, {c.k_h}, {c.k_w}, {c.stride_h}, {c.stride_w}, "
+            f"{c.pad_h}, {c.pad_w}, {c.dil_h}, {c.dil_w}, {c.groups}}};")
+
+
+def _pool_decl(layer: backward.TrainLayer, batch: int) -> str:
+    p = layer.pool
+    return (f"static const ebt_pool Q_{layer.name} = {{{batch}, {p.c}, {p.in_h}, {p.in_w}, "
+            f"{p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
+            f"{POOL[p.mode]}}};")
+
+
+def declarations(spec: TrainSpec) -> list[str]:
+    found = []
+    for layer in spec.graph.layers:
+        if layer.pool is not None:
+            found.append(_pool_decl(layer, spec.batch))
+        if layer.conv is not None:
+            found.append(_conv_decl(layer, spec.batch))
+        if layer.op == "concat":
+            elems = ", ".join(str(s) for s in layer.sizes)
+            found.append(f"static const int E_{layer.name}[{len(layer.sizes)}] = {{{elems}}};")
+    return found
+
+
+def forward_calls(spec: TrainSpec) -> list[str]:
+    n = spec.batch
+    calls = []
+    for layer in spec.graph.layers:
+        count = n * layer.out_size
+        calls.append(f"/* {layer.name}: {layer.op} */")
+        if layer.weighted:
+            if layer.pool is not None:
+                calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
+                             f"{x(layer.conv_input)});")
+            calls.append(f"ebt_conv_forward(&K_{layer.name}, {x(layer.conv_input)}, "
+                         f"{weight_symbol(layer, 'weight')}, {_bias(layer)}, {x(layer.pre)});")
+        elif layer.op in ("pool1d", "pool2d"):
+            calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
+                         f"{x(layer.name)});")
+        elif layer.op == "add":
+            first, second, *rest = layer.inputs
+            calls.append(f"ebt_add_forward({count}, {x(first)}, {x(second)}, {x(layer.pre)});")
+            calls += [f"ebt_add_forward({count}, {x(layer.pre)}, {x(other)}, {x(layer.pre)});"
+                      for other in rest]
+        elif layer.op == "concat":
+            parts = ", ".join(x(name) for name in layer.inputs)
+            calls.append(f"{{ const float *const xs[{len(layer.inputs)}] = {{{parts}}}; "
+                         f"ebt_concat_forward({n}, {len(layer.inputs)}, E_{layer.name}, xs, "
+                         f"{x(layer.name)}); }}")
+        if layer.act != "none":
+            calls.append(f"ebt_act_forward({ACT[layer.act]}, {count}, {x(layer.pre)}, "
+                         f"{x(layer.name)});")
+    return calls
+
+
+def backward_calls(spec: TrainSpec) -> list[str]:
+    layers = {layer.name: layer for layer in spec.graph.layers}
+    n = spec.batch
+    calls = []
+    for step in backward.backward_steps(spec.graph):
+        op = step["op"]
+        if op == "loss_grad":
+            calls += _loss(spec)
+            continue
+        layer = layers[step["layer"]]
+        target = step["output"][2:]
+        calls += _backward(op, layer, target, n, step.get("input", 0))
+    return calls
+
+
+def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
+              index: int) -> list[str]:
+    count = n * layer.out_size
+    if op in ("relu_grad", "abs_grad"):
+        return [f"ebt_act_backward({ACT[layer.act]}, {count}, {x(layer.pre)}, {d(layer.name)}, "
+                f"{d(layer.pre)});"]
+    if op == "weight_grad":
+        return [f"ebt_conv_backward_weight(&K_{layer.name}, {d(layer.pre)}, {x(layer.conv_input)}, "
+                f"{symbol('g', target)}, {r0}, {r1});" for r0, r1 in layer.tiles]
+    if op == "bias_grad":
+        return [f"ebt_conv_backward_bias(&K_{layer.name}, {d(layer.pre)}, {symbol('g', target)});"]
+    if op == "input_grad":
+        return [f"ebt_conv_backward_input(&K_{layer.name}, {d(layer.pre)}, "
+                f"{weight_symbol(layer, 'weight')}, {d(target)});"]
+    if op == "pool_grad":
+        return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.conv_input)}, "
+                f"{d(target)});"]
+    if op in ("pool1d_grad", "pool2d_grad"):
+        return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.name)}, {d(target)});"]
+    if op == "add_grad":
+        return [f"ebt_accumulate({count}, {d(layer.pre)}, {d(target)});"]
+    if op == "concat_grad":
+        offset, size = sum(layer.sizes[:index]), layer.sizes[index]
+        return [f"for (s = 0; s < {n}; ++s) ebt_accumulate({size}, {d(layer.name)} + s * "
+                f"{layer.out_size} + {offset}, {d(target)} + s * {size});"]
+    raise ValueError(f"no C for backward step {op}")
+
+
+def _loss(spec: TrainSpec) -> list[str]:
+    out, k, n = spec.graph.output, spec.graph.output_size, spec.batch
+    if spec.loss == "mse":
+        return [f"for (s = 0; s < {n} * {k}; ++s) batch_target[s] = 0.0f;",
+                f"for (s = 0; s < {n}; ++s) batch_target[s * {k} + labels[s]] = 1.0f;",
+                f"loss = ebt_mse({n}, {k}, {x(out)}, batch_target, {d(out)});"]
+    return [f"loss = ebt_softmax_cross_entropy({n}, {k}, {x(out)}, labels, {d(out)});"]
+
+
+def optimizer_calls(spec: TrainSpec) -> list[str]:
+    calls = []
+    for name, shape in spec.graph.parameters():
+        count = math.prod(shape)
+        p, g = symbol("p", name), symbol("g", name)
+        if spec.optimizer == "adam":
+            b1, b2 = spec.hyper["betas"]
+            calls.append(f"ebt_adam_step({count}, {p}, {g}, {symbol('s0', name)}, "
+                         f"{symbol('s1', name)}, {float_literal(spec.hyper['lr'])}, "
+                         f"{float_literal(b1)}, {float_literal(b2)}, "
+                         f"{float_literal(spec.hyper['eps'])}, train_steps_done);")
+        else:
+            momentum = spec.hyper["momentum"]
+            state = symbol("s0", name) if momentum > 0 else "NULL"
+            calls.append(f"ebt_sgd_step({count}, {p}, {g}, {state}, "
+                         f"{float_literal(spec.hyper['lr'])}, {float_literal(momentum)});")
+    return calls
+
+
+def _arrays(spec: TrainSpec) -> list[dict]:
+    """RAM buffers (zero-initialized) and flash constants (initial/frozen values)."""
+    ram, flash = [], []
+    for buffer in spec.buffers:
+        if buffer.kind == "frozen":
+            flash.append({"symbol": symbol("c", buffer.name[2:]), "count": buffer.elements,
+                          "lines": _lines(spec.params[buffer.name[2:]], float_literal),
+                          "comment": f"{buffer.name[2:]}: frozen, float"})
+        elif buffer.kind != "batch":
+            ram.append({"symbol": buffer.name.replace(".", "__"), "count": buffer.elements,
+                        "comment": buffer.kind})
+    for name, _ in spec.graph.parameters():
+        flash.append({"symbol": symbol("i", name), "count": spec.params[name].size,
+                      "lines": _lines(spec.params[name], float_literal),
+                      "comment": f"{name}: initial value"})
+    return ram, flash
+
+
+def context(spec: TrainSpec) -> dict:
+    ram, flash = _arrays(spec)
+    parameters = [{"name": name, "count": math.prod(shape), "p": symbol("p", name),
+                   "g": symbol("g", name), "init": symbol("i", name),
+                   "state": [symbol(f"s{slot}", name) for slot in range(_slots(spec))]}
+                  for name, shape in spec.graph.parameters()]
+    steps, batch = spec.inputs.shape[:2]
+    return {
+        "name": spec.name, "batch": spec.batch, "steps": steps,
+        "input_size": spec.input_size, "outputs": spec.graph.output_size,
+        "frozen_steps": spec.graph.frozen_steps,
+        "boundary": [{"symbol": x(name), "size": size, "offset": spec.offsets[name]}
+                     for name, size in spec.graph.boundary],
+        "ram": ram, "flash": flash, "decls": declarations(spec),
+        "forward": forward_calls(spec), "backward": backward_calls(spec),
+        "optimizer": optimizer_calls(spec), "parameters": parameters,
+        "gradients": [d(name) for name in sorted(spec.graph.needs_grad)],
+        "output": x(spec.graph.output), "mse": spec.loss == "mse",
+        "layout_id": f"0x{spec.layout_id:08x}u",
+        "wof_bytes": _wof_bytes(spec),
+        "ram_bytes": sum(b.bytes for b in spec.buffers if b.kind != "frozen"),
+        "data_inputs": [", ".join(str(int(v)) for v in batch_inputs.ravel())
+                        for batch_inputs in spec.inputs],
+        "data_labels": [", ".join(str(int(v)) for v in labels) for labels in spec.labels],
+        "trainable": [f"{layer.name} ({layer.scope})" for layer in spec.graph.trainable],
+    }
+
+
+def _slots(spec: TrainSpec) -> int:
+    if spec.optimizer == "adam":
+        return 2
+    return 1 if spec.hyper["momentum"] > 0 else 0
+
+
+def _wof_bytes(spec: TrainSpec) -> int:
+    from edgebuild.ondevice import wof
+
+    sizes = [math.prod(shape) for _, shape in spec.graph.parameters()]
+    return len(wof.encode([np.zeros(s, np.float32) for s in sizes], spec.layout_id))
+
+
+def render(spec: TrainSpec) -> dict[str, str]:
+    """Every file of the training code (relative to the C project's train/ directory)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    values = context(spec)
+    files = {name: env.get_template(f"train/{name}.j2").render(values)
+             for name in ("train_model.h", "train_model.c", "train_data.h", "Makefile",
+                          "README.md")}
+    root = templates_dir() / "train"
+    for name in STATIC:
+        files[name] = (root / name).read_text()
+    return dict(sorted(files.items()))

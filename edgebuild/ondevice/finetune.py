@@ -1,0 +1,166 @@
+"""The PyTorch side of on-device training: the same steps as the generated C, computed
+independently with torch.autograd and torch.optim, to prove the C right step by step.
+
+The frozen prefix is the numpy integer reference (bit-exact with the C int8 kernels, see
+`evaluate`/`kat`), so both sides start each step from identical float32 boundary tensors;
+from there the float part is written with torch.nn.functional, not with the C kernels'
+geometry records, so that a wrong geometry in the generated code shows as a loss mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgebuild.model import quantized
+from edgebuild.ondevice import backward
+
+
+def boundary_values(model: quantized.QuantizedModel, graph: backward.TrainGraph,
+                    x_int8: np.ndarray) -> dict[str, np.ndarray]:
+    """Float32 (N, elements) of every boundary tensor: the prefix's int8 output as q/128."""
+    values = {}
+    for start in range(0, len(x_int8), 256):
+        batch = quantized.run_reference(model, x_int8[start:start + 256], keep_all=True)
+        for name, _ in graph.boundary:
+            part = batch[name].reshape(len(batch[name]), -1).astype(np.float32) / np.float32(128)
+            values.setdefault(name, []).append(part)
+    return {name: np.concatenate(parts) for name, parts in values.items()}
+
+
+class FloatPart:
+    """The trainable part as a torch function of its boundary tensors."""
+
+    def __init__(self, graph: backward.TrainGraph, params: dict[str, np.ndarray], torch):
+        self.graph, self.torch = graph, torch
+        trainable = {n for n, _ in graph.parameters()}
+        self.tensors = {name: torch.tensor(value, dtype=torch.float32,
+                                           requires_grad=name in trainable)
+                        for name, value in params.items()}
+        self.trainable = [self.tensors[name] for name, _ in graph.parameters()]
+
+    def forward(self, boundary: dict):
+        values = dict(boundary)
+        for layer in self.graph.layers:
+            values[layer.name] = self._layer(layer, values)
+        return values[self.graph.output]
+
+    def _layer(self, layer: backward.TrainLayer, values: dict):
+        import torch.nn.functional as F
+
+        batch = values[layer.inputs[0]].shape[0]
+        if layer.op == "add":
+            out = sum(values[name] for name in layer.inputs)
+        elif layer.op == "concat":
+            out = self.torch.cat([values[name] for name in layer.inputs], dim=1)
+        elif layer.op in ("pool1d", "pool2d"):
+            out = _pool(F, layer.pool, values[layer.inputs[0]]).reshape(batch, -1)
+        elif layer.op == "linear":
+            out = F.linear(values[layer.inputs[0]], self._weight(layer).reshape(
+                layer.conv.out_c, -1), self.tensors.get(f"{layer.name}.bias"))
+        else:
+            out = self._conv(F, layer, values[layer.inputs[0]])
+        if layer.act == "relu":
+            out = F.relu(out)
+        elif layer.act == "abs":
+            out = out.abs()
+        return out
+
+    def _weight(self, layer):
+        return self.tensors[f"{layer.name}.weight"]
+
+    def _conv(self, F, layer, x):
+        batch = x.shape[0]
+        if layer.pool is not None:
+            x = _pool(F, layer.pool, x)
+        c = layer.conv
+        x = x.reshape(batch, c.in_c, c.in_h, c.in_w)
+        out = F.conv2d(x, self._weight(layer), self.tensors.get(f"{layer.name}.bias"),
+                       (c.stride_h, c.stride_w), (c.pad_h, c.pad_w), (c.dil_h, c.dil_w), c.groups)
+        return out.reshape(batch, -1)
+
+
+def _pool(F, pool: backward.Pool, x):
+    x = x.reshape(x.shape[0], pool.c, pool.in_h, pool.in_w)
+    apply = F.max_pool2d if pool.mode == "max" else F.avg_pool2d
+    return apply(x, (pool.k_h, pool.k_w), (pool.stride_h, pool.stride_w))
+
+
+def loss_function(kind: str, classes: int, torch):
+    import torch.nn.functional as F
+
+    if kind == "mse":
+        return lambda out, labels: F.mse_loss(out, F.one_hot(labels, classes).to(torch.float32))
+    return F.cross_entropy
+
+
+def optimizer_for(spec, tensors, torch):
+    settings = spec.optimizer.settings
+    if spec.optimizer.kind == "adam":
+        return torch.optim.Adam(tensors, lr=settings.lr, betas=tuple(settings.betas),
+                                eps=settings.eps, foreach=False)
+    return torch.optim.SGD(tensors, lr=settings.lr, momentum=settings.momentum, foreach=False)
+
+
+@dataclass(frozen=True)
+class Trace:
+    losses: list[float]
+    first_gradients: dict[str, np.ndarray]  # gradient of every trainable tensor, step 1
+    final: dict[str, np.ndarray]  # trainable tensors after the last step
+
+
+def run_steps(spec, graph, params, boundary, labels, batches) -> Trace:
+    """The C program's steps: batch k is rows `batches[k]` of `boundary`/`labels`."""
+    import torch
+
+    part = FloatPart(graph, params, torch)
+    optimizer = optimizer_for(spec, part.trainable, torch)
+    loss_fn = loss_function(spec.loss.value, graph.output_size, torch)
+    losses, first = [], {}
+    for index, rows in enumerate(batches):
+        optimizer.zero_grad(set_to_none=False)
+        inputs = {name: torch.from_numpy(values[rows]) for name, values in boundary.items()}
+        loss = loss_fn(part.forward(inputs), torch.from_numpy(labels[rows].astype(np.int64)))
+        loss.backward()
+        if index == 0:
+            first = {name: tensor.grad.detach().numpy().copy() for (name, _), tensor
+                     in zip(graph.parameters(), part.trainable, strict=True)}
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    final = {name: tensor.detach().numpy().copy()
+             for (name, _), tensor in zip(graph.parameters(), part.trainable, strict=True)}
+    return Trace(losses, first, final)
+
+
+def fixed_batches(count: int, batch: int, samples: int, seed: int) -> list[np.ndarray]:
+    """`count` batches of `batch` row indices: seeded permutations of the samples, one
+    after the other (an epoch boundary may fall inside a batch)."""
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(samples)
+                            for _ in range(-(-count * batch // samples))])
+    return [order[k * batch:(k + 1) * batch] for k in range(count)]
+
+
+def accuracy(graph, params, boundary, labels) -> float:
+    import torch
+
+    part = FloatPart(graph, params, torch)
+    with torch.no_grad():
+        out = part.forward({name: torch.from_numpy(v) for name, v in boundary.items()})
+    return float((out.argmax(dim=1).numpy() == labels).mean())
+
+
+def fine_tune(spec, graph, params, train, test, seed: int) -> dict:
+    """Accuracy on the held-out split before and after `epochs` of on-device training on
+    the training split (both with the field drift applied): the C code's algorithm, run in
+    torch because it is verified equal to the C step by step."""
+    boundary, labels = train
+    steps = spec.epochs * (-(-len(labels) // spec.batch))
+    batches = fixed_batches(steps, spec.batch, len(labels), seed + 1)
+    before = accuracy(graph, params, *test)
+    trace = run_steps(spec, graph, params, boundary, labels, batches) if steps else None
+    after = accuracy(graph, {**params, **trace.final}, *test) if trace else before
+    return {"epochs": spec.epochs, "steps": steps, "accuracy_before": round(before, 4),
+            "accuracy_after": round(after, 4),
+            "final_loss": round(trace.losses[-1], 6) if trace else None}

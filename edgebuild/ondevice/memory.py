@@ -1,0 +1,138 @@
+"""Memory of on-device training: the buffers the generated training code declares.
+
+The generated C (edgebuild/traincode.py) allocates exactly `buffers(...)`, so the
+estimate is the RAM the training code adds on top of the inference arena, not a guess:
+- saved activations: every float tensor of the trainable part, for the whole batch
+  (boundary tensors converted from int8, pre-activations, pooled inputs, outputs);
+- activation gradients: the same for every tensor a gradient flows through;
+- trainable weights (RAM, float32) and their gradients; frozen weights of the float part
+  stay const in flash and are counted under `flash`;
+- optimizer state: SGD momentum 1x the trainable parameters (none without momentum),
+  Adam 2x (first and second moments);
+- the int8 input batch, its labels, and the one-hot target of an MSE loss.
+
+`choose` turns the manifest's `trainable` (names, last N, or a budget) into per-layer scopes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from edgebuild.ondevice import backward
+
+FLOAT = 4
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str  # C symbol stem
+    elements: int
+    kind: str  # activation, gradient, weight, weight_gradient, optimizer, batch, frozen
+    bytes_per: int = FLOAT
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.bytes_per
+
+
+def optimizer_slots(kind: str, momentum: float = 0.0) -> int:
+    """State tensors per trainable tensor."""
+    if kind == "adam":
+        return 2
+    return 1 if momentum > 0 else 0
+
+
+def buffers(graph: backward.TrainGraph, batch: int, slots: int, input_size: int,
+            loss: str) -> list[Buffer]:
+    found = [Buffer(f"x_{name}", batch * size, "activation") for name, size in
+             sorted(graph.tensors.items())]
+    found += [Buffer(f"d_{name}", batch * graph.tensors[name], "gradient")
+              for name in sorted(graph.needs_grad)]
+    for name, shape in graph.parameters():
+        count = math.prod(shape)
+        found += [Buffer(f"p_{name}", count, "weight"), Buffer(f"g_{name}", count,
+                                                               "weight_gradient")]
+        found += [Buffer(f"s{slot}_{name}", count, "optimizer") for slot in range(slots)]
+    for layer in graph.layers:
+        if layer.weighted and layer.scope != "all":
+            found.append(Buffer(f"c_{layer.name}.weight", math.prod(layer.weight_shape), "frozen"))
+        if layer.weighted and layer.bias and layer.scope is None:
+            found.append(Buffer(f"c_{layer.name}.bias", layer.weight_shape[0], "frozen"))
+    found += [Buffer("batch_inputs", batch * input_size, "batch", 1),
+              Buffer("batch_labels", batch, "batch")]
+    if loss == "mse":
+        found.append(Buffer("batch_target", batch * graph.output_size, "batch"))
+    return found
+
+
+def summary(found: list[Buffer]) -> dict:
+    """Bytes per kind; `ram` is everything but the frozen (flash) weights."""
+    kinds: dict[str, int] = {}
+    for buffer in found:
+        kinds[buffer.kind] = kinds.get(buffer.kind, 0) + buffer.bytes
+    ram = sum(b.bytes for b in found if b.kind != "frozen")
+    return {"ram": ram, "flash": kinds.get("frozen", 0), "by_kind": dict(sorted(kinds.items()))}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way to choose the trainable layers, and what it needs."""
+
+    layers: tuple[str, ...]
+    ram: int
+
+
+def scopes_for(names, scope_map: dict[str, str]) -> dict[str, str]:
+    return {name: scope_map.get(name, "all") for name in names}
+
+
+def evaluate(layers, input_shape, names, scope_map, settings) -> tuple[backward.TrainGraph, dict]:
+    """(train graph, memory summary) for training `names`."""
+    graph = backward.build(layers, input_shape, scopes_for(names, scope_map), settings.batch,
+                           settings.l1)
+    found = buffers(graph, settings.batch, settings.slots, math.prod(input_shape), settings.loss)
+    return graph, summary(found)
+
+
+@dataclass(frozen=True)
+class Settings:
+    batch: int
+    slots: int
+    l1: int
+    loss: str
+
+
+def choices(layers, input_shape, scope_map, settings: Settings) -> list[Choice]:
+    """Training the last 1, 2, ... layers with weights: the memory table of the report."""
+    weighted = backward.weighted_layers(layers)
+    found = []
+    for count in range(1, len(weighted) + 1):
+        names = tuple(weighted[-count:])
+        _, memory = evaluate(layers, input_shape, names, scope_map, settings)
+        found.append(Choice(names, memory["ram"]))
+    return found
+
+
+class SelectionError(ValueError):
+    """The trainable layers cannot be chosen; the message says what would work."""
+
+
+def choose(trainable, layers, input_shape, scope_map, settings: Settings) -> tuple[str, ...]:
+    """Layer names from `ondevice.trainable` (a list, {last: N} or {budget: bytes})."""
+    weighted = backward.weighted_layers(layers)
+    if isinstance(trainable, list):
+        return tuple(trainable)
+    if hasattr(trainable, "last"):
+        if trainable.last > len(weighted):
+            raise SelectionError(f"last: {trainable.last} but the model has only "
+                                 f"{len(weighted)} layers with weights ({', '.join(weighted)})")
+        return tuple(weighted[-trainable.last:])
+    options = choices(layers, input_shape, scope_map, settings)
+    fitting = [c for c in options if c.ram <= trainable.budget]
+    if not fitting:
+        smallest = options[0]
+        raise SelectionError(
+            f"budget {trainable.budget} bytes is too small for even the last layer: training "
+            f"{smallest.layers[0]} needs {smallest.ram} bytes")
+    return fitting[-1].layers

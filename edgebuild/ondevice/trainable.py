@@ -1,0 +1,136 @@
+"""Resolving the manifest's `ondevice` section: the trainable layers, the train graph,
+its memory and whether it fits — the same answer at `check` time (before any training)
+and in the `ondevice` stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgebuild.manifest.ondevice import Ondevice, unsupported
+from edgebuild.ondevice import backward
+from edgebuild.ondevice import memory as training_memory
+
+
+@dataclass(frozen=True)
+class Resolved:
+    names: tuple[str, ...]
+    scopes: dict[str, str]
+    graph: backward.TrainGraph
+    memory: dict
+    choices: list[training_memory.Choice]
+
+
+def settings(spec: Ondevice, l1: int) -> training_memory.Settings:
+    optimizer = spec.optimizer.settings
+    slots = training_memory.optimizer_slots(spec.optimizer.kind, getattr(optimizer, "momentum", 0))
+    return training_memory.Settings(spec.batch, slots, l1, spec.loss.value)
+
+
+def resolve(spec: Ondevice, layers, input_shape, l1: int) -> Resolved:
+    """Raises training_memory.SelectionError / backward.TrainGraphError on bad input."""
+    scope_map = {name: scope.value for name, scope in spec.scope.items()}
+    chosen = settings(spec, l1)
+    names = training_memory.choose(spec.trainable, layers, input_shape, scope_map, chosen)
+    graph, memory = training_memory.evaluate(layers, input_shape, names, scope_map, chosen)
+    options = training_memory.choices(layers, input_shape, scope_map, chosen)
+    return Resolved(names, training_memory.scopes_for(names, scope_map), graph, memory, options)
+
+
+def problems(manifest, layers) -> list[tuple[tuple, str]]:
+    """(manifest path, message) for every problem of the `ondevice` section."""
+    spec = manifest.ondevice
+    if spec is None:
+        return []
+    found = [(("ondevice", "optimizer", *path), message)
+             for path, message in unsupported(spec.optimizer)]
+    if manifest.dataset is None:
+        found.append((("ondevice",), "on-device training needs a dataset to draw its "
+                                     "training batches from; add a `dataset` section"))
+    names = {layer.name for layer in layers}
+    weighted = backward.weighted_layers(layers)
+    if isinstance(spec.trainable, list):
+        found += [(("ondevice", "trainable", i), f"no layer named '{name}'; layers with weights: "
+                                                 f"{', '.join(weighted)}")
+                  for i, name in enumerate(spec.trainable) if name not in names]
+    found += [(("ondevice", "scope", name), f"no layer named '{name}'; layers with weights: "
+                                            f"{', '.join(weighted)}")
+              for name in spec.scope if name not in names]
+    by_name = {layer.name: layer for layer in layers}
+    for name, scope in spec.scope.items():
+        layer = by_name.get(name)
+        if layer is None:
+            continue
+        if layer.op not in backward.WEIGHTED:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' ({layer.op}) has no weights; scope applies to layers with weights: "
+                f"{', '.join(weighted)}")))
+        elif scope.value == "bias" and not layer.bias:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' has no bias (bias: false), so `bias` leaves nothing to train; "
+                "use all")))
+        elif isinstance(spec.trainable, list) and name not in spec.trainable:
+            found.append((("ondevice", "scope", name), (
+                f"'{name}' is not trained (trainable: {', '.join(spec.trainable)}); add it "
+                "there or remove this entry")))
+    if spec.loss.value == "cross_entropy":
+        out = layers[-1]
+        if getattr(getattr(out, "act", None), "value", "none") != "none":
+            found.append((("ondevice", "loss"), (
+                f"cross_entropy needs raw class scores, but the last layer '{out.name}' applies "
+                f"{out.act.value}; use `act: none` on it or loss: mse")))
+    if found:
+        return found
+    return _resolution(manifest, layers)
+
+
+def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
+    spec = manifest.ondevice
+    memory = manifest.target.memory
+    try:
+        resolved = resolve(spec, layers, tuple(manifest.model.input), memory.l1)
+    except training_memory.SelectionError as exc:
+        return [(("ondevice", "trainable"), str(exc))]
+    except backward.TrainGraphError as exc:
+        return [(("ondevice", "trainable"), str(exc))]
+    arena = inference_arena(layers, tuple(manifest.model.input))
+    if resolved.memory["ram"] + arena > memory.l2:
+        smallest = resolved.choices[0]
+        return [(("ondevice", "trainable"), (
+            f"training {', '.join(resolved.names)} needs {resolved.memory['ram']} bytes of RAM "
+            f"besides the {arena}-byte inference arena, {resolved.memory['ram'] + arena} in "
+            f"all, but target.memory.l2 is {memory.l2}; training only {smallest.layers[0]} "
+            f"needs {smallest.ram} + {arena} bytes"))]
+    return []
+
+
+def inference_arena(layers, input_shape) -> int:
+    """Bytes of the int8 inference arena the frozen prefix runs in (the plan stage's
+    figure: the same planner on the same layers)."""
+    from edgebuild.pipeline.stages.plan import make_plan
+
+    return make_plan(input_shape, layers, 0)["arena_bytes"]
+
+
+def dequantized(model, name: str) -> tuple:
+    """Float32 (weight, bias) of a deployed layer: the real values of its integers."""
+    import numpy as np
+
+    quant = model.params[name]
+    shift = quant.scale_exp - (quant.bits - 1)
+    weight = (quant.weight.astype(np.float64) * 2.0 ** shift).astype(np.float32)
+    bias = None if quant.bias is None else (
+        quant.bias.astype(np.float64) * 2.0 ** shift / 128.0).astype(np.float32)
+    return weight, bias
+
+
+def initial_parameters(model, graph: backward.TrainGraph) -> dict:
+    """name.weight / name.bias -> float32 array in the training kernels' shapes."""
+    values = {}
+    for layer in graph.layers:
+        if not layer.weighted:
+            continue
+        weight, bias = dequantized(model, layer.name)
+        values[f"{layer.name}.weight"] = weight.reshape(layer.weight_shape)
+        if bias is not None:
+            values[f"{layer.name}.bias"] = bias
+    return values

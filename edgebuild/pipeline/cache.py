@@ -1,0 +1,272 @@
+"""The content-hash cache (DESIGN §4): one key function, atomic publication, verification.
+
+Layout: `<root>/<stage>/<key[:2]>/<key>/` holding `out/` (the artifact, read-only files)
+and `meta.json`, written last — its presence is what "complete" means. An entry is built
+in `<root>/tmp/` (same filesystem) and moved into place with one `os.replace`, so a build
+killed at any moment leaves at most a stray temp dir, never an entry that looks complete.
+A per-key file lock makes two processes that want the same artifact build it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import stat
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from edgebuild.core.errors import UserError
+
+SCHEME = 1
+LOCK_TIMEOUT_S = 3600.0
+
+
+def canonical(obj: Any) -> bytes:
+    """Canonical JSON: sorted keys, compact separators — the only form ever hashed."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def key_of(material: dict) -> str:
+    """The one cache-key function: sha256 of the canonical key material."""
+    return hashlib.sha256(canonical({"scheme": SCHEME, **material})).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_of(directory: Path) -> dict[str, str]:
+    """`{relative posix path: sha256}` for every file below `directory`."""
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            files[path.relative_to(directory).as_posix()] = sha256_file(path)
+    return files
+
+
+def digest_of(files: dict[str, str]) -> str:
+    """An artifact's digest: a hash of its file names and contents, nothing else."""
+    return hashlib.sha256(canonical(files)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    stage: str
+    key: str
+    path: Path
+    digest: str
+    files: dict[str, str]
+    material: dict
+
+    @property
+    def out(self) -> Path:
+        return self.path / "out"
+
+
+@dataclass(frozen=True)
+class Cache:
+    root: Path
+
+    def entry_path(self, stage: str, key: str) -> Path:
+        return self.root / stage / key[:2] / key
+
+    def ensure_writable(self) -> None:
+        """Fail early, as a user error, when the cache cannot be written."""
+        probe = self.root / "tmp" / f".probe-{uuid.uuid4().hex}"
+        try:
+            probe.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(f"cache directory {self.root} is not writable ({exc.strerror}); "
+                            "choose another with --cache-dir or EDGEBUILD_CACHE") from None
+
+    def lookup(self, stage: str, key: str) -> Entry | None:
+        path = self.entry_path(stage, key)
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return Entry(stage, key, path, meta["digest"], meta["files"], meta["material"])
+
+    def lock(self, stage: str, key: str) -> FileLock:
+        path = self.root / "locks" / f"{stage}-{key[:32]}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
+
+    def publish(self, stage: str, key: str, material: dict,
+                build: Callable[[Path], None]) -> tuple[Entry, bool]:
+        """Return the entry for `key`, building it once under a lock. `True` = built now."""
+        with self.lock(stage, key):
+            entry = self.lookup(stage, key)
+            if entry is not None and not problems(entry):
+                return entry, False
+            return self._build(stage, key, material, build), True
+
+    def _build(self, stage: str, key: str, material: dict, build: Callable[[Path], None]) -> Entry:
+        temp = self.root / "tmp" / f"{stage}-{key[:12]}-{uuid.uuid4().hex[:8]}"
+        try:
+            (temp / "out").mkdir(parents=True)
+            build(temp / "out")
+            files = manifest_of(temp / "out")
+            meta = {"stage": stage, "key": key, "material": material,
+                    "digest": digest_of(files), "files": files}
+            _write_json(temp / "meta.json", meta)
+            _freeze(temp / "out")
+            final = self.entry_path(stage, key)
+            if final.exists():
+                remove_tree(final)  # a corrupt entry found by `problems`, replaced whole
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(temp, final)
+        finally:
+            if temp.exists():
+                remove_tree(temp)
+        return self.lookup(stage, key)
+
+    def entries(self) -> list[Entry]:
+        found = []
+        for meta in sorted(self.root.glob("*/??/*/meta.json")):
+            entry = self.lookup(meta.parent.parent.parent.name, meta.parent.name)
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def discard(self, entry: Entry) -> None:
+        remove_tree(entry.path)
+
+
+def problems(entry: Entry) -> list[str]:
+    """Re-hash an entry's files; anything missing, extra or changed is a problem."""
+    if not entry.out.is_dir():
+        return ["artifact directory is missing"]
+    actual = manifest_of(entry.out)
+    found = [f"{name}: missing" for name in entry.files if name not in actual]
+    found += [f"{name}: unexpected file" for name in actual if name not in entry.files]
+    found += [f"{name}: content changed" for name, digest in actual.items()
+              if name in entry.files and entry.files[name] != digest]
+    return found
+
+
+def entry_bytes(entry: Entry) -> int:
+    return sum(p.stat().st_size for p in entry.path.rglob("*") if p.is_file())
+
+
+def last_used(entry: Entry) -> float:
+    used = entry.path / "used"
+    return (used if used.exists() else entry.path / "meta.json").stat().st_mtime
+
+
+def touch(entry: Entry) -> None:
+    """Record use (for `cache gc` by age); best effort, the entry itself stays read-only."""
+    with contextlib.suppress(OSError):
+        (entry.path / "used").touch()
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def _freeze(directory: Path) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file():
+            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a tree. Files are read-only but directories stay writable, which is all
+    POSIX needs to unlink them."""
+    if path.exists():
+        shutil.rmtree(path)
+
+
+def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) -> str:
+    """A value derived from a file (its digest, a program's version), remembered in
+    `<root>/stat/` by the file's (size, mtime, inode) like DVC does: a no-op build neither
+    re-reads megabytes nor runs subprocesses, and any change to the file recomputes it."""
+    path = Path(path).resolve()
+    info = path.stat()
+    fingerprint = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
+    known = _REMEMBERED.get(tuple(fingerprint))  # the same file keyed by several manifests
+    if known is not None:
+        return known
+    record = root / "stat" / f"{kind}-{hashlib.sha1(str(path).encode()).hexdigest()}.json"
+    try:
+        saved = json.loads(record.read_text())
+        if saved["fingerprint"] == fingerprint:
+            _REMEMBERED[tuple(fingerprint)] = saved["value"]
+            return saved["value"]
+    except (OSError, ValueError, KeyError):
+        pass
+    value = compute()
+    with contextlib.suppress(OSError):  # the record is an optimization (read-only cache)
+        write_atomic(record, json.dumps({"fingerprint": fingerprint, "value": value}))
+    _REMEMBERED[tuple(fingerprint)] = value
+    return value
+
+
+_REMEMBERED: dict[tuple, str] = {}  # per process: fingerprint -> value
+
+
+def file_digest(path: Path, root: Path) -> str:
+    """sha256 of a data file: its content, never its mtime, decides rebuilds."""
+    return remembered(path, root, "sha256", lambda: sha256_file(Path(path).resolve()))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file and rename: readers see the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+def collect(cache: Cache, keep: set[str], max_bytes: int | None,
+            max_age_s: float | None) -> list[Entry]:
+    """Delete unreferenced entries unused for `max_age_s`, then least recently used ones
+    until the cache fits `max_bytes`. Entries whose key is in `keep` are never deleted."""
+    now = time.time()
+    candidates = sorted((e for e in cache.entries() if e.key not in keep), key=last_used)
+    removed = []
+    if max_age_s is not None:
+        for entry in list(candidates):
+            if now - last_used(entry) > max_age_s:
+                removed.append(entry)
+                candidates.remove(entry)
+    if max_bytes is not None:
+        total = sum(entry_bytes(e) for e in cache.entries() if e not in removed)
+        for entry in candidates:
+            if total <= max_bytes:
+                break
+            total -= entry_bytes(entry)
+            removed.append(entry)
+    for entry in removed:
+        cache.discard(entry)
+    sweep_temp(cache.root, older_than_s=3600)
+    return removed
+
+
+def sweep_temp(root: Path, older_than_s: float) -> int:
+    """Delete temp dirs left by killed builds (they were never entries)."""
+    removed = 0
+    now = time.time()
+    for temp in (root / "tmp").glob("*"):
+        try:
+            if now - temp.stat().st_mtime > older_than_s:
+                remove_tree(temp) if temp.is_dir() else temp.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed

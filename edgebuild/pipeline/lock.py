@@ -1,0 +1,40 @@
+"""`edgebuild.lock`: per manifest and stage, the cache key and output digest of the last
+successful build. Committed next to the manifests; `build --locked` (CI) fails when a
+stage's key or digest differs, naming the stage. Sorted keys, one field per line: diffs
+show exactly which stage moved.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edgebuild.core.errors import UserError
+from edgebuild.pipeline.cache import write_atomic
+
+VERSION = 1
+
+
+def read(path: Path) -> dict[str, dict[str, dict[str, str]]]:
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable lock file ({exc}); delete it and rebuild") from None
+    if raw.get("version") != VERSION or not isinstance(raw.get("manifests"), dict):
+        raise UserError(f"{path}: not an edgebuild lock file of version {VERSION}")
+    return raw["manifests"]
+
+
+def write(path: Path, manifests: dict[str, dict[str, dict[str, str]]]) -> None:
+    body = {"version": VERSION, "manifests": manifests}
+    write_atomic(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def merge(previous: dict, results: dict, keep: set[str]) -> dict:
+    """Update the built manifests' stages; drop manifests that no longer exist."""
+    merged = {name: dict(stages) for name, stages in previous.items() if name in keep}
+    for name, stages in results.items():
+        merged.setdefault(name, {}).update(stages)
+    return merged

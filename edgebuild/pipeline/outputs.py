@@ -1,0 +1,112 @@
+"""The build tree: `build/<manifest>/<stage>/`, a user-facing copy of each cache entry.
+
+Each materialized stage has a state record (`build/<manifest>/.state/<stage>.json`) with
+its key, key material, digest and every file's (size, mtime, sha256). "Up to date" means:
+same key, same set of files, and each file unchanged — checked by stat first and by
+content only when the stat differs, so a no-op build stays fast while a deleted or
+edited output is still caught and restored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from edgebuild.pipeline.cache import LOCK_TIMEOUT_S, Entry, remove_tree, sha256_file, write_atomic
+
+
+@dataclass(frozen=True)
+class State:
+    key: str
+    digest: str
+    material: dict
+    files: dict[str, list]  # relative path -> [size, mtime_ns, sha256]
+    exports: dict[str, list] | None = None  # build/<name>/<file> copies, same format
+
+
+def state_path(build_dir: Path, stage: str) -> Path:
+    return build_dir / ".state" / f"{stage}.json"
+
+
+def lock(build_dir: Path, stage: str) -> FileLock:
+    """Held while a process checks and materializes `build/<name>/<stage>/`."""
+    path = build_dir / ".state" / f"{stage}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
+
+
+def read_state(build_dir: Path, stage: str) -> State | None:
+    try:
+        raw = json.loads(state_path(build_dir, stage).read_text())
+        return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def intact(build_dir: Path, stage: str, state: State) -> bool:
+    """Are the materialized files exactly those recorded? (stat fast path, then content)"""
+    root = build_dir / stage
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} \
+        if root.is_dir() else set()
+    if present != set(state.files):
+        return False
+    return _unchanged(root, state.files) and _unchanged(build_dir, state.exports or {})
+
+
+def _unchanged(root: Path, files: dict[str, list]) -> bool:
+    for name, (size, mtime_ns, digest) in files.items():
+        try:
+            info = (root / name).stat()
+        except OSError:
+            return False
+        if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) and \
+                sha256_file(root / name) != digest:
+            return False
+    return True
+
+
+def current(build_dir: Path, stage: str, key: str) -> State | None:
+    state = read_state(build_dir, stage)
+    if state is None or state.key != key or not intact(build_dir, stage, state):
+        return None
+    return state
+
+
+def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, ...] = ()) -> State:
+    """Copy an entry into the build tree, swapping directories so readers never see a mix."""
+    dest = build_dir / stage
+    temp = build_dir / f".tmp-{stage}-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(entry.out, temp, copy_function=shutil.copyfile)
+    trash = build_dir / f".old-{stage}-{uuid.uuid4().hex[:8]}"
+    state_path(build_dir, stage).unlink(missing_ok=True)
+    if dest.exists():
+        os.replace(dest, trash)
+    os.replace(temp, dest)
+    remove_tree(trash)
+    files = {name: _stat(dest / name, digest) for name, digest in entry.files.items()}
+    exported = {}
+    for name in exports:
+        if name not in entry.files:
+            continue  # an export only some manifests produce (e.g. ai8x/network.yaml)
+        target = build_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp_copy = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+        shutil.copyfile(dest / name, temp_copy)
+        os.replace(temp_copy, target)
+        exported[name] = _stat(build_dir / name, entry.files[name])
+    state = State(entry.key, entry.digest, entry.material, files, exported)
+    write_atomic(state_path(build_dir, stage), json.dumps(
+        {"key": state.key, "digest": state.digest, "material": state.material,
+         "files": state.files, "exports": exported}, indent=1, sort_keys=True))
+    return state
+
+
+def _stat(path: Path, digest: str) -> list:
+    info = path.stat()
+    return [info.st_size, info.st_mtime_ns, digest]

@@ -1,0 +1,122 @@
+"""Where things are: the manifests of a project, its build tree, cache and lock file.
+
+A project is a directory holding `edgebuild.yaml` and/or `manifests/*.yaml`. Outputs go to
+`build/<manifest name>/`, the cache to `cache/` (or `--cache-dir` / `EDGEBUILD_CACHE`), and
+`edgebuild.lock` sits next to the manifests, meant to be committed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild.core.errors import Diagnostic, UserError
+from edgebuild.pipeline import resolved as resolutions
+from edgebuild.pipeline.resolved import Resolved
+
+CACHE_ENV = "EDGEBUILD_CACHE"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    cache_root: Path
+    manifests: tuple[Resolved, ...]
+
+    @property
+    def build_root(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "edgebuild.lock"
+
+    def build_dir(self, name: str) -> Path:
+        return self.build_root / name
+
+
+
+def manifest_files(directory: Path) -> list[Path]:
+    found = [directory / "edgebuild.yaml"] if (directory / "edgebuild.yaml").is_file() else []
+    found += sorted(p for p in (directory / "manifests").glob("*.y*ml")
+                    if p.suffix in (".yaml", ".yml"))
+    return found
+
+
+def project_root(manifest: Path) -> Path:
+    """`X/manifests/m.yaml` and `X/edgebuild.yaml` both belong to project X."""
+    parent = manifest.resolve().parent
+    return parent.parent if parent.name == "manifests" else parent
+
+
+def locate(paths: list[str], cwd: Path) -> tuple[Path, list[Path]]:
+    """The project root and the manifest files named by the command line (default: cwd)."""
+    files: list[Path] = []
+    for raw in paths or [str(cwd)]:
+        path = (cwd / raw) if not Path(raw).is_absolute() else Path(raw)
+        if path.is_dir():
+            found = manifest_files(path)
+            if not found:
+                raise UserError(Diagnostic(raw, "no edgebuild.yaml or manifests/*.yaml here; "
+                                                "create one with `edgebuild init`"))
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UserError(Diagnostic(raw, "no such manifest file or project directory"))
+    return project_root(files[0]), files
+
+
+def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
+    """Every manifest validated (memoized when unchanged), all problems reported at once."""
+    root, files = locate(paths, cwd)
+    cache = Path(cache_dir or os.environ.get(CACHE_ENV) or root / "cache")
+    cache = cache if cache.is_absolute() else cwd / cache
+    fingerprint = resolutions.code_fingerprint()
+    found, problems = [], []
+    for path in dict.fromkeys(p.resolve() for p in files):
+        display = _display(path, cwd)
+        try:
+            found.append(resolutions.recall(path, display, cache, fingerprint)
+                         or _validate(path, display, cache, fingerprint))
+        except UserError as exc:
+            problems += exc.diagnostics
+    problems += _duplicate_names(found)
+    if problems:
+        raise UserError(problems)
+    return Project(root, cache, tuple(found))
+
+
+def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> Resolved:
+    from edgebuild.pipeline import validation
+
+    resolved = resolutions.from_checked(validation.load(path, display))
+    resolutions.remember(resolved, cache, fingerprint)
+    return resolved
+
+
+def _display(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _duplicate_names(found: list[Resolved]) -> list[Diagnostic]:
+    seen: dict[str, Resolved] = {}
+    problems = []
+    for item in found:
+        if item.name in seen:
+            problems.append(_name_diagnostic(item, (
+                f"manifest name {item.name!r} is already used by {seen[item.name].display}; "
+                "names must be unique (they name build/<name>/)")))
+        else:
+            seen[item.name] = item
+    return problems
+
+
+def _name_diagnostic(item: Resolved, message: str) -> Diagnostic:
+    from edgebuild.core import document as yamlsource
+
+    return yamlsource.load(item.path, item.display).diagnostic(("name",), message)

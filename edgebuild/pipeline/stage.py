@@ -1,0 +1,48 @@
+"""What a stage is: a pure function from (its config, upstream artifacts) to one directory."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
+    from edgebuild.pipeline.validation import Checked
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a stage's `run` may read. It writes only below `out`."""
+
+    checked: Checked
+    out: Path
+    inputs: dict[str, Path]
+    cache_root: Path
+    build_dir: Path
+
+    def log(self, message: str) -> None:
+        """Progress for people, on stderr (stdout belongs to `--json`)."""
+        print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """`config` returns the plain-JSON settings that key the cache (defaults resolved,
+    cosmetic fields left out); `files` the data files whose *content* also keys it;
+    `tools` names packages whose versions change outputs."""
+
+    name: str
+    version: int
+    upstream: tuple[str, ...]
+    config: Callable[[Checked], dict]
+    run: Callable[[Context], None]
+    summary: str
+    tools: tuple[str, ...] = ()
+    files: Callable[[Checked], list[Path]] = lambda checked: []
+    exports: tuple[str, ...] = ()  # files also copied to build/<name>/ itself
+    # Whether the stage exists for a manifest: an imported model with pre-quantized weights
+    # has no training stages, a model without a dataset no data stage. Upstream stages that
+    # do not apply are simply absent from `Context.inputs`.
+    applies: Callable[[Checked], bool] = lambda checked: True

@@ -1,0 +1,64 @@
+"""Stage `codegen`: the C project (static kernels + rendered glue + KAT vectors).
+
+The KAT vectors are the first test samples and the integer reference's outputs for them
+(never the float model's). See edgebuild/codegen.py for the renderer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.pipeline.stage import Context, Stage
+
+KAT_SAMPLES = 8
+
+
+def config(checked) -> dict:
+    manifest = checked.manifest
+    return {"name": manifest.name, "target": manifest.target.model_dump(mode="json"),
+            "kat_samples": KAT_SAMPLES}
+
+
+def template_files(checked) -> list:
+    """Every shipped template: their content keys the C project (a fixed kernel or an
+    edgebuild upgrade regenerates it), checked live like data files."""
+    from edgebuild.core.resources import template_files as shipped
+
+    return shipped()
+
+
+def spec_for(ctx: Context):
+    from edgebuild.codegen import project as codegen
+    from edgebuild.model import knownanswer, quantized
+
+    manifest = ctx.checked.manifest
+    kat_inputs, kat_expected = knownanswer.vectors(ctx.checked, ctx.inputs, KAT_SAMPLES)
+    return codegen.ProjectSpec(
+        name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
+        plan=json.loads((ctx.inputs["plan"] / "plan.json").read_text()),
+        kat_inputs=kat_inputs, kat_expected=kat_expected,
+        flash_bytes=manifest.target.memory.flash,
+        ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too
+        device=manifest.target.device.value)
+
+
+def run(ctx: Context) -> None:
+    from edgebuild.codegen import project as codegen
+
+    files = codegen.render(spec_for(ctx))
+    for relative, text in files.items():
+        path = ctx.out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    ctx.log(f"codegen: {len(files)} files")
+
+
+STAGE = Stage("codegen", 2, ("plan", "quantize", "evaluate", "data"), config, run,
+              "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
+              tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked))
+
+
+def kat_files(checked) -> list:
+    from edgebuild.model import knownanswer
+
+    return knownanswer.files(checked)

@@ -1,0 +1,157 @@
+"""Stage `evaluate`: the integer reference on the whole test set, checked against PyTorch.
+
+Two independent computations of the deployed arithmetic: the numpy integer reference
+(int64) and the PyTorch fake-quant network with the quantized scales pinned, run in
+float64 (exact, see numerics). Their outputs must agree on every element of every test
+sample; the count of samples that differ is `int_vs_fakequant_mismatches`.
+
+A model imported with pre-quantized weights has no QAT checkpoint: the fake-quant network
+then gets the real-valued weights the integers stand for (exact in float64). With a known
+answer (`kat`), the reference is also compared with it element by element
+(`kat_vs_reference_mismatches`); without a dataset that sample is the whole evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.pipeline.stage import Context, Stage
+
+
+def config(checked) -> dict:
+    return {}  # everything that matters arrives through the upstream digests
+
+
+def files(checked) -> list:
+    from edgebuild.model import knownanswer
+
+    return knownanswer.files(checked)
+
+
+def policies(manifest, model) -> dict:
+    """The fake-quant policy per layer with the bit widths the weights actually have."""
+    import dataclasses
+
+    from edgebuild.model import policy
+
+    resolved = policy.resolve(manifest.qat, model.layers, manifest.target.device.value)
+    return {name: dataclasses.replace(p, weight_bits=model.params[name].bits)
+            for name, p in resolved.items() if name in model.params}
+
+
+def real_state(model) -> dict:
+    """The real weights and biases the integers stand for (see numerics)."""
+    import numpy as np
+
+    from edgebuild.core import numerics
+
+    state = {}
+    for name, q in model.params.items():
+        shift = numerics.output_shift(q.scale_exp, q.bits)
+        state[f"{name}.weight"] = q.weight.astype(np.float64) * 2.0 ** shift
+        if q.bias is not None:
+            state[f"{name}.bias"] = q.bias.astype(np.float64) * 2.0 ** (-7 + shift)
+    return state
+
+
+def fakequant_outputs(manifest, model, state: dict, x):
+    """The torch fake-quant network in integer mode -> integer outputs (int64)."""
+    import numpy as np
+    import torch
+
+    from edgebuild.ops.operator import Mode
+    from edgebuild.train import network
+
+    mode = Mode("qat", model.rounding, policy=policies(manifest, model),
+                scale_exps={name: q.scale_exp for name, q in model.params.items()})
+    net = network.Net(model.input_shape, model.layers, mode).double()
+    network.load_numpy(net, state)
+    net.eval()
+    with torch.no_grad():
+        out = net(torch.as_tensor(x.astype(np.float64) / 128.0)).numpy()
+    shift = model.output_shift()
+    scale = 2.0 ** (7 - shift) if getattr(model.output, "wide", False) else 128.0
+    scaled = out * scale
+    integers = np.rint(scaled)
+    if not np.array_equal(integers, scaled):
+        raise AssertionError("fake-quant outputs are off the integer grid (float64 exactness lost)")
+    return integers.astype(np.int64)
+
+
+def run(ctx: Context) -> None:
+    import numpy as np
+
+    from edgebuild.core import arrays
+    from edgebuild.model import knownanswer, quantized
+
+    manifest = ctx.checked.manifest
+    model = quantized.load(ctx.inputs["quantize"], manifest)
+    state = arrays.load(ctx.inputs["qat"] / "folded.npz") if "qat" in ctx.inputs else \
+        real_state(model)
+    known = knownanswer.load(ctx.checked)
+    if "data" in ctx.inputs:
+        data = arrays.load(ctx.inputs["data"] / "data.npz")
+        x, y = data["x_test"], data["y_test"]
+    else:
+        x, y = known[0], None
+    reference = quantized.run_batched(model, x).reshape(len(x), -1)
+    fake = fakequant_outputs(manifest, model, state, x)
+    mismatched = np.any(reference != fake.reshape(len(x), -1), axis=1)
+    result = {"samples": int(len(x)), "int_vs_fakequant_mismatches": int(mismatched.sum()),
+              "first_mismatches": np.flatnonzero(mismatched)[:10].tolist()}
+    if y is not None:
+        result.update(accuracy(reference, y))
+    extra = {}
+    if known is not None:
+        result.update(known_answer(model, *known))
+        extra["kat_outputs"] = quantized.run_batched(model, known[0]).reshape(len(known[0]), -1)
+    arrays.save(ctx.out / "reference_outputs.npz", outputs=reference, **extra)
+    (ctx.out / "evaluation.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    _warn(ctx, manifest, result)
+
+
+def accuracy(reference, y) -> dict:
+    import numpy as np
+
+    predictions = reference.argmax(axis=1)
+    classes = reference.shape[1]
+    matrix = np.zeros((classes, classes), dtype=np.int64)
+    np.add.at(matrix, (y, predictions), 1)
+    return {"int_accuracy": float(np.mean(predictions == y)), "confusion": matrix.tolist()}
+
+
+def known_answer(model, x, expected) -> dict:
+    """The reference on the known-answer inputs against the supplied expected outputs."""
+    import numpy as np
+
+    from edgebuild.model import quantized
+
+    outputs = quantized.run_batched(model, x).reshape(len(x), -1)
+    result = {"kat_samples": int(len(x))}
+    if expected is not None:
+        result["kat_vs_reference_mismatches"] = int(np.sum(outputs != expected))
+    return result
+
+
+def _warn(ctx: Context, manifest, result: dict) -> None:
+    if "int_accuracy" in result:
+        ctx.log(f"evaluate: integer accuracy {result['int_accuracy']:.4f} on {result['samples']} "
+                f"test samples; {result['int_vs_fakequant_mismatches']} differ from fake-quant")
+    else:
+        ctx.log(f"evaluate: {result['samples']} known-answer sample(s); "
+                f"{result['int_vs_fakequant_mismatches']} differ from fake-quant")
+    if "kat_vs_reference_mismatches" in result:
+        ctx.log(f"evaluate: {result['kat_vs_reference_mismatches']} output value(s) of the "
+                "integer reference differ from the supplied known answer")
+    if manifest.qat.enabled or "train" not in ctx.inputs:
+        return
+    metrics = json.loads((ctx.inputs["train"] / "metrics.json").read_text())
+    cost = 100.0 * (metrics["test_accuracy"] - result["int_accuracy"])
+    ctx.log(f"warning: post-training quantization ({manifest.quantize.clip.value} clipping) cost "
+            f"{cost:.2f} accuracy points (float {metrics['test_accuracy']:.4f} -> int "
+            f"{result['int_accuracy']:.4f}); enable qat to recover them")
+
+
+STAGE = Stage("evaluate", 2, ("quantize", "qat", "train", "data"), config, run,
+              "integer reference on the test set, checked against PyTorch fake-quant",
+              tools=("numpy", "torch"), files=files)

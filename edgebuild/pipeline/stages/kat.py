@@ -1,0 +1,136 @@
+"""Stage `kat`: build the generated C project and prove it computes the integer reference.
+
+Host: every test sample goes through the C code (`cnn_kat --batch`) and is compared with
+the integer reference, element by element. Cortex-M4: the firmware runs its built-in KAT
+under `qemu-system-arm -M mps2-an386`; one inference is bracketed by two marker symbols
+and its instructions are counted exactly by a TCG plugin (QEMU has no cycle model).
+A compiler failure or any mismatch fails the stage; the previous good project in build/
+stays untouched (nothing is published).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from edgebuild.core.errors import StageFailed
+from edgebuild.pipeline.stage import Context, Stage
+
+COMPILE_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 600
+
+
+def config(checked) -> dict:
+    return {"targets": ["host", "cortex-m4"]}
+
+
+def _run(command: list[str], cwd: Path, what: str, timeout: float = COMPILE_TIMEOUT_S):
+    try:
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
+                                timeout=timeout, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise StageFailed(f"kat: {what}: `{command[0]}` not found; install a C compiler and "
+                          "make (Debian: apt-get install build-essential)") from None
+    except subprocess.TimeoutExpired:
+        raise StageFailed(f"kat: {what}: timed out after {timeout} s") from None
+    if result.returncode != 0:
+        raise StageFailed(f"kat: {what} failed (exit {result.returncode}):\n"
+                          f"{(result.stdout + result.stderr).strip()[-4000:]}")
+    return result
+
+
+def host(work: Path, x_test, reference) -> tuple[dict, object]:
+    import numpy as np
+
+    _run(["make", "-s", "cnn_kat"], work, "host build")
+    _run(["./cnn_kat"], work, "host known-answer test")
+    (work / "inputs.bin").write_bytes(np.ascontiguousarray(x_test, dtype=np.int8).tobytes())
+    _run(["./cnn_kat", "--batch", "inputs.bin", "outputs.bin"], work, "host batch run",
+         RUN_TIMEOUT_S)
+    raw = np.frombuffer((work / "outputs.bin").read_bytes(), dtype="<i4")
+    outputs = raw.reshape(len(x_test), -1).astype(np.int64)
+    if outputs.shape != reference.shape:
+        raise StageFailed(f"kat: host outputs have shape {outputs.shape}, the reference "
+                          f"{reference.shape}")
+    mismatched = np.any(outputs != reference, axis=1)
+    return {"samples": int(len(x_test)), "mismatches": int(mismatched.sum()),
+            "first_mismatches": np.flatnonzero(mismatched)[:10].tolist()}, outputs
+
+
+def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> dict:
+    from edgebuild.targets import toolchain
+
+    tools = toolchain.arm_toolchain()
+    if tools is None:
+        reason = toolchain.missing_reason()
+        log(f"kat: Cortex-M4 skipped: {reason}")
+        return {"skipped": reason}
+    plugin = toolchain.build_plugin(work)
+    _run(["make", "-s", "m4"], work, "Cortex-M4 build")
+    elf = work / "cnn_kat_m4.elf"
+    instructions = _qemu_kat(tools, elf, plugin, "Cortex-M4")
+    sizes = toolchain.elf_size(tools, elf)
+    result = {**sizes, "instructions": instructions, "insn_per_mac": _per_mac(instructions, macs),
+              "code_bytes": sizes["text"] - weight_bytes, "kat": "pass"}
+    if "m4-ref:" in (work / "Makefile").read_text():
+        _run(["make", "-s", "m4-ref"], work, "Cortex-M4 reference-kernel build")
+        reference = _qemu_kat(tools, work / "cnn_kat_m4_ref.elf", plugin,
+                              "Cortex-M4 (reference kernels)")
+        result.update(reference_instructions=reference,
+                      reference_insn_per_mac=_per_mac(reference, macs))
+    return result
+
+
+def _per_mac(instructions, macs: int):
+    return round(instructions / macs, 4) if instructions and macs else None
+
+
+def _qemu_kat(tools, elf: Path, plugin: Path, what: str) -> int | None:
+    """Run the firmware's KAT under QEMU; the instructions of one inference."""
+    from edgebuild.targets import toolchain
+
+    start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
+    stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
+    run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
+                             stop=stop)
+    if run.exit_code != 0:
+        raise StageFailed(f"kat: {what} known-answer test failed under QEMU (exit "
+                          f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
+    return run.instructions
+
+
+def run(ctx: Context) -> None:
+    import numpy as np
+
+    from edgebuild.core import arrays
+    from edgebuild.model import knownanswer
+
+    x = knownanswer.evaluation_inputs(ctx.checked, ctx.inputs)
+    reference = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
+    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
+    macs = json.loads((ctx.inputs["validate"] / "graph.json").read_text())["macs"]
+    with tempfile.TemporaryDirectory(prefix="edgebuild-kat-") as temp:
+        work = Path(temp) / "c"
+        shutil.copytree(ctx.inputs["codegen"], work)
+        for path in work.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        c_vs_reference, outputs = host(work, x, reference.reshape(len(reference), -1))
+        if c_vs_reference["mismatches"]:
+            raise StageFailed(f"kat: the C code differs from the integer reference on "
+                              f"{c_vs_reference['mismatches']} of {c_vs_reference['samples']} "
+                              f"test samples (first: {c_vs_reference['first_mismatches']})")
+        m4 = cortex_m4(work, macs, plan["weight_bytes"], ctx.log)
+    np.save(ctx.out / "outputs.npy", outputs)
+    result = {"c_vs_reference": c_vs_reference, "cortex_m4": m4,
+              "vectors": "known answer" if ctx.checked.manifest.kat else "integer reference"}
+    (ctx.out / "kat.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    ctx.log(f"kat: host {c_vs_reference['samples']} samples, {c_vs_reference['mismatches']} "
+            f"mismatches; cortex-m4 {m4.get('instructions', m4.get('skipped'))} instructions")
+
+
+STAGE = Stage("kat", 2, ("codegen", "evaluate", "plan", "validate", "data"), config, run,
+              "build and run the C project: host (every test sample) and Cortex-M4 (QEMU)",
+              tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"))

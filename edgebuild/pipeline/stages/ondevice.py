@@ -1,0 +1,159 @@
+"""Stage `ondevice`: the host half of on-device training (as in onert-micro's two-stage
+proposal) — the backward graph of the trainable part, its memory, the weight-only file
+with the starting trainable weights, the PyTorch trace the device must reproduce, the
+before/after accuracy under field drift, and the generated C training code.
+
+Artifacts: backward.json (forward/backward steps, zeroing, tiles), memory.json (this
+choice and every "last N" choice), weights.wof + layout.json, trace.json + trace.npz
+(losses, first-step gradients, final weights), finetune.json, train/ (C sources).
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.core.errors import StageFailed
+from edgebuild.pipeline.stage import Context, Stage
+
+
+def config(checked) -> dict:
+    manifest = checked.manifest
+    return {"ondevice": manifest.ondevice.model_dump(mode="json"), "seed": manifest.seed,
+            "memory": manifest.target.memory.model_dump(mode="json"), "name": manifest.name}
+
+
+def files(checked) -> list:
+    """The shipped templates (they become the training code) and the starting .wof."""
+    from edgebuild.core.resources import template_files
+
+    spec = checked.manifest.ondevice
+    starting = [] if spec is None or spec.weights is None else [checked.base / spec.weights]
+    return template_files() + starting
+
+
+def applies(checked) -> bool:
+    return checked.manifest.ondevice is not None
+
+
+def _data(ctx: Context, spec):
+    from edgebuild.core import arrays
+    from edgebuild.ondevice import drift
+
+    data = arrays.load(ctx.inputs["data"] / "data.npz")
+    seed = ctx.checked.manifest.seed
+    return {part: (drift.apply(data[f"x_{part}"], spec.drift, seed), data[f"y_{part}"])
+            for part in ("train", "test")}
+
+
+def _starting_weights(ctx: Context, graph, params: dict) -> dict:
+    """Dequantized weights, replaced by the manifest's .wof file when one is given."""
+    from edgebuild.ondevice import wof
+
+    spec = ctx.checked.manifest.ondevice
+    if spec.weights is None:
+        return params
+    layout = graph.parameters()
+    loaded = wof.read(ctx.checked.base / spec.weights, layout)
+    return {**params, **{name: value for (name, _), value in zip(layout, loaded, strict=True)
+                         if value is not None}}
+
+
+def run(ctx: Context) -> None:
+    import numpy as np
+
+    from edgebuild.model import quantized
+    from edgebuild.ondevice import finetune, wof
+    from edgebuild.ondevice import trainable as ondevice
+    from edgebuild.train import loop as training
+
+    manifest = ctx.checked.manifest
+    # the PyTorch trace is the reference the C must match and goes into the lock: one
+    # thread and deterministic kernels, whatever ran before in this process
+    training.deterministic(manifest.seed)
+    spec = manifest.ondevice
+    model = quantized.load(ctx.inputs["quantize"], manifest)
+    resolved = ondevice.resolve(spec, model.layers, tuple(manifest.model.input),
+                                manifest.target.memory.l1)
+    graph = resolved.graph
+    params = _starting_weights(ctx, graph, ondevice.initial_parameters(model, graph))
+    layout = graph.parameters()
+    layout_id = wof.layout_id(layout)
+    wof.write(ctx.out / "weights.wof", [params[name] for name, _ in layout], layout_id)
+    (ctx.out / "layout.json").write_text(json.dumps(
+        {"layout_id": layout_id, "tensors": [[n, list(s)] for n, s in layout]}, indent=1) + "\n")
+    (ctx.out / "backward.json").write_text(json.dumps(graph.to_json(), indent=1) + "\n")
+
+    data = _data(ctx, spec)
+    boundary = {part: finetune.boundary_values(model, graph, x) for part, (x, _) in data.items()}
+    x_train, y_train = data["train"]
+    batches = finetune.fixed_batches(spec.steps, spec.batch, len(y_train), manifest.seed)
+    trace = finetune.run_steps(spec, graph, params, boundary["train"], y_train, batches)
+    np.savez(ctx.out / "trace.npz", **{f"grad:{k}": v for k, v in trace.first_gradients.items()},
+             **{f"final:{k}": v for k, v in trace.final.items()})
+    (ctx.out / "trace.json").write_text(json.dumps(
+        {"losses": trace.losses, "batches": [b.tolist() for b in batches]}, indent=1) + "\n")
+    tuned = finetune.fine_tune(spec, graph, params, (boundary["train"], y_train),
+                               (boundary["test"], data["test"][1]), manifest.seed)
+    tuned["frozen_int8_accuracy"] = _int8_accuracy(model, *data["test"])
+    (ctx.out / "finetune.json").write_text(json.dumps(tuned, indent=1, sort_keys=True) + "\n")
+    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
+    _memory(ctx, resolved, plan)
+    _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches)
+    ctx.log(f"ondevice: training {', '.join(resolved.names)}; {resolved.memory['ram']} bytes "
+            f"of RAM; accuracy under drift {tuned['accuracy_before']} -> "
+            f"{tuned['accuracy_after']}")
+
+
+def _int8_accuracy(model, x, y) -> float:
+    from edgebuild.model import quantized
+
+    outputs = quantized.run_batched(model, x)
+    return round(float((outputs.reshape(len(y), -1).argmax(axis=1) == y).mean()), 4)
+
+
+def _memory(ctx: Context, resolved, plan: dict) -> None:
+    memory = {**resolved.memory, "arena": plan["arena_bytes"],
+              "total_ram": resolved.memory["ram"] + plan["arena_bytes"],
+              "trainable": list(resolved.names),
+              "choices": [{"layers": list(c.layers), "ram": c.ram} for c in resolved.choices]}
+    l2 = ctx.checked.manifest.target.memory.l2
+    if memory["total_ram"] > l2:
+        raise StageFailed(
+            f"ondevice: training needs {resolved.memory['ram']} bytes of RAM on top of the "
+            f"{plan['arena_bytes']}-byte inference arena, {memory['total_ram']} in all, but "
+            f"target.memory.l2 is {l2}; train fewer layers (sizes per choice: "
+            + ", ".join(f"{c.layers[0]}..: {c.ram}" for c in resolved.choices) + ")")
+    (ctx.out / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
+
+
+def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> None:
+    import math
+
+    import numpy as np
+
+    from edgebuild.ondevice import codegen as traincode
+    from edgebuild.ondevice import memory as training_memory
+    from edgebuild.ondevice import trainable as ondevice
+
+    manifest = ctx.checked.manifest
+    spec = manifest.ondevice
+    offsets = {t["name"]: t["offset"] for t in plan["tensors"]}
+    settings = ondevice.settings(spec, manifest.target.memory.l1)
+    buffers = training_memory.buffers(graph, spec.batch, settings.slots,
+                                      math.prod(manifest.model.input), spec.loss.value)
+    hyper = spec.optimizer.settings.model_dump(mode="json")
+    train_spec = traincode.TrainSpec(
+        name=manifest.name, graph=graph, buffers=buffers, params=params,
+        optimizer=spec.optimizer.kind, hyper=hyper, loss=spec.loss.value, batch=spec.batch,
+        inputs=np.stack([x_train[b].reshape(len(b), -1) for b in batches]),
+        labels=np.stack([y_train[b] for b in batches]), offsets=offsets,
+        layout_id=layout_id, input_size=math.prod(manifest.model.input))
+    for relative, text in traincode.render(train_spec).items():
+        path = ctx.out / "train" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+STAGE = Stage("ondevice", 2, ("quantize", "data", "plan", "validate"), config, run,
+              "on-device training: backward graph, memory, weight-only file, C training code, "
+              "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies)

@@ -1,0 +1,189 @@
+"""Stage `ondevice_kat`: build the generated training code and prove, step by step, that
+it computes what PyTorch computes.
+
+The C project (codegen) plus the training code (ondevice/train) are compiled for the host
+and run: the per-step losses (printed as float32 bits, exact) are compared with the
+PyTorch trace of the `ondevice` stage, and so are the first step's gradients and the
+weights after the last step (saved by the C in the weight-only file format and read with
+edgebuild.ondevice.wof). Under QEMU the Cortex-M4 build (hard float) runs the same steps; its
+losses are compared too and the instructions of one training step are counted.
+
+Pass/fail (float32 summation order is the only allowed difference):
+- a NaN or a missing step fails;
+- a loss further than LOSS_TOLERANCE x max(|loss|, 1) from PyTorch fails; `meets_target`
+  also records the strict figure, LOSS_TOLERANCE x the largest loss of the trace (a nearly
+  converged model's loss is a small difference of large logits, so its relative error
+  grows without any bug; the floor keeps such a build passing);
+- a first-step gradient further than GRAD_TOLERANCE x that tensor's largest magnitude
+  (+ GRAD_FLOOR) fails: a gradient bug (a re-zeroed tile, a branch overwritten) shows here whatever the
+  loss scale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import tempfile
+from pathlib import Path
+
+from edgebuild.core.errors import StageFailed
+from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
+
+LOSS_TOLERANCE = 1e-5
+GRAD_TOLERANCE = 1e-4
+# softmax - onehot of a confident prediction cancels (1 - p), leaving float32 noise of a
+# few 1e-8 on gradients that may themselves be 1e-5: an absolute floor keeps that a pass.
+GRAD_FLOOR = 1e-6
+STEP = re.compile(r"^step (\d+) loss ([0-9a-f]{8})$", re.MULTILINE)
+
+
+def config(checked) -> dict:
+    return {"targets": ["host", "cortex-m4"], "tolerance": LOSS_TOLERANCE}
+
+
+def losses(stdout: str, steps: int, where: str) -> list[float]:
+    """Per-step losses from the program's output; a missing step or NaN fails."""
+    found = {int(k): struct.unpack(">f", bytes.fromhex(bits))[0]
+             for k, bits in STEP.findall(stdout)}
+    missing = [k for k in range(steps) if k not in found]
+    if missing:
+        raise StageFailed(f"ondevice_kat: {where}: no loss printed for step(s) {missing}:\n"
+                          f"{stdout.strip()[-2000:]}")
+    values = [found[k] for k in range(steps)]
+    bad = [k for k, v in enumerate(values) if v != v or v in (float("inf"), float("-inf"))]
+    if bad:
+        raise StageFailed(f"ondevice_kat: {where}: loss is not finite at step(s) {bad}")
+    return values
+
+
+def compare(c: list[float], torch: list[float]) -> dict:
+    diffs = [abs(a - b) for a, b in zip(c, torch, strict=True)]
+    scale = max(abs(v) for v in torch) or 1.0
+    return {"loss_max_abs_diff": max(diffs), "loss_max_rel_diff": max(diffs) / scale,
+            "meets_target": max(diffs) <= LOSS_TOLERANCE * scale,
+            "within_tolerance": max(diffs) <= LOSS_TOLERANCE * max(scale, 1.0)}
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    import numpy as np
+
+    return max(float(np.max(np.abs(a[k].ravel() - b[k].ravel()))) for k in a)
+
+
+def _max_rel_diff(a: dict, b: dict, floor: float = 0.0) -> float:
+    """Largest |a - b| per tensor over (that tensor's largest |b| + floor); the worst."""
+    import numpy as np
+
+    return max(float(np.max(np.abs(a[k].ravel() - b[k].ravel())) /
+                     max(float(np.max(np.abs(b[k]))) + floor, 1e-30)) for k in a)
+
+
+def host(work: Path, layout, trace) -> dict:
+    import numpy as np
+
+    from edgebuild.ondevice import wof
+
+    train = work / "train"
+    _run(["make", "-s", "train_kat"], train, "training code host build")
+    result = _run(["./train_kat", "--save", "updated.wof", "--grads", "grads.bin"], train,
+                  "training known-answer test", RUN_TIMEOUT_S)
+    values = losses(result.stdout, len(trace["losses"]), "host")
+    raw = np.frombuffer((train / "grads.bin").read_bytes(), dtype="<f4")
+    grads, offset = {}, 0
+    for name, shape in layout:
+        count = int(np.prod(shape))
+        grads[name] = raw[offset:offset + count].reshape(shape)
+        offset += count
+    final = wof.read(train / "updated.wof", layout)
+    return {"losses": values, "gradients": grads,
+            "final": {name: value for (name, _), value in zip(layout, final, strict=True)}}
+
+
+def cortex_m4(work: Path, steps: int, log) -> dict:
+    from edgebuild.targets import toolchain
+
+    tools = toolchain.arm_toolchain()
+    if tools is None:
+        reason = toolchain.missing_reason()
+        log(f"ondevice_kat: Cortex-M4 skipped: {reason}")
+        return {"skipped": reason}
+    plugin = toolchain.build_plugin(work)
+    train = work / "train"
+    _run(["make", "-s", "m4"], train, "training code Cortex-M4 build")
+    elf = train / "train_kat_m4.elf"
+    start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
+    stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
+    run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
+                             stop=stop)
+    if run.exit_code != 0:
+        raise StageFailed(f"ondevice_kat: Cortex-M4 training run failed under QEMU (exit "
+                          f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
+    return {"losses": losses(run.stdout, steps, "Cortex-M4"),
+            "instructions_per_step": run.instructions, **toolchain.elf_size(tools, elf)}
+
+
+def run(ctx: Context) -> None:
+    import numpy as np
+
+    from edgebuild.core import arrays
+
+    trace = json.loads((ctx.inputs["ondevice"] / "trace.json").read_text())
+    torch_arrays = arrays.load(ctx.inputs["ondevice"] / "trace.npz")
+    layout = [(n, tuple(s)) for n, s in json.loads(
+        (ctx.inputs["ondevice"] / "layout.json").read_text())["tensors"]]
+    memory = json.loads((ctx.inputs["ondevice"] / "memory.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="edgebuild-ondevice-") as temp:
+        work = Path(temp) / "c"
+        shutil.copytree(ctx.inputs["codegen"], work)
+        shutil.copytree(ctx.inputs["ondevice"] / "train", work / "train")
+        for path in work.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        c = host(work, layout, trace)
+        m4 = cortex_m4(work, len(trace["losses"]), ctx.log)
+    torch_grads = {n: torch_arrays[f"grad:{n}"] for n, _ in layout}
+    torch_final = {n: torch_arrays[f"final:{n}"] for n, _ in layout}
+    result = {"steps": len(trace["losses"]), "loss_c": c["losses"], "loss_torch": trace["losses"],
+              **compare(c["losses"], trace["losses"]),
+              "grad_max_abs_diff": _max_diff(c["gradients"], torch_grads),
+              "grad_max_rel_diff": _max_rel_diff(c["gradients"], torch_grads),
+              "grad_check": _max_rel_diff(c["gradients"], torch_grads, GRAD_FLOOR / GRAD_TOLERANCE),
+              "weight_max_abs_diff": _max_diff(c["final"], torch_final),
+              "memory_bytes": memory["ram"], "cortex_m4": m4,
+              "instructions_per_step": m4.get("instructions_per_step")}
+    if "losses" in m4:
+        result["cortex_m4"] = {**m4, **{f"m4_{k}": v for k, v in
+                                        compare(m4["losses"], trace["losses"]).items()}}
+    np.save(ctx.out / "losses.npy", np.asarray(c["losses"], dtype=np.float32))
+    (ctx.out / "ondevice_kat.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    _verdict(result)
+    ctx.log(f"ondevice_kat: {result['steps']} steps, loss max |C - torch| "
+            f"{result['loss_max_abs_diff']:.3g}; cortex-m4 "
+            f"{m4.get('instructions_per_step', m4.get('skipped'))} instructions per step")
+
+
+def _verdict(result: dict) -> None:
+    """Fail when the C does not compute what PyTorch computes (host or Cortex-M4)."""
+    if not result["within_tolerance"]:
+        raise StageFailed(
+            f"ondevice_kat: the C training losses differ from PyTorch by up to "
+            f"{result['loss_max_abs_diff']:.3g} (allowed {LOSS_TOLERANCE} x max(|loss|, 1)): "
+            f"C {result['loss_c']} vs torch {result['loss_torch']}")
+    if result["grad_check"] > GRAD_TOLERANCE:
+        raise StageFailed(
+            f"ondevice_kat: the C gradients of the first step differ from PyTorch's by up to "
+            f"{result['grad_max_rel_diff']:.3g} of the tensor's magnitude (allowed "
+            f"{GRAD_TOLERANCE} x magnitude + {GRAD_FLOOR})")
+    m4 = result["cortex_m4"]
+    if "m4_within_tolerance" in m4 and not m4["m4_within_tolerance"]:
+        raise StageFailed(f"ondevice_kat: the Cortex-M4 training losses differ from PyTorch "
+                          f"by up to {m4['m4_loss_max_abs_diff']:.3g}: C {m4['losses']} vs "
+                          f"torch {result['loss_torch']}")
+
+
+STAGE = Stage("ondevice_kat", 2, ("ondevice", "codegen"), config, run,
+              "build and run the training code: losses vs PyTorch (host and Cortex-M4/QEMU)",
+              tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"),
+              applies=lambda checked: checked.manifest.ondevice is not None)

@@ -1,0 +1,69 @@
+"""Stage `qat`: batchnorm folding, then quantization-aware training from the float checkpoint.
+
+A separate stage so that editing the QAT policy never reruns float training. Fake
+quantization follows numerics exactly; it always trains with round-half-up, so changing
+`quantize.rounding` does not invalidate QAT (the integer evaluation measures the mode
+actually deployed). With `qat.enabled: false` this stage only folds batchnorm and the
+`quantize` stage does post-training quantization.
+"""
+
+from __future__ import annotations
+
+from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.pipeline.stages.train import diverged, write_metrics
+
+
+def config(checked) -> dict:
+    from edgebuild.model import policy
+
+    manifest = checked.manifest
+    return {"qat": manifest.qat.model_dump(mode="json"), "seed": manifest.seed,
+            "optimizer": manifest.train.optimizer.model_dump(mode="json"),
+            "numbers": policy.numbers_config(manifest)}
+
+
+def run(ctx: Context) -> None:
+    import torch
+
+    from edgebuild.core import arrays
+    from edgebuild.model import folding, policy
+    from edgebuild.ops.operator import Mode
+    from edgebuild.train import loop as training
+    from edgebuild.train import network, plots
+
+    manifest = ctx.checked.manifest
+    training.deterministic(manifest.seed)
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    state = folding.fold_state(arrays.load(ctx.inputs["train"] / "float.npz"),
+                               manifest.model.layers)
+    qat = manifest.qat
+    if not qat.enabled:
+        arrays.save(ctx.out / "folded.npz", **state)
+        write_metrics(ctx.out, training.History(), {"enabled": False, "test_accuracy": None})
+        return
+    net = network.Net(manifest.model.input, layers,
+                      Mode("qat", policy.training_rounding(manifest),
+                           policy=policy.resolve(qat, layers, manifest.target.device.value)))
+    network.load_numpy(net, state)
+    data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
+    opt = training.make_optimizer(net.parameters(), manifest.train.optimizer, lr=qat.lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, qat.epochs)
+    try:
+        history = training.fit(net, data, epochs=qat.epochs, batch=qat.batch or manifest.train.batch,
+                               opt=opt, schedule=schedule, seed=manifest.seed + 1, label="qat",
+                               log=ctx.log)
+    except training.Diverged as exc:
+        raise diverged(ctx, exc, "qat") from None
+    net.load_state_dict(history.best_state)
+    test_acc, test_loss = training.evaluate(net, data["test"])
+    arrays.save(ctx.out / "folded.npz", **network.state_numpy(net))
+    write_metrics(ctx.out, history, {"enabled": True, "test_accuracy": test_acc,
+                                     "test_loss": test_loss})
+    plots.curves(history.epochs, ctx.out / "curves.png", "QAT")
+    ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")
+
+
+STAGE = Stage("qat", 2, ("train", "data"), config, run,
+              "fold batchnorm; quantization-aware training (or pass-through for PTQ)",
+              applies=lambda checked: checked.manifest.model.weights is None,
+              tools=("torch", "numpy"))

@@ -1,0 +1,174 @@
+"""Stage `quantize`: integer weights, biases and per-layer shifts.
+
+With QAT the weight scale of each layer is the one QAT trained with (a quantile of |w|);
+without QAT (post-training quantization) it comes from the clip method: `max` (max |w|),
+`scale` (max |w| x scale), `stddev` (stddevs x std(w)), `avgmax` (mean over output channels
+of each channel's max |w|). Weights round half up and saturate to the bit width; see
+numerics for the scale and shift conventions.
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.pipeline.stage import Context, Stage
+
+
+def config(checked) -> dict:
+    from edgebuild.model import policy
+
+    manifest = checked.manifest
+    return {"quantize": manifest.quantize.model_dump(mode="json"),
+            "qat": manifest.qat.model_dump(mode="json", exclude={"epochs", "lr", "batch"}),
+            "numbers": policy.numbers_config(manifest), "rounding": policy.rounding_mode(manifest),
+            "imported": manifest.model.weights is not None}
+
+
+def files(checked) -> list:
+    """Imported weights are keyed by content (the file is the model's source)."""
+    weights = checked.manifest.model.weights
+    return [] if weights is None else [checked.base / weights]
+
+
+def threshold(weights, quantize, quantile: float, qat: bool) -> float:
+    import numpy as np
+
+    magnitude = np.abs(weights.astype(np.float64))
+    if qat or quantize.clip.value == "max":
+        return float(np.quantile(magnitude, quantile) if quantile < 1 else magnitude.max())
+    if quantize.clip.value == "scale":
+        return float(magnitude.max() * quantize.scale)
+    if quantize.clip.value == "stddev":
+        return float(quantize.stddevs * weights.std())
+    return float(magnitude.reshape(len(weights), -1).max(axis=1).mean())
+
+
+def out_major(layer, weights):
+    """Weights with output channels first (`avgmax` clips per output channel)."""
+    from edgebuild.ops.conv_transpose2d import to_out_major
+
+    return to_out_major(weights, layer.groups) if layer.op == "conv_transpose2d" else weights
+
+
+def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list[dict]]:
+    import numpy as np
+
+    from edgebuild.core import numerics
+
+    weights, rows = {}, []
+    for layer in layers:
+        if layer.name not in policies:
+            continue
+        policy = policies[layer.name]
+        w = state[f"{layer.name}.weight"]
+        scale_exp = numerics.scale_exponent(threshold(out_major(layer, w), manifest.quantize,
+                                                      policy.shift_quantile, manifest.qat.enabled),
+                                            policy.shift_limits)
+        w_q = numerics.np_quantize_weights(w, scale_exp, policy.weight_bits)
+        weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
+        bias = state.get(f"{layer.name}.bias")
+        if bias is not None:
+            b_q = numerics.np_quantize_bias(bias, scale_exp, policy.weight_bits, policy.bias_bits,
+                                            policy.bias_scale_log2)
+            weights[f"{layer.name}.bias"] = b_q.astype(np.int32)
+        low, high = numerics.weight_limits(policy.weight_bits)
+        rows.append(row(layer, w_q, policy.weight_bits, policy.bias_bits, scale_exp))
+    return weights, rows
+
+
+def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int) -> dict:
+    """One layer's line of quant.json (and of the table on stderr)."""
+    import numpy as np
+
+    from edgebuild.core import numerics
+
+    low, high = numerics.weight_limits(bits)
+    return {"name": layer.name, "op": layer.op, "bits": bits, "bias_bits": bias_bits,
+            "scale_exp": scale_exp, "shift": numerics.output_shift(scale_exp, bits),
+            "weight_min": int(w_q.min()), "weight_max": int(w_q.max()),
+            "weights_clipped_pct": round(100.0 * float(np.mean((w_q == low) | (w_q == high))), 3),
+            "wide": bool(getattr(layer, "wide", False))}
+
+
+def imported_layers(layers, source: dict, numbers) -> tuple[dict, list[dict]]:
+    """Pre-quantized weights (model.weights, checked at validation) -> the artifact format."""
+    import numpy as np
+
+    weights, rows = {}, []
+    for layer in layers:
+        if f"{layer.name}.weight" not in source:
+            continue
+        w_q = source[f"{layer.name}.weight"].astype(np.int64)
+        bits, scale_exp = int(source[f"{layer.name}.bits"]), int(source[f"{layer.name}.scale_exp"])
+        weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
+        if f"{layer.name}.bias" in source:
+            weights[f"{layer.name}.bias"] = source[f"{layer.name}.bias"].astype(np.int32)
+        bias_bits = 32 if numbers is None else numbers.bias_bits
+        rows.append(row(layer, w_q, bits, bias_bits, scale_exp))
+    return weights, rows
+
+
+def saturation(model, x) -> dict[str, float]:
+    """% of each layer's int8 outputs sitting at the rails (-128 or 127) on calibration data."""
+    import numpy as np
+
+    from edgebuild.model.quantized import run_reference
+
+    values = run_reference(model, x, keep_all=True)
+    return {layer.name: round(100.0 * float(np.mean((values[layer.name] == -128) |
+                                                    (values[layer.name] == 127))), 3)
+            for layer in model.layers if not getattr(layer, "wide", False)}
+
+
+def run(ctx: Context) -> None:
+    from edgebuild.core import arrays
+    from edgebuild.model import folding, policy, quantized
+
+    manifest = ctx.checked.manifest
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    if manifest.model.weights is not None:
+        weights, rows = imported_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights),
+                                        policy.device_numbers(manifest.target.device.value))
+        method = "imported"
+    else:
+        policies = policy.resolve(manifest.qat, layers, manifest.target.device.value)
+        state = arrays.load(ctx.inputs["qat"] / "folded.npz")
+        weights, rows = quantize_layers(layers, state, policies, manifest)
+        method = "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
+    arrays.save(ctx.out / "weights.npz", **weights)
+    meta = {"rounding": policy.rounding_mode(manifest), "layers": rows, "method": method,
+            "device": manifest.target.device.value}
+    (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    model = quantized.load(ctx.out, manifest)
+    calibration = calibration_inputs(ctx)
+    saturated = saturation(model, calibration[:manifest.quantize.calibration])
+    for row in rows:
+        row["saturated_pct"] = saturated.get(row["name"])
+    meta["saturation"] = saturated
+    (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    ctx.log(table(rows))
+
+
+def calibration_inputs(ctx: Context):
+    """Training inputs, or for a model without a dataset its known-answer inputs."""
+    from edgebuild.core import arrays
+    from edgebuild.model import knownanswer
+
+    if "data" in ctx.inputs:
+        return arrays.load(ctx.inputs["data"] / "data.npz")["x_train"]
+    return knownanswer.load(ctx.checked)[0]  # validation requires kat without a dataset
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'layer':<12} {'bits':>4} {'shift':>5} {'weights':>11} {'clipped%':>8} {'sat%':>6}"]
+    for r in rows:
+        sat = "wide" if r["wide"] else f"{r.get('saturated_pct') or 0:.2f}"
+        lines.append(f"{r['name']:<12} {r['bits']:>4} {r['shift']:>5} "
+                     f"{r['weight_min']:>5}..{r['weight_max']:<4} {r['weights_clipped_pct']:>8.2f} "
+                     f"{sat:>6}")
+    return "\n".join(lines)
+
+
+STAGE = Stage("quantize", 2, ("qat", "data"), config, run,
+              "integer weights, biases and shifts; saturation statistics",
+              tools=("numpy",), files=files)

@@ -1,0 +1,75 @@
+"""Stage `train`: float training of the manifest's model, hardware-aware.
+
+Activations are clamped to the Q7 range [-1, 127/128] (the hardware saturates there), the
+inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept.
+A NaN loss stops training with a user error naming the epoch; the last good checkpoint is
+saved to `build/<name>/train.failed/` (outside the cache: never taken for a result).
+"""
+
+from __future__ import annotations
+
+import json
+
+from edgebuild.core.errors import UserError
+from edgebuild.pipeline.stage import Context, Stage
+
+
+def config(checked) -> dict:
+    manifest = checked.manifest
+    model = manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
+    return {"model": model, "train": manifest.train.model_dump(mode="json"),
+            "seed": manifest.seed}
+
+
+def run(ctx: Context) -> None:
+    from edgebuild.core import arrays
+    from edgebuild.ops.operator import Mode
+    from edgebuild.train import loop as training
+    from edgebuild.train import network, plots
+
+    manifest = ctx.checked.manifest
+    training.deterministic(manifest.seed)
+    data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
+    net = network.Net(manifest.model.input, manifest.model.layers,
+                      Mode("float", clamp=manifest.train.clamp_activations))
+    opt = training.make_optimizer(net.parameters(), manifest.train.optimizer)
+    schedule = training.make_schedule(opt, manifest.train.schedule, manifest.train.epochs)
+    try:
+        history = training.fit(net, data, epochs=manifest.train.epochs, batch=manifest.train.batch,
+                               opt=opt, schedule=schedule, seed=manifest.seed, label="train",
+                               log=ctx.log)
+    except training.Diverged as exc:
+        raise diverged(ctx, exc, "train") from None
+    net.load_state_dict(history.best_state)
+    test_acc, test_loss = training.evaluate(net, data["test"])
+    arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
+    write_metrics(ctx.out, history, {"test_accuracy": test_acc, "test_loss": test_loss})
+    plots.curves(history.epochs, ctx.out / "curves.png", "float training")
+    ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+
+
+def write_metrics(out, history, extra: dict) -> None:
+    body = {"best_epoch": history.best_epoch, "epochs": history.epochs, **extra}
+    (out / "metrics.json").write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def diverged(ctx: Context, exc, stage: str) -> UserError:
+    """Save the last good weights beside the build tree and explain what to change."""
+    from edgebuild.core import arrays
+
+    where = ctx.build_dir / f"{stage}.failed"
+    where.mkdir(parents=True, exist_ok=True)
+    if exc.history.best_state is not None:
+        arrays.save(where / "last_good.npz",
+                    **{k: v.numpy() for k, v in exc.history.best_state.items()})
+    (where / "metrics.json").write_text(json.dumps(exc.history.epochs, indent=1) + "\n")
+    kept = f"; last good weights (epoch {exc.history.best_epoch}) saved in {where}" \
+        if exc.history.best_state is not None else ""
+    return UserError(f"{ctx.checked.document.path}: {stage}: loss became NaN or infinite in "
+                     f"epoch {exc.epoch} (lower the learning rate?){kept}")
+
+
+STAGE = Stage("train", 3, ("data",), config, run,
+              "float training (hardware-aware clamping), best checkpoint, curves",
+              applies=lambda checked: checked.manifest.model.weights is None,
+              tools=("torch", "numpy"))

@@ -1,0 +1,32 @@
+"""Stage `validate`: the resolved model graph — every layer's shapes, parameters and MACs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from edgebuild.pipeline.stage import Context, Stage
+
+
+def config(checked) -> dict:
+    """The model section with defaults resolved; `doc` strings never trigger a rebuild."""
+    model = checked.manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
+    return {"model": model}
+
+
+def run(ctx: Context) -> None:
+    from edgebuild.model import graph as graphs
+
+    graph = ctx.checked.graph
+    (ctx.out / "graph.json").write_text(graph.to_json() + "\n")
+    resolved = ctx.checked.manifest.model.model_dump(mode="json")
+    (ctx.out / "model.json").write_text(_dumps(resolved))
+    print(graphs.table(graph), file=sys.stderr)
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, indent=1, sort_keys=True) + "\n"
+
+
+STAGE = Stage("validate", 2, (), config, run,
+              "resolve defaults; infer each layer's shape, parameters and MACs")

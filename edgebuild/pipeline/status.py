@@ -1,0 +1,104 @@
+"""`edgebuild status`: for each stage, up to date / would be restored / would run — and why.
+
+Walks the pipeline without running anything: a stage's key needs its upstream digests,
+which are known when the upstream is up to date (its state record) or restorable (the
+cache entry's metadata). When an upstream would run, downstream keys are unknowable and
+the stage is reported as waiting on it. Reasons come from diffing the new key material
+against the material recorded with the last materialized output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgebuild.core.errors import StageFailed, UserError
+from edgebuild.pipeline import builder, outputs
+from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline.project import Project
+from edgebuild.pipeline.resolved import Resolved
+from edgebuild.pipeline.stages import STAGES, upstream
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    stage: str
+    state: str  # "uptodate" | "restore" | "run"
+    key: str | None
+    reasons: tuple[str, ...]
+
+
+def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
+    build_dir = project.build_dir(resolved.name)
+    cache = caches.Cache(project.cache_root)
+    digests: dict[str, str | None] = {}
+    found = []
+    for name, stage in STAGES.items():
+        if name not in resolved.configs:
+            continue
+        waiting = [u for u in upstream(stage, resolved.configs) if digests.get(u) is None]
+        if waiting:
+            found.append(StageStatus(name, "run", None, (f"upstream {waiting[0]} will run first",)))
+            digests[name] = None
+            continue
+        try:
+            material = builder.key_material(stage, resolved, build_dir, project.cache_root,
+                                            {u: digests[u] for u in upstream(stage,
+                                                                             resolved.configs)})
+        except (UserError, StageFailed) as exc:
+            found.append(StageStatus(name, "run", None, (str(exc),)))
+            digests[name] = None
+            continue
+        found.append(_status(name, material, build_dir, cache))
+        digests[name] = _digest(found[-1], build_dir, cache)
+    return found
+
+
+def _status(name: str, material: dict, build_dir, cache: caches.Cache) -> StageStatus:
+    key = caches.key_of(material)
+    if outputs.current(build_dir, name, key) is not None:
+        return StageStatus(name, "uptodate", key, ())
+    entry = cache.lookup(name, key)
+    previous = outputs.read_state(build_dir, name)
+    if previous is not None and previous.key == key:
+        reasons = ("output in build/ was modified or deleted",)
+    elif previous is None:
+        reasons = ("never built in this build tree",)
+    else:
+        reasons = tuple(diff(previous.material, material)) or ("key material changed",)
+    if entry is not None:
+        return StageStatus(name, "restore", key, reasons)
+    return StageStatus(name, "run", key, reasons)
+
+
+def _digest(status: StageStatus, build_dir, cache: caches.Cache) -> str | None:
+    if status.state == "uptodate":
+        return outputs.read_state(build_dir, status.stage).digest
+    if status.state == "restore":
+        return cache.lookup(status.stage, status.key).digest
+    return None
+
+
+def diff(old, new, path: str = "") -> list[str]:
+    """Human-readable differences between two JSON values, by dotted path."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                found.append(f"{sub}: added ({_short(new[key])})")
+            elif key not in new:
+                found.append(f"{sub}: removed")
+            else:
+                found += diff(old[key], new[key], sub)
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
+                for d in diff(a, b, f"{path}[{i}]")]
+    if old != new:
+        return [f"{path}: {_short(old)} -> {_short(new)}"]
+    return []
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:16] + "..." + text[-8:]

@@ -1,0 +1,369 @@
+"""The accelerator's view of a folded model: one record per MAX7800x hardware layer.
+
+The device runs a sequence of hardware layers; a manifest layer is not always one of them:
+
+- `flatten` is not a layer: the linear layer that reads it flattens its own input (the
+  hardware's `flatten: true`), so the linear gets `flatten=True` and reads the flatten's
+  input. A flatten of data that is already flat (all spatial sizes 1) is a no-op alias.
+- a `reshape` that keeps the channel count and whose readers read only it is not a layer
+  either: the device keeps each channel's values in order, so its readers read the
+  reshape's input with the new height and width (the network description's `in_dim`). This
+  holds for HWC and CHW data alike: the data format only changes how channels interleave,
+  never the order of one channel's values. Any other reshape (channels change, or nothing
+  single-input reads it) stays a hardware layer of op "reshape", which limits.py refuses.
+- an `add` without activation whose only consumer is the conv2d right after it runs
+  "in-flight" inside that conv (the hardware's `eltwise`); the hardware layer is named after
+  the conv and lists both names in `members`. An add the placement section names stays a
+  layer of its own (see `map_layers`). Only conv2d: the manual allows in-flight
+  element-wise operations with 2-D convolutions, and 1-D convolutions "without element-wise
+  operations".
+- a `concat` whose only consumer is a single-input convolution, pool or passthrough is
+  not a layer either: that layer reads the concatenation directly (the network
+  description's `in_sequences` with several entries), so the hardware layer is named after
+  the consumer, lists both names in `members`, reads the concat's inputs and has the
+  concat's channels as `in_channels`. A concat the placement section names stays a layer
+  of its own, like an add.
+- a layer reads a concatenation of more channels than the device has processors in
+  several passes: pass k reads word k of every group of n words, so each part is written
+  interleaved like an element-wise operand (`write_gap = n - 1`), and the copies below
+  apply to it as well.
+- element-wise operands are read interleaved (operand i at word i of every group of n
+  words, written with `write_gap = n - 1`). A tensor that is also read as plain data by
+  another layer, the model input, or a tensor used twice as an operand cannot be written
+  interleaved, so a synthetic passthrough layer (`members == ()`) copies it into its slot,
+  as the manual's residual example does with its "re-format data with gap" layer. It is
+  named `<eltwise layer>_in<slot>` and placed right before the element-wise layer. On a
+  device with `read_gap` (MAX78002), a tensor also read by one-pass single-input layers is
+  written interleaved anyway: those layers skip the gap as they read.
+
+- a `buffer` is a region of data memory that persists across inferences, (C, length) words
+  on its processors. Its hardware layer is the toolchain's `buffer_shift`: a passthrough
+  that moves words 1..length-1 down by one word. It runs right before its producer, which
+  writes the new frame into the last word (`buffer_insert`), so the record reads
+  (C, length - 1) and lists the producer as its input, which fixes its processors. The
+  layers that read the buffer read all `length` words.
+
+Shapes are per sample, channels first: (C,), (C, L) or (C, H, W).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from edgebuild.model.graph import INPUT, Graph
+from edgebuild.ops.operator import LayerBase, Shape, pair
+
+WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
+# Layers that copy each channel to the same processor ("operation: none" in the network
+# description): their output processors are their input processors.
+COPY_OPS = ("passthrough", "pool", "concat", "buffer")
+# Layers that can read a concatenation of their inputs themselves (`in_sequences`).
+CONCAT_READERS = ("conv2d", "conv1d", "conv_transpose2d", "pool1d", "pool2d", "passthrough")
+HW_OPS = WEIGHT_OPS + COPY_OPS + ("add",)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A pooling window over the last 1 or 2 axes (fused into a layer or standalone)."""
+
+    mode: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HwLayer:
+    """One hardware layer. `name` is its placement key; `anchor` the manifest layer that
+    error paths point at (the layer itself, or for a synthetic copy the element-wise layer
+    it feeds)."""
+
+    name: str
+    members: tuple[str, ...]
+    op: str
+    inputs: tuple[str, ...]
+    in_channels: int
+    in_shape: Shape
+    pooled_shape: Shape
+    out_channels: int
+    out_shape: Shape
+    kernel: tuple[int, ...] | None = None
+    pad: tuple[int, ...] | None = None
+    stride: tuple[int, ...] | None = None
+    dilation: tuple[int, ...] | None = None
+    output_pad: tuple[int, ...] | None = None  # transposed convolutions only
+    groups: int = 1
+    pool: Pool | None = None
+    weight_bits: int | None = None
+    has_bias: bool = False
+    eltwise_operands: int = 0
+    eltwise: str | None = None  # manifest name of the element-wise layer (merged or not)
+    concat: str | None = None  # manifest name of a concat this layer reads directly
+    flatten: bool = False
+    wide: bool = False
+    anchor: str = field(default="")
+
+    @property
+    def has_weights(self) -> bool:
+        return self.op in WEIGHT_OPS
+
+    @property
+    def synthetic(self) -> bool:
+        return not self.members
+
+    @property
+    def inflight(self) -> bool:
+        """An element-wise operation merged into a convolution."""
+        return self.eltwise_operands > 0 and self.op != "add"
+
+    @property
+    def concatenates(self) -> bool:
+        """Reads its inputs as one concatenated tensor (a concat layer, or one merged)."""
+        return self.op == "concat" or self.concat is not None
+
+    @property
+    def persistent(self) -> bool:
+        """Its output is kept across inferences (a buffer's window)."""
+        return self.op == "buffer"
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
+    def kernel_elements(self) -> int:
+        """Weights per kernel: 9 for 3x3, L for conv1d, 1 for linear (a 1x1 convolution)."""
+        return math.prod(self.kernel) if self.kernel else 1
+
+
+def pixels(shape: Shape) -> int:
+    """Values per channel: H*W, L, or 1 for flat data."""
+    return math.prod(shape[1:])
+
+
+def manifest_index(layers: tuple[LayerBase, ...]) -> dict[str, int]:
+    """Index of each manifest layer name in `model.layers` (for error paths)."""
+    index: dict[str, int] = {}
+    for i, layer in enumerate(layers):
+        index.setdefault(layer.name, i)
+    return index
+
+
+def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int],
+               placed: Iterable[str] = (), processors: int = 64, read_gap: bool = False
+               ) -> tuple[HwLayer, ...]:
+    """The hardware layers of the folded `layers` (see the module docstring).
+
+    `placed`: names the manifest's `placement` section places. An add or concat placed by
+    name is its own hardware layer (the network description's `operation: none` with
+    `eltwise` or `in_sequences`), never merged into the layer that reads it: an imported
+    network keeps its layers. `processors`: the device's count, above which a
+    concatenation is read in several passes. `read_gap`: the device's layers can read
+    interleaved data directly (fewer copies)."""
+    nodes = {node.name: node for node in graph.nodes}
+    shapes = {INPUT: tuple(graph.input), **{n.name: n.out_shape for n in graph.nodes}}
+    consumers = _consumers(layers)
+    by_name = {layer.name: layer for layer in layers}
+    where: dict[str, str] = {INPUT: INPUT}  # manifest tensor -> hardware tensor holding it
+    flattened: dict[str, str] = {}  # absorbed flatten -> the tensor it flattens
+    merged = _merged_adds(layers, consumers, frozenset(placed))
+    merged |= _merged_concats(layers, consumers, frozenset(placed))
+    hw: list[HwLayer] = []
+    for layer in layers:
+        if layer.op == "flatten" and _absorbed(layer, shapes, consumers, by_name):
+            source = layer.inputs[0]
+            where[layer.name] = where[source]
+            flattened[layer.name] = flattened.get(source, source)
+            continue
+        if layer.op == "reshape" and _reshape_view(layer, shapes, consumers, by_name):
+            where[layer.name] = where[layer.inputs[0]]
+            flattened[layer.name] = flattened.get(layer.inputs[0], layer.inputs[0])
+            continue
+        if layer.name in merged:
+            where[layer.name] = merged[layer.name]
+            continue
+        front = by_name[layer.inputs[0]] if layer.inputs[0] in merged else None
+        hw.append(_layer(layer, nodes[layer.name], front, where, flattened, shapes, bits))
+        where[layer.name] = layer.name
+    return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}, processors,
+                              read_gap))
+
+
+def _consumers(layers: tuple[LayerBase, ...]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for layer in layers:
+        for name in layer.inputs:
+            out.setdefault(name, []).append(layer.name)
+    return out
+
+
+def _absorbed(layer, shapes, consumers, by_name) -> bool:
+    """A flatten of flat data is a no-op; otherwise the linear layers reading it flatten."""
+    readers = consumers.get(layer.name, [])
+    if pixels(shapes[layer.inputs[0]]) == 1:
+        return True
+    return bool(readers) and all(by_name[r].op == "linear" for r in readers)
+
+
+def _reshape_view(layer, shapes, consumers, by_name) -> bool:
+    """A reshape the device does for free: same channels, read by single-input layers only."""
+    readers = consumers.get(layer.name, [])
+    return (shapes[layer.inputs[0]][0] == shapes[layer.name][0] and bool(readers)
+            and all(len(by_name[r].inputs) == 1 for r in readers))
+
+
+def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
+                 ) -> dict[str, str]:
+    """add name -> the conv2d it runs in-flight with."""
+    merged = {}
+    for layer, following in zip(layers, layers[1:], strict=False):
+        if (layer.op == "add" and layer.act.value == "none" and following.op == "conv2d"
+                and layer.name not in placed
+                and following.inputs == (layer.name,)
+                and consumers.get(layer.name) == [following.name]):
+            merged[layer.name] = following.name
+    return merged
+
+
+def _merged_concats(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
+                    ) -> dict[str, str]:
+    """concat name -> the one layer that reads it directly (see the module docstring)."""
+    by_name = {layer.name: layer for layer in layers}
+    merged = {}
+    for layer in layers:
+        readers = consumers.get(layer.name, [])
+        if layer.op != "concat" or layer.name in placed or len(readers) != 1:
+            continue
+        reader = by_name[readers[0]]
+        if reader.op in CONCAT_READERS and reader.inputs == (layer.name,):
+            merged[layer.name] = reader.name
+    return merged
+
+
+def _layer(layer, node, front, where, flattened, shapes, bits) -> HwLayer:
+    """`front`: the add or concat merged into `layer` (None: it reads its own inputs)."""
+    source = front if front is not None else layer
+    inputs = tuple(where[name] for name in source.inputs)
+    in_shape = tuple(shapes[source.inputs[0]])
+    members = (front.name, layer.name) if front is not None else (layer.name,)
+    common = dict(name=layer.name, op=layer.op, inputs=inputs, in_channels=in_shape[0],
+                  in_shape=in_shape, pooled_shape=in_shape, out_channels=node.out_shape[0],
+                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members)
+    if front is not None and front.op == "add":
+        common.update(eltwise_operands=len(inputs), eltwise=front.name)
+    elif front is not None:
+        in_shape = tuple(shapes[front.name])
+        common.update(concat=front.name, in_channels=in_shape[0], in_shape=in_shape,
+                      pooled_shape=in_shape)
+    if layer.op in ("conv1d", "conv2d"):
+        return HwLayer(**common | _conv(layer, in_shape, bits))
+    if layer.op == "conv_transpose2d":
+        return HwLayer(**common | _conv(layer, in_shape, bits)
+                       | {"output_pad": pair(layer.output_pad)})
+    if layer.op == "linear":
+        return _linear(layer, common, flattened, shapes, bits)
+    if layer.op in ("pool1d", "pool2d"):
+        pool = _pool(layer.mode, layer.size, layer.stride, len(in_shape) - 1)
+        return HwLayer(**common | {"op": "pool", "pool": pool,
+                                   "pooled_shape": tuple(node.out_shape)})
+    if layer.op == "add":
+        return HwLayer(**common | {"eltwise_operands": len(inputs), "eltwise": layer.name})
+    if layer.op == "buffer":
+        shifted = (node.out_shape[0], node.out_shape[1] - 1)
+        return HwLayer(**common | {"in_shape": shifted, "pooled_shape": shifted})
+    if layer.op == "concat":
+        return HwLayer(**common | {"in_channels": node.out_shape[0],
+                                   "in_shape": tuple(node.out_shape),
+                                   "pooled_shape": tuple(node.out_shape)})
+    return HwLayer(**common)  # passthrough, or an op the device cannot run (limits says so)
+
+
+def _conv(layer, in_shape: Shape, bits) -> dict:
+    dims = len(in_shape) - 1
+    pool = None if layer.pool is None else _pool(layer.pool.mode, layer.pool.size,
+                                                  layer.pool.stride, dims)
+    pooled = in_shape if pool is None else _pooled(in_shape, pool)
+    shape = pair if dims == 2 else (lambda v: (v,))
+    return dict(kernel=shape(layer.kernel), pad=shape(layer.pad), stride=shape(layer.stride),
+                dilation=shape(layer.dilation), groups=layer.groups, pool=pool,
+                pooled_shape=pooled, weight_bits=bits.get(layer.name), has_bias=layer.bias,
+                wide=layer.wide)
+
+
+def _linear(layer, common: dict, flattened, shapes, bits) -> HwLayer:
+    """A flattening linear reads the tensor before the flatten: its processors see C
+    channels of H x W data."""
+    read = flattened.get(layer.inputs[0])
+    update = dict(weight_bits=bits.get(layer.name), has_bias=layer.bias, wide=layer.wide,
+                  flatten=layer.flatten or read is not None)
+    if read is not None:
+        shape = tuple(shapes[read])
+        update.update(in_shape=shape, pooled_shape=shape, in_channels=shape[0],
+                      members=(layer.inputs[0], *common["members"]))
+    return HwLayer(**common | update)
+
+
+def _pool(mode, size, stride, dims: int) -> Pool:
+    sizes = pair(size) if dims == 2 else (size,)
+    strides = sizes if stride is None else (pair(stride) if dims == 2 else (stride,))
+    return Pool(getattr(mode, "value", mode), tuple(sizes), tuple(strides))
+
+
+def _pooled(shape: Shape, pool: Pool) -> Shape:
+    spatial = ((n - k) // s + 1 for n, k, s in zip(shape[1:], pool.size, pool.stride,
+                                                     strict=True))
+    return (shape[0], *spatial)
+
+
+def interleaved(layer: HwLayer, processors: int) -> bool:
+    """Reads its inputs interleaved: element-wise operands, or a concatenation of more
+    channels than `processors` (read in several passes)."""
+    return bool(layer.eltwise_operands) or (layer.concatenates and len(layer.inputs) > 1
+                                             and layer.in_channels > processors)
+
+
+def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: int,
+                 read_gap: bool) -> list[HwLayer]:
+    """Insert a passthrough before each layer that reads interleaved data for every input
+    that cannot be written interleaved by its producer (see the module docstring)."""
+    readers: dict[str, list[HwLayer]] = {}
+    for layer in hw:
+        for name in layer.inputs:
+            readers.setdefault(name, []).append(layer)
+    out: list[HwLayer] = []
+    for layer in hw:
+        if interleaved(layer, processors):
+            inputs = list(layer.inputs)
+            for slot, source in enumerate(layer.inputs):
+                if not _interleavable(source, layer, readers, processors, read_gap):
+                    copy = _copy(layer, slot, source, shapes, taken)
+                    taken.add(copy.name)
+                    out.append(copy)
+                    inputs[slot] = copy.name
+            layer = replace(layer, inputs=tuple(inputs))
+        out.append(layer)
+    return out
+
+
+def _interleavable(source: str, layer: HwLayer, readers: dict, processors: int,
+                   read_gap: bool) -> bool:
+    """Whether `source` can be written interleaved for `layer`: the model input cannot, nor
+    a tensor `layer` reads twice; a tensor others read too only where they can skip the gap
+    (`read_gap`: single-input layers that read in one pass)."""
+    if source == INPUT or layer.inputs.count(source) > 1:
+        return False
+    others = [r for r in readers[source] if r is not layer]
+    return not others or read_gap and all(
+        r.inputs == (source,) and not r.concatenates and r.in_channels <= processors
+        for r in others)
+
+
+def _copy(layer: HwLayer, slot: int, source: str, shapes: dict, taken: set[str]) -> HwLayer:
+    name = f"{layer.name}_in{slot}"
+    while name in taken:
+        name += "_"
+    shape = tuple(shapes[source])
+    return HwLayer(name=name, members=(), op="passthrough", inputs=(source,),
+                   in_channels=shape[0], in_shape=shape, pooled_shape=shape,
+                   out_channels=shape[0], out_shape=shape, anchor=layer.eltwise or layer.name)

@@ -1,0 +1,60 @@
+"""Accelerator targets (MAX7800x-style, see edgebuild/devices/): the checks a manifest must
+pass before any training, and the placement the plan stage records.
+
+The order matters for the messages: the device's number format and operator limits are
+checked first (all reported at once); placement (processors, data/kernel/bias memories)
+is only attempted for a model the device can run at all.
+"""
+
+from __future__ import annotations
+
+from edgebuild.model import graph as graphs
+from edgebuild.targets.max7800x import profile as devices
+
+
+def number_rules(manifest, profile) -> list[tuple[tuple, str]]:
+    """Manifest settings that contradict the device's fixed number format."""
+    numbers, name = profile.numbers, profile.name
+    found = []
+    if "rounding" in manifest.quantize.model_fields_set and \
+            manifest.quantize.rounding.value != numbers.rounding:
+        found.append((("quantize", "rounding"), (
+            f"{name} rounds {numbers.rounding} (its arithmetic is fixed); remove "
+            "quantize.rounding or choose a CPU target")))
+    bias = (f"{name} stores a bias as a {numbers.bias_bits}-bit value added as "
+            f"b x {1 << numbers.bias_scale_log2}; remove bias_bits")
+    if "bias_bits" in manifest.qat.model_fields_set:
+        found.append((("qat", "bias_bits"), bias))
+    for layer, override in manifest.qat.overrides.items():
+        if override.bias_bits is not None:
+            found.append((("qat", "overrides", layer, "bias_bits"), bias))
+    return found
+
+
+def layout(manifest, layers, bits: dict[str, int]):
+    """(hardware layers, placement or None, problems) for an accelerator manifest."""
+    from edgebuild.targets.max7800x import hwlayer, limits, placement
+
+    profile = devices.profile(manifest.target.device.value)
+    graph, _ = graphs.build(manifest.model.input, layers)
+    hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
+                          processors=profile.processors, read_gap=profile.limits.read_gap)
+    found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
+    if found:
+        return hw, None, found
+    result, problems = placement.resolve(hw, manifest, profile)
+    return hw, result, [(p.path, p.message) for p in problems]
+
+
+def problems(manifest, layers, bits: dict[str, int]) -> list[tuple[tuple, str]]:
+    """Every rule of the target device the manifest breaks, as (path, message)."""
+    device = manifest.target.device.value
+    if not devices.is_accelerator(device):
+        if manifest.placement:
+            return [(("placement",), (
+                f"placement applies to accelerator devices ({', '.join(devices.DEVICE_NAMES)}); "
+                f"target.device is {device}"))]
+        return []
+    found = number_rules(manifest, devices.profile(device))
+    _, _, placed = layout(manifest, layers, bits)
+    return found + placed

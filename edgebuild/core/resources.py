@@ -2,10 +2,12 @@
 accelerator device profiles (data files: which devices exist is known without importing
 any target code).
 
-In a source checkout they are `repo/templates`; an installed package ships them as
-`edgebuild.templates` (see pyproject's package-dir). templates/ has no `__init__.py`, so
-installed it is a namespace package whose `files()` is a MultiplexedPath — `str()` of that
-is not a path, but a child of it is a real one.
+In a source checkout they are `repo/templates`, next to the `edgebuild` package the code
+was imported from — looked at first, so a second checkout (a git worktree, the refactor
+comparison in benchmarks/) uses its own templates even where another checkout is installed
+in editable mode. An installed package ships them as `edgebuild.templates` (see pyproject's
+package-dir). templates/ has no `__init__.py`, so installed it is a namespace package whose
+`files()` is a MultiplexedPath — `str()` of that is not a path, but a child of it is.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 MARKER = "kernels"
+SIGNATURE = Path("kernels") / "eb_kernels.h"  # a file only edgebuild's templates have
 
 
 def templates_dir() -> Path:
+    checkout = Path(__file__).resolve().parents[2] / "templates"
+    if (checkout / SIGNATURE).is_file():
+        return checkout
     try:
         from importlib.resources import files
 
@@ -24,7 +30,7 @@ def templates_dir() -> Path:
             return root
     except (ModuleNotFoundError, TypeError, ValueError):
         pass
-    return Path(__file__).resolve().parents[2] / "templates"
+    return checkout
 
 
 def template_files() -> list[Path]:

@@ -16,15 +16,17 @@ BUDGETS = (4096, 8192, 16384, 32768)
 
 
 def plan_for(checked, l1: int, double_buffer: bool) -> tuple[dict | None, list, float]:
+    from edgebuild.memory.plan import make_plan, tile_steps
     from edgebuild.model import folding
-    from edgebuild.pipeline.stages.plan import make_plan, tile_steps
 
     start = time.perf_counter()
     manifest = checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
     plan = make_plan(manifest.model.input, layers, 0)
-    problems, totals = tile_steps(manifest.model.input, layers, plan, l1, double_buffer)
-    return (None if problems else totals), problems, time.perf_counter() - start
+    plan, problems = tile_steps(manifest.model.input, layers, plan, l1, manifest.target.memory.l2,
+                                double_buffer)
+    totals = None if problems or plan.memory is None else plan.memory.to_json()
+    return totals, problems, time.perf_counter() - start
 
 
 def main() -> int:
@@ -44,7 +46,7 @@ def main() -> int:
                 slow.append((path.stem, l1, seconds))
             if totals is None:
                 print(f"{path.stem:<12} {l1 // 1024:>4}Ki  infeasible: "
-                      + "; ".join(f"{name} needs {need} B" for name, need in problems))
+                      + "; ".join(f"{p.layer} needs {p.smallest_l1} B" for p in problems))
                 continue
             ratio = totals["traffic_bytes"] / totals["traffic_lower_bound"]
             print(f"{path.stem:<12} {l1 // 1024:>4}Ki {totals['traffic_bytes']:>9} "

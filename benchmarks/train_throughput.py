@@ -54,9 +54,9 @@ def timed(run_epochs) -> float:
 
 
 def main() -> int:
+    from edgebuild.core.numerics import np_quantize_inputs as quantize
     from edgebuild.ops.operator import Mode
     from edgebuild.pipeline import validation
-    from edgebuild.pipeline.stages.data import quantize
     from edgebuild.train import loop as training
     from edgebuild.train import network
 

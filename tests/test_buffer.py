@@ -89,7 +89,7 @@ def test_torch_and_reference_gather_each_clips_frames_in_order():
     spec = layers({"name": "w", "op": "buffer", "length": 3})[0]
     frames = np.arange(2 * 3 * 4).reshape(6, 4)  # 2 clips x 3 frames, 4 channels
     ref = OPS["buffer"].reference(spec, None, [frames], "half_up")
-    out = OPS["buffer"].forward(spec, None, [torch.as_tensor(frames)], Mode("float")).numpy()
+    out = OPS["buffer"].torch.forward(spec, None, [torch.as_tensor(frames)], Mode("float")).numpy()
     np.testing.assert_array_equal(ref, out)
     np.testing.assert_array_equal(ref[1, :, 0], frames[3])  # clip 1, oldest column = frame 3
     np.testing.assert_array_equal(ref[1, 2, :], frames[3:6, 2])

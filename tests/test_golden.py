@@ -13,9 +13,9 @@ import numpy as np
 
 from edgebuild.codegen import project as codegen
 from edgebuild.manifest import Manifest
+from edgebuild.memory.plan import make_plan
 from edgebuild.model import folding, quantized
 from edgebuild.ops.operator import QuantParams
-from edgebuild.pipeline.stages.plan import make_plan
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny"
 

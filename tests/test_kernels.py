@@ -20,7 +20,7 @@ from edgebuild.ops import add as add_op
 from edgebuild.ops.conv import reference_conv
 from edgebuild.ops.conv_transpose2d import reference_conv_transpose
 from edgebuild.ops.operator import FusedPool
-from edgebuild.ops.pooling import reference_pool, windows
+from edgebuild.ops.pool import reference_pool, windows
 
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
@@ -228,7 +228,7 @@ def expected_conv_transpose(cfg: dict, x, w, bias):
 
 
 def expected_pool(x, size, stride, mode: str, rounding: str):
-    """edgebuild.ops.pooling.reference_pool, cross-checked against an explicit window sum."""
+    """edgebuild.ops.pool.reference_pool, cross-checked against an explicit window sum."""
     pool = FusedPool(mode=mode, size=tuple(size), stride=tuple(stride))
     ref = reference_pool(x[None].astype(np.int64), pool, 2, rounding)[0]
     view = windows(x[None].astype(np.int64), tuple(size), tuple(stride))[0]

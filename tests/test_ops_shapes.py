@@ -288,7 +288,7 @@ def test_passthrough_is_the_identity_in_shape_torch_and_reference():
     x = np.arange(-60, 45, dtype=np.int64).reshape(1, 3, 5, 7)
     assert np.array_equal(OPS["passthrough"].reference(layer, None, [x], "half_up"), x)
     t = torch.ones(2, 3, 4)
-    assert OPS["passthrough"].forward(layer, None, [t], Mode("float")) is t
+    assert OPS["passthrough"].torch.forward(layer, None, [t], Mode("float")) is t
 
 
 # --- problems: right index, message names the layer ----------------------------------------
@@ -610,7 +610,7 @@ def test_reshape_1d_to_2d_keeps_channels_first_order():
     out = OPS["reshape"].reference(layer, None, [x], "half_up")
     assert out.shape == (2, 3, 4, 3) and out[1, 2, 1, 0] == x[1, 2, 3]
     t = torch.as_tensor(x)
-    assert torch.equal(OPS["reshape"].forward(layer, None, [t], Mode("float")),
+    assert torch.equal(OPS["reshape"].torch.forward(layer, None, [t], Mode("float")),
                        torch.as_tensor(out))
 
 

@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from edgebuild.codegen import project as codegen
 from edgebuild.manifest import Manifest
 from edgebuild.memory import tiling
+from edgebuild.memory.plan import make_plan, tile_steps
 from edgebuild.model import folding, quantized
+from edgebuild.ops import OPS
 from edgebuild.ops.operator import QuantParams
-from edgebuild.pipeline.stages.plan import make_plan, tile_steps
 
-CONV = tiling.Window(16, 8, 8, 32, 8, 8, 3, 3, 1, 1, 1, 1, 1, True, False, True)
+CONV = tiling.Window(16, 8, 8, 32, 8, 8, k_h=3, k_w=3, pad_h=1, pad_w=1, bias=True)
 
 
 def test_a_layer_that_fits_is_not_tiled():
@@ -45,7 +46,7 @@ def test_more_l1_never_means_more_traffic():
 
 
 def test_grouped_tiles_respect_group_boundaries():
-    depthwise = tiling.Window(8, 6, 6, 16, 6, 6, 3, 3, 1, 1, 1, 1, 8, True, False, False)
+    depthwise = tiling.Window(8, 6, 6, 16, 6, 6, k_h=3, k_w=3, pad_h=1, pad_w=1, groups=8)
     tile = tiling.choose("d", depthwise, 600, False)
     assert tile.tiled and tile.channels % 2 == 0
 
@@ -81,28 +82,18 @@ def _project(layers, shape, l1: int, double_buffer: bool, seed: int) -> codegen.
         "target": {"memory": {"l1": l1}, "tiling": {"double_buffer": double_buffer}}})
     folded, _ = folding.fold_layers(manifest.model.layers)
     plan = make_plan(tuple(shape), folded, 0)
-    problems, totals = tile_steps(tuple(shape), folded, plan, l1, double_buffer)
+    plan, problems = tile_steps(tuple(shape), folded, plan, l1, 1 << 20, double_buffer)
     if problems:
         return None
-    for step in plan["steps"]:
-        step["double_buffer"] = double_buffer
     rng = np.random.default_rng(seed)
     from edgebuild.model import graph as graphs
 
     graph, _ = graphs.build(tuple(shape), folded)
     params = {}
     for node, layer in zip(graph.nodes, folded, strict=True):
-        if layer.op in folding.COMPUTE_OPS:
+        if OPS[layer.op].computes:
             fan_in = node.params // max(layer.out, 1)
-            if layer.op == "linear":
-                weight_shape = (layer.out, int(np.prod(node.in_shapes[0])))
-            elif layer.op == "conv_transpose2d":
-                kernel = [layer.kernel] * 2 if isinstance(layer.kernel, int) else layer.kernel
-                weight_shape = (node.in_shapes[0][0], layer.out // layer.groups, *kernel)
-            else:
-                kernel = ([layer.kernel] * (2 if layer.op == "conv2d" else 1)
-                          if isinstance(layer.kernel, int) else list(layer.kernel))
-                weight_shape = (layer.out, node.in_shapes[0][0] // layer.groups, *kernel)
+            weight_shape = OPS[layer.op].weights.shape(layer, node.in_shapes[0])
             params[layer.name] = QuantParams(rng.integers(-8, 8, weight_shape),
                                              rng.integers(-200, 200, layer.out) if layer.bias
                                              else None, 2, 4)
@@ -110,7 +101,8 @@ def _project(layers, shape, l1: int, double_buffer: bool, seed: int) -> codegen.
     model = quantized.QuantizedModel(tuple(shape), folded, params, "half_up")
     x = rng.integers(-128, 128, (6, *shape)).astype(np.int8)
     expected = quantized.run_reference(model, x).reshape(len(x), -1)
-    return codegen.ProjectSpec("t", model, plan, x, expected, 1 << 20, 1 << 20, "host"), totals
+    return (codegen.ProjectSpec("t", model, plan, x, expected, 1 << 20, 1 << 20, "host"),
+            plan.memory.to_json())
 
 
 @pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
@@ -157,8 +149,8 @@ def test_every_conv_tiled_when_l1_is_small():
 def test_a_transposed_conv_tiles_and_reads_only_the_rows_it_needs():
     # 3x3, stride 2, pad 1 over 6 input rows -> 12 output rows; output rows [y0, y0 + r)
     # read input rows ceil((y0 - 1) / 2) .. floor((y0 + r) / 2), within 0..5
-    w = tiling.Window(4, 6, 6, 8, 12, 12, 3, 3, 2, 1, 1, 1, 1, True, False, True,
-                      transposed=True)
+    w = tiling.Window(4, 6, 6, 8, 12, 12, k_h=3, k_w=3, stride_h=2, pad_h=1, pad_w=1,
+                      bias=True, transposed=True)
     assert [tiling.transposed_span(w, y0, 2) for y0 in range(0, 12, 2)] == [
         (0, 2), (1, 2), (2, 2), (3, 2), (4, 2), (5, 1)]
     assert tiling.input_rows(w, 2) == 2 and tiling.input_rows(w, 12) == 6

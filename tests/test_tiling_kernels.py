@@ -687,12 +687,11 @@ def check_convt_tiled(lib, case: dict) -> None:
     tile = Tile(case["rows"], case["channels"], case["double"])
     layout = convt_slot_layout(cfg, case["rows"], case["channels"], wide, has_bias)
     assert lib.eb_conv_transpose_tile_slot_bytes(params, tile, wide, has_bias) == layout["slot"]
-    window = tiling.Window(*(cfg[k] for k in ("in_c", "in_h", "in_w", "out_c", "out_h", "out_w",
-                                              "k_h", "k_w", "stride_h", "pad_h", "pad_w",
-                                              "dil_h", "groups")), True, wide, has_bias,
-                           transposed=True)
+    window = tiling.Window(**{k: cfg[k] for k in (
+        "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h", "pad_h",
+        "pad_w", "dil_h", "groups")}, wide=wide, bias=has_bias, transposed=True)
     oc_t = conv_tile_channels(cfg, case["channels"])
-    if oc_t % window.step == 0:  # a tile the planner can choose: its slot formula agrees
+    if oc_t % tiling.step(window) == 0:  # a tile the planner can choose: its slot formula agrees
         assert tiling.slot_bytes(window, min(case["rows"], cfg["out_h"]), oc_t) == layout["slot"]
     slots = 2 if case["double"] else 1
     l1 = l1_buffer(slots * layout["slot"])

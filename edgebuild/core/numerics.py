@@ -30,8 +30,28 @@ for the integer-mode comparison.)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
-ROUNDING_MODES = ("half_up", "floor")
+
+class Activation(StrEnum):
+    """Applied after the output shift, before saturation to int8 (see the numerics contract)."""
+
+    none = "none"
+    relu = "relu"
+    abs = "abs"
+
+
+class Rounding(StrEnum):
+    # The requantization rounding a manifest may choose; a device may add a pooling rule
+    # (see the module docstring). A comment, not a docstring: it would enter the schema.
+
+    half_up = "half_up"
+    floor = "floor"
+
+
+ROUNDING_MODES = tuple(Rounding)
 WEIGHT_BITS = (1, 2, 4, 8)
 SHIFT_RANGE = (-15, 15)  # allowed weight scale exponent s
 INT8_MIN, INT8_MAX = -128, 127
@@ -70,7 +90,22 @@ def scale_exponent(threshold: float, limits: tuple[int, int] = SHIFT_RANGE) -> i
 
 
 def output_shift(scale_exp: int, bits: int) -> int:
+    """The power-of-two shift of the accumulator: `s - (b - 1)` (see the module docstring)."""
     return scale_exp - (bits - 1)
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """A quantized compute layer: integer weights/bias and its weight scale exponent."""
+
+    weight: Any  # numpy int64
+    bias: Any | None  # numpy int64, accumulator units
+    scale_exp: int
+    bits: int
+
+    @property
+    def shift(self) -> int:
+        return output_shift(self.scale_exp, self.bits)
 
 
 # ---- numpy (integer reference) -------------------------------------------------------
@@ -106,6 +141,14 @@ def np_saturate(values):
 
 def np_requantize(acc, shift: int, rounding: str, act: str):
     return np_saturate(np_activate(np_round_shift(acc, shift, rounding), act))
+
+
+def np_quantize_inputs(x):
+    """Real values in [-1, 1] -> int8 Q7 inputs (round half up, saturate): the data stage's
+    rule, also for drifted data (ondevice.drift)."""
+    import numpy as np
+
+    return np.clip(np.floor(128.0 * x + 0.5), -128, 127).astype(np.int8)
 
 
 def np_divide_round(total, count: int, rounding: str):

@@ -1,4 +1,9 @@
-"""The dataset format registry: `format:` name -> module with Spec, files, probe, load."""
+"""Datasets, by file format: each format module gives its manifest section (`Spec`), the
+files it reads (`files`, keying the cache), a cheap `probe` for `check` (sample shape,
+classes) and `load`; `FORMATS` is the registry (`format:` name -> module).
+
+May import: core.
+"""
 
 from __future__ import annotations
 

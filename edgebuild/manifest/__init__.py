@@ -4,6 +4,12 @@ These records are the single schema: `schemas/manifest.schema.json` is generated
 (`edgebuild schema`), and a test fails when the committed copy is stale. Model math
 (`model`, `train`) and hardware (`target`) are separate sections so that editing a memory
 budget never invalidates training.
+
+The package holds the schema of every section (this module: the whole file and its smaller
+sections; `placement`, `ondevice`: those sections; `schema`: the JSON Schema). It knows the
+layer fields from the operator records and the dataset sections from the formats.
+
+May import: core, ops, data.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from edgebuild.core.fields import Bytes, Identifier, Strict
+from edgebuild.core.numerics import Rounding
 from edgebuild.core.resources import device_profiles
 from edgebuild.data import DatasetSpec
 from edgebuild.manifest.ondevice import Ondevice
@@ -122,11 +129,6 @@ class Qat(Strict):
     shift_quantile: float = Field(default=1.0, gt=0, le=1,
                                   description="quantile of |w| that sets the weight scale")
     overrides: dict[Identifier, LayerQuant] = {}
-
-
-class Rounding(StrEnum):
-    half_up = "half_up"
-    floor = "floor"
 
 
 class ClipMethod(StrEnum):

@@ -16,53 +16,31 @@ kernel skips taps that fall outside the input), as eb_tiling.h documents.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from edgebuild.ops.operator import pair
+from edgebuild.core.geometry import Window
+
+__all__ = ["Window"]  # the tiler's input, from each op's `windows` facet
 
 
 def _a4(n: int) -> int:
     return (n + 3) // 4 * 4
 
 
-@dataclass(frozen=True)
-class Window:
-    """The geometry of a conv or pool over (C, H, W); 1-D layers have H = 1."""
+def in_per_group(w: Window) -> int:
+    return w.in_c // w.groups
 
-    in_c: int
-    in_h: int
-    in_w: int
-    out_c: int
-    out_h: int
-    out_w: int
-    k_h: int
-    k_w: int
-    stride_h: int
-    pad_h: int
-    pad_w: int
-    dil_h: int
-    groups: int  # conv groups (pool: channels are independent, like groups = channels)
-    weights: bool  # conv (True) or pool (False)
-    wide: bool
-    bias: bool
-    linear: bool = False  # the whole input is staged once per slot, not per tile
-    transposed: bool = False  # a transposed convolution (stride_h, pad_h of its definition)
 
-    @property
-    def in_per_group(self) -> int:
-        return self.in_c // self.groups
+def step(w: Window) -> int:
+    """Channel tiles are multiples of this: 1 for dense convs and pools."""
+    return w.out_c // w.groups if w.weights and w.groups > 1 else 1
 
-    @property
-    def step(self) -> int:
-        """Channel tiles are multiples of this: 1 for dense convs and pools."""
-        return self.out_c // self.groups if self.weights and self.groups > 1 else 1
 
-    def tile_inputs(self, channels: int) -> int:
-        """Input channels a tile of `channels` output channels reads."""
-        if not self.weights:
-            return channels
-        return self.in_c if self.groups == 1 else channels // self.step * self.in_per_group
+def tile_inputs(w: Window, channels: int) -> int:
+    """Input channels a tile of `channels` output channels reads."""
+    if not w.weights:
+        return channels
+    return w.in_c if w.groups == 1 else channels // step(w) * in_per_group(w)
 
 
 @dataclass(frozen=True)
@@ -98,9 +76,9 @@ def slot_bytes(w: Window, rows: int, channels: int) -> int:
     """L1 bytes of one tile slot (eb_tiling.h layout; every region 4-byte aligned)."""
     if not w.weights:
         return _a4(channels * input_rows(w, rows) * w.in_w) + _a4(channels * rows * w.out_w)
-    cin = w.tile_inputs(channels)
+    cin = tile_inputs(w, channels)
     data = _a4(cin * input_rows(w, rows) * (w.in_w + (0 if w.transposed else 2 * w.pad_w)))
-    weight = _a4(channels * w.in_per_group * w.k_h * w.k_w)
+    weight = _a4(channels * in_per_group(w) * w.k_h * w.k_w)
     bias = 4 * channels if w.bias else 0
     out = _a4(channels * rows * w.out_w * (4 if w.wide else 1))
     return data + weight + bias + out
@@ -112,7 +90,7 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
     tiles, moved_in = 0, 0
     for c0 in range(0, w.out_c, channels):
         ct = min(channels, w.out_c - c0)
-        cin = w.tile_inputs(ct)
+        cin = tile_inputs(w, ct)
         row_tiles = 0
         for y0 in range(0, w.out_h, rows):
             r = min(rows, w.out_h - y0)
@@ -122,7 +100,7 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
             moved_in += cin * valid * w.in_w
             row_tiles += 1
         if w.weights:
-            moved_in += min(row_tiles, slots) * (ct * w.in_per_group * w.k_h * w.k_w +
+            moved_in += min(row_tiles, slots) * (ct * in_per_group(w) * w.k_h * w.k_w +
                                                  (4 * ct if w.bias else 0))
         tiles += row_tiles
     if w.linear:  # the input stays staged in each slot across output tiles
@@ -133,7 +111,7 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
 
 def whole(w: Window) -> int:
     """Working set of the untiled layer (everything resident at once)."""
-    weight = (w.out_c * w.in_per_group * w.k_h * w.k_w + (4 * w.out_c if w.bias else 0)
+    weight = (w.out_c * in_per_group(w) * w.k_h * w.k_w + (4 * w.out_c if w.bias else 0)
               if w.weights else 0)
     return w.in_c * w.in_h * w.in_w + weight + w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
 
@@ -145,7 +123,7 @@ def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
         return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
     slots = 2 if double_buffer else 1
     best = None
-    for channels in range(w.step, w.out_c + 1, w.step):
+    for channels in range(step(w), w.out_c + 1, step(w)):
         for rows in range(1, w.out_h + 1):
             need = slots * slot_bytes(w, rows, channels)
             if need > l1:
@@ -159,45 +137,4 @@ def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
 
 
 def smallest_l1(w: Window, double_buffer: bool) -> int:
-    return (2 if double_buffer else 1) * slot_bytes(w, 1, w.step)
-
-
-def conv_window(layer, in_shape, out_shape) -> Window:
-    """1-D layers are tiled along time: they run as one column (L x 1), see codegen.
-    conv_transpose2d keeps its own stride and pad (see `transposed_span`)."""
-    one_d = len(in_shape) == 2
-    kh, kw = (layer.kernel, 1) if one_d else pair(layer.kernel)
-    sh = layer.stride if one_d else pair(layer.stride)[0]
-    ph, pw = (layer.pad, 0) if one_d else pair(layer.pad)
-    dh = layer.dilation if one_d else pair(layer.dilation)[0]
-    in_h, in_w = (in_shape[1], 1) if one_d else in_shape[1:]
-    out_h, out_w = (out_shape[1], 1) if one_d else out_shape[1:]
-    return Window(in_shape[0], in_h, in_w, layer.out, out_h, out_w, kh, kw, sh, ph, pw, dh,
-                  layer.groups, True, bool(layer.wide), bool(layer.bias),
-                  transposed=layer.op == "conv_transpose2d")
-
-
-def pooled_shape(pool, shape) -> tuple[int, ...]:
-    from edgebuild.ops.operator import pooled
-
-    return pooled(tuple(shape), pool, len(shape) - 1)
-
-
-def pool_window(pool, in_shape, out_shape) -> Window:
-    from edgebuild.ops.pooling import geometry
-
-    dims = len(in_shape) - 1
-    sizes, strides = geometry(pool, dims)
-    kh, kw = (sizes[0], 1) if dims == 1 else sizes
-    sh = strides[0]
-    in_h, in_w = (in_shape[1], 1) if dims == 1 else in_shape[1:]
-    out_h, out_w = (out_shape[1], 1) if dims == 1 else out_shape[1:]
-    return Window(in_shape[0], in_h, in_w, in_shape[0], out_h, out_w, kh, kw, sh, 0, 0, 1,
-                  in_shape[0], False, False, False)
-
-
-def linear_window(layer, in_shape) -> Window:
-    """A linear layer: a dense 1x1 'conv' over one position (input [in_f] staged whole)."""
-    features = math.prod(in_shape)
-    return Window(features, 1, 1, layer.out, 1, 1, 1, 1, 1, 0, 0, 1, 1, True,
-                  bool(layer.wide), bool(layer.bias), linear=True)
+    return (2 if double_buffer else 1) * slot_bytes(w, 1, step(w))

@@ -7,10 +7,11 @@ instead (`alias`). Every layer of the result names its inputs explicitly.
 
 from __future__ import annotations
 
-from edgebuild.model.graph import INPUT
-from edgebuild.ops.operator import LayerBase
+from typing import Any
 
-COMPUTE_OPS = ("conv1d", "conv2d", "conv_transpose2d", "linear")  # the layers with weights
+from edgebuild.model.graph import INPUT
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import LayerBase, Role, Unsupported
 
 
 def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], dict[str, str]]:
@@ -19,11 +20,12 @@ def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], d
     previous = INPUT
     for layer in layers:
         inputs = tuple(alias.get(n, n) for n in (layer.inputs or (previous,)))
-        if layer.op == "batchnorm":
+        role = OPS[layer.op].role
+        if role is Role.folded:
             producer = folded[inputs[0]]
             folded[producer.name] = producer.model_copy(update={"act": layer.act, "bias": True})
             alias[layer.name] = producer.name
-        elif layer.op == "dropout":
+        elif role is Role.dropped:
             alias[layer.name] = inputs[0]
         else:
             folded[layer.name] = layer.model_copy(update={"inputs": inputs})
@@ -31,28 +33,25 @@ def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], d
     return tuple(folded.values()), alias
 
 
-def fold_state(state: dict, layers: tuple[LayerBase, ...]) -> dict:
+def fold_state(state: dict[str, Any], layers: tuple[LayerBase, ...]) -> dict[str, Any]:
     """Float state dict (numpy) of the trained net -> state dict of the folded net."""
     from edgebuild.ops.batchnorm import fold
-    from edgebuild.ops.conv_transpose2d import from_out_major, to_out_major
 
     out = dict(state)
     by_name = {layer.name: layer for layer in layers}
     previous = INPUT
     for layer in layers:
-        if layer.op == "batchnorm":
-            producer = (layer.inputs or (previous,))[0]
+        if OPS[layer.op].role is Role.folded:
+            producer = by_name[(layer.inputs or (previous,))[0]]
             stats = {k: out.pop(f"{layer.name}.{k}") for k in
                      ("weight", "bias", "running_mean", "running_var")}
             out.pop(f"{layer.name}.num_batches_tracked", None)
-            weight = out[f"{producer}.weight"]
-            transposed = by_name[producer].op == "conv_transpose2d"  # (in, out/groups, ...)
-            if transposed:
-                weight = to_out_major(weight, by_name[producer].groups)
-            weight, out[f"{producer}.bias"] = fold(weight, out.get(f"{producer}.bias"), stats,
-                                                   layer.eps)
-            out[f"{producer}.weight"] = from_out_major(weight, by_name[producer].groups) \
-                if transposed else weight
+            layout = OPS[producer.op].weights
+            assert not isinstance(layout, Unsupported)  # the graph checks BN follows weights
+            weight = layout.to_out_major(out[f"{producer.name}.weight"], producer)
+            weight, out[f"{producer.name}.bias"] = fold(weight, out.get(f"{producer.name}.bias"),
+                                                        stats, layer.eps)
+            out[f"{producer.name}.weight"] = layout.from_out_major(weight, producer)
         previous = layer.name
     return out
 

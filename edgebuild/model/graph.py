@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Shape, ShapeError
+from edgebuild.ops.operator import LayerBase, Role
 
 INPUT = "input"
-BUFFER = "buffer"
 
 
 @dataclass(frozen=True)
@@ -112,35 +112,44 @@ def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | No
 
 def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
                      problems: list[GraphProblem]) -> None:
-    """BN is folded into its producer, so the producer must be a conv/linear without an
-    activation whose only consumer is this BN."""
-    from edgebuild.model.folding import COMPUTE_OPS
+    """A folded layer (batchnorm) merges into its producer, so the producer must be a
+    compute layer without an activation whose only consumer is this layer."""
     by_name = {layer.name: layer for layer in layers}
     consumers: dict[str, int] = {}
     for node in nodes:
         for name in node.inputs:
             consumers[name] = consumers.get(name, 0) + 1
+    compute = [op.name for op in OPS.values() if op.computes]
     for index, node in enumerate(nodes):
-        if node.op != "batchnorm":
+        if OPS[node.op].role is not Role.folded:
             continue
         producer = by_name.get(node.inputs[0])
-        if producer is None or producer.op not in COMPUTE_OPS:
-            problem = (f"must directly follow a {', '.join(COMPUTE_OPS[:-1])} or "
-                       f"{COMPUTE_OPS[-1]} layer (it is folded into it)")
+        if producer is None or not OPS[producer.op].computes:
+            problem = (f"must directly follow a {', '.join(compute[:-1])} or "
+                       f"{compute[-1]} layer (it is folded into it)")
         elif producer.act.value != "none" or producer.wide:
             problem = (f"folds into {producer.name!r}, which must have `act: none` and no `wide` "
-                       "(put the activation on the batchnorm)")
+                       f"(put the activation on the {node.op})")
         elif consumers.get(producer.name, 0) != 1:
-            problem = f"folds into {producer.name!r}, whose output must feed only this batchnorm"
+            problem = f"folds into {producer.name!r}, whose output must feed only this {node.op}"
         else:
             continue
-        problems.append(GraphProblem(index, "", f"batchnorm {node.name!r} {problem}"))
+        problems.append(GraphProblem(index, "", f"{node.op} {node.name!r} {problem}"))
+
+
+def streaming(layer: LayerBase) -> bool:
+    """The layer keeps state across inferences (ops: a `stream` facet, e.g. a buffer)."""
+    return OPS[layer.op].stream is not None
 
 
 def frames(layers: tuple[LayerBase, ...]) -> int:
-    """Frames per sample: a model with a `buffer` layer learns from clips of its `length`
-    frames (see ops/buffer.py); any other model from single samples (1)."""
-    return next((layer.length for layer in layers if layer.op == BUFFER), 1)
+    """Frames per sample: a model with a stateful layer (a `buffer`) learns from clips of
+    its frames (see ops/buffer.py); any other model from single samples (1)."""
+    for layer in layers:
+        stream = OPS[layer.op].stream
+        if stream is not None:
+            return stream.frames(layer)
+    return 1
 
 
 def sample_shape(input_shape: Shape, layers: tuple[LayerBase, ...]) -> Shape:
@@ -161,7 +170,7 @@ def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
     """Layers before a buffer run once per frame, layers after it once per window, so no
     layer may read both sides, there is at most one buffer, and the output follows it."""
     index = {layer.name: i for i, layer in enumerate(layers)}
-    buffers = [node for node in nodes if node.op == BUFFER]
+    buffers = [node for node in nodes if OPS[node.op].stream is not None]
     for extra in buffers[1:]:
         problems.append(GraphProblem(index[extra.name], "op", (
             f"a model has at most one buffer; {buffers[0].name!r} is the first")))
@@ -169,7 +178,7 @@ def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
         return
     after = {buffers[0].name}
     for node in nodes:
-        if node.op == BUFFER:
+        if node.name == buffers[0].name:
             continue
         sides = {name in after for name in node.inputs}
         if sides == {True}:

@@ -9,21 +9,17 @@ File format (the quantize artifact's contract, one .npz): per compute layer `<na
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
-from edgebuild.model.folding import COMPUTE_OPS
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import Unsupported
 
 
 def expected_shape(layer, in_shape: tuple) -> tuple:
-    """The weight tensor shape a layer needs (channels-first, see ops)."""
-    if layer.op == "linear":
-        return (layer.out, math.prod(in_shape))
-    kernel = layer.kernel if isinstance(layer.kernel, tuple) else \
-        (layer.kernel,) * (len(in_shape) - 1)
-    if layer.op == "conv_transpose2d":  # PyTorch's ConvTranspose2d layout
-        return (in_shape[0], layer.out // layer.groups, *kernel)
-    return (layer.out, in_shape[0] // layer.groups, *kernel)
+    """The weight tensor shape a layer needs (its op's stored layout)."""
+    weights = OPS[layer.op].weights
+    assert not isinstance(weights, Unsupported)
+    return tuple(weights.shape(layer, tuple(in_shape)))
 
 
 def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tuple[tuple, str]]]:
@@ -37,7 +33,7 @@ def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tupl
     nodes = {node.name: node for node in graph.nodes}
     bits_of, problems = {}, []
     for layer in layers:
-        if layer.op not in COMPUTE_OPS:
+        if not OPS[layer.op].computes:
             continue
         name, node = layer.name, nodes[layer.name]
         missing = [f"{name}.{k}" for k in ("weight", "bits", "scale_exp") if f"{name}.{k}" not in source]

@@ -14,7 +14,7 @@ from pathlib import Path
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, QuantParams
+from edgebuild.ops.operator import LayerBase, QuantParams, Unsupported
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class QuantizedModel:
 
     def output_shift(self) -> int | None:
         quant = self.params.get(self.output.name)
-        return None if quant is None else quant.scale_exp - (quant.bits - 1)
+        return None if quant is None else quant.shift
 
 
 def load(directory: Path, manifest) -> QuantizedModel:
@@ -57,8 +57,11 @@ def run_reference(model: QuantizedModel, x, *, keep_all: bool = False):
     values = {graphs.INPUT: graphs.per_frame(x.astype(np.int64), model.layers)}
     for layer in model.layers:
         inputs = [values[name] for name in layer.inputs]
-        values[layer.name] = OPS[layer.op].reference(layer, model.params.get(layer.name),
-                                                      inputs, model.rounding)
+        reference = OPS[layer.op].reference
+        if isinstance(reference, Unsupported):  # the folded layers have none of these
+            raise ValueError(f"layer {layer.name!r}: {reference.reason}")
+        values[layer.name] = reference(layer, model.params.get(layer.name), inputs,
+                                       model.rounding)
     return values if keep_all else values[model.output.name]
 
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
+from edgebuild.core.geometry import Plane
 from edgebuild.model import graph as graphs
-from edgebuild.ops.operator import pair
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import Train, TrainKernel, Unsupported
 
-WEIGHTED = ("conv1d", "conv2d", "linear")
-SUPPORTED = (*WEIGHTED, "pool1d", "pool2d", "add", "concat", "flatten", "passthrough", "reshape")
-VIEWS = ("flatten", "passthrough", "reshape")  # float tensors are flat per sample
 FLOAT = 4  # bytes per float32
 
 
@@ -35,40 +35,19 @@ class TrainGraphError(ValueError):
     """The manifest asks for something the trainable part cannot do; the message says why."""
 
 
-@dataclass(frozen=True)
-class Conv:
-    """Geometry of the training kernels' ebt_conv (a 1-D signal runs as L x 1 so that row
-    tiles are spans of time; linear is a 1 x 1 convolution)."""
-
-    in_c: int
-    in_h: int
-    in_w: int
-    out_c: int
-    out_h: int
-    out_w: int
-    k_h: int = 1
-    k_w: int = 1
-    stride_h: int = 1
-    stride_w: int = 1
-    pad_h: int = 0
-    pad_w: int = 0
-    dil_h: int = 1
-    dil_w: int = 1
-    groups: int = 1
+def train_facet(layer: Any) -> Train:
+    """The op's training facet, or a TrainGraphError with the op's own reason."""
+    facet = OPS[layer.op].train
+    if isinstance(facet, Unsupported):
+        raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) cannot train on the device: "
+                              f"{facet.reason}")
+    return facet
 
 
-@dataclass(frozen=True)
-class Pool:
-    c: int
-    in_h: int
-    in_w: int
-    out_h: int
-    out_w: int
-    k_h: int
-    k_w: int
-    stride_h: int
-    stride_w: int
-    mode: str
+def weighted(layer: Any) -> bool:
+    """A layer whose weights the training kernels can train (a convolution kernel)."""
+    facet = OPS[layer.op].train
+    return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.conv
 
 
 @dataclass(frozen=True)
@@ -83,15 +62,18 @@ class TrainLayer:
     out_size: int
     act: str = "none"
     scope: str | None = None  # "all" / "bias" when trainable
-    conv: Conv | None = None
-    pool: Pool | None = None  # standalone pool, or the fused pool of a conv's input
+    kernel: TrainKernel = TrainKernel.add
+    conv: Plane | None = None  # the convolution kernels' geometry (a linear layer: 1 x 1)
+    pool: Plane | None = None  # standalone pool, or the fused pool of a conv's input
+    pool_mode: str | None = None
+    fully_connected: bool = False  # the PyTorch reference computes it with F.linear
     weight_shape: tuple[int, ...] = ()
     bias: bool = False
     tiles: tuple[tuple[int, int], ...] = ()  # weight-gradient row tiles
 
     @property
     def weighted(self) -> bool:
-        return self.op in WEIGHTED
+        return self.kernel is TrainKernel.conv
 
     @property
     def pre(self) -> str:
@@ -138,44 +120,11 @@ class TrainGraph:
                 + [f"d:{n}" for n, _ in self.parameters()]}
 
 
-def weighted_layers(layers) -> list[str]:
-    return [layer.name for layer in layers if layer.op in WEIGHTED]
+def weighted_layers(layers: Any) -> list[str]:
+    return [layer.name for layer in layers if weighted(layer)]
 
 
-def _conv_geometry(layer, in_shape, out_shape) -> tuple[Conv, Pool | None]:
-    """Training-kernel geometry of a conv1d/conv2d/linear, with its fused input pool."""
-
-    if layer.op == "linear":
-        return Conv(math.prod(in_shape), 1, 1, layer.out, 1, 1), None
-    dims = len(in_shape) - 1
-    pool = None
-    shape = in_shape
-    if layer.pool is not None:
-        pool = _pool(layer.pool, shape)
-        shape = (shape[0], pool.out_h, pool.out_w) if dims == 2 else (shape[0], pool.out_h)
-    if dims == 1:
-        return Conv(shape[0], shape[1], 1, layer.out, out_shape[1], 1, layer.kernel, 1,
-                    layer.stride, 1, layer.pad, 0, layer.dilation, 1, layer.groups), pool
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (pair(v) for v in (
-        layer.kernel, layer.stride, layer.pad, layer.dilation))
-    return Conv(shape[0], shape[1], shape[2], layer.out, out_shape[1], out_shape[2], kh, kw,
-                sh, sw, ph, pw, dh, dw, layer.groups), pool
-
-
-def _pool(window, shape) -> Pool:
-    from edgebuild.ops.pooling import geometry
-
-    dims = len(shape) - 1
-    sizes, strides = geometry(window, dims)
-    if dims == 1:  # L x 1, like the convolutions
-        k, s, hw = (sizes[0], 1), (strides[0], 1), (shape[1], 1)
-    else:
-        k, s, hw = tuple(sizes), tuple(strides), (shape[1], shape[2])
-    oh, ow = (hw[0] - k[0]) // s[0] + 1, (hw[1] - k[1]) // s[1] + 1
-    return Pool(shape[0], hw[0], hw[1], oh, ow, k[0], k[1], s[0], s[1], window.mode.value)
-
-
-def weight_tiles(conv: Conv, batch: int, l1: int) -> tuple[tuple[int, int], ...]:
+def weight_tiles(conv: Plane, batch: int, l1: int) -> tuple[tuple[int, int], ...]:
     """Output-row tiles of a weight gradient: the rows whose output gradient and input
     rows (for the whole batch) fit `l1` bytes together; one tile when all fit."""
     per_row = batch * FLOAT * (conv.out_c * conv.out_w + conv.in_c * conv.stride_h * conv.in_w)
@@ -196,26 +145,25 @@ def build(layers, input_shape, scopes: dict[str, str], batch: int, l1: int) -> T
     alias: dict[str, str] = {}
     frozen = order[:first]
     for layer in layers[:first]:
-        if layer.op in VIEWS:
+        if _is_view(layer):
             alias[layer.name] = alias.get(layer.inputs[0], layer.inputs[0])
     produced = {alias.get(name, name) for name in frozen} | {graphs.INPUT}
     boundary: dict[str, int] = {}
     train_layers: list[TrainLayer] = []
     tensors: dict[str, int] = {}
     for layer in layers[first:]:
-        if layer.op not in SUPPORTED:
-            raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) cannot train on the "
-                                  f"device: supported ops are {', '.join(SUPPORTED)}")
+        facet = train_facet(layer)
         node = nodes[layer.name]
         inputs = tuple(alias.get(name, name) for name in node.inputs)
         for name, shape in zip(inputs, node.in_shapes, strict=True):
             if name in produced:
                 boundary.setdefault(name, math.prod(shape))
                 tensors[name] = math.prod(shape)
-        if layer.op in VIEWS:
+        if facet.kernel is TrainKernel.view:
             alias[layer.name] = inputs[0]
             continue
-        train_layers.append(_train_layer(layer, node, inputs, scopes.get(layer.name), batch, l1))
+        train_layers.append(_train_layer(layer, facet, node, inputs, scopes.get(layer.name),
+                                         batch, l1))
         for name, size in _outputs(train_layers[-1]):
             tensors[name] = size
     if not train_layers:
@@ -226,28 +174,39 @@ def build(layers, input_shape, scopes: dict[str, str], batch: int, l1: int) -> T
                       output, tensors[output], frozenset(needs), tensors)
 
 
-def _train_layer(layer, node, inputs, scope, batch: int, l1: int) -> TrainLayer:
+def _is_view(layer: Any) -> bool:
+    facet = OPS[layer.op].train
+    return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.view
+
+
+def _train_layer(layer: Any, facet: Train, node: graphs.Node, inputs: tuple[str, ...],
+                 scope: str | None, batch: int, l1: int) -> TrainLayer:
     out_size = math.prod(node.out_shape)
     sizes = tuple(math.prod(s) for s in node.in_shapes)
-    if layer.op in WEIGHTED:
-        conv, pool = _conv_geometry(layer, node.in_shapes[0], node.out_shape)
+    geometry = facet.geometry(layer, node.in_shapes, node.out_shape)
+    common = dict(kernel=facet.kernel, conv=geometry.conv, pool=geometry.pool,
+                  pool_mode=geometry.pool_mode, fully_connected=geometry.fully_connected)
+    if facet.kernel is TrainKernel.conv:
+        conv = geometry.conv
+        assert conv is not None
         weight_shape = (conv.out_c, conv.in_c // conv.groups, conv.k_h, conv.k_w)
         if scope == "bias" and not layer.bias:
             raise TrainGraphError(f"layer '{layer.name}' has no bias (bias: false), so "
                                   "`scope: bias` leaves nothing to train; use all")
         tiles = weight_tiles(conv, batch, l1) if scope == "all" else ()
         return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, layer.act.value,
-                          scope, conv, pool, weight_shape, layer.bias, tiles)
-    if layer.op in ("pool1d", "pool2d"):
-        from edgebuild.ops.pool import window
-
-        return TrainLayer(layer.name, layer.op, inputs, sizes, out_size,
-                          pool=_pool(window(layer), node.in_shapes[0]))
+                          scope, weight_shape=weight_shape, bias=layer.bias, tiles=tiles,
+                          **common)
     if scope is not None:
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) has no weights to train; "
-                              f"layers with weights: conv1d, conv2d, linear")
-    return TrainLayer(layer.name, layer.op, inputs, sizes, out_size,
-                      act=getattr(getattr(layer, "act", None), "value", "none"))
+                              f"layers with weights: "
+                              f"{', '.join(op.name for op in OPS.values() if _trains(op))}")
+    act = getattr(getattr(layer, "act", None), "value", "none")
+    return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, act, **common)
+
+
+def _trains(op: Any) -> bool:
+    return not isinstance(op.train, Unsupported) and op.train.kernel is TrainKernel.conv
 
 
 def _outputs(layer: TrainLayer) -> list[tuple[str, int]]:
@@ -256,7 +215,7 @@ def _outputs(layer: TrainLayer) -> list[tuple[str, int]]:
     if layer.act != "none":
         found.append((layer.pre, layer.out_size))
     if layer.pool is not None and layer.weighted:
-        found.append((layer.conv_input, layer.pool.c * layer.pool.out_h * layer.pool.out_w))
+        found.append((layer.conv_input, layer.pool.in_c * layer.pool.out_h * layer.pool.out_w))
     return found
 
 
@@ -287,30 +246,40 @@ def forward_steps(graph: TrainGraph) -> list[dict]:
 def backward_steps(graph: TrainGraph) -> list[dict]:
     """Reverse order; every `*_grad` step accumulates into a once-zeroed buffer."""
     steps = [{"op": "loss_grad", "output": f"d:{graph.output}"}]
-    needs = graph.needs_grad
     for layer in reversed(graph.layers):
-        if layer.name not in needs:
-            continue
-        if layer.act != "none":
-            steps.append({"op": f"{layer.act}_grad", "layer": layer.name,
-                          "output": f"d:{layer.pre}"})
-        dy = f"d:{layer.pre}"
-        if layer.scope == "all":
-            steps.append({"op": "weight_grad", "layer": layer.name, "reads": [dy, layer.conv_input],
-                          "output": f"d:{layer.name}.weight", "tiles": [list(t) for t in layer.tiles]})
-        if layer.scope is not None and layer.bias:
-            steps.append({"op": "bias_grad", "layer": layer.name, "reads": [dy],
-                          "output": f"d:{layer.name}.bias"})
-        if layer.weighted:
-            target = layer.conv_input
-            if target in needs:
-                steps.append({"op": "input_grad", "layer": layer.name, "output": f"d:{target}"})
-            if layer.pool is not None and layer.inputs[0] in needs:
-                steps.append({"op": "pool_grad", "layer": layer.name,
-                              "output": f"d:{layer.inputs[0]}"})
-            continue
-        for index, name in enumerate(layer.inputs):  # a tensor may be an input twice
-            if name in needs:
-                steps.append({"op": f"{layer.op}_grad", "layer": layer.name, "input": index,
-                              "output": f"d:{name}"})
+        if layer.name in graph.needs_grad:
+            steps += _layer_backward(layer, graph.needs_grad)
     return steps
+
+
+def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+    """The activation's gradient, then the parameters', then the inputs'."""
+    steps = []
+    if layer.act != "none":
+        steps.append({"op": f"{layer.act}_grad", "layer": layer.name,
+                      "output": f"d:{layer.pre}"})
+    dy = f"d:{layer.pre}"
+    if layer.scope == "all":
+        steps.append({"op": "weight_grad", "layer": layer.name, "reads": [dy, layer.conv_input],
+                      "output": f"d:{layer.name}.weight", "tiles": [list(t) for t in layer.tiles]})
+    if layer.scope is not None and layer.bias:
+        steps.append({"op": "bias_grad", "layer": layer.name, "reads": [dy],
+                      "output": f"d:{layer.name}.bias"})
+    return steps + (_conv_input_backward(layer, needs) if layer.weighted
+                    else _input_backward(layer, needs))
+
+
+def _conv_input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+    """A convolution's input gradient, through its fused input pooling when it has one."""
+    steps = []
+    if layer.conv_input in needs:
+        steps.append({"op": "input_grad", "layer": layer.name, "output": f"d:{layer.conv_input}"})
+    if layer.pool is not None and layer.inputs[0] in needs:
+        steps.append({"op": "pool_grad", "layer": layer.name, "output": f"d:{layer.inputs[0]}"})
+    return steps
+
+
+def _input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+    """One gradient step per input read (a tensor may be an input twice)."""
+    return [{"op": f"{layer.op}_grad", "layer": layer.name, "input": index, "output": f"d:{name}"}
+            for index, name in enumerate(layer.inputs) if name in needs]

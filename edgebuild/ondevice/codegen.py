@@ -16,8 +16,8 @@ import numpy as np
 from edgebuild.core.resources import templates_dir
 from edgebuild.ondevice import backward
 from edgebuild.ondevice.memory import Buffer
+from edgebuild.ops.operator import TrainKernel
 
-ACT = {"none": "EBT_ACT_NONE", "relu": "EBT_ACT_RELU", "abs": "EBT_ACT_ABS"}
 POOL = {"max": 0, "avg": 1}
 VALUES_PER_LINE = 8
 STATIC = ("eb_train.c", "eb_train.h", "eb_wof.c", "eb_wof.h", "train_main.c")
@@ -38,6 +38,11 @@ class TrainSpec:
     offsets: dict[str, int]  # arena offset of each boundary tensor
     layout_id: int
     input_size: int
+
+
+def act_name(act: str) -> str:
+    """EBT_ACT_NONE / EBT_ACT_RELU / EBT_ACT_ABS (eb_train.h)."""
+    return f"EBT_ACT_{act.upper()}"
 
 
 def symbol(prefix: str, tensor: str) -> str:
@@ -83,9 +88,9 @@ def _conv_decl(layer: backward.TrainLayer, batch: int) -> str:
 
 def _pool_decl(layer: backward.TrainLayer, batch: int) -> str:
     p = layer.pool
-    return (f"static const ebt_pool Q_{layer.name} = {{{batch}, {p.c}, {p.in_h}, {p.in_w}, "
+    return (f"static const ebt_pool Q_{layer.name} = {{{batch}, {p.in_c}, {p.in_h}, {p.in_w}, "
             f"{p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
-            f"{POOL[p.mode]}}};")
+            f"{POOL[layer.pool_mode]}}};")
 
 
 def declarations(spec: TrainSpec) -> list[str]:
@@ -95,40 +100,55 @@ def declarations(spec: TrainSpec) -> list[str]:
             found.append(_pool_decl(layer, spec.batch))
         if layer.conv is not None:
             found.append(_conv_decl(layer, spec.batch))
-        if layer.op == "concat":
+        if layer.kernel is TrainKernel.concat:
             elems = ", ".join(str(s) for s in layer.sizes)
             found.append(f"static const int E_{layer.name}[{len(layer.sizes)}] = {{{elems}}};")
     return found
+
+
+def _conv_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+    calls = []
+    if layer.pool is not None:
+        calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
+                     f"{x(layer.conv_input)});")
+    calls.append(f"ebt_conv_forward(&K_{layer.name}, {x(layer.conv_input)}, "
+                 f"{weight_symbol(layer, 'weight')}, {_bias(layer)}, {x(layer.pre)});")
+    return calls
+
+
+def _pool_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+    return [f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, {x(layer.name)});"]
+
+
+def _add_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+    count = n * layer.out_size
+    first, second, *rest = layer.inputs
+    return [f"ebt_add_forward({count}, {x(first)}, {x(second)}, {x(layer.pre)});"] + [
+        f"ebt_add_forward({count}, {x(layer.pre)}, {x(other)}, {x(layer.pre)});"
+        for other in rest]
+
+
+def _concat_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+    parts = ", ".join(x(name) for name in layer.inputs)
+    return [f"{{ const float *const xs[{len(layer.inputs)}] = {{{parts}}}; "
+            f"ebt_concat_forward({n}, {len(layer.inputs)}, E_{layer.name}, xs, "
+            f"{x(layer.name)}); }}"]
+
+
+# The forward call of each training kernel (templates/train/eb_train.h).
+FORWARD = {TrainKernel.conv: _conv_forward, TrainKernel.pool: _pool_forward,
+           TrainKernel.add: _add_forward, TrainKernel.concat: _concat_forward}
 
 
 def forward_calls(spec: TrainSpec) -> list[str]:
     n = spec.batch
     calls = []
     for layer in spec.graph.layers:
-        count = n * layer.out_size
         calls.append(f"/* {layer.name}: {layer.op} */")
-        if layer.weighted:
-            if layer.pool is not None:
-                calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
-                             f"{x(layer.conv_input)});")
-            calls.append(f"ebt_conv_forward(&K_{layer.name}, {x(layer.conv_input)}, "
-                         f"{weight_symbol(layer, 'weight')}, {_bias(layer)}, {x(layer.pre)});")
-        elif layer.op in ("pool1d", "pool2d"):
-            calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
-                         f"{x(layer.name)});")
-        elif layer.op == "add":
-            first, second, *rest = layer.inputs
-            calls.append(f"ebt_add_forward({count}, {x(first)}, {x(second)}, {x(layer.pre)});")
-            calls += [f"ebt_add_forward({count}, {x(layer.pre)}, {x(other)}, {x(layer.pre)});"
-                      for other in rest]
-        elif layer.op == "concat":
-            parts = ", ".join(x(name) for name in layer.inputs)
-            calls.append(f"{{ const float *const xs[{len(layer.inputs)}] = {{{parts}}}; "
-                         f"ebt_concat_forward({n}, {len(layer.inputs)}, E_{layer.name}, xs, "
-                         f"{x(layer.name)}); }}")
+        calls += FORWARD[layer.kernel](layer, n)
         if layer.act != "none":
-            calls.append(f"ebt_act_forward({ACT[layer.act]}, {count}, {x(layer.pre)}, "
-                         f"{x(layer.name)});")
+            calls.append(f"ebt_act_forward({act_name(layer.act)}, {n * layer.out_size}, "
+                         f"{x(layer.pre)}, {x(layer.name)});")
     return calls
 
 
@@ -151,7 +171,7 @@ def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
               index: int) -> list[str]:
     count = n * layer.out_size
     if op in ("relu_grad", "abs_grad"):
-        return [f"ebt_act_backward({ACT[layer.act]}, {count}, {x(layer.pre)}, {d(layer.name)}, "
+        return [f"ebt_act_backward({act_name(layer.act)}, {count}, {x(layer.pre)}, {d(layer.name)}, "
                 f"{d(layer.pre)});"]
     if op == "weight_grad":
         return [f"ebt_conv_backward_weight(&K_{layer.name}, {d(layer.pre)}, {x(layer.conv_input)}, "
@@ -164,15 +184,28 @@ def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
     if op == "pool_grad":
         return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.conv_input)}, "
                 f"{d(target)});"]
-    if op in ("pool1d_grad", "pool2d_grad"):
-        return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.name)}, {d(target)});"]
-    if op == "add_grad":
-        return [f"ebt_accumulate({count}, {d(layer.pre)}, {d(target)});"]
-    if op == "concat_grad":
-        offset, size = sum(layer.sizes[:index]), layer.sizes[index]
-        return [f"for (s = 0; s < {n}; ++s) ebt_accumulate({size}, {d(layer.name)} + s * "
-                f"{layer.out_size} + {offset}, {d(target)} + s * {size});"]
+    if op == f"{layer.op}_grad" and layer.kernel in INPUT_GRADIENT:
+        return INPUT_GRADIENT[layer.kernel](layer, target, n, index)
     raise ValueError(f"no C for backward step {op}")
+
+
+def _pool_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
+    return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.name)}, {d(target)});"]
+
+
+def _add_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
+    return [f"ebt_accumulate({n * layer.out_size}, {d(layer.pre)}, {d(target)});"]
+
+
+def _concat_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
+    offset, size = sum(layer.sizes[:index]), layer.sizes[index]
+    return [f"for (s = 0; s < {n}; ++s) ebt_accumulate({size}, {d(layer.name)} + s * "
+            f"{layer.out_size} + {offset}, {d(target)} + s * {size});"]
+
+
+# The input gradient of each training kernel without weights (one step per input read).
+INPUT_GRADIENT = {TrainKernel.pool: _pool_gradient, TrainKernel.add: _add_gradient,
+                  TrainKernel.concat: _concat_gradient}
 
 
 def _loss(spec: TrainSpec) -> list[str]:

@@ -19,7 +19,7 @@ def parameters(channels: int, gain: float, offset: float, seed: int) -> tuple[np
 
 def apply(x: np.ndarray, spec, seed: int) -> np.ndarray:
     """int8 samples (N, C, ...) or (N, F) -> drifted int8 samples; `spec` None: unchanged."""
-    from edgebuild.pipeline.stages.data import quantize
+    from edgebuild.core.numerics import np_quantize_inputs as quantize
 
     if spec is None:
         return x

@@ -15,6 +15,7 @@ import numpy as np
 
 from edgebuild.model import quantized
 from edgebuild.ondevice import backward
+from edgebuild.ops.operator import TrainKernel
 
 
 def boundary_values(model: quantized.QuantizedModel, graph: backward.TrainGraph,
@@ -50,13 +51,13 @@ class FloatPart:
         import torch.nn.functional as F
 
         batch = values[layer.inputs[0]].shape[0]
-        if layer.op == "add":
+        if layer.kernel is TrainKernel.add:
             out = sum(values[name] for name in layer.inputs)
-        elif layer.op == "concat":
+        elif layer.kernel is TrainKernel.concat:
             out = self.torch.cat([values[name] for name in layer.inputs], dim=1)
-        elif layer.op in ("pool1d", "pool2d"):
-            out = _pool(F, layer.pool, values[layer.inputs[0]]).reshape(batch, -1)
-        elif layer.op == "linear":
+        elif layer.kernel is TrainKernel.pool:
+            out = _pool(F, layer, values[layer.inputs[0]]).reshape(batch, -1)
+        elif layer.fully_connected:
             out = F.linear(values[layer.inputs[0]], self._weight(layer).reshape(
                 layer.conv.out_c, -1), self.tensors.get(f"{layer.name}.bias"))
         else:
@@ -73,7 +74,7 @@ class FloatPart:
     def _conv(self, F, layer, x):
         batch = x.shape[0]
         if layer.pool is not None:
-            x = _pool(F, layer.pool, x)
+            x = _pool(F, layer, x)
         c = layer.conv
         x = x.reshape(batch, c.in_c, c.in_h, c.in_w)
         out = F.conv2d(x, self._weight(layer), self.tensors.get(f"{layer.name}.bias"),
@@ -81,9 +82,11 @@ class FloatPart:
         return out.reshape(batch, -1)
 
 
-def _pool(F, pool: backward.Pool, x):
-    x = x.reshape(x.shape[0], pool.c, pool.in_h, pool.in_w)
-    apply = F.max_pool2d if pool.mode == "max" else F.avg_pool2d
+def _pool(F, layer: backward.TrainLayer, x):
+    """The layer's pooling (its own, or its convolution's fused input pooling)."""
+    pool = layer.pool
+    x = x.reshape(x.shape[0], pool.in_c, pool.in_h, pool.in_w)
+    apply = F.max_pool2d if layer.pool_mode == "max" else F.avg_pool2d
     return apply(x, (pool.k_h, pool.k_w), (pool.stride_h, pool.stride_w))
 
 

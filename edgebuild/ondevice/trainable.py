@@ -46,21 +46,34 @@ def problems(manifest, layers) -> list[tuple[tuple, str]]:
     if manifest.dataset is None:
         found.append((("ondevice",), "on-device training needs a dataset to draw its "
                                      "training batches from; add a `dataset` section"))
+    found += _names(spec, layers) + _scopes(spec, layers) + _loss(spec, layers)
+    if found:
+        return found
+    return _resolution(manifest, layers)
+
+
+def _names(spec, layers) -> list[tuple[tuple, str]]:
+    """Every layer name the section gives must exist."""
     names = {layer.name for layer in layers}
-    weighted = backward.weighted_layers(layers)
+    hint = f"layers with weights: {', '.join(backward.weighted_layers(layers))}"
+    found = []
     if isinstance(spec.trainable, list):
-        found += [(("ondevice", "trainable", i), f"no layer named '{name}'; layers with weights: "
-                                                 f"{', '.join(weighted)}")
+        found += [(("ondevice", "trainable", i), f"no layer named '{name}'; {hint}")
                   for i, name in enumerate(spec.trainable) if name not in names]
-    found += [(("ondevice", "scope", name), f"no layer named '{name}'; layers with weights: "
-                                            f"{', '.join(weighted)}")
-              for name in spec.scope if name not in names]
+    return found + [(("ondevice", "scope", name), f"no layer named '{name}'; {hint}")
+                    for name in spec.scope if name not in names]
+
+
+def _scopes(spec, layers) -> list[tuple[tuple, str]]:
+    """A scope names a trainable layer with weights (and a bias for `bias`)."""
     by_name = {layer.name: layer for layer in layers}
+    weighted = backward.weighted_layers(layers)
+    found = []
     for name, scope in spec.scope.items():
         layer = by_name.get(name)
         if layer is None:
             continue
-        if layer.op not in backward.WEIGHTED:
+        if not backward.weighted(layer):
             found.append((("ondevice", "scope", name), (
                 f"'{name}' ({layer.op}) has no weights; scope applies to layers with weights: "
                 f"{', '.join(weighted)}")))
@@ -72,15 +85,18 @@ def problems(manifest, layers) -> list[tuple[tuple, str]]:
             found.append((("ondevice", "scope", name), (
                 f"'{name}' is not trained (trainable: {', '.join(spec.trainable)}); add it "
                 "there or remove this entry")))
-    if spec.loss.value == "cross_entropy":
-        out = layers[-1]
-        if getattr(getattr(out, "act", None), "value", "none") != "none":
-            found.append((("ondevice", "loss"), (
-                f"cross_entropy needs raw class scores, but the last layer '{out.name}' applies "
-                f"{out.act.value}; use `act: none` on it or loss: mse")))
-    if found:
-        return found
-    return _resolution(manifest, layers)
+    return found
+
+
+def _loss(spec, layers) -> list[tuple[tuple, str]]:
+    """cross_entropy reads raw class scores: the last layer has no activation."""
+    out = layers[-1]
+    if spec.loss.value == "cross_entropy" and \
+            getattr(getattr(out, "act", None), "value", "none") != "none":
+        return [(("ondevice", "loss"), (
+            f"cross_entropy needs raw class scores, but the last layer '{out.name}' applies "
+            f"{out.act.value}; use `act: none` on it or loss: mse"))]
+    return []
 
 
 def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
@@ -106,9 +122,9 @@ def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
 def inference_arena(layers, input_shape) -> int:
     """Bytes of the int8 inference arena the frozen prefix runs in (the plan stage's
     figure: the same planner on the same layers)."""
-    from edgebuild.pipeline.stages.plan import make_plan
+    from edgebuild.memory.plan import make_plan
 
-    return make_plan(input_shape, layers, 0)["arena_bytes"]
+    return make_plan(input_shape, layers, 0).arena_bytes
 
 
 def dequantized(model, name: str) -> tuple:
@@ -116,7 +132,7 @@ def dequantized(model, name: str) -> tuple:
     import numpy as np
 
     quant = model.params[name]
-    shift = quant.scale_exp - (quant.bits - 1)
+    shift = quant.shift
     weight = (quant.weight.astype(np.float64) * 2.0 ** shift).astype(np.float32)
     bias = None if quant.bias is None else (
         quant.bias.astype(np.float64) * 2.0 ** shift / 128.0).astype(np.float32)

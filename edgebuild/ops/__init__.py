@@ -1,4 +1,11 @@
-"""The operator registry: `op:` name -> Operator. Adding an op = a module + one line here."""
+"""The operators: one module per op holding every fact about it (ops/operator.py lists the
+facets), registered explicitly here. Adding an op = its module, its C kernel, its tests,
+and one line here.
+
+`ops` owns the manifest fields of every layer, the operator records and what several ops
+share (conv: convolution arithmetic; pool: the pooling rule; c: the C kernel interface;
+view: views). May import: core.
+"""
 
 from __future__ import annotations
 

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
 from edgebuild.core import numerics
 from edgebuild.core.fields import Identifier
-from edgebuild.ops.operator import Activation, LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core.geometry import Shape, ShapeError
+from edgebuild.ops.c import CCode, CStep, act_name
+from edgebuild.ops.operator import (
+    Accelerator,
+    Activation,
+    C,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Train,
+    TrainKernel,
+    no_macs,
+    no_params,
+)
 
 
 class Add(LayerBase):
@@ -17,14 +33,14 @@ class Add(LayerBase):
     act: Activation = Activation.none
 
 
-def out_shape(layer: Add, shapes):
+def out_shape(layer: Add, shapes: Sequence[Shape]) -> Shape:
     if any(s != shapes[0] for s in shapes):
         raise ShapeError("add needs inputs of one shape, got "
                          + ", ".join(f"{name}={list(s)}" for name, s in zip(layer.inputs, shapes, strict=False)))
-    return shapes[0]
+    return tuple(shapes[0])
 
 
-def forward(layer: Add, module, inputs, mode):
+def forward(layer: Add, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     """Sum on the 1/128 grid, activation, saturation (exact in every mode)."""
     total = inputs[0]
     for other in inputs[1:]:
@@ -35,11 +51,23 @@ def forward(layer: Add, module, inputs, mode):
         numerics.torch_activate(total, layer.act.value)
 
 
-def reference(layer: Add, quant, inputs, rounding):
+def reference(layer: Add, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     total = inputs[0].astype("int64")
     for other in inputs[1:]:
         total = total + other
     return numerics.np_saturate(numerics.np_activate(total, layer.act.value))
 
 
-OPERATOR = Operator("add", Add, "many", out_shape, no_params, no_macs, forward, reference)
+def emit(step: CStep) -> CCode:
+    """eb_add over a local array of the input tensors."""
+    name, count = step.layer.name, len(step.inputs)
+    return CCode(calls=(f"{{ const int8_t *const in_{name}[{count}] = {{{', '.join(step.inputs)}}}; "
+                        f"eb_add({math.prod(step.out_shape)}, {count}, in_{name}, "
+                        f"{act_name(step.layer.act)}, {step.output}); }}",))
+
+
+OPERATOR = Operator(
+    "add", Add, "many", Role.data, out_shape, no_params, no_macs,
+    torch=Torch(forward), reference=reference, c=C(emit), l2_traffic=True,
+    accelerator=Accelerator("add", ai8x=("add",)),
+    train=Train(TrainKernel.add))

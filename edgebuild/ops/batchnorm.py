@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.operator import Activation, LayerBase, Operator, no_macs, one
+from edgebuild.core import numerics
+from edgebuild.core.geometry import Shape
+from edgebuild.ops.operator import (
+    FOLDED,
+    Activation,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Unsupported,
+    no_macs,
+    one,
+)
 
 
 class BatchNorm(LayerBase):
@@ -19,20 +32,18 @@ class BatchNorm(LayerBase):
     act: Activation = Activation.none
 
 
-def param_count(layer: BatchNorm, shapes):
+def param_count(layer: BatchNorm, shapes: Sequence[Shape]) -> int:
     return 2 * shapes[0][0]  # scale and shift; running statistics are buffers
 
 
-def torch_module(layer: BatchNorm, shapes):
+def torch_module(layer: BatchNorm, shapes: Sequence[Shape]) -> Any:
     import torch.nn as nn
 
     cls = nn.BatchNorm1d if len(shapes[0]) in (1, 2) else nn.BatchNorm2d
     return cls(shapes[0][0], eps=layer.eps, momentum=layer.momentum)
 
 
-def forward(layer: BatchNorm, module, inputs, mode):
-    from edgebuild.core import numerics
-
+def forward(layer: BatchNorm, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     if mode.kind != "float":
         raise ValueError(f"batchnorm {layer.name!r} must be folded before quantization")
     out = module(inputs[0])
@@ -40,7 +51,7 @@ def forward(layer: BatchNorm, module, inputs, mode):
         numerics.torch_activate(out, layer.act.value)
 
 
-def fold(weight, bias, stats: dict, eps: float):
+def fold(weight: Any, bias: Any, stats: dict[str, Any], eps: float) -> tuple[Any, Any]:
     """BN(conv(x)) == conv'(x): scale each output channel's weights, shift its bias.
 
     w' = w * g / sqrt(var + eps);  b' = (b - mean) * g / sqrt(var + eps) + beta."""
@@ -52,5 +63,8 @@ def fold(weight, bias, stats: dict, eps: float):
     return new_w, (base - stats["running_mean"]) * factor + stats["bias"]
 
 
-OPERATOR = Operator("batchnorm", BatchNorm, "one", lambda layer, shapes: one(shapes),
-                    param_count, no_macs, forward, None, torch_module)
+_GONE = Unsupported(f"batchnorm: {FOLDED}")
+
+OPERATOR = Operator("batchnorm", BatchNorm, "one", Role.folded, one, param_count, no_macs,
+                    torch=Torch(forward, torch_module), reference=_GONE, c=_GONE, train=_GONE,
+                    accelerator=_GONE)

@@ -18,11 +18,25 @@ the known-answer test resets, feeds a clip frame by frame and compares after its
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.operator import LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core.geometry import Shape, ShapeError
+from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.operator import (
+    Accelerator,
+    C,
+    LayerBase,
+    Operator,
+    Role,
+    Stream,
+    Torch,
+    Unsupported,
+    no_macs,
+    no_params,
+)
 
 
 class Buffer(LayerBase):
@@ -32,7 +46,7 @@ class Buffer(LayerBase):
                                     "dataset samples are clips of this many frames")
 
 
-def out_shape(layer: Buffer, shapes):
+def out_shape(layer: Buffer, shapes: Sequence[Shape]) -> Shape:
     shape = tuple(shapes[0])
     if math.prod(shape[1:]) != 1:
         raise ShapeError(f"a buffer keeps one value per channel per frame, so its input must be "
@@ -40,16 +54,36 @@ def out_shape(layer: Buffer, shapes):
     return (shape[0], layer.length)
 
 
-def forward(layer: Buffer, module, inputs, mode):
+def forward(layer: Buffer, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     x = inputs[0]
     return x.reshape(-1, layer.length, x.shape[1]).transpose(1, 2).contiguous()
 
 
-def reference(layer: Buffer, quant, inputs, rounding):
+def reference(layer: Buffer, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     import numpy as np
 
     x = inputs[0]
     return np.ascontiguousarray(x.reshape(-1, layer.length, x.shape[1]).transpose(0, 2, 1))
 
 
-OPERATOR = Operator("buffer", Buffer, "one", out_shape, no_params, no_macs, forward, reference)
+def emit(step: CStep) -> CCode:
+    """The window lives in a static state array (outside the arena, which is reused every
+    inference); each inference pushes this frame's features and copies the window out."""
+    assert step.state is not None
+    return CCode(calls=(f"eb_buffer_push({step.out_shape[0]}, {step.layer.length}, "
+                        f"{step.inputs[0]}, {step.state}, {step.output});",))
+
+
+def state_bytes(layer: Buffer, out: Shape) -> int:
+    """The window, int8, kept across inferences outside the arena."""
+    return math.prod(out)
+
+
+OPERATOR = Operator(
+    "buffer", Buffer, "one", Role.data, out_shape, no_params, no_macs,
+    torch=Torch(forward), reference=reference, c=C(emit),
+    stream=Stream(lambda layer: layer.length, state_bytes),
+    accelerator=Accelerator("buffer", copies=True),
+    train=Unsupported("a buffer cannot train on the device: its window holds the features of "
+                      "earlier inferences, which the training step does not keep; make the "
+                      "first trainable layer one after the buffer"))

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
 from edgebuild.core.fields import Identifier
-from edgebuild.ops.operator import LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core.geometry import Shape, ShapeError
+from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.operator import (
+    Accelerator,
+    C,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Train,
+    TrainKernel,
+    no_macs,
+    no_params,
+)
 
 
 class Concat(LayerBase):
@@ -15,7 +30,7 @@ class Concat(LayerBase):
     inputs: tuple[Identifier, ...] = Field(min_length=2, description="joined along channels")
 
 
-def out_shape(layer: Concat, shapes):
+def out_shape(layer: Concat, shapes: Sequence[Shape]) -> Shape:
     rest = {tuple(s[1:]) for s in shapes}
     if len(rest) != 1 or len({len(s) for s in shapes}) != 1:
         raise ShapeError("concat joins channels, so all other dimensions must match; got "
@@ -23,16 +38,30 @@ def out_shape(layer: Concat, shapes):
     return (sum(s[0] for s in shapes), *shapes[0][1:])
 
 
-def forward(layer: Concat, module, inputs, mode):
+def forward(layer: Concat, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     import torch
 
-    return torch.cat(inputs, dim=1)
+    return torch.cat(list(inputs), dim=1)
 
 
-def reference(layer: Concat, quant, inputs, rounding):
+def reference(layer: Concat, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     import numpy as np
 
     return np.concatenate(inputs, axis=1)
 
 
-OPERATOR = Operator("concat", Concat, "many", out_shape, no_params, no_macs, forward, reference)
+def emit(step: CStep) -> CCode:
+    """One eb_copy per input: channels first, so each input is one contiguous block."""
+    calls, offset = [], 0
+    for source, shape in zip(step.inputs, step.in_shapes, strict=True):
+        size = math.prod(shape)
+        calls.append(f"eb_copy({size}, {source}, {step.output} + {offset});")
+        offset += size
+    return CCode(calls=tuple(calls))
+
+
+OPERATOR = Operator(
+    "concat", Concat, "many", Role.data, out_shape, no_params, no_macs,
+    torch=Torch(forward), reference=reference, c=C(emit), l2_traffic=True,
+    accelerator=Accelerator("concat", copies=True),
+    train=Train(TrainKernel.concat))

@@ -1,10 +1,31 @@
-"""Fields and arithmetic common to conv1d and conv2d (each op keeps its own module)."""
+"""What conv1d, conv2d and conv_transpose2d share: their fields, parameter and MAC counts,
+the compute rule (float, fake-quant, integer), the C of a convolution with its fused input
+pooling, and their windows for the L1 tiler and the training kernels. Each op keeps its own
+module for what differs (its geometry, its torch functional, its reference loop).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import Field
 
-from edgebuild.ops.operator import Activation, Count, FusedPool, LayerBase, ShapeError
+from edgebuild.core import numerics
+from edgebuild.core.geometry import Plane, Shape, ShapeError, Window, plane, pool_plane, pooled
+from edgebuild.ops import pool as pooling
+from edgebuild.ops.c import (
+    CCode,
+    CStep,
+    bias_symbol,
+    conv_params,
+    pool_call,
+    pool_params,
+    tile_decl,
+)
+from edgebuild.ops.operator import Activation, Count, FusedPool, LayerBase, TrainGeometry
+
+Axes = Callable[[Any], tuple[tuple[int, ...], ...]]  # layer -> (kernel, stride, pad, dilation)
 
 
 class ConvFields(LayerBase):
@@ -22,7 +43,7 @@ def check_groups(layer: ConvFields, in_channels: int) -> None:
                          f"({in_channels}) and out ({layer.out})")
 
 
-def conv_params(layer: ConvFields, in_channels: int, kernel_elems: int) -> int:
+def conv_params_count(layer: ConvFields, in_channels: int, kernel_elems: int) -> int:
     weights = layer.out * (in_channels // layer.groups) * kernel_elems
     return weights + (layer.out if layer.bias else 0)
 
@@ -32,17 +53,21 @@ def conv_macs(layer: ConvFields, in_channels: int, kernel_elems: int, out_positi
     return layer.out * out_positions * (in_channels // layer.groups) * kernel_elems
 
 
-def validate_wide(layer) -> None:
+def weight_shape(layer: Any, in_shape: Shape, axes: Axes) -> Shape:
+    """(out, in / groups, *kernel)."""
+    return (layer.out, in_shape[0] // layer.groups, *axes(layer)[0])
+
+
+def validate_wide(layer: Any) -> None:
     if layer.wide and layer.act.value != "none":
         raise ShapeError("a `wide` (int32) output has no activation; set `act: none`")
 
 
-def torch_compute(layer, module, x, mode, apply):
+def torch_compute(layer: Any, module: Any, x: Any, mode: Any,
+                  apply: Callable[[Any, Any, Any], Any]) -> Any:
     """Forward of conv1d/conv2d/linear: float, or fake-quant following numerics exactly.
 
     `apply(x, weight, bias)` is the op's functional (F.conv1d, F.conv2d, F.linear)."""
-    from edgebuild.core import numerics
-
     weight, bias = module.weight, module.bias
     if mode.kind == "float":
         pre = apply(x, weight, bias)
@@ -62,25 +87,21 @@ def torch_compute(layer, module, x, mode, apply):
     return numerics.torch_requantize(pre, mode.rounding, layer.act.value)
 
 
-def reference_compute(layer, quant, acc, rounding: str):
+def reference_compute(layer: Any, quant: Any, acc: Any, rounding: str) -> Any:
     """Bias, shift, rounding, activation, saturation on an int64 accumulator."""
-    from edgebuild.core import numerics
-
     if quant.bias is not None:
         acc = acc + quant.bias.reshape((1, -1) + (1,) * (acc.ndim - 2))
     if layer.wide:
         return acc
-    shift = numerics.output_shift(quant.scale_exp, quant.bits)
-    return numerics.np_requantize(acc, shift, rounding, layer.act.value)
+    return numerics.np_requantize(acc, quant.shift, rounding, layer.act.value)
 
 
-def reference_conv(x, weight, groups: int, kernel, stride, pad, dilation):
+def reference_conv(x: Any, weight: Any, groups: int, kernel: tuple[int, ...],
+                   stride: tuple[int, ...], pad: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
     """Integer convolution (N, C, *S) x (O, C/groups, *K) -> (N, O, *S') in int64."""
     import numpy as np
 
-    from edgebuild.ops.pooling import windows
-
-    view = windows(x.astype(np.int64), kernel, stride, dilation, pad)
+    view = pooling.windows(x.astype(np.int64), kernel, stride, dilation, pad)
     n, c = view.shape[:2]
     spatial = view.shape[2:2 + len(kernel)]
     view = view.reshape(n, groups, c // groups, *view.shape[2:])
@@ -89,3 +110,109 @@ def reference_conv(x, weight, groups: int, kernel, stride, pad, dilation):
     taps = "ij"[:len(kernel)]
     out = np.einsum(f"ngc{letters}{taps},goc{taps}->ngo{letters}", view, w)
     return out.reshape(n, weight.shape[0], *spatial)
+
+
+# --- geometry ------------------------------------------------------------------------------
+
+
+def conv_plane(layer: Any, in_shape: Shape, out_shape: Shape, axes: Axes,
+               vertical: bool = False) -> Plane:
+    """The convolution's plane, over its (already pooled) input `in_shape`."""
+    kernel, stride, pad, dilation = axes(layer)
+    return plane(in_shape, out_shape, kernel, stride, pad, dilation, layer.groups, vertical)
+
+
+def conv_windows(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape, axes: Axes,
+                 transposed: bool = False) -> tuple[tuple[str, Window], ...]:
+    """A fused input pool (its own tiled pass, `pool_tile`), then the convolution (`tile`).
+    1-D layers are tiled along time: they run as one column (L x 1)."""
+    found: list[tuple[str, Window]] = []
+    shape = in_shapes[0]
+    if layer.pool is not None:
+        window = pool_plane(layer.pool, shape, vertical=True)
+        found.append(("pool_tile", Window(**vars(window), weights=False)))
+        shape = pooled(shape, layer.pool, len(shape) - 1)
+    conv = conv_plane(layer, shape, out_shape, axes, vertical=not transposed)
+    found.append(("tile", Window(**vars(conv), wide=bool(layer.wide), bias=bool(layer.bias),
+                                 transposed=transposed)))
+    return tuple(found)
+
+
+def train_geometry(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape,
+                   axes: Axes) -> TrainGeometry:
+    """The training kernels lay 1-D signals as columns (L x 1), so row tiles are time spans."""
+    shape = in_shapes[0]
+    pool = None
+    if layer.pool is not None:
+        pool = pool_plane(layer.pool, shape, vertical=True)
+        shape = pooled(shape, layer.pool, len(shape) - 1)
+    conv = conv_plane(layer, shape, out_shape, axes, vertical=True)
+    return TrainGeometry(conv, pool, None if layer.pool is None else layer.pool.mode.value)
+
+
+# --- C -------------------------------------------------------------------------------------
+
+def fused_pool(step: CStep) -> tuple[CCode, str, Shape]:
+    """(code, source, shape) of the layer's fused input pooling into its scratch tensor,
+    whole or tiled; no code and the unchanged input otherwise."""
+    layer, source, shape = step.layer, step.inputs[0], step.in_shapes[0]
+    if layer.pool is None:
+        return CCode(), source, shape
+    assert step.scratch is not None
+    window = pool_plane(layer.pool, shape, vertical=step.pool_tile is not None)
+    decl = pool_params(step.symbol("Q"), window, layer.pool.mode, step.rounding)
+    code = CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("TP"), step.pool_tile,
+                                     step.double_buffer, source, step.scratch)
+    return code, step.scratch, pooled(shape, layer.pool, len(shape) - 1)
+
+
+# The kernel wrappers eb_conv2d_tiled calls (eb_tiling.h): one per output width, defined
+# once per project. Without the optimized kernels EB_CONV2D(_WIDE) name the reference ones.
+_REFERENCE_MACROS = (0, """#define EB_CONV2D(p, in, w, b, out) eb_conv2d(p, in, w, b, out)
+#define EB_CONV2D_WIDE(p, in, w, b, out) eb_conv2d_wide(p, in, w, b, out)
+
+""")
+_NARROW_WRAPPER = (1, """static void eb_k_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w,
+                      const int32_t *b, void *out)
+{
+    EB_CONV2D(p, in, w, b, (int8_t *)out);
+}
+
+""")
+_WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const int8_t *in, const int8_t *w,
+                           const int32_t *b, void *out)
+{
+    EB_CONV2D_WIDE(p, in, w, b, (int32_t *)out);
+}
+
+""")
+
+
+def emit_conv(step: CStep, axes: Axes) -> CCode:
+    """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4, or
+    eb_conv2d_tiled when the plan tiles it (1-D layers then run as a column)."""
+    layer = step.layer
+    code, source, shape = fused_pool(step)
+    conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
+    code += CCode((conv_params(step.symbol("P"), conv, step),))
+    weights, bias = step.symbol("W"), bias_symbol(step)
+    if step.tile is not None:
+        preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
+            _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
+        kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
+        return code + CCode((tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer),), (
+            f"eb_conv2d_tiled(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
+            f"{1 if layer.wide else 0}, {source}, {weights}, {bias}, {step.output}, "
+            "eb_l1.bytes);",), preludes)
+    out = f"(int32_t *){step.output}" if layer.wide else step.output
+    kernel = ("EB_CONV2D" if step.optimized else "eb_conv2d") + (
+        ("_WIDE" if step.optimized else "_wide") if layer.wide else "")
+    return code + CCode(calls=(f"{kernel}(&{step.symbol('P')}, {source}, {weights}, {bias}, "
+                               f"{out});",))
+
+
+def conv_scratch(layer: Any, in_shapes: tuple[Shape, ...], axes: Axes) -> str:
+    """int16 scratch elements of the optimized convolution (eb_kernels_opt.h)."""
+    kernel = axes(layer)[0]
+    k_h, k_w = kernel if len(kernel) == 2 else (1, kernel[0])
+    return f"EB_CONV_OPT_SCRATCH({in_shapes[0][0] // layer.groups}, {k_h}, {k_w})"

@@ -1,24 +1,31 @@
-"""conv1d: 1-D convolution over (channels, length), optional fused input pooling."""
+"""conv1d: 1-D convolution over (channels, length), optional fused input pooling; `groups`
+makes it grouped or depthwise (groups = input channels)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from edgebuild.ops.conv import (
-    ConvFields,
-    check_groups,
-    conv_macs,
-    conv_params,
-    reference_compute,
-    reference_conv,
-    torch_compute,
-    validate_wide,
+from edgebuild.core.geometry import Shape, expect_rank, pooled, window_out
+from edgebuild.ops import conv
+from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.operator import (
+    Accelerator,
+    C,
+    Operator,
+    Pad,
+    Role,
+    Small,
+    Torch,
+    Train,
+    TrainGeometry,
+    TrainKernel,
+    Weights,
 )
-from edgebuild.ops.operator import Operator, Pad, Small, expect_rank, pooled, window_out
-from edgebuild.ops.pooling import reference_pool, torch_pool
+from edgebuild.ops.pool import reference_pool, torch_pool
 
 
-class Conv1d(ConvFields):
+class Conv1d(conv.ConvFields):
     op: Literal["conv1d"]
     kernel: Small = 3
     stride: Small = 1
@@ -26,42 +33,61 @@ class Conv1d(ConvFields):
     dilation: Small = 1
 
 
-def out_shape(layer: Conv1d, shapes):
+def axes(layer: Conv1d) -> tuple[tuple[int, ...], ...]:
+    """(kernel, stride, pad, dilation), each of the one axis."""
+    return (layer.kernel,), (layer.stride,), (layer.pad,), (layer.dilation,)
+
+
+def out_shape(layer: Conv1d, shapes: Sequence[Shape]) -> Shape:
     expect_rank(shapes[0], 2, "conv1d")
     channels, length = pooled(shapes[0], layer.pool, 1)
-    check_groups(layer, channels)
-    validate_wide(layer)
+    conv.check_groups(layer, channels)
+    conv.validate_wide(layer)
     return (layer.out, window_out(length, layer.kernel, layer.stride, layer.pad, layer.dilation))
 
 
-def param_count(layer: Conv1d, shapes):
-    return conv_params(layer, shapes[0][0], layer.kernel)
+def param_count(layer: Conv1d, shapes: Sequence[Shape]) -> int:
+    return conv.conv_params_count(layer, shapes[0][0], layer.kernel)
 
 
-def macs(layer: Conv1d, shapes, out):
-    return conv_macs(layer, shapes[0][0], layer.kernel, out[1])
+def macs(layer: Conv1d, shapes: Sequence[Shape], out: Shape) -> int:
+    return conv.conv_macs(layer, shapes[0][0], layer.kernel, out[1])
 
 
-def torch_module(layer: Conv1d, shapes):
+def torch_module(layer: Conv1d, shapes: Sequence[Shape]) -> Any:
     import torch.nn as nn
 
     return nn.Conv1d(shapes[0][0], layer.out, layer.kernel, groups=layer.groups, bias=layer.bias)
 
 
-def forward(layer: Conv1d, module, inputs, mode):
+def forward(layer: Conv1d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 1, mode)
-    return torch_compute(layer, module, x, mode, lambda x, w, b: F.conv1d(
+    return conv.torch_compute(layer, module, x, mode, lambda x, w, b: F.conv1d(
         x, w, b, layer.stride, layer.pad, layer.dilation, layer.groups))
 
 
-def reference(layer: Conv1d, quant, inputs, rounding):
+def reference(layer: Conv1d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     x = reference_pool(inputs[0], layer.pool, 1, rounding)
-    acc = reference_conv(x, quant.weight, layer.groups, (layer.kernel,), (layer.stride,),
-                         (layer.pad,), (layer.dilation,))
-    return reference_compute(layer, quant, acc, rounding)
+    acc = conv.reference_conv(x, quant.weight, layer.groups, *axes(layer))
+    return conv.reference_compute(layer, quant, acc, rounding)
 
 
-OPERATOR = Operator("conv1d", Conv1d, "one", out_shape, param_count, macs,
-                    forward, reference, torch_module)
+def emit(step: CStep) -> CCode:
+    return conv.emit_conv(step, axes)
+
+
+def train_geometry(layer: Conv1d, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
+    return conv.train_geometry(layer, tuple(shapes), out, axes)
+
+
+OPERATOR = Operator(
+    "conv1d", Conv1d, "one", Role.compute, out_shape, param_count, macs,
+    torch=Torch(forward, torch_module), reference=reference,
+    c=C(emit, lambda layer, shapes: conv.conv_scratch(layer, tuple(shapes), axes)),
+    accelerator=Accelerator("conv1d", reads_concat=True, rules="conv1d", ai8x=("conv1d",),
+                            exports_as="conv1d"),
+    train=Train(TrainKernel.conv, train_geometry),
+    weights=Weights(lambda layer, shape: conv.weight_shape(layer, shape, axes)),
+    windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes))

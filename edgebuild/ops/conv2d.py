@@ -1,24 +1,31 @@
-"""conv2d: 2-D convolution over (channels, height, width), optional fused input pooling."""
+"""conv2d: 2-D convolution over (channels, height, width), optional fused input pooling;
+`groups` makes it grouped or depthwise (groups = input channels)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from edgebuild.ops.conv import (
-    ConvFields,
-    check_groups,
-    conv_macs,
-    conv_params,
-    reference_compute,
-    reference_conv,
-    torch_compute,
-    validate_wide,
+from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
+from edgebuild.ops import conv
+from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.operator import (
+    Accelerator,
+    C,
+    Operator,
+    PadPair,
+    Pair,
+    Role,
+    Torch,
+    Train,
+    TrainGeometry,
+    TrainKernel,
+    Weights,
 )
-from edgebuild.ops.operator import Operator, PadPair, Pair, expect_rank, pair, pooled, window_out
-from edgebuild.ops.pooling import reference_pool, torch_pool
+from edgebuild.ops.pool import reference_pool, torch_pool
 
 
-class Conv2d(ConvFields):
+class Conv2d(conv.ConvFields):
     op: Literal["conv2d"]
     kernel: Pair = 3
     stride: Pair = 1
@@ -26,47 +33,65 @@ class Conv2d(ConvFields):
     dilation: Pair = 1
 
 
-def out_shape(layer: Conv2d, shapes):
+def axes(layer: Conv2d) -> tuple[tuple[int, ...], ...]:
+    """(kernel, stride, pad, dilation), each (h, w)."""
+    return tuple(pair(v) for v in (layer.kernel, layer.stride, layer.pad, layer.dilation))
+
+
+def out_shape(layer: Conv2d, shapes: Sequence[Shape]) -> Shape:
     expect_rank(shapes[0], 3, "conv2d")
     channels, height, width = pooled(shapes[0], layer.pool, 2)
-    check_groups(layer, channels)
-    validate_wide(layer)
-    dims = zip((height, width), pair(layer.kernel), pair(layer.stride), pair(layer.pad),
-               pair(layer.dilation), strict=True)
-    return (layer.out, *(window_out(*d) for d in dims))
+    conv.check_groups(layer, channels)
+    conv.validate_wide(layer)
+    return (layer.out, *(window_out(*d) for d in zip((height, width), *axes(layer), strict=True)))
 
 
-def param_count(layer: Conv2d, shapes):
+def param_count(layer: Conv2d, shapes: Sequence[Shape]) -> int:
     kh, kw = pair(layer.kernel)
-    return conv_params(layer, shapes[0][0], kh * kw)
+    return conv.conv_params_count(layer, shapes[0][0], kh * kw)
 
 
-def macs(layer: Conv2d, shapes, out):
+def macs(layer: Conv2d, shapes: Sequence[Shape], out: Shape) -> int:
     kh, kw = pair(layer.kernel)
-    return conv_macs(layer, shapes[0][0], kh * kw, out[1] * out[2])
+    return conv.conv_macs(layer, shapes[0][0], kh * kw, out[1] * out[2])
 
 
-def torch_module(layer: Conv2d, shapes):
+def torch_module(layer: Conv2d, shapes: Sequence[Shape]) -> Any:
     import torch.nn as nn
 
     return nn.Conv2d(shapes[0][0], layer.out, pair(layer.kernel), groups=layer.groups,
                      bias=layer.bias)
 
 
-def forward(layer: Conv2d, module, inputs, mode):
+def forward(layer: Conv2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 2, mode)
-    return torch_compute(layer, module, x, mode, lambda x, w, b: F.conv2d(
+    return conv.torch_compute(layer, module, x, mode, lambda x, w, b: F.conv2d(
         x, w, b, pair(layer.stride), pair(layer.pad), pair(layer.dilation), layer.groups))
 
 
-def reference(layer: Conv2d, quant, inputs, rounding):
+def reference(layer: Conv2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     x = reference_pool(inputs[0], layer.pool, 2, rounding)
-    acc = reference_conv(x, quant.weight, layer.groups, pair(layer.kernel), pair(layer.stride),
-                         pair(layer.pad), pair(layer.dilation))
-    return reference_compute(layer, quant, acc, rounding)
+    kernel, stride, pad, dilation = axes(layer)
+    acc = conv.reference_conv(x, quant.weight, layer.groups, kernel, stride, pad, dilation)
+    return conv.reference_compute(layer, quant, acc, rounding)
 
 
-OPERATOR = Operator("conv2d", Conv2d, "one", out_shape, param_count, macs,
-                    forward, reference, torch_module)
+def emit(step: CStep) -> CCode:
+    return conv.emit_conv(step, axes)
+
+
+def train_geometry(layer: Conv2d, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
+    return conv.train_geometry(layer, tuple(shapes), out, axes)
+
+
+OPERATOR = Operator(
+    "conv2d", Conv2d, "one", Role.compute, out_shape, param_count, macs,
+    torch=Torch(forward, torch_module), reference=reference,
+    c=C(emit, lambda layer, shapes: conv.conv_scratch(layer, tuple(shapes), axes)),
+    accelerator=Accelerator("conv2d", reads_concat=True, inflight=True,
+                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"),
+    train=Train(TrainKernel.conv, train_geometry),
+    weights=Weights(lambda layer, shape: conv.weight_shape(layer, shape, axes)),
+    windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes))

@@ -18,23 +18,29 @@ for conv2d (numerics).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.conv import (
-    ConvFields,
-    check_groups,
-    conv_params,
-    reference_compute,
-    torch_compute,
-    validate_wide,
+from edgebuild.core.geometry import Shape, ShapeError, expect_rank, pair, plane, pooled
+from edgebuild.ops import conv
+from edgebuild.ops.c import CCode, CStep, bias_symbol, conv_params, tile_decl
+from edgebuild.ops.operator import (
+    Accelerator,
+    C,
+    Operator,
+    PadPair,
+    Pair,
+    Role,
+    Torch,
+    Unsupported,
+    Weights,
 )
-from edgebuild.ops.operator import Operator, PadPair, Pair, ShapeError, expect_rank, pair, pooled
-from edgebuild.ops.pooling import reference_pool, torch_pool
+from edgebuild.ops.pool import reference_pool, torch_pool
 
 
-class ConvTranspose2d(ConvFields):
+class ConvTranspose2d(conv.ConvFields):
     op: Literal["conv_transpose2d"]
     kernel: Pair = 3
     stride: Pair = Field(default=2, description="the upsampling factor")
@@ -45,7 +51,13 @@ class ConvTranspose2d(ConvFields):
     dilation: Pair = 1
 
 
-def _axes(layer: ConvTranspose2d):
+def axes(layer: ConvTranspose2d) -> tuple[tuple[int, ...], ...]:
+    """(kernel, stride, pad, dilation), each (h, w), of the transposed convolution's own
+    definition (stride upsamples, pad crops)."""
+    return tuple(pair(v) for v in (layer.kernel, layer.stride, layer.pad, layer.dilation))
+
+
+def _axes(layer: ConvTranspose2d) -> tuple[tuple[int, int, int, int, int], ...]:
     """Per axis (h, w): (kernel, stride, pad, output_pad, dilation)."""
     return tuple(zip(pair(layer.kernel), pair(layer.stride), pair(layer.pad),
                      pair(layer.output_pad), pair(layer.dilation), strict=True))
@@ -74,21 +86,21 @@ def axis_taps(size: int, out: int, kernel: int, stride: int, pad: int, dilation:
     return count
 
 
-def out_shape(layer: ConvTranspose2d, shapes):
+def out_shape(layer: ConvTranspose2d, shapes: Sequence[Shape]) -> Shape:
     expect_rank(shapes[0], 3, "conv_transpose2d")
     channels, height, width = pooled(shapes[0], layer.pool, 2)
-    check_groups(layer, channels)
-    validate_wide(layer)
+    conv.check_groups(layer, channels)
+    conv.validate_wide(layer)
     return (layer.out, *(axis_out(n, *a) for n, a in zip((height, width), _axes(layer),
                                                           strict=True)))
 
 
-def param_count(layer: ConvTranspose2d, shapes):
+def param_count(layer: ConvTranspose2d, shapes: Sequence[Shape]) -> int:
     kh, kw = pair(layer.kernel)
-    return conv_params(layer, shapes[0][0], kh * kw)
+    return conv.conv_params_count(layer, shapes[0][0], kh * kw)
 
 
-def macs(layer: ConvTranspose2d, shapes, out):
+def macs(layer: ConvTranspose2d, shapes: Sequence[Shape], out: Shape) -> int:
     """Products that reach an output (taps cropped away by `pad` are not counted): per
     output channel, (in / groups) x the tap pairs of both axes."""
     channels, height, width = pooled(shapes[0], layer.pool, 2)
@@ -97,23 +109,25 @@ def macs(layer: ConvTranspose2d, shapes, out):
     return layer.out * (channels // layer.groups) * taps[0] * taps[1]
 
 
-def torch_module(layer: ConvTranspose2d, shapes):
+def torch_module(layer: ConvTranspose2d, shapes: Sequence[Shape]) -> Any:
     import torch.nn as nn
 
     return nn.ConvTranspose2d(shapes[0][0], layer.out, pair(layer.kernel), groups=layer.groups,
                               bias=layer.bias)
 
 
-def forward(layer: ConvTranspose2d, module, inputs, mode):
+def forward(layer: ConvTranspose2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 2, mode)
-    return torch_compute(layer, module, x, mode, lambda x, w, b: F.conv_transpose2d(
+    return conv.torch_compute(layer, module, x, mode, lambda x, w, b: F.conv_transpose2d(
         x, w, b, pair(layer.stride), pair(layer.pad), pair(layer.output_pad), layer.groups,
         pair(layer.dilation)))
 
 
-def reference_conv_transpose(x, weight, groups: int, stride, pad, output_pad, dilation):
+def reference_conv_transpose(x: Any, weight: Any, groups: int, stride: tuple[int, int],
+                             pad: tuple[int, int], output_pad: tuple[int, int],
+                             dilation: tuple[int, int]) -> Any:
     """Integer transposed convolution (N, C, H, W) x (C, O/groups, KH, KW) -> (N, O, H', W')
     in int64: scatter every kernel tap, then crop (see the module docstring)."""
     import numpy as np
@@ -137,27 +151,69 @@ def reference_conv_transpose(x, weight, groups: int, stride, pad, output_pad, di
     return cropped.reshape(n, groups * per_group, out_h, out_w)
 
 
-def reference(layer: ConvTranspose2d, quant, inputs, rounding):
+def reference(layer: ConvTranspose2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     x = reference_pool(inputs[0], layer.pool, 2, rounding)
     acc = reference_conv_transpose(x, quant.weight, layer.groups, pair(layer.stride),
                                    pair(layer.pad), pair(layer.output_pad), pair(layer.dilation))
-    return reference_compute(layer, quant, acc, rounding)
+    return conv.reference_compute(layer, quant, acc, rounding)
 
 
-def to_out_major(weight, groups: int):
+def weight_shape(layer: ConvTranspose2d, in_shape: Shape) -> Shape:
+    """PyTorch's ConvTranspose2d layout: (in, out / groups, kh, kw)."""
+    return (in_shape[0], layer.out // layer.groups, *pair(layer.kernel))
+
+
+def to_out_major(weight: Any, layer: Any) -> Any:
     """(in, out/groups, kh, kw) -> (out, in/groups, kh, kw): output channels first."""
+    groups = layer.groups
     c, per_group = weight.shape[:2]
     grouped = weight.reshape(groups, c // groups, per_group, *weight.shape[2:])
     return grouped.swapaxes(1, 2).reshape(groups * per_group, c // groups, *weight.shape[2:])
 
 
-def from_out_major(weight, groups: int):
+def from_out_major(weight: Any, layer: Any) -> Any:
     """The inverse of `to_out_major`."""
+    groups = layer.groups
     out, per_group_in = weight.shape[:2]
     grouped = weight.reshape(groups, out // groups, per_group_in, *weight.shape[2:])
     return grouped.swapaxes(1, 2).reshape(groups * per_group_in, out // groups,
                                           *weight.shape[2:])
 
 
-OPERATOR = Operator("conv_transpose2d", ConvTranspose2d, "one", out_shape, param_count, macs,
-                    forward, reference, torch_module)
+def emit(step: CStep) -> CCode:
+    """The reference eb_conv_transpose2d(_wide) on every target (no optimized variant), whole
+    or through eb_conv_transpose2d_tiled with a per-layer kernel wrapper. Fused pooling runs
+    first, as for conv2d."""
+    layer = step.layer
+    code, source, shape = conv.fused_pool(step)
+    params = step.symbol("P")
+    code += CCode((conv_params(params, plane(shape, step.out_shape, *axes(layer), layer.groups),
+                               step),))
+    weights, bias = step.symbol("W"), bias_symbol(step)
+    kernel, ctype = ("eb_conv_transpose2d_wide", "int32_t") if layer.wide else \
+        ("eb_conv_transpose2d", "int8_t")
+    if step.tile is not None:
+        wrapper = f"eb_kt_{layer.name}"
+        return code + CCode((
+            f"static void {wrapper}(const eb_conv_params *p, const int8_t *in, "
+            f"const int8_t *w, const int32_t *b, void *out) {{ {kernel}(p, in, w, b, "
+            f"({ctype} *)out); }}",
+            tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer)), (
+            f"eb_conv_transpose2d_tiled(&{params}, &{step.symbol('T_TILE')}, {wrapper}, "
+            f"{1 if layer.wide else 0}, {source}, {weights}, {bias}, {step.output}, "
+            "eb_l1.bytes);",))
+    out = f"(int32_t *){step.output}" if layer.wide else step.output
+    return code + CCode(calls=(f"{kernel}(&{params}, {source}, {weights}, {bias}, {out});",))
+
+
+OPERATOR = Operator(
+    "conv_transpose2d", ConvTranspose2d, "one", Role.compute, out_shape, param_count, macs,
+    torch=Torch(forward, torch_module), reference=reference, c=C(emit),
+    accelerator=Accelerator("conv_transpose2d", reads_concat=True,
+                            rules="conv_transpose2d", ai8x=("convtranspose2d",),
+                            exports_as="convtranspose2d"),
+    train=Unsupported("a transposed convolution cannot train on the device (the training "
+                      "kernels have none); keep it frozen, before the first trainable layer"),
+    weights=Weights(weight_shape, to_out_major, from_out_major),
+    windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes,
+                                                         transposed=True))

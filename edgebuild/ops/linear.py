@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.conv import reference_compute, torch_compute, validate_wide
-from edgebuild.ops.operator import Activation, Count, LayerBase, Operator, ShapeError
+from edgebuild.core.geometry import Plane, Shape, ShapeError, Window
+from edgebuild.ops import conv
+from edgebuild.ops.c import CCode, CStep, bias_symbol, requantize, tile_decl
+from edgebuild.ops.operator import (
+    Accelerator,
+    Activation,
+    C,
+    Count,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Train,
+    TrainGeometry,
+    TrainKernel,
+    Weights,
+)
 
 
 class Linear(LayerBase):
@@ -20,47 +36,96 @@ class Linear(LayerBase):
     wide: bool = Field(default=False, description="int32 output; only on the last layer")
 
 
-def _features(layer: Linear, shape) -> int:
+def _features(layer: Linear, shape: Shape) -> int:
     if len(shape) != 1 and not layer.flatten:
         raise ShapeError(f"linear needs a flat input but gets {list(shape)}; "
                          "add `flatten: true` to this layer")
     return math.prod(shape)
 
 
-def out_shape(layer: Linear, shapes):
+def out_shape(layer: Linear, shapes: Sequence[Shape]) -> Shape:
     _features(layer, shapes[0])
-    validate_wide(layer)
+    conv.validate_wide(layer)
     return (layer.out,)
 
 
-def param_count(layer: Linear, shapes):
+def param_count(layer: Linear, shapes: Sequence[Shape]) -> int:
     return layer.out * _features(layer, shapes[0]) + (layer.out if layer.bias else 0)
 
 
-def macs(layer: Linear, shapes, out):
+def macs(layer: Linear, shapes: Sequence[Shape], out: Shape) -> int:
     return layer.out * _features(layer, shapes[0])
 
 
-def torch_module(layer: Linear, shapes):
+def torch_module(layer: Linear, shapes: Sequence[Shape]) -> Any:
     import torch.nn as nn
 
     return nn.Linear(math.prod(shapes[0]), layer.out, bias=layer.bias)
 
 
-def forward(layer: Linear, module, inputs, mode):
+def forward(layer: Linear, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     import torch.nn.functional as F
 
     x = inputs[0].flatten(1)
-    return torch_compute(layer, module, x, mode, F.linear)
+    return conv.torch_compute(layer, module, x, mode, F.linear)
 
 
-def reference(layer: Linear, quant, inputs, rounding):
+def reference(layer: Linear, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     import numpy as np
 
     x = inputs[0].reshape(len(inputs[0]), -1).astype(np.int64)
     acc = x @ quant.weight.astype(np.int64).T
-    return reference_compute(layer, quant, acc, rounding)
+    return conv.reference_compute(layer, quant, acc, rounding)
 
 
-OPERATOR = Operator("linear", Linear, "one", out_shape, param_count, macs,
-                    forward, reference, torch_module)
+def plane(layer: Linear, in_shape: Shape) -> Plane:
+    """A linear layer is a dense 1 x 1 convolution over one position."""
+    return Plane(math.prod(in_shape), 1, 1, layer.out, 1, 1)
+
+
+def emit(step: CStep) -> CCode:
+    """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or eb_linear_tiled
+    with a per-layer kernel wrapper when the plan tiles it."""
+    layer = step.layer
+    features = math.prod(step.in_shapes[0])
+    name = "EB_LINEAR" if step.optimized else "eb_linear"
+    wide = f"{name}{'_WIDE' if step.optimized else '_wide'}"
+    weights, bias, source, out = step.symbol("W"), bias_symbol(step), step.inputs[0], step.output
+    if step.tile is not None:
+        wrapper = f"eb_k_{layer.name}"
+        body = (f"{wide}(n, m, in, w, b, (int32_t *)out);" if layer.wide else
+                f"{name}(n, m, in, w, b, {requantize(step)}, (int8_t *)out);")
+        return CCode((f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
+                      f"const int32_t *b, void *out) {{ {body} }}",
+                      tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer)),
+                     (f"eb_linear_tiled({features}, {layer.out}, &{step.symbol('T_TILE')}, "
+                      f"{wrapper}, {1 if layer.wide else 0}, {source}, {weights}, {bias}, "
+                      f"{out}, eb_l1.bytes);",))
+    if layer.wide:
+        return CCode(calls=(f"{wide}({features}, {layer.out}, {source}, {weights}, {bias}, "
+                            f"(int32_t *){out});",))
+    return CCode(calls=(f"{name}({features}, {layer.out}, {source}, {weights}, {bias}, "
+                        f"{requantize(step)}, {out});",))
+
+
+def scratch(layer: Linear, shapes: Sequence[Shape]) -> str:
+    return f"EB_LINEAR_OPT_SCRATCH({math.prod(shapes[0])})"
+
+
+def tile_windows(layer: Linear, shapes: Sequence[Shape], out: Shape) -> tuple[tuple[str, Window], ...]:
+    """The whole input is staged once per slot; tiles are spans of output features."""
+    return (("tile", Window(**vars(plane(layer, shapes[0])), wide=bool(layer.wide),
+                            bias=bool(layer.bias), linear=True)),)
+
+
+def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
+    return TrainGeometry(conv=plane(layer, shapes[0]), fully_connected=True)
+
+
+OPERATOR = Operator(
+    "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
+    torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch),
+    accelerator=Accelerator("linear", ai8x=("linear", "fc", "mlp"), exports_as="mlp"),
+    train=Train(TrainKernel.conv, train_geometry),
+    weights=Weights(lambda layer, shape: (layer.out, math.prod(shape))),
+    windows=tile_windows)

@@ -1,21 +1,43 @@
-"""What every operator module provides, and the shape arithmetic they share.
+"""The operator record: every fact about one op, in one place (DESIGN §7).
 
-Tensor layout convention (used by every stage after `validate`): channels first, no batch
-dimension — `(C,)` for flat features, `(C, L)` for 1-D signals, `(C, H, W)` for images.
+An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and one
+`Operator` whose facets the rest of edgebuild looks up instead of keeping per-op tables:
+
+- shape: output shape, parameter count, MACs (validation, graph.json);
+- `role`: what the op is in the deployed model (a compute layer with weights, a data layer,
+  a view, or something folded/dropped before deployment);
+- `torch`: the module and forward of float training and fake-quant QAT;
+- `reference`: the numpy integer reference (bit-exact with the C);
+- `weights`: how its weight tensor is laid out (output channels first or not);
+- `c`: the C calls, declarations and scratch of the generated project;
+- `windows`: the windows the L1 tiler cuts (memory.tiling);
+- `train`: how it runs in the float part of on-device training;
+- `accelerator`: how it runs on a MAX7800x CNN accelerator and how the vendor's network
+  description names it;
+- `stream`: state kept across inferences (a model with such an op runs on frames);
+- `l2_traffic`: it runs between L2 tensors without an L1 tile.
+
+A facet an op does not have is `Unsupported(reason)`: the reason is what `edgebuild check`
+tells a user who uses the op where that facet is needed (tests/test_operators.py walks the
+registry and fails on a facet that is neither implemented nor declared unsupported).
+
+Shapes are per sample, channels first (core.geometry); torch and the integer reference
+compute batch-first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from edgebuild.core.fields import Identifier, Strict
-
-Shape = tuple[int, ...]
+from edgebuild.core.geometry import Plane, Shape, Window
+from edgebuild.core.numerics import Activation, QuantParams
+from edgebuild.ops.c import CCode, CStep
 
 Count = Annotated[int, Field(strict=True, ge=1, le=65536)]
 Small = Annotated[int, Field(strict=True, ge=1, le=64)]
@@ -23,13 +45,7 @@ Pad = Annotated[int, Field(strict=True, ge=0, le=64)]
 Pair = Small | tuple[Small, Small]
 PadPair = Pad | tuple[Pad, Pad]
 
-
-class Activation(StrEnum):
-    """Applied after the output shift, before saturation to int8 (see the numerics contract)."""
-
-    none = "none"
-    relu = "relu"
-    abs = "abs"
+__all__ = ["Activation", "QuantParams"]  # re-exported for op modules and callers
 
 
 class PoolMode(StrEnum):
@@ -50,10 +66,6 @@ class LayerBase(Strict):
     inputs: tuple[Identifier, ...] | None = Field(
         default=None, description="names of earlier layers (or 'input'); default: the previous layer")
     doc: str = Field(default="", description="free text; never affects a build")
-
-
-class ShapeError(ValueError):
-    """A layer cannot accept the shapes it is given; the message names what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -82,80 +94,164 @@ class Mode:
 
 
 @dataclass(frozen=True)
-class QuantParams:
-    """A quantized compute layer: integer weights/bias and its weight scale exponent."""
+class Unsupported:
+    """A facet the op does not have; `reason` is the whole sentence a user reads."""
 
-    weight: object  # numpy int64
-    bias: object | None  # numpy int64, accumulator units
-    scale_exp: int
-    bits: int
+    reason: str
 
 
-def no_module(layer, shapes):
-    return None
+class Role(StrEnum):
+    """What an op is in the deployed model."""
+
+    compute = "compute"  # weights, bias, output shift: a quantization policy of its own
+    data = "data"  # computes without weights (pooling, element-wise, concatenation, state)
+    view = "view"  # its output is its input's bytes under another shape: no code, no buffer
+    folded = "folded"  # merged into the layer before it by folding (batchnorm)
+    dropped = "dropped"  # the identity once trained (dropout)
+
+
+@dataclass(frozen=True)
+class Torch:
+    """`module(layer, in_shapes)` builds the op's parameters (None: it has none);
+    `forward(layer, module, inputs, mode)` computes a batch (float or fake-quant)."""
+
+    forward: Callable[..., Any]
+    module: Callable[[Any, Sequence[Shape]], Any] = lambda layer, shapes: None
+
+
+def same_layout(weight: Any, layer: Any) -> Any:
+    return weight
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A compute op's weight tensor: `shape(layer, in_shape)` as stored (quantize's
+    weights.npz, imported weights); `to_out_major` / `from_out_major` convert that layout
+    to and from output-channels-first (what per-output-channel code — batchnorm folding,
+    per-channel clipping — expects); identity for most ops."""
+
+    shape: Callable[[Any, Shape], Shape]
+    to_out_major: Callable[[Any, Any], Any] = same_layout
+    from_out_major: Callable[[Any, Any], Any] = same_layout
+
+
+@dataclass(frozen=True)
+class C:
+    """The generated C project: `emit(step)` gives the declarations and calls of one
+    deployed step; `scratch(layer, in_shapes)` the C expression of the int16 scratch
+    elements its optimized (Cortex-M4) kernel needs, or None."""
+
+    emit: Callable[[CStep], CCode]
+    scratch: Callable[[Any, Sequence[Shape]], str | None] = lambda layer, shapes: None
+
+
+def no_windows(layer: Any, in_shapes: Sequence[Shape], out_shape: Shape) -> tuple[Any, ...]:
+    return ()
+
+
+class TrainKernel(StrEnum):
+    """The kernel of the training library (templates/train/eb_train.c) that runs an op."""
+
+    conv = "conv"  # ebt_conv_*: convolutions and linear layers (a 1 x 1 convolution)
+    pool = "pool"  # ebt_pool_*
+    add = "add"  # ebt_add_forward / ebt_accumulate
+    concat = "concat"  # ebt_concat_forward / per-part ebt_accumulate
+    view = "view"  # no kernel: the float tensor is the input's (float tensors are flat)
+
+
+@dataclass(frozen=True)
+class TrainGeometry:
+    """What a training kernel needs to know about a layer: the convolution's plane (None
+    for kernels without weights) and the pooling plane (a pool layer's, or a convolution's
+    fused input pooling)."""
+
+    conv: Plane | None = None
+    pool: Plane | None = None
+    pool_mode: str | None = None  # "max" / "avg" when there is a pool
+    fully_connected: bool = False  # the PyTorch reference of the step uses F.linear
+
+
+@dataclass(frozen=True)
+class Train:
+    """The op in the float32 part of on-device training (ondevice/): its kernel and the
+    geometry of a layer, `geometry(layer, in_shapes, out_shape)`."""
+
+    kernel: TrainKernel
+    geometry: Callable[[Any, Sequence[Shape], Shape], TrainGeometry] = (
+        lambda layer, shapes, out: TrainGeometry())
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """How the op runs on a MAX7800x-style CNN accelerator (targets/max7800x) and how the
+    vendor's network description (ai8x-synthesis YAML) names it."""
+
+    operation: str  # the hardware layer's operation (targets.max7800x.hwlayer.HwLayer.op)
+    copies: bool = False  # copies each channel to the same processors ("operation: none")
+    reads_concat: bool = False  # reads a concatenation of its inputs itself (`in_sequences`)
+    inflight: bool = False  # runs an element-wise operation on its input in-flight (`eltwise`)
+    rules: str | None = None  # the device profile section with its operator limits
+    ai8x: tuple[str, ...] = ()  # network-description `op` values that import as this op
+    exports_as: str | None = None  # its network-description `op` as a layer's main operation
+
+
+@dataclass(frozen=True)
+class Stream:
+    """An op that keeps state across inferences (a model with one runs on a stream of
+    frames): `frames(layer)` per training sample (clips), `state_bytes(layer, out_shape)`
+    kept outside the arena."""
+
+    frames: Callable[[Any], int]
+    state_bytes: Callable[[Any, Shape], int]
 
 
 @dataclass(frozen=True)
 class Operator:
-    """Everything the stages need to know about one op, looked up by `op:` name.
-
-    `forward(layer, module, inputs, mode)` is the torch computation (float or fake-quant);
-    `reference(layer, quant, inputs, rounding)` the numpy integer reference on int64
-    batches (N, C, ...). Both are batch-first; shapes elsewhere are per sample."""
+    """Everything edgebuild knows about one op, looked up by `op:` name (see the module
+    docstring for the facets)."""
 
     name: str
     params: type[LayerBase]
     arity: Literal["one", "many"]
-    out_shape: Callable[[LayerBase, list[Shape]], Shape]
-    param_count: Callable[[LayerBase, list[Shape]], int]
-    macs: Callable[[LayerBase, list[Shape], Shape], int]
-    forward: Callable = None
-    reference: Callable = None
-    torch_module: Callable = no_module
+    role: Role
+    out_shape: Callable[[Any, Sequence[Shape]], Shape]
+    param_count: Callable[[Any, Sequence[Shape]], int]
+    macs: Callable[[Any, Sequence[Shape], Shape], int]
+    torch: Torch
+    reference: Callable[..., Any] | Unsupported
+    c: C | Unsupported
+    train: Train | Unsupported
+    accelerator: Accelerator | Unsupported
+    weights: Weights | Unsupported = Unsupported(
+        "it has no weights; only compute layers (convolutions, linear) have weights")
+    windows: Callable[[Any, Sequence[Shape], Shape], tuple[tuple[str, Window], ...]] = no_windows
+    stream: Stream | None = None
+    # Runs between L2 tensors without an L1 tile (add, concat): the plan counts each of its
+    # input and output bytes once in the traffic figures.
+    l2_traffic: bool = False
+
+    @property
+    def computes(self) -> bool:
+        """A compute layer: weights, bias, output shift, a quantization policy."""
+        return self.role is Role.compute
+
+    @property
+    def deployed(self) -> bool:
+        """Still a layer after folding (batchnorm and dropout are not)."""
+        return self.role not in (Role.folded, Role.dropped)
 
 
-def pair(value: int | tuple[int, int]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else tuple(value)
+def one(layer: Any, shapes: Sequence[Shape]) -> Shape:
+    return tuple(shapes[0])
 
 
-def window_out(size: int, kernel: int, stride: int, pad: int = 0, dilation: int = 1) -> int:
-    """Output length of a sliding window (floor mode, like PyTorch)."""
-    span = dilation * (kernel - 1) + 1
-    if size + 2 * pad < span:
-        raise ShapeError(f"window of {span} is larger than the padded input length {size + 2 * pad}")
-    return (size + 2 * pad - span) // stride + 1
-
-
-def pooled(shape: Shape, pool: FusedPool | None, dims: int) -> Shape:
-    """Shape after a (fused or standalone) pooling window over the last `dims` axes."""
-    if pool is None:
-        return shape
-    sizes = pair(pool.size) if dims == 2 else (_single(pool.size, "pool.size"),)
-    strides = sizes if pool.stride is None else (
-        pair(pool.stride) if dims == 2 else (_single(pool.stride, "pool.stride"),))
-    spatial = tuple(window_out(n, k, s) for n, k, s in zip(shape[1:], sizes, strides, strict=True))
-    return (shape[0], *spatial)
-
-
-def _single(value: int | tuple[int, int], what: str) -> int:
-    if not isinstance(value, int):
-        raise ShapeError(f"{what} must be a single integer for a 1-D layer")
-    return value
-
-
-def expect_rank(shape: Shape, rank: int, op: str) -> None:
-    names = {1: "(features)", 2: "(channels, length)", 3: "(channels, height, width)"}
-    if len(shape) != rank:
-        raise ShapeError(f"{op} expects an input of shape {names[rank]}, got {list(shape)}")
-
-
-def one(shapes: list[Shape]) -> Shape:
-    return shapes[0]
-
-
-def no_params(layer: LayerBase, shapes: list[Shape]) -> int:
+def no_params(layer: Any, shapes: Sequence[Shape]) -> int:
     return 0
 
 
-def no_macs(layer: LayerBase, shapes: list[Shape], out: Shape) -> int:
+def no_macs(layer: Any, shapes: Sequence[Shape], out: Shape) -> int:
     return 0
+
+
+FOLDED = ("it is folded into the layer before it before deployment, so it never runs on "
+          "its own")

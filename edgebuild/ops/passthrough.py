@@ -6,26 +6,38 @@ view of its input (no copy), like `flatten`.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from edgebuild.ops.operator import LayerBase, Operator, no_macs, no_params
+from edgebuild.ops.operator import (
+    Accelerator,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Train,
+    TrainKernel,
+    no_macs,
+    no_params,
+    one,
+)
+from edgebuild.ops.view import VIEW_C
 
 
 class Passthrough(LayerBase):
     op: Literal["passthrough"]
 
 
-def out_shape(layer: Passthrough, shapes):
-    return tuple(shapes[0])
-
-
-def forward(layer: Passthrough, module, inputs, mode):
+def forward(layer: Passthrough, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     return inputs[0]
 
 
-def reference(layer: Passthrough, quant, inputs, rounding):
+def reference(layer: Passthrough, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     return inputs[0]
 
 
-OPERATOR = Operator("passthrough", Passthrough, "one", out_shape, no_params, no_macs, forward,
-                    reference)
+OPERATOR = Operator("passthrough", Passthrough, "one", Role.view, one, no_params, no_macs,
+                    torch=Torch(forward), reference=reference, c=VIEW_C,
+                    accelerator=Accelerator("passthrough", copies=True,
+                                            reads_concat=True, ai8x=("none", "passthrough")),
+    train=Train(TrainKernel.view))

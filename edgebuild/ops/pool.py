@@ -1,24 +1,39 @@
-"""pool1d / pool2d: standalone max or average pooling."""
+"""pool1d / pool2d: max or average pooling — standalone, and the rule every pooling fused
+into a convolution's input (`pool:`) follows too.
+
+Integer rule: max pooling is exact; average pooling divides the integer sum by the window
+size with the rounding mode's pooling rule (half_up, floor, or a device's trunc), see
+numerics.np_divide_round. The torch fake-quant path rounds avg * 128 the same way, which is
+exact in float64.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import Field
 
+from edgebuild.core import numerics
+from edgebuild.core.geometry import Shape, Window, expect_rank, pool_plane, pooled, window_sizes
+from edgebuild.ops.c import CCode, CStep, pool_call, pool_params
 from edgebuild.ops.operator import (
+    Accelerator,
+    C,
     FusedPool,
     LayerBase,
     Operator,
     Pair,
     PoolMode,
+    Role,
     Small,
-    expect_rank,
+    Torch,
+    Train,
+    TrainGeometry,
+    TrainKernel,
     no_macs,
     no_params,
-    pooled,
 )
-from edgebuild.ops.pooling import reference_pool, torch_pool
 
 
 class Pool1d(LayerBase):
@@ -39,33 +54,101 @@ def window(layer: Pool1d | Pool2d) -> FusedPool:
     return FusedPool(mode=layer.mode, size=layer.size, stride=layer.stride)
 
 
-def out_shape_1d(layer: Pool1d, shapes):
-    expect_rank(shapes[0], 2, "pool1d")
-    return pooled(shapes[0], window(layer), 1)
+# --- the pooling rule (shared with fused pooling) -------------------------------------------
+
+def torch_pool(x: Any, pool: FusedPool | None, dims: int, mode: Any) -> Any:
+    import torch.nn.functional as F
+
+    if pool is None:
+        return x
+    sizes, strides = window_sizes(pool, dims)
+    if pool.mode.value == "max":
+        fn = F.max_pool1d if dims == 1 else F.max_pool2d
+        return fn(x, sizes, strides)
+    fn = F.avg_pool1d if dims == 1 else F.avg_pool2d
+    out = fn(x, sizes, strides)
+    if mode.kind == "qat":
+        out = numerics.torch_pool_round(out * numerics.ACT_SCALE, mode.rounding) / numerics.ACT_SCALE
+    return out
 
 
-def out_shape_2d(layer: Pool2d, shapes):
-    expect_rank(shapes[0], 3, "pool2d")
-    return pooled(shapes[0], window(layer), 2)
+def windows(x: Any, sizes: Sequence[int], strides: Sequence[int],
+            dilation: Sequence[int] | None = None, pad: Sequence[int] | None = None) -> Any:
+    """View of x (N, C, *spatial) as (N, C, *out_spatial, *kernel) windows (int64 safe)."""
+    import numpy as np
+
+    dims = len(sizes)
+    dilation = dilation or (1,) * dims
+    if pad and any(pad):
+        x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    spans = tuple(d * (k - 1) + 1 for k, d in zip(sizes, dilation, strict=True))
+    view = np.lib.stride_tricks.sliding_window_view(x, spans, axis=tuple(range(2, 2 + dims)))
+    index = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) + \
+        tuple(slice(None, None, d) for d in dilation)
+    return view[index]
 
 
-def forward_1d(layer: Pool1d, module, inputs, mode):
-    return torch_pool(inputs[0], window(layer), 1, mode)
+def reference_pool(x: Any, pool: FusedPool | None, dims: int, rounding: str) -> Any:
+    if pool is None:
+        return x
+    sizes, strides = window_sizes(pool, dims)
+    view = windows(x, sizes, strides)
+    axes = tuple(range(-dims, 0))
+    if pool.mode.value == "max":
+        return view.max(axis=axes)
+    count = 1
+    for s in sizes:
+        count *= s
+    return numerics.np_divide_round(view.sum(axis=axes), count, rounding)
 
 
-def forward_2d(layer: Pool2d, module, inputs, mode):
-    return torch_pool(inputs[0], window(layer), 2, mode)
+# --- the pool1d / pool2d operators ----------------------------------------------------------
+
+def _dims(layer: Pool1d | Pool2d) -> int:
+    return 1 if layer.op == "pool1d" else 2
 
 
-def reference_1d(layer: Pool1d, quant, inputs, rounding):
-    return reference_pool(inputs[0], window(layer), 1, rounding)
+def out_shape(layer: Pool1d | Pool2d, shapes: Sequence[Shape]) -> Shape:
+    dims = _dims(layer)
+    expect_rank(shapes[0], dims + 1, layer.op)
+    return pooled(shapes[0], window(layer), dims)
 
 
-def reference_2d(layer: Pool2d, quant, inputs, rounding):
-    return reference_pool(inputs[0], window(layer), 2, rounding)
+def forward(layer: Pool1d | Pool2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+    return torch_pool(inputs[0], window(layer), _dims(layer), mode)
 
 
-OPERATOR_1D = Operator("pool1d", Pool1d, "one", out_shape_1d, no_params, no_macs,
-                       forward_1d, reference_1d)
-OPERATOR_2D = Operator("pool2d", Pool2d, "one", out_shape_2d, no_params, no_macs,
-                       forward_2d, reference_2d)
+def reference(layer: Pool1d | Pool2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+    return reference_pool(inputs[0], window(layer), _dims(layer), rounding)
+
+
+def emit(step: CStep) -> CCode:
+    """eb_pool2d, whole or tiled (a tiled 1-D pool runs as a column, like a convolution)."""
+    plane = pool_plane(window(step.layer), step.in_shapes[0], vertical=step.tile is not None)
+    decl = pool_params(step.symbol("Q"), plane, step.layer.mode, step.rounding)
+    return CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("T_TILE"), step.tile,
+                                     step.double_buffer, step.inputs[0], step.output)
+
+
+def tile_windows(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
+                 out: Shape) -> tuple[tuple[str, Window], ...]:
+    plane = pool_plane(window(layer), in_shapes[0], vertical=True)
+    return (("tile", Window(**vars(plane), weights=False)),)
+
+
+def train_geometry(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
+                   out: Shape) -> TrainGeometry:
+    return TrainGeometry(pool=pool_plane(window(layer), in_shapes[0], vertical=True),
+                         pool_mode=layer.mode.value)
+
+
+def _operator(name: str, params: type[LayerBase]) -> Operator:
+    return Operator(
+        name, params, "one", Role.data, out_shape, no_params, no_macs,
+        torch=Torch(forward), reference=reference, c=C(emit),
+        accelerator=Accelerator("pool", copies=True, reads_concat=True, rules="pool"),
+        train=Train(TrainKernel.pool, train_geometry), windows=tile_windows)
+
+
+OPERATOR_1D = _operator("pool1d", Pool1d)
+OPERATOR_2D = _operator("pool2d", Pool2d)

@@ -13,11 +13,24 @@ device rules in limits.py say so).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from edgebuild.ops.operator import LayerBase, Operator, ShapeError, no_macs, no_params
+from edgebuild.core.geometry import Shape, ShapeError
+from edgebuild.ops.operator import (
+    Accelerator,
+    LayerBase,
+    Operator,
+    Role,
+    Torch,
+    Train,
+    TrainKernel,
+    no_macs,
+    no_params,
+)
+from edgebuild.ops.view import VIEW_C
 
 
 class Reshape(LayerBase):
@@ -27,7 +40,7 @@ class Reshape(LayerBase):
         description="the new per-sample shape, channels first: [F], [C, L] or [C, H, W]")
 
 
-def out_shape(layer: Reshape, shapes):
+def out_shape(layer: Reshape, shapes: Sequence[Shape]) -> Shape:
     source, target = tuple(shapes[0]), tuple(layer.shape)
     if math.prod(source) != math.prod(target):
         raise ShapeError(f"cannot reshape {list(source)} ({math.prod(source)} values) to "
@@ -36,12 +49,15 @@ def out_shape(layer: Reshape, shapes):
     return target
 
 
-def forward(layer: Reshape, module, inputs, mode):
+def forward(layer: Reshape, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
     return inputs[0].reshape(len(inputs[0]), *layer.shape)
 
 
-def reference(layer: Reshape, quant, inputs, rounding):
+def reference(layer: Reshape, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
     return inputs[0].reshape(len(inputs[0]), *layer.shape)
 
 
-OPERATOR = Operator("reshape", Reshape, "one", out_shape, no_params, no_macs, forward, reference)
+OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, no_macs,
+                    torch=Torch(forward), reference=reference, c=VIEW_C,
+                    accelerator=Accelerator("reshape"),
+    train=Train(TrainKernel.view))

@@ -57,6 +57,7 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
     """Imported weights, the known answer and the target device's rules, all at once."""
     from edgebuild.model import folding, imported, knownanswer, policy
     from edgebuild.ondevice import trainable as ondevice
+    from edgebuild.targets import numbers
     from edgebuild.targets.max7800x import layout as accelerator
 
     problems = []
@@ -73,7 +74,7 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
     if manifest.model.weights is not None:
         folded_graph, _ = graphs.build(manifest.model.input, layers)
         bits, found = imported.check(base / manifest.model.weights, layers, folded_graph,
-                                     policy.device_numbers(manifest.target.device.value))
+                                     numbers.device_numbers(manifest.target.device.value))
         problems += [document.diagnostic(("model", "weights", *suffix), message)
                      for suffix, message in found]
     if manifest.kat is not None:
@@ -237,11 +238,12 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
 
 
 def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
-    from edgebuild.model.folding import COMPUTE_OPS
+    from edgebuild.ops import OPS
 
-    compute = {layer.name for layer in manifest.model.layers if layer.op in COMPUTE_OPS}
+    ops = "/".join(op.name for op in OPS.values() if op.computes)
+    compute = {layer.name for layer in manifest.model.layers if OPS[layer.op].computes}
     problems = [document.diagnostic(("qat", "overrides", name), (
-        f"override names no {'/'.join(COMPUTE_OPS)} layer; layers with weights: "
+        f"override names no {ops} layer; layers with weights: "
         f"{', '.join(sorted(compute))}")) for name in manifest.qat.overrides if name not in compute]
     if problems:
         raise UserError(problems)

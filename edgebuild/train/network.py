@@ -26,7 +26,7 @@ class Net(nn.Module):
         self.wiring = [(node.name, node.inputs) for node in graph.nodes]
         modules = {}
         for node in graph.nodes:
-            module = OPS[node.op].torch_module(self.layer_specs[node.name], list(node.in_shapes))
+            module = OPS[node.op].torch.module(self.layer_specs[node.name], list(node.in_shapes))
             if module is not None:
                 modules[node.name] = module
         self.blocks = nn.ModuleDict(modules)
@@ -36,8 +36,8 @@ class Net(nn.Module):
         for name, inputs in self.wiring:
             layer = self.layer_specs[name]
             module = self.blocks[name] if name in self.blocks else None  # noqa: SIM401 (ModuleDict has no .get)
-            values[name] = OPS[layer.op].forward(layer, module, [values[i] for i in inputs],
-                                                 self.mode)
+            values[name] = OPS[layer.op].torch.forward(layer, module,
+                                                       [values[i] for i in inputs], self.mode)
         return values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -29,13 +29,14 @@ def template_files(checked) -> list:
 
 def spec_for(ctx: Context):
     from edgebuild.codegen import project as codegen
+    from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import knownanswer, quantized
 
     manifest = ctx.checked.manifest
     kat_inputs, kat_expected = knownanswer.vectors(ctx.checked, ctx.inputs, KAT_SAMPLES)
     return codegen.ProjectSpec(
         name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
-        plan=json.loads((ctx.inputs["plan"] / "plan.json").read_text()),
+        plan=MemoryPlan.from_json(json.loads((ctx.inputs["plan"] / "plan.json").read_text())),
         kat_inputs=kat_inputs, kat_expected=kat_expected,
         flash_bytes=manifest.target.memory.flash,
         ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too

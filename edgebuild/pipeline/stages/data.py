@@ -42,6 +42,7 @@ def files(checked) -> list[Path]:
 def run(ctx: Context) -> None:
     import numpy as np
 
+    from edgebuild.core import numerics
     from edgebuild.data import FORMATS
     from edgebuild.data.dataset import DataFileError, framed
 
@@ -56,7 +57,7 @@ def run(ctx: Context) -> None:
     low, scale = _normalizer(splits["train"][0], spec.normalize)
     arrays = {}
     for part, (x, y) in splits.items():
-        arrays[f"x_{part}"] = framed(quantize((x - low) / scale), spec.frames)
+        arrays[f"x_{part}"] = framed(numerics.np_quantize_inputs((x - low) / scale), spec.frames)
         arrays[f"y_{part}"] = y
     arrays_io.save(ctx.out / "data.npz", **arrays)
     info = {"classes": list(raw.class_names), "sample_shape": list(arrays["x_train"].shape[1:]),
@@ -65,13 +66,6 @@ def run(ctx: Context) -> None:
                                                    "offset": low.ravel().tolist(),
                                                    "scale": scale.ravel().tolist()}}
     (ctx.out / "data.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-
-
-def quantize(x):
-    """Real values in [-1, 1] -> int8 Q7 (round half up, saturate)."""
-    import numpy as np
-
-    return np.clip(np.floor(128.0 * x + 0.5), -128, 127).astype(np.int8)
 
 
 def _stratified(y, fraction: float, rng):

@@ -33,8 +33,9 @@ def policies(manifest, model) -> dict:
     import dataclasses
 
     from edgebuild.model import policy
+    from edgebuild.targets import numbers
 
-    resolved = policy.resolve(manifest.qat, model.layers, manifest.target.device.value)
+    resolved = policy.resolve(manifest.qat, model.layers, numbers.device_numbers(manifest.target.device.value))
     return {name: dataclasses.replace(p, weight_bits=model.params[name].bits)
             for name, p in resolved.items() if name in model.params}
 

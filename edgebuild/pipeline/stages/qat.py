@@ -14,12 +14,12 @@ from edgebuild.pipeline.stages.train import diverged, write_metrics
 
 
 def config(checked) -> dict:
-    from edgebuild.model import policy
+    from edgebuild.targets import numbers
 
     manifest = checked.manifest
     return {"qat": manifest.qat.model_dump(mode="json"), "seed": manifest.seed,
             "optimizer": manifest.train.optimizer.model_dump(mode="json"),
-            "numbers": policy.numbers_config(manifest)}
+            "numbers": numbers.numbers_config(manifest)}
 
 
 def run(ctx: Context) -> None:
@@ -28,6 +28,7 @@ def run(ctx: Context) -> None:
     from edgebuild.core import arrays
     from edgebuild.model import folding, policy
     from edgebuild.ops.operator import Mode
+    from edgebuild.targets import numbers
     from edgebuild.train import loop as training
     from edgebuild.train import network, plots
 
@@ -42,8 +43,8 @@ def run(ctx: Context) -> None:
         write_metrics(ctx.out, training.History(), {"enabled": False, "test_accuracy": None})
         return
     net = network.Net(manifest.model.input, layers,
-                      Mode("qat", policy.training_rounding(manifest),
-                           policy=policy.resolve(qat, layers, manifest.target.device.value)))
+                      Mode("qat", numbers.training_rounding(manifest),
+                           policy=policy.resolve(qat, layers, numbers.device_numbers(manifest.target.device.value))))
     network.load_numpy(net, state)
     data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer, lr=qat.lr)

@@ -15,12 +15,12 @@ from edgebuild.pipeline.stage import Context, Stage
 
 
 def config(checked) -> dict:
-    from edgebuild.model import policy
+    from edgebuild.targets import numbers
 
     manifest = checked.manifest
     return {"quantize": manifest.quantize.model_dump(mode="json"),
             "qat": manifest.qat.model_dump(mode="json", exclude={"epochs", "lr", "batch"}),
-            "numbers": policy.numbers_config(manifest), "rounding": policy.rounding_mode(manifest),
+            "numbers": numbers.numbers_config(manifest), "rounding": numbers.rounding_mode(manifest),
             "imported": manifest.model.weights is not None}
 
 
@@ -45,9 +45,9 @@ def threshold(weights, quantize, quantile: float, qat: bool) -> float:
 
 def out_major(layer, weights):
     """Weights with output channels first (`avgmax` clips per output channel)."""
-    from edgebuild.ops.conv_transpose2d import to_out_major
+    from edgebuild.ops import OPS
 
-    return to_out_major(weights, layer.groups) if layer.op == "conv_transpose2d" else weights
+    return OPS[layer.op].weights.to_out_major(weights, layer)
 
 
 def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list[dict]]:
@@ -71,7 +71,6 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
             b_q = numerics.np_quantize_bias(bias, scale_exp, policy.weight_bits, policy.bias_bits,
                                             policy.bias_scale_log2)
             weights[f"{layer.name}.bias"] = b_q.astype(np.int32)
-        low, high = numerics.weight_limits(policy.weight_bits)
         rows.append(row(layer, w_q, policy.weight_bits, policy.bias_bits, scale_exp))
     return weights, rows
 
@@ -123,20 +122,21 @@ def saturation(model, x) -> dict[str, float]:
 def run(ctx: Context) -> None:
     from edgebuild.core import arrays
     from edgebuild.model import folding, policy, quantized
+    from edgebuild.targets import numbers
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
     if manifest.model.weights is not None:
         weights, rows = imported_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights),
-                                        policy.device_numbers(manifest.target.device.value))
+                                        numbers.device_numbers(manifest.target.device.value))
         method = "imported"
     else:
-        policies = policy.resolve(manifest.qat, layers, manifest.target.device.value)
+        policies = policy.resolve(manifest.qat, layers, numbers.device_numbers(manifest.target.device.value))
         state = arrays.load(ctx.inputs["qat"] / "folded.npz")
         weights, rows = quantize_layers(layers, state, policies, manifest)
         method = "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
     arrays.save(ctx.out / "weights.npz", **weights)
-    meta = {"rounding": policy.rounding_mode(manifest), "layers": rows, "method": method,
+    meta = {"rounding": numbers.rounding_mode(manifest), "layers": rows, "method": method,
             "device": manifest.target.device.value}
     (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     model = quantized.load(ctx.out, manifest)

@@ -1023,8 +1023,8 @@ class _Importer:
         """Append one layer after checking it and inferring its output shape."""
         from pydantic import TypeAdapter, ValidationError
 
+        from edgebuild.core.geometry import ShapeError
         from edgebuild.ops import OPS, Layer
-        from edgebuild.ops.operator import ShapeError
 
         spec = self.specs[p]
         try:
@@ -1940,7 +1940,7 @@ def _kat_check(manifest, weights: dict, sample, expected, folding) -> bool:
                 None if bias is None else bias.astype(np.int64),
                 int(weights[f"{layer.name}.scale_exp"]), int(weights[f"{layer.name}.bits"]))
     try:  # the device's rule (MAX7800x: half up, average pooling truncates)
-        from edgebuild.model.policy import rounding_mode
+        from edgebuild.targets.numbers import rounding_mode
 
         rounding = rounding_mode(manifest)
     except (ImportError, AttributeError):

@@ -52,8 +52,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from edgebuild.core.geometry import Shape, pair
 from edgebuild.model.graph import INPUT, Graph
-from edgebuild.ops.operator import LayerBase, Shape, pair
+from edgebuild.ops.operator import LayerBase
 
 WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
 # Layers that copy each channel to the same processor ("operation: none" in the network

@@ -1,0 +1,278 @@
+"""The memory plan of a deployed model: where every tensor lives and how each layer moves
+through L1 — the `plan` stage's artifact (`plan.json`, schema schemas/plan.schema.json).
+
+Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
+with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
+Views (flatten, reshape, passthrough: ops with `Role.view`) get no step and no buffer: their
+readers read the view's source. A layer that keeps state across inferences (a `buffer`)
+keeps it in its own static array outside the arena (`state_bytes`), because it must survive
+from one inference to the next.
+
+Every windowed step (its op's `windows` facet) gets an L1 tile (memory.tiling); a layer
+that runs between L2 tensors (`l2_traffic`: add, concat) moves each of its bytes once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from edgebuild.core.geometry import Shape, pooled
+from edgebuild.memory import arena, tiling
+from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import LayerBase, Role
+
+VERSION = 1  # of plan.json's layout (schemas/plan.schema.json)
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A layer's pooled input (fused pooling), live only at its own step."""
+
+    name: str
+    bytes: int
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "bytes": self.bytes, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """The L1 tile of a windowed pass (see memory.tiling.Tile)."""
+
+    rows: int
+    channels: int
+    tiles: int
+    slot_bytes: int
+    l1_bytes: int
+    bytes_in: int
+    bytes_out: int
+    tiled: bool
+
+    @classmethod
+    def of(cls, tile: tiling.Tile) -> TileChoice:
+        return cls(tile.rows, tile.channels, tile.tiles, tile.slot_bytes, tile.l1_bytes,
+                   tile.bytes_in, tile.bytes_out, tile.tiled)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One deployed layer: which tensors it reads and writes, and how it uses L1."""
+
+    step: int
+    layer: str
+    op: str
+    inputs: tuple[str, ...]
+    output: str
+    bytes: int
+    scratch: Scratch | None = None
+    state_bytes: int | None = None  # a window kept across inferences (outside the arena)
+    tiles: dict[str, TileChoice] = field(default_factory=dict)  # "tile" / "pool_tile"
+    double_buffer: bool = False
+
+    def tile(self, key: str = "tile") -> TileChoice | None:
+        """The pass's tile when it is really tiled (None when it runs whole)."""
+        choice = self.tiles.get(key)
+        return choice if choice is not None and choice.tiled else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "step": self.step, "layer": self.layer, "op": self.op, "inputs": list(self.inputs),
+            "output": self.output, "bytes": self.bytes, "double_buffer": self.double_buffer,
+            "scratch": None if self.scratch is None else self.scratch.to_json()}
+        if self.state_bytes is not None:
+            out["state_bytes"] = self.state_bytes
+        out.update({key: choice.to_json() for key, choice in self.tiles.items()})
+        return out
+
+
+@dataclass(frozen=True)
+class PlacedTensor:
+    name: str
+    bytes: int
+    offset: int
+    first: int
+    last: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The plan's memory figures (report.json `metrics.memory`)."""
+
+    arena_bytes: int
+    state_bytes: int
+    arena_lower_bound: int
+    l2_budget: int
+    l1_peak: int
+    l1_budget: int
+    traffic_bytes: int
+    traffic_lower_bound: int
+    tiled_layers: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**vars(self), "tiled_layers": list(self.tiled_layers)}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    arena_bytes: int
+    arena_lower_bound: int
+    state_bytes: int
+    alignment: int
+    weight_bytes: int
+    output: str
+    tensors: tuple[PlacedTensor, ...]
+    steps: tuple[Step, ...]
+    views: dict[str, str]
+    memory: Totals | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"arena_bytes": self.arena_bytes, "arena_lower_bound": self.arena_lower_bound,
+               "state_bytes": self.state_bytes, "alignment": self.alignment,
+               "weight_bytes": self.weight_bytes, "output": self.output,
+               "tensors": [t.to_json() for t in self.tensors],
+               "steps": [s.to_json() for s in self.steps], "views": dict(self.views)}
+        if self.memory is not None:
+            out["memory"] = self.memory.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MemoryPlan:
+        memory = data.get("memory")
+        return cls(data["arena_bytes"], data["arena_lower_bound"], data["state_bytes"],
+                   data["alignment"], data["weight_bytes"], data["output"],
+                   tuple(PlacedTensor(**t) for t in data["tensors"]),
+                   tuple(_step_from_json(s) for s in data["steps"]), dict(data["views"]),
+                   None if memory is None else Totals(**{
+                       **memory, "tiled_layers": tuple(memory["tiled_layers"])}))
+
+
+def _step_from_json(data: dict[str, Any]) -> Step:
+    scratch = data["scratch"]
+    return Step(data["step"], data["layer"], data["op"], tuple(data["inputs"]), data["output"],
+                data["bytes"],
+                None if scratch is None else Scratch(scratch["name"], scratch["bytes"],
+                                                     tuple(scratch["shape"])),
+                data.get("state_bytes"),
+                {key: TileChoice(**data[key]) for key in ("tile", "pool_tile") if key in data},
+                data.get("double_buffer", False))
+
+
+def element_bytes(layer: LayerBase) -> int:
+    return 4 if getattr(layer, "wide", False) else 1
+
+
+def _step(index: int, layer: LayerBase, node: graphs.Node, inputs: list[str]) -> Step:
+    stream = OPS[layer.op].stream
+    scratch = None
+    pool = getattr(layer, "pool", None)
+    if pool is not None:
+        shape = pooled(node.in_shapes[0], pool, len(node.in_shapes[0]) - 1)
+        scratch = Scratch(f"{layer.name}_pooled", math.prod(shape), tuple(shape))
+    return Step(index, layer.name, layer.op, tuple(inputs), layer.name,
+                math.prod(node.out_shape) * element_bytes(layer), scratch,
+                None if stream is None else stream.state_bytes(layer, node.out_shape))
+
+
+def steps(layers: Sequence[LayerBase], graph: graphs.Graph) -> tuple[list[Step], dict[str, str]]:
+    """(steps, alias of view tensors) for the deployed layers."""
+    records, alias = [], {}
+    nodes = {node.name: node for node in graph.nodes}
+    for index, layer in enumerate(layers, start=1):
+        node = nodes[layer.name]
+        inputs = [alias.get(name, name) for name in node.inputs]
+        if OPS[layer.op].role is Role.view:
+            alias[layer.name] = inputs[0]
+            continue
+        records.append(_step(index, layer, node, inputs))
+    return records, alias
+
+
+def tensors(model_input: Shape, records: Sequence[Step], output: str) -> list[arena.Tensor]:
+    last_read: dict[str, int] = {}
+    for record in records:
+        for name in record.inputs:
+            last_read[name] = record.step
+    end = records[-1].step + 1
+    found = [arena.Tensor("input", math.prod(model_input), 0, last_read.get("input", 0))]
+    for record in records:
+        name = record.output
+        found.append(arena.Tensor(name, record.bytes, record.step,
+                                  end if name == output else last_read.get(name, record.step)))
+        if record.scratch:
+            found.append(arena.Tensor(record.scratch.name, record.scratch.bytes, record.step,
+                                      record.step))
+    return found
+
+
+def make_plan(input_shape: Shape, layers: Sequence[LayerBase], weight_bytes: int) -> MemoryPlan:
+    """The plan of deployed (folded) layers: steps, tensors with offsets, sizes."""
+    graph, _ = graphs.build(tuple(input_shape), tuple(layers))
+    assert graph is not None
+    records, alias = steps(layers, graph)
+    output = alias.get(layers[-1].name, layers[-1].name)
+    found = tensors(input_shape, records, output)
+    placements = arena.place(found)
+    clashes = arena.conflicts(placements)
+    if clashes:
+        raise AssertionError(f"arena placement overlaps live tensors: {clashes}")
+    return MemoryPlan(
+        arena.size(placements), arena.lower_bound(found),
+        sum(record.state_bytes or 0 for record in records), arena.ALIGN, weight_bytes, output,
+        tuple(PlacedTensor(p.tensor.name, p.tensor.bytes, p.offset, p.tensor.first,
+                           p.tensor.last) for p in placements),
+        tuple(records), alias)
+
+
+@dataclass(frozen=True)
+class TooSmall:
+    """A layer whose smallest tile does not fit the L1 budget."""
+
+    layer: str
+    smallest_l1: int
+
+
+def tile_steps(input_shape: Shape, layers: Sequence[LayerBase], plan: MemoryPlan, l1: int,
+               l2: int, double_buffer: bool) -> tuple[MemoryPlan, list[TooSmall]]:
+    """The plan with an L1 tile on every windowed step and its memory totals, and the
+    layers that cannot fit `l1` at all."""
+    graph, _ = graphs.build(tuple(input_shape), tuple(layers))
+    assert graph is not None
+    nodes = {node.name: node for node in graph.nodes}
+    specs = {layer.name: layer for layer in layers}
+    problems: list[TooSmall] = []
+    tiles: list[tiling.Tile] = []
+    lower = 0
+    new_steps = []
+    for step in plan.steps:
+        layer, node = specs[step.layer], nodes[step.layer]
+        chosen: dict[str, TileChoice] = {}
+        for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+            lower += tiling.whole(window)  # every input, weight and output byte once
+            tile = tiling.choose(layer.name, window, l1, double_buffer)
+            if tile is None:
+                problems.append(TooSmall(layer.name, tiling.smallest_l1(window, double_buffer)))
+                continue
+            chosen[key] = TileChoice.of(tile)
+            tiles.append(tile)
+        if OPS[layer.op].l2_traffic:  # streamed between L2 tensors
+            moved = sum(math.prod(s) for s in node.in_shapes)
+            lower += moved + math.prod(node.out_shape)
+            tiles.append(tiling.Tile(layer.name, 0, 0, 1, 0, 0, moved,
+                                     math.prod(node.out_shape), False))
+        new_steps.append(replace(step, tiles=chosen, double_buffer=double_buffer))
+    totals = Totals(plan.arena_bytes, plan.state_bytes, plan.arena_lower_bound, l2,
+                    max((t.l1_bytes for t in tiles), default=0), l1,
+                    sum(t.bytes_in + t.bytes_out for t in tiles), lower,
+                    tuple(sorted({t.layer for t in tiles if t.tiled})))
+    return replace(plan, steps=tuple(new_steps), memory=totals), problems

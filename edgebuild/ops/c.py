@@ -1,0 +1,123 @@
+"""How an operator's C is written: the record an emitter receives (`CStep`), what it returns
+(`CCode`), and the interface of the static kernels in templates/kernels/ that every emitter
+calls — enum names, parameter structs, tile declarations — written once.
+
+Emitters build strings only; codegen.project decides where they go (declarations before
+`cnn_init`, calls inside `cnn_run_steps`, preludes once after the L1 scratchpad).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from edgebuild.core.geometry import Plane, Shape
+from edgebuild.core.numerics import QuantParams, pool_rounding, requantize_rounding
+
+
+@dataclass(frozen=True)
+class Tile:
+    """The L1 tile the plan chose for a tiled pass: output rows x output channels."""
+
+    rows: int
+    channels: int
+
+
+@dataclass(frozen=True)
+class CStep:
+    """One deployed step as its emitter sees it. `inputs`/`output`/`scratch` are C
+    expressions of arena tensors; `tile`/`pool_tile` are set when the plan tiles the layer
+    (or its fused input pooling) through L1; `optimized`: the target has the Cortex-M4
+    dual-MAC kernels."""
+
+    layer: Any
+    in_shapes: tuple[Shape, ...]
+    out_shape: Shape
+    quant: QuantParams | None
+    rounding: str
+    inputs: tuple[str, ...]
+    output: str
+    scratch: str | None
+    tile: Tile | None
+    pool_tile: Tile | None
+    double_buffer: bool
+    optimized: bool
+    state: str | None = None  # the static array of a layer's state kept across inferences
+
+    def symbol(self, kind: str) -> str:
+        """The C name of this layer's object `kind` (W weights, B bias, P params, ...)."""
+        return f"{kind}_{self.layer.name}"
+
+
+@dataclass(frozen=True)
+class CCode:
+    """An emitter's result. `preludes`: (order, text) blocks the project needs once, placed
+    after the L1 scratchpad in `order` (the same block from several layers appears once)."""
+
+    decls: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+    preludes: tuple[tuple[int, str], ...] = ()
+
+    def __add__(self, other: CCode) -> CCode:
+        return CCode(self.decls + other.decls, self.calls + other.calls,
+                     self.preludes + other.preludes)
+
+
+def rounding_name(mode: str) -> str:
+    """EB_ROUND_HALF_UP / EB_ROUND_FLOOR / EB_ROUND_TRUNC (eb_kernels.h)."""
+    return f"EB_ROUND_{mode.upper()}"
+
+
+def act_name(act: Any) -> str:
+    """EB_ACT_NONE / EB_ACT_RELU / EB_ACT_ABS (eb_kernels.h)."""
+    return f"EB_ACT_{str(act.value if hasattr(act, 'value') else act).upper()}"
+
+
+def pool_mode_name(mode: Any) -> str:
+    """EB_POOL_MAX / EB_POOL_AVG (eb_kernels.h)."""
+    return f"EB_POOL_{str(mode.value).upper()}"
+
+
+def requantize(step: CStep) -> str:
+    """`shift, rounding, act` arguments of a narrow (int8) compute kernel."""
+    assert step.quant is not None
+    return (f"{step.quant.shift}, {rounding_name(requantize_rounding(step.rounding))}, "
+            f"{act_name(step.layer.act)}")
+
+
+def tile_decl(symbol: str, tile: Tile, double_buffer: bool) -> str:
+    return (f"static const eb_tile {symbol} = {{{tile.rows}, {tile.channels}, "
+            f"{1 if double_buffer else 0}}};")
+
+
+def conv_params(symbol: str, plane: Plane, step: CStep) -> str:
+    """The eb_conv_params of a convolution (eb_kernels.h field order)."""
+    p = plane
+    return (f"static const eb_conv_params {symbol} = {{{p.in_c}, {p.in_h}, {p.in_w}, "
+            f"{p.out_c}, {p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
+            f"{p.pad_h}, {p.pad_w}, {p.dil_h}, {p.dil_w}, {p.groups}, {requantize(step)}}};")
+
+
+def pool_params(symbol: str, plane: Plane, mode: Any, rounding: str) -> str:
+    """The eb_pool_params of a pooling window (eb_kernels.h field order)."""
+    p = plane
+    return (f"static const eb_pool_params {symbol} = {{{p.in_c}, {p.in_h}, {p.in_w}, "
+            f"{p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
+            f"{pool_mode_name(mode)}, {rounding_name(pool_rounding(rounding))}}};")
+
+
+def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: bool,
+              source: str, target: str) -> CCode:
+    """eb_pool2d, whole or through eb_pool2d_tiled (the pool params are declared apart)."""
+    if tile is None:
+        return CCode(calls=(f"eb_pool2d(&{symbol}, {source}, {target});",))
+    return CCode((tile_decl(tile_symbol, tile, double_buffer),),
+                 (f"eb_pool2d_tiled(&{symbol}, &{tile_symbol}, {source}, {target}, "
+                  "eb_l1.bytes);",))
+
+
+def bias_symbol(step: CStep) -> str:
+    """The layer's bias array, or NULL."""
+    assert step.quant is not None
+    return step.symbol("B") if step.quant.bias is not None else "NULL"
+

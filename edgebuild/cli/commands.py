@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
 from edgebuild.pipeline import project as projects
+from edgebuild.pipeline.lock import Lock
 
 
 def _err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def build(args, cwd: Path) -> int:
+def build(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline import cache as caches
     from edgebuild.pipeline import lock as lockfile
     from edgebuild.pipeline import runner as pipeline
@@ -33,15 +35,16 @@ def build(args, cwd: Path) -> int:
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
     if not args.locked:
-        results = {name: {stage: {"key": v["key"], "digest": v["digest"]}
-                          for stage, v in stages.items()} for name, stages in run.outcomes.items()}
+        results: Lock = {name: {stage: {"key": v["key"], "digest": v["digest"]}
+                                for stage, v in stages.items()}
+                         for name, stages in run.outcomes.items()}
         previous = lockfile.read(project.lock_path)
         lockfile.write(project.lock_path,
                        lockfile.merge(previous, results, _kept(project, previous)))
     return EXIT_OK
 
 
-def _kept(project, previous: dict) -> set[str]:
+def _kept(project: projects.Project, previous: Lock) -> set[str]:
     """Lock entries a build keeps: a build of every manifest of the project drops those of
     removed manifests; a build of some (`edgebuild build one.yaml`) keeps the others."""
     built = {Path(m.path) for m in project.manifests}
@@ -50,7 +53,7 @@ def _kept(project, previous: dict) -> set[str]:
     return names if every <= built else names | set(previous)
 
 
-def check(args, cwd: Path) -> int:
+def check(args: argparse.Namespace, cwd: Path) -> int:
     project = projects.load(args.paths, cwd)
     for item in project.manifests:
         summary = item.summary
@@ -59,7 +62,7 @@ def check(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def status(args, cwd: Path) -> int:
+def status(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline import status as statuses
 
     project = projects.load(args.paths, cwd, args.cache_dir)
@@ -74,7 +77,7 @@ def status(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def schema(args, cwd: Path) -> int:
+def schema(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.manifest import schema as schemas
 
     text = schemas.render()
@@ -85,7 +88,7 @@ def schema(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def init(args, cwd: Path) -> int:
+def init(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.cli import scaffold
 
     for path in scaffold.init(Path(args.target), args.name):
@@ -94,7 +97,7 @@ def init(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def export(args, cwd: Path) -> int:
+def export(args: argparse.Namespace, cwd: Path) -> int:
     """Bring codegen up to date (like a build --until codegen), then copy model files."""
     from dataclasses import replace
 
@@ -118,7 +121,7 @@ def export(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def import_ai8x(args, cwd: Path) -> int:
+def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     """`edgebuild import-ai8x`: a manifest (+ integer weights, + known answer) from a MAX7800x
     network description; nothing is overwritten silently (see ai8x.import_network)."""
     from edgebuild.targets.max7800x import ai8x
@@ -131,10 +134,10 @@ def import_ai8x(args, cwd: Path) -> int:
             raise UserError(f"--input {args.input!r}: expected channels and sizes such as "
                             "1,28,28") from None
 
-    def path(value):
+    def path(value: str | None) -> Path | None:
         return None if value is None else cwd / value
 
-    result = ai8x.import_network(path(args.network), checkpoint=path(args.checkpoint),
+    result = ai8x.import_network(cwd / args.network, checkpoint=path(args.checkpoint),
                                  sample=path(args.sample), expected=path(args.expected),
                                  device=args.device, name=args.name, input_shape=shape,
                                  out_dir=cwd / args.output)
@@ -144,7 +147,7 @@ def import_ai8x(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def clean(args, cwd: Path) -> int:
+def clean(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline.cache import remove_tree
 
     root, _ = projects.locate(args.paths, cwd)
@@ -157,11 +160,11 @@ def clean(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def cache(args, cwd: Path) -> int:
+def cache(args: argparse.Namespace, cwd: Path) -> int:
     return {"gc": _gc, "verify": _verify}[args.cache_command](args, cwd)
 
 
-def _referenced(project) -> set[str]:
+def _referenced(project: projects.Project) -> set[str]:
     """Keys the current manifests use: their materialized states and the lock file."""
     from edgebuild.pipeline import lock as lockfile
     from edgebuild.pipeline import outputs
@@ -178,7 +181,7 @@ def _referenced(project) -> set[str]:
     return keep
 
 
-def _gc(args, cwd: Path) -> int:
+def _gc(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.core.fields import parse_bytes
     from edgebuild.pipeline import cache as caches
 
@@ -198,7 +201,7 @@ def _gc(args, cwd: Path) -> int:
     return EXIT_OK
 
 
-def _verify(args, cwd: Path) -> int:
+def _verify(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline import cache as caches
 
     project = projects.load(args.paths, cwd, args.cache_dir)

@@ -10,11 +10,15 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy loads on first use: importing edgebuild stays cheap
+    from numpy.typing import ArrayLike, NDArray
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
-def save(path: Path, **arrays) -> None:
+def save(path: Path, **arrays: ArrayLike) -> None:
     import numpy as np
 
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -27,7 +31,7 @@ def save(path: Path, **arrays) -> None:
             archive.writestr(info, buffer.getvalue())
 
 
-def load(path: Path) -> dict:
+def load(path: Path) -> dict[str, NDArray[Any]]:
     import numpy as np
 
     with np.load(path, allow_pickle=False) as data:

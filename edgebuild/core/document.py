@@ -9,9 +9,10 @@ and counting expanded nodes against a budget.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
 
@@ -25,6 +26,8 @@ MAP_TAG = "tag:yaml.org,2002:map"
 SEQ_TAG = "tag:yaml.org,2002:seq"
 
 Loc = tuple[Any, ...]
+# A mapping's pairs by constructed key: `key -> (key node, value node)`.
+Pairs: TypeAlias = dict[Hashable, tuple[yaml.Node, yaml.Node]]
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,14 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
 class _Builder:
     """Turns a composed node tree into data, positions and diagnostics."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
         self.loader = yaml.SafeLoader("")
         self.positions: dict[Loc, tuple[int, int]] = {}
         self.problems: list[Diagnostic] = []
         self.budget = MAX_EXPANDED_NODES
         self.reported: set[int] = set()  # ids of mapping nodes whose keys were checked
-        self.merged: dict[int, dict] = {}  # id of a merge source -> the pairs it contributes
+        self.merged: dict[int, Pairs] = {}  # id of a merge source -> the pairs it contributes
         self.merging: set[int] = set()  # merge sources being resolved (cycle guard)
 
     def build(self, node: yaml.Node, loc: Loc) -> Any:
@@ -95,14 +98,14 @@ class _Builder:
             return [self.build(item, (*loc, i)) for i, item in enumerate(node.value)]
         return self.loader.construct_object(node, deep=True)
 
-    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
-        out: dict = {}
+    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[Hashable, Any]:
+        out: dict[Hashable, Any] = {}
         for key, (key_node, value_node) in self._pairs(node, loc).items():
             self.positions[(*loc, key)] = _mark(key_node)
             out[key] = self.build(value_node, (*loc, key))
         return out
 
-    def _pairs(self, node: yaml.MappingNode, loc: Loc) -> dict:
+    def _pairs(self, node: yaml.MappingNode, loc: Loc) -> Pairs:
         """`key -> (key node, value node)`: the mapping's own keys (a repeated one is an
         error), then the keys of its `<<: *anchor` merges that it does not set itself
         (YAML merge keys: explicit keys win, earlier merge sources win over later ones).
@@ -111,7 +114,7 @@ class _Builder:
         (exponential for merges of merges) and keeps overridden keys as duplicates."""
         report = id(node) not in self.reported  # a shared node's problems are reported once
         self.reported.add(id(node))
-        pairs: dict = {}
+        pairs: Pairs = {}
         sources: list[yaml.Node] = []
         for key_node, value_node in node.value:
             if key_node.tag == MERGE_TAG:
@@ -138,7 +141,7 @@ class _Builder:
                 pairs.setdefault(key, pair)
         return pairs
 
-    def _merged(self, node: yaml.Node, loc: Loc) -> dict:
+    def _merged(self, node: yaml.Node, loc: Loc) -> Pairs:
         """The pairs a merge source contributes, computed once per node and counted
         against the expansion budget (chains of merges stay linear)."""
         if not isinstance(node, yaml.MappingNode):
@@ -199,8 +202,8 @@ def parse(text: str, name: str) -> Document:
         data = builder.build(node, ())
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
-        raise UserError(Diagnostic(name, f"YAML error: {exc.problem}",
-                                   mark.line + 1, mark.column + 1)) from None
+        line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        raise UserError(Diagnostic(name, f"YAML error: {exc.problem}", line, col)) from None
     except RecursionError:
         raise UserError(Diagnostic(name, "YAML nesting is too deep")) from None
     if builder.problems:

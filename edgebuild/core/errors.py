@@ -7,6 +7,7 @@ never with a traceback. A failing stage (a bug, a compiler error) exits with sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 EXIT_OK = 0
@@ -36,7 +37,7 @@ class Diagnostic:
 class UserError(Exception):
     """Carries every diagnostic found, so the user fixes them all in one round."""
 
-    def __init__(self, diagnostics: list[Diagnostic | str] | Diagnostic | str):
+    def __init__(self, diagnostics: Sequence[Diagnostic | str] | Diagnostic | str) -> None:
         if isinstance(diagnostics, str | Diagnostic):
             diagnostics = [diagnostics]
         self.diagnostics = [d if isinstance(d, Diagnostic) else Diagnostic("edgebuild", d)

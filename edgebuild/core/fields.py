@@ -49,7 +49,7 @@ _UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
 MAX_BYTES = 1 << 40
 
 
-def parse_bytes(value: object) -> object:
+def parse_bytes(value: object) -> int:
     """`16KiB` -> 16384, `1MB` -> 1000000, `512` -> 512 (bytes). Binary units are powers of 1024."""
     if isinstance(value, bool):
         raise ValueError("expected a size such as 16384, '16KiB' or '2MiB'")

@@ -32,7 +32,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # numpy and torch load on first use: importing edgebuild stays cheap
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
+
+    Int = TypeVar("Int", bound=np.integer[Any])  # an integer dtype, kept by the operation
 
 
 class Activation(StrEnum):
@@ -110,7 +117,7 @@ class QuantParams:
 
 # ---- numpy (integer reference) -------------------------------------------------------
 
-def np_round_shift(acc, shift: int, rounding: str):
+def np_round_shift(acc: NDArray[np.integer[Any]], shift: int, rounding: str) -> NDArray[np.int64]:
     """acc * 2^shift rounded to an integer (int64 in, int64 out)."""
     import numpy as np
 
@@ -123,7 +130,7 @@ def np_round_shift(acc, shift: int, rounding: str):
     return acc >> right
 
 
-def np_activate(values, act: str):
+def np_activate(values: NDArray[Int], act: str) -> NDArray[Int]:
     import numpy as np
 
     if act == "relu":
@@ -133,17 +140,18 @@ def np_activate(values, act: str):
     return values
 
 
-def np_saturate(values):
+def np_saturate(values: NDArray[Int]) -> NDArray[Int]:
     import numpy as np
 
     return np.clip(values, INT8_MIN, INT8_MAX)
 
 
-def np_requantize(acc, shift: int, rounding: str, act: str):
+def np_requantize(acc: NDArray[np.integer[Any]], shift: int, rounding: str,
+                  act: str) -> NDArray[np.int64]:
     return np_saturate(np_activate(np_round_shift(acc, shift, rounding), act))
 
 
-def np_quantize_inputs(x):
+def np_quantize_inputs(x: NDArray[np.floating[Any]]) -> NDArray[np.int8]:
     """Real values in [-1, 1] -> int8 Q7 inputs (round half up, saturate): the data stage's
     rule, also for drifted data (ondevice.drift)."""
     import numpy as np
@@ -151,7 +159,7 @@ def np_quantize_inputs(x):
     return np.clip(np.floor(128.0 * x + 0.5), -128, 127).astype(np.int8)
 
 
-def np_divide_round(total, count: int, rounding: str):
+def np_divide_round(total: NDArray[Int], count: int, rounding: str) -> NDArray[Int]:
     """total / count with the mode's pooling rule: used by average pooling (integers only)."""
     import numpy as np
 
@@ -163,7 +171,8 @@ def np_divide_round(total, count: int, rounding: str):
     return total // count
 
 
-def np_quantize_weights(weights, scale_exp: int, bits: int, rounding: str = "half_up"):
+def np_quantize_weights(weights: NDArray[np.floating[Any]], scale_exp: int, bits: int,
+                        rounding: str = "half_up") -> NDArray[np.int64]:
     """Real weights -> integers in the bit width's range (round half up, saturate)."""
     import numpy as np
 
@@ -172,7 +181,8 @@ def np_quantize_weights(weights, scale_exp: int, bits: int, rounding: str = "hal
     return np.clip(np.floor(scaled + 0.5), low, high).astype(np.int64)
 
 
-def np_quantize_bias(bias, scale_exp: int, bits: int, bias_bits: int, bias_scale_log2: int = 0):
+def np_quantize_bias(bias: NDArray[np.floating[Any]], scale_exp: int, bits: int, bias_bits: int,
+                     bias_scale_log2: int = 0) -> NDArray[np.int64]:
     """Real bias -> accumulator units 2^(-7 + s - (b-1)): a `bias_bits` integer times
     2^bias_scale_log2 (rounded half up, saturated)."""
     import numpy as np
@@ -186,7 +196,7 @@ def np_quantize_bias(bias, scale_exp: int, bits: int, bias_bits: int, bias_scale
 
 # ---- torch (training and fake quantization) ------------------------------------------
 
-def torch_round(values, rounding: str):
+def torch_round(values: torch.Tensor, rounding: str) -> torch.Tensor:
     """Round with a straight-through gradient (identity backward)."""
     import torch
 
@@ -195,7 +205,7 @@ def torch_round(values, rounding: str):
     return values + (rounded - values).detach()
 
 
-def torch_pool_round(values, rounding: str):
+def torch_pool_round(values: torch.Tensor, rounding: str) -> torch.Tensor:
     """Average pooling's rounding (the mode's pooling rule), straight-through gradient."""
     import torch
 
@@ -207,7 +217,7 @@ def torch_pool_round(values, rounding: str):
     return values + (rounded - values).detach()
 
 
-def torch_activate(values, act: str):
+def torch_activate(values: torch.Tensor, act: str) -> torch.Tensor:
     import torch
 
     if act == "relu":
@@ -217,7 +227,7 @@ def torch_activate(values, act: str):
     return values
 
 
-def torch_requantize(pre, rounding: str, act: str):
+def torch_requantize(pre: torch.Tensor, rounding: str, act: str) -> torch.Tensor:
     """Real pre-activation -> real Q7 output on the 1/128 grid (the integer path in real units)."""
     import torch
 
@@ -226,7 +236,7 @@ def torch_requantize(pre, rounding: str, act: str):
     return torch.clamp(q, INT8_MIN, INT8_MAX) / ACT_SCALE
 
 
-def torch_clamp_float(values, act: str):
+def torch_clamp_float(values: torch.Tensor, act: str) -> torch.Tensor:
     """Float training's hardware-aware clamp to the Q7 range [-1, 127/128] (Hardtanh, whose
     backward is cheaper than torch.clamp's)."""
     import torch.nn.functional as F
@@ -234,7 +244,8 @@ def torch_clamp_float(values, act: str):
     return F.hardtanh(torch_activate(values, act), INT8_MIN / ACT_SCALE, INT8_MAX / ACT_SCALE)
 
 
-def torch_scale_exponent(weights, quantile: float, limits: tuple[int, int] = SHIFT_RANGE) -> int:
+def torch_scale_exponent(weights: torch.Tensor, quantile: float,
+                         limits: tuple[int, int] = SHIFT_RANGE) -> int:
     """The weight scale exponent from a quantile of |w| (1.0 = the maximum)."""
     import torch
 
@@ -243,7 +254,7 @@ def torch_scale_exponent(weights, quantile: float, limits: tuple[int, int] = SHI
     return scale_exponent(float(threshold), limits)
 
 
-def torch_fake_weights(weights, scale_exp: int, bits: int):
+def torch_fake_weights(weights: torch.Tensor, scale_exp: int, bits: int) -> torch.Tensor:
     """Weights on the quantized grid w_q * 2^(s-(b-1)), straight-through gradient."""
     import torch
 
@@ -253,7 +264,8 @@ def torch_fake_weights(weights, scale_exp: int, bits: int):
     return q * step
 
 
-def torch_fake_bias(bias, scale_exp: int, bits: int, bias_bits: int, bias_scale_log2: int = 0):
+def torch_fake_bias(bias: torch.Tensor, scale_exp: int, bits: int, bias_bits: int,
+                    bias_scale_log2: int = 0) -> torch.Tensor:
     import torch
 
     step = 2.0 ** (-7 + output_shift(scale_exp, bits) + bias_scale_log2)

@@ -11,11 +11,17 @@ import importlib.util
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pydantic import Field
 
 from edgebuild.core.fields import Strict
+
+if TYPE_CHECKING:  # numpy loads on first use: `check` never pays for it
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Element = TypeVar("Element", bound=np.generic)
 
 
 class PackageFile(Strict):
@@ -72,7 +78,7 @@ def framed_shape(shape: tuple[int, ...], frames: int | None) -> tuple[int, ...]:
     return (frames, *shape[:-1], shape[-1] // frames)
 
 
-def framed(x, frames: int | None):
+def framed(x: NDArray[Element], frames: int | None) -> NDArray[Element]:
     """Samples (N, ..., T) as clips (N, frames, ..., T / frames): frame k holds the values
     k*T/frames .. (k+1)*T/frames - 1 of every channel, in time order."""
     import numpy as np
@@ -101,11 +107,26 @@ class Probe:
 class Raw:
     """Arrays as read: x float64 (N, *sample_shape); y int64 class indices 0..classes-1."""
 
-    x_train: Any
-    y_train: Any
-    x_test: Any | None
-    y_test: Any | None
+    x_train: NDArray[np.float64]
+    y_train: NDArray[np.int64]
+    x_test: NDArray[np.float64] | None
+    y_test: NDArray[np.int64] | None
     class_names: tuple[str, ...]
+
+
+SpecT = TypeVar("SpecT", bound=CommonFields)
+
+
+class Format(Protocol[SpecT]):
+    """What a format module provides (see the module docstring): the registry's values."""
+
+    Spec: type[SpecT]
+
+    def files(self, spec: SpecT, base: Path) -> list[Path]: ...
+
+    def probe(self, spec: SpecT, base: Path) -> Probe: ...
+
+    def load(self, spec: SpecT, base: Path) -> Raw: ...
 
 
 def resolve(ref: FileRef, base: Path) -> Path:

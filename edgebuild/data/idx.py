@@ -7,9 +7,10 @@ big-endian uint32. Images (N, H, W) become samples of shape (1, H, W).
 from __future__ import annotations
 
 import gzip
+import io
 import struct
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -22,6 +23,10 @@ from edgebuild.data.dataset import (
     existing,
     resolve,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -38,7 +43,7 @@ def _refs(spec: IdxSpec) -> list[FileRef]:
     refs = [spec.train_images, spec.train_labels]
     if (spec.test_images is None) != (spec.test_labels is None):
         raise DataFileError("dataset", "give both test_images and test_labels, or neither")
-    if spec.test_images is not None:
+    if spec.test_images is not None and spec.test_labels is not None:
         refs += [spec.test_images, spec.test_labels]
     return refs
 
@@ -47,13 +52,13 @@ def files(spec: IdxSpec, base: Path) -> list[Path]:
     return [existing(resolve(ref, base)) for ref in _refs(spec)]
 
 
-def _open(path: Path):
+def _open(path: Path) -> io.BufferedIOBase:
     with open(path, "rb") as handle:
         compressed = handle.read(2) == b"\x1f\x8b"
     return gzip.open(path, "rb") if compressed else open(path, "rb")
 
 
-def _header(path: Path, handle) -> tuple[str, tuple[int, ...]]:
+def _header(path: Path, handle: io.BufferedIOBase) -> tuple[str, tuple[int, ...]]:
     head = handle.read(4)
     if len(head) != 4 or head[:2] != b"\0\0" or head[2] not in TYPES or head[3] == 0:
         raise DataFileError(path, "not an idx file (bad magic number)")
@@ -63,7 +68,7 @@ def _header(path: Path, handle) -> tuple[str, tuple[int, ...]]:
     return TYPES[head[2]], struct.unpack(f">{head[3]}I", dims)
 
 
-def read(path: Path):
+def read(path: Path) -> NDArray[Any]:
     import numpy as np
 
     try:
@@ -83,7 +88,7 @@ def _sample_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (1, *shape[1:]) if len(shape) == 3 else tuple(shape[1:])
 
 
-def _pair(images: Path, labels: Path):
+def _pair(images: Path, labels: Path) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     import numpy as np
 
     x, y = read(images), read(labels)
@@ -100,7 +105,7 @@ def load(spec: IdxSpec, base: Path) -> Raw:
     x_train, y_train = _pair(paths[0], paths[1])
     x_test, y_test = _pair(paths[2], paths[3]) if len(paths) == 4 else (None, None)
     classes = np.unique(y_train)
-    if x_test is not None and not set(np.unique(y_test)) <= set(classes):
+    if y_test is not None and not set(np.unique(y_test)) <= set(classes):
         raise DataFileError(paths[3], "test labels include classes never seen in training")
     remap = np.searchsorted(classes, y_train), None if y_test is None else np.searchsorted(
         classes, y_test)

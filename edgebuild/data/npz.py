@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -22,6 +22,13 @@ from edgebuild.data.dataset import (
     resolve,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    # x_train, y_train, x_test, y_test: the last two None when the file has one pool
+    Arrays = tuple[NDArray[Any], NDArray[Any], NDArray[Any] | None, NDArray[Any] | None]
+
 
 class NpzSpec(CommonFields):
     format: Literal["npz"]
@@ -32,7 +39,7 @@ def files(spec: NpzSpec, base: Path) -> list[Path]:
     return [existing(resolve(spec.path, base))]
 
 
-def _arrays(path: Path) -> dict:
+def _arrays(path: Path) -> dict[str, NDArray[Any]]:
     import numpy as np
 
     try:
@@ -46,16 +53,16 @@ def _arrays(path: Path) -> dict:
         raise DataFileError(path, f"not a readable .npz file ({exc})") from None
 
 
-def _pick(path: Path, arrays: dict) -> tuple:
+def _pick(path: Path, arrays: dict[str, NDArray[Any]]) -> Arrays:
     if {"x_train", "y_train", "x_test", "y_test"} <= arrays.keys():
-        return tuple(arrays[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+        return arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"]
     if {"x", "y"} <= arrays.keys():
         return arrays["x"], arrays["y"], None, None
     raise DataFileError(path, f"needs arrays x, y (or x_train, y_train, x_test, y_test); "
                               f"found {sorted(arrays)}")
 
 
-def _labels(path: Path, name: str, x, y):
+def _labels(path: Path, name: str, x: NDArray[Any], y: NDArray[Any]) -> None:
     import numpy as np
 
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.number):
@@ -74,14 +81,14 @@ def load(spec: NpzSpec, base: Path) -> Raw:
     path = files(spec, base)[0]
     x_train, y_train, x_test, y_test = _pick(path, _arrays(path))
     _labels(path, "train", x_train, y_train)
-    if x_test is not None:
+    if x_test is not None and y_test is not None:
         _labels(path, "test", x_test, y_test)
         if x_test.shape[1:] != x_train.shape[1:]:
             raise DataFileError(path, f"x_test samples {list(x_test.shape[1:])} differ from "
                                       f"x_train samples {list(x_train.shape[1:])}")
     classes = np.unique(y_train)
     index = {int(c): i for i, c in enumerate(classes)}
-    def remap(y):
+    def remap(y: NDArray[Any]) -> NDArray[np.int64]:
         unknown = sorted(set(np.unique(y).tolist()) - index.keys())
         if unknown:
             raise DataFileError(path, f"test labels {unknown[:5]} never occur in training data")

@@ -8,7 +8,7 @@ series are supported (a model input has one fixed length). Samples are (dimensio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -21,6 +21,10 @@ from edgebuild.data.dataset import (
     existing,
     resolve,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 
 class TsSpec(CommonFields):
@@ -72,12 +76,13 @@ def _series(path: Path, number: int, line: str) -> tuple[list[list[float]], str]
     return values, label.strip()
 
 
-def read(path: Path):
+def read(path: Path) -> tuple[NDArray[np.float64], NDArray[np.int64], tuple[str, ...]]:
     import numpy as np
 
     lines = _read_text(path)
     labels, start = _header(path, lines)
-    xs, ys = [], []
+    xs: list[NDArray[np.float64]] = []
+    ys: list[int] = []
     for number in range(start, len(lines)):
         if not lines[number].strip():
             continue

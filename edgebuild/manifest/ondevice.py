@@ -142,13 +142,13 @@ class Ondevice(Strict):
 SUPPORTED: dict[str, str] = {"sgd": "sgd with lr and momentum", "adam": "adam with lr, betas, eps"}
 
 
-def unsupported(optimizer: DeviceOptimizer) -> list[tuple[tuple, str]]:
+def unsupported(optimizer: DeviceOptimizer) -> list[tuple[tuple[str | int, ...], str]]:
     """(path below `ondevice.optimizer`, message) for each option the device cannot do."""
     kind, settings = optimizer.kind, optimizer.settings
     allowed = "; ".join(SUPPORTED.values())
     if kind not in SUPPORTED:
         return [((kind,), f"{kind} is not supported on the device (supported: {allowed})")]
-    found = []
+    found: list[tuple[tuple[str | int, ...], str]] = []
     for field, off in (("nesterov", False), ("weight_decay", 0.0), ("amsgrad", False)):
         if getattr(settings, field, off) != off:
             found.append(((kind, field), f"{field} is not supported on the device "

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+from edgebuild.core.jsontypes import JSONObject
 from edgebuild.manifest import SCHEMA_ID, Manifest
 
 
-def generate() -> dict:
+def generate() -> JSONObject:
     schema = Manifest.model_json_schema(by_alias=True, mode="validation")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
             "title": "edgebuild manifest", **schema}

@@ -12,19 +12,25 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
 from edgebuild.pipeline import outputs
+from edgebuild.pipeline.cache import KeyMaterial
+from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages import STAGES, upstream
+
+if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it
+    from edgebuild.pipeline.validation import Checked
 
 
 @dataclass(frozen=True)
 class Outcome:
     stage: str
-    status: str  # "uptodate" | "restored" | "built"
+    status: Literal["uptodate", "restored", "built"]
     key: str
     digest: str
     seconds: float
@@ -71,7 +77,7 @@ def _ask_version(path: str) -> str:
 
 
 def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: Path,
-                 upstream_digests: dict[str, str] | None = None) -> dict:
+                 upstream_digests: dict[str, str] | None = None) -> KeyMaterial:
     """Everything that may change the stage's output, as plain JSON (DESIGN §4)."""
     if upstream_digests is None:
         upstream_digests = {}
@@ -95,8 +101,8 @@ def _content(path: Path, cache_root: Path, resolved: Resolved) -> str:
                         f"({exc.strerror})") from None
 
 
-def realize(checked, stage_name: str, build_dir: Path, cache_root: Path,
-            locked: dict | None = None) -> Outcome:
+def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
+            locked: LockEntry | None = None) -> Outcome:
     """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`)."""
     from edgebuild.pipeline.resolved import from_checked
 
@@ -112,8 +118,8 @@ def realize(checked, stage_name: str, build_dir: Path, cache_root: Path,
         return _realize(checked, stage, key, material, build_dir, cache_root, locked, start)
 
 
-def _realize(checked, stage: Stage, key: str, material: dict, build_dir: Path,
-             cache_root: Path, locked: dict | None, start: float) -> Outcome:
+def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, build_dir: Path,
+             cache_root: Path, locked: LockEntry | None, start: float) -> Outcome:
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
@@ -134,7 +140,8 @@ def _realize(checked, stage: Stage, key: str, material: dict, build_dir: Path,
                    time.perf_counter() - start)
 
 
-def _check_lock(stage: str, field: str, value: str, locked: dict | None) -> None:
+def _check_lock(stage: str, field: Literal["key", "digest"], value: str,
+                locked: LockEntry | None) -> None:
     if locked is None:
         return
     expected = locked.get(field)

@@ -20,22 +20,33 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from filelock import FileLock
 
-from edgebuild.core.errors import UserError
+from edgebuild.core.errors import StageFailed, UserError
+from edgebuild.core.jsontypes import JSONObject
 
 SCHEME = 1
 LOCK_TIMEOUT_S = 3600.0
 
 
-def canonical(obj: Any) -> bytes:
+class KeyMaterial(TypedDict):
+    """Everything that may change a stage's output (DESIGN §4); its hash is the cache key."""
+
+    stage: str
+    version: int
+    config: JSONObject  # the stage's resolved settings, plus `files`: its data files' digests
+    upstream: dict[str, str]  # upstream stage -> its output digest
+    tools: dict[str, str]  # package or `cmd:NAME` -> version
+
+
+def canonical(obj: object) -> bytes:
     """Canonical JSON: sorted keys, compact separators — the only form ever hashed."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def key_of(material: dict) -> str:
+def key_of(material: KeyMaterial) -> str:
     """The one cache-key function: sha256 of the canonical key material."""
     return hashlib.sha256(canonical({"scheme": SCHEME, **material})).hexdigest()
 
@@ -69,7 +80,7 @@ class Entry:
     path: Path
     digest: str
     files: dict[str, str]
-    material: dict
+    material: KeyMaterial
 
     @property
     def out(self) -> Path:
@@ -107,7 +118,7 @@ class Cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
 
-    def publish(self, stage: str, key: str, material: dict,
+    def publish(self, stage: str, key: str, material: KeyMaterial,
                 build: Callable[[Path], None]) -> tuple[Entry, bool]:
         """Return the entry for `key`, building it once under a lock. `True` = built now."""
         with self.lock(stage, key):
@@ -116,7 +127,8 @@ class Cache:
                 return entry, False
             return self._build(stage, key, material, build), True
 
-    def _build(self, stage: str, key: str, material: dict, build: Callable[[Path], None]) -> Entry:
+    def _build(self, stage: str, key: str, material: KeyMaterial,
+               build: Callable[[Path], None]) -> Entry:
         temp = self.root / "tmp" / f"{stage}-{key[:12]}-{uuid.uuid4().hex[:8]}"
         try:
             (temp / "out").mkdir(parents=True)
@@ -134,7 +146,11 @@ class Cache:
         finally:
             if temp.exists():
                 remove_tree(temp)
-        return self.lookup(stage, key)
+        entry = self.lookup(stage, key)
+        if entry is None:  # deleted (`cache gc`, `clean --cache`) the moment it was published
+            raise StageFailed(f"cache entry {self.entry_path(stage, key)} vanished right after "
+                              "it was published; build again")
+        return entry
 
     def entries(self) -> list[Entry]:
         found = []
@@ -175,7 +191,7 @@ def touch(entry: Entry) -> None:
         (entry.path / "used").touch()
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def _write_json(path: Path, obj: object) -> None:
     path.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
@@ -198,7 +214,7 @@ def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) ->
     re-reads megabytes nor runs subprocesses, and any change to the file recomputes it."""
     path = Path(path).resolve()
     info = path.stat()
-    fingerprint = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
+    fingerprint: list[str | int] = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
     known = _REMEMBERED.get(tuple(fingerprint))  # the same file keyed by several manifests
     if known is not None:
         return known
@@ -217,7 +233,7 @@ def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) ->
     return value
 
 
-_REMEMBERED: dict[tuple, str] = {}  # per process: fingerprint -> value
+_REMEMBERED: dict[tuple[str | int, ...], str] = {}  # per process: fingerprint -> value
 
 
 def file_digest(path: Path, root: Path) -> str:

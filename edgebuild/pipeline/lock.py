@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeAlias, TypedDict
 
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline.cache import write_atomic
@@ -15,7 +16,18 @@ from edgebuild.pipeline.cache import write_atomic
 VERSION = 1
 
 
-def read(path: Path) -> dict[str, dict[str, dict[str, str]]]:
+class LockEntry(TypedDict, total=False):
+    """One stage of one manifest. A lock file always has both fields; the expectation for a
+    stage the lock does not know is empty (then every value differs from it)."""
+
+    key: str
+    digest: str
+
+
+Lock: TypeAlias = dict[str, dict[str, LockEntry]]  # manifest name -> stage -> entry
+
+
+def read(path: Path) -> Lock:
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
@@ -27,12 +39,12 @@ def read(path: Path) -> dict[str, dict[str, dict[str, str]]]:
     return raw["manifests"]
 
 
-def write(path: Path, manifests: dict[str, dict[str, dict[str, str]]]) -> None:
+def write(path: Path, manifests: Lock) -> None:
     body = {"version": VERSION, "manifests": manifests}
     write_atomic(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
 
 
-def merge(previous: dict, results: dict, keep: set[str]) -> dict:
+def merge(previous: Lock, results: Lock, keep: set[str]) -> Lock:
     """Update the built manifests' stages; drop manifests that no longer exist."""
     merged = {name: dict(stages) for name, stages in previous.items() if name in keep}
     for name, stages in results.items():

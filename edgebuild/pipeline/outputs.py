@@ -15,19 +15,29 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from filelock import FileLock
 
-from edgebuild.pipeline.cache import LOCK_TIMEOUT_S, Entry, remove_tree, sha256_file, write_atomic
+from edgebuild.pipeline.cache import (
+    LOCK_TIMEOUT_S,
+    Entry,
+    KeyMaterial,
+    remove_tree,
+    sha256_file,
+    write_atomic,
+)
+
+FileStat: TypeAlias = list[int | str]  # [size, mtime_ns, sha256], a JSON list
 
 
 @dataclass(frozen=True)
 class State:
     key: str
     digest: str
-    material: dict
-    files: dict[str, list]  # relative path -> [size, mtime_ns, sha256]
-    exports: dict[str, list] | None = None  # build/<name>/<file> copies, same format
+    material: KeyMaterial
+    files: dict[str, FileStat]  # relative path -> [size, mtime_ns, sha256]
+    exports: dict[str, FileStat] | None = None  # build/<name>/<file> copies, same format
 
 
 def state_path(build_dir: Path, stage: str) -> Path:
@@ -59,7 +69,7 @@ def intact(build_dir: Path, stage: str, state: State) -> bool:
     return _unchanged(root, state.files) and _unchanged(build_dir, state.exports or {})
 
 
-def _unchanged(root: Path, files: dict[str, list]) -> bool:
+def _unchanged(root: Path, files: dict[str, FileStat]) -> bool:
     for name, (size, mtime_ns, digest) in files.items():
         try:
             info = (root / name).stat()
@@ -90,7 +100,7 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
     os.replace(temp, dest)
     remove_tree(trash)
     files = {name: _stat(dest / name, digest) for name, digest in entry.files.items()}
-    exported = {}
+    exported: dict[str, FileStat] = {}
     for name in exports:
         if name not in entry.files:
             continue  # an export only some manifests produce (e.g. ai8x/network.yaml)
@@ -107,6 +117,6 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
     return state
 
 
-def _stat(path: Path, digest: str) -> list:
+def _stat(path: Path, digest: str) -> FileStat:
     info = path.stat()
     return [info.st_size, info.st_mtime_ns, digest]

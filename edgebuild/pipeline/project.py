@@ -74,7 +74,8 @@ def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
     cache = Path(cache_dir or os.environ.get(CACHE_ENV) or root / "cache")
     cache = cache if cache.is_absolute() else cwd / cache
     fingerprint = resolutions.code_fingerprint()
-    found, problems = [], []
+    found: list[Resolved] = []
+    problems: list[Diagnostic] = []
     for path in dict.fromkeys(p.resolve() for p in files):
         display = _display(path, cwd)
         try:

@@ -14,10 +14,23 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
+from edgebuild.core.jsontypes import JSONObject
 from edgebuild.pipeline.cache import file_digest, write_atomic
 
+if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it (see above)
+    from edgebuild.pipeline.validation import Checked
+
 RECORD_VERSION = 2
+
+
+class Summary(TypedDict):
+    """What `edgebuild check` prints about a model."""
+
+    layers: int
+    params: int
+    macs: int
 
 
 @dataclass(frozen=True)
@@ -25,9 +38,9 @@ class Resolved:
     name: str
     path: str  # absolute manifest path
     display: str  # as shown in messages
-    configs: dict[str, dict]  # stage -> resolved config (plain JSON)
+    configs: dict[str, JSONObject]  # stage -> resolved config
     files: dict[str, list[str]]  # stage -> data files whose content keys it
-    summary: dict  # layers, params, MACs (for `check`)
+    summary: Summary
 
 
 def code_fingerprint() -> str:
@@ -73,7 +86,7 @@ def remember(resolved: Resolved, cache_root: Path, fingerprint: str) -> None:
         pass  # memoization is an optimization; an unwritable cache is reported by `build`
 
 
-def from_checked(checked) -> Resolved:
+def from_checked(checked: Checked) -> Resolved:
     """Reduce a `validation.Checked` (full pydantic path) to plain data."""
     from edgebuild.pipeline.stages import STAGES
 

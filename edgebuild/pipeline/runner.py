@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, TextIO, TypedDict
 
-from doit.cmd_base import TaskLoader2
+from doit.cmd_base import Command, TaskLoader2
 from doit.doit_cmd import DoitMain
-from doit.exceptions import TaskFailed, UnmetDependency
+from doit.exceptions import BaseFail, TaskFailed, UnmetDependency
 from doit.reporter import ConsoleReporter
-from doit.task import dict_to_task
+from doit.task import Task, dict_to_task
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import builder, outputs
 from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline.lock import Lock, LockEntry
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.stages import STAGES, closure, upstream
@@ -33,11 +36,20 @@ class UserFailure(TaskFailed):
     """A stage met bad user input (exit status 2, not 1)."""
 
 
+class StageRecord(TypedDict):
+    """One stage's outcome: a doit task's values, a `--json` entry, the lock's source."""
+
+    status: Literal["uptodate", "restored", "built"]
+    key: str
+    digest: str
+    seconds: float
+
+
 @dataclass
 class Run:
     """What happened, collected in the main process (the reporter and uptodate checks)."""
 
-    outcomes: dict[str, dict[str, dict]] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, StageRecord]] = field(default_factory=dict)  # manifest, stage
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # task, message, kind
 
     @property
@@ -60,7 +72,7 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
-                 cache_root: str, locked: dict | None) -> dict | TaskFailed:
+                 cache_root: str, locked: LockEntry | None) -> StageRecord | TaskFailed:
     """Runs in a doit worker (possibly another process): plain-data arguments only."""
     from edgebuild.pipeline import validation
 
@@ -76,7 +88,7 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
 
 
 def _uptodate(resolved: Resolved, stage: str, build_dir: Path, cache_root: Path,
-              locked: dict | None):
+              locked: LockEntry | None) -> Callable[[], bool]:
     def check() -> bool:
         start = time.perf_counter()
         try:
@@ -94,12 +106,12 @@ def _uptodate(resolved: Resolved, stage: str, build_dir: Path, cache_root: Path,
     return check
 
 
-def _record(name: str, values: dict) -> None:
+def _record(name: str, values: StageRecord) -> None:
     manifest, stage = _split(name)
-    _RUN.outcomes.setdefault(manifest, {})[stage] = dict(values)
+    _RUN.outcomes.setdefault(manifest, {})[stage] = values.copy()
 
 
-def _tasks(project: Project, until: str | None, lock: dict | None) -> list:
+def _tasks(project: Project, until: str | None, lock: Lock | None) -> list[Task]:
     tasks = []
     for resolved in project.manifests:
         name = resolved.name
@@ -122,38 +134,38 @@ def _tasks(project: Project, until: str | None, lock: dict | None) -> list:
 
 
 class _Loader(TaskLoader2):
-    def __init__(self, tasks: list, dep_file: Path):
+    def __init__(self, tasks: list[Task], dep_file: Path) -> None:
         super().__init__()
         self.tasks, self.dep_file = tasks, dep_file
 
-    def setup(self, opt_values):
+    def setup(self, opt_values: dict[str, object]) -> None:
         pass
 
-    def load_doit_config(self):
+    def load_doit_config(self) -> dict[str, object]:
         return {"dep_file": str(self.dep_file), "backend": "sqlite3", "verbosity": 2,
                 "reporter": StageReporter, "check_file_uptodate": "md5"}
 
-    def load_tasks(self, cmd, pos_args):
+    def load_tasks(self, cmd: Command, pos_args: list[str]) -> list[Task]:
         return self.tasks
 
 
 class StageReporter(ConsoleReporter):
     """One line per stage on stderr: stdout is reserved for `--json`."""
 
-    def __init__(self, outstream, options):
+    def __init__(self, outstream: TextIO, options: Mapping[str, object]) -> None:
         super().__init__(sys.stderr, options)
 
-    def execute_task(self, task):
+    def execute_task(self, task: Task) -> None:
         pass
 
-    def skip_uptodate(self, task):
+    def skip_uptodate(self, task: Task) -> None:
         self._line(task.name, _RUN.outcomes[_split(task.name)[0]][_split(task.name)[1]])
 
-    def add_success(self, task):
+    def add_success(self, task: Task) -> None:
         _record(task.name, task.values)
         self._line(task.name, task.values)
 
-    def add_failure(self, task, fail_info):
+    def add_failure(self, task: Task, fail_info: BaseFail) -> None:
         if isinstance(fail_info, UnmetDependency):
             message, kind = f"skipped: upstream stage {fail_info.message.strip()} failed", "skipped"
         else:
@@ -162,13 +174,13 @@ class StageReporter(ConsoleReporter):
         _RUN.failures.append((task.name, message.strip(), kind))
         self.outstream.write(f"{task.name:<24} FAILED\n{_indent(message)}\n")
 
-    def skip_ignore(self, task):
+    def skip_ignore(self, task: Task) -> None:
         pass
 
-    def complete_run(self):
+    def complete_run(self) -> None:
         self.outstream.flush()
 
-    def _line(self, name: str, values: dict) -> None:
+    def _line(self, name: str, values: StageRecord) -> None:
         label = {"built": "built", "restored": "restored", "uptodate": "up to date"}[values["status"]]
         self.outstream.write(f"{name:<24} {label:<11} {values['seconds']:7.2f}s  "
                              f"{values['key'][:12]}\n")
@@ -180,7 +192,7 @@ def _indent(text: str) -> str:
 
 
 def run(project: Project, until: str | None = None, jobs: int = 1,
-        lock: dict | None = None) -> Run:
+        lock: Lock | None = None) -> Run:
     """Build every stage (up to `until`) of every manifest in the project."""
     global _RUN
     _RUN = Run()

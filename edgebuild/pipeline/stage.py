@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.core.jsontypes import JSONObject
+
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.pipeline.validation import Checked
 
@@ -36,7 +38,7 @@ class Stage:
     name: str
     version: int
     upstream: tuple[str, ...]
-    config: Callable[[Checked], dict]
+    config: Callable[[Checked], JSONObject]
     run: Callable[[Context], None]
     summary: str
     tools: tuple[str, ...] = ()

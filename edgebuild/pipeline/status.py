@@ -10,10 +10,13 @@ against the material recorded with the last materialized output.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, cast
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import builder, outputs
 from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.stages import STAGES, upstream
@@ -22,7 +25,7 @@ from edgebuild.pipeline.stages import STAGES, upstream
 @dataclass(frozen=True)
 class StageStatus:
     stage: str
-    state: str  # "uptodate" | "restore" | "run"
+    state: Literal["uptodate", "restore", "run"]
     key: str | None
     reasons: tuple[str, ...]
 
@@ -41,9 +44,9 @@ def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
             digests[name] = None
             continue
         try:
-            material = builder.key_material(stage, resolved, build_dir, project.cache_root,
-                                            {u: digests[u] for u in upstream(stage,
-                                                                             resolved.configs)})
+            # no upstream is waiting, so none of their digests is None
+            known = cast(dict[str, str], {u: digests[u] for u in upstream(stage, resolved.configs)})
+            material = builder.key_material(stage, resolved, build_dir, project.cache_root, known)
         except (UserError, StageFailed) as exc:
             found.append(StageStatus(name, "run", None, (str(exc),)))
             digests[name] = None
@@ -53,12 +56,13 @@ def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
     return found
 
 
-def _status(name: str, material: dict, build_dir, cache: caches.Cache) -> StageStatus:
+def _status(name: str, material: KeyMaterial, build_dir: Path, cache: caches.Cache) -> StageStatus:
     key = caches.key_of(material)
     if outputs.current(build_dir, name, key) is not None:
         return StageStatus(name, "uptodate", key, ())
     entry = cache.lookup(name, key)
     previous = outputs.read_state(build_dir, name)
+    reasons: tuple[str, ...]
     if previous is not None and previous.key == key:
         reasons = ("output in build/ was modified or deleted",)
     elif previous is None:
@@ -70,15 +74,19 @@ def _status(name: str, material: dict, build_dir, cache: caches.Cache) -> StageS
     return StageStatus(name, "run", key, reasons)
 
 
-def _digest(status: StageStatus, build_dir, cache: caches.Cache) -> str | None:
+def _digest(status: StageStatus, build_dir: Path, cache: caches.Cache) -> str | None:
+    """The stage's output digest where it is known without running it (None: unknown, also
+    when another process removed the state record or cache entry since `_status`)."""
     if status.state == "uptodate":
-        return outputs.read_state(build_dir, status.stage).digest
-    if status.state == "restore":
-        return cache.lookup(status.stage, status.key).digest
+        state = outputs.read_state(build_dir, status.stage)
+        return None if state is None else state.digest
+    if status.state == "restore" and status.key is not None:
+        entry = cache.lookup(status.stage, status.key)
+        return None if entry is None else entry.digest
     return None
 
 
-def diff(old, new, path: str = "") -> list[str]:
+def diff(old: object, new: object, path: str = "") -> list[str]:
     """Human-readable differences between two JSON values, by dotted path."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
@@ -99,6 +107,6 @@ def diff(old, new, path: str = "") -> list[str]:
     return []
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     text = str(value)
     return text if len(text) <= 40 else text[:16] + "..." + text[-8:]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
@@ -24,6 +25,7 @@ from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, framed_shape
 from edgebuild.manifest import Manifest
 from edgebuild.model import graph as graphs
+from edgebuild.ops.operator import LayerBase
 
 
 @dataclass(frozen=True)
@@ -96,11 +98,13 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         raise UserError(problems)
 
 
-def _wof(document: yamlsource.Document, manifest: Manifest, base: Path, layers) -> list:
+def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,
+         layers: tuple[LayerBase, ...]) -> list[Diagnostic]:
     """The starting weights file must match the trainable tensors (magic, version, layout)."""
     from edgebuild.ondevice import trainable as ondevice
     from edgebuild.ondevice import wof
 
+    assert manifest.ondevice is not None and manifest.ondevice.weights is not None  # see caller
     resolved = ondevice.resolve(manifest.ondevice, layers, tuple(manifest.model.input),
                                 manifest.target.memory.l1)
     try:
@@ -123,7 +127,7 @@ def parse(document: yamlsource.Document) -> Manifest:
 
 
 def _schema_diagnostics(document: yamlsource.Document, exc: ValidationError) -> list[Diagnostic]:
-    grouped: dict[tuple, list[str]] = {}
+    grouped: dict[yamlsource.Loc, list[str]] = {}
     for error in exc.errors():
         loc = _data_loc(document.data, error["loc"])
         grouped.setdefault(loc, [])
@@ -134,11 +138,14 @@ def _schema_diagnostics(document: yamlsource.Document, exc: ValidationError) -> 
             for loc, messages in sorted(grouped.items(), key=lambda kv: document.locate(kv[0]))]
 
 
-def _data_loc(data: Any, loc: tuple) -> tuple:
+def _data_loc(data: Any, loc: tuple[int | str, ...]) -> yamlsource.Loc:
     """Drop the union-member tags pydantic inserts (`conv2d`, `int`, ...) to get a data path."""
-    out, node = [], data
+    out: list[int | str] = []
+    node = data
     for part in loc:
-        if isinstance(node, dict) and part in node or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if isinstance(node, dict) and part in node:  # noqa: SIM114 - mypy narrows part per branch
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             node = node[part]
         elif isinstance(node, dict) and loc[-1] == part:
             pass  # a missing or extra key: keep it in the path
@@ -148,7 +155,7 @@ def _data_loc(data: Any, loc: tuple) -> tuple:
     return tuple(out)
 
 
-def _message(error: dict) -> str:
+def _message(error: ErrorDetails) -> str:
     kind, loc = error["type"], error["loc"]
     if kind == "extra_forbidden":
         return _unknown_key(loc)
@@ -162,7 +169,7 @@ def _message(error: dict) -> str:
     return text
 
 
-def _unknown_key(loc: tuple) -> str:
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
     key = str(loc[-1])
     allowed = _allowed_keys(loc[:-1])
     hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
@@ -172,7 +179,7 @@ def _unknown_key(loc: tuple) -> str:
     return text + (f" (allowed: {', '.join(allowed)})" if allowed else "")
 
 
-def _allowed_keys(loc: tuple) -> list[str]:
+def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
     annotation: Any = Manifest
     for part in loc:
         annotation = _step(annotation, part)
@@ -190,7 +197,7 @@ def _strip(annotation: Any) -> Any:
     return annotation
 
 
-def _members(annotation: Any) -> tuple:
+def _members(annotation: Any) -> tuple[Any, ...]:
     annotation = _strip(annotation)
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return tuple(_strip(a) for a in typing.get_args(annotation))
@@ -234,6 +241,7 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
         raise UserError([document.diagnostic(
             ("model", "layers", p.index, *((p.field,) if p.field else ())), p.message)
             for p in problems])
+    assert graph is not None  # graphs.build gives a graph whenever it finds no problem
     return graph
 
 
@@ -249,8 +257,9 @@ def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
         raise UserError(problems)
 
 
-def _sample_mismatch(shape, expected, manifest: Manifest) -> str:
+def _sample_mismatch(shape: tuple[int, ...], expected: tuple[int, ...], manifest: Manifest) -> str:
     """Why the dataset's samples do not fit the model, and what to set."""
+    assert manifest.dataset is not None  # called for a manifest with a dataset only
     frames = graphs.frames(manifest.model.layers)
     have = f"the dataset's samples have shape {list(shape)}"
     if manifest.dataset.frames is not None and frames == 1:
@@ -269,6 +278,7 @@ def _sample_mismatch(shape, expected, manifest: Manifest) -> str:
 def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
              graph: graphs.Graph) -> Probe:
     spec = manifest.dataset
+    assert spec is not None  # called for a manifest with a dataset only
     try:
         probe = FORMATS[spec.format].probe(spec, base)
     except DataFileError as exc:

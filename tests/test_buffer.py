@@ -137,15 +137,15 @@ DRIVER = r"""
 #include "stream.h"
 int main(void)
 {
-    static cnn_output_t out[CNN_OUTPUT_SIZE];
+    static stream_cnn_output_t out[STREAM_CNN_OUTPUT_SIZE];
     int t, i;
-    cnn_init();
+    stream_cnn_init();
     for (t = 0; t < STREAM_FRAMES; ++t) {
-        cnn_load_input(stream[t]);
-        cnn_run();
-        cnn_unload(out);
-        for (i = 0; i < CNN_OUTPUT_SIZE; ++i)
-            printf("%ld%c", (long)out[i], i + 1 < CNN_OUTPUT_SIZE ? ' ' : '\n');
+        stream_cnn_load_input(stream[t]);
+        stream_cnn_run();
+        stream_cnn_unload(out);
+        for (i = 0; i < STREAM_CNN_OUTPUT_SIZE; ++i)
+            printf("%ld%c", (long)out[i], i + 1 < STREAM_CNN_OUTPUT_SIZE ? ' ' : '\n');
     }
     return 0;
 }
@@ -181,7 +181,7 @@ def test_c_keeps_the_window_across_inferences(tmp_path):
     shutil.copytree(root / "build" / "stream" / "codegen" / "model", work)
     rows = ",\n".join("{" + ", ".join(map(str, frame.ravel())) + "}" for frame in stream)
     (work / "stream.h").write_text(f"#define STREAM_FRAMES {len(stream)}\n"
-                                   f"static const int8_t stream[][CNN_INPUT_SIZE] = {{{rows}}};\n")
+                                   f"static const int8_t stream[][STREAM_CNN_INPUT_SIZE] = {{{rows}}};\n")
     (work / "driver.c").write_text(DRIVER)
     sources = sorted(str(p.name) for p in work.glob("*.c"))
     subprocess.run(["cc", "-std=c99", "-O1", "-DEB_HOST", "-I.", "-o", "driver", *sources],

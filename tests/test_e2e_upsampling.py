@@ -56,7 +56,7 @@ def test_c_and_fake_quant_equal_the_integer_reference(project):
 def test_transposed_conv_and_reshape_in_the_c_project(project):
     build = project / "build" / "up"
     cnn = (build / "codegen" / "model" / "cnn.c").read_text()
-    assert "eb_conv_transpose2d(&P_up, T_conv1, W_up, B_up, T_up);" in cnn  # BN gave a bias
+    assert "eb_conv_transpose2d(&P_up, T_conv1, up_w_up, up_b_up, T_up);" in cnn  # BN: a bias
     assert "EB_CONV2D(&P_conv3, T_conv2," in cnn  # the reshape is a view of conv2's output
     plan = json.loads((build / "plan" / "plan.json").read_text())
     assert plan["views"] == {"as_1d": "conv2"}

@@ -549,7 +549,7 @@ def check_zeroed_once(c_text: str) -> list[str]:
     buffers = re.findall(r"^static float ([dg]_\w+)\[\d+\];", code, re.M)
     assert buffers, "no gradient buffers declared"
     bodies = functions(code)
-    start, end = bodies["train_step"]
+    start, end = next(span for name, span in bodies.items() if name.endswith("_train_step"))
     first_backward = BACKWARD_CALL.search(code, start, end)
     assert first_backward, "train_step has no backward call"
     for name in buffers:

@@ -27,7 +27,8 @@ from kernel_abi import layout_probe
 TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
-WARN_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror"]
+WARN_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+              "-DEB_NO_PREFIX"]  # the bare training library: plain names (eb_train.h)
 M4_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 LIBM_ALLOWED = {"expf", "logf", "sqrtf", "fabsf"}
 

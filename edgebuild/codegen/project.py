@@ -9,8 +9,8 @@ hold loops; each layer's declarations and calls come from its operator's `c` fac
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from edgebuild.core.resources import templates_dir
@@ -18,7 +18,7 @@ from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
 from edgebuild.ops import OPS
-from edgebuild.ops.c import CStep, Tile
+from edgebuild.ops.c import CStep, Tile, weight_symbol
 from edgebuild.ops.operator import LayerBase, Unsupported
 
 STACK_BYTES = 8192
@@ -55,7 +55,8 @@ class ProjectSpec:
     device: str
 
 
-def _environment():
+def environment():
+    """The jinja2 environment of every rendered file (glue only: templates hold loops)."""
     import jinja2
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
@@ -73,21 +74,38 @@ def _lines(values) -> list[str]:
             for i in range(0, len(text), VALUES_PER_LINE)]
 
 
-def weight_arrays(model: QuantizedModel) -> list[dict]:
+def weight_arrays(model: QuantizedModel, prefix: str) -> list[dict]:
     arrays = []
     for layer in model.layers:
         quant = model.params.get(layer.name)
         if quant is None:
             continue
-        arrays.append({"symbol": f"W_{layer.name}", "ctype": "int8_t",
+        arrays.append({"symbol": weight_symbol(prefix, "w", layer.name), "ctype": "int8_t",
                        "count": quant.weight.size, "lines": _lines(quant.weight.ravel()),
                        "comment": f"{layer.name}: {quant.bits}-bit weights, shape "
                                   f"{list(quant.weight.shape)}, scale 2^{quant.scale_exp}"})
         if quant.bias is not None:
-            arrays.append({"symbol": f"B_{layer.name}", "ctype": "int32_t",
+            arrays.append({"symbol": weight_symbol(prefix, "b", layer.name), "ctype": "int32_t",
                            "count": quant.bias.size, "lines": _lines(quant.bias.ravel()),
                            "comment": f"{layer.name}: bias, accumulator units"})
     return arrays
+
+
+def prefix(name: str) -> str:
+    """What every global C symbol of a model starts with: its manifest name and "_" (macros
+    use it in upper case), so several models link into one firmware."""
+    return f"{name}_"
+
+
+# A function declared or defined at file scope: `type name(` at the start of a line;
+# static functions, macros and function-pointer typedefs do not match.
+PROTOTYPE = re.compile(r"^(?!static\b|typedef\b|#)[A-Za-z_][\w \t\*]*?\b([a-z]\w*)\s*\(", re.M)
+
+
+def global_symbols(texts: list[str]) -> list[str]:
+    """The global functions of kernel files (headers and sources): what eb_prefix.h renames
+    (tests/test_cproject.py checks the compiled objects define no other global symbol)."""
+    return sorted({name for text in texts for name in PROTOTYPE.findall(text)})
 
 
 def state_symbol(layer: str) -> str:
@@ -107,7 +125,8 @@ def c_step(spec: ProjectSpec, step: Step, layer: LayerBase, node: graphs.Node) -
         scratch=None if step.scratch is None else macro(step.scratch.name),
         tile=_tile(step.tile()), pool_tile=_tile(step.tile("pool_tile")),
         double_buffer=step.double_buffer, optimized=spec.device in OPTIMIZED_DEVICES,
-        state=state_symbol(layer.name) if step.state_bytes else None)
+        state=state_symbol(layer.name) if step.state_bytes else None,
+        prefix=prefix(spec.name))
 
 
 def c_steps(spec: ProjectSpec) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -145,15 +164,19 @@ def scratch_expression(sizes: list[str]) -> str:
 
 def render(spec: ProjectSpec) -> dict[str, str]:
     """Every file of the C project: relative path -> text."""
-    env = _environment()
+    env = environment()
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
     steps, scratch, preludes = c_steps(spec)
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
+    root = templates_dir()
+    kernels = {kernel: (root / "kernels" / kernel).read_text() for kernel in (*headers, *sources)}
     context = {
-        "name": spec.name, "input_size": math.prod(spec.model.input_shape),
+        "name": spec.name, "p": prefix(spec.name), "P": prefix(spec.name).upper(),
+        "kernel_symbols": global_symbols(list(kernels.values())), "prefix_guard": "EB_PREFIX_H",
+        "input_size": math.prod(spec.model.input_shape),
         "frames": graphs.frames(spec.model.layers),
         "states": [{"symbol": state_symbol(step.layer), "bytes": step.state_bytes,
                     "layer": step.layer} for step in spec.plan.steps if step.state_bytes],
@@ -167,7 +190,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "l1_bytes": l1_bytes, "preludes": preludes,
         "optimized": spec.device in OPTIMIZED_DEVICES,
         "kernel_headers": list(headers),
-        "arrays": weight_arrays(spec.model),
+        "arrays": weight_arrays(spec.model, prefix(spec.name)),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
                      "expected": ", ".join(str(int(v)) for v in y.ravel())}
                     for x, y in zip(spec.kat_inputs, spec.kat_expected, strict=True)],
@@ -183,11 +206,10 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "model/cnn.c": env.get_template("project/cnn.c.j2").render(context),
         "model/weights.h": env.get_template("project/weights.h.j2").render(context),
         "model/weights.c": env.get_template("project/weights.c.j2").render(context),
+        "model/eb_prefix.h": env.get_template("project/eb_prefix.h.j2").render(context),
         "kat/kat_vectors.h": env.get_template("project/kat_vectors.h.j2").render(context),
+        "main.c": env.get_template("project/main.c.j2").render(context),
+        "startup_m4.c": (root / "project" / "startup_m4.c").read_text(),
     }
-    root = templates_dir()
-    for static in ("project/main.c", "project/startup_m4.c"):
-        files[Path(static).name] = (root / static).read_text()
-    for kernel in (*headers, *sources):
-        files[f"model/{kernel}"] = (root / "kernels" / kernel).read_text()
+    files.update({f"model/{kernel}": text for kernel, text in kernels.items()})
     return dict(sorted(files.items()))

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgebuild.codegen.project import environment, global_symbols, prefix
 from edgebuild.core.resources import templates_dir
 from edgebuild.ondevice import backward
 from edgebuild.ondevice.memory import Buffer
+from edgebuild.ops.c import initializer
 from edgebuild.ops.operator import TrainKernel
 
 POOL = {"max": 0, "avg": 1}
 VALUES_PER_LINE = 8
-STATIC = ("eb_train.c", "eb_train.h", "eb_wof.c", "eb_wof.h", "train_main.c")
+STATIC = ("eb_train.c", "eb_train.h", "eb_wof.c", "eb_wof.h")
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,23 @@ def _bias(layer: backward.TrainLayer) -> str:
 
 
 def _conv_decl(layer: backward.TrainLayer, batch: int) -> str:
+    """The ebt_conv of a layer (eb_train.h)."""
     c = layer.conv
-    return (f"static const ebt_conv K_{layer.name} = {{{batch}, {c.in_c}, {c.in_h}, {c.in_w}, "
-            f"{c.out_c}, {c.out_h}, {c.out_w}, {c.k_h}, {c.k_w}, {c.stride_h}, {c.stride_w}, "
-            f"{c.pad_h}, {c.pad_w}, {c.dil_h}, {c.dil_w}, {c.groups}}};")
+    assert c is not None
+    return initializer("ebt_conv", f"K_{layer.name}", [("n", batch)] + [
+        (name, getattr(c, name)) for name in (
+            "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h",
+            "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups")])
 
 
 def _pool_decl(layer: backward.TrainLayer, batch: int) -> str:
+    """The ebt_pool of a layer's pooling (eb_train.h)."""
     p = layer.pool
-    return (f"static const ebt_pool Q_{layer.name} = {{{batch}, {p.in_c}, {p.in_h}, {p.in_w}, "
-            f"{p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
-            f"{POOL[layer.pool_mode]}}};")
+    assert p is not None and layer.pool_mode is not None
+    return initializer("ebt_pool", f"Q_{layer.name}", [("n", batch), ("c", p.in_c)] + [
+        (name, getattr(p, name)) for name in (
+            "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", "stride_w")] + [
+        ("mode", POOL[layer.pool_mode])])
 
 
 def declarations(spec: TrainSpec) -> list[str]:
@@ -262,7 +270,8 @@ def context(spec: TrainSpec) -> dict:
                   for name, shape in spec.graph.parameters()]
     steps, batch = spec.inputs.shape[:2]
     return {
-        "name": spec.name, "batch": spec.batch, "steps": steps,
+        "name": spec.name, "p": prefix(spec.name), "P": prefix(spec.name).upper(),
+        "batch": spec.batch, "steps": steps,
         "input_size": spec.input_size, "outputs": spec.graph.output_size,
         "frozen_steps": spec.graph.frozen_steps,
         "boundary": [{"symbol": x(name), "size": size, "offset": spec.offsets[name]}
@@ -297,16 +306,15 @@ def _wof_bytes(spec: TrainSpec) -> int:
 
 def render(spec: TrainSpec) -> dict[str, str]:
     """Every file of the training code (relative to the C project's train/ directory)."""
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)
     values = context(spec)
+    env = environment()
     files = {name: env.get_template(f"train/{name}.j2").render(values)
-             for name in ("train_model.h", "train_model.c", "train_data.h", "Makefile",
-                          "README.md")}
+             for name in ("train_model.h", "train_model.c", "train_data.h", "train_main.c",
+                          "Makefile", "README.md")}
     root = templates_dir() / "train"
     for name in STATIC:
         files[name] = (root / name).read_text()
+    files["eb_train_prefix.h"] = env.get_template("project/eb_prefix.h.j2").render(
+        values, kernel_symbols=global_symbols([files[name] for name in STATIC]),
+        prefix_guard="EBT_PREFIX_H")
     return dict(sorted(files.items()))

@@ -43,10 +43,20 @@ class CStep:
     double_buffer: bool
     optimized: bool
     state: str | None = None  # the static array of a layer's state kept across inferences
+    prefix: str = ""  # of every global symbol: the model's name and "_"
 
     def symbol(self, kind: str) -> str:
-        """The C name of this layer's object `kind` (W weights, B bias, P params, ...)."""
+        """The C name of this layer's file-local object `kind` (P params, T_TILE tile, ...)."""
         return f"{kind}_{self.layer.name}"
+
+    def weights(self, part: str = "w") -> str:
+        """The layer's global weight ("w") or bias ("b") array (weights.h)."""
+        return weight_symbol(self.prefix, part, self.layer.name)
+
+
+def weight_symbol(prefix: str, part: str, layer: str) -> str:
+    """The global array of a layer's weights ("w") or bias ("b"): weights.c defines it."""
+    return f"{prefix}{part}_{layer}"
 
 
 @dataclass(frozen=True)
@@ -85,25 +95,46 @@ def requantize(step: CStep) -> str:
             f"{act_name(step.layer.act)}")
 
 
+def initializer(ctype: str, symbol: str, fields: list[tuple[str, object]]) -> str:
+    """`static const T symbol = {.a = 1, .b = 2, ...};`: designated, so the declaration
+    reads without the struct at hand and survives a field reordering. Wrapped at 96
+    columns, four fields' worth of indentation."""
+    lines, line = [], "   "
+    for name, value in fields:
+        item = f" .{name} = {value},"
+        if len(line) + len(item) > 96:
+            lines.append(line)
+            line = "   "
+        line += item
+    lines.append(line.rstrip(",") + "};")
+    return f"static const {ctype} {symbol} = {{\n" + "\n".join(lines)
+
+
 def tile_decl(symbol: str, tile: Tile, double_buffer: bool) -> str:
-    return (f"static const eb_tile {symbol} = {{{tile.rows}, {tile.channels}, "
-            f"{1 if double_buffer else 0}}};")
+    return initializer("eb_tile", symbol, [("rows", tile.rows), ("channels", tile.channels),
+                                           ("double_buffer", 1 if double_buffer else 0)])
 
 
 def conv_params(symbol: str, plane: Plane, step: CStep) -> str:
-    """The eb_conv_params of a convolution (eb_kernels.h field order)."""
-    p = plane
-    return (f"static const eb_conv_params {symbol} = {{{p.in_c}, {p.in_h}, {p.in_w}, "
-            f"{p.out_c}, {p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
-            f"{p.pad_h}, {p.pad_w}, {p.dil_h}, {p.dil_w}, {p.groups}, {requantize(step)}}};")
+    """The eb_conv_params of a convolution (eb_kernels.h)."""
+    assert step.quant is not None
+    fields = [(name, getattr(plane, name)) for name in (
+        "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h",
+        "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups")]
+    fields += [("shift", step.quant.shift),
+               ("rounding", rounding_name(requantize_rounding(step.rounding))),
+               ("act", act_name(step.layer.act))]
+    return initializer("eb_conv_params", symbol, fields)
 
 
 def pool_params(symbol: str, plane: Plane, mode: Any, rounding: str) -> str:
-    """The eb_pool_params of a pooling window (eb_kernels.h field order)."""
-    p = plane
-    return (f"static const eb_pool_params {symbol} = {{{p.in_c}, {p.in_h}, {p.in_w}, "
-            f"{p.out_h}, {p.out_w}, {p.k_h}, {p.k_w}, {p.stride_h}, {p.stride_w}, "
-            f"{pool_mode_name(mode)}, {rounding_name(pool_rounding(rounding))}}};")
+    """The eb_pool_params of a pooling window (eb_kernels.h)."""
+    fields: list[tuple[str, object]] = [("c", plane.in_c)]
+    fields += [(name, getattr(plane, name)) for name in (
+        "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", "stride_w")]
+    fields += [("mode", pool_mode_name(mode)),
+               ("rounding", rounding_name(pool_rounding(rounding)))]
+    return initializer("eb_pool_params", symbol, fields)
 
 
 def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: bool,
@@ -119,5 +150,5 @@ def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: b
 def bias_symbol(step: CStep) -> str:
     """The layer's bias array, or NULL."""
     assert step.quant is not None
-    return step.symbol("B") if step.quant.bias is not None else "NULL"
+    return step.weights("b") if step.quant.bias is not None else "NULL"
 

@@ -195,7 +195,7 @@ def emit_conv(step: CStep, axes: Axes) -> CCode:
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
     code += CCode((conv_params(step.symbol("P"), conv, step),))
-    weights, bias = step.symbol("W"), bias_symbol(step)
+    weights, bias = step.weights(), bias_symbol(step)
     if step.tile is not None:
         preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
             _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)

@@ -189,7 +189,7 @@ def emit(step: CStep) -> CCode:
     params = step.symbol("P")
     code += CCode((conv_params(params, plane(shape, step.out_shape, *axes(layer), layer.groups),
                                step),))
-    weights, bias = step.symbol("W"), bias_symbol(step)
+    weights, bias = step.weights(), bias_symbol(step)
     kernel, ctype = ("eb_conv_transpose2d_wide", "int32_t") if layer.wide else \
         ("eb_conv_transpose2d", "int8_t")
     if step.tile is not None:

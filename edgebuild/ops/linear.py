@@ -90,7 +90,7 @@ def emit(step: CStep) -> CCode:
     features = math.prod(step.in_shapes[0])
     name = "EB_LINEAR" if step.optimized else "eb_linear"
     wide = f"{name}{'_WIDE' if step.optimized else '_wide'}"
-    weights, bias, source, out = step.symbol("W"), bias_symbol(step), step.inputs[0], step.output
+    weights, bias, source, out = step.weights(), bias_symbol(step), step.inputs[0], step.output
     if step.tile is not None:
         wrapper = f"eb_k_{layer.name}"
         body = (f"{wide}(n, m, in, w, b, (int32_t *)out);" if layer.wide else

@@ -39,6 +39,10 @@
 
 #include "eb_kernels.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* im2col length: n values rounded up to a multiple of 4. */
 #define EB_OPT_ROUND4(n) ((((int32_t)(n)) + 3) & ~(int32_t)3)
 
@@ -58,5 +62,9 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    int16_t *scratch);
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

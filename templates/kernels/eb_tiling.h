@@ -34,6 +34,10 @@
 
 #include "eb_kernels.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     int16_t rows;      /* output rows per tile (>= 1) */
     int16_t channels;  /* output channels per tile (>= 1; grouped: multiple of out_c/groups) */
@@ -59,5 +63,9 @@ void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -31,6 +31,17 @@
 
 #include <stdint.h>
 
+/* Generated training code renames every global symbol of this library with the model's
+ * name (eb_train_prefix.h), so that several models link into one firmware; the library
+ * compiled on its own (-DEB_NO_PREFIX, as edgebuild's tests do) keeps the plain names. */
+#ifndef EB_NO_PREFIX
+#include "eb_train_prefix.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One convolution over a batch; out_h/out_w follow torch's
  * (in + 2*pad - dil*(k-1) - 1) / stride + 1 and are given by the caller. */
 typedef struct {
@@ -108,5 +119,9 @@ void ebt_sgd_step(int count, float *w, const float *g, float *momentum_buf, floa
  * denom = sqrt(v) / sqrt(bc2) + eps, w -= step_size * m / denom. */
 void ebt_adam_step(int count, float *w, const float *g, float *m, float *v, float lr,
                    float beta1, float beta2, float eps, int step);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

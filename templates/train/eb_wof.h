@@ -22,6 +22,13 @@
 
 #include <stdint.h>
 
+/* Generated training code renames every global symbol of this library with the model's
+ * name (eb_train_prefix.h), so that several models link into one firmware; the library
+ * compiled on its own (-DEB_NO_PREFIX, as edgebuild's tests do) keeps the plain names. */
+#ifndef EB_NO_PREFIX
+#include "eb_train_prefix.h"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

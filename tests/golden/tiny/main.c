@@ -1,8 +1,8 @@
 /* edgebuild known-answer test. Runs the model on the KAT vectors and compares every
  * output value with the integer reference; exit status 0 = all match.
  * On the host (-DEB_HOST), `cnn_kat --batch IN OUT` instead reads int8 samples from IN
- * (CNN_SAMPLE_SIZE bytes each) and writes each output as int32 little-endian to OUT.
- * A sample is CNN_FRAMES frames: the model is reset, runs once per frame, and its output
+ * (TINY_CNN_SAMPLE_SIZE bytes each) and writes each output as int32 little-endian to OUT.
+ * A sample is TINY_CNN_FRAMES frames: the model is reset, runs once per frame, and its output
  * after the last frame is compared (the window of a model with a buffer then holds
  * exactly the sample's frames). */
 #include <stdio.h>
@@ -19,45 +19,45 @@ __attribute__((noinline)) void eb_marker_stop(void) { __asm__ volatile(""); }
 static void run_sample(const int8_t *sample, int measured)
 {
     int f;
-    cnn_reset();
-    for (f = 0; f < CNN_FRAMES; ++f) {
-        cnn_load_input(sample + f * CNN_INPUT_SIZE);
-        if (measured && f == CNN_FRAMES - 1) {
+    tiny_cnn_reset();
+    for (f = 0; f < TINY_CNN_FRAMES; ++f) {
+        tiny_cnn_load_input(sample + f * TINY_CNN_INPUT_SIZE);
+        if (measured && f == TINY_CNN_FRAMES - 1) {
             eb_marker_start();
-            cnn_run();
+            tiny_cnn_run();
             eb_marker_stop();
         } else {
-            cnn_run();
+            tiny_cnn_run();
         }
     }
 }
 
 static int run_kat(void)
 {
-    static cnn_output_t out[CNN_OUTPUT_SIZE];
+    static tiny_cnn_output_t out[TINY_CNN_OUTPUT_SIZE];
     int s, i, failures = 0;
-    cnn_init();
-    for (s = 0; s < KAT_SAMPLES; ++s) {
-        run_sample(kat_inputs[s], s == 0);
-        cnn_unload(out);
-        for (i = 0; i < CNN_OUTPUT_SIZE; ++i) {
-            if (out[i] != kat_expected[s][i]) {
+    tiny_cnn_init();
+    for (s = 0; s < TINY_KAT_SAMPLES; ++s) {
+        run_sample(tiny_kat_inputs[s], s == 0);
+        tiny_cnn_unload(out);
+        for (i = 0; i < TINY_CNN_OUTPUT_SIZE; ++i) {
+            if (out[i] != tiny_kat_expected[s][i]) {
                 printf("KAT sample %d output %d: got %ld, expected %ld\n", s, i, (long)out[i],
-                       (long)kat_expected[s][i]);
+                       (long)tiny_kat_expected[s][i]);
                 ++failures;
                 break;
             }
         }
     }
-    printf("KAT: %d of %d samples match\n", KAT_SAMPLES - failures, KAT_SAMPLES);
+    printf("KAT: %d of %d samples match\n", TINY_KAT_SAMPLES - failures, TINY_KAT_SAMPLES);
     return failures == 0 ? 0 : 1;
 }
 
 #ifdef EB_HOST
 static int run_batch(const char *in_path, const char *out_path)
 {
-    static int8_t input[CNN_SAMPLE_SIZE];
-    static cnn_output_t out[CNN_OUTPUT_SIZE];
+    static int8_t input[TINY_CNN_SAMPLE_SIZE];
+    static tiny_cnn_output_t out[TINY_CNN_OUTPUT_SIZE];
     FILE *in = fopen(in_path, "rb");
     FILE *dst = fopen(out_path, "wb");
     long samples = 0;
@@ -66,11 +66,11 @@ static int run_batch(const char *in_path, const char *out_path)
         fprintf(stderr, "cannot open %s or %s\n", in_path, out_path);
         return 2;
     }
-    cnn_init();
-    while (fread(input, 1, CNN_SAMPLE_SIZE, in) == CNN_SAMPLE_SIZE) {
+    tiny_cnn_init();
+    while (fread(input, 1, TINY_CNN_SAMPLE_SIZE, in) == TINY_CNN_SAMPLE_SIZE) {
         run_sample(input, 0);
-        cnn_unload(out);
-        for (i = 0; i < CNN_OUTPUT_SIZE; ++i) {
+        tiny_cnn_unload(out);
+        for (i = 0; i < TINY_CNN_OUTPUT_SIZE; ++i) {
             const long v = (long)out[i];
             const unsigned char bytes[4] = {(unsigned char)(v & 0xff), (unsigned char)((v >> 8) & 0xff),
                                             (unsigned char)((v >> 16) & 0xff),

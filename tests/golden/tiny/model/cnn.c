@@ -12,7 +12,7 @@
 /* int32_t member: the arena is 4-byte aligned for the int32 (wide) output. */
 static union {
     int32_t align;
-    int8_t bytes[CNN_ARENA_BYTES];
+    int8_t bytes[TINY_CNN_ARENA_BYTES];
 } arena;
 
 #define EB_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -47,38 +47,48 @@ static union {
 #define T_cat ((int8_t *)(arena.bytes + 0))  /* 32 bytes, steps 5..7 */
 #define T_fc ((int8_t *)(arena.bytes + 32))  /* 12 bytes, steps 7..8 */
 
-static const eb_pool_params Q_conv = {2, 5, 5, 4, 4, 2, 2, 1, 1, EB_POOL_MAX, EB_ROUND_FLOOR};
-static const eb_conv_params P_conv = {2, 4, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, -5, EB_ROUND_FLOOR, EB_ACT_RELU};
-static const eb_conv_params P_side = {4, 4, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, -5, EB_ROUND_FLOOR, EB_ACT_NONE};
-static const eb_pool_params Q_pool = {4, 4, 4, 2, 2, 2, 2, 2, 2, EB_POOL_AVG, EB_ROUND_FLOOR};
+static const eb_pool_params Q_conv = {
+    .c = 2, .in_h = 5, .in_w = 5, .out_h = 4, .out_w = 4, .k_h = 2, .k_w = 2, .stride_h = 1,
+    .stride_w = 1, .mode = EB_POOL_MAX, .rounding = EB_ROUND_FLOOR};
+static const eb_conv_params P_conv = {
+    .in_c = 2, .in_h = 4, .in_w = 4, .out_c = 4, .out_h = 4, .out_w = 4, .k_h = 3, .k_w = 3,
+    .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
+    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_RELU};
+static const eb_conv_params P_side = {
+    .in_c = 4, .in_h = 4, .in_w = 4, .out_c = 4, .out_h = 4, .out_w = 4, .k_h = 1, .k_w = 1,
+    .stride_h = 1, .stride_w = 1, .pad_h = 0, .pad_w = 0, .dil_h = 1, .dil_w = 1, .groups = 1,
+    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_NONE};
+static const eb_pool_params Q_pool = {
+    .c = 4, .in_h = 4, .in_w = 4, .out_h = 2, .out_w = 2, .k_h = 2, .k_w = 2, .stride_h = 2,
+    .stride_w = 2, .mode = EB_POOL_AVG, .rounding = EB_ROUND_FLOOR};
 
-void cnn_init(void)
+void tiny_cnn_init(void)
 {
     memset(arena.bytes, 0, sizeof arena.bytes);
-    cnn_reset();
+    tiny_cnn_reset();
 }
 
-void cnn_reset(void)
+void tiny_cnn_reset(void)
 {
     /* no state: every inference is independent */
 }
 
-void cnn_load_input(const int8_t *input)
+void tiny_cnn_load_input(const int8_t *input)
 {
-    memcpy(T_input, input, CNN_INPUT_SIZE);
+    memcpy(T_input, input, TINY_CNN_INPUT_SIZE);
 }
 
-void cnn_run_steps(int layers)
+void tiny_cnn_run_steps(int layers)
 {
     /* conv: conv2d [2, 5, 5] -> [4, 4, 4] */
     if (layers < 1)
         return;
     eb_pool2d(&Q_conv, T_input, T_conv_pooled);
-    EB_CONV2D(&P_conv, T_conv_pooled, W_conv, B_conv, T_conv);
+    EB_CONV2D(&P_conv, T_conv_pooled, tiny_w_conv, tiny_b_conv, T_conv);
     /* side: conv2d [4, 4, 4] -> [4, 4, 4] */
     if (layers < 2)
         return;
-    EB_CONV2D(&P_side, T_conv, W_side, NULL, T_side);
+    EB_CONV2D(&P_side, T_conv, tiny_w_side, NULL, T_side);
     /* sum: add [4, 4, 4] -> [4, 4, 4] */
     if (layers < 3)
         return;
@@ -95,20 +105,20 @@ void cnn_run_steps(int layers)
     /* fc: linear [32] -> [3] */
     if (layers < 7)
         return;
-    EB_LINEAR_WIDE(32, 3, T_cat, W_fc, B_fc, (int32_t *)T_fc);
+    EB_LINEAR_WIDE(32, 3, T_cat, tiny_w_fc, tiny_b_fc, (int32_t *)T_fc);
 }
 
-void cnn_run(void)
+void tiny_cnn_run(void)
 {
-    cnn_run_steps(CNN_LAYERS);
+    tiny_cnn_run_steps(TINY_CNN_LAYERS);
 }
 
-const int8_t *cnn_arena(void)
+const int8_t *tiny_cnn_arena(void)
 {
     return arena.bytes;
 }
 
-void cnn_unload(cnn_output_t *output)
+void tiny_cnn_unload(tiny_cnn_output_t *output)
 {
-    memcpy(output, T_fc, CNN_OUTPUT_SIZE * sizeof(cnn_output_t));
+    memcpy(output, T_fc, TINY_CNN_OUTPUT_SIZE * sizeof(tiny_cnn_output_t));
 }

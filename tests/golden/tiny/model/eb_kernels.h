@@ -15,6 +15,17 @@
 
 #include <stdint.h>
 
+/* A generated project renames every global kernel symbol with the model's name
+ * (eb_prefix.h), so that several models link into one firmware; the kernels compiled on
+ * their own (-DEB_NO_PREFIX, as edgebuild's tests do) keep the plain names. */
+#ifndef EB_NO_PREFIX
+#include "eb_prefix.h"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define EB_ROUND_HALF_UP 0
 #define EB_ROUND_FLOOR 1
 #define EB_ROUND_TRUNC 2 /* average pooling only: toward zero, as on MAX7800x */
@@ -87,5 +98,9 @@ void eb_copy(int n, const int8_t *src, int8_t *dst);
 /* A rolling window of `length` frames: state[c][length] (kept across inferences, oldest
  * first) drops column 0, appends in[c] as the newest column, and is copied to out. */
 void eb_buffer_push(int channels, int length, const int8_t *in, int8_t *state, int8_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

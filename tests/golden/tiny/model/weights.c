@@ -3,7 +3,7 @@
 #include "weights.h"
 
 /* conv: 4-bit weights, shape [4, 2, 3, 3], scale 2^-2 */
-const int8_t W_conv[72] = {
+const int8_t tiny_w_conv[72] = {
     7, 2, 2, 6, 1, 4, 5, -5, -8, -4, -4, 5, 6, -8, -1, 5,
     -6, 4, -7, -1, 5, -4, -3, -4, 3, -4, 7, -1, -1, 0, 1, 0,
     0, 7, 4, 4, 3, 1, -3, 7, -1, -5, 5, -6, 5, 1, -7, -8,
@@ -12,17 +12,17 @@ const int8_t W_conv[72] = {
 };
 
 /* conv: bias, accumulator units */
-const int32_t B_conv[4] = {
+const int32_t tiny_b_conv[4] = {
     132, -79, -7, -298,
 };
 
 /* side: 4-bit weights, shape [4, 4, 1, 1], scale 2^-2 */
-const int8_t W_side[16] = {
+const int8_t tiny_w_side[16] = {
     1, 5, 2, -6, 0, -4, 7, 6, -6, 0, 7, 5, 3, 2, -8, 3,
 };
 
 /* fc: 4-bit weights, shape [3, 32], scale 2^-2 */
-const int8_t W_fc[96] = {
+const int8_t tiny_w_fc[96] = {
     -1, -7, -5, 0, 3, 0, 1, 5, 2, -3, 2, 1, -7, -8, 2, -2,
     1, -3, -5, -6, -2, 5, -2, -2, 1, 7, -2, 1, -1, 1, -1, 2,
     0, 2, 7, -6, 0, -1, -3, -5, -8, -2, 5, -7, -2, 7, 7, -5,
@@ -32,7 +32,7 @@ const int8_t W_fc[96] = {
 };
 
 /* fc: bias, accumulator units */
-const int32_t B_fc[3] = {
+const int32_t tiny_b_fc[3] = {
     -14, -107, -32,
 };
 

@@ -120,8 +120,8 @@ def export(args, cwd: Path) -> int:
 
 def import_ai8x(args, cwd: Path) -> int:
     """`edgebuild import-ai8x`: a manifest (+ integer weights, + known answer) from a MAX7800x
-    network description; nothing is overwritten silently (see ai8x.import_network)."""
-    from edgebuild.targets.max7800x import ai8x
+    network description; nothing is overwritten silently (see network.import_network)."""
+    from edgebuild.targets.max7800x import network
 
     shape = None
     if args.input:
@@ -134,10 +134,10 @@ def import_ai8x(args, cwd: Path) -> int:
     def path(value):
         return None if value is None else cwd / value
 
-    result = ai8x.import_network(path(args.network), checkpoint=path(args.checkpoint),
-                                 sample=path(args.sample), expected=path(args.expected),
-                                 device=args.device, name=args.name, input_shape=shape,
-                                 out_dir=cwd / args.output)
+    result = network.import_network(path(args.network), checkpoint=path(args.checkpoint),
+                                    sample=path(args.sample), expected=path(args.expected),
+                                    device=args.device, name=args.name, input_shape=shape,
+                                    out_dir=cwd / args.output)
     for warning in result.warnings:
         _err(f"warning: {warning}")
     _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild build {result.manifest}`")

@@ -1,0 +1,344 @@
+"""`export_network`: a manifest and its resolved placement (one entry per hardware layer)
+become a network description the toolchain reads; importing it gives the same layers and
+placement back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from edgebuild.core.errors import UserError
+from edgebuild.targets.max7800x.network.channels import map_channels
+from edgebuild.targets.max7800x.network.hardware import WEIGHT_OPS
+from edgebuild.targets.max7800x.network.spec import Spec
+from edgebuild.targets.max7800x.network.values import parse_processor_map
+
+_ACT_NAMES = {"none": "None", "relu": "ReLU", "abs": "Abs"}
+
+
+def _quant_rows(quant: dict | None) -> dict[str, dict]:
+    """`{name: {"bits", "scale_exp"}}` from either that mapping or a quant.json document
+    (`{"layers": [{"name", "bits", "scale_exp", ...}]}`)."""
+    if not quant:
+        return {}
+    if isinstance(quant.get("layers"), list):
+        return {row["name"]: row for row in quant["layers"] if isinstance(row, dict)}
+    return {name: row for name, row in quant.items() if isinstance(row, dict)}
+
+
+def _map_value(value: Any, what: str) -> int:
+    parsed = parse_processor_map(value)
+    if parsed is None:
+        raise UserError(f"export: {what} {value!r} is not a processor map")
+    return parsed
+
+
+def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
+    """The network description (toolchain YAML) of `manifest` placed as `placement`.
+
+    `placement["layers"]` lists the hardware layers in order, each with name, members (the
+    manifest layers it implements; empty for a synthetic copy layer), op, inputs (hardware
+    layer names or "input"), processors and output_processors (ints or hex strings),
+    in_offset, out_offset, data_format, write_gap, bias_group, streaming and
+    overwrites_input (optional: the layer writes over input it has read). `quant` maps
+    compute layer names to `{"bits": b, "scale_exp": s}` (or is a quant.json document);
+    they become `quantization` and `output_shift`. Importing the result (with the same input
+    shape) gives the same layers and placement back."""
+    from edgebuild.model import folding
+    from edgebuild.model import graph as graphs
+
+    device = str(getattr(manifest.target.device, "value", manifest.target.device))
+    if not device.startswith("max7800"):
+        raise UserError(f"export: target.device is {device}; network descriptions are for "
+                        "max78000/max78002")
+    layers, alias = folding.fold_layers(manifest.model.layers)
+    graph, problems = graphs.build(manifest.model.input, layers)
+    if problems:
+        raise UserError([f"export: {p.message}" for p in problems])
+    nodes = {node.name: node for node in graph.nodes}
+    by_name = {layer.name: layer for layer in layers}
+    hw_layers = list(placement.get("layers") or [])
+    if not hw_layers:
+        raise UserError("export: the placement has no layers")
+    owner: dict[str, str] = {"input": "input"}
+    for hw in hw_layers:
+        for member in hw.get("members") or ():
+            owner[member] = hw["name"]
+            owner[alias.get(member, member)] = hw["name"]
+    for name, target in alias.items():  # a folded-away layer's readers read its source
+        owner.setdefault(name, owner.get(target, target))
+    for layer in layers:  # a reshape the device reads through (hwlayer): its source's owner
+        if layer.op == "reshape" and layer.name not in owner:
+            owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
+    rows = _quant_rows(quant)
+    producers = _buffer_producers(hw_layers, nodes, owner)
+    hw_layers = _shifts_first(hw_layers, producers)
+    taken = {hw["name"] for hw in hw_layers}
+    records, outputs = [], []
+    previous = "input"
+    for position, hw in enumerate(hw_layers):
+        members = [by_name[alias.get(m, m)] for m in hw.get("members") or ()
+                   if alias.get(m, m) in by_name]
+        members = list({m.name: m for m in members}.values())
+        record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
+        _export_in_dim(record, members, by_name, nodes)
+        _export_buffer(record, hw, members, producers, taken, nodes)
+        records.append(record)
+        outputs.append(output)
+        previous = record["name"]
+    _export_channels(records, nodes, outputs)
+    dataset = manifest.dataset.format if manifest.dataset is not None else "none"
+    overwriting = [hw["name"] for hw in hw_layers if hw.get("overwrites_input")]
+    lines = [
+        "---",
+        f"# Exported by edgebuild from manifest {manifest.name!r} for {device}.",
+        f"# Input shape: {list(manifest.model.input)} (channels first); import with "
+        f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))} "
+        f"--device {device}`.",
+        *([f"# {', '.join(overwriting)} write over input they have read (checked by "
+           "edgebuild): run ai8xize.py with --overlap-data."] if overwriting else []),
+        "",
+        f"arch: edgebuild_{manifest.name}",
+        f"dataset: {getattr(dataset, 'value', dataset)}",
+        "",
+        *_data_buffer_lines(hw_layers, producers, nodes),
+        "layers:",
+    ]
+    for position, (record, hw) in enumerate(zip(records, hw_layers, strict=True)):
+        members = ", ".join(hw.get("members") or ()) or "synthetic copy"
+        lines.append(f"  # Layer {position}: {members}")
+        for i, (key, value) in enumerate(record.items()):
+            lines.append(("  - " if i == 0 else "    ") + f"{key}: {_export_value(key, value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _buffer_producers(hw_layers: list[dict], nodes: dict, owner: dict) -> dict[str, str]:
+    """Each buffer's hardware layer -> the hardware layer that inserts its newest frame."""
+    found = {}
+    for hw in hw_layers:
+        if hw.get("op") == "buffer":
+            source = nodes[hw["name"]].inputs[0]
+            found[hw["name"]] = owner.get(source, source)
+    return found
+
+
+def _shifts_first(hw_layers: list[dict], producers: dict[str, str]) -> list[dict]:
+    """The hardware order: a buffer's shift runs right before the layer that inserts the
+    newest frame (its input), which would otherwise be shifted out at once."""
+    shift_of = {producer: buffer for buffer, producer in producers.items()}
+    by_name = {hw["name"]: hw for hw in hw_layers}
+    ordered = []
+    for hw in hw_layers:
+        if hw["name"] in producers:
+            continue
+        if hw["name"] in shift_of:
+            ordered.append(by_name[shift_of[hw["name"]]])
+        ordered.append(hw)
+    return ordered
+
+
+def _data_buffer_lines(hw_layers: list[dict], producers: dict[str, str],
+                       nodes: dict) -> list[str]:
+    """The `data_buffer` section: one region per buffer, named after the buffer."""
+    lines = []
+    for hw in hw_layers:
+        if hw["name"] not in producers:
+            continue
+        channels, length = nodes[hw["name"]].out_shape
+        processors = _map_value(hw["processors"], f"{hw['name']}.processors")
+        lines += [f"  - processors: 0x{processors:016x}", f"    dim: {length}",
+                  f"    channels: {channels}", f"    offset: 0x{int(hw['out_offset']):04x}",
+                  f"    name: {hw['name']}"]
+    return ["data_buffer:", *lines, ""] if lines else []
+
+
+def _export_buffer(record: dict, hw: dict, members: list, producers: dict[str, str],
+                   taken: set[str], nodes: dict) -> None:
+    """A buffer's hardware layer is its shift (a passthrough of words 1..length-1 one word
+    down); the layer it reads inserts the newest frame; its readers read all `length` words."""
+    if hw["name"] in producers:
+        channels, length = nodes[hw["name"]].out_shape
+        shift = f"{hw['name']}_shift"
+        while shift in taken:
+            shift += "_"
+        record.pop("in_sequences", None)
+        record.update({"name": shift, "in_sequences": hw["name"], "in_channels": channels,
+                       "in_dim": length - 1, "buffer_shift": 1})
+        return
+    if hw["name"] in producers.values():
+        record["buffer_insert"] = 1
+    read = [name for m in members for name in m.inputs if name in producers]
+    if read and "in_dim" not in record:
+        channels, length = nodes[read[0]].out_shape
+        record["in_channels"] = channels
+        record["in_dim"] = length
+
+
+def _export_value(key: str, value: Any) -> str:
+    if key in ("processors", "output_processors"):
+        return f"0x{value:016x}"
+    if key in ("in_offset", "out_offset"):
+        return f"0x{value:04x}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _single(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return value[0] if len(set(value)) == 1 else list(value)
+    return value
+
+
+def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: str,
+                  position: int, quant: dict) -> tuple[dict, str | None]:
+    """One network layer; also the manifest layer holding its output (None: a copy)."""
+    names = {m.name for m in members}
+    compute = [m for m in members if m.op in WEIGHT_OPS]
+    adds = [m for m in members if m.op == "add"]
+    concats = [m for m in members if m.op == "concat"]
+    pools = [m for m in members if m.op in ("pool1d", "pool2d")]
+    allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten",
+               "reshape", "buffer")
+    unknown = [m.op for m in members if m.op not in allowed]
+    if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
+        raise UserError(f"export: hardware layer {hw['name']!r} combines "
+                        f"{[m.op for m in members]}, which one network layer cannot describe")
+    consumed = {name for m in members for name in m.inputs}
+    produced = [m.name for m in members if m.name not in consumed]
+    output = produced[-1] if produced else None
+    if hw.get("inputs") is not None:
+        external = [str(name) for name in hw["inputs"]]
+    else:
+        external = []
+        for member in members:
+            for name in member.inputs:
+                source = owner.get(name, name)
+                if name not in names and source not in external:
+                    external.append(source)
+    record: dict[str, Any] = {"name": hw["name"]}
+    main = compute[0] if compute else None
+    if main is None:
+        record["op"] = "none" if (adds or pools or concats) else "passthrough"
+    else:
+        record["op"] = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp",
+                        "conv_transpose2d": "convtranspose2d"}[main.op]
+    if main is not None and main.op != "linear":
+        if main.op in ("conv2d", "conv_transpose2d"):
+            kh, kw = (main.kernel, main.kernel) if isinstance(main.kernel, int) else main.kernel
+            record["kernel_size"] = f"{kh}x{kw}"
+        else:
+            record["kernel_size"] = main.kernel
+        record["pad"] = _single(main.pad)
+        if main.op == "conv_transpose2d":
+            _check_upsampling(hw["name"], main)
+        elif _single(main.stride) != 1:
+            record["stride"] = _single(main.stride)
+        if _single(main.dilation) != 1:
+            record["dilation"] = _single(main.dilation)
+        if main.groups != 1:
+            record["groups"] = main.groups
+    if main is not None:
+        record["activate"] = _ACT_NAMES[main.act.value]
+    elif adds:
+        record["activate"] = _ACT_NAMES[adds[0].act.value]
+    window = main.pool if main is not None and getattr(main, "pool", None) is not None else None
+    if window is None and pools:
+        window = pools[0]
+        if any((p.mode, p.size, p.stride) != (window.mode, window.size, window.stride)
+               for p in pools):
+            raise UserError(f"export: hardware layer {hw['name']!r} pools its operands with "
+                            "different windows")
+    if window is not None:
+        key = "max_pool" if window.mode.value == "max" else "avg_pool"
+        record[key] = _single(window.size)
+        record["pool_stride"] = _single(window.stride if window.stride is not None
+                                        else window.size)
+    if adds:
+        record["eltwise"] = "add"
+        pooled_first = bool(pools) and all(p.name in adds[0].inputs for p in pools)
+        if window is not None and not pooled_first:
+            record["pool_first"] = False
+    if main is not None and main.op == "linear":
+        in_shape = nodes[main.name].in_shapes[0]
+        if len(in_shape) > 1 and math.prod(in_shape[1:]) > 1:
+            record["flatten"] = True
+    if main is not None and getattr(main, "wide", False):
+        record["output_width"] = 32
+    if external != [previous]:
+        record["in_sequences"] = external if len(external) > 1 else external[0]
+    record["processors"] = _map_value(hw["processors"], f"{hw['name']}.processors")
+    if hw.get("output_processors") is not None:
+        record["output_processors"] = _map_value(hw["output_processors"],
+                                                 f"{hw['name']}.output_processors")
+    for key in ("in_offset", "out_offset"):
+        if hw.get(key) is not None:
+            record[key] = int(hw[key])
+    if position == 0 and hw.get("data_format"):
+        record["data_format"] = str(hw["data_format"])
+    if hw.get("write_gap"):
+        record["write_gap"] = int(hw["write_gap"])
+    if hw.get("read_gap"):
+        record["read_gap"] = int(hw["read_gap"])
+    if hw.get("bias_group") is not None:
+        group = hw["bias_group"]
+        record["bias_group"] = list(group) if isinstance(group, list | tuple) else int(group)
+    if hw.get("streaming"):
+        record["streaming"] = True
+    if main is not None and main.name in quant:
+        row = quant[main.name]
+        record["quantization"] = int(row["bits"])
+        record["output_shift"] = int(row["scale_exp"])
+    return record, output
+
+
+def _check_upsampling(name: str, layer) -> None:
+    """A network description's ConvTranspose2d always upsamples by 2 (output padding 1)."""
+    if _single(layer.stride) != 2 or _single(layer.output_pad) != 1:
+        raise UserError(f"export: hardware layer {name!r}: a ConvTranspose2d layer of a network "
+                        f"description has stride 2 and output padding 1; {layer.name!r} has "
+                        f"stride {layer.stride} and output_pad {layer.output_pad}")
+
+
+def _export_in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
+    """`in_dim` for a layer that reads a reshape (the reshape itself is no network layer):
+    [H, W] for 2-D data, L for 1-D."""
+    for member in members:
+        if member.op == "reshape":
+            continue
+        if any(by_name[name].op == "reshape" for name in member.inputs if name in by_name):
+            dims = list(nodes[member.name].in_shapes[0][1:])
+            record["in_dim"] = dims[0] if len(dims) == 1 else dims
+            return
+
+
+def _export_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
+    """Add `out_channels` where the importer would not read the count from processor maps."""
+    index = {record["name"]: i for i, record in enumerate(records)}
+    specs = []
+    for i, record in enumerate(records):
+        spec = Spec(index=i, keys={}, raw={})
+        spec.op = {"mlp": "linear", "passthrough": "none",
+                   "convtranspose2d": "conv_transpose2d"}.get(record["op"], record["op"])
+        spec.processors = record["processors"]
+        spec.output_processors = record.get("output_processors")
+        spec.groups = record.get("groups", 1)
+        spec.eltwise = record.get("eltwise")
+        spec.wide = record.get("output_width") == 32
+        refs = record.get("in_sequences")
+        refs = [i - 1] if refs is None else (refs if isinstance(refs, list) else [refs])
+        spec.inputs = [-1 if r in ("input", -1) else index.get(r, i - 1) if isinstance(r, str)
+                       else r for r in refs]
+        specs.append(spec)
+    for i, record in enumerate(records):
+        if record["op"] not in ("conv2d", "conv1d", "convtranspose2d", "mlp") \
+                or outputs[i] not in nodes:
+            continue
+        actual = nodes[outputs[i]].out_shape[0]
+        guess, _ = map_channels(specs, i, None, None)
+        if guess != actual:
+            record["out_channels"] = actual
+            specs[i].out_channels = actual

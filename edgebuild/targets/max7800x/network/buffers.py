@@ -54,32 +54,16 @@ def data_buffers(report: Reporter, written: str, value: Any) -> dict[str, DataBu
                          "used twice")
         elif not bad:
             found[name] = DataBuffer(i, name, parsed["processors"], parsed["dim"],
-                                      parsed["channels"], parsed["offset"])
+                                     parsed["channels"], parsed["offset"])
     return found
 
 
 def buffer_layers(report: Reporter, specs: list[Spec],
-                   buffers: dict[str, DataBuffer]) -> list[Spec]:
+                  buffers: dict[str, DataBuffer]) -> list[Spec]:
     """Each data buffer as one edgebuild `buffer` layer, right after the layer with
     `buffer_insert` that writes its newest frame; the `buffer_shift` layer that moves it
     becomes that layer's hardware layer (its placement keys move to it)."""
-    shifts: dict[str, Spec] = {}
-    for spec in specs:
-        if spec.buffer_shift is None:
-            continue
-        refs = [str(r).strip() for r in spec.refs or ()]
-        if len(refs) != 1 or refs[0] not in buffers:
-            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer reads one data "
-                               f"buffer: `in_sequences` must name one of "
-                               f"{', '.join(buffers) or '(no data_buffer given)'}")
-        elif refs[0] in shifts:
-            report.layer_error(spec, "buffer_shift", f"data buffer {refs[0]!r} is already "
-                               f"shifted by layer {shifts[refs[0]].index}")
-        elif spec.op != "none" or spec.eltwise or spec.pool or spec.act != "none":
-            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer is a Passthrough "
-                               "without pooling, element-wise operation or activation")
-        else:
-            shifts[refs[0]] = spec
+    shifts = _shifts(report, specs, buffers)
     out: list[Spec] = []
     inserted: set[str] = set()
     for spec in specs:
@@ -103,6 +87,30 @@ def buffer_layers(report: Reporter, specs: list[Spec],
                          "writes into it (`buffer_insert: 1` on the layer that computes each "
                          "frame's features)")
     return out
+
+
+def _shifts(report: Reporter, specs: list[Spec],
+            buffers: dict[str, DataBuffer]) -> dict[str, Spec]:
+    """The `buffer_shift` layer of each data buffer (by buffer name): a plain passthrough
+    that reads that one buffer, one per buffer."""
+    shifts: dict[str, Spec] = {}
+    for spec in specs:
+        if spec.buffer_shift is None:
+            continue
+        refs = [str(r).strip() for r in spec.refs or ()]
+        if len(refs) != 1 or refs[0] not in buffers:
+            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer reads one data "
+                               f"buffer: `in_sequences` must name one of "
+                               f"{', '.join(buffers) or '(no data_buffer given)'}")
+        elif refs[0] in shifts:
+            report.layer_error(spec, "buffer_shift", f"data buffer {refs[0]!r} is already "
+                               f"shifted by layer {shifts[refs[0]].index}")
+        elif spec.op != "none" or spec.eltwise or spec.pool or spec.act != "none":
+            report.layer_error(spec, "buffer_shift", "a `buffer_shift` layer is a Passthrough "
+                               "without pooling, element-wise operation or activation")
+        else:
+            shifts[refs[0]] = spec
+    return shifts
 
 
 def _inserted_into(report: Reporter, spec: Spec,

@@ -155,7 +155,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     classes = DATASETS.get(dataset_key(top.get("dataset", (None, None))[1]), (None, None))[1]
 
     importer = Importer(report, top, specs, classes, ck_layers,
-                         Path(checkpoint) if checkpoint is not None else None)
+                        Path(checkpoint) if checkpoint is not None else None)
     importer.assign_names()
     built = importer.build(shape)
     report.raise_errors()

@@ -75,14 +75,14 @@ class Reporter:
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
 
-    def _diag(self, loc: tuple, message: str) -> Diagnostic:
+    def diagnostic(self, loc: tuple, message: str) -> Diagnostic:
         return self.document.diagnostic(loc, message)
 
     def error(self, loc: tuple, message: str) -> None:
-        self.errors.append(self._diag(loc, message))
+        self.errors.append(self.diagnostic(loc, message))
 
     def warn(self, loc: tuple, message: str) -> None:
-        self.warnings.append(self._diag(loc, message))
+        self.warnings.append(self.diagnostic(loc, message))
 
     def layer_error(self, spec: Spec, key: str | None, message: str) -> None:
         self.error(_loc(spec, key), f"layer {spec.index}: {message}")

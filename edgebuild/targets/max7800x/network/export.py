@@ -5,33 +5,13 @@ placement back.
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
 from edgebuild.core.errors import UserError
 from edgebuild.targets.max7800x.network.channels import map_channels
-from edgebuild.targets.max7800x.network.hardware import WEIGHT_OPS
+from edgebuild.targets.max7800x.network.layerrecord import layer_record, map_value
 from edgebuild.targets.max7800x.network.spec import Spec
-from edgebuild.targets.max7800x.network.values import parse_processor_map
-
-_ACT_NAMES = {"none": "None", "relu": "ReLU", "abs": "Abs"}
-
-
-def _quant_rows(quant: dict | None) -> dict[str, dict]:
-    """`{name: {"bits", "scale_exp"}}` from either that mapping or a quant.json document
-    (`{"layers": [{"name", "bits", "scale_exp", ...}]}`)."""
-    if not quant:
-        return {}
-    if isinstance(quant.get("layers"), list):
-        return {row["name"]: row for row in quant["layers"] if isinstance(row, dict)}
-    return {name: row for name, row in quant.items() if isinstance(row, dict)}
-
-
-def _map_value(value: Any, what: str) -> int:
-    parsed = parse_processor_map(value)
-    if parsed is None:
-        raise UserError(f"export: {what} {value!r} is not a processor map")
-    return parsed
 
 
 def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
@@ -57,10 +37,30 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     if problems:
         raise UserError([f"export: {p.message}" for p in problems])
     nodes = {node.name: node for node in graph.nodes}
-    by_name = {layer.name: layer for layer in layers}
     hw_layers = list(placement.get("layers") or [])
     if not hw_layers:
         raise UserError("export: the placement has no layers")
+    owner = _owners(hw_layers, layers, alias)
+    producers = _buffer_producers(hw_layers, nodes, owner)
+    hw_layers = _shifts_first(hw_layers, producers)
+    records = _records(hw_layers, _Model(layers, alias, nodes, owner), producers,
+                       _quant_rows(quant))
+    return _text(manifest, device, hw_layers, records, producers, nodes)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The folded manifest model: its layers, the folded-away names (-> what they read
+    instead), the graph's nodes by name, and the hardware layer holding each layer."""
+
+    layers: list
+    alias: dict[str, str]
+    nodes: dict
+    owner: dict[str, str]
+
+
+def _owners(hw_layers: list[dict], layers: list, alias: dict[str, str]) -> dict[str, str]:
+    """Each manifest layer (and "input") -> the hardware layer that holds its output."""
     owner: dict[str, str] = {"input": "input"}
     for hw in hw_layers:
         for member in hw.get("members") or ():
@@ -71,23 +71,35 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     for layer in layers:  # a reshape the device reads through (hwlayer): its source's owner
         if layer.op == "reshape" and layer.name not in owner:
             owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
-    rows = _quant_rows(quant)
-    producers = _buffer_producers(hw_layers, nodes, owner)
-    hw_layers = _shifts_first(hw_layers, producers)
+    return owner
+
+
+def _records(hw_layers: list[dict], model: _Model, producers: dict[str, str],
+             rows: dict[str, dict]) -> list[dict]:
+    """One record per hardware layer, in order, with `out_channels` where needed."""
+    by_name = {layer.name: layer for layer in model.layers}
     taken = {hw["name"] for hw in hw_layers}
     records, outputs = [], []
     previous = "input"
     for position, hw in enumerate(hw_layers):
-        members = [by_name[alias.get(m, m)] for m in hw.get("members") or ()
-                   if alias.get(m, m) in by_name]
+        members = [by_name[model.alias.get(m, m)] for m in hw.get("members") or ()
+                   if model.alias.get(m, m) in by_name]
         members = list({m.name: m for m in members}.values())
-        record, output = _export_layer(hw, members, nodes, owner, previous, position, rows)
-        _export_in_dim(record, members, by_name, nodes)
-        _export_buffer(record, hw, members, producers, taken, nodes)
+        record, output = layer_record(hw, members, model.nodes, model.owner, previous,
+                                      position, rows)
+        _in_dim(record, members, by_name, model.nodes)
+        _buffer_keys(record, hw, members, producers, taken, model.nodes)
         records.append(record)
         outputs.append(output)
         previous = record["name"]
-    _export_channels(records, nodes, outputs)
+    _out_channels(records, model.nodes, outputs)
+    return records
+
+
+def _text(manifest, device: str, hw_layers: list[dict], records: list[dict],
+          producers: dict[str, str], nodes: dict) -> str:
+    """The description's text: a header saying how to import it back, the data buffers,
+    one commented record per layer."""
     dataset = manifest.dataset.format if manifest.dataset is not None else "none"
     overwriting = [hw["name"] for hw in hw_layers if hw.get("overwrites_input")]
     lines = [
@@ -109,8 +121,18 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
         members = ", ".join(hw.get("members") or ()) or "synthetic copy"
         lines.append(f"  # Layer {position}: {members}")
         for i, (key, value) in enumerate(record.items()):
-            lines.append(("  - " if i == 0 else "    ") + f"{key}: {_export_value(key, value)}")
+            lines.append(("  - " if i == 0 else "    ") + f"{key}: {_value_text(key, value)}")
     return "\n".join(lines) + "\n"
+
+
+def _quant_rows(quant: dict | None) -> dict[str, dict]:
+    """`{name: {"bits", "scale_exp"}}` from either that mapping or a quant.json document
+    (`{"layers": [{"name", "bits", "scale_exp", ...}]}`)."""
+    if not quant:
+        return {}
+    if isinstance(quant.get("layers"), list):
+        return {row["name"]: row for row in quant["layers"] if isinstance(row, dict)}
+    return {name: row for name, row in quant.items() if isinstance(row, dict)}
 
 
 def _buffer_producers(hw_layers: list[dict], nodes: dict, owner: dict) -> dict[str, str]:
@@ -146,14 +168,14 @@ def _data_buffer_lines(hw_layers: list[dict], producers: dict[str, str],
         if hw["name"] not in producers:
             continue
         channels, length = nodes[hw["name"]].out_shape
-        processors = _map_value(hw["processors"], f"{hw['name']}.processors")
+        processors = map_value(hw["processors"], f"{hw['name']}.processors")
         lines += [f"  - processors: 0x{processors:016x}", f"    dim: {length}",
                   f"    channels: {channels}", f"    offset: 0x{int(hw['out_offset']):04x}",
                   f"    name: {hw['name']}"]
     return ["data_buffer:", *lines, ""] if lines else []
 
 
-def _export_buffer(record: dict, hw: dict, members: list, producers: dict[str, str],
+def _buffer_keys(record: dict, hw: dict, members: list, producers: dict[str, str],
                    taken: set[str], nodes: dict) -> None:
     """A buffer's hardware layer is its shift (a passthrough of words 1..length-1 one word
     down); the layer it reads inserts the newest frame; its readers read all `length` words."""
@@ -175,7 +197,8 @@ def _export_buffer(record: dict, hw: dict, members: list, producers: dict[str, s
         record["in_dim"] = length
 
 
-def _export_value(key: str, value: Any) -> str:
+def _value_text(key: str, value: Any) -> str:
+    """A record value as the toolchain writes it (maps in 64-bit hex, offsets in hex)."""
     if key in ("processors", "output_processors"):
         return f"0x{value:016x}"
     if key in ("in_offset", "out_offset"):
@@ -187,123 +210,7 @@ def _export_value(key: str, value: Any) -> str:
     return str(value)
 
 
-def _single(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return value[0] if len(set(value)) == 1 else list(value)
-    return value
-
-
-def _export_layer(hw: dict, members: list, nodes: dict, owner: dict, previous: str,
-                  position: int, quant: dict) -> tuple[dict, str | None]:
-    """One network layer; also the manifest layer holding its output (None: a copy)."""
-    names = {m.name for m in members}
-    compute = [m for m in members if m.op in WEIGHT_OPS]
-    adds = [m for m in members if m.op == "add"]
-    concats = [m for m in members if m.op == "concat"]
-    pools = [m for m in members if m.op in ("pool1d", "pool2d")]
-    allowed = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten",
-               "reshape", "buffer")
-    unknown = [m.op for m in members if m.op not in allowed]
-    if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
-        raise UserError(f"export: hardware layer {hw['name']!r} combines "
-                        f"{[m.op for m in members]}, which one network layer cannot describe")
-    consumed = {name for m in members for name in m.inputs}
-    produced = [m.name for m in members if m.name not in consumed]
-    output = produced[-1] if produced else None
-    if hw.get("inputs") is not None:
-        external = [str(name) for name in hw["inputs"]]
-    else:
-        external = []
-        for member in members:
-            for name in member.inputs:
-                source = owner.get(name, name)
-                if name not in names and source not in external:
-                    external.append(source)
-    record: dict[str, Any] = {"name": hw["name"]}
-    main = compute[0] if compute else None
-    if main is None:
-        record["op"] = "none" if (adds or pools or concats) else "passthrough"
-    else:
-        record["op"] = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp",
-                        "conv_transpose2d": "convtranspose2d"}[main.op]
-    if main is not None and main.op != "linear":
-        if main.op in ("conv2d", "conv_transpose2d"):
-            kh, kw = (main.kernel, main.kernel) if isinstance(main.kernel, int) else main.kernel
-            record["kernel_size"] = f"{kh}x{kw}"
-        else:
-            record["kernel_size"] = main.kernel
-        record["pad"] = _single(main.pad)
-        if main.op == "conv_transpose2d":
-            _check_upsampling(hw["name"], main)
-        elif _single(main.stride) != 1:
-            record["stride"] = _single(main.stride)
-        if _single(main.dilation) != 1:
-            record["dilation"] = _single(main.dilation)
-        if main.groups != 1:
-            record["groups"] = main.groups
-    if main is not None:
-        record["activate"] = _ACT_NAMES[main.act.value]
-    elif adds:
-        record["activate"] = _ACT_NAMES[adds[0].act.value]
-    window = main.pool if main is not None and getattr(main, "pool", None) is not None else None
-    if window is None and pools:
-        window = pools[0]
-        if any((p.mode, p.size, p.stride) != (window.mode, window.size, window.stride)
-               for p in pools):
-            raise UserError(f"export: hardware layer {hw['name']!r} pools its operands with "
-                            "different windows")
-    if window is not None:
-        key = "max_pool" if window.mode.value == "max" else "avg_pool"
-        record[key] = _single(window.size)
-        record["pool_stride"] = _single(window.stride if window.stride is not None
-                                        else window.size)
-    if adds:
-        record["eltwise"] = "add"
-        pooled_first = bool(pools) and all(p.name in adds[0].inputs for p in pools)
-        if window is not None and not pooled_first:
-            record["pool_first"] = False
-    if main is not None and main.op == "linear":
-        in_shape = nodes[main.name].in_shapes[0]
-        if len(in_shape) > 1 and math.prod(in_shape[1:]) > 1:
-            record["flatten"] = True
-    if main is not None and getattr(main, "wide", False):
-        record["output_width"] = 32
-    if external != [previous]:
-        record["in_sequences"] = external if len(external) > 1 else external[0]
-    record["processors"] = _map_value(hw["processors"], f"{hw['name']}.processors")
-    if hw.get("output_processors") is not None:
-        record["output_processors"] = _map_value(hw["output_processors"],
-                                                 f"{hw['name']}.output_processors")
-    for key in ("in_offset", "out_offset"):
-        if hw.get(key) is not None:
-            record[key] = int(hw[key])
-    if position == 0 and hw.get("data_format"):
-        record["data_format"] = str(hw["data_format"])
-    if hw.get("write_gap"):
-        record["write_gap"] = int(hw["write_gap"])
-    if hw.get("read_gap"):
-        record["read_gap"] = int(hw["read_gap"])
-    if hw.get("bias_group") is not None:
-        group = hw["bias_group"]
-        record["bias_group"] = list(group) if isinstance(group, list | tuple) else int(group)
-    if hw.get("streaming"):
-        record["streaming"] = True
-    if main is not None and main.name in quant:
-        row = quant[main.name]
-        record["quantization"] = int(row["bits"])
-        record["output_shift"] = int(row["scale_exp"])
-    return record, output
-
-
-def _check_upsampling(name: str, layer) -> None:
-    """A network description's ConvTranspose2d always upsamples by 2 (output padding 1)."""
-    if _single(layer.stride) != 2 or _single(layer.output_pad) != 1:
-        raise UserError(f"export: hardware layer {name!r}: a ConvTranspose2d layer of a network "
-                        f"description has stride 2 and output padding 1; {layer.name!r} has "
-                        f"stride {layer.stride} and output_pad {layer.output_pad}")
-
-
-def _export_in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
+def _in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
     """`in_dim` for a layer that reads a reshape (the reshape itself is no network layer):
     [H, W] for 2-D data, L for 1-D."""
     for member in members:
@@ -315,7 +222,7 @@ def _export_in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> N
             return
 
 
-def _export_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
+def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
     """Add `out_channels` where the importer would not read the count from processor maps."""
     index = {record["name"]: i for i, record in enumerate(records)}
     specs = []

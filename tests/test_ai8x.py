@@ -23,6 +23,7 @@ from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.pipeline import validation
 from edgebuild.targets.max7800x import network
+from edgebuild.targets.max7800x import profile as devices
 
 DATA = Path(__file__).resolve().parent / "data" / "ai8x"
 MODEL = DATA / "mnist-extrasmall"
@@ -1074,8 +1075,9 @@ def test_export_refuses_other_devices(tmp_path):
 # ---- small parts and the command ------------------------------------------------------------
 
 def test_processor_counts_and_maps():
-    assert [network.processors_needed(c) for c in (3, 64, 96, 100, 160, 288, 480, 640)] == \
-        [3, 64, 48, 52, 56, 60, 60, 64]
+    for device in ("max78000", "max78002"):  # the device's rule (its profile)
+        assert [devices.profile(device).processors_needed(c)
+                for c in (3, 64, 96, 100, 160, 288, 480, 640)] == [3, 64, 48, 52, 56, 60, 60, 64]
     assert network.parse_processor_map("0x0000.0000.0000.0ff0") == 0xFF0
     assert network.parse_processor_map(0xFFFFFFFFFFFFFFFF) == (1 << 64) - 1
     for bad in ("0xfg0", 0, 1 << 64, "", True, None):

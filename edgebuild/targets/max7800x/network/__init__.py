@@ -30,7 +30,7 @@ May import what `edgebuild.targets` may, and the other `edgebuild.targets.max780
 """
 
 from edgebuild.targets.max7800x.network.built import identifier
-from edgebuild.targets.max7800x.network.channels import map_channels, processors_needed
+from edgebuild.targets.max7800x.network.channels import map_channels
 from edgebuild.targets.max7800x.network.description import DATASETS
 from edgebuild.targets.max7800x.network.export import export_network
 from edgebuild.targets.max7800x.network.hardware import HardwareLayer, hardware_groups
@@ -41,5 +41,4 @@ from edgebuild.targets.max7800x.network.values import parse_processor_map, popco
 __all__ = [
     "DATASETS", "HardwareLayer", "ImportResult", "export_network", "flow", "hardware_groups",
     "identifier", "import_network", "map_channels", "parse_processor_map", "popcount",
-    "processors_needed",
 ]

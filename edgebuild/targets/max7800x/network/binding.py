@@ -13,8 +13,6 @@ from edgebuild.targets.max7800x.network.checkpoint import CheckpointLayer
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.values import popcount
 
-OUTPUT_SHIFT_RANGE = (-15, 15)  # total device shift output_shift + 8 - weight_bits
-
 
 class Binder:
     """Binds the layers with weights, in order, to `bound` (spec position -> checkpoint
@@ -22,10 +20,12 @@ class Binder:
     not checked: the description and the checkpoint are out of step, and every later
     message would repeat that."""
 
-    def __init__(self, report: Reporter, built: Built, bound: dict[int, CheckpointLayer]):
+    def __init__(self, report: Reporter, built: Built, bound: dict[int, CheckpointLayer],
+                 total_shift: tuple[int, int]):
         self.report = report
         self.built = built
         self.bound = bound
+        self.total_shift = total_shift  # the device's range of output_shift + 8 - weight_bits
         self.stopped = False
 
     def bind(self, p: int, spec: Spec, layer: dict) -> bool:
@@ -139,12 +139,12 @@ class Binder:
                 "the toolchain)"))
             shift = spec.output_shift
         total = shift + 8 - bits
-        low, high = OUTPUT_SHIFT_RANGE
+        low, high = self.total_shift
         if not (low <= total <= high) and not spec.wide:
             key = "output_shift" if spec.output_shift is not None else None
             self.report.layer_error(spec, key, (
                 f"output shift {shift} with {bits}-bit weights gives a device shift of {total}, "
-                f"outside {list(OUTPUT_SHIFT_RANGE)}"))
+                f"outside {list(self.total_shift)}"))
             return None
         return shift
 

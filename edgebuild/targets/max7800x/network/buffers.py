@@ -8,7 +8,7 @@ from typing import Any
 
 from edgebuild.targets.max7800x.network.spec import DataBuffer, Reporter, Spec
 from edgebuild.targets.max7800x.network.values import (
-    PROCESSORS,
+    MAP_BITS,
     is_int,
     parse_offset,
     parse_processor_map,
@@ -39,11 +39,11 @@ def data_buffers(report: Reporter, written: str, value: Any) -> dict[str, DataBu
                   "offset": parse_offset(raw["offset"]),
                   "dim": raw["dim"] if is_int(raw["dim"]) and 2 <= raw["dim"] <= 1024 else None,
                   "channels": raw["channels"] if is_int(raw["channels"])
-                  and 1 <= raw["channels"] <= PROCESSORS else None}
+                  and 1 <= raw["channels"] <= MAP_BITS else None}
         allowed = {"processors": "a processor map such as 0xffffffff00000000",
                    "offset": "a byte offset such as 0x7fc4",
                    "dim": "the number of frames kept, 2 to 1024",
-                   "channels": f"1 to {PROCESSORS} (one pass)"}
+                   "channels": f"1 to {MAP_BITS} (one pass)"}
         bad = [key for key, v in parsed.items() if v is None]
         for key in bad:
             report.error((*loc, keys[key]), f"data_buffer {i}: `{keys[key]}` {raw[key]!r} "

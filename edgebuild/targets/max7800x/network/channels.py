@@ -1,28 +1,15 @@
 """Channel counts the network description implies without a checkpoint (processor maps,
-`in_channels` / `out_channels`, `groups`, the dataset's classes), and the processors a
-channel count needs.
+`in_channels` / `out_channels`, `groups`, the dataset's classes).
 """
 
 from __future__ import annotations
 
-import math
-
 from edgebuild.targets.max7800x.network.spec import Spec
-from edgebuild.targets.max7800x.network.values import PROCESSORS, popcount
+from edgebuild.targets.max7800x.network.values import popcount
 
 
-def processors_needed(channels: int) -> int:
-    """Processors the toolchain uses for `channels` (multi-pass above 64 channels: the
-    channels per pass, rounded up to a multiple of 4)."""
-    if channels <= PROCESSORS:
-        return channels
-    passes = math.ceil(channels / PROCESSORS)
-    per_pass = math.ceil(channels / passes)
-    return (per_pass + 3) // 4 * 4
-
-
-def map_channels(specs: list[Spec], p: int, output_map: int | None,
-                 classes: int | None) -> tuple[int | None, str]:
+def map_channels(specs: list[Spec], p: int, output_map: int | None, classes: int | None,
+                 profile) -> tuple[int | None, str]:
     """Output channels of layer `p` from the description alone: (count, source).
 
     Exact sources first (`out_channels`, depthwise `groups`, a consumer's `in_channels` or
@@ -50,7 +37,7 @@ def map_channels(specs: list[Spec], p: int, output_map: int | None,
     classifier = last and classes is not None and (spec.op == "linear" or spec.wide)
     if bounds:
         count = max(bounds)
-        if classifier and processors_needed(classes) == count:
+        if classifier and profile.processors_needed(classes) == count:
             return classes, "dataset"
         return count, "processors"
     if classifier:

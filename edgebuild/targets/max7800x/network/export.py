@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgebuild.core.errors import UserError
+from edgebuild.targets.max7800x import profile as devices
 from edgebuild.targets.max7800x.network.channels import map_channels
 from edgebuild.targets.max7800x.network.layerrecord import layer_record, map_value
 from edgebuild.targets.max7800x.network.spec import Spec
@@ -44,7 +45,7 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     producers = _buffer_producers(hw_layers, nodes, owner)
     hw_layers = _shifts_first(hw_layers, producers)
     records = _records(hw_layers, _Model(layers, alias, nodes, owner), producers,
-                       _quant_rows(quant))
+                       _quant_rows(quant), devices.profile(device))
     return _text(manifest, device, hw_layers, records, producers, nodes)
 
 
@@ -75,7 +76,7 @@ def _owners(hw_layers: list[dict], layers: list, alias: dict[str, str]) -> dict[
 
 
 def _records(hw_layers: list[dict], model: _Model, producers: dict[str, str],
-             rows: dict[str, dict]) -> list[dict]:
+             rows: dict[str, dict], profile) -> list[dict]:
     """One record per hardware layer, in order, with `out_channels` where needed."""
     by_name = {layer.name: layer for layer in model.layers}
     taken = {hw["name"] for hw in hw_layers}
@@ -92,7 +93,7 @@ def _records(hw_layers: list[dict], model: _Model, producers: dict[str, str],
         records.append(record)
         outputs.append(output)
         previous = record["name"]
-    _out_channels(records, model.nodes, outputs)
+    _out_channels(records, model.nodes, outputs, profile)
     return records
 
 
@@ -222,7 +223,8 @@ def _in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
             return
 
 
-def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -> None:
+def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None],
+                  profile) -> None:
     """Add `out_channels` where the importer would not read the count from processor maps."""
     index = {record["name"]: i for i, record in enumerate(records)}
     specs = []
@@ -245,7 +247,7 @@ def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None]) -
                 or outputs[i] not in nodes:
             continue
         actual = nodes[outputs[i]].out_shape[0]
-        guess, _ = map_channels(specs, i, None, None)
+        guess, _ = map_channels(specs, i, None, None, profile)
         if guess != actual:
             record["out_channels"] = actual
             specs[i].out_channels = actual

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core.errors import Diagnostic, UserError
+from edgebuild.targets.max7800x import profile as devices
 from edgebuild.targets.max7800x.network.built import Built
 from edgebuild.targets.max7800x.network.checkpoint import (
     CheckpointLayer,
@@ -35,6 +36,9 @@ from edgebuild.targets.max7800x.network.layers import Importer
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.text import manifest_text
 
+# ai8xize.py's default --device (the manual: "--device Set device (default: MAX78000)")
+_DEFAULT_DEVICE = "max78000"
+
 
 @dataclass
 class ImportResult:
@@ -50,23 +54,24 @@ class ImportResult:
 
 
 def _device(device: str | None, arch: str | None, path: Path) -> tuple[str, str | None]:
-    """(`--device`, else the device the arch or file name says: ai87 = MAX78002, else
-    MAX78000; a note when that was guessed from a name)."""
-    from edgebuild.targets.max7800x.profile import DEVICE_NAMES
-
+    """(`--device`, else the device whose family (ai85, ai87: see the profiles) the arch or
+    the file name starts with, else the toolchain's default; a note when the device was
+    chosen by such a name)."""
     if device is not None:
         text = device.strip().lower()
-        if text not in DEVICE_NAMES:
+        if text not in devices.DEVICE_NAMES:
             raise UserError(f"--device {device!r}: a network description runs on "
-                            f"{' or '.join(DEVICE_NAMES)}")
+                            f"{' or '.join(devices.DEVICE_NAMES)}")
         return text, None
     for source in (arch or "", path.stem):
         lowered = source.lower()
-        if lowered.startswith("ai87"):
-            return "max78002", f"device max78002 from {source!r} (ai87 = MAX78002)"
-        if lowered.startswith("ai85"):
-            return "max78000", None
-    return "max78000", None
+        for name in devices.DEVICE_NAMES:
+            family = devices.profile(name).family
+            if lowered.startswith(family):
+                note = None if name == _DEFAULT_DEVICE else \
+                    f"device {name} from {source!r} ({family} = {name.upper()})"
+                return name, note
+    return _DEFAULT_DEVICE, None
 
 
 def _input_shape(input_shape, sample_array, checkpoint, top, report, path) -> tuple[int, ...]:
@@ -111,7 +116,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
                          network_yaml)
     if source.sample is not None:
         check_sample(Path(sample), source.sample, shape)
-    built = _build(source, shape, checkpoint)
+    built = _build(source, shape, checkpoint, devices.profile(device_name))
     manifest_name = _manifest_name(name, source.arch, network_yaml)
     manifest, files = _manifest(manifest_name, shape, device_name, built, out_dir,
                                 source.checkpoint is not None, sample, expected)
@@ -191,14 +196,15 @@ def _checkpoint(report: Reporter, top: dict, arch: Any, path: Path) -> list[Chec
     return layers
 
 
-def _build(source: _Source, shape: tuple[int, ...], checkpoint: Path | None) -> Built:
+def _build(source: _Source, shape: tuple[int, ...], checkpoint: Path | None,
+           profile) -> Built:
     """The edgebuild layers, hardware layers and weights (every problem raised at once),
     and the warnings about what the description alone cannot say."""
     report, path = source.report, str(source.path)
     classes = DATASETS.get(dataset_key(source.top.get("dataset", (None, None))[1]),
                            (None, None))[1]
     importer = Importer(report, source.top, source.specs, classes, source.checkpoint,
-                        Path(checkpoint) if checkpoint is not None else None)
+                        Path(checkpoint) if checkpoint is not None else None, profile)
     importer.assign_names()
     built = importer.build(shape)
     report.raise_errors()

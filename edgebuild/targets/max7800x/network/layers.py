@@ -47,7 +47,7 @@ from edgebuild.targets.max7800x.network.built import (
     identifier,
     previous,
 )
-from edgebuild.targets.max7800x.network.channels import map_channels, processors_needed
+from edgebuild.targets.max7800x.network.channels import map_channels
 from edgebuild.targets.max7800x.network.checkpoint import CheckpointLayer
 from edgebuild.targets.max7800x.network.compute import (
     conv_keys,
@@ -71,8 +71,10 @@ class Importer:
     failed is skipped (its problem is already reported)."""
 
     def __init__(self, report: Reporter, top: dict, specs: list[Spec], classes: int | None,
-                 checkpoint: list[CheckpointLayer] | None, checkpoint_path: Path | None):
+                 checkpoint: list[CheckpointLayer] | None, checkpoint_path: Path | None,
+                 profile):
         self.report = report
+        self.profile = profile  # the device's (records.Profile)
         self.top = top
         self.specs = specs
         self.classes = classes
@@ -83,7 +85,7 @@ class Importer:
         self.names: list[str] = []  # primary (output) name per spec position
         self.failed: set[int] = set()
         self.bound: dict[int, CheckpointLayer] = {}
-        self.binder = Binder(report, self.built, self.bound)
+        self.binder = Binder(report, self.built, self.bound, profile.numbers.total_shift)
 
     # -- names and bindings --
     def assign_names(self) -> None:
@@ -356,8 +358,8 @@ class Importer:
             return weight.shape[0]
         if self.checkpoint is not None:
             return None  # unbound weight layer: the count mismatch is reported
-        channels, source = map_channels(self.specs, p, self.top.get("output_map", (None, None))[1],
-                                        self.classes)
+        output_map = self.top.get("output_map", (None, None))[1]
+        channels, source = map_channels(self.specs, p, output_map, self.classes, self.profile)
         if channels is None:
             self.report.layer_error(spec, None, (
                 f"the output channel count of this {kind} layer is unknown: pass the checkpoint "
@@ -420,7 +422,7 @@ class Importer:
         if last.index != spec.index:
             return
         channels = self.built.shapes[last.name][0]
-        default = (1 << processors_needed(channels)) - 1
+        default = (1 << self.profile.processors_needed(channels)) - 1
         entry = self.built.placement[last.name]
         if spec.output_processors is not None and spec.output_processors != value:
             self.report.warn((written,), f"`output_map` {value:#018x} overrides the last layer's "

@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-PROCESSORS = 64
+# Processor maps are 64-bit (the manual: "processors is specified as a 64-bit hexadecimal
+# value"), whatever the device: its own processor count is placement's to check.
+MAP_BITS = 64
 _HEX = re.compile(r"^(0x)?[0-9a-f][0-9a-f._]*$", re.IGNORECASE)
 
 
@@ -23,7 +25,7 @@ def parse_processor_map(value: Any) -> int | None:
         if not _HEX.match(text):
             return None
         value = int(text.lower().removeprefix("0x").replace(".", "").replace("_", ""), 16)
-    if is_int(value) and 0 < value < 1 << PROCESSORS:
+    if is_int(value) and 0 < value < 1 << MAP_BITS:
         return value
     return None
 

@@ -10,20 +10,23 @@ edgebuild manifest: `model.layers` (what is computed), `placement` (where it run
 `export_network` goes the other way: a manifest plus its resolved placement (one entry per
 hardware layer) becomes a network description the toolchain reads.
 
-This package owns everything about that format and the checkpoint that goes with it; it
-holds no device figure (those come from the device profile, `..profile`) and no placement
-rule (`..placement` checks and completes what an imported manifest says). Modules, in the
-order an import runs through them:
+This package owns everything about that format and the checkpoint that goes with it. It
+holds no device figure (those come from the device profile, `..profile`: processor counts,
+the output shift range, the arch prefix of each device) and no placement rule
+(`..placement` checks and completes what an imported manifest says). Modules, in the order
+an import runs through them:
 
 - `values`, `spec`: value parsers; the records a description is read into and the
   `Reporter` that collects every problem with its position.
 - `layerkeys`, `buffers`, `description`: one layer's keys; data buffers; the document
   (top-level keys, sequence order, what each layer reads).
 - `checkpoint`: the quantized `.pth.tar`.
-- `built`, `hardware`, `channels`, `layers`: the edgebuild layers of each network layer,
-  cut into hardware layers, with their placement entries and channel counts.
-- `text`, `files`, `importer`: the manifest text, the files written, `import_network`.
-- `export`: `export_network`.
+- `built`, `layers`, `compute`, `binding`, `hardware`, `channels`: the edgebuild layers of
+  each network layer (those with weights in `compute`), bound to the checkpoint, cut into
+  hardware layers with their placement entries; channel counts without a checkpoint.
+- `text`, `kat`, `files`, `importer`: the manifest text, the known answer, the files
+  written, `import_network`.
+- `layerrecord`, `export`: `export_network`, one record per hardware layer.
 
 May import what `edgebuild.targets` may, and the other `edgebuild.targets.max7800x` modules
 (hwlayer, profile); nothing there imports this package.

@@ -101,7 +101,8 @@ def checkpoint_layers(path: Path, state: dict) -> list[CheckpointLayer]:
             bias = bias.astype(np.int64)
         layers.append(CheckpointLayer(
             layer, key, weight.astype(np.int64), bias, bias_key if bias is not None else None,
-            _scalar(state.get(f"{layer}.output_shift")), _scalar(state.get(f"{layer}.weight_bits"))))
+            _scalar(state.get(f"{layer}.output_shift")),
+            _scalar(state.get(f"{layer}.weight_bits"))))
     if problems:
         raise UserError(problems)
     if not layers:

@@ -132,6 +132,7 @@ def _op(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _eltwise(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`eltwise`: edgebuild has an element-wise add, no sub, xor or or."""
     if "eltwise" not in v:
         return
     text = str(v["eltwise"]).strip().lower()
@@ -146,6 +147,7 @@ def _eltwise(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _activation(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`activate` (or `activation`): ReLU, Abs or None."""
     if "activate" not in v:
         return
     text = str(v["activate"]).strip().lower() if v["activate"] is not None else "none"
@@ -190,6 +192,7 @@ def _pool_stride(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _flags(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """The true/false keys (1 and 0 as the toolchain also reads them)."""
     for key in ("pool_first", "flatten", "streaming"):
         if key in v:
             flag = as_bool(v[key])
@@ -200,6 +203,7 @@ def _flags(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _output_width(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`output_width: 32` is edgebuild's `wide` output (no shift, no activation)."""
     if "output_width" not in v:
         return
     if v["output_width"] in (8, 32) and is_int(v["output_width"]):
@@ -226,6 +230,7 @@ def _processor_maps(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _offsets(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`in_offset` and `out_offset`: byte offsets into the data memory instances."""
     for key in ("in_offset", "out_offset"):
         if key in v:
             value = parse_offset(v[key])
@@ -276,6 +281,7 @@ def _integers(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _dilation(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`dilation`: one value or [H, W]."""
     if "dilation" not in v:
         return
     value = pair_or_int(v["dilation"])
@@ -287,6 +293,7 @@ def _dilation(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _bias_group(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`bias_group`: the quadrant(s) whose bias memory may hold the layer's bias."""
     if "bias_group" not in v:
         return
     value = v["bias_group"]
@@ -300,6 +307,7 @@ def _bias_group(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _quantization(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`quantization`: the weight width; binary weights have no edgebuild equivalent."""
     if "quantization" not in v:
         return
     value = v["quantization"]
@@ -315,6 +323,9 @@ def _quantization(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
 
 
 def _output_shift(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
+    """`output_shift`, within what some weight width allows (-22 with 1-bit weights up
+    to 15 with 8-bit ones, for a total shift of [-15, 15]); the device's own range is
+    checked once the device and the weight width are known (binding)."""
     if "output_shift" not in v:
         return
     if is_int(v["output_shift"]) and -22 <= v["output_shift"] <= 15:

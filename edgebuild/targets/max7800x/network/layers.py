@@ -378,6 +378,7 @@ class Importer:
         return p in self.bound and self.bound[p].bias is None
 
     def _conv(self, p: int, spec: Spec, name: str, linked: dict, pool: dict | None) -> bool:
+        """A convolution (1-D, 2-D or transposed), bound to its checkpoint layer."""
         out = self._out_channels(p, spec, spec.op)
         if out is None:
             return False

@@ -48,6 +48,8 @@ class DataMemory:
         self.procs, self.outs = maps.procs, maps.outs
 
     def run(self) -> None:
+        """Group the tensors, then place each group in the order its first member is
+        written (so what is alive at that step is known)."""
         self.tensors = self._tensors()
         self._interleave()
         groups = self._groups()

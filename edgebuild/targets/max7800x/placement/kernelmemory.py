@@ -21,6 +21,7 @@ class KernelMemory:
         self.procs = procs
 
     def run(self) -> None:
+        """Layers in order, each from the first start word free on all its processors."""
         self.kernels: dict[str, KernelSlot] = {}
         free = [0] * self.profile.processors
         multiple = self.profile.kernel_memory.start_multiple

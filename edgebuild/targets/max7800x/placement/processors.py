@@ -23,6 +23,7 @@ class ProcessorMaps:
         self.channels: dict[str, int] = {}
 
     def run(self) -> None:
+        """Given maps first, then what readers demand, then the defaults; then the checks."""
         self.procs = {}
         for layer in self.layers:
             given = self.given(layer.name, "processors")

@@ -42,6 +42,7 @@ def resolve(hw_layers: tuple[HwLayer, ...], manifest, profile
 
 def _placement(ctx: Context, maps: ProcessorMaps, data: DataMemory,
                kernels: dict[str, KernelSlot], biases: dict[str, BiasSlot]) -> Placement:
+    """The result record of a resolve without problems."""
     profile = ctx.profile
     plans = tuple(_plan(ctx, i, layer, maps, data, kernels, biases)
                   for i, layer in enumerate(ctx.layers))
@@ -55,6 +56,7 @@ def _placement(ctx: Context, maps: ProcessorMaps, data: DataMemory,
 
 def _plan(ctx: Context, i: int, layer: HwLayer, maps: ProcessorMaps, data: DataMemory,
           kernels: dict[str, KernelSlot], biases: dict[str, BiasSlot]) -> LayerPlan:
+    """Layer `i`'s plan: its maps, offsets, passes, slots, and which keys were given."""
     entry = ctx.entries.get(layer.name)
     bias = biases.get(layer.name)
     procs, outs = maps.procs[layer.name], maps.outs[layer.name]

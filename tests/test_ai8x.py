@@ -1,4 +1,5 @@
-"""edgebuild.targets.max7800x.ai8x: MAX7800x network descriptions (ai8x-synthesis YAML) in and out.
+"""edgebuild.targets.max7800x.network: MAX7800x network descriptions (ai8x-synthesis YAML) in
+and out.
 
 Fixtures (tests/data/ai8x/, see its README): a published quantized MAX78000 model with the
 toolchain's known answer, twelve real network descriptions and the manual's three examples.
@@ -21,7 +22,8 @@ from edgebuild.core.errors import UserError
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.pipeline import validation
-from edgebuild.targets.max7800x import ai8x
+from edgebuild.targets.max7800x import network
+from edgebuild.targets.max7800x import profile as devices
 
 DATA = Path(__file__).resolve().parent / "data" / "ai8x"
 MODEL = DATA / "mnist-extrasmall"
@@ -30,10 +32,10 @@ MANUAL = DATA / "manual"
 CHECKPOINT = MODEL / "checkpoint-q.pth.tar"
 
 
-def import_model(out: Path, **kwargs) -> ai8x.ImportResult:
-    return ai8x.import_network(MODEL / "network.yaml", checkpoint=CHECKPOINT,
-                               sample=MODEL / "input.npy", expected=MODEL / "expected_output.npy",
-                               out_dir=out, **kwargs)
+def import_model(out: Path, **kwargs) -> network.ImportResult:
+    return network.import_network(MODEL / "network.yaml", checkpoint=CHECKPOINT,
+                                  sample=MODEL / "input.npy",
+                                  expected=MODEL / "expected_output.npy", out_dir=out, **kwargs)
 
 
 def parsed(path: Path):
@@ -185,7 +187,7 @@ def test_description_missing_a_layer_of_its_checkpoint_is_a_clear_error(tmp_path
     drifted.write_text(_layer_block((MODEL / "network.yaml").read_text(),
                                     "  - max_pool: 4", "  - out_offset: 0"))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(drifted, checkpoint=CHECKPOINT, out_dir=tmp_path / "out")
+        network.import_network(drifted, checkpoint=CHECKPOINT, out_dir=tmp_path / "out")
     text = messages(exc)
     assert "has 3 layers with weights (layers 0, 1, 2) but the checkpoint" in text
     assert "has 4 (conv1, conv2, conv3, fc)" in text
@@ -199,7 +201,7 @@ def test_description_missing_its_first_layer_names_the_processor_mismatch(tmp_pa
     drifted.write_text(_layer_block((MODEL / "network.yaml").read_text(),
                                     "  - pad: 1", "  - max_pool: 2"))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(drifted, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(drifted, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert "layer 0: conv2d layer is bound to checkpoint layer 'conv1'" in messages(exc)
     assert "processors 0x0000000000000ff0 (8) expect more than the 1 input channels" in \
         messages(exc)
@@ -210,13 +212,13 @@ def test_kernel_size_drift_and_quantization_mismatch(tmp_path):
     path = tmp_path / "network.yaml"
     path.write_text(text.replace("    pad: 2\n", "    pad: 2\n    kernel_size: 1x1\n"))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert "layer 1: conv2d layer is bound to checkpoint layer 'conv2' (conv2.op.weight " \
            "[8, 8, 3, 3]), but its kernel is 1x1 in the description and 3x3 in the checkpoint" \
         in messages(exc)
     path.write_text(text.replace("    op: mlp\n", "    op: mlp\n    quantization: 4\n"))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert "layers[3].quantization: layer 3: `quantization: 4` but the checkpoint's fc was " \
            "trained with 8-bit weights" in messages(exc)
 
@@ -231,7 +233,7 @@ def test_every_mistake_of_a_description_is_reported_at_once(tmp_path):
     path = tmp_path / "network.yaml"
     path.write_text(text)
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, out_dir=tmp_path)
+        network.import_network(path, out_dir=tmp_path)
     lines = [d.render() for d in exc.value.diagnostics]
     assert len(lines) == 3, lines
     assert re.fullmatch(r".*network.yaml:20:5: layers\[1\].processors: layer 1: `processors` "
@@ -270,21 +272,22 @@ def test_constructs_without_an_edgebuild_equivalent(tmp_path, edit, message):
     assert edit[0] in text
     path.write_text(text.replace(edit[0], edit[1], 1))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert message in messages(exc)
 
 
 def test_checkpoint_problems(tmp_path):
     import torch
 
-    network = MODEL / "network.yaml"
+    description = MODEL / "network.yaml"
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(network, checkpoint=tmp_path / "missing.pth.tar", out_dir=tmp_path)
+        network.import_network(description, checkpoint=tmp_path / "missing.pth.tar",
+                               out_dir=tmp_path)
     assert "missing.pth.tar: checkpoint file not found" in messages(exc)
     torch.save({"arch": "ai85netextrasmall",
                 "state_dict": {"conv1.op.weight": torch.randn(8, 1, 3, 3)}}, tmp_path / "f.pth")
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(network, checkpoint=tmp_path / "f.pth", out_dir=tmp_path)
+        network.import_network(description, checkpoint=tmp_path / "f.pth", out_dir=tmp_path)
     assert "conv1.op.weight holds non-integer weights: this is not a quantized checkpoint" in \
         messages(exc)
 
@@ -305,8 +308,8 @@ def test_checkpoint_is_loaded_without_running_pickled_code(tmp_path):
     marker = tmp_path / "ran"
     torch.save({"arch": "x", "state_dict": {}, "extras": _Payload(marker)}, tmp_path / "e.pth")
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(MODEL / "network.yaml", checkpoint=tmp_path / "e.pth",
-                            out_dir=tmp_path)
+        network.import_network(MODEL / "network.yaml", checkpoint=tmp_path / "e.pth",
+                               out_dir=tmp_path)
     assert "the checkpoint cannot be loaded safely" in messages(exc)
     assert not marker.exists()
 
@@ -318,8 +321,8 @@ def test_sample_checks(tmp_path):
                                           "[1, 28, 28]"),
                             ("loud.npy", "sample spans [300, 300]; inputs are int8 values")):
         with pytest.raises(UserError) as exc:
-            ai8x.import_network(MODEL / "network.yaml", sample=tmp_path / sample,
-                                input_shape=(1, 28, 28), out_dir=tmp_path)
+            network.import_network(MODEL / "network.yaml", sample=tmp_path / sample,
+                                   input_shape=(1, 28, 28), out_dir=tmp_path)
         assert message in messages(exc)
 
 
@@ -328,32 +331,32 @@ def test_input_shape_sources(tmp_path):
     path = tmp_path / "network.yaml"
     path.write_text(text)
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert "the input shape is unknown (dataset 'Mystery' is not one of" in messages(exc)
     assert "pass --input C,H,W" in messages(exc)
-    result = ai8x.import_network(path, checkpoint=CHECKPOINT, input_shape=(1, 28, 28),
-                                 out_dir=tmp_path, name="given")
+    result = network.import_network(path, checkpoint=CHECKPOINT, input_shape=(1, 28, 28),
+                                    out_dir=tmp_path, name="given")
     assert parsed(result.manifest)[0].model.input == (1, 28, 28)
-    result = ai8x.import_network(path, checkpoint=CHECKPOINT, sample=MODEL / "input.npy",
-                                 out_dir=tmp_path, name="from_sample")
+    result = network.import_network(path, checkpoint=CHECKPOINT, sample=MODEL / "input.npy",
+                                    out_dir=tmp_path, name="from_sample")
     assert parsed(result.manifest)[0].model.input == (1, 28, 28)
     path.write_text(text.replace("Mystery", "CIFAR10"))  # a table shape the weights refute
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path)
     assert "dataset CIFAR10 has 3-channel samples but the checkpoint's first layer takes 1 " \
            "channels; pass --input C,H,W" in messages(exc)
 
 
 def test_device(tmp_path):
-    result = ai8x.import_network(NETWORKS / "ai87-cifar100-mobilenet-v2-0.5.yaml",
-                                 out_dir=tmp_path)
+    result = network.import_network(NETWORKS / "ai87-cifar100-mobilenet-v2-0.5.yaml",
+                                    out_dir=tmp_path)
     assert parsed(result.manifest)[0].target.device.value == "max78002"
     assert any("device max78002 from" in w for w in result.warnings)
-    result = ai8x.import_network(MODEL / "network.yaml", device="MAX78002", out_dir=tmp_path,
-                                 name="on_87")
+    result = network.import_network(MODEL / "network.yaml", device="MAX78002", out_dir=tmp_path,
+                                    name="on_87")
     assert parsed(result.manifest)[0].target.device.value == "max78002"
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(MODEL / "network.yaml", device="cortex-m4", out_dir=tmp_path)
+        network.import_network(MODEL / "network.yaml", device="cortex-m4", out_dir=tmp_path)
     assert "--device 'cortex-m4': a network description runs on max78000 or max78002" in \
         messages(exc)
 
@@ -361,7 +364,7 @@ def test_device(tmp_path):
 # ---- the manual's examples and the toolchain's real descriptions -------------------------
 
 def test_manual_mnist_example(tmp_path):
-    result = ai8x.import_network(MANUAL / "mnist-chw-ai85.yaml", out_dir=tmp_path)
+    result = network.import_network(MANUAL / "mnist-chw-ai85.yaml", out_dir=tmp_path)
     checked = validation.load(with_dataset(result.manifest))
     layers = checked.manifest.model.layers
     assert [layer.op for layer in layers] == ["conv2d"] * 4 + ["linear"]
@@ -371,7 +374,7 @@ def test_manual_mnist_example(tmp_path):
 
 
 def test_manual_fire_example(tmp_path):
-    result = ai8x.import_network(MANUAL / "fire.yaml", out_dir=tmp_path)
+    result = network.import_network(MANUAL / "fire.yaml", out_dir=tmp_path)
     checked = validation.load(with_dataset(result.manifest))
     manifest = checked.manifest
     by_name = {layer.name: layer for layer in manifest.model.layers}
@@ -393,8 +396,8 @@ def test_manual_fire_example(tmp_path):
 
 
 def test_manual_residual_example(tmp_path):
-    result = ai8x.import_network(MANUAL / "residual.yaml", input_shape=(3, 4, 4),
-                                 out_dir=tmp_path)
+    result = network.import_network(MANUAL / "residual.yaml", input_shape=(3, 4, 4),
+                                    out_dir=tmp_path)
     checked = validation.load(with_dataset(result.manifest))
     by_name = {layer.name: layer for layer in checked.manifest.model.layers}
     assert by_name["l2"].op == "passthrough"
@@ -441,13 +444,13 @@ def test_real_description_imports(tmp_path, name):
     source = NETWORKS / name
     if out_channels is not None:
         with pytest.raises(UserError) as exc:
-            ai8x.import_network(source, input_shape=shape, out_dir=tmp_path)
+            network.import_network(source, input_shape=shape, out_dir=tmp_path)
         assert "the output channel count of this" in messages(exc)
         assert "pass the checkpoint (--checkpoint), or add `out_channels: N`" in messages(exc)
         source = tmp_path / name
         source.write_text((NETWORKS / name).read_text().rstrip() +
                           f"\n    out_channels: {out_channels}\n")
-    result = ai8x.import_network(source, input_shape=shape, out_dir=tmp_path / "out")
+    result = network.import_network(source, input_shape=shape, out_dir=tmp_path / "out")
     manifest, graph = parsed(result.manifest)
     specs = yamlsource.load(NETWORKS / name).data["layers"]
     assert sorted({h.index for h in result.hardware_layers}) == list(range(len(specs)))
@@ -475,8 +478,8 @@ def kinetics(tmp_path: Path, edit=None) -> Path:
 
 
 def test_data_buffer_becomes_a_buffer_layer_with_the_shifts_placement(tmp_path):
-    result = ai8x.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
-                                 out_dir=tmp_path / "out")
+    result = network.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
+                                    out_dir=tmp_path / "out")
     manifest, graph = parsed(result.manifest)
     names = [layer.name for layer in manifest.model.layers]
     assert names[names.index("conv5"):] == ["conv5", "tcn_buffer", "tcn0", "tcn1", "tcn2"]
@@ -492,10 +495,10 @@ def test_data_buffer_becomes_a_buffer_layer_with_the_shifts_placement(tmp_path):
 
 
 def test_data_buffer_exports_as_the_toolchain_describes_it_and_reimports(tmp_path):
-    first = ai8x.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
-                                out_dir=tmp_path / "a")
+    first = network.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
+                                   out_dir=tmp_path / "a")
     manifest, _ = parsed(first.manifest)
-    text = ai8x.export_network(manifest, placement_of(first, manifest))
+    text = network.export_network(manifest, placement_of(first, manifest))
     assert ("data_buffer:\n  - processors: 0xffffffff00000000\n    dim: 15\n    channels: 32\n"
             "    offset: 0x7fc4\n    name: tcn_buffer\n") in text
     blocks = {b.split("\n")[0].removeprefix("name: "): b for b in text.split("  - ")[1:]}
@@ -509,8 +512,8 @@ def test_data_buffer_exports_as_the_toolchain_describes_it_and_reimports(tmp_pat
     assert "in_sequences: tcn_buffer" in blocks["tcn0"] and "in_dim: 15" in blocks["tcn0"]
     exported = tmp_path / "exported.yaml"
     exported.write_text(text)
-    again = ai8x.import_network(exported, input_shape=(96, 60, 60), device="max78000",
-                                out_dir=tmp_path / "b", name=manifest.name)
+    again = network.import_network(exported, input_shape=(96, 60, 60), device="max78000",
+                                   out_dir=tmp_path / "b", name=manifest.name)
     manifest2, _ = parsed(again.manifest)
     assert manifest2.model.layers == manifest.model.layers
     assert manifest2.placement == manifest.placement
@@ -535,15 +538,15 @@ def test_data_buffer_exports_as_the_toolchain_describes_it_and_reimports(tmp_pat
 ])
 def test_data_buffer_mistakes_are_named(tmp_path, edit, expected):
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(kinetics(tmp_path, edit), input_shape=(96, 60, 60),
-                            out_dir=tmp_path / "out")
+        network.import_network(kinetics(tmp_path, edit), input_shape=(96, 60, 60),
+                               out_dir=tmp_path / "out")
     assert expected in messages(exc)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
 def test_nothing_may_overwrite_a_buffer_kept_across_inferences(tmp_path):
-    result = ai8x.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
-                                 out_dir=tmp_path / "out")
+    result = network.import_network(kinetics(tmp_path), input_shape=(96, 60, 60),
+                                    out_dir=tmp_path / "out")
     with_dataset(result.manifest)
     text = result.manifest.read_text()
     result.manifest.write_text(text.replace(  # res4_out (9 words per processor) at 0x7fc0
@@ -585,13 +588,13 @@ def synthetic_checkpoint(path: Path, arch: str, manifest, graph, seed: int = 0) 
 def import_with_checkpoint(tmp_path: Path, name: str):
     """Import `name` twice: from its maps, then with a synthetic checkpoint and sample."""
     shape = WITH_CHECKPOINT[name]
-    first = ai8x.import_network(NETWORKS / name, input_shape=shape, out_dir=tmp_path / "a")
+    first = network.import_network(NETWORKS / name, input_shape=shape, out_dir=tmp_path / "a")
     manifest, graph = parsed(first.manifest)
     arch = yamlsource.load(NETWORKS / name).data["arch"]
     checkpoint = synthetic_checkpoint(tmp_path / "q.pth.tar", arch, manifest, graph)
     np.save(tmp_path / "x.npy", np.random.default_rng(1).integers(-128, 128, shape))
-    result = ai8x.import_network(NETWORKS / name, checkpoint=checkpoint,
-                                 sample=tmp_path / "x.npy", out_dir=tmp_path / "b")
+    result = network.import_network(NETWORKS / name, checkpoint=checkpoint,
+                                    sample=tmp_path / "x.npy", out_dir=tmp_path / "b")
     again, _ = parsed(result.manifest)
     assert again.model.layers == manifest.model.layers  # the checkpoint agrees with the maps
     return result
@@ -676,8 +679,8 @@ def test_camvid_overlaps_that_destroy_unread_input_fail(tmp_path, old, new, expe
 
 
 def test_camvid_upsampling_layers_and_their_checkpoint_layout(tmp_path):
-    first = ai8x.import_network(NETWORKS / "camvid-unet-large.yaml", input_shape=(48, 88, 88),
-                                out_dir=tmp_path / "a")
+    first = network.import_network(NETWORKS / "camvid-unet-large.yaml", input_shape=(48, 88, 88),
+                                   out_dir=tmp_path / "a")
     manifest, graph = parsed(first.manifest)
     ups = [layer for layer in manifest.model.layers if layer.op == "conv_transpose2d"]
     assert [(u.name, u.out, u.kernel, u.stride, u.pad, u.output_pad) for u in ups] == [
@@ -687,8 +690,8 @@ def test_camvid_upsampling_layers_and_their_checkpoint_layout(tmp_path):
         (56, 11, 11), (56, 22, 22), (28, 44, 44), (8, 88, 88))
     assert ("l8",) in [h.members for h in first.hardware_layers]
     checkpoint = synthetic_checkpoint(tmp_path / "q.pth.tar", "ai85unetlarge", manifest, graph)
-    result = ai8x.import_network(NETWORKS / "camvid-unet-large.yaml", checkpoint=checkpoint,
-                                 input_shape=(48, 88, 88), out_dir=tmp_path / "b")
+    result = network.import_network(NETWORKS / "camvid-unet-large.yaml", checkpoint=checkpoint,
+                                    input_shape=(48, 88, 88), out_dir=tmp_path / "b")
     weights = arrays.load(result.weights)
     assert weights["l10.weight"].shape == (56, 28, 3, 3)  # PyTorch's (in, out, kh, kw)
     assert weights["l12.weight"].shape == (28, 8, 3, 3)
@@ -699,15 +702,15 @@ def test_camvid_upsampling_layers_and_their_checkpoint_layout(tmp_path):
     state["state_dict"]["l10.op.weight"] = state["state_dict"]["l10.op.weight"].transpose(0, 1)
     torch.save(state, tmp_path / "swapped.pth.tar")
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(NETWORKS / "camvid-unet-large.yaml", input_shape=(48, 88, 88),
-                            checkpoint=tmp_path / "swapped.pth.tar", out_dir=tmp_path / "c")
+        network.import_network(NETWORKS / "camvid-unet-large.yaml", input_shape=(48, 88, 88),
+                               checkpoint=tmp_path / "swapped.pth.tar", out_dir=tmp_path / "c")
     assert "conv_transpose2d layer is bound to checkpoint layer 'l10' (l10.op.weight [28, 56, " \
            "3, 3]), but the checkpoint layer takes 28 input channels and the description " \
            "feeds it 56 (from l9)" in messages(exc)
 
 
 def test_kws20_in_dim_becomes_a_reshape(tmp_path):
-    result = ai8x.import_network(NETWORKS / "kws20-hwc.yaml", out_dir=tmp_path)
+    result = network.import_network(NETWORKS / "kws20-hwc.yaml", out_dir=tmp_path)
     manifest, graph = parsed(result.manifest)
     by_name = {layer.name: layer for layer in manifest.model.layers}
     assert by_name["l4_reshape"].op == "reshape" and by_name["l4_reshape"].shape == (16, 16, 8)
@@ -726,13 +729,13 @@ def test_kws20_with_a_checkpoint_builds_and_exports_its_in_dim(tmp_path):
 
     from conftest import build_json
 
-    first = ai8x.import_network(NETWORKS / "kws20-hwc.yaml", out_dir=tmp_path / "a")
+    first = network.import_network(NETWORKS / "kws20-hwc.yaml", out_dir=tmp_path / "a")
     manifest, graph = parsed(first.manifest)
     checkpoint = synthetic_checkpoint(tmp_path / "q.pth.tar", "ai85kws20net", manifest, graph)
     np.save(tmp_path / "x.npy", np.random.default_rng(2).integers(-128, 128, (3, 128, 128)))
-    ai8x.import_network(NETWORKS / "kws20-hwc.yaml", checkpoint=checkpoint,
-                        sample=tmp_path / "x.npy", input_shape=(128, 128),
-                        out_dir=tmp_path / "project" / "manifests")
+    network.import_network(NETWORKS / "kws20-hwc.yaml", checkpoint=checkpoint,
+                           sample=tmp_path / "x.npy", input_shape=(128, 128),
+                           out_dir=tmp_path / "project" / "manifests")
     result = build_json(tmp_path / "project")["ai85kws20net"]
     assert {stage["status"] for stage in result.values()} == {"built"}
     build = tmp_path / "project" / "build" / "ai85kws20net"
@@ -744,8 +747,8 @@ def test_kws20_with_a_checkpoint_builds_and_exports_its_in_dim(tmp_path):
 
 
 def test_mobilenet_depthwise_and_residuals(tmp_path):
-    result = ai8x.import_network(NETWORKS / "ai87-cifar100-mobilenet-v2-0.5.yaml",
-                                 out_dir=tmp_path)
+    result = network.import_network(NETWORKS / "ai87-cifar100-mobilenet-v2-0.5.yaml",
+                                    out_dir=tmp_path)
     manifest, graph = parsed(result.manifest)
     by_name = {layer.name: layer for layer in manifest.model.layers}
     assert (by_name["l1"].groups, by_name["l1"].out) == (16, 16)
@@ -763,7 +766,7 @@ def test_quantization_without_checkpoint_becomes_a_qat_override(tmp_path):
     path = tmp_path / "network.yaml"
     path.write_text(text.replace("    pad: 2\n", "    pad: 2\n    quantization: 4\n"
                                                "    output_shift: 2\n"))
-    result = ai8x.import_network(path, out_dir=tmp_path, name="q")
+    result = network.import_network(path, out_dir=tmp_path, name="q")
     manifest, _ = parsed(result.manifest)
     assert manifest.qat.overrides["l1"].weight_bits == 4
     assert any("output_shift ignored for l1" in w for w in result.warnings)
@@ -824,15 +827,15 @@ def test_known_answer_self_check_uses_the_device_rounding(tmp_path):
     answer = _device_answer(x, w1, w2, b2, -2)
     np.save(tmp_path / "y.npy", answer)
     (tmp_path / "net.yaml").write_text(AVG_NETWORK)
-    result = ai8x.import_network(tmp_path / "net.yaml", checkpoint=tmp_path / "q.pth.tar",
-                                 sample=tmp_path / "x.npy", expected=tmp_path / "y.npy",
-                                 out_dir=tmp_path / "out", name="avg")
+    result = network.import_network(tmp_path / "net.yaml", checkpoint=tmp_path / "q.pth.tar",
+                                    sample=tmp_path / "x.npy", expected=tmp_path / "y.npy",
+                                    out_dir=tmp_path / "out", name="avg")
     assert result.kat_matches is True, result.warnings
     validation.load(result.manifest)
     np.save(tmp_path / "y.npy", answer + 1)  # a wrong answer is noticed
-    result = ai8x.import_network(tmp_path / "net.yaml", checkpoint=tmp_path / "q.pth.tar",
-                                 sample=tmp_path / "x.npy", expected=tmp_path / "y.npy",
-                                 out_dir=tmp_path / "out2", name="avg")
+    result = network.import_network(tmp_path / "net.yaml", checkpoint=tmp_path / "q.pth.tar",
+                                    sample=tmp_path / "x.npy", expected=tmp_path / "y.npy",
+                                    out_dir=tmp_path / "out2", name="avg")
     assert result.kat_matches is False
     assert any("does not reproduce the expected output" in w for w in result.warnings)
 
@@ -869,7 +872,7 @@ layers:
 def test_in_dim_reshapes_both_ways_and_round_trips(tmp_path):
     path = tmp_path / "reshapes.yaml"
     path.write_text(RESHAPES)
-    result = ai8x.import_network(path, input_shape=(4, 32), out_dir=tmp_path / "a")
+    result = network.import_network(path, input_shape=(4, 32), out_dir=tmp_path / "a")
     manifest, graph = parsed(result.manifest)
     reshapes = {layer.name: layer.shape for layer in manifest.model.layers
                 if layer.op == "reshape"}
@@ -878,12 +881,12 @@ def test_in_dim_reshapes_both_ways_and_round_trips(tmp_path):
     assert graph.output.out_shape == (4, 10, 18)  # pad 0: (n - 1) * 2 + (3 - 1) + 1 + 1
     assert [h.members for h in result.hardware_layers] == [
         ("l0",), ("l1_reshape", "l1"), ("l2_reshape", "l2"), ("l3_reshape", "l3")]
-    text = ai8x.export_network(manifest, placement_of(result, manifest))
+    text = network.export_network(manifest, placement_of(result, manifest))
     assert "    in_dim: [8, 4]\n" in text and "    in_dim: 32\n" in text
     assert "    op: convtranspose2d\n    kernel_size: 3x3\n    pad: 0\n" in text
     (tmp_path / "exported.yaml").write_text(text)
-    again = ai8x.import_network(tmp_path / "exported.yaml", input_shape=(4, 32),
-                                device="max78000", out_dir=tmp_path / "b", name=manifest.name)
+    again = network.import_network(tmp_path / "exported.yaml", input_shape=(4, 32),
+                                   device="max78000", out_dir=tmp_path / "b", name=manifest.name)
     assert parsed(again.manifest)[0].model.layers == manifest.model.layers
 
 
@@ -910,31 +913,32 @@ def test_in_dim_and_transposed_conv_mistakes(tmp_path, edit, message):
     path = tmp_path / "reshapes.yaml"
     path.write_text(RESHAPES.replace(edit[0], edit[1], 1))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, input_shape=(4, 32), out_dir=tmp_path)
+        network.import_network(path, input_shape=(4, 32), out_dir=tmp_path)
     assert message in messages(exc)
 
 
 def test_export_refuses_a_transposed_conv_the_description_cannot_state(tmp_path):
     path = tmp_path / "reshapes.yaml"
     path.write_text(RESHAPES)
-    result = ai8x.import_network(path, input_shape=(4, 32), out_dir=tmp_path)
+    result = network.import_network(path, input_shape=(4, 32), out_dir=tmp_path)
     manifest, _ = parsed(result.manifest)
     layers = [layer.model_copy(update={"stride": 1, "output_pad": 0})
               if layer.op == "conv_transpose2d" else layer for layer in manifest.model.layers]
     other = manifest.model_copy(update={"model": manifest.model.model_copy(
         update={"layers": tuple(layers)})})
     with pytest.raises(UserError, match="has stride 2 and output padding 1; 'l3' has stride 1"):
-        ai8x.export_network(other, placement_of(result, manifest))
+        network.export_network(other, placement_of(result, manifest))
 
 
 def test_output_map(tmp_path):
     text = (MODEL / "network.yaml").read_text()
     path = tmp_path / "network.yaml"
     path.write_text(text.replace("layers:", "output_map: 0x00000000000003ff\nlayers:"))
-    result = ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path, name="as_default")
+    result = network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path,
+                                    name="as_default")
     assert parsed(result.manifest)[0].placement["fc"].output_processors is None  # the default
     path.write_text(text.replace("layers:", "output_map: 0x0000000000003ff0\nlayers:"))
-    result = ai8x.import_network(path, out_dir=tmp_path, name="moved")  # 10: the dataset's
+    result = network.import_network(path, out_dir=tmp_path, name="moved")  # 10: the dataset's
     placement = parsed(result.manifest)[0].placement
     assert placement["l3"].output_processors == 0x3FF0
 
@@ -946,19 +950,19 @@ def test_sequence_numbers_with_gaps_name_layers(tmp_path):
                                                        "    out_offset: 0\n    flatten")
     path = tmp_path / "network.yaml"
     path.write_text(text)
-    result = ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path, name="gaps")
+    result = network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path, name="gaps")
     manifest, _ = parsed(result.manifest)
     assert [layer.name for layer in manifest.model.layers] == ["conv1", "conv2", "conv3", "fc"]
     assert manifest.model.layers[-1].inputs is None  # 11 = the layer right before it
     path.write_text(text.replace("in_sequences: [11]", "in_sequences: [2]"))
     with pytest.raises(UserError) as exc:
-        ai8x.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path, name="gaps2")
+        network.import_network(path, checkpoint=CHECKPOINT, out_dir=tmp_path, name="gaps2")
     assert "layer 3: in_sequences entry 2 names no layer" in messages(exc)
 
 
 # ---- export -------------------------------------------------------------------------------
 
-def placement_of(result: ai8x.ImportResult, manifest, hex_maps: bool = False) -> dict:
+def placement_of(result: network.ImportResult, manifest, hex_maps: bool = False) -> dict:
     """A resolved-placement-like document for `manifest` (one entry per hardware layer)."""
     layers = []
     for hw in result.hardware_layers:
@@ -984,16 +988,16 @@ def placement_of(result: ai8x.ImportResult, manifest, hex_maps: bool = False) ->
 @pytest.mark.parametrize("hex_maps", [False, True])
 def test_export_then_import_gives_the_same_layers_and_placement(tmp_path, source, shape,
                                                                 hex_maps):
-    first = ai8x.import_network(source, input_shape=shape, out_dir=tmp_path / "a")
+    first = network.import_network(source, input_shape=shape, out_dir=tmp_path / "a")
     manifest, _ = parsed(first.manifest)
-    text = ai8x.export_network(manifest, placement_of(first, manifest, hex_maps))
+    text = network.export_network(manifest, placement_of(first, manifest, hex_maps))
     exported = tmp_path / "exported.yaml"
     exported.write_text(text)
     assert f"arch: edgebuild_{manifest.name}\n" in text and "dataset: none\n" in text
     device = manifest.target.device.value
     assert f"--device {device}`" in text  # the arch is edgebuild's: the device is an option
-    again = ai8x.import_network(exported, input_shape=tuple(manifest.model.input),
-                                device=device, out_dir=tmp_path / "b", name=manifest.name)
+    again = network.import_network(exported, input_shape=tuple(manifest.model.input),
+                                   device=device, out_dir=tmp_path / "b", name=manifest.name)
     manifest2, _ = parsed(again.manifest)
     assert [layer.model_dump() for layer in manifest2.model.layers] == \
         [layer.model_dump() for layer in manifest.model.layers]
@@ -1004,9 +1008,9 @@ def test_export_then_import_gives_the_same_layers_and_placement(tmp_path, source
 
 
 def test_export_text_of_the_fire_example(tmp_path):
-    result = ai8x.import_network(MANUAL / "fire.yaml", out_dir=tmp_path)
+    result = network.import_network(MANUAL / "fire.yaml", out_dir=tmp_path)
     manifest, _ = parsed(result.manifest)
-    text = ai8x.export_network(manifest, placement_of(result, manifest))
+    text = network.export_network(manifest, placement_of(result, manifest))
     blocks = {m.group(1): m.group(0) for m in re.finditer(r"  - name: (\w+)\n(?:    .*\n)*",
                                                           text)}
     assert blocks["l3"] == (  # the manual's layer 3, which reads the concatenation itself
@@ -1031,14 +1035,14 @@ def test_export_with_quantization_reimports_with_the_checkpoint(tmp_path):
     quant = {"rounding": "half_up", "layers": [
         {"name": n, "bits": int(weights[f"{n}.bits"]), "scale_exp": int(weights[f"{n}.scale_exp"])}
         for n in ("conv1", "conv2", "conv3", "fc")]}  # the quant.json form
-    text = ai8x.export_network(manifest, placement_of(first, manifest), quant=quant)
+    text = network.export_network(manifest, placement_of(first, manifest), quant=quant)
     assert text.count("    quantization: 8\n") == 4
     assert "  - name: conv1\n" in text and "    output_shift: 1\n" in text
     exported = tmp_path / "exported.yaml"
     exported.write_text(text)
-    again = ai8x.import_network(exported, checkpoint=CHECKPOINT, sample=MODEL / "input.npy",
-                                expected=MODEL / "expected_output.npy", out_dir=tmp_path / "b",
-                                name="m")
+    again = network.import_network(exported, checkpoint=CHECKPOINT, sample=MODEL / "input.npy",
+                                   expected=MODEL / "expected_output.npy", out_dir=tmp_path / "b",
+                                   name="m")
     assert again.kat_matches is True
     assert again.weights.read_bytes() == first.weights.read_bytes()
     manifest2, _ = parsed(again.manifest)
@@ -1054,7 +1058,7 @@ def test_export_adds_out_channels_the_maps_cannot_give(tmp_path):
         "layers": (manifest.model.layers[0].model_copy(update={"out": 100}),
                    *manifest.model.layers[1:3],
                    manifest.model.layers[3].model_copy(update={"out": 7}))})})
-    text = ai8x.export_network(wider, placement_of(first, manifest))
+    text = network.export_network(wider, placement_of(first, manifest))
     assert "    out_channels: 100\n" in text and "    out_channels: 7\n" in text
     assert text.count("out_channels") == 2
 
@@ -1065,20 +1069,21 @@ def test_export_refuses_other_devices(tmp_path):
     host = manifest.model_copy(update={"target": manifest.target.model_copy(
         update={"device": "host"})})
     with pytest.raises(UserError, match="network descriptions are for max78000/max78002"):
-        ai8x.export_network(host, placement_of(result, manifest))
+        network.export_network(host, placement_of(result, manifest))
 
 
 # ---- small parts and the command ------------------------------------------------------------
 
 def test_processor_counts_and_maps():
-    assert [ai8x.processors_needed(c) for c in (3, 64, 96, 100, 160, 288, 480, 640)] == \
-        [3, 64, 48, 52, 56, 60, 60, 64]
-    assert ai8x.parse_processor_map("0x0000.0000.0000.0ff0") == 0xFF0
-    assert ai8x.parse_processor_map(0xFFFFFFFFFFFFFFFF) == (1 << 64) - 1
+    for device in ("max78000", "max78002"):  # the device's rule (its profile)
+        assert [devices.profile(device).processors_needed(c)
+                for c in (3, 64, 96, 100, 160, 288, 480, 640)] == [3, 64, 48, 52, 56, 60, 60, 64]
+    assert network.parse_processor_map("0x0000.0000.0000.0ff0") == 0xFF0
+    assert network.parse_processor_map(0xFFFFFFFFFFFFFFFF) == (1 << 64) - 1
     for bad in ("0xfg0", 0, 1 << 64, "", True, None):
-        assert ai8x.parse_processor_map(bad) is None
+        assert network.parse_processor_map(bad) is None
     used = {"input"}
-    assert [ai8x.identifier(t, used) for t in ("conv1", "conv1", "res.conv-1", "1x", "int",
+    assert [network.identifier(t, used) for t in ("conv1", "conv1", "res.conv-1", "1x", "int",
                                                "input")] == \
         ["conv1", "conv1_2", "res_conv_1", "l1x", "int_", "input_"]
 
@@ -1121,18 +1126,18 @@ def residual_on(device: str):
 def test_read_gap_exports_and_imports_on_max78002(tmp_path):
     manifest, placed = residual_on("max78002")
     assert placed.layer("conv2").read_gap == 1  # reads conv1, written interleaved for `sum`
-    text = ai8x.export_network(manifest, placed.to_json())
+    text = network.export_network(manifest, placed.to_json())
     assert "    read_gap: 1\n" in text and "conv3_in0" not in text  # no copy layer
     path = tmp_path / "net.yaml"
     path.write_text(text)
-    again = ai8x.import_network(path, input_shape=(3, 8, 8), device="max78002",
-                                out_dir=tmp_path / "a", name="res")
+    again = network.import_network(path, input_shape=(3, 8, 8), device="max78002",
+                                   out_dir=tmp_path / "a", name="res")
     manifest2, _ = parsed(again.manifest)
     assert manifest2.placement["conv2"].read_gap == 1
     validation.load(with_dataset(again.manifest))
     # MAX78000 cannot skip the gap: the same description is refused there, with the reason
-    other = ai8x.import_network(path, input_shape=(3, 8, 8), device="max78000",
-                                out_dir=tmp_path / "b", name="res")
+    other = network.import_network(path, input_shape=(3, 8, 8), device="max78000",
+                                   out_dir=tmp_path / "b", name="res")
     with pytest.raises(UserError) as exc:
         validation.load(with_dataset(other.manifest))
     assert "placement.conv2.read_gap: layer 'conv2': read_gap is a MAX78002 feature; max78000 " \

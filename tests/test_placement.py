@@ -1,4 +1,4 @@
-"""Placement (edgebuild/placement.py): user placements checked, the rest chosen.
+"""Placement (edgebuild/targets/max7800x/placement/): user placements checked, the rest chosen.
 
 The mnist-extrasmall placement below is the reference model's network description
 (ai8x-models/mnist-extrasmall/network.yaml): CHW input on processor 0, the other layers on

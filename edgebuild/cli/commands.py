@@ -123,8 +123,8 @@ def export(args: argparse.Namespace, cwd: Path) -> int:
 
 def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     """`edgebuild import-ai8x`: a manifest (+ integer weights, + known answer) from a MAX7800x
-    network description; nothing is overwritten silently (see ai8x.import_network)."""
-    from edgebuild.targets.max7800x import ai8x
+    network description; nothing is overwritten silently (see network.import_network)."""
+    from edgebuild.targets.max7800x import network
 
     shape = None
     if args.input:
@@ -137,10 +137,10 @@ def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     def path(value: str | None) -> Path | None:
         return None if value is None else cwd / value
 
-    result = ai8x.import_network(cwd / args.network, checkpoint=path(args.checkpoint),
-                                 sample=path(args.sample), expected=path(args.expected),
-                                 device=args.device, name=args.name, input_shape=shape,
-                                 out_dir=cwd / args.output)
+    result = network.import_network(cwd / args.network, checkpoint=path(args.checkpoint),
+                                    sample=path(args.sample), expected=path(args.expected),
+                                    device=args.device, name=args.name, input_shape=shape,
+                                    out_dir=cwd / args.output)
     for warning in result.warnings:
         _err(f"warning: {warning}")
     _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild build {result.manifest}`")

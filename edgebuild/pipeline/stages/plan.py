@@ -48,8 +48,8 @@ def run(ctx: Context) -> None:
 def _accelerator(ctx: Context, layers) -> None:
     """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
     description in that toolchain's format (`ai8x/network.yaml`, exported to build/<name>/)."""
-    from edgebuild.targets.max7800x import ai8x
     from edgebuild.targets.max7800x import layout as accelerator
+    from edgebuild.targets.max7800x import network
     from edgebuild.targets.max7800x import profile as devices
 
     manifest = ctx.checked.manifest
@@ -66,7 +66,7 @@ def _accelerator(ctx: Context, layers) -> None:
     (ctx.out / "maps.txt").write_text(placed.text() + "\n")
     (ctx.out / "ai8x").mkdir()
     (ctx.out / "ai8x" / "network.yaml").write_text(
-        ai8x.export_network(manifest, placement, quant=quant))
+        network.export_network(manifest, placement, quant=quant))
     ctx.log(f"plan: {len(placement['layers'])} {manifest.target.device.value} layers placed")
 
 

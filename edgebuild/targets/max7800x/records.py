@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
@@ -106,6 +107,7 @@ class Streaming(Strict):
 class Profile(Strict):
     name: str
     description: str
+    family: str  # the toolchain's name for the device; network arch names start with it
     processors: int = Field(ge=1, le=64)
     quadrants: int = Field(ge=1)
     processors_per_memory: int = Field(ge=1)
@@ -123,6 +125,16 @@ class Profile(Strict):
     @property
     def processors_per_quadrant(self) -> int:
         return self.processors // self.quadrants
+
+    def processors_needed(self, channels: int) -> int:
+        """Processors that read `channels` channels (the manual's multi-pass rule): all
+        of them in one pass, else the channels of one pass rounded up to whole data
+        memory instances (100 -> 52)."""
+        passes = math.ceil(channels / self.processors)
+        if passes == 1:
+            return channels
+        group = self.processors_per_memory
+        return math.ceil(math.ceil(channels / passes) / group) * group
 
     def memory_of(self, processor: int) -> int:
         """The data memory instance processor `processor` reads."""

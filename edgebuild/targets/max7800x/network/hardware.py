@@ -1,0 +1,74 @@
+"""Hardware layers: how the edgebuild layers made from one network layer are cut into
+hardware layers, and each one's `placement` entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from edgebuild.targets.max7800x.hwlayer import CONCAT_READERS
+from edgebuild.targets.max7800x.network.spec import Spec
+
+WEIGHT_OPS = ("conv1d", "conv2d", "conv_transpose2d", "linear")
+
+
+@dataclass(frozen=True)
+class HardwareLayer:
+    """One layer of the network description and the edgebuild layers that implement it
+    (the last member produces its output and carries its name and placement)."""
+
+    index: int
+    name: str
+    op: str  # conv2d, conv1d, conv_transpose2d, linear, passthrough, pool, add, concat
+    members: tuple[str, ...]
+
+
+def hardware_op(layers: list[dict]) -> str:
+    ops = [layer["op"] for layer in layers]
+    for compute in WEIGHT_OPS:
+        if compute in ops:
+            return compute
+    last = ops[-1]
+    return {"pool1d": "pool", "pool2d": "pool"}.get(last, last)
+
+
+def hardware_groups(layers: list[dict]) -> list[list[dict]]:
+    """The edgebuild layers of one network layer, cut into hardware layers: an `add` without
+    activation runs in-flight in the conv2d right after it that reads it, the layer after
+    an `in_dim` reshape reads through it, and a layer that can read a concatenation reads
+    the concat in front of it directly (see edgebuild.targets.max7800x.hwlayer); every
+    other layer (a pool of each operand, the pool before a linear layer) is a hardware
+    layer of its own."""
+    groups: list[list[dict]] = []
+    for layer in layers:
+        previous = groups[-1][-1] if groups else None
+        reads_previous = previous is not None and \
+            (layer.get("inputs") or [previous["name"]]) == [previous["name"]]
+        inflight = previous is not None and previous["op"] == "add" and "act" not in previous \
+            and layer["op"] == "conv2d"
+        concat = previous is not None and previous["op"] == "concat" \
+            and layer["op"] in CONCAT_READERS
+        if reads_previous and (inflight or concat or previous["op"] == "reshape"):
+            groups[-1].append(layer)
+        else:
+            groups.append([layer])
+    return groups
+
+
+_INPUT_KEYS = ("in_offset", "data_format", "read_gap")
+_OUTPUT_KEYS = ("output_processors", "out_offset", "write_gap", "bias_group")
+
+
+def placement_entry(spec: Spec, first: bool = True, last: bool = True) -> dict:
+    """The placement entry of one hardware layer of a network layer: a network layer cut
+    into several hardware layers gives its processors to all, its input offset (and data
+    format) to the first and its output keys to the last."""
+    entry: dict[str, Any] = {}
+    for key in ("processors", *(_INPUT_KEYS if first else ()), *(_OUTPUT_KEYS if last else ())):
+        value = getattr(spec, key)
+        if value is not None:
+            entry[key] = value
+    if spec.streaming:
+        entry["streaming"] = True
+    return entry

@@ -1,0 +1,79 @@
+"""The known answer an import may bring: a sample input and the toolchain's expected output
+(`.npy`), checked against the model (shape, int8 values) and against edgebuild's integer
+reference of the imported weights.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from edgebuild.core.errors import Diagnostic, UserError
+
+
+def load_npy(path: Path, what: str):
+    """The array in `path` (no pickles); a missing or unreadable file is a user error."""
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(Diagnostic(str(path), f"{what} file not found")) from None
+    except (ValueError, OSError) as exc:
+        raise UserError(Diagnostic(str(path), f"{what} is not a .npy array: {exc}")) from None
+
+
+def check_sample(path: Path, array, shape: tuple[int, ...]) -> None:
+    """One sample of the model input (or a batch of them), int8 values."""
+    import numpy as np
+
+    problems = []
+    if tuple(array.shape) != shape and tuple(array.shape[1:]) != shape:
+        problems.append(f"has shape {list(array.shape)}; the model input is {list(shape)} (one "
+                        "sample, or a batch of them)")
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+            and np.array_equal(array, np.round(array))):
+        problems.append(f"holds {array.dtype} values; expected integers")
+    elif array.size and (array.min() < -128 or array.max() > 127):
+        problems.append(f"spans [{array.min()}, {array.max()}]; inputs are int8 values "
+                        "[-128, 127]")
+    if problems:
+        raise UserError([Diagnostic(str(path), f"sample {p}") for p in problems])
+
+
+def check_expected(path: Path | None, array, out_shape: tuple[int, ...]) -> None:
+    """The expected output holds whole outputs of the model (one per sample)."""
+    if array.size % math.prod(out_shape):
+        raise UserError(Diagnostic(str(path), (
+            f"expected output has shape {list(array.shape)} but the last layer "
+            f"outputs {list(out_shape)}")))
+
+
+def kat_matches(manifest, weights: dict, sample, expected) -> bool:
+    """Whether edgebuild's integer reference, run on `sample` with the imported weights and
+    the device's rounding, gives `expected`."""
+    import numpy as np
+
+    from edgebuild.model import folding
+    from edgebuild.model.quantized import QuantizedModel, run_reference
+    from edgebuild.ops.operator import QuantParams
+
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    params = {}
+    for layer in layers:
+        if f"{layer.name}.weight" in weights:
+            bias = weights.get(f"{layer.name}.bias")
+            params[layer.name] = QuantParams(
+                weights[f"{layer.name}.weight"].astype(np.int64),
+                None if bias is None else bias.astype(np.int64),
+                int(weights[f"{layer.name}.scale_exp"]), int(weights[f"{layer.name}.bits"]))
+    try:  # the device's rule (MAX7800x: half up, average pooling truncates)
+        from edgebuild.targets.numbers import rounding_mode
+
+        rounding = rounding_mode(manifest)
+    except (ImportError, AttributeError):
+        rounding = "half_up"
+    model = QuantizedModel(tuple(manifest.model.input), layers, params, rounding)
+    batch = sample if sample.ndim > len(manifest.model.input) else sample[None]
+    out = run_reference(model, batch.astype(np.int64))
+    return bool(np.array_equal(out.reshape(-1), np.asarray(expected).reshape(-1)))

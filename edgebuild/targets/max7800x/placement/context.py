@@ -1,0 +1,85 @@
+"""What every part of one resolve shares: the hardware layers, the manifest's placement
+entries (checked against the hardware layers), the device profile, and every problem found,
+each at a path into the manifest document.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from edgebuild.model.folding import fold_layers
+from edgebuild.targets.max7800x.hwlayer import HwLayer, manifest_index
+from edgebuild.targets.max7800x.limits import Problem
+
+
+class Context:
+    """The state of one resolve: the hardware layers, the user's entries, every problem."""
+
+    def __init__(self, layers: tuple[HwLayer, ...], manifest, profile):
+        self.layers, self.manifest, self.profile = layers, manifest, profile
+        self.step = {layer.name: i for i, layer in enumerate(layers)}
+        self.index = manifest_index(manifest.model.layers)
+        self.problems: list[Problem] = []
+        self.entries = self._entries()
+
+    def given(self, name: str, key: str):
+        entry = self.entries.get(name)
+        if entry is None or key not in entry.model_fields_set:
+            return None
+        return getattr(entry, key)
+
+    def path(self, layer: HwLayer, key: str | None = None) -> tuple:
+        """The user's field when given, else the manifest layer."""
+        if key is not None and self.given(layer.name, key) is not None:
+            return ("placement", layer.name, key)
+        return ("model", "layers", self.index[layer.anchor])
+
+    def problem(self, path: tuple, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def _entries(self) -> dict:
+        hw = {layer.name for layer in self.layers}
+        owner = {m: layer.name for layer in self.layers for m in layer.members}
+        entries = {}
+        for key, entry in self.manifest.placement.items():
+            if key in hw:
+                entries[key] = entry
+            else:
+                self.problem(("placement", key), self._stray_key(key, owner))
+        return entries
+
+    def _stray_key(self, key: str, owner: dict[str, str]) -> str:
+        layers = {layer.name: layer for layer in self.manifest.model.layers}
+        _, alias = fold_layers(self.manifest.model.layers)
+        if key in owner:
+            why = {"flatten": "the hardware flattens inside the linear layer",
+                   "add": "the element-wise add runs in-flight in the convolution"}.get(
+                layers[key].op, "it is not a hardware layer by itself")
+            return (f"placement key {key!r} names a layer that is part of hardware layer "
+                    f"{owner[key]!r} ({why}); place {owner[key]!r} instead")
+        if key in alias:
+            target = alias[key]
+            into = owner.get(target, target)
+            what = "removed for inference" if layers[key].op == "dropout" else \
+                f"folded into {into!r}"
+            return f"placement key {key!r} names a {layers[key].op} layer, which is {what}"
+        if key in layers:
+            return f"placement key {key!r} names a layer that needs no hardware layer"
+        names = [layer.name for layer in self.layers]
+        hint = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+        return (f"placement key {key!r} names no layer" +
+                (f"; did you mean {hint[0]!r}?" if hint else "") +
+                f" (hardware layers: {', '.join(names)})")
+
+    def check_fields(self) -> None:
+        for i, layer in enumerate(self.layers):
+            if i and self.given(layer.name, "data_format") is not None:
+                self.problem(("placement", layer.name, "data_format"),
+                             f"layer {layer.name!r}: data_format applies to the first layer "
+                             f"only ({self.layers[0].name!r}); every other layer reads HWC")
+            if not layer.has_bias and self.given(layer.name, "bias_group") is not None:
+                self.problem(("placement", layer.name, "bias_group"),
+                             f"layer {layer.name!r} has no bias; remove bias_group")
+
+    def data_format(self) -> str:
+        return self.given(self.layers[0].name, "data_format") or "HWC"

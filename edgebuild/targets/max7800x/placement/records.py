@@ -1,0 +1,129 @@
+"""The records of a resolved placement: per hardware layer (`LayerPlan`, with its kernel
+and bias memory slots) and for the whole model (`Placement`: also the data memory regions),
+as JSON and as a manifest `placement` section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgebuild.targets.max7800x.placement.maps import bits, hexmap
+from edgebuild.targets.max7800x.placement.regions import Region
+from edgebuild.targets.max7800x.placement.text import maps_text
+
+FIELDS = ("processors", "output_processors", "in_offset", "out_offset", "data_format",
+          "write_gap", "read_gap", "bias_group", "streaming")
+
+
+@dataclass(frozen=True)
+class KernelSlot:
+    start: int  # first word, the same on every processor of the layer
+    words: int  # words used in each processor
+
+
+@dataclass(frozen=True)
+class BiasSlot:
+    group: int  # quadrant whose bias memory holds the values
+    offset: int  # first byte
+    length: int  # bytes (one per output channel)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    name: str
+    members: tuple[str, ...]
+    op: str
+    inputs: tuple[str, ...]
+    processors: int
+    output_processors: int
+    in_offset: int
+    out_offset: int
+    data_format: str
+    write_gap: int
+    bias_group: int | None
+    streaming: bool
+    in_passes: int
+    out_passes: int
+    in_channels: int
+    out_channels: int
+    kernel: KernelSlot | None
+    bias: BiasSlot | None
+    given: frozenset[str] = frozenset()
+    overwrites_input: bool = False  # writes over input it has read (edgebuild.targets.max7800x.overlap)
+    read_gap: int = 0  # words skipped between input words (MAX78002)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "members": list(self.members), "op": self.op,
+                "inputs": list(self.inputs), "processors": hexmap(self.processors),
+                "output_processors": hexmap(self.output_processors),
+                "in_offset": self.in_offset, "out_offset": self.out_offset,
+                "data_format": self.data_format, "write_gap": self.write_gap,
+                "bias_group": self.bias_group, "streaming": self.streaming,
+                "in_passes": self.in_passes, "out_passes": self.out_passes,
+                "in_channels": self.in_channels, "out_channels": self.out_channels,
+                "overwrites_input": self.overwrites_input, "read_gap": self.read_gap,
+                "kernel": None if self.kernel is None else {
+                    "start": self.kernel.start, "words": self.kernel.words},
+                "bias": None if self.bias is None else {
+                    "group": self.bias.group, "offset": self.bias.offset,
+                    "length": self.bias.length},
+                "origin": {f: "given" if f in self.given else "auto" for f in FIELDS}}
+
+
+@dataclass(frozen=True)
+class Placement:
+    device: str
+    layers: tuple[LayerPlan, ...]
+    data: tuple[Region, ...]
+    instance_bytes: int
+    kernel_words: tuple[int, ...]  # capacity of each processor's kernel memory
+    processors_per_quadrant: int
+    bias_bytes: int
+
+    def layer(self, name: str) -> LayerPlan:
+        return next(plan for plan in self.layers if plan.name == name)
+
+    def kernel_map(self) -> list[tuple[int, str, int, int]]:
+        """(processor, layer, start word, words) for every kernel slot."""
+        return [(p, plan.name, plan.kernel.start, plan.kernel.words)
+                for plan in self.layers if plan.kernel is not None
+                for p in bits(plan.processors)]
+
+    def bias_map(self) -> list[tuple[int, str, int, int]]:
+        """(quadrant, layer, offset, length) for every bias slot, by quadrant and offset."""
+        slots = [(plan.bias.group, plan.name, plan.bias.offset, plan.bias.length)
+                 for plan in self.layers if plan.bias is not None]
+        return sorted(slots, key=lambda slot: (slot[0], slot[2]))
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "layers": [plan.to_json() for plan in self.layers],
+                "data_memory": [region.to_json() for region in self.data],
+                "kernel_memory": [{"processor": p, "layer": name, "start": start,
+                                   "words": words} for p, name, start, words in
+                                  self.kernel_map()],
+                "bias_memory": [{"group": g, "layer": name, "offset": offset,
+                                 "length": length} for g, name, offset, length in
+                                self.bias_map()]}
+
+    def to_manifest(self) -> dict[str, dict]:
+        """This placement as a manifest `placement` section (every field pinned)."""
+        out = {}
+        for i, plan in enumerate(self.layers):
+            entry = {"processors": hexmap(plan.processors),
+                     "output_processors": hexmap(plan.output_processors),
+                     "in_offset": plan.in_offset, "out_offset": plan.out_offset,
+                     "write_gap": plan.write_gap}
+            if plan.read_gap:
+                entry["read_gap"] = plan.read_gap
+            if i == 0:
+                entry["data_format"] = plan.data_format
+            if plan.bias is not None:
+                entry["bias_group"] = plan.bias.group
+            if plan.streaming:
+                entry["streaming"] = True
+            out[plan.name] = entry
+        return out
+
+    def text(self) -> str:
+        """Processor table, then kernel, data and bias memory maps (for people)."""
+        return maps_text(self)

@@ -21,6 +21,7 @@ from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import UserError
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
 from edgebuild.pipeline import validation
 from edgebuild.targets.max7800x import network
 from edgebuild.targets.max7800x import profile as devices
@@ -572,7 +573,7 @@ def synthetic_checkpoint(path: Path, arch: str, manifest, graph, seed: int = 0) 
     nodes = {node.name: node for node in graph.nodes}
     state = {}
     for layer in manifest.model.layers:
-        if layer.op not in folding.COMPUTE_OPS:
+        if not OPS[layer.op].computes:
             continue
         shape = expected_shape(layer, nodes[layer.name].in_shapes[0])
         state[f"{layer.name}.op.weight"] = torch.tensor(rng.integers(-128, 128, shape),

@@ -40,5 +40,5 @@ def reference(layer: Flatten, quant: Any, inputs: Sequence[Any], rounding: str) 
 
 OPERATOR = Operator("flatten", Flatten, "one", Role.view, out_shape, no_params, no_macs,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    accelerator=Accelerator("flatten"),
+                    accelerator=Accelerator("flatten", view="flatten"),
     train=Train(TrainKernel.view))

@@ -125,7 +125,8 @@ def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainG
 OPERATOR = Operator(
     "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch),
-    accelerator=Accelerator("linear", ai8x=("linear", "fc", "mlp"), exports_as="mlp"),
+    accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),
+                            exports_as="mlp"),
     train=Train(TrainKernel.conv, train_geometry),
     weights=Weights(lambda layer, shape: (layer.out, math.prod(shape))),
     windows=tile_windows)

@@ -189,7 +189,10 @@ class Accelerator:
     operation: str  # the hardware layer's operation (targets.max7800x.hwlayer.HwLayer.op)
     copies: bool = False  # copies each channel to the same processors ("operation: none")
     reads_concat: bool = False  # reads a concatenation of its inputs itself (`in_sequences`)
-    inflight: bool = False  # runs an element-wise operation on its input in-flight (`eltwise`)
+    inflight: bool = False  # runs an element-wise add of its input in-flight (`eltwise`)
+    flattens_input: bool = False  # flattens its own input (the description's `flatten`)
+    view: str | None = None  # free on the device when its readers absorb it ("flatten": they
+    # flatten their input; "in_dim": they read it with another height and width)
     rules: str | None = None  # the device profile section with its operator limits
     ai8x: tuple[str, ...] = ()  # network-description `op` values that import as this op
     exports_as: str | None = None  # its network-description `op` as a layer's main operation

@@ -59,5 +59,5 @@ def reference(layer: Reshape, quant: Any, inputs: Sequence[Any], rounding: str) 
 
 OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, no_macs,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    accelerator=Accelerator("reshape"),
+                    accelerator=Accelerator("reshape", view="in_dim"),
     train=Train(TrainKernel.view))

@@ -52,17 +52,31 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from edgebuild.core.geometry import Shape, pair
+from edgebuild.core.geometry import Shape, pair, window_out, window_sizes
 from edgebuild.model.graph import INPUT, Graph
-from edgebuild.ops.operator import LayerBase
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import Accelerator, LayerBase, Role, Unsupported
 
-WEIGHT_OPS = ("conv2d", "conv1d", "conv_transpose2d", "linear")
-# Layers that copy each channel to the same processor ("operation: none" in the network
-# description): their output processors are their input processors.
-COPY_OPS = ("passthrough", "pool", "concat", "buffer")
-# Layers that can read a concatenation of their inputs themselves (`in_sequences`).
-CONCAT_READERS = ("conv2d", "conv1d", "conv_transpose2d", "pool1d", "pool2d", "passthrough")
-HW_OPS = WEIGHT_OPS + COPY_OPS + ("add",)
+
+def accelerator(layer: LayerBase) -> Accelerator:
+    """The op's accelerator facet (every op that reaches the device has one: folded and
+    dropped ops are gone before)."""
+    facet = OPS[layer.op].accelerator
+    if isinstance(facet, Unsupported):
+        raise ValueError(f"layer {layer.name!r}: {facet.reason}")
+    return facet
+
+
+def runnable(operation: str) -> bool:
+    """A hardware operation the device runs as a layer (a view kept as a layer is not)."""
+    return any(not isinstance(op.accelerator, Unsupported) and op.accelerator.view is None
+               and op.accelerator.operation == operation for op in OPS.values())
+
+
+def runnable_operations() -> list[str]:
+    found = [op.accelerator.operation for op in OPS.values()
+             if not isinstance(op.accelerator, Unsupported) and op.accelerator.view is None]
+    return list(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -104,10 +118,8 @@ class HwLayer:
     flatten: bool = False
     wide: bool = False
     anchor: str = field(default="")
-
-    @property
-    def has_weights(self) -> bool:
-        return self.op in WEIGHT_OPS
+    has_weights: bool = False  # its op's role is compute
+    copies: bool = False  # copies each channel within its processors ("operation: none")
 
     @property
     def synthetic(self) -> bool:
@@ -172,14 +184,10 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
     merged |= _merged_concats(layers, consumers, frozenset(placed))
     hw: list[HwLayer] = []
     for layer in layers:
-        if layer.op == "flatten" and _absorbed(layer, shapes, consumers, by_name):
+        if _free_view(layer, shapes, consumers, by_name):
             source = layer.inputs[0]
             where[layer.name] = where[source]
             flattened[layer.name] = flattened.get(source, source)
-            continue
-        if layer.op == "reshape" and _reshape_view(layer, shapes, consumers, by_name):
-            where[layer.name] = where[layer.inputs[0]]
-            flattened[layer.name] = flattened.get(layer.inputs[0], layer.inputs[0])
             continue
         if layer.name in merged:
             where[layer.name] = merged[layer.name]
@@ -199,28 +207,29 @@ def _consumers(layers: tuple[LayerBase, ...]) -> dict[str, list[str]]:
     return out
 
 
-def _absorbed(layer, shapes, consumers, by_name) -> bool:
-    """A flatten of flat data is a no-op; otherwise the linear layers reading it flatten."""
-    readers = consumers.get(layer.name, [])
-    if pixels(shapes[layer.inputs[0]]) == 1:
-        return True
-    return bool(readers) and all(by_name[r].op == "linear" for r in readers)
-
-
-def _reshape_view(layer, shapes, consumers, by_name) -> bool:
-    """A reshape the device does for free: same channels, read by single-input layers only."""
-    readers = consumers.get(layer.name, [])
-    return (shapes[layer.inputs[0]][0] == shapes[layer.name][0] and bool(readers)
-            and all(len(by_name[r].inputs) == 1 for r in readers))
+def _free_view(layer, shapes, consumers, by_name) -> bool:
+    """A view (its op's `view`) its readers absorb, so it is no hardware layer: a flatten of
+    flat data, or one read only by layers that flatten their own input (linear); a reshape
+    that keeps the channels, read only by single-input layers (they read it with the new
+    height and width, the description's `in_dim`)."""
+    view = accelerator(layer).view
+    readers = [by_name[r] for r in consumers.get(layer.name, [])]
+    if view == "flatten":
+        return pixels(shapes[layer.inputs[0]]) == 1 or (bool(readers) and all(
+            accelerator(r).flattens_input for r in readers))
+    if view == "in_dim":
+        return (shapes[layer.inputs[0]][0] == shapes[layer.name][0] and bool(readers)
+                and all(len(r.inputs) == 1 for r in readers))
+    return False
 
 
 def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
                  ) -> dict[str, str]:
-    """add name -> the conv2d it runs in-flight with."""
+    """add name -> the convolution it runs in-flight with (one whose op allows it)."""
     merged = {}
     for layer, following in zip(layers, layers[1:], strict=False):
-        if (layer.op == "add" and layer.act.value == "none" and following.op == "conv2d"
-                and layer.name not in placed
+        if (accelerator(layer).operation == "add" and layer.act.value == "none"
+                and accelerator(following).inflight and layer.name not in placed
                 and following.inputs == (layer.name,)
                 and consumers.get(layer.name) == [following.name]):
             merged[layer.name] = following.name
@@ -234,50 +243,75 @@ def _merged_concats(layers: tuple[LayerBase, ...], consumers, placed: frozenset[
     merged = {}
     for layer in layers:
         readers = consumers.get(layer.name, [])
-        if layer.op != "concat" or layer.name in placed or len(readers) != 1:
+        if accelerator(layer).operation != "concat" or layer.name in placed or len(readers) != 1:
             continue
         reader = by_name[readers[0]]
-        if reader.op in CONCAT_READERS and reader.inputs == (layer.name,):
+        if accelerator(reader).reads_concat and reader.inputs == (layer.name,):
             merged[layer.name] = reader.name
     return merged
 
 
 def _layer(layer, node, front, where, flattened, shapes, bits) -> HwLayer:
     """`front`: the add or concat merged into `layer` (None: it reads its own inputs)."""
+    facet = accelerator(layer)
     source = front if front is not None else layer
     inputs = tuple(where[name] for name in source.inputs)
     in_shape = tuple(shapes[source.inputs[0]])
     members = (front.name, layer.name) if front is not None else (layer.name,)
-    common = dict(name=layer.name, op=layer.op, inputs=inputs, in_channels=in_shape[0],
+    common = dict(name=layer.name, op=facet.operation, inputs=inputs, in_channels=in_shape[0],
                   in_shape=in_shape, pooled_shape=in_shape, out_channels=node.out_shape[0],
-                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members)
-    if front is not None and front.op == "add":
+                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members,
+                  has_weights=OPS[layer.op].role is Role.compute, copies=facet.copies)
+    if front is not None and accelerator(front).operation == "add":
         common.update(eltwise_operands=len(inputs), eltwise=front.name)
     elif front is not None:
         in_shape = tuple(shapes[front.name])
         common.update(concat=front.name, in_channels=in_shape[0], in_shape=in_shape,
                       pooled_shape=in_shape)
-    if layer.op in ("conv1d", "conv2d"):
-        return HwLayer(**common | _conv(layer, in_shape, bits))
-    if layer.op == "conv_transpose2d":
-        return HwLayer(**common | _conv(layer, in_shape, bits)
-                       | {"output_pad": pair(layer.output_pad)})
-    if layer.op == "linear":
-        return _linear(layer, common, flattened, shapes, bits)
-    if layer.op in ("pool1d", "pool2d"):
-        pool = _pool(layer.mode, layer.size, layer.stride, len(in_shape) - 1)
-        return HwLayer(**common | {"op": "pool", "pool": pool,
-                                   "pooled_shape": tuple(node.out_shape)})
-    if layer.op == "add":
-        return HwLayer(**common | {"eltwise_operands": len(inputs), "eltwise": layer.name})
-    if layer.op == "buffer":
-        shifted = (node.out_shape[0], node.out_shape[1] - 1)
-        return HwLayer(**common | {"in_shape": shifted, "pooled_shape": shifted})
-    if layer.op == "concat":
-        return HwLayer(**common | {"in_channels": node.out_shape[0],
-                                   "in_shape": tuple(node.out_shape),
-                                   "pooled_shape": tuple(node.out_shape)})
-    return HwLayer(**common)  # passthrough, or an op the device cannot run (limits says so)
+    build = _BUILDERS.get(facet.operation)
+    # passthrough, or a view the device cannot absorb (limits says why)
+    return HwLayer(**common) if build is None else build(layer, node, common, flattened,
+                                                          shapes, bits)
+
+
+def _conv_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    return HwLayer(**common | _conv(layer, common["in_shape"], bits))
+
+
+def _transposed_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    return HwLayer(**common | _conv(layer, common["in_shape"], bits)
+                   | {"output_pad": pair(layer.output_pad)})
+
+
+def _pool_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    pool = _pool(layer.mode, layer.size, layer.stride, len(common["in_shape"]) - 1)
+    return HwLayer(**common | {"pool": pool, "pooled_shape": tuple(node.out_shape)})
+
+
+def _add_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    return HwLayer(**common | {"eltwise_operands": len(common["inputs"]), "eltwise": layer.name})
+
+
+def _buffer_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    shifted = (node.out_shape[0], node.out_shape[1] - 1)
+    return HwLayer(**common | {"in_shape": shifted, "pooled_shape": shifted})
+
+
+def _concat_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    return HwLayer(**common | {"in_channels": node.out_shape[0],
+                               "in_shape": tuple(node.out_shape),
+                               "pooled_shape": tuple(node.out_shape)})
+
+
+def _linear_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+    return _linear(layer, common, flattened, shapes, bits)
+
+
+# How each hardware operation's layer record is made (targets' own vocabulary: the
+# operation comes from the op's accelerator facet).
+_BUILDERS = {"conv2d": _conv_layer, "conv1d": _conv_layer, "conv_transpose2d": _transposed_layer,
+             "linear": _linear_layer, "pool": _pool_layer, "add": _add_layer,
+             "buffer": _buffer_layer, "concat": _concat_layer}
 
 
 def _conv(layer, in_shape: Shape, bits) -> dict:
@@ -306,15 +340,20 @@ def _linear(layer, common: dict, flattened, shapes, bits) -> HwLayer:
 
 
 def _pool(mode, size, stride, dims: int) -> Pool:
-    sizes = pair(size) if dims == 2 else (size,)
-    strides = sizes if stride is None else (pair(stride) if dims == 2 else (stride,))
-    return Pool(getattr(mode, "value", mode), tuple(sizes), tuple(strides))
+    window = _Window(size, stride)
+    sizes, strides = window_sizes(window, dims)
+    return Pool(getattr(mode, "value", mode), sizes, strides)
+
+
+@dataclass(frozen=True)
+class _Window:
+    size: int | tuple[int, int]
+    stride: int | tuple[int, int] | None
 
 
 def _pooled(shape: Shape, pool: Pool) -> Shape:
-    spatial = ((n - k) // s + 1 for n, k, s in zip(shape[1:], pool.size, pool.stride,
-                                                     strict=True))
-    return (shape[0], *spatial)
+    return (shape[0], *(window_out(n, k, s) for n, k, s in zip(shape[1:], pool.size,
+                                                                 pool.stride, strict=True)))
 
 
 def interleaved(layer: HwLayer, processors: int) -> bool:
@@ -367,4 +406,5 @@ def _copy(layer: HwLayer, slot: int, source: str, shapes: dict, taken: set[str])
     shape = tuple(shapes[source])
     return HwLayer(name=name, members=(), op="passthrough", inputs=(source,),
                    in_channels=shape[0], in_shape=shape, pooled_shape=shape,
-                   out_channels=shape[0], out_shape=shape, anchor=layer.eltwise or layer.name)
+                   out_channels=shape[0], out_shape=shape, anchor=layer.eltwise or layer.name,
+                   copies=True)

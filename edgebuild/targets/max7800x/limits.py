@@ -14,7 +14,14 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from edgebuild.targets.max7800x.hwlayer import HW_OPS, HwLayer, interleaved, manifest_index, pixels
+from edgebuild.targets.max7800x.hwlayer import (
+    HwLayer,
+    interleaved,
+    manifest_index,
+    pixels,
+    runnable,
+    runnable_operations,
+)
 
 # Conv1d dilation: kernels of up to this length may dilate (the manual: "1 to 1023 for
 # kernel lengths 1, 2, or 3"). The profile has no field for it yet (same on both devices).
@@ -78,12 +85,12 @@ def _range(bounds: tuple[int, int]) -> str:
 # --- per-layer rules ----------------------------------------------------------------------
 
 def _op(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
-    if layer.op not in HW_OPS:
+    if not runnable(layer.op):
         what = {"flatten": "a flatten that does not feed a linear layer (the hardware flattens "
                            "inside the linear layer)",
                 "reshape": _reshape_problem(layer)}.get(layer.op, f"op {layer.op!r}")
         yield Problem(ctx.at(layer, "op"), f"layer {layer.name!r}: {what} cannot run on "
-                      f"{ctx.profile.name} (it runs {_listing(HW_OPS)})")
+                      f"{ctx.profile.name} (it runs {_listing(runnable_operations())})")
 
 
 def _reshape_problem(layer: HwLayer) -> str:

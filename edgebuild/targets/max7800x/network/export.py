@@ -10,6 +10,7 @@ from typing import Any
 
 from edgebuild.core.errors import UserError
 from edgebuild.targets.max7800x import profile as devices
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.channels import map_channels
 from edgebuild.targets.max7800x.network.layerrecord import layer_record, map_value
 from edgebuild.targets.max7800x.network.spec import Spec
@@ -230,8 +231,7 @@ def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None],
     specs = []
     for i, record in enumerate(records):
         spec = Spec(index=i, keys={}, raw={})
-        spec.op = {"mlp": "linear", "passthrough": "none",
-                   "convtranspose2d": "conv_transpose2d"}.get(record["op"], record["op"])
+        spec.op, _ = vocabulary.imported_op(record["op"])
         spec.processors = record["processors"]
         spec.output_processors = record.get("output_processors")
         spec.groups = record.get("groups", 1)
@@ -243,7 +243,7 @@ def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None],
                        else r for r in refs]
         specs.append(spec)
     for i, record in enumerate(records):
-        if record["op"] not in ("conv2d", "conv1d", "convtranspose2d", "mlp") \
+        if not vocabulary.computes(vocabulary.imported_op(record["op"])[0]) \
                 or outputs[i] not in nodes:
             continue
         actual = nodes[outputs[i]].out_shape[0]

@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from edgebuild.targets.max7800x.hwlayer import CONCAT_READERS
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.spec import Spec
-
-WEIGHT_OPS = ("conv1d", "conv2d", "conv_transpose2d", "linear")
 
 
 @dataclass(frozen=True)
@@ -25,12 +23,10 @@ class HardwareLayer:
 
 
 def hardware_op(layers: list[dict]) -> str:
+    """The hardware operation of a group: its layer with weights', else its last layer's."""
     ops = [layer["op"] for layer in layers]
-    for compute in WEIGHT_OPS:
-        if compute in ops:
-            return compute
-    last = ops[-1]
-    return {"pool1d": "pool", "pool2d": "pool"}.get(last, last)
+    main = next((op for op in ops if vocabulary.computes(op)), ops[-1])
+    return vocabulary.operation(main) or main
 
 
 def hardware_groups(layers: list[dict]) -> list[list[dict]]:
@@ -45,11 +41,12 @@ def hardware_groups(layers: list[dict]) -> list[list[dict]]:
         previous = groups[-1][-1] if groups else None
         reads_previous = previous is not None and \
             (layer.get("inputs") or [previous["name"]]) == [previous["name"]]
-        inflight = previous is not None and previous["op"] == "add" and "act" not in previous \
-            and layer["op"] == "conv2d"
-        concat = previous is not None and previous["op"] == "concat" \
-            and layer["op"] in CONCAT_READERS
-        if reads_previous and (inflight or concat or previous["op"] == "reshape"):
+        before = None if previous is None else vocabulary.operation(previous["op"])
+        inflight = before == "add" and "act" not in previous \
+            and vocabulary.inflight(layer["op"])
+        concat = before == "concat" and vocabulary.reads_concat(layer["op"])
+        reads_through = previous is not None and vocabulary.view(previous["op"]) == "in_dim"
+        if reads_previous and (inflight or concat or reads_through):
             groups[-1].append(layer)
         else:
             groups.append([layer])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.values import (
     as_bool,
@@ -45,9 +46,6 @@ _LAYER_IGNORED = {  # performance knobs that do not change what is computed
     "calcx4": "a kernel-memory arrangement option", "readahead": "a data read option",
     "tcalc": "a timing option",
 }
-_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "conv_transpose2d",
-        "none": "none", "passthrough": "none", "linear": "linear", "fc": "linear",
-        "mlp": "linear", "add": "add"}
 _OPS_UNSUPPORTED = {
     "convtranspose1d": "1-D transposed convolution has no edgebuild equivalent (edgebuild "
                        "has conv_transpose2d)",
@@ -121,14 +119,15 @@ def _op(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:
     text = str(v["op"]).strip().lower() if v["op"] is not None else "none"
     if text in _OPS_UNSUPPORTED:
         report.layer_error(spec, "op", f"operation {v['op']!r}: {_OPS_UNSUPPORTED[text]}")
-    elif text not in _OPS:
+    elif text not in vocabulary.description_ops():
         report.layer_error(spec, "op", f"unknown operation {v['op']!r} (allowed: Conv1d, "
                            "Conv2d, ConvTranspose2d, None, Passthrough, Linear, FC, MLP, Add, "
                            "Sub, Xor, Or; edgebuild imports all but Sub, Xor and Or)")
-    elif _OPS[text] == "add":
-        spec.op, spec.eltwise = "none", "add"
     else:
-        spec.op = _OPS[text]
+        op, eltwise = vocabulary.imported_op(text)
+        spec.op = op
+        if eltwise is not None:
+            spec.eltwise = eltwise
 
 
 def _eltwise(report: Reporter, spec: Spec, v: dict[str, Any]) -> None:

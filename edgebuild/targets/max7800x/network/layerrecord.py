@@ -11,14 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgebuild.core.errors import UserError
-from edgebuild.targets.max7800x.network.hardware import WEIGHT_OPS
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.values import parse_processor_map
 
 _ACT_NAMES = {"none": "None", "relu": "ReLU", "abs": "Abs"}
-_OP_NAMES = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "mlp",
-             "conv_transpose2d": "convtranspose2d"}
-_MEMBER_OPS = (*WEIGHT_OPS, "add", "concat", "pool1d", "pool2d", "passthrough", "flatten",
-               "reshape", "buffer")
 
 
 def map_value(value: Any, what: str) -> int:
@@ -49,11 +45,11 @@ class _Members:
     def of(cls, hw: dict, members: list) -> _Members:
         """Raises when one network layer cannot describe them: at most one operation with
         weights, one add or one concat (not both), and layers the format knows."""
-        compute = [m for m in members if m.op in WEIGHT_OPS]
-        adds = [m for m in members if m.op == "add"]
-        concats = [m for m in members if m.op == "concat"]
-        pools = [m for m in members if m.op in ("pool1d", "pool2d")]
-        unknown = [m.op for m in members if m.op not in _MEMBER_OPS]
+        compute = [m for m in members if vocabulary.computes(m.op)]
+        adds = [m for m in members if vocabulary.operation(m.op) == "add"]
+        concats = [m for m in members if vocabulary.operation(m.op) == "concat"]
+        pools = [m for m in members if vocabulary.operation(m.op) == "pool"]
+        unknown = [m.op for m in members if vocabulary.operation(m.op) is None]
         if len(compute) > 1 or len(adds) > 1 or len(concats) > 1 or unknown or (adds and concats):
             raise UserError(f"export: hardware layer {hw['name']!r} combines "
                             f"{[m.op for m in members]}, which one network layer cannot "
@@ -74,15 +70,15 @@ def layer_record(hw: dict, members: list, nodes: dict, owner: dict, previous: st
     if main is None:
         record["op"] = "none" if (parts.adds or parts.pools or parts.concats) else "passthrough"
     else:
-        record["op"] = _OP_NAMES[main.op]
-    if main is not None and main.op != "linear":
+        record["op"] = vocabulary.exported_op(main)
+    if main is not None and not vocabulary.fully_connected(main.op):
         _convolution_keys(record, hw["name"], main)
     if main is not None:
         record["activate"] = _ACT_NAMES[main.act.value]
     elif parts.adds:
         record["activate"] = _ACT_NAMES[parts.adds[0].act.value]
     _pool_keys(record, hw["name"], parts)
-    if main is not None and main.op == "linear":
+    if main is not None and vocabulary.fully_connected(main.op):
         in_shape = nodes[main.name].in_shapes[0]
         if len(in_shape) > 1 and math.prod(in_shape[1:]) > 1:
             record["flatten"] = True

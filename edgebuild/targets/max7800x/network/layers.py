@@ -38,6 +38,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.binding import Binder
 from edgebuild.targets.max7800x.network.built import (
     NAME_LIMIT,
@@ -56,7 +57,6 @@ from edgebuild.targets.max7800x.network.compute import (
     linear_reads,
 )
 from edgebuild.targets.max7800x.network.hardware import (
-    WEIGHT_OPS,
     HardwareLayer,
     hardware_groups,
     hardware_op,
@@ -91,7 +91,7 @@ class Importer:
     def assign_names(self) -> None:
         """Bind the layers with weights to the checkpoint's, in order, and name every
         layer (see the module docstring)."""
-        weight_specs = [p for p, s in enumerate(self.specs) if s.op in WEIGHT_OPS]
+        weight_specs = [p for p, s in enumerate(self.specs) if vocabulary.computes(s.op)]
         if self.checkpoint is not None:
             if len(weight_specs) != len(self.checkpoint):
                 described = ", ".join(str(self.specs[p].index) for p in weight_specs)

@@ -5,7 +5,7 @@ output is written (`output_processors`), given or chosen, then checked together.
 from __future__ import annotations
 
 from edgebuild.model.graph import INPUT
-from edgebuild.targets.max7800x.hwlayer import COPY_OPS, HwLayer, interleaved
+from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, first, hexmap, mask, spans
 
@@ -56,7 +56,7 @@ class ProcessorMaps:
 
     def _implied(self, layer: HwLayer, demand: dict[str, int]) -> int | None:
         out = self.given(layer.name, "output_processors") or demand.get(layer.name)
-        if (layer.op in COPY_OPS or layer.op == "add") and out is not None:
+        if (layer.copies or layer.op == "add") and out is not None:
             return out
         if layer.concatenates:
             return self._concat_default(layer)
@@ -123,7 +123,7 @@ class ProcessorMaps:
             return given
         if layer.name in demand:
             return demand[layer.name]
-        if layer.op in COPY_OPS or layer.op == "add":
+        if layer.copies or layer.op == "add":
             return self.procs[layer.name]
         count = self.profile.processors_needed(layer.out_channels)
         if layer is self.layers[-1]:
@@ -252,7 +252,7 @@ class ProcessorMaps:
                 self._mismatch(layer, source, want, self.outs[source])
 
     def _copies(self, layer: HwLayer) -> None:
-        if layer.op in COPY_OPS and self.outs[layer.name] != self.procs[layer.name]:
+        if layer.copies and self.outs[layer.name] != self.procs[layer.name]:
             self.problem(self.path(layer, "output_processors"), f"layer {layer.name!r}: a "
                          f"{layer.op} layer copies each channel within its processor, so "
                          f"output_processors {hexmap(self.outs[layer.name])} must equal "

@@ -44,11 +44,12 @@ if TYPE_CHECKING:  # numpy and torch load on first use (numerics): importing ops
     import torch
     from numpy.typing import NDArray
 
-    # The integer reference's tensors: int64 values (int8 ranges but for wide outputs),
-    # batch first.
+    # The integer reference's tensors: int64 arrays, batch first (int8-range values but
+    # for a wide layer's output).
     Ints = NDArray[np.int64]
 
 G = TypeVar("G", bound="np.generic")  # an array's element type, kept by a relayout
+
 Count = Annotated[int, Field(strict=True, ge=1, le=65536)]
 Small = Annotated[int, Field(strict=True, ge=1, le=64)]
 Pad = Annotated[int, Field(strict=True, ge=0, le=64)]
@@ -79,9 +80,9 @@ class LayerBase(Strict):
 
 
 class ComputeLayer(Protocol):
-    """The fields every compute op's layer record has (`Role.compute`: conv1d, conv2d,
-    conv_transpose2d, linear; tests/test_typing.py checks the registry agrees). Code that
-    found a layer to be a compute layer through its operator record reads it as this."""
+    """The fields every compute op's layer record has (`Role.compute`; tests/test_typing.py
+    checks the registry agrees). Code that found a layer to compute through its operator
+    record reads it as this."""
 
     @property
     def name(self) -> str: ...

@@ -27,6 +27,10 @@ CLEAN = [
     "edgebuild/core",
     "edgebuild/data",
     "edgebuild/manifest",
+    "edgebuild/ops",
+    "edgebuild/model",
+    "edgebuild/memory",
+    "edgebuild/train",
     "edgebuild/cli",
     "edgebuild/pipeline/__init__.py",
     "edgebuild/pipeline/builder.py",
@@ -79,11 +83,23 @@ def test_spelled_out_dataset_spec_lists_every_format():
 
 
 def test_spelled_out_layer_lists_every_operator():
-    from edgebuild.ops import OPS
+    import edgebuild.ops
 
-    static = _type_checking_view(edgebuild.manifest)["Layer"]
-    assert _members(static) == _members(edgebuild.manifest.Layer)
-    assert _members(static) == tuple(op.params for op in OPS.values())
+    static = _type_checking_view(edgebuild.ops)["Layer"]
+    assert _members(static) == _members(edgebuild.ops.Layer)
+    assert _members(static) == tuple(op.params for op in edgebuild.ops.OPS.values())
+    assert edgebuild.manifest.Layer is edgebuild.ops.Layer  # the manifest's layers are these
+
+
+def test_compute_layer_protocol_fields_are_on_every_compute_op():
+    from edgebuild.ops import OPS
+    from edgebuild.ops.operator import ComputeLayer
+
+    fields = {name for name in vars(ComputeLayer) if not name.startswith("_")}
+    assert fields == {"name", "out", "bias", "act", "wide"}
+    for op in OPS.values():
+        if op.computes:
+            assert fields <= set(op.params.model_fields), f"{op.name} lacks a ComputeLayer field"
 
 
 def test_static_device_members_exist_at_run_time():

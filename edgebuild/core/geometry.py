@@ -24,10 +24,14 @@ class ShapeError(ValueError):
 
 
 class PoolWindow(Protocol):
-    """A pooling window as the manifest gives it (a fused `pool:` or a pool layer)."""
+    """A pooling window as the manifest gives it (a fused `pool:` or a pool layer). Read
+    only: the manifest's records are frozen."""
 
-    size: IntPair
-    stride: IntPair | None
+    @property
+    def size(self) -> IntPair: ...
+
+    @property
+    def stride(self) -> IntPair | None: ...
 
 
 def pair(value: IntPair) -> tuple[int, int]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:  # numpy and torch load on first use: importing edgebuild stays cheap
     import numpy as np
@@ -99,6 +99,31 @@ def scale_exponent(threshold: float, limits: tuple[int, int] = SHIFT_RANGE) -> i
 def output_shift(scale_exp: int, bits: int) -> int:
     """The power-of-two shift of the accumulator: `s - (b - 1)` (see the module docstring)."""
     return scale_exp - (bits - 1)
+
+
+class Arithmetic(Protocol):
+    """A device's fixed number format (see the module docstring), as its profile gives it
+    (targets.max7800x.records.Numbers; targets.numbers.device_numbers): allowed weight
+    widths, the bias format, the total shift range, the requantization rounding and the
+    average-pooling rule."""
+
+    @property
+    def weight_bits(self) -> tuple[int, ...]: ...
+
+    @property
+    def bias_bits(self) -> int: ...
+
+    @property
+    def bias_scale_log2(self) -> int: ...
+
+    @property
+    def total_shift(self) -> tuple[int, int]: ...
+
+    @property
+    def rounding(self) -> str: ...
+
+    @property
+    def avg_pool(self) -> str: ...
 
 
 @dataclass(frozen=True)

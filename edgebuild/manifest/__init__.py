@@ -25,35 +25,7 @@ from edgebuild.core.resources import device_profiles
 from edgebuild.data import DatasetSpec
 from edgebuild.manifest.ondevice import Ondevice
 from edgebuild.manifest.placement import LayerPlacement
-
-if TYPE_CHECKING:
-    # mypy cannot evaluate edgebuild.ops.Layer, a union built from the operator registry:
-    # the same layer records, listed (tests/test_typing.py checks that they agree).
-    from edgebuild.ops import (
-        add,
-        batchnorm,
-        buffer,
-        concat,
-        conv1d,
-        conv2d,
-        conv_transpose2d,
-        dropout,
-        flatten,
-        linear,
-        passthrough,
-        pool,
-        reshape,
-    )
-
-    Layer = Annotated[
-        conv1d.Conv1d | conv2d.Conv2d | conv_transpose2d.ConvTranspose2d | linear.Linear
-        | pool.Pool1d | pool.Pool2d | flatten.Flatten | reshape.Reshape
-        | passthrough.Passthrough | add.Add | concat.Concat | buffer.Buffer
-        | batchnorm.BatchNorm | dropout.Dropout,
-        Field(discriminator="op"),
-    ]
-else:
-    from edgebuild.ops import Layer
+from edgebuild.ops import Layer
 
 SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
 

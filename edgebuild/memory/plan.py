@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.geometry import Shape, pooled
 from edgebuild.memory import arena, tiling
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Role
+from edgebuild.ops.operator import Role
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
 
 VERSION = 1  # of plan.json's layout (schemas/plan.schema.json)
 
@@ -168,11 +171,11 @@ def _step_from_json(data: dict[str, Any]) -> Step:
                 data.get("double_buffer", False))
 
 
-def element_bytes(layer: LayerBase) -> int:
+def element_bytes(layer: Layer) -> int:
     return 4 if getattr(layer, "wide", False) else 1
 
 
-def _step(index: int, layer: LayerBase, node: graphs.Node, inputs: list[str]) -> Step:
+def _step(index: int, layer: Layer, node: graphs.Node, inputs: list[str]) -> Step:
     stream = OPS[layer.op].stream
     scratch = None
     pool = getattr(layer, "pool", None)
@@ -184,9 +187,10 @@ def _step(index: int, layer: LayerBase, node: graphs.Node, inputs: list[str]) ->
                 None if stream is None else stream.state_bytes(layer, node.out_shape))
 
 
-def steps(layers: Sequence[LayerBase], graph: graphs.Graph) -> tuple[list[Step], dict[str, str]]:
+def steps(layers: Sequence[Layer], graph: graphs.Graph) -> tuple[list[Step], dict[str, str]]:
     """(steps, alias of view tensors) for the deployed layers."""
-    records, alias = [], {}
+    records: list[Step] = []
+    alias: dict[str, str] = {}
     nodes = {node.name: node for node in graph.nodes}
     for index, layer in enumerate(layers, start=1):
         node = nodes[layer.name]
@@ -215,7 +219,7 @@ def tensors(model_input: Shape, records: Sequence[Step], output: str) -> list[ar
     return found
 
 
-def make_plan(input_shape: Shape, layers: Sequence[LayerBase], weight_bytes: int) -> MemoryPlan:
+def make_plan(input_shape: Shape, layers: Sequence[Layer], weight_bytes: int) -> MemoryPlan:
     """The plan of deployed (folded) layers: steps, tensors with offsets, sizes."""
     graph, _ = graphs.build(tuple(input_shape), tuple(layers))
     assert graph is not None
@@ -242,7 +246,7 @@ class TooSmall:
     smallest_l1: int
 
 
-def tile_steps(input_shape: Shape, layers: Sequence[LayerBase], plan: MemoryPlan, l1: int,
+def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
                l2: int, double_buffer: bool) -> tuple[MemoryPlan, list[TooSmall]]:
     """The plan with an L1 tile on every windowed step and its memory totals, and the
     layers that cannot fit `l1` at all."""

@@ -7,15 +7,21 @@ instead (`alias`). Every layer of the result names its inputs explicitly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from edgebuild.model.graph import INPUT
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Role, Unsupported
+from edgebuild.ops.operator import Role, Unsupported
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer
+    from edgebuild.ops.batchnorm import BatchNorm
 
 
-def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], dict[str, str]]:
-    folded: dict[str, LayerBase] = {}
+def fold_layers(layers: tuple[Layer, ...]) -> tuple[tuple[Layer, ...], dict[str, str]]:
+    folded: dict[str, Layer] = {}
     alias: dict[str, str] = {}
     previous = INPUT
     for layer in layers:
@@ -23,7 +29,8 @@ def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], d
         role = OPS[layer.op].role
         if role is Role.folded:
             producer = folded[inputs[0]]
-            folded[producer.name] = producer.model_copy(update={"act": layer.act, "bias": True})
+            act = cast("BatchNorm", layer).act  # batchnorm is the only folded op
+            folded[producer.name] = producer.model_copy(update={"act": act, "bias": True})
             alias[layer.name] = producer.name
         elif role is Role.dropped:
             alias[layer.name] = inputs[0]
@@ -33,7 +40,8 @@ def fold_layers(layers: tuple[LayerBase, ...]) -> tuple[tuple[LayerBase, ...], d
     return tuple(folded.values()), alias
 
 
-def fold_state(state: dict[str, Any], layers: tuple[LayerBase, ...]) -> dict[str, Any]:
+def fold_state(state: dict[str, NDArray[Any]],
+               layers: tuple[Layer, ...]) -> dict[str, NDArray[Any]]:
     """Float state dict (numpy) of the trained net -> state dict of the folded net."""
     from edgebuild.ops.batchnorm import fold
 
@@ -50,11 +58,11 @@ def fold_state(state: dict[str, Any], layers: tuple[LayerBase, ...]) -> dict[str
             assert not isinstance(layout, Unsupported)  # the graph checks BN follows weights
             weight = layout.to_out_major(out[f"{producer.name}.weight"], producer)
             weight, out[f"{producer.name}.bias"] = fold(weight, out.get(f"{producer.name}.bias"),
-                                                        stats, layer.eps)
+                                                        stats, cast("BatchNorm", layer).eps)
             out[f"{producer.name}.weight"] = layout.from_out_major(weight, producer)
         previous = layer.name
     return out
 
 
-def output_name(layers: tuple[LayerBase, ...], alias: dict[str, str]) -> str:
+def output_name(layers: tuple[Layer, ...], alias: dict[str, str]) -> str:
     return alias.get(layers[-1].name, layers[-1].name)

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Role
+from edgebuild.ops.operator import ComputeLayer, G, Role
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer
 
 INPUT = "input"
 
@@ -58,11 +65,11 @@ class GraphProblem:
     message: str
 
 
-def _inputs(layer: LayerBase, index: int, previous: str) -> tuple[str, ...]:
+def _inputs(layer: Layer, index: int, previous: str) -> tuple[str, ...]:
     return layer.inputs if layer.inputs is not None else (previous,)
 
 
-def _node(layer: LayerBase, inputs: tuple[str, ...], shapes: dict[str, Shape]) -> Node:
+def _node(layer: Layer, inputs: tuple[str, ...], shapes: dict[str, Shape]) -> Node:
     op = OPS[layer.op]
     in_shapes = [shapes[name] for name in inputs]
     if op.arity == "one" and len(in_shapes) != 1:
@@ -74,10 +81,12 @@ def _node(layer: LayerBase, inputs: tuple[str, ...], shapes: dict[str, Shape]) -
                 op.param_count(layer, in_shapes), op.macs(layer, in_shapes, out))
 
 
-def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | None, list[GraphProblem]]:
+def build(input_shape: Shape, layers: tuple[Layer, ...]) -> tuple[Graph | None, list[GraphProblem]]:
     """Infer every shape; collect every problem instead of stopping at the first."""
     shapes: dict[str, Shape] = {INPUT: tuple(input_shape)}
-    nodes, problems, previous = [], [], INPUT
+    nodes: list[Node] = []
+    problems: list[GraphProblem] = []
+    previous = INPUT
     failed: set[str] = set()  # layers already reported: their consumers are not blamed
     for index, layer in enumerate(layers):
         if layer.name in shapes:
@@ -110,7 +119,7 @@ def build(input_shape: Shape, layers: tuple[LayerBase, ...]) -> tuple[Graph | No
     return (None if problems else Graph(tuple(input_shape), tuple(nodes))), problems
 
 
-def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
+def _check_batchnorm(layers: tuple[Layer, ...], nodes: list[Node],
                      problems: list[GraphProblem]) -> None:
     """A folded layer (batchnorm) merges into its producer, so the producer must be a
     compute layer without an activation whose only consumer is this layer."""
@@ -127,7 +136,8 @@ def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
         if producer is None or not OPS[producer.op].computes:
             problem = (f"must directly follow a {', '.join(compute[:-1])} or "
                        f"{compute[-1]} layer (it is folded into it)")
-        elif producer.act.value != "none" or producer.wide:
+        # A compute op's layer record (its operator says it computes) has ComputeLayer's fields.
+        elif (weighted := cast(ComputeLayer, producer)).act.value != "none" or weighted.wide:
             problem = (f"folds into {producer.name!r}, which must have `act: none` and no `wide` "
                        f"(put the activation on the {node.op})")
         elif consumers.get(producer.name, 0) != 1:
@@ -137,12 +147,12 @@ def _check_batchnorm(layers: tuple[LayerBase, ...], nodes: list[Node],
         problems.append(GraphProblem(index, "", f"{node.op} {node.name!r} {problem}"))
 
 
-def streaming(layer: LayerBase) -> bool:
+def streaming(layer: Layer) -> bool:
     """The layer keeps state across inferences (ops: a `stream` facet, e.g. a buffer)."""
     return OPS[layer.op].stream is not None
 
 
-def frames(layers: tuple[LayerBase, ...]) -> int:
+def frames(layers: tuple[Layer, ...]) -> int:
     """Frames per sample: a model with a stateful layer (a `buffer`) learns from clips of
     its frames (see ops/buffer.py); any other model from single samples (1)."""
     for layer in layers:
@@ -152,20 +162,29 @@ def frames(layers: tuple[LayerBase, ...]) -> int:
     return 1
 
 
-def sample_shape(input_shape: Shape, layers: tuple[LayerBase, ...]) -> Shape:
+def sample_shape(input_shape: Shape, layers: tuple[Layer, ...]) -> Shape:
     """The shape of one dataset sample: `model.input`, or a clip (frames, *model.input)."""
     count = frames(layers)
     return tuple(input_shape) if count == 1 else (count, *input_shape)
 
 
-def per_frame(x, layers: tuple[LayerBase, ...]):
+@overload
+def per_frame(x: torch.Tensor, layers: tuple[Layer, ...]) -> torch.Tensor: ...
+
+
+@overload
+def per_frame(x: NDArray[G], layers: tuple[Layer, ...]) -> NDArray[G]: ...
+
+
+def per_frame(x: torch.Tensor | NDArray[Any],
+              layers: tuple[Layer, ...]) -> torch.Tensor | NDArray[Any]:
     """A batch of samples as the batch the first layer reads: clips (N, frames, ...) become
     N x frames frames, in order (the buffer regroups them); other batches are unchanged.
     Works on torch tensors and numpy arrays alike."""
     return x if frames(layers) == 1 else x.reshape(-1, *x.shape[2:])
 
 
-def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
+def _check_buffer(layers: tuple[Layer, ...], nodes: list[Node],
                   problems: list[GraphProblem]) -> None:
     """Layers before a buffer run once per frame, layers after it once per window, so no
     layer may read both sides, there is at most one buffer, and the output follows it."""
@@ -195,7 +214,7 @@ def _check_buffer(layers: tuple[LayerBase, ...], nodes: list[Node],
             "which otherwise has no effect")))
 
 
-def _check_wide(layers: tuple[LayerBase, ...], problems: list[GraphProblem]) -> None:
+def _check_wide(layers: tuple[Layer, ...], problems: list[GraphProblem]) -> None:
     for index, layer in enumerate(layers[:-1]):
         if getattr(layer, "wide", False):
             problems.append(GraphProblem(index, "wide", "`wide: true` (int32 output) is only "

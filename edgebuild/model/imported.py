@@ -10,28 +10,43 @@ File format (the quantize artifact's contract, one .npz): per compute layer `<na
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
+from edgebuild.core.geometry import Shape
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import Unsupported
+from edgebuild.ops.operator import ComputeLayer, Unsupported
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from edgebuild.core.numerics import Arithmetic
+    from edgebuild.manifest import Layer
+    from edgebuild.model.graph import Graph
+
+Problem = tuple[tuple[str | int, ...], str]  # (path suffix below `model.weights`, message)
 
 
-def expected_shape(layer, in_shape: tuple) -> tuple:
+def expected_shape(layer: Layer, in_shape: Shape) -> Shape:
     """The weight tensor shape a layer needs (its op's stored layout)."""
     weights = OPS[layer.op].weights
     assert not isinstance(weights, Unsupported)
     return tuple(weights.shape(layer, tuple(in_shape)))
 
 
-def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tuple[tuple, str]]]:
-    """(bits per layer, problems as (path suffix, message)) for the weights file."""
+def check(path: Path, layers: tuple[Layer, ...], graph: Graph | None,
+          numbers: Arithmetic | None) -> tuple[dict[str, int], list[Problem]]:
+    """(bits per layer, problems as (path suffix, message)) for the weights file. `graph`:
+    the folded layers' (graphs.build gives None only for layers with problems)."""
     from edgebuild.core import arrays, numerics
 
     try:
         source = arrays.load(path)
     except (OSError, ValueError) as exc:
         return {}, [((), f"cannot read pre-quantized weights {path}: {exc}")]
+    assert graph is not None  # the folded layers of a valid manifest build
     nodes = {node.name: node for node in graph.nodes}
-    bits_of, problems = {}, []
+    bits_of: dict[str, int] = {}
+    problems: list[Problem] = []
     for layer in layers:
         if not OPS[layer.op].computes:
             continue
@@ -46,7 +61,7 @@ def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tupl
         shape = expected_shape(layer, node.in_shapes[0])
         allowed_bits = numerics.WEIGHT_BITS if numbers is None else numbers.weight_bits
         low, high = numerics.weight_limits(bits) if bits in allowed_bits else (0, 0)
-        limits = numerics.shift_limits(bits, None if numbers is None else tuple(numbers.total_shift))
+        limits = numerics.shift_limits(bits, None if numbers is None else numbers.total_shift)
         if tuple(weight.shape) != shape:
             problems.append(((), f"layer {name!r}: weights have shape {list(weight.shape)}, the "
                                  f"model needs {list(shape)}"))
@@ -58,7 +73,8 @@ def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tupl
         if not limits[0] <= scale_exp <= limits[1]:
             problems.append(((), f"layer {name!r}: scale exponent {scale_exp} outside "
                                  f"{limits[0]}..{limits[1]} for {bits}-bit weights"))
-        problems += _bias(path, layer, source.get(f"{name}.bias"), numbers)
+        # A compute op's layer record (its operator says it computes) has ComputeLayer's fields.
+        problems += _bias(path, cast(ComputeLayer, layer), source.get(f"{name}.bias"), numbers)
     extra = sorted({key.rsplit(".", 1)[0] for key in source} - {layer.name for layer in layers})
     if extra:
         problems.append(((), f"{path.name} has weights for {', '.join(extra)}, which the model "
@@ -66,7 +82,8 @@ def check(path: Path, layers, graph, numbers) -> tuple[dict[str, int], list[tupl
     return bits_of, problems
 
 
-def _bias(path: Path, layer, bias, numbers) -> list[tuple[tuple, str]]:
+def _bias(path: Path, layer: ComputeLayer, bias: NDArray[Any] | None,
+          numbers: Arithmetic | None) -> list[Problem]:
     name = layer.name
     if bias is None:
         return [((), f"layer {name!r} has `bias: true` but {path.name} has no {name}.bias; set "

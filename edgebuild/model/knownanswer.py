@@ -10,15 +10,39 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
+from edgebuild.core.geometry import Shape
 from edgebuild.model import graph as graphs
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Kat, Manifest
+
+    Known = tuple[NDArray[np.int64], NDArray[np.int64] | None]  # (inputs, expected or None)
+
+
+class Checked(Protocol):
+    """What this module reads of a checked manifest (pipeline.validation.Checked, which
+    `model` cannot import)."""
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    @property
+    def graph(self) -> graphs.Graph: ...
+
+    @property
+    def base(self) -> Path: ...
 
 
 class KatFileError(ValueError):
     """A kat file is unreadable or does not fit the model; the message says why."""
 
 
-def _read(path: Path):
+def _read(path: Path) -> NDArray[np.int64]:
     import numpy as np
 
     try:
@@ -31,7 +55,7 @@ def _read(path: Path):
     return values.astype(np.int64)
 
 
-def read(base: Path, kat, input_shape: tuple, output_shape: tuple):
+def read(base: Path, kat: Kat, input_shape: Shape, output_shape: Shape) -> Known:
     """(inputs (N, *input_shape), expected (N, prod(output_shape)) or None), checked."""
     x = _read(base / kat.input)
     shape = tuple(input_shape)
@@ -53,7 +77,7 @@ def read(base: Path, kat, input_shape: tuple, output_shape: tuple):
     return x, y.reshape(len(x), size)
 
 
-def load(checked):
+def load(checked: Checked) -> Known | None:
     """The manifest's known answer (inputs, expected or None); None when it has none."""
     kat = checked.manifest.kat
     if kat is None:
@@ -63,7 +87,8 @@ def load(checked):
                 tuple(checked.graph.output.out_shape))
 
 
-def vectors(checked, inputs: dict[str, Path], count: int):
+def vectors(checked: Checked, inputs: dict[str, Path],
+            count: int) -> tuple[NDArray[np.integer[Any]], NDArray[np.integer[Any]]]:
     """The vectors the generated C checks itself with: the supplied known answer when the
     manifest has one (expected = the other toolchain's outputs, or the reference's), else
     the first `count` test samples with the integer reference's outputs."""
@@ -80,16 +105,18 @@ def vectors(checked, inputs: dict[str, Path], count: int):
     return x_test[:count], reference[:count]
 
 
-def evaluation_inputs(checked, inputs: dict[str, Path]):
+def evaluation_inputs(checked: Checked, inputs: dict[str, Path]) -> NDArray[np.integer[Any]]:
     """The inputs the evaluate stage ran the reference on (its `outputs`)."""
     from edgebuild.core import arrays
 
     if "data" in inputs:
         return arrays.load(inputs["data"] / "data.npz")["x_test"]
-    return load(checked)[0]
+    known = load(checked)
+    assert known is not None  # validation requires a known answer of a model without a dataset
+    return known[0]
 
 
-def files(checked) -> list[Path]:
+def files(checked: Checked) -> list[Path]:
     kat = checked.manifest.kat
     if kat is None:
         return []

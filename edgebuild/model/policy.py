@@ -4,18 +4,21 @@ constrained by the target's number format when it is an accelerator's (targets.n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core import numerics
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, LayerPolicy
+from edgebuild.ops.operator import LayerPolicy
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer, LayerQuant, Qat
 
 
-def resolve(qat: Any, layers: tuple[LayerBase, ...],
-            numbers: Any | None = None) -> dict[str, LayerPolicy]:
+def resolve(qat: Qat, layers: tuple[Layer, ...],
+            numbers: numerics.Arithmetic | None = None) -> dict[str, LayerPolicy]:
     """The policy of every compute layer; `numbers`: the device's number format
     (targets.numbers.device_numbers), None on a CPU target."""
-    policies = {}
+    policies: dict[str, LayerPolicy] = {}
     for layer in layers:
         if not OPS[layer.op].computes:
             continue
@@ -27,11 +30,12 @@ def resolve(qat: Any, layers: tuple[LayerBase, ...],
         else:
             policies[layer.name] = LayerPolicy(
                 bits, numbers.bias_bits, quantile, numbers.bias_scale_log2,
-                numerics.shift_limits(bits, tuple(numbers.total_shift)))
+                numerics.shift_limits(bits, numbers.total_shift))
     return policies
 
 
-def _pick(qat: Any, override: Any, field: str) -> Any:
-    """The override's value when it sets one, else the policy default."""
+def _pick(qat: Qat, override: LayerQuant | None, field: str) -> Any:
+    """The override's value when it sets one, else the policy default (the field's type:
+    int or float, by name)."""
     value = getattr(override, field) if override is not None else None
     return getattr(qat, field) if value is None else value

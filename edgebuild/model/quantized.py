@@ -10,22 +10,30 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, QuantParams, Unsupported
+from edgebuild.ops.operator import QuantParams, Unsupported
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer, Manifest
+    from edgebuild.ops.operator import Ints
 
 
 @dataclass(frozen=True)
 class QuantizedModel:
     input_shape: tuple[int, ...]
-    layers: tuple[LayerBase, ...]  # folded: explicit inputs, no batchnorm/dropout
+    layers: tuple[Layer, ...]  # folded: explicit inputs, no batchnorm/dropout
     params: dict[str, QuantParams]
     rounding: str
 
     @property
-    def output(self) -> LayerBase:
+    def output(self) -> Layer:
         return self.layers[-1]
 
     def output_shift(self) -> int | None:
@@ -33,13 +41,13 @@ class QuantizedModel:
         return None if quant is None else quant.shift
 
 
-def load(directory: Path, manifest) -> QuantizedModel:
+def load(directory: Path, manifest: Manifest) -> QuantizedModel:
     from edgebuild.core import arrays
 
     layers, _ = folding.fold_layers(manifest.model.layers)
     meta = json.loads((directory / "quant.json").read_text())
     weights = arrays.load(directory / "weights.npz")
-    params = {}
+    params: dict[str, QuantParams] = {}
     for row in meta["layers"]:
         name = row["name"]
         bias = weights.get(f"{name}.bias")
@@ -49,13 +57,25 @@ def load(directory: Path, manifest) -> QuantizedModel:
     return QuantizedModel(tuple(manifest.model.input), layers, params, meta["rounding"])
 
 
-def run_reference(model: QuantizedModel, x, *, keep_all: bool = False):
+@overload
+def run_reference(model: QuantizedModel, x: NDArray[np.integer[Any]], *,
+                  keep_all: Literal[False] = False) -> Ints: ...
+
+
+@overload
+def run_reference(model: QuantizedModel, x: NDArray[np.integer[Any]], *,
+                  keep_all: Literal[True]) -> dict[str, Ints]: ...
+
+
+def run_reference(model: QuantizedModel, x: NDArray[np.integer[Any]], *,
+                  keep_all: bool = False) -> Ints | dict[str, Ints]:
     """Integer inference on a batch of int8 samples (N, *input_shape) — clips (N, frames,
     *input_shape) for a model with a buffer — -> int64 outputs."""
     import numpy as np
 
     values = {graphs.INPUT: graphs.per_frame(x.astype(np.int64), model.layers)}
     for layer in model.layers:
+        assert layer.inputs is not None  # folded layers name their inputs (folding)
         inputs = [values[name] for name in layer.inputs]
         reference = OPS[layer.op].reference
         if isinstance(reference, Unsupported):  # the folded layers have none of these
@@ -65,7 +85,7 @@ def run_reference(model: QuantizedModel, x, *, keep_all: bool = False):
     return values if keep_all else values[model.output.name]
 
 
-def run_batched(model: QuantizedModel, x, batch: int = 256):
+def run_batched(model: QuantizedModel, x: NDArray[np.integer[Any]], batch: int = 256) -> Ints:
     import numpy as np
 
     return np.concatenate([run_reference(model, x[i:i + batch]) for i in range(0, len(x), batch)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,7 @@ from edgebuild.ops.operator import (
     Activation,
     C,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -25,6 +26,11 @@ from edgebuild.ops.operator import (
     no_macs,
     no_params,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
 
 
 class Add(LayerBase):
@@ -40,7 +46,8 @@ def out_shape(layer: Add, shapes: Sequence[Shape]) -> Shape:
     return tuple(shapes[0])
 
 
-def forward(layer: Add, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Add, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     """Sum on the 1/128 grid, activation, saturation (exact in every mode)."""
     total = inputs[0]
     for other in inputs[1:]:
@@ -51,14 +58,15 @@ def forward(layer: Add, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
         numerics.torch_activate(total, layer.act.value)
 
 
-def reference(layer: Add, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Add, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     total = inputs[0].astype("int64")
     for other in inputs[1:]:
         total = total + other
     return numerics.np_saturate(numerics.np_activate(total, layer.act.value))
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Add]) -> CCode:
     """eb_add over a local array of the input tensors."""
     name, count = step.layer.name, len(step.inputs)
     return CCode(calls=(f"{{ const int8_t *const in_{name}[{count}] = {{{', '.join(step.inputs)}}}; "

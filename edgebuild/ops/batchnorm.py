@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,7 @@ from edgebuild.ops.operator import (
     FOLDED,
     Activation,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -20,6 +21,11 @@ from edgebuild.ops.operator import (
     no_macs,
     one,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
 
 
 class BatchNorm(LayerBase):
@@ -36,14 +42,16 @@ def param_count(layer: BatchNorm, shapes: Sequence[Shape]) -> int:
     return 2 * shapes[0][0]  # scale and shift; running statistics are buffers
 
 
-def torch_module(layer: BatchNorm, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: BatchNorm,
+                 shapes: Sequence[Shape]) -> torch.nn.BatchNorm1d | torch.nn.BatchNorm2d:
     import torch.nn as nn
 
     cls = nn.BatchNorm1d if len(shapes[0]) in (1, 2) else nn.BatchNorm2d
     return cls(shapes[0][0], eps=layer.eps, momentum=layer.momentum)
 
 
-def forward(layer: BatchNorm, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: BatchNorm, module: torch.nn.BatchNorm1d | torch.nn.BatchNorm2d, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     if mode.kind != "float":
         raise ValueError(f"batchnorm {layer.name!r} must be folded before quantization")
     out = module(inputs[0])
@@ -51,7 +59,9 @@ def forward(layer: BatchNorm, module: Any, inputs: Sequence[Any], mode: Any) -> 
         numerics.torch_activate(out, layer.act.value)
 
 
-def fold(weight: Any, bias: Any, stats: dict[str, Any], eps: float) -> tuple[Any, Any]:
+def fold(weight: NDArray[np.floating[Any]], bias: NDArray[np.floating[Any]] | None,
+         stats: dict[str, NDArray[np.floating[Any]]],
+         eps: float) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]]]:
     """BN(conv(x)) == conv'(x): scale each output channel's weights, shift its bias.
 
     w' = w * g / sqrt(var + eps);  b' = (b - mean) * g / sqrt(var + eps) + beta."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -29,6 +29,7 @@ from edgebuild.ops.operator import (
     Accelerator,
     C,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Stream,
@@ -37,6 +38,11 @@ from edgebuild.ops.operator import (
     no_macs,
     no_params,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
 
 
 class Buffer(LayerBase):
@@ -54,19 +60,21 @@ def out_shape(layer: Buffer, shapes: Sequence[Shape]) -> Shape:
     return (shape[0], layer.length)
 
 
-def forward(layer: Buffer, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Buffer, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     x = inputs[0]
     return x.reshape(-1, layer.length, x.shape[1]).transpose(1, 2).contiguous()
 
 
-def reference(layer: Buffer, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Buffer, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     import numpy as np
 
     x = inputs[0]
     return np.ascontiguousarray(x.reshape(-1, layer.length, x.shape[1]).transpose(0, 2, 1))
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Buffer]) -> CCode:
     """The window lives in a static state array (outside the arena, which is reused every
     inference); each inference pushes this frame's features and copies the window out."""
     assert step.state is not None

@@ -9,10 +9,11 @@ Emitters build strings only; codegen.project decides where they go (declarations
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Generic, Protocol, TypeVar
 
 from edgebuild.core.geometry import Plane, Shape
-from edgebuild.core.numerics import QuantParams, pool_rounding, requantize_rounding
+from edgebuild.core.numerics import Activation, QuantParams, pool_rounding, requantize_rounding
 
 
 @dataclass(frozen=True)
@@ -23,14 +24,33 @@ class Tile:
     channels: int
 
 
+class Named(Protocol):
+    """What every step's layer record has (ops.operator.LayerBase, which this module
+    cannot import: the operator record imports it)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class Activated(Named, Protocol):
+    """A layer whose output goes through an activation (compute layers, add)."""
+
+    @property
+    def act(self) -> Activation: ...
+
+
+L = TypeVar("L", bound=Named, covariant=True)  # the layer record of a step's op
+
+
 @dataclass(frozen=True)
-class CStep:
+class CStep(Generic[L]):
     """One deployed step as its emitter sees it. `inputs`/`output`/`scratch` are C
     expressions of arena tensors; `tile`/`pool_tile` are set when the plan tiles the layer
     (or its fused input pooling) through L1; `optimized`: the target has the Cortex-M4
-    dual-MAC kernels."""
+    dual-MAC kernels. Each op's emitter takes the step of its own layer record
+    (`CStep[Conv2d]`, ...)."""
 
-    layer: Any
+    layer: L
     in_shapes: tuple[Shape, ...]
     out_shape: Shape
     quant: QuantParams | None
@@ -78,17 +98,17 @@ def rounding_name(mode: str) -> str:
     return f"EB_ROUND_{mode.upper()}"
 
 
-def act_name(act: Any) -> str:
+def act_name(act: str) -> str:
     """EB_ACT_NONE / EB_ACT_RELU / EB_ACT_ABS (eb_kernels.h)."""
     return f"EB_ACT_{str(act.value if hasattr(act, 'value') else act).upper()}"
 
 
-def pool_mode_name(mode: Any) -> str:
+def pool_mode_name(mode: StrEnum) -> str:
     """EB_POOL_MAX / EB_POOL_AVG (eb_kernels.h)."""
     return f"EB_POOL_{str(mode.value).upper()}"
 
 
-def requantize(step: CStep) -> str:
+def requantize(step: CStep[Activated]) -> str:
     """`shift, rounding, act` arguments of a narrow (int8) compute kernel."""
     assert step.quant is not None
     return (f"{step.quant.shift}, {rounding_name(requantize_rounding(step.rounding))}, "
@@ -115,7 +135,7 @@ def tile_decl(symbol: str, tile: Tile, double_buffer: bool) -> str:
                                            ("double_buffer", 1 if double_buffer else 0)])
 
 
-def conv_params(symbol: str, plane: Plane, step: CStep) -> str:
+def conv_params(symbol: str, plane: Plane, step: CStep[Activated]) -> str:
     """The eb_conv_params of a convolution (eb_kernels.h)."""
     assert step.quant is not None
     fields = [(name, getattr(plane, name)) for name in (
@@ -127,7 +147,7 @@ def conv_params(symbol: str, plane: Plane, step: CStep) -> str:
     return initializer("eb_conv_params", symbol, fields)
 
 
-def pool_params(symbol: str, plane: Plane, mode: Any, rounding: str) -> str:
+def pool_params(symbol: str, plane: Plane, mode: StrEnum, rounding: str) -> str:
     """The eb_pool_params of a pooling window (eb_kernels.h)."""
     fields: list[tuple[str, object]] = [("c", plane.in_c)]
     fields += [(name, getattr(plane, name)) for name in (
@@ -147,7 +167,7 @@ def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: b
                   "eb_l1.bytes);",))
 
 
-def bias_symbol(step: CStep) -> str:
+def bias_symbol(step: CStep[Named]) -> str:
     """The layer's bias array, or NULL."""
     assert step.quant is not None
     return step.weights("b") if step.quant.bias is not None else "NULL"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,7 @@ from edgebuild.ops.operator import (
     Accelerator,
     C,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -23,6 +24,11 @@ from edgebuild.ops.operator import (
     no_macs,
     no_params,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
 
 
 class Concat(LayerBase):
@@ -38,19 +44,21 @@ def out_shape(layer: Concat, shapes: Sequence[Shape]) -> Shape:
     return (sum(s[0] for s in shapes), *shapes[0][1:])
 
 
-def forward(layer: Concat, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Concat, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     import torch
 
     return torch.cat(list(inputs), dim=1)
 
 
-def reference(layer: Concat, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Concat, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     import numpy as np
 
     return np.concatenate(inputs, axis=1)
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Concat]) -> CCode:
     """One eb_copy per input: channels first, so each input is one contiguous block."""
     calls, offset = [], 0
     for source, shape in zip(step.inputs, step.in_shapes, strict=True):

@@ -7,7 +7,7 @@ module for what differs (its geometry, its torch functional, its reference loop)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pydantic import Field
 
@@ -23,9 +23,27 @@ from edgebuild.ops.c import (
     pool_params,
     tile_decl,
 )
-from edgebuild.ops.operator import Activation, Count, FusedPool, LayerBase, TrainGeometry
+from edgebuild.ops.operator import (
+    Activation,
+    ComputeLayer,
+    Count,
+    FusedPool,
+    LayerBase,
+    Mode,
+    TrainGeometry,
+)
 
-Axes = Callable[[Any], tuple[tuple[int, ...], ...]]  # layer -> (kernel, stride, pad, dilation)
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
+
+    from edgebuild.core.numerics import QuantParams
+    from edgebuild.ops.operator import Ints
+
+    # The torch modules of the ops computed here (their `module` facets build them).
+    WeightModule: TypeAlias = (torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.ConvTranspose2d
+                               | torch.nn.Linear)
 
 
 class ConvFields(LayerBase):
@@ -35,6 +53,11 @@ class ConvFields(LayerBase):
     act: Activation = Activation.none
     pool: FusedPool | None = Field(default=None, description="pooling applied to the input first")
     wide: bool = Field(default=False, description="int32 output; only on the last layer")
+
+
+Conv = TypeVar("Conv", bound=ConvFields)  # one convolution op's layer record
+# layer -> (kernel, stride, pad, dilation), each per spatial axis
+Axes: TypeAlias = Callable[[Conv], tuple[tuple[int, ...], ...]]
 
 
 def check_groups(layer: ConvFields, in_channels: int) -> None:
@@ -53,18 +76,19 @@ def conv_macs(layer: ConvFields, in_channels: int, kernel_elems: int, out_positi
     return layer.out * out_positions * (in_channels // layer.groups) * kernel_elems
 
 
-def weight_shape(layer: Any, in_shape: Shape, axes: Axes) -> Shape:
+def weight_shape(layer: Conv, in_shape: Shape, axes: Axes[Conv]) -> Shape:
     """(out, in / groups, *kernel)."""
     return (layer.out, in_shape[0] // layer.groups, *axes(layer)[0])
 
 
-def validate_wide(layer: Any) -> None:
+def validate_wide(layer: ComputeLayer) -> None:
     if layer.wide and layer.act.value != "none":
         raise ShapeError("a `wide` (int32) output has no activation; set `act: none`")
 
 
-def torch_compute(layer: Any, module: Any, x: Any, mode: Any,
-                  apply: Callable[[Any, Any, Any], Any]) -> Any:
+def torch_compute(layer: ComputeLayer, module: WeightModule, x: torch.Tensor, mode: Mode,
+                  apply: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None],
+                                  torch.Tensor]) -> torch.Tensor:
     """Forward of conv1d/conv2d/linear: float, or fake-quant following numerics exactly.
 
     `apply(x, weight, bias)` is the op's functional (F.conv1d, F.conv2d, F.linear)."""
@@ -87,7 +111,8 @@ def torch_compute(layer: Any, module: Any, x: Any, mode: Any,
     return numerics.torch_requantize(pre, mode.rounding, layer.act.value)
 
 
-def reference_compute(layer: Any, quant: Any, acc: Any, rounding: str) -> Any:
+def reference_compute(layer: ComputeLayer, quant: QuantParams, acc: Ints,
+                      rounding: str) -> Ints:
     """Bias, shift, rounding, activation, saturation on an int64 accumulator."""
     if quant.bias is not None:
         acc = acc + quant.bias.reshape((1, -1) + (1,) * (acc.ndim - 2))
@@ -96,8 +121,9 @@ def reference_compute(layer: Any, quant: Any, acc: Any, rounding: str) -> Any:
     return numerics.np_requantize(acc, quant.shift, rounding, layer.act.value)
 
 
-def reference_conv(x: Any, weight: Any, groups: int, kernel: tuple[int, ...],
-                   stride: tuple[int, ...], pad: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
+def reference_conv(x: NDArray[np.integer[Any]], weight: NDArray[np.integer[Any]], groups: int,
+                   kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[int, ...],
+                   dilation: tuple[int, ...]) -> Ints:
     """Integer convolution (N, C, *S) x (O, C/groups, *K) -> (N, O, *S') in int64."""
     import numpy as np
 
@@ -115,14 +141,14 @@ def reference_conv(x: Any, weight: Any, groups: int, kernel: tuple[int, ...],
 # --- geometry ------------------------------------------------------------------------------
 
 
-def conv_plane(layer: Any, in_shape: Shape, out_shape: Shape, axes: Axes,
+def conv_plane(layer: Conv, in_shape: Shape, out_shape: Shape, axes: Axes[Conv],
                vertical: bool = False) -> Plane:
     """The convolution's plane, over its (already pooled) input `in_shape`."""
     kernel, stride, pad, dilation = axes(layer)
     return plane(in_shape, out_shape, kernel, stride, pad, dilation, layer.groups, vertical)
 
 
-def conv_windows(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape, axes: Axes,
+def conv_windows(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape, axes: Axes[Conv],
                  transposed: bool = False) -> tuple[tuple[str, Window], ...]:
     """A fused input pool (its own tiled pass, `pool_tile`), then the convolution (`tile`).
     1-D layers are tiled along time: they run as one column (L x 1)."""
@@ -138,8 +164,8 @@ def conv_windows(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape, axe
     return tuple(found)
 
 
-def train_geometry(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape,
-                   axes: Axes) -> TrainGeometry:
+def train_geometry(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
+                   axes: Axes[Conv]) -> TrainGeometry:
     """The training kernels lay 1-D signals as columns (L x 1), so row tiles are time spans."""
     shape = in_shapes[0]
     pool = None
@@ -152,7 +178,7 @@ def train_geometry(layer: Any, in_shapes: tuple[Shape, ...], out_shape: Shape,
 
 # --- C -------------------------------------------------------------------------------------
 
-def fused_pool(step: CStep) -> tuple[CCode, str, Shape]:
+def fused_pool(step: CStep[ConvFields]) -> tuple[CCode, str, Shape]:
     """(code, source, shape) of the layer's fused input pooling into its scratch tensor,
     whole or tiled; no code and the unchanged input otherwise."""
     layer, source, shape = step.layer, step.inputs[0], step.in_shapes[0]
@@ -188,7 +214,7 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 """)
 
 
-def emit_conv(step: CStep, axes: Axes) -> CCode:
+def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4, or
     eb_conv2d_tiled when the plan tiles it (1-D layers then run as a column)."""
     layer = step.layer
@@ -211,7 +237,7 @@ def emit_conv(step: CStep, axes: Axes) -> CCode:
                                f"{out});",))
 
 
-def conv_scratch(layer: Any, in_shapes: tuple[Shape, ...], axes: Axes) -> str:
+def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) -> str:
     """int16 scratch elements of the optimized convolution (eb_kernels_opt.h)."""
     kernel = axes(layer)[0]
     k_h, k_w = kernel if len(kernel) == 2 else (1, kernel[0])

@@ -4,7 +4,7 @@ makes it grouped or depthwise (groups = input channels)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape, expect_rank, pooled, window_out
 from edgebuild.ops import conv
@@ -12,6 +12,7 @@ from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Mode,
     Operator,
     Pad,
     Role,
@@ -23,6 +24,12 @@ from edgebuild.ops.operator import (
     Weights,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.core.numerics import QuantParams
+    from edgebuild.ops.operator import Ints
 
 
 class Conv1d(conv.ConvFields):
@@ -54,13 +61,14 @@ def macs(layer: Conv1d, shapes: Sequence[Shape], out: Shape) -> int:
     return conv.conv_macs(layer, shapes[0][0], layer.kernel, out[1])
 
 
-def torch_module(layer: Conv1d, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: Conv1d, shapes: Sequence[Shape]) -> torch.nn.Conv1d:
     import torch.nn as nn
 
     return nn.Conv1d(shapes[0][0], layer.out, layer.kernel, groups=layer.groups, bias=layer.bias)
 
 
-def forward(layer: Conv1d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Conv1d, module: torch.nn.Conv1d, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 1, mode)
@@ -68,13 +76,13 @@ def forward(layer: Conv1d, module: Any, inputs: Sequence[Any], mode: Any) -> Any
         x, w, b, layer.stride, layer.pad, layer.dilation, layer.groups))
 
 
-def reference(layer: Conv1d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Conv1d, quant: QuantParams, inputs: Sequence[Ints], rounding: str) -> Ints:
     x = reference_pool(inputs[0], layer.pool, 1, rounding)
     acc = conv.reference_conv(x, quant.weight, layer.groups, *axes(layer))
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Conv1d]) -> CCode:
     return conv.emit_conv(step, axes)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
 from edgebuild.ops import conv
@@ -12,6 +12,7 @@ from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Mode,
     Operator,
     PadPair,
     Pair,
@@ -23,6 +24,12 @@ from edgebuild.ops.operator import (
     Weights,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.core.numerics import QuantParams
+    from edgebuild.ops.operator import Ints
 
 
 class Conv2d(conv.ConvFields):
@@ -56,14 +63,15 @@ def macs(layer: Conv2d, shapes: Sequence[Shape], out: Shape) -> int:
     return conv.conv_macs(layer, shapes[0][0], kh * kw, out[1] * out[2])
 
 
-def torch_module(layer: Conv2d, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: Conv2d, shapes: Sequence[Shape]) -> torch.nn.Conv2d:
     import torch.nn as nn
 
     return nn.Conv2d(shapes[0][0], layer.out, pair(layer.kernel), groups=layer.groups,
                      bias=layer.bias)
 
 
-def forward(layer: Conv2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Conv2d, module: torch.nn.Conv2d, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 2, mode)
@@ -71,14 +79,14 @@ def forward(layer: Conv2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any
         x, w, b, pair(layer.stride), pair(layer.pad), pair(layer.dilation), layer.groups))
 
 
-def reference(layer: Conv2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Conv2d, quant: QuantParams, inputs: Sequence[Ints], rounding: str) -> Ints:
     x = reference_pool(inputs[0], layer.pool, 2, rounding)
     kernel, stride, pad, dilation = axes(layer)
     acc = conv.reference_conv(x, quant.weight, layer.groups, kernel, stride, pad, dilation)
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Conv2d]) -> CCode:
     return conv.emit_conv(step, axes)
 
 

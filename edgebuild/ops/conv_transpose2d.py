@@ -19,7 +19,7 @@ for conv2d (numerics).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -29,6 +29,8 @@ from edgebuild.ops.c import CCode, CStep, bias_symbol, conv_params, tile_decl
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    G,
+    Mode,
     Operator,
     PadPair,
     Pair,
@@ -38,6 +40,14 @@ from edgebuild.ops.operator import (
     Weights,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
+
+    from edgebuild.core.numerics import QuantParams
+    from edgebuild.ops.operator import Ints
 
 
 class ConvTranspose2d(conv.ConvFields):
@@ -109,14 +119,15 @@ def macs(layer: ConvTranspose2d, shapes: Sequence[Shape], out: Shape) -> int:
     return layer.out * (channels // layer.groups) * taps[0] * taps[1]
 
 
-def torch_module(layer: ConvTranspose2d, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: ConvTranspose2d, shapes: Sequence[Shape]) -> torch.nn.ConvTranspose2d:
     import torch.nn as nn
 
     return nn.ConvTranspose2d(shapes[0][0], layer.out, pair(layer.kernel), groups=layer.groups,
                               bias=layer.bias)
 
 
-def forward(layer: ConvTranspose2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: ConvTranspose2d, module: torch.nn.ConvTranspose2d,
+            inputs: Sequence[torch.Tensor], mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     x = torch_pool(inputs[0], layer.pool, 2, mode)
@@ -125,9 +136,9 @@ def forward(layer: ConvTranspose2d, module: Any, inputs: Sequence[Any], mode: An
         pair(layer.dilation)))
 
 
-def reference_conv_transpose(x: Any, weight: Any, groups: int, stride: tuple[int, int],
-                             pad: tuple[int, int], output_pad: tuple[int, int],
-                             dilation: tuple[int, int]) -> Any:
+def reference_conv_transpose(x: NDArray[np.integer[Any]], weight: NDArray[np.integer[Any]],
+                             groups: int, stride: tuple[int, int], pad: tuple[int, int],
+                             output_pad: tuple[int, int], dilation: tuple[int, int]) -> Ints:
     """Integer transposed convolution (N, C, H, W) x (C, O/groups, KH, KW) -> (N, O, H', W')
     in int64: scatter every kernel tap, then crop (see the module docstring)."""
     import numpy as np
@@ -151,7 +162,8 @@ def reference_conv_transpose(x: Any, weight: Any, groups: int, stride: tuple[int
     return cropped.reshape(n, groups * per_group, out_h, out_w)
 
 
-def reference(layer: ConvTranspose2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: ConvTranspose2d, quant: QuantParams, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     x = reference_pool(inputs[0], layer.pool, 2, rounding)
     acc = reference_conv_transpose(x, quant.weight, layer.groups, pair(layer.stride),
                                    pair(layer.pad), pair(layer.output_pad), pair(layer.dilation))
@@ -163,7 +175,7 @@ def weight_shape(layer: ConvTranspose2d, in_shape: Shape) -> Shape:
     return (in_shape[0], layer.out // layer.groups, *pair(layer.kernel))
 
 
-def to_out_major(weight: Any, layer: Any) -> Any:
+def to_out_major(weight: NDArray[G], layer: ConvTranspose2d) -> NDArray[G]:
     """(in, out/groups, kh, kw) -> (out, in/groups, kh, kw): output channels first."""
     groups = layer.groups
     c, per_group = weight.shape[:2]
@@ -171,7 +183,7 @@ def to_out_major(weight: Any, layer: Any) -> Any:
     return grouped.swapaxes(1, 2).reshape(groups * per_group, c // groups, *weight.shape[2:])
 
 
-def from_out_major(weight: Any, layer: Any) -> Any:
+def from_out_major(weight: NDArray[G], layer: ConvTranspose2d) -> NDArray[G]:
     """The inverse of `to_out_major`."""
     groups = layer.groups
     out, per_group_in = weight.shape[:2]
@@ -180,15 +192,16 @@ def from_out_major(weight: Any, layer: Any) -> Any:
                                           *weight.shape[2:])
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[ConvTranspose2d]) -> CCode:
     """The reference eb_conv_transpose2d(_wide) on every target (no optimized variant), whole
     or through eb_conv_transpose2d_tiled with a per-layer kernel wrapper. Fused pooling runs
     first, as for conv2d."""
     layer = step.layer
     code, source, shape = conv.fused_pool(step)
     params = step.symbol("P")
-    code += CCode((conv_params(params, plane(shape, step.out_shape, *axes(layer), layer.groups),
-                               step),))
+    kernel_axes, stride, pad, dilation = axes(layer)
+    code += CCode((conv_params(params, plane(shape, step.out_shape, kernel_axes, stride, pad,
+                                             dilation, layer.groups), step),))
     weights, bias = step.weights(), bias_symbol(step)
     kernel, ctype = ("eb_conv_transpose2d_wide", "int32_t") if layer.wide else \
         ("eb_conv_transpose2d", "int8_t")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from edgebuild.core.geometry import Shape
 from edgebuild.ops.operator import (
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -19,23 +20,30 @@ from edgebuild.ops.operator import (
     one,
 )
 
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
+
 
 class Dropout(LayerBase):
     op: Literal["dropout"]
     p: float = Field(default=0.5, ge=0, lt=1)
 
 
-def torch_module(layer: Dropout, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: Dropout, shapes: Sequence[Shape]) -> torch.nn.Dropout:
     import torch.nn as nn
 
     return nn.Dropout(layer.p)
 
 
-def forward(layer: Dropout, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Dropout, module: torch.nn.Dropout, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     return module(inputs[0]) if mode.kind == "float" else inputs[0]
 
 
-def reference(layer: Dropout, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Dropout, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     return inputs[0]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -21,6 +22,11 @@ from edgebuild.ops.operator import (
 )
 from edgebuild.ops.view import VIEW_C
 
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
+
 
 class Flatten(LayerBase):
     op: Literal["flatten"]
@@ -30,11 +36,13 @@ def out_shape(layer: Flatten, shapes: Sequence[Shape]) -> Shape:
     return (math.prod(shapes[0]),)
 
 
-def forward(layer: Flatten, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Flatten, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     return inputs[0].flatten(1)
 
 
-def reference(layer: Flatten, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Flatten, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     return inputs[0].reshape(len(inputs[0]), -1)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -17,6 +17,7 @@ from edgebuild.ops.operator import (
     C,
     Count,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -25,6 +26,12 @@ from edgebuild.ops.operator import (
     TrainKernel,
     Weights,
 )
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.core.numerics import QuantParams
+    from edgebuild.ops.operator import Ints
 
 
 class Linear(LayerBase):
@@ -57,20 +64,21 @@ def macs(layer: Linear, shapes: Sequence[Shape], out: Shape) -> int:
     return layer.out * _features(layer, shapes[0])
 
 
-def torch_module(layer: Linear, shapes: Sequence[Shape]) -> Any:
+def torch_module(layer: Linear, shapes: Sequence[Shape]) -> torch.nn.Linear:
     import torch.nn as nn
 
     return nn.Linear(math.prod(shapes[0]), layer.out, bias=layer.bias)
 
 
-def forward(layer: Linear, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Linear, module: torch.nn.Linear, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     x = inputs[0].flatten(1)
     return conv.torch_compute(layer, module, x, mode, F.linear)
 
 
-def reference(layer: Linear, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Linear, quant: QuantParams, inputs: Sequence[Ints], rounding: str) -> Ints:
     import numpy as np
 
     x = inputs[0].reshape(len(inputs[0]), -1).astype(np.int64)
@@ -83,7 +91,7 @@ def plane(layer: Linear, in_shape: Shape) -> Plane:
     return Plane(math.prod(in_shape), 1, 1, layer.out, 1, 1)
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Linear]) -> CCode:
     """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or eb_linear_tiled
     with a per-layer kernel wrapper when the plan tiles it."""
     layer = step.layer

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import Field
 
@@ -38,6 +38,17 @@ from edgebuild.core.fields import Identifier, Strict
 from edgebuild.core.geometry import Plane, Shape, Window
 from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops.c import CCode, CStep
+
+if TYPE_CHECKING:  # numpy and torch load on first use (numerics): importing ops stays cheap
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
+
+    # The integer reference's tensors: int64 arrays, batch first (int8-range values but
+    # for a wide layer's output).
+    Ints = NDArray[np.int64]
+
+G = TypeVar("G", bound="np.generic")  # an array's element type, kept by a relayout
 
 Count = Annotated[int, Field(strict=True, ge=1, le=65536)]
 Small = Annotated[int, Field(strict=True, ge=1, le=64)]
@@ -66,6 +77,27 @@ class LayerBase(Strict):
     inputs: tuple[Identifier, ...] | None = Field(
         default=None, description="names of earlier layers (or 'input'); default: the previous layer")
     doc: str = Field(default="", description="free text; never affects a build")
+
+
+class ComputeLayer(Protocol):
+    """The fields every compute op's layer record has (`Role.compute`; tests/test_typing.py
+    checks the registry agrees). Code that found a layer to compute through its operator
+    record reads it as this."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def out(self) -> int: ...
+
+    @property
+    def bias(self) -> bool: ...
+
+    @property
+    def act(self) -> Activation: ...
+
+    @property
+    def wide(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -113,13 +145,23 @@ class Role(StrEnum):
 @dataclass(frozen=True)
 class Torch:
     """`module(layer, in_shapes)` builds the op's parameters (None: it has none);
-    `forward(layer, module, inputs, mode)` computes a batch (float or fake-quant)."""
+    `forward(layer, module, inputs, mode)` computes a batch (float or fake-quant).
 
-    forward: Callable[..., Any]
-    module: Callable[[Any, Sequence[Shape]], Any] = lambda layer, shapes: None
+    Each op's functions take its own layer record and the module its `module` built (None
+    without one): the record's fields accept every op's, hence `Any` for those two."""
+
+    forward: Callable[[Any, Any, Sequence[torch.Tensor], Mode], torch.Tensor]
+    module: Callable[[Any, Sequence[Shape]], torch.nn.Module | None] = lambda layer, shapes: None
 
 
-def same_layout(weight: Any, layer: Any) -> Any:
+class Relayout(Protocol):
+    """A weight layout conversion of one op (`layer`: its own record): keeps the element
+    type (float weights in folding, integers in quantization)."""
+
+    def __call__(self, weight: NDArray[G], layer: Any, /) -> NDArray[G]: ...
+
+
+def same_layout(weight: NDArray[G], layer: LayerBase) -> NDArray[G]:
     return weight
 
 
@@ -131,21 +173,23 @@ class Weights:
     per-channel clipping — expects); identity for most ops."""
 
     shape: Callable[[Any, Shape], Shape]
-    to_out_major: Callable[[Any, Any], Any] = same_layout
-    from_out_major: Callable[[Any, Any], Any] = same_layout
+    to_out_major: Relayout = same_layout
+    from_out_major: Relayout = same_layout
 
 
 @dataclass(frozen=True)
 class C:
     """The generated C project: `emit(step)` gives the declarations and calls of one
     deployed step; `scratch(layer, in_shapes)` the C expression of the int16 scratch
-    elements its optimized (Cortex-M4) kernel needs, or None."""
+    elements its optimized (Cortex-M4) kernel needs, or None. Each op's emitter takes the
+    step of its own layer record (`CStep[Conv2d]`, ...)."""
 
-    emit: Callable[[CStep], CCode]
+    emit: Callable[[CStep[Any]], CCode]
     scratch: Callable[[Any, Sequence[Shape]], str | None] = lambda layer, shapes: None
 
 
-def no_windows(layer: Any, in_shapes: Sequence[Shape], out_shape: Shape) -> tuple[Any, ...]:
+def no_windows(layer: LayerBase, in_shapes: Sequence[Shape],
+               out_shape: Shape) -> tuple[tuple[str, Window], ...]:
     return ()
 
 
@@ -211,7 +255,9 @@ class Stream:
 @dataclass(frozen=True)
 class Operator:
     """Everything edgebuild knows about one op, looked up by `op:` name (see the module
-    docstring for the facets)."""
+    docstring for the facets). The facets' functions take the op's own layer record, so
+    the fields that hold them take `Any` for the layer (and `reference` for its
+    `QuantParams`: a compute op's, None for the others)."""
 
     name: str
     params: type[LayerBase]
@@ -221,7 +267,7 @@ class Operator:
     param_count: Callable[[Any, Sequence[Shape]], int]
     macs: Callable[[Any, Sequence[Shape], Shape], int]
     torch: Torch
-    reference: Callable[..., Any] | Unsupported
+    reference: Callable[[Any, Any, Sequence[Ints], str], Ints] | Unsupported
     c: C | Unsupported
     train: Train | Unsupported
     accelerator: Accelerator | Unsupported
@@ -244,15 +290,15 @@ class Operator:
         return self.role not in (Role.folded, Role.dropped)
 
 
-def one(layer: Any, shapes: Sequence[Shape]) -> Shape:
+def one(layer: LayerBase, shapes: Sequence[Shape]) -> Shape:
     return tuple(shapes[0])
 
 
-def no_params(layer: Any, shapes: Sequence[Shape]) -> int:
+def no_params(layer: LayerBase, shapes: Sequence[Shape]) -> int:
     return 0
 
 
-def no_macs(layer: Any, shapes: Sequence[Shape], out: Shape) -> int:
+def no_macs(layer: LayerBase, shapes: Sequence[Shape], out: Shape) -> int:
     return 0
 
 

@@ -7,11 +7,12 @@ view of its input (no copy), like `flatten`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -23,16 +24,23 @@ from edgebuild.ops.operator import (
 )
 from edgebuild.ops.view import VIEW_C
 
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
+
 
 class Passthrough(LayerBase):
     op: Literal["passthrough"]
 
 
-def forward(layer: Passthrough, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Passthrough, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     return inputs[0]
 
 
-def reference(layer: Passthrough, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Passthrough, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     return inputs[0]
 
 

@@ -10,7 +10,7 @@ exact in float64.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -21,7 +21,9 @@ from edgebuild.ops.operator import (
     Accelerator,
     C,
     FusedPool,
+    G,
     LayerBase,
+    Mode,
     Operator,
     Pair,
     PoolMode,
@@ -34,6 +36,12 @@ from edgebuild.ops.operator import (
     no_macs,
     no_params,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from numpy.typing import NDArray
+
+    from edgebuild.ops.operator import Ints
 
 
 class Pool1d(LayerBase):
@@ -56,7 +64,7 @@ def window(layer: Pool1d | Pool2d) -> FusedPool:
 
 # --- the pooling rule (shared with fused pooling) -------------------------------------------
 
-def torch_pool(x: Any, pool: FusedPool | None, dims: int, mode: Any) -> Any:
+def torch_pool(x: torch.Tensor, pool: FusedPool | None, dims: int, mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     if pool is None:
@@ -65,15 +73,16 @@ def torch_pool(x: Any, pool: FusedPool | None, dims: int, mode: Any) -> Any:
     if pool.mode.value == "max":
         fn = F.max_pool1d if dims == 1 else F.max_pool2d
         return fn(x, sizes, strides)
-    fn = F.avg_pool1d if dims == 1 else F.avg_pool2d
-    out = fn(x, sizes, strides)
+    average = F.avg_pool1d if dims == 1 else F.avg_pool2d
+    out = average(x, sizes, strides)
     if mode.kind == "qat":
         out = numerics.torch_pool_round(out * numerics.ACT_SCALE, mode.rounding) / numerics.ACT_SCALE
     return out
 
 
-def windows(x: Any, sizes: Sequence[int], strides: Sequence[int],
-            dilation: Sequence[int] | None = None, pad: Sequence[int] | None = None) -> Any:
+def windows(x: NDArray[G], sizes: Sequence[int], strides: Sequence[int],
+            dilation: Sequence[int] | None = None,
+            pad: Sequence[int] | None = None) -> NDArray[G]:
     """View of x (N, C, *spatial) as (N, C, *out_spatial, *kernel) windows (int64 safe)."""
     import numpy as np
 
@@ -88,7 +97,7 @@ def windows(x: Any, sizes: Sequence[int], strides: Sequence[int],
     return view[index]
 
 
-def reference_pool(x: Any, pool: FusedPool | None, dims: int, rounding: str) -> Any:
+def reference_pool(x: Ints, pool: FusedPool | None, dims: int, rounding: str) -> Ints:
     if pool is None:
         return x
     sizes, strides = window_sizes(pool, dims)
@@ -114,15 +123,17 @@ def out_shape(layer: Pool1d | Pool2d, shapes: Sequence[Shape]) -> Shape:
     return pooled(shapes[0], window(layer), dims)
 
 
-def forward(layer: Pool1d | Pool2d, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Pool1d | Pool2d, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     return torch_pool(inputs[0], window(layer), _dims(layer), mode)
 
 
-def reference(layer: Pool1d | Pool2d, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Pool1d | Pool2d, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     return reference_pool(inputs[0], window(layer), _dims(layer), rounding)
 
 
-def emit(step: CStep) -> CCode:
+def emit(step: CStep[Pool1d | Pool2d]) -> CCode:
     """eb_pool2d, whole or tiled (a tiled 1-D pool runs as a column, like a convolution)."""
     plane = pool_plane(window(step.layer), step.in_shapes[0], vertical=step.tile is not None)
     decl = pool_params(step.symbol("Q"), plane, step.layer.mode, step.rounding)

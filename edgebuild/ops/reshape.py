@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -22,6 +22,7 @@ from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
+    Mode,
     Operator,
     Role,
     Torch,
@@ -31,6 +32,11 @@ from edgebuild.ops.operator import (
     no_params,
 )
 from edgebuild.ops.view import VIEW_C
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgebuild.ops.operator import Ints
 
 
 class Reshape(LayerBase):
@@ -49,11 +55,13 @@ def out_shape(layer: Reshape, shapes: Sequence[Shape]) -> Shape:
     return target
 
 
-def forward(layer: Reshape, module: Any, inputs: Sequence[Any], mode: Any) -> Any:
+def forward(layer: Reshape, module: None, inputs: Sequence[torch.Tensor],
+            mode: Mode) -> torch.Tensor:
     return inputs[0].reshape(len(inputs[0]), *layer.shape)
 
 
-def reference(layer: Reshape, quant: Any, inputs: Sequence[Any], rounding: str) -> Any:
+def reference(layer: Reshape, quant: None, inputs: Sequence[Ints],
+              rounding: str) -> Ints:
     return inputs[0].reshape(len(inputs[0]), *layer.shape)
 
 

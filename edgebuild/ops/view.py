@@ -5,10 +5,10 @@ bytes; the plan gives it no step and no buffer, and its readers read its input."
 from __future__ import annotations
 
 from edgebuild.ops.c import CCode, CStep
-from edgebuild.ops.operator import C
+from edgebuild.ops.operator import C, LayerBase
 
 
-def no_code(step: CStep) -> CCode:
+def no_code(step: CStep[LayerBase]) -> CCode:
     """Never called for a planned model (views get no step); an empty step if it were."""
     return CCode()
 

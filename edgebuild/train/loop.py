@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from edgebuild.core.numerics import ACT_SCALE
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Optimizer, Schedule
 
 # One intra-op thread: these models are tiny, and on a shared 2-core machine two OpenMP
 # threads spin-wait against other processes (measured 0.27 s vs 4.8 s per digits epoch
@@ -32,9 +39,9 @@ class Split:
 
 @dataclass
 class History:
-    epochs: list[dict] = field(default_factory=list)
+    epochs: list[dict[str, float]] = field(default_factory=list)  # epoch, lr, losses, accuracies
     best_epoch: int = 0
-    best_state: dict | None = None
+    best_state: dict[str, torch.Tensor] | None = None
 
 
 class Diverged(Exception):
@@ -51,25 +58,28 @@ def deterministic(seed: int) -> None:
     torch.set_num_threads(THREADS)
 
 
-def splits(arrays: dict, dtype=torch.float32) -> dict[str, Split]:
+def splits(arrays: dict[str, NDArray[Any]], dtype: torch.dtype = torch.float32) -> dict[str, Split]:
     return {part: Split(torch.as_tensor(arrays[f"x_{part}"].astype(np.float64) / ACT_SCALE,
                                         dtype=dtype),
                         torch.as_tensor(arrays[f"y_{part}"], dtype=torch.int64))
             for part in ("train", "val", "test")}
 
 
-def make_optimizer(params, optimizer, lr: float | None = None):
+def make_optimizer(params: Iterable[torch.Tensor], optimizer: Optimizer,
+                   lr: float | None = None) -> torch.optim.Optimizer:
     """`optimizer` is the manifest's Optimizer record (exactly one of sgd/adam/adamw)."""
     if optimizer.sgd is not None:
         o = optimizer.sgd
         return torch.optim.SGD(params, lr=lr or o.lr, momentum=o.momentum, nesterov=o.nesterov
                                and o.momentum > 0, weight_decay=o.weight_decay)
-    o = optimizer.adam or optimizer.adamw
+    adam = optimizer.adam or optimizer.adamw
+    assert adam is not None  # the manifest's Optimizer holds exactly one of sgd, adam, adamw
     cls = torch.optim.Adam if optimizer.adam is not None else torch.optim.AdamW
-    return cls(params, lr=lr or o.lr, betas=o.betas, weight_decay=o.weight_decay)
+    return cls(params, lr=lr or adam.lr, betas=adam.betas, weight_decay=adam.weight_decay)
 
 
-def make_schedule(opt, schedule, epochs: int):
+def make_schedule(opt: torch.optim.Optimizer, schedule: Schedule,
+                  epochs: int) -> torch.optim.lr_scheduler.LRScheduler:
     if schedule.type == "multistep":
         return torch.optim.lr_scheduler.MultiStepLR(opt, list(schedule.milestones), schedule.gamma)
     if schedule.type == "cosine":
@@ -78,7 +88,7 @@ def make_schedule(opt, schedule, epochs: int):
 
 
 @torch.no_grad()
-def evaluate(net, split: Split) -> tuple[float, float]:
+def evaluate(net: torch.nn.Module, split: Split) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) in eval mode."""
     net.eval()
     correct, loss = 0, 0.0
@@ -91,7 +101,8 @@ def evaluate(net, split: Split) -> tuple[float, float]:
     return correct / count, loss / count
 
 
-def _epoch(net, data: Split, opt, batch: int, generator, label: str) -> tuple[float, float]:
+def _epoch(net: torch.nn.Module, data: Split, opt: torch.optim.Optimizer, batch: int,
+           generator: torch.Generator, label: str) -> tuple[float, float]:
     from tqdm import tqdm
 
     net.train()
@@ -112,8 +123,9 @@ def _epoch(net, data: Split, opt, batch: int, generator, label: str) -> tuple[fl
     return float(total) / len(order), int(correct) / len(order)
 
 
-def fit(net, data: dict[str, Split], *, epochs: int, batch: int, opt, schedule, seed: int,
-        label: str, log) -> History:
+def fit(net: torch.nn.Module, data: dict[str, Split], *, epochs: int, batch: int,
+        opt: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LRScheduler, seed: int,
+        label: str, log: Callable[[str], None]) -> History:
     """Train, keeping the best epoch by validation accuracy (then lower validation loss)."""
     history = History()
     best_key = (-1.0, math.inf)

@@ -6,25 +6,34 @@ name. Batch-first tensors; per-sample shapes as in the graph (channels first).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 import torch.nn as nn
 
+from edgebuild.core.geometry import Shape
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Mode
+from edgebuild.ops.operator import Mode
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer
 
 
 class Net(nn.Module):
-    def __init__(self, input_shape, layers: tuple[LayerBase, ...], mode: Mode):
+    def __init__(self, input_shape: Shape, layers: tuple[Layer, ...], mode: Mode) -> None:
         super().__init__()
         graph, problems = graphs.build(tuple(input_shape), layers)
         if problems:
             raise ValueError(f"inconsistent layers: {problems[0].message}")
+        assert graph is not None  # graphs.build gives a graph whenever it finds no problem
         self.mode = mode
         self.layers = tuple(layers)
         self.layer_specs = {layer.name: layer for layer in layers}
         self.wiring = [(node.name, node.inputs) for node in graph.nodes]
-        modules = {}
+        modules: dict[str, nn.Module] = {}
         for node in graph.nodes:
             module = OPS[node.op].torch.module(self.layer_specs[node.name], list(node.in_shapes))
             if module is not None:
@@ -50,13 +59,13 @@ class Net(nn.Module):
 PREFIX = "blocks."
 
 
-def state_numpy(net: nn.Module) -> dict:
+def state_numpy(net: nn.Module) -> dict[str, NDArray[Any]]:
     """Parameters keyed `<layer>.<tensor>` (layers bind to weights by name)."""
     return {k.removeprefix(PREFIX): v.detach().cpu().numpy().copy()
             for k, v in net.state_dict().items()}
 
 
-def load_numpy(net: nn.Module, state: dict) -> None:
+def load_numpy(net: nn.Module, state: dict[str, NDArray[Any]]) -> None:
     current = net.state_dict()
     missing = {k.removeprefix(PREFIX) for k in current} - set(state)
     if missing:

@@ -5,12 +5,42 @@ PNG metadata is pinned so identical data gives identical bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TypedDict
 
 METADATA = {"Software": None}
 
 
-def _pyplot():
+class TileRow(TypedDict):
+    """What `memory` reads of a report's tile row (report.json `tiles`)."""
+
+    layer: str
+    tiled: bool
+    l1_bytes: int
+    bytes_in: int
+    bytes_out: int
+
+
+class Region(TypedDict):
+    """What `data_memory` reads of a placed tensor's byte range in one memory instance."""
+
+    tensor: str
+    instance: int
+    start: int
+    end: int
+
+
+class DataMemory(TypedDict):
+    """What `data_memory` reads of a MAX7800x placement (report.json `accelerator`)."""
+
+    device: str
+    data_memory: list[Region]
+
+
+def _pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +49,7 @@ def _pyplot():
     return plt
 
 
-def curves(epochs: list[dict], path: Path, title: str) -> None:
+def curves(epochs: Sequence[dict[str, float]], path: Path, title: str) -> None:
     plt = _pyplot()
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(9, 3.2))
     x = [row["epoch"] for row in epochs]
@@ -38,7 +68,7 @@ def curves(epochs: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def confusion(matrix, labels: list[str], path: Path) -> None:
+def confusion(matrix: Sequence[Sequence[int]], labels: list[str], path: Path) -> None:
     plt = _pyplot()
     size = max(3.0, 0.45 * len(labels) + 1.5)
     fig, ax = plt.subplots(figsize=(size, size))
@@ -58,7 +88,7 @@ def confusion(matrix, labels: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def memory(rows: list[dict], l1_budget: int, path: Path) -> None:
+def memory(rows: Sequence[TileRow], l1_budget: int, path: Path) -> None:
     """Per layer: L1 bytes in use (tile slots) against the budget, and L2<->L1 traffic."""
     plt = _pyplot()
     names = [row["layer"] for row in rows]
@@ -80,7 +110,7 @@ def memory(rows: list[dict], l1_budget: int, path: Path) -> None:
     plt.close(fig)
 
 
-def data_memory(placement: dict, path: Path) -> None:
+def data_memory(placement: DataMemory, path: Path) -> None:
     """A MAX7800x data memory map: one row per memory instance, one bar per tensor's byte
     range in it (interleaved `write_gap` tensors are drawn over their whole span)."""
     plt = _pyplot()

@@ -196,3 +196,5 @@ def test_examples_meet_accuracy_targets(tmp_path):
         assert m4["insn_per_mac"] <= 1.5 and m4["reference_insn_per_mac"] > 3 * m4["insn_per_mac"]
     digits = json.loads((tmp_path / "build" / "digits" / "report.json").read_text())["metrics"]
     assert digits["float_accuracy"] >= 0.97
+    dscnn = json.loads((tmp_path / "build" / "kws_dscnn" / "report.json").read_text())["metrics"]
+    assert dscnn["int_accuracy"] >= 0.9, dscnn  # depthwise-separable, bit-exact above

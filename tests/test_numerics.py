@@ -72,6 +72,11 @@ CASES = {
         {"name": "a", "op": "conv2d", "out": 6, "kernel": 3, "pad": 1, "groups": 6, "act": act,
          "pool": {"mode": "avg", "size": 2}},
         {"name": "b", "op": "linear", "out": 7, "flatten": True, "wide": True}]),
+    "grouped1d": ([6, 12], lambda act: [  # depthwise with channel multiplier 2, then groups 2
+        {"name": "a", "op": "conv1d", "out": 12, "kernel": 3, "pad": 1, "groups": 6,
+         "act": act},
+        {"name": "b", "op": "conv1d", "out": 4, "kernel": 3, "dilation": 2, "groups": 2,
+         "wide": True}]),
     "conv_transpose2d": ([4, 5, 4], lambda act: [  # defaults: 3x3, stride 2, pad 1, output_pad 1
         {"name": "a", "op": "conv_transpose2d", "out": 6, "act": act,
          "pool": {"mode": "avg", "size": 2, "stride": 1}},

@@ -693,7 +693,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
  * Requantization with a right shift (the usual case) folds the rounding into the start
  * value (bias + 2^(s-1), when no sum can then overflow) and is an ASR and an SSAT/USAT. */
 
-#define EB_DW_MAX_ENTRIES 24 /* table entries on the stack (12 bytes each) */
+#define EB_DW_MAX_ENTRIES 16 /* table entries on the stack (16 bytes each) */
 
 enum { EB_DW_K3, EB_DW_PAIR_D1, EB_DW_PAIR_EVEN, EB_DW_SINGLE };
 enum { EB_DW_WIDE, EB_DW_NONE, EB_DW_RELU, EB_DW_ABS, EB_DW_GENERIC };
@@ -705,8 +705,8 @@ enum { EB_DW_WIDE, EB_DW_NONE, EB_DW_RELU, EB_DW_ABS, EB_DW_GENERIC };
 #endif
 
 typedef struct {
-    int32_t off;     /* ky * dil_h * in_w + 4i */
-    uint32_t w1, w2; /* weight pairs at offsets [4i, 4i + 2] and [4i + 1, 4i + 3] */
+    int32_t off, row; /* ky * dil_h * in_w + 4i, ky * dil_h * in_w */
+    uint32_t w1, w2;  /* weight pairs at offsets [4i, 4i + 2] and [4i + 1, 4i + 3] */
 } eb_dw_entry;
 
 typedef struct {
@@ -714,6 +714,7 @@ typedef struct {
     int kind, odd; /* odd: a tap at an odd offset (W2 used) */
     int nf, nl;    /* table entries per tap row: nf "full" ones, nl (0 or 1) "last" ones */
     int ext;       /* bytes a pixel group reads per tap row, from its first pixel's offset 0 */
+    int x0, span;  /* table kernel: the output columns whose groups read inside the rows */
 } eb_dw_geom;
 
 typedef struct {
@@ -744,7 +745,7 @@ EB_INLINE int8_t eb_dw_q8(const int mode, int32_t acc, int s, int shift, int rou
     return (int8_t)v;
 }
 
-static void eb_dw_put(const eb_dw_out *o, int32_t index, int32_t acc)
+static EB_NOINLINE void eb_dw_put(const eb_dw_out *o, int32_t index, int32_t acc)
 {
     if (o->mode == EB_DW_WIDE) {
         o->out32[index] = acc;
@@ -909,11 +910,19 @@ EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const ui
         break;                          \
     }
 
+/* The column kernels take NONE and RELU only (eb_dw3_channel sends the rest by rows). */
+#define EB_DW_COLUMN_MODES(...)                       \
+    if (o->mode == EB_DW_NONE) {                      \
+        eb_dw3_column(__VA_ARGS__, EB_DW_NONE);       \
+    } else {                                          \
+        eb_dw3_column(__VA_ARGS__, EB_DW_RELU);       \
+    }
+
 static EB_NOINLINE void eb_dw3_column_in(const int8_t *p, int32_t L, int32_t n2, int pad,
                                          int in_h, const uint32_t *w, int32_t init,
                                          const eb_dw_out *o, int32_t index, int32_t out_w)
 {
-    EB_DW_MODES(eb_dw3_column, p, L, n2, pad, in_h, w, init, o, index, out_w, 0, EB_DW_IN)
+    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, 0, EB_DW_IN)
 }
 
 static EB_NOINLINE void eb_dw3_column_left(const int8_t *p, int32_t L, int32_t n2, int pad,
@@ -921,7 +930,7 @@ static EB_NOINLINE void eb_dw3_column_left(const int8_t *p, int32_t L, int32_t n
                                            const eb_dw_out *o, int32_t index, int32_t out_w,
                                            unsigned sh)
 {
-    EB_DW_MODES(eb_dw3_column, p, L, n2, pad, in_h, w, init, o, index, out_w, sh, EB_DW_LEFT)
+    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, sh, EB_DW_LEFT)
 }
 
 static EB_NOINLINE void eb_dw3_column_right(const int8_t *p, int32_t L, int32_t n2, int pad,
@@ -929,8 +938,7 @@ static EB_NOINLINE void eb_dw3_column_right(const int8_t *p, int32_t L, int32_t 
                                             const eb_dw_out *o, int32_t index, int32_t out_w,
                                             unsigned sh)
 {
-    EB_DW_MODES(eb_dw3_column, p, L, n2, pad, in_h, w, init, o, index, out_w, sh,
-                EB_DW_RIGHT)
+    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, sh, EB_DW_RIGHT)
 }
 
 static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t o1,
@@ -950,12 +958,18 @@ static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t
  * [w00, w02], [w10, w12], [w20, w22], [w01, w11], [w21, 0] (rows past k_h zero). */
 static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
 {
-    int ky;
-    memset(w, 0, 5 * sizeof *w);
-    for (ky = 0; ky < k_h; ++ky, wt += 3) {
-        w[ky] = (uint32_t)(uint16_t)(int16_t)wt[0] | (uint32_t)(uint16_t)(int16_t)wt[2] << 16;
-        w[3 + ky / 2] |= (uint32_t)(uint16_t)(int16_t)wt[1] << (16 * (ky & 1));
+#define EB_U16(v) ((uint32_t)(uint16_t)(int16_t)(v))
+    w[0] = EB_U16(wt[0]) | EB_U16(wt[2]) << 16;
+    if (k_h == 3) {
+        w[1] = EB_U16(wt[3]) | EB_U16(wt[5]) << 16;
+        w[2] = EB_U16(wt[6]) | EB_U16(wt[8]) << 16;
+        w[3] = EB_U16(wt[1]) | EB_U16(wt[4]) << 16;
+        w[4] = EB_U16(wt[7]);
+    } else {
+        w[1] = w[2] = w[4] = 0;
+        w[3] = EB_U16(wt[1]);
     }
+#undef EB_U16
 }
 
 /* Output rows with the same tap rows in range: [oy, oy + n), tap rows [lo, hi). */
@@ -966,17 +980,18 @@ typedef struct {
 #define EB_DW_MAX_SEGS 8 /* k_h <= 3: at most 2 * k_h + 1 */
 
 /* One channel of a 3-tap layer (plane: its input channel, wk: eb_dw3_weights) into out
- * from index. With `whole` (3x3, stride_h == dil_h == 1, pad_h <= 1, in_h >= 4) it goes by
+ * from index. With `whole` (3x3, stride_h == dil_h == 1, pad_h <= 1, in_h >= 4) and the NONE
+ * or RELU requantization it goes by
  * columns of pixel pairs (eb_dw3_column; x = 0, 2, ..., with an odd out_w the last pair is
  * (out_w - 2, out_w - 1)), but for an odd output row out (eb_dw3_row). Otherwise every
  * output row goes by eb_dw3_row, in segments of equal tap-row ranges (seg, eb_dw_segments). */
-static void eb_dw3_channel(const eb_dw_geom *g, int whole, const eb_dw_seg *seg, int n_seg,
+static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, int whole, const eb_dw_seg *seg, int n_seg,
                            const int8_t *plane, const uint32_t wk[5], int32_t init,
                            const eb_dw_out *o, int32_t index)
 {
     const int in_w = g->in_w, out_w = g->out_w, pad_w = g->pad_w, k_h = g->k_h;
     const int32_t in_step = (int32_t)g->stride_h * in_w;
-    if (whole) {
+    if (whole && (o->mode == EB_DW_NONE || o->mode == EB_DW_RELU)) {
         const int32_t n = g->in_h - 2, first = index + (g->pad_h ? out_w : 0);
         const int pad = g->pad_h, in_h = g->in_h;
         int x;
@@ -1054,77 +1069,136 @@ static int eb_dw_segments(const eb_dw_geom *g, eb_dw_seg *seg)
 
 /* ---- the table kernel ---- */
 
-/* Entries at plane + idx + off: n full ones at f, nl last ones at l. */
-EB_INLINE void eb_dw_pair_d1(const int8_t *plane, int32_t idx, const eb_dw_entry *f, int n,
-                             const eb_dw_entry *l, int nl, int32_t acc[2])
+/* One pixel whose words may overhang a row end (its first tap at column b of the rows):
+ * word i of the tap rows in range, entries f[i], f[i + nf], ... (rows of them; i == nf: the
+ * last entries l[0], l[1], ... when nl == 1), is the same part of each row, so its load
+ * offset and shifts are worked out once: (load(row + off) << sl) >> sr brings zeros in for
+ * the bytes outside [0, in_w); a word wholly outside contributes nothing. */
+static int32_t eb_dw_edge(const int8_t *plane, int32_t rowidx, int32_t b, int in_w,
+                          const eb_dw_entry *f, int nf, const eb_dw_entry *l, int nl, int rows,
+                          int32_t a0)
 {
-    int32_t a0 = acc[0], a1 = acc[1];
-    for (; n > 0; --n, ++f) {
-        const int8_t *q = plane + (idx + f->off);
-        const uint32_t x = eb_load32(q), x2 = eb_load32(q + 2);
-        const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
-        a0 = eb_smlad(f->w1, lo, a0);
-        a0 = eb_smlad(f->w2, hi, a0);
-        a1 = eb_smlad(f->w1, hi, a1);
-        a1 = eb_smlad(f->w2, eb_sxtb16(x2), a1);
-    }
-    for (; nl > 0; --nl, ++l) {
-        const uint32_t x = eb_load32(plane + (idx + l->off));
-        const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
-        a0 = eb_smlad(l->w1, lo, a0);
-        a0 = eb_smlad(l->w2, hi, a0);
-        a1 = eb_smlad(l->w1, hi, a1);
-        a1 = eb_smlatb(lo, l->w2, a1);
-    }
-    acc[0] = a0;
-    acc[1] = a1;
-}
-
-EB_INLINE void eb_dw_pair_even(const int8_t *plane, int32_t idx, const eb_dw_entry *e, int n,
-                               int32_t acc[2])
-{
-    int32_t a0 = acc[0], a1 = acc[1];
-    for (; n > 0; --n, ++e) {
-        const uint32_t x = eb_load32(plane + (idx + e->off));
-        a0 = eb_smlad(e->w1, eb_sxtb16(x), a0);
-        a1 = eb_smlad(e->w1, eb_sxtb16_ror8(x), a1);
-    }
-    acc[0] = a0;
-    acc[1] = a1;
-}
-
-EB_INLINE int32_t eb_dw_single(const int8_t *plane, int32_t idx, const eb_dw_entry *e, int n,
-                               int odd, int32_t a0)
-{
-    for (; n > 0; --n, ++e) {
-        const uint32_t x = eb_load32(plane + (idx + e->off));
-        a0 = eb_smlad(e->w1, eb_sxtb16(x), a0);
-        if (odd) {
-            a0 = eb_smlad(e->w2, eb_sxtb16_ror8(x), a0);
+    int i, r;
+    for (i = 0; i < nf + nl; ++i) {
+        const int32_t q = b + 4 * i;
+        const eb_dw_entry *t = i < nf ? f + i : l;
+        const int step = i < nf ? nf : 1;
+        int32_t off = q;
+        unsigned sl = 0, sr = 0;
+        if (q <= -4 || q >= in_w) {
+            continue;
+        }
+        if (in_w < 4) { /* byte by byte */
+            for (r = rows; r > 0; --r, t += step) {
+                const uint32_t x = eb_row_word(plane + (rowidx + t->row), (int)q, in_w);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
+            }
+            continue;
+        }
+        if (q < 0) {
+            off = 0, sl = (unsigned)(-8 * q);
+        } else if (q > in_w - 4) {
+            off = in_w - 4, sr = (unsigned)(8 * (q - off));
+        }
+        for (r = rows; r > 0; --r, t += step) {
+            const uint32_t x = (eb_load32(plane + (rowidx + t->row + off)) << sl) >> sr;
+            a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+            a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
         }
     }
     return a0;
 }
 
-/* A pixel near the edges (first tap at row iy0, column ix0): its in-range taps one by one. */
-static int32_t eb_dw_edge1(const eb_dw_geom *g, const int8_t *plane, const int8_t *w, int iy0,
-                           int ix0, int32_t acc)
+/* count groups (pixel pairs, or pixels for EB_DW_SINGLE) of one output row whose words are
+ * all inside the rows: the first group's entries at plane + idx + off, the next group step
+ * bytes further (2, or stride_w); n entries at e (for EB_DW_PAIR_D1: n full ones, then
+ * n_last last ones at l). Results from out index. */
+EB_INLINE void eb_dw_run(const int8_t *plane, int32_t idx, int32_t step, const eb_dw_entry *e,
+                         int n, const eb_dw_entry *l, int n_last, int odd, int32_t count,
+                         int32_t init, const eb_dw_out *o, int32_t index, const int kind,
+                         const int mode)
 {
-    int ky_lo, ky_hi, kx_lo, kx_hi, ky, kx;
-    eb_tap_range(iy0, g->dil_h, g->k_h, g->in_h, &ky_lo, &ky_hi);
-    eb_tap_range(ix0, g->dil_w, g->k_w, g->in_w, &kx_lo, &kx_hi);
-    for (ky = ky_lo; ky < ky_hi; ++ky) {
-        const int8_t *row = plane + (int32_t)(iy0 + ky * g->dil_h) * g->in_w;
-        for (kx = kx_lo; kx < kx_hi; ++kx) {
-            acc += (int32_t)w[ky * g->k_w + kx] * row[ix0 + kx * g->dil_w];
+    int8_t *const d8 = o->out8;
+    const int s = o->s;
+    for (; count > 0; --count, idx += step) {
+        const int8_t *q = plane + idx;
+        const eb_dw_entry *t = e;
+        int32_t a0 = init, a1 = init;
+        int i;
+        if (kind == EB_DW_PAIR_D1) {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off), x2 = eb_load32(q + t->off + 2);
+                const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
+                a0 = eb_smlad(t->w1, lo, a0);
+                a0 = eb_smlad(t->w2, hi, a0);
+                a1 = eb_smlad(t->w1, hi, a1);
+                a1 = eb_smlad(t->w2, eb_sxtb16(x2), a1);
+            }
+            for (i = n_last, t = l; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
+                a0 = eb_smlad(t->w1, lo, a0);
+                a0 = eb_smlad(t->w2, hi, a0);
+                a1 = eb_smlad(t->w1, hi, a1);
+                a1 = eb_smlatb(lo, t->w2, a1);
+            }
+        } else if (kind == EB_DW_PAIR_EVEN) {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                a1 = eb_smlad(t->w1, eb_sxtb16_ror8(x), a1);
+            }
+        } else {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                if (odd) {
+                    a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
+                }
+            }
+        }
+        if (kind == EB_DW_SINGLE) {
+            if (mode == EB_DW_ANY) {
+                eb_dw_put(o, index, a0);
+            } else {
+                d8[index] = eb_dw_q8(mode, a0, s, 0, 0, 0);
+            }
+            index += 1;
+        } else {
+            eb_dw_store2(mode, o, d8, s, index, a0, a1);
+            index += 2;
         }
     }
-    return acc;
+}
+
+/* The table kernel's runs: RELU (the usual activation of a depthwise layer) specialised. */
+#define EB_DW_RUN(kind_)                                                                     \
+    if (o->mode == EB_DW_RELU) {                                                             \
+        eb_dw_run(plane, idx, step, e, n, l, n_last, odd, count, init, o, index, kind_,       \
+                  EB_DW_RELU);                                                               \
+    } else {                                                                                 \
+        eb_dw_run(plane, idx, step, e, n, l, n_last, odd, count, init, o, index, kind_,       \
+                  EB_DW_ANY);                                                                \
+    }
+
+static EB_NOINLINE void eb_dw_runs(const int8_t *plane, int32_t idx, int32_t step,
+                                   const eb_dw_entry *e, int n, const eb_dw_entry *l,
+                                   int n_last, int odd, int32_t count, int32_t init,
+                                   const eb_dw_out *o, int32_t index, int kind)
+{
+    if (kind == EB_DW_PAIR_D1) {
+        EB_DW_RUN(EB_DW_PAIR_D1)
+    } else if (kind == EB_DW_PAIR_EVEN) {
+        EB_DW_RUN(EB_DW_PAIR_EVEN)
+    } else {
+        EB_DW_RUN(EB_DW_SINGLE)
+    }
 }
 
 /* The table of one output channel (w: its k_h x k_w weights): per tap row nf full entries
  * (k_h * nf of them first), then per tap row nl last ones. */
-static void eb_dw_entries(const eb_dw_geom *g, const int8_t *w, eb_dw_entry *e)
+static EB_NOINLINE void eb_dw_entries(const eb_dw_geom *g, const int8_t *w, eb_dw_entry *e)
 {
     const int nf = g->nf, per_row = g->nf + g->nl;
     int ky, kx, i;
@@ -1132,7 +1206,8 @@ static void eb_dw_entries(const eb_dw_geom *g, const int8_t *w, eb_dw_entry *e)
     for (ky = 0; ky < g->k_h; ++ky) {
         for (i = 0; i < per_row; ++i) {
             eb_dw_entry *t = i < nf ? e + ky * nf + i : e + g->k_h * nf + ky;
-            t->off = (int32_t)ky * g->dil_h * g->in_w + 4 * i;
+            t->row = (int32_t)ky * g->dil_h * g->in_w;
+            t->off = t->row + 4 * i;
         }
         for (kx = 0; kx < g->k_w; ++kx) {
             const int32_t pos = (int32_t)kx * g->dil_w;
@@ -1149,51 +1224,33 @@ static void eb_dw_entries(const eb_dw_geom *g, const int8_t *w, eb_dw_entry *e)
     }
 }
 
-/* Output row oy of one channel with the table kernel (w: its raw weights for the edges). */
-static void eb_dw_row(const eb_dw_geom *g, const int8_t *plane, const int8_t *w,
-                      const eb_dw_entry *e, int oy, int32_t init, const eb_dw_out *o,
-                      int32_t index)
+/* Output row oy of one channel (plane: its input channel, e: its table) with the table
+ * kernel, into out from index: pixels [0, x0) and [x0 + span, out_w) one by one (words
+ * possibly overhanging a row end), the span between in groups (eb_dw_run). */
+static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
+                                  const eb_dw_entry *e, int oy, int32_t init, const eb_dw_out *o,
+                                  int32_t index)
 {
-    const int in_w = g->in_w, out_w = g->out_w, pad_w = g->pad_w, nf = g->nf, nl = g->nl;
+    const int in_w = g->in_w, nf = g->nf, nl = g->nl;
     const int iy0 = oy * g->stride_h - g->pad_h;
     const int32_t rowidx = (int32_t)iy0 * in_w;
-    const eb_dw_entry *f, *l;
-    int ky_lo, ky_hi, n, x = 0;
+    int ky_lo, ky_hi, rows, x;
 
     eb_tap_range(iy0, g->dil_h, g->k_h, g->in_h, &ky_lo, &ky_hi);
-    n = (ky_hi - ky_lo) * nf;
-    f = e + ky_lo * nf;
-    l = e + g->k_h * nf + ky_lo * nl;
-    if (g->kind == EB_DW_PAIR_D1 || g->kind == EB_DW_PAIR_EVEN) {
-        for (; x + 1 < out_w; x += 2) {
-            const int32_t b = x - pad_w;
-            int32_t acc[2];
-            acc[0] = acc[1] = init;
-            if (b >= 0 && b + g->ext <= in_w) {
-                if (g->kind == EB_DW_PAIR_D1) {
-                    eb_dw_pair_d1(plane, rowidx + b, f, n, l, (ky_hi - ky_lo) * nl, acc);
-                } else {
-                    eb_dw_pair_even(plane, rowidx + b, f, n, acc);
-                }
-            } else {
-                acc[0] = eb_dw_edge1(g, plane, w, iy0, (int)b, init);
-                acc[1] = eb_dw_edge1(g, plane, w, iy0, (int)b + 1, init);
-            }
-            eb_dw_put(o, index + x, acc[0]);
-            eb_dw_put(o, index + x + 1, acc[1]);
-        }
-    }
-    for (; x < out_w; ++x) {
-        const int32_t b = (int32_t)x * g->stride_w - pad_w;
+    rows = ky_hi - ky_lo; /* tap rows in range: their entries only */
+    for (x = 0; x < g->out_w; ++x) {
+        const int32_t b = (int32_t)x * g->stride_w - g->pad_w;
         int32_t acc;
-        if (b >= 0 && b + 4 * (nf + nl) <= in_w) {
-            acc = eb_dw_single(plane, rowidx + b, f, n, g->odd, init);
-            if (nl) {
-                acc = eb_dw_single(plane, rowidx + b, l, ky_hi - ky_lo, 1, acc);
-            }
-        } else {
-            acc = eb_dw_edge1(g, plane, w, iy0, (int)b, init);
+        if (x == g->x0 && g->span > 0) {
+            const int pairs = g->kind != EB_DW_SINGLE;
+            eb_dw_runs(plane, rowidx + b, pairs ? 2 : g->stride_w, e + ky_lo * nf, rows * nf,
+                       e + g->k_h * nf + ky_lo * nl, rows * nl, g->odd,
+                       pairs ? g->span / 2 : g->span, init, o, index + x, g->kind);
+            x += g->span - 1;
+            continue;
         }
+        acc = eb_dw_edge(plane, rowidx, b, in_w, e + ky_lo * nf, nf,
+                         e + g->k_h * nf + ky_lo * nl, nl, rows, init);
         eb_dw_put(o, index + x, acc);
     }
 }
@@ -1207,8 +1264,9 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
     uint32_t w3[5];
     eb_dw_geom g;
     eb_dw_out o;
-    int32_t in_plane, out_plane, taps;
+    int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
     int nw, m, oc, oy, n_seg = 0, whole = 0;
+    int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
 
     if (p->groups <= 1 || p->in_c != p->groups) {
         return 0;
@@ -1242,14 +1300,28 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
     } else {
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
-    if (g.kind != EB_DW_K3 && (int32_t)g.k_h * nw > EB_DW_MAX_ENTRIES) {
-        return 0;
+    if (g.kind != EB_DW_K3) {
+        /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
+         * pad_w with 0 <= b and b + ext <= in_w; a pair's second pixel reads within ext */
+        const int32_t last = (int32_t)g.in_w - g.ext + g.pad_w; /* stride_w * x <= last */
+        if ((int32_t)g.k_h * nw > EB_DW_MAX_ENTRIES) {
+            return 0;
+        }
+        g.x0 = (g.pad_w + g.stride_w - 1) / g.stride_w;
+        if (g.kind != EB_DW_SINGLE) { /* stride_w == 1; pairs (x, x + 1), x <= out_w - 2 */
+            const int32_t xmax = last < g.out_w - 2 ? last : g.out_w - 2;
+            g.span = xmax >= g.x0 ? 2 * (int)((xmax - g.x0) / 2 + 1) : 0;
+        } else {
+            const int32_t xmax = last < 0 ? -1 : last / g.stride_w;
+            g.span = (int)((xmax < g.out_w - 1 ? xmax : g.out_w - 1) - g.x0 + 1);
+            if (g.span < 0) {
+                g.span = 0;
+            }
+        }
     }
     if (g.kind == EB_DW_K3) {
         whole = g.k_h == 3 && g.stride_h == 1 && g.dil_h == 1 && g.pad_h <= 1 && g.in_h >= 4;
-        if (!whole) {
-            n_seg = eb_dw_segments(&g, seg);
-        }
+        n_seg = eb_dw_segments(&g, seg);
     }
     in_plane = (int32_t)g.in_h * g.in_w;
     out_plane = (int32_t)g.out_h * g.out_w;
@@ -1260,30 +1332,35 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
     o.shift = s->shift;
     o.rounding = s->rounding;
     o.act = s->act;
-    o.s = 0;
-    o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+    o.s = -s->shift;
+    /* The fast requantization (acc >> s, SSAT/USAT) starts from bias + 2^(s-1) (half up):
+     * for a bias in [b_lo, b_hi] no sum can overflow with it (|w * x| <= 2^14 per tap). */
+    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
+        (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
+        const int64_t bound = (int64_t)taps << 14;
+        int64_t lo, hi;
+        half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0 ? (int32_t)1 << (-s->shift - 1)
+                                                                : 0;
+        lo = (int64_t)INT32_MIN + bound;
+        hi = (int64_t)INT32_MAX - bound - half;
+        fast = s->act == EB_ACT_RELU ? EB_DW_RELU : s->act == EB_ACT_ABS ? EB_DW_ABS : EB_DW_NONE;
+        if (lo > hi) { /* no bias qualifies */
+            fast = 0;
+        } else {
+            b_lo = (int32_t)lo;
+            b_hi = (int32_t)hi;
+        }
+    }
     m = p->out_c / p->in_c;
     for (oc = 0; oc < p->out_c; ++oc) {
         const int8_t *plane = in + (int32_t)(oc / m) * in_plane;
         const int8_t *w = weight + (int32_t)oc * taps;
         const int32_t b = bias ? bias[oc] : 0;
         int32_t init = b;
-        if (s->out8 != NULL) {
-            o.mode = EB_DW_GENERIC;
-            if (s->shift <= 0 && s->shift >= -31 &&
-                (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
-                /* |w * x| <= 2^14 per tap: no sum overflows with the rounding term added */
-                const int64_t bound = (int64_t)taps << 14;
-                const int64_t half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0
-                                         ? (int64_t)1 << (-s->shift - 1) : 0;
-                if ((int64_t)b + half + bound <= INT32_MAX && (int64_t)b - bound >= INT32_MIN) {
-                    init = (int32_t)(b + half);
-                    o.s = -s->shift;
-                    o.mode = s->act == EB_ACT_RELU ? EB_DW_RELU
-                           : s->act == EB_ACT_ABS  ? EB_DW_ABS
-                                                   : EB_DW_NONE;
-                }
-            }
+        o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+        if (fast && b >= b_lo && b <= b_hi) {
+            init = b + half;
+            o.mode = fast;
         }
         if (g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
@@ -1291,7 +1368,7 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
         } else {
             eb_dw_entries(&g, w, table);
             for (oy = 0; oy < g.out_h; ++oy) {
-                eb_dw_row(&g, plane, w, table, oy, init, &o,
+                eb_dw_row(&g, plane, table, oy, init, &o,
                           (int32_t)oc * out_plane + (int32_t)oy * g.out_w);
             }
         }

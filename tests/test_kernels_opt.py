@@ -381,6 +381,15 @@ DW_SHAPES = [
     dw_config(2, 6, 7, 3, m=3, pad=1),
     dw_config(5, 8, 8, 3, pad=0),
     dw_config(4, 9, 11, 3, pad=2),
+    # 3x3 by whole columns: words overhanging the row ends by 1..3 bytes, 4 or 5 rows (the
+    # fewest; an odd count), 2 output columns; and beside it: 3 rows, stride_h 2, k_h 1
+    dw_config(3, 8, 9, 3, pad=(1, 2)),
+    dw_config(2, 6, 8, 3, pad=(0, 3)),
+    dw_config(2, 4, 6, 3, pad=(1, 0)),
+    dw_config(2, 5, 4, 3),
+    dw_config(2, 3, 7, 3, pad=1),
+    dw_config(2, 7, 9, 3, stride=(2, 1), pad=1),
+    dw_config(2, 4, 9, (1, 3), pad=(0, 1)),
     # stride 2 and 3, dilation 2 and 3 (alone, per axis, together)
     dw_config(3, 25, 10, 3, stride=2, pad=1),
     dw_config(3, 9, 8, 3, m=2, stride=2),
@@ -454,19 +463,23 @@ def test_depthwise_opt_equals_reference(lib, index):
 
 def test_depthwise_extreme_bias(lib):
     """Biases so close to the int32 limits that rounding cannot be folded into the start
-    value (the general requantization runs instead): still equal."""
+    value (the general requantization runs instead), with sums reaching the limits exactly
+    (every x and w -128): still equal."""
     cfg = dw_config(4, 9, 10, 3, pad=1, shift=-20, rounding=0)
     rng = np.random.default_rng([SEED, 56])
-    x, w = dw_data(cfg, rng)
     room = 9 * 128 * 128
     bias = np.array([2**31 - 1 - room, -2**31 + room, 2**31 - 1 - room - (1 << 19), 5],
                     dtype=np.int32)
-    for act in range(3):
-        for shift in (-20, -31, -1, 0, 3):
-            c = {**cfg, "act": act, "shift": shift}
-            for wide in (True, False):
-                ref, opt = run_conv_pair(lib, c, x, w, bias, wide)
-                np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
+    random_x, random_w = dw_data(cfg, rng)
+    extreme_x = np.full_like(random_x, -128)
+    for x, w in ((random_x, random_w), (extreme_x, np.full_like(random_w, -128)),
+                 (extreme_x, np.full_like(random_w, 127))):
+        for act in range(3):
+            for shift in (-20, -31, -1, 0, 3):
+                c = {**cfg, "act": act, "shift": shift}
+                for wide in (True, False):
+                    ref, opt = run_conv_pair(lib, c, x, w, bias, wide)
+                    np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
 
 
 @st.composite
@@ -760,16 +773,20 @@ def test_m4_insn_per_mac(m4_build):
     assert ref / opt >= TARGET_SPEEDUP
 
 
-# Depthwise shapes run on the M4 (indices into DW_SHAPES), each with one DW_QUANT variant.
-M4_DW_CASES = (0, 1, 3, 4, 7, 10, 12, 14, 19, 22, 26, 28, 30, 34, 35, 37, 39, 41, 45)
+# Depthwise cases run on the M4: (index into DW_SHAPES, index into DW_QUANT); each narrow
+# and wide. They cover every kernel of the depthwise path and both fast requantizations.
+M4_DW_CASES = ((0, 1), (0, 0), (1, 1), (2, 3), (3, 2), (5, 1), (7, 0), (8, 1), (9, 4),
+               (10, 0), (12, 1), (13, 1), (14, 0), (15, 5), (19, 1), (21, 0), (26, 1), (29, 3),
+               (31, 1), (35, 2), (38, 1), (41, 0), (42, 1), (44, 1), (46, 1), (48, 0), (49, 5),
+               (50, 0), (52, 3), (53, 1))
 
 
 @needs_m4
 def test_m4_depthwise_equals_reference_under_qemu(lib, m4_build):
     convs = []
-    for n, index in enumerate(M4_DW_CASES):
-        rng = np.random.default_rng([SEED, 57, index])
-        rounding, act, shift = DW_QUANT[n % len(DW_QUANT)]
+    for n, (index, quant) in enumerate(M4_DW_CASES):
+        rng = np.random.default_rng([SEED, 57, n])
+        rounding, act, shift = DW_QUANT[quant]
         cfg = {**DW_SHAPES[index], "rounding": rounding, "act": act, "shift": shift}
         x, w = dw_data(cfg, rng)
         convs.append((cfg, x, w, random_bias(rng, cfg["out_c"]) if n % 4 else None))

@@ -8,7 +8,10 @@ C is compared with C:
   embedding a few configurations' inputs and the reference outputs computed on the host runs
   the DSP-intrinsic build and exits non-zero on any mismatch;
 * instructions per MAC under QEMU (TCG plugin templates/tools/insn_count.c) for a conv-heavy
-  layer, reference vs optimized: the optimized kernel must reach <= 1.5 and be >= 2x better.
+  layer, reference vs optimized: the optimized kernel must reach <= 1.5 and be >= 2x better;
+* depthwise convs (groups == in_c, eb_conv2d_opt's direct path): the same checks on a grid of
+  shapes and on hypothesis-drawn layers, on the M4, and their instructions per MAC under
+  QEMU against the generic grouped im2col path (built with -DEB_OPT_NO_DEPTHWISE).
 """
 
 from __future__ import annotations
@@ -796,16 +799,23 @@ def test_m4_depthwise_equals_reference_under_qemu(lib, m4_build):
     assert "0 mismatching calls" in result.stdout
 
 
-# Depthwise layers measured under QEMU: a DS-CNN block's 3x3 on keyword-spotting maps and
-# 1-D layers in both layouts. The depthwise path must beat the generic grouped path (the
-# same kernel built with -DEB_OPT_NO_DEPTHWISE) by DW_TARGET_SPEEDUP on each.
+# Depthwise layers measured under QEMU, each with the factor by which the depthwise path must
+# beat the generic grouped path (the same kernel built with -DEB_OPT_NO_DEPTHWISE): a DS-CNN
+# block's 3x3 on keyword-spotting maps and 1-D k = 3 layers in both layouts (the 3-tap
+# kernels), then shapes of the table kernel. The factors leave room below what was measured
+# (DW_BENCH_NOTE); instruction counts under QEMU are exact and repeatable.
 DW_BENCH = {
-    "DS-CNN 3x3, 64 x 25x5": dw_config(64, 25, 5, 3, pad=1, shift=-9, act=1),
-    "DS-CNN 3x3, 64 x 49x10": dw_config(64, 49, 10, 3, pad=1, shift=-9, act=1),
-    "1-D k3, 64 x [1][49]": dw_1d(64, 49, 3, pad=1, shift=-9, act=1),
-    "1-D k3, 64 x [49][1]": dw_1d(64, 49, 3, pad=1, shift=-9, act=1, vertical=True),
+    "DS-CNN 3x3, 64 x 25x5": (dw_config(64, 25, 5, 3, pad=1, shift=-9, act=1), 6.0),
+    "DS-CNN 3x3, 64 x 49x10": (dw_config(64, 49, 10, 3, pad=1, shift=-9, act=1), 6.0),
+    "1-D k3, 64 x [1][49]": (dw_1d(64, 49, 3, pad=1, shift=-9, act=1), 6.0),
+    "1-D k3, 64 x [49][1]": (dw_1d(64, 49, 3, pad=1, shift=-9, act=1, vertical=True), 6.0),
+    "3x3 stride 2, 64 x 25x10": (dw_config(64, 25, 10, 3, stride=2, pad=1, shift=-9), 2.0),
+    "5x5, 64 x 12x25": (dw_config(64, 12, 25, 5, pad=2, shift=-9, act=1), 1.5),
+    "1-D k5, 64 x [1][49]": (dw_1d(64, 49, 5, pad=2, shift=-9, act=1), 2.0),
 }
-DW_TARGET_SPEEDUP = 2.0
+DW_BENCH_NOTE = """measured (this kernel, arm-none-eabi-gcc 12.2 -O2), insn/MAC grouped -> depthwise:
+DS-CNN 25x5 35.2 -> 2.90, 49x10 25.2 -> 2.16, 1-D k3 [1][49] 50.5 -> 4.43, [49][1] 114 -> 4.43,
+3x3 s2 44.4 -> 13.5, 5x5 12x25 12.2 -> 5.9, 1-D k5 33.6 -> 10.3"""
 
 DW_BENCH_MAIN = """
 #include <stdio.h>
@@ -869,7 +879,7 @@ def count_bench(build: Path, name: str, source: str, defines: tuple[str, ...] = 
 @needs_m4
 def test_m4_depthwise_insn_per_mac(m4_build):
     lines, speedups = [], {}
-    for n, (label, cfg) in enumerate(DW_BENCH.items()):
+    for n, (label, (cfg, _)) in enumerate(DW_BENCH.items()):
         fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
         source = DW_BENCH_MAIN.format(**cfg, fields=fields)
         ref, dw, how = count_bench(m4_build, f"dw_bench{n}", source)
@@ -877,9 +887,9 @@ def test_m4_depthwise_insn_per_mac(m4_build):
                                     ("-DEB_OPT_NO_DEPTHWISE",))
         macs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"] * cfg["k_h"] * cfg["k_w"]
         speedups[label] = grouped / dw
-        lines.append(f"  {label:24s} {macs:7d} MACs: reference {ref / macs:.2f}, grouped im2col "
-                     f"{grouped / macs:.2f}, depthwise {dw / macs:.2f} insn/MAC "
+        lines.append(f"  {label:26s} {macs:7d} MACs: reference {ref / macs:5.2f}, grouped "
+                     f"im2col {grouped / macs:6.2f}, depthwise {dw / macs:5.2f} insn/MAC "
                      f"({grouped / dw:.1f}x)")
     print(f"\ndepthwise layers under QEMU ({how}), MACs incl. padding taps:\n" + "\n".join(lines))
     for label, speedup in speedups.items():
-        assert speedup >= DW_TARGET_SPEEDUP, f"{label}: only {speedup:.2f}x"
+        assert speedup >= DW_BENCH[label][1], f"{label}: only {speedup:.2f}x"

@@ -671,27 +671,37 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
  * reads input channel oc / m only, so there is no im2col and no scratch. Each output pixel
  * is summed straight from the input rows of its tap rows with word loads: the word
  * x = row[q .. q + 3] gives the int16 pairs SXTB16(x) = [x0, x2] and SXTB16_ROR8(x) =
- * [x1, x3]. Offsets are counted from a pixel's first tap (tap kx at offset kx * dil_w).
+ * [x1, x3]. Offsets count from a pixel's first tap (tap kx at offset kx * dil_w).
  *
- * 3-tap rows (k_w == 3, stride_w == dil_w == 1, k_h 1 or 3: 3x3 and 1-D k = 3) have their
- * own kernel, two neighbouring pixels at a time with the weights in registers: per tap row
- * one load, two SXTB16 and four MACs,
- *   p0 += [w0, w2].[x0, x2] (SMLAD) + x1 * w1 (SMLABB), p1 += [w0, w2].[x1, x3] + x2 * w1
- *   (SMLATB; the w1 of two tap rows share a word, SMLAxT takes the top one).
+ * 3-tap rows (k_w == 3, stride_w == dil_w == 1, k_h 1 or 3 -- 3x3 and 1-D k = 3 -- with
+ * in_w >= 4 and pad_w <= 3) have their own kernels: two neighbouring pixels at a time, the
+ * weights in registers as [w0, w2] per tap row and the w1 of two rows in one word; per tap
+ * row one load, two SXTB16 and four MACs:
+ *   p0 += [w0, w2].[x0, x2] (SMLAD) + x1 * w1 (SMLABB/SMLABT),
+ *   p1 += [w0, w2].[x1, x3] (SMLAD) + x2 * w1 (SMLATB/SMLATT).
+ * Pairs start at x = 0, 2, ...; with an odd out_w the last pair is (out_w - 2, out_w - 1),
+ * one pixel computed twice. A 3x3 with stride_h == dil_h == 1, pad_h <= 1 and in_h >= 4
+ * goes by columns of pixel pairs, two output rows per step (input rows r .. r + 3, the middle
+ * two loaded once), the padding rows at both ends in the same call; an odd row out and
+ * every other 3-tap layer go row by row (tap rows in the padding: zero weights). A pair
+ * overhanging a row end (by 1..3 bytes, as pad_w <= 3) gets its words from the row's first
+ * or last word shifted so that zeros come in.
  * Other shapes use a per-channel table of entries (ky * dil_h * in_w + 4i, W1, W2) over the
- * tap rows, with W1 = [w at offset 4i, w at 4i + 2] and W2 = [w at 4i + 1, w at 4i + 3]
+ * tap rows in range, W1 = [w at offset 4i, w at 4i + 2], W2 = [w at 4i + 1, w at 4i + 3]
  * (zero where no tap lands): one pixel is SMLAD(W1, SXTB16(x)) + SMLAD(W2, SXTB16_ROR8(x))
  * per entry. With stride_w == 1 pixels go in pairs sharing loads: dil_w == 1,
  * p1 += W1.[x1, x3] + W2.[x2, x4] ([x2, x4] = SXTB16 of the word at 4i + 2; in a row's last
  * entry, when k_w % 4 != 0, x2 * w1 by SMLATB); even dil_w (taps at even offsets only),
- * p1 += W1.[x1, x3]. Other strides and odd dilations > 1 go one pixel at a time.
- * Tap rows in the padding are skipped (their weights zeroed in the 3-tap kernel). Pixels
- * whose words would leave the row: the 3-tap kernel builds the words from in-row loads
- * shifted so that zeros come in (byte by byte when in_w < 4), the table kernel sums their
- * in-range taps one by one. 1-D layers laid out vertically ([C][L][1], k_w == 1) are the
- * same bytes as [C][1][L] and run as such.
- * Requantization with a right shift (the usual case) folds the rounding into the start
- * value (bias + 2^(s-1), when no sum can then overflow) and is an ASR and an SSAT/USAT. */
+ * p1 += W1.[x1, x3]. Other strides and odd dilations > 1 go one pixel at a time. Pixels
+ * whose words leave the row go one by one, the words shifted as above (byte by byte when
+ * in_w < 4; a word wholly outside adds nothing). More than EB_DW_MAX_ENTRIES entries (e.g.
+ * 9x9): the generic grouped path.
+ * 1-D layers laid out vertically ([C][L][1], k_w == 1, pad_w == 0) are the same bytes as
+ * [C][1][L] and run as such.
+ * Requantization with a right shift (or none) and act none/relu/abs starts the sums at
+ * bias + 2^(s-1) (half up; when no sum can then overflow int32) and is an ASR and an
+ * SSAT #8 / USAT #7; the NONE and RELU loops are specialised, every other case (ABS, wide
+ * outputs, left shifts, biases near the int32 limits) stores through a call. */
 
 #define EB_DW_MAX_ENTRIES 16 /* table entries on the stack (16 bytes each) */
 

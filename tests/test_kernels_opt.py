@@ -485,6 +485,24 @@ def test_depthwise_extreme_bias(lib):
                     np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
 
 
+def test_depthwise_leaves_scratch_alone(lib):
+    """The depthwise path reads no scratch and writes none (the header says so): the whole
+    buffer keeps its fill, for the 3-tap kernels and the table kernel."""
+    rng = np.random.default_rng([SEED, 58])
+    for cfg in (dw_config(4, 25, 5, 3, pad=1), dw_config(2, 10, 12, 5, pad=2),
+                dw_1d(4, 49, 3, pad=1, vertical=True), dw_1d(2, 100, 7, pad=3, stride=3)):
+        x, w = dw_data(cfg, rng)
+        count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
+        scratch = scratch_buffer(lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]))
+        out = guarded(count, np.int8)
+        lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
+                          ptr(out, I8), ptr(scratch, I16))
+        assert (scratch == 0x5A5A).all(), cfg
+        ref = guarded(count, np.int8)
+        lib.eb_conv2d(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None, ptr(ref, I8))
+        np.testing.assert_array_equal(out, ref)
+
+
 @st.composite
 def dw_layers(draw) -> dict:
     layout = draw(st.sampled_from(["2d", "1d", "1d-vertical"]))

@@ -821,7 +821,7 @@ def test_m4_depthwise_equals_reference_under_qemu(lib, m4_build):
 # beat the generic grouped path (the same kernel built with -DEB_OPT_NO_DEPTHWISE): a DS-CNN
 # block's 3x3 on keyword-spotting maps and 1-D k = 3 layers in both layouts (the 3-tap
 # kernels), then shapes of the table kernel. The factors leave room below what was measured
-# (DW_BENCH_NOTE); instruction counts under QEMU are exact and repeatable.
+# (below); instruction counts under QEMU are exact and repeatable.
 DW_BENCH = {
     "DS-CNN 3x3, 64 x 25x5": (dw_config(64, 25, 5, 3, pad=1, shift=-9, act=1), 6.0),
     "DS-CNN 3x3, 64 x 49x10": (dw_config(64, 49, 10, 3, pad=1, shift=-9, act=1), 6.0),
@@ -831,9 +831,11 @@ DW_BENCH = {
     "5x5, 64 x 12x25": (dw_config(64, 12, 25, 5, pad=2, shift=-9, act=1), 1.5),
     "1-D k5, 64 x [1][49]": (dw_1d(64, 49, 5, pad=2, shift=-9, act=1), 2.0),
 }
-DW_BENCH_NOTE = """measured (this kernel, arm-none-eabi-gcc 12.2 -O2), insn/MAC grouped -> depthwise:
-DS-CNN 25x5 35.2 -> 2.90, 49x10 25.2 -> 2.16, 1-D k3 [1][49] 50.5 -> 4.43, [49][1] 114 -> 4.43,
-3x3 s2 44.4 -> 13.5, 5x5 12x25 12.2 -> 5.9, 1-D k5 33.6 -> 10.3"""
+# Measured when written (insn/MAC, arm-none-eabi-gcc 12.2 -O2; reference / grouped im2col ->
+# depthwise): DS-CNN 3x3 64 x 25x5 34.5 / 35.2 -> 2.91; 64 x 49x10 34.8 / 25.2 -> 2.16;
+# 1-D k3 64 x [1][49] 63.5 / 50.5 -> 4.50, [49][1] 80.7 / 114.4 -> 4.50; 3x3 stride 2
+# 64 x 25x10 35.0 / 44.7 -> 14.8; 5x5 64 x 12x25 22.4 / 12.2 -> 5.2; 1-D k5 64 x [1][49]
+# 43.5 / 33.6 -> 11.6.
 
 DW_BENCH_MAIN = """
 #include <stdio.h>

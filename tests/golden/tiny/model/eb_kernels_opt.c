@@ -705,7 +705,9 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
 
 #define EB_DW_MAX_ENTRIES 16 /* table entries on the stack (16 bytes each) */
 
+/* Kernels: 3-tap rows; the table kernel with pixel pairs (dil_w 1, even dil_w) or single. */
 enum { EB_DW_K3, EB_DW_PAIR_D1, EB_DW_PAIR_EVEN, EB_DW_SINGLE };
+/* Outputs: int32; int8 by ASR and SSAT/USAT (act none, relu, abs); int8 by eb_requantize. */
 enum { EB_DW_WIDE, EB_DW_NONE, EB_DW_RELU, EB_DW_ABS, EB_DW_GENERIC };
 
 #if defined(__GNUC__)
@@ -818,11 +820,11 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
 }
 
 /* 3x3 with stride_h == dil_h == 1: one column of pixel pairs. Input rows are L bytes apart,
- * p is input row 0's word for the column (shifted by sh as edge says); 2 * n2 output rows
+ * p is input row 0's word for the column (shifted by sh as edge says). 2 * n2 output rows
  * from index, out_w apart: input rows r .. r + 3 feed two output rows (tap rows r .. r + 2
- * and r + 1 .. r + 3), the middle two loaded once. With pad (pad_h == 1) the output rows
- * before and after (in_h apart) are done too: input rows 0, 1 with tap rows 1, 2, and input
- * rows in_h - 2, in_h - 1 with tap rows 0, 1. */
+ * and r + 1 .. r + 3), the middle two loaded once. With pad (pad_h == 1) also the column's
+ * first and last output rows, at index - out_w (input rows 0, 1 with tap rows 1, 2) and
+ * index + (in_h - 2) * out_w (input rows in_h - 2, in_h - 1 with tap rows 0, 1). */
 EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, int pad, int in_h,
                              const uint32_t *w, int32_t init, const eb_dw_out *o,
                              int32_t index, int32_t out_w, unsigned sh, const int edge,
@@ -990,14 +992,14 @@ typedef struct {
 #define EB_DW_MAX_SEGS 8 /* k_h <= 3: at most 2 * k_h + 1 */
 
 /* One channel of a 3-tap layer (plane: its input channel, wk: eb_dw3_weights) into out
- * from index. With `whole` (3x3, stride_h == dil_h == 1, pad_h <= 1, in_h >= 4) and the NONE
- * or RELU requantization it goes by
- * columns of pixel pairs (eb_dw3_column; x = 0, 2, ..., with an odd out_w the last pair is
- * (out_w - 2, out_w - 1)), but for an odd output row out (eb_dw3_row). Otherwise every
- * output row goes by eb_dw3_row, in segments of equal tap-row ranges (seg, eb_dw_segments). */
-static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, int whole, const eb_dw_seg *seg, int n_seg,
-                           const int8_t *plane, const uint32_t wk[5], int32_t init,
-                           const eb_dw_out *o, int32_t index)
+ * from index. With `whole` (3x3, stride_h == dil_h == 1, pad_h <= 1, in_h >= 4) and the
+ * NONE or RELU requantization it goes by columns of pixel pairs (eb_dw3_column; x = 0, 2,
+ * ..., with an odd out_w the last pair is (out_w - 2, out_w - 1)), but for an odd output
+ * row out (eb_dw3_row). Otherwise every output row goes by eb_dw3_row, in segments of
+ * equal tap-row ranges (seg, eb_dw_segments). */
+static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, int whole, const eb_dw_seg *seg,
+                                       int n_seg, const int8_t *plane, const uint32_t wk[5],
+                                       int32_t init, const eb_dw_out *o, int32_t index)
 {
     const int in_w = g->in_w, out_w = g->out_w, pad_w = g->pad_w, k_h = g->k_h;
     const int32_t in_step = (int32_t)g->stride_h * in_w;
@@ -1083,7 +1085,8 @@ static int eb_dw_segments(const eb_dw_geom *g, eb_dw_seg *seg)
  * word i of the tap rows in range, entries f[i], f[i + nf], ... (rows of them; i == nf: the
  * last entries l[0], l[1], ... when nl == 1), is the same part of each row, so its load
  * offset and shifts are worked out once: (load(row + off) << sl) >> sr brings zeros in for
- * the bytes outside [0, in_w); a word wholly outside contributes nothing. */
+ * the bytes outside [0, in_w) (byte by byte when in_w < 4); a word wholly outside contributes
+ * nothing. */
 static int32_t eb_dw_edge(const int8_t *plane, int32_t rowidx, int32_t b, int in_w,
                           const eb_dw_entry *f, int nf, const eb_dw_entry *l, int nl, int rows,
                           int32_t a0)

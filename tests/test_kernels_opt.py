@@ -8,7 +8,10 @@ C is compared with C:
   embedding a few configurations' inputs and the reference outputs computed on the host runs
   the DSP-intrinsic build and exits non-zero on any mismatch;
 * instructions per MAC under QEMU (TCG plugin templates/tools/insn_count.c) for a conv-heavy
-  layer, reference vs optimized: the optimized kernel must reach <= 1.5 and be >= 2x better.
+  layer, reference vs optimized: the optimized kernel must reach <= 1.5 and be >= 2x better;
+* depthwise convs (groups == in_c, eb_conv2d_opt's direct path): the same checks on a grid of
+  shapes and on hypothesis-drawn layers, on the M4, and their instructions per MAC under
+  QEMU against the generic grouped im2col path (built with -DEB_OPT_NO_DEPTHWISE).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
 from edgebuild.core import numerics
@@ -345,6 +350,194 @@ def test_unaligned_weights_and_inputs(lib):
             np.testing.assert_array_equal(opt, ref)
 
 
+# ---- depthwise (groups == in_c): eb_conv2d(_wide)_opt's direct path -----------------------
+
+def dw_config(in_c, in_h, in_w, k, m=1, stride=1, pad=0, dil=1, **quant) -> dict:
+    """A depthwise layer, out_c = m * in_c; k, stride, pad and dil are one int for both axes
+    or an (h, w) pair."""
+    def hw(v):
+        return (v, v) if isinstance(v, int) else v
+    (k_h, k_w), (s_h, s_w), (p_h, p_w), (d_h, d_w) = map(hw, (k, stride, pad, dil))
+    cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": m * in_c, "k_h": k_h,
+           "k_w": k_w, "stride_h": s_h, "stride_w": s_w, "pad_h": p_h, "pad_w": p_w,
+           "dil_h": d_h, "dil_w": d_w, "groups": in_c, "shift": -7, "rounding": 0, "act": 0,
+           **quant}
+    cfg["out_h"] = conv_out(in_h, k_h, s_h, p_h, d_h)
+    cfg["out_w"] = conv_out(in_w, k_w, s_w, p_w, d_w)
+    assert cfg["out_h"] >= 1 and cfg["out_w"] >= 1, cfg
+    return cfg
+
+
+def dw_1d(in_c, length, k, m=1, stride=1, pad=0, dil=1, vertical=False, **quant) -> dict:
+    """A 1-D depthwise layer as the code generator lays it out: [C][1][L], or [C][L][1]
+    (vertical, as tiled layers are)."""
+    if vertical:
+        return dw_config(in_c, length, 1, (k, 1), m, (stride, 1), (pad, 0), (dil, 1), **quant)
+    return dw_config(in_c, 1, length, (1, k), m, (1, stride), (0, pad), (1, dil), **quant)
+
+
+DW_SHAPES = [
+    # DS-CNN blocks (3x3, pad 1) on keyword-spotting maps; channel multipliers 2 and 3
+    dw_config(4, 25, 5, 3, pad=1),
+    dw_config(3, 49, 10, 3, pad=1),
+    dw_config(3, 12, 25, 3, pad=1),
+    dw_config(3, 7, 9, 3, m=2, pad=1),
+    dw_config(2, 6, 7, 3, m=3, pad=1),
+    dw_config(5, 8, 8, 3, pad=0),
+    dw_config(4, 9, 11, 3, pad=2),
+    # 3x3 by whole columns: words overhanging the row ends by 1..3 bytes, 4 or 5 rows (the
+    # fewest; an odd count), 2 output columns; and beside it: 3 rows, stride_h 2, k_h 1
+    dw_config(3, 8, 9, 3, pad=(1, 2)),
+    dw_config(2, 6, 8, 3, pad=(0, 3)),
+    dw_config(2, 4, 6, 3, pad=(1, 0)),
+    dw_config(2, 5, 4, 3),
+    dw_config(2, 3, 7, 3, pad=1),
+    dw_config(2, 7, 9, 3, stride=(2, 1), pad=1),
+    dw_config(2, 4, 9, (1, 3), pad=(0, 1)),
+    # stride 2 and 3, dilation 2 and 3 (alone, per axis, together)
+    dw_config(3, 25, 10, 3, stride=2, pad=1),
+    dw_config(3, 9, 8, 3, m=2, stride=2),
+    dw_config(3, 10, 11, 3, stride=(1, 2), pad=(1, 2)),
+    dw_config(3, 9, 12, 3, stride=3, pad=1),
+    dw_config(3, 12, 13, 3, dil=2, pad=2),
+    dw_config(2, 11, 12, 3, m=2, dil=(1, 2), pad=(1, 2)),
+    dw_config(2, 10, 9, 3, dil=(2, 1), pad=(2, 0)),
+    dw_config(2, 13, 14, 3, dil=3, pad=3),
+    dw_config(2, 14, 15, 3, stride=2, dil=2, pad=1),
+    # other kernels: 1x1, 2x2, 4x4 and 8 taps (no spare fourth tap), 5x5, 7x7, non-square
+    dw_config(4, 5, 6, 1),
+    dw_config(3, 6, 7, 2, pad=1),
+    dw_config(3, 9, 10, 4, pad=(1, 2)),
+    dw_config(2, 10, 12, 5, pad=2),
+    dw_config(2, 9, 13, 7, pad=3),
+    dw_config(2, 5, 20, (1, 8), pad=(0, 3)),
+    dw_config(2, 8, 9, (3, 5), pad=(1, 2)),
+    dw_config(2, 9, 8, (5, 2), pad=(2, 0)),
+    dw_config(2, 7, 17, (2, 9), pad=(0, 4), dil=(1, 2)),
+    # rows narrower than a word, padding wider than a word, kernels wider than the row
+    dw_config(3, 7, 1, 3, pad=1),
+    dw_config(3, 6, 2, 3, pad=1),
+    dw_config(3, 5, 3, 3, pad=1),
+    dw_config(2, 5, 2, (3, 5), pad=(1, 3)),
+    dw_config(2, 4, 4, 3, pad=1),
+    dw_config(2, 6, 6, 3, pad=5),
+    dw_config(2, 4, 3, (3, 7), pad=(1, 4)),
+    dw_config(2, 3, 5, 5, pad=4, dil=2),
+    dw_config(2, 1, 1, 3, pad=1),
+    # 1-D, both orientations
+    dw_1d(4, 49, 3, pad=1),
+    dw_1d(4, 49, 3, pad=1, vertical=True),
+    dw_1d(3, 40, 5, pad=2, stride=2),
+    dw_1d(3, 40, 5, pad=2, stride=2, vertical=True),
+    dw_1d(3, 33, 3, m=2, pad=2, dil=2),
+    dw_1d(3, 33, 3, m=2, pad=2, dil=2, vertical=True),
+    dw_1d(2, 30, 8),
+    dw_1d(2, 30, 9, pad=4, vertical=True),
+    dw_1d(3, 25, 1),
+    dw_1d(3, 3, 3, pad=1),
+    dw_1d(2, 2, 3, pad=2, vertical=True),
+    dw_1d(2, 17, 4, pad=3, dil=3, vertical=True),
+    dw_1d(2, 100, 7, pad=3, stride=3),
+]
+# (rounding, act, shift) per variant: every rounding x activation, right shifts of several
+# sizes, no shift and a left shift.
+DW_QUANT = [(0, 0, -7), (0, 1, -1), (0, 2, -12), (1, 0, 0), (1, 1, 2), (1, 2, -20)]
+
+
+def dw_data(cfg: dict, rng) -> tuple[np.ndarray, np.ndarray]:
+    x = int8_data(rng, (cfg["in_c"], cfg["in_h"], cfg["in_w"]))
+    w, _ = int_weights(rng, (cfg["out_c"], 1, cfg["k_h"], cfg["k_w"]))
+    return x, w
+
+
+@pytest.mark.parametrize("index", range(len(DW_SHAPES)))
+def test_depthwise_opt_equals_reference(lib, index):
+    """Each shape with every rounding and activation, several shifts, bias or none; narrow
+    and wide outputs."""
+    rng = np.random.default_rng([SEED, 55, index])
+    for variant, (rounding, act, shift) in enumerate(DW_QUANT):
+        cfg = {**DW_SHAPES[index], "rounding": rounding, "act": act, "shift": shift}
+        x, w = dw_data(cfg, rng)
+        bias = None if variant == 3 else \
+            rng.integers(-(1 << 16), 1 << 16, size=cfg["out_c"]).astype(np.int32)
+        for wide in (True, False):
+            ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
+            np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+
+
+def test_depthwise_extreme_bias(lib):
+    """Biases so close to the int32 limits that rounding cannot be folded into the start
+    value (the general requantization runs instead), with sums reaching the limits exactly
+    (every x and w -128): still equal."""
+    cfg = dw_config(4, 9, 10, 3, pad=1, shift=-20, rounding=0)
+    rng = np.random.default_rng([SEED, 56])
+    room = 9 * 128 * 128
+    bias = np.array([2**31 - 1 - room, -2**31 + room, 2**31 - 1 - room - (1 << 19), 5],
+                    dtype=np.int32)
+    random_x, random_w = dw_data(cfg, rng)
+    extreme_x = np.full_like(random_x, -128)
+    for x, w in ((random_x, random_w), (extreme_x, np.full_like(random_w, -128)),
+                 (extreme_x, np.full_like(random_w, 127))):
+        for act in range(3):
+            for shift in (-20, -31, -1, 0, 3):
+                c = {**cfg, "act": act, "shift": shift}
+                for wide in (True, False):
+                    ref, opt = run_conv_pair(lib, c, x, w, bias, wide)
+                    np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
+
+
+def test_depthwise_leaves_scratch_alone(lib):
+    """The depthwise path reads no scratch and writes none (the header says so): the whole
+    buffer keeps its fill, for the 3-tap kernels and the table kernel."""
+    rng = np.random.default_rng([SEED, 58])
+    for cfg in (dw_config(4, 25, 5, 3, pad=1), dw_config(2, 10, 12, 5, pad=2),
+                dw_1d(4, 49, 3, pad=1, vertical=True), dw_1d(2, 100, 7, pad=3, stride=3)):
+        x, w = dw_data(cfg, rng)
+        count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
+        scratch = scratch_buffer(lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]))
+        out = guarded(count, np.int8)
+        lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
+                          ptr(out, I8), ptr(scratch, I16))
+        assert (scratch == 0x5A5A).all(), cfg
+        ref = guarded(count, np.int8)
+        lib.eb_conv2d(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None, ptr(ref, I8))
+        np.testing.assert_array_equal(out, ref)
+
+
+@st.composite
+def dw_layers(draw) -> dict:
+    layout = draw(st.sampled_from(["2d", "1d", "1d-vertical"]))
+    in_c, m = draw(st.integers(2, 6)), draw(st.integers(1, 3))
+    quant = {"rounding": draw(st.integers(0, 1)), "act": draw(st.integers(0, 2)),
+             "shift": draw(st.integers(-16, 2))}
+    if layout == "2d":
+        pair = st.tuples
+        h, w = draw(st.integers(1, 16)), draw(st.integers(1, 16))
+        k = draw(pair(st.integers(1, 6), st.integers(1, 6)))
+        stride = draw(pair(st.integers(1, 3), st.integers(1, 3)))
+        pad = draw(pair(st.integers(0, 4), st.integers(0, 4)))
+        dil = draw(pair(st.integers(1, 3), st.integers(1, 3)))
+        assume(conv_out(h, k[0], stride[0], pad[0], dil[0]) >= 1)
+        assume(conv_out(w, k[1], stride[1], pad[1], dil[1]) >= 1)
+        return dw_config(in_c, h, w, k, m, stride, pad, dil, **quant)
+    length, k = draw(st.integers(1, 60)), draw(st.integers(1, 9))
+    stride, pad, dil = draw(st.integers(1, 3)), draw(st.integers(0, 4)), draw(st.integers(1, 3))
+    assume(conv_out(length, k, stride, pad, dil) >= 1)
+    return dw_1d(in_c, length, k, m, stride, pad, dil, vertical=layout == "1d-vertical",
+                 **quant)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cfg=dw_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_depthwise_opt_random_layers(lib, cfg, seed, with_bias):
+    rng = np.random.default_rng(seed)
+    x, w = dw_data(cfg, rng)
+    bias = random_bias(rng, cfg["out_c"]) if with_bias else None
+    for wide in (True, False):
+        ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+
+
 # ---- Cortex-M4 under QEMU ------------------------------------------------------------------
 
 needs_m4 = pytest.mark.skipif(
@@ -373,12 +566,12 @@ def m4_build(tmp_path_factory):
     return build
 
 
-def build_m4(build: Path, name: str, source: str) -> Path:
+def build_m4(build: Path, name: str, source: str, defines: tuple[str, ...] = ()) -> Path:
     (build / f"{name}.c").write_text(source)
     elf = build / f"{name}.elf"
     result = subprocess.run(
-        [ARM_GCC, *M4_FLAGS, *CFLAGS, f"-I{KERNELS}", *M4_LINK, "-Wl,-T," + str(build / "link.ld"),
-         "-o", str(elf), str(build / "startup_m4.c"), str(build / f"{name}.c"),
+        [ARM_GCC, *M4_FLAGS, *CFLAGS, *defines, f"-I{KERNELS}", *M4_LINK,
+         "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"), str(build / f"{name}.c"),
          str(KERNELS / "eb_kernels.c"), str(KERNELS / "eb_kernels_opt.c")],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
@@ -414,11 +607,14 @@ static int check(int c, const char *what, int n, int scratch_n, const int8_t *e8
 """
 
 
-def m4_test_program(lib) -> str:
-    """Reference outputs from the host library, embedded next to the inputs."""
+def m4_test_program(lib, convs=None, linears: bool = True) -> str:
+    """Reference outputs from the host library, embedded next to the inputs: conv cases
+    `convs` (default: random and edge ones) and, with `linears`, one linear case per conv."""
     parts = ['#include <stdio.h>\n#include "eb_kernels.h"\n#include "eb_kernels_opt.h"\n']
     calls, max_scratch, max_out = [], 16, 16
-    convs = [conv_case("m4", i) for i in range(M4_CASES)] + [edge_case(i) for i in M4_EDGE_CASES]
+    if convs is None:
+        convs = [conv_case("m4", i) for i in range(M4_CASES)] + \
+            [edge_case(i) for i in M4_EDGE_CASES]
     for i, (cfg, x, w, bias) in enumerate(convs):
         ref8, _ = run_conv_pair(lib, cfg, x, w, bias, wide=False)
         ref32, _ = run_conv_pair(lib, cfg, x, w, bias, wide=True)
@@ -437,6 +633,8 @@ def m4_test_program(lib) -> str:
                      f"bad += check({i}, \"conv\", {n}, {sn}, e8_{i}, NULL);\n"
                      f"fill({n}); eb_conv2d_wide_opt(&p{i}, x{i}, w{i}, {b}, out32, scratch);\n"
                      f"bad += check({i}, \"conv wide\", {n}, {sn}, NULL, e32_{i});\n")
+        if not linears:
+            continue
         in_f, out_f, lx, lw, lb, q = linear_case("m4", i)
         lref8, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=False)
         lref32, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=True)
@@ -595,3 +793,124 @@ def test_m4_insn_per_mac(m4_build):
           f"  eb_conv2d_opt {counts['opt']:9d} instructions = {opt:.3f}/MAC ({ref / opt:.1f}x)")
     assert opt <= TARGET_INSN_PER_MAC, f"{opt:.3f} instructions per MAC"
     assert ref / opt >= TARGET_SPEEDUP
+
+
+# Depthwise cases run on the M4: (index into DW_SHAPES, index into DW_QUANT); each narrow
+# and wide. They cover every kernel of the depthwise path and both fast requantizations.
+M4_DW_CASES = ((0, 1), (0, 0), (1, 1), (2, 3), (3, 2), (5, 1), (7, 0), (8, 1), (9, 4),
+               (10, 0), (12, 1), (13, 1), (14, 0), (15, 5), (19, 1), (21, 0), (26, 1), (29, 3),
+               (31, 1), (35, 2), (38, 1), (41, 0), (42, 1), (44, 1), (46, 1), (48, 0), (49, 5),
+               (50, 0), (52, 3), (53, 1))
+
+
+@needs_m4
+def test_m4_depthwise_equals_reference_under_qemu(lib, m4_build):
+    convs = []
+    for n, (index, quant) in enumerate(M4_DW_CASES):
+        rng = np.random.default_rng([SEED, 57, n])
+        rounding, act, shift = DW_QUANT[quant]
+        cfg = {**DW_SHAPES[index], "rounding": rounding, "act": act, "shift": shift}
+        x, w = dw_data(cfg, rng)
+        convs.append((cfg, x, w, random_bias(rng, cfg["out_c"]) if n % 4 else None))
+    elf = build_m4(m4_build, "dw_kat", m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
+
+
+# Depthwise layers measured under QEMU, each with the factor by which the depthwise path must
+# beat the generic grouped path (the same kernel built with -DEB_OPT_NO_DEPTHWISE): a DS-CNN
+# block's 3x3 on keyword-spotting maps and 1-D k = 3 layers in both layouts (the 3-tap
+# kernels), then shapes of the table kernel. The factors leave room below what was measured
+# (below); instruction counts under QEMU are exact and repeatable.
+DW_BENCH = {
+    "DS-CNN 3x3, 64 x 25x5": (dw_config(64, 25, 5, 3, pad=1, shift=-9, act=1), 6.0),
+    "DS-CNN 3x3, 64 x 49x10": (dw_config(64, 49, 10, 3, pad=1, shift=-9, act=1), 6.0),
+    "1-D k3, 64 x [1][49]": (dw_1d(64, 49, 3, pad=1, shift=-9, act=1), 6.0),
+    "1-D k3, 64 x [49][1]": (dw_1d(64, 49, 3, pad=1, shift=-9, act=1, vertical=True), 6.0),
+    "3x3 stride 2, 64 x 25x10": (dw_config(64, 25, 10, 3, stride=2, pad=1, shift=-9), 2.0),
+    "5x5, 64 x 12x25": (dw_config(64, 12, 25, 5, pad=2, shift=-9, act=1), 1.5),
+    "1-D k5, 64 x [1][49]": (dw_1d(64, 49, 5, pad=2, shift=-9, act=1), 2.0),
+}
+# Measured when written (insn/MAC, arm-none-eabi-gcc 12.2 -O2; reference / grouped im2col ->
+# depthwise): DS-CNN 3x3 64 x 25x5 34.5 / 35.2 -> 2.91; 64 x 49x10 34.8 / 25.2 -> 2.16;
+# 1-D k3 64 x [1][49] 63.5 / 50.5 -> 4.50, [49][1] 80.7 / 114.4 -> 4.50; 3x3 stride 2
+# 64 x 25x10 35.0 / 44.7 -> 14.8; 5x5 64 x 12x25 22.4 / 12.2 -> 5.2; 1-D k5 64 x [1][49]
+# 43.5 / 33.6 -> 11.6.
+
+DW_BENCH_MAIN = """
+#include <stdio.h>
+#include <string.h>
+#include "eb_kernels.h"
+#include "eb_kernels_opt.h"
+
+#define N_IN ({in_c} * {in_h} * {in_w})
+#define N_W ({out_c} * {k_h} * {k_w})
+#define N_OUT ({out_c} * {out_h} * {out_w})
+
+static const eb_conv_params layer = {{{fields}}};
+static int8_t input[N_IN];
+static int8_t weight[N_W];
+static int32_t bias[{out_c}];
+static int8_t out_ref[N_OUT], out_opt[N_OUT];
+static int16_t scratch[EB_CONV_OPT_SCRATCH(1, {k_h}, {k_w})] __attribute__((aligned(4)));
+
+volatile int eb_bench_marker;
+__attribute__((noinline)) void eb_bench_ref_begin(void) {{ eb_bench_marker = 1; }}
+__attribute__((noinline)) void eb_bench_ref_end(void) {{ eb_bench_marker = 2; }}
+__attribute__((noinline)) void eb_bench_opt_begin(void) {{ eb_bench_marker = 3; }}
+__attribute__((noinline)) void eb_bench_opt_end(void) {{ eb_bench_marker = 4; }}
+
+int main(void)
+{{
+    uint32_t s = 12345u;
+    int i;
+    for (i = 0; i < N_IN; ++i) {{ s = s * 1103515245u + 12345u; input[i] = (int8_t)(s >> 16); }}
+    for (i = 0; i < N_W; ++i) {{ s = s * 1103515245u + 12345u; weight[i] = (int8_t)(s >> 16); }}
+    for (i = 0; i < {out_c}; ++i) {{ s = s * 1103515245u + 12345u; bias[i] = (int32_t)(s >> 16) - 32768; }}
+    eb_bench_ref_begin();
+    eb_conv2d(&layer, input, weight, bias, out_ref);
+    eb_bench_ref_end();
+    eb_bench_opt_begin();
+    eb_conv2d_opt(&layer, input, weight, bias, out_opt, scratch);
+    eb_bench_opt_end();
+    i = memcmp(out_ref, out_opt, sizeof out_ref) != 0;
+    printf("bench layer: optimized %s reference\\\\n", i ? "DIFFERS FROM" : "equals");
+    return i;
+}}
+"""
+
+
+def count_bench(build: Path, name: str, source: str, defines: tuple[str, ...] = ()):
+    """(instructions of eb_conv2d, of eb_conv2d_opt, how counted) for a bench firmware."""
+    elf = build_m4(build, name, source, defines)
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    sym = symbol_addresses(elf)
+    marks = {kind: (sym[f"eb_bench_{kind}_begin"], sym[f"eb_bench_{kind}_end"])
+             for kind in ("ref", "opt")}
+    counts = {kind: count_with_plugin(build, elf, *marks[kind]) for kind in marks}
+    how = "TCG plugin templates/tools/insn_count.c"
+    if None in counts.values():
+        how = "-d exec,nochain log: the insn_count plugin did not build or run"
+        counts = count_with_exec_log(elf, marks)
+    return counts["ref"], counts["opt"], how
+
+
+@needs_m4
+def test_m4_depthwise_insn_per_mac(m4_build):
+    lines, speedups = [], {}
+    for n, (label, (cfg, _)) in enumerate(DW_BENCH.items()):
+        fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
+        source = DW_BENCH_MAIN.format(**cfg, fields=fields)
+        ref, dw, how = count_bench(m4_build, f"dw_bench{n}", source)
+        _, grouped, _ = count_bench(m4_build, f"dw_bench{n}_grouped", source,
+                                    ("-DEB_OPT_NO_DEPTHWISE",))
+        macs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"] * cfg["k_h"] * cfg["k_w"]
+        speedups[label] = grouped / dw
+        lines.append(f"  {label:26s} {macs:7d} MACs: reference {ref / macs:5.2f}, grouped "
+                     f"im2col {grouped / macs:6.2f}, depthwise {dw / macs:5.2f} insn/MAC "
+                     f"({grouped / dw:.1f}x)")
+    print(f"\ndepthwise layers under QEMU ({how}), MACs incl. padding taps:\n" + "\n".join(lines))
+    for label, speedup in speedups.items():
+        assert speedup >= DW_BENCH[label][1], f"{label}: only {speedup:.2f}x"

@@ -25,7 +25,7 @@ from edgebuild.ops.pool import reference_pool, windows
 KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
 CFLAGS = ["-std=c99", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-          "-DEB_NO_PREFIX"]  # the bare kernel library: plain names (eb_kernels.h)
+          "-DEB_STANDALONE"]  # the bare kernel library: plain names (eb_kernels.h)
 
 pytestmark = pytest.mark.skipif(
     GCC is None, reason="gcc is not on PATH: the C kernel tests compile eb_kernels.c")

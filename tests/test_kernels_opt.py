@@ -39,7 +39,7 @@ ARM_GCC = shutil.which("arm-none-eabi-gcc")
 ARM_NM = shutil.which("arm-none-eabi-nm")
 QEMU = shutil.which("qemu-system-arm")
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
-          "-DEB_NO_PREFIX"]  # the bare kernel library: plain names (eb_kernels.h)
+          "-DEB_STANDALONE"]  # the bare kernel library: plain names (eb_kernels.h)
 M4_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 M4_LINK = ["-nostartfiles", "--specs=nano.specs", "--specs=rdimon.specs"]
 LINK_VARS = {"flash_bytes": 4194304, "ram_bytes": 4194304, "stack_bytes": 8192,

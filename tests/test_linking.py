@@ -40,8 +40,8 @@ MODELS = {
 }
 
 
-def spec(name: str, seed: int = 3) -> codegen.ProjectSpec:
-    device, l1, layers = MODELS[name]
+def spec(name: str, seed: int = 3, models: dict | None = None) -> codegen.ProjectSpec:
+    device, l1, layers = (models or MODELS)[name]
     manifest = Manifest.model_validate({"name": name, "dataset": {"format": "sklearn-digits"},
                                         "model": {"input": [2, 6, 6], "layers": layers}})
     folded, _ = folding.fold_layers(manifest.model.layers)
@@ -156,3 +156,13 @@ def test_headers_compile_as_cpp(program, tmp_path):
     api = [program / name / header for name in MODELS for header in ("cnn.h", "weights.h")]
     built = compile_cpp(api, tmp_path / "both.o")
     assert built.returncode == 0, built.stderr
+
+
+def test_kernel_paths_a_model_does_not_use_are_left_out(program):
+    """alpha has a depthwise layer on the Cortex-M4 kernels: the depthwise path stays; a
+    model without one leaves it out (less code), a host model has no optimized kernels."""
+    assert "EB_OPT_NO_DEPTHWISE" not in (program / "alpha" / "eb_config.h").read_text()
+    assert "EB_OPT_NO_DEPTHWISE" not in (program / "beta" / "eb_config.h").read_text()
+    dense = [layer for layer in MODELS["alpha"][2] if layer["name"] != "dw"]
+    files = codegen.render(spec("gamma", models={"gamma": ("cortex-m4", 1 << 16, dense)}))
+    assert "#define EB_OPT_NO_DEPTHWISE" in files["model/eb_config.h"]

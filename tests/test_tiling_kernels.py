@@ -39,10 +39,10 @@ KERNELS = Path(__file__).resolve().parent.parent / "templates" / "kernels"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
 CFLAGS = ["-std=c99", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-          "-DEB_NO_PREFIX"]  # the bare kernel library: plain names (eb_kernels.h)
+          "-DEB_STANDALONE"]  # the bare kernel library: plain names (eb_kernels.h)
 STRICT = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic",
           "-Wmissing-prototypes", "-Wstrict-prototypes", "-Wcast-align", "-Wconversion",
-          "-DEB_NO_PREFIX"]
+          "-DEB_STANDALONE"]
 M4_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 pytestmark = pytest.mark.skipif(

@@ -28,7 +28,7 @@ TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
 WARN_FLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
-              "-DEB_NO_PREFIX"]  # the bare training library: plain names (eb_train.h)
+              "-DEB_STANDALONE"]  # the bare training library: plain names (eb_train.h)
 M4_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 LIBM_ALLOWED = {"expf", "logf", "sqrtf", "fabsf"}
 

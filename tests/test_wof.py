@@ -31,7 +31,7 @@ TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
 WARNINGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
-            "-DEB_NO_PREFIX"]  # the bare library: plain names (eb_wof.h)
+            "-DEB_STANDALONE"]  # the bare library: plain names (eb_wof.h)
 ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
 
 STATUSES = ["OK", "SHORT", "MAGIC", "VERSION", "RESERVED", "SIZE", "CRC", "LAYOUT", "COUNT",

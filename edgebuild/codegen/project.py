@@ -18,7 +18,7 @@ from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
 from edgebuild.ops import OPS
-from edgebuild.ops.c import CStep, Tile, weight_symbol
+from edgebuild.ops.c import OPTIONAL_PATHS, CStep, Tile, weight_symbol
 from edgebuild.ops.operator import LayerBase, Unsupported
 
 STACK_BYTES = 8192
@@ -103,7 +103,7 @@ PROTOTYPE = re.compile(r"^(?!static\b|typedef\b|#)[A-Za-z_][\w \t\*]*?\b([a-z]\w
 
 
 def global_symbols(texts: list[str]) -> list[str]:
-    """The global functions of kernel files (headers and sources): what eb_prefix.h renames
+    """The global functions of kernel files (headers and sources): what eb_config.h renames
     (tests/test_cproject.py checks the compiled objects define no other global symbol)."""
     return sorted({name for text in texts for name in PROTOTYPE.findall(text)})
 
@@ -129,14 +129,25 @@ def c_step(spec: ProjectSpec, step: Step, layer: LayerBase, node: graphs.Node) -
         prefix=prefix(spec.name))
 
 
-def c_steps(spec: ProjectSpec) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """(rendered steps, scratch-size expressions of the optimized kernels used, preludes)."""
+@dataclass(frozen=True)
+class Steps:
+    """The rendered layer steps and what they need of the project: the optimized kernels'
+    scratch sizes, the preludes (once each), the optional kernel paths they run."""
+
+    rendered: list[dict[str, Any]]
+    scratch: list[str]
+    preludes: list[str]
+    paths: frozenset[str]
+
+
+def c_steps(spec: ProjectSpec) -> Steps:
+    """Every planned step through its op's C emitter."""
     graph, _ = graphs.build(spec.model.input_shape, spec.model.layers)
     assert graph is not None
     nodes = {node.name: node for node in graph.nodes}
     layers = {layer.name: layer for layer in spec.model.layers}
     optimized = spec.device in OPTIMIZED_DEVICES
-    rendered, scratch, preludes = [], [], set()
+    rendered, scratch, preludes, paths = [], [], set(), set()
     for step in spec.plan.steps:
         layer, node = layers[step.layer], nodes[step.layer]
         c = OPS[layer.op].c
@@ -147,11 +158,12 @@ def c_steps(spec: ProjectSpec) -> tuple[list[dict[str, Any]], list[str], list[st
         if size is not None:
             scratch.append(size)
         preludes.update(code.preludes)
+        paths.update(code.paths)
         rendered.append({"index": step.step,
                          "comment": f"{layer.name}: {layer.op} {list(node.in_shapes[0])} -> "
                                     f"{list(node.out_shape)}", "decls": list(code.decls),
                          "calls": list(code.calls)})
-    return rendered, scratch, [text for _, text in sorted(preludes)]
+    return Steps(rendered, scratch, [text for _, text in sorted(preludes)], frozenset(paths))
 
 
 def scratch_expression(sizes: list[str]) -> str:
@@ -167,7 +179,8 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     env = environment()
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
-    steps, scratch, preludes = c_steps(spec)
+    steps = c_steps(spec)
+    optimized = spec.device in OPTIMIZED_DEVICES
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
@@ -175,7 +188,9 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     kernels = {kernel: (root / "kernels" / kernel).read_text() for kernel in (*headers, *sources)}
     context = {
         "name": spec.name, "p": prefix(spec.name), "P": prefix(spec.name).upper(),
-        "kernel_symbols": global_symbols(list(kernels.values())), "prefix_guard": "EB_PREFIX_H",
+        "kernel_symbols": global_symbols(list(kernels.values())), "config_guard": "EB_CONFIG_H",
+        "left_out": [path for path in OPTIONAL_PATHS if path not in steps.paths] if optimized
+        else [],
         "input_size": math.prod(spec.model.input_shape),
         "frames": graphs.frames(spec.model.layers),
         "states": [{"symbol": state_symbol(step.layer), "bytes": step.state_bytes,
@@ -185,10 +200,9 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "output_shape": [outputs], "output_kind": "int32" if wide else "int8",
         "output_ctype": "int32_t" if wide else "int8_t", "arena_bytes": max(spec.plan.arena_bytes, 4),
         "tensors": [{"macro": macro(t.name), **t.to_json()} for t in spec.plan.tensors],
-        "steps": steps, "output_macro": macro(spec.plan.output),
-        "scratch": scratch_expression(scratch) if scratch else None,
-        "l1_bytes": l1_bytes, "preludes": preludes,
-        "optimized": spec.device in OPTIMIZED_DEVICES,
+        "steps": steps.rendered, "output_macro": macro(spec.plan.output),
+        "scratch": scratch_expression(steps.scratch) if steps.scratch else None,
+        "l1_bytes": l1_bytes, "preludes": steps.preludes, "optimized": optimized,
         "kernel_headers": list(headers),
         "arrays": weight_arrays(spec.model, prefix(spec.name)),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
@@ -206,7 +220,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "model/cnn.c": env.get_template("project/cnn.c.j2").render(context),
         "model/weights.h": env.get_template("project/weights.h.j2").render(context),
         "model/weights.c": env.get_template("project/weights.c.j2").render(context),
-        "model/eb_prefix.h": env.get_template("project/eb_prefix.h.j2").render(context),
+        "model/eb_config.h": env.get_template("project/eb_config.h.j2").render(context),
         "kat/kat_vectors.h": env.get_template("project/kat_vectors.h.j2").render(context),
         "main.c": env.get_template("project/main.c.j2").render(context),
         "startup_m4.c": (root / "project" / "startup_m4.c").read_text(),

@@ -314,7 +314,7 @@ def render(spec: TrainSpec) -> dict[str, str]:
     root = templates_dir() / "train"
     for name in STATIC:
         files[name] = (root / name).read_text()
-    files["eb_train_prefix.h"] = env.get_template("project/eb_prefix.h.j2").render(
+    files["eb_train_config.h"] = env.get_template("project/eb_config.h.j2").render(
         values, kernel_symbols=global_symbols([files[name] for name in STATIC]),
-        prefix_guard="EBT_PREFIX_H")
+        config_guard="EBT_CONFIG_H", left_out=[])
     return dict(sorted(files.items()))

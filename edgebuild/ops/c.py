@@ -82,15 +82,23 @@ def weight_symbol(prefix: str, part: str, layer: str) -> str:
 @dataclass(frozen=True)
 class CCode:
     """An emitter's result. `preludes`: (order, text) blocks the project needs once, placed
-    after the L1 scratchpad in `order` (the same block from several layers appears once)."""
+    after the L1 scratchpad in `order` (the same block from several layers appears once).
+    `paths`: optional kernel paths the step runs (OPTIONAL_PATHS); a project leaves out
+    those no step needs."""
 
     decls: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
     preludes: tuple[tuple[int, str], ...] = ()
+    paths: frozenset[str] = frozenset()
 
     def __add__(self, other: CCode) -> CCode:
         return CCode(self.decls + other.decls, self.calls + other.calls,
-                     self.preludes + other.preludes)
+                     self.preludes + other.preludes, self.paths | other.paths)
+
+
+# Kernel paths a project compiles only when a step needs them (eb_config.h defines
+# EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_kernels_opt.c).
+OPTIONAL_PATHS = ("depthwise",)
 
 
 def rounding_name(mode: str) -> str:

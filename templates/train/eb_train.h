@@ -31,11 +31,11 @@
 
 #include <stdint.h>
 
-/* Generated training code renames every global symbol of this library with the model's
- * name (eb_train_prefix.h), so that several models link into one firmware; the library
- * compiled on its own (-DEB_NO_PREFIX, as edgebuild's tests do) keeps the plain names. */
-#ifndef EB_NO_PREFIX
-#include "eb_train_prefix.h"
+/* Generated training code configures this library in eb_train_config.h: every global
+ * symbol gets the model's name, so that several models link into one firmware. Compiled on
+ * its own (-DEB_STANDALONE, as edgebuild's tests do) the library keeps the plain names. */
+#ifndef EB_STANDALONE
+#include "eb_train_config.h"
 #endif
 
 #ifdef __cplusplus

@@ -15,11 +15,12 @@
 
 #include <stdint.h>
 
-/* A generated project renames every global kernel symbol with the model's name
- * (eb_prefix.h), so that several models link into one firmware; the kernels compiled on
- * their own (-DEB_NO_PREFIX, as edgebuild's tests do) keep the plain names. */
-#ifndef EB_NO_PREFIX
-#include "eb_prefix.h"
+/* A generated project configures the kernels in eb_config.h: every global symbol gets the
+ * model's name, so that several models link into one firmware, and the optional kernel
+ * paths its model does not use are left out. Compiled on their own (-DEB_STANDALONE, as
+ * edgebuild's tests do) the kernels keep the plain names and every path. */
+#ifndef EB_STANDALONE
+#include "eb_config.h"
 #endif
 
 #ifdef __cplusplus

@@ -24,13 +24,21 @@ from edgebuild.ops.c import (
     tile_decl,
 )
 from edgebuild.ops.operator import (
+    Accelerator,
     Activation,
+    C,
     ComputeLayer,
     Count,
     FusedPool,
     LayerBase,
     Mode,
+    Operator,
+    Role,
+    Torch,
+    Train,
     TrainGeometry,
+    TrainKernel,
+    Weights,
 )
 
 if TYPE_CHECKING:
@@ -244,3 +252,22 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
     kernel = axes(layer)[0]
     k_h, k_w = kernel if len(kernel) == 2 else (1, kernel[0])
     return f"EB_CONV_OPT_SCRATCH({in_shapes[0][0] // layer.groups}, {k_h}, {k_w})"
+
+
+def convolution(name: str, params: type[Conv], axes: Axes[Conv],
+                shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
+                torch_facet: Torch, reference: Callable[..., Any],
+                accelerator: Accelerator) -> Operator:
+    """The record of conv1d or conv2d: `shape` is (out_shape, param_count, macs); its C,
+    L1 windows, training kernel and weight layout all follow from `axes`."""
+    out_shape, param_count, macs = shape
+    return Operator(
+        name, params, "one", Role.compute, out_shape, param_count, macs,
+        torch=torch_facet, reference=reference,
+        c=C(lambda step: emit_conv(step, axes),
+            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes)),
+        accelerator=accelerator,
+        train=Train(TrainKernel.conv,
+                    lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),
+        weights=Weights(lambda layer, in_shape: weight_shape(layer, in_shape, axes)),
+        windows=lambda layer, shapes, out: conv_windows(layer, tuple(shapes), out, axes))

@@ -8,20 +8,12 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape, expect_rank, pooled, window_out
 from edgebuild.ops import conv
-from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import (
     Accelerator,
-    C,
     Mode,
-    Operator,
     Pad,
-    Role,
     Small,
     Torch,
-    Train,
-    TrainGeometry,
-    TrainKernel,
-    Weights,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
 
@@ -82,20 +74,7 @@ def reference(layer: Conv1d, quant: QuantParams, inputs: Sequence[Ints], roundin
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
-def emit(step: CStep[Conv1d]) -> CCode:
-    return conv.emit_conv(step, axes)
-
-
-def train_geometry(layer: Conv1d, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
-    return conv.train_geometry(layer, tuple(shapes), out, axes)
-
-
-OPERATOR = Operator(
-    "conv1d", Conv1d, "one", Role.compute, out_shape, param_count, macs,
-    torch=Torch(forward, torch_module), reference=reference,
-    c=C(emit, lambda layer, shapes: conv.conv_scratch(layer, tuple(shapes), axes)),
-    accelerator=Accelerator("conv1d", reads_concat=True, rules="conv1d", ai8x=("conv1d",),
-                            exports_as="conv1d"),
-    train=Train(TrainKernel.conv, train_geometry),
-    weights=Weights(lambda layer, shape: conv.weight_shape(layer, shape, axes)),
-    windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes))
+OPERATOR = conv.convolution(
+    "conv1d", Conv1d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
+    reference, Accelerator("conv1d", reads_concat=True, rules="conv1d", ai8x=("conv1d",),
+                            exports_as="conv1d"))

@@ -8,20 +8,12 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
 from edgebuild.ops import conv
-from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import (
     Accelerator,
-    C,
     Mode,
-    Operator,
     PadPair,
     Pair,
-    Role,
     Torch,
-    Train,
-    TrainGeometry,
-    TrainKernel,
-    Weights,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
 
@@ -86,20 +78,7 @@ def reference(layer: Conv2d, quant: QuantParams, inputs: Sequence[Ints], roundin
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
-def emit(step: CStep[Conv2d]) -> CCode:
-    return conv.emit_conv(step, axes)
-
-
-def train_geometry(layer: Conv2d, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
-    return conv.train_geometry(layer, tuple(shapes), out, axes)
-
-
-OPERATOR = Operator(
-    "conv2d", Conv2d, "one", Role.compute, out_shape, param_count, macs,
-    torch=Torch(forward, torch_module), reference=reference,
-    c=C(emit, lambda layer, shapes: conv.conv_scratch(layer, tuple(shapes), axes)),
-    accelerator=Accelerator("conv2d", reads_concat=True, inflight=True,
-                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"),
-    train=Train(TrainKernel.conv, train_geometry),
-    weights=Weights(lambda layer, shape: conv.weight_shape(layer, shape, axes)),
-    windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes))
+OPERATOR = conv.convolution(
+    "conv2d", Conv2d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
+    reference, Accelerator("conv2d", reads_concat=True, inflight=True,
+                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"))

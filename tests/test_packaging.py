@@ -1,4 +1,5 @@
-"""An installed (non-editable) edgebuild finds its templates and schema."""
+"""An installed (non-editable) edgebuild finds its templates and schemas (the manifest's and
+every artifact's)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
 from importlib.resources import files
 shipped = files("edgebuild.schemas").joinpath("manifest.schema.json").read_text()
 assert shipped == schema.render(), "the wheel ships a stale schema"
+from edgebuild.core.resources import schemas_dir
+from edgebuild.pipeline import contracts
+from edgebuild.pipeline.stages import STAGES
+assert str(schemas_dir()).startswith(sys.argv[1]), (schemas_dir(), sys.argv[1])
+for stage in STAGES.values():
+    for name in stage.artifacts.values():
+        assert contracts.schema_path(name).is_file(), name
+        contracts.validator(name)
 from edgebuild.targets.max7800x import profile as device
 assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
 assert device.profile("max78000").data_memory.instance_bytes == 32768

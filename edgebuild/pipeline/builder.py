@@ -15,7 +15,7 @@ from pathlib import Path
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import outputs
+from edgebuild.pipeline import contracts, outputs
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages import STAGES, upstream
@@ -126,6 +126,7 @@ def _realize(checked, stage: Stage, key: str, material: dict, build_dir: Path,
             active = [name for name, s in STAGES.items() if s.applies(checked)]
             stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
                               cache_root, build_dir))
+            contracts.check(stage.name, stage.artifacts, out)  # before it is published
         entry, built = cache.publish(stage_name, key, material, build)
     _check_lock(stage_name, "digest", entry.digest, locked)
     outputs.materialize(entry, build_dir, stage_name, stage.exports)

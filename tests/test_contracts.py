@@ -172,6 +172,12 @@ def test_a_file_that_is_not_json_is_a_stage_failure(tmp_path):
         contracts.check("data", {"data.json": "data.v1"}, tmp_path)
 
 
+def test_a_declared_artifact_without_a_schema_is_a_stage_failure(tmp_path):
+    (tmp_path / "data.json").write_text(json.dumps(_data_info()))
+    with pytest.raises(StageFailed, match="data.json: no schema data.v9"):
+        contracts.check("data", {"data.json": "data.v9"}, tmp_path)
+
+
 def test_a_stage_writing_a_bad_artifact_fails_and_publishes_nothing(digits_project, tmp_path,
                                                                     monkeypatch):
     from edgebuild.pipeline import builder, validation

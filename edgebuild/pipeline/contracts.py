@@ -85,6 +85,9 @@ def check(stage: str, artifacts: dict[str, str], out: Path) -> None:
         path = out / filename
         if not path.is_file():
             continue
+        if not schema_path(name).is_file():
+            raise StageFailed(f"stage {stage}: {filename}: no schema {name} "
+                              f"({schema_path(name)})")
         try:
             document = json.loads(path.read_text())
         except ValueError as exc:

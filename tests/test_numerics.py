@@ -47,10 +47,10 @@ def compare(manifest: Manifest, state: dict, x) -> tuple[np.ndarray, np.ndarray]
     weights, rows = quantize_layers(layers, state, policy.resolve(manifest.qat, layers), manifest)
     params = {}
     for row in rows:
-        bias = weights.get(f"{row['name']}.bias")
-        params[row["name"]] = quantized.QuantParams(
-            weights[f"{row['name']}.weight"].astype(np.int64),
-            None if bias is None else bias.astype(np.int64), row["scale_exp"], row["bits"])
+        bias = weights.get(f"{row.name}.bias")
+        params[row.name] = quantized.QuantParams(
+            weights[f"{row.name}.weight"].astype(np.int64),
+            None if bias is None else bias.astype(np.int64), row.scale_exp, row.bits)
     model = quantized.QuantizedModel(tuple(manifest.model.input), layers, params,
                                      manifest.quantize.rounding.value)
     reference = quantized.run_reference(model, x)

@@ -457,7 +457,7 @@ def writers(steps: list[dict], tensor: str) -> list[dict]:
 @pytest.mark.parametrize("conv2_scope", ["all", "bias"])
 def test_a_tensor_feeding_two_layers_sums_both_gradients(conv2_scope):
     graph = seq_graph({"conv2": conv2_scope, "conv3": "all", "conv4": "all", "fc": "all"})
-    steps = backward.backward_steps(graph)
+    steps = [step.to_json() for step in backward.backward_steps(graph)]
     into = writers(steps, "conv2")
     assert sorted((s["op"], s["layer"]) for s in into) == [("add_grad", "res"),
                                                           ("input_grad", "conv3")]
@@ -474,7 +474,7 @@ def test_every_gradient_gets_one_contribution_per_consumer(model):
     manifest, layers = folded_layers(manifest_text(model))
     graph = ondevice.resolve(manifest.ondevice, layers, tuple(manifest.model.input),
                              manifest.target.memory.l1).graph
-    steps = backward.backward_steps(graph)
+    steps = [step.to_json() for step in backward.backward_steps(graph)]
     assert graph.needs_grad
     for tensor in graph.needs_grad:
         if tensor.endswith((".pre", ".pooled")):
@@ -493,7 +493,7 @@ def test_backward_json_is_the_backward_graph(seq_project):
     built = out(seq_project, "seq")
     data = read_json(built / "ondevice" / "backward.json")
     graph = seq_graph({"conv2": "all", "conv3": "all", "conv4": "all", "fc": "all"})
-    assert data["backward"] == backward.backward_steps(graph)
+    assert data["backward"] == [step.to_json() for step in backward.backward_steps(graph)]
     assert len(writers(data["backward"], "conv2")) == 2
     assert data["frozen"] == ["conv1"] and data["boundary"] == [["conv1", 64]]
 

@@ -264,7 +264,7 @@ def test_graph_totals_and_json():
            {"name": "fc", "op": "linear", "out": 10, "flatten": True})
     assert g.params == 80 + 5130 and g.macs == 4608 + 5120
     assert g.output.name == "fc"
-    data = json.loads(g.to_json())
+    data = json.loads(json.dumps(g.to_json()))
     assert data["input"] == [1, 8, 8] and data["params"] == 5210 and data["macs"] == 9728
     assert [n["out_shape"] for n in data["nodes"]] == [[8, 8, 8], [10]]
     table = graphs.table(g)

@@ -1,7 +1,9 @@
-"""An installed (non-editable) edgebuild finds its templates and schema."""
+"""An installed (non-editable) edgebuild finds its templates and schemas (the manifest's and
+every artifact's)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,14 @@ for rel in ("kernels/eb_kernels.c", "kernels/eb_kernels.h", "project/cnn.c.j2",
 from importlib.resources import files
 shipped = files("edgebuild.schemas").joinpath("manifest.schema.json").read_text()
 assert shipped == schema.render(), "the wheel ships a stale schema"
+from edgebuild.core.resources import schemas_dir
+from edgebuild.pipeline import contracts
+from edgebuild.pipeline.stages import STAGES
+assert str(schemas_dir()).startswith(sys.argv[1]), (schemas_dir(), sys.argv[1])
+for stage in STAGES.values():
+    for name in stage.artifacts.values():
+        assert contracts.schema_path(name).is_file(), name
+        contracts.validator(name)
 from edgebuild.targets.max7800x import profile as device
 assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
 assert device.profile("max78000").data_memory.instance_bytes == 32768
@@ -35,9 +45,15 @@ for path in template_files():
 
 
 def test_wheel_install_ships_templates(tmp_path):
+    # Installed from a clean copy: setuptools reuses a checkout's build/lib and never removes
+    # a file deleted from the sources, so an earlier install there would ship stale files.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        "build", "cache", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
+        ".pytest_cache"))
     target = tmp_path / "site"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                             "--quiet", "--target", str(target), str(REPO)],
+                             "--quiet", "--target", str(target), str(source)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     probe = subprocess.run([sys.executable, "-c", PROBE, str(target)], cwd=tmp_path,

@@ -1,13 +1,14 @@
-"""Where edgebuild's shipped files are: templates (C kernels, jinja glue, tools) and the
-accelerator device profiles (data files: which devices exist is known without importing
-any target code).
+"""Where edgebuild's shipped files are: templates (C kernels, jinja glue, tools), JSON
+Schemas (the manifest's and each artifact's) and the accelerator device profiles (data
+files: which devices exist is known without importing any target code).
 
-In a source checkout they are `repo/templates`, next to the `edgebuild` package the code
+In a source checkout they are `repo/templates` and `repo/schemas`, next to the `edgebuild` package the code
 was imported from — looked at first, so a second checkout (a git worktree, the refactor
 comparison in benchmarks/) uses its own templates even where another checkout is installed
-in editable mode. An installed package ships them as `edgebuild.templates` (see pyproject's
-package-dir). templates/ has no `__init__.py`, so installed it is a namespace package whose
-`files()` is a MultiplexedPath — `str()` of that is not a path, but a child of it is.
+in editable mode. An installed package ships them as `edgebuild.templates` and
+`edgebuild.schemas` (see pyproject's package-dir). Neither has an `__init__.py`, so
+installed each is a namespace package whose `files()` is a MultiplexedPath — `str()` of
+that is not a path, but a child of it is.
 """
 
 from __future__ import annotations
@@ -16,17 +17,30 @@ from pathlib import Path
 
 MARKER = "kernels"
 SIGNATURE = Path("kernels") / "eb_kernels.h"  # a file only edgebuild's templates have
+SCHEMA_MARKER = "artifacts"
+SCHEMA_SIGNATURE = Path("manifest.schema.json")  # a file only edgebuild's schemas/ has
 
 
 def templates_dir() -> Path:
-    checkout = Path(__file__).resolve().parents[2] / "templates"
-    if (checkout / SIGNATURE).is_file():
+    return _shipped("templates", SIGNATURE, MARKER)
+
+
+def schemas_dir() -> Path:
+    """The JSON Schemas: `manifest.schema.json` and `artifacts/<artifact>.v<N>.schema.json`."""
+    return _shipped("schemas", SCHEMA_SIGNATURE, SCHEMA_MARKER)
+
+
+def _shipped(name: str, signature: Path, marker: str) -> Path:
+    """The checkout's `repo/<name>` when it has `signature`, else the installed
+    `edgebuild.<name>` (found through its subdirectory `marker`)."""
+    checkout = Path(__file__).resolve().parents[2] / name
+    if (checkout / signature).is_file():
         return checkout
     try:
         from importlib.resources import files
 
-        root = Path(str(files("edgebuild.templates").joinpath(MARKER))).parent
-        if (root / MARKER).is_dir():
+        root = Path(str(files(f"edgebuild.{name}").joinpath(marker))).parent
+        if (root / marker).is_dir():
             return root
     except (ModuleNotFoundError, TypeError, ValueError):
         pass

@@ -14,8 +14,10 @@ May import: core, ops, data.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -39,6 +41,20 @@ class Model(Strict):
         default=None, min_length=1,
         description="pre-quantized integer weights (.npz, e.g. from `edgebuild import-ai8x`), "
                     "relative to the manifest; the model is then not trained")
+
+    def to_json(self) -> dict[str, Any]:
+        """model.json (stage validate; schemas/artifacts/model.v1.schema.json): the section
+        with every default resolved."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Model:
+        return cls.model_validate(data)
+
+    @classmethod
+    def load(cls, directory: Path) -> Model:
+        """The resolved model section the `validate` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "model.json").read_text()))
 
 
 class Sgd(Strict):

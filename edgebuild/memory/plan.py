@@ -1,5 +1,6 @@
 """The memory plan of a deployed model: where every tensor lives and how each layer moves
-through L1 — the `plan` stage's artifact (`plan.json`, schema schemas/plan.schema.json).
+through L1 — the `plan` stage's artifact (`plan.json`, schema
+schemas/artifacts/plan.v1.schema.json).
 
 Steps are the deployed (folded) layers in order; step 0 writes the model input. A layer
 with fused pooling gets a scratch tensor for its pooled input, live only at its own step.
@@ -14,9 +15,11 @@ that runs between L2 tensors (`l2_traffic`: add, concat) moves each of its bytes
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.geometry import Shape, pooled
@@ -28,7 +31,7 @@ from edgebuild.ops.operator import Role
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
 
-VERSION = 1  # of plan.json's layout (schemas/plan.schema.json)
+VERSION = 1  # of plan.json's layout (schemas/artifacts/plan.v1.schema.json)
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,11 @@ class MemoryPlan:
                    tuple(_step_from_json(s) for s in data["steps"]), dict(data["views"]),
                    None if memory is None else Totals(**{
                        **memory, "tiled_layers": tuple(memory["tiled_layers"])}))
+
+    @classmethod
+    def load(cls, directory: Path) -> MemoryPlan:
+        """The plan the `plan` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "plan.json").read_text()))
 
 
 def _step_from_json(data: dict[str, Any]) -> Step:

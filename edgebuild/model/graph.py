@@ -7,7 +7,8 @@ Layers bind by name, never by position: a layer's `inputs:` names earlier layers
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from edgebuild.core.geometry import Shape, ShapeError
@@ -33,6 +34,17 @@ class Node:
     params: int
     macs: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "op": self.op, "inputs": list(self.inputs),
+                "in_shapes": [list(shape) for shape in self.in_shapes],
+                "out_shape": list(self.out_shape), "params": self.params, "macs": self.macs}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Node:
+        return cls(data["name"], data["op"], tuple(data["inputs"]),
+                   tuple(tuple(shape) for shape in data["in_shapes"]), tuple(data["out_shape"]),
+                   data["params"], data["macs"])
+
 
 @dataclass(frozen=True)
 class Graph:
@@ -51,9 +63,20 @@ class Graph:
     def macs(self) -> int:
         return sum(n.macs for n in self.nodes)
 
-    def to_json(self) -> str:
-        return json.dumps({"input": self.input, "nodes": [asdict(n) for n in self.nodes],
-                           "params": self.params, "macs": self.macs}, indent=1)
+    def to_json(self) -> dict[str, Any]:
+        """graph.json (stage validate; schemas/artifacts/graph.v1.schema.json). `params`
+        and `macs` are the totals, written for readers of the file."""
+        return {"input": list(self.input), "nodes": [n.to_json() for n in self.nodes],
+                "params": self.params, "macs": self.macs}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Graph:
+        return cls(tuple(data["input"]), tuple(Node.from_json(n) for n in data["nodes"]))
+
+    @classmethod
+    def load(cls, directory: Path) -> Graph:
+        """The graph the `validate` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "graph.json").read_text()))
 
 
 @dataclass(frozen=True)

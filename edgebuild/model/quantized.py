@@ -2,18 +2,19 @@
 
 Artifact format (stage `quantize`): `weights.npz` with `<layer>.weight` (int8/int16 holding
 b-bit integers) and `<layer>.bias` (int32, accumulator units), and `quant.json` with the
-rounding mode and, per compute layer, bits and weight scale exponent (see numerics).
+rounding mode and, per compute layer, bits and weight scale exponent (see numerics and
+model.quantization).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
+from edgebuild.model.quantization import Quantization
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import QuantParams, Unsupported
 
@@ -42,19 +43,25 @@ class QuantizedModel:
 
 
 def load(directory: Path, manifest: Manifest) -> QuantizedModel:
+    """The model the `quantize` stage wrote to `directory`."""
     from edgebuild.core import arrays
 
+    return assemble(manifest, Quantization.load(directory),
+                    arrays.load(directory / "weights.npz"))
+
+
+def assemble(manifest: Manifest, quantization: Quantization,
+             weights: dict[str, NDArray[Any]]) -> QuantizedModel:
+    """The model from its quantization table and integer weights (`<layer>.weight`,
+    `<layer>.bias` arrays)."""
     layers, _ = folding.fold_layers(manifest.model.layers)
-    meta = json.loads((directory / "quant.json").read_text())
-    weights = arrays.load(directory / "weights.npz")
     params: dict[str, QuantParams] = {}
-    for row in meta["layers"]:
-        name = row["name"]
-        bias = weights.get(f"{name}.bias")
-        params[name] = QuantParams(weights[f"{name}.weight"].astype("int64"),
-                                   None if bias is None else bias.astype("int64"),
-                                   row["scale_exp"], row["bits"])
-    return QuantizedModel(tuple(manifest.model.input), layers, params, meta["rounding"])
+    for row in quantization.layers:
+        bias = weights.get(f"{row.name}.bias")
+        params[row.name] = QuantParams(weights[f"{row.name}.weight"].astype("int64"),
+                                       None if bias is None else bias.astype("int64"),
+                                       row.scale_exp, row.bits)
+    return QuantizedModel(tuple(manifest.model.input), layers, params, quantization.rounding)
 
 
 @overload

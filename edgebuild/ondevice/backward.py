@@ -25,6 +25,7 @@ from typing import Any
 
 from edgebuild.core.geometry import Plane
 from edgebuild.model import graph as graphs
+from edgebuild.ondevice.schedule import Schedule, TrainStep
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Train, TrainKernel, Unsupported
 
@@ -110,14 +111,14 @@ class TrainGraph:
                 found.append((f"{layer.name}.bias", (layer.weight_shape[0],)))
         return found
 
-    def to_json(self) -> dict:
-        return {"frozen": list(self.frozen), "frozen_steps": self.frozen_steps,
-                "boundary": [list(b) for b in self.boundary], "output": self.output,
-                "trainable": {layer.name: layer.scope for layer in self.trainable},
-                "parameters": [[n, list(s)] for n, s in self.parameters()],
-                "forward": forward_steps(self), "backward": backward_steps(self),
-                "zero_once_per_step": sorted(f"d:{t}" for t in self.needs_grad)
-                + [f"d:{n}" for n, _ in self.parameters()]}
+    def schedule(self) -> Schedule:
+        """What one training step runs (backward.json)."""
+        return Schedule(self.frozen, self.frozen_steps, self.boundary, self.output,
+                        {layer.name: layer.scope for layer in self.trainable},
+                        tuple(self.parameters()), tuple(forward_steps(self)),
+                        tuple(backward_steps(self)),
+                        tuple(sorted(f"d:{t}" for t in self.needs_grad))
+                        + tuple(f"d:{n}" for n, _ in self.parameters()))
 
 
 def weighted_layers(layers: Any) -> list[str]:
@@ -231,55 +232,52 @@ def _needs_grad(layers: list[TrainLayer]) -> set[str]:
     return needs
 
 
-def forward_steps(graph: TrainGraph) -> list[dict]:
-    steps = [{"op": "dequantize", "tensor": name} for name, _ in graph.boundary]
+def forward_steps(graph: TrainGraph) -> list[TrainStep]:
+    steps = [TrainStep("dequantize", tensor=name) for name, _ in graph.boundary]
     for layer in graph.layers:
         if layer.pool is not None and layer.weighted:
-            steps.append({"op": "pool", "layer": layer.name, "output": layer.conv_input})
-        steps.append({"op": layer.op, "layer": layer.name, "inputs": list(layer.inputs),
-                      "output": layer.pre})
+            steps.append(TrainStep("pool", layer.conv_input, layer.name))
+        steps.append(TrainStep(layer.op, layer.pre, layer.name, inputs=layer.inputs))
         if layer.act != "none":
-            steps.append({"op": layer.act, "layer": layer.name, "output": layer.name})
+            steps.append(TrainStep(layer.act, layer.name, layer.name))
     return steps
 
 
-def backward_steps(graph: TrainGraph) -> list[dict]:
+def backward_steps(graph: TrainGraph) -> list[TrainStep]:
     """Reverse order; every `*_grad` step accumulates into a once-zeroed buffer."""
-    steps = [{"op": "loss_grad", "output": f"d:{graph.output}"}]
+    steps = [TrainStep("loss_grad", f"d:{graph.output}")]
     for layer in reversed(graph.layers):
         if layer.name in graph.needs_grad:
             steps += _layer_backward(layer, graph.needs_grad)
     return steps
 
 
-def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """The activation's gradient, then the parameters', then the inputs'."""
     steps = []
     if layer.act != "none":
-        steps.append({"op": f"{layer.act}_grad", "layer": layer.name,
-                      "output": f"d:{layer.pre}"})
+        steps.append(TrainStep(f"{layer.act}_grad", f"d:{layer.pre}", layer.name))
     dy = f"d:{layer.pre}"
     if layer.scope == "all":
-        steps.append({"op": "weight_grad", "layer": layer.name, "reads": [dy, layer.conv_input],
-                      "output": f"d:{layer.name}.weight", "tiles": [list(t) for t in layer.tiles]})
+        steps.append(TrainStep("weight_grad", f"d:{layer.name}.weight", layer.name,
+                               reads=(dy, layer.conv_input), tiles=layer.tiles))
     if layer.scope is not None and layer.bias:
-        steps.append({"op": "bias_grad", "layer": layer.name, "reads": [dy],
-                      "output": f"d:{layer.name}.bias"})
+        steps.append(TrainStep("bias_grad", f"d:{layer.name}.bias", layer.name, reads=(dy,)))
     return steps + (_conv_input_backward(layer, needs) if layer.weighted
                     else _input_backward(layer, needs))
 
 
-def _conv_input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+def _conv_input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """A convolution's input gradient, through its fused input pooling when it has one."""
     steps = []
     if layer.conv_input in needs:
-        steps.append({"op": "input_grad", "layer": layer.name, "output": f"d:{layer.conv_input}"})
+        steps.append(TrainStep("input_grad", f"d:{layer.conv_input}", layer.name))
     if layer.pool is not None and layer.inputs[0] in needs:
-        steps.append({"op": "pool_grad", "layer": layer.name, "output": f"d:{layer.inputs[0]}"})
+        steps.append(TrainStep("pool_grad", f"d:{layer.inputs[0]}", layer.name))
     return steps
 
 
-def _input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[dict]:
+def _input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """One gradient step per input read (a tensor may be an input twice)."""
-    return [{"op": f"{layer.op}_grad", "layer": layer.name, "input": index, "output": f"d:{name}"}
+    return [TrainStep(f"{layer.op}_grad", f"d:{name}", layer.name, input=index)
             for index, name in enumerate(layer.inputs) if name in needs]

@@ -165,13 +165,12 @@ def backward_calls(spec: TrainSpec) -> list[str]:
     n = spec.batch
     calls = []
     for step in backward.backward_steps(spec.graph):
-        op = step["op"]
-        if op == "loss_grad":
+        if step.op == "loss_grad":
             calls += _loss(spec)
             continue
-        layer = layers[step["layer"]]
-        target = step["output"][2:]
-        calls += _backward(op, layer, target, n, step.get("input", 0))
+        layer = layers[step.layer]
+        target = step.output[2:]
+        calls += _backward(step.op, layer, target, n, step.input or 0)
     return calls
 
 

@@ -9,7 +9,10 @@ geometry records, so that a wrong geometry in the generated code shows as a loss
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -113,6 +116,53 @@ class Trace:
     final: dict[str, np.ndarray]  # trainable tensors after the last step
 
 
+@dataclass(frozen=True)
+class LossTrace:
+    """The PyTorch loss of every step and the training rows of every batch (`trace.json`
+    of the `ondevice` stage, schema schemas/artifacts/trace.v1.schema.json); the gradients
+    and final weights are in `trace.npz`."""
+
+    losses: tuple[float, ...]
+    batches: tuple[tuple[int, ...], ...]  # batch k: rows of the training split
+
+    def to_json(self) -> dict[str, Any]:
+        return {"losses": list(self.losses), "batches": [list(b) for b in self.batches]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LossTrace:
+        return cls(tuple(data["losses"]), tuple(tuple(b) for b in data["batches"]))
+
+    @classmethod
+    def load(cls, directory: Path) -> LossTrace:
+        return cls.from_json(json.loads((directory / "trace.json").read_text()))
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """Held-out accuracy under drift before and after `epochs` of on-device training
+    (`finetune.json` of the `ondevice` stage, schema schemas/artifacts/finetune.v1.schema.json),
+    and the deployed int8 model's accuracy on the same data for comparison."""
+
+    epochs: int
+    steps: int
+    accuracy_before: float
+    accuracy_after: float
+    final_loss: float | None  # None: no step was run (zero epochs)
+    frozen_int8_accuracy: float | None = None  # filled in by the stage
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FineTune:
+        return cls(data["epochs"], data["steps"], data["accuracy_before"],
+                   data["accuracy_after"], data["final_loss"], data["frozen_int8_accuracy"])
+
+    @classmethod
+    def load(cls, directory: Path) -> FineTune:
+        return cls.from_json(json.loads((directory / "finetune.json").read_text()))
+
+
 def run_steps(spec, graph, params, boundary, labels, batches) -> Trace:
     """The C program's steps: batch k is rows `batches[k]` of `boundary`/`labels`."""
     import torch
@@ -154,7 +204,7 @@ def accuracy(graph, params, boundary, labels) -> float:
     return float((out.argmax(dim=1).numpy() == labels).mean())
 
 
-def fine_tune(spec, graph, params, train, test, seed: int) -> dict:
+def fine_tune(spec, graph, params, train, test, seed: int) -> FineTune:
     """Accuracy on the held-out split before and after `epochs` of on-device training on
     the training split (both with the field drift applied): the C code's algorithm, run in
     torch because it is verified equal to the C step by step."""
@@ -164,6 +214,5 @@ def fine_tune(spec, graph, params, train, test, seed: int) -> dict:
     before = accuracy(graph, params, *test)
     trace = run_steps(spec, graph, params, boundary, labels, batches) if steps else None
     after = accuracy(graph, {**params, **trace.final}, *test) if trace else before
-    return {"epochs": spec.epochs, "steps": steps, "accuracy_before": round(before, 4),
-            "accuracy_after": round(after, 4),
-            "final_loss": round(trace.losses[-1], 6) if trace else None}
+    return FineTune(spec.epochs, steps, round(before, 4), round(after, 4),
+                    round(trace.losses[-1], 6) if trace else None)

@@ -16,8 +16,11 @@ estimate is the RAM the training code adds on top of the inference arena, not a 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from edgebuild.ondevice import backward
 
@@ -81,6 +84,50 @@ class Choice:
 
     layers: tuple[str, ...]
     ram: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layers": list(self.layers), "ram": self.ram}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Choice:
+        return cls(tuple(data["layers"]), data["ram"])
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """What training the chosen layers needs on the device, next to the inference arena
+    (`memory.json` of the `ondevice` stage, schema schemas/artifacts/memory.v1.schema.json),
+    and what every "last N" choice would need (the report's table)."""
+
+    ram: int  # training buffers, on top of the arena
+    flash: int  # frozen float weights of the trainable part
+    by_kind: dict[str, int]  # buffer kind -> bytes (see `buffers`), sorted by kind
+    arena: int  # the inference arena (plan.json)
+    total_ram: int
+    trainable: tuple[str, ...]
+    choices: tuple[Choice, ...]
+
+    @classmethod
+    def of(cls, summary: dict, arena: int, trainable, choices) -> TrainingMemory:
+        """From `summary` of the chosen buffers and the plan's arena."""
+        return cls(summary["ram"], summary["flash"], dict(summary["by_kind"]), arena,
+                   summary["ram"] + arena, tuple(trainable), tuple(choices))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ram": self.ram, "flash": self.flash, "by_kind": dict(self.by_kind),
+                "arena": self.arena, "total_ram": self.total_ram,
+                "trainable": list(self.trainable),
+                "choices": [choice.to_json() for choice in self.choices]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainingMemory:
+        return cls(data["ram"], data["flash"], dict(data["by_kind"]), data["arena"],
+                   data["total_ram"], tuple(data["trainable"]),
+                   tuple(Choice.from_json(c) for c in data["choices"]))
+
+    @classmethod
+    def load(cls, directory: Path) -> TrainingMemory:
+        return cls.from_json(json.loads((directory / "memory.json").read_text()))
 
 
 def scopes_for(names, scope_map: dict[str, str]) -> dict[str, str]:

@@ -53,8 +53,9 @@ import os
 import struct
 import uuid
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -70,6 +71,35 @@ FLOAT = np.dtype("<f4")
 U32_MAX = 0xFFFFFFFF
 
 Layout = list[tuple[str, tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    """A weight-only file's layout: its id and the tensors in table order (`layout.json` of
+    the `ondevice` stage, schema schemas/artifacts/layout.v1.schema.json)."""
+
+    layout_id: int
+    tensors: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @classmethod
+    def of(cls, tensors: Layout) -> FileLayout:
+        return cls(layout_id(tensors), tuple((name, tuple(shape)) for name, shape in tensors))
+
+    def layout(self) -> Layout:
+        return list(self.tensors)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layout_id": self.layout_id,
+                "tensors": [[name, list(shape)] for name, shape in self.tensors]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileLayout:
+        return cls(data["layout_id"], tuple((name, tuple(shape)) for name, shape in
+                                            data["tensors"]))
+
+    @classmethod
+    def load(cls, directory: Path) -> FileLayout:
+        return cls.from_json(json.loads((directory / "layout.json").read_text()))
 
 
 class Header(NamedTuple):

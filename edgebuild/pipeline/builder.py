@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import outputs
+from edgebuild.pipeline import contracts, outputs
 from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.resolved import Resolved
@@ -132,6 +132,7 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
             active = [name for name, s in STAGES.items() if s.applies(checked)]
             stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
                               cache_root, build_dir))
+            contracts.check(stage.name, stage.artifacts, out)  # before it is published
         entry, built = cache.publish(stage_name, key, material, build)
     _check_lock(stage_name, "digest", entry.digest, locked)
     outputs.materialize(entry, build_dir, stage_name, stage.exports)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,9 @@ class Context:
 class Stage:
     """`config` returns the plain-JSON settings that key the cache (defaults resolved,
     cosmetic fields left out); `files` the data files whose *content* also keys it;
-    `tools` names packages whose versions change outputs."""
+    `tools` names packages whose versions change outputs; `artifacts` maps each JSON file
+    the stage writes to the versioned schema it must match (`plan.json` -> `plan.v1`:
+    schemas/artifacts/plan.v1.schema.json), checked after `run` (pipeline.contracts)."""
 
     name: str
     version: int
@@ -48,3 +50,4 @@ class Stage:
     # has no training stages, a model without a dataset no data stage. Upstream stages that
     # do not apply are simply absent from `Context.inputs`.
     applies: Callable[[Checked], bool] = lambda checked: True
+    artifacts: dict[str, str] = field(default_factory=dict)

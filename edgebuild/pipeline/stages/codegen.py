@@ -6,8 +6,6 @@ The KAT vectors are the first test samples and the integer reference's outputs f
 
 from __future__ import annotations
 
-import json
-
 from edgebuild.pipeline.stage import Context, Stage
 
 KAT_SAMPLES = 8
@@ -36,7 +34,7 @@ def spec_for(ctx: Context):
     kat_inputs, kat_expected = knownanswer.vectors(ctx.checked, ctx.inputs, KAT_SAMPLES)
     return codegen.ProjectSpec(
         name=manifest.name, model=quantized.load(ctx.inputs["quantize"], manifest),
-        plan=MemoryPlan.from_json(json.loads((ctx.inputs["plan"] / "plan.json").read_text())),
+        plan=MemoryPlan.load(ctx.inputs["plan"]),
         kat_inputs=kat_inputs, kat_expected=kat_expected,
         flash_bytes=manifest.target.memory.flash,
         ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too

@@ -45,6 +45,7 @@ def run(ctx: Context) -> None:
     from edgebuild.core import numerics
     from edgebuild.data import FORMATS
     from edgebuild.data.dataset import DataFileError, framed
+    from edgebuild.data.info import DataInfo, Normalization
 
     spec = ctx.checked.manifest.dataset
     try:
@@ -60,12 +61,11 @@ def run(ctx: Context) -> None:
         arrays[f"x_{part}"] = framed(numerics.np_quantize_inputs((x - low) / scale), spec.frames)
         arrays[f"y_{part}"] = y
     arrays_io.save(ctx.out / "data.npz", **arrays)
-    info = {"classes": list(raw.class_names), "sample_shape": list(arrays["x_train"].shape[1:]),
-            "counts": {p: int(len(y)) for p, (_, y) in splits.items()},
-            "input_scale": 1 / 128, "normalize": {"method": spec.normalize.method.value,
-                                                   "offset": low.ravel().tolist(),
-                                                   "scale": scale.ravel().tolist()}}
-    (ctx.out / "data.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+    info = DataInfo(tuple(raw.class_names), tuple(arrays["x_train"].shape[1:]),
+                    {p: int(len(y)) for p, (_, y) in splits.items()}, 1 / 128,
+                    Normalization(spec.normalize.method.value, tuple(low.ravel().tolist()),
+                                  tuple(scale.ravel().tolist())))
+    (ctx.out / "data.json").write_text(json.dumps(info.to_json(), indent=1, sort_keys=True) + "\n")
 
 
 def _stratified(y, fraction: float, rng):
@@ -125,4 +125,4 @@ def _normalizer(x, normalize):
 STAGE = Stage("data", 2, (), config, run,
               "load, split and quantize the dataset to int8 inputs", applies=lambda checked: checked.manifest.dataset is not None,
               tools=("numpy",),
-              files=files)
+              files=files, artifacts={"data.json": "data.v1"})

@@ -84,6 +84,7 @@ def run(ctx: Context) -> None:
 
     from edgebuild.core import arrays
     from edgebuild.model import knownanswer, quantized
+    from edgebuild.model.evaluation import Evaluation
 
     manifest = ctx.checked.manifest
     model = quantized.load(ctx.inputs["quantize"], manifest)
@@ -98,31 +99,36 @@ def run(ctx: Context) -> None:
     reference = quantized.run_batched(model, x).reshape(len(x), -1)
     fake = fakequant_outputs(manifest, model, state, x)
     mismatched = np.any(reference != fake.reshape(len(x), -1), axis=1)
-    result = {"samples": int(len(x)), "int_vs_fakequant_mismatches": int(mismatched.sum()),
-              "first_mismatches": np.flatnonzero(mismatched)[:10].tolist()}
+    found = {}
     if y is not None:
-        result.update(accuracy(reference, y))
+        found.update(accuracy(reference, y))
     extra = {}
     if known is not None:
-        result.update(known_answer(model, *known))
+        found.update(known_answer(model, *known))
         extra["kat_outputs"] = quantized.run_batched(model, known[0]).reshape(len(known[0]), -1)
+    result = Evaluation(int(len(x)), int(mismatched.sum()),
+                        tuple(np.flatnonzero(mismatched)[:10].tolist()), **found)
     arrays.save(ctx.out / "reference_outputs.npz", outputs=reference, **extra)
-    (ctx.out / "evaluation.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    (ctx.out / "evaluation.json").write_text(json.dumps(result.to_json(), indent=1,
+                                                        sort_keys=True) + "\n")
     _warn(ctx, manifest, result)
 
 
 def accuracy(reference, y) -> dict:
+    """`int_accuracy` and `confusion` of model.evaluation.Evaluation."""
     import numpy as np
 
     predictions = reference.argmax(axis=1)
     classes = reference.shape[1]
     matrix = np.zeros((classes, classes), dtype=np.int64)
     np.add.at(matrix, (y, predictions), 1)
-    return {"int_accuracy": float(np.mean(predictions == y)), "confusion": matrix.tolist()}
+    return {"int_accuracy": float(np.mean(predictions == y)),
+            "confusion": tuple(tuple(row) for row in matrix.tolist())}
 
 
 def known_answer(model, x, expected) -> dict:
-    """The reference on the known-answer inputs against the supplied expected outputs."""
+    """The reference on the known-answer inputs against the supplied expected outputs:
+    `kat_samples` and `kat_vs_reference_mismatches` of model.evaluation.Evaluation."""
     import numpy as np
 
     from edgebuild.model import quantized
@@ -134,25 +140,28 @@ def known_answer(model, x, expected) -> dict:
     return result
 
 
-def _warn(ctx: Context, manifest, result: dict) -> None:
-    if "int_accuracy" in result:
-        ctx.log(f"evaluate: integer accuracy {result['int_accuracy']:.4f} on {result['samples']} "
-                f"test samples; {result['int_vs_fakequant_mismatches']} differ from fake-quant")
+def _warn(ctx: Context, manifest, result) -> None:
+    if result.int_accuracy is not None:
+        ctx.log(f"evaluate: integer accuracy {result.int_accuracy:.4f} on {result.samples} "
+                f"test samples; {result.int_vs_fakequant_mismatches} differ from fake-quant")
     else:
-        ctx.log(f"evaluate: {result['samples']} known-answer sample(s); "
-                f"{result['int_vs_fakequant_mismatches']} differ from fake-quant")
-    if "kat_vs_reference_mismatches" in result:
-        ctx.log(f"evaluate: {result['kat_vs_reference_mismatches']} output value(s) of the "
+        ctx.log(f"evaluate: {result.samples} known-answer sample(s); "
+                f"{result.int_vs_fakequant_mismatches} differ from fake-quant")
+    if result.kat_vs_reference_mismatches is not None:
+        ctx.log(f"evaluate: {result.kat_vs_reference_mismatches} output value(s) of the "
                 "integer reference differ from the supplied known answer")
     if manifest.qat.enabled or "train" not in ctx.inputs:
         return
-    metrics = json.loads((ctx.inputs["train"] / "metrics.json").read_text())
-    cost = 100.0 * (metrics["test_accuracy"] - result["int_accuracy"])
+    from edgebuild.train.metrics import Metrics
+
+    trained = Metrics.load(ctx.inputs["train"]).test_accuracy
+    cost = 100.0 * (trained - result.int_accuracy)
     ctx.log(f"warning: post-training quantization ({manifest.quantize.clip.value} clipping) cost "
-            f"{cost:.2f} accuracy points (float {metrics['test_accuracy']:.4f} -> int "
-            f"{result['int_accuracy']:.4f}); enable qat to recover them")
+            f"{cost:.2f} accuracy points (float {trained:.4f} -> int "
+            f"{result.int_accuracy:.4f}); enable qat to recover them")
 
 
 STAGE = Stage("evaluate", 2, ("quantize", "qat", "train", "data"), config, run,
               "integer reference on the test set, checked against PyTorch fake-quant",
-              tools=("numpy", "torch"), files=files)
+              tools=("numpy", "torch"), files=files,
+              artifacts={"evaluation.json": "evaluation.v1"})

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from edgebuild.core.errors import StageFailed
+from edgebuild.pipeline.katresult import FirmwareRun, HostCheck, KatResult, ReferenceRun, Skipped
 from edgebuild.pipeline.stage import Context, Stage
 
 COMPILE_TIMEOUT_S = 300
@@ -42,7 +43,7 @@ def _run(command: list[str], cwd: Path, what: str, timeout: float = COMPILE_TIME
     return result
 
 
-def host(work: Path, x_test, reference) -> tuple[dict, object]:
+def host(work: Path, x_test, reference) -> tuple[HostCheck, object]:
     import numpy as np
 
     _run(["make", "-s", "cnn_kat"], work, "host build")
@@ -56,32 +57,32 @@ def host(work: Path, x_test, reference) -> tuple[dict, object]:
         raise StageFailed(f"kat: host outputs have shape {outputs.shape}, the reference "
                           f"{reference.shape}")
     mismatched = np.any(outputs != reference, axis=1)
-    return {"samples": int(len(x_test)), "mismatches": int(mismatched.sum()),
-            "first_mismatches": np.flatnonzero(mismatched)[:10].tolist()}, outputs
+    return HostCheck(int(len(x_test)), int(mismatched.sum()),
+                     tuple(np.flatnonzero(mismatched)[:10].tolist())), outputs
 
 
-def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> dict:
+def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> FirmwareRun | Skipped:
     from edgebuild.targets import toolchain
 
     tools = toolchain.arm_toolchain()
     if tools is None:
         reason = toolchain.missing_reason()
         log(f"kat: Cortex-M4 skipped: {reason}")
-        return {"skipped": reason}
+        return Skipped(reason)
     plugin = toolchain.build_plugin(work)
     _run(["make", "-s", "m4"], work, "Cortex-M4 build")
     elf = work / "cnn_kat_m4.elf"
     instructions = _qemu_kat(tools, elf, plugin, "Cortex-M4")
     sizes = toolchain.elf_size(tools, elf)
-    result = {**sizes, "instructions": instructions, "insn_per_mac": _per_mac(instructions, macs),
-              "code_bytes": sizes["text"] - weight_bytes, "kat": "pass"}
+    reference = None
     if "m4-ref:" in (work / "Makefile").read_text():
         _run(["make", "-s", "m4-ref"], work, "Cortex-M4 reference-kernel build")
-        reference = _qemu_kat(tools, work / "cnn_kat_m4_ref.elf", plugin,
-                              "Cortex-M4 (reference kernels)")
-        result.update(reference_instructions=reference,
-                      reference_insn_per_mac=_per_mac(reference, macs))
-    return result
+        counted = _qemu_kat(tools, work / "cnn_kat_m4_ref.elf", plugin,
+                            "Cortex-M4 (reference kernels)")
+        reference = ReferenceRun(counted, _per_mac(counted, macs))
+    return FirmwareRun(sizes["text"], sizes["data"], sizes["bss"], instructions,
+                       _per_mac(instructions, macs), sizes["text"] - weight_bytes, "pass",
+                       reference)
 
 
 def _per_mac(instructions, macs: int):
@@ -106,31 +107,36 @@ def run(ctx: Context) -> None:
     import numpy as np
 
     from edgebuild.core import arrays
+    from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import knownanswer
+    from edgebuild.model.graph import Graph
 
     x = knownanswer.evaluation_inputs(ctx.checked, ctx.inputs)
     reference = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
-    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
-    macs = json.loads((ctx.inputs["validate"] / "graph.json").read_text())["macs"]
+    weight_bytes = MemoryPlan.load(ctx.inputs["plan"]).weight_bytes
+    macs = Graph.load(ctx.inputs["validate"]).macs
     with tempfile.TemporaryDirectory(prefix="edgebuild-kat-") as temp:
         work = Path(temp) / "c"
         shutil.copytree(ctx.inputs["codegen"], work)
         for path in work.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         c_vs_reference, outputs = host(work, x, reference.reshape(len(reference), -1))
-        if c_vs_reference["mismatches"]:
+        if c_vs_reference.mismatches:
             raise StageFailed(f"kat: the C code differs from the integer reference on "
-                              f"{c_vs_reference['mismatches']} of {c_vs_reference['samples']} "
-                              f"test samples (first: {c_vs_reference['first_mismatches']})")
-        m4 = cortex_m4(work, macs, plan["weight_bytes"], ctx.log)
+                              f"{c_vs_reference.mismatches} of {c_vs_reference.samples} "
+                              f"test samples (first: {list(c_vs_reference.first_mismatches)})")
+        m4 = cortex_m4(work, macs, weight_bytes, ctx.log)
     np.save(ctx.out / "outputs.npy", outputs)
-    result = {"c_vs_reference": c_vs_reference, "cortex_m4": m4,
-              "vectors": "known answer" if ctx.checked.manifest.kat else "integer reference"}
-    (ctx.out / "kat.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    ctx.log(f"kat: host {c_vs_reference['samples']} samples, {c_vs_reference['mismatches']} "
-            f"mismatches; cortex-m4 {m4.get('instructions', m4.get('skipped'))} instructions")
+    result = KatResult(c_vs_reference, m4, "known answer" if ctx.checked.manifest.kat
+                       else "integer reference")
+    (ctx.out / "kat.json").write_text(json.dumps(result.to_json(), indent=1, sort_keys=True)
+                                      + "\n")
+    counted = m4.reason if isinstance(m4, Skipped) else m4.instructions
+    ctx.log(f"kat: host {c_vs_reference.samples} samples, {c_vs_reference.mismatches} "
+            f"mismatches; cortex-m4 {counted} instructions")
 
 
 STAGE = Stage("kat", 2, ("codegen", "evaluate", "plan", "validate", "data"), config, run,
               "build and run the C project: host (every test sample) and Cortex-M4 (QEMU)",
-              tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"))
+              tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"),
+              artifacts={"kat.json": "kat.v1"})

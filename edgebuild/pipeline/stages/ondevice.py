@@ -59,10 +59,11 @@ def _starting_weights(ctx: Context, graph, params: dict) -> dict:
 
 
 def run(ctx: Context) -> None:
-    import numpy as np
+    import dataclasses
 
+    from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import quantized
-    from edgebuild.ondevice import finetune, wof
+    from edgebuild.ondevice import finetune
     from edgebuild.ondevice import trainable as ondevice
     from edgebuild.train import loop as training
 
@@ -76,32 +77,53 @@ def run(ctx: Context) -> None:
                                 manifest.target.memory.l1)
     graph = resolved.graph
     params = _starting_weights(ctx, graph, ondevice.initial_parameters(model, graph))
-    layout = graph.parameters()
-    layout_id = wof.layout_id(layout)
-    wof.write(ctx.out / "weights.wof", [params[name] for name, _ in layout], layout_id)
-    (ctx.out / "layout.json").write_text(json.dumps(
-        {"layout_id": layout_id, "tensors": [[n, list(s)] for n, s in layout]}, indent=1) + "\n")
-    (ctx.out / "backward.json").write_text(json.dumps(graph.to_json(), indent=1) + "\n")
+    layout_id = _write_layout(ctx, graph, params)
 
     data = _data(ctx, spec)
     boundary = {part: finetune.boundary_values(model, graph, x) for part, (x, _) in data.items()}
     x_train, y_train = data["train"]
     batches = finetune.fixed_batches(spec.steps, spec.batch, len(y_train), manifest.seed)
-    trace = finetune.run_steps(spec, graph, params, boundary["train"], y_train, batches)
-    np.savez(ctx.out / "trace.npz", **{f"grad:{k}": v for k, v in trace.first_gradients.items()},
-             **{f"final:{k}": v for k, v in trace.final.items()})
-    (ctx.out / "trace.json").write_text(json.dumps(
-        {"losses": trace.losses, "batches": [b.tolist() for b in batches]}, indent=1) + "\n")
+    _write_trace(ctx, graph, params, boundary["train"], y_train, batches)
     tuned = finetune.fine_tune(spec, graph, params, (boundary["train"], y_train),
                                (boundary["test"], data["test"][1]), manifest.seed)
-    tuned["frozen_int8_accuracy"] = _int8_accuracy(model, *data["test"])
-    (ctx.out / "finetune.json").write_text(json.dumps(tuned, indent=1, sort_keys=True) + "\n")
-    plan = json.loads((ctx.inputs["plan"] / "plan.json").read_text())
+    tuned = dataclasses.replace(tuned, frozen_int8_accuracy=_int8_accuracy(model, *data["test"]))
+    (ctx.out / "finetune.json").write_text(json.dumps(tuned.to_json(), indent=1, sort_keys=True)
+                                           + "\n")
+    plan = MemoryPlan.load(ctx.inputs["plan"])
     _memory(ctx, resolved, plan)
     _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches)
     ctx.log(f"ondevice: training {', '.join(resolved.names)}; {resolved.memory['ram']} bytes "
-            f"of RAM; accuracy under drift {tuned['accuracy_before']} -> "
-            f"{tuned['accuracy_after']}")
+            f"of RAM; accuracy under drift {tuned.accuracy_before} -> "
+            f"{tuned.accuracy_after}")
+
+
+def _write_layout(ctx: Context, graph, params: dict) -> int:
+    """weights.wof with the starting trainable weights, its layout.json and the steps of
+    one training step (backward.json); the layout id."""
+    from edgebuild.ondevice import wof
+
+    layout = wof.FileLayout.of(graph.parameters())
+    wof.write(ctx.out / "weights.wof", [params[name] for name, _ in layout.tensors],
+              layout.layout_id)
+    (ctx.out / "layout.json").write_text(json.dumps(layout.to_json(), indent=1) + "\n")
+    (ctx.out / "backward.json").write_text(json.dumps(graph.schedule().to_json(), indent=1)
+                                           + "\n")
+    return layout.layout_id
+
+
+def _write_trace(ctx: Context, graph, params: dict, boundary: dict, labels, batches) -> None:
+    """The PyTorch reference the C must reproduce: trace.npz (first-step gradients, final
+    weights) and trace.json (losses, batches)."""
+    import numpy as np
+
+    from edgebuild.ondevice import finetune
+
+    spec = ctx.checked.manifest.ondevice
+    trace = finetune.run_steps(spec, graph, params, boundary, labels, batches)
+    np.savez(ctx.out / "trace.npz", **{f"grad:{k}": v for k, v in trace.first_gradients.items()},
+             **{f"final:{k}": v for k, v in trace.final.items()})
+    steps = finetune.LossTrace(tuple(trace.losses), tuple(tuple(b.tolist()) for b in batches))
+    (ctx.out / "trace.json").write_text(json.dumps(steps.to_json(), indent=1) + "\n")
 
 
 def _int8_accuracy(model, x, y) -> float:
@@ -111,19 +133,19 @@ def _int8_accuracy(model, x, y) -> float:
     return round(float((outputs.reshape(len(y), -1).argmax(axis=1) == y).mean()), 4)
 
 
-def _memory(ctx: Context, resolved, plan: dict) -> None:
-    memory = {**resolved.memory, "arena": plan["arena_bytes"],
-              "total_ram": resolved.memory["ram"] + plan["arena_bytes"],
-              "trainable": list(resolved.names),
-              "choices": [{"layers": list(c.layers), "ram": c.ram} for c in resolved.choices]}
+def _memory(ctx: Context, resolved, plan) -> None:
+    from edgebuild.ondevice.memory import TrainingMemory
+
+    memory = TrainingMemory.of(resolved.memory, plan.arena_bytes, resolved.names,
+                               resolved.choices)
     l2 = ctx.checked.manifest.target.memory.l2
-    if memory["total_ram"] > l2:
+    if memory.total_ram > l2:
         raise StageFailed(
-            f"ondevice: training needs {resolved.memory['ram']} bytes of RAM on top of the "
-            f"{plan['arena_bytes']}-byte inference arena, {memory['total_ram']} in all, but "
+            f"ondevice: training needs {memory.ram} bytes of RAM on top of the "
+            f"{plan.arena_bytes}-byte inference arena, {memory.total_ram} in all, but "
             f"target.memory.l2 is {l2}; train fewer layers (sizes per choice: "
             + ", ".join(f"{c.layers[0]}..: {c.ram}" for c in resolved.choices) + ")")
-    (ctx.out / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
+    (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 
 
 def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> None:
@@ -137,7 +159,7 @@ def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> N
 
     manifest = ctx.checked.manifest
     spec = manifest.ondevice
-    offsets = {t["name"]: t["offset"] for t in plan["tensors"]}
+    offsets = {t.name: t.offset for t in plan.tensors}
     settings = ondevice.settings(spec, manifest.target.memory.l1)
     buffers = training_memory.buffers(graph, spec.batch, settings.slots,
                                       math.prod(manifest.model.input), spec.loss.value)
@@ -156,4 +178,7 @@ def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> N
 
 STAGE = Stage("ondevice", 2, ("quantize", "data", "plan", "validate"), config, run,
               "on-device training: backward graph, memory, weight-only file, C training code, "
-              "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies)
+              "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies,
+              artifacts={"layout.json": "layout.v1", "backward.json": "backward.v1",
+                         "trace.json": "trace.v1", "finetune.json": "finetune.v1",
+                         "memory.json": "memory.v1"})

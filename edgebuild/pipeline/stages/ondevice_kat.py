@@ -29,8 +29,10 @@ import tempfile
 from pathlib import Path
 
 from edgebuild.core.errors import StageFailed
+from edgebuild.pipeline.katresult import Skipped
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
+from edgebuild.pipeline.trainingkat import LossComparison, TrainingKat, TrainingRun
 
 LOSS_TOLERANCE = 1e-5
 GRAD_TOLERANCE = 1e-4
@@ -59,12 +61,11 @@ def losses(stdout: str, steps: int, where: str) -> list[float]:
     return values
 
 
-def compare(c: list[float], torch: list[float]) -> dict:
+def compare(c, torch) -> LossComparison:
     diffs = [abs(a - b) for a, b in zip(c, torch, strict=True)]
     scale = max(abs(v) for v in torch) or 1.0
-    return {"loss_max_abs_diff": max(diffs), "loss_max_rel_diff": max(diffs) / scale,
-            "meets_target": max(diffs) <= LOSS_TOLERANCE * scale,
-            "within_tolerance": max(diffs) <= LOSS_TOLERANCE * max(scale, 1.0)}
+    return LossComparison(max(diffs), max(diffs) / scale, max(diffs) <= LOSS_TOLERANCE * scale,
+                          max(diffs) <= LOSS_TOLERANCE * max(scale, 1.0))
 
 
 def _max_diff(a: dict, b: dict) -> float:
@@ -81,7 +82,8 @@ def _max_rel_diff(a: dict, b: dict, floor: float = 0.0) -> float:
                      max(float(np.max(np.abs(b[k]))) + floor, 1e-30)) for k in a)
 
 
-def host(work: Path, layout, trace) -> dict:
+def host(work: Path, layout, steps: int) -> dict:
+    """The host build's losses, first-step gradients and final weights (name -> array)."""
     import numpy as np
 
     from edgebuild.ondevice import wof
@@ -90,7 +92,7 @@ def host(work: Path, layout, trace) -> dict:
     _run(["make", "-s", "train_kat"], train, "training code host build")
     result = _run(["./train_kat", "--save", "updated.wof", "--grads", "grads.bin"], train,
                   "training known-answer test", RUN_TIMEOUT_S)
-    values = losses(result.stdout, len(trace["losses"]), "host")
+    values = losses(result.stdout, steps, "host")
     raw = np.frombuffer((train / "grads.bin").read_bytes(), dtype="<f4")
     grads, offset = {}, 0
     for name, shape in layout:
@@ -102,14 +104,14 @@ def host(work: Path, layout, trace) -> dict:
             "final": {name: value for (name, _), value in zip(layout, final, strict=True)}}
 
 
-def cortex_m4(work: Path, steps: int, log) -> dict:
+def cortex_m4(work: Path, torch_losses, log) -> TrainingRun | Skipped:
     from edgebuild.targets import toolchain
 
     tools = toolchain.arm_toolchain()
     if tools is None:
         reason = toolchain.missing_reason()
         log(f"ondevice_kat: Cortex-M4 skipped: {reason}")
-        return {"skipped": reason}
+        return Skipped(reason)
     plugin = toolchain.build_plugin(work)
     train = work / "train"
     _run(["make", "-s", "m4"], train, "training code Cortex-M4 build")
@@ -121,69 +123,69 @@ def cortex_m4(work: Path, steps: int, log) -> dict:
     if run.exit_code != 0:
         raise StageFailed(f"ondevice_kat: Cortex-M4 training run failed under QEMU (exit "
                           f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
-    return {"losses": losses(run.stdout, steps, "Cortex-M4"),
-            "instructions_per_step": run.instructions, **toolchain.elf_size(tools, elf)}
+    values = losses(run.stdout, len(torch_losses), "Cortex-M4")
+    sizes = toolchain.elf_size(tools, elf)
+    return TrainingRun(tuple(values), run.instructions, sizes["text"], sizes["data"],
+                       sizes["bss"], compare(values, torch_losses))
 
 
 def run(ctx: Context) -> None:
     import numpy as np
 
     from edgebuild.core import arrays
+    from edgebuild.ondevice.finetune import LossTrace
+    from edgebuild.ondevice.memory import TrainingMemory
+    from edgebuild.ondevice.wof import FileLayout
 
-    trace = json.loads((ctx.inputs["ondevice"] / "trace.json").read_text())
+    trace = LossTrace.load(ctx.inputs["ondevice"])
     torch_arrays = arrays.load(ctx.inputs["ondevice"] / "trace.npz")
-    layout = [(n, tuple(s)) for n, s in json.loads(
-        (ctx.inputs["ondevice"] / "layout.json").read_text())["tensors"]]
-    memory = json.loads((ctx.inputs["ondevice"] / "memory.json").read_text())
+    layout = FileLayout.load(ctx.inputs["ondevice"]).layout()
     with tempfile.TemporaryDirectory(prefix="edgebuild-ondevice-") as temp:
         work = Path(temp) / "c"
         shutil.copytree(ctx.inputs["codegen"], work)
         shutil.copytree(ctx.inputs["ondevice"] / "train", work / "train")
         for path in work.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
-        c = host(work, layout, trace)
-        m4 = cortex_m4(work, len(trace["losses"]), ctx.log)
+        c = host(work, layout, len(trace.losses))
+        m4 = cortex_m4(work, trace.losses, ctx.log)
     torch_grads = {n: torch_arrays[f"grad:{n}"] for n, _ in layout}
     torch_final = {n: torch_arrays[f"final:{n}"] for n, _ in layout}
-    result = {"steps": len(trace["losses"]), "loss_c": c["losses"], "loss_torch": trace["losses"],
-              **compare(c["losses"], trace["losses"]),
-              "grad_max_abs_diff": _max_diff(c["gradients"], torch_grads),
-              "grad_max_rel_diff": _max_rel_diff(c["gradients"], torch_grads),
-              "grad_check": _max_rel_diff(c["gradients"], torch_grads, GRAD_FLOOR / GRAD_TOLERANCE),
-              "weight_max_abs_diff": _max_diff(c["final"], torch_final),
-              "memory_bytes": memory["ram"], "cortex_m4": m4,
-              "instructions_per_step": m4.get("instructions_per_step")}
-    if "losses" in m4:
-        result["cortex_m4"] = {**m4, **{f"m4_{k}": v for k, v in
-                                        compare(m4["losses"], trace["losses"]).items()}}
+    result = TrainingKat(
+        len(trace.losses), tuple(c["losses"]), trace.losses, compare(c["losses"], trace.losses),
+        _max_diff(c["gradients"], torch_grads), _max_rel_diff(c["gradients"], torch_grads),
+        _max_rel_diff(c["gradients"], torch_grads, GRAD_FLOOR / GRAD_TOLERANCE),
+        _max_diff(c["final"], torch_final), TrainingMemory.load(ctx.inputs["ondevice"]).ram, m4)
     np.save(ctx.out / "losses.npy", np.asarray(c["losses"], dtype=np.float32))
-    (ctx.out / "ondevice_kat.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    (ctx.out / "ondevice_kat.json").write_text(json.dumps(result.to_json(), indent=1,
+                                                          sort_keys=True) + "\n")
     _verdict(result)
-    ctx.log(f"ondevice_kat: {result['steps']} steps, loss max |C - torch| "
-            f"{result['loss_max_abs_diff']:.3g}; cortex-m4 "
-            f"{m4.get('instructions_per_step', m4.get('skipped'))} instructions per step")
+    counted = m4.reason if isinstance(m4, Skipped) else m4.instructions_per_step
+    ctx.log(f"ondevice_kat: {result.steps} steps, loss max |C - torch| "
+            f"{result.losses.loss_max_abs_diff:.3g}; cortex-m4 "
+            f"{counted} instructions per step")
 
 
-def _verdict(result: dict) -> None:
+def _verdict(result: TrainingKat) -> None:
     """Fail when the C does not compute what PyTorch computes (host or Cortex-M4)."""
-    if not result["within_tolerance"]:
+    if not result.losses.within_tolerance:
         raise StageFailed(
             f"ondevice_kat: the C training losses differ from PyTorch by up to "
-            f"{result['loss_max_abs_diff']:.3g} (allowed {LOSS_TOLERANCE} x max(|loss|, 1)): "
-            f"C {result['loss_c']} vs torch {result['loss_torch']}")
-    if result["grad_check"] > GRAD_TOLERANCE:
+            f"{result.losses.loss_max_abs_diff:.3g} (allowed {LOSS_TOLERANCE} x max(|loss|, 1)): "
+            f"C {list(result.loss_c)} vs torch {list(result.loss_torch)}")
+    if result.grad_check > GRAD_TOLERANCE:
         raise StageFailed(
             f"ondevice_kat: the C gradients of the first step differ from PyTorch's by up to "
-            f"{result['grad_max_rel_diff']:.3g} of the tensor's magnitude (allowed "
+            f"{result.grad_max_rel_diff:.3g} of the tensor's magnitude (allowed "
             f"{GRAD_TOLERANCE} x magnitude + {GRAD_FLOOR})")
-    m4 = result["cortex_m4"]
-    if "m4_within_tolerance" in m4 and not m4["m4_within_tolerance"]:
+    m4 = result.cortex_m4
+    if isinstance(m4, TrainingRun) and not m4.comparison.within_tolerance:
         raise StageFailed(f"ondevice_kat: the Cortex-M4 training losses differ from PyTorch "
-                          f"by up to {m4['m4_loss_max_abs_diff']:.3g}: C {m4['losses']} vs "
-                          f"torch {result['loss_torch']}")
+                          f"by up to {m4.comparison.loss_max_abs_diff:.3g}: C {list(m4.losses)} "
+                          f"vs torch {list(result.loss_torch)}")
 
 
 STAGE = Stage("ondevice_kat", 2, ("ondevice", "codegen"), config, run,
               "build and run the training code: losses vs PyTorch (host and Cortex-M4/QEMU)",
               tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"),
-              applies=lambda checked: checked.manifest.ondevice is not None)
+              applies=lambda checked: checked.manifest.ondevice is not None,
+              artifacts={"ondevice_kat.json": "ondevice_kat.v1"})

@@ -48,6 +48,7 @@ def run(ctx: Context) -> None:
 def _accelerator(ctx: Context, layers) -> None:
     """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
     description in that toolchain's format (`ai8x/network.yaml`, exported to build/<name>/)."""
+    from edgebuild.model.quantization import Quantization
     from edgebuild.targets.max7800x import layout as accelerator
     from edgebuild.targets.max7800x import network
     from edgebuild.targets.max7800x import profile as devices
@@ -55,8 +56,8 @@ def _accelerator(ctx: Context, layers) -> None:
     manifest = ctx.checked.manifest
     if not devices.is_accelerator(manifest.target.device.value):
         return
-    quant = json.loads((ctx.inputs["quantize"] / "quant.json").read_text())
-    bits = {row["name"]: row["bits"] for row in quant["layers"]}
+    quant = Quantization.load(ctx.inputs["quantize"])
+    bits = {row.name: row.bits for row in quant.layers}
     _, placed, problems = accelerator.layout(manifest, layers, bits)
     if problems:
         document = ctx.checked.document
@@ -65,9 +66,9 @@ def _accelerator(ctx: Context, layers) -> None:
     (ctx.out / "placement.json").write_text(json.dumps(placement, indent=1, sort_keys=True) + "\n")
     (ctx.out / "maps.txt").write_text(placed.text() + "\n")
     (ctx.out / "ai8x").mkdir()
-    (ctx.out / "ai8x" / "network.yaml").write_text(
-        network.export_network(manifest, placement, quant=quant))
-    ctx.log(f"plan: {len(placement['layers'])} {manifest.target.device.value} layers placed")
+    (ctx.out / "ai8x" / "network.yaml").write_text(  # the exporter reads the JSON forms
+        network.export_network(manifest, placement, quant=quant.to_json()))
+    ctx.log(f"plan: {len(placed.layers)} {manifest.target.device.value} layers placed")
 
 
 def _weight_bytes(ctx: Context) -> int:
@@ -96,4 +97,5 @@ def _check_budgets(ctx: Context, plan: MemoryPlan) -> None:
 
 STAGE = Stage("plan", 5, ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets; device placement",
-              exports=("ai8x/network.yaml",))
+              exports=("ai8x/network.yaml",),
+              artifacts={"plan.json": "plan.v1", "placement.json": "placement.v1"})

@@ -31,6 +31,7 @@ def run(ctx: Context) -> None:
     from edgebuild.targets import numbers
     from edgebuild.train import loop as training
     from edgebuild.train import network, plots
+    from edgebuild.train.metrics import Metrics
 
     manifest = ctx.checked.manifest
     training.deterministic(manifest.seed)
@@ -40,7 +41,7 @@ def run(ctx: Context) -> None:
     qat = manifest.qat
     if not qat.enabled:
         arrays.save(ctx.out / "folded.npz", **state)
-        write_metrics(ctx.out, training.History(), {"enabled": False, "test_accuracy": None})
+        write_metrics(ctx.out, Metrics.of(training.History(), None, enabled=False))
         return
     net = network.Net(manifest.model.input, layers,
                       Mode("qat", numbers.training_rounding(manifest),
@@ -58,8 +59,7 @@ def run(ctx: Context) -> None:
     net.load_state_dict(history.best_state)
     test_acc, test_loss = training.evaluate(net, data["test"])
     arrays.save(ctx.out / "folded.npz", **network.state_numpy(net))
-    write_metrics(ctx.out, history, {"enabled": True, "test_accuracy": test_acc,
-                                     "test_loss": test_loss})
+    write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss, enabled=True))
     plots.curves(history.epochs, ctx.out / "curves.png", "QAT")
     ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")
 
@@ -67,4 +67,4 @@ def run(ctx: Context) -> None:
 STAGE = Stage("qat", 2, ("train", "data"), config, run,
               "fold batchnorm; quantization-aware training (or pass-through for PTQ)",
               applies=lambda checked: checked.manifest.model.weights is None,
-              tools=("torch", "numpy"))
+              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})

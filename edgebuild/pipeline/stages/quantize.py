@@ -50,7 +50,7 @@ def out_major(layer, weights):
     return OPS[layer.op].weights.to_out_major(weights, layer)
 
 
-def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list[dict]]:
+def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list]:
     import numpy as np
 
     from edgebuild.core import numerics
@@ -75,21 +75,21 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
     return weights, rows
 
 
-def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int) -> dict:
-    """One layer's line of quant.json (and of the table on stderr)."""
+def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int):
+    """One layer's line of quant.json (and of the table on stderr), before calibration."""
     import numpy as np
 
     from edgebuild.core import numerics
+    from edgebuild.model.quantization import LayerQuant
 
     low, high = numerics.weight_limits(bits)
-    return {"name": layer.name, "op": layer.op, "bits": bits, "bias_bits": bias_bits,
-            "scale_exp": scale_exp, "shift": numerics.output_shift(scale_exp, bits),
-            "weight_min": int(w_q.min()), "weight_max": int(w_q.max()),
-            "weights_clipped_pct": round(100.0 * float(np.mean((w_q == low) | (w_q == high))), 3),
-            "wide": bool(getattr(layer, "wide", False))}
+    return LayerQuant(layer.name, layer.op, bits, bias_bits, scale_exp,
+                      numerics.output_shift(scale_exp, bits), int(w_q.min()), int(w_q.max()),
+                      round(100.0 * float(np.mean((w_q == low) | (w_q == high))), 3),
+                      bool(getattr(layer, "wide", False)))
 
 
-def imported_layers(layers, source: dict, numbers) -> tuple[dict, list[dict]]:
+def imported_layers(layers, source: dict, numbers) -> tuple[dict, list]:
     """Pre-quantized weights (model.weights, checked at validation) -> the artifact format."""
     import numpy as np
 
@@ -120,33 +120,46 @@ def saturation(model, x) -> dict[str, float]:
 
 
 def run(ctx: Context) -> None:
+    import dataclasses
+
     from edgebuild.core import arrays
-    from edgebuild.model import folding, policy, quantized
+    from edgebuild.model import quantized
+    from edgebuild.model.quantization import Quantization
+    from edgebuild.targets import numbers
+
+    manifest = ctx.checked.manifest
+    weights, rows, method = _integers(ctx)
+    arrays.save(ctx.out / "weights.npz", **weights)
+    uncalibrated = Quantization(numbers.rounding_mode(manifest), tuple(rows), method,
+                                manifest.target.device.value, {})
+    model = quantized.assemble(manifest, uncalibrated, weights)
+    calibration = calibration_inputs(ctx)
+    saturated = saturation(model, calibration[:manifest.quantize.calibration])
+    quant = dataclasses.replace(uncalibrated, saturation=saturated, layers=tuple(
+        dataclasses.replace(row, saturated_pct=saturated.get(row.name)) for row in rows))
+    (ctx.out / "quant.json").write_text(json.dumps(quant.to_json(), indent=1, sort_keys=True)
+                                        + "\n")
+    ctx.log(table(quant.layers))
+
+
+def _integers(ctx: Context) -> tuple[dict, list, str]:
+    """(integer weights, table rows, method): imported as given, or quantized from the
+    QAT (or folded float) checkpoint."""
+    from edgebuild.core import arrays
+    from edgebuild.model import folding, policy
     from edgebuild.targets import numbers
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
+    device = numbers.device_numbers(manifest.target.device.value)
     if manifest.model.weights is not None:
         weights, rows = imported_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights),
-                                        numbers.device_numbers(manifest.target.device.value))
-        method = "imported"
-    else:
-        policies = policy.resolve(manifest.qat, layers, numbers.device_numbers(manifest.target.device.value))
-        state = arrays.load(ctx.inputs["qat"] / "folded.npz")
-        weights, rows = quantize_layers(layers, state, policies, manifest)
-        method = "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
-    arrays.save(ctx.out / "weights.npz", **weights)
-    meta = {"rounding": numbers.rounding_mode(manifest), "layers": rows, "method": method,
-            "device": manifest.target.device.value}
-    (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    model = quantized.load(ctx.out, manifest)
-    calibration = calibration_inputs(ctx)
-    saturated = saturation(model, calibration[:manifest.quantize.calibration])
-    for row in rows:
-        row["saturated_pct"] = saturated.get(row["name"])
-    meta["saturation"] = saturated
-    (ctx.out / "quant.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    ctx.log(table(rows))
+                                        device)
+        return weights, rows, "imported"
+    policies = policy.resolve(manifest.qat, layers, device)
+    state = arrays.load(ctx.inputs["qat"] / "folded.npz")
+    weights, rows = quantize_layers(layers, state, policies, manifest)
+    return weights, rows, "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
 
 
 def calibration_inputs(ctx: Context):
@@ -159,16 +172,17 @@ def calibration_inputs(ctx: Context):
     return knownanswer.load(ctx.checked)[0]  # validation requires kat without a dataset
 
 
-def table(rows: list[dict]) -> str:
+def table(rows) -> str:
+    """The quantization table (model.quantization.LayerQuant rows) for people, on stderr."""
     lines = [f"{'layer':<12} {'bits':>4} {'shift':>5} {'weights':>11} {'clipped%':>8} {'sat%':>6}"]
     for r in rows:
-        sat = "wide" if r["wide"] else f"{r.get('saturated_pct') or 0:.2f}"
-        lines.append(f"{r['name']:<12} {r['bits']:>4} {r['shift']:>5} "
-                     f"{r['weight_min']:>5}..{r['weight_max']:<4} {r['weights_clipped_pct']:>8.2f} "
+        sat = "wide" if r.wide else f"{r.saturated_pct or 0:.2f}"
+        lines.append(f"{r.name:<12} {r.bits:>4} {r.shift:>5} "
+                     f"{r.weight_min:>5}..{r.weight_max:<4} {r.weights_clipped_pct:>8.2f} "
                      f"{sat:>6}")
     return "\n".join(lines)
 
 
 STAGE = Stage("quantize", 2, ("qat", "data"), config, run,
               "integer weights, biases and shifts; saturation statistics",
-              tools=("numpy",), files=files)
+              tools=("numpy",), files=files, artifacts={"quant.json": "quant.v1"})

@@ -1,7 +1,9 @@
 """Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
 
 Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
-artifact; nothing is recomputed or typed in here.
+stage's record (read through its loader) into the report's record (pipeline/report.py);
+nothing is recomputed or typed in here. report.html and its figures are rendered from
+the report's JSON form, what report.json holds.
 """
 
 from __future__ import annotations
@@ -13,108 +15,112 @@ from pathlib import Path
 
 from edgebuild.pipeline.stage import Context, Stage
 
-REPORT_VERSION = 1
-
 
 def config(checked) -> dict:
     return {"name": checked.manifest.name}
 
 
-def _read(path: Path) -> dict:
-    return json.loads(path.read_text())
+def _optional(ctx: Context, stage: str, load, name: str | None = None):
+    """An upstream record of a stage that may not exist for this manifest (imported models
+    have no training stages, models without a dataset no data stage), or a file a stage
+    writes only for some manifests (`name`): None then."""
+    if stage not in ctx.inputs or (name and not (ctx.inputs[stage] / name).is_file()):
+        return None
+    return load(ctx.inputs[stage])
 
 
-def _optional(ctx: Context, stage: str, name: str) -> dict:
-    """An upstream file of a stage that may not exist for this manifest (imported models
-    have no training stages, models without a dataset no data stage): {} then."""
-    path = ctx.inputs[stage] / name if stage in ctx.inputs else None
-    return _read(path) if path is not None and path.is_file() else {}
-
-
-def accelerator(ctx: Context) -> dict | None:
+def accelerator(ctx: Context):
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
-    placement = _optional(ctx, "plan", "placement.json")
-    if not placement:
+    from edgebuild.pipeline.report import Accelerator
+    from edgebuild.targets.max7800x.placement import Placement
+
+    placement = _optional(ctx, "plan", Placement.load, "placement.json")
+    if placement is None:
         return None
-    return {"device": ctx.checked.manifest.target.device.value, "placement": placement,
-            "maps": (ctx.inputs["plan"] / "maps.txt").read_text()}
+    return Accelerator(ctx.checked.manifest.target.device.value, placement,
+                       (ctx.inputs["plan"] / "maps.txt").read_text())
 
 
-def ondevice(ctx: Context) -> dict | None:
+def ondevice(ctx: Context):
     """On-device training: the C-vs-PyTorch comparison, memory, accuracy before/after."""
-    result = _optional(ctx, "ondevice_kat", "ondevice_kat.json")
-    if not result:
+    from edgebuild.ondevice.finetune import FineTune
+    from edgebuild.ondevice.memory import TrainingMemory
+    from edgebuild.pipeline.report import OndeviceSummary, TrainingRam
+    from edgebuild.pipeline.trainingkat import TrainingKat, TrainingRun
+
+    result = _optional(ctx, "ondevice_kat", TrainingKat.load, "ondevice_kat.json")
+    if result is None:
         return None
-    memory = _read(ctx.inputs["ondevice"] / "memory.json")
-    tuned = _read(ctx.inputs["ondevice"] / "finetune.json")
-    keys = ("steps", "loss_max_abs_diff", "loss_max_rel_diff", "loss_c", "loss_torch",
-            "memory_bytes", "instructions_per_step", "grad_max_abs_diff", "grad_max_rel_diff",
-            "weight_max_abs_diff", "within_tolerance", "meets_target")
-    return {**{k: result[k] for k in keys}, "trainable": memory["trainable"],
-            "memory": {k: memory[k] for k in ("by_kind", "flash", "arena", "total_ram")},
-            "memory_choices": memory["choices"],
-            "cortex_m4_losses_match": result["cortex_m4"].get("m4_within_tolerance"),
-            **{k: tuned[k] for k in ("accuracy_before", "accuracy_after",
-                                     "frozen_int8_accuracy", "epochs")}}
+    memory = TrainingMemory.load(ctx.inputs["ondevice"])
+    tuned = FineTune.load(ctx.inputs["ondevice"])
+    m4 = result.cortex_m4
+    return OndeviceSummary(
+        result.steps, result.losses.loss_max_abs_diff, result.losses.loss_max_rel_diff,
+        result.loss_c, result.loss_torch, result.memory_bytes, result.instructions_per_step,
+        result.grad_max_abs_diff, result.grad_max_rel_diff, result.weight_max_abs_diff,
+        result.losses.within_tolerance, result.losses.meets_target, memory.trainable,
+        TrainingRam(memory.by_kind, memory.flash, memory.arena, memory.total_ram),
+        memory.choices,
+        m4.comparison.within_tolerance if isinstance(m4, TrainingRun) else None,
+        tuned.accuracy_before, tuned.accuracy_after, tuned.frozen_int8_accuracy, tuned.epochs)
 
 
-def collect(ctx: Context) -> dict:
-    graph = _read(ctx.inputs["validate"] / "graph.json")
-    train = _optional(ctx, "train", "metrics.json")
-    qat = _optional(ctx, "qat", "metrics.json")
-    quant = _read(ctx.inputs["quantize"] / "quant.json")
-    evaluation = _read(ctx.inputs["evaluate"] / "evaluation.json")
-    data = _optional(ctx, "data", "data.json")
-    plan = _read(ctx.inputs["plan"] / "plan.json")
-    kat = _read(ctx.inputs["kat"] / "kat.json")
-    report = {
-        "version": REPORT_VERSION,
-        "name": ctx.checked.manifest.name,
-        "metrics": {
-            "float_accuracy": train.get("test_accuracy"),
-            "qat_accuracy": qat.get("test_accuracy"),
-            "int_accuracy": evaluation.get("int_accuracy"),
-            "params": graph["params"],
-            "macs": graph["macs"],
-            "int_vs_fakequant_mismatches": evaluation["int_vs_fakequant_mismatches"],
-            "test_samples": evaluation["samples"],
-            "c_vs_reference": {k: kat["c_vs_reference"][k] for k in ("samples", "mismatches")},
-            "cortex_m4": kat["cortex_m4"],
-            "memory": {**plan["memory"], "weight_bytes": plan["weight_bytes"]},
-        },
-        "tiles": tile_rows(plan),
-        "quantization": {"method": quant["method"], "rounding": quant["rounding"],
-                         "layers": quant["layers"]},
-        "layers": graph["nodes"],
-        "training": {"float": {"best_epoch": train.get("best_epoch"), "epochs": train.get("epochs")},
-                     "qat": {"best_epoch": qat.get("best_epoch"), "epochs": qat.get("epochs")}},
-        "confusion": {"labels": data["classes"], "matrix": evaluation["confusion"]} if data else None,
-        "data": {"counts": data["counts"], "classes": len(data["classes"])} if data else None,
-        "accelerator": accelerator(ctx),
-    }
-    for key in ("kat_samples", "kat_vs_reference_mismatches"):
-        if key in evaluation:
-            report["metrics"][key] = evaluation[key]
-    report["metrics"]["kat_vectors"] = kat.get("vectors")
-    report["metrics"]["ondevice"] = ondevice(ctx)
-    return report
+def metrics(ctx: Context, graph, train, qat, evaluation, plan, kat):
+    from edgebuild.pipeline.report import HostTotals, MemoryFigures, ReportMetrics
+
+    return ReportMetrics(
+        None if train is None else train.test_accuracy,
+        None if qat is None else qat.test_accuracy, evaluation.int_accuracy, graph.params,
+        graph.macs, evaluation.int_vs_fakequant_mismatches, evaluation.samples,
+        HostTotals(kat.c_vs_reference.samples, kat.c_vs_reference.mismatches), kat.cortex_m4,
+        MemoryFigures(plan.memory, plan.weight_bytes), kat.vectors, ondevice(ctx),
+        evaluation.kat_samples, evaluation.kat_vs_reference_mismatches)
 
 
-def tile_rows(plan: dict) -> list[dict]:
+def collect(ctx: Context):
+    from edgebuild.data.info import DataInfo
+    from edgebuild.memory.plan import MemoryPlan
+    from edgebuild.model.evaluation import Evaluation
+    from edgebuild.model.graph import Graph
+    from edgebuild.model.quantization import Quantization
+    from edgebuild.pipeline import report as reports
+    from edgebuild.pipeline.katresult import KatResult
+    from edgebuild.train.metrics import Metrics
+
+    graph, quant = Graph.load(ctx.inputs["validate"]), Quantization.load(ctx.inputs["quantize"])
+    train, qat = _optional(ctx, "train", Metrics.load), _optional(ctx, "qat", Metrics.load)
+    evaluation = Evaluation.load(ctx.inputs["evaluate"])
+    data = _optional(ctx, "data", DataInfo.load)
+    plan = MemoryPlan.load(ctx.inputs["plan"])
+    return reports.Report(
+        ctx.checked.manifest.name,
+        metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"])),
+        tile_rows(plan), reports.QuantSummary(quant.method, quant.rounding, quant.layers),
+        graph.nodes, _phase(train), _phase(qat),
+        None if data is None else reports.Confusion(data.classes, evaluation.confusion),
+        None if data is None else reports.DataCounts(data.counts, len(data.classes)),
+        accelerator(ctx))
+
+
+def _phase(metrics):
+    from edgebuild.pipeline.report import Phase
+
+    return Phase() if metrics is None else Phase(metrics.best_epoch, metrics.epochs)
+
+
+def tile_rows(plan) -> tuple:
     """Per layer (and per fused pool): tile shape, tiles, bytes moved, L1 in use."""
-    rows = []
-    for step in plan["steps"]:
-        for key, suffix in (("pool_tile", " (pool)"), ("tile", "")):
-            tile = step.get(key)
-            if tile:
-                rows.append({"layer": step["layer"] + suffix, **tile})
-    return rows
+    from edgebuild.pipeline.report import TileRow
+
+    return tuple(TileRow(step.layer + suffix, step.tiles[key]) for step in plan.steps
+                 for key, suffix in (("pool_tile", " (pool)"), ("tile", ""))
+                 if key in step.tiles)
 
 
 def run(ctx: Context) -> None:
     from edgebuild.train import plots
 
-    report = collect(ctx)
+    report = collect(ctx).to_json()
     (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     images = {}
     if "train" in ctx.inputs:
@@ -223,4 +229,4 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 STAGE = Stage("report", 6, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "kat", "ondevice", "ondevice_kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
-              exports=("report.json", "report.html"))
+              exports=("report.json", "report.html"), artifacts={"report.json": "report.v1"})

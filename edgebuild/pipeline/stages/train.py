@@ -26,6 +26,7 @@ def run(ctx: Context) -> None:
     from edgebuild.ops.operator import Mode
     from edgebuild.train import loop as training
     from edgebuild.train import network, plots
+    from edgebuild.train.metrics import Metrics
 
     manifest = ctx.checked.manifest
     training.deterministic(manifest.seed)
@@ -43,14 +44,15 @@ def run(ctx: Context) -> None:
     net.load_state_dict(history.best_state)
     test_acc, test_loss = training.evaluate(net, data["test"])
     arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
-    write_metrics(ctx.out, history, {"test_accuracy": test_acc, "test_loss": test_loss})
+    write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss))
     plots.curves(history.epochs, ctx.out / "curves.png", "float training")
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
 
 
-def write_metrics(out, history, extra: dict) -> None:
-    body = {"best_epoch": history.best_epoch, "epochs": history.epochs, **extra}
-    (out / "metrics.json").write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+def write_metrics(out, metrics) -> None:
+    """metrics.json of `train` and `qat` (a train.metrics.Metrics)."""
+    (out / "metrics.json").write_text(json.dumps(metrics.to_json(), indent=1, sort_keys=True)
+                                      + "\n")
 
 
 def diverged(ctx: Context, exc, stage: str) -> UserError:
@@ -72,4 +74,4 @@ def diverged(ctx: Context, exc, stage: str) -> UserError:
 STAGE = Stage("train", 3, ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
               applies=lambda checked: checked.manifest.model.weights is None,
-              tools=("torch", "numpy"))
+              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})

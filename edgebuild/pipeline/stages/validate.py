@@ -18,9 +18,8 @@ def run(ctx: Context) -> None:
     from edgebuild.model import graph as graphs
 
     graph = ctx.checked.graph
-    (ctx.out / "graph.json").write_text(graph.to_json() + "\n")
-    resolved = ctx.checked.manifest.model.model_dump(mode="json")
-    (ctx.out / "model.json").write_text(_dumps(resolved))
+    (ctx.out / "graph.json").write_text(json.dumps(graph.to_json(), indent=1) + "\n")
+    (ctx.out / "model.json").write_text(_dumps(ctx.checked.manifest.model.to_json()))
     print(graphs.table(graph), file=sys.stderr)
 
 
@@ -29,4 +28,5 @@ def _dumps(obj) -> str:
 
 
 STAGE = Stage("validate", 2, (), config, run,
-              "resolve defaults; infer each layer's shape, parameters and MACs")
+              "resolve defaults; infer each layer's shape, parameters and MACs",
+              artifacts={"graph.json": "graph.v1", "model.json": "model.v1"})

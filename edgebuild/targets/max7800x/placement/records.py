@@ -5,7 +5,9 @@ as JSON and as a manifest `placement` section.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from edgebuild.targets.max7800x.placement.maps import bits, hexmap
 from edgebuild.targets.max7800x.placement.regions import Region
@@ -69,6 +71,20 @@ class LayerPlan:
                     "length": self.bias.length},
                 "origin": {f: "given" if f in self.given else "auto" for f in FIELDS}}
 
+    @classmethod
+    def from_json(cls, data: dict) -> LayerPlan:
+        kernel, bias = data["kernel"], data["bias"]
+        return cls(data["name"], tuple(data["members"]), data["op"], tuple(data["inputs"]),
+                   int(data["processors"], 16), int(data["output_processors"], 16),
+                   data["in_offset"], data["out_offset"], data["data_format"],
+                   data["write_gap"], data["bias_group"], data["streaming"], data["in_passes"],
+                   data["out_passes"], data["in_channels"], data["out_channels"],
+                   None if kernel is None else KernelSlot(kernel["start"], kernel["words"]),
+                   None if bias is None else BiasSlot(bias["group"], bias["offset"],
+                                                      bias["length"]),
+                   frozenset(f for f, origin in data["origin"].items() if origin == "given"),
+                   data["overwrites_input"], data["read_gap"])
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -104,6 +120,24 @@ class Placement:
                 "bias_memory": [{"group": g, "layer": name, "offset": offset,
                                  "length": length} for g, name, offset, length in
                                 self.bias_map()]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Placement:
+        """placement.json (plan stage) back; the capacities come from the device profile,
+        the kernel and bias maps from the layers."""
+        from edgebuild.targets.max7800x import profile as devices
+
+        profile = devices.profile(data["device"])
+        return cls(data["device"], tuple(LayerPlan.from_json(p) for p in data["layers"]),
+                   tuple(Region.from_json(r) for r in data["data_memory"]),
+                   profile.data_memory.instance_bytes,
+                   tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors)),
+                   profile.processors_per_quadrant, profile.bias_memory.bytes)
+
+    @classmethod
+    def load(cls, directory: Path) -> Placement:
+        """The placement the `plan` stage wrote to `directory` (accelerator targets)."""
+        return cls.from_json(json.loads((directory / "placement.json").read_text()))
 
     def to_manifest(self) -> dict[str, dict]:
         """This placement as a manifest `placement` section (every field pinned)."""

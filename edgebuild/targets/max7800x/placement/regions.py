@@ -33,6 +33,11 @@ class Region:
                 "end": self.end, "stride": self.stride, "count": self.count,
                 "width": self.width, "first_step": self.first, "last_step": self.last}
 
+    @classmethod
+    def from_json(cls, data: dict) -> Region:
+        return cls(data["tensor"], data["instance"], data["start"], data["stride"],
+                   data["count"], data["width"], data["first_step"], data["last_step"])
+
 
 def clash_in(a: Region, b: Region) -> bool:
     """Same instance, needed at a common step, sharing a byte."""

@@ -1,0 +1,107 @@
+"""What the `kat` stage proved (`kat.json`, schema schemas/artifacts/kat.v1.schema.json):
+the generated C against the integer reference on the host, sample by sample, and the
+Cortex-M4 firmware under QEMU — its sizes and the instructions of one inference — or why
+that part was skipped (no ARM toolchain).
+
+`Skipped` is also the Cortex-M4 part of the training known-answer test (trainingkat).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A Cortex-M4 run that did not happen, and why."""
+
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"skipped": self.reason}
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """The C code on every test sample against the integer reference."""
+
+    samples: int
+    mismatches: int
+    first_mismatches: tuple[int, ...]  # the first (up to 10) sample indices that differ
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "mismatches": self.mismatches,
+                "first_mismatches": list(self.first_mismatches)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostCheck:
+        return cls(data["samples"], data["mismatches"], tuple(data["first_mismatches"]))
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """The same firmware with the portable reference kernels (when the project has them)."""
+
+    instructions: int | None
+    insn_per_mac: float | None
+
+
+@dataclass(frozen=True)
+class FirmwareRun:
+    """The Cortex-M4 firmware: Berkeley sizes (text, data, bss), its known-answer test
+    under QEMU and the instructions of one inference (None: not counted)."""
+
+    text: int
+    data: int
+    bss: int
+    instructions: int | None
+    insn_per_mac: float | None
+    code_bytes: int  # text without the weights
+    kat: str  # "pass" (a failure fails the stage)
+    reference: ReferenceRun | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "data": self.data, "bss": self.bss,
+                               "instructions": self.instructions,
+                               "insn_per_mac": self.insn_per_mac, "code_bytes": self.code_bytes,
+                               "kat": self.kat}
+        if self.reference is not None:
+            out["reference_instructions"] = self.reference.instructions
+            out["reference_insn_per_mac"] = self.reference.insn_per_mac
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FirmwareRun:
+        reference = ReferenceRun(data["reference_instructions"],
+                                 data["reference_insn_per_mac"]) \
+            if "reference_instructions" in data else None
+        return cls(data["text"], data["data"], data["bss"], data["instructions"],
+                   data["insn_per_mac"], data["code_bytes"], data["kat"], reference)
+
+
+def cortex_m4_from_json(data: dict[str, Any]) -> FirmwareRun | Skipped:
+    return Skipped(data["skipped"]) if "skipped" in data else FirmwareRun.from_json(data)
+
+
+@dataclass(frozen=True)
+class KatResult:
+    c_vs_reference: HostCheck
+    cortex_m4: FirmwareRun | Skipped
+    vectors: str  # "known answer" (manifest `kat`) or "integer reference"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"c_vs_reference": self.c_vs_reference.to_json(),
+                "cortex_m4": self.cortex_m4.to_json(), "vectors": self.vectors}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> KatResult:
+        return cls(HostCheck.from_json(data["c_vs_reference"]),
+                   cortex_m4_from_json(data["cortex_m4"]), data["vectors"])
+
+    @classmethod
+    def load(cls, directory: Path) -> KatResult:
+        """What the `kat` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "kat.json").read_text()))

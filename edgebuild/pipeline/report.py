@@ -1,0 +1,287 @@
+"""The build's report (`report.json`, schema schemas/artifacts/report.v1.schema.json): the
+figures the contract tests and CI read, each copied from an upstream stage's record —
+nothing is recomputed here. Sections a build does not have are null (an imported model
+has no training, a model without a dataset no confusion matrix, a CPU target no
+accelerator, a model without `ondevice` no on-device training).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgebuild.memory.plan import TileChoice, Totals
+from edgebuild.model.graph import Node
+from edgebuild.model.quantization import LayerQuant
+from edgebuild.ondevice.memory import Choice
+from edgebuild.pipeline.katresult import FirmwareRun, Skipped, cortex_m4_from_json
+from edgebuild.targets.max7800x.placement import Placement
+from edgebuild.train.metrics import Epoch
+
+VERSION = 1
+
+
+def _sorted(values: dict[str, Any]) -> dict[str, Any]:
+    """Keys in the order kat.json and plan.json list them (sorted). report.json is written
+    key-sorted anyway; report.html prints these dicts as they are."""
+    return dict(sorted(values.items()))
+
+
+@dataclass(frozen=True)
+class HostTotals:
+    """The host known-answer test in short: samples run through the C, and how many differ."""
+
+    samples: int
+    mismatches: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "mismatches": self.mismatches}
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """The plan's memory totals and the weights' bytes."""
+
+    totals: Totals
+    weight_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {**_sorted(self.totals.to_json()), "weight_bytes": self.weight_bytes}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MemoryFigures:
+        totals = {key: value for key, value in data.items() if key != "weight_bytes"}
+        return cls(Totals(**{**totals, "tiled_layers": tuple(totals["tiled_layers"])}),
+                   data["weight_bytes"])
+
+
+@dataclass(frozen=True)
+class TrainingRam:
+    """On-device training memory (ondevice.memory.TrainingMemory without the choices)."""
+
+    by_kind: dict[str, int]
+    flash: int
+    arena: int
+    total_ram: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by_kind": dict(self.by_kind), "flash": self.flash, "arena": self.arena,
+                "total_ram": self.total_ram}
+
+
+@dataclass(frozen=True)
+class OndeviceSummary:
+    """On-device training: the C-vs-PyTorch comparison (ondevice_kat), its memory and the
+    accuracy before/after fine-tuning (ondevice)."""
+
+    steps: int
+    loss_max_abs_diff: float
+    loss_max_rel_diff: float
+    loss_c: tuple[float, ...]
+    loss_torch: tuple[float, ...]
+    memory_bytes: int
+    instructions_per_step: int | None
+    grad_max_abs_diff: float
+    grad_max_rel_diff: float
+    weight_max_abs_diff: float
+    within_tolerance: bool
+    meets_target: bool
+    trainable: tuple[str, ...]
+    memory: TrainingRam
+    memory_choices: tuple[Choice, ...]
+    cortex_m4_losses_match: bool | None  # None: the Cortex-M4 run was skipped
+    accuracy_before: float
+    accuracy_after: float
+    frozen_int8_accuracy: float | None
+    epochs: int
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(vars(self))
+        out.update(loss_c=list(self.loss_c), loss_torch=list(self.loss_torch),
+                   trainable=list(self.trainable), memory=self.memory.to_json(),
+                   memory_choices=[choice.to_json() for choice in self.memory_choices])
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OndeviceSummary:
+        return cls(**{**data, "loss_c": tuple(data["loss_c"]),
+                      "loss_torch": tuple(data["loss_torch"]),
+                      "trainable": tuple(data["trainable"]),
+                      "memory": TrainingRam(**data["memory"]),
+                      "memory_choices": tuple(Choice.from_json(c)
+                                              for c in data["memory_choices"])})
+
+
+OPTIONAL_METRICS = ("kat_samples", "kat_vs_reference_mismatches")
+
+
+@dataclass(frozen=True)
+class ReportMetrics:
+    float_accuracy: float | None
+    qat_accuracy: float | None
+    int_accuracy: float | None
+    params: int
+    macs: int
+    int_vs_fakequant_mismatches: int
+    test_samples: int
+    c_vs_reference: HostTotals
+    cortex_m4: FirmwareRun | Skipped
+    memory: MemoryFigures
+    kat_vectors: str
+    ondevice: OndeviceSummary | None
+    kat_samples: int | None = None  # with a known answer; not written otherwise
+    kat_vs_reference_mismatches: int | None = None  # with its expected outputs
+
+    def to_json(self) -> dict[str, Any]:
+        out = {key: value for key, value in vars(self).items()
+               if key not in OPTIONAL_METRICS or value is not None}
+        out.update(c_vs_reference=self.c_vs_reference.to_json(),
+                   cortex_m4=_sorted(self.cortex_m4.to_json()), memory=self.memory.to_json(),
+                   ondevice=None if self.ondevice is None else self.ondevice.to_json())
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReportMetrics:
+        ondevice = data["ondevice"]
+        return cls(**{**data, "c_vs_reference": HostTotals(**data["c_vs_reference"]),
+                      "cortex_m4": cortex_m4_from_json(data["cortex_m4"]),
+                      "memory": MemoryFigures.from_json(data["memory"]),
+                      "ondevice": None if ondevice is None else
+                      OndeviceSummary.from_json(ondevice)})
+
+
+@dataclass(frozen=True)
+class TileRow:
+    """One windowed pass's L1 tile; a fused pool's row is `<layer> (pool)`."""
+
+    layer: str
+    tile: TileChoice
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.layer, **self.tile.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TileRow:
+        return cls(data["layer"], TileChoice(**{k: v for k, v in data.items() if k != "layer"}))
+
+
+@dataclass(frozen=True)
+class QuantSummary:
+    method: str
+    rounding: str
+    layers: tuple[LayerQuant, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "rounding": self.rounding,
+                "layers": [row.to_json() for row in self.layers]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QuantSummary:
+        return cls(data["method"], data["rounding"],
+                   tuple(LayerQuant.from_json(row) for row in data["layers"]))
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One training stage's epochs and the epoch kept; both None when it did not run."""
+
+    best_epoch: int | None = None
+    epochs: tuple[Epoch, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"best_epoch": self.best_epoch, "epochs": None if self.epochs is None else
+                [epoch.to_json() for epoch in self.epochs]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Phase:
+        epochs = data["epochs"]
+        return cls(data["best_epoch"],
+                   None if epochs is None else tuple(Epoch.from_json(e) for e in epochs))
+
+
+@dataclass(frozen=True)
+class Confusion:
+    labels: tuple[str, ...]
+    matrix: tuple[tuple[int, ...], ...]  # rows: true class, columns: predicted
+
+    def to_json(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), "matrix": [list(row) for row in self.matrix]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Confusion:
+        return cls(tuple(data["labels"]), tuple(tuple(row) for row in data["matrix"]))
+
+
+@dataclass(frozen=True)
+class DataCounts:
+    counts: dict[str, int]  # split -> samples
+    classes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counts": dict(self.counts), "classes": self.classes}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """A MAX7800x build's placement and its memory maps as text."""
+
+    device: str
+    placement: Placement
+    maps: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "placement": self.placement.to_json(), "maps": self.maps}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Accelerator:
+        return cls(data["device"], Placement.from_json(data["placement"]), data["maps"])
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    metrics: ReportMetrics
+    tiles: tuple[TileRow, ...]
+    quantization: QuantSummary
+    layers: tuple[Node, ...]
+    float_training: Phase  # "training": {"float": ..., "qat": ...}
+    qat_training: Phase
+    confusion: Confusion | None
+    data: DataCounts | None
+    accelerator: Accelerator | None
+    version: int = VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        def optional(record) -> dict[str, Any] | None:
+            return None if record is None else record.to_json()
+
+        return {"version": self.version, "name": self.name, "metrics": self.metrics.to_json(),
+                "tiles": [row.to_json() for row in self.tiles],
+                "quantization": self.quantization.to_json(),
+                "layers": [node.to_json() for node in self.layers],
+                "training": {"float": self.float_training.to_json(),
+                             "qat": self.qat_training.to_json()},
+                "confusion": optional(self.confusion), "data": optional(self.data),
+                "accelerator": optional(self.accelerator)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        def optional(kind, value):
+            return None if value is None else kind(value)
+
+        return cls(data["name"], ReportMetrics.from_json(data["metrics"]),
+                   tuple(TileRow.from_json(row) for row in data["tiles"]),
+                   QuantSummary.from_json(data["quantization"]),
+                   tuple(Node.from_json(node) for node in data["layers"]),
+                   Phase.from_json(data["training"]["float"]),
+                   Phase.from_json(data["training"]["qat"]),
+                   optional(Confusion.from_json, data["confusion"]),
+                   optional(lambda d: DataCounts(dict(d["counts"]), d["classes"]), data["data"]),
+                   optional(Accelerator.from_json, data["accelerator"]), data["version"])
+
+    @classmethod
+    def load(cls, directory: Path) -> Report:
+        """What the `report` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "report.json").read_text()))

@@ -1,0 +1,98 @@
+"""What the `ondevice_kat` stage proved (`ondevice_kat.json`, schema
+schemas/artifacts/ondevice_kat.v1.schema.json): the generated training code against the
+PyTorch trace — losses step by step, first-step gradients, final weights — on the host,
+and the Cortex-M4 build's losses and instructions per step under QEMU (or why that part
+was skipped). See pipeline/stages/ondevice_kat.py for the tolerances.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgebuild.pipeline.katresult import Skipped
+
+
+@dataclass(frozen=True)
+class LossComparison:
+    """Per-step losses of the C against PyTorch's."""
+
+    loss_max_abs_diff: float
+    loss_max_rel_diff: float  # over the largest loss of the trace
+    meets_target: bool  # within the strict tolerance
+    within_tolerance: bool  # within the pass/fail tolerance
+
+    def to_json(self, prefix: str = "") -> dict[str, Any]:
+        return {f"{prefix}{key}": value for key, value in vars(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], prefix: str = "") -> LossComparison:
+        return cls(data[f"{prefix}loss_max_abs_diff"], data[f"{prefix}loss_max_rel_diff"],
+                   data[f"{prefix}meets_target"], data[f"{prefix}within_tolerance"])
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """The Cortex-M4 training build under QEMU: its losses, their comparison with PyTorch
+    (written with an `m4_` prefix), the instructions of one step and Berkeley sizes."""
+
+    losses: tuple[float, ...]
+    instructions_per_step: int | None
+    text: int
+    data: int
+    bss: int
+    comparison: LossComparison
+
+    def to_json(self) -> dict[str, Any]:
+        return {"losses": list(self.losses), "instructions_per_step": self.instructions_per_step,
+                "text": self.text, "data": self.data, "bss": self.bss,
+                **self.comparison.to_json("m4_")}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainingRun:
+        return cls(tuple(data["losses"]), data["instructions_per_step"], data["text"],
+                   data["data"], data["bss"], LossComparison.from_json(data, "m4_"))
+
+
+@dataclass(frozen=True)
+class TrainingKat:
+    steps: int
+    loss_c: tuple[float, ...]
+    loss_torch: tuple[float, ...]
+    losses: LossComparison  # written at the top level
+    grad_max_abs_diff: float
+    grad_max_rel_diff: float
+    grad_check: float  # the relative gradient difference with its floor (pass/fail)
+    weight_max_abs_diff: float
+    memory_bytes: int  # training RAM (memory.json `ram`)
+    cortex_m4: TrainingRun | Skipped
+
+    @property
+    def instructions_per_step(self) -> int | None:
+        return None if isinstance(self.cortex_m4, Skipped) else \
+            self.cortex_m4.instructions_per_step
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "loss_c": list(self.loss_c),
+                "loss_torch": list(self.loss_torch), **self.losses.to_json(),
+                "grad_max_abs_diff": self.grad_max_abs_diff,
+                "grad_max_rel_diff": self.grad_max_rel_diff, "grad_check": self.grad_check,
+                "weight_max_abs_diff": self.weight_max_abs_diff,
+                "memory_bytes": self.memory_bytes, "cortex_m4": self.cortex_m4.to_json(),
+                "instructions_per_step": self.instructions_per_step}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainingKat:
+        m4 = data["cortex_m4"]
+        return cls(data["steps"], tuple(data["loss_c"]), tuple(data["loss_torch"]),
+                   LossComparison.from_json(data), data["grad_max_abs_diff"],
+                   data["grad_max_rel_diff"], data["grad_check"], data["weight_max_abs_diff"],
+                   data["memory_bytes"],
+                   Skipped(m4["skipped"]) if "skipped" in m4 else TrainingRun.from_json(m4))
+
+    @classmethod
+    def load(cls, directory: Path) -> TrainingKat:
+        """What the `ondevice_kat` stage wrote to `directory`."""
+        return cls.from_json(json.loads((directory / "ondevice_kat.json").read_text()))

@@ -4,17 +4,22 @@ memory maps (`maps.txt` of a build).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgebuild.targets.max7800x.placement.maps import bits, spans
 from edgebuild.targets.max7800x.placement.regions import byte_range
 
+if TYPE_CHECKING:  # records imports this module
+    from edgebuild.targets.max7800x.placement.records import Placement
 
-def maps_text(placement) -> str:
+
+def maps_text(placement: Placement) -> str:
     """The text of a `records.Placement`."""
     return "\n\n".join((_table(placement), _kernel_text(placement), _data_text(placement),
                          _bias_text(placement)))
 
 
-def _table(placement) -> str:
+def _table(placement: Placement) -> str:
     rows = [("layer", "op", "processors", "output", "in_offset", "out_offset", "gap",
              "passes", "kernel words", "bias")]
     for plan in placement.layers:
@@ -33,7 +38,7 @@ def _table(placement) -> str:
     return f"placement on {placement.device}\n" + "\n".join(lines)
 
 
-def _kernel_text(placement) -> str:
+def _kernel_text(placement: Placement) -> str:
     slots: dict[int, list[str]] = {}
     for p, name, start, words in placement.kernel_map():
         slots.setdefault(p, []).append(f"{name} {start}..{start + words - 1}")
@@ -50,7 +55,7 @@ def _kernel_text(placement) -> str:
     return "\n".join(lines)
 
 
-def _data_text(placement) -> str:
+def _data_text(placement: Placement) -> str:
     lines = [f"data memory ({placement.instance_bytes} bytes per instance)"]
     for instance in sorted({r.instance for r in placement.data}):
         lines.append(f"  instance {instance}")
@@ -65,7 +70,7 @@ def _data_text(placement) -> str:
     return "\n".join(lines)
 
 
-def _bias_text(placement) -> str:
+def _bias_text(placement: Placement) -> str:
     lines = [f"bias memory ({placement.bias_bytes} bytes per quadrant)"]
     for group in sorted({g for g, *_ in placement.bias_map()}):
         listing = ", ".join(f"{name} {offset}..{offset + length - 1}" for g, name, offset,

@@ -17,9 +17,16 @@ estimate is the RAM the training code adds on top of the inference arena, not a 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
+from edgebuild.core.geometry import Shape
 from edgebuild.ondevice import backward
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
+    from edgebuild.manifest.ondevice import Budget, Last
 
 FLOAT = 4
 
@@ -66,7 +73,16 @@ def buffers(graph: backward.TrainGraph, batch: int, slots: int, input_size: int,
     return found
 
 
-def summary(found: list[Buffer]) -> dict:
+class Summary(TypedDict):
+    """Training memory in bytes: RAM (everything but the frozen weights), flash (the frozen
+    weights) and bytes per buffer kind."""
+
+    ram: int
+    flash: int
+    by_kind: dict[str, int]
+
+
+def summary(found: list[Buffer]) -> Summary:
     """Bytes per kind; `ram` is everything but the frozen (flash) weights."""
     kinds: dict[str, int] = {}
     for buffer in found:
@@ -83,11 +99,13 @@ class Choice:
     ram: int
 
 
-def scopes_for(names, scope_map: dict[str, str]) -> dict[str, str]:
+def scopes_for(names: Iterable[str], scope_map: dict[str, str]) -> dict[str, str]:
     return {name: scope_map.get(name, "all") for name in names}
 
 
-def evaluate(layers, input_shape, names, scope_map, settings) -> tuple[backward.TrainGraph, dict]:
+def evaluate(layers: tuple[Layer, ...], input_shape: Shape, names: Iterable[str],
+             scope_map: dict[str, str], settings: Settings
+             ) -> tuple[backward.TrainGraph, Summary]:
     """(train graph, memory summary) for training `names`."""
     graph = backward.build(layers, input_shape, scopes_for(names, scope_map), settings.batch,
                            settings.l1)
@@ -103,7 +121,8 @@ class Settings:
     loss: str
 
 
-def choices(layers, input_shape, scope_map, settings: Settings) -> list[Choice]:
+def choices(layers: tuple[Layer, ...], input_shape: Shape, scope_map: dict[str, str],
+            settings: Settings) -> list[Choice]:
     """Training the last 1, 2, ... layers with weights: the memory table of the report."""
     weighted = backward.weighted_layers(layers)
     found = []
@@ -118,7 +137,9 @@ class SelectionError(ValueError):
     """The trainable layers cannot be chosen; the message says what would work."""
 
 
-def choose(trainable, layers, input_shape, scope_map, settings: Settings) -> tuple[str, ...]:
+def choose(trainable: list[str] | Last | Budget, layers: tuple[Layer, ...],
+           input_shape: Shape, scope_map: dict[str, str],
+           settings: Settings) -> tuple[str, ...]:
     """Layer names from `ondevice.trainable` (a list, {last: N} or {budget: bytes})."""
     weighted = backward.weighted_layers(layers)
     if isinstance(trainable, list):

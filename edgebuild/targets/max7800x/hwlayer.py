@@ -314,10 +314,11 @@ def _layer(layer: Layer, node: Node, front: Layer | None, where: dict[str, str],
     inputs = tuple(where[name] for name in inputs_of(source))
     in_shape = tuple(shapes[inputs_of(source)[0]])
     members = (front.name, layer.name) if front is not None else (layer.name,)
-    common: _Fields = dict(name=layer.name, op=facet.operation, inputs=inputs, in_channels=in_shape[0],
-                  in_shape=in_shape, pooled_shape=in_shape, out_channels=node.out_shape[0],
-                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members,
-                  has_weights=OPS[layer.op].role is Role.compute, copies=facet.copies)
+    common: _Fields = dict(name=layer.name, op=facet.operation, inputs=inputs,
+                           in_channels=in_shape[0], in_shape=in_shape, pooled_shape=in_shape,
+                           out_channels=node.out_shape[0], out_shape=tuple(node.out_shape),
+                           anchor=layer.name, members=members,
+                           has_weights=OPS[layer.op].role is Role.compute, copies=facet.copies)
     if front is not None and accelerator(front).operation == "add":
         common.update({"eltwise_operands": len(inputs), "eltwise": front.name})
     elif front is not None:
@@ -380,9 +381,10 @@ _Builder = Callable[[Any, Node, _Fields, dict[str, str], dict[str, Shape], dict[
 
 # How each hardware operation's layer record is made (targets' own vocabulary: the
 # operation comes from the op's accelerator facet).
-_BUILDERS: dict[str, _Builder] = {"conv2d": _conv_layer, "conv1d": _conv_layer, "conv_transpose2d": _transposed_layer,
-             "linear": _linear_layer, "pool": _pool_layer, "add": _add_layer,
-             "buffer": _buffer_layer, "concat": _concat_layer}
+_BUILDERS: dict[str, _Builder] = {
+    "conv2d": _conv_layer, "conv1d": _conv_layer, "conv_transpose2d": _transposed_layer,
+    "linear": _linear_layer, "pool": _pool_layer, "add": _add_layer,
+    "buffer": _buffer_layer, "concat": _concat_layer}
 
 
 def _conv(layer: Conv1d | Conv2d | ConvTranspose2d, in_shape: Shape, bits: dict[str, int]

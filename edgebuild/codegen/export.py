@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from edgebuild.core.errors import UserError
 
@@ -25,7 +26,8 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _record(target: Path) -> dict:
+def _record(target: Path) -> dict[str, Any]:
+    # the record as read: JSON, {"manifest": name, "files": {file name: sha256}}
     try:
         return json.loads((target / RECORD).read_text())
     except FileNotFoundError:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgebuild.core.resources import templates_dir
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
@@ -19,7 +20,14 @@ from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
 from edgebuild.ops import OPS
 from edgebuild.ops.c import OPTIONAL_PATHS, CStep, Tile, weight_symbol
-from edgebuild.ops.operator import LayerBase, Unsupported
+from edgebuild.ops.operator import Unsupported
+
+if TYPE_CHECKING:
+    import jinja2
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer
 
 STACK_BYTES = 8192
 HEAP_BYTES = 4096
@@ -48,14 +56,15 @@ class ProjectSpec:
     name: str
     model: QuantizedModel
     plan: MemoryPlan
-    kat_inputs: object  # int8 (K, *sample shape): clips (K, frames, *input) with a buffer
-    kat_expected: object  # int64 (K, outputs)
+    # int8 (K, *sample shape): clips (K, frames, *input) with a buffer
+    kat_inputs: NDArray[np.integer[Any]]
+    kat_expected: NDArray[np.integer[Any]]  # int64 (K, outputs)
     flash_bytes: int
     ram_bytes: int
     device: str
 
 
-def environment():
+def environment() -> jinja2.Environment:
     """The jinja2 environment of every rendered file (glue only: templates hold loops)."""
     import jinja2
 
@@ -68,14 +77,33 @@ def macro(tensor: str) -> str:
     return f"T_{tensor}"
 
 
-def _lines(values) -> list[str]:
+def _lines(values: Iterable[int | np.integer[Any]]) -> list[str]:
     text = [str(int(v)) for v in values]
     return [", ".join(text[i:i + VALUES_PER_LINE]) + ","
             for i in range(0, len(text), VALUES_PER_LINE)]
 
 
-def weight_arrays(model: QuantizedModel, prefix: str) -> list[dict]:
-    arrays = []
+class WeightArray(TypedDict):
+    """One array of weights.c (templates/project/weights.c.j2)."""
+
+    symbol: str
+    ctype: str
+    count: int
+    lines: list[str]
+    comment: str
+
+
+class RenderedStep(TypedDict):
+    """One step of cnn.c (templates/project/cnn.c.j2): its operator's C."""
+
+    index: int
+    comment: str
+    decls: list[str]
+    calls: list[str]
+
+
+def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
+    arrays: list[WeightArray] = []
     for layer in model.layers:
         quant = model.params.get(layer.name)
         if quant is None:
@@ -116,7 +144,7 @@ def _tile(choice: TileChoice | None) -> Tile | None:
     return None if choice is None else Tile(choice.rows, choice.channels)
 
 
-def c_step(spec: ProjectSpec, step: Step, layer: LayerBase, node: graphs.Node) -> CStep:
+def c_step(spec: ProjectSpec, step: Step, layer: Layer, node: graphs.Node) -> CStep[Layer]:
     """What the layer's emitter (its op's `c` facet) gets for one planned step."""
     return CStep(
         layer=layer, in_shapes=node.in_shapes, out_shape=node.out_shape,
@@ -134,7 +162,7 @@ class Steps:
     """The rendered layer steps and what they need of the project: the optimized kernels'
     scratch sizes, the preludes (once each), the optional kernel paths they run."""
 
-    rendered: list[dict[str, Any]]
+    rendered: list[RenderedStep]
     scratch: list[str]
     preludes: list[str]
     paths: frozenset[str]
@@ -147,7 +175,10 @@ def c_steps(spec: ProjectSpec) -> Steps:
     nodes = {node.name: node for node in graph.nodes}
     layers = {layer.name: layer for layer in spec.model.layers}
     optimized = spec.device in OPTIMIZED_DEVICES
-    rendered, scratch, preludes, paths = [], [], set(), set()
+    rendered: list[RenderedStep] = []
+    scratch: list[str] = []
+    preludes: set[tuple[int, str]] = set()
+    paths: set[str] = set()
     for step in spec.plan.steps:
         layer, node = layers[step.layer], nodes[step.layer]
         c = OPS[layer.op].c

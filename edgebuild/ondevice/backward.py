@@ -20,23 +20,54 @@ Gradient rules (the bugs the references describe are ruled out by construction):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Required, TypedDict, cast
 
-from edgebuild.core.geometry import Plane
+from edgebuild.core.geometry import Plane, Shape
 from edgebuild.model import graph as graphs
 from edgebuild.ondevice.schedule import Schedule, TrainStep
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import Train, TrainKernel, Unsupported
+from edgebuild.ops.operator import ComputeLayer, Operator, Train, TrainKernel, Unsupported
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
 
 FLOAT = 4  # bytes per float32
+
+
+class StepJSON(TypedDict, total=False):
+    """One forward or backward step (backward.json; ondevice.codegen writes its C)."""
+
+    op: Required[str]
+    tensor: str  # dequantize: the boundary tensor
+    layer: str
+    inputs: list[str]
+    input: int  # an input gradient: which input of the layer
+    reads: list[str]
+    output: str  # a tensor, or "d:<tensor>" for its gradient
+    tiles: list[list[int]]  # weight_grad: its output-row tiles
+
+
+class TrainGraphJSON(TypedDict):
+    """backward.json (`TrainGraph.to_json`)."""
+
+    frozen: list[str]
+    frozen_steps: int
+    boundary: list[list[str | int]]
+    output: str
+    trainable: dict[str, str | None]
+    parameters: list[list[str | list[int]]]
+    forward: list[StepJSON]
+    backward: list[StepJSON]
+    zero_once_per_step: list[str]
 
 
 class TrainGraphError(ValueError):
     """The manifest asks for something the trainable part cannot do; the message says why."""
 
 
-def train_facet(layer: Any) -> Train:
+def train_facet(layer: Layer) -> Train:
     """The op's training facet, or a TrainGraphError with the op's own reason."""
     facet = OPS[layer.op].train
     if isinstance(facet, Unsupported):
@@ -45,7 +76,7 @@ def train_facet(layer: Any) -> Train:
     return facet
 
 
-def weighted(layer: Any) -> bool:
+def weighted(layer: Layer) -> bool:
     """A layer whose weights the training kernels can train (a convolution kernel)."""
     facet = OPS[layer.op].train
     return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.conv
@@ -121,7 +152,7 @@ class TrainGraph:
                         + tuple(f"d:{n}" for n, _ in self.parameters()))
 
 
-def weighted_layers(layers: Any) -> list[str]:
+def weighted_layers(layers: Iterable[Layer]) -> list[str]:
     return [layer.name for layer in layers if weighted(layer)]
 
 
@@ -134,9 +165,11 @@ def weight_tiles(conv: Plane, batch: int, l1: int) -> tuple[tuple[int, int], ...
     return tuple((r, min(r + rows, conv.out_h)) for r in range(0, conv.out_h, rows))
 
 
-def build(layers, input_shape, scopes: dict[str, str], batch: int, l1: int) -> TrainGraph:
+def build(layers: tuple[Layer, ...], input_shape: Shape, scopes: dict[str, str],
+          batch: int, l1: int) -> TrainGraph:
     """The train graph for deployed (folded) `layers` with `scopes` {name: all|bias}."""
     graph, _ = graphs.build(tuple(input_shape), layers)
+    assert graph is not None  # the deployed layers of a valid manifest build
     nodes = {node.name: node for node in graph.nodes}
     order = [layer.name for layer in layers]
     unknown = [name for name in scopes if name not in nodes]
@@ -147,6 +180,7 @@ def build(layers, input_shape, scopes: dict[str, str], batch: int, l1: int) -> T
     frozen = order[:first]
     for layer in layers[:first]:
         if _is_view(layer):
+            assert layer.inputs is not None  # deployed layers name their inputs (folding)
             alias[layer.name] = alias.get(layer.inputs[0], layer.inputs[0])
     produced = {alias.get(name, name) for name in frozen} | {graphs.INPUT}
     boundary: dict[str, int] = {}
@@ -175,28 +209,40 @@ def build(layers, input_shape, scopes: dict[str, str], batch: int, l1: int) -> T
                       output, tensors[output], frozenset(needs), tensors)
 
 
-def _is_view(layer: Any) -> bool:
+def _is_view(layer: Layer) -> bool:
     facet = OPS[layer.op].train
     return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.view
 
 
-def _train_layer(layer: Any, facet: Train, node: graphs.Node, inputs: tuple[str, ...],
+class _Kernel(TypedDict):
+    """TrainLayer's kernel and geometry fields (from the op's training facet)."""
+
+    kernel: TrainKernel
+    conv: Plane | None
+    pool: Plane | None
+    pool_mode: str | None
+    fully_connected: bool
+
+
+def _train_layer(layer: Layer, facet: Train, node: graphs.Node, inputs: tuple[str, ...],
                  scope: str | None, batch: int, l1: int) -> TrainLayer:
     out_size = math.prod(node.out_shape)
     sizes = tuple(math.prod(s) for s in node.in_shapes)
     geometry = facet.geometry(layer, node.in_shapes, node.out_shape)
-    common = dict(kernel=facet.kernel, conv=geometry.conv, pool=geometry.pool,
-                  pool_mode=geometry.pool_mode, fully_connected=geometry.fully_connected)
+    common: _Kernel = dict(kernel=facet.kernel, conv=geometry.conv, pool=geometry.pool,
+                           pool_mode=geometry.pool_mode, fully_connected=geometry.fully_connected)
     if facet.kernel is TrainKernel.conv:
         conv = geometry.conv
         assert conv is not None
         weight_shape = (conv.out_c, conv.in_c // conv.groups, conv.k_h, conv.k_w)
-        if scope == "bias" and not layer.bias:
+        # the conv kernel trains compute layers (convolutions, linear): ComputeLayer's fields
+        weights = cast(ComputeLayer, layer)
+        if scope == "bias" and not weights.bias:
             raise TrainGraphError(f"layer '{layer.name}' has no bias (bias: false), so "
                                   "`scope: bias` leaves nothing to train; use all")
         tiles = weight_tiles(conv, batch, l1) if scope == "all" else ()
-        return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, layer.act.value,
-                          scope, weight_shape=weight_shape, bias=layer.bias, tiles=tiles,
+        return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, weights.act.value,
+                          scope, weight_shape=weight_shape, bias=weights.bias, tiles=tiles,
                           **common)
     if scope is not None:
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) has no weights to train; "
@@ -206,7 +252,7 @@ def _train_layer(layer: Any, facet: Train, node: graphs.Node, inputs: tuple[str,
     return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, act, **common)
 
 
-def _trains(op: Any) -> bool:
+def _trains(op: Operator) -> bool:
     return not isinstance(op.train, Unsupported) and op.train.kernel is TrainKernel.conv
 
 
@@ -254,7 +300,7 @@ def backward_steps(graph: TrainGraph) -> list[TrainStep]:
 
 def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """The activation's gradient, then the parameters', then the inputs'."""
-    steps = []
+    steps: list[StepJSON] = []
     if layer.act != "none":
         steps.append(TrainStep(f"{layer.act}_grad", f"d:{layer.pre}", layer.name))
     dy = f"d:{layer.pre}"
@@ -269,7 +315,7 @@ def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]
 
 def _conv_input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """A convolution's input gradient, through its fused input pooling when it has one."""
-    steps = []
+    steps: list[StepJSON] = []
     if layer.conv_input in needs:
         steps.append(TrainStep("input_grad", f"d:{layer.conv_input}", layer.name))
     if layer.pool is not None and layer.inputs[0] in needs:

@@ -9,7 +9,9 @@ its inputs: no clocks, no paths, sorted everything.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -19,6 +21,9 @@ from edgebuild.ondevice import backward
 from edgebuild.ondevice.memory import Buffer
 from edgebuild.ops.c import initializer
 from edgebuild.ops.operator import TrainKernel
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 POOL = {"max": 0, "avg": 1}
 VALUES_PER_LINE = 8
@@ -30,13 +35,13 @@ class TrainSpec:
     name: str
     graph: backward.TrainGraph
     buffers: list[Buffer]
-    params: dict[str, np.ndarray]  # initial float32 values of every float-part weight
+    params: dict[str, NDArray[np.float32]]  # initial values of every float-part weight
     optimizer: str  # sgd / adam
-    hyper: dict  # lr, momentum / betas, eps
+    hyper: dict[str, Any]  # the optimizer's settings as JSON: lr, momentum / betas, eps
     loss: str
     batch: int
-    inputs: np.ndarray  # int8 (steps, batch, input elements)
-    labels: np.ndarray  # (steps, batch)
+    inputs: NDArray[np.integer[Any]]  # int8 (steps, batch, input elements)
+    labels: NDArray[np.integer[Any]]  # (steps, batch)
     offsets: dict[str, int]  # arena offset of each boundary tensor
     layout_id: int
     input_size: int
@@ -60,13 +65,13 @@ def d(tensor: str) -> str:
     return symbol("d", tensor)
 
 
-def float_literal(value) -> str:
+def float_literal(value: float | np.floating[Any]) -> str:
     """Exact: the shortest decimal of the float32 value, read back as float by C."""
     text = repr(float(np.float32(value)))
     return f"{text}f" if any(c in text for c in ".e") else f"{text}.0f"
 
 
-def _lines(values, literal) -> list[str]:
+def _lines(values: NDArray[np.floating[Any]], literal: Callable[[float], str]) -> list[str]:
     text = [literal(v) for v in np.asarray(values).ravel()]
     return [", ".join(text[i:i + VALUES_PER_LINE]) + ","
             for i in range(0, len(text), VALUES_PER_LINE)]
@@ -243,9 +248,27 @@ def optimizer_calls(spec: TrainSpec) -> list[str]:
     return calls
 
 
-def _arrays(spec: TrainSpec) -> list[dict]:
+class RamArray(TypedDict):
+    """A zero-initialized buffer of train_model.c."""
+
+    symbol: str
+    count: int
+    comment: str
+
+
+class FlashArray(TypedDict):
+    """A float constant of train_model.c (initial or frozen values)."""
+
+    symbol: str
+    count: int
+    lines: list[str]
+    comment: str
+
+
+def _arrays(spec: TrainSpec) -> tuple[list[RamArray], list[FlashArray]]:
     """RAM buffers (zero-initialized) and flash constants (initial/frozen values)."""
-    ram, flash = [], []
+    ram: list[RamArray] = []
+    flash: list[FlashArray] = []
     for buffer in spec.buffers:
         if buffer.kind == "frozen":
             flash.append({"symbol": symbol("c", buffer.name[2:]), "count": buffer.elements,
@@ -261,7 +284,7 @@ def _arrays(spec: TrainSpec) -> list[dict]:
     return ram, flash
 
 
-def context(spec: TrainSpec) -> dict:
+def context(spec: TrainSpec) -> dict[str, Any]:
     ram, flash = _arrays(spec)
     parameters = [{"name": name, "count": math.prod(shape), "p": symbol("p", name),
                    "g": symbol("g", name), "init": symbol("i", name),

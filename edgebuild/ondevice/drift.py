@@ -8,16 +8,24 @@ in real units of the normalized input (q/128), then re-quantized like the data s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
-def parameters(channels: int, gain: float, offset: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from edgebuild.manifest.ondevice import Drift
+
+
+def parameters(channels: int, gain: float, offset: float, seed: int
+               ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     rng = np.random.default_rng(seed + 7919)
     return (rng.uniform(1 - gain, 1 + gain, channels).astype(np.float64),
             rng.uniform(-offset, offset, channels).astype(np.float64))
 
 
-def apply(x: np.ndarray, spec, seed: int) -> np.ndarray:
+def apply(x: NDArray[np.int8], spec: Drift | None, seed: int) -> NDArray[np.int8]:
     """int8 samples (N, C, ...) or (N, F) -> drifted int8 samples; `spec` None: unchanged."""
     from edgebuild.core.numerics import np_quantize_inputs as quantize
 

@@ -10,9 +10,11 @@ geometry records, so that a wrong geometry in the generated code shows as a loss
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -20,11 +22,23 @@ from edgebuild.model import quantized
 from edgebuild.ondevice import backward
 from edgebuild.ops.operator import TrainKernel
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from torch import Tensor
+    from torch.optim import Optimizer
+
+    from edgebuild.manifest.ondevice import DeviceAdam, DeviceSgd, Ondevice
+
+# torch and torch.nn.functional reach this module's torch code as arguments (`torch`, `F`):
+# ModuleType, whose attributes mypy reads as Any.
+
+Floats = dict[str, "NDArray[np.float32]"]  # tensor name -> float32 (N, elements)
+
 
 def boundary_values(model: quantized.QuantizedModel, graph: backward.TrainGraph,
-                    x_int8: np.ndarray) -> dict[str, np.ndarray]:
+                    x_int8: NDArray[np.integer[Any]]) -> Floats:
     """Float32 (N, elements) of every boundary tensor: the prefix's int8 output as q/128."""
-    values = {}
+    values: dict[str, list[NDArray[np.float32]]] = {}
     for start in range(0, len(x_int8), 256):
         batch = quantized.run_reference(model, x_int8[start:start + 256], keep_all=True)
         for name, _ in graph.boundary:
@@ -36,7 +50,7 @@ def boundary_values(model: quantized.QuantizedModel, graph: backward.TrainGraph,
 class FloatPart:
     """The trainable part as a torch function of its boundary tensors."""
 
-    def __init__(self, graph: backward.TrainGraph, params: dict[str, np.ndarray], torch):
+    def __init__(self, graph: backward.TrainGraph, params: Floats, torch: ModuleType):
         self.graph, self.torch = graph, torch
         trainable = {n for n, _ in graph.parameters()}
         self.tensors = {name: torch.tensor(value, dtype=torch.float32,
@@ -44,23 +58,26 @@ class FloatPart:
                         for name, value in params.items()}
         self.trainable = [self.tensors[name] for name, _ in graph.parameters()]
 
-    def forward(self, boundary: dict):
+    def forward(self, boundary: dict[str, Tensor]) -> Tensor:
         values = dict(boundary)
         for layer in self.graph.layers:
             values[layer.name] = self._layer(layer, values)
         return values[self.graph.output]
 
-    def _layer(self, layer: backward.TrainLayer, values: dict):
+    def _layer(self, layer: backward.TrainLayer, values: dict[str, Tensor]) -> Tensor:
         import torch.nn.functional as F
 
         batch = values[layer.inputs[0]].shape[0]
+        out: Tensor
         if layer.kernel is TrainKernel.add:
-            out = sum(values[name] for name in layer.inputs)
+            # an add has two inputs or more: the sum is a tensor (never sum()'s start, 0)
+            out = cast("Tensor", sum(values[name] for name in layer.inputs))
         elif layer.kernel is TrainKernel.concat:
             out = self.torch.cat([values[name] for name in layer.inputs], dim=1)
         elif layer.kernel is TrainKernel.pool:
             out = _pool(F, layer, values[layer.inputs[0]]).reshape(batch, -1)
         elif layer.fully_connected:
+            assert layer.conv is not None  # a linear layer's 1 x 1 convolution (TrainLayer)
             out = F.linear(values[layer.inputs[0]], self._weight(layer).reshape(
                 layer.conv.out_c, -1), self.tensors.get(f"{layer.name}.bias"))
         else:
@@ -71,29 +88,32 @@ class FloatPart:
             out = out.abs()
         return out
 
-    def _weight(self, layer):
+    def _weight(self, layer: backward.TrainLayer) -> Tensor:
         return self.tensors[f"{layer.name}.weight"]
 
-    def _conv(self, F, layer, x):
+    def _conv(self, F: ModuleType, layer: backward.TrainLayer, x: Tensor) -> Tensor:
         batch = x.shape[0]
         if layer.pool is not None:
             x = _pool(F, layer, x)
         c = layer.conv
+        assert c is not None  # a convolution's (TrainLayer)
         x = x.reshape(batch, c.in_c, c.in_h, c.in_w)
         out = F.conv2d(x, self._weight(layer), self.tensors.get(f"{layer.name}.bias"),
                        (c.stride_h, c.stride_w), (c.pad_h, c.pad_w), (c.dil_h, c.dil_w), c.groups)
         return out.reshape(batch, -1)
 
 
-def _pool(F, layer: backward.TrainLayer, x):
+def _pool(F: ModuleType, layer: backward.TrainLayer, x: Tensor) -> Tensor:
     """The layer's pooling (its own, or its convolution's fused input pooling)."""
     pool = layer.pool
+    assert pool is not None  # the caller pools a layer that has a pool
     x = x.reshape(x.shape[0], pool.in_c, pool.in_h, pool.in_w)
     apply = F.max_pool2d if layer.pool_mode == "max" else F.avg_pool2d
     return apply(x, (pool.k_h, pool.k_w), (pool.stride_h, pool.stride_w))
 
 
-def loss_function(kind: str, classes: int, torch):
+def loss_function(kind: str, classes: int, torch: ModuleType
+                  ) -> Callable[[Tensor, Tensor], Tensor]:
     import torch.nn.functional as F
 
     if kind == "mse":
@@ -101,19 +121,21 @@ def loss_function(kind: str, classes: int, torch):
     return F.cross_entropy
 
 
-def optimizer_for(spec, tensors, torch):
+def optimizer_for(spec: Ondevice, tensors: list[Tensor], torch: ModuleType) -> Optimizer:
     settings = spec.optimizer.settings
     if spec.optimizer.kind == "adam":
-        return torch.optim.Adam(tensors, lr=settings.lr, betas=tuple(settings.betas),
-                                eps=settings.eps, foreach=False)
-    return torch.optim.SGD(tensors, lr=settings.lr, momentum=settings.momentum, foreach=False)
+        adam = cast("DeviceAdam", settings)  # the `adam` key's settings
+        return torch.optim.Adam(tensors, lr=adam.lr, betas=tuple(adam.betas),
+                                eps=adam.eps, foreach=False)
+    sgd = cast("DeviceSgd", settings)  # `sgd`, the other form the device runs (unsupported())
+    return torch.optim.SGD(tensors, lr=sgd.lr, momentum=sgd.momentum, foreach=False)
 
 
 @dataclass(frozen=True)
 class Trace:
     losses: list[float]
-    first_gradients: dict[str, np.ndarray]  # gradient of every trainable tensor, step 1
-    final: dict[str, np.ndarray]  # trainable tensors after the last step
+    first_gradients: Floats  # gradient of every trainable tensor, step 1
+    final: Floats  # trainable tensors after the last step
 
 
 @dataclass(frozen=True)
@@ -163,14 +185,16 @@ class FineTune:
         return cls.from_json(json.loads((directory / "finetune.json").read_text()))
 
 
-def run_steps(spec, graph, params, boundary, labels, batches) -> Trace:
+def run_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,
+              labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> Trace:
     """The C program's steps: batch k is rows `batches[k]` of `boundary`/`labels`."""
     import torch
 
     part = FloatPart(graph, params, torch)
     optimizer = optimizer_for(spec, part.trainable, torch)
     loss_fn = loss_function(spec.loss.value, graph.output_size, torch)
-    losses, first = [], {}
+    losses: list[float] = []
+    first: Floats = {}
     for index, rows in enumerate(batches):
         optimizer.zero_grad(set_to_none=False)
         inputs = {name: torch.from_numpy(values[rows]) for name, values in boundary.items()}
@@ -186,7 +210,7 @@ def run_steps(spec, graph, params, boundary, labels, batches) -> Trace:
     return Trace(losses, first, final)
 
 
-def fixed_batches(count: int, batch: int, samples: int, seed: int) -> list[np.ndarray]:
+def fixed_batches(count: int, batch: int, samples: int, seed: int) -> list[NDArray[np.int64]]:
     """`count` batches of `batch` row indices: seeded permutations of the samples, one
     after the other (an epoch boundary may fall inside a batch)."""
     rng = np.random.default_rng(seed)
@@ -195,7 +219,8 @@ def fixed_batches(count: int, batch: int, samples: int, seed: int) -> list[np.nd
     return [order[k * batch:(k + 1) * batch] for k in range(count)]
 
 
-def accuracy(graph, params, boundary, labels) -> float:
+def accuracy(graph: backward.TrainGraph, params: Floats, boundary: Floats,
+             labels: NDArray[np.integer[Any]]) -> float:
     import torch
 
     part = FloatPart(graph, params, torch)
@@ -204,7 +229,12 @@ def accuracy(graph, params, boundary, labels) -> float:
     return float((out.argmax(dim=1).numpy() == labels).mean())
 
 
-def fine_tune(spec, graph, params, train, test, seed: int) -> FineTune:
+# boundary tensors and labels of one split
+Split = tuple[Floats, "NDArray[np.integer[Any]]"]
+
+
+def fine_tune(spec: Ondevice, graph: backward.TrainGraph, params: Floats, train: Split,
+              test: Split, seed: int) -> FineTune:
     """Accuracy on the held-out split before and after `epochs` of on-device training on
     the training split (both with the field drift applied): the C code's algorithm, run in
     torch because it is verified equal to the C step by step."""

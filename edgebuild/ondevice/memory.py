@@ -18,11 +18,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from edgebuild.core.geometry import Shape
 from edgebuild.ondevice import backward
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
+    from edgebuild.manifest.ondevice import Budget, Last
 
 FLOAT = 4
 
@@ -69,7 +75,16 @@ def buffers(graph: backward.TrainGraph, batch: int, slots: int, input_size: int,
     return found
 
 
-def summary(found: list[Buffer]) -> dict:
+class Summary(TypedDict):
+    """Training memory in bytes: RAM (everything but the frozen weights), flash (the frozen
+    weights) and bytes per buffer kind."""
+
+    ram: int
+    flash: int
+    by_kind: dict[str, int]
+
+
+def summary(found: list[Buffer]) -> Summary:
     """Bytes per kind; `ram` is everything but the frozen (flash) weights."""
     kinds: dict[str, int] = {}
     for buffer in found:
@@ -130,11 +145,13 @@ class TrainingMemory:
         return cls.from_json(json.loads((directory / "memory.json").read_text()))
 
 
-def scopes_for(names, scope_map: dict[str, str]) -> dict[str, str]:
+def scopes_for(names: Iterable[str], scope_map: dict[str, str]) -> dict[str, str]:
     return {name: scope_map.get(name, "all") for name in names}
 
 
-def evaluate(layers, input_shape, names, scope_map, settings) -> tuple[backward.TrainGraph, dict]:
+def evaluate(layers: tuple[Layer, ...], input_shape: Shape, names: Iterable[str],
+             scope_map: dict[str, str], settings: Settings
+             ) -> tuple[backward.TrainGraph, Summary]:
     """(train graph, memory summary) for training `names`."""
     graph = backward.build(layers, input_shape, scopes_for(names, scope_map), settings.batch,
                            settings.l1)
@@ -150,7 +167,8 @@ class Settings:
     loss: str
 
 
-def choices(layers, input_shape, scope_map, settings: Settings) -> list[Choice]:
+def choices(layers: tuple[Layer, ...], input_shape: Shape, scope_map: dict[str, str],
+            settings: Settings) -> list[Choice]:
     """Training the last 1, 2, ... layers with weights: the memory table of the report."""
     weighted = backward.weighted_layers(layers)
     found = []
@@ -165,7 +183,9 @@ class SelectionError(ValueError):
     """The trainable layers cannot be chosen; the message says what would work."""
 
 
-def choose(trainable, layers, input_shape, scope_map, settings: Settings) -> tuple[str, ...]:
+def choose(trainable: list[str] | Last | Budget, layers: tuple[Layer, ...],
+           input_shape: Shape, scope_map: dict[str, str],
+           settings: Settings) -> tuple[str, ...]:
     """Layer names from `ondevice.trainable` (a list, {last: N} or {budget: bytes})."""
     weighted = backward.weighted_layers(layers)
     if isinstance(trainable, list):

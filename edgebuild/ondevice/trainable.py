@@ -5,10 +5,24 @@ and in the `ondevice` stage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
+from edgebuild.core.geometry import Shape
 from edgebuild.manifest.ondevice import Ondevice, unsupported
 from edgebuild.ondevice import backward
 from edgebuild.ondevice import memory as training_memory
+from edgebuild.ops.c import Activated
+from edgebuild.ops.operator import ComputeLayer, LayerBase
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer, Manifest
+    from edgebuild.model.quantized import QuantizedModel
+
+# A path into the manifest document and what is wrong there.
+Problem = tuple[tuple[str | int, ...], str]
 
 
 @dataclass(frozen=True)
@@ -16,7 +30,7 @@ class Resolved:
     names: tuple[str, ...]
     scopes: dict[str, str]
     graph: backward.TrainGraph
-    memory: dict
+    memory: training_memory.Summary
     choices: list[training_memory.Choice]
 
 
@@ -26,8 +40,12 @@ def settings(spec: Ondevice, l1: int) -> training_memory.Settings:
     return training_memory.Settings(spec.batch, slots, l1, spec.loss.value)
 
 
-def resolve(spec: Ondevice, layers, input_shape, l1: int) -> Resolved:
-    """Raises training_memory.SelectionError / backward.TrainGraphError on bad input."""
+def resolve(spec: Ondevice, layers: tuple[LayerBase, ...], input_shape: Shape,
+            l1: int) -> Resolved:
+    """Raises training_memory.SelectionError / backward.TrainGraphError on bad input.
+    `layers`: the deployed (folded) manifest layers."""
+    # Layer records (folding's output); pipeline.validation passes them annotated LayerBase
+    layers = cast("tuple[Layer, ...]", layers)
     scope_map = {name: scope.value for name, scope in spec.scope.items()}
     chosen = settings(spec, l1)
     names = training_memory.choose(spec.trainable, layers, input_shape, scope_map, chosen)
@@ -36,13 +54,13 @@ def resolve(spec: Ondevice, layers, input_shape, l1: int) -> Resolved:
     return Resolved(names, training_memory.scopes_for(names, scope_map), graph, memory, options)
 
 
-def problems(manifest, layers) -> list[tuple[tuple, str]]:
+def problems(manifest: Manifest, layers: tuple[Layer, ...]) -> list[Problem]:
     """(manifest path, message) for every problem of the `ondevice` section."""
     spec = manifest.ondevice
     if spec is None:
         return []
-    found = [(("ondevice", "optimizer", *path), message)
-             for path, message in unsupported(spec.optimizer)]
+    found: list[Problem] = [(("ondevice", "optimizer", *path), message)
+                            for path, message in unsupported(spec.optimizer)]
     if manifest.dataset is None:
         found.append((("ondevice",), "on-device training needs a dataset to draw its "
                                      "training batches from; add a `dataset` section"))
@@ -52,11 +70,11 @@ def problems(manifest, layers) -> list[tuple[tuple, str]]:
     return _resolution(manifest, layers)
 
 
-def _names(spec, layers) -> list[tuple[tuple, str]]:
+def _names(spec: Ondevice, layers: tuple[Layer, ...]) -> list[Problem]:
     """Every layer name the section gives must exist."""
     names = {layer.name for layer in layers}
     hint = f"layers with weights: {', '.join(backward.weighted_layers(layers))}"
-    found = []
+    found: list[Problem] = []
     if isinstance(spec.trainable, list):
         found += [(("ondevice", "trainable", i), f"no layer named '{name}'; {hint}")
                   for i, name in enumerate(spec.trainable) if name not in names]
@@ -64,11 +82,11 @@ def _names(spec, layers) -> list[tuple[tuple, str]]:
                     for name in spec.scope if name not in names]
 
 
-def _scopes(spec, layers) -> list[tuple[tuple, str]]:
+def _scopes(spec: Ondevice, layers: tuple[Layer, ...]) -> list[Problem]:
     """A scope names a trainable layer with weights (and a bias for `bias`)."""
     by_name = {layer.name: layer for layer in layers}
     weighted = backward.weighted_layers(layers)
-    found = []
+    found: list[Problem] = []
     for name, scope in spec.scope.items():
         layer = by_name.get(name)
         if layer is None:
@@ -77,7 +95,8 @@ def _scopes(spec, layers) -> list[tuple[tuple, str]]:
             found.append((("ondevice", "scope", name), (
                 f"'{name}' ({layer.op}) has no weights; scope applies to layers with weights: "
                 f"{', '.join(weighted)}")))
-        elif scope.value == "bias" and not layer.bias:
+        # a layer with weights is a compute layer: ComputeLayer's fields
+        elif scope.value == "bias" and not cast(ComputeLayer, layer).bias:
             found.append((("ondevice", "scope", name), (
                 f"'{name}' has no bias (bias: false), so `bias` leaves nothing to train; "
                 "use all")))
@@ -88,19 +107,20 @@ def _scopes(spec, layers) -> list[tuple[tuple, str]]:
     return found
 
 
-def _loss(spec, layers) -> list[tuple[tuple, str]]:
+def _loss(spec: Ondevice, layers: tuple[Layer, ...]) -> list[Problem]:
     """cross_entropy reads raw class scores: the last layer has no activation."""
     out = layers[-1]
     if spec.loss.value == "cross_entropy" and \
             getattr(getattr(out, "act", None), "value", "none") != "none":
         return [(("ondevice", "loss"), (
             f"cross_entropy needs raw class scores, but the last layer '{out.name}' applies "
-            f"{out.act.value}; use `act: none` on it or loss: mse"))]
+            f"{cast(Activated, out).act.value}; use `act: none` on it or loss: mse"))]
     return []
 
 
-def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
+def _resolution(manifest: Manifest, layers: tuple[Layer, ...]) -> list[Problem]:
     spec = manifest.ondevice
+    assert spec is not None  # problems() resolves a manifest's `ondevice` section
     memory = manifest.target.memory
     try:
         resolved = resolve(spec, layers, tuple(manifest.model.input), memory.l1)
@@ -119,7 +139,7 @@ def _resolution(manifest, layers) -> list[tuple[tuple, str]]:
     return []
 
 
-def inference_arena(layers, input_shape) -> int:
+def inference_arena(layers: tuple[Layer, ...], input_shape: Shape) -> int:
     """Bytes of the int8 inference arena the frozen prefix runs in (the plan stage's
     figure: the same planner on the same layers)."""
     from edgebuild.memory.plan import make_plan
@@ -127,7 +147,8 @@ def inference_arena(layers, input_shape) -> int:
     return make_plan(input_shape, layers, 0).arena_bytes
 
 
-def dequantized(model, name: str) -> tuple:
+def dequantized(model: QuantizedModel, name: str
+                ) -> tuple[NDArray[np.float32], NDArray[np.float32] | None]:
     """Float32 (weight, bias) of a deployed layer: the real values of its integers."""
     import numpy as np
 
@@ -139,7 +160,8 @@ def dequantized(model, name: str) -> tuple:
     return weight, bias
 
 
-def initial_parameters(model, graph: backward.TrainGraph) -> dict:
+def initial_parameters(model: QuantizedModel, graph: backward.TrainGraph
+                       ) -> dict[str, NDArray[np.float32]]:
     """name.weight / name.bias -> float32 array in the training kernels' shapes."""
     values = {}
     for layer in graph.layers:

@@ -53,11 +53,15 @@ import os
 import struct
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 from edgebuild.core.errors import Diagnostic, UserError
 
@@ -106,7 +110,8 @@ class Header(NamedTuple):
     magic: bytes
     version: int
     reserved: int
-    count: int
+    # the format's "tensor count" field; it hides tuple.count, which nothing here calls
+    count: int  # type: ignore[assignment]
     size: int
     layout: int
     crc: int
@@ -123,7 +128,7 @@ def layout_id(tensors: Layout) -> int:
 
 # ---- writing ----------------------------------------------------------------------------
 
-def encode(tensors: list[np.ndarray | None], layout: int) -> bytes:
+def encode(tensors: Sequence[NDArray[np.floating[Any]] | None], layout: int) -> bytes:
     """The .wof bytes of `tensors` (None = absent), in order, tagged with `layout`."""
     if not 0 <= layout <= U32_MAX:
         raise ValueError(f"layout id {layout} is not a u32")
@@ -145,7 +150,8 @@ def encode(tensors: list[np.ndarray | None], layout: int) -> bytes:
     return header + body
 
 
-def write(path: str | os.PathLike, tensors: list[np.ndarray | None], layout: int) -> None:
+def write(path: str | os.PathLike[str], tensors: Sequence[NDArray[np.floating[Any]] | None],
+          layout: int) -> None:
     """Write atomically: a temp file in the same directory, synced, then renamed over
     `path`. Readers see the old file or the new one, never a half-written one (and a stray
     half-written temp file has another name, so it is never taken for the weights)."""
@@ -169,7 +175,7 @@ def _aligned(offset: int) -> int:
 
 # ---- reading ----------------------------------------------------------------------------
 
-def read(path: str | os.PathLike, expected: Layout) -> list[np.ndarray | None]:
+def read(path: str | os.PathLike[str], expected: Layout) -> list[NDArray[np.float32] | None]:
     """`decode` of the file at `path`; errors name the file as given."""
     source = str(path)
     try:
@@ -181,7 +187,7 @@ def read(path: str | os.PathLike, expected: Layout) -> list[np.ndarray | None]:
     return decode(data, expected, source)
 
 
-def decode(data: bytes, expected: Layout, source: str) -> list[np.ndarray | None]:
+def decode(data: bytes, expected: Layout, source: str) -> list[NDArray[np.float32] | None]:
     """The tensors of a .wof written for the model whose trainable tensors are `expected`
     ([(name, shape), ...]): float32 arrays in the expected shapes, None where absent.
 
@@ -285,7 +291,7 @@ def _printable(raw: bytes) -> str:
 
 # ---- inspection -------------------------------------------------------------------------
 
-def describe(data: bytes, source: str = "<wof data>") -> dict:
+def describe(data: bytes, source: str = "<wof data>") -> dict[str, Any]:
     """The raw header fields and table of a .wof, without validating them (a dump for
     humans, useful on a damaged file too). Only table entries inside the data are listed.
     Raises a UserError only when there is no full header to show."""

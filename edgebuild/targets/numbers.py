@@ -8,14 +8,17 @@ on the weight width, and rounding is the device's (half up; average pooling trun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.manifest import Manifest
 
+if TYPE_CHECKING:  # the profile records load with the profile (pydantic, yaml)
+    from edgebuild.targets.max7800x.records import Numbers
 
-def device_numbers(device: str) -> Any | None:
-    """The device profile's number format (a profile `Numbers` record), or None for a
-    generic CPU target."""
+
+def device_numbers(device: str) -> Numbers | None:
+    """The device profile's number format (a profile `Numbers` record, a
+    numerics.Arithmetic), or None for a generic CPU target."""
     from edgebuild.targets.max7800x import profile as devices
 
     return devices.profile(device).numbers if devices.is_accelerator(device) else None

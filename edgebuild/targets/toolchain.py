@@ -39,6 +39,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,12 +83,12 @@ class QemuRun:
     instructions: int | None  # between the markers; None without a plugin or markers not hit
 
 
-def _tool_output(completed: subprocess.CompletedProcess) -> str:
+def _tool_output(completed: subprocess.CompletedProcess[str]) -> str:
     return ((completed.stdout or "") + (completed.stderr or "")).strip()
 
 
-def _run(command: list[str], what: str, timeout: float, cwd: Path | None = None,
-         check: bool = True) -> subprocess.CompletedProcess:
+def _run(command: Sequence[str | Path], what: str, timeout: float, cwd: Path | None = None,
+         check: bool = True) -> subprocess.CompletedProcess[str]:
     try:
         completed = subprocess.run([str(part) for part in command], cwd=cwd,
                                    capture_output=True, text=True, errors="replace",
@@ -122,7 +123,7 @@ def _find_arm_tools() -> tuple[ArmTools | None, str]:
         return None, (f"not on PATH: {', '.join(missing)} (Debian: apt-get install -y "
                       "--no-install-recommends gcc-arm-none-eabi libnewlib-arm-none-eabi "
                       "qemu-system-arm)")
-    tools = ArmTools(**{key: Path(path) for key, path in found.items()})
+    tools = ArmTools(**{key: Path(path) for key, path in found.items() if path is not None})
     try:
         specs = _run([tools.gcc, *M4_CFLAGS, "-print-file-name=rdimon.specs"],
                      "arm-none-eabi-gcc", VERSION_TIMEOUT_S).stdout.strip()

@@ -49,16 +49,29 @@ Shapes are per sample, channels first: (C,), (C, L) or (C, H, W).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from edgebuild.core.geometry import Shape, pair, window_out, window_sizes
-from edgebuild.model.graph import INPUT, Graph
+from edgebuild.core.geometry import IntPair, Shape, pair, window_out, window_sizes
+from edgebuild.model.graph import INPUT, Graph, Node
 from edgebuild.ops import OPS
+from edgebuild.ops.c import Activated
 from edgebuild.ops.operator import Accelerator, LayerBase, Role, Unsupported
 
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
+    from edgebuild.ops.add import Add
+    from edgebuild.ops.buffer import Buffer
+    from edgebuild.ops.concat import Concat
+    from edgebuild.ops.conv1d import Conv1d
+    from edgebuild.ops.conv2d import Conv2d
+    from edgebuild.ops.conv_transpose2d import ConvTranspose2d
+    from edgebuild.ops.linear import Linear
+    from edgebuild.ops.pool import Pool1d, Pool2d
 
-def accelerator(layer: LayerBase) -> Accelerator:
+
+def accelerator(layer: Layer) -> Accelerator:
     """The op's accelerator facet (every op that reaches the device has one: folded and
     dropped ops are gone before)."""
     facet = OPS[layer.op].accelerator
@@ -150,6 +163,43 @@ class HwLayer:
         return math.prod(self.kernel) if self.kernel else 1
 
 
+class _Fields(TypedDict, total=False):
+    """HwLayer's fields, as `_layer` and the builders collect them before making one."""
+
+    name: str
+    members: tuple[str, ...]
+    op: str
+    inputs: tuple[str, ...]
+    in_channels: int
+    in_shape: Shape
+    pooled_shape: Shape
+    out_channels: int
+    out_shape: Shape
+    kernel: tuple[int, ...] | None
+    pad: tuple[int, ...] | None
+    stride: tuple[int, ...] | None
+    dilation: tuple[int, ...] | None
+    output_pad: tuple[int, ...] | None
+    groups: int
+    pool: Pool | None
+    weight_bits: int | None
+    has_bias: bool
+    eltwise_operands: int
+    eltwise: str | None
+    concat: str | None
+    flatten: bool
+    wide: bool
+    anchor: str
+    has_weights: bool
+    copies: bool
+
+
+def inputs_of(layer: LayerBase) -> tuple[str, ...]:
+    """What a folded layer reads: folding names every layer's inputs (model.folding)."""
+    assert layer.inputs is not None
+    return layer.inputs
+
+
 def pixels(shape: Shape) -> int:
     """Values per channel: H*W, L, or 1 for flat data."""
     return math.prod(shape[1:])
@@ -163,7 +213,7 @@ def manifest_index(layers: tuple[LayerBase, ...]) -> dict[str, int]:
     return index
 
 
-def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int],
+def map_layers(layers: tuple[Layer, ...], graph: Graph, bits: dict[str, int],
                placed: Iterable[str] = (), processors: int = 64, read_gap: bool = False
                ) -> tuple[HwLayer, ...]:
     """The hardware layers of the folded `layers` (see the module docstring).
@@ -175,7 +225,8 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
     concatenation is read in several passes. `read_gap`: the device's layers can read
     interleaved data directly (fewer copies)."""
     nodes = {node.name: node for node in graph.nodes}
-    shapes = {INPUT: tuple(graph.input), **{n.name: n.out_shape for n in graph.nodes}}
+    shapes: dict[str, Shape] = {INPUT: tuple(graph.input),
+                                **{n.name: n.out_shape for n in graph.nodes}}
     consumers = _consumers(layers)
     by_name = {layer.name: layer for layer in layers}
     where: dict[str, str] = {INPUT: INPUT}  # manifest tensor -> hardware tensor holding it
@@ -185,29 +236,31 @@ def map_layers(layers: tuple[LayerBase, ...], graph: Graph, bits: dict[str, int]
     hw: list[HwLayer] = []
     for layer in layers:
         if _free_view(layer, shapes, consumers, by_name):
-            source = layer.inputs[0]
+            source = inputs_of(layer)[0]
             where[layer.name] = where[source]
             flattened[layer.name] = flattened.get(source, source)
             continue
         if layer.name in merged:
             where[layer.name] = merged[layer.name]
             continue
-        front = by_name[layer.inputs[0]] if layer.inputs[0] in merged else None
+        first = inputs_of(layer)[0]
+        front = by_name[first] if first in merged else None
         hw.append(_layer(layer, nodes[layer.name], front, where, flattened, shapes, bits))
         where[layer.name] = layer.name
     return tuple(_with_copies(hw, shapes, {layer.name for layer in layers}, processors,
                               read_gap))
 
 
-def _consumers(layers: tuple[LayerBase, ...]) -> dict[str, list[str]]:
+def _consumers(layers: tuple[Layer, ...]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for layer in layers:
-        for name in layer.inputs:
+        for name in inputs_of(layer):
             out.setdefault(name, []).append(layer.name)
     return out
 
 
-def _free_view(layer, shapes, consumers, by_name) -> bool:
+def _free_view(layer: Layer, shapes: dict[str, Shape], consumers: dict[str, list[str]],
+               by_name: dict[str, Layer]) -> bool:
     """A view (its op's `view`) its readers absorb, so it is no hardware layer: a flatten of
     flat data, or one read only by layers that flatten their own input (linear); a reshape
     that keeps the channels, read only by single-input layers (they read it with the new
@@ -215,20 +268,21 @@ def _free_view(layer, shapes, consumers, by_name) -> bool:
     view = accelerator(layer).view
     readers = [by_name[r] for r in consumers.get(layer.name, [])]
     if view == "flatten":
-        return pixels(shapes[layer.inputs[0]]) == 1 or (bool(readers) and all(
+        return pixels(shapes[inputs_of(layer)[0]]) == 1 or (bool(readers) and all(
             accelerator(r).flattens_input for r in readers))
     if view == "in_dim":
-        return (shapes[layer.inputs[0]][0] == shapes[layer.name][0] and bool(readers)
-                and all(len(r.inputs) == 1 for r in readers))
+        return (shapes[inputs_of(layer)[0]][0] == shapes[layer.name][0] and bool(readers)
+                and all(len(inputs_of(r)) == 1 for r in readers))
     return False
 
 
-def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
-                 ) -> dict[str, str]:
+def _merged_adds(layers: tuple[Layer, ...], consumers: dict[str, list[str]],
+                 placed: frozenset[str]) -> dict[str, str]:
     """add name -> the convolution it runs in-flight with (one whose op allows it)."""
     merged = {}
     for layer, following in zip(layers, layers[1:], strict=False):
-        if (accelerator(layer).operation == "add" and layer.act.value == "none"
+        # the "add" operation is an add layer's: it has an activation (ops.c.Activated)
+        if (accelerator(layer).operation == "add" and cast(Activated, layer).act.value == "none"
                 and accelerator(following).inflight and layer.name not in placed
                 and following.inputs == (layer.name,)
                 and consumers.get(layer.name) == [following.name]):
@@ -236,8 +290,8 @@ def _merged_adds(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str
     return merged
 
 
-def _merged_concats(layers: tuple[LayerBase, ...], consumers, placed: frozenset[str]
-                    ) -> dict[str, str]:
+def _merged_concats(layers: tuple[Layer, ...], consumers: dict[str, list[str]],
+                    placed: frozenset[str]) -> dict[str, str]:
     """concat name -> the one layer that reads it directly (see the module docstring)."""
     by_name = {layer.name: layer for layer in layers}
     merged = {}
@@ -251,95 +305,118 @@ def _merged_concats(layers: tuple[LayerBase, ...], consumers, placed: frozenset[
     return merged
 
 
-def _layer(layer, node, front, where, flattened, shapes, bits) -> HwLayer:
+def _layer(layer: Layer, node: Node, front: Layer | None, where: dict[str, str],
+           flattened: dict[str, str], shapes: dict[str, Shape], bits: dict[str, int]
+           ) -> HwLayer:
     """`front`: the add or concat merged into `layer` (None: it reads its own inputs)."""
     facet = accelerator(layer)
     source = front if front is not None else layer
-    inputs = tuple(where[name] for name in source.inputs)
-    in_shape = tuple(shapes[source.inputs[0]])
+    inputs = tuple(where[name] for name in inputs_of(source))
+    in_shape = tuple(shapes[inputs_of(source)[0]])
     members = (front.name, layer.name) if front is not None else (layer.name,)
-    common = dict(name=layer.name, op=facet.operation, inputs=inputs, in_channels=in_shape[0],
-                  in_shape=in_shape, pooled_shape=in_shape, out_channels=node.out_shape[0],
-                  out_shape=tuple(node.out_shape), anchor=layer.name, members=members,
-                  has_weights=OPS[layer.op].role is Role.compute, copies=facet.copies)
+    common: _Fields = dict(name=layer.name, op=facet.operation, inputs=inputs,
+                           in_channels=in_shape[0], in_shape=in_shape, pooled_shape=in_shape,
+                           out_channels=node.out_shape[0], out_shape=tuple(node.out_shape),
+                           anchor=layer.name, members=members,
+                           has_weights=OPS[layer.op].role is Role.compute, copies=facet.copies)
     if front is not None and accelerator(front).operation == "add":
-        common.update(eltwise_operands=len(inputs), eltwise=front.name)
+        common.update({"eltwise_operands": len(inputs), "eltwise": front.name})
     elif front is not None:
         in_shape = tuple(shapes[front.name])
-        common.update(concat=front.name, in_channels=in_shape[0], in_shape=in_shape,
-                      pooled_shape=in_shape)
+        common.update({"concat": front.name, "in_channels": in_shape[0], "in_shape": in_shape,
+                       "pooled_shape": in_shape})
     build = _BUILDERS.get(facet.operation)
     # passthrough, or a view the device cannot absorb (limits says why)
     return HwLayer(**common) if build is None else build(layer, node, common, flattened,
                                                           shapes, bits)
 
 
-def _conv_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _conv_layer(layer: Conv1d | Conv2d, node: Node, common: _Fields,
+                flattened: dict[str, str], shapes: dict[str, Shape],
+                bits: dict[str, int]) -> HwLayer:
     return HwLayer(**common | _conv(layer, common["in_shape"], bits))
 
 
-def _transposed_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _transposed_layer(layer: ConvTranspose2d, node: Node, common: _Fields,
+                      flattened: dict[str, str], shapes: dict[str, Shape],
+                      bits: dict[str, int]) -> HwLayer:
     return HwLayer(**common | _conv(layer, common["in_shape"], bits)
                    | {"output_pad": pair(layer.output_pad)})
 
 
-def _pool_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _pool_layer(layer: Pool1d | Pool2d, node: Node, common: _Fields,
+                flattened: dict[str, str], shapes: dict[str, Shape],
+                bits: dict[str, int]) -> HwLayer:
     pool = _pool(layer.mode, layer.size, layer.stride, len(common["in_shape"]) - 1)
     return HwLayer(**common | {"pool": pool, "pooled_shape": tuple(node.out_shape)})
 
 
-def _add_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _add_layer(layer: Add, node: Node, common: _Fields, flattened: dict[str, str],
+               shapes: dict[str, Shape], bits: dict[str, int]) -> HwLayer:
     return HwLayer(**common | {"eltwise_operands": len(common["inputs"]), "eltwise": layer.name})
 
 
-def _buffer_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _buffer_layer(layer: Buffer, node: Node, common: _Fields, flattened: dict[str, str],
+                  shapes: dict[str, Shape], bits: dict[str, int]) -> HwLayer:
     shifted = (node.out_shape[0], node.out_shape[1] - 1)
     return HwLayer(**common | {"in_shape": shifted, "pooled_shape": shifted})
 
 
-def _concat_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _concat_layer(layer: Concat, node: Node, common: _Fields, flattened: dict[str, str],
+                  shapes: dict[str, Shape], bits: dict[str, int]) -> HwLayer:
     return HwLayer(**common | {"in_channels": node.out_shape[0],
                                "in_shape": tuple(node.out_shape),
                                "pooled_shape": tuple(node.out_shape)})
 
 
-def _linear_layer(layer, node, common, flattened, shapes, bits) -> HwLayer:
+def _linear_layer(layer: Linear, node: Node, common: _Fields, flattened: dict[str, str],
+                  shapes: dict[str, Shape], bits: dict[str, int]) -> HwLayer:
     return _linear(layer, common, flattened, shapes, bits)
 
 
+# A builder takes the layer record of its own op (`_conv_layer` a Conv1d or Conv2d, ...),
+# hence `Any` for the layer here, as in the operator records' facets (ops.operator).
+_Builder = Callable[[Any, Node, _Fields, dict[str, str], dict[str, Shape], dict[str, int]],
+                    HwLayer]
+
 # How each hardware operation's layer record is made (targets' own vocabulary: the
 # operation comes from the op's accelerator facet).
-_BUILDERS = {"conv2d": _conv_layer, "conv1d": _conv_layer, "conv_transpose2d": _transposed_layer,
-             "linear": _linear_layer, "pool": _pool_layer, "add": _add_layer,
-             "buffer": _buffer_layer, "concat": _concat_layer}
+_BUILDERS: dict[str, _Builder] = {
+    "conv2d": _conv_layer, "conv1d": _conv_layer, "conv_transpose2d": _transposed_layer,
+    "linear": _linear_layer, "pool": _pool_layer, "add": _add_layer,
+    "buffer": _buffer_layer, "concat": _concat_layer}
 
 
-def _conv(layer, in_shape: Shape, bits) -> dict:
+def _conv(layer: Conv1d | Conv2d | ConvTranspose2d, in_shape: Shape, bits: dict[str, int]
+          ) -> _Fields:
     dims = len(in_shape) - 1
     pool = None if layer.pool is None else _pool(layer.pool.mode, layer.pool.size,
                                                   layer.pool.stride, dims)
     pooled = in_shape if pool is None else _pooled(in_shape, pool)
-    shape = pair if dims == 2 else (lambda v: (v,))
+    # one value per axis: a 2-D layer's fields are ints or pairs, a 1-D layer's ints (Conv1d)
+    shape: Callable[[IntPair], tuple[int, ...]] = pair if dims == 2 else (
+        lambda v: (cast(int, v),))
     return dict(kernel=shape(layer.kernel), pad=shape(layer.pad), stride=shape(layer.stride),
                 dilation=shape(layer.dilation), groups=layer.groups, pool=pool,
                 pooled_shape=pooled, weight_bits=bits.get(layer.name), has_bias=layer.bias,
                 wide=layer.wide)
 
 
-def _linear(layer, common: dict, flattened, shapes, bits) -> HwLayer:
+def _linear(layer: Linear, common: _Fields, flattened: dict[str, str],
+            shapes: dict[str, Shape], bits: dict[str, int]) -> HwLayer:
     """A flattening linear reads the tensor before the flatten: its processors see C
     channels of H x W data."""
-    read = flattened.get(layer.inputs[0])
-    update = dict(weight_bits=bits.get(layer.name), has_bias=layer.bias, wide=layer.wide,
-                  flatten=layer.flatten or read is not None)
+    read = flattened.get(inputs_of(layer)[0])
+    update: _Fields = dict(weight_bits=bits.get(layer.name), has_bias=layer.bias,
+                           wide=layer.wide, flatten=layer.flatten or read is not None)
     if read is not None:
         shape = tuple(shapes[read])
-        update.update(in_shape=shape, pooled_shape=shape, in_channels=shape[0],
-                      members=(layer.inputs[0], *common["members"]))
+        update.update({"in_shape": shape, "pooled_shape": shape, "in_channels": shape[0],
+                       "members": (inputs_of(layer)[0], *common["members"])})
     return HwLayer(**common | update)
 
 
-def _pool(mode, size, stride, dims: int) -> Pool:
+def _pool(mode: str, size: IntPair, stride: IntPair | None, dims: int) -> Pool:
     window = _Window(size, stride)
     sizes, strides = window_sizes(window, dims)
     return Pool(getattr(mode, "value", mode), sizes, strides)
@@ -363,7 +440,7 @@ def interleaved(layer: HwLayer, processors: int) -> bool:
                                              and layer.in_channels > processors)
 
 
-def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: int,
+def _with_copies(hw: list[HwLayer], shapes: dict[str, Shape], taken: set[str], processors: int,
                  read_gap: bool) -> list[HwLayer]:
     """Insert a passthrough before each layer that reads interleaved data for every input
     that cannot be written interleaved by its producer (see the module docstring)."""
@@ -386,7 +463,8 @@ def _with_copies(hw: list[HwLayer], shapes: dict, taken: set[str], processors: i
     return out
 
 
-def _interleavable(source: str, layer: HwLayer, readers: dict, processors: int,
+def _interleavable(source: str, layer: HwLayer, readers: dict[str, list[HwLayer]],
+                   processors: int,
                    read_gap: bool) -> bool:
     """Whether `source` can be written interleaved for `layer`: the model input cannot, nor
     a tensor `layer` reads twice; a tensor others read too only where they can skip the gap
@@ -399,7 +477,8 @@ def _interleavable(source: str, layer: HwLayer, readers: dict, processors: int,
         for r in others)
 
 
-def _copy(layer: HwLayer, slot: int, source: str, shapes: dict, taken: set[str]) -> HwLayer:
+def _copy(layer: HwLayer, slot: int, source: str, shapes: dict[str, Shape],
+          taken: set[str]) -> HwLayer:
     name = f"{layer.name}_in{slot}"
     while name in taken:
         name += "_"

@@ -8,14 +8,23 @@ is only attempted for a model the device can run at all.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgebuild.model import graph as graphs
 from edgebuild.targets.max7800x import profile as devices
 
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer, Manifest
+    from edgebuild.targets.max7800x.hwlayer import HwLayer
+    from edgebuild.targets.max7800x.limits import ManifestPath
+    from edgebuild.targets.max7800x.placement import Placement
+    from edgebuild.targets.max7800x.records import Profile
 
-def number_rules(manifest, profile) -> list[tuple[tuple, str]]:
+
+def number_rules(manifest: Manifest, profile: Profile) -> list[tuple[ManifestPath, str]]:
     """Manifest settings that contradict the device's fixed number format."""
     numbers, name = profile.numbers, profile.name
-    found = []
+    found: list[tuple[ManifestPath, str]] = []
     if "rounding" in manifest.quantize.model_fields_set and \
             manifest.quantize.rounding.value != numbers.rounding:
         found.append((("quantize", "rounding"), (
@@ -31,12 +40,14 @@ def number_rules(manifest, profile) -> list[tuple[tuple, str]]:
     return found
 
 
-def layout(manifest, layers, bits: dict[str, int]):
+def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int]
+           ) -> tuple[tuple[HwLayer, ...], Placement | None, list[tuple[ManifestPath, str]]]:
     """(hardware layers, placement or None, problems) for an accelerator manifest."""
     from edgebuild.targets.max7800x import hwlayer, limits, placement
 
     profile = devices.profile(manifest.target.device.value)
     graph, _ = graphs.build(manifest.model.input, layers)
+    assert graph is not None  # the folded layers of a valid manifest build
     hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
                           processors=profile.processors, read_gap=profile.limits.read_gap)
     found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
@@ -46,7 +57,8 @@ def layout(manifest, layers, bits: dict[str, int]):
     return hw, result, [(p.path, p.message) for p in problems]
 
 
-def problems(manifest, layers, bits: dict[str, int]) -> list[tuple[tuple, str]]:
+def problems(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int]
+             ) -> list[tuple[ManifestPath, str]]:
     """Every rule of the target device the manifest breaks, as (path, message)."""
     device = manifest.target.device.value
     if not devices.is_accelerator(device):

@@ -11,8 +11,9 @@ except each layer's `streaming` and the first layer's `data_format`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from edgebuild.targets.max7800x.hwlayer import (
     HwLayer,
@@ -23,6 +24,14 @@ from edgebuild.targets.max7800x.hwlayer import (
     runnable_operations,
 )
 
+if TYPE_CHECKING:
+    from edgebuild.manifest import Manifest
+    from edgebuild.manifest.placement import LayerPlacement
+    from edgebuild.targets.max7800x.records import Conv2dRules, ConvTranspose2dRules, Profile
+
+# A path into the manifest document: keys and list indices (`("model", "layers", 3)`).
+ManifestPath = tuple[str | int, ...]
+
 # Conv1d dilation: kernels of up to this length may dilate (the manual: "1 to 1023 for
 # kernel lengths 1, 2, or 3"). The profile has no field for it yet (same on both devices).
 CONV1D_SHORT_KERNEL = 3
@@ -32,28 +41,29 @@ CONV1D_SHORT_KERNEL = 3
 class Problem:
     """One violated rule at `path` (a path into the manifest document)."""
 
-    path: tuple
+    path: ManifestPath
     message: str
 
 
 @dataclass(frozen=True)
 class _Context:
-    profile: object
-    manifest: object
+    profile: Profile
+    manifest: Manifest
     index: dict[str, int]
     layers: tuple[HwLayer, ...]
 
-    def at(self, layer: HwLayer, *field) -> tuple:
+    def at(self, layer: HwLayer, *field: str) -> ManifestPath:
         return ("model", "layers", self.index[layer.anchor], *field)
 
-    def eltwise_at(self, layer: HwLayer) -> tuple:
+    def eltwise_at(self, layer: HwLayer) -> ManifestPath:
         return ("model", "layers", self.index[layer.eltwise or layer.anchor])
 
 
 Rule = Callable[[HwLayer, _Context], Iterator[Problem]]
 
 
-def check(hw_layers: tuple[HwLayer, ...], manifest, profile) -> list[Problem]:
+def check(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
+          ) -> list[Problem]:
     """Every device limit `hw_layers` (from hwlayer.map_layers) violate, in layer order."""
     ctx = _Context(profile, manifest, manifest_index(manifest.model.layers), tuple(hw_layers))
     problems: list[Problem] = []
@@ -66,7 +76,7 @@ def check(hw_layers: tuple[HwLayer, ...], manifest, profile) -> list[Problem]:
     return problems
 
 
-def _listing(values) -> str:
+def _listing(values: Iterable[object]) -> str:
     return ", ".join(str(v) for v in values)
 
 
@@ -106,6 +116,7 @@ def _conv_transpose2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op != "conv_transpose2d":
         return
     rules = ctx.profile.conv_transpose2d
+    assert layer.output_pad is not None  # a transposed convolution's (hwlayer)
     output_pad = _members(layer, ctx, "output_pad", layer.output_pad, rules.output_pad)
     yield from _conv2d_rules(layer, ctx, rules, " for a transposed convolution", output_pad)
 
@@ -115,10 +126,13 @@ def _conv2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
         yield from _conv2d_rules(layer, ctx, ctx.profile.conv2d, "", iter(()))
 
 
-def _conv2d_rules(layer: HwLayer, ctx: _Context, rules, what: str,
-                  extra: Iterator[Problem]) -> Iterator[Problem]:
+def _conv2d_rules(layer: HwLayer, ctx: _Context, rules: Conv2dRules | ConvTranspose2dRules,
+                  what: str, extra: Iterator[Problem]) -> Iterator[Problem]:
     """Kernel, pad, stride, dilation and groups: the rules 2-D and transposed convolutions
     share (each with its own allowed values); `extra` problems come after the stride's."""
+    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    assert layer.kernel is not None and layer.pad is not None
+    assert layer.stride is not None and layer.dilation is not None
     name = ctx.profile.name
     if layer.kernel not in rules.kernels:
         yield Problem(ctx.at(layer, "kernel"), f"layer {layer.name!r}: kernel "
@@ -138,6 +152,9 @@ def _conv1d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op != "conv1d":
         return
     rules, name = ctx.profile.conv1d, ctx.profile.name
+    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    assert layer.kernel is not None and layer.pad is not None
+    assert layer.stride is not None and layer.dilation is not None
     (kernel,), (dilation,) = layer.kernel, layer.dilation
     if not _in(kernel, rules.kernel):
         yield Problem(ctx.at(layer, "kernel"), f"layer {layer.name!r}: kernel {kernel} is not "
@@ -156,7 +173,8 @@ def _conv1d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     yield from _groups(layer, ctx, rules.depthwise)
 
 
-def _members(layer, ctx, field: str, values, allowed, why: str = "") -> Iterator[Problem]:
+def _members(layer: HwLayer, ctx: _Context, field: str, values: tuple[int, ...],
+             allowed: tuple[int, ...], why: str = "") -> Iterator[Problem]:
     if not all(v in allowed for v in values):
         yield Problem(ctx.at(layer, field), f"layer {layer.name!r}: {field} {_dims(values)} "
                       f"is not supported on {ctx.profile.name}{why} (allowed: "
@@ -317,7 +335,7 @@ def _layer_count(ctx: _Context) -> Iterator[Problem]:
                   f"{ctx.profile.name} runs at most {limit}")
 
 
-def _entry(ctx: _Context, name: str):
+def _entry(ctx: _Context, name: str) -> LayerPlacement | None:
     return ctx.manifest.placement.get(name)
 
 
@@ -379,7 +397,8 @@ def _streaming_ops(ctx: _Context, streaming: list[HwLayer]) -> Iterator[Problem]
                               f"a {layer.op} layer cannot stream on {name} (only "
                               f"{', '.join(convolutions)} do)")
     last = streaming[-1]
-    unpadded_1x1 = last.kernel is not None and set(last.kernel) == {1} and not any(last.pad)
+    unpadded_1x1 = (last.kernel is not None and set(last.kernel) == {1}
+                    and last.pad is not None and not any(last.pad))
     if rules.last_padded and not unpadded_1x1 and not (last.pad and any(last.pad)):
         pad = f"pad {max(last.pad)}" if last.pad else f"a {last.op} layer has no padding"
         yield Problem(("placement", last.name, "streaming"), f"layer {last.name!r}: the last "

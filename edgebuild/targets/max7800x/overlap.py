@@ -31,12 +31,19 @@ written, so such an overlap is refused.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer, pixels
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
-def _axis_last(layer: HwLayer, axis: int, inputs: int, outputs: int) -> np.ndarray:
+    from edgebuild.targets.max7800x.placement.regions import Region
+
+
+def _axis_last(layer: HwLayer, axis: int, inputs: int, outputs: int) -> NDArray[np.int64]:
     """For each input coordinate along spatial `axis`, the last output coordinate that
     reads it (-1: none does)."""
     last = np.full(inputs, -1, dtype=np.int64)
@@ -55,13 +62,15 @@ def _taps(layer: HwLayer, axis: int, o: int) -> list[int]:
     """Pooled coordinates output coordinate `o` reads along `axis`."""
     if layer.kernel is None:
         return [o]
+    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    assert layer.stride is not None and layer.pad is not None and layer.dilation is not None
     k, s, p, d = (v[axis] for v in (layer.kernel, layer.stride, layer.pad, layer.dilation))
     if layer.op == "conv_transpose2d":
         return [(o + p - t * d) // s for t in range(k) if (o + p - t * d) % s == 0]
     return [o * s - p + t * d for t in range(k)]
 
 
-def last_reader(layer: HwLayer) -> np.ndarray:
+def last_reader(layer: HwLayer) -> NDArray[np.int64]:
     """For each input pixel in raster order, the last output pixel that reads it (-1: none)."""
     spatial_in, spatial_out = layer.in_shape[1:], layer.out_shape[1:]
     if layer.op == "linear" or not spatial_out:
@@ -74,7 +83,7 @@ def last_reader(layer: HwLayer) -> np.ndarray:
     return np.where((rows[:, None] < 0) | (cols[None, :] < 0), -1, last).reshape(-1)
 
 
-def clash(layer: HwLayer, written, read, out_pixels: int, in_pixels: int
+def clash(layer: HwLayer, written: Region, read: Region, out_pixels: int, in_pixels: int
           ) -> tuple[int, int] | None:
     """None when `layer` writing region `written` (its output, in one data memory instance,
     one pass or one 32-bit value per pixel) over region `read` (one of its inputs, same

@@ -9,8 +9,12 @@ a file. Profiles are validated like manifests (strict, frozen records) when firs
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from edgebuild.core.resources import device_profiles
+
+if TYPE_CHECKING:  # pydantic loads with the first profile read
+    from edgebuild.targets.max7800x.records import Profile
 
 DEVICE_NAMES: tuple[str, ...] = tuple(device_profiles())
 
@@ -20,7 +24,7 @@ def is_accelerator(device: str) -> bool:
 
 
 @functools.cache
-def profile(name: str):
+def profile(name: str) -> Profile:
     """The validated profile of device `name` (a `records.Profile`)."""
     import yaml
     from pydantic import ValidationError

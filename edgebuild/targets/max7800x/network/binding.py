@@ -7,11 +7,17 @@ arithmetic).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from edgebuild.targets.max7800x.network.built import Built
 from edgebuild.targets.max7800x.network.checkpoint import CheckpointLayer
+from edgebuild.targets.max7800x.network.hardware import LayerDocument
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.values import popcount
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 
 class Binder:
@@ -28,7 +34,7 @@ class Binder:
         self.total_shift = total_shift  # the device's range of output_shift + 8 - weight_bits
         self.stopped = False
 
-    def bind(self, p: int, spec: Spec, layer: dict) -> bool:
+    def bind(self, p: int, spec: Spec, layer: LayerDocument) -> bool:
         """Check the edgebuild layer just emitted for spec position `p` and take its
         weights (without a checkpoint: note what the description says about them)."""
         if p not in self.bound:
@@ -48,7 +54,7 @@ class Binder:
             return False
         return self._quantize(spec, layer, ck)
 
-    def _unbound(self, spec: Spec, layer: dict) -> None:
+    def _unbound(self, spec: Spec, layer: LayerDocument) -> None:
         """Without a checkpoint, `quantization` becomes a QAT weight width, and an
         `output_shift` is ignored (edgebuild chooses shifts when it quantizes)."""
         if spec.quantization is not None and spec.quantization != 8:
@@ -56,7 +62,7 @@ class Binder:
         if spec.output_shift is not None and not spec.wide:
             self.built.shifts_ignored.append(layer["name"])
 
-    def _mismatches(self, spec: Spec, layer: dict, ck: CheckpointLayer) -> list[str]:
+    def _mismatches(self, spec: Spec, layer: LayerDocument, ck: CheckpointLayer) -> list[str]:
         """What differs between the layer and its checkpoint layer: the weights' shape
         first; only when that fits, the processor maps and `out_channels`."""
         w = ck.weight
@@ -70,7 +76,7 @@ class Binder:
             problems = _count_problems(spec, in_shape[0], w_out)
         return problems
 
-    def _quantize(self, spec: Spec, layer: dict, ck: CheckpointLayer) -> bool:
+    def _quantize(self, spec: Spec, layer: LayerDocument, ck: CheckpointLayer) -> bool:
         """The layer's weights, weight width and shift, and its bias as edgebuild stores
         it (b x 128 of the 8-bit value the device adds)."""
         import numpy as np
@@ -149,7 +155,7 @@ class Binder:
         return shift
 
 
-def _shape_problems(spec: Spec, layer: dict, w, in_name: str,
+def _shape_problems(spec: Spec, layer: LayerDocument, w: NDArray[np.int64], in_name: str,
                     in_shape: tuple[int, ...]) -> list[str]:
     """The weights' kind, kernel and input size against the layer and what feeds it."""
     kind = {4: "conv2d", 3: "conv1d", 2: "linear"}.get(w.ndim, f"{w.ndim}-D")
@@ -192,7 +198,7 @@ def _count_problems(spec: Spec, in_c: int, w_out: int) -> list[str]:
     return problems
 
 
-def _fits(weight, bits: int) -> bool:
+def _fits(weight: NDArray[np.int64], bits: int) -> bool:
     from edgebuild.core.numerics import weight_limits
 
     low, high = weight_limits(bits)

@@ -4,7 +4,7 @@ kept across inferences becomes one edgebuild `buffer` layer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from edgebuild.targets.max7800x.network.spec import DataBuffer, Reporter, Spec
 from edgebuild.targets.max7800x.network.values import (
@@ -53,8 +53,9 @@ def data_buffers(report: Reporter, written: str, value: Any) -> dict[str, DataBu
             report.error((*loc, keys["name"]), f"data_buffer {i}: name {name!r} is reserved or "
                          "used twice")
         elif not bad:
-            found[name] = DataBuffer(i, name, parsed["processors"], parsed["dim"],
-                                     parsed["channels"], parsed["offset"])
+            values = cast("dict[str, int]", parsed)  # no value is None (`bad` is empty)
+            found[name] = DataBuffer(i, name, values["processors"], values["dim"],
+                                     values["channels"], values["offset"])
     return found
 
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.fields import C_KEYWORDS
-from edgebuild.targets.max7800x.network.hardware import HardwareLayer
+from edgebuild.targets.max7800x.network.hardware import HardwareLayer, LayerDocument
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.manifest import Layer
 
 NAME_LIMIT = 48
 
@@ -38,12 +44,12 @@ class Built:
     from), their output shapes, hardware layers and placement entries, integer weights,
     and notes for the warnings."""
 
-    layers: list[dict] = field(default_factory=list)
+    layers: list[LayerDocument] = field(default_factory=list)
     origin: list[int] = field(default_factory=list)  # spec position of every layer
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     hardware: list[HardwareLayer] = field(default_factory=list)
-    placement: dict[str, dict] = field(default_factory=dict)
-    weights: dict[str, Any] = field(default_factory=dict)
+    placement: dict[str, dict[str, Any]] = field(default_factory=dict)  # manifest entries
+    weights: dict[str, NDArray[np.integer[Any]]] = field(default_factory=dict)  # weights.npz
     from_maps: list[str] = field(default_factory=list)  # layers whose channels came from maps
     weight_bits: dict[str, int] = field(default_factory=dict)  # `quantization`, no checkpoint
     shifts_ignored: list[str] = field(default_factory=list)  # `output_shift`, no checkpoint
@@ -54,12 +60,12 @@ def previous(built: Built) -> str:
     return built.layers[-1]["name"] if built.layers else "input"
 
 
-def first_input(linked: dict, built: Built) -> str:
+def first_input(linked: dict[str, Any], built: Built) -> str:
     """The first input of a layer whose `inputs` are `linked` (empty: the previous layer)."""
     return (linked.get("inputs") or [previous(built)])[0]
 
 
-def emit(built: Built, report: Reporter, spec: Spec, p: int, layer: dict) -> bool:
+def emit(built: Built, report: Reporter, spec: Spec, p: int, layer: LayerDocument) -> bool:
     """Append one layer made for spec position `p` after checking it (edgebuild's layer
     record and shape rule); False after reporting why it is not a valid edgebuild layer."""
     from pydantic import TypeAdapter, ValidationError
@@ -68,7 +74,7 @@ def emit(built: Built, report: Reporter, spec: Spec, p: int, layer: dict) -> boo
     from edgebuild.ops import OPS, Layer
 
     try:
-        record = TypeAdapter(Layer).validate_python(layer)
+        record: Layer = TypeAdapter(Layer).validate_python(layer)
     except ValidationError as exc:
         for error in exc.errors():
             where = ".".join(str(x) for x in error["loc"][1:])

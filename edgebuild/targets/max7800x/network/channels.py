@@ -4,12 +4,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgebuild.targets.max7800x.network.spec import Spec
 from edgebuild.targets.max7800x.network.values import popcount
 
+if TYPE_CHECKING:
+    from edgebuild.targets.max7800x.records import Profile
+
 
 def map_channels(specs: list[Spec], p: int, output_map: int | None, classes: int | None,
-                 profile) -> tuple[int | None, str]:
+                 profile: Profile) -> tuple[int | None, str]:
     """Output channels of layer `p` from the description alone: (count, source).
 
     Exact sources first (`out_channels`, depthwise `groups`, a consumer's `in_channels` or
@@ -37,7 +42,7 @@ def map_channels(specs: list[Spec], p: int, output_map: int | None, classes: int
     classifier = last and classes is not None and (spec.op == "linear" or spec.wide)
     if bounds:
         count = max(bounds)
-        if classifier and profile.processors_needed(classes) == count:
+        if classifier and classes is not None and profile.processors_needed(classes) == count:
             return classes, "dataset"
         return count, "processors"
     if classifier:

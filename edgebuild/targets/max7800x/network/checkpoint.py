@@ -13,25 +13,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from numpy.typing import NDArray
 
 
 @dataclass(frozen=True)
 class CheckpointLayer:
     name: str  # module name, e.g. conv1
     key: str  # e.g. conv1.op.weight
-    weight: Any  # numpy int64
-    bias: Any | None  # numpy int64 (raw stored value) or None
+    weight: NDArray[np.int64]
+    bias: NDArray[np.int64] | None  # the raw stored value
     bias_key: str | None
     output_shift: int | None
     weight_bits: int | None
 
 
-def load_checkpoint(path: Path) -> tuple[dict, str | None]:
+def load_checkpoint(path: Path) -> tuple[dict[Any, Any], str | None]:
     """torch.load with weights_only=True: tensors, plain data and the optimizer classes
-    ai8x-training pickles (as class references; no code runs)."""
+    ai8x-training pickles (as class references; no code runs). The state dict is the file's
+    own data: any keys and values (checkpoint_layers reads the tensors it needs)."""
     import pickle
 
     import torch
@@ -66,7 +72,7 @@ def load_checkpoint(path: Path) -> tuple[dict, str | None]:
     return state, arch if isinstance(arch, str) else None
 
 
-def checkpoint_layers(path: Path, state: dict) -> list[CheckpointLayer]:
+def checkpoint_layers(path: Path, state: dict[Any, Any]) -> list[CheckpointLayer]:
     import numpy as np
     import torch
 
@@ -111,7 +117,7 @@ def checkpoint_layers(path: Path, state: dict) -> list[CheckpointLayer]:
     return layers
 
 
-def _scalar(tensor: Any) -> int | None:
+def _scalar(tensor: torch.Tensor | None) -> int | None:
     if tensor is None:
         return None
     values = tensor.detach().flatten().tolist()

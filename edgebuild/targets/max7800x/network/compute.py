@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from edgebuild.targets.max7800x.network.hardware import LayerDocument
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 
 
-def conv_keys(report: Reporter, spec: Spec, layer: dict, pool: dict | None, no_bias: bool,
-              in_shape: tuple[int, ...]) -> bool:
+def conv_keys(report: Reporter, spec: Spec, layer: LayerDocument, pool: dict[str, Any] | None,
+              no_bias: bool, in_shape: tuple[int, ...]) -> bool:
     """Complete a conv1d/conv2d record (name, op, inputs, out, kernel given); False after
     reporting what it cannot express."""
     if spec.stride != 1:
@@ -35,8 +36,8 @@ def conv_keys(report: Reporter, spec: Spec, layer: dict, pool: dict | None, no_b
     return True
 
 
-def conv_transpose_keys(report: Reporter, spec: Spec, layer: dict, pool: dict | None,
-                        no_bias: bool) -> bool:
+def conv_transpose_keys(report: Reporter, spec: Spec, layer: LayerDocument,
+                        pool: dict[str, Any] | None, no_bias: bool) -> bool:
     """ConvTranspose2d: stride 2 and output padding 1 are the hardware's (the op's
     defaults), `pad` 1 is the default of both; dilation and groups are not documented
     for it, so they stay edgebuild's 1 unless given (limits.py reports them)."""
@@ -64,10 +65,10 @@ def linear_reads(report: Reporter, spec: Spec, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def linear_layer(spec: Spec, name: str, linked: dict, shape: tuple[int, ...], out: int,
-                 no_bias: bool) -> dict[str, Any]:
+def linear_layer(spec: Spec, name: str, linked: dict[str, Any], shape: tuple[int, ...],
+                 out: int, no_bias: bool) -> LayerDocument:
     """The linear record (it flattens its own input when that is not flat)."""
-    layer: dict[str, Any] = {"name": name, "op": "linear", **linked, "out": out}
+    layer: LayerDocument = {"name": name, "op": "linear", **linked, "out": out}
     optional = (("flatten", True, len(shape) > 1), ("bias", False, no_bias),
                 ("act", spec.act, spec.act != "none"), ("wide", True, spec.wide))
     layer.update({key: value for key, value, given in optional if given})

@@ -34,6 +34,10 @@ DATASETS: dict[str, tuple[tuple[int, ...], int]] = {
 }
 
 
+# The description's top-level keys: lower-case key -> (the key as written, its YAML value;
+# `output_map` parsed). Open YAML data.
+Top = dict[str, tuple[Any, Any]]
+
 _GLOBAL_KEYS = ("arch", "dataset", "layers", "output_map", "bias", "weights", "data_buffer")
 _GLOBAL_UNSUPPORTED = {
     "unload": "a custom `unload` (copying outputs in a chosen shape) has no edgebuild "
@@ -47,7 +51,7 @@ def dataset_key(name: Any) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).lower()) if name is not None else ""
 
 
-def parse(path: Path) -> tuple[yamlsource.Document, Reporter, dict, list[Spec]]:
+def parse(path: Path) -> tuple[yamlsource.Document, Reporter, Top, list[Spec]]:
     """(document, reporter, top-level keys as `{key: (key as written, value)}`, layers in
     the order they run). Problems are collected in the reporter; only a document that has
     no layers to read raises at once."""
@@ -75,10 +79,10 @@ def parse(path: Path) -> tuple[yamlsource.Document, Reporter, dict, list[Spec]]:
     return document, report, top, specs
 
 
-def _top_level(report: Reporter, data: dict) -> tuple[dict[str, Any], dict[str, DataBuffer]]:
+def _top_level(report: Reporter, data: dict[Any, Any]) -> tuple[Top, dict[str, DataBuffer]]:
     """The known top-level keys (lower case) and the data buffers; unknown and unsupported
     keys are errors, the toolchain's test data (`bias`, `weights`) is ignored."""
-    top: dict[str, Any] = {}
+    top: Top = {}
     buffers: dict[str, DataBuffer] = {}
     for written, value in data.items():
         key = str(written).lower()
@@ -164,6 +168,7 @@ class _Lookup:
 def _inputs(report: Reporter, spec: Spec, p: int, lookup: _Lookup) -> list[int]:
     """The positions `in_sequences` names (-1: the model input); each must run earlier,
     since edgebuild runs layers in order."""
+    assert spec.refs is not None  # _order resolves the `in_sequences` a layer has
     inputs = []
     for ref in spec.refs:
         target = _resolve(ref, lookup.by_seq, lookup.names)

@@ -5,18 +5,29 @@ placement back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import UserError
+from edgebuild.model.graph import Node
 from edgebuild.targets.max7800x import profile as devices
+from edgebuild.targets.max7800x.hwlayer import inputs_of
 from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.channels import map_channels
-from edgebuild.targets.max7800x.network.layerrecord import layer_record, map_value
+from edgebuild.targets.max7800x.network.layerrecord import Hw, Record, layer_record, map_value
 from edgebuild.targets.max7800x.network.spec import Spec
 
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer, Manifest
+    from edgebuild.targets.max7800x.records import Profile
 
-def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
+# quant.json, or a mapping of its rows by layer name (see export_network). Open JSON.
+Quant = Mapping[str, Any]
+
+
+def export_network(manifest: Manifest, placement: Mapping[str, Any],
+                   quant: Quant | None = None) -> str:
     """The network description (toolchain YAML) of `manifest` placed as `placement`.
 
     `placement["layers"]` lists the hardware layers in order, each with name, members (the
@@ -38,8 +49,9 @@ def export_network(manifest, placement: dict, quant: dict | None = None) -> str:
     graph, problems = graphs.build(manifest.model.input, layers)
     if problems:
         raise UserError([f"export: {p.message}" for p in problems])
+    assert graph is not None  # graphs.build gives a graph whenever it finds no problem
     nodes = {node.name: node for node in graph.nodes}
-    hw_layers = list(placement.get("layers") or [])
+    hw_layers: list[Hw] = list(placement.get("layers") or [])
     if not hw_layers:
         raise UserError("export: the placement has no layers")
     owner = _owners(hw_layers, layers, alias)
@@ -55,13 +67,14 @@ class _Model:
     """The folded manifest model: its layers, the folded-away names (-> what they read
     instead), the graph's nodes by name, and the hardware layer holding each layer."""
 
-    layers: list
+    layers: tuple[Layer, ...]
     alias: dict[str, str]
-    nodes: dict
+    nodes: dict[str, Node]
     owner: dict[str, str]
 
 
-def _owners(hw_layers: list[dict], layers: list, alias: dict[str, str]) -> dict[str, str]:
+def _owners(hw_layers: list[Hw], layers: tuple[Layer, ...], alias: dict[str, str]
+            ) -> dict[str, str]:
     """Each manifest layer (and "input") -> the hardware layer that holds its output."""
     owner: dict[str, str] = {"input": "input"}
     for hw in hw_layers:
@@ -72,16 +85,17 @@ def _owners(hw_layers: list[dict], layers: list, alias: dict[str, str]) -> dict[
         owner.setdefault(name, owner.get(target, target))
     for layer in layers:  # a reshape the device reads through (hwlayer): its source's owner
         if layer.op == "reshape" and layer.name not in owner:
-            owner[layer.name] = owner.get(layer.inputs[0], layer.inputs[0])
+            owner[layer.name] = owner.get(inputs_of(layer)[0], inputs_of(layer)[0])
     return owner
 
 
-def _records(hw_layers: list[dict], model: _Model, producers: dict[str, str],
-             rows: dict[str, dict], profile) -> list[dict]:
+def _records(hw_layers: list[Hw], model: _Model, producers: dict[str, str],
+             rows: dict[str, Mapping[str, Any]], profile: Profile) -> list[Record]:
     """One record per hardware layer, in order, with `out_channels` where needed."""
     by_name = {layer.name: layer for layer in model.layers}
     taken = {hw["name"] for hw in hw_layers}
-    records, outputs = [], []
+    records: list[Record] = []
+    outputs: list[str | None] = []
     previous = "input"
     for position, hw in enumerate(hw_layers):
         members = [by_name[model.alias.get(m, m)] for m in hw.get("members") or ()
@@ -98,8 +112,8 @@ def _records(hw_layers: list[dict], model: _Model, producers: dict[str, str],
     return records
 
 
-def _text(manifest, device: str, hw_layers: list[dict], records: list[dict],
-          producers: dict[str, str], nodes: dict) -> str:
+def _text(manifest: Manifest, device: str, hw_layers: list[Hw], records: list[Record],
+          producers: dict[str, str], nodes: dict[str, Node]) -> str:
     """The description's text: a header saying how to import it back, the data buffers,
     one commented record per layer."""
     dataset = manifest.dataset.format if manifest.dataset is not None else "none"
@@ -127,7 +141,7 @@ def _text(manifest, device: str, hw_layers: list[dict], records: list[dict],
     return "\n".join(lines) + "\n"
 
 
-def _quant_rows(quant: dict | None) -> dict[str, dict]:
+def _quant_rows(quant: Quant | None) -> dict[str, Mapping[str, Any]]:
     """`{name: {"bits", "scale_exp"}}` from either that mapping or a quant.json document
     (`{"layers": [{"name", "bits", "scale_exp", ...}]}`)."""
     if not quant:
@@ -137,7 +151,8 @@ def _quant_rows(quant: dict | None) -> dict[str, dict]:
     return {name: row for name, row in quant.items() if isinstance(row, dict)}
 
 
-def _buffer_producers(hw_layers: list[dict], nodes: dict, owner: dict) -> dict[str, str]:
+def _buffer_producers(hw_layers: list[Hw], nodes: dict[str, Node], owner: dict[str, str]
+                      ) -> dict[str, str]:
     """Each buffer's hardware layer -> the hardware layer that inserts its newest frame."""
     found = {}
     for hw in hw_layers:
@@ -147,7 +162,7 @@ def _buffer_producers(hw_layers: list[dict], nodes: dict, owner: dict) -> dict[s
     return found
 
 
-def _shifts_first(hw_layers: list[dict], producers: dict[str, str]) -> list[dict]:
+def _shifts_first(hw_layers: list[Hw], producers: dict[str, str]) -> list[Hw]:
     """The hardware order: a buffer's shift runs right before the layer that inserts the
     newest frame (its input), which would otherwise be shifted out at once."""
     shift_of = {producer: buffer for buffer, producer in producers.items()}
@@ -162,8 +177,8 @@ def _shifts_first(hw_layers: list[dict], producers: dict[str, str]) -> list[dict
     return ordered
 
 
-def _data_buffer_lines(hw_layers: list[dict], producers: dict[str, str],
-                       nodes: dict) -> list[str]:
+def _data_buffer_lines(hw_layers: list[Hw], producers: dict[str, str],
+                       nodes: dict[str, Node]) -> list[str]:
     """The `data_buffer` section: one region per buffer, named after the buffer."""
     lines = []
     for hw in hw_layers:
@@ -177,8 +192,8 @@ def _data_buffer_lines(hw_layers: list[dict], producers: dict[str, str],
     return ["data_buffer:", *lines, ""] if lines else []
 
 
-def _buffer_keys(record: dict, hw: dict, members: list, producers: dict[str, str],
-                   taken: set[str], nodes: dict) -> None:
+def _buffer_keys(record: Record, hw: Hw, members: list[Layer], producers: dict[str, str],
+                 taken: set[str], nodes: dict[str, Node]) -> None:
     """A buffer's hardware layer is its shift (a passthrough of words 1..length-1 one word
     down); the layer it reads inserts the newest frame; its readers read all `length` words."""
     if hw["name"] in producers:
@@ -192,7 +207,7 @@ def _buffer_keys(record: dict, hw: dict, members: list, producers: dict[str, str
         return
     if hw["name"] in producers.values():
         record["buffer_insert"] = 1
-    read = [name for m in members for name in m.inputs if name in producers]
+    read = [name for m in members for name in inputs_of(m) if name in producers]
     if read and "in_dim" not in record:
         channels, length = nodes[read[0]].out_shape
         record["in_channels"] = channels
@@ -212,20 +227,21 @@ def _value_text(key: str, value: Any) -> str:
     return str(value)
 
 
-def _in_dim(record: dict, members: list, by_name: dict, nodes: dict) -> None:
+def _in_dim(record: Record, members: list[Layer], by_name: dict[str, Layer],
+            nodes: dict[str, Node]) -> None:
     """`in_dim` for a layer that reads a reshape (the reshape itself is no network layer):
     [H, W] for 2-D data, L for 1-D."""
     for member in members:
         if member.op == "reshape":
             continue
-        if any(by_name[name].op == "reshape" for name in member.inputs if name in by_name):
+        if any(by_name[name].op == "reshape" for name in inputs_of(member) if name in by_name):
             dims = list(nodes[member.name].in_shapes[0][1:])
             record["in_dim"] = dims[0] if len(dims) == 1 else dims
             return
 
 
-def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None],
-                  profile) -> None:
+def _out_channels(records: list[Record], nodes: dict[str, Node], outputs: list[str | None],
+                  profile: Profile) -> None:
     """Add `out_channels` where the importer would not read the count from processor maps."""
     index = {record["name"]: i for i, record in enumerate(records)}
     specs = []
@@ -243,10 +259,11 @@ def _out_channels(records: list[dict], nodes: dict, outputs: list[str | None],
                        else r for r in refs]
         specs.append(spec)
     for i, record in enumerate(records):
+        output = outputs[i]
         if not vocabulary.computes(vocabulary.imported_op(record["op"])[0]) \
-                or outputs[i] not in nodes:
+                or output not in nodes:
             continue
-        actual = nodes[outputs[i]].out_shape[0]
+        actual = nodes[output].out_shape[0]
         guess, _ = map_channels(specs, i, None, None, profile)
         if guess != actual:
             record["out_channels"] = actual

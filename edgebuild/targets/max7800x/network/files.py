@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
-def npz_bytes(weights: dict) -> bytes:
+
+def npz_bytes(weights: dict[str, NDArray[Any]]) -> bytes:
     """The deterministic .npz of `edgebuild.core.arrays.save`; if that writer turns the 0-d
     `bits`/`scale_exp` entries into shape (1,) (np.ascontiguousarray returns ndim >= 1), the
     same format written here with the shapes kept."""
@@ -21,7 +25,8 @@ def npz_bytes(weights: dict) -> bytes:
     from edgebuild.core import arrays
 
     buffer = io.BytesIO()
-    arrays.save(buffer, **weights)
+    # core.arrays.save is annotated with a Path, but zipfile writes to any binary file
+    arrays.save(buffer, **weights)  # type: ignore[arg-type]
     with np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False) as data:
         if all(data[name].shape == np.shape(weights[name]) for name in weights):
             return buffer.getvalue()

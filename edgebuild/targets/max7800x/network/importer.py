@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.targets.max7800x import profile as devices
@@ -23,7 +24,7 @@ from edgebuild.targets.max7800x.network.checkpoint import (
     checkpoint_layers,
     load_checkpoint,
 )
-from edgebuild.targets.max7800x.network.description import DATASETS, dataset_key, parse
+from edgebuild.targets.max7800x.network.description import DATASETS, Top, dataset_key, parse
 from edgebuild.targets.max7800x.network.files import npz_bytes, write_all
 from edgebuild.targets.max7800x.network.hardware import HardwareLayer
 from edgebuild.targets.max7800x.network.kat import (
@@ -34,6 +35,13 @@ from edgebuild.targets.max7800x.network.kat import (
 )
 from edgebuild.targets.max7800x.network.layers import Importer
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from pydantic import ValidationError
+
+    from edgebuild.manifest import Manifest
+    from edgebuild.targets.max7800x.records import Profile
 from edgebuild.targets.max7800x.network.text import manifest_text
 
 # ai8xize.py's default --device (the manual: "--device Set device (default: MAX78000)")
@@ -74,7 +82,9 @@ def _device(device: str | None, arch: str | None, path: Path) -> tuple[str, str 
     return _DEFAULT_DEVICE, None
 
 
-def _input_shape(input_shape, sample_array, checkpoint, top, report, path) -> tuple[int, ...]:
+def _input_shape(input_shape: Sequence[int] | None, sample_array: NDArray[Any] | None,
+                 checkpoint: list[CheckpointLayer] | None, top: Top, report: Reporter,
+                 path: Path) -> tuple[int, ...]:
     """See the module docstring."""
     if input_shape is not None:
         shape = tuple(int(d) for d in input_shape)
@@ -102,7 +112,8 @@ def _input_shape(input_shape, sample_array, checkpoint, top, report, path) -> tu
 def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
                    sample: Path | None = None, expected: Path | None = None,
                    device: str | None = None, name: str | None = None,
-                   input_shape: tuple | None = None, out_dir: Path = Path(".")) -> ImportResult:
+                   input_shape: tuple[int, ...] | None = None,
+                   out_dir: Path = Path(".")) -> ImportResult:
     """Write `out_dir/<name>.yaml` (and `<name>/weights.npz`, the KAT files) from a network
     description; every problem of the description is reported at once as a `UserError`."""
     network_yaml, out_dir = Path(network_yaml), Path(out_dir)
@@ -115,6 +126,7 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     shape = _input_shape(input_shape, source.sample, source.checkpoint, source.top, report,
                          network_yaml)
     if source.sample is not None:
+        assert sample is not None  # source.sample is its array
         check_sample(Path(sample), source.sample, shape)
     built = _build(source, shape, checkpoint, devices.profile(device_name))
     manifest_name = _manifest_name(name, source.arch, network_yaml)
@@ -128,8 +140,10 @@ def import_network(network_yaml: Path, *, checkpoint: Path | None = None,
     if files.weights is not None:
         outputs[files.weights] = npz_bytes(built.weights)
     if files.kat_input is not None:
+        assert sample is not None  # kat_input is its copy (_manifest)
         outputs[files.kat_input] = Path(sample).read_bytes()
     if files.kat_expected is not None:
+        assert expected is not None  # kat_expected is its copy (_manifest)
         outputs[files.kat_expected] = Path(expected).read_bytes()
     write_all(outputs)
     return ImportResult(files.manifest, files.weights, files.kat_input, files.kat_expected,
@@ -143,12 +157,12 @@ class _Source:
 
     path: Path
     report: Reporter
-    top: dict
+    top: Top
     specs: list[Spec]
-    arch: Any
+    arch: Any  # the description's `arch` value (YAML), or None
     checkpoint: list[CheckpointLayer] | None
-    sample: Any  # numpy arrays, or None
-    expected: Any
+    sample: NDArray[Any] | None
+    expected: NDArray[Any] | None
 
 
 @dataclass(frozen=True)
@@ -179,7 +193,7 @@ def _read(path: Path, checkpoint: Path | None, sample: Path | None,
     return _Source(path, report, top, specs, arch, ck_layers, sample_array, expected_array)
 
 
-def _checkpoint(report: Reporter, top: dict, arch: Any, path: Path) -> list[CheckpointLayer]:
+def _checkpoint(report: Reporter, top: Top, arch: Any, path: Path) -> list[CheckpointLayer]:
     """The checkpoint's layers; its `arch` must be the description's (an edgebuild export
     has a made-up arch: then only the layers are compared)."""
     state, ck_arch = load_checkpoint(path)
@@ -197,7 +211,7 @@ def _checkpoint(report: Reporter, top: dict, arch: Any, path: Path) -> list[Chec
 
 
 def _build(source: _Source, shape: tuple[int, ...], checkpoint: Path | None,
-           profile) -> Built:
+           profile: Profile) -> Built:
     """The edgebuild layers, hardware layers and weights (every problem raised at once),
     and the warnings about what the description alone cannot say."""
     report, path = source.report, str(source.path)
@@ -267,7 +281,8 @@ def _manifest(manifest_name: str, shape: tuple[int, ...], device: str, built: Bu
                             kat_expected)
 
 
-def _validate(source: _Source, built: Built, manifest: dict, expected: Path | None):
+def _validate(source: _Source, built: Built, manifest: dict[str, Any],
+              expected: Path | None) -> Manifest:
     """The manifest as edgebuild reads it (schema and graph), its problems raised at the
     network layers they come from; the known answer must fit the model's output."""
     from pydantic import ValidationError
@@ -286,12 +301,14 @@ def _validate(source: _Source, built: Built, manifest: dict, expected: Path | No
                                            f"layer {specs[built.origin[p.index]].index}: "
                                            f"{p.message}")
                          for p in problems])
+    assert graph is not None  # graphs.build gives a graph whenever it finds no problem
     if source.expected is not None:
         check_expected(expected, source.expected, graph.output.out_shape)
     return checked
 
 
-def _kat(source: _Source, checked, built: Built, expected: Path | None) -> bool | None:
+def _kat(source: _Source, checked: Manifest, built: Built,
+         expected: Path | None) -> bool | None:
     """Whether edgebuild's integer reference reproduces the known answer (None: no known
     answer, or no weights to run)."""
     if source.checkpoint is None or source.sample is None or source.expected is None:
@@ -307,7 +324,7 @@ def _kat(source: _Source, checked, built: Built, expected: Path | None) -> bool 
 def _header(source: _Source, out_dir: Path, manifest_name: str, shape: tuple[int, ...],
             checkpoint: Path | None, sample: Path | None, expected: Path | None) -> list[str]:
     """The manifest's opening comment: where it comes from, paths relative to it."""
-    def relative(path) -> str:  # so the text does not name this machine
+    def relative(path: Path) -> str:  # so the text does not name this machine
         try:
             return os.path.relpath(Path(path).resolve(), out_dir.resolve())
         except ValueError:  # another drive
@@ -337,7 +354,8 @@ def _notes(report: Reporter, built: Built) -> dict[str, str]:
     return notes
 
 
-def _manifest_problems(report: Reporter, specs: list[Spec], built: Built, exc) -> list:
+def _manifest_problems(report: Reporter, specs: list[Spec], built: Built,
+                       exc: ValidationError) -> list[Diagnostic]:
     """Schema errors of the manifest, at the network layer each edgebuild layer or
     placement entry comes from."""
     out = []
@@ -349,9 +367,9 @@ def _manifest_problems(report: Reporter, specs: list[Spec], built: Built, exc) -
             out.append(report.diagnostic(("layers", spec.index), f"layer {spec.index}: "
                                          f"{'.'.join(map(str, loc[3:]))}: {message}"))
         elif loc and loc[0] == "placement" and len(loc) > 1:
-            spec = next((specs[built.origin[i]] for i, layer in enumerate(built.layers)
-                         if layer["name"] == loc[1]), None)
-            where = ("layers", spec.index) if spec else ()
+            source = next((specs[built.origin[i]] for i, layer in enumerate(built.layers)
+                           if layer["name"] == loc[1]), None)
+            where = ("layers", source.index) if source else ()
             out.append(report.diagnostic(where, f"{'.'.join(map(str, loc[2:]))}: {message}"))
         else:
             out.append(Diagnostic(report.document.path, f"{'.'.join(map(str, loc))}: {message}"))

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
-def load_npy(path: Path, what: str):
+    from edgebuild.manifest import Manifest
+
+
+def load_npy(path: Path, what: str) -> NDArray[Any]:
     """The array in `path` (no pickles); a missing or unreadable file is a user error."""
     import numpy as np
 
@@ -23,7 +29,7 @@ def load_npy(path: Path, what: str):
         raise UserError(Diagnostic(str(path), f"{what} is not a .npy array: {exc}")) from None
 
 
-def check_sample(path: Path, array, shape: tuple[int, ...]) -> None:
+def check_sample(path: Path, array: NDArray[Any], shape: tuple[int, ...]) -> None:
     """One sample of the model input (or a batch of them), int8 values."""
     import numpy as np
 
@@ -41,7 +47,7 @@ def check_sample(path: Path, array, shape: tuple[int, ...]) -> None:
         raise UserError([Diagnostic(str(path), f"sample {p}") for p in problems])
 
 
-def check_expected(path: Path | None, array, out_shape: tuple[int, ...]) -> None:
+def check_expected(path: Path | None, array: NDArray[Any], out_shape: tuple[int, ...]) -> None:
     """The expected output holds whole outputs of the model (one per sample)."""
     if array.size % math.prod(out_shape):
         raise UserError(Diagnostic(str(path), (
@@ -49,7 +55,8 @@ def check_expected(path: Path | None, array, out_shape: tuple[int, ...]) -> None
             f"outputs {list(out_shape)}")))
 
 
-def kat_matches(manifest, weights: dict, sample, expected) -> bool:
+def kat_matches(manifest: Manifest, weights: dict[str, NDArray[Any]], sample: NDArray[Any],
+                expected: NDArray[Any]) -> bool:
     """Whether edgebuild's integer reference, run on `sample` with the imported weights and
     the device's rounding, gives `expected`."""
     import numpy as np

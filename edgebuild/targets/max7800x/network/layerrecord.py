@@ -7,12 +7,33 @@ order the toolchain's own descriptions use.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from edgebuild.core.errors import UserError
+from edgebuild.model.graph import Node
+from edgebuild.ops.c import Activated
+from edgebuild.ops.operator import ComputeLayer
+from edgebuild.targets.max7800x.hwlayer import inputs_of
 from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.values import parse_processor_map
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
+    from edgebuild.ops.conv import ConvFields
+    from edgebuild.ops.conv1d import Conv1d
+    from edgebuild.ops.conv2d import Conv2d
+    from edgebuild.ops.conv_transpose2d import ConvTranspose2d
+    from edgebuild.ops.operator import FusedPool
+    from edgebuild.ops.pool import Pool1d, Pool2d
+
+# A hardware layer's entry of placement.json (placement.records.LayerPlanJSON) or of a
+# document like it: processor maps as ints or hex strings, keys but `name` optional. Open.
+Hw = Mapping[str, Any]
+# A layer of the network description as written: keys in the toolchain's order, values of
+# the key's type (ints, strings, lists, flags). Open.
+Record = dict[str, Any]
 
 _ACT_NAMES = {"none": "None", "relu": "ReLU", "abs": "Abs"}
 
@@ -25,7 +46,7 @@ def map_value(value: Any, what: str) -> int:
     return parsed
 
 
-def single(value: Any) -> Any:
+def single(value: int | tuple[int, ...] | list[int]) -> int | list[int]:
     """(3, 3) -> 3, (2, 3) -> [2, 3]: the description writes a square size once."""
     if isinstance(value, tuple | list):
         return value[0] if len(set(value)) == 1 else list(value)
@@ -36,13 +57,13 @@ def single(value: Any) -> Any:
 class _Members:
     """The manifest layers of one hardware layer, by what they do in it."""
 
-    main: Any  # the layer with weights, or None
-    adds: list
-    concats: list
-    pools: list
+    main: Layer | None  # the layer with weights
+    adds: list[Layer]
+    concats: list[Layer]
+    pools: list[Layer]
 
     @classmethod
-    def of(cls, hw: dict, members: list) -> _Members:
+    def of(cls, hw: Hw, members: list[Layer]) -> _Members:
         """Raises when one network layer cannot describe them: at most one operation with
         weights, one add or one concat (not both), and layers the format knows."""
         compute = [m for m in members if vocabulary.computes(m.op)]
@@ -57,26 +78,29 @@ class _Members:
         return cls(compute[0] if compute else None, adds, concats, pools)
 
 
-def layer_record(hw: dict, members: list, nodes: dict, owner: dict, previous: str,
-                 position: int, quant: dict) -> tuple[dict, str | None]:
+def layer_record(hw: Hw, members: list[Layer], nodes: dict[str, Node], owner: dict[str, str],
+                 previous: str, position: int, quant: Mapping[str, Mapping[str, Any]]
+                 ) -> tuple[Record, str | None]:
     """One network layer; also the manifest layer holding its output (None: a copy)."""
     parts = _Members.of(hw, members)
     main = parts.main
-    consumed = {name for m in members for name in m.inputs}
+    consumed = {name for m in members for name in inputs_of(m)}
     produced = [m.name for m in members if m.name not in consumed]
     output = produced[-1] if produced else None
     external = _external(hw, members, owner)
-    record: dict[str, Any] = {"name": hw["name"]}
+    record: Record = {"name": hw["name"]}
     if main is None:
         record["op"] = "none" if (parts.adds or parts.pools or parts.concats) else "passthrough"
     else:
         record["op"] = vocabulary.exported_op(main)
     if main is not None and not vocabulary.fully_connected(main.op):
-        _convolution_keys(record, hw["name"], main)
+        # a compute op that does not flatten its input: a convolution
+        _convolution_keys(record, hw["name"], cast("Conv1d | Conv2d | ConvTranspose2d", main))
     if main is not None:
-        record["activate"] = _ACT_NAMES[main.act.value]
+        # a compute op's layer record has ComputeLayer's fields; an add's has an activation
+        record["activate"] = _ACT_NAMES[cast(ComputeLayer, main).act.value]
     elif parts.adds:
-        record["activate"] = _ACT_NAMES[parts.adds[0].act.value]
+        record["activate"] = _ACT_NAMES[cast(Activated, parts.adds[0]).act.value]
     _pool_keys(record, hw["name"], parts)
     if main is not None and vocabulary.fully_connected(main.op):
         in_shape = nodes[main.name].in_shapes[0]
@@ -94,7 +118,7 @@ def layer_record(hw: dict, members: list, nodes: dict, owner: dict, previous: st
     return record, output
 
 
-def _external(hw: dict, members: list, owner: dict) -> list[str]:
+def _external(hw: Hw, members: list[Layer], owner: dict[str, str]) -> list[str]:
     """The hardware layers (or "input") the layer reads: the placement's `inputs`, else
     the owners of what its members read from outside it, in order."""
     if hw.get("inputs") is not None:
@@ -102,14 +126,15 @@ def _external(hw: dict, members: list, owner: dict) -> list[str]:
     names = {m.name for m in members}
     external: list[str] = []
     for member in members:
-        for name in member.inputs:
+        for name in inputs_of(member):
             source = owner.get(name, name)
             if name not in names and source not in external:
                 external.append(source)
     return external
 
 
-def _convolution_keys(record: dict, name: str, main) -> None:
+def _convolution_keys(record: Record, name: str,
+                      main: Conv1d | Conv2d | ConvTranspose2d) -> None:
     """kernel_size (`KxK` in 2-D), pad, stride, dilation, groups; a transposed convolution
     has the hardware's fixed stride."""
     if main.op in ("conv2d", "conv_transpose2d"):
@@ -128,7 +153,7 @@ def _convolution_keys(record: dict, name: str, main) -> None:
         record["groups"] = main.groups
 
 
-def _check_upsampling(name: str, layer) -> None:
+def _check_upsampling(name: str, layer: ConvTranspose2d) -> None:
     """A network description's ConvTranspose2d always upsamples by 2 (output padding 1)."""
     if single(layer.stride) != 2 or single(layer.output_pad) != 1:
         raise UserError(f"export: hardware layer {name!r}: a ConvTranspose2d layer of a network "
@@ -136,11 +161,16 @@ def _check_upsampling(name: str, layer) -> None:
                         f"stride {layer.stride} and output_pad {layer.output_pad}")
 
 
-def _pool_keys(record: dict, name: str, parts: _Members) -> None:
+def _pool_keys(record: Record, name: str, parts: _Members) -> None:
     """The pooling window (the main operation's, else that of the pool layers, which must
     agree) and the element-wise keys: `pool_first: false` when the add is pooled after."""
-    main, pools = parts.main, parts.pools
-    window = main.pool if main is not None and getattr(main, "pool", None) is not None else None
+    main = parts.main
+    # the members of the "pool" hardware operation are pool layers
+    pools = cast("list[Pool1d | Pool2d]", parts.pools)
+    # a main operation with a pool is a convolution's (ops.conv.ConvFields: a fused pool)
+    window: FusedPool | Pool1d | Pool2d | None = (
+        cast("ConvFields", main).pool if main is not None
+        and getattr(main, "pool", None) is not None else None)
     if window is None and pools:
         window = pools[0]
         if any((p.mode, p.size, p.stride) != (window.mode, window.size, window.stride)
@@ -154,12 +184,12 @@ def _pool_keys(record: dict, name: str, parts: _Members) -> None:
                                        else window.size)
     if parts.adds:
         record["eltwise"] = "add"
-        pooled_first = bool(pools) and all(p.name in parts.adds[0].inputs for p in pools)
+        pooled_first = bool(pools) and all(p.name in inputs_of(parts.adds[0]) for p in pools)
         if window is not None and not pooled_first:
             record["pool_first"] = False
 
 
-def _placement_keys(record: dict, hw: dict, position: int) -> None:
+def _placement_keys(record: Record, hw: Hw, position: int) -> None:
     """Processors, offsets, data format (first layer), gaps, bias group, streaming."""
     record["processors"] = map_value(hw["processors"], f"{hw['name']}.processors")
     if hw.get("output_processors") is not None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.binding import Binder
@@ -58,6 +58,7 @@ from edgebuild.targets.max7800x.network.compute import (
 )
 from edgebuild.targets.max7800x.network.hardware import (
     HardwareLayer,
+    LayerDocument,
     hardware_groups,
     hardware_op,
     placement_entry,
@@ -65,14 +66,22 @@ from edgebuild.targets.max7800x.network.hardware import (
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.values import is_int
 
+if TYPE_CHECKING:
+    from edgebuild.targets.max7800x.network.description import Top
+    from edgebuild.targets.max7800x.records import Profile
+
+# A pooling window as layer YAML data ({"mode", "size", "stride"}: a fused `pool` or a pool
+# layer's keys), part of a LayerDocument.
+PoolDocument = dict[str, Any]
+
 
 class Importer:
     """Builds the edgebuild layers of every network layer, in order; a layer whose input
     failed is skipped (its problem is already reported)."""
 
-    def __init__(self, report: Reporter, top: dict, specs: list[Spec], classes: int | None,
+    def __init__(self, report: Reporter, top: Top, specs: list[Spec], classes: int | None,
                  checkpoint: list[CheckpointLayer] | None, checkpoint_path: Path | None,
-                 profile):
+                 profile: Profile):
         self.report = report
         self.profile = profile  # the device's (records.Profile)
         self.top = top
@@ -138,13 +147,14 @@ class Importer:
         self._output_map()
         return self.built
 
-    def _emit(self, p: int, layer: dict) -> bool:
+    def _emit(self, p: int, layer: LayerDocument) -> bool:
         return emit(self.built, self.report, self.specs[p], p, layer)
 
     def _layer(self, p: int, spec: Spec) -> bool:
         """One network layer: the layers in front of its main operation (a reshape for
         `in_dim`, the operands' pools, an add or a concat), then the operation."""
         name = self.names[p]
+        inputs: list[str] | None  # None once `in_dim` failed
         inputs = [self._input_name(i) for i in spec.inputs]
         if spec.op == "buffer":
             return self._buffer(p, spec, name, inputs)
@@ -211,7 +221,7 @@ class Importer:
             return False
         return True
 
-    def _window(self, spec: Spec, dims: int) -> tuple[bool, dict | None]:
+    def _window(self, spec: Spec, dims: int) -> tuple[bool, PoolDocument | None]:
         """(ok, the pooling record or None); 1-D data pools with single integers."""
         if spec.pool is None:
             return True, None
@@ -220,13 +230,14 @@ class Importer:
             self.report.layer_error(spec, "max_pool" if mode == "max" else "avg_pool",
                                     "pooling a 1-D input takes single integers")
             return False, None
-        pool = {"mode": mode, "size": size}
+        pool: PoolDocument = {"mode": mode, "size": size}
         if stride != size:
             pool["stride"] = stride
         return True, pool
 
-    def _add(self, p: int, spec: Spec, name: str, operands: list[str], pool: dict | None,
-             pool_op: str) -> tuple[bool | None, list[str], dict | None]:
+    def _add(self, p: int, spec: Spec, name: str, operands: list[str],
+             pool: PoolDocument | None, pool_op: str
+             ) -> tuple[bool | None, list[str], PoolDocument | None]:
         """The element-wise add, its operands pooled first unless `pool_first: false`:
         (True/False when the network layer is complete or failed, else None; the main
         operation's inputs; the pooling left for it)."""
@@ -237,7 +248,7 @@ class Importer:
             operands, pool = pooled, None
         last_op = spec.op == "none" and pool is None
         aname = name if last_op else identifier(f"{name}_add", self.used)
-        add = {"name": aname, "op": "add", "inputs": operands}
+        add: LayerDocument = {"name": aname, "op": "add", "inputs": operands}
         if spec.op == "none" and spec.act != "none":
             if pool is not None and pool["mode"] != "max":
                 self.report.layer_error(spec, "activate", (
@@ -250,10 +261,11 @@ class Importer:
         if last_op:
             return True, [aname], pool
         if spec.op == "none":
+            assert pool is not None  # not last_op
             return self._emit(p, {"name": name, "op": pool_op, **pool}), [aname], pool
         return None, [aname], pool
 
-    def _pool_operands(self, p: int, name: str, operands: list[str], pool: dict,
+    def _pool_operands(self, p: int, name: str, operands: list[str], pool: PoolDocument,
                        pool_op: str) -> list[str] | None:
         """One pool layer per operand (`<name>_pool<k>`); None when one fails."""
         pooled = []
@@ -265,7 +277,7 @@ class Importer:
         return pooled
 
     def _concat(self, p: int, spec: Spec, name: str, inputs: list[str],
-                pool: dict | None) -> tuple[bool | None, list[str]]:
+                pool: PoolDocument | None) -> tuple[bool | None, list[str]]:
         """The concatenation of several inputs: (True/False when the network layer is
         complete or failed, else None; the main operation's inputs)."""
         last_op = spec.op == "none" and pool is None
@@ -276,10 +288,10 @@ class Importer:
             return self._no_act(spec), [cname]
         return None, [cname]
 
-    def _main(self, p: int, spec: Spec, name: str, inputs: list[str], pool: dict | None,
-              pool_op: str) -> bool:
+    def _main(self, p: int, spec: Spec, name: str, inputs: list[str],
+              pool: PoolDocument | None, pool_op: str) -> bool:
         """The network layer's main operation, named after it."""
-        linked = {} if inputs == [previous(self.built)] else {"inputs": inputs}
+        linked: dict[str, Any] = {} if inputs == [previous(self.built)] else {"inputs": inputs}
         if spec.op == "none":
             if not self._no_act(spec):
                 return False
@@ -326,7 +338,7 @@ class Importer:
         if spec.in_dim is None:
             return inputs
         shape = self.built.shapes[inputs[0]]
-        dim = [spec.in_dim] if is_int(spec.in_dim) else list(spec.in_dim)
+        dim = list(spec.in_dim) if isinstance(spec.in_dim, list) else [spec.in_dim]
         if len(dim) == 2 and dim[1] == 1 and (spec.op == "conv1d" or len(shape) == 2):
             dim = dim[:1]  # [L, 1] is the manual's other spelling of a 1-D length L
         if dim == list(shape[1:]):
@@ -343,9 +355,9 @@ class Importer:
                 "only how height x width or length are read, never the count)"))
             return None
         rname = identifier(f"{name}_reshape", self.used)
-        layer = {"name": rname, "op": "reshape",
-                 **({} if inputs == [previous(self.built)] else {"inputs": inputs}),
-                 "shape": [shape[0], *dim]}
+        layer: LayerDocument = {"name": rname, "op": "reshape",
+                                **({} if inputs == [previous(self.built)] else {"inputs": inputs}),
+                                "shape": [shape[0], *dim]}
         return [rname] if self._emit(p, layer) else None
 
     # -- layers with weights --
@@ -377,13 +389,14 @@ class Importer:
         """A layer bound to a checkpoint layer without bias has none."""
         return p in self.bound and self.bound[p].bias is None
 
-    def _conv(self, p: int, spec: Spec, name: str, linked: dict, pool: dict | None) -> bool:
+    def _conv(self, p: int, spec: Spec, name: str, linked: dict[str, Any],
+              pool: PoolDocument | None) -> bool:
         """A convolution (1-D, 2-D or transposed), bound to its checkpoint layer."""
         out = self._out_channels(p, spec, spec.op)
         if out is None:
             return False
-        layer: dict[str, Any] = {"name": name, "op": spec.op, **linked, "out": out,
-                                 "kernel": spec.kernel}
+        layer: LayerDocument = {"name": name, "op": spec.op, **linked, "out": out,
+                                "kernel": spec.kernel}
         if spec.op == "conv_transpose2d":
             ok = conv_transpose_keys(self.report, spec, layer, pool, self._no_bias(p))
         else:
@@ -391,8 +404,8 @@ class Importer:
             ok = conv_keys(self.report, spec, layer, pool, self._no_bias(p), in_shape)
         return ok and self._emit(p, layer) and self.binder.bind(p, spec, layer)
 
-    def _linear(self, p: int, spec: Spec, name: str, linked: dict, pool: dict | None,
-                pool_op: str) -> bool:
+    def _linear(self, p: int, spec: Spec, name: str, linked: dict[str, Any],
+                pool: PoolDocument | None, pool_op: str) -> bool:
         """A linear layer; pooling in front of it is a pool layer (`<name>_pool`)."""
         if pool is not None:
             if spec.flatten:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgebuild.core import document as yamlsource
+from edgebuild.core.document import Loc
 from edgebuild.core.errors import Diagnostic, UserError
 
 
@@ -23,12 +24,13 @@ class Spec:
     yaml_name: str | None = None
     op: str = "conv2d"
     eltwise: str | None = None
-    kernel: Any = None
+    kernel: int | tuple[int, int] | None = None
     pad: int | None = None
     stride: int = 1
-    dilation: Any = 1
+    dilation: int | tuple[int, int] = 1
     groups: int = 1
-    pool: tuple[str, Any, Any] | None = None  # mode, size, stride
+    # mode, size, stride (None until `pool_stride` is read)
+    pool: tuple[str, int | tuple[int, int], int | tuple[int, int] | None] | None = None
     pool_first: bool = True
     act: str = "none"
     flatten: bool = False
@@ -43,11 +45,11 @@ class Spec:
     data_format: str | None = None
     write_gap: int | None = None
     read_gap: int | None = None
-    bias_group: Any = None
+    bias_group: int | list[int] | None = None
     streaming: bool = False
     in_channels: int | None = None
     out_channels: int | None = None
-    in_dim: Any = None
+    in_dim: int | list[int] | None = None
     quantization: int | None = None
     output_shift: int | None = None
     buffer_shift: int | None = None  # shifts a data buffer (the buffer layer's hardware layer)
@@ -75,13 +77,13 @@ class Reporter:
         self.errors: list[Diagnostic] = []
         self.warnings: list[Diagnostic] = []
 
-    def diagnostic(self, loc: tuple, message: str) -> Diagnostic:
+    def diagnostic(self, loc: Loc, message: str) -> Diagnostic:
         return self.document.diagnostic(loc, message)
 
-    def error(self, loc: tuple, message: str) -> None:
+    def error(self, loc: Loc, message: str) -> None:
         self.errors.append(self.diagnostic(loc, message))
 
-    def warn(self, loc: tuple, message: str) -> None:
+    def warn(self, loc: Loc, message: str) -> None:
         self.warnings.append(self.diagnostic(loc, message))
 
     def layer_error(self, spec: Spec, key: str | None, message: str) -> None:
@@ -96,7 +98,7 @@ class Reporter:
             raise UserError(ordered)
 
 
-def _loc(spec: Spec, key: str | None) -> tuple:
+def _loc(spec: Spec, key: str | None) -> Loc:
     if key is None:
         return ("layers", spec.index)
     return ("layers", spec.index, spec.keys.get(key, key))

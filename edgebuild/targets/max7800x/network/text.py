@@ -39,7 +39,7 @@ def flow(value: Any, key: str = "") -> str:
     return _scalar_text(value, key)
 
 
-def manifest_text(manifest: dict, header: list[str], notes: dict[str, str]) -> str:
+def manifest_text(manifest: dict[str, Any], header: list[str], notes: dict[str, str]) -> str:
     lines = [f"# {line}" if line else "#" for line in header]
     lines.append(f"name: {manifest['name']}")
     model = manifest["model"]

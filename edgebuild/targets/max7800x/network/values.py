@@ -6,7 +6,7 @@ caller reports it, naming the key).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 # Processor maps are 64-bit (the manual: "processors is specified as a 64-bit hexadecimal
 # value"), whatever the device: its own processor count is placement's to check.
@@ -14,7 +14,7 @@ MAP_BITS = 64
 _HEX = re.compile(r"^(0x)?[0-9a-f][0-9a-f._]*$", re.IGNORECASE)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -36,7 +36,7 @@ def parse_offset(value: Any) -> int | None:
     return value if is_int(value) and 0 <= value <= 1 << 24 else None
 
 
-def pair_or_int(value: Any) -> Any:
+def pair_or_int(value: Any) -> int | tuple[int, int] | None:
     """2 -> 2, [2, 2] -> 2, [2, 3] -> (2, 3); None when it is neither."""
     if is_int(value) and value >= 1:
         return value

@@ -9,10 +9,13 @@ op of its main operation, or NO_OPERATION.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Accelerator, Operator
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
 
 NO_OPERATION = "none"  # a spec without a main operation (the description's `none`)
 
@@ -37,7 +40,7 @@ def imported_op(text: str) -> tuple[str, str | None]:
     return (op.name if op.computes else NO_OPERATION), None
 
 
-def exported_op(layer: Any) -> str:
+def exported_op(layer: Layer) -> str:
     """The description `op` of a layer with weights (its facet's `exports_as`)."""
     facet = _facet(OPS[layer.op])
     assert facet is not None and facet.exports_as is not None, layer.op

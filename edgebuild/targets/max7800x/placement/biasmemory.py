@@ -4,6 +4,8 @@ bias memory.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits
@@ -25,7 +27,8 @@ class BiasMemory:
         available = sorted({self.profile.quadrant_of(p) for layer in self.layers
                             for p in bits(self.procs[layer.name])})
         self.bias_used = dict.fromkeys(range(self.profile.quadrants), 0)
-        pinned, rest = [], []
+        pinned: list[tuple[HwLayer, list[int], int]] = []
+        rest: list[tuple[HwLayer, list[int], int]] = []
         for i, layer in enumerate(self.layers):
             if not layer.has_bias:
                 continue
@@ -43,11 +46,11 @@ class BiasMemory:
         if given is None:
             return available
         groups = [given] if isinstance(given, int) else list(given)
-        given = groups[0] if isinstance(given, int) else groups
+        shown = groups[0] if isinstance(given, int) else groups
         wrong = [g for g in groups if g not in available]
         if wrong or not groups:
             self.problem(("placement", layer.name, "bias_group"), f"layer {layer.name!r}: "
-                         f"bias_group {given} must name quadrants the network uses "
+                         f"bias_group {shown} must name quadrants the network uses "
                          f"(available: {_listing(available)})")
             return None
         return groups
@@ -75,5 +78,5 @@ class BiasMemory:
                 used[group] += layer.out_channels
 
 
-def _listing(values) -> str:
+def _listing(values: Iterable[object]) -> str:
     return ", ".join(str(v) for v in values)

@@ -6,38 +6,67 @@ each at a path into the manifest document.
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING, Literal, overload
 
 from edgebuild.model.folding import fold_layers
 from edgebuild.targets.max7800x.hwlayer import HwLayer, manifest_index
-from edgebuild.targets.max7800x.limits import Problem
+from edgebuild.targets.max7800x.limits import ManifestPath, Problem
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Manifest
+    from edgebuild.manifest.placement import LayerPlacement
+    from edgebuild.targets.max7800x.records import Profile
+
+# The fields of a placement entry (manifest.placement.LayerPlacement), those with int values
+# first.
+IntKey = Literal["processors", "output_processors", "in_offset", "out_offset", "write_gap",
+                 "read_gap"]
+Key = IntKey | Literal["data_format", "bias_group", "streaming"]
 
 
 class Context:
     """The state of one resolve: the hardware layers, the user's entries, every problem."""
 
-    def __init__(self, layers: tuple[HwLayer, ...], manifest, profile):
+    def __init__(self, layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile):
         self.layers, self.manifest, self.profile = layers, manifest, profile
         self.step = {layer.name: i for i, layer in enumerate(layers)}
         self.index = manifest_index(manifest.model.layers)
         self.problems: list[Problem] = []
         self.entries = self._entries()
 
-    def given(self, name: str, key: str):
+    @overload
+    def given(self, name: str, key: IntKey) -> int | None: ...
+
+    @overload
+    def given(self, name: str, key: Literal["data_format"]) -> Literal["HWC", "CHW"] | None: ...
+
+    @overload
+    def given(self, name: str, key: Literal["bias_group"]) -> int | tuple[int, ...] | None: ...
+
+    @overload
+    def given(self, name: str, key: Literal["streaming"]) -> bool | None: ...
+
+    @overload
+    def given(self, name: str, key: Key) -> int | str | tuple[int, ...] | bool | None: ...
+
+    def given(self, name: str, key: Key) -> int | str | tuple[int, ...] | bool | None:
+        """The user's value of field `key` of layer `name`'s entry (None: not given)."""
         entry = self.entries.get(name)
         if entry is None or key not in entry.model_fields_set:
             return None
-        return getattr(entry, key)
+        value: int | str | tuple[int, ...] | bool | None = getattr(entry, key)
+        return value
 
-    def path(self, layer: HwLayer, key: str | None = None) -> tuple:
+    def path(self, layer: HwLayer, key: Key | None = None) -> ManifestPath:
         """The user's field when given, else the manifest layer."""
         if key is not None and self.given(layer.name, key) is not None:
             return ("placement", layer.name, key)
         return ("model", "layers", self.index[layer.anchor])
 
-    def problem(self, path: tuple, message: str) -> None:
+    def problem(self, path: ManifestPath, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def _entries(self) -> dict:
+    def _entries(self) -> dict[str, LayerPlacement]:
         hw = {layer.name for layer in self.layers}
         owner = {m: layer.name for layer in self.layers for m in layer.members}
         entries = {}

@@ -6,10 +6,12 @@ edgebuild.targets.max7800x.overlap proves a layer only overwrites input it has r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from edgebuild.model.graph import INPUT
 from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved, pixels
+from edgebuild.targets.max7800x.limits import ManifestPath
 from edgebuild.targets.max7800x.overlap import clash
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, spans
@@ -189,6 +191,7 @@ class DataMemory:
             t, base, -1 if t.persistent else t.producer, self._last(t))]
 
     def _place_group(self, root: str, members: list[_Tensor]) -> None:
+        base: int | None
         fixed = self._fixed_base(members)
         alive = self._alive(self._first_step(members), max(self._last(t) for t in members))
         if fixed is not None:
@@ -203,9 +206,9 @@ class DataMemory:
         self.base[root] = base
         self.placed.append((root, regions))
 
-    def _fixed_base(self, members: list[_Tensor]) -> tuple[int, tuple] | None:
+    def _fixed_base(self, members: list[_Tensor]) -> tuple[int, ManifestPath] | None:
         """The base the user's out_offset / in_offset give (mismatches are problems)."""
-        found: tuple[int, tuple, str] | None = None
+        found: tuple[int, ManifestPath, str] | None = None
         for tensor in sorted(members, key=lambda t: t.producer):
             for value, path, what in self._offsets_given(tensor):
                 base = value - tensor.delta
@@ -218,7 +221,7 @@ class DataMemory:
                     self.problem(path, f"{what} {value:#x} conflicts with {found[2]}{puts}")
         return None if found is None else found[:2]
 
-    def _offsets_given(self, tensor: _Tensor):
+    def _offsets_given(self, tensor: _Tensor) -> Iterator[tuple[int, ManifestPath, str]]:
         if tensor.name != INPUT:
             value = self.given(tensor.name, "out_offset")
             if value is not None:
@@ -241,7 +244,8 @@ class DataMemory:
         return [r for _, regions in self.placed for r in regions
                 if max(first, r.first) <= min(last, r.last)]
 
-    def _check_regions(self, regions: list[Region], alive: list[Region], path: tuple) -> None:
+    def _check_regions(self, regions: list[Region], alive: list[Region],
+                       path: ManifestPath) -> None:
         size = self.profile.data_memory.instance_bytes
         for region in regions:
             if region.end > size:
@@ -324,7 +328,8 @@ class DataMemory:
         reads = self.base.get(root, 0) + delta
         return half if reads < half else 0
 
-    def _out_of_memory(self, members, probe: list[Region], alive: list[Region]) -> None:
+    def _out_of_memory(self, members: list[_Tensor], probe: list[Region],
+                       alive: list[Region]) -> None:
         size = self.profile.data_memory.instance_bytes
         need = max((r.end for r in probe), default=0)
         instances = sorted({r.instance for r in probe})

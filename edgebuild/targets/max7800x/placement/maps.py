@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def bits(mask: int) -> list[int]:
     """The processors of a map, lowest first."""
     return [p for p in range(mask.bit_length()) if mask >> p & 1]
 
 
-def mask(processors) -> int:
+def mask(processors: Iterable[int]) -> int:
     """The map of the processors `processors`."""
     out = 0
     for p in processors:

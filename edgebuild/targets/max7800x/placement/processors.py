@@ -4,6 +4,8 @@ output is written (`output_processors`), given or chosen, then checked together.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from edgebuild.model.graph import INPUT
 from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved
 from edgebuild.targets.max7800x.placement.context import Context
@@ -82,10 +84,10 @@ class ProcessorMaps:
             return fits[0] if fits else first(count)
         start = 0
         for slot, source in enumerate(layer.inputs):
-            given = self.given(source, "output_processors")
-            if given is not None:
+            placed = self.given(source, "output_processors")
+            if placed is not None:
                 before = sum(self.channels[s] for s in layer.inputs[:slot])
-                start = max(0, bits(given)[0] - before)
+                start = max(0, bits(placed)[0] - before)
                 break
         return first(layer.in_channels) << start
 
@@ -156,6 +158,7 @@ class ProcessorMaps:
 
     def _exists(self, layer: HwLayer) -> None:
         limit = self.profile.processors
+        key: Literal["processors", "output_processors"]
         for key, value in (("processors", self.procs[layer.name]),
                            ("output_processors", self.outs[layer.name])):
             if value >> limit:
@@ -163,7 +166,8 @@ class ProcessorMaps:
                              f"{hexmap(value)} names processor {value.bit_length() - 1}, but "
                              f"{self.profile.name} has processors 0..{limit - 1}")
 
-    def _count(self, layer: HwLayer, key: str, channels: int, what: str) -> None:
+    def _count(self, layer: HwLayer, key: Literal["processors", "output_processors"],
+               channels: int, what: str) -> None:
         value = self.given(layer.name, key)
         if value is None:
             return

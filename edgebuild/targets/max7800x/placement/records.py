@@ -8,13 +8,89 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from edgebuild.targets.max7800x.placement.maps import bits, hexmap
-from edgebuild.targets.max7800x.placement.regions import Region
+from edgebuild.targets.max7800x.placement.regions import Region, RegionJSON
 from edgebuild.targets.max7800x.placement.text import maps_text
 
 FIELDS = ("processors", "output_processors", "in_offset", "out_offset", "data_format",
           "write_gap", "read_gap", "bias_group", "streaming")
+
+
+# placement.json (`Placement.to_json`): what the plan stage writes and export_network reads.
+
+class KernelSlotJSON(TypedDict):
+    start: int
+    words: int
+
+
+class BiasSlotJSON(TypedDict):
+    group: int
+    offset: int
+    length: int
+
+
+class LayerPlanJSON(TypedDict):
+    """One hardware layer (`layers`): processor maps as 64-bit hex strings."""
+
+    name: str
+    members: list[str]
+    op: str
+    inputs: list[str]
+    processors: str
+    output_processors: str
+    in_offset: int
+    out_offset: int
+    data_format: str
+    write_gap: int
+    bias_group: int | None
+    streaming: bool
+    in_passes: int
+    out_passes: int
+    in_channels: int
+    out_channels: int
+    overwrites_input: bool
+    read_gap: int
+    kernel: KernelSlotJSON | None
+    bias: BiasSlotJSON | None
+    origin: dict[str, str]  # each of FIELDS: "given" or "auto"
+
+
+class KernelMapJSON(TypedDict):
+    processor: int
+    layer: str
+    start: int
+    words: int
+
+
+class BiasMapJSON(TypedDict):
+    group: int
+    layer: str
+    offset: int
+    length: int
+
+
+class PlacementJSON(TypedDict):
+    device: str
+    layers: list[LayerPlanJSON]
+    data_memory: list[RegionJSON]
+    kernel_memory: list[KernelMapJSON]
+    bias_memory: list[BiasMapJSON]
+
+
+class EntryJSON(TypedDict):
+    """One layer of a manifest `placement` section (`Placement.to_manifest`)."""
+
+    processors: str
+    output_processors: str
+    in_offset: int
+    out_offset: int
+    write_gap: int
+    read_gap: NotRequired[int]
+    data_format: NotRequired[str]
+    bias_group: NotRequired[int]
+    streaming: NotRequired[bool]
 
 
 @dataclass(frozen=True)
@@ -54,7 +130,7 @@ class LayerPlan:
     overwrites_input: bool = False  # writes over input it has read (edgebuild.targets.max7800x.overlap)
     read_gap: int = 0  # words skipped between input words (MAX78002)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> LayerPlanJSON:
         return {"name": self.name, "members": list(self.members), "op": self.op,
                 "inputs": list(self.inputs), "processors": hexmap(self.processors),
                 "output_processors": hexmap(self.output_processors),
@@ -111,7 +187,7 @@ class Placement:
                  for plan in self.layers if plan.bias is not None]
         return sorted(slots, key=lambda slot: (slot[0], slot[2]))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> PlacementJSON:
         return {"device": self.device, "layers": [plan.to_json() for plan in self.layers],
                 "data_memory": [region.to_json() for region in self.data],
                 "kernel_memory": [{"processor": p, "layer": name, "start": start,
@@ -122,7 +198,7 @@ class Placement:
                                 self.bias_map()]}
 
     @classmethod
-    def from_json(cls, data: dict) -> Placement:
+    def from_json(cls, data: PlacementJSON) -> Placement:
         """placement.json (plan stage) back; the capacities come from the device profile,
         the kernel and bias maps from the layers."""
         from edgebuild.targets.max7800x import profile as devices
@@ -139,14 +215,14 @@ class Placement:
         """The placement the `plan` stage wrote to `directory` (accelerator targets)."""
         return cls.from_json(json.loads((directory / "placement.json").read_text()))
 
-    def to_manifest(self) -> dict[str, dict]:
+    def to_manifest(self) -> dict[str, EntryJSON]:
         """This placement as a manifest `placement` section (every field pinned)."""
         out = {}
         for i, plan in enumerate(self.layers):
-            entry = {"processors": hexmap(plan.processors),
-                     "output_processors": hexmap(plan.output_processors),
-                     "in_offset": plan.in_offset, "out_offset": plan.out_offset,
-                     "write_gap": plan.write_gap}
+            entry: EntryJSON = {"processors": hexmap(plan.processors),
+                                "output_processors": hexmap(plan.output_processors),
+                                "in_offset": plan.in_offset, "out_offset": plan.out_offset,
+                                "write_gap": plan.write_gap}
             if plan.read_gap:
                 entry["read_gap"] = plan.read_gap
             if i == 0:

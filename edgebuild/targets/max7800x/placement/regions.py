@@ -5,6 +5,21 @@ needed, and whether two regions share a byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
+
+
+class RegionJSON(TypedDict):
+    """A region in placement.json (`data_memory`)."""
+
+    tensor: str
+    instance: int
+    start: int
+    end: int
+    stride: int
+    count: int
+    width: int
+    first_step: int
+    last_step: int
 
 
 @dataclass(frozen=True)
@@ -28,7 +43,7 @@ class Region:
     def end(self) -> int:
         return self.start + self.stride * (self.count - 1) + self.width
 
-    def to_json(self) -> dict:
+    def to_json(self) -> RegionJSON:
         return {"tensor": self.tensor, "instance": self.instance, "start": self.start,
                 "end": self.end, "stride": self.stride, "count": self.count,
                 "width": self.width, "first_step": self.first, "last_step": self.last}

@@ -6,6 +6,7 @@ processor problem nothing else is placed.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.limits import Problem
@@ -16,8 +17,12 @@ from edgebuild.targets.max7800x.placement.kernelmemory import KernelMemory
 from edgebuild.targets.max7800x.placement.processors import ProcessorMaps
 from edgebuild.targets.max7800x.placement.records import BiasSlot, KernelSlot, LayerPlan, Placement
 
+if TYPE_CHECKING:
+    from edgebuild.manifest import Manifest
+    from edgebuild.targets.max7800x.records import Profile
 
-def resolve(hw_layers: tuple[HwLayer, ...], manifest, profile
+
+def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
             ) -> tuple[Placement | None, list[Problem]]:
     """The complete placement of `hw_layers` on `profile`, or every problem found."""
     ctx = Context(tuple(hw_layers), manifest, profile)

@@ -4,17 +4,114 @@ memory maps (`maps.txt` of a build).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from edgebuild.targets.max7800x.placement.maps import bits, spans
-from edgebuild.targets.max7800x.placement.regions import byte_range
+from edgebuild.targets.max7800x.placement.regions import Region, byte_range
+
+# What the text reads of a records.Placement, which this module cannot import (records
+# imports it): its read-only fields, as protocols.
 
 
-def maps_text(placement) -> str:
+class _KernelSlot(Protocol):
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def words(self) -> int: ...
+
+
+class _BiasSlot(Protocol):
+    @property
+    def group(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+
+class _Plan(Protocol):
+    """A records.LayerPlan."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def processors(self) -> int: ...
+
+    @property
+    def output_processors(self) -> int: ...
+
+    @property
+    def in_offset(self) -> int: ...
+
+    @property
+    def out_offset(self) -> int: ...
+
+    @property
+    def write_gap(self) -> int: ...
+
+    @property
+    def read_gap(self) -> int: ...
+
+    @property
+    def in_passes(self) -> int: ...
+
+    @property
+    def out_passes(self) -> int: ...
+
+    @property
+    def kernel(self) -> _KernelSlot | None: ...
+
+    @property
+    def bias(self) -> _BiasSlot | None: ...
+
+    @property
+    def overwrites_input(self) -> bool: ...
+
+
+class Placed(Protocol):
+    """A records.Placement."""
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def layers(self) -> Sequence[_Plan]: ...
+
+    @property
+    def data(self) -> Sequence[Region]: ...
+
+    @property
+    def instance_bytes(self) -> int: ...
+
+    @property
+    def kernel_words(self) -> Sequence[int]: ...
+
+    @property
+    def processors_per_quadrant(self) -> int: ...
+
+    @property
+    def bias_bytes(self) -> int: ...
+
+    def kernel_map(self) -> list[tuple[int, str, int, int]]: ...
+
+    def bias_map(self) -> list[tuple[int, str, int, int]]: ...
+
+
+def maps_text(placement: Placed) -> str:
     """The text of a `records.Placement`."""
     return "\n\n".join((_table(placement), _kernel_text(placement), _data_text(placement),
                          _bias_text(placement)))
 
 
-def _table(placement) -> str:
+def _table(placement: Placed) -> str:
     rows = [("layer", "op", "processors", "output", "in_offset", "out_offset", "gap",
              "passes", "kernel words", "bias")]
     for plan in placement.layers:
@@ -33,7 +130,7 @@ def _table(placement) -> str:
     return f"placement on {placement.device}\n" + "\n".join(lines)
 
 
-def _kernel_text(placement) -> str:
+def _kernel_text(placement: Placed) -> str:
     slots: dict[int, list[str]] = {}
     for p, name, start, words in placement.kernel_map():
         slots.setdefault(p, []).append(f"{name} {start}..{start + words - 1}")
@@ -50,7 +147,7 @@ def _kernel_text(placement) -> str:
     return "\n".join(lines)
 
 
-def _data_text(placement) -> str:
+def _data_text(placement: Placed) -> str:
     lines = [f"data memory ({placement.instance_bytes} bytes per instance)"]
     for instance in sorted({r.instance for r in placement.data}):
         lines.append(f"  instance {instance}")
@@ -65,7 +162,7 @@ def _data_text(placement) -> str:
     return "\n".join(lines)
 
 
-def _bias_text(placement) -> str:
+def _bias_text(placement: Placed) -> str:
     lines = [f"bias memory ({placement.bias_bytes} bytes per quadrant)"]
     for group in sorted({g for g, *_ in placement.bias_map()}):
         listing = ", ".join(f"{name} {offset}..{offset + length - 1}" for g, name, offset,

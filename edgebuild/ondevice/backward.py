@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Required, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from edgebuild.core.geometry import Plane, Shape
 from edgebuild.model import graph as graphs
@@ -34,33 +34,6 @@ if TYPE_CHECKING:
     from edgebuild.manifest import Layer
 
 FLOAT = 4  # bytes per float32
-
-
-class StepJSON(TypedDict, total=False):
-    """One forward or backward step (backward.json; ondevice.codegen writes its C)."""
-
-    op: Required[str]
-    tensor: str  # dequantize: the boundary tensor
-    layer: str
-    inputs: list[str]
-    input: int  # an input gradient: which input of the layer
-    reads: list[str]
-    output: str  # a tensor, or "d:<tensor>" for its gradient
-    tiles: list[list[int]]  # weight_grad: its output-row tiles
-
-
-class TrainGraphJSON(TypedDict):
-    """backward.json (`TrainGraph.to_json`)."""
-
-    frozen: list[str]
-    frozen_steps: int
-    boundary: list[list[str | int]]
-    output: str
-    trainable: dict[str, str | None]
-    parameters: list[list[str | list[int]]]
-    forward: list[StepJSON]
-    backward: list[StepJSON]
-    zero_once_per_step: list[str]
 
 
 class TrainGraphError(ValueError):
@@ -145,7 +118,8 @@ class TrainGraph:
     def schedule(self) -> Schedule:
         """What one training step runs (backward.json)."""
         return Schedule(self.frozen, self.frozen_steps, self.boundary, self.output,
-                        {layer.name: layer.scope for layer in self.trainable},
+                        {layer.name: layer.scope for layer in self.trainable
+                         if layer.scope is not None},
                         tuple(self.parameters()), tuple(forward_steps(self)),
                         tuple(backward_steps(self)),
                         tuple(sorted(f"d:{t}" for t in self.needs_grad))
@@ -300,7 +274,7 @@ def backward_steps(graph: TrainGraph) -> list[TrainStep]:
 
 def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """The activation's gradient, then the parameters', then the inputs'."""
-    steps: list[StepJSON] = []
+    steps: list[TrainStep] = []
     if layer.act != "none":
         steps.append(TrainStep(f"{layer.act}_grad", f"d:{layer.pre}", layer.name))
     dy = f"d:{layer.pre}"
@@ -315,7 +289,7 @@ def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]
 
 def _conv_input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]:
     """A convolution's input gradient, through its fused input pooling when it has one."""
-    steps: list[StepJSON] = []
+    steps: list[TrainStep] = []
     if layer.conv_input in needs:
         steps.append(TrainStep("input_grad", f"d:{layer.conv_input}", layer.name))
     if layer.pool is not None and layer.inputs[0] in needs:

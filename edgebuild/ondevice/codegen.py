@@ -173,6 +173,7 @@ def backward_calls(spec: TrainSpec) -> list[str]:
         if step.op == "loss_grad":
             calls += _loss(spec)
             continue
+        assert step.layer is not None and step.output is not None  # every gradient step has both
         layer = layers[step.layer]
         target = step.output[2:]
         calls += _backward(step.op, layer, target, n, step.input or 0)

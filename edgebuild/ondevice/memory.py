@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -123,7 +123,8 @@ class TrainingMemory:
     choices: tuple[Choice, ...]
 
     @classmethod
-    def of(cls, summary: dict, arena: int, trainable, choices) -> TrainingMemory:
+    def of(cls, summary: Summary, arena: int, trainable: Sequence[str],
+           choices: Sequence[Choice]) -> TrainingMemory:
         """From `summary` of the chosen buffers and the plan's arena."""
         return cls(summary["ram"], summary["flash"], dict(summary["by_kind"]), arena,
                    summary["ram"] + arena, tuple(trainable), tuple(choices))

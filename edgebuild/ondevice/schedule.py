@@ -44,7 +44,7 @@ class TrainStep:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainStep:
-        def tupled(key: str):
+        def tupled(key: str) -> tuple[Any, ...] | None:
             return None if key not in data else tuple(data[key])
 
         tiles = data.get("tiles")

@@ -18,9 +18,15 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import StageFailed
+from edgebuild.core.jsontypes import JSON
 from edgebuild.core.resources import schemas_dir
+
+if TYPE_CHECKING:  # jsonschema and referencing load on first use (not in a no-op build)
+    from jsonschema.protocols import Validator
+    from referencing import Registry, Resource
 
 ARTIFACTS = "artifacts"
 
@@ -37,7 +43,7 @@ def schema(name: str) -> dict:
 
 
 @functools.cache
-def validator(name: str):
+def validator(name: str) -> Validator:
     """The jsonschema validator of one artifact schema, built once per process. A schema
     may refer to another's definitions by file name (`kat.v1.schema.json#/$defs/skipped`),
     resolved against its `$id`; those are read when first needed."""
@@ -50,13 +56,15 @@ def validator(name: str):
 
 
 @functools.cache
-def _registry():
+def _registry() -> Registry[Any]:
     from referencing import Registry
 
-    return Registry(retrieve=_retrieve)
+    # referencing's Registry is an attrs class; its `retrieve` field is a documented
+    # constructor argument that mypy's attrs support does not see through the generic.
+    return Registry(retrieve=_retrieve)  # type: ignore[call-arg]
 
 
-def _retrieve(uri: str):
+def _retrieve(uri: str) -> Resource[Any]:
     """`https://edgebuild.dev/schemas/artifacts/<name>.schema.json` -> that schema."""
     from referencing import Resource
     from referencing.exceptions import NoSuchResource
@@ -64,11 +72,11 @@ def _retrieve(uri: str):
     base, _, file = uri.rpartition("/")
     if not base.endswith(f"/{ARTIFACTS}") or not file.endswith(".schema.json") or \
             not schema_path(file.removesuffix(".schema.json")).is_file():
-        raise NoSuchResource(ref=uri)
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs field, as above
     return Resource.from_contents(schema(file.removesuffix(".schema.json")))
 
 
-def violation(document, name: str) -> str | None:
+def violation(document: JSON, name: str) -> str | None:
     """What is wrong with `document` under schema `name` (the most relevant error), or None."""
     import jsonschema
 

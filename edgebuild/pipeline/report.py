@@ -8,9 +8,10 @@ accelerator, a model without `ondevice` no on-device training).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from edgebuild.memory.plan import TileChoice, Totals
 from edgebuild.model.graph import Node
@@ -27,6 +28,9 @@ def _sorted(values: dict[str, Any]) -> dict[str, Any]:
     """Keys in the order kat.json and plan.json list them (sorted). report.json is written
     key-sorted anyway; report.html prints these dicts as they are."""
     return dict(sorted(values.items()))
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -254,7 +258,8 @@ class Report:
     version: int = VERSION
 
     def to_json(self) -> dict[str, Any]:
-        def optional(record) -> dict[str, Any] | None:
+        def optional(record: Confusion | DataCounts | Accelerator | None
+                     ) -> dict[str, Any] | None:
             return None if record is None else record.to_json()
 
         return {"version": self.version, "name": self.name, "metrics": self.metrics.to_json(),
@@ -268,7 +273,7 @@ class Report:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Report:
-        def optional(kind, value):
+        def optional(kind: Callable[[Any], T], value: object) -> T | None:
             return None if value is None else kind(value)
 
         return cls(data["name"], ReportMetrics.from_json(data["metrics"]),

@@ -148,7 +148,7 @@ class LayerPlan:
                 "origin": {f: "given" if f in self.given else "auto" for f in FIELDS}}
 
     @classmethod
-    def from_json(cls, data: dict) -> LayerPlan:
+    def from_json(cls, data: LayerPlanJSON) -> LayerPlan:
         kernel, bias = data["kernel"], data["bias"]
         return cls(data["name"], tuple(data["members"]), data["op"], tuple(data["inputs"]),
                    int(data["processors"], 16), int(data["output_processors"], 16),

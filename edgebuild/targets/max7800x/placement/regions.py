@@ -49,7 +49,7 @@ class Region:
                 "width": self.width, "first_step": self.first, "last_step": self.last}
 
     @classmethod
-    def from_json(cls, data: dict) -> Region:
+    def from_json(cls, data: RegionJSON) -> Region:
         return cls(data["tensor"], data["instance"], data["start"], data["stride"],
                    data["count"], data["width"], data["first_step"], data["last_step"])
 

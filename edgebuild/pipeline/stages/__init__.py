@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgebuild.pipeline.stage import Stage
 from edgebuild.pipeline.stages import (
     codegen,
@@ -18,6 +20,9 @@ from edgebuild.pipeline.stages import (
     validate,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Container
+
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
@@ -26,7 +31,7 @@ STAGES: dict[str, Stage] = {
 }
 
 
-def upstream(stage: Stage, active) -> tuple[str, ...]:
+def upstream(stage: Stage, active: Container[str]) -> tuple[str, ...]:
     """The stage's upstream stages that exist for a manifest (`active`: applicable names)."""
     return tuple(name for name in stage.upstream if name in active)
 

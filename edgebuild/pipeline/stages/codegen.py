@@ -6,18 +6,26 @@ The KAT vectors are the first test samples and the integer reference's outputs f
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from edgebuild.pipeline.stage import Context, Stage
+
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads jinja2 or numpy
+    from edgebuild.codegen.project import ProjectSpec
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.pipeline.validation import Checked
 
 KAT_SAMPLES = 8
 
 
-def config(checked) -> dict:
+def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
     return {"name": manifest.name, "target": manifest.target.model_dump(mode="json"),
             "kat_samples": KAT_SAMPLES}
 
 
-def template_files(checked) -> list:
+def template_files(checked: Checked) -> list[Path]:
     """Every shipped template: their content keys the C project (a fixed kernel or an
     edgebuild upgrade regenerates it), checked live like data files."""
     from edgebuild.core.resources import template_files as shipped
@@ -25,7 +33,7 @@ def template_files(checked) -> list:
     return shipped()
 
 
-def spec_for(ctx: Context):
+def spec_for(ctx: Context) -> ProjectSpec:
     from edgebuild.codegen import project as codegen
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import knownanswer, quantized
@@ -57,7 +65,7 @@ STAGE = Stage("codegen", 2, ("plan", "quantize", "evaluate", "data"), config, ru
               tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked))
 
 
-def kat_files(checked) -> list:
+def kat_files(checked: Checked) -> list[Path]:
     from edgebuild.model import knownanswer
 
     return knownanswer.files(checked)

@@ -13,26 +13,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core import arrays as arrays_io
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.data.dataset import Limit, Normalize, Raw, Split
+    from edgebuild.pipeline.validation import Checked
+
+    Part = tuple[NDArray[np.float64], NDArray[np.int64]]  # (x, y) of one split
+
 STANDARD_SIGMAS = 3.0
 
 
-def config(checked) -> dict:
-    dataset = checked.manifest.dataset.model_dump(mode="json")
+def config(checked: Checked) -> JSONObject:
+    spec = checked.manifest.dataset
+    assert spec is not None  # the stage applies only to a manifest with a dataset
+    dataset = spec.model_dump(mode="json")
     if dataset.get("frames") is None:  # keys of manifests without clips stay as they were
         dataset.pop("frames", None)
     return {"dataset": dataset, "seed": checked.manifest.seed}
 
 
-def files(checked) -> list[Path]:
+def files(checked: Checked) -> list[Path]:
     from edgebuild.data import FORMATS
     from edgebuild.data.dataset import DataFileError
 
     spec = checked.manifest.dataset
+    assert spec is not None  # the stage applies only to a manifest with a dataset
     try:
         return FORMATS[spec.format].files(spec, checked.base)
     except DataFileError as exc:
@@ -48,6 +62,7 @@ def run(ctx: Context) -> None:
     from edgebuild.data.info import DataInfo, Normalization
 
     spec = ctx.checked.manifest.dataset
+    assert spec is not None  # the stage applies only to a manifest with a dataset
     try:
         raw = FORMATS[spec.format].load(spec, ctx.checked.base)
     except DataFileError as exc:
@@ -56,7 +71,7 @@ def run(ctx: Context) -> None:
     splits = _split(raw, spec.split, rng)
     splits = _limit(splits, spec.limit, rng)
     low, scale = _normalizer(splits["train"][0], spec.normalize)
-    arrays = {}
+    arrays: dict[str, NDArray[Any]] = {}
     for part, (x, y) in splits.items():
         arrays[f"x_{part}"] = framed(numerics.np_quantize_inputs((x - low) / scale), spec.frames)
         arrays[f"y_{part}"] = y
@@ -68,11 +83,12 @@ def run(ctx: Context) -> None:
     (ctx.out / "data.json").write_text(json.dumps(info.to_json(), indent=1, sort_keys=True) + "\n")
 
 
-def _stratified(y, fraction: float, rng):
+def _stratified(y: NDArray[np.int64], fraction: float, rng: np.random.Generator
+                ) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """Indices (keep, held) holding out `fraction` of every class, deterministically."""
     import numpy as np
 
-    held = []
+    held: list[int] = []
     for label in np.unique(y):
         members = np.flatnonzero(y == label)
         members = members[rng.permutation(len(members))]
@@ -82,13 +98,14 @@ def _stratified(y, fraction: float, rng):
     return np.flatnonzero(~mask), np.flatnonzero(mask)
 
 
-def _split(raw, split, rng) -> dict:
+def _split(raw: Raw, split: Split, rng: np.random.Generator) -> dict[str, Part]:
     x, y = raw.x_train, raw.y_train
     if raw.x_test is None:
         keep, test = _stratified(y, split.test, rng)
         parts = {"test": (x[test], y[test])}
         x, y = x[keep], y[keep]
     else:
+        assert raw.y_test is not None  # a format gives test labels with its test inputs
         parts = {"test": (raw.x_test, raw.y_test)}
     keep, val = _stratified(y, split.val, rng)
     parts["train"] = (x[keep], y[keep])
@@ -98,7 +115,8 @@ def _split(raw, split, rng) -> dict:
     return {k: parts[k] for k in ("train", "val", "test")}
 
 
-def _limit(splits: dict, limit, rng) -> dict:
+def _limit(splits: dict[str, Part], limit: Limit, rng: np.random.Generator
+           ) -> dict[str, Part]:
     for part, cap in (("train", limit.train), ("test", limit.test)):
         x, y = splits[part]
         if cap is not None and cap < len(y):
@@ -107,7 +125,8 @@ def _limit(splits: dict, limit, rng) -> dict:
     return splits
 
 
-def _normalizer(x, normalize):
+def _normalizer(x: NDArray[np.float64], normalize: Normalize
+                ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(offset, scale) with x' = (x - offset) / scale landing in [-1, 1] on training data."""
     import numpy as np
 

@@ -14,21 +14,43 @@ answer (`kat`), the reference is also compared with it element by element
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    import numpy as np
+    from numpy.typing import NDArray
 
-def config(checked) -> dict:
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.manifest import Manifest
+    from edgebuild.model.evaluation import Evaluation
+    from edgebuild.model.quantized import QuantizedModel
+    from edgebuild.ops.operator import LayerPolicy
+    from edgebuild.pipeline.validation import Checked
+
+
+class Figures(TypedDict, total=False):
+    """The optional figures of model.evaluation.Evaluation that a build has."""
+
+    int_accuracy: float  # with labels (a dataset)
+    confusion: tuple[tuple[int, ...], ...]  # with labels
+    kat_samples: int  # with a known answer
+    kat_vs_reference_mismatches: int  # with a known answer's expected outputs
+
+
+def config(checked: Checked) -> JSONObject:
     return {}  # everything that matters arrives through the upstream digests
 
 
-def files(checked) -> list:
+def files(checked: Checked) -> list[Path]:
     from edgebuild.model import knownanswer
 
     return knownanswer.files(checked)
 
 
-def policies(manifest, model) -> dict:
+def policies(manifest: Manifest, model: QuantizedModel) -> dict[str, LayerPolicy]:
     """The fake-quant policy per layer with the bit widths the weights actually have."""
     import dataclasses
 
@@ -40,13 +62,13 @@ def policies(manifest, model) -> dict:
             for name, p in resolved.items() if name in model.params}
 
 
-def real_state(model) -> dict:
+def real_state(model: QuantizedModel) -> dict[str, NDArray[np.float64]]:
     """The real weights and biases the integers stand for (see numerics)."""
     import numpy as np
 
     from edgebuild.core import numerics
 
-    state = {}
+    state: dict[str, NDArray[np.float64]] = {}
     for name, q in model.params.items():
         shift = numerics.output_shift(q.scale_exp, q.bits)
         state[f"{name}.weight"] = q.weight.astype(np.float64) * 2.0 ** shift
@@ -55,7 +77,8 @@ def real_state(model) -> dict:
     return state
 
 
-def fakequant_outputs(manifest, model, state: dict, x):
+def fakequant_outputs(manifest: Manifest, model: QuantizedModel, state: dict[str, NDArray[Any]],
+                      x: NDArray[np.integer[Any]]) -> NDArray[np.int64]:
     """The torch fake-quant network in integer mode -> integer outputs (int64)."""
     import numpy as np
     import torch
@@ -71,7 +94,11 @@ def fakequant_outputs(manifest, model, state: dict, x):
     with torch.no_grad():
         out = net(torch.as_tensor(x.astype(np.float64) / 128.0)).numpy()
     shift = model.output_shift()
-    scale = 2.0 ** (7 - shift) if getattr(model.output, "wide", False) else 128.0
+    if getattr(model.output, "wide", False):
+        assert shift is not None  # a wide output is a compute layer's: it has a shift
+        scale = 2.0 ** (7 - shift)
+    else:
+        scale = 128.0
     scaled = out * scale
     integers = np.rint(scaled)
     if not np.array_equal(integers, scaled):
@@ -91,18 +118,20 @@ def run(ctx: Context) -> None:
     state = arrays.load(ctx.inputs["qat"] / "folded.npz") if "qat" in ctx.inputs else \
         real_state(model)
     known = knownanswer.load(ctx.checked)
+    y: NDArray[np.integer[Any]] | None
     if "data" in ctx.inputs:
         data = arrays.load(ctx.inputs["data"] / "data.npz")
         x, y = data["x_test"], data["y_test"]
     else:
+        assert known is not None  # validation requires a known answer of a model without a dataset
         x, y = known[0], None
     reference = quantized.run_batched(model, x).reshape(len(x), -1)
     fake = fakequant_outputs(manifest, model, state, x)
     mismatched = np.any(reference != fake.reshape(len(x), -1), axis=1)
-    found = {}
+    found: Figures = {}
     if y is not None:
         found.update(accuracy(reference, y))
-    extra = {}
+    extra: dict[str, NDArray[np.int64]] = {}
     if known is not None:
         found.update(known_answer(model, *known))
         extra["kat_outputs"] = quantized.run_batched(model, known[0]).reshape(len(known[0]), -1)
@@ -114,7 +143,7 @@ def run(ctx: Context) -> None:
     _warn(ctx, manifest, result)
 
 
-def accuracy(reference, y) -> dict:
+def accuracy(reference: NDArray[np.int64], y: NDArray[np.integer[Any]]) -> Figures:
     """`int_accuracy` and `confusion` of model.evaluation.Evaluation."""
     import numpy as np
 
@@ -126,7 +155,8 @@ def accuracy(reference, y) -> dict:
             "confusion": tuple(tuple(row) for row in matrix.tolist())}
 
 
-def known_answer(model, x, expected) -> dict:
+def known_answer(model: QuantizedModel, x: NDArray[np.integer[Any]],
+                 expected: NDArray[np.integer[Any]] | None) -> Figures:
     """The reference on the known-answer inputs against the supplied expected outputs:
     `kat_samples` and `kat_vs_reference_mismatches` of model.evaluation.Evaluation."""
     import numpy as np
@@ -134,13 +164,13 @@ def known_answer(model, x, expected) -> dict:
     from edgebuild.model import quantized
 
     outputs = quantized.run_batched(model, x).reshape(len(x), -1)
-    result = {"kat_samples": int(len(x))}
+    result: Figures = {"kat_samples": int(len(x))}
     if expected is not None:
         result["kat_vs_reference_mismatches"] = int(np.sum(outputs != expected))
     return result
 
 
-def _warn(ctx: Context, manifest, result) -> None:
+def _warn(ctx: Context, manifest: Manifest, result: Evaluation) -> None:
     if result.int_accuracy is not None:
         ctx.log(f"evaluate: integer accuracy {result.int_accuracy:.4f} on {result.samples} "
                 f"test samples; {result.int_vs_fakequant_mismatches} differ from fake-quant")
@@ -155,6 +185,8 @@ def _warn(ctx: Context, manifest, result) -> None:
     from edgebuild.train.metrics import Metrics
 
     trained = Metrics.load(ctx.inputs["train"]).test_accuracy
+    assert trained is not None  # float training measures the kept weights on the test set
+    assert result.int_accuracy is not None  # a trained model has a dataset (validation)
     cost = 100.0 * (trained - result.int_accuracy)
     ctx.log(f"warning: post-training quantization ({manifest.quantize.clip.value} clipping) cost "
             f"{cost:.2f} accuracy points (float {trained:.4f} -> int "

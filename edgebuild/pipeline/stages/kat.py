@@ -15,20 +15,32 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.katresult import FirmwareRun, HostCheck, KatResult, ReferenceRun, Skipped
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    from collections.abc import Callable
+
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.pipeline.validation import Checked
+    from edgebuild.targets.toolchain import ArmTools
+
 COMPILE_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 600
 
 
-def config(checked) -> dict:
+def config(checked: Checked) -> JSONObject:
     return {"targets": ["host", "cortex-m4"]}
 
 
-def _run(command: list[str], cwd: Path, what: str, timeout: float = COMPILE_TIMEOUT_S):
+def _run(command: list[str], cwd: Path, what: str, timeout: float = COMPILE_TIMEOUT_S
+         ) -> subprocess.CompletedProcess[str]:
     try:
         result = subprocess.run(command, cwd=cwd, capture_output=True, text=True,
                                 timeout=timeout, stdin=subprocess.DEVNULL)
@@ -43,7 +55,8 @@ def _run(command: list[str], cwd: Path, what: str, timeout: float = COMPILE_TIME
     return result
 
 
-def host(work: Path, x_test, reference) -> tuple[HostCheck, object]:
+def host(work: Path, x_test: NDArray[np.integer[Any]], reference: NDArray[np.integer[Any]]
+         ) -> tuple[HostCheck, NDArray[np.int64]]:
     import numpy as np
 
     _run(["make", "-s", "cnn_kat"], work, "host build")
@@ -61,7 +74,8 @@ def host(work: Path, x_test, reference) -> tuple[HostCheck, object]:
                      tuple(np.flatnonzero(mismatched)[:10].tolist())), outputs
 
 
-def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> FirmwareRun | Skipped:
+def cortex_m4(work: Path, macs: int, weight_bytes: int, log: Callable[[str], None]
+              ) -> FirmwareRun | Skipped:
     from edgebuild.targets import toolchain
 
     tools = toolchain.arm_toolchain()
@@ -85,11 +99,11 @@ def cortex_m4(work: Path, macs: int, weight_bytes: int, log) -> FirmwareRun | Sk
                        reference)
 
 
-def _per_mac(instructions, macs: int):
+def _per_mac(instructions: int | None, macs: int) -> float | None:
     return round(instructions / macs, 4) if instructions and macs else None
 
 
-def _qemu_kat(tools, elf: Path, plugin: Path, what: str) -> int | None:
+def _qemu_kat(tools: ArmTools, elf: Path, plugin: Path, what: str) -> int | None:
     """Run the firmware's KAT under QEMU; the instructions of one inference."""
     from edgebuild.targets import toolchain
 

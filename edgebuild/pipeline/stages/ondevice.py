@@ -11,18 +11,37 @@ choice and every "last N" choice), weights.wof + layout.json, trace.json + trace
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or torch
+    import numpy as np
+    from numpy.typing import NDArray
 
-def config(checked) -> dict:
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.manifest.ondevice import Ondevice
+    from edgebuild.memory.plan import MemoryPlan
+    from edgebuild.model.quantized import QuantizedModel
+    from edgebuild.ondevice.backward import TrainGraph
+    from edgebuild.ondevice.finetune import Floats
+    from edgebuild.ondevice.trainable import Resolved
+    from edgebuild.pipeline.validation import Checked
+
+    Labeled = tuple[NDArray[np.int8], NDArray[np.integer[Any]]]  # (inputs, labels) of a split
+
+
+def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
-    return {"ondevice": manifest.ondevice.model_dump(mode="json"), "seed": manifest.seed,
+    spec = manifest.ondevice
+    assert spec is not None  # the stage applies only to a manifest with `ondevice`
+    return {"ondevice": spec.model_dump(mode="json"), "seed": manifest.seed,
             "memory": manifest.target.memory.model_dump(mode="json"), "name": manifest.name}
 
 
-def files(checked) -> list:
+def files(checked: Checked) -> list[Path]:
     """The shipped templates (they become the training code) and the starting .wof."""
     from edgebuild.core.resources import template_files
 
@@ -31,11 +50,11 @@ def files(checked) -> list:
     return template_files() + starting
 
 
-def applies(checked) -> bool:
+def applies(checked: Checked) -> bool:
     return checked.manifest.ondevice is not None
 
 
-def _data(ctx: Context, spec):
+def _data(ctx: Context, spec: Ondevice) -> dict[str, Labeled]:
     from edgebuild.core import arrays
     from edgebuild.ondevice import drift
 
@@ -45,11 +64,12 @@ def _data(ctx: Context, spec):
             for part in ("train", "test")}
 
 
-def _starting_weights(ctx: Context, graph, params: dict) -> dict:
+def _starting_weights(ctx: Context, graph: TrainGraph, params: Floats) -> Floats:
     """Dequantized weights, replaced by the manifest's .wof file when one is given."""
     from edgebuild.ondevice import wof
 
     spec = ctx.checked.manifest.ondevice
+    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     if spec.weights is None:
         return params
     layout = graph.parameters()
@@ -72,6 +92,7 @@ def run(ctx: Context) -> None:
     # thread and deterministic kernels, whatever ran before in this process
     training.deterministic(manifest.seed)
     spec = manifest.ondevice
+    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     model = quantized.load(ctx.inputs["quantize"], manifest)
     resolved = ondevice.resolve(spec, model.layers, tuple(manifest.model.input),
                                 manifest.target.memory.l1)
@@ -97,7 +118,7 @@ def run(ctx: Context) -> None:
             f"{tuned.accuracy_after}")
 
 
-def _write_layout(ctx: Context, graph, params: dict) -> int:
+def _write_layout(ctx: Context, graph: TrainGraph, params: Floats) -> int:
     """weights.wof with the starting trainable weights, its layout.json and the steps of
     one training step (backward.json); the layout id."""
     from edgebuild.ondevice import wof
@@ -111,7 +132,8 @@ def _write_layout(ctx: Context, graph, params: dict) -> int:
     return layout.layout_id
 
 
-def _write_trace(ctx: Context, graph, params: dict, boundary: dict, labels, batches) -> None:
+def _write_trace(ctx: Context, graph: TrainGraph, params: Floats, boundary: Floats,
+                 labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> None:
     """The PyTorch reference the C must reproduce: trace.npz (first-step gradients, final
     weights) and trace.json (losses, batches)."""
     import numpy as np
@@ -119,21 +141,25 @@ def _write_trace(ctx: Context, graph, params: dict, boundary: dict, labels, batc
     from edgebuild.ondevice import finetune
 
     spec = ctx.checked.manifest.ondevice
+    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     trace = finetune.run_steps(spec, graph, params, boundary, labels, batches)
-    np.savez(ctx.out / "trace.npz", **{f"grad:{k}": v for k, v in trace.first_gradients.items()},
-             **{f"final:{k}": v for k, v in trace.final.items()})
+    saved = {**{f"grad:{k}": v for k, v in trace.first_gradients.items()},
+             **{f"final:{k}": v for k, v in trace.final.items()}}
+    # numpy's stub also matches `**saved` against savez's `allow_pickle: bool`
+    np.savez(ctx.out / "trace.npz", **saved)  # type: ignore[arg-type]
     steps = finetune.LossTrace(tuple(trace.losses), tuple(tuple(b.tolist()) for b in batches))
     (ctx.out / "trace.json").write_text(json.dumps(steps.to_json(), indent=1) + "\n")
 
 
-def _int8_accuracy(model, x, y) -> float:
+def _int8_accuracy(model: QuantizedModel, x: NDArray[np.integer[Any]],
+                   y: NDArray[np.integer[Any]]) -> float:
     from edgebuild.model import quantized
 
     outputs = quantized.run_batched(model, x)
     return round(float((outputs.reshape(len(y), -1).argmax(axis=1) == y).mean()), 4)
 
 
-def _memory(ctx: Context, resolved, plan) -> None:
+def _memory(ctx: Context, resolved: Resolved, plan: MemoryPlan) -> None:
     from edgebuild.ondevice.memory import TrainingMemory
 
     memory = TrainingMemory.of(resolved.memory, plan.arena_bytes, resolved.names,
@@ -148,7 +174,9 @@ def _memory(ctx: Context, resolved, plan) -> None:
     (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 
 
-def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> None:
+def _render(ctx: Context, graph: TrainGraph, plan: MemoryPlan, params: Floats, layout_id: int,
+            x_train: NDArray[np.int8], y_train: NDArray[np.integer[Any]],
+            batches: list[NDArray[np.int64]]) -> None:
     import math
 
     import numpy as np
@@ -159,6 +187,7 @@ def _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches) -> N
 
     manifest = ctx.checked.manifest
     spec = manifest.ondevice
+    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     offsets = {t.name: t.offset for t in plan.tensors}
     settings = ondevice.settings(spec, manifest.target.memory.l1)
     buffers = training_memory.buffers(graph, spec.batch, settings.slots,

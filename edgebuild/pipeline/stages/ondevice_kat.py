@@ -27,12 +27,23 @@ import shutil
 import struct
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.katresult import Skipped
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
 from edgebuild.pipeline.trainingkat import LossComparison, TrainingKat, TrainingRun
+
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    from collections.abc import Callable, Mapping, Sequence
+
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.ondevice.wof import Layout
+    from edgebuild.pipeline.validation import Checked
 
 LOSS_TOLERANCE = 1e-5
 GRAD_TOLERANCE = 1e-4
@@ -42,7 +53,15 @@ GRAD_FLOOR = 1e-6
 STEP = re.compile(r"^step (\d+) loss ([0-9a-f]{8})$", re.MULTILINE)
 
 
-def config(checked) -> dict:
+class HostRun(TypedDict):
+    """What the host build of the training code computed."""
+
+    losses: list[float]  # per step
+    gradients: dict[str, NDArray[np.float32]]  # first step, name -> array
+    final: dict[str, NDArray[np.float32]]  # after the last step, name -> array
+
+
+def config(checked: Checked) -> JSONObject:
     return {"targets": ["host", "cortex-m4"], "tolerance": LOSS_TOLERANCE}
 
 
@@ -61,20 +80,22 @@ def losses(stdout: str, steps: int, where: str) -> list[float]:
     return values
 
 
-def compare(c, torch) -> LossComparison:
+def compare(c: Sequence[float], torch: Sequence[float]) -> LossComparison:
     diffs = [abs(a - b) for a, b in zip(c, torch, strict=True)]
     scale = max(abs(v) for v in torch) or 1.0
     return LossComparison(max(diffs), max(diffs) / scale, max(diffs) <= LOSS_TOLERANCE * scale,
                           max(diffs) <= LOSS_TOLERANCE * max(scale, 1.0))
 
 
-def _max_diff(a: dict, b: dict) -> float:
+def _max_diff(a: Mapping[str, NDArray[np.floating[Any]]],
+              b: Mapping[str, NDArray[np.floating[Any]]]) -> float:
     import numpy as np
 
     return max(float(np.max(np.abs(a[k].ravel() - b[k].ravel()))) for k in a)
 
 
-def _max_rel_diff(a: dict, b: dict, floor: float = 0.0) -> float:
+def _max_rel_diff(a: Mapping[str, NDArray[np.floating[Any]]],
+                  b: Mapping[str, NDArray[np.floating[Any]]], floor: float = 0.0) -> float:
     """Largest |a - b| per tensor over (that tensor's largest |b| + floor); the worst."""
     import numpy as np
 
@@ -82,7 +103,7 @@ def _max_rel_diff(a: dict, b: dict, floor: float = 0.0) -> float:
                      max(float(np.max(np.abs(b[k]))) + floor, 1e-30)) for k in a)
 
 
-def host(work: Path, layout, steps: int) -> dict:
+def host(work: Path, layout: Layout, steps: int) -> HostRun:
     """The host build's losses, first-step gradients and final weights (name -> array)."""
     import numpy as np
 
@@ -94,17 +115,21 @@ def host(work: Path, layout, steps: int) -> dict:
                   "training known-answer test", RUN_TIMEOUT_S)
     values = losses(result.stdout, steps, "host")
     raw = np.frombuffer((train / "grads.bin").read_bytes(), dtype="<f4")
-    grads, offset = {}, 0
+    grads: dict[str, NDArray[np.float32]] = {}
+    offset = 0
     for name, shape in layout:
         count = int(np.prod(shape))
         grads[name] = raw[offset:offset + count].reshape(shape)
         offset += count
-    final = wof.read(train / "updated.wof", layout)
-    return {"losses": values, "gradients": grads,
-            "final": {name: value for (name, _), value in zip(layout, final, strict=True)}}
+    final: dict[str, NDArray[np.float32]] = {}
+    for (name, _), value in zip(layout, wof.read(train / "updated.wof", layout), strict=True):
+        assert value is not None  # the training code saves every trainable tensor
+        final[name] = value
+    return {"losses": values, "gradients": grads, "final": final}
 
 
-def cortex_m4(work: Path, torch_losses, log) -> TrainingRun | Skipped:
+def cortex_m4(work: Path, torch_losses: Sequence[float], log: Callable[[str], None]
+              ) -> TrainingRun | Skipped:
     from edgebuild.targets import toolchain
 
     tools = toolchain.arm_toolchain()

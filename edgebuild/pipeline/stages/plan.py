@@ -13,10 +13,13 @@ from edgebuild.core.errors import UserError
 from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light (a no-op build imports no numpy)
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.manifest import Layer
     from edgebuild.memory.plan import MemoryPlan
+    from edgebuild.pipeline.validation import Checked
 
 
-def config(checked) -> dict:
+def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
     return {"target": manifest.target.model_dump(mode="json"),
             "placement": {name: entry.model_dump(mode="json")
@@ -45,7 +48,7 @@ def run(ctx: Context) -> None:
             f"{plan.arena_lower_bound}), weights {plan.weight_bytes} bytes")
 
 
-def _accelerator(ctx: Context, layers) -> None:
+def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
     description in that toolchain's format (`ai8x/network.yaml`, exported to build/<name>/)."""
     from edgebuild.model.quantization import Quantization
@@ -62,6 +65,7 @@ def _accelerator(ctx: Context, layers) -> None:
     if problems:
         document = ctx.checked.document
         raise UserError([document.diagnostic(path, message) for path, message in problems])
+    assert placed is not None  # layout places every layer when it finds no problem
     placement = placed.to_json()
     (ctx.out / "placement.json").write_text(json.dumps(placement, indent=1, sort_keys=True) + "\n")
     (ctx.out / "maps.txt").write_text(placed.text() + "\n")

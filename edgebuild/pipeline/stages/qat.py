@@ -9,11 +9,17 @@ actually deployed). With `qat.enabled: false` this stage only folds batchnorm an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages.train import diverged, write_metrics
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.pipeline.validation import Checked
 
-def config(checked) -> dict:
+
+def config(checked: Checked) -> JSONObject:
     from edgebuild.targets import numbers
 
     manifest = checked.manifest
@@ -56,6 +62,7 @@ def run(ctx: Context) -> None:
                                log=ctx.log)
     except training.Diverged as exc:
         raise diverged(ctx, exc, "qat") from None
+    assert history.best_state is not None  # fit keeps the best of epochs >= 1 (validation)
     net.load_state_dict(history.best_state)
     test_acc, test_loss = training.evaluate(net, data["test"])
     arrays.save(ctx.out / "folded.npz", **network.state_numpy(net))

@@ -10,11 +10,31 @@ numerics for the scale and shift conventions.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    from collections.abc import Sequence
 
-def config(checked) -> dict:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.core.numerics import Arithmetic
+    from edgebuild.manifest import Layer, Manifest, Quantize
+    from edgebuild.model.quantization import LayerQuant
+    from edgebuild.model.quantized import QuantizedModel
+    from edgebuild.ops.operator import LayerPolicy
+    from edgebuild.pipeline.validation import Checked
+
+    Integers = dict[str, NDArray[np.integer[Any]]]  # weights.npz: <layer>.weight / .bias
+
+G = TypeVar("G", bound="np.generic")  # an array's element type, kept by a relayout
+
+
+def config(checked: Checked) -> JSONObject:
     from edgebuild.targets import numbers
 
     manifest = checked.manifest
@@ -24,13 +44,14 @@ def config(checked) -> dict:
             "imported": manifest.model.weights is not None}
 
 
-def files(checked) -> list:
+def files(checked: Checked) -> list[Path]:
     """Imported weights are keyed by content (the file is the model's source)."""
     weights = checked.manifest.model.weights
     return [] if weights is None else [checked.base / weights]
 
 
-def threshold(weights, quantize, quantile: float, qat: bool) -> float:
+def threshold(weights: NDArray[np.floating[Any]], quantize: Quantize, quantile: float,
+              qat: bool) -> float:
     import numpy as np
 
     magnitude = np.abs(weights.astype(np.float64))
@@ -43,19 +64,25 @@ def threshold(weights, quantize, quantile: float, qat: bool) -> float:
     return float(magnitude.reshape(len(weights), -1).max(axis=1).mean())
 
 
-def out_major(layer, weights):
+def out_major(layer: Layer, weights: NDArray[G]) -> NDArray[G]:
     """Weights with output channels first (`avgmax` clips per output channel)."""
     from edgebuild.ops import OPS
+    from edgebuild.ops.operator import Weights
 
-    return OPS[layer.op].weights.to_out_major(weights, layer)
+    facet = OPS[layer.op].weights
+    assert isinstance(facet, Weights)  # called for compute layers only: they have weights
+    return facet.to_out_major(weights, layer)
 
 
-def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict, list]:
+def quantize_layers(layers: tuple[Layer, ...], state: dict[str, NDArray[Any]],
+                    policies: dict[str, LayerPolicy], manifest: Manifest
+                    ) -> tuple[Integers, list[LayerQuant]]:
     import numpy as np
 
     from edgebuild.core import numerics
 
-    weights, rows = {}, []
+    weights: Integers = {}
+    rows: list[LayerQuant] = []
     for layer in layers:
         if layer.name not in policies:
             continue
@@ -75,7 +102,8 @@ def quantize_layers(layers, state: dict, policies: dict, manifest) -> tuple[dict
     return weights, rows
 
 
-def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int):
+def row(layer: Layer, w_q: NDArray[np.integer[Any]], bits: int, bias_bits: int,
+        scale_exp: int) -> LayerQuant:
     """One layer's line of quant.json (and of the table on stderr), before calibration."""
     import numpy as np
 
@@ -89,11 +117,13 @@ def row(layer, w_q, bits: int, bias_bits: int, scale_exp: int):
                       bool(getattr(layer, "wide", False)))
 
 
-def imported_layers(layers, source: dict, numbers) -> tuple[dict, list]:
+def imported_layers(layers: tuple[Layer, ...], source: dict[str, NDArray[Any]],
+                    numbers: Arithmetic | None) -> tuple[Integers, list[LayerQuant]]:
     """Pre-quantized weights (model.weights, checked at validation) -> the artifact format."""
     import numpy as np
 
-    weights, rows = {}, []
+    weights: Integers = {}
+    rows: list[LayerQuant] = []
     for layer in layers:
         if f"{layer.name}.weight" not in source:
             continue
@@ -107,7 +137,7 @@ def imported_layers(layers, source: dict, numbers) -> tuple[dict, list]:
     return weights, rows
 
 
-def saturation(model, x) -> dict[str, float]:
+def saturation(model: QuantizedModel, x: NDArray[np.integer[Any]]) -> dict[str, float]:
     """% of each layer's int8 outputs sitting at the rails (-128 or 127) on calibration data."""
     import numpy as np
 
@@ -142,7 +172,7 @@ def run(ctx: Context) -> None:
     ctx.log(table(quant.layers))
 
 
-def _integers(ctx: Context) -> tuple[dict, list, str]:
+def _integers(ctx: Context) -> tuple[Integers, list[LayerQuant], str]:
     """(integer weights, table rows, method): imported as given, or quantized from the
     QAT (or folded float) checkpoint."""
     from edgebuild.core import arrays
@@ -162,17 +192,19 @@ def _integers(ctx: Context) -> tuple[dict, list, str]:
     return weights, rows, "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
 
 
-def calibration_inputs(ctx: Context):
+def calibration_inputs(ctx: Context) -> NDArray[np.integer[Any]]:
     """Training inputs, or for a model without a dataset its known-answer inputs."""
     from edgebuild.core import arrays
     from edgebuild.model import knownanswer
 
     if "data" in ctx.inputs:
         return arrays.load(ctx.inputs["data"] / "data.npz")["x_train"]
-    return knownanswer.load(ctx.checked)[0]  # validation requires kat without a dataset
+    known = knownanswer.load(ctx.checked)
+    assert known is not None  # validation requires a known answer of a model without a dataset
+    return known[0]
 
 
-def table(rows) -> str:
+def table(rows: Sequence[LayerQuant]) -> str:
     """The quantization table (model.quantization.LayerQuant rows) for people, on stderr."""
     lines = [f"{'layer':<12} {'bits':>4} {'shift':>5} {'weights':>11} {'clipped%':>8} {'sat%':>6}"]
     for r in rows:

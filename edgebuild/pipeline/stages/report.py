@@ -12,15 +12,31 @@ import base64
 import html
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    from collections.abc import Callable
 
-def config(checked) -> dict:
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.memory.plan import MemoryPlan
+    from edgebuild.model.evaluation import Evaluation
+    from edgebuild.model.graph import Graph
+    from edgebuild.pipeline import report as reports
+    from edgebuild.pipeline.katresult import KatResult
+    from edgebuild.pipeline.validation import Checked
+    from edgebuild.train.metrics import Metrics
+
+T = TypeVar("T")  # an upstream stage's record
+
+
+def config(checked: Checked) -> JSONObject:
     return {"name": checked.manifest.name}
 
 
-def _optional(ctx: Context, stage: str, load, name: str | None = None):
+def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
+              name: str | None = None) -> T | None:
     """An upstream record of a stage that may not exist for this manifest (imported models
     have no training stages, models without a dataset no data stage), or a file a stage
     writes only for some manifests (`name`): None then."""
@@ -29,7 +45,7 @@ def _optional(ctx: Context, stage: str, load, name: str | None = None):
     return load(ctx.inputs[stage])
 
 
-def accelerator(ctx: Context):
+def accelerator(ctx: Context) -> reports.Accelerator | None:
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
     from edgebuild.pipeline.report import Accelerator
     from edgebuild.targets.max7800x.placement import Placement
@@ -41,7 +57,7 @@ def accelerator(ctx: Context):
                        (ctx.inputs["plan"] / "maps.txt").read_text())
 
 
-def ondevice(ctx: Context):
+def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
     """On-device training: the C-vs-PyTorch comparison, memory, accuracy before/after."""
     from edgebuild.ondevice.finetune import FineTune
     from edgebuild.ondevice.memory import TrainingMemory
@@ -65,9 +81,11 @@ def ondevice(ctx: Context):
         tuned.accuracy_before, tuned.accuracy_after, tuned.frozen_int8_accuracy, tuned.epochs)
 
 
-def metrics(ctx: Context, graph, train, qat, evaluation, plan, kat):
+def metrics(ctx: Context, graph: Graph, train: Metrics | None, qat: Metrics | None,
+            evaluation: Evaluation, plan: MemoryPlan, kat: KatResult) -> reports.ReportMetrics:
     from edgebuild.pipeline.report import HostTotals, MemoryFigures, ReportMetrics
 
+    assert plan.memory is not None  # the plan stage writes the memory totals (tile_steps)
     return ReportMetrics(
         None if train is None else train.test_accuracy,
         None if qat is None else qat.test_accuracy, evaluation.int_accuracy, graph.params,
@@ -77,7 +95,7 @@ def metrics(ctx: Context, graph, train, qat, evaluation, plan, kat):
         evaluation.kat_samples, evaluation.kat_vs_reference_mismatches)
 
 
-def collect(ctx: Context):
+def collect(ctx: Context) -> reports.Report:
     from edgebuild.data.info import DataInfo
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model.evaluation import Evaluation
@@ -92,23 +110,26 @@ def collect(ctx: Context):
     evaluation = Evaluation.load(ctx.inputs["evaluate"])
     data = _optional(ctx, "data", DataInfo.load)
     plan = MemoryPlan.load(ctx.inputs["plan"])
+    confusion: reports.Confusion | None = None
+    counts: reports.DataCounts | None = None
+    if data is not None:
+        assert evaluation.confusion is not None  # evaluate labels a dataset's test set
+        confusion = reports.Confusion(data.classes, evaluation.confusion)
+        counts = reports.DataCounts(data.counts, len(data.classes))
     return reports.Report(
         ctx.checked.manifest.name,
         metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"])),
         tile_rows(plan), reports.QuantSummary(quant.method, quant.rounding, quant.layers),
-        graph.nodes, _phase(train), _phase(qat),
-        None if data is None else reports.Confusion(data.classes, evaluation.confusion),
-        None if data is None else reports.DataCounts(data.counts, len(data.classes)),
-        accelerator(ctx))
+        graph.nodes, _phase(train), _phase(qat), confusion, counts, accelerator(ctx))
 
 
-def _phase(metrics):
+def _phase(metrics: Metrics | None) -> reports.Phase:
     from edgebuild.pipeline.report import Phase
 
     return Phase() if metrics is None else Phase(metrics.best_epoch, metrics.epochs)
 
 
-def tile_rows(plan) -> tuple:
+def tile_rows(plan: MemoryPlan) -> tuple[reports.TileRow, ...]:
     """Per layer (and per fused pool): tile shape, tiles, bytes moved, L1 in use."""
     from edgebuild.pipeline.report import TileRow
 
@@ -156,14 +177,14 @@ def _image(path: Path) -> str:
            f'{base64.b64encode(path.read_bytes()).decode()}">'
 
 
-def _table(rows: list[dict], columns: list[str]) -> str:
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in columns)
                    + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _accelerator_html(report: dict) -> str:
+def _accelerator_html(report: dict[str, Any]) -> str:
     acc = report.get("accelerator")
     if not acc:
         return ""
@@ -179,7 +200,7 @@ def _accelerator_html(report: dict) -> str:
             f"<pre>{html.escape(acc['maps'])}</pre>")
 
 
-def _ondevice_html(report: dict) -> str:
+def _ondevice_html(report: dict[str, Any]) -> str:
     trained = report["metrics"].get("ondevice")
     if not trained:
         return ""
@@ -198,7 +219,7 @@ def _ondevice_html(report: dict) -> str:
             f"<h3>Loss per step</h3>{steps}")
 
 
-def render_html(report: dict, images: dict[str, Path]) -> str:
+def render_html(report: dict[str, Any], images: dict[str, Path]) -> str:
     m = report["metrics"]
     metrics = _table([{"metric": k, "value": v} for k, v in sorted(m.items())
                       if k != "ondevice"], ["metric", "value"])

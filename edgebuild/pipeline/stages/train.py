@@ -9,12 +9,20 @@ saved to `build/<name>/train.failed/` (outside the cache: never taken for a resu
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads torch
+    from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.pipeline.validation import Checked
+    from edgebuild.train.loop import Diverged
+    from edgebuild.train.metrics import Metrics
 
-def config(checked) -> dict:
+
+def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
     model = manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
     return {"model": model, "train": manifest.train.model_dump(mode="json"),
@@ -41,6 +49,7 @@ def run(ctx: Context) -> None:
                                log=ctx.log)
     except training.Diverged as exc:
         raise diverged(ctx, exc, "train") from None
+    assert history.best_state is not None  # fit keeps the best of epochs >= 1 (validation)
     net.load_state_dict(history.best_state)
     test_acc, test_loss = training.evaluate(net, data["test"])
     arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
@@ -49,13 +58,13 @@ def run(ctx: Context) -> None:
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
 
 
-def write_metrics(out, metrics) -> None:
+def write_metrics(out: Path, metrics: Metrics) -> None:
     """metrics.json of `train` and `qat` (a train.metrics.Metrics)."""
     (out / "metrics.json").write_text(json.dumps(metrics.to_json(), indent=1, sort_keys=True)
                                       + "\n")
 
 
-def diverged(ctx: Context, exc, stage: str) -> UserError:
+def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
     """Save the last good weights beside the build tree and explain what to change."""
     from edgebuild.core import arrays
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from edgebuild.pipeline.stage import Context, Stage
 
+if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
+    from edgebuild.core.jsontypes import JSON, JSONObject
+    from edgebuild.pipeline.validation import Checked
 
-def config(checked) -> dict:
+
+def config(checked: Checked) -> JSONObject:
     """The model section with defaults resolved; `doc` strings never trigger a rebuild."""
     model = checked.manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
     return {"model": model}
@@ -23,7 +28,7 @@ def run(ctx: Context) -> None:
     print(graphs.table(graph), file=sys.stderr)
 
 
-def _dumps(obj) -> str:
+def _dumps(obj: JSON) -> str:
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 

@@ -92,6 +92,6 @@ OPERATOR = Operator(
     torch=Torch(forward), reference=reference, c=C(emit),
     stream=Stream(lambda layer: layer.length, state_bytes),
     accelerator=Accelerator("buffer", copies=True),
-    train=Unsupported("a buffer cannot train on the device: its window holds the features of "
-                      "earlier inferences, which the training step does not keep; make the "
-                      "first trainable layer one after the buffer"))
+    train=Unsupported("its window holds the features of earlier inferences, which a training "
+                      "step does not keep; make the first trainable layer one after the buffer"))
+

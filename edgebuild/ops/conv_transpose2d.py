@@ -225,8 +225,8 @@ OPERATOR = Operator(
     accelerator=Accelerator("conv_transpose2d", reads_concat=True,
                             rules="conv_transpose2d", ai8x=("convtranspose2d",),
                             exports_as="convtranspose2d"),
-    train=Unsupported("a transposed convolution cannot train on the device (the training "
-                      "kernels have none); keep it frozen, before the first trainable layer"),
+    train=Unsupported("the training kernels have no transposed convolution; keep it frozen, "
+                      "before the first trainable layer"),
     weights=Weights(weight_shape, to_out_major, from_out_major),
     windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes,
                                                          transposed=True))

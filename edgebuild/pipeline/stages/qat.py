@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgebuild.pipeline.stage import Context, Stage
-from edgebuild.pipeline.stages.train import diverged, write_metrics
+from edgebuild.pipeline.stages.train import fit_and_keep_best, write_metrics
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.core.jsontypes import JSONObject
@@ -36,7 +36,7 @@ def run(ctx: Context) -> None:
     from edgebuild.ops.operator import Mode
     from edgebuild.targets import numbers
     from edgebuild.train import loop as training
-    from edgebuild.train import network, plots
+    from edgebuild.train import network
     from edgebuild.train.metrics import Metrics
 
     manifest = ctx.checked.manifest
@@ -56,18 +56,10 @@ def run(ctx: Context) -> None:
     data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer, lr=qat.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, qat.epochs)
-    try:
-        history = training.fit(net, data, epochs=qat.epochs, batch=qat.batch or manifest.train.batch,
-                               opt=opt, schedule=schedule, seed=manifest.seed + 1, label="qat",
-                               log=ctx.log)
-    except training.Diverged as exc:
-        raise diverged(ctx, exc, "qat") from None
-    assert history.best_state is not None  # fit keeps the best of epochs >= 1 (validation)
-    net.load_state_dict(history.best_state)
-    test_acc, test_loss = training.evaluate(net, data["test"])
-    arrays.save(ctx.out / "folded.npz", **network.state_numpy(net))
-    write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss, enabled=True))
-    plots.curves(history.epochs, ctx.out / "curves.png", "QAT")
+    history, test_acc = fit_and_keep_best(ctx, net, data, lambda: training.fit(
+        net, data, epochs=qat.epochs, batch=qat.batch or manifest.train.batch, opt=opt,
+        schedule=schedule, seed=manifest.seed + 1, label="qat", log=ctx.log),
+        "qat", "folded.npz", "QAT", enabled=True)
     ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")
 
 

@@ -9,6 +9,7 @@ saved to `build/<name>/train.failed/` (outside the cache: never taken for a resu
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,9 +17,11 @@ from edgebuild.core.errors import UserError
 from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads torch
+    import torch
+
     from edgebuild.core.jsontypes import JSONObject
     from edgebuild.pipeline.validation import Checked
-    from edgebuild.train.loop import Diverged
+    from edgebuild.train.loop import Diverged, History, Split
     from edgebuild.train.metrics import Metrics
 
 
@@ -33,8 +36,7 @@ def run(ctx: Context) -> None:
     from edgebuild.core import arrays
     from edgebuild.ops.operator import Mode
     from edgebuild.train import loop as training
-    from edgebuild.train import network, plots
-    from edgebuild.train.metrics import Metrics
+    from edgebuild.train import network
 
     manifest = ctx.checked.manifest
     training.deterministic(manifest.seed)
@@ -43,19 +45,36 @@ def run(ctx: Context) -> None:
                       Mode("float", clamp=manifest.train.clamp_activations))
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer)
     schedule = training.make_schedule(opt, manifest.train.schedule, manifest.train.epochs)
+    history, test_acc = fit_and_keep_best(
+        ctx, net, data, lambda: training.fit(
+            net, data, epochs=manifest.train.epochs, batch=manifest.train.batch, opt=opt,
+            schedule=schedule, seed=manifest.seed, label="train", log=ctx.log),
+        "train", "float.npz", "float training")
+    ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+
+
+def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split],
+                      fit: Callable[[], History], stage: str, checkpoint: str, title: str,
+                      enabled: bool | None = None) -> tuple[History, float]:
+    """What `train` and `qat` share: fit (a NaN loss is a user error), keep the best epoch's
+    weights, measure them on the test split, and write the stage's checkpoint,
+    metrics.json and curves. Returns the history and the test accuracy."""
+    from edgebuild.core import arrays
+    from edgebuild.train import loop as training
+    from edgebuild.train import network, plots
+    from edgebuild.train.metrics import Metrics
+
     try:
-        history = training.fit(net, data, epochs=manifest.train.epochs, batch=manifest.train.batch,
-                               opt=opt, schedule=schedule, seed=manifest.seed, label="train",
-                               log=ctx.log)
+        history = fit()
     except training.Diverged as exc:
-        raise diverged(ctx, exc, "train") from None
+        raise diverged(ctx, exc, stage) from None
     assert history.best_state is not None  # fit keeps the best of epochs >= 1 (validation)
     net.load_state_dict(history.best_state)
     test_acc, test_loss = training.evaluate(net, data["test"])
-    arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
-    write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss))
-    plots.curves(history.epochs, ctx.out / "curves.png", "float training")
-    ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+    arrays.save(ctx.out / checkpoint, **network.state_numpy(net))
+    write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss, enabled=enabled))
+    plots.curves(history.epochs, ctx.out / "curves.png", title)
+    return history, test_acc
 
 
 def write_metrics(out: Path, metrics: Metrics) -> None:

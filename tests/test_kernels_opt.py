@@ -687,21 +687,26 @@ static int8_t weight[OUT_C * IN_C * K * K];
 static int32_t bias[OUT_C];
 static int8_t out_ref[N_OUT], out_opt[N_OUT];
 static int16_t scratch[EB_CONV_OPT_SCRATCH(IN_C, K, K)] __attribute__((aligned(4)));
+"""
 
+# What both bench firmwares run after their layer and arrays (plain text, not a format string):
+# fill input, weights and bias deterministically, run the reference and the optimized
+# kernel between markers, compare.
+BENCH_RUN = """
 /* Markers for the instruction counter: distinct bodies (no identical-code folding). */
 volatile int eb_bench_marker;
-__attribute__((noinline)) void eb_bench_ref_begin(void) {{ eb_bench_marker = 1; }}
-__attribute__((noinline)) void eb_bench_ref_end(void) {{ eb_bench_marker = 2; }}
-__attribute__((noinline)) void eb_bench_opt_begin(void) {{ eb_bench_marker = 3; }}
-__attribute__((noinline)) void eb_bench_opt_end(void) {{ eb_bench_marker = 4; }}
+__attribute__((noinline)) void eb_bench_ref_begin(void) { eb_bench_marker = 1; }
+__attribute__((noinline)) void eb_bench_ref_end(void) { eb_bench_marker = 2; }
+__attribute__((noinline)) void eb_bench_opt_begin(void) { eb_bench_marker = 3; }
+__attribute__((noinline)) void eb_bench_opt_end(void) { eb_bench_marker = 4; }
 
 int main(void)
-{{
+{
     uint32_t s = 12345u;
     int i;
-    for (i = 0; i < (int)sizeof input; ++i) {{ s = s * 1103515245u + 12345u; input[i] = (int8_t)(s >> 16); }}
-    for (i = 0; i < (int)sizeof weight; ++i) {{ s = s * 1103515245u + 12345u; weight[i] = (int8_t)(s >> 16); }}
-    for (i = 0; i < OUT_C; ++i) {{ s = s * 1103515245u + 12345u; bias[i] = (int32_t)(s >> 16) - 32768; }}
+    for (i = 0; i < (int)sizeof input; ++i) { s = s * 1103515245u + 12345u; input[i] = (int8_t)(s >> 16); }
+    for (i = 0; i < (int)sizeof weight; ++i) { s = s * 1103515245u + 12345u; weight[i] = (int8_t)(s >> 16); }
+    for (i = 0; i < (int)(sizeof bias / sizeof bias[0]); ++i) { s = s * 1103515245u + 12345u; bias[i] = (int32_t)(s >> 16) - 32768; }
     eb_bench_ref_begin();
     eb_conv2d(&layer, input, weight, bias, out_ref);
     eb_bench_ref_end();
@@ -711,7 +716,7 @@ int main(void)
     i = memcmp(out_ref, out_opt, sizeof out_ref) != 0;
     printf("bench layer: optimized %s reference\\n", i ? "DIFFERS FROM" : "equals");
     return i;
-}}
+}
 """
 
 
@@ -774,7 +779,7 @@ def count_with_exec_log(elf: Path, marks: dict[str, tuple[int, int]]) -> dict[st
 def test_m4_insn_per_mac(m4_build):
     b = BENCH
     out_hw = conv_out(b["in_hw"], b["k"], 1, b["pad"], 1)
-    elf = build_m4(m4_build, "bench", BENCH_MAIN.format(**b, out_hw=out_hw))
+    elf = build_m4(m4_build, "bench", BENCH_MAIN.format(**b, out_hw=out_hw) + BENCH_RUN)
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     sym = symbol_addresses(elf)
@@ -854,30 +859,6 @@ static int8_t weight[N_W];
 static int32_t bias[{out_c}];
 static int8_t out_ref[N_OUT], out_opt[N_OUT];
 static int16_t scratch[EB_CONV_OPT_SCRATCH(1, {k_h}, {k_w})] __attribute__((aligned(4)));
-
-volatile int eb_bench_marker;
-__attribute__((noinline)) void eb_bench_ref_begin(void) {{ eb_bench_marker = 1; }}
-__attribute__((noinline)) void eb_bench_ref_end(void) {{ eb_bench_marker = 2; }}
-__attribute__((noinline)) void eb_bench_opt_begin(void) {{ eb_bench_marker = 3; }}
-__attribute__((noinline)) void eb_bench_opt_end(void) {{ eb_bench_marker = 4; }}
-
-int main(void)
-{{
-    uint32_t s = 12345u;
-    int i;
-    for (i = 0; i < N_IN; ++i) {{ s = s * 1103515245u + 12345u; input[i] = (int8_t)(s >> 16); }}
-    for (i = 0; i < N_W; ++i) {{ s = s * 1103515245u + 12345u; weight[i] = (int8_t)(s >> 16); }}
-    for (i = 0; i < {out_c}; ++i) {{ s = s * 1103515245u + 12345u; bias[i] = (int32_t)(s >> 16) - 32768; }}
-    eb_bench_ref_begin();
-    eb_conv2d(&layer, input, weight, bias, out_ref);
-    eb_bench_ref_end();
-    eb_bench_opt_begin();
-    eb_conv2d_opt(&layer, input, weight, bias, out_opt, scratch);
-    eb_bench_opt_end();
-    i = memcmp(out_ref, out_opt, sizeof out_ref) != 0;
-    printf("bench layer: optimized %s reference\\\\n", i ? "DIFFERS FROM" : "equals");
-    return i;
-}}
 """
 
 
@@ -902,7 +883,7 @@ def test_m4_depthwise_insn_per_mac(m4_build):
     lines, speedups = [], {}
     for n, (label, (cfg, _)) in enumerate(DW_BENCH.items()):
         fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
-        source = DW_BENCH_MAIN.format(**cfg, fields=fields)
+        source = DW_BENCH_MAIN.format(**cfg, fields=fields) + BENCH_RUN
         ref, dw, how = count_bench(m4_build, f"dw_bench{n}", source)
         _, grouped, _ = count_bench(m4_build, f"dw_bench{n}_grouped", source,
                                     ("-DEB_OPT_NO_DEPTHWISE",))

@@ -3,6 +3,7 @@ every artifact's)."""
 
 from __future__ import annotations
 
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,13 @@ for stage in STAGES.values():
 from edgebuild.targets.max7800x import profile as device
 assert set(device.DEVICE_NAMES) >= {"max78000", "max78002"}, device.DEVICE_NAMES
 assert device.profile("max78000").data_memory.instance_bytes == 32768
+import importlib, pkgutil
+installed = {m.name for m in pkgutil.walk_packages(edgebuild.__path__, "edgebuild.")}
+missing = set(sys.argv[2].split(",")) - installed
+assert not missing, f"the wheel lacks modules: {sorted(missing)}"
+for name in sorted(installed):
+    if not name.endswith("__main__"):  # runs the command line
+        importlib.import_module(name)
 from edgebuild.core.resources import template_files
 print("ok", root)
 for path in template_files():
@@ -56,7 +64,13 @@ def test_wheel_install_ships_templates(tmp_path):
                              "--quiet", "--target", str(target), str(source)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    probe = subprocess.run([sys.executable, "-c", PROBE, str(target)], cwd=tmp_path,
+    # every module of the checkout is in the wheel and imports there (a subpackage missing
+    # from pyproject's package list would otherwise only show when CI installs it)
+    import edgebuild
+
+    modules = sorted(m.name for m in pkgutil.walk_packages(edgebuild.__path__, "edgebuild."))
+    probe = subprocess.run([sys.executable, "-c", PROBE, str(target), ",".join(modules)],
+                           cwd=tmp_path,
                            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]

@@ -12,6 +12,13 @@ A transposed convolution tiles the same way, but a block of output rows reads th
 rows that reach it through some tap: at most (rows - 1 + dil*(k - 1)) // stride + 1 of them
 (`input_rows`), fewer at the borders (`transposed_span`); they are staged unpadded (its
 kernel skips taps that fall outside the input), as eb_tiling.h documents.
+
+`lower_bound` is what every tiling of a layer moves at least, whatever the L1 budget, counted
+the way `traffic` counts: each input row some output row's window reaches (`needed_rows`),
+at full width, for every input channel, once; each weight and bias byte once; each output
+byte once. Rows no window reaches are not counted — `traffic` never moves the rows a stride
+leaves after the last window (floor-mode pooling, a strided 1-D conv along time), and a
+tiling of one-row tiles skips those between windows when the stride exceeds the window.
 """
 
 from __future__ import annotations
@@ -72,6 +79,27 @@ def transposed_span(w: Window, y0: int, rows: int) -> tuple[int, int]:
     return first, max(0, last - first + 1)
 
 
+def rows_read(w: Window, y0: int, rows: int) -> tuple[int, int]:
+    """(first, count): the input rows a tile of output rows [y0, y0 + rows) moves into L1 —
+    its window's span clipped to the input (padding is materialized, not moved)."""
+    if w.transposed:
+        return transposed_span(w, y0, rows)
+    top = y0 * w.stride_h - (w.pad_h if w.weights else 0)
+    first = max(top, 0)
+    return first, max(0, min(top + input_rows(w, rows), w.in_h) - first)
+
+
+def needed_rows(w: Window) -> int:
+    """Input rows that some output row reads: the union of one-row tiles' spans. A tile of
+    several rows moves a span covering its rows' spans, so every tiling moves at least these;
+    the rows a stride leaves unread (after the last window, or between windows) are not."""
+    needed: set[int] = set()
+    for y in range(w.out_h):
+        first, count = rows_read(w, y, 1)
+        needed.update(range(first, first + count))
+    return len(needed)
+
+
 def slot_bytes(w: Window, rows: int, channels: int) -> int:
     """L1 bytes of one tile slot (eb_tiling.h layout; every region 4-byte aligned)."""
     if not w.weights:
@@ -93,11 +121,7 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
         cin = tile_inputs(w, ct)
         row_tiles = 0
         for y0 in range(0, w.out_h, rows):
-            r = min(rows, w.out_h - y0)
-            top = y0 * w.stride_h - (w.pad_h if w.weights else 0)
-            valid = transposed_span(w, y0, r)[1] if w.transposed else \
-                max(0, min(top + input_rows(w, r), w.in_h) - max(top, 0))
-            moved_in += cin * valid * w.in_w
+            moved_in += cin * rows_read(w, y0, min(rows, w.out_h - y0))[1] * w.in_w
             row_tiles += 1
         if w.weights:
             moved_in += min(row_tiles, slots) * (ct * in_per_group(w) * w.k_h * w.k_w +
@@ -105,15 +129,30 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
         tiles += row_tiles
     if w.linear:  # the input stays staged in each slot across output tiles
         moved_in -= (tiles - min(tiles, slots)) * w.in_c
-    out = w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
-    return tiles, moved_in, out
+    return tiles, moved_in, output_bytes(w)
+
+
+def weight_bytes(w: Window) -> int:
+    """All the layer's weights and bias (none for a pool)."""
+    if not w.weights:
+        return 0
+    return w.out_c * in_per_group(w) * w.k_h * w.k_w + (4 * w.out_c if w.bias else 0)
+
+
+def output_bytes(w: Window) -> int:
+    return w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
 
 
 def whole(w: Window) -> int:
     """Working set of the untiled layer (everything resident at once)."""
-    weight = (w.out_c * in_per_group(w) * w.k_h * w.k_w + (4 * w.out_c if w.bias else 0)
-              if w.weights else 0)
-    return w.in_c * w.in_h * w.in_w + weight + w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
+    return w.in_c * w.in_h * w.in_w + weight_bytes(w) + output_bytes(w)
+
+
+def lower_bound(w: Window) -> int:
+    """Bytes every tiling of the layer moves between L2 and L1 (see the module docstring):
+    each needed input row once per input channel, the weights once, the output once. Equal
+    to the untiled traffic unless a stride skips rows between windows."""
+    return w.in_c * needed_rows(w) * w.in_w + weight_bytes(w) + output_bytes(w)
 
 
 def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:

@@ -1,5 +1,5 @@
 """`python -m edgebuild` is the same as the `edgebuild` console script."""
 
-from edgebuild.cli import main
+from edgebuild.cli import entry
 
-raise SystemExit(main())
+entry()

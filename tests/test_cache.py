@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import pytest
 
 from edgebuild.pipeline import cache as caches
 from edgebuild.pipeline.cache import Cache
+
+REPO = Path(__file__).resolve().parent.parent
 
 MATERIAL = {"stage": "data", "version": 1,
             "config": {"seed": 1, "dataset": {"format": "npz", "split": {"val": 0.1, "test": 0.2}}},
@@ -173,6 +177,32 @@ def test_entry_without_meta_json_is_not_an_entry(tmp_path):
     assert (entry.out / "data.npz").read_bytes() == b"full"
 
 
+@pytest.mark.parametrize("meta", ["{}", "", '{"digest": "x"', "[]", "null",
+                                  '{"digest": 1, "files": {}, "material": {}}'])
+def test_malformed_metadata_is_no_entry_and_verify_counts_it(tmp_path, meta):
+    cache = Cache(tmp_path / "cache")
+    good, _ = cache.publish("data", "5" * 64, MATERIAL, _writer({"a": b"1"}))
+    bad = cache.entry_path("qat", "6" * 64)
+    (bad / "out").mkdir(parents=True)
+    (bad / "meta.json").write_text(meta)
+    assert cache.lookup("qat", "6" * 64) is None
+    assert [e.key for e in cache.entries()] == [good.key]
+    report = {key: why for _, key, _, why in caches.verify(cache)}
+    assert report[good.key] == [] and report["6" * 64] != []
+    # a build of that key replaces it
+    entry, built = cache.publish("qat", "6" * 64, MATERIAL, _writer({"b": b"2"}))
+    assert built and caches.problems(entry) == []
+
+
+def test_metadata_whose_digest_does_not_match_its_files_is_no_entry(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    entry, _ = cache.publish("data", "7" * 64, MATERIAL, _writer({"a": b"1"}))
+    meta = json.loads((entry.path / "meta.json").read_text())
+    meta["digest"] = "0" * 64
+    (entry.path / "meta.json").write_text(json.dumps(meta))
+    assert cache.lookup("data", "7" * 64) is None
+
+
 # --- problems -----------------------------------------------------------------------------
 
 
@@ -280,31 +310,38 @@ def test_gc_without_limits_removes_nothing(tmp_path):
     assert len(cache.entries()) == len(made)
 
 
-def test_sweep_temp_removes_only_old_temp_dirs(tmp_path):
-    root = tmp_path / "cache"
-    old, fresh = root / "tmp" / "data-old-1234", root / "tmp" / "data-new-5678"
-    (old / "out").mkdir(parents=True)
-    (old / "out" / "half.bin").write_bytes(b"x")
-    (old / "out" / "half.bin").chmod(0o444)
-    (fresh / "out").mkdir(parents=True)
-    stray = root / "tmp" / ".probe-old"
-    stray.write_bytes(b"")
-    moment = time.time() - 7200
-    for path in (old, stray):
-        os.utime(path, (moment, moment))
-    assert caches.sweep_temp(root, older_than_s=3600) == 2
-    assert not old.exists() and not stray.exists()
-    assert fresh.is_dir()
-
-
-def test_gc_sweeps_stale_temp_dirs(tmp_path):
+def test_sweep_temp_removes_temp_dirs_no_live_build_owns(tmp_path):
     cache = Cache(tmp_path / "cache")
-    stale = cache.root / "tmp" / "data-dead-0000"
-    stale.mkdir(parents=True)
-    moment = time.time() - 2 * 3600
-    os.utime(stale, (moment, moment))
-    caches.collect(cache, keep=set(), max_bytes=None, max_age_s=None)
-    assert not stale.exists()
+    dead, live = cache.root / "tmp" / f"data-{'a' * 64}-1234", cache.root / "tmp" / f"qat-{'b' * 64}-5678"
+    for temp in (dead, live):
+        (temp / "out").mkdir(parents=True)
+        (temp / "out" / "half.bin").write_bytes(b"x")
+        (temp / "out" / "half.bin").chmod(0o444)
+    old_stray, fresh_stray = cache.root / "tmp" / ".probe-old", cache.root / "tmp" / ".probe-new"
+    old_stray.write_bytes(b"")
+    fresh_stray.write_bytes(b"")
+    moment = time.time() - 7200
+    os.utime(old_stray, (moment, moment))
+    with cache.lock("qat", "b" * 64):  # a live build of that key (the dead one's is free)
+        assert caches.sweep_temp(cache, older_than_s=3600) == 2
+    assert not dead.exists() and not old_stray.exists()
+    assert live.is_dir() and fresh_stray.exists()
+    assert caches.sweep_temp(cache, older_than_s=3600) == 1  # its owner is gone now
+    assert not live.exists()
+
+
+def test_a_killed_publication_leaves_a_temp_dir_gc_can_remove(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    key = "c" * 64
+    script = (f"import os, sys\nsys.path.insert(0, {str(REPO)!r})\n"
+              "from pathlib import Path\nfrom edgebuild.pipeline.cache import Cache\n"
+              f"c = Cache(Path({str(cache.root)!r}))\n"
+              f"c.publish('data', {key!r}, {{}}, lambda out: os._exit(9))\n")
+    assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == 9
+    (left,) = list((cache.root / "tmp").iterdir())
+    assert left.name.startswith(f"data-{key}-")
+    assert caches.sweep_temp(cache) == 1
+    assert list((cache.root / "tmp").iterdir()) == []
 
 
 # --- file_digest --------------------------------------------------------------------------
@@ -378,14 +415,11 @@ def test_file_digest_works_with_unwritable_cache(tmp_path):
     assert caches.file_digest(data, blocker / "cache") == caches.sha256_file(data)
 
 
-def test_ensure_writable_reports_a_user_error(tmp_path):
-    from edgebuild.core.errors import UserError
-
+def test_writable_tells_a_read_only_cache(tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("")
-    with pytest.raises(UserError, match="not writable"):
-        Cache(blocker / "cache").ensure_writable()
-    Cache(tmp_path / "ok").ensure_writable()
+    assert not Cache(blocker / "cache").writable
+    assert Cache(tmp_path / "ok").writable
     assert list((tmp_path / "ok" / "tmp").iterdir()) == []
 
 

@@ -12,7 +12,13 @@ import sys
 from pathlib import Path
 
 from edgebuild import __version__
-from edgebuild.core.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from edgebuild.core.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_STAGE_FAILED,
+    EXIT_USER_ERROR,
+    UserError,
+    describe,
+)
 
 STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen",
                "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.pipeline.stages.STAGES (tested)
@@ -25,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
         "every manifest of the project in the current directory.")
     parser.add_argument("--version", action="version", version=f"edgebuild {__version__}")
     parser.add_argument("-C", dest="directory", default=".", help="run as if started in DIR")
+    parser.add_argument("--debug", action="store_true",
+                        help="show Python tracebacks of internal errors instead of one line")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     build = commands.add_parser("build", help="build manifests (the default command)")
@@ -35,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="print one JSON object with every stage's outcome on stdout")
     build.add_argument("--locked", action="store_true",
                        help="CI mode: fail if any key or output digest differs from edgebuild.lock")
+    build.add_argument("--relock", action="store_true",
+                       help="accept outputs whose digest differs from edgebuild.lock under the "
+                       "same key (otherwise an integrity error) and record them")
     _cache_dir(build)
 
     check = commands.add_parser("check", help="validate manifests only (fast, no training)")
@@ -102,11 +113,18 @@ def _cache_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="cache location (default: EDGEBUILD_CACHE or ./cache)")
 
 
+def entry() -> None:
+    """The `edgebuild` program: `main` under the interrupt supervisor (cli/supervisor.py)."""
+    from edgebuild.cli import supervisor
+
+    sys.exit(supervisor.run(main))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:  # bare `edgebuild`: build the project here
         args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
-                                  locked=False, cache_dir=None)
+                                  locked=False, relock=False, cache_dir=None)
         args.command = "build"
     try:
         os.chdir(args.directory)
@@ -121,5 +139,11 @@ def main(argv: list[str] | None = None) -> int:
               "left nothing behind", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:
-        print(f"edgebuild: {exc}", file=sys.stderr)
+        print(f"edgebuild: {describe(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"edgebuild: internal error {type(exc).__name__}: {exc} (run with --debug for "
+              "the traceback, and please report it)", file=sys.stderr)
+        return EXIT_STAGE_FAILED

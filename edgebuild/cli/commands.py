@@ -17,28 +17,32 @@ def _err(message: str) -> None:
 
 
 def build(args: argparse.Namespace, cwd: Path) -> int:
-    from edgebuild.pipeline import cache as caches
     from edgebuild.pipeline import lock as lockfile
     from edgebuild.pipeline import runner as pipeline
 
     project = projects.load(args.paths, cwd, args.cache_dir)
-    caches.Cache(project.cache_root).ensure_writable()
     if args.jobs < 1:
         raise UserError("-j/--jobs must be at least 1")
-    lock = lockfile.read(project.lock_path) if args.locked else None
-    if args.locked and not lock:
+    if args.locked and args.relock:
+        raise UserError("--locked and --relock contradict each other: choose one")
+    previous = lockfile.read(project.lock_path)
+    if args.locked and not previous:
         raise UserError(f"--locked needs {project.lock_path}; build once without --locked "
                         "and commit the lock file")
-    run = pipeline.run(project, args.until, args.jobs, lock)
+    # the lock's digests are promises on every build; --relock accepts new bytes instead
+    options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
+                               debug=args.debug)
+    run = pipeline.run(project, args.until, args.jobs, options)
     if args.json:
-        print(json.dumps({"manifests": run.outcomes}, indent=1, sort_keys=True))
+        print(json.dumps({"manifests": run.outcomes, "failures": [
+            {"task": task, "message": message, "kind": kind}
+            for task, message, kind in run.failures]}, indent=1, sort_keys=True))
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
     if not args.locked:
         results: Lock = {name: {stage: {"key": v["key"], "digest": v["digest"]}
                                 for stage, v in stages.items()}
                          for name, stages in run.outcomes.items()}
-        previous = lockfile.read(project.lock_path)
         lockfile.write(project.lock_path,
                        lockfile.merge(previous, results, _kept(project, previous)))
     return EXIT_OK
@@ -112,7 +116,7 @@ def export(args: argparse.Namespace, cwd: Path) -> int:
                         else "no manifest")
     project = replace(project, manifests=tuple(m for m in project.manifests if m.name == name))
     until = "ondevice" if "ondevice" in project.manifests[0].configs else "codegen"
-    run = pipeline.run(project, until)
+    run = pipeline.run(project, until, options=pipeline.Options(debug=args.debug))
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
     written = exporting.export(exporting.sources(project.build_dir(name)), cwd / args.to, name,
@@ -193,27 +197,28 @@ def _gc(args: argparse.Namespace, cwd: Path) -> int:
     if args.max_age is not None and args.max_age < 0:
         raise UserError("--max-age must be a number of days >= 0")
     max_age = None if args.max_age is None else args.max_age * 86400
-    removed = caches.collect(caches.Cache(project.cache_root), _referenced(project),
-                             max_bytes, max_age)
+    cache = caches.Cache(project.cache_root)
+    removed = caches.collect(cache, _referenced(project), max_bytes, max_age)
     for entry in removed:
         _err(f"deleted {entry.stage}/{entry.key[:16]}")
-    _err(f"cache gc: deleted {len(removed)} entries")
+    swept = caches.sweep_temp(cache)
+    _err(f"cache gc: deleted {len(removed)} entries and {swept} abandoned temporary "
+         "directories")
     return EXIT_OK
 
 
 def _verify(args: argparse.Namespace, cwd: Path) -> int:
+    """Re-hash every entry; incomplete or unreadable ones count as corrupt (and --delete
+    removes them too: the tool repairs its own cache)."""
     from edgebuild.pipeline import cache as caches
 
     project = projects.load(args.paths, cwd, args.cache_dir)
-    cache_ = caches.Cache(project.cache_root)
-    entries = cache_.entries()
-    corrupt = 0
-    for entry in entries:
-        found = caches.problems(entry)
-        if found:
-            corrupt += 1
-            _err(f"corrupt {entry.stage}/{entry.key[:16]}: {'; '.join(found)}")
-            if args.delete:
-                cache_.discard(entry)
-    _err(f"cache verify: {len(entries)} entries, {corrupt} corrupt")
-    return EXIT_OK if corrupt == 0 or args.delete else EXIT_STAGE_FAILED
+    found = caches.verify(caches.Cache(project.cache_root))
+    corrupt = [(stage, key, path, why) for stage, key, path, why in found if why]
+    for stage, key, path, why in corrupt:
+        _err(f"corrupt {stage}/{key[:16]}: {'; '.join(why)}")
+        if args.delete:
+            caches.remove_tree(path)
+    deleted = f", {len(corrupt)} deleted" if args.delete and corrupt else ""
+    _err(f"cache verify: {len(found)} entries, {len(corrupt)} corrupt{deleted}")
+    return EXIT_OK if not corrupt or args.delete else EXIT_STAGE_FAILED

@@ -7,13 +7,14 @@ never with a traceback. A failing stage (a bug, a compiler error) exits with sta
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 EXIT_OK = 0
 EXIT_STAGE_FAILED = 1
 EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT; SIGTERM gives 128 + 15
 
 
 @dataclass(frozen=True)
@@ -47,3 +48,21 @@ class UserError(Exception):
 
 class StageFailed(Exception):
     """A stage could not produce its artifact for a reason that is not a user error."""
+
+
+_ADVICE = {
+    errno.ENOSPC: "free space on that disk",
+    errno.EDQUOT: "free space on that disk (quota exceeded)",
+    errno.EFBIG: "the file outgrew a size limit (ulimit -f?)",
+    errno.EACCES: "make it writable (or readable) for this user",
+    errno.EPERM: "make it writable (or readable) for this user",
+    errno.EROFS: "that file system is read-only; build somewhere writable",
+}
+
+
+def describe(exc: OSError) -> str:
+    """One line for an I/O error: what failed, on which path, and what to do about it."""
+    what = exc.strerror or type(exc).__name__
+    where = f": {exc.filename}" if exc.filename else ""
+    advice = _ADVICE.get(exc.errno or 0)
+    return f"{what}{where}" + (f" ({advice})" if advice else "")

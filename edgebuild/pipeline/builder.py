@@ -10,6 +10,8 @@ import functools
 import importlib.metadata
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -102,43 +104,122 @@ def _content(path: Path, cache_root: Path, resolved: Resolved) -> str:
 
 
 def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
-            locked: LockEntry | None = None) -> Outcome:
-    """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`)."""
+            locked: LockEntry | None = None, strict: bool = False) -> Outcome:
+    """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`).
+
+    A transaction: the stage's lock is taken before its key is computed and held while it
+    reads its inputs, and the inputs are hashed again before anything is published — the
+    bytes a stage read are exactly the bytes its key names (the runner also keeps any other
+    edgebuild out of this build tree meanwhile: pipeline.claim). `locked` is the stage's
+    entry of edgebuild.lock: its digest is a promise for its key (see `_keep_promise`);
+    `strict` (--locked) also requires the key itself."""
     from edgebuild.pipeline.resolved import from_checked
 
     start = time.perf_counter()
     stage = STAGES[stage_name]
-    material = key_material(stage, from_checked(checked), build_dir, cache_root)
-    key = caches.key_of(material)
-    _check_lock(stage_name, "key", key, locked)
-    # One process at a time makes this stage of this build tree current: another edgebuild
-    # on the same project then finds it up to date instead of swapping the directory (and
-    # its state record) away under a downstream stage that is reading it.
+    resolved = from_checked(checked)
     with outputs.lock(build_dir, stage_name):
-        return _realize(checked, stage, key, material, build_dir, cache_root, locked, start)
+        outputs.sweep(build_dir, stage_name)
+        material = key_material(stage, resolved, build_dir, cache_root)
+        key = caches.key_of(material)
+        if strict:
+            _check_lock(stage_name, "key", key, locked)
+        return _realize(checked, stage, key, material, build_dir, cache_root,
+                        Promise(locked, strict), start)
+
+
+@dataclass(frozen=True)
+class Promise:
+    """The lock file's word on a stage, and whether a differing key is an error too."""
+
+    locked: LockEntry | None
+    strict: bool
 
 
 def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, build_dir: Path,
-             cache_root: Path, locked: LockEntry | None, start: float) -> Outcome:
+             cache_root: Path, promise: Promise, start: float) -> Outcome:
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
+        _keep_promise(stage_name, key, state.digest, promise, build_dir)
         return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)
     cache = caches.Cache(cache_root)
     entry = cache.lookup(stage_name, key)
-    built = False
-    if entry is None or caches.problems(entry):
-        def build(out: Path) -> None:
-            active = [name for name, s in STAGES.items() if s.applies(checked)]
-            stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
-                              cache_root, build_dir))
-            contracts.check(stage.name, stage.artifacts, out)  # before it is published
+    if entry is not None and not caches.problems(entry):
+        _keep_promise(stage_name, key, entry.digest, promise, build_dir)
+        outputs.materialize(entry, build_dir, stage_name, stage.exports)
+        caches.touch(entry)
+        return Outcome(stage_name, "restored", key, entry.digest, time.perf_counter() - start)
+
+    def build(out: Path) -> None:
+        active = [name for name, s in STAGES.items() if s.applies(checked)]
+        stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
+                          cache_root, build_dir))
+        contracts.check(stage.name, stage.artifacts, out)  # before it is published
+        _verify_inputs(stage_name, material, build_dir, checked)
+
+    if cache.writable:
         entry, built = cache.publish(stage_name, key, material, build)
-    _check_lock(stage_name, "digest", entry.digest, locked)
-    outputs.materialize(entry, build_dir, stage_name, stage.exports)
-    caches.touch(entry)
-    return Outcome(stage_name, "built" if built else "restored", key, entry.digest,
+        _keep_promise(stage_name, key, entry.digest, promise, build_dir)
+        outputs.materialize(entry, build_dir, stage_name, stage.exports)
+    else:  # a read-only cache: restores only; what must run is built beside the tree
+        built = _build_unpublished(stage, key, material, build, build_dir, promise)
+    digest = outputs.read_state(build_dir, stage_name)
+    status: Literal["restored", "built"] = "built" if built else "restored"
+    return Outcome(stage_name, status, key, digest.digest if digest else "",
                    time.perf_counter() - start)
+
+
+def _build_unpublished(stage: Stage, key: str, material: KeyMaterial,
+                       build: Callable[[Path], None], build_dir: Path, promise: Promise) -> bool:
+    temp = build_dir / f".tmp-{stage.name}-build-{uuid.uuid4().hex[:8]}"
+    try:
+        caches.assemble(temp, stage.name, key, material, build)
+        entry = caches.read_entry(stage.name, key, temp)
+        _keep_promise(stage.name, key, entry.digest, promise, build_dir)
+        outputs.materialize(entry, build_dir, stage.name, stage.exports)
+    finally:
+        caches.remove_tree(temp)
+    return True
+
+
+def _verify_inputs(stage: str, material: KeyMaterial, build_dir: Path, checked: Checked) -> None:
+    """Hash what the stage read once more, before its result is published under the key:
+    an upstream output or a data file that changed meanwhile means the key does not name
+    the bytes read — nothing is published."""
+    for name, digest in material["upstream"].items():
+        if caches.digest_of(caches.manifest_of(build_dir / name)) != digest:
+            raise StageFailed(f"stage {stage}: its input {build_dir / name} changed while it "
+                              "ran (another process wrote it?); nothing was published; "
+                              "build again")
+    files = STAGES[stage].files(checked)
+    digests = material["config"].get("files", [])
+    for path, content in zip(files, digests if isinstance(digests, list) else [], strict=False):
+        if caches.sha256_file(Path(path)) != content:
+            raise StageFailed(f"stage {stage}: data file {path} changed while the stage read "
+                              "it; nothing was published; build again")
+
+
+class IntegrityError(StageFailed):
+    """Same key, other bytes: a nondeterministic stage, another machine or a tampered
+    cache. Never resolved silently (the lock file is not rewritten)."""
+
+
+def _keep_promise(stage: str, key: str, digest: str, promise: Promise, build_dir: Path) -> None:
+    """A lock digest is a promise: under the key it was recorded with, the output has
+    those bytes. Breaking it is an integrity error; with --locked, any difference fails."""
+    locked = promise.locked
+    if locked is None:
+        return
+    if locked.get("key") == key and locked.get("digest") not in (None, digest):
+        raise IntegrityError(
+            f"stage {stage} ({build_dir / stage}): output digest {digest[:16]} under key "
+            f"{key[:16]}, but edgebuild.lock promises {str(locked.get('digest'))[:16]} for "
+            "that same key: the same inputs gave other bytes (a nondeterministic stage, "
+            "another machine, or a tampered cache entry). edgebuild.lock was not changed; "
+            "run `edgebuild cache verify`, and if the new output is right, build with --relock")
+    if promise.strict:
+        _check_lock(stage, "digest", digest, locked)
 
 
 def _check_lock(stage: str, field: Literal["key", "digest"], value: str,

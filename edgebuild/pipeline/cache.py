@@ -10,6 +10,7 @@ A per-key file lock makes two processes that want the same artifact build it onc
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -20,15 +21,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, cast
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from edgebuild.core.errors import StageFailed, UserError
+from edgebuild.core.errors import StageFailed
 from edgebuild.core.jsontypes import JSONObject
 
 SCHEME = 1
 LOCK_TIMEOUT_S = 3600.0
+# the cache's own directories beside `<stage>/`: never entries
+RESERVED = frozenset({"tmp", "locks", "stat", "checked"})
 
 
 class KeyMaterial(TypedDict):
@@ -94,24 +97,28 @@ class Cache:
     def entry_path(self, stage: str, key: str) -> Path:
         return self.root / stage / key[:2] / key
 
-    def ensure_writable(self) -> None:
-        """Fail early, as a user error, when the cache cannot be written."""
+    @functools.cached_property
+    def writable(self) -> bool:
+        """Can entries be published here? A read-only (shared, warm) cache still serves
+        restores: the builder then builds what it must without publishing it."""
         probe = self.root / "tmp" / f".probe-{uuid.uuid4().hex}"
         try:
             probe.parent.mkdir(parents=True, exist_ok=True)
             probe.write_bytes(b"")
             probe.unlink()
-        except OSError as exc:
-            raise UserError(f"cache directory {self.root} is not writable ({exc.strerror}); "
-                            "choose another with --cache-dir or EDGEBUILD_CACHE") from None
+        except OSError:
+            return False
+        return True
 
     def lookup(self, stage: str, key: str) -> Entry | None:
+        """The complete entry for `key`, or None — also for unreadable or malformed
+        metadata, which `cache verify` reports and a build simply rebuilds over."""
         path = self.entry_path(stage, key)
         try:
             meta = json.loads((path / "meta.json").read_text())
         except (OSError, ValueError):
             return None
-        return Entry(stage, key, path, meta["digest"], meta["files"], meta["material"])
+        return _entry(stage, key, path, meta)
 
     def lock(self, stage: str, key: str) -> FileLock:
         path = self.root / "locks" / f"{stage}-{key[:32]}.lock"
@@ -129,15 +136,11 @@ class Cache:
 
     def _build(self, stage: str, key: str, material: KeyMaterial,
                build: Callable[[Path], None]) -> Entry:
-        temp = self.root / "tmp" / f"{stage}-{key[:12]}-{uuid.uuid4().hex[:8]}"
+        # named by the full key: `cache gc` knows the temp dir is abandoned when nobody
+        # holds that key's lock (see `sweep_temp`)
+        temp = self.root / "tmp" / f"{stage}-{key}-{uuid.uuid4().hex[:8]}"
         try:
-            (temp / "out").mkdir(parents=True)
-            build(temp / "out")
-            files = manifest_of(temp / "out")
-            meta = {"stage": stage, "key": key, "material": material,
-                    "digest": digest_of(files), "files": files}
-            _write_json(temp / "meta.json", meta)
-            _freeze(temp / "out")
+            assemble(temp, stage, key, material, build)
             final = self.entry_path(stage, key)
             if final.exists():
                 remove_tree(final)  # a corrupt entry found by `problems`, replaced whole
@@ -152,16 +155,80 @@ class Cache:
                               "it was published; build again")
         return entry
 
-    def entries(self) -> list[Entry]:
+    def entry_dirs(self) -> list[tuple[str, str, Path]]:
+        """Every `(stage, key, path)` that looks like an entry, complete or not."""
         found = []
-        for meta in sorted(self.root.glob("*/??/*/meta.json")):
-            entry = self.lookup(meta.parent.parent.parent.name, meta.parent.name)
+        for path in sorted(self.root.glob("*/??/*")):
+            stage, key = path.parent.parent.name, path.name
+            if stage not in RESERVED and path.is_dir() and _is_key(key) and key[:2] == path.parent.name:
+                found.append((stage, key, path))
+        return found
+
+    def entries(self) -> list[Entry]:
+        """The complete entries (see `entry_dirs` for all)."""
+        found = []
+        for stage, key, _ in self.entry_dirs():
+            entry = self.lookup(stage, key)
             if entry is not None:
                 found.append(entry)
         return found
 
     def discard(self, entry: Entry) -> None:
         remove_tree(entry.path)
+
+
+def assemble(temp: Path, stage: str, key: str, material: KeyMaterial,
+             build: Callable[[Path], None]) -> None:
+    """Build an entry's content in `temp` (out/ + meta.json, files frozen)."""
+    (temp / "out").mkdir(parents=True)
+    build(temp / "out")
+    files = manifest_of(temp / "out")
+    meta = {"stage": stage, "key": key, "material": material,
+            "digest": digest_of(files), "files": files}
+    _write_json(temp / "meta.json", meta)
+    _freeze(temp / "out")
+
+
+def read_entry(stage: str, key: str, path: Path) -> Entry:
+    """The entry at `path`, or IncompleteEntry saying why it is not one."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        raise IncompleteEntry("no meta.json (an interrupted publication or deletion)") from None
+    except (OSError, ValueError) as exc:
+        raise IncompleteEntry(f"meta.json unreadable ({exc})") from None
+    entry = _entry(stage, key, path, meta)
+    if entry is None:
+        raise IncompleteEntry("meta.json lacks the key, digest, files or material")
+    return entry
+
+
+class IncompleteEntry(Exception):
+    """An entry directory without valid metadata: never served, removed by verify --delete."""
+
+
+def _entry(stage: str, key: str, path: Path, meta: object) -> Entry | None:
+    """Metadata checked field by field: a truncated or hand-edited meta.json is no entry."""
+    if not isinstance(meta, dict) or meta.get("key", key) != key:
+        return None
+    digest, files, material = meta.get("digest"), meta.get("files"), meta.get("material")
+    if not (isinstance(digest, str) and isinstance(files, dict) and isinstance(material, dict)
+            and all(isinstance(v, str) for v in files.values())):
+        return None
+    if digest != digest_of(files):
+        return None
+    return Entry(stage, key, path, digest, files, cast(KeyMaterial, material))
+
+
+def verify(cache: Cache) -> list[tuple[str, str, Path, list[str]]]:
+    """`(stage, key, path, problems)` for every entry directory; problems empty = sound."""
+    found = []
+    for stage, key, path in cache.entry_dirs():
+        try:
+            found.append((stage, key, path, problems(read_entry(stage, key, path))))
+        except IncompleteEntry as exc:
+            found.append((stage, key, path, [str(exc)]))
+    return found
 
 
 def problems(entry: Entry) -> list[str]:
@@ -270,19 +337,37 @@ def collect(cache: Cache, keep: set[str], max_bytes: int | None,
             removed.append(entry)
     for entry in removed:
         cache.discard(entry)
-    sweep_temp(cache.root, older_than_s=3600)
     return removed
 
 
-def sweep_temp(root: Path, older_than_s: float) -> int:
-    """Delete temp dirs left by killed builds (they were never entries)."""
+def sweep_temp(cache: Cache, older_than_s: float = 3600) -> int:
+    """Delete temp dirs left by killed builds (they were never entries). A temp dir named
+    `<stage>-<key>-<random>` belongs to whoever holds that key's lock: it is abandoned
+    exactly when the lock is free. Anything else there (a stray probe file) goes once it
+    is older than `older_than_s`."""
     removed = 0
-    now = time.time()
-    for temp in (root / "tmp").glob("*"):
+    for temp in (cache.root / "tmp").glob("*"):
         try:
-            if now - temp.stat().st_mtime > older_than_s:
-                remove_tree(temp) if temp.is_dir() else temp.unlink()
-                removed += 1
+            removed += _sweep_one(cache, temp, older_than_s)
         except OSError:
             continue
     return removed
+
+
+def _sweep_one(cache: Cache, temp: Path, older_than_s: float) -> int:
+    parts = temp.name.rsplit("-", 2)
+    if len(parts) == 3 and _is_key(parts[1]) and temp.is_dir():
+        try:
+            with cache.lock(parts[0], parts[1]).acquire(timeout=0):
+                remove_tree(temp)
+                return 1
+        except Timeout:
+            return 0  # a live build owns it
+    if time.time() - temp.stat().st_mtime > older_than_s:
+        remove_tree(temp) if temp.is_dir() else temp.unlink()
+        return 1
+    return 0
+
+
+def _is_key(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)

@@ -51,6 +51,13 @@ def lock(build_dir: Path, stage: str) -> FileLock:
     return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
 
 
+def sweep(build_dir: Path, stage: str) -> None:
+    """Remove what a killed `materialize` of this stage left (held: the stage's lock)."""
+    for pattern in (f".tmp-{stage}-*", f".old-{stage}-*"):
+        for path in build_dir.glob(pattern):
+            remove_tree(path)
+
+
 def read_state(build_dir: Path, stage: str) -> State | None:
     try:
         raw = json.loads(state_path(build_dir, stage).read_text())

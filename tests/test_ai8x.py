@@ -327,6 +327,59 @@ def test_sample_checks(tmp_path):
         assert message in messages(exc)
 
 
+def _no_numpy_pickle_advice(text: str) -> None:
+    """numpy's text for pickled data invites loading it "unsafely using allow_pickle=":
+    edgebuild never passes that on."""
+    assert "allow_pickle" not in text and "unsafely" not in text, text
+
+
+def test_sample_and_known_answer_with_python_objects_are_refused(tmp_path):
+    """kat.load_npy: the import's --sample/--expected never unpickle, and say so plainly."""
+    import pickle
+
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object))
+    (tmp_path / "pickle.npy").write_bytes(pickle.dumps([[1, 2], [3, 4]]))
+    for file, words in (("objects.npy", "holds Python objects (pickled data)"),
+                        ("pickle.npy", "is a Python pickle (not a NumPy .npy/.npz file)")):
+        for option, what in (("sample", "sample"), ("expected", "expected output")):
+            arguments = {"sample": MODEL / "input.npy", option: tmp_path / file}
+            with pytest.raises(UserError) as exc:
+                network.import_network(MODEL / "network.yaml", checkpoint=CHECKPOINT,
+                                       out_dir=tmp_path / "out", **arguments)
+            text = messages(exc)
+            assert f"{tmp_path / file}: {what} {words}, which edgebuild never loads: " \
+                   "unpickling can run arbitrary code. Save plain numeric arrays" in text, text
+            _no_numpy_pickle_advice(text)
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_imported_weights_and_known_answer_with_python_objects_are_refused(tmp_path):
+    """The checker's loaders (model.weights: imported.check, kat: knownanswer) on an
+    imported manifest whose files were replaced by pickled data: diagnostics, exit 2."""
+    try:
+        from conftest import run_cli
+    except ModuleNotFoundError:
+        from tests.conftest import run_cli
+
+    result = import_model(tmp_path, name="mnist_xs")
+    np.savez(result.weights, **{"conv1.weight": np.array([{"a": 1}], dtype=object)})
+    np.save(result.kat_input, np.array([{"a": 1}], dtype=object))
+    with pytest.raises(UserError) as exc:
+        validation.load(result.manifest)
+    text = messages(exc)
+    assert f"cannot read pre-quantized weights {result.weights}: array 'conv1.weight' " \
+           "holds Python objects (pickled data), which edgebuild never loads" in text, text
+    assert f"{result.kat_input}: holds Python objects (pickled data)" in text, text
+    assert "model.weights:" in text and "kat:" in text
+    _no_numpy_pickle_advice(text)
+    for command in ("check", "build"):
+        run = run_cli([command, str(result.manifest)], tmp_path)
+        assert run.returncode == 2, (run.stdout, run.stderr)
+        assert "Traceback" not in run.stderr and "array 'conv1.weight' holds Python objects" \
+            in run.stderr, run.stderr
+        _no_numpy_pickle_advice(run.stderr)
+
+
 def test_input_shape_sources(tmp_path):
     text = (MODEL / "network.yaml").read_text().replace("dataset: MNIST", "dataset: Mystery")
     path = tmp_path / "network.yaml"

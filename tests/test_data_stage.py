@@ -240,6 +240,26 @@ def test_bad_data_file_is_a_user_error(tmp_path, content, words):
         assert word in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("command", [["build"], ["build", "--until", "data", "-j", "2"],
+                                     ["check"]])
+def test_dataset_with_python_objects_is_a_user_error_in_edgebuilds_words(tmp_path, command):
+    """numpy refuses object arrays with allow_pickle=False and invites loading them "unsafely
+    using allow_pickle=": edgebuild says why it never unpickles and what to save instead."""
+    (tmp_path / "manifests").mkdir()
+    np.savez(tmp_path / "manifests" / "d.npz", x=np.array([{"a": 1}] * 4, dtype=object),
+             y=np.arange(4) % 2)
+    _project(tmp_path, "format: npz\npath: d.npz", [6], 2)
+    result = run_cli(command, tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert "manifests/m.yaml:" in result.stderr and " dataset: " in result.stderr
+    assert "d.npz: array 'x' holds Python objects (pickled data), which edgebuild never " \
+           "loads: unpickling can run arbitrary code. Save plain numeric arrays instead, " \
+           "e.g. np.savez(path, x=x.astype(np.float32), y=y.astype(np.int64))" in result.stderr
+    assert "allow_pickle" not in result.stderr and "unsafely" not in result.stderr
+    assert not (tmp_path / "build" / "m" / "data").exists()
+
+
 # --- validate: graph.json ------------------------------------------------------------------
 
 GRAPH_MANIFEST = """\

@@ -174,6 +174,54 @@ def test_npz_single_npy_file_is_not_an_npz(tmp_path):
     _assert_file_error(info, tmp_path / "d.npz")
 
 
+def _no_numpy_pickle_advice(message: str) -> None:
+    """numpy's text for pickled data invites loading it "unsafely using allow_pickle=":
+    edgebuild never passes that on."""
+    assert "allow_pickle" not in message and "unsafely" not in message, message
+
+
+def _object_npz(path: Path) -> None:
+    np.savez(path, x=np.array([{"a": 1}], dtype=object), y=np.array([0]))
+
+
+def _object_npy(path: Path) -> None:
+    np.save(path.with_suffix(".npy"), np.array([{"a": 1}], dtype=object))
+    path.with_suffix(".npy").rename(path)
+
+
+def _pickle(path: Path) -> None:
+    import pickle
+
+    path.write_bytes(pickle.dumps({"x": [1, 2], "y": [0]}))
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (_object_npz, ["array 'x' holds Python objects (pickled data)",
+                   "np.savez(path, x=x.astype(np.float32), y=y.astype(np.int64))"]),
+    (_object_npy, ["holds Python objects (pickled data)"]),
+    (_pickle, ["is a Python pickle"]),
+])
+def test_npz_pickled_data_is_refused_in_edgebuilds_words(tmp_path, make, words):
+    make(tmp_path / "d.npz")
+    spec = npz.Spec(format="npz", path="d.npz")
+    for call in (npz.probe, npz.load):
+        with pytest.raises(DataFileError) as info:
+            call(spec, tmp_path)
+        _assert_file_error(info, tmp_path / "d.npz", *words, "edgebuild never loads",
+                           "unpickling can run arbitrary code", "save plain numeric arrays")
+        _no_numpy_pickle_advice(str(info.value))
+
+
+@pytest.mark.parametrize("content", [b"not a NumPy file\n1,2,3\n", b""])
+def test_npz_other_files_never_pass_numpy_pickle_advice(tmp_path, content):
+    (tmp_path / "d.npz").write_bytes(content)  # numpy tries any such file as a pickle
+    with pytest.raises(DataFileError) as info:
+        npz.load(npz.Spec(format="npz", path="d.npz"), tmp_path)
+    _assert_file_error(info, tmp_path / "d.npz", "not a readable .npz")
+    _no_numpy_pickle_advice(str(info.value))
+    assert "pickled" not in str(info.value)
+
+
 @pytest.mark.parametrize("arrays", [
     {"images": np.zeros((3, 2)), "labels": np.zeros(3, dtype=int)},
     {"x": np.zeros((3, 2))},

@@ -1,8 +1,13 @@
-"""Deterministic .npz files: the same arrays always give the same bytes.
+"""NumPy files in and out: every .npy/.npz edgebuild reads goes through `read`.
 
-`numpy.savez` stamps the current time into every zip entry, so two identical builds would
-produce different artifact digests (and downstream stages would rebuild for nothing).
-Entries here have a fixed timestamp, sorted names and no compression randomness.
+Deterministic .npz files: the same arrays always give the same bytes. `numpy.savez` stamps
+the current time into every zip entry, so two identical builds would produce different
+artifact digests (and downstream stages would rebuild for nothing). Entries here have a
+fixed timestamp, sorted names and no compression randomness.
+
+Reading never unpickles: a file holding Python objects is a `PickledData` error that names
+the file (and array) and says how to save plain arrays. numpy's own text for it invites
+the user to "load it unsafely using allow_pickle=", which edgebuild never passes on.
 """
 
 from __future__ import annotations
@@ -10,12 +15,26 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # numpy loads on first use: importing edgebuild stays cheap
     from numpy.typing import ArrayLike, NDArray
 
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+NPY_MAGIC = b"\x93NUMPY"  # what a .npy file starts with
+PICKLE_PROTOCOL_2 = b"\x80"  # the first byte of a pickle of protocol 2 or later
+REFUSED = "which edgebuild never loads: unpickling can run arbitrary code"
+PLAIN_NPZ = "np.savez(path, x=x.astype(np.float32), y=y.astype(np.int64))"
+PLAIN_NPY = "np.save(path, a.astype(np.int64))"
+
+
+class PickledData(ValueError):
+    """A .npy/.npz file that holds Python objects, which edgebuild never unpickles.
+    `reason` names the array (when known) and says what to do; str() is `<file>: <reason>`."""
+
+    def __init__(self, file: str, reason: str) -> None:
+        self.file, self.reason = file, reason
+        super().__init__(f"{file}: {reason}")
 
 
 def save(path: Path, **arrays: ArrayLike) -> None:
@@ -31,8 +50,66 @@ def save(path: Path, **arrays: ArrayLike) -> None:
             archive.writestr(info, buffer.getvalue())
 
 
-def load(path: Path) -> dict[str, NDArray[Any]]:
+def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
+    """The one `np.load` of edgebuild: a .npy file's array, or every array of a .npz
+    archive by name (all read here, so that each is checked). Python objects are a
+    PickledData error; an unreadable file a ValueError in edgebuild's words (an empty
+    file and a broken archive included), an I/O failure an OSError."""
     import numpy as np
 
-    with np.load(path, allow_pickle=False) as data:
-        return {name: data[name] for name in data.files}
+    name = None
+    try:
+        loaded = np.load(source, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            return loaded
+        with loaded:
+            arrays = {}
+            for name in loaded.files:
+                arrays[name] = loaded[name]
+            return arrays
+    except ValueError as exc:
+        if "pickle" not in str(exc):  # numpy's object-array and not-a-NumPy-file errors
+            raise
+        raise _refused(source, name) from None
+    except EOFError:
+        raise ValueError("the file is empty") from None
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"a broken .npz (zip) archive: {exc}") from None
+
+
+def _refused(source: Path | IO[bytes], name: str | None) -> ValueError:
+    """What numpy would only unpickle: a .npy or .npz entry of Python objects, a whole
+    pickle, or no NumPy file at all (numpy tries any other file as a pickle)."""
+    file = _name(source)
+    head = b""
+    if isinstance(source, Path) and name is None:
+        try:
+            with source.open("rb") as handle:
+                head = handle.read(len(NPY_MAGIC))
+        except OSError:
+            pass
+    npy = name is None and (head.startswith(NPY_MAGIC) or file.endswith(".npy"))
+    advice = f"Save plain numeric arrays instead, e.g. {PLAIN_NPY if npy else PLAIN_NPZ}"
+    if name is not None:
+        return PickledData(file, f"array {name!r} holds Python objects (pickled data), "
+                                 f"{REFUSED}. {advice}")
+    if head.startswith(PICKLE_PROTOCOL_2):
+        return PickledData(file, f"is a Python pickle (not a NumPy .npy/.npz file), "
+                                 f"{REFUSED}. {advice}")
+    if head.startswith(NPY_MAGIC) or not head:
+        return PickledData(file, f"holds Python objects (pickled data), {REFUSED}. {advice}")
+    return ValueError("neither a .npy array nor a .npz archive (what numpy.save and "
+                      "numpy.savez write)")
+
+
+def load(source: Path | IO[bytes]) -> dict[str, NDArray[Any]]:
+    """The arrays of a .npz archive by name (see `read`)."""
+    arrays = read(source)
+    if not isinstance(arrays, dict):
+        raise ValueError("a single .npy array, not a .npz archive of named arrays "
+                         "(numpy.savez)")
+    return arrays
+
+
+def _name(source: Path | IO[bytes]) -> str:
+    return str(source) if isinstance(source, Path) else str(getattr(source, "name", "<bytes>"))

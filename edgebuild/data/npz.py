@@ -6,7 +6,6 @@ Keys `x` and `y` (one pool, split by edgebuild), or `x_train`, `y_train`, `x_tes
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,17 +39,18 @@ def files(spec: NpzSpec, base: Path) -> list[Path]:
 
 
 def _arrays(path: Path) -> dict[str, NDArray[Any]]:
-    import numpy as np
+    from edgebuild.core import arrays
 
     try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array, not an archive
-            raise DataFileError(path, "not a .npz archive (a single .npy array? save named "
-                                      "arrays with numpy.savez)")
-        with data:
-            return {key: data[key] for key in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        data = arrays.read(path)
+    except arrays.PickledData as exc:  # pickled data: never numpy's advice to allow it
+        raise DataFileError(path, exc.reason) from None
+    except (OSError, ValueError) as exc:  # arrays.read: an empty file, a broken archive too
         raise DataFileError(path, f"not a readable .npz file ({exc})") from None
+    if not isinstance(data, dict):  # a single .npy array, not an archive
+        raise DataFileError(path, "not a .npz archive (a single .npy array? save named "
+                                  "arrays with numpy.savez)")
+    return data
 
 
 def _pick(path: Path, arrays: dict[str, NDArray[Any]]) -> Arrays:

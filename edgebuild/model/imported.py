@@ -41,8 +41,9 @@ def check(path: Path, layers: tuple[Layer, ...], graph: Graph | None,
 
     try:
         source = arrays.load(path)
-    except (OSError, ValueError) as exc:
-        return {}, [((), f"cannot read pre-quantized weights {path}: {exc}")]
+    except (OSError, ValueError) as exc:  # PickledData: its reason, never numpy's
+        reason = exc.reason if isinstance(exc, arrays.PickledData) else exc
+        return {}, [((), f"cannot read pre-quantized weights {path}: {reason}")]
     assert graph is not None  # the folded layers of a valid manifest build
     nodes = {node.name: node for node in graph.nodes}
     bits_of: dict[str, int] = {}

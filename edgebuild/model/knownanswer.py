@@ -45,10 +45,17 @@ class KatFileError(ValueError):
 def _read(path: Path) -> NDArray[np.int64]:
     import numpy as np
 
+    from edgebuild.core import arrays
+
     try:
-        values = np.load(path, allow_pickle=False)
+        values = arrays.read(path)
+    except arrays.PickledData as exc:  # pickled data: never numpy's advice to allow it
+        raise KatFileError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise KatFileError(f"{path}: cannot read a .npy array ({exc})") from None
+    if isinstance(values, dict):
+        raise KatFileError(f"{path}: a .npz archive; a known answer is one .npy array "
+                           "(numpy.save)")
     if values.dtype.kind not in "iu" and not (values.dtype.kind == "f" and
                                                np.array_equal(values, np.round(values))):
         raise KatFileError(f"{path}: expected integers, got {values.dtype}")

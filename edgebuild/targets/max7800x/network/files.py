@@ -27,9 +27,9 @@ def npz_bytes(weights: dict[str, NDArray[Any]]) -> bytes:
     buffer = io.BytesIO()
     # core.arrays.save is annotated with a Path, but zipfile writes to any binary file
     arrays.save(buffer, **weights)  # type: ignore[arg-type]
-    with np.load(io.BytesIO(buffer.getvalue()), allow_pickle=False) as data:
-        if all(data[name].shape == np.shape(weights[name]) for name in weights):
-            return buffer.getvalue()
+    written = arrays.load(io.BytesIO(buffer.getvalue()))
+    if all(written[name].shape == np.shape(weights[name]) for name in weights):
+        return buffer.getvalue()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
         for name in sorted(weights):

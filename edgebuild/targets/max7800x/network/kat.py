@@ -19,14 +19,20 @@ if TYPE_CHECKING:
 
 def load_npy(path: Path, what: str) -> NDArray[Any]:
     """The array in `path` (no pickles); a missing or unreadable file is a user error."""
-    import numpy as np
+    from edgebuild.core import arrays
 
     try:
-        return np.load(path, allow_pickle=False)
+        array = arrays.read(path)
     except FileNotFoundError:
         raise UserError(Diagnostic(str(path), f"{what} file not found")) from None
+    except arrays.PickledData as exc:  # pickled data: never numpy's advice to allow it
+        raise UserError(Diagnostic(str(path), f"{what} {exc.reason}")) from None
     except (ValueError, OSError) as exc:
         raise UserError(Diagnostic(str(path), f"{what} is not a .npy array: {exc}")) from None
+    if isinstance(array, dict):
+        raise UserError(Diagnostic(str(path), f"{what} is a .npz archive, not a .npy array "
+                                              "(numpy.save)"))
+    return array
 
 
 def check_sample(path: Path, array: NDArray[Any], shape: tuple[int, ...]) -> None:

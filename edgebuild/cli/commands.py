@@ -10,6 +10,7 @@ from pathlib import Path
 from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
 from edgebuild.pipeline import project as projects
 from edgebuild.pipeline.lock import Lock
+from edgebuild.pipeline.outcome import Run
 
 
 def _err(message: str) -> None:
@@ -20,19 +21,23 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline import lock as lockfile
     from edgebuild.pipeline import runner as pipeline
 
-    project = projects.load(args.paths, cwd, args.cache_dir)
     if args.jobs < 1:
         raise UserError("-j/--jobs must be at least 1")
     if args.locked and args.relock:
         raise UserError("--locked and --relock contradict each other: choose one")
-    previous = lockfile.read(project.lock_path)
+    root, cache_root, files = projects.where(args.paths, cwd, args.cache_dir)
+    lock_path = root / "edgebuild.lock"
+    previous = lockfile.read(lock_path)
     if args.locked and not previous:
-        raise UserError(f"--locked needs {project.lock_path}; build once without --locked "
+        raise UserError(f"--locked needs {lock_path}; build once without --locked "
                         "and commit the lock file")
     # the lock's digests are promises on every build; --relock accepts new bytes instead
     options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
                                debug=args.debug)
-    run = pipeline.run(project, args.until, args.jobs, options)
+    run = pipeline.answer(root / "build", cache_root, files, args.until, options)
+    if run is None or not (args.locked or _lock_holds(previous, run, root, files)):
+        project = projects.load(args.paths, cwd, args.cache_dir)
+        run = pipeline.run(project, args.until, args.jobs, options)
     if args.json:
         print(json.dumps({"manifests": run.outcomes, "failures": [
             {"task": task, "message": message, "kind": kind}
@@ -40,21 +45,30 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
     if not args.locked:
-        results: Lock = {name: {stage: {"key": v["key"], "digest": v["digest"]}
-                                for stage, v in stages.items()}
-                         for name, stages in run.outcomes.items()}
-        lockfile.write(project.lock_path,
-                       lockfile.merge(previous, results, _kept(project, previous)))
+        merged = lockfile.merge(previous, _results(run), _kept(root, files, run, previous))
+        if merged != previous or not lock_path.is_file():
+            lockfile.write(lock_path, merged)
     return EXIT_OK
 
 
-def _kept(project: projects.Project, previous: Lock) -> set[str]:
+def _results(run: Run) -> Lock:
+    return {name: {stage: {"key": v["key"], "digest": v["digest"]} for stage, v in stages.items()}
+            for name, stages in run.outcomes.items()}
+
+
+def _lock_holds(previous: Lock, run: Run, root: Path, files: list[Path]) -> bool:
+    """Would this no-op leave edgebuild.lock as it is? (Else the full path writes it.)"""
+    from edgebuild.pipeline import lock as lockfile
+
+    return lockfile.merge(previous, _results(run), _kept(root, files, run, previous)) == previous
+
+
+def _kept(root: Path, files: list[Path], run: Run, previous: Lock) -> set[str]:
     """Lock entries a build keeps: a build of every manifest of the project drops those of
     removed manifests; a build of some (`edgebuild build one.yaml`) keeps the others."""
-    built = {Path(m.path) for m in project.manifests}
-    every = {p.resolve() for p in projects.manifest_files(project.root)}
-    names = {m.name for m in project.manifests}
-    return names if every <= built else names | set(previous)
+    every = {projects.real_path(p) for p in projects.manifest_files(root)}
+    names = set(run.outcomes)
+    return names if every <= set(files) else names | set(previous)
 
 
 def check(args: argparse.Namespace, cwd: Path) -> int:

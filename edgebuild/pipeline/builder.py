@@ -6,8 +6,10 @@ decides the order and parallelism and calls `realize` for each (manifest, stage)
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib.metadata
+import json
+import os
 import sys
 import time
 import uuid
@@ -41,11 +43,51 @@ class Outcome:
 def tool_versions(stage: Stage, cache_root: Path) -> dict[str, str]:
     """Versions of the Python packages and (`cmd:NAME`) programs that shape the output."""
     return {tool: command_version(tool[4:], cache_root) if tool.startswith("cmd:")
-            else package_version(tool) for tool in stage.tools}
+            else package_version(tool, cache_root) for tool in stage.tools}
 
 
 @functools.cache
-def package_version(name: str) -> str:
+def package_version(name: str, cache_root: Path) -> str:
+    """An installed package's version, remembered in `<cache>/stat/packages.json` under the
+    stat of every sys.path directory: installing, upgrading or removing a package changes
+    its directory's entries and so its mtime. A no-op build then never imports
+    importlib.metadata, which costs more than the rest of the check."""
+    record = cache_root / "stat" / "packages.json"
+    places = site_fingerprint()
+    try:
+        saved = json.loads(record.read_text())
+        if saved["places"] == places and isinstance(saved["versions"].get(name), str):
+            return str(saved["versions"][name])
+        versions = saved["versions"] if saved["places"] == places else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        versions = {}
+    versions[name] = _installed_version(name)
+    with contextlib.suppress(OSError):  # an optimization: a read-only cache is fine
+        caches.write_atomic(record, json.dumps({"places": places, "versions": versions}))
+    return str(versions[name])
+
+
+def site_fingerprint() -> list[list[str | int]]:
+    """The stat of every directory packages are installed in: the interpreter's and the
+    user's site-packages and PYTHONPATH's entries (not all of sys.path: its first entry
+    is the script's or the working directory, which changes with every file written)."""
+    import site
+
+    places = [*site.getsitepackages(), site.getusersitepackages(),
+              *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    found: list[list[str | int]] = []
+    for entry in dict.fromkeys(p for p in places if p):
+        try:
+            info = os.stat(entry)
+        except OSError:
+            continue
+        found.append([entry, info.st_mtime_ns, info.st_ino])
+    return found
+
+
+def _installed_version(name: str) -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -90,12 +132,12 @@ def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: 
             upstream_digests[name] = state.digest
     config = dict(resolved.configs[stage.name])
     if resolved.files.get(stage.name):
-        config["files"] = [_content(Path(p), cache_root, resolved) for p in resolved.files[stage.name]]
+        config["files"] = [_content(p, cache_root, resolved) for p in resolved.files[stage.name]]
     return {"stage": stage.name, "version": stage.version, "config": config,
             "upstream": upstream_digests, "tools": tool_versions(stage, cache_root)}
 
 
-def _content(path: Path, cache_root: Path, resolved: Resolved) -> str:
+def _content(path: str, cache_root: Path, resolved: Resolved) -> str:
     try:
         return caches.file_digest(path, cache_root)
     except OSError as exc:

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, cast
 
-from filelock import FileLock, Timeout
-
 from edgebuild.core.errors import StageFailed
 from edgebuild.core.jsontypes import JSONObject
+from edgebuild.pipeline.flock import FileLock, Timeout
 
 SCHEME = 1
 LOCK_TIMEOUT_S = 3600.0
@@ -270,32 +269,44 @@ def _freeze(directory: Path) -> None:
 
 def remove_tree(path: Path) -> None:
     """Delete a tree. Files are read-only but directories stay writable, which is all
-    POSIX needs to unlink them."""
-    if path.exists():
+    POSIX needs to unlink them.
+
+    Whatever is at `path` goes, not only a directory: a regular file or a symlink where a
+    stage directory belongs (`build/<name>/<stage>` replaced by hand) is moved aside by
+    `outputs.materialize` and must then be deleted like any old output. `shutil.rmtree`
+    refuses those, which failed the stage and, once moved aside as `.old-<stage>-*`,
+    failed every later build of it in `outputs.sweep` (tests/test_faults.py)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
         shutil.rmtree(path)
 
 
-def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) -> str:
+def remembered(path: Path | str, root: Path, kind: str, compute: Callable[[], str]) -> str:
     """A value derived from a file (its digest, a program's version), remembered in
     `<root>/stat/` by the file's (size, mtime, inode) like DVC does: a no-op build neither
-    re-reads megabytes nor runs subprocesses, and any change to the file recomputes it."""
-    path = Path(path).resolve()
-    info = path.stat()
-    fingerprint: list[str | int] = [kind, str(path), info.st_size, info.st_mtime_ns, info.st_ino]
+    re-reads megabytes nor runs subprocesses, and any change to the file recomputes it.
+
+    `path` is absolute (the resolved manifest's paths are): one stat per call, no path
+    resolution on this hot path."""
+    text = os.fspath(path)
+    info = os.stat(text)
+    fingerprint: list[str | int] = [kind, text, info.st_size, info.st_mtime_ns, info.st_ino]
     known = _REMEMBERED.get(tuple(fingerprint))  # the same file keyed by several manifests
     if known is not None:
         return known
-    record = root / "stat" / f"{kind}-{hashlib.sha1(str(path).encode()).hexdigest()}.json"
+    record = f"{root}/stat/{kind}-{hashlib.sha1(text.encode()).hexdigest()}.json"
     try:
-        saved = json.loads(record.read_text())
+        with open(record) as handle:
+            saved = json.load(handle)
         if saved["fingerprint"] == fingerprint:
             _REMEMBERED[tuple(fingerprint)] = saved["value"]
             return saved["value"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()
     with contextlib.suppress(OSError):  # the record is an optimization (read-only cache)
-        write_atomic(record, json.dumps({"fingerprint": fingerprint, "value": value}))
+        write_atomic(Path(record), json.dumps({"fingerprint": fingerprint, "value": value}))
     _REMEMBERED[tuple(fingerprint)] = value
     return value
 
@@ -303,9 +314,9 @@ def remembered(path: Path, root: Path, kind: str, compute: Callable[[], str]) ->
 _REMEMBERED: dict[tuple[str | int, ...], str] = {}  # per process: fingerprint -> value
 
 
-def file_digest(path: Path, root: Path) -> str:
+def file_digest(path: Path | str, root: Path) -> str:
     """sha256 of a data file: its content, never its mtime, decides rebuilds."""
-    return remembered(path, root, "sha256", lambda: sha256_file(Path(path).resolve()))
+    return remembered(path, root, "sha256", lambda: sha256_file(Path(path)))
 
 
 def write_atomic(path: Path, text: str) -> None:

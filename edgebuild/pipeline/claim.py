@@ -18,15 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.cache import LOCK_TIMEOUT_S, write_atomic
+from edgebuild.pipeline.cache import LOCK_TIMEOUT_S
+from edgebuild.pipeline.flock import FileLock, Timeout
 from edgebuild.pipeline.resolved import Resolved
 
 
@@ -49,11 +47,18 @@ def _claim(build_dir: Path, resolved: Resolved) -> Iterator[None]:
     except Timeout:
         _wait_or_refuse(lock, state / "claim.json", build_dir, resolved)
     try:
-        write_atomic(state / "claim.json", json.dumps(
-            {"manifest": resolved.path, "pid": os.getpid(), "host": socket.gethostname()}))
+        _write_owner(state / "claim.json", resolved)
         yield
     finally:
         lock.release()
+
+
+def _write_owner(path: Path, resolved: Resolved) -> None:
+    """One small write in place, no rename, on every build (also a no-op one). A reader
+    that catches it half-written cannot parse it and waits, the safe choice."""
+    with contextlib.suppress(OSError), open(path, "w") as handle:
+        handle.write(json.dumps({"manifest": resolved.path, "pid": os.getpid(),
+                                 "host": os.uname().nodename}))
 
 
 def _wait_or_refuse(lock: FileLock, record: Path, build_dir: Path, resolved: Resolved) -> None:

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-from filelock import FileLock
-
 from edgebuild.pipeline.cache import (
     LOCK_TIMEOUT_S,
     Entry,
@@ -27,6 +25,7 @@ from edgebuild.pipeline.cache import (
     sha256_file,
     write_atomic,
 )
+from edgebuild.pipeline.flock import FileLock
 
 FileStat: TypeAlias = list[int | str]  # [size, mtime_ns, sha256], a JSON list
 
@@ -60,7 +59,8 @@ def sweep(build_dir: Path, stage: str) -> None:
 
 def read_state(build_dir: Path, stage: str) -> State | None:
     try:
-        raw = json.loads(state_path(build_dir, stage).read_text())
+        with open(f"{build_dir}/.state/{stage}.json") as handle:  # hot: no pathlib
+            raw = json.load(handle)
         return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
     except (OSError, ValueError, KeyError):
         return None
@@ -68,22 +68,36 @@ def read_state(build_dir: Path, stage: str) -> State | None:
 
 def intact(build_dir: Path, stage: str, state: State) -> bool:
     """Are the materialized files exactly those recorded? (stat fast path, then content)"""
-    root = build_dir / stage
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} \
-        if root.is_dir() else set()
-    if present != set(state.files):
+    root = f"{build_dir}/{stage}"
+    if set(_listing(root, "")) != set(state.files):
         return False
-    return _unchanged(root, state.files) and _unchanged(build_dir, state.exports or {})
+    return _unchanged(root, state.files) and _unchanged(os.fspath(build_dir), state.exports or {})
 
 
-def _unchanged(root: Path, files: dict[str, FileStat]) -> bool:
+def _listing(directory: str, prefix: str) -> list[str]:
+    """Relative posix paths of the files below `directory`: directory reads only (the
+    file type comes with the entry), so each file costs one stat, in `_unchanged`."""
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return found
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            found += _listing(entry.path, f"{prefix}{entry.name}/")
+        elif entry.is_file():
+            found.append(prefix + entry.name)
+    return found
+
+
+def _unchanged(root: str, files: dict[str, FileStat]) -> bool:
     for name, (size, mtime_ns, digest) in files.items():
         try:
-            info = (root / name).stat()
+            info = os.stat(f"{root}/{name}")
         except OSError:
             return False
         if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) and \
-                sha256_file(root / name) != digest:
+                sha256_file(Path(root, name)) != digest:
             return False
     return True
 

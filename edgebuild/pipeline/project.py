@@ -7,6 +7,7 @@ A project is a directory holding `edgebuild.yaml` and/or `manifests/*.yaml`. Out
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,15 @@ class Project:
 
 
 def manifest_files(directory: Path) -> list[Path]:
+    """`edgebuild.yaml` and `manifests/*.yaml|yml`: one directory read, no per-file stat
+    beyond the type the directory entry carries (this runs on every build)."""
     found = [directory / "edgebuild.yaml"] if (directory / "edgebuild.yaml").is_file() else []
-    found += sorted(p for p in (directory / "manifests").glob("*.y*ml")
-                    if p.suffix in (".yaml", ".yml"))
-    return found
+    try:
+        entries = list(os.scandir(directory / "manifests"))
+    except OSError:
+        return found
+    return found + sorted(Path(e.path) for e in entries
+                          if e.name.endswith((".yaml", ".yml")) and e.is_file())
 
 
 def project_root(manifest: Path) -> Path:
@@ -68,16 +74,24 @@ def locate(paths: list[str], cwd: Path) -> tuple[Path, list[Path]]:
     return project_root(files[0]), files
 
 
-def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
-    """Every manifest validated (memoized when unchanged), all problems reported at once."""
+def where(paths: list[str], cwd: Path, cache_dir: str | None = None
+          ) -> tuple[Path, Path, list[Path]]:
+    """The project root, its cache directory and its manifests' real paths (no parsing)."""
     root, files = locate(paths, cwd)
     cache = Path(cache_dir or os.environ.get(CACHE_ENV) or root / "cache")
     cache = cache if cache.is_absolute() else cwd / cache
+    return root, cache, list(dict.fromkeys(real_path(p) for p in files))
+
+
+def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
+    """Every manifest validated (memoized when unchanged), all problems reported at once."""
+    root, cache, files = where(paths, cwd, cache_dir)
     fingerprint = resolutions.code_fingerprint()
     found: list[Resolved] = []
     problems: list[Diagnostic] = []
-    for path in dict.fromkeys(p.resolve() for p in files):
-        display = _display(path, cwd)
+    here = cwd.resolve()
+    for path in files:
+        display = _display(path, here)
         try:
             found.append(resolutions.recall(path, display, cache, fingerprint)
                          or _validate(path, display, cache, fingerprint))
@@ -97,9 +111,22 @@ def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> Resolv
     return resolved
 
 
-def _display(path: Path, cwd: Path) -> str:
+def real_path(path: Path) -> Path:
+    """The manifest's real absolute path: resolving is one lstat per path component, so the
+    (shared) directory is resolved once and only a symlinked file itself again."""
+    folder = _real_dir(str(path.parent))
+    real = Path(folder, path.name)
+    return real.resolve() if real.is_symlink() else real
+
+
+@functools.cache
+def _real_dir(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def _display(path: Path, here: Path) -> str:
     try:
-        return str(path.relative_to(cwd.resolve()))
+        return str(path.relative_to(here))
     except ValueError:
         return str(path)
 

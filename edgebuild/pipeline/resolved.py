@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -44,31 +45,37 @@ class Resolved:
 
 
 def code_fingerprint() -> str:
-    """Changes whenever any edgebuild source file changes (stat only: ~40 files, <1 ms)."""
-    root = Path(__file__).resolve().parents[1]
+    """Changes whenever any file of edgebuild's package changes: its code and its data
+    (device profiles). Stat only, strings only: it runs on every build, no-op included."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        info = path.stat()
-        digest.update(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns};".encode())
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            info = os.stat(path)
+            digest.update(f"{path[len(root):]}:{info.st_size}:{info.st_mtime_ns};".encode())
     return digest.hexdigest()
 
 
 def record_id(path: Path, fingerprint: str) -> str:
-    body = Path(path).read_bytes()
-    head = f"{RECORD_VERSION}\0{Path(path).resolve()}\0{fingerprint}\0".encode()
+    with open(path, "rb") as handle:
+        body = handle.read()
+    head = f"{RECORD_VERSION}\0{os.path.realpath(path)}\0{fingerprint}\0".encode()
     return hashlib.sha256(head + body).hexdigest()
 
 
-def _record_path(cache_root: Path, ident: str) -> Path:
-    return cache_root / "checked" / ident[:2] / f"{ident}.json"
+def _record_path(cache_root: Path, ident: str) -> str:
+    return f"{cache_root}/checked/{ident[:2]}/{ident}.json"
 
 
 def recall(path: Path, display: str, cache_root: Path, fingerprint: str) -> Resolved | None:
     """The memoized record for this exact manifest, if its data files are unchanged."""
     try:
-        raw = json.loads(_record_path(cache_root, record_id(path, fingerprint)).read_text())
+        with open(_record_path(cache_root, record_id(path, fingerprint))) as handle:
+            raw = json.load(handle)
         for name, digest in raw["file_digests"].items():
-            if file_digest(Path(name), cache_root) != digest:
+            if file_digest(name, cache_root) != digest:
                 return None
         return Resolved(**{**raw["resolved"], "display": display})
     except (OSError, ValueError, KeyError, TypeError):
@@ -80,7 +87,7 @@ def remember(resolved: Resolved, cache_root: Path, fingerprint: str) -> None:
     try:
         record = {"resolved": asdict(resolved),
                   "file_digests": {f: file_digest(Path(f), cache_root) for f in files}}
-        write_atomic(_record_path(cache_root, record_id(Path(resolved.path), fingerprint)),
+        write_atomic(Path(_record_path(cache_root, record_id(Path(resolved.path), fingerprint))),
                      json.dumps(record, sort_keys=True))
     except OSError:
         pass  # memoization is an optimization; an unwritable cache is reported by `build`

@@ -1,0 +1,202 @@
+"""The no-op index: a whole project answered "up to date" from stats alone.
+
+The full up-to-date check (pipeline.uptodate) re-derives every stage's key from the
+manifest's resolved settings, data files, upstream digests and tool versions, then
+compares it with the stage's state record. Its answer only changes when one of those
+inputs changes, and every input is a file: so after a full check has passed, this index
+records the stat (size, mtime, inode) of everything it read — the manifest, its data and
+template files, the state records, every output file and directory, edgebuild's own
+package files, the package directories on sys.path, the tool binaries on PATH — with the
+keys and digests it found. The next build stats each of those once, reads this one file,
+and if nothing moved, answers without parsing a manifest, reading a state record or
+importing the scheduler. Anything that moved sends the build down the full path, which
+rewrites the index.
+
+Stats are taken *before* the full check that vouches for them: a file changed after its
+stat was taken differs from the recorded stat next time; one changed before fails the
+check. The index is a cache of a verdict, never a source of truth — deleting it only
+costs one full check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TypeAlias
+
+from edgebuild.pipeline import builder, outputs, uptodate
+from edgebuild.pipeline.cache import write_atomic
+from edgebuild.pipeline.outcome import Options, StageRecord
+from edgebuild.pipeline.project import Project
+from edgebuild.pipeline.resolved import Resolved, code_fingerprint
+from edgebuild.pipeline.stages import STAGES
+
+VERSION = 1
+Stat: TypeAlias = list[int]  # [size, mtime_ns, inode]
+Records: TypeAlias = dict[str, dict[str, StageRecord]]  # manifest name -> stage -> record
+COMMANDS = sorted({tool[4:] for stage in STAGES.values() for tool in stage.tools
+                   if tool.startswith("cmd:")})
+
+
+def stat(path: str) -> Stat | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ino]
+
+
+def path_of(build_root: Path) -> str:
+    return f"{build_root}/.edgebuild/index.json"
+
+
+def environment(cache_root: Path) -> dict[str, object]:
+    """What every key also depends on, outside the manifests: edgebuild itself, the
+    interpreter and its packages, the programs found on PATH, the cache location."""
+    return {"version": VERSION, "code": code_fingerprint(), "python": sys.executable,
+            "sites": builder.site_fingerprint(), "cache": str(cache_root),
+            "commands": {name: _command(name) for name in COMMANDS}}
+
+
+def _command(name: str) -> list[object] | None:
+    found = shutil.which(name)
+    return None if found is None else [found, stat(found)]
+
+
+def answer(build_root: Path, cache_root: Path, files: list[Path], stages: list[str],
+           options: Options) -> Records | None:
+    """Every stage's record if the index vouches that all are up to date, else None."""
+    try:
+        with open(path_of(build_root)) as handle:
+            index = json.load(handle)
+        if index["environment"] != environment(cache_root):
+            return None
+        return _answer(index["manifests"], build_root, files, stages, options)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _answer(manifests: dict[str, dict], build_root: Path, files: list[Path], stages: list[str],
+            options: Options) -> Records | None:
+    seen: dict[str, Stat | None] = {}  # inputs shared by several manifests: stat once
+    found: Records = {}
+    for path in files:
+        entry = manifests.get(str(path))
+        if entry is None or stat(str(path)) != entry["manifest"]:
+            return None
+        for name, recorded in entry["inputs"].items():
+            if name not in seen:
+                seen[name] = stat(name)
+            if seen[name] != recorded:
+                return None
+        records = _stages(entry, f"{build_root}/{entry['name']}", stages, options)
+        if records is None:
+            return None
+        found[entry["name"]] = records
+    return found
+
+
+def _stages(entry: dict, build_dir: str, stages: list[str],
+            options: Options) -> dict[str, StageRecord] | None:
+    records: dict[str, StageRecord] = {}
+    for stage in stages:
+        if stage not in entry["applies"]:
+            continue
+        known = entry["stages"].get(stage)
+        if known is None:  # never built: it must run
+            return None
+        if stat(f"{build_dir}/.state/{stage}.json") != known["state"] or any(
+                stat(f"{build_dir}/{name}") != recorded for name, recorded in known["paths"]):
+            return None
+        key, digest = known["key"], known["digest"]
+        if not uptodate.promised(key, digest, uptodate.locked(options, entry["name"], stage),
+                                 options.strict):
+            return None
+        records[stage] = {"status": "uptodate", "key": key, "digest": digest, "seconds": 0.0}
+    return records
+
+
+def update(project: Project, options: Options) -> None:
+    """Record the project's manifests whose every stage passes the full check now (run
+    after a successful build); entries of other manifests stay, they carry their stats."""
+    target = path_of(project.build_root)
+    env = environment(project.cache_root)
+    try:
+        with open(target) as handle:
+            old = json.load(handle)
+        manifests = old["manifests"] if old["environment"] == env else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        manifests = {}
+    for resolved in project.manifests:
+        entry = _entry(project, resolved, options)
+        if entry is None:
+            manifests.pop(resolved.path, None)
+        else:
+            manifests[resolved.path] = entry
+    try:
+        write_atomic(Path(target), json.dumps({"environment": env, "manifests": manifests},
+                                              separators=(",", ":")))
+    except OSError:
+        pass  # an optimization: the next build takes the full path
+
+
+def _entry(project: Project, resolved: Resolved, options: Options) -> dict | None:
+    """Stats first, then the full check that vouches for them (see the module doc)."""
+    build_dir = project.build_dir(resolved.name)
+    inputs = {name: stat(name) for names in resolved.files.values() for name in names}
+    entry: dict = {"name": resolved.name, "manifest": stat(resolved.path), "inputs": inputs,
+                   "applies": list(resolved.configs), "stages": {}}
+    for stage in [name for name in STAGES if name in resolved.configs]:  # pipeline order
+        # only the stages built so far: a build may have stopped --until
+        state_stat = stat(f"{build_dir}/.state/{stage}.json")
+        state = outputs.read_state(build_dir, stage)
+        if state is not None:
+            entry["stages"][stage] = {"state": state_stat, "key": state.key,
+                                      "digest": state.digest,
+                                      "paths": _tree(str(build_dir), stage, state)}
+    checked = uptodate.noop(_only(project, resolved), list(entry["stages"]), options)
+    if checked is None or _mismatch(entry, checked[resolved.name]) or \
+            None in inputs.values() or entry["manifest"] is None:
+        return None
+    return entry
+
+
+def _only(project: Project, resolved: Resolved) -> Project:
+    from dataclasses import replace
+
+    return replace(project, manifests=(resolved,))
+
+
+def _mismatch(entry: dict, records: dict[str, StageRecord]) -> bool:
+    for stage, known in entry["stages"].items():
+        record = records.get(stage)
+        if record is None or (record["key"], record["digest"]) != (known["key"], known["digest"]):
+            return True
+        if known["state"] is None or any(s is None for _, s in known["paths"]):
+            return True
+    return False
+
+
+def _tree(build_dir: str, stage: str, state: outputs.State) -> list[list[object]]:
+    """`[relative path, stat]` of the stage's directory tree (each directory before its
+    entries: adding or removing a file changes its directory's mtime) and its exports."""
+    found: list[list[object]] = []
+    pending = [stage]
+    while pending:
+        relative = pending.pop()
+        found.append([relative, stat(f"{build_dir}/{relative}")])
+        try:
+            entries = sorted(os.scandir(f"{build_dir}/{relative}"), key=lambda e: e.name)
+        except OSError:
+            continue
+        for item in entries:
+            name = f"{relative}/{item.name}"
+            if item.is_dir(follow_symlinks=False):
+                pending.append(name)
+            else:
+                found.append([name, stat(item.path)])
+    found += [[name, stat(f"{build_dir}/{name}")] for name in sorted(state.exports or {})]
+    return found

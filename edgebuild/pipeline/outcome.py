@@ -1,0 +1,60 @@
+"""What a run is asked to do (`Options`) and what it did (`Run`, one `StageRecord` per
+stage): plain records shared by the runner, the up-to-date pass and the doit scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
+
+from edgebuild.pipeline.lock import Lock
+
+
+class StageRecord(TypedDict):
+    """One stage's outcome: a doit task's values, a `--json` entry, the lock's source."""
+
+    status: Literal["uptodate", "restored", "built"]
+    key: str
+    digest: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a run treats the lock file and errors; plain data, sent to doit workers."""
+
+    lock: Lock | None = None  # edgebuild.lock: its digests are promises (see builder)
+    strict: bool = False  # --locked: keys must match the lock too
+    threads: int = 1  # torch/BLAS threads per stage process (the CPU budget)
+    debug: bool = False  # tracebacks instead of one-line internal errors
+
+
+@dataclass
+class Run:
+    """What happened, collected in the main process (the reporter and uptodate checks)."""
+
+    outcomes: dict[str, dict[str, StageRecord]] = field(default_factory=dict)  # manifest, stage
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # task, message, kind
+
+    @property
+    def user_error_only(self) -> bool:
+        """Every root failure was bad user input (-> exit 2 rather than 1)."""
+        kinds = {kind for _, _, kind in self.failures if kind != "skipped"}
+        return kinds == {"user"}
+
+    def record(self, manifest: str, stage: str, values: StageRecord) -> None:
+        self.outcomes.setdefault(manifest, {})[stage] = values.copy()
+
+
+def task_name(manifest: str, stage: str) -> str:
+    return f"{manifest}.{stage}"
+
+
+def split_task(name: str) -> tuple[str, str]:
+    manifest, stage = name.split(".", 1)
+    return manifest, stage
+
+
+def status_line(name: str, values: StageRecord) -> str:
+    """The line a stage's outcome prints on stderr."""
+    label = {"built": "built", "restored": "restored", "uptodate": "up to date"}[values["status"]]
+    return f"{name:<24} {label:<11} {values['seconds']:7.2f}s  {values['key'][:12]}\n"

@@ -1,0 +1,188 @@
+"""The DAG executor: doit, embedded. The only module that imports doit, and only when a
+stage must run (a no-op build never loads it: pipeline.uptodate answers first).
+
+One doit task per (manifest, stage), named `<manifest>.<stage>`, depending on its upstream
+stages. doit orders them, runs independent ones in parallel (`-j N`, processes) and asks
+each task's `uptodate` callable — our cache key check — before running it. Its own config
+files (pyproject.toml, doit.cfg) are ignored and its dependency DB lives in memory: our
+cache and state records, written per stage, are the only truth.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from doit.cmd_base import Command, TaskLoader2
+from doit.doit_cmd import DoitMain
+from doit.exceptions import BaseFail, TaskFailed, UnmetDependency
+from doit.reporter import ConsoleReporter
+from doit.task import Task, dict_to_task
+
+from edgebuild.core.errors import StageFailed, UserError, describe
+from edgebuild.pipeline import budget, builder, uptodate
+from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline.lock import LockEntry
+from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
+from edgebuild.pipeline.project import Project
+from edgebuild.pipeline.resolved import Resolved
+from edgebuild.pipeline.stages import STAGES, upstream
+
+if TYPE_CHECKING:
+    from edgebuild.pipeline.validation import Checked
+
+
+class UserFailure(TaskFailed):
+    """A stage met bad user input (exit status 2, not 1)."""
+
+
+_RUN = Run()  # the run being scheduled: the reporter and uptodate checks record into it
+
+
+def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
+                 cache_root: str, locked: LockEntry | None, expected: str,
+                 options: Options) -> StageRecord | TaskFailed:
+    """Runs in a doit worker (possibly another process): plain-data arguments only.
+    `expected` is the stage's config as the run resolved it (canonical JSON)."""
+    budget.apply(options.threads)
+    from edgebuild.pipeline import validation
+
+    try:
+        checked = validation.load(Path(manifest_path), display)
+        _same_manifest(checked, stage, expected)
+        outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root), locked,
+                                  options.strict)
+    except UserError as exc:
+        return UserFailure(str(exc))
+    except StageFailed as exc:
+        return TaskFailed(str(exc))
+    except OSError as exc:
+        return TaskFailed(f"stage {stage}: {describe(exc)}")
+    except Exception as exc:
+        if options.debug:
+            raise
+        return TaskFailed(f"stage {stage}: internal error {type(exc).__name__}: {exc} "
+                          "(run with --debug for the traceback, and please report it)")
+    return {"status": outcome.status, "key": outcome.key, "digest": outcome.digest,
+            "seconds": round(outcome.seconds, 3)}
+
+
+def _same_manifest(checked: Checked, stage: str, expected: str) -> None:
+    """The worker re-reads the manifest: if it was edited since the run began, the stage
+    would build from other settings than the run checked. Stop instead."""
+    from edgebuild.pipeline.resolved import from_checked
+
+    now = from_checked(checked)
+    if caches.canonical([now.configs.get(stage), now.files.get(stage)]).decode() != expected:
+        raise UserError(f"{checked.document.path} changed while it was being built; "
+                        "run edgebuild again")
+
+
+def _expected(resolved: Resolved, stage: str) -> str:
+    return caches.canonical([resolved.configs.get(stage), resolved.files.get(stage)]).decode()
+
+
+def _uptodate(project: Project, resolved: Resolved, stage: str,
+              options: Options) -> Callable[[], bool]:
+    def check() -> bool:
+        record = uptodate.check(project, resolved, stage, options)
+        if record is not None:
+            _RUN.record(resolved.name, stage, record)
+        return record is not None
+    return check
+
+
+def _tasks(project: Project, stages: list[str], options: Options) -> list[Task]:
+    tasks = []
+    for resolved in project.manifests:
+        name = resolved.name
+        build_dir = project.build_dir(name)
+        for stage in stages:
+            if stage not in resolved.configs:
+                continue  # the stage does not exist for this manifest (stages/base.py)
+            locked = uptodate.locked(options, name, stage)
+            tasks.append(dict_to_task({
+                "name": task_name(name, stage),
+                "actions": [(stage_action, [resolved.path, resolved.display, stage,
+                                            str(build_dir), str(project.cache_root), locked,
+                                            _expected(resolved, stage), options])],
+                "task_dep": [task_name(name, up) for up in upstream(STAGES[stage],
+                                                                     resolved.configs)],
+                "uptodate": [_uptodate(project, resolved, stage, options)],
+                "verbosity": 2,
+                "doc": STAGES[stage].summary,
+            }))
+    return tasks
+
+
+class _Loader(TaskLoader2):
+    def __init__(self, tasks: list[Task], dep_file: Path) -> None:
+        super().__init__()
+        self.tasks, self.dep_file = tasks, dep_file
+
+    def setup(self, opt_values: dict[str, object]) -> None:
+        pass
+
+    def load_doit_config(self) -> dict[str, object]:
+        return {"dep_file": str(self.dep_file), "backend": "sqlite3", "verbosity": 2,
+                "reporter": StageReporter, "check_file_uptodate": "md5"}
+
+    def load_tasks(self, cmd: Command, pos_args: list[str]) -> list[Task]:
+        return self.tasks
+
+
+class StageReporter(ConsoleReporter):
+    """One line per stage on stderr: stdout is reserved for `--json`."""
+
+    def __init__(self, outstream: TextIO, options: Mapping[str, object]) -> None:
+        super().__init__(sys.stderr, options)
+
+    def execute_task(self, task: Task) -> None:
+        pass
+
+    def skip_uptodate(self, task: Task) -> None:
+        manifest, stage = split_task(task.name)
+        self.outstream.write(status_line(task.name, _RUN.outcomes[manifest][stage]))
+
+    def add_success(self, task: Task) -> None:
+        _RUN.record(*split_task(task.name), task.values)
+        self.outstream.write(status_line(task.name, task.values))
+        self.outstream.flush()
+
+    def add_failure(self, task: Task, fail_info: BaseFail) -> None:
+        if isinstance(fail_info, UnmetDependency):
+            message, kind = f"skipped: upstream stage {fail_info.message.strip()} failed", "skipped"
+        else:
+            message = fail_info.get_msg()
+            kind = "user" if isinstance(fail_info, UserFailure) else "failed"
+        _RUN.failures.append((task.name, message.strip(), kind))
+        self.outstream.write(f"{task.name:<24} FAILED\n{_indent(message)}\n")
+
+    def skip_ignore(self, task: Task) -> None:
+        pass
+
+    def complete_run(self) -> None:
+        self.outstream.flush()
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines())
+
+
+
+
+def execute(project: Project, stages: list[str], jobs: int, options: Options, run: Run) -> None:
+    """Run every stage (in `stages`) of every manifest, recording into `run`."""
+    global _RUN
+    _RUN = run
+    tasks = _tasks(project, stages, options)
+    loader = _Loader(tasks, Path(":memory:"))  # no dependency file to corrupt or lock
+    args = ["run", "--continue"]
+    if jobs > 1:
+        args += ["-n", str(jobs), "-P", "process"]
+    code = DoitMain(loader, config_filenames=()).run(args + [t.name for t in tasks])
+    if code != 0 and not run.failures:
+        run.failures.append(("edgebuild", f"the scheduler stopped with status {code} "
+                             "(run with --debug to see why)", "failed"))

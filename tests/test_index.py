@@ -1,0 +1,167 @@
+"""The no-op index (pipeline/index.py): a no-op is answered from stats alone, and anything
+that could change a verdict sends the build down the full path, which answers correctly."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from edgebuild.cli import main
+from edgebuild.pipeline import project as projects
+
+UNTIL = ["--until", "quantize"]  # validate/data/train/qat/quantize: seconds, several stages
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A built project, copied fresh for each test (`project`)."""
+    from tests.conftest import DIGITS_MANIFEST
+
+    root = tmp_path_factory.mktemp("index")
+    (root / "manifests").mkdir()
+    text = DIGITS_MANIFEST.format(name="small")
+    (root / "manifests" / "small.yaml").write_text(text)
+    cwd = os.getcwd()
+    try:
+        os.chdir(root)
+        assert main(["build", *UNTIL]) == 0
+    finally:
+        os.chdir(cwd)
+    return root
+
+
+@pytest.fixture
+def project(built, tmp_path, monkeypatch) -> Path:
+    import shutil
+
+    copy = tmp_path / "p"
+    shutil.copytree(built, copy, symlinks=True, copy_function=shutil.copy2)
+    monkeypatch.chdir(copy)
+    # the copy has new inodes: one full check re-vouches for it
+    assert main(["build", *UNTIL]) == 0
+    return copy
+
+
+class Loads:
+    """Counts full-path builds (projects.load parses the manifests)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        real = projects.load
+
+        def counted(*args, **kwargs):
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(projects, "load", counted)
+
+
+def _build(capsys, *extra: str) -> tuple[int, dict, str]:
+    capsys.readouterr()
+    code = main(["build", "--json", *UNTIL, *extra])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if out.strip() else {}, err
+
+
+def _statuses(result: dict) -> dict[str, str]:
+    return {stage: v["status"] for stage, v in result["manifests"]["small"].items()}
+
+
+def test_a_noop_is_answered_without_parsing_a_manifest(project, monkeypatch, capsys):
+    loads = Loads(monkeypatch)
+    code, result, err = _build(capsys)
+    assert code == 0 and loads.count == 0
+    assert set(_statuses(result).values()) == {"uptodate"}
+    assert len(_statuses(result)) >= 4
+    assert "up to date" in err
+    assert "doit" not in err
+
+
+def _touch_output(root: Path) -> None:
+    target = next(p for p in (root / "build" / "small" / "train").rglob("*") if p.is_file())
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 10**9))
+
+
+def _extra_output(root: Path) -> None:
+    (root / "build" / "small" / "qat" / "stray.txt").write_text("not from a stage")
+
+
+def _delete_output(root: Path) -> None:
+    next(p for p in (root / "build" / "small" / "quantize").rglob("*") if p.is_file()).unlink()
+
+
+def _edit_manifest(root: Path) -> None:
+    path = root / "manifests" / "small.yaml"
+    path.write_text(path.read_text() + "# a comment changes the bytes, not the settings\n")
+
+
+def _rewrite_state(root: Path) -> None:
+    state = root / "build" / "small" / ".state" / "qat.json"
+    state.write_text(state.read_text())
+
+
+def _corrupt_index(root: Path) -> None:
+    (root / "build" / ".edgebuild" / "index.json").write_text("{not json")
+
+
+def _other_code(root: Path) -> None:
+    path = root / "build" / ".edgebuild" / "index.json"
+    index = json.loads(path.read_text())
+    index["environment"]["code"] = "0" * 64  # as after editing edgebuild's own sources
+    path.write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (_touch_output, {"train": "uptodate"}),  # same bytes: still current
+    (_extra_output, {"qat": "restored"}),
+    (_delete_output, {"quantize": "restored"}),
+    (_edit_manifest, {}),
+    (_rewrite_state, {}),
+    (_corrupt_index, {}),
+    (_other_code, {}),
+])
+def test_anything_that_moved_takes_the_full_path(project, monkeypatch, capsys, change, expected):
+    change(project)
+    loads = Loads(monkeypatch)
+    code, result, _ = _build(capsys)
+    assert code == 0 and loads.count == 1
+    statuses = _statuses(result)
+    assert {s: v for s, v in statuses.items() if v != "uptodate"} == \
+        {s: v for s, v in expected.items() if v != "uptodate"}
+    assert not (project / "build" / "small" / "qat" / "stray.txt").exists()
+    # and the index vouches again
+    code, result, _ = _build(capsys)
+    assert code == 0 and loads.count == 1
+    assert set(_statuses(result).values()) == {"uptodate"}
+
+
+def test_a_broken_lock_promise_is_not_hidden_by_the_index(project, monkeypatch, capsys):
+    lock = project / "edgebuild.lock"
+    data = json.loads(lock.read_text())
+    data["manifests"]["small"]["qat"]["digest"] = "f" * 64
+    lock.write_text(json.dumps(data))
+    loads = Loads(monkeypatch)
+    code, result, err = _build(capsys)
+    assert code == 1 and loads.count == 1
+    assert "qat" in err and "edgebuild.lock promises ffffffffffffffff" in err
+    assert [f["task"] for f in result["failures"] if f["kind"] != "skipped"] == ["small.qat"]
+    assert json.loads(lock.read_text())["manifests"]["small"]["qat"]["digest"] == "f" * 64
+    # --relock accepts the bytes built and records them
+    code, _, _ = _build(capsys, "--relock")
+    assert code == 0
+    assert json.loads(lock.read_text())["manifests"]["small"]["qat"]["digest"] != "f" * 64
+
+
+def test_locked_checks_digests_on_an_up_to_date_tree(project, capsys):
+    lock = project / "edgebuild.lock"
+    data = json.loads(lock.read_text())
+    data["manifests"]["small"]["train"]["key"] = "e" * 64  # a lock from other settings
+    lock.write_text(json.dumps(data))
+    code, result, err = _build(capsys, "--locked")
+    assert code == 1
+    assert "differs from edgebuild.lock" in err
+    assert "small.train" in [f["task"] for f in result["failures"]]
+

@@ -180,9 +180,24 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     tasks = _tasks(project, stages, options)
     loader = _Loader(tasks, Path(":memory:"))  # no dependency file to corrupt or lock
     args = ["run", "--continue"]
+    jobs = budget.workers(jobs)
     if jobs > 1:
+        if any("torch" in STAGES[stage].tools for stage in _may_run(project, stages, options)):
+            budget.preload(options.threads)
         args += ["-n", str(jobs), "-P", "process"]
     code = DoitMain(loader, config_filenames=()).run(args + [t.name for t in tasks])
     if code != 0 and not run.failures:
         run.failures.append(("edgebuild", f"the scheduler stopped with status {code} "
                              "(run with --debug to see why)", "failed"))
+
+
+def _may_run(project: Project, stages: list[str], options: Options) -> set[str]:
+    """Stages that may run: per manifest, the first one not up to date and all after it."""
+    found: set[str] = set()
+    for resolved in project.manifests:
+        applicable = [stage for stage in stages if stage in resolved.configs]
+        for index, stage in enumerate(applicable):
+            if uptodate.check(project, resolved, stage, options) is None:
+                found.update(applicable[index:])
+                break
+    return found

@@ -49,6 +49,7 @@ def _worker(command: Callable[[], int], parent: int) -> None:
     try:
         os.setpgid(0, 0)
         _die_with(parent)
+        _forked_children_die_with_parents()
         for number in NAMES:  # the supervisor decides what a signal means
             signal.signal(number, signal.SIG_DFL)
         code = command()
@@ -73,6 +74,25 @@ def _die_with(parent: int) -> None:
         return
     if os.getppid() != parent:  # it died before the prctl
         os._exit(128 + int(signal.SIGKILL))
+
+
+def _forked_children_die_with_parents() -> None:
+    """Every process forked below the worker (doit's `-j N` stage processes) gets the same
+    death signal for its own parent. Without it a supervisor killed alone (`kill -9 PID`)
+    took only the worker with it: doit's stage processes lived on as orphans, blocked
+    forever on their task queue and holding the build tree's claim lock they inherited, so
+    every later build of that tree printed "waiting for edgebuild (pid ...)" and hung for
+    up to an hour (tests/test_faults.py). Programs started with subprocess (compilers,
+    QEMU) are not forked by Python, keep no lock and end on their own."""
+    forking = [os.getpid()]  # the process about to fork: the child's parent
+
+    def before() -> None:
+        forking[0] = os.getpid()
+
+    def after_in_child() -> None:
+        _die_with(forking[0])
+
+    os.register_at_fork(before=before, after_in_child=after_in_child)
 
 
 def _supervise(pid: int) -> int:

@@ -8,6 +8,7 @@ never with a traceback. A failing stage (a bug, a compiler error) exits with sta
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,7 +63,28 @@ _ADVICE = {
 
 def describe(exc: OSError) -> str:
     """One line for an I/O error: what failed, on which path, and what to do about it."""
+    copy = _failed_copy(exc)
+    if copy is not None:
+        return copy
     what = exc.strerror or type(exc).__name__
     where = f": {exc.filename}" if exc.filename else ""
     advice = _ADVICE.get(exc.errno or 0)
     return f"{what}{where}" + (f" ({advice})" if advice else "")
+
+
+def _failed_copy(exc: OSError) -> str | None:
+    """`shutil.copytree` (restoring a stage from the cache) raises one `shutil.Error`
+    holding `(source, destination, reason)` per file, with no errno, strerror or filename:
+    described like any OSError it read "stage report: Error" on a full disk
+    (tests/test_faults.py). Describe its first failure, errno advice included."""
+    failures = exc.args[0] if len(exc.args) == 1 else None
+    if not (isinstance(failures, list) and failures and isinstance(failures[0], tuple)
+            and len(failures[0]) == 3):
+        return None
+    _, destination, reason = failures[0]
+    more = f" (and {len(failures) - 1} more files)" if len(failures) > 1 else ""
+    match = re.match(r"\[Errno (\d+)\] ([^:]+)", str(reason))
+    if match is None:
+        return f"copying {destination} failed: {reason}{more}"
+    number = int(match.group(1))
+    return describe(OSError(number, match.group(2), str(destination))) + more

@@ -320,11 +320,23 @@ def file_digest(path: Path | str, root: Path) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file and rename: readers see the old or the new file, never half."""
+    """Write via a temp file and rename: readers see the old or the new file, never half.
+
+    A write that fails (a full disk, a file size limit) removes its temp file and names
+    `path`: it used to leave `.edgebuild.lock.<hex>.tmp` beside the user's manifests, and
+    the error of a failed write() carries no file name, so the one line said only "File too
+    large" (tests/test_faults.py)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    temp.write_text(text)
-    os.replace(temp, path)
+    try:
+        temp.write_text(text)
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def collect(cache: Cache, keep: set[str], max_bytes: int | None,

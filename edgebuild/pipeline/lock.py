@@ -28,14 +28,29 @@ Lock: TypeAlias = dict[str, dict[str, LockEntry]]  # manifest name -> stage -> e
 
 
 def read(path: Path) -> Lock:
+    """The lock file's manifests, or {} without one. Anything else that is not exactly
+    the shape `write` produces is a user error naming the file: valid JSON of another
+    shape (`[]`, `null`, a stage that is a string) used to reach `.get` calls far away and
+    end the build as an internal error (tests/test_faults.py)."""
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable lock file ({exc}); delete it and rebuild") from None
-    if raw.get("version") != VERSION or not isinstance(raw.get("manifests"), dict):
-        raise UserError(f"{path}: not an edgebuild lock file of version {VERSION}")
+    if not isinstance(raw, dict) or raw.get("version") != VERSION \
+            or not isinstance(raw.get("manifests"), dict):
+        raise UserError(f"{path}: not an edgebuild lock file of version {VERSION}; delete it "
+                        "and rebuild")
+    for name, stages in raw["manifests"].items():
+        if not isinstance(stages, dict):
+            raise UserError(f"{path}: manifests.{name} is not an object of stages; delete "
+                            "the file and rebuild")
+        for stage, entry in stages.items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("key"), str)
+                    and isinstance(entry.get("digest"), str)):
+                raise UserError(f"{path}: manifests.{name}.{stage} lacks a string key and "
+                                "digest; delete the file and rebuild")
     return raw["manifests"]
 
 

@@ -502,11 +502,6 @@ SIGNAL_ON_IMPORT = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "signals are handled only once cli/supervisor.py's _supervise runs: after "
-    "edgebuild.cli (argparse, core.errors: dataclasses, pathlib) and the supervisor are "
-    "imported and the worker is forked. Before that SIGINT is a KeyboardInterrupt traceback "
-    "(exit 1) and SIGTERM kills silently (-15): ~0.1-0.15 s after a start here"))
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_during_startup(ref, tmp_path, number):
     """A signal while the `edgebuild` command imports its own modules (deterministic: an
@@ -717,14 +712,8 @@ def test_corrupt_cache_entry(ref, tmp_path, corruption):
 # --- corrupt state records and lock files -------------------------------------------------
 
 
-@pytest.mark.parametrize("record", [
-    "", "{}", "truncated",
-    pytest.param("[]", marks=pytest.mark.xfail(strict=True, reason=(
-        "outputs.read_state catches OSError, ValueError, KeyError but not the TypeError of "
-        "raw['key'] on valid JSON that is not an object: internal error, exit 1"))),
-    pytest.param("null", marks=pytest.mark.xfail(strict=True, reason=(
-        "outputs.read_state: None['key'] raises TypeError, uncaught: internal error, exit 1"))),
-])
+@pytest.mark.parametrize("record", ["", "{}", "truncated", "[]", "null", '"x"',
+                                    '{"key": 1, "digest": [], "material": 0, "files": 3}'])
 def test_corrupt_state_record(ref, tmp_path, record):
     project = _project(tmp_path, ref, warm=True)
     first = _run(["build", "--json"], project)

@@ -34,14 +34,41 @@ REAP_S = 1.5  # a SIGKILLed group is gone in milliseconds; never wait longer tha
 
 
 def run(command: Callable[[], int]) -> int:
-    """Run `command` in a supervised worker; its exit status, or 128 + a signal's number."""
+    """Run `command` in a supervised worker; its exit status, or 128 + a signal's number.
+
+    The handlers are in place before the fork (edgebuild/__init__.py installs the same
+    ones even earlier, for the program's own imports): there is no moment at which a
+    signal meets Python's default KeyboardInterrupt."""
     if not hasattr(os, "fork"):
         return command()
     parent = os.getpid()
+    worker: list[int] = []  # the worker's pid, once forked
+    install(lambda: worker[0] if worker else None)
     pid = os.fork()
     if pid == 0:
         _worker(command, parent)
+    worker.append(pid)
     return _supervise(pid)
+
+
+def install(worker: Callable[[], int | None]) -> None:
+    """SIGINT/SIGTERM/SIGHUP: kill the worker's group if there is one yet, one line, exit
+    128 + n. In a freshly forked worker that has not reset them yet, exit silently: the
+    supervisor speaks for both."""
+    supervisor = os.getpid()
+
+    def stop(number: int, frame: FrameType | None) -> None:
+        if os.getpid() != supervisor:
+            os._exit(128 + number)
+        pid = worker()
+        if pid is not None:
+            _kill_group(pid)
+        print(f"\nedgebuild: interrupted by {NAMES[signal.Signals(number)]}; finished "
+              "stages are cached, run edgebuild again to continue", file=sys.stderr, flush=True)
+        os._exit(128 + number)
+
+    for number in NAMES:
+        signal.signal(number, stop)
 
 
 def _worker(command: Callable[[], int], parent: int) -> None:
@@ -101,14 +128,6 @@ def _supervise(pid: int) -> int:
     except OSError:
         pass  # the worker already did it, or has already exited
 
-    def stop(number: int, frame: FrameType | None) -> None:
-        _kill_group(pid)
-        print(f"\nedgebuild: interrupted by {NAMES[signal.Signals(number)]}; finished "
-              "stages are cached, run edgebuild again to continue", file=sys.stderr, flush=True)
-        os._exit(128 + number)
-
-    for number in NAMES:
-        signal.signal(number, stop)
     _forward_job_control(pid)
     _, status = os.waitpid(pid, 0)  # PEP 475: retried after a handler that returns
     code = os.waitstatus_to_exitcode(status)

@@ -61,9 +61,16 @@ def read_state(build_dir: Path, stage: str) -> State | None:
     try:
         with open(f"{build_dir}/.state/{stage}.json") as handle:  # hot: no pathlib
             raw = json.load(handle)
-        return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError):
         return None
+    # a record of another shape (hand-edited, another tool) is no record: the stage is
+    # simply not up to date and gets restored or rebuilt
+    if not (isinstance(raw, dict) and isinstance(raw.get("key"), str)
+            and isinstance(raw.get("digest"), str) and isinstance(raw.get("material"), dict)
+            and isinstance(raw.get("files"), dict)
+            and isinstance(raw.get("exports") or {}, dict)):
+        return None
+    return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
 
 
 def intact(build_dir: Path, stage: str, state: State) -> bool:
@@ -91,10 +98,11 @@ def _listing(directory: str, prefix: str) -> list[str]:
 
 
 def _unchanged(root: str, files: dict[str, FileStat]) -> bool:
-    for name, (size, mtime_ns, digest) in files.items():
+    for name, recorded in files.items():
         try:
+            size, mtime_ns, digest = recorded
             info = os.stat(f"{root}/{name}")
-        except OSError:
+        except (OSError, TypeError, ValueError):  # gone, or a malformed record
             return False
         if (info.st_size, info.st_mtime_ns) != (size, mtime_ns) and \
                 sha256_file(Path(root, name)) != digest:

@@ -876,7 +876,8 @@ def test_read_only_cache(ref, tmp_path, warmth):
 def _assert_failed_cleanly(result: subprocess.CompletedProcess, ref: Ref, what: str,
                            cause: str) -> str:
     """Exit 1 or 2, no traceback, one root failure whose message (a few lines) matches
-    `cause`, its stage named (each stage after it adds one "skipped" line); the stages
+    `cause`, its stage named (the stages after it are one "skipped" entry each in --json
+    and one summary line on stderr); the stages
     reported done are the clean build's. Returns the failed stage."""
     _clean(result, what)
     assert result.returncode in (1, 2), f"{what}: {result.returncode}\n{result.stderr}"

@@ -158,12 +158,17 @@ class StageReporter(ConsoleReporter):
             message = fail_info.get_msg()
             kind = "user" if isinstance(fail_info, UserFailure) else "failed"
         _RUN.failures.append((task.name, message.strip(), kind))
-        self.outstream.write(f"{task.name:<24} FAILED\n{_indent(message)}\n")
+        if kind != "skipped":  # stages after a failure are counted once, at the end
+            self.outstream.write(f"{task.name:<24} FAILED\n{_indent(message)}\n")
 
     def skip_ignore(self, task: Task) -> None:
         pass
 
     def complete_run(self) -> None:
+        skipped = [name for name, _, kind in _RUN.failures if kind == "skipped"]
+        if skipped:
+            self.outstream.write(f"{len(skipped)} later stages did not run (their upstream "
+                                 f"failed): {', '.join(skipped)}\n")
         self.outstream.flush()
 
 

@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from verdict import verdict  # benchmarks/verdict.py (run as python benchmarks/X.py)
+
 REPO = Path(__file__).resolve().parent.parent
 MANIFESTS = (("digits_a", 1), ("digits_b", 2), ("digits_c", 3))  # name, seed
 UNTIL = "train"
@@ -218,11 +220,7 @@ def main(argv: list[str] | None = None) -> int:
               "before a run): other processes took cores from every build, so wall times "
               "favour whichever build needs the least CPU; compare the cpu column too",
               file=sys.stderr)
-    for failure in failures:
-        print(f"FAIL: {failure}", file=sys.stderr)
-    if not failures:
-        print("OK")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from verdict import verdict  # benchmarks/verdict.py (run as python benchmarks/X.py)
+
 REPO = Path(__file__).resolve().parent.parent
 
 TORCH_PROBE = """\
@@ -108,11 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         failures.append(f"median no-op build {median:.3f}s exceeds {args.limit}s")
     if torch_imported:
         failures.append("a no-op build imported torch")
-    for failure in failures:
-        print(f"FAIL: {failure}", file=sys.stderr)
-    if not failures:
-        print("OK")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

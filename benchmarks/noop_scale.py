@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from verdict import verdict  # benchmarks/verdict.py (run as python benchmarks/X.py)
+
 MANIFEST = """\
 name: {name}
 seed: 1
@@ -122,10 +124,10 @@ def main(argv: list[str] | None = None) -> int:
             medians[count] = statistics.median(times)
             print(f"{count:>5} manifests x {STAGES} stages: no-op median {medians[count]:.3f}s "
                   f"(min {min(times):.3f}s, max {max(times):.3f}s, {args.runs} runs)")
-    return verdict(medians, args.limit_100, args.limit_per)
+    return judge(medians, args.limit_100, args.limit_per)
 
 
-def verdict(medians: dict[int, float], limit_100: float, limit_per: float) -> int:
+def judge(medians: dict[int, float], limit_100: float, limit_per: float) -> int:
     failures = []
     if 100 in medians and medians[100] > limit_100:
         failures.append(f"100 manifests: {medians[100]:.3f}s > {limit_100}s")
@@ -135,11 +137,7 @@ def verdict(medians: dict[int, float], limit_100: float, limit_per: float) -> in
         print(f"per additional manifest ({low} -> {high}): {slope * 1000:.2f} ms")
         if slope > limit_per:
             failures.append(f"{slope * 1000:.2f} ms per manifest > {limit_per * 1000:.2f} ms")
-    for failure in failures:
-        print(f"FAIL: {failure}", file=sys.stderr)
-    if not failures:
-        print("OK")
-    return 1 if failures else 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,21 @@ train: {{epochs: 2, batch: 64}}
 target: {{device: host, memory: {{l1: 16KiB, l2: 128KiB, flash: 512KiB}}}}
 """
 
+# a 4x4 npz dataset beside the manifest (data.npz), one linear layer: the fastest build
+NPZ_MANIFEST = """\
+name: tiny
+seed: 1
+dataset:
+  format: npz
+  path: data.npz
+model:
+  input: [1, 4, 4]
+  layers:
+    - {name: fc, op: linear, out: 3, flatten: true}
+train: {epochs: 1, batch: 16}
+target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}
+"""
+
 
 def edgebuild_cmd() -> list[str]:
     """The installed console script when present, else the module (same code path)."""

@@ -37,9 +37,9 @@ from pathlib import Path
 import pytest
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
-    from tests.conftest import edgebuild_cmd, write
+    from tests.conftest import NPZ_MANIFEST, edgebuild_cmd, write
 except ImportError:
-    from conftest import edgebuild_cmd, write
+    from conftest import NPZ_MANIFEST, edgebuild_cmd, write
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                                 reason="process checks read /proc (Linux)")
@@ -990,19 +990,6 @@ def test_a_failed_copy_is_described_by_its_cause(tmp_path):
 
 # --- a pickled dataset --------------------------------------------------------------------
 
-NPZ_MANIFEST = """\
-name: pickled
-seed: 1
-dataset:
-  format: npz
-  path: data.npz
-model:
-  input: [1, 4, 4]
-  layers:
-    - {name: fc, op: linear, out: 3, flatten: true}
-train: {epochs: 1, batch: 16}
-target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}
-"""
 
 
 class _MkdirWhenUnpickled:
@@ -1023,7 +1010,7 @@ def _pickled_project(root: Path) -> tuple[Path, Path]:
     x[:] = [np.zeros((1, 4, 4), np.float32) for _ in range(60)]
     x[0] = _MkdirWhenUnpickled(marker)
     np.savez(root / "data.npz", x=x, y=np.arange(60) % 3)
-    write(root / "edgebuild.yaml", NPZ_MANIFEST)
+    write(root / "edgebuild.yaml", NPZ_MANIFEST.replace("name: tiny", "name: pickled"))
     return root, marker
 
 

@@ -21,27 +21,21 @@ from pathlib import Path
 import pytest
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
-    from tests.conftest import DIGITS_MANIFEST, build_json, edgebuild_cmd, run_cli, write
+    from tests.conftest import (
+        DIGITS_MANIFEST,
+        NPZ_MANIFEST,
+        build_json,
+        edgebuild_cmd,
+        run_cli,
+        write,
+    )
 except ImportError:
-    from conftest import DIGITS_MANIFEST, build_json, edgebuild_cmd, run_cli, write
+    from conftest import DIGITS_MANIFEST, NPZ_MANIFEST, build_json, edgebuild_cmd, run_cli, write
 
 STAGES = ["validate", "data"]
 DATA = ("--until", "data")
 STAGE_LINE = re.compile(r"^(\w+)\.(\w+)\s+(built|restored|up to date)\s+\d+\.\d\ds\s+[0-9a-f]{12}$")
 
-NPZ_MANIFEST = """\
-name: tiny
-seed: 1
-dataset:
-  format: npz
-  path: data.npz
-model:
-  input: [1, 4, 4]
-  layers:
-    - {name: fc, op: linear, out: 3, flatten: true}
-train: {epochs: 1, batch: 16}
-target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}
-"""
 
 
 def _env() -> dict:

@@ -17,7 +17,7 @@ from edgebuild.pipeline.cache import Cache
 
 REPO = Path(__file__).resolve().parent.parent
 
-MATERIAL = {"stage": "data", "version": 1,
+MATERIAL = {"stage": "data", "code": "0" * 64,
             "config": {"seed": 1, "dataset": {"format": "npz", "split": {"val": 0.1, "test": 0.2}}},
             "upstream": {"validate": "ab" * 32}, "tools": {"numpy": "2.0.0"}}
 
@@ -68,7 +68,7 @@ def test_key_of_ignores_dict_order():
 @pytest.mark.parametrize("change", [
     lambda m: m["config"].update(seed=2),
     lambda m: m["config"]["dataset"]["split"].update(val=0.15),
-    lambda m: m.update(version=2),
+    lambda m: m.update(code="1" * 64),
     lambda m: m.update(stage="train"),
     lambda m: m["upstream"].update(validate="cd" * 32),
     lambda m: m["tools"].update(numpy="2.0.1"),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import contracts, outputs
+from edgebuild.pipeline import contracts, outputs, sources
 from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.resolved import Resolved
@@ -38,6 +38,18 @@ class Outcome:
     key: str
     digest: str
     seconds: float
+
+
+@functools.cache
+def _code_digests(cache_root: Path) -> dict[str, str]:
+    from edgebuild.pipeline.resolved import code_fingerprint
+
+    return sources.remembered_digests(list(STAGES), code_fingerprint(), cache_root)
+
+
+def code_digest(stage: str, cache_root: Path) -> str:
+    """The digest of the source files that compute the stage (pipeline.sources)."""
+    return _code_digests(cache_root)[stage]
 
 
 def tool_versions(stage: Stage, cache_root: Path) -> dict[str, str]:
@@ -133,7 +145,7 @@ def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: 
     config = dict(resolved.configs[stage.name])
     if resolved.files.get(stage.name):
         config["files"] = [_content(p, cache_root, resolved) for p in resolved.files[stage.name]]
-    return {"stage": stage.name, "version": stage.version, "config": config,
+    return {"stage": stage.name, "code": code_digest(stage.name, cache_root), "config": config,
             "upstream": upstream_digests, "tools": tool_versions(stage, cache_root)}
 
 

@@ -37,7 +37,7 @@ class KeyMaterial(TypedDict):
     """Everything that may change a stage's output (DESIGN §4); its hash is the cache key."""
 
     stage: str
-    version: int
+    code: str  # the digest of the stage's source files (pipeline.sources)
     config: JSONObject  # the stage's resolved settings, plus `files`: its data files' digests
     upstream: dict[str, str]  # upstream stage -> its output digest
     tools: dict[str, str]  # package or `cmd:NAME` -> version

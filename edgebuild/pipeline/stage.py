@@ -38,7 +38,6 @@ class Stage:
     schemas/artifacts/plan.v1.schema.json), checked after `run` (pipeline.contracts)."""
 
     name: str
-    version: int
     upstream: tuple[str, ...]
     config: Callable[[Checked], JSONObject]
     run: Callable[[Context], None]

@@ -60,7 +60,7 @@ def run(ctx: Context) -> None:
     ctx.log(f"codegen: {len(files)} files")
 
 
-STAGE = Stage("codegen", 2, ("plan", "quantize", "evaluate", "data"), config, run,
+STAGE = Stage("codegen", ("plan", "quantize", "evaluate", "data"), config, run,
               "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
               tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked))
 

@@ -141,7 +141,7 @@ def _normalizer(x: NDArray[np.float64], normalize: Normalize
     return offset[0], scale[0]
 
 
-STAGE = Stage("data", 2, (), config, run,
+STAGE = Stage("data", (), config, run,
               "load, split and quantize the dataset to int8 inputs", applies=lambda checked: checked.manifest.dataset is not None,
               tools=("numpy",),
               files=files, artifacts={"data.json": "data.v1"})

@@ -193,7 +193,7 @@ def _warn(ctx: Context, manifest: Manifest, result: Evaluation) -> None:
             f"{result.int_accuracy:.4f}); enable qat to recover them")
 
 
-STAGE = Stage("evaluate", 2, ("quantize", "qat", "train", "data"), config, run,
+STAGE = Stage("evaluate", ("quantize", "qat", "train", "data"), config, run,
               "integer reference on the test set, checked against PyTorch fake-quant",
               tools=("numpy", "torch"), files=files,
               artifacts={"evaluation.json": "evaluation.v1"})

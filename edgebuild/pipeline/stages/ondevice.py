@@ -205,7 +205,7 @@ def _render(ctx: Context, graph: TrainGraph, plan: MemoryPlan, params: Floats, l
         path.write_text(text)
 
 
-STAGE = Stage("ondevice", 2, ("quantize", "data", "plan", "validate"), config, run,
+STAGE = Stage("ondevice", ("quantize", "data", "plan", "validate"), config, run,
               "on-device training: backward graph, memory, weight-only file, C training code, "
               "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies,
               artifacts={"layout.json": "layout.v1", "backward.json": "backward.v1",

@@ -209,7 +209,7 @@ def _verdict(result: TrainingKat) -> None:
                           f"vs torch {list(result.loss_torch)}")
 
 
-STAGE = Stage("ondevice_kat", 2, ("ondevice", "codegen"), config, run,
+STAGE = Stage("ondevice_kat", ("ondevice", "codegen"), config, run,
               "build and run the training code: losses vs PyTorch (host and Cortex-M4/QEMU)",
               tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"),
               applies=lambda checked: checked.manifest.ondevice is not None,

@@ -99,7 +99,7 @@ def _check_budgets(ctx: Context, plan: MemoryPlan) -> None:
         raise UserError(problems)
 
 
-STAGE = Stage("plan", 6, ("validate", "quantize"), config, run,
+STAGE = Stage("plan", ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets; device placement",
               exports=("ai8x/network.yaml",),
               artifacts={"plan.json": "plan.v1", "placement.json": "placement.v1"})

@@ -63,7 +63,7 @@ def run(ctx: Context) -> None:
     ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")
 
 
-STAGE = Stage("qat", 2, ("train", "data"), config, run,
+STAGE = Stage("qat", ("train", "data"), config, run,
               "fold batchnorm; quantization-aware training (or pass-through for PTQ)",
               applies=lambda checked: checked.manifest.model.weights is None,
               tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})

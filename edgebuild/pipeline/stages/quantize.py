@@ -215,6 +215,6 @@ def table(rows: Sequence[LayerQuant]) -> str:
     return "\n".join(lines)
 
 
-STAGE = Stage("quantize", 2, ("qat", "data"), config, run,
+STAGE = Stage("quantize", ("qat", "data"), config, run,
               "integer weights, biases and shifts; saturation statistics",
               tools=("numpy",), files=files, artifacts={"quant.json": "quant.v1"})

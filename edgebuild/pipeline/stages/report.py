@@ -247,7 +247,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#e
 """
 
 
-STAGE = Stage("report", 6, ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
+STAGE = Stage("report", ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "kat", "ondevice", "ondevice_kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"), artifacts={"report.json": "report.v1"})

@@ -99,7 +99,7 @@ def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
                      f"epoch {exc.epoch} (lower the learning rate?){kept}")
 
 
-STAGE = Stage("train", 3, ("data",), config, run,
+STAGE = Stage("train", ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
               applies=lambda checked: checked.manifest.model.weights is None,
               tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})

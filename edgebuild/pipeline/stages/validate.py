@@ -32,6 +32,6 @@ def _dumps(obj: JSON) -> str:
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 
-STAGE = Stage("validate", 2, (), config, run,
+STAGE = Stage("validate", (), config, run,
               "resolve defaults; infer each layer's shape, parameters and MACs",
               artifacts={"graph.json": "graph.v1", "model.json": "model.v1"})

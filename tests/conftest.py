@@ -13,6 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from edgebuild.pipeline import kernels
+
+# Builds pin torch's CPU kernels to the x86-64 baseline before torch computes
+# (pipeline/kernels.py) and refuse to train in a process that chose others: tests that
+# build in-process share this process with tests that use torch directly, so pin it first.
+kernels.pin()
+
 # CI runs are reproducible (the same examples every run); local runs keep exploring.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import contracts, outputs, sources
+from edgebuild.pipeline import contracts, kernels, outputs, sources
 from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.resolved import Resolved
@@ -54,8 +54,11 @@ def code_digest(stage: str, cache_root: Path) -> str:
 
 def tool_versions(stage: Stage, cache_root: Path) -> dict[str, str]:
     """Versions of the Python packages and (`cmd:NAME`) programs that shape the output."""
-    return {tool: command_version(tool[4:], cache_root) if tool.startswith("cmd:")
-            else package_version(tool, cache_root) for tool in stage.tools}
+    found = {tool: command_version(tool[4:], cache_root) if tool.startswith("cmd:")
+             else package_version(tool, cache_root) for tool in stage.tools}
+    if "torch" in found:  # which CPU kernels torch may use changes its results
+        found["torch-kernels"] = kernels.SIGNATURE
+    return found
 
 
 @functools.cache
@@ -206,6 +209,8 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
         return Outcome(stage_name, "restored", key, entry.digest, time.perf_counter() - start)
 
     def build(out: Path) -> None:
+        if "torch" in stage.tools:
+            kernels.check()  # the pin took (pipeline.kernels), else the key would lie
         active = [name for name, s in STAGES.items() if s.applies(checked)]
         stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
                           cache_root, build_dir))

@@ -22,7 +22,7 @@ from doit.reporter import ConsoleReporter
 from doit.task import Task, dict_to_task
 
 from edgebuild.core.errors import StageFailed, UserError, describe
-from edgebuild.pipeline import budget, builder, uptodate
+from edgebuild.pipeline import budget, builder, kernels, uptodate
 from edgebuild.pipeline import cache as caches
 from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
@@ -47,6 +47,7 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
     """Runs in a doit worker (possibly another process): plain-data arguments only.
     `expected` is the stage's config as the run resolved it (canonical JSON)."""
     budget.apply(options.threads)
+    kernels.pin()
     from edgebuild.pipeline import validation
 
     try:
@@ -182,6 +183,7 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     """Run every stage (in `stages`) of every manifest, recording into `run`."""
     global _RUN
     _RUN = run
+    kernels.pin()  # before anything here or in a worker imports torch
     tasks = _tasks(project, stages, options)
     loader = _Loader(tasks, Path(":memory:"))  # no dependency file to corrupt or lock
     args = ["run", "--continue"]

@@ -3,6 +3,7 @@ every artifact's)."""
 
 from __future__ import annotations
 
+import json
 import pkgutil
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 PROBE = """
-import edgebuild, sys
+import edgebuild, json, sys
 from edgebuild.core.resources import templates_dir
 from edgebuild.manifest import schema
 root = templates_dir()
@@ -45,6 +46,8 @@ assert not missing, f"the wheel lacks modules: {sorted(missing)}"
 for name in sorted(installed):
     if not name.endswith("__main__"):  # runs the command line
         importlib.import_module(name)
+from edgebuild.pipeline import sources
+print(json.dumps(sources.stage_digests(list(STAGES))))  # keys: the same installed or not
 from edgebuild.core.resources import template_files
 print("ok", root)
 for path in template_files():
@@ -74,10 +77,15 @@ def test_wheel_install_ships_templates(tmp_path):
                            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]
-    assert probe.stdout.startswith("ok")
+    digests, output = probe.stdout.split("\n", 1)
+    from edgebuild.pipeline import sources
+    from edgebuild.pipeline.stages import STAGES
+
+    assert json.loads(digests) == sources.stage_digests(list(STAGES))
+    assert output.startswith("ok")
     # the files that key code generation are the same installed and in this checkout, so
     # edgebuild.lock written in either agrees
     from edgebuild.core.resources import template_files, templates_dir
 
     here = [p.relative_to(templates_dir()).as_posix() for p in template_files()]
-    assert probe.stdout.splitlines()[1:] == here
+    assert output.splitlines()[1:] == here

@@ -111,15 +111,19 @@ def stage_digests(stages: list[str], package: Path = PACKAGE) -> dict[str, str]:
         digest = hashlib.sha256()
         for module in sorted(closure(edges, f"edgebuild.pipeline.stages.{stage}")):
             digest.update(f"{module}\0".encode() + known[module].read_bytes() + b"\0")
-            for data in _data_files(known[module]):
+            for data in _data_files(known[module], package):
                 digest.update(f"{data.relative_to(package)}\0".encode() + data.read_bytes())
         found[stage] = digest.hexdigest()
     return found
 
 
-def _data_files(module: Path) -> list[Path]:
+def _data_files(module: Path, package: Path) -> list[Path]:
     """Non-Python files in the module's directory and its data subdirectories (those
-    that are no packages), e.g. targets/max7800x/profiles/*.yaml."""
+    that are no packages), e.g. targets/max7800x/profiles/*.yaml. Not below the top-level
+    package: an installed edgebuild keeps schemas/ and templates/ there (keyed as stage
+    files where they matter), a checkout does not, and a key must not depend on which."""
+    if module.parent == package:
+        return []
     found = []
     for directory, subdirs, files in os.walk(module.parent):
         here = Path(directory)

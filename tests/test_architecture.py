@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from edgebuild.pipeline import sources
+
 PACKAGE = Path(__file__).resolve().parent.parent / "edgebuild"
 
 # package -> the packages it may import (besides itself). Lowest first.
@@ -39,13 +41,8 @@ MAX_MODULE_LINES = 600
 
 
 def modules() -> dict[str, Path]:
-    found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        found[".".join(parts)] = path
-    return found
+    """Module name -> file, as the cache keys see them (pipeline/sources.py)."""
+    return sources.modules(PACKAGE)
 
 
 def imports(path: Path, name: str) -> list[tuple[int, str]]:

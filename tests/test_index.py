@@ -18,7 +18,7 @@ UNTIL = ["--until", "quantize"]  # validate/data/train/qat/quantize: seconds, se
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A built project, copied fresh for each test (`project`)."""
-    from tests.conftest import DIGITS_MANIFEST
+    from conftest import DIGITS_MANIFEST
 
     root = tmp_path_factory.mktemp("index")
     (root / "manifests").mkdir()

@@ -7,6 +7,7 @@ validate` plus `build --until data` (neither is upstream of the other), merged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -112,7 +113,10 @@ def test_first_build_builds_second_is_uptodate(digits_project):
         result = run_cli(["build", "--json", "--until", until], digits_project)
         assert result.returncode == 0, result.stderr
         parsed = json.loads(result.stdout)  # stdout is exactly one JSON object
-        assert sorted(parsed) == ["failures", "manifests"] and parsed["failures"] == []
+        assert sorted(parsed) == ["failures", "manifests", "stages", "tally"]
+        assert parsed["failures"] == []
+        assert [(s["manifest"], s["stage"]) for s in parsed["stages"]] == [("small", until)]
+        assert parsed["stages"][0]["outcome"] == "built" and parsed["tally"] == {"built": 1}
         assert list(parsed["manifests"]) == ["small"]
         assert list(parsed["manifests"]["small"]) == [until]
         values = parsed["manifests"]["small"][until]
@@ -413,8 +417,14 @@ def test_locked_builds(digits_project):
     body = json.loads(text)
     assert text == json.dumps(body, indent=2, sort_keys=True) + "\n"  # sorted, stable
     for stage in STAGES:
-        assert body["manifests"]["small"][stage] == {
-            "key": first["small"][stage]["key"], "digest": first["small"][stage]["digest"]}
+        entry = body["manifests"]["small"][stage]
+        assert (entry["key"], entry["digest"]) == (first["small"][stage]["key"],
+                                                    first["small"][stage]["digest"])
+        built = digits_project / "build" / "small" / stage
+        assert entry["outputs"] == {
+            p.relative_to(built).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+            for p in sorted(built.rglob("*")) if p.is_file()}
+    assert body["provenance"]["inputs"]["small"]["fields"]["seed"]
 
     for until in STAGES:
         ok = run_cli(["build", "--locked", "--until", until], digits_project)
@@ -423,7 +433,8 @@ def test_locked_builds(digits_project):
     _set_seed(digits_project, 2)
     drift = run_cli(["build", "--locked", *DATA], digits_project)
     assert drift.returncode == 1, drift.stderr
-    assert re.search(r"stage data\b", drift.stderr), drift.stderr
+    assert re.search(r"stage small\.data\b.*manifest setting seed changed", drift.stderr), \
+        drift.stderr
     assert "edgebuild.lock" in drift.stderr
     assert "Traceback" not in drift.stderr
     assert lock.read_text() == text  # --locked never rewrites the lock

@@ -11,6 +11,7 @@ from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, U
 from edgebuild.pipeline import project as projects
 from edgebuild.pipeline.lock import Lock
 from edgebuild.pipeline.outcome import Run
+from edgebuild.pipeline.provenance import Provenance
 
 
 def _err(message: str) -> None:
@@ -27,40 +28,92 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
         raise UserError("--locked and --relock contradict each other: choose one")
     root, cache_root, files = projects.where(args.paths, cwd, args.cache_dir)
     lock_path = root / "edgebuild.lock"
-    previous = lockfile.read(lock_path)
+    previous, record = lockfile.read_file(lock_path)
     if args.locked and not previous:
         raise UserError(f"--locked needs {lock_path}; build once without --locked "
                         "and commit the lock file")
     # the lock's digests are promises on every build; --relock accepts new bytes instead
     options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
-                               debug=args.debug)
+                               provenance=record, debug=args.debug)
     run = pipeline.answer(root / "build", cache_root, files, args.until, options)
-    if run is None or not (args.locked or _lock_holds(previous, run, root, files)):
+    project = None
+    if run is None or not (args.locked or _lock_holds(previous, record, run, root, files)):
         project = projects.load(args.paths, cwd, args.cache_dir)
         run = pipeline.run(project, args.until, args.jobs, options)
     if args.json:
-        print(json.dumps({"manifests": run.outcomes, "failures": [
-            {"task": task, "message": message, "kind": kind}
-            for task, message, kind in run.failures]}, indent=1, sort_keys=True))
+        print(json.dumps(_json(run), indent=1))
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
-    if not args.locked:
-        merged = lockfile.merge(previous, _results(run), _kept(root, files, run, previous))
-        if merged != previous or not lock_path.is_file():
-            lockfile.write(lock_path, merged)
+    if project is not None and not args.locked:
+        _write_lock(project, run, previous, record, files)
     return EXIT_OK
 
 
-def _results(run: Run) -> Lock:
-    return {name: {stage: {"key": v["key"], "digest": v["digest"]} for stage, v in stages.items()}
-            for name, stages in run.outcomes.items()}
+def _json(run: Run) -> dict[str, object]:
+    """`--json`: every stage in graph order with its outcome, the tally CI asserts on
+    ("built": 0), the per-manifest records and the failures."""
+    stages = run.listing()
+    tally: dict[str, int] = {}
+    for item in stages:
+        outcome = str(item["outcome"])
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return {"stages": stages, "tally": dict(sorted(tally.items())),
+            "manifests": {name: dict(sorted(records.items()))
+                          for name, records in sorted(run.outcomes.items())},
+            "failures": [{"task": task, "message": message, "kind": kind}
+                         for task, message, kind in run.failures]}
 
 
-def _lock_holds(previous: Lock, run: Run, root: Path, files: list[Path]) -> bool:
-    """Would this no-op leave edgebuild.lock as it is? (Else the full path writes it.)"""
+def _write_lock(project: projects.Project, run: Run, previous: Lock,
+                record: Provenance | None, files: list[Path]) -> None:
+    """Record this build's keys, digests, output files and provenance in edgebuild.lock
+    (written only when something in it changed: a no-op leaves the file alone)."""
     from edgebuild.pipeline import lock as lockfile
+    from edgebuild.pipeline import provenance
 
-    return lockfile.merge(previous, _results(run), _kept(root, files, run, previous)) == previous
+    results = _results(run, project)
+    merged = lockfile.merge(previous, results, _kept(project.root, files, run, previous))
+    built = {m.name: project.build_dir(m.name) for m in project.manifests if m.name in results}
+    paths = {m.name: {stage: list(m.files.get(stage, ())) for stage in results.get(m.name, {})}
+             for m in project.manifests if m.name in results}
+    base = record or provenance.empty()
+    base = {"inputs": {k: v for k, v in base["inputs"].items() if k in merged},
+            "environment": base["environment"]}
+    summary = provenance.summarize(built, paths, project.root, base)
+    if (merged, summary) != (previous, record) or not project.lock_path.is_file():
+        lockfile.write(project.lock_path, merged, summary)
+
+
+def _results(run: Run, project: projects.Project) -> Lock:
+    """The lock entries of the stages of this run, with their output files' digests."""
+    from edgebuild.pipeline import outputs
+
+    found: Lock = {}
+    for name, stages in run.outcomes.items():
+        for stage, values in stages.items():
+            state = outputs.read_state(project.build_dir(name), stage)
+            files = {} if state is None else {f: str(s[2])[:16] for f, s in sorted(state.files.items())}
+            found.setdefault(name, {})[stage] = {"key": values["key"], "digest": values["digest"],
+                                                 "outputs": files}
+    return found
+
+
+def _lock_holds(previous: Lock, record: Provenance | None, run: Run, root: Path,
+                files: list[Path]) -> bool:
+    """Would this no-op leave edgebuild.lock as it is? (Else the full path writes it.)
+    Same keys mean same inputs and outputs: only missing detail or a removed manifest
+    makes the lock change."""
+    if record is None or not set(previous) <= _kept(root, files, run, previous):
+        return False
+    for name, stages in run.outcomes.items():
+        if name not in record["inputs"]:
+            return False
+        for stage, values in stages.items():
+            entry = previous.get(name, {}).get(stage)
+            if entry is None or "outputs" not in entry or \
+                    (entry.get("key"), entry.get("digest")) != (values["key"], values["digest"]):
+                return False
+    return True
 
 
 def _kept(root: Path, files: list[Path], run: Run, previous: Lock) -> set[str]:

@@ -111,6 +111,12 @@ class Train(Strict):
     clamp_activations: bool = Field(
         default=True, description="clamp activations to the int8 range [-1, 127/128] while "
                                   "training, as the hardware will")
+    reproducible: bool = Field(
+        default=True, description="train with torch, MKL and oneDNN pinned to x86-64's "
+                                  "baseline kernels: the same bytes on any x86-64 machine, "
+                                  "at some cost in speed (README, Reproducible builds); "
+                                  "false: the fastest kernels of this CPU, whose results "
+                                  "differ between CPUs")
 
 
 def _not_bool(value: object) -> object:

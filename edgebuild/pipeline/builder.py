@@ -14,15 +14,17 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import contracts, kernels, outputs, sources
+from edgebuild.pipeline import contracts, kernels, outputs, provenance, sources
 from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.lock import LockEntry
+from edgebuild.pipeline.outcome import Status
+from edgebuild.pipeline.provenance import Provenance
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages import STAGES, upstream
@@ -34,7 +36,7 @@ if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it
 @dataclass(frozen=True)
 class Outcome:
     stage: str
-    status: Literal["uptodate", "restored", "built"]
+    status: Status
     key: str
     digest: str
     seconds: float
@@ -52,12 +54,12 @@ def code_digest(stage: str, cache_root: Path) -> str:
     return _code_digests(cache_root)[stage]
 
 
-def tool_versions(stage: Stage, cache_root: Path) -> dict[str, str]:
+def tool_versions(stage: Stage, cache_root: Path, pinned: bool = True) -> dict[str, str]:
     """Versions of the Python packages and (`cmd:NAME`) programs that shape the output."""
     found = {tool: command_version(tool[4:], cache_root) if tool.startswith("cmd:")
              else package_version(tool, cache_root) for tool in stage.tools}
     if "torch" in found:  # which CPU kernels torch may use changes its results
-        found["torch-kernels"] = kernels.SIGNATURE
+        found["torch-kernels"] = kernels.SIGNATURE if pinned else kernels.UNPINNED
     return found
 
 
@@ -149,7 +151,8 @@ def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: 
     if resolved.files.get(stage.name):
         config["files"] = [_content(p, cache_root, resolved) for p in resolved.files[stage.name]]
     return {"stage": stage.name, "code": code_digest(stage.name, cache_root), "config": config,
-            "upstream": upstream_digests, "tools": tool_versions(stage, cache_root)}
+            "upstream": upstream_digests,
+            "tools": tool_versions(stage, cache_root, resolved.reproducible)}
 
 
 def _content(path: str, cache_root: Path, resolved: Resolved) -> str:
@@ -161,36 +164,59 @@ def _content(path: str, cache_root: Path, resolved: Resolved) -> str:
 
 
 def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
-            locked: LockEntry | None = None, strict: bool = False) -> Outcome:
+            promise: Promise | None = None) -> Outcome:
     """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`).
 
     A transaction: the stage's lock is taken before its key is computed and held while it
     reads its inputs, and the inputs are hashed again before anything is published — the
     bytes a stage read are exactly the bytes its key names (the runner also keeps any other
-    edgebuild out of this build tree meanwhile: pipeline.claim). `locked` is the stage's
-    entry of edgebuild.lock: its digest is a promise for its key (see `_keep_promise`);
-    `strict` (--locked) also requires the key itself."""
+    edgebuild out of this build tree meanwhile: pipeline.claim). `promise` is what
+    edgebuild.lock says of the stage: its digest is a promise for its key (see
+    `_keep_promise`); under --locked (`strict`) the key must match too."""
     from edgebuild.pipeline.resolved import from_checked
 
     start = time.perf_counter()
     stage = STAGES[stage_name]
     resolved = from_checked(checked)
+    promise = promise or Promise()
+    if not (resolved.reproducible or promise.strict) and "torch" in stage.tools:
+        promise = Promise()  # not bit-reproducible: its digest promises nothing elsewhere
     with outputs.lock(build_dir, stage_name):
         outputs.sweep(build_dir, stage_name)
         material = key_material(stage, resolved, build_dir, cache_root)
         key = caches.key_of(material)
-        if strict:
-            _check_lock(stage_name, "key", key, locked)
-        return _realize(checked, stage, key, material, build_dir, cache_root,
-                        Promise(locked, strict), start)
+        if promise.strict:
+            _check_key(resolved, material, key, promise, build_dir)
+        return _realize(checked, stage, key, material, build_dir, cache_root, promise, start)
 
 
 @dataclass(frozen=True)
 class Promise:
     """The lock file's word on a stage, and whether a differing key is an error too."""
 
-    locked: LockEntry | None
-    strict: bool
+    locked: LockEntry | None = None
+    strict: bool = False
+    manifest: dict[str, LockEntry] = field(default_factory=dict)  # its manifest's stages
+    provenance: Provenance | None = None
+
+
+def _check_key(resolved: Resolved, material: KeyMaterial, key: str, promise: Promise,
+               build_dir: Path) -> None:
+    """--locked: the stage's inputs must be the locked ones; name whatever moved."""
+    stage = material["stage"]
+    where = f"stage {resolved.name}.{stage} ({resolved.display})"
+    if promise.locked is None:
+        raise StageFailed(f"{where} is not in edgebuild.lock (a new manifest or stage); "
+                          "build without --locked and commit edgebuild.lock")
+    if promise.locked.get("key") == key:
+        return
+    moved = provenance.explain(material, resolved.files.get(stage, []), build_dir.parent.parent,
+                               resolved.name, promise.provenance,
+                               {name: entry.get("digest", "") for name, entry
+                                in promise.manifest.items()})
+    raise StageFailed(f"{where}: its inputs no longer match edgebuild.lock: "
+                      f"{'; '.join(moved)} changed. If that is intended, build without "
+                      "--locked and commit edgebuild.lock")
 
 
 def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, build_dir: Path,
@@ -198,18 +224,18 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
-        _keep_promise(stage_name, key, state.digest, promise, build_dir)
+        _keep_promise(stage_name, key, state, promise, build_dir)
         return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)
     cache = caches.Cache(cache_root)
     entry = cache.lookup(stage_name, key)
     if entry is not None and not caches.problems(entry):
-        _keep_promise(stage_name, key, entry.digest, promise, build_dir)
+        _keep_promise(stage_name, key, entry, promise, build_dir)
         outputs.materialize(entry, build_dir, stage_name, stage.exports)
         caches.touch(entry)
         return Outcome(stage_name, "restored", key, entry.digest, time.perf_counter() - start)
 
     def build(out: Path) -> None:
-        if "torch" in stage.tools:
+        if material["tools"].get("torch-kernels") == kernels.SIGNATURE:
             kernels.check()  # the pin took (pipeline.kernels), else the key would lie
         active = [name for name, s in STAGES.items() if s.applies(checked)]
         stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
@@ -219,12 +245,12 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
 
     if cache.writable:
         entry, built = cache.publish(stage_name, key, material, build)
-        _keep_promise(stage_name, key, entry.digest, promise, build_dir)
+        _keep_promise(stage_name, key, entry, promise, build_dir)
         outputs.materialize(entry, build_dir, stage_name, stage.exports)
     else:  # a read-only cache: restores only; what must run is built beside the tree
         built = _build_unpublished(stage, key, material, build, build_dir, promise)
     digest = outputs.read_state(build_dir, stage_name)
-    status: Literal["restored", "built"] = "built" if built else "restored"
+    status: Status = "built" if built else "restored"
     return Outcome(stage_name, status, key, digest.digest if digest else "",
                    time.perf_counter() - start)
 
@@ -235,7 +261,7 @@ def _build_unpublished(stage: Stage, key: str, material: KeyMaterial,
     try:
         caches.assemble(temp, stage.name, key, material, build)
         entry = caches.read_entry(stage.name, key, temp)
-        _keep_promise(stage.name, key, entry.digest, promise, build_dir)
+        _keep_promise(stage.name, key, entry, promise, build_dir)
         outputs.materialize(entry, build_dir, stage.name, stage.exports)
     finally:
         caches.remove_tree(temp)
@@ -264,33 +290,36 @@ class IntegrityError(StageFailed):
     cache. Never resolved silently (the lock file is not rewritten)."""
 
 
-def _keep_promise(stage: str, key: str, digest: str, promise: Promise, build_dir: Path) -> None:
+def _keep_promise(stage: str, key: str, entry: caches.Entry | outputs.State, promise: Promise,
+                  build_dir: Path) -> None:
     """A lock digest is a promise: under the key it was recorded with, the output has
     those bytes. Breaking it is an integrity error; with --locked, any difference fails."""
     locked = promise.locked
-    if locked is None:
+    if locked is None or locked.get("digest") in (None, entry.digest):
         return
-    if locked.get("key") == key and locked.get("digest") not in (None, digest):
-        raise IntegrityError(
-            f"stage {stage} ({build_dir / stage}): output digest {digest[:16]} under key "
-            f"{key[:16]}, but edgebuild.lock promises {str(locked.get('digest'))[:16]} for "
-            "that same key: the same inputs gave other bytes (a nondeterministic stage, "
-            "another machine, or a tampered cache entry). edgebuild.lock was not changed; "
-            "run `edgebuild cache verify`, and if the new output is right, build with --relock")
-    if promise.strict:
-        _check_lock(stage, "digest", digest, locked)
+    if locked.get("key") == key:
+        raise IntegrityError(_broken(stage, key, entry, locked, build_dir))
+    if promise.strict:  # unreachable after _check_key, kept as the last line of defence
+        raise StageFailed(f"stage {stage}: key {key[:16]} differs from edgebuild.lock")
 
 
-def _check_lock(stage: str, field: Literal["key", "digest"], value: str,
-                locked: LockEntry | None) -> None:
-    if locked is None:
-        return
-    expected = locked.get(field)
-    if expected != value:
-        raise StageFailed(
-            f"stage {stage}: {field} {value[:16]} differs from edgebuild.lock "
-            f"({(expected or 'absent')[:16]}); rebuild without --locked and commit the lock "
-            "if the change is intended")
+def _broken(stage: str, key: str, entry: caches.Entry | outputs.State, locked: LockEntry,
+            build_dir: Path) -> str:
+    """Same key, other bytes: which files, why it happens, what to do."""
+    recorded = locked.get("outputs") or {}
+    files = {name: (value if isinstance(value, str) else str(value[2]))[:16]
+             for name, value in entry.files.items()}
+    differ = sorted(name for name in set(files) | set(recorded)
+                    if files.get(name) != recorded.get(name))
+    which = f" ({', '.join(differ[:6])}{', ...' if len(differ) > 6 else ''})" if recorded else ""
+    return (f"stage {stage}: output {build_dir / stage}{which} differs from edgebuild.lock "
+            f"although its inputs match (key {key[:16]}; digest {entry.digest[:16]}, lock "
+            f"{str(locked.get('digest'))[:16]}). The same inputs gave other bytes: training "
+            "that is not bit-reproducible here (train.reproducible: false, or a CPU or "
+            "library the kernel pin does not cover), another C toolchain, or a tampered "
+            "cache entry. Restore the locked bytes from the shared remote cache (--remote), "
+            "run `edgebuild cache verify`, or if the new output is right, build with "
+            "--relock and commit edgebuild.lock")
 
 
 def log(message: str) -> None:

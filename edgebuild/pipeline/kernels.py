@@ -22,6 +22,7 @@ PINNED = {
     "ONEDNN_MAX_CPU_ISA": "SSE41",  # oneDNN (convolutions): the SSE4.1 code path
 }
 SIGNATURE = ",".join(f"{name}={value}" for name, value in sorted(PINNED.items()))
+UNPINNED = "native"  # train.reproducible: false — whatever this CPU does fastest
 
 
 def pin() -> None:

@@ -1,5 +1,5 @@
 """`edgebuild.lock`: per manifest and stage, the cache key and output digest of the last
-successful build. Committed next to the manifests; `build --locked` (CI) fails when a
+successful build, and (`provenance`) what those keys were made of. Committed next to the manifests; `build --locked` (CI) fails when a
 stage's key or digest differs, naming the stage. Sorted keys, one field per line: diffs
 show exactly which stage moved.
 """
@@ -11,23 +11,30 @@ from pathlib import Path
 from typing import TypeAlias, TypedDict
 
 from edgebuild.core.errors import UserError
+from edgebuild.pipeline import provenance
 from edgebuild.pipeline.cache import write_atomic
+from edgebuild.pipeline.provenance import Provenance
 
 VERSION = 1
 
 
 class LockEntry(TypedDict, total=False):
-    """One stage of one manifest. A lock file always has both fields; the expectation for a
-    stage the lock does not know is empty (then every value differs from it)."""
+    """One stage of one manifest. A lock file always has the key and digest; `outputs`
+    (file -> digest prefix) lets a differing digest name the files that differ."""
 
     key: str
     digest: str
+    outputs: dict[str, str]
 
 
 Lock: TypeAlias = dict[str, dict[str, LockEntry]]  # manifest name -> stage -> entry
 
 
 def read(path: Path) -> Lock:
+    return read_file(path)[0]
+
+
+def read_file(path: Path) -> tuple[Lock, Provenance | None]:
     """The lock file's manifests, or {} without one. Anything else that is not exactly
     the shape `write` produces is a user error naming the file: valid JSON of another
     shape (`[]`, `null`, a stage that is a string) used to reach `.get` calls far away and
@@ -35,7 +42,7 @@ def read(path: Path) -> Lock:
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
-        return {}
+        return {}, None
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable lock file ({exc}); delete it and rebuild") from None
     if not isinstance(raw, dict) or raw.get("version") != VERSION \
@@ -51,11 +58,13 @@ def read(path: Path) -> Lock:
                     and isinstance(entry.get("digest"), str)):
                 raise UserError(f"{path}: manifests.{name}.{stage} lacks a string key and "
                                 "digest; delete the file and rebuild")
-    return raw["manifests"]
+    return raw["manifests"], provenance.parse(raw.get("provenance"))
 
 
-def write(path: Path, manifests: Lock) -> None:
-    body = {"version": VERSION, "manifests": manifests}
+def write(path: Path, manifests: Lock, record: Provenance | None = None) -> None:
+    body: dict[str, object] = {"version": VERSION, "manifests": manifests}
+    if record is not None:
+        body["provenance"] = record
     write_atomic(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
 
 

@@ -43,6 +43,12 @@ class Resolved:
     files: dict[str, list[str]]  # stage -> data files whose content keys it
     summary: Summary
 
+    @property
+    def reproducible(self) -> bool:
+        """`train.reproducible` (pipeline.kernels); a manifest without training is."""
+        train = self.configs.get("train", {}).get("train")
+        return not isinstance(train, dict) or train.get("reproducible", True) is not False
+
 
 def code_fingerprint() -> str:
     """Changes whenever any file of edgebuild's package changes: its code and its data

@@ -71,6 +71,7 @@ def report(current: dict[str, dict[str, StageRecord]], result: Run) -> None:
     for manifest, records in current.items():
         for stage, record in records.items():
             result.record(manifest, stage, record)
+            result.plan.append((manifest, stage))
             lines.append(status_line(task_name(manifest, stage), record))
     sys.stderr.write("".join(lines))
     sys.stderr.flush()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -24,7 +25,6 @@ from doit.task import Task, dict_to_task
 from edgebuild.core.errors import StageFailed, UserError, describe
 from edgebuild.pipeline import budget, builder, kernels, uptodate
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
@@ -42,19 +42,19 @@ _RUN = Run()  # the run being scheduled: the reporter and uptodate checks record
 
 
 def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
-                 cache_root: str, locked: LockEntry | None, expected: str,
-                 options: Options) -> StageRecord | TaskFailed:
+                 cache_root: str, expected: str, options: Options) -> StageRecord | TaskFailed:
     """Runs in a doit worker (possibly another process): plain-data arguments only.
     `expected` is the stage's config as the run resolved it (canonical JSON)."""
     budget.apply(options.threads)
-    kernels.pin()
+    if options.pinned:
+        kernels.pin()
     from edgebuild.pipeline import validation
 
     try:
         checked = validation.load(Path(manifest_path), display)
         _same_manifest(checked, stage, expected)
-        outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root), locked,
-                                  options.strict)
+        outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root),
+                                  _promise(options, checked.manifest.name, stage))
     except UserError as exc:
         return UserFailure(str(exc))
     except StageFailed as exc:
@@ -68,6 +68,11 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
                           "(run with --debug for the traceback, and please report it)")
     return {"status": outcome.status, "key": outcome.key, "digest": outcome.digest,
             "seconds": round(outcome.seconds, 3)}
+
+
+def _promise(options: Options, manifest: str, stage: str) -> builder.Promise:
+    stages = (options.lock or {}).get(manifest, {})
+    return builder.Promise(stages.get(stage), options.strict, stages, options.provenance)
 
 
 def _same_manifest(checked: Checked, stage: str, expected: str) -> None:
@@ -103,11 +108,10 @@ def _tasks(project: Project, stages: list[str], options: Options) -> list[Task]:
         for stage in stages:
             if stage not in resolved.configs:
                 continue  # the stage does not exist for this manifest (stages/base.py)
-            locked = uptodate.locked(options, name, stage)
             tasks.append(dict_to_task({
                 "name": task_name(name, stage),
                 "actions": [(stage_action, [resolved.path, resolved.display, stage,
-                                            str(build_dir), str(project.cache_root), locked,
+                                            str(build_dir), str(project.cache_root),
                                             _expected(resolved, stage), options])],
                 "task_dep": [task_name(name, up) for up in upstream(STAGES[stage],
                                                                      resolved.configs)],
@@ -183,8 +187,13 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     """Run every stage (in `stages`) of every manifest, recording into `run`."""
     global _RUN
     _RUN = run
-    kernels.pin()  # before anything here or in a worker imports torch
+    # the pin is per process (torch reads it once): pinned when any manifest is
+    # reproducible, so opted-out manifests built beside them are merely slower
+    options = replace(options, pinned=any(m.reproducible for m in project.manifests))
+    if options.pinned:
+        kernels.pin()  # before anything here or in a worker imports torch
     tasks = _tasks(project, stages, options)
+    run.plan = [split_task(task.name) for task in tasks]
     loader = _Loader(tasks, Path(":memory:"))  # no dependency file to corrupt or lock
     args = ["run", "--continue"]
     jobs = budget.workers(jobs)

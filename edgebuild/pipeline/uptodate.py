@@ -52,7 +52,7 @@ def locked(options: Options, manifest: str, stage: str) -> LockEntry | None:
 def promised(key: str, digest: str, entry: LockEntry | None, strict: bool) -> bool:
     """Does an up-to-date output keep the lock's promise (builder._keep_promise)?"""
     if entry is None:
-        return True
+        return not strict  # --locked: a stage the lock does not know fails (builder)
     if strict:
         return entry.get("key") == key and entry.get("digest") == digest
     return entry.get("key") != key or entry.get("digest") in (None, digest)

@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="accept outputs whose digest differs from edgebuild.lock under the "
                        "same key (otherwise an integrity error) and record them")
     _cache_dir(build)
+    _remote(build)
 
     check = commands.add_parser("check", help="validate manifests only (fast, no training)")
     _paths(check)
@@ -101,12 +102,29 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--delete", action="store_true", help="delete corrupt entries")
     _paths(verify)
     _cache_dir(verify)
+    push = actions.add_parser("push", help="upload the entries the manifests use to the "
+                              "remote cache")
+    push.add_argument("--all", action="store_true", help="every local entry, used or not")
+    pull = actions.add_parser("pull", help="download the entries edgebuild.lock names from "
+                              "the remote cache into the local one")
+    listing = actions.add_parser("ls", help="list the remote cache's entries")
+    for command in (push, pull, listing):
+        _paths(command)
+        _cache_dir(command)
+        _remote(command)
     return parser
 
 
 def _paths(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="manifest files or project directories (default: current directory)")
+
+
+def _remote(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--remote", metavar="URL",
+                        help="shared remote cache: a directory or any fsspec URL (s3://bucket/"
+                        "prefix, ...); default: EDGEBUILD_REMOTE, else edgebuild.toml's "
+                        "[cache] remote; '' for none")
 
 
 def _cache_dir(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:  # bare `edgebuild`: build the project here
         args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
-                                  locked=False, relock=False, cache_dir=None)
+                                  locked=False, relock=False, cache_dir=None,
+                                  remote=None)
         args.command = "build"
     try:
         os.chdir(args.directory)

@@ -6,12 +6,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
 from edgebuild.pipeline import project as projects
+from edgebuild.pipeline import settings
 from edgebuild.pipeline.lock import Lock
 from edgebuild.pipeline.outcome import Run
 from edgebuild.pipeline.provenance import Provenance
+
+if TYPE_CHECKING:
+    from edgebuild.pipeline.remote import Remote
 
 
 def _err(message: str) -> None:
@@ -32,9 +37,10 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     if args.locked and not previous:
         raise UserError(f"--locked needs {lock_path}; build once without --locked "
                         "and commit the lock file")
+    shared = settings.resolve(root, args.remote, None)
     # the lock's digests are promises on every build; --relock accepts new bytes instead
     options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
-                               provenance=record, debug=args.debug)
+                               provenance=record, remote=shared.remote, debug=args.debug)
     run = pipeline.answer(root / "build", cache_root, files, args.until, options)
     project = None
     if run is None or not (args.locked or _lock_holds(previous, record, run, root, files)):
@@ -232,7 +238,81 @@ def clean(args: argparse.Namespace, cwd: Path) -> int:
 
 
 def cache(args: argparse.Namespace, cwd: Path) -> int:
-    return {"gc": _gc, "verify": _verify}[args.cache_command](args, cwd)
+    actions = {"gc": _gc, "verify": _verify, "push": _push, "pull": _pull, "ls": _ls}
+    return actions[args.cache_command](args, cwd)
+
+
+def _remote_of(args: argparse.Namespace, cwd: Path) -> tuple[Remote, projects.Project]:
+    """The remote cache named by --remote, EDGEBUILD_REMOTE or edgebuild.toml (required)."""
+    from edgebuild.pipeline.remote import Remote
+
+    project = projects.load(args.paths, cwd, args.cache_dir)
+    url = settings.resolve(project.root, args.remote, None).remote
+    if url is None:
+        raise UserError("no remote cache: give --remote URL, set EDGEBUILD_REMOTE, or add "
+                        f"[cache] remote = \"URL\" to {project.root / settings.FILE}")
+    return Remote(url), project
+
+
+def _push(args: argparse.Namespace, cwd: Path) -> int:
+    """Upload local entries: those the manifests use (state records, lock), or --all."""
+    from edgebuild.pipeline import cache as caches
+    from edgebuild.pipeline.remote import RemoteError
+
+    remote, project = _remote_of(args, cwd)
+    local = caches.Cache(project.cache_root)
+    keep = None if args.all else _referenced(project)
+    entries = [e for e in local.entries() if keep is None or e.key in keep]
+    try:
+        uploaded = sum(remote.push(entry) for entry in entries if not caches.problems(entry))
+    except RemoteError as exc:
+        raise UserError(str(exc)) from None
+    _err(f"cache push: {uploaded} entries uploaded, {len(entries) - uploaded} already on "
+         f"{remote.url}")
+    return EXIT_OK
+
+
+def _pull(args: argparse.Namespace, cwd: Path) -> int:
+    """Download every entry edgebuild.lock names (then a build restores them locally)."""
+    from edgebuild.pipeline import cache as caches
+    from edgebuild.pipeline import lock as lockfile
+    from edgebuild.pipeline.remote import RemoteError
+
+    remote, project = _remote_of(args, cwd)
+    local = caches.Cache(project.cache_root)
+    wanted = {(stage, entry["key"]) for stages in lockfile.read(project.lock_path).values()
+              for stage, entry in stages.items()}
+    counts = {"fetched": 0, "local": 0, "missing": 0}
+    try:
+        for stage, key in sorted(wanted):
+            if local.lookup(stage, key) is not None:
+                counts["local"] += 1
+            else:
+                counts["fetched" if remote.fetch(local, stage, key) else "missing"] += 1
+    except RemoteError as exc:
+        raise UserError(str(exc)) from None
+    _err(f"cache pull: {counts['fetched']} entries fetched, {counts['local']} already local, "
+         f"{counts['missing']} not on {remote.url}")
+    return EXIT_OK
+
+
+def _ls(args: argparse.Namespace, cwd: Path) -> int:
+    """The remote's entries on stdout; `*` marks those this project's lock or tree uses."""
+    from edgebuild.pipeline.remote import RemoteError
+
+    remote, project = _remote_of(args, cwd)
+    used = _referenced(project)
+    try:
+        entries = remote.entries()
+    except RemoteError as exc:
+        raise UserError(str(exc)) from None
+    for item in sorted(entries, key=lambda e: (e.stage, e.key)):
+        mark = "*" if item.key in used else " "
+        print(f"{mark} {item.stage:<12} {item.key[:16]}  {item.files:4d} files "
+              f"{item.size:12d} bytes  digest {item.digest[:16]}")
+    _err(f"cache ls: {len(entries)} entries on {remote.url}, "
+         f"{sum(e.key in used for e in entries)} used here (*)")
+    return EXIT_OK
 
 
 def _referenced(project: projects.Project) -> set[str]:

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import contracts, kernels, outputs, provenance, sources
+from edgebuild.pipeline import contracts, kernels, outputs, provenance, sharing, sources
 from edgebuild.pipeline.cache import KeyMaterial
 from edgebuild.pipeline.lock import LockEntry
 from edgebuild.pipeline.outcome import Status
 from edgebuild.pipeline.provenance import Provenance
 from edgebuild.pipeline.resolved import Resolved
+from edgebuild.pipeline.sharing import Sharing
 from edgebuild.pipeline.stage import Context, Stage
 from edgebuild.pipeline.stages import STAGES, upstream
 
@@ -164,7 +165,7 @@ def _content(path: str, cache_root: Path, resolved: Resolved) -> str:
 
 
 def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
-            promise: Promise | None = None) -> Outcome:
+            promise: Promise | None = None, shared: Sharing | None = None) -> Outcome:
     """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`).
 
     A transaction: the stage's lock is taken before its key is computed and held while it
@@ -172,7 +173,9 @@ def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path
     bytes a stage read are exactly the bytes its key names (the runner also keeps any other
     edgebuild out of this build tree meanwhile: pipeline.claim). `promise` is what
     edgebuild.lock says of the stage: its digest is a promise for its key (see
-    `_keep_promise`); under --locked (`strict`) the key must match too."""
+    `_keep_promise`); under --locked (`strict`) the key must match too. `shared` names
+    the remote cache: a stage missing locally is pulled from it by key before it is
+    computed, and one computed here is pushed to it."""
     from edgebuild.pipeline.resolved import from_checked
 
     start = time.perf_counter()
@@ -187,7 +190,8 @@ def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path
         key = caches.key_of(material)
         if promise.strict:
             _check_key(resolved, material, key, promise, build_dir)
-        return _realize(checked, stage, key, material, build_dir, cache_root, promise, start)
+        return _realize(checked, stage, key, material, build_dir, cache_root, promise,
+                        shared or Sharing(), start)
 
 
 @dataclass(frozen=True)
@@ -220,19 +224,16 @@ def _check_key(resolved: Resolved, material: KeyMaterial, key: str, promise: Pro
 
 
 def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, build_dir: Path,
-             cache_root: Path, promise: Promise, start: float) -> Outcome:
+             cache_root: Path, promise: Promise, shared: Sharing, start: float) -> Outcome:
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
         _keep_promise(stage_name, key, state, promise, build_dir)
         return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)
     cache = caches.Cache(cache_root)
-    entry = cache.lookup(stage_name, key)
-    if entry is not None and not caches.problems(entry):
-        _keep_promise(stage_name, key, entry, promise, build_dir)
-        outputs.materialize(entry, build_dir, stage_name, stage.exports)
-        caches.touch(entry)
-        return Outcome(stage_name, "restored", key, entry.digest, time.perf_counter() - start)
+    found = _restore(cache, stage, key, shared, promise, build_dir)
+    if found is not None:
+        return Outcome(stage_name, found[1], key, found[0].digest, time.perf_counter() - start)
 
     def build(out: Path) -> None:
         if material["tools"].get("torch-kernels") == kernels.SIGNATURE:
@@ -247,12 +248,31 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
         entry, built = cache.publish(stage_name, key, material, build)
         _keep_promise(stage_name, key, entry, promise, build_dir)
         outputs.materialize(entry, build_dir, stage_name, stage.exports)
+        if built:
+            sharing.push(shared, entry)
     else:  # a read-only cache: restores only; what must run is built beside the tree
         built = _build_unpublished(stage, key, material, build, build_dir, promise)
     digest = outputs.read_state(build_dir, stage_name)
-    status: Status = "built" if built else "restored"
-    return Outcome(stage_name, status, key, digest.digest if digest else "",
-                   time.perf_counter() - start)
+    return Outcome(stage_name, "built" if built else "restored", key,
+                   digest.digest if digest else "", time.perf_counter() - start)
+
+
+def _restore(cache: caches.Cache, stage: Stage, key: str, shared: Sharing, promise: Promise,
+             build_dir: Path) -> tuple[caches.Entry, Status] | None:
+    """Materialize the stage's entry from the local cache, else from the remote one (by
+    key); a local entry the remote lacks is pushed there (it may predate the remote)."""
+    entry = cache.lookup(stage.name, key)
+    status: Status = "restored"
+    if entry is None or caches.problems(entry):
+        entry, status = sharing.pull(shared, cache, stage.name, key), "fetched"
+    if entry is None:
+        return None
+    _keep_promise(stage.name, key, entry, promise, build_dir)
+    outputs.materialize(entry, build_dir, stage.name, stage.exports)
+    caches.touch(entry)
+    if status == "restored":
+        sharing.push(shared, entry)
+    return entry, status
 
 
 def _build_unpublished(stage: Stage, key: str, material: KeyMaterial,

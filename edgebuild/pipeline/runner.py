@@ -57,8 +57,9 @@ def run(project: Project, until: str | None = None, jobs: int = 1,
             print(f"edgebuild: cache {project.cache_root} is read-only (or cannot be "
                   "created): restoring from it only; stages that must run are built but not "
                   "cached", file=sys.stderr, flush=True)
-        from edgebuild.pipeline import scheduler
+        from edgebuild.pipeline import scheduler, sharing
 
+        options = sharing.prepare(options)
         scheduler.execute(project, stages, jobs, options, result)
         if not result.failures:
             index.update(project, options)

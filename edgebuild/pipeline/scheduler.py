@@ -28,6 +28,7 @@ from edgebuild.pipeline import cache as caches
 from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
+from edgebuild.pipeline.sharing import Sharing
 from edgebuild.pipeline.stages import STAGES, upstream
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
         checked = validation.load(Path(manifest_path), display)
         _same_manifest(checked, stage, expected)
         outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root),
-                                  _promise(options, checked.manifest.name, stage))
+                                  _promise(options, checked.manifest.name, stage),
+                                  Sharing.of(options))
     except UserError as exc:
         return UserFailure(str(exc))
     except StageFailed as exc:

@@ -1,0 +1,80 @@
+"""Project settings that belong to the team, not to one model: `edgebuild.toml` at the
+project root (committed next to edgebuild.lock).
+
+    [cache]
+    remote = "s3://team-bucket/edgebuild"   # the shared remote cache (fsspec URL)
+
+    [cluster]
+    scheduler = "tcp://scheduler:8786"       # run stages on a Dask cluster
+
+A manifest says what to build; where results are shared and which machines build them is
+the same for every manifest of a project, so it lives here. The command line
+(`--remote`, `--scheduler`) and the environment (`EDGEBUILD_REMOTE`,
+`EDGEBUILD_SCHEDULER`) override it, in that order. Credentials never go here: fsspec
+reads them from its own configuration (README, "Sharing a cache").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgebuild.core.errors import UserError
+
+FILE = "edgebuild.toml"
+ALLOWED = {"cache": ("remote",), "cluster": ("scheduler",)}
+ENV = {"remote": "EDGEBUILD_REMOTE", "scheduler": "EDGEBUILD_SCHEDULER"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    remote: str | None = None  # fsspec URL of the shared cache
+    scheduler: str | None = None  # Dask scheduler address
+
+
+def read(root: Path) -> Settings:
+    """The project's settings file, checked key by key (absent file: no settings)."""
+    path = root / FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return Settings()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    import tomllib
+
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    values: dict[str, str] = {}
+    for table, body in raw.items():
+        if table not in ALLOWED or not isinstance(body, dict):
+            raise UserError(f"{path}: unknown table [{table}] (allowed: "
+                            f"{', '.join(f'[{t}]' for t in ALLOWED)})")
+        for key, value in body.items():
+            if key not in ALLOWED[table]:
+                raise UserError(f"{path}: [{table}] {key}: unknown key (allowed: "
+                                f"{', '.join(ALLOWED[table])})")
+            if not isinstance(value, str) or not value.strip():
+                raise UserError(f"{path}: [{table}] {key}: expected a non-empty string")
+            values[key] = value.strip()
+    return Settings(**values)
+
+
+def resolve(root: Path, remote: str | None, scheduler: str | None) -> Settings:
+    """Command line over environment over edgebuild.toml; an empty value (`--remote ''`,
+    `EDGEBUILD_REMOTE=`) turns the setting off."""
+    project = read(root)
+
+    def pick(flag: str | None, name: str, default: str | None) -> str | None:
+        for value in (flag, os.environ.get(ENV[name])):
+            if value is not None:
+                return value or None
+        return default
+
+    shared = project.remote
+    if shared is not None and "://" not in shared and not Path(shared).is_absolute():
+        shared = str(root / shared)  # a directory in edgebuild.toml: relative to the project
+    return Settings(pick(remote, "remote", shared), pick(scheduler, "scheduler", project.scheduler))

@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
                        "same key (otherwise an integrity error) and record them")
     _cache_dir(build)
     _remote(build)
+    build.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the stages on a Dask cluster (tcp://host:8786); workers "
+                       "share results through the remote cache. Default: "
+                       "EDGEBUILD_SCHEDULER, else edgebuild.toml's [cluster] scheduler")
 
     check = commands.add_parser("check", help="validate manifests only (fast, no training)")
     _paths(check)
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # bare `edgebuild`: build the project here
         args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
                                   locked=False, relock=False, cache_dir=None,
-                                  remote=None)
+                                  remote=None, scheduler=None)
         args.command = "build"
     try:
         os.chdir(args.directory)

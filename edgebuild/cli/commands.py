@@ -37,10 +37,15 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     if args.locked and not previous:
         raise UserError(f"--locked needs {lock_path}; build once without --locked "
                         "and commit the lock file")
-    shared = settings.resolve(root, args.remote, None)
+    shared = settings.resolve(root, args.remote, args.scheduler)
+    if shared.scheduler is not None and shared.remote is None:
+        raise UserError(f"--scheduler {shared.scheduler}: Dask workers share their results "
+                        "through the remote cache; give --remote URL too (or EDGEBUILD_REMOTE, "
+                        f"or [cache] remote in {settings.FILE})")
     # the lock's digests are promises on every build; --relock accepts new bytes instead
     options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
-                               provenance=record, remote=shared.remote, debug=args.debug)
+                               provenance=record, remote=shared.remote,
+                               scheduler=shared.scheduler, debug=args.debug)
     run = pipeline.answer(root / "build", cache_root, files, args.until, options)
     project = None
     if run is None or not (args.locked or _lock_holds(previous, record, run, root, files)):

@@ -165,7 +165,8 @@ def _content(path: str, cache_root: Path, resolved: Resolved) -> str:
 
 
 def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path,
-            promise: Promise | None = None, shared: Sharing | None = None) -> Outcome:
+            promise: Promise | None = None, shared: Sharing | None = None,
+            compute: bool = True) -> Outcome:
     """Make `build_dir/<stage>` current for a fully validated manifest (`Checked`).
 
     A transaction: the stage's lock is taken before its key is computed and held while it
@@ -175,7 +176,8 @@ def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path
     edgebuild.lock says of the stage: its digest is a promise for its key (see
     `_keep_promise`); under --locked (`strict`) the key must match too. `shared` names
     the remote cache: a stage missing locally is pulled from it by key before it is
-    computed, and one computed here is pushed to it."""
+    computed, and one computed here is pushed to it. `compute=False` only restores:
+    `NotCached` when the stage would have to run (a Dask worker runs it instead)."""
     from edgebuild.pipeline.resolved import from_checked
 
     start = time.perf_counter()
@@ -191,7 +193,7 @@ def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path
         if promise.strict:
             _check_key(resolved, material, key, promise, build_dir)
         return _realize(checked, stage, key, material, build_dir, cache_root, promise,
-                        shared or Sharing(), start)
+                        shared or Sharing(), start, compute)
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,8 @@ def _check_key(resolved: Resolved, material: KeyMaterial, key: str, promise: Pro
 
 
 def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, build_dir: Path,
-             cache_root: Path, promise: Promise, shared: Sharing, start: float) -> Outcome:
+             cache_root: Path, promise: Promise, shared: Sharing, start: float,
+             compute: bool = True) -> Outcome:
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
     if state is not None:
@@ -234,6 +237,8 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
     found = _restore(cache, stage, key, shared, promise, build_dir)
     if found is not None:
         return Outcome(stage_name, found[1], key, found[0].digest, time.perf_counter() - start)
+    if not compute:
+        raise NotCached(key)
 
     def build(out: Path) -> None:
         if material["tools"].get("torch-kernels") == kernels.SIGNATURE:
@@ -303,6 +308,14 @@ def _verify_inputs(stage: str, material: KeyMaterial, build_dir: Path, checked: 
         if caches.sha256_file(Path(path)) != content:
             raise StageFailed(f"stage {stage}: data file {path} changed while the stage read "
                               "it; nothing was published; build again")
+
+
+class NotCached(Exception):
+    """`realize(compute=False)` found the stage neither current, nor cached, nor shared."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 class IntegrityError(StageFailed):

@@ -33,6 +33,7 @@ class Options:
     provenance: Provenance | None = None  # what the lock's keys were made of (messages)
     remote: str | None = None  # the shared remote cache's URL (pipeline.sharing)
     push: bool = True  # False: the remote is read-only for these credentials
+    scheduler: str | None = None  # a Dask scheduler's address (pipeline.cluster)
     pinned: bool = True  # pin torch's kernels (pipeline.kernels): some manifest is reproducible
     threads: int = 1  # torch/BLAS threads per stage process (the CPU budget)
     debug: bool = False  # tracebacks instead of one-line internal errors

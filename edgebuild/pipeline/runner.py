@@ -60,6 +60,9 @@ def run(project: Project, until: str | None = None, jobs: int = 1,
         from edgebuild.pipeline import scheduler, sharing
 
         options = sharing.prepare(options)
+        if options.scheduler is not None and not (options.remote and options.push):
+            raise UserError(f"a build on the Dask cluster {options.scheduler} needs a remote "
+                            "cache the workers can write to (see above)")
         scheduler.execute(project, stages, jobs, options, result)
         if not result.failures:
             index.update(project, options)

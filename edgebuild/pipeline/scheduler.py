@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from doit.cmd_base import Command, TaskLoader2
 from doit.doit_cmd import DoitMain
@@ -22,17 +22,12 @@ from doit.exceptions import BaseFail, TaskFailed, UnmetDependency
 from doit.reporter import ConsoleReporter
 from doit.task import Task, dict_to_task
 
-from edgebuild.core.errors import StageFailed, UserError, describe
-from edgebuild.pipeline import budget, builder, kernels, uptodate
-from edgebuild.pipeline import cache as caches
+from edgebuild.pipeline import budget, builder, job, kernels, uptodate
 from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
 from edgebuild.pipeline.sharing import Sharing
 from edgebuild.pipeline.stages import STAGES, upstream
-
-if TYPE_CHECKING:
-    from edgebuild.pipeline.validation import Checked
 
 
 class UserFailure(TaskFailed):
@@ -46,50 +41,31 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
                  cache_root: str, expected: str, options: Options) -> StageRecord | TaskFailed:
     """Runs in a doit worker (possibly another process): plain-data arguments only.
     `expected` is the stage's config as the run resolved it (canonical JSON)."""
-    budget.apply(options.threads)
-    if options.pinned:
-        kernels.pin()
-    from edgebuild.pipeline import validation
+    job.prepare(options)
 
-    try:
-        checked = validation.load(Path(manifest_path), display)
-        _same_manifest(checked, stage, expected)
-        outcome = builder.realize(checked, stage, Path(build_dir), Path(cache_root),
-                                  _promise(options, checked.manifest.name, stage),
-                                  Sharing.of(options))
-    except UserError as exc:
-        return UserFailure(str(exc))
-    except StageFailed as exc:
-        return TaskFailed(str(exc))
-    except OSError as exc:
-        return TaskFailed(f"stage {stage}: {describe(exc)}")
-    except Exception as exc:
-        if options.debug:
-            raise
-        return TaskFailed(f"stage {stage}: internal error {type(exc).__name__}: {exc} "
-                          "(run with --debug for the traceback, and please report it)")
-    return {"status": outcome.status, "key": outcome.key, "digest": outcome.digest,
-            "seconds": round(outcome.seconds, 3)}
+    def body() -> StageRecord:
+        checked = job.load(manifest_path, display, stage, expected)
+        return job.record(builder.realize(
+            checked, stage, Path(build_dir), Path(cache_root),
+            job.promise(options, checked.manifest.name, stage), Sharing.of(options)))
+
+    return _returned(job.attempt(stage, options.debug, body))
 
 
-def _promise(options: Options, manifest: str, stage: str) -> builder.Promise:
-    stages = (options.lock or {}).get(manifest, {})
-    return builder.Promise(stages.get(stage), options.strict, stages, options.provenance)
+def cluster_action(manifest_path: str, display: str, stage: str, build_dir: str,
+                   cache_root: str, expected: str, options: Options) -> StageRecord | TaskFailed:
+    """Runs in a doit thread of this process: the stage is computed on a Dask worker
+    (pipeline.cluster) and restored here from the remote cache."""
+    from edgebuild.pipeline import cluster
+
+    return _returned(cluster.realize(manifest_path, display, stage, Path(build_dir),
+                                     Path(cache_root), expected, options))
 
 
-def _same_manifest(checked: Checked, stage: str, expected: str) -> None:
-    """The worker re-reads the manifest: if it was edited since the run began, the stage
-    would build from other settings than the run checked. Stop instead."""
-    from edgebuild.pipeline.resolved import from_checked
-
-    now = from_checked(checked)
-    if caches.canonical([now.configs.get(stage), now.files.get(stage)]).decode() != expected:
-        raise UserError(f"{checked.document.path} changed while it was being built; "
-                        "run edgebuild again")
-
-
-def _expected(resolved: Resolved, stage: str) -> str:
-    return caches.canonical([resolved.configs.get(stage), resolved.files.get(stage)]).decode()
+def _returned(result: job.Result) -> StageRecord | TaskFailed:
+    if result[0] == "ok":
+        return result[1]
+    return UserFailure(result[1]) if result[0] == "user" else TaskFailed(result[1])
 
 
 def _uptodate(project: Project, resolved: Resolved, stage: str,
@@ -102,7 +78,8 @@ def _uptodate(project: Project, resolved: Resolved, stage: str,
     return check
 
 
-def _tasks(project: Project, stages: list[str], options: Options) -> list[Task]:
+def _tasks(project: Project, stages: list[str], options: Options,
+           action: Callable[..., StageRecord | TaskFailed]) -> list[Task]:
     tasks = []
     for resolved in project.manifests:
         name = resolved.name
@@ -112,9 +89,9 @@ def _tasks(project: Project, stages: list[str], options: Options) -> list[Task]:
                 continue  # the stage does not exist for this manifest (stages/base.py)
             tasks.append(dict_to_task({
                 "name": task_name(name, stage),
-                "actions": [(stage_action, [resolved.path, resolved.display, stage,
-                                            str(build_dir), str(project.cache_root),
-                                            _expected(resolved, stage), options])],
+                "actions": [(action, [resolved.path, resolved.display, stage, str(build_dir),
+                                      str(project.cache_root), job.expected(resolved, stage),
+                                      options])],
                 "task_dep": [task_name(name, up) for up in upstream(STAGES[stage],
                                                                      resolved.configs)],
                 "uptodate": [_uptodate(project, resolved, stage, options)],
@@ -194,19 +171,30 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     options = replace(options, pinned=any(m.reproducible for m in project.manifests))
     if options.pinned:
         kernels.pin()  # before anything here or in a worker imports torch
-    tasks = _tasks(project, stages, options)
+    if options.scheduler is not None:  # Dask workers compute; doit threads wait for them
+        from edgebuild.pipeline import cluster
+
+        tasks = _tasks(project, stages, options, cluster_action)
+        args = ["run", "--continue", "-n", str(cluster.connect(options.scheduler)), "-P", "thread"]
+    else:
+        tasks = _tasks(project, stages, options, stage_action)
+        args = ["run", "--continue", *_parallel(project, stages, jobs, options)]
     run.plan = [split_task(task.name) for task in tasks]
     loader = _Loader(tasks, Path(":memory:"))  # no dependency file to corrupt or lock
-    args = ["run", "--continue"]
-    jobs = budget.workers(jobs)
-    if jobs > 1:
-        if any("torch" in STAGES[stage].tools for stage in _may_run(project, stages, options)):
-            budget.preload(options.threads)
-        args += ["-n", str(jobs), "-P", "process"]
     code = DoitMain(loader, config_filenames=()).run(args + [t.name for t in tasks])
     if code != 0 and not run.failures:
         run.failures.append(("edgebuild", f"the scheduler stopped with status {code} "
                              "(run with --debug to see why)", "failed"))
+
+
+def _parallel(project: Project, stages: list[str], jobs: int, options: Options) -> list[str]:
+    """doit's options for `-j`: worker processes, torch preloaded when it will be used."""
+    jobs = budget.workers(jobs)
+    if jobs <= 1:
+        return []
+    if any("torch" in STAGES[stage].tools for stage in _may_run(project, stages, options)):
+        budget.preload(options.threads)
+    return ["-n", str(jobs), "-P", "process"]
 
 
 def _may_run(project: Project, stages: list[str], options: Options) -> set[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,9 @@ CONNECT_TIMEOUT_S = 20
 _CLIENT: Any = None  # the distributed.Client of this run (doit threads share it)
 
 
-def connect(address: str) -> int:
-    """Connect to the scheduler; the number of stages to run at once (its worker threads)."""
+def connect(address: str, pinned: bool) -> int:
+    """Connect to the scheduler and prepare its workers; the number of stages to run at
+    once (the workers' threads)."""
     global _CLIENT
     try:
         from distributed import Client
@@ -47,7 +49,42 @@ def connect(address: str) -> int:
     if threads == 0:
         raise UserError(f"the Dask scheduler at {address} has no workers; start some with "
                         f"`dask worker {address}`")
+    _prepare_workers(_CLIENT, pinned)
     return threads
+
+
+THREADS_ENV = "EDGEBUILD_STAGE_THREADS"  # set in each worker process by `_share_cores`
+
+
+def _prepare_workers(client: Any, pinned: bool) -> None:
+    """Give each worker process its share of compute threads — its machine's cores over
+    the Dask threads of all workers there (two single-thread workers on two cores each
+    took both cores for torch and thrashed) — and pin and import torch there now, as `-j`
+    does before it forks: once per worker, not inside the first stage it runs."""
+    from edgebuild.pipeline import budget
+
+    cores: dict[str, int] = client.run(budget.cores)
+    nthreads: dict[str, int] = client.nthreads()
+    hosts: dict[str, int] = {}
+    for address, count in nthreads.items():
+        hosts[_host(address)] = hosts.get(_host(address), 0) + count
+    for address in nthreads:
+        share = max(1, cores.get(address, 1) // hosts[_host(address)])
+        client.run(_warm, share, pinned, workers=[address])
+
+
+def _host(address: str) -> str:
+    return address.rsplit(":", 1)[0]
+
+
+def _warm(threads: int, pinned: bool) -> None:
+    """On a worker: its thread share, the kernel pin, torch and matplotlib imported."""
+    from edgebuild.pipeline import budget, kernels
+
+    os.environ[THREADS_ENV] = str(threads)
+    if pinned:
+        kernels.pin()
+    budget.preload(threads)
 
 
 def realize(manifest_path: str, display: str, stage: str, build_dir: Path, cache_root: Path,
@@ -113,6 +150,8 @@ def work(manifest_path: str, display: str, stage: str, expected: str, options: O
          keys: dict[str, str]) -> job.Result:
     """On a Dask worker: materialize the upstream outputs by key from the remote cache
     in a scratch tree, realize the stage there, push it."""
+    value = os.environ.get(THREADS_ENV, "")
+    options = replace(options, threads=int(value) if value.isdigit() else 1)
     job.prepare(options)
     shared = Sharing(options.remote, push=True)
     root = scratch()

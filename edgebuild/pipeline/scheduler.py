@@ -175,7 +175,7 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
         from edgebuild.pipeline import cluster
 
         tasks = _tasks(project, stages, options, cluster_action)
-        args = ["run", "--continue", "-n", str(cluster.connect(options.scheduler)), "-P", "thread"]
+        args = ["run", "--continue", "-n", str(cluster.connect(options.scheduler, options.pinned)), "-P", "thread"]
     else:
         tasks = _tasks(project, stages, options, stage_action)
         args = ["run", "--continue", *_parallel(project, stages, jobs, options)]

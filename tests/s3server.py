@@ -129,6 +129,9 @@ def _raw_query_signed() -> Iterator[None]:
 def _populate(endpoint: str) -> S3Server:
     import boto3
 
+    _reset(endpoint)  # moto's backends are per process: a server started earlier in this
+    # pytest process (another test module) left its bucket and users behind
+
     session = boto3.session.Session(aws_access_key_id="setup", aws_secret_access_key="setup",
                                     region_name=REGION)
     session.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
@@ -143,6 +146,13 @@ def _user(iam: Any, name: str, policy: dict) -> Keys:
     iam.put_user_policy(UserName=name, PolicyName=f"{name}-s3", PolicyDocument=json.dumps(policy))
     created = iam.create_access_key(UserName=name)["AccessKey"]
     return Keys(created["AccessKeyId"], created["SecretAccessKey"])
+
+
+def _reset(endpoint: str) -> None:
+    with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset",
+                                                       data=b"", method="POST"),
+                                timeout=10) as response:
+        response.read()
 
 
 def _set_auth(endpoint: str, free_requests: float) -> None:

@@ -26,7 +26,7 @@ from edgebuild.pipeline.outcome import Options, StageRecord
 from edgebuild.pipeline.sharing import Sharing
 from edgebuild.pipeline.stages import STAGES, upstream
 
-CONNECT_TIMEOUT_S = 20
+CONNECT_TIMEOUT_S = 10
 _CLIENT: Any = None  # the distributed.Client of this run (doit threads share it)
 
 

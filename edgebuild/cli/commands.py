@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -259,19 +261,27 @@ def _remote_of(args: argparse.Namespace, cwd: Path) -> tuple[Remote, projects.Pr
     return Remote(url), project
 
 
+@contextlib.contextmanager
+def _remote_errors() -> Iterator[None]:
+    """An explicit `cache push|pull|ls` whose remote fails is a user error (exit 2)."""
+    from edgebuild.pipeline.remote import RemoteError
+
+    try:
+        yield
+    except RemoteError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _push(args: argparse.Namespace, cwd: Path) -> int:
     """Upload local entries: those the manifests use (state records, lock), or --all."""
     from edgebuild.pipeline import cache as caches
-    from edgebuild.pipeline.remote import RemoteError
 
     remote, project = _remote_of(args, cwd)
     local = caches.Cache(project.cache_root)
     keep = None if args.all else _referenced(project)
     entries = [e for e in local.entries() if keep is None or e.key in keep]
-    try:
+    with _remote_errors():
         uploaded = sum(remote.push(entry) for entry in entries if not caches.problems(entry))
-    except RemoteError as exc:
-        raise UserError(str(exc)) from None
     _err(f"cache push: {uploaded} entries uploaded, {len(entries) - uploaded} already on "
          f"{remote.url}")
     return EXIT_OK
@@ -281,21 +291,18 @@ def _pull(args: argparse.Namespace, cwd: Path) -> int:
     """Download every entry edgebuild.lock names (then a build restores them locally)."""
     from edgebuild.pipeline import cache as caches
     from edgebuild.pipeline import lock as lockfile
-    from edgebuild.pipeline.remote import RemoteError
 
     remote, project = _remote_of(args, cwd)
     local = caches.Cache(project.cache_root)
     wanted = {(stage, entry["key"]) for stages in lockfile.read(project.lock_path).values()
               for stage, entry in stages.items()}
     counts = {"fetched": 0, "local": 0, "missing": 0}
-    try:
+    with _remote_errors():
         for stage, key in sorted(wanted):
             if local.lookup(stage, key) is not None:
                 counts["local"] += 1
             else:
                 counts["fetched" if remote.fetch(local, stage, key) else "missing"] += 1
-    except RemoteError as exc:
-        raise UserError(str(exc)) from None
     _err(f"cache pull: {counts['fetched']} entries fetched, {counts['local']} already local, "
          f"{counts['missing']} not on {remote.url}")
     return EXIT_OK
@@ -303,14 +310,10 @@ def _pull(args: argparse.Namespace, cwd: Path) -> int:
 
 def _ls(args: argparse.Namespace, cwd: Path) -> int:
     """The remote's entries on stdout; `*` marks those this project's lock or tree uses."""
-    from edgebuild.pipeline.remote import RemoteError
-
     remote, project = _remote_of(args, cwd)
     used = _referenced(project)
-    try:
+    with _remote_errors():
         entries = remote.entries()
-    except RemoteError as exc:
-        raise UserError(str(exc)) from None
     for item in sorted(entries, key=lambda e: (e.stage, e.key)):
         mark = "*" if item.key in used else " "
         print(f"{mark} {item.stage:<12} {item.key[:16]}  {item.files:4d} files "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,9 @@ def test_init_scaffolds_a_project_that_checks_and_builds(tmp_path):
     project.mkdir()
     result = run_cli(["init"], project)
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in project.iterdir()) == [".gitignore", "edgebuild.yaml"]
+    assert sorted(p.name for p in project.iterdir()) == [".git", ".gitignore", "edgebuild.yaml"]
+    staged = subprocess.run(["git", "ls-files"], cwd=project, capture_output=True, text=True)
+    assert staged.stdout.split() == [".gitignore", "edgebuild.yaml"]  # staged, not committed
     ignored = (project / ".gitignore").read_text().split()
     assert "build/" in ignored and "cache/" in ignored
     assert re.search(r"(?m)^name: digits$", (project / "edgebuild.yaml").read_text())
@@ -98,6 +101,17 @@ def test_init_rejects_a_bad_name(tmp_path, name):
     result = run_cli(["init", "--name", name], tmp_path)
     _assert_user_error(result, "--name")
     assert not (tmp_path / "edgebuild.yaml").exists()
+
+
+def test_init_leaves_git_alone_inside_a_work_tree(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert run_cli(["init", "inner"], tmp_path).returncode == 0
+    assert not (tmp_path / "inner" / ".git").exists()  # the outer repository's owner decides
+
+
+def test_init_no_git(tmp_path):
+    assert run_cli(["init", "--no-git"], tmp_path).returncode == 0
+    assert not (tmp_path / ".git").exists() and (tmp_path / "edgebuild.yaml").is_file()
 
 
 def test_init_keeps_an_existing_gitignore(tmp_path):

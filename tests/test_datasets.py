@@ -676,6 +676,17 @@ def test_package_file_not_installed():
     assert "pip install --no-deps edgebuild_no_such_package" in message
 
 
+def test_package_file_hint_names_what_pip_installs(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(DataFileError) as info:
+        resolve(PackageFile(package="sklearn", path="datasets/data/digits.csv.gz"), Path("."))
+    assert "pip install --no-deps scikit-learn`" in str(info.value)
+
+
 def test_package_file_not_installed_through_a_format(tmp_path):
     spec = ts.Spec(format="ts", train=PackageFile(package="edgebuild_no_such_package.sub",
                                                   path="x.ts"))

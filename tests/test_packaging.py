@@ -61,12 +61,14 @@ def test_wheel_install_ships_templates(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
         "build", "cache", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
-        ".pytest_cache"))
+        ".pytest_cache", ".setuptools-build"))
     target = tmp_path / "site"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
                              "--quiet", "--target", str(target), str(source)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+    # setuptools' scratch files stay out of build/, which is edgebuild's (setup.cfg)
+    assert not (source / "build").exists() and (source / ".setuptools-build").is_dir()
     # every module of the checkout is in the wheel and imports there (a subpackage missing
     # from pyproject's package list would otherwise only show when CI installs it)
     import edgebuild

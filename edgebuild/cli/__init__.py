@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("target", metavar="DIR", nargs="?", default=".",
                       help="where (default: here)")  # not `directory`: that is -C
     init.add_argument("--name", default="digits", help="manifest name (default: digits)")
+    init.add_argument("--no-git", dest="git", action="store_false",
+                      help="do not make the directory a git repository (default: git init "
+                      "and stage the files, unless already inside one)")
 
     export = commands.add_parser(
         "export", help="copy the generated model files into your firmware (user files are kept)")

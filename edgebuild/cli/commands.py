@@ -175,7 +175,7 @@ def schema(args: argparse.Namespace, cwd: Path) -> int:
 def init(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.cli import scaffold
 
-    for path in scaffold.init(Path(args.target), args.name):
+    for path in scaffold.init(Path(args.target), args.name, args.git):
         _err(f"wrote {path}")
     _err("next: run `edgebuild` in that directory")
     return EXIT_OK

@@ -34,7 +34,7 @@ target:
 GITIGNORE = "build/\ncache/\n"
 
 
-def init(directory: Path, name: str) -> list[Path]:
+def init(directory: Path, name: str, git: bool = True) -> list[Path]:
     try:
         _identifier(name)
     except ValueError as exc:
@@ -50,4 +50,31 @@ def init(directory: Path, name: str) -> list[Path]:
     if not ignore.exists():
         ignore.write_text(GITIGNORE)
         written.append(ignore)
+    if git:
+        _repository(directory, written)
     return written
+
+
+def _repository(directory: Path, written: list[Path]) -> None:
+    """Make the project a git repository with its files staged, as `cargo new` and
+    `uv init` do: edgebuild.lock is meant to be committed, and reverting an edit
+    (`git checkout edgebuild.yaml`, the quick start's last step) needs the file tracked.
+    Staged, not committed: a commit needs an author identity that is the user's to set.
+    Skipped without git, or inside an existing work tree (its owner decides)."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        return
+    inside = subprocess.run([git, "rev-parse", "--is-inside-work-tree"], cwd=directory,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if inside.returncode == 0:
+        return
+    for command in (["init", "-q"], ["add", "--", *(p.name for p in written)]):
+        result = subprocess.run([git, *command], cwd=directory, capture_output=True,
+                                text=True, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise UserError(f"git {command[0]} in {directory} failed: "
+                            f"{result.stderr.strip() or result.returncode}; run "
+                            "`edgebuild init --no-git` to skip it")

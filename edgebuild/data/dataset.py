@@ -129,16 +129,22 @@ class Format(Protocol[SpecT]):
     def load(self, spec: SpecT, base: Path) -> Raw: ...
 
 
+# import name -> the name pip installs it by, where they differ
+DISTRIBUTIONS = {"sklearn": "scikit-learn"}
+
+
 def resolve(ref: FileRef, base: Path) -> Path:
     """A manifest path is relative to the manifest's folder; a PackageFile to its package."""
     if isinstance(ref, str):
         path = Path(ref).expanduser()
         return path if path.is_absolute() else base / path
-    spec = importlib.util.find_spec(ref.package.split(".")[0])
+    module = ref.package.split(".")[0]
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
         raise DataFileError(f"{ref.package}:{ref.path}",
-                            f"Python package {ref.package!r} is not installed "
-                            f"(install it, e.g. `pip install --no-deps {ref.package}`)")
+                            f"Python package {module!r} is not installed (install it: `pip "
+                            f"install --no-deps {DISTRIBUTIONS.get(module, module)}`; only "
+                            "its data files are read)")
     root = Path(next(iter(spec.submodule_search_locations)))
     return root.joinpath(*ref.package.split(".")[1:], ref.path)
 

@@ -139,9 +139,12 @@ def test_first_build_builds_second_is_uptodate(digits_project):
         again = json.loads(result.stdout)["manifests"]["small"][until]
         assert again["status"] == "uptodate"
         assert (again["key"], again["digest"]) == (first[until]["key"], first[until]["digest"])
-        # a no-op build prints one line per stage and nothing else
-        assert result.stderr.splitlines() == [result.stderr.splitlines()[0]]
-        assert _stage_lines(result.stderr) == [("small", until, "up to date")], result.stderr
+        # a no-op build prints its summary table: a header and one line per manifest
+        lines = result.stderr.splitlines()
+        assert len(lines) == 2 and lines[0].split()[:2] == ["manifest", "stages"], lines
+        assert re.match(r"small\s+up to date\s+\d+\.\ds", lines[1]), lines
+        verbose = run_cli(["build", "-v", "--until", until], digits_project)
+        assert _stage_lines(verbose.stderr) == [("small", until, "up to date")], verbose.stderr
 
 
 def test_revert_restores_from_cache(digits_project):

@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     _paths(build)
     build.add_argument("--until", choices=STAGE_NAMES, help="stop after this stage")
     build.add_argument("-j", "--jobs", type=int, default=1, help="parallel stages (processes)")
+    build.add_argument("-v", "--verbose", action="store_true",
+                       help="a line for every stage, also those up to date")
     build.add_argument("--json", action="store_true",
                        help="print one JSON object with every stage's outcome on stdout")
     build.add_argument("--locked", action="store_true",
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # bare `edgebuild`: build the project here
         args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
                                   locked=False, relock=False, cache_dir=None,
-                                  remote=None, scheduler=None)
+                                  remote=None, scheduler=None, verbose=False)
         args.command = "build"
     try:
         os.chdir(args.directory)

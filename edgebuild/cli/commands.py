@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.cli import summary
 from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
 from edgebuild.pipeline import project as projects
 from edgebuild.pipeline import settings
@@ -47,7 +48,8 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     # the lock's digests are promises on every build; --relock accepts new bytes instead
     options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
                                provenance=record, remote=shared.remote,
-                               scheduler=shared.scheduler, debug=args.debug)
+                               scheduler=shared.scheduler, verbose=args.verbose,
+                               debug=args.debug)
     run = pipeline.answer(root / "build", cache_root, files, args.until, options)
     project = None
     if run is None or not (args.locked or _lock_holds(previous, record, run, root, files)):
@@ -55,10 +57,11 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
         run = pipeline.run(project, args.until, args.jobs, options)
     if args.json:
         print(json.dumps(_json(run), indent=1))
+    if not run.failures and project is not None and not args.locked:
+        _write_lock(project, run, previous, record, files)
+    sys.stderr.write(summary.table(run, root / "build"))  # last: the build's one-look answer
     if run.failures:
         return EXIT_USER_ERROR if run.user_error_only else EXIT_STAGE_FAILED
-    if project is not None and not args.locked:
-        _write_lock(project, run, previous, record, files)
     return EXIT_OK
 
 

@@ -36,6 +36,8 @@ class Options:
     scheduler: str | None = None  # a Dask scheduler's address (pipeline.cluster)
     pinned: bool = True  # pin torch's kernels (pipeline.kernels): some manifest is reproducible
     threads: int = 1  # torch/BLAS threads per stage process (the CPU budget)
+    verbose: bool = False  # a line for every stage, also those up to date
+    prefix: bool = False  # stage processes run side by side (-j): prefix their log lines
     debug: bool = False  # tracebacks instead of one-line internal errors
 
 

@@ -32,7 +32,7 @@ def answer(build_root: Path, cache_root: Path, files: list[Path], until: str | N
     if current is None:
         return None
     result = Run()
-    report(current, result)
+    report(current, result, options.verbose)
     return result
 
 
@@ -43,14 +43,15 @@ def _stages(until: str | None) -> list[str]:
 def run(project: Project, until: str | None = None, jobs: int = 1,
         options: Options | None = None) -> Run:
     """Build every stage (up to `until`) of every manifest in the project."""
-    options = replace(options or Options(), threads=budget.threads_per_stage(jobs))
+    options = replace(options or Options(), threads=budget.threads_per_stage(jobs),
+                      prefix=budget.workers(jobs) > 1)
     stages = _stages(until)
     _writable(project.build_root)
     result = Run()
     with claimed([(project.build_dir(m.name), m) for m in project.manifests]):
         current = uptodate.noop(project, stages, options)
         if current is not None:
-            report(current, result)
+            report(current, result, options.verbose)
             index.update(project, options)
             return result
         if not caches.Cache(project.cache_root).writable:
@@ -69,16 +70,19 @@ def run(project: Project, until: str | None = None, jobs: int = 1,
     return result
 
 
-def report(current: dict[str, dict[str, StageRecord]], result: Run) -> None:
-    """Record and print up-to-date stages as the scheduler's reporter would."""
+def report(current: dict[str, dict[str, StageRecord]], result: Run,
+           verbose: bool = False) -> None:
+    """Record up-to-date stages; with `verbose`, print them as the scheduler's reporter
+    would (else the build's summary table says it, one line per manifest)."""
     lines = []
     for manifest, records in current.items():
         for stage, record in records.items():
             result.record(manifest, stage, record)
             result.plan.append((manifest, stage))
             lines.append(status_line(task_name(manifest, stage), record))
-    sys.stderr.write("".join(lines))
-    sys.stderr.flush()
+    if verbose:
+        sys.stderr.write("".join(lines))
+        sys.stderr.flush()
 
 
 def _writable(build_root: Path) -> None:

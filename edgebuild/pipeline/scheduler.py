@@ -22,7 +22,7 @@ from doit.exceptions import BaseFail, TaskFailed, UnmetDependency
 from doit.reporter import ConsoleReporter
 from doit.task import Task, dict_to_task
 
-from edgebuild.pipeline import budget, builder, job, kernels, uptodate
+from edgebuild.pipeline import budget, builder, console, job, kernels, uptodate
 from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
 from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved
@@ -49,7 +49,10 @@ def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
             checked, stage, Path(build_dir), Path(cache_root),
             job.promise(options, checked.manifest.name, stage), Sharing.of(options)))
 
-    return _returned(job.attempt(stage, options.debug, body))
+    if not options.prefix:
+        return _returned(job.attempt(stage, options.debug, body))
+    with console.prefixed(task_name(Path(build_dir).name, stage)):
+        return _returned(job.attempt(stage, options.debug, body))
 
 
 def cluster_action(manifest_path: str, display: str, stage: str, build_dir: str,
@@ -120,6 +123,8 @@ class _Loader(TaskLoader2):
 class StageReporter(ConsoleReporter):
     """One line per stage on stderr: stdout is reserved for `--json`."""
 
+    verbose = False  # set from Options by `execute` (doit builds the reporter itself)
+
     def __init__(self, outstream: TextIO, options: Mapping[str, object]) -> None:
         super().__init__(sys.stderr, options)
 
@@ -127,8 +132,9 @@ class StageReporter(ConsoleReporter):
         pass
 
     def skip_uptodate(self, task: Task) -> None:
-        manifest, stage = split_task(task.name)
-        self.outstream.write(status_line(task.name, _RUN.outcomes[manifest][stage]))
+        if self.verbose:  # else the summary table counts them
+            manifest, stage = split_task(task.name)
+            self.outstream.write(status_line(task.name, _RUN.outcomes[manifest][stage]))
 
     def add_success(self, task: Task) -> None:
         _RUN.record(*split_task(task.name), task.values)
@@ -169,6 +175,7 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     # the pin is per process (torch reads it once): pinned when any manifest is
     # reproducible, so opted-out manifests built beside them are merely slower
     options = replace(options, pinned=any(m.reproducible for m in project.manifests))
+    StageReporter.verbose = options.verbose
     if options.pinned:
         kernels.pin()  # before anything here or in a worker imports torch
     if options.scheduler is not None:  # Dask workers compute; doit threads wait for them

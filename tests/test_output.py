@@ -1,0 +1,87 @@
+"""What a build prints: stage lines prefixed with their manifest and stage under -j, the
+summary table every build ends with, one line per manifest for a no-op (-v: per stage)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import NPZ_MANIFEST, run_cli, write
+
+from edgebuild.pipeline.console import Prefixed
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("two")
+    rng = np.random.default_rng(0)
+    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
+             y=np.arange(60) % 3)
+    for seed, name in enumerate(("one", "two"), start=1):  # other seeds: other trainings
+        write(root / "manifests" / f"{name}.yaml",
+              NPZ_MANIFEST.replace("name: tiny", f"name: {name}").replace("seed: 1", f"seed: {seed}")
+              .replace("path: data.npz", "path: ../data.npz"))
+    return root
+
+
+def _table(stderr: str) -> dict[str, list[str]]:
+    lines = stderr.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("manifest  "))
+    header = re.split(r"\s{2,}", lines[start].strip())
+    assert header == ["manifest", "stages", "time", "float", "int8", "RAM / budget",
+                      "flash / budget", "M4 insn", "KAT"]
+    return {line.split()[0]: re.split(r"\s{2,}", line.strip()) for line in lines[start + 1:]}
+
+
+@pytest.mark.slow
+def test_a_build_ends_with_the_summary_and_j_prefixes_stage_lines(two):
+    result = run_cli(["build", "-j", "2"], two)
+    assert result.returncode == 0, result.stderr
+    # the stages' own lines carry their stage: two manifests' QAT logs are told apart
+    qat = [line for line in result.stderr.splitlines() if "qat epoch" in line]
+    assert qat and all(re.match(r"\[(one|two)\.qat\] qat epoch", line) for line in qat), qat
+    assert {line[1:4] for line in qat} == {"one", "two"}
+    table = _table(result.stderr)
+    assert set(table) == {"one", "two"}
+    row = table["one"]
+    assert row[1] in ("10 built", "10 restored") or re.fullmatch(r"\d+ \w+(, \d+ \w+)*", row[1])
+    assert re.fullmatch(r"\d+\.\d%", row[3]) and re.fullmatch(r"\d+\.\d%", row[4])
+    assert row[5].endswith("/ 128.0 KiB") and row[6].endswith("/ 512.0 KiB")
+    assert row[8] == "pass"
+
+    noop = run_cli(["build"], two)
+    assert noop.returncode == 0, noop.stderr
+    lines = noop.stderr.splitlines()
+    assert len(lines) == 3 and {line.split()[0] for line in lines[1:]} == {"one", "two"}
+    assert all("up to date" in line for line in lines[1:]), lines
+    verbose = run_cli(["build", "-v"], two)
+    assert len([line for line in verbose.stderr.splitlines() if "up to date" in line]) == 22
+
+
+def test_a_failed_build_s_table_names_the_failed_stage(two, tmp_path):
+    import json
+    import shutil
+
+    root = tmp_path / "p"
+    shutil.copytree(two, root, ignore=shutil.ignore_patterns("build", "cache"))
+    assert run_cli(["build", "--until", "data"], root).returncode == 0
+    lock = json.loads((root / "edgebuild.lock").read_text())
+    lock["manifests"]["one"]["data"]["digest"] = "f" * 64  # a promise the output breaks
+    (root / "edgebuild.lock").write_text(json.dumps(lock))
+    result = run_cli(["build", "--until", "data"], root)
+    assert result.returncode == 1, result.stderr
+    table = _table(result.stderr)
+    assert table["one"][1] == "FAILED at data" and table["two"][1] == "up to date", table
+
+
+def test_prefixed_lines():
+    import io
+
+    out = io.StringIO()
+    stream = Prefixed(out, "[m.s] ")
+    stream.write("a\nb")
+    stream.write("c\n\nd\n")
+    assert out.getvalue() == "[m.s] a\n[m.s] bc\n[m.s] \n[m.s] d\n"
+    assert stream.isatty() is False

@@ -298,7 +298,7 @@ def _verify_inputs(stage: str, material: KeyMaterial, build_dir: Path, checked: 
     an upstream output or a data file that changed meanwhile means the key does not name
     the bytes read — nothing is published."""
     for name, digest in material["upstream"].items():
-        if caches.digest_of(caches.manifest_of(build_dir / name)) != digest:
+        if caches.digest_of(outputs.tracked(build_dir / name)) != digest:
             raise StageFailed(f"stage {stage}: its input {build_dir / name} changed while it "
                               "ran (another process wrote it?); nothing was published; "
                               "build again")

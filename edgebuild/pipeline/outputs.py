@@ -26,6 +26,7 @@ from edgebuild.pipeline.cache import (
     write_atomic,
 )
 from edgebuild.pipeline.flock import FileLock
+from edgebuild.pipeline.stage import SCRATCH
 
 FileStat: TypeAlias = list[int | str]  # [size, mtime_ns, sha256], a JSON list
 
@@ -90,6 +91,8 @@ def _listing(directory: str, prefix: str) -> list[str]:
     except OSError:
         return found
     for entry in entries:
+        if entry.name == SCRATCH and entry.is_dir(follow_symlinks=False):
+            continue  # the user's `make` products (pipeline.stage.SCRATCH)
         if entry.is_dir(follow_symlinks=False):
             found += _listing(entry.path, f"{prefix}{entry.name}/")
         elif entry.is_file():
@@ -110,6 +113,13 @@ def _unchanged(root: str, files: dict[str, FileStat]) -> bool:
     return True
 
 
+def tracked(directory: Path) -> dict[str, str]:
+    """`{relative path: sha256}` of a materialized stage's files, its scratch left out:
+    what its cache entry holds (cache.manifest_of hashes everything)."""
+    root = os.fspath(directory)
+    return {name: sha256_file(directory / name) for name in sorted(_listing(root, ""))}
+
+
 def current(build_dir: Path, stage: str, key: str) -> State | None:
     state = read_state(build_dir, stage)
     if state is None or state.key != key or not intact(build_dir, stage, state):
@@ -125,6 +135,7 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
     trash = build_dir / f".old-{stage}-{uuid.uuid4().hex[:8]}"
     state_path(build_dir, stage).unlink(missing_ok=True)
     if dest.exists():
+        _keep_scratch(dest, temp)
         os.replace(dest, trash)
     os.replace(temp, dest)
     remove_tree(trash)
@@ -144,6 +155,18 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
         {"key": state.key, "digest": state.digest, "material": state.material,
          "files": state.files, "exports": exported}, indent=1, sort_keys=True))
     return state
+
+
+def _keep_scratch(old: Path, new: Path) -> None:
+    """Move the user's build products (SCRATCH dirs) from the old copy of a stage into the
+    new one, where their parent directory still exists: restoring never loses them."""
+    if not old.is_dir():
+        return
+    for found in sorted(old.rglob(SCRATCH)):
+        target = new / found.relative_to(old)
+        if found.is_dir() and not found.is_symlink() and target.parent.is_dir() \
+                and not target.exists():
+            os.replace(found, target)
 
 
 def _stat(path: Path, digest: str) -> FileStat:

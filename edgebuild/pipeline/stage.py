@@ -13,6 +13,16 @@ from edgebuild.core.jsontypes import JSONObject
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.pipeline.validation import Checked
 
+# A directory of this name anywhere in a stage's output belongs to the user: the generated
+# Makefiles put what `make` builds there. It is not part of the artifact — not tracked,
+# hashed, copied into later stages nor lost when the stage is restored.
+SCRATCH = "build"
+
+
+def scratch(directory: str, names: list[str]) -> set[str]:
+    """`shutil.copytree`'s `ignore`: leave the user's build products behind."""
+    return {SCRATCH} & set(names)
+
 
 @dataclass(frozen=True)
 class Context:

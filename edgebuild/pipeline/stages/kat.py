@@ -1,6 +1,6 @@
 """Stage `kat`: build the generated C project and prove it computes the integer reference.
 
-Host: every test sample goes through the C code (`cnn_kat --batch`) and is compared with
+Host: every test sample goes through the C code (`build/cnn_kat --batch`) and is compared with
 the integer reference, element by element. Cortex-M4: the firmware runs its built-in KAT
 under `qemu-system-arm -M mps2-an386`; one inference is bracketed by two marker symbols
 and its instructions are counted exactly by a TCG plugin (QEMU has no cycle model).
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.katresult import FirmwareRun, HostCheck, KatResult, ReferenceRun, Skipped
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.pipeline.stage import Context, Stage, scratch
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Callable
@@ -60,9 +60,9 @@ def host(work: Path, x_test: NDArray[np.integer[Any]], reference: NDArray[np.int
     import numpy as np
 
     _run(["make", "-s", "cnn_kat"], work, "host build")
-    _run(["./cnn_kat"], work, "host known-answer test")
+    _run(["build/cnn_kat"], work, "host known-answer test")
     (work / "inputs.bin").write_bytes(np.ascontiguousarray(x_test, dtype=np.int8).tobytes())
-    _run(["./cnn_kat", "--batch", "inputs.bin", "outputs.bin"], work, "host batch run",
+    _run(["build/cnn_kat", "--batch", "inputs.bin", "outputs.bin"], work, "host batch run",
          RUN_TIMEOUT_S)
     raw = np.frombuffer((work / "outputs.bin").read_bytes(), dtype="<i4")
     outputs = raw.reshape(len(x_test), -1).astype(np.int64)
@@ -85,13 +85,13 @@ def cortex_m4(work: Path, macs: int, weight_bytes: int, log: Callable[[str], Non
         return Skipped(reason)
     plugin = toolchain.build_plugin(work)
     _run(["make", "-s", "m4"], work, "Cortex-M4 build")
-    elf = work / "cnn_kat_m4.elf"
+    elf = work / "build" / "cnn_kat_m4.elf"
     instructions = _qemu_kat(tools, elf, plugin, "Cortex-M4")
     sizes = toolchain.elf_size(tools, elf)
     reference = None
     if "m4-ref:" in (work / "Makefile").read_text():
         _run(["make", "-s", "m4-ref"], work, "Cortex-M4 reference-kernel build")
-        counted = _qemu_kat(tools, work / "cnn_kat_m4_ref.elf", plugin,
+        counted = _qemu_kat(tools, work / "build" / "cnn_kat_m4_ref.elf", plugin,
                             "Cortex-M4 (reference kernels)")
         reference = ReferenceRun(counted, _per_mac(counted, macs))
     return FirmwareRun(sizes["text"], sizes["data"], sizes["bss"], instructions,
@@ -131,7 +131,7 @@ def run(ctx: Context) -> None:
     macs = Graph.load(ctx.inputs["validate"]).macs
     with tempfile.TemporaryDirectory(prefix="edgebuild-kat-") as temp:
         work = Path(temp) / "c"
-        shutil.copytree(ctx.inputs["codegen"], work)
+        shutil.copytree(ctx.inputs["codegen"], work, ignore=scratch)
         for path in work.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         c_vs_reference, outputs = host(work, x, reference.reshape(len(reference), -1))

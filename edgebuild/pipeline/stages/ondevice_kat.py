@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.katresult import Skipped
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.pipeline.stage import Context, Stage, scratch
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
 from edgebuild.pipeline.trainingkat import LossComparison, TrainingKat, TrainingRun
 
@@ -111,7 +111,7 @@ def host(work: Path, layout: Layout, steps: int) -> HostRun:
 
     train = work / "train"
     _run(["make", "-s", "train_kat"], train, "training code host build")
-    result = _run(["./train_kat", "--save", "updated.wof", "--grads", "grads.bin"], train,
+    result = _run(["build/train_kat", "--save", "updated.wof", "--grads", "grads.bin"], train,
                   "training known-answer test", RUN_TIMEOUT_S)
     values = losses(result.stdout, steps, "host")
     raw = np.frombuffer((train / "grads.bin").read_bytes(), dtype="<f4")
@@ -140,7 +140,7 @@ def cortex_m4(work: Path, torch_losses: Sequence[float], log: Callable[[str], No
     plugin = toolchain.build_plugin(work)
     train = work / "train"
     _run(["make", "-s", "m4"], train, "training code Cortex-M4 build")
-    elf = train / "train_kat_m4.elf"
+    elf = train / "build" / "train_kat_m4.elf"
     start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
     stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
     run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
@@ -167,8 +167,8 @@ def run(ctx: Context) -> None:
     layout = FileLayout.load(ctx.inputs["ondevice"]).layout()
     with tempfile.TemporaryDirectory(prefix="edgebuild-ondevice-") as temp:
         work = Path(temp) / "c"
-        shutil.copytree(ctx.inputs["codegen"], work)
-        shutil.copytree(ctx.inputs["ondevice"] / "train", work / "train")
+        shutil.copytree(ctx.inputs["codegen"], work, ignore=scratch)
+        shutil.copytree(ctx.inputs["ondevice"] / "train", work / "train", ignore=scratch)
         for path in work.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         c = host(work, layout, len(trace.losses))

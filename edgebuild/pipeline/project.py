@@ -64,14 +64,24 @@ def locate(paths: list[str], cwd: Path) -> tuple[Path, list[Path]]:
         if path.is_dir():
             found = manifest_files(path)
             if not found:
-                raise UserError(Diagnostic(raw, "no edgebuild.yaml or manifests/*.yaml here; "
-                                                "create one with `edgebuild init`"))
+                raise UserError(Diagnostic(raw, _nothing_here(path)))
             files += found
         elif path.is_file():
             files.append(path)
         else:
             raise UserError(Diagnostic(raw, "no such manifest file or project directory"))
     return project_root(files[0]), files
+
+
+def _nothing_here(directory: Path) -> str:
+    """Where manifests go, and the ones lying elsewhere in `directory` if any."""
+    stray = sorted(p.name for p in directory.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
+    if stray:
+        shown = ", ".join(stray[:5]) + (", ..." if len(stray) > 5 else "")
+        return (f"no edgebuild.yaml or manifests/*.yaml here, but {shown}: a project's "
+                "manifests go in manifests/ (or name the project's one edgebuild.yaml); "
+                f"or build one as it is with `edgebuild build {stray[0]}`")
+    return "no edgebuild.yaml or manifests/*.yaml here; create one with `edgebuild init`"
 
 
 def where(paths: list[str], cwd: Path, cache_dir: str | None = None

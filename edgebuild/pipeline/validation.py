@@ -23,7 +23,7 @@ from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, framed_shape
-from edgebuild.manifest import Manifest
+from edgebuild.manifest import Manifest, wording
 from edgebuild.model import graph as graphs
 from edgebuild.ops.operator import LayerBase
 
@@ -128,7 +128,10 @@ def parse(document: yamlsource.Document) -> Manifest:
 
 def _schema_diagnostics(document: yamlsource.Document, exc: ValidationError) -> list[Diagnostic]:
     grouped: dict[yamlsource.Loc, list[str]] = {}
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors:
+        if _echo(error, errors):
+            continue
         loc = _data_loc(document.data, error["loc"])
         grouped.setdefault(loc, [])
         message = _message(error)
@@ -136,6 +139,14 @@ def _schema_diagnostics(document: yamlsource.Document, exc: ValidationError) -> 
             grouped[loc].append(message)
     return [document.diagnostic(loc, " or ".join(messages))
             for loc, messages in sorted(grouped.items(), key=lambda kv: document.locate(kv[0]))]
+
+
+def _echo(error: ErrorDetails, errors: list[ErrorDetails]) -> bool:
+    """A list's "too short after validation" only repeats that some item was invalid:
+    the item's own error says which and why."""
+    loc = error["loc"]
+    return "after validation" in error["msg"] and any(
+        other["loc"][:len(loc)] == loc and len(other["loc"]) > len(loc) for other in errors)
 
 
 def _data_loc(data: Any, loc: tuple[int | str, ...]) -> yamlsource.Loc:
@@ -166,7 +177,7 @@ def _message(error: ErrorDetails) -> str:
         ctx = error.get("ctx", {})
         return f"unknown {ctx.get('discriminator', 'tag')} {ctx.get('tag')!r}; allowed: " \
                f"{ctx.get('expected_tags')}"
-    return text
+    return wording.phrase(kind, text, error.get("ctx"), error.get("input"))
 
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
@@ -174,9 +185,25 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     allowed = _allowed_keys(loc[:-1])
     hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     text = f"unknown key {key!r}"
+    homes = [] if hint else _homes(key, loc[:-1])
     if hint:
         text += f"; did you mean {hint[0]!r}?"
+    elif homes:
+        text += f" here; it belongs in {' or '.join(homes)}"
     return text + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+
+
+def _homes(key: str, here: tuple[int | str, ...]) -> list[str]:
+    """The sections that do have `key`, for a key at the top or in a section (a
+    misplaced `train.weight_bits` -> `qat.weight_bits`)."""
+    if len(here) > 1:
+        return []
+    homes = []
+    for section, field in Manifest.model_fields.items():
+        model = _as_model(field.annotation)
+        if model is not None and key in model.model_fields and (section,) != tuple(here):
+            homes.append(f"{field.alias or section}.{key}")
+    return homes
 
 
 def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:

@@ -123,12 +123,21 @@ def _epoch(net: torch.nn.Module, data: Split, opt: torch.optim.Optimizer, batch:
     return float(total) / len(order), int(correct) / len(order)
 
 
+FEW_VALIDATION = 30  # validation samples below which picking an epoch is picking noise
+
+
 def fit(net: torch.nn.Module, data: dict[str, Split], *, epochs: int, batch: int,
         opt: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LRScheduler, seed: int,
         label: str, log: Callable[[str], None]) -> History:
     """Train, keeping the best epoch by validation accuracy (then lower validation loss)."""
     history = History()
     best_key = (-1.0, math.inf)
+    held_out = len(data["val"].y)
+    if 0 < held_out < FEW_VALIDATION:
+        log(f"warning: the validation split holds {held_out} samples (one is "
+            f"{100 / held_out:.0f}% of val_acc): too few to pick the best epoch, which is "
+            "then picked on noise. With little data, set dataset.split: {val: 0} (epochs "
+            "are then compared on the training data) or hold out a larger fraction")
     for epoch in range(1, epochs + 1):
         generator = torch.Generator().manual_seed(seed * 100003 + epoch)
         train_loss, train_acc = _epoch(net, data["train"], opt, batch, generator,
@@ -139,8 +148,9 @@ def fit(net: torch.nn.Module, data: dict[str, Split], *, epochs: int, batch: int
         row = {"epoch": epoch, "lr": opt.param_groups[0]["lr"], "train_loss": train_loss,
                "train_acc": train_acc, "val_loss": val_loss, "val_acc": val_acc}
         history.epochs.append(row)
+        measured = "val" if held_out else "fit"  # no validation split: on training data
         log(f"{label} epoch {epoch:>3}/{epochs}  loss {train_loss:.4f}  acc {train_acc:.3f}  "
-            f"val_loss {val_loss:.4f}  val_acc {val_acc:.3f}")
+            f"{measured}_loss {val_loss:.4f}  {measured}_acc {val_acc:.3f}")
         if (val_acc, -val_loss) > (best_key[0], -best_key[1]):
             best_key = (val_acc, val_loss)
             history.best_epoch = epoch

@@ -64,13 +64,30 @@ def leaves(config: object, prefix: str = "") -> dict[str, str]:
 
 
 def file_names(paths: list[str], root: Path) -> list[str]:
-    """Data files as the lock names them: relative to the project (clones differ in
-    where they live), absolute when outside it (a system dataset)."""
+    """Data files as the lock names them, the same on every machine: edgebuild's own
+    files as `edgebuild:templates/...`, a package's as `package:sklearn/...`, the
+    project's relative to it (clones differ in where they live), others absolute."""
+    places = _places()
     names = []
     for path in paths:
-        relative = os.path.relpath(path, root)
-        names.append(path if relative.startswith("..") else Path(relative).as_posix())
+        for prefix, place in places:
+            relative = os.path.relpath(path, place)
+            if not relative.startswith(".."):
+                names.append(f"{prefix}{Path(relative).as_posix()}")
+                break
+        else:
+            relative = os.path.relpath(path, root)
+            names.append(path if relative.startswith("..") else Path(relative).as_posix())
     return names
+
+
+def _places() -> list[tuple[str, str]]:
+    import site
+
+    from edgebuild.core.resources import templates_dir
+
+    return [("edgebuild:templates/", str(templates_dir())),
+            *(("package:", place) for place in site.getsitepackages())]
 
 
 def of_material(material: KeyMaterial, files: list[str], root: Path) -> tuple[Inputs, Environment]:

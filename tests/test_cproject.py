@@ -102,15 +102,13 @@ def test_export_refuses_to_overwrite_foreign_files(built, tmp_path):
     ("512B", "256KiB", "target.memory.l2", "needs at least"),
     ("64KiB", "1KiB", "target.memory.flash", "need"),
 ])
-def test_budgets_are_checked_before_compiling(built, tmp_path, l2, flash, field, message):
-    root = tmp_path / "p"
-    shutil.copytree(built / "cache", root / "cache")  # training restored, not rerun
-    make(root, l2=l2, flash=flash)
+def test_budgets_are_checked_before_training(tmp_path, l2, flash, field, message):
+    root = make(tmp_path / "p", l2=l2, flash=flash)
     result = run_cli(["build"], root)
     assert result.returncode == 2, result.stderr
-    assert field in result.stderr and message in result.stderr and "budget is" in result.stderr
+    assert field in result.stderr and message in result.stderr and "is too small" in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (root / "build" / "tiny" / "codegen").exists()
+    assert not (root / "build" / "tiny" / "train").exists()  # `check` found it (memory/budget.py)
 
 
 def test_failing_compiler_is_shown_and_keeps_the_good_project(built, tmp_path):

@@ -80,10 +80,22 @@ def size(placements: list[Placement]) -> int:
     return max((p.offset + aligned(p.tensor.bytes) for p in placements), default=0)
 
 
+def live(tensors: list[Tensor], step: int) -> list[Tensor]:
+    """The tensors live at `step` (written at or before it, read at or after it)."""
+    return [t for t in tensors if t.first <= step <= t.last]
+
+
+def peak(tensors: list[Tensor]) -> int | None:
+    """The (first) step at which the most bytes are live; None without tensors."""
+    steps = sorted({s for t in tensors for s in range(t.first, t.last + 1)})
+    return max(steps, key=lambda s: sum(aligned(t.bytes) for t in live(tensors, s)),
+               default=None)
+
+
 def lower_bound(tensors: list[Tensor]) -> int:
-    steps = {s for t in tensors for s in range(t.first, t.last + 1)}
-    return max((sum(aligned(t.bytes) for t in tensors if t.first <= s <= t.last)
-                for s in steps), default=0)
+    """The bytes live at the peak step: no placement can use fewer."""
+    step = peak(tensors)
+    return 0 if step is None else sum(aligned(t.bytes) for t in live(tensors, step))
 
 
 def conflicts(placements: list[Placement]) -> list[tuple[str, str]]:

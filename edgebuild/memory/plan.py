@@ -250,10 +250,10 @@ def make_plan(input_shape: Shape, layers: Sequence[Layer], weight_bytes: int) ->
 
 @dataclass(frozen=True)
 class TooSmall:
-    """A layer whose smallest tile does not fit the L1 budget."""
+    """A layer that fits the L1 budget neither whole nor in its smallest tile."""
 
     layer: str
-    smallest_l1: int
+    smallest_l1: int  # the smallest budget it runs in (tiling.minimum_l1)
 
 
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
@@ -275,7 +275,7 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
             lower += tiling.lower_bound(window)  # what any tiling of it moves at least
             tile = tiling.choose(layer.name, window, l1, double_buffer)
             if tile is None:
-                problems.append(TooSmall(layer.name, tiling.smallest_l1(window, double_buffer)))
+                problems.append(TooSmall(layer.name, tiling.minimum_l1(window, double_buffer)))
                 continue
             chosen[key] = TileChoice.of(tile)
             tiles.append(tile)

@@ -100,16 +100,23 @@ def needed_rows(w: Window) -> int:
     return len(needed)
 
 
+def slot_parts(w: Window, rows: int, channels: int) -> dict[str, int]:
+    """The regions of one tile slot in L1 bytes (eb_tiling.h layout; each 4-byte aligned):
+    input rows, weights, bias, output (a pool has no weights or bias)."""
+    if not w.weights:
+        return {"input": _a4(channels * input_rows(w, rows) * w.in_w),
+                "output": _a4(channels * rows * w.out_w)}
+    cin = tile_inputs(w, channels)
+    return {"input": _a4(cin * input_rows(w, rows) *
+                         (w.in_w + (0 if w.transposed else 2 * w.pad_w))),
+            "weights": _a4(channels * in_per_group(w) * w.k_h * w.k_w),
+            "bias": 4 * channels if w.bias else 0,
+            "output": _a4(channels * rows * w.out_w * (4 if w.wide else 1))}
+
+
 def slot_bytes(w: Window, rows: int, channels: int) -> int:
     """L1 bytes of one tile slot (eb_tiling.h layout; every region 4-byte aligned)."""
-    if not w.weights:
-        return _a4(channels * input_rows(w, rows) * w.in_w) + _a4(channels * rows * w.out_w)
-    cin = tile_inputs(w, channels)
-    data = _a4(cin * input_rows(w, rows) * (w.in_w + (0 if w.transposed else 2 * w.pad_w)))
-    weight = _a4(channels * in_per_group(w) * w.k_h * w.k_w)
-    bias = 4 * channels if w.bias else 0
-    out = _a4(channels * rows * w.out_w * (4 if w.wide else 1))
-    return data + weight + bias + out
+    return sum(slot_parts(w, rows, channels).values())
 
 
 def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, int, int]:
@@ -143,9 +150,17 @@ def output_bytes(w: Window) -> int:
     return w.out_c * w.out_h * w.out_w * (4 if w.wide else 1)
 
 
+def whole_parts(w: Window) -> dict[str, int]:
+    """The untiled layer's working set (everything resident at once): input, weights, bias,
+    output."""
+    bias = 4 * w.out_c if w.weights and w.bias else 0
+    return {"input": w.in_c * w.in_h * w.in_w, "weights": weight_bytes(w) - bias,
+            "bias": bias, "output": output_bytes(w)}
+
+
 def whole(w: Window) -> int:
     """Working set of the untiled layer (everything resident at once)."""
-    return w.in_c * w.in_h * w.in_w + weight_bytes(w) + output_bytes(w)
+    return sum(whole_parts(w).values())
 
 
 def lower_bound(w: Window) -> int:
@@ -156,10 +171,13 @@ def lower_bound(w: Window) -> int:
 
 
 def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
-    """The untiled layer if it fits, else the fitting tile moving the fewest bytes."""
+    """The untiled layer if it fits, else the fitting tile moving the fewest bytes; None
+    exactly when `l1` is below `minimum_l1` (what `edgebuild check` reports)."""
     if whole(w) <= l1:
         _, moved_in, out = traffic(w, w.out_h, w.out_c)
         return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
+    if smallest_l1(w, double_buffer) > l1:
+        return None
     slots = 2 if double_buffer else 1
     best = None
     for channels in range(step(w), w.out_c + 1, step(w)):
@@ -176,4 +194,12 @@ def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
 
 
 def smallest_l1(w: Window, double_buffer: bool) -> int:
+    """L1 of the smallest tile (one output row, the fewest channels), in every slot."""
     return (2 if double_buffer else 1) * slot_bytes(w, 1, step(w))
+
+
+def minimum_l1(w: Window, double_buffer: bool) -> int:
+    """The smallest L1 budget `choose` finds a tile in (None below it): the untiled layer's
+    working set or the smallest tile's slots, whichever is smaller — a small layer can run
+    whole in less than two slots of its smallest tile."""
+    return min(whole(w), smallest_l1(w, double_buffer))

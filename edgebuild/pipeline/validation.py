@@ -2,8 +2,11 @@
 
 Three passes, each reporting `FILE:LINE:COL: field.path: message`: the YAML itself
 (syntax, duplicate keys, alias bombs), the schema (pydantic: unknown keys with a
-"did you mean", types, ranges), then cross-field rules (layer wiring and shapes, the
-dataset's sample shape and class count against the model).
+"did you mean", types, ranges), then cross-field rules: layer wiring and shapes first (the
+rest needs them), then all at once the QAT overrides, the dataset's sample shape and class
+count against the model, imported weights, the known answer, the device's rules, on-device
+training and the memory budgets (every `target.memory` size the plan stage will need,
+known from the architecture before any training: memory.budget).
 """
 
 from __future__ import annotations
@@ -47,16 +50,23 @@ def load(path: Path, display: str | None = None) -> Checked:
     document = yamlsource.load(path, display)
     manifest = parse(document)
     graph = _graph(document, manifest)
-    _overrides(document, manifest)
     base = Path(path).parent
-    probe = _dataset(document, manifest, base, graph) if manifest.dataset is not None else None
-    _sources(document, manifest, base, graph)
+    problems = _overrides(document, manifest)
+    probe = None
+    if manifest.dataset is not None:
+        probe, found = _dataset(document, manifest, base, graph)
+        problems += found
+    problems += _sources(document, manifest, base, graph)
+    if problems:
+        raise UserError(problems)
     return Checked(Path(path), document, manifest, graph, probe)
 
 
 def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
-             graph: graphs.Graph) -> None:
-    """Imported weights, the known answer and the target device's rules, all at once."""
+             graph: graphs.Graph) -> list[Diagnostic]:
+    """Imported weights, the known answer, the target device's rules, on-device training
+    and the memory budgets."""
+    from edgebuild.memory import budget
     from edgebuild.model import folding, imported, knownanswer, policy
     from edgebuild.ondevice import trainable as ondevice
     from edgebuild.targets import numbers
@@ -94,8 +104,8 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
                  for path, message in ondevice.problems(manifest, layers)]
     if manifest.ondevice is not None and manifest.ondevice.weights is not None and not problems:
         problems += _wof(document, manifest, base, layers)
-    if problems:
-        raise UserError(problems)
+    return problems + [document.diagnostic(path, message)
+                       for path, message in budget.problems(manifest, layers)]
 
 
 def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,
@@ -272,16 +282,14 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
     return graph
 
 
-def _overrides(document: yamlsource.Document, manifest: Manifest) -> None:
+def _overrides(document: yamlsource.Document, manifest: Manifest) -> list[Diagnostic]:
     from edgebuild.ops import OPS
 
     ops = "/".join(op.name for op in OPS.values() if op.computes)
     compute = {layer.name for layer in manifest.model.layers if OPS[layer.op].computes}
-    problems = [document.diagnostic(("qat", "overrides", name), (
+    return [document.diagnostic(("qat", "overrides", name), (
         f"override names no {ops} layer; layers with weights: "
         f"{', '.join(sorted(compute))}")) for name in manifest.qat.overrides if name not in compute]
-    if problems:
-        raise UserError(problems)
 
 
 def _sample_mismatch(shape: tuple[int, ...], expected: tuple[int, ...], manifest: Manifest) -> str:
@@ -303,17 +311,19 @@ def _sample_mismatch(shape: tuple[int, ...], expected: tuple[int, ...], manifest
 
 
 def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
-             graph: graphs.Graph) -> Probe:
+             graph: graphs.Graph) -> tuple[Probe | None, list[Diagnostic]]:
+    """(the dataset's probe, its problems: unreadable, or samples or classes that do not fit
+    the model)."""
     spec = manifest.dataset
     assert spec is not None  # called for a manifest with a dataset only
     try:
         probe = FORMATS[spec.format].probe(spec, base)
     except DataFileError as exc:
-        raise UserError(document.diagnostic(("dataset",), str(exc))) from None
+        return None, [document.diagnostic(("dataset",), str(exc))]
     try:
         shape = framed_shape(probe.sample_shape, spec.frames)
     except DataFileError as exc:
-        raise UserError(document.diagnostic(("dataset", "frames"), str(exc))) from None
+        return None, [document.diagnostic(("dataset", "frames"), str(exc))]
     problems = []
     expected = graphs.sample_shape(manifest.model.input, manifest.model.layers)
     if shape != expected:
@@ -323,6 +333,4 @@ def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
     if outputs != probe.classes:
         problems.append(document.diagnostic(("model", "layers", len(graph.nodes) - 1), (
             f"the last layer has {outputs} outputs but the dataset has {probe.classes} classes")))
-    if problems:
-        raise UserError(problems)
-    return probe
+    return probe, problems

@@ -1,7 +1,8 @@
 """Stage `plan`: where every tensor lives — the static activation arena, the L1 tiles and
-the budgets (edgebuild/memory/plan.py computes the plan). The weights and the arena are
-checked against `target.memory` (flash and l2) here, before any compiler runs; on a MAX7800x
-target the accelerator placement and the vendor's network description are written too.
+the budgets (edgebuild/memory/plan.py computes the plan). `target.memory` (l1, l2, flash) is
+checked by the functions `edgebuild check` uses before any training (memory/budget.py), so
+a budget check passed is one plan meets; on a MAX7800x target the accelerator placement and
+the vendor's network description are written too.
 """
 
 from __future__ import annotations
@@ -32,16 +33,12 @@ def run(ctx: Context) -> None:
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
-    plan = plans.make_plan(manifest.model.input, layers, _weight_bytes(ctx))
-    _check_budgets(ctx, plan)
     memory, tiling = manifest.target.memory, manifest.target.tiling
-    plan, problems = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
-                                      tiling.double_buffer)
-    if problems:
-        raise UserError([ctx.checked.document.diagnostic(("target", "memory", "l1"), (
-            f"layer {p.layer!r} needs at least {p.smallest_l1} bytes of L1 even in its smallest "
-            f"tile (one output row, fewest channels{', double buffered' if tiling.double_buffer else ''}), "
-            f"budget is {memory.l1}")) for p in problems])
+    plan = plans.make_plan(manifest.model.input, layers, _weight_bytes(ctx))
+    _check_budgets(ctx, layers, plan)
+    plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
+                                       tiling.double_buffer)
+    assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
     _accelerator(ctx, layers)
     ctx.log(f"plan: arena {plan.arena_bytes} bytes (lower bound "
@@ -81,22 +78,20 @@ def _weight_bytes(ctx: Context) -> int:
     return sum(int(a.nbytes) for a in arrays.load(ctx.inputs["quantize"] / "weights.npz").values())
 
 
-def _check_budgets(ctx: Context, plan: MemoryPlan) -> None:
-    memory = ctx.checked.manifest.target.memory
-    document = ctx.checked.document
-    problems = []
-    ram = plan.arena_bytes + plan.state_bytes
-    if ram > memory.l2:
-        state = f" plus {plan.state_bytes} bytes of buffer state" if plan.state_bytes else ""
-        problems.append(document.diagnostic(("target", "memory", "l2"), (
-            f"the activation arena needs at least {plan.arena_bytes} bytes of L2{state}, "
-            f"budget is {memory.l2}")))
-    if plan.weight_bytes > memory.flash:
-        problems.append(document.diagnostic(("target", "memory", "flash"), (
-            f"the weights alone need {plan.weight_bytes} bytes of flash, budget is "
-            f"{memory.flash}")))
+def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan) -> None:
+    """`target.memory` against what the plan needs, by the functions `edgebuild check` uses
+    before any training (memory.budget): it has reported these already."""
+    from edgebuild.memory import budget
+
+    manifest = ctx.checked.manifest
+    needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer)
+    if needs.flash_bytes != plan.weight_bytes:  # check weighed other weights than these
+        raise AssertionError(f"weights.npz holds {plan.weight_bytes} bytes, the layers' stored "
+                             f"weights (memory.budget) {needs.flash_bytes}")
+    problems = budget.shortfalls(needs, manifest.target.memory)
     if problems:
-        raise UserError(problems)
+        raise UserError([ctx.checked.document.diagnostic(path, message)
+                         for path, message in problems])
 
 
 STAGE = Stage("plan", ("validate", "quantize"), config, run,

@@ -1,0 +1,224 @@
+"""What a model needs of each memory budget (`target.memory`), from its architecture alone.
+
+None of it depends on trained values: activations are int8 (int32 for a wide output), and
+the quantize stage stores each weight in one byte whatever its bit width (1..8) and each
+bias in four (weights.npz, which the plan stage counts against flash). So `edgebuild check`
+tells before any training whether the `plan` stage will fit each budget, asking the
+planner's own functions: the arena as memory.plan places it plus the buffer state kept
+outside it, against `l2`; each tiled pass's `tiling.minimum_l1` (the budget below which
+`tiling.choose` finds no tile), against `l1`; the stored weights and biases, against
+`flash`. The plan stage reports its budget errors through `shortfalls` too: a budget equal
+to a need reported here passes both, one byte less fails both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from edgebuild.core.geometry import Shape
+from edgebuild.memory import arena, tiling
+from edgebuild.memory.plan import MemoryPlan, make_plan
+from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import ComputeLayer, Weights
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer, Manifest, Memory
+
+WEIGHT_ITEM = 1  # bytes per stored weight: an int8 holding a 1..8-bit value
+BIAS_ITEM = 4  # bytes per stored bias: an int32 in accumulator units
+
+Problem = tuple[tuple[str, ...], str]  # (manifest path, message)
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """A compute layer's stored weights and bias in bytes (its arrays in weights.npz)."""
+
+    layer: str
+    weights: int
+    bias: int
+
+    @property
+    def bytes(self) -> int:
+        return self.weights + self.bias
+
+
+@dataclass(frozen=True)
+class PassL1:
+    """The smallest L1 budget a tiled pass of a layer runs in, and what fills it then."""
+
+    layer: str
+    key: str  # "tile"; "pool_tile": a convolution's fused input pooling
+    bytes: int
+    tiled: bool  # False: it runs whole, in less than the slots of its smallest tile
+    slots: int
+    channels: int  # output channels of the smallest tile
+    parts: dict[str, int]  # one slot's regions, or the whole working set
+    linear: bool = False  # a linear layer: its tiles are spans of output features
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {size}" for name, size in self.parts.items() if size)
+        if not self.tiled:
+            return f"it runs whole: {parts}; any tile needs more"
+        plural = "s" if self.channels > 1 else ""
+        tile = f"{self.channels} output feature{plural}" if self.linear else \
+            f"1 output row x {self.channels} channel{plural}"
+        slot = sum(self.parts.values())
+        slots = f"double buffered: 2 x {slot} bytes" if self.slots == 2 else f"{slot} bytes"
+        return f"its smallest tile: {tile}, {slots}: {parts}"
+
+
+@dataclass(frozen=True)
+class Ram:
+    """The activation arena as the plan places it, and the state kept outside it."""
+
+    arena_bytes: int
+    lower_bound: int
+    state: tuple[tuple[str, int], ...]  # (layer, bytes) kept across inferences
+    peak_layer: str  # the layer that runs when the most bytes are live
+    live: tuple[tuple[str, int], ...]  # (tensor, aligned bytes) live then
+
+    @property
+    def bytes(self) -> int:
+        return self.arena_bytes + sum(size for _, size in self.state)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """Per budget, what the model needs and which layers need it."""
+
+    l1: tuple[PassL1, ...]
+    ram: Ram
+    flash: tuple[LayerWeights, ...]
+
+    @property
+    def flash_bytes(self) -> int:
+        return sum(w.bytes for w in self.flash)
+
+
+def _nodes(input_shape: Shape, layers: Sequence[Layer]) -> dict[str, graphs.Node]:
+    graph, _ = graphs.build(tuple(input_shape), tuple(layers))
+    assert graph is not None  # deployed layers of a checked manifest
+    return {node.name: node for node in graph.nodes}
+
+
+def layer_weights(input_shape: Shape, layers: Sequence[Layer]) -> tuple[LayerWeights, ...]:
+    """The stored bytes of every compute layer of the deployed (folded) `layers`: its op's
+    weight layout in int8, a bias (given, or from a folded batchnorm) in int32."""
+    nodes = _nodes(input_shape, layers)
+    found = []
+    for layer in layers:
+        facet = OPS[layer.op].weights
+        if not OPS[layer.op].computes or not isinstance(facet, Weights):
+            continue
+        compute = cast(ComputeLayer, layer)  # a compute op's record has ComputeLayer's fields
+        shape = facet.shape(layer, tuple(nodes[layer.name].in_shapes[0]))
+        found.append(LayerWeights(layer.name, math.prod(shape) * WEIGHT_ITEM,
+                                  compute.out * BIAS_ITEM if compute.bias else 0))
+    return tuple(found)
+
+
+def l1_passes(input_shape: Shape, layers: Sequence[Layer],
+              double_buffer: bool) -> tuple[PassL1, ...]:
+    """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1."""
+    nodes = _nodes(input_shape, layers)
+    found = []
+    for layer in layers:
+        node = nodes[layer.name]
+        for key, w in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+            need = tiling.minimum_l1(w, double_buffer)
+            tiled = need < tiling.whole(w)
+            found.append(PassL1(
+                layer.name, key, need, tiled, 2 if double_buffer else 1, tiling.step(w),
+                tiling.slot_parts(w, 1, tiling.step(w)) if tiled else tiling.whole_parts(w),
+                w.linear))
+    return tuple(found)
+
+
+def ram(plan: MemoryPlan) -> Ram:
+    """The plan's arena and state, with the step where the most bytes are live."""
+    tensors = [arena.Tensor(t.name, t.bytes, t.first, t.last) for t in plan.tensors]
+    step = arena.peak(tensors)
+    live = () if step is None else tuple(
+        (t.name, arena.aligned(t.bytes)) for t in arena.live(tensors, step))
+    layers = {s.step: s.layer for s in plan.steps}  # step 0 writes the model input
+    return Ram(plan.arena_bytes, plan.arena_lower_bound,
+               tuple((s.layer, s.state_bytes) for s in plan.steps if s.state_bytes),
+               "input" if step is None else layers.get(step, "input"), live)
+
+
+def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
+          double_buffer: bool) -> Needs:
+    """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need."""
+    return Needs(l1_passes(input_shape, layers, double_buffer), ram(plan),
+                 layer_weights(input_shape, layers))
+
+
+def problems(manifest: Manifest, layers: Sequence[Layer]) -> list[Problem]:
+    """Every `target.memory` budget the deployed `layers` cannot meet (edgebuild check):
+    the plan stage's arena on the same layers, weighed as the plan stage weighs it."""
+    shape = tuple(manifest.model.input)
+    stored = sum(w.bytes for w in layer_weights(shape, layers))
+    found = needs(shape, layers, make_plan(shape, layers, stored),
+                  manifest.target.tiling.double_buffer)
+    return shortfalls(found, manifest.target.memory)
+
+
+def shortfalls(found: Needs, memory: Memory) -> list[Problem]:
+    """(path, message) for each budget below its need: given, needed, and by which layer."""
+    out: list[Problem] = []
+    if any(p.bytes > memory.l1 for p in found.l1):
+        out.append((("target", "memory", "l1"), _l1(found.l1, _given(memory, "l1"), memory.l1)))
+    if found.ram.bytes > memory.l2:
+        out.append((("target", "memory", "l2"), _ram(found.ram, _given(memory, "l2"))))
+    if found.flash_bytes > memory.flash:
+        out.append((("target", "memory", "flash"), _flash(found.flash, _given(memory, "flash"))))
+    return out
+
+
+def _given(memory: Memory, name: str) -> str:
+    default = "" if name in memory.model_fields_set else " (the default)"
+    return f"{getattr(memory, name)} B{default}"
+
+
+def _l1(passes: Sequence[PassL1], given: str, budget: int) -> str:
+    """The pass needing the most names the minimum; other layers that do not fit follow."""
+    worst = max(passes, key=lambda p: p.bytes)  # the first of the largest
+    what = f"layer {worst.layer}" + (" (its fused input pooling)" if worst.key == "pool_tile"
+                                     else "")
+    others: dict[str, int] = {}
+    for p in passes:
+        if p.bytes > budget and p.layer != worst.layer:
+            others[p.layer] = max(p.bytes, others.get(p.layer, 0))
+    also = "; other layers over the budget: " + ", ".join(
+        f"{name} {size}" for name, size in others.items()) + " bytes" if others else ""
+    return (f"{given} is too small: {what} needs at least {worst.bytes} bytes "
+            f"({worst.describe()}){also}")
+
+
+def _ram(need: Ram, given: str) -> str:
+    live = ", ".join(f"{name} {size}" for name, size in need.live)
+    detail = f"at layer {need.peak_layer} these tensors are live together: {live} bytes"
+    if need.arena_bytes > need.lower_bound:
+        detail += (f"; the arena as placed takes {need.arena_bytes} bytes "
+                   f"(lower bound {need.lower_bound})")
+    if need.state:
+        state = ", ".join(f"{layer} {size}" for layer, size in need.state) + " bytes"
+        return (f"{given} is too small: the activation arena with its buffer state needs at "
+                f"least {need.bytes} bytes (an arena of {need.arena_bytes} bytes: {detail}; "
+                f"state kept across inferences: {state})")
+    return (f"{given} is too small: the activation arena needs at least {need.bytes} bytes "
+            f"({detail})")
+
+
+def _flash(weights: Sequence[LayerWeights], given: str) -> str:
+    ranked = sorted(weights, key=lambda w: -w.bytes)
+    listed = ", ".join(f"{w.layer} {w.bytes}" for w in ranked[:3]) + " bytes"
+    more = f" and {len(ranked) - 3} more layers" if len(ranked) > 3 else ""
+    total = sum(w.bytes for w in weights)
+    return (f"{given} is too small: storing the weights needs at least {total} bytes "
+            f"({listed}{more}: one byte per weight, four per bias; code needs flash besides)")

@@ -34,7 +34,7 @@ from edgebuild.ondevice.memory import TrainingMemory
 from edgebuild.ondevice.schedule import Schedule
 from edgebuild.ondevice.wof import FileLayout
 from edgebuild.pipeline import contracts
-from edgebuild.pipeline.katresult import KatResult
+from edgebuild.pipeline.katresult import KatResult, Skipped
 from edgebuild.pipeline.report import Report
 from edgebuild.pipeline.stages import STAGES
 from edgebuild.pipeline.trainingkat import TrainingKat
@@ -172,6 +172,33 @@ def test_a_file_that_is_not_json_is_a_stage_failure(tmp_path):
         contracts.check("data", {"data.json": "data.v1"}, tmp_path)
 
 
+def _kat(firmware: dict) -> dict:
+    return {"c_vs_reference": {"samples": 4, "mismatches": 0, "first_mismatches": []},
+            "cortex_m4": {"text": 900, "data": 8, "bss": 64, "instructions": 1730123,
+                          "insn_per_mac": 1.5, "code_bytes": 400, "kat": "pass",
+                          "reference_instructions": 8995006, "reference_insn_per_mac": 7.8,
+                          **firmware}, "vectors": "integer reference"}
+
+
+def test_each_instruction_count_names_its_kernels():
+    """kat.json says which kernels `instructions` counts; the summary (the stage's log line)
+    labels both counts. A kat.json written before `kernels` existed still loads."""
+    for kernels, summary in [
+            ("optimized", "1,730,123 instructions (optimized kernels; reference kernels: "
+                          "8,995,006 instructions)"),
+            ("reference", "1,730,123 instructions (reference kernels)")]:
+        document = _kat({"kernels": kernels})
+        assert contracts.violation(document, "kat.v1") is None
+        result = KatResult.from_json(document)
+        assert result.to_json() == document and result.cortex_m4.summary() == summary
+    older = _kat({})
+    assert contracts.violation(older, "kat.v1") is None
+    assert KatResult.from_json(older).to_json() == older
+    assert "(kernels not recorded; reference kernels" in KatResult.from_json(
+        older).cortex_m4.summary()
+    assert contracts.violation(_kat({"kernels": "fast"}), "kat.v1") is not None
+
+
 def test_a_declared_artifact_without_a_schema_is_a_stage_failure(tmp_path):
     (tmp_path / "data.json").write_text(json.dumps(_data_info()))
     with pytest.raises(StageFailed, match="data.json: no schema data.v9"):
@@ -270,6 +297,8 @@ def test_the_report_is_assembled_from_the_upstream_records(digits_build):
     assert report.quantization.layers == Quantization.load(built / "quantize").layers
     assert report.metrics.memory.totals == MemoryPlan.load(built / "plan").memory
     assert report.metrics.cortex_m4 == KatResult.load(built / "kat").cortex_m4
+    if not isinstance(report.metrics.cortex_m4, Skipped):  # digits: a cortex-m4 target
+        assert report.metrics.cortex_m4.kernels == "optimized"
     assert report.float_training.epochs == Metrics.load(built / "train").epochs
     assert report.confusion.matrix == Evaluation.load(built / "evaluate").confusion
     assert report.accelerator is None and report.metrics.ondevice is None

@@ -55,9 +55,44 @@ def test_kat_covers_every_test_sample(built):
     if shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm"):
         assert m4["kat"] == "pass" and m4["instructions"] > 0 and m4["insn_per_mac"] > 0
         assert m4["text"] > metrics["memory"]["weight_bytes"] and m4["code_bytes"] > 0
+        # a cortex-m4 target: the count is the optimized kernels', the second the reference
+        assert m4["kernels"] == "optimized" and m4["reference_instructions"] > m4["instructions"]
+        html = (built / "build" / "tiny" / "report.html").read_text()
+        assert f"<td>optimized (this firmware)</td><td>{m4['instructions']:,}</td>" in html
+        assert f"<td>reference</td><td>{m4['reference_instructions']:,}</td>" in html
     else:
         assert "skipped" in m4
     assert metrics["memory"]["arena_bytes"] <= 1.05 * metrics["memory"]["arena_lower_bound"]
+
+
+def test_the_header_turns_raw_test_samples_into_the_kat_inputs(built, tmp_path):
+    """cnn.h's conversion (digits: minmax, one offset and scale) turns the raw test samples,
+    as the data stage read and split them, into the known-answer vectors' inputs and into
+    every test input of data.npz, bit for bit, on the host and the Cortex-M4 (QEMU)."""
+    import numpy as np
+    import yaml
+    from test_header import run_check
+
+    from edgebuild.data import FORMATS
+    from edgebuild.manifest import Manifest
+    from edgebuild.pipeline.stages import data as data_stage
+
+    manifest = Manifest.model_validate(yaml.safe_load(MANIFEST.format(l2="64KiB",
+                                                                      flash="256KiB")))
+    spec = manifest.dataset
+    raw = FORMATS[spec.format].load(spec, built / "manifests")
+    rng = np.random.default_rng(manifest.seed)  # the data stage's split, step by step
+    splits = data_stage._limit(data_stage._split(raw, spec.split, rng), spec.limit, rng)
+    with np.load(built / "build" / "tiny" / "data" / "data.npz") as arrays:
+        expected = arrays["x_test"]
+    project = tmp_path / "c"
+    shutil.copytree(built / "build" / "tiny" / "codegen", project)
+    for path in project.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    header = (project / "model" / "cnn.h").read_text()
+    assert "TINY_CNN_NUM_CLASSES 10" in header and '    "9",\n};' in header
+    lines = run_check(project, "tiny", splits["test"][0], expected, kat=True)
+    assert lines == ["raw -> int8: 0 mismatches in 150 samples"] * len(lines)
 
 
 def test_two_clean_builds_give_identical_c_projects(built, tmp_path):

@@ -63,6 +63,10 @@ def test_report_contract(project):
     assert all("saturated_pct" in row and "shift" in row for row in report["quantization"]["layers"])
     html = (project / "build" / "small" / "report.html").read_text()
     assert "<img" in html and "int_accuracy" in html
+    m4 = metrics["cortex_m4"]
+    if "skipped" not in m4:  # a host target: its firmware has the reference kernels only
+        assert m4["kernels"] == "reference"
+        assert f"<td>reference (this firmware)</td><td>{m4['instructions']:,}</td>" in html
 
 
 def test_editing_qat_keeps_training(project):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from edgebuild.codegen import project as codegen
+from edgebuild.codegen.header import InputFormat
 from edgebuild.manifest import Manifest
 from edgebuild.memory.plan import make_plan
 from edgebuild.model import folding, quantized
@@ -46,7 +47,8 @@ def tiny_spec() -> codegen.ProjectSpec:
     return codegen.ProjectSpec(
         name="tiny", model=model, plan=make_plan((2, 5, 5), layers, 1000),
         kat_inputs=x, kat_expected=quantized.run_reference(model, x),
-        flash_bytes=65536, ram_bytes=16384, device="cortex-m4")
+        flash_bytes=65536, ram_bytes=16384, device="cortex-m4",
+        inputs=InputFormat("standard", (0.1, -2.5), (3.0, 1e-05), ("up", "down \"?\"", "é")))
 
 
 def test_rendered_c_matches_golden_files(request):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from edgebuild.codegen import project as codegen
+from edgebuild.codegen.header import InputFormat
 from edgebuild.manifest import Manifest
 from edgebuild.memory.plan import make_plan, tile_steps
 from edgebuild.model import folding, quantized
@@ -40,6 +41,13 @@ MODELS = {
 }
 
 
+# Each header also carries its input normalization (per channel, or one pair) and labels.
+INPUTS = {
+    "alpha": InputFormat("standard", (0.5, -1.25), (2.0, 0.3), ("a", "b", "c", "d")),
+    "beta": InputFormat("minmax", (8.0,), (8.0,), ("zero", "one \"1\"", "two?")),
+}
+
+
 def spec(name: str, seed: int = 3, models: dict | None = None) -> codegen.ProjectSpec:
     device, l1, layers = (models or MODELS)[name]
     manifest = Manifest.model_validate({"name": name, "dataset": {"format": "sklearn-digits"},
@@ -60,7 +68,8 @@ def spec(name: str, seed: int = 3, models: dict | None = None) -> codegen.Projec
     x = rng.integers(-128, 128, (3, 2, 6, 6)).astype(np.int8)
     return codegen.ProjectSpec(name=name, model=model, plan=plan, kat_inputs=x,
                                kat_expected=quantized.run_reference(model, x).reshape(3, -1),
-                               flash_bytes=1 << 20, ram_bytes=1 << 20, device=device)
+                               flash_bytes=1 << 20, ram_bytes=1 << 20, device=device,
+                               inputs=INPUTS.get(name))
 
 
 def write(files: dict[str, str], root: Path) -> None:

@@ -714,7 +714,7 @@ class TrainProgram:
         return self.dir / "train" / "train_model.c"
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["./train_kat", *args], cwd=self.dir / "train",
+        return subprocess.run(["build/train_kat", *args], cwd=self.dir / "train",
                               capture_output=True, text=True, timeout=120)
 
     def gradients(self) -> dict[str, np.ndarray]:

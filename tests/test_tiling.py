@@ -272,7 +272,7 @@ def compile_and_run(spec: codegen.ProjectSpec, root: Path) -> None:
     build = subprocess.run(["make", "-s", "cnn_kat", "CFLAGS=-std=c99 -O1 -Wall -Wextra -Werror"],
                            cwd=root, capture_output=True, text=True, timeout=120)
     assert build.returncode == 0, build.stderr
-    run = subprocess.run(["./cnn_kat"], cwd=root, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(["build/cnn_kat"], cwd=root, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

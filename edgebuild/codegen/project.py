@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from edgebuild.codegen.header import InputFormat
+from edgebuild.codegen.header import context as header_context
 from edgebuild.core.resources import templates_dir
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
@@ -62,6 +64,7 @@ class ProjectSpec:
     flash_bytes: int
     ram_bytes: int
     device: str
+    inputs: InputFormat | None = None  # normalization and class names (no dataset: None)
 
 
 def environment() -> jinja2.Environment:
@@ -215,6 +218,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
+    input_size = math.prod(spec.model.input_shape)
     root = templates_dir()
     kernels = {kernel: (root / "kernels" / kernel).read_text() for kernel in (*headers, *sources)}
     context = {
@@ -222,7 +226,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "kernel_symbols": global_symbols(list(kernels.values())), "config_guard": "EB_CONFIG_H",
         "left_out": [path for path in OPTIONAL_PATHS if path not in steps.paths] if optimized
         else [],
-        "input_size": math.prod(spec.model.input_shape),
+        "input_size": input_size, **header_context(spec.inputs, input_size, outputs),
         "frames": graphs.frames(spec.model.layers),
         "states": [{"symbol": state_symbol(step.layer), "bytes": step.state_bytes,
                     "layer": step.layer} for step in spec.plan.steps if step.state_bytes],

@@ -3,6 +3,12 @@ the generated C against the integer reference on the host, sample by sample, and
 Cortex-M4 firmware under QEMU — its sizes and the instructions of one inference — or why
 that part was skipped (no ARM toolchain).
 
+Instruction counts depend on the kernels compiled in: a `cortex-m4` target's project has
+the optimized (dual-MAC) kernels, any other target's only the portable reference loops.
+`kernels` names the firmware's; the second count (`reference_instructions`) is always the
+same firmware built with the reference kernels, so a host-target build counts the
+reference kernels twice.
+
 `Skipped` is also the Cortex-M4 part of the training known-answer test (trainingkat).
 """
 
@@ -12,6 +18,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+OPTIMIZED, REFERENCE = "optimized", "reference"  # the kernels a firmware counts with
 
 
 @dataclass(frozen=True)
@@ -62,12 +70,16 @@ class FirmwareRun:
     code_bytes: int  # text without the weights
     kat: str  # "pass" (a failure fails the stage)
     reference: ReferenceRun | None = None
+    kernels: str | None = None  # OPTIMIZED or REFERENCE: what `instructions` counts (older
+    # kat.json files do not say)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text, "data": self.data, "bss": self.bss,
                                "instructions": self.instructions,
                                "insn_per_mac": self.insn_per_mac, "code_bytes": self.code_bytes,
                                "kat": self.kat}
+        if self.kernels is not None:
+            out["kernels"] = self.kernels
         if self.reference is not None:
             out["reference_instructions"] = self.reference.instructions
             out["reference_insn_per_mac"] = self.reference.insn_per_mac
@@ -79,7 +91,21 @@ class FirmwareRun:
                                  data["reference_insn_per_mac"]) \
             if "reference_instructions" in data else None
         return cls(data["text"], data["data"], data["bss"], data["instructions"],
-                   data["insn_per_mac"], data["code_bytes"], data["kat"], reference)
+                   data["insn_per_mac"], data["code_bytes"], data["kat"], reference,
+                   data.get("kernels"))
+
+    def summary(self) -> str:
+        """The instruction counts, each with its kernels: `260,322 instructions (optimized
+        kernels; reference kernels: 2,821,233 instructions)`."""
+        kernels = "kernels not recorded" if self.kernels is None else f"{self.kernels} kernels"
+        text = f"{_instructions(self.instructions)} ({kernels}"
+        if self.reference is not None and self.kernels != REFERENCE:
+            text += f"; reference kernels: {_instructions(self.reference.instructions)}"
+        return text + ")"
+
+
+def _instructions(count: int | None) -> str:
+    return "instructions not counted" if count is None else f"{count:,} instructions"
 
 
 def cortex_m4_from_json(data: dict[str, Any]) -> FirmwareRun | Skipped:

@@ -1,7 +1,8 @@
 """Stage `codegen`: the C project (static kernels + rendered glue + KAT vectors).
 
 The KAT vectors are the first test samples and the integer reference's outputs for them
-(never the float model's). See edgebuild/codegen.py for the renderer.
+(never the float model's); cnn.h also carries the data stage's input normalization and
+class names. See edgebuild/codegen/ for the renderer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads jinja2 or numpy
+    from edgebuild.codegen.header import InputFormat
     from edgebuild.codegen.project import ProjectSpec
     from edgebuild.core.jsontypes import JSONObject
     from edgebuild.pipeline.validation import Checked
@@ -46,7 +48,19 @@ def spec_for(ctx: Context) -> ProjectSpec:
         kat_inputs=kat_inputs, kat_expected=kat_expected,
         flash_bytes=manifest.target.memory.flash,
         ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too
-        device=manifest.target.device.value)
+        device=manifest.target.device.value, inputs=input_format(ctx))
+
+
+def input_format(ctx: Context) -> InputFormat | None:
+    """The data stage's normalization and class names, for cnn.h (no dataset: None)."""
+    from edgebuild.codegen.header import InputFormat
+    from edgebuild.data.info import DataInfo
+
+    if "data" not in ctx.inputs:
+        return None
+    info = DataInfo.load(ctx.inputs["data"])
+    return InputFormat(info.normalize.method, info.normalize.offset, info.normalize.scale,
+                       info.classes)
 
 
 def run(ctx: Context) -> None:

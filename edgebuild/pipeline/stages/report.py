@@ -184,6 +184,29 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _firmware_html(report: dict[str, Any]) -> str:
+    """The Cortex-M4 firmware's instructions per inference, each count with its kernels
+    (the optimized kernels of a cortex-m4 target, else the reference ones; see
+    pipeline/katresult.py)."""
+    m4 = report["metrics"]["cortex_m4"]
+    if "skipped" in m4:
+        return f"<h2>Cortex-M4 (QEMU)</h2><p>skipped: {html.escape(m4['skipped'])}</p>"
+    kernels = m4.get("kernels")
+    rows = [{"kernels": f"{kernels or 'not recorded'} (this firmware)",
+             "instructions": _count(m4["instructions"]), "per MAC": m4["insn_per_mac"]}]
+    if "reference_instructions" in m4 and kernels != "reference":
+        rows.append({"kernels": "reference", "instructions": _count(m4["reference_instructions"]),
+                     "per MAC": m4["reference_insn_per_mac"]})
+    table = _table(rows, ["kernels", "instructions", "per MAC"])
+    return (f"<h2>Cortex-M4 (QEMU): instructions of one inference</h2>{table}"
+            f"<p>text {m4['text']:,} B (code {m4['code_bytes']:,} B), data {m4['data']:,} B, "
+            f"bss {m4['bss']:,} B; known-answer test: {html.escape(m4['kat'])}</p>")
+
+
+def _count(instructions: int | None) -> str:
+    return "not counted" if instructions is None else f"{instructions:,}"
+
+
 def _accelerator_html(report: dict[str, Any]) -> str:
     acc = report.get("accelerator")
     if not acc:
@@ -237,6 +260,7 @@ def render_html(report: dict[str, Any], images: dict[str, Path]) -> str:
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#eee}}</style></head>
 <body><h1>{name}</h1>
 <h2>Metrics</h2>{metrics}
+{_firmware_html(report)}
 <h2>Layers</h2>{layers}
 <h2>Memory: L1 tiles and traffic</h2>{tiles}
 <h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}

@@ -5,6 +5,8 @@
  * tiny_cnn_run(), tiny_cnn_unload(). No dynamic allocation; one static arena of
  * TINY_CNN_ARENA_BYTES bytes; weights are const (flash). Every global symbol and macro
  * carries the model's name, so several models link into one firmware.
+ * tiny_cnn_quantize_input() turns raw input values into the int8 input as edgebuild did.
+ * tiny_cnn_labels[] names the class each output value scores.
  */
 #ifndef TINY_CNN_H
 #define TINY_CNN_H
@@ -35,6 +37,65 @@ void tiny_cnn_unload(tiny_cnn_output_t *output);
  * from the arena. */
 void tiny_cnn_run_steps(int layers);
 const int8_t *tiny_cnn_arena(void);
+
+/* Output value i scores class tiny_cnn_labels[i] (the dataset's class names, in order):
+ * the predicted class is the index of the largest output value. */
+#define TINY_CNN_NUM_CLASSES 3
+static const char *const tiny_cnn_labels[TINY_CNN_NUM_CLASSES] = {
+    "up",
+    "down \"\?\"",
+    "\303\251",
+};
+
+/* Raw input -> int8 input, exactly as edgebuild made the training, test and known-answer
+ * inputs. The training split's statistics (standard, an offset and a scale per channel)
+ * normalize a raw value x of group g: x' = (x - offset[g]) / scale[g]; then
+ * q = floor(128.0 * x' + 0.5) (round half up), saturated to [-128, 127], is the
+ * Q7 input value (q means q/128). Computed in double, in edgebuild's order: q equals
+ * edgebuild's own int8 input bit for bit. (A Cortex-M4F has no double-precision FPU: the
+ * double operations run in software.) */
+#define TINY_CNN_INPUT_GROUPS 2  /* offset/scale pairs: channels, or 1 for all */
+#define TINY_CNN_INPUT_GROUP_SIZE 25  /* consecutive input values per group (channels first) */
+
+static const double tiny_cnn_input_offset[TINY_CNN_INPUT_GROUPS] = {
+    0.1,
+    -2.5,
+};
+static const double tiny_cnn_input_scale[TINY_CNN_INPUT_GROUPS] = {
+    3.0,
+    1e-05,
+};
+
+/* One raw value of group `group` (0 .. TINY_CNN_INPUT_GROUPS - 1) as an int8 input value
+ * (NaN gives -128). */
+static inline int8_t tiny_cnn_quantize_value(double raw, int group)
+{
+    const double normalized = (raw - tiny_cnn_input_offset[group]) / tiny_cnn_input_scale[group];
+    const double x = 128.0 * normalized + 0.5;
+    long q;
+    if (!(x >= -128.0)) {  /* below the range, or NaN */
+        return (int8_t)(-128);
+    }
+    if (x >= 127.0) {
+        return (int8_t)127;
+    }
+    q = (long)x;  /* toward zero, */
+    if ((double)q > x) {
+        q -= 1;  /* then down: floor(x) */
+    }
+    return (int8_t)q;
+}
+
+/* One inference's input for tiny_cnn_load_input(): TINY_CNN_INPUT_SIZE raw values, channels
+ * first ([2, 5, 5]). A float holds what a sensor gives; for raw values that only a double
+ * holds exactly, call tiny_cnn_quantize_value() per value. */
+static inline void tiny_cnn_quantize_input(const float *raw, int8_t *input)
+{
+    int i;
+    for (i = 0; i < TINY_CNN_INPUT_SIZE; ++i) {
+        input[i] = tiny_cnn_quantize_value((double)raw[i], i / TINY_CNN_INPUT_GROUP_SIZE);
+    }
+}
 
 #ifdef __cplusplus
 }

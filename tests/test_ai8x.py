@@ -511,13 +511,9 @@ def test_real_description_imports(tmp_path, name):
     if out_channels is not None:
         assert graph.output.out_shape[0] == out_channels
     with_dataset(result.manifest)
-    if name not in PLACEMENT_PENDING:
-        validation.load(result.manifest)
-        return
-    try:
-        validation.load(result.manifest)
-    except UserError as exc:  # only placement problems, never the model itself
-        assert all(d.field.startswith("placement.") for d in exc.diagnostics), exc
+    allowed = ("target.memory.",) if name not in PLACEMENT_PENDING else \
+        ("target.memory.", "placement.")
+    _validates_but_for(result.manifest, allowed)
 
 
 KINETICS = NETWORKS / "ai85-kinetics-actiontcn.yaml"
@@ -657,7 +653,19 @@ def import_with_checkpoint(tmp_path: Path, name: str):
 @pytest.mark.parametrize("name", sorted(WITH_CHECKPOINT))
 def test_real_description_with_a_checkpoint_validates(tmp_path, name):
     result = import_with_checkpoint(tmp_path, name)
-    validation.load(result.manifest)
+    _validates_but_for(result.manifest, ("target.memory.",))
+
+
+def _validates_but_for(manifest: Path, allowed: tuple[str, ...]) -> None:
+    """The imported model itself is valid. `check` may still refuse the default memory
+    budgets: the largest networks (faceid, actiontcn, the CamVid UNet) need an activation
+    arena of 0.5-1 MB for the Cortex-M C project, and it says so, before any training."""
+    try:
+        validation.load(manifest)
+    except UserError as exc:
+        assert all(d.field.startswith(allowed) for d in exc.diagnostics), exc
+        assert all("is too small" in d.message for d in exc.diagnostics
+                   if d.field.startswith("target.memory.")), exc
 
 
 def camvid_placement(tmp_path: Path, edit=None):

@@ -59,6 +59,15 @@ target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}
 """
 
 
+def npz_data(path: Path, seed: int = 0) -> Path:
+    """The 60 random 1x4x4 samples of 3 classes that NPZ_MANIFEST's `data.npz` names."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    np.savez(path, x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32), y=np.arange(60) % 3)
+    return path
+
+
 def edgebuild_cmd() -> list[str]:
     """The installed console script when present, else the module (same code path)."""
     script = shutil.which("edgebuild")

@@ -11,9 +11,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 from s3server import S3Server, configured, running
 
 pytestmark = pytest.mark.slow
@@ -36,10 +35,8 @@ def scheduler(s3: S3Server) -> Iterator[str]:
 
 def _project(root: Path) -> Path:
     """Two manifests (a sweep of two seeds) over one data file."""
-    rng = np.random.default_rng(0)
     root.mkdir(parents=True)
-    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(root / "data.npz")
     for seed in (1, 2):
         write(root / "manifests" / f"seed{seed}.yaml",
               NPZ_MANIFEST.replace("name: tiny", f"name: seed{seed}")

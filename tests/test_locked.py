@@ -11,15 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 
 UNTIL = ["--until", "quantize"]
 
 
 def _data(root: Path, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(root / "data.npz", seed)
 
 
 @pytest.fixture(scope="module")

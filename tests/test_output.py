@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 
 from edgebuild.pipeline.console import Prefixed
 
@@ -16,9 +15,7 @@ from edgebuild.pipeline.console import Prefixed
 @pytest.fixture(scope="module")
 def two(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("two")
-    rng = np.random.default_rng(0)
-    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(root / "data.npz")
     for seed, name in enumerate(("one", "two"), start=1):  # other seeds: other trainings
         write(root / "manifests" / f"{name}.yaml",
               NPZ_MANIFEST.replace("name: tiny", f"name: {name}").replace("seed: 1", f"seed: {seed}")

@@ -8,18 +8,15 @@ import json
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
                                 reason="needs make and a C compiler")
 
 
 def test_make_in_the_generated_project_keeps_the_build_current(tmp_path):
-    rng = np.random.default_rng(0)
-    np.savez(tmp_path / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(tmp_path / "data.npz")
     write(tmp_path / "edgebuild.yaml", NPZ_MANIFEST)
     assert run_cli(["build"], tmp_path).returncode == 0
     project = tmp_path / "build" / "tiny" / "codegen"

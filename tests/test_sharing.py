@@ -17,9 +17,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 from s3server import Keys, S3Server, running
 
 pytestmark = pytest.mark.slow
@@ -38,9 +37,7 @@ def s3() -> Iterator[S3Server]:
 def origin(tmp_path_factory) -> Path:
     """A project as committed: manifest, data, edgebuild.lock (built once, no remote)."""
     root = tmp_path_factory.mktemp("origin")
-    rng = np.random.default_rng(0)
-    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(root / "data.npz")
     write(root / "edgebuild.yaml", NPZ_MANIFEST)
     result = run_cli(["build"], root)
     assert result.returncode == 0, result.stderr

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
-from conftest import NPZ_MANIFEST, run_cli, write
+from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 
 from edgebuild.pipeline.stages.quantize import SATURATION_WARNING_PCT, saturation_warnings
 
 
 def _project(root, split: str = ""):
-    rng = np.random.default_rng(0)
-    np.savez(root / "data.npz", x=rng.normal(size=(60, 1, 4, 4)).astype(np.float32),
-             y=np.arange(60) % 3)
+    npz_data(root / "data.npz")
     text = NPZ_MANIFEST.replace("path: data.npz", f"path: data.npz{split}")
     write(root / "edgebuild.yaml", text)
     return root

@@ -19,6 +19,7 @@ import pytest
 from edgebuild.core import arrays
 from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import UserError
+from edgebuild.manifest import reading
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
@@ -42,7 +43,7 @@ def import_model(out: Path, **kwargs) -> network.ImportResult:
 def parsed(path: Path):
     """Schema and graph checks only (the manifest as a typed record)."""
     document = yamlsource.load(path)
-    manifest = validation.parse(document)
+    manifest = reading.parse(document)
     graph, problems = graphs.build(manifest.model.input, manifest.model.layers)
     assert not problems, problems
     return manifest, graph

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from edgebuild.core import document as yamlsource
+from edgebuild.manifest import reading
 from edgebuild.memory import tiling
 from edgebuild.model import folding, policy
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.pipeline import validation
 from edgebuild.targets.max7800x import layout, network
 
 SEPARABLE_1D = [
@@ -83,7 +83,7 @@ def checked(tmp_path: Path, device: str, layers: list[dict] = SEPARABLE_1D):
     path = tmp_path / "sep.yaml"
     path.write_text(manifest_text(device, layers))
     document = yamlsource.load(path)
-    manifest = validation.parse(document)
+    manifest = reading.parse(document)
     return manifest
 
 
@@ -111,7 +111,7 @@ def test_max78002_places_depthwise_and_the_description_round_trips(tmp_path):
     exported.write_text(text)
     again = network.import_network(exported, input_shape=(16, 32), device="max78002",
                                    out_dir=tmp_path / "again", name="sep")
-    reimported = validation.parse(yamlsource.load(again.manifest))
+    reimported = reading.parse(yamlsource.load(again.manifest))
     layers = {spec.name: spec for spec in reimported.model.layers}
     assert (layers["dw"].op, layers["dw"].groups, layers["dw"].out) == ("conv1d", 16, 16)
     graph, problems = graphs.build(reimported.model.input, reimported.model.layers)

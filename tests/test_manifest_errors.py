@@ -417,3 +417,32 @@ def test_manifests_in_the_wrong_place_get_told_where_they_go(tmp_path: Path):
     assert "but small.yaml: a project's manifests go in manifests/" in result.stderr
     assert "`edgebuild build small.yaml`" in result.stderr
     assert check(tmp_path, "small.yaml").returncode == 0  # as the hint says
+
+
+def test_schema_and_semantic_errors_in_one_round(tmp_path: Path):
+    """A schema error in one section does not hide the cross-field errors of the others:
+    here a misplaced training key, a class count that does not fit the dataset, and a
+    flash budget below the weights, all in one `check`."""
+    text = manifest("small", ("out: 10, flatten", "out: 7, flatten"),
+                    ("train: {epochs: 2, batch: 64}", "train: {epochs: 2, batch: 64, weight_bits: 4}"),
+                    ("flash: 512KiB", "flash: 1KiB"))
+    project(tmp_path, small=text)
+    result = check(tmp_path)
+    assert result.returncode == 2
+    found = lines(result.stderr)
+    assert [line.split(": ")[1] for line in found] == [
+        "model.layers[1]", "train.weight_bits", "target.memory.flash"], found
+    assert "dataset has 10 classes" in found[0]
+    assert "qat.weight_bits" in found[1]
+    assert "needs at least" in found[2]
+
+
+def test_a_broken_section_keeps_its_readers_quiet(tmp_path: Path):
+    """The device and budget checks read the target: with the target itself broken they
+    would judge a default, so only the schema error is reported there."""
+    project(tmp_path, small=manifest("small", ("device: host", "device: hsot"),
+                                     ("flash: 512KiB", "flash: 1KiB")))
+    result = check(tmp_path)
+    assert result.returncode == 2
+    found = lines(result.stderr)
+    assert len(found) == 1 and "target.device" in found[0], found

@@ -228,6 +228,24 @@ def test_status_explains_a_seed_edit(digits_project):
     assert _statuses(_data(digits_project)) == {"data": "built"}
 
 
+def test_status_names_a_changed_data_file_once(npz_project):
+    """A data file's edit is named by the file; the stages downstream say which upstream
+    moved, by name: no digest is repeated down the pipeline."""
+    build_json(npz_project, "--until", "train")
+    _save_npz(npz_project / "data.npz", seed=7)
+    status = run_cli(["status"], npz_project)
+    assert status.returncode == 0, status.stderr
+    assert f"data file {npz_project / 'data.npz'}: its content changed" in status.stdout
+    assert "upstream data will run first" in status.stdout
+    assert not re.search(r"[0-9a-f]{16}", status.stdout), status.stdout
+    build_json(npz_project, "--until", "train")
+    _save_npz(npz_project / "data.npz")  # reverted: everything comes back from the cache
+    status = run_cli(["status"], npz_project)
+    assert _status_line(status.stdout, "train") == "would be restored from cache"
+    assert "upstream changed: data\n" in status.stdout
+    assert not re.search(r"[0-9a-f]{16}", status.stdout), status.stdout
+
+
 def test_status_of_a_fresh_project(digits_project):
     status = run_cli(["status"], digits_project)
     assert status.returncode == 0, status.stderr

@@ -50,15 +50,23 @@ def _stages(run: Run, name: str, stages: list[str]) -> str:
     if failed:
         return f"FAILED at {failed[0]}"
     counts: dict[str, int] = {}
-    for record in run.outcomes.get(name, {}).values():
-        label = {"uptodate": "up to date", "fetched": "fetched"}.get(record["status"],
-                                                                     record["status"])
+    for stage, record in run.outcomes.get(name, {}).items():
+        label = "shared" if _shared(run, name, stage, record["key"]) else \
+            {"uptodate": "up to date"}.get(record["status"], record["status"])
         counts[label] = counts.get(label, 0) + 1
     if set(counts) == {"up to date"}:
         return "up to date"
     missing = len(stages) - sum(counts.values())
     parts = [f"{count} {label}" for label, count in counts.items()]
     return ", ".join(parts + ([f"{missing} skipped"] if missing else []))
+
+
+def _shared(run: Run, name: str, stage: str, key: object) -> bool:
+    """Built in this run for another manifest or target with the same inputs (one float
+    training for several targets), and restored from it here."""
+    return run.outcomes[name][stage]["status"] == "restored" and any(
+        other != name and stage in records and records[stage]["key"] == key
+        and records[stage]["status"] == "built" for other, records in run.outcomes.items())
 
 
 def _metrics(build_dir: Path) -> dict[str, object]:

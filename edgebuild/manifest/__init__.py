@@ -173,6 +173,7 @@ class Quantize(Strict):
 
 # host and cortex-m4 are generic CPUs; every accelerator comes from a profile file
 # (edgebuild/targets/max7800x/profiles/<name>.yaml), so adding a device is a data change.
+GENERIC_DEVICES = ("host", "cortex-m4")
 if TYPE_CHECKING:
     class Device(StrEnum):
         """mypy's view: the generic CPUs only. The accelerators' members are made from their
@@ -182,7 +183,7 @@ if TYPE_CHECKING:
         cortex_m4 = "cortex-m4"
 else:
     Device = StrEnum("Device", {name.replace("-", "_"): name
-                                for name in ("host", "cortex-m4", *device_profiles())})
+                                for name in (*GENERIC_DEVICES, *device_profiles())})
 
 
 class Memory(Strict):
@@ -199,6 +200,9 @@ class Tiling(Strict):
 
 
 class Target(Strict):
+    name: Identifier | None = Field(default=None, description=(
+        "when `target` lists several targets: this one's label, naming build/<name>/<label>/ "
+        "(default: the device)"))
     device: Device = Device.host
     memory: Memory = Memory()
     tiling: Tiling = Tiling()

@@ -16,6 +16,13 @@ from edgebuild.manifest import SCHEMA_ID, Manifest, Model
 
 def generate() -> JSONObject:
     schema = Manifest.model_json_schema(by_alias=True, mode="validation")
+    one = schema["properties"]["target"]
+    schema["properties"]["target"] = {  # manifest.targets: one mapping or a list of them
+        "anyOf": [{"$ref": one["$ref"]},
+                  {"type": "array", "items": {"$ref": one["$ref"]}, "minItems": 1}],
+        "default": one["default"],
+        "description": "the device and its budgets; a list builds one training for several "
+                       "targets, each into build/<name>/<label>/"}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
             "title": "edgebuild manifest", **schema}
 

@@ -87,13 +87,13 @@ def _warm(threads: int, pinned: bool) -> None:
     budget.preload(threads)
 
 
-def realize(manifest_path: str, display: str, stage: str, build_dir: Path, cache_root: Path,
-            expected: str, options: Options) -> job.Result:
+def realize(manifest_path: str, display: str, target: str | None, stage: str, build_dir: Path,
+            cache_root: Path, expected: str, options: Options) -> job.Result:
     """In this process: restore the stage if it is current, cached or shared; else have a
     worker compute it, then restore it from the remote cache."""
     def body() -> StageRecord:
-        checked = job.load(manifest_path, display, stage, expected)
-        promise = job.promise(options, checked.manifest.name, stage)
+        checked = job.load(manifest_path, display, target, stage, expected)
+        promise = job.promise(options, checked.name, stage)
         restore = Sharing.of(options)
         try:
             return job.record(builder.realize(checked, stage, build_dir, cache_root, promise,
@@ -102,7 +102,7 @@ def realize(manifest_path: str, display: str, stage: str, build_dir: Path, cache
             key = miss.key
         active = [name for name, s in STAGES.items() if s.applies(checked)]
         keys = {u: _state_key(build_dir, u) for u in upstream(STAGES[stage], active)}
-        remote = _submit(manifest_path, display, stage, expected, options, keys, key)
+        remote = _submit((manifest_path, display, target), stage, expected, options, keys, key)
         try:
             here = builder.realize(checked, stage, build_dir, cache_root, promise, restore,
                                    compute=False)
@@ -123,10 +123,11 @@ def _state_key(build_dir: Path, stage: str) -> str:
     return state.key
 
 
-def _submit(manifest_path: str, display: str, stage: str, expected: str, options: Options,
-            keys: dict[str, str], key: str) -> StageRecord:
-    """Run the stage on a worker and wait; the worker must arrive at the same key."""
-    future = _CLIENT.submit(work, manifest_path, display, stage, expected, options, keys,
+def _submit(manifest: tuple[str, str, str | None], stage: str, expected: str,
+            options: Options, keys: dict[str, str], key: str) -> StageRecord:
+    """Run the stage on a worker and wait; the worker must arrive at the same key.
+    `manifest`: its path, display name and target label."""
+    future = _CLIENT.submit(work, *manifest, stage, expected, options, keys,
                             key=f"edgebuild-{stage}-{key[:16]}", pure=False)
     try:
         result: job.Result = future.result()
@@ -146,8 +147,8 @@ def _submit(manifest_path: str, display: str, stage: str, expected: str, options
     return record
 
 
-def work(manifest_path: str, display: str, stage: str, expected: str, options: Options,
-         keys: dict[str, str]) -> job.Result:
+def work(manifest_path: str, display: str, target: str | None, stage: str, expected: str,
+         options: Options, keys: dict[str, str]) -> job.Result:
     """On a Dask worker: materialize the upstream outputs by key from the remote cache
     in a scratch tree, realize the stage there, push it."""
     value = os.environ.get(THREADS_ENV, "")
@@ -157,8 +158,8 @@ def work(manifest_path: str, display: str, stage: str, expected: str, options: O
     root = scratch()
 
     def body() -> StageRecord:
-        checked = job.load(manifest_path, display, stage, expected)
-        build_dir = root / "build" / checked.manifest.name
+        checked = job.load(manifest_path, display, target, stage, expected)
+        build_dir = root / "build" / checked.name
         for name, key in keys.items():
             _materialize(shared, root / "cache", build_dir, name, key)
         return job.record(builder.realize(checked, stage, build_dir, root / "cache",

@@ -31,13 +31,15 @@ def prepare(options: Options) -> None:
         kernels.pin()
 
 
-def load(manifest_path: str, display: str, stage: str, expected: str) -> Checked:
-    """The manifest, validated again in this process. If it was edited since the run
-    began, the stage would build from other settings than the run checked: stop."""
+def load(manifest_path: str, display: str, target: str | None, stage: str,
+         expected: str) -> Checked:
+    """The manifest (for `target`, its label when it lists several), validated again in
+    this process. If it was edited since the run began, the stage would build from other
+    settings than the run checked: stop."""
     from edgebuild.pipeline import validation
     from edgebuild.pipeline.resolved import from_checked
 
-    checked = validation.load(Path(manifest_path), display)
+    checked = validation.load(Path(manifest_path), display, target)
     now = from_checked(checked)
     if caches.canonical([now.configs.get(stage), now.files.get(stage)]).decode() != expected:
         raise UserError(f"{checked.document.path} changed while it was being built; "

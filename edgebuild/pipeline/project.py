@@ -103,8 +103,8 @@ def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
     for path in files:
         display = _display(path, here)
         try:
-            found.append(resolutions.recall(path, display, cache, fingerprint)
-                         or _validate(path, display, cache, fingerprint))
+            found += (resolutions.recall(path, display, cache, fingerprint)
+                      or _validate(path, display, cache, fingerprint))
         except UserError as exc:
             problems += exc.diagnostics
     problems += _duplicate_names(found)
@@ -113,12 +113,12 @@ def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
     return Project(root, cache, tuple(found))
 
 
-def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> Resolved:
+def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> list[Resolved]:
     from edgebuild.pipeline import validation
 
-    resolved = resolutions.from_checked(validation.load(path, display))
-    resolutions.remember(resolved, cache, fingerprint)
-    return resolved
+    found = [resolutions.from_checked(c) for c in validation.load_all(path, display)]
+    resolutions.remember(found, cache, fingerprint)
+    return found
 
 
 def real_path(path: Path) -> Path:
@@ -142,16 +142,18 @@ def _display(path: Path, here: Path) -> str:
 
 
 def _duplicate_names(found: list[Resolved]) -> list[Diagnostic]:
+    """Two files may not share a name (a manifest's targets do: `<name>/<label>`)."""
     seen: dict[str, Resolved] = {}
     problems = []
     for item in found:
-        if item.name in seen:
+        base = item.name.split("/")[0]
+        if base in seen and seen[base].path != item.path:
             problems.append(_name_diagnostic(item, (
-                f"manifest name {item.name!r} is already used by {seen[item.name].display}; "
+                f"manifest name {base!r} is already used by {seen[base].display}; "
                 "names must be unique (they name build/<name>/)")))
         else:
-            seen[item.name] = item
-    return problems
+            seen.setdefault(base, item)
+    return list(dict.fromkeys(problems))
 
 
 def _name_diagnostic(item: Resolved, message: str) -> Diagnostic:

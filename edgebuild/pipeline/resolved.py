@@ -23,7 +23,7 @@ from edgebuild.pipeline.cache import file_digest, write_atomic
 if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it (see above)
     from edgebuild.pipeline.validation import Checked
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 
 
 class Summary(TypedDict):
@@ -42,6 +42,7 @@ class Resolved:
     configs: dict[str, JSONObject]  # stage -> resolved config
     files: dict[str, list[str]]  # stage -> data files whose content keys it
     summary: Summary
+    target: str | None = None  # the target's label when the manifest lists several
 
     @property
     def reproducible(self) -> bool:
@@ -75,25 +76,27 @@ def _record_path(cache_root: Path, ident: str) -> str:
     return f"{cache_root}/checked/{ident[:2]}/{ident}.json"
 
 
-def recall(path: Path, display: str, cache_root: Path, fingerprint: str) -> Resolved | None:
-    """The memoized record for this exact manifest, if its data files are unchanged."""
+def recall(path: Path, display: str, cache_root: Path, fingerprint: str
+           ) -> list[Resolved] | None:
+    """The memoized records for this exact manifest (one per target), if its data files
+    are unchanged."""
     try:
         with open(_record_path(cache_root, record_id(path, fingerprint))) as handle:
             raw = json.load(handle)
         for name, digest in raw["file_digests"].items():
             if file_digest(name, cache_root) != digest:
                 return None
-        return Resolved(**{**raw["resolved"], "display": display})
+        return [Resolved(**{**item, "display": display}) for item in raw["resolved"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def remember(resolved: Resolved, cache_root: Path, fingerprint: str) -> None:
-    files = sorted({f for paths in resolved.files.values() for f in paths})
+def remember(found: list[Resolved], cache_root: Path, fingerprint: str) -> None:
+    files = sorted({f for resolved in found for paths in resolved.files.values() for f in paths})
     try:
-        record = {"resolved": asdict(resolved),
+        record = {"resolved": [asdict(resolved) for resolved in found],
                   "file_digests": {f: file_digest(Path(f), cache_root) for f in files}}
-        write_atomic(Path(_record_path(cache_root, record_id(Path(resolved.path), fingerprint))),
+        write_atomic(Path(_record_path(cache_root, record_id(Path(found[0].path), fingerprint))),
                      json.dumps(record, sort_keys=True))
     except OSError:
         pass  # memoization is an optimization; an unwritable cache is reported by `build`
@@ -105,7 +108,7 @@ def from_checked(checked: Checked) -> Resolved:
 
     graph = checked.graph
     return Resolved(
-        name=checked.manifest.name, path=str(Path(checked.path).resolve()),
+        name=checked.name, path=str(Path(checked.path).resolve()), target=checked.target,
         display=checked.document.path,
         configs={name: stage.config(checked) for name, stage in STAGES.items()
                  if stage.applies(checked)},

@@ -37,31 +37,34 @@ class UserFailure(TaskFailed):
 _RUN = Run()  # the run being scheduled: the reporter and uptodate checks record into it
 
 
-def stage_action(manifest_path: str, display: str, stage: str, build_dir: str,
-                 cache_root: str, expected: str, options: Options) -> StageRecord | TaskFailed:
+def stage_action(manifest_path: str, display: str, target: str | None, stage: str,
+                 build_dir: str, cache_root: str, expected: str,
+                 options: Options) -> StageRecord | TaskFailed:
     """Runs in a doit worker (possibly another process): plain-data arguments only.
     `expected` is the stage's config as the run resolved it (canonical JSON)."""
     job.prepare(options)
 
     def body() -> StageRecord:
-        checked = job.load(manifest_path, display, stage, expected)
+        checked = job.load(manifest_path, display, target, stage, expected)
         return job.record(builder.realize(
             checked, stage, Path(build_dir), Path(cache_root),
-            job.promise(options, checked.manifest.name, stage), Sharing.of(options)))
+            job.promise(options, checked.name, stage), Sharing.of(options)))
 
     if not options.prefix:
         return _returned(job.attempt(stage, options.debug, body))
-    with console.prefixed(task_name(Path(build_dir).name, stage)):
+    label = Path(build_dir).name if target is None else f"{Path(build_dir).parent.name}/{target}"
+    with console.prefixed(task_name(label, stage)):
         return _returned(job.attempt(stage, options.debug, body))
 
 
-def cluster_action(manifest_path: str, display: str, stage: str, build_dir: str,
-                   cache_root: str, expected: str, options: Options) -> StageRecord | TaskFailed:
+def cluster_action(manifest_path: str, display: str, target: str | None, stage: str,
+                   build_dir: str, cache_root: str, expected: str,
+                   options: Options) -> StageRecord | TaskFailed:
     """Runs in a doit thread of this process: the stage is computed on a Dask worker
     (pipeline.cluster) and restored here from the remote cache."""
     from edgebuild.pipeline import cluster
 
-    return _returned(cluster.realize(manifest_path, display, stage, Path(build_dir),
+    return _returned(cluster.realize(manifest_path, display, target, stage, Path(build_dir),
                                      Path(cache_root), expected, options))
 
 
@@ -92,7 +95,8 @@ def _tasks(project: Project, stages: list[str], options: Options,
                 continue  # the stage does not exist for this manifest (stages/base.py)
             tasks.append(dict_to_task({
                 "name": task_name(name, stage),
-                "actions": [(action, [resolved.path, resolved.display, stage, str(build_dir),
+                "actions": [(action, [resolved.path, resolved.display, resolved.target, stage,
+                                      str(build_dir),
                                       str(project.cache_root), job.expected(resolved, stage),
                                       options])],
                 "task_dep": [task_name(name, up) for up in upstream(STAGES[stage],

@@ -51,12 +51,13 @@ def of_manifest(project: Project, resolved: Resolved) -> list[StageStatus]:
             found.append(StageStatus(name, "run", None, (str(exc),)))
             digests[name] = None
             continue
-        found.append(_status(name, material, build_dir, cache))
+        found.append(_status(name, material, build_dir, cache, resolved.files.get(name, [])))
         digests[name] = _digest(found[-1], build_dir, cache)
     return found
 
 
-def _status(name: str, material: KeyMaterial, build_dir: Path, cache: caches.Cache) -> StageStatus:
+def _status(name: str, material: KeyMaterial, build_dir: Path, cache: caches.Cache,
+            files: list[str]) -> StageStatus:
     key = caches.key_of(material)
     if outputs.current(build_dir, name, key) is not None:
         return StageStatus(name, "uptodate", key, ())
@@ -68,7 +69,7 @@ def _status(name: str, material: KeyMaterial, build_dir: Path, cache: caches.Cac
     elif previous is None:
         reasons = ("never built in this build tree",)
     else:
-        reasons = tuple(diff(previous.material, material)) or ("key material changed",)
+        reasons = tuple(changes(previous.material, material, files)) or ("key material changed",)
     if entry is not None:
         return StageStatus(name, "restore", key, reasons)
     return StageStatus(name, "run", key, reasons)
@@ -84,6 +85,28 @@ def _digest(status: StageStatus, build_dir: Path, cache: caches.Cache) -> str | 
         entry = cache.lookup(status.stage, status.key)
         return None if entry is None else entry.digest
     return None
+
+
+def changes(old: KeyMaterial, new: KeyMaterial, files: list[str]) -> list[str]:
+    """What moved since the stage was built, each change once and in words: a setting by
+    its path, a data file by its name, upstream stages by name (their own lines say why),
+    the stage's code, a tool's version."""
+    found = []
+    moved = [u for u in sorted(set(old["upstream"]) | set(new["upstream"]))
+             if old["upstream"].get(u) != new["upstream"].get(u)]
+    if moved:
+        found.append(f"upstream changed: {', '.join(moved)}")
+    before, after = old["config"].get("files") or [], new["config"].get("files") or []
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        found += [f"data file {path}: its content changed"
+                  for path, a, b in zip(files, before, after, strict=False) if a != b]
+    elif before != after:
+        found.append("its data files changed")
+    found += diff({k: v for k, v in old["config"].items() if k != "files"},
+                  {k: v for k, v in new["config"].items() if k != "files"}, "config")
+    if old["code"] != new["code"]:
+        found.append("edgebuild's code for this stage changed")
+    return found + diff(old["tools"], new["tools"], "tools")
 
 
 def diff(old: object, new: object, path: str = "") -> list[str]:

@@ -1,65 +1,105 @@
 """From a manifest file to a checked, typed manifest — or every problem at once.
 
-Three passes, each reporting `FILE:LINE:COL: field.path: message`: the YAML itself
-(syntax, duplicate keys, alias bombs), the schema (pydantic: unknown keys with a
-"did you mean", types, ranges), then cross-field rules: layer wiring and shapes first (the
-rest needs them), then all at once the QAT overrides, the dataset's sample shape and class
-count against the model, imported weights, the known answer, the device's rules, on-device
-training and the memory budgets (every `target.memory` size the plan stage will need,
-known from the architecture before any training: memory.budget).
+Every problem reads `FILE:LINE:COL: field.path: message`. The YAML itself comes first
+(syntax, duplicate keys, alias bombs: nothing else can be read without it); then, in one
+round, the schema (manifest.reading: unknown keys with a "did you mean" or the section they
+belong in, types, ranges) and the cross-field rules over the sections the schema accepted:
+layer wiring and shapes (the rest needs them), the QAT overrides, the dataset's sample
+shape and class count against the model, and — once per target (manifest.targets) —
+imported weights, the known answer, the device's rules, on-device training and the memory
+budgets (every `target.memory` size the plan stage will need, known from the architecture
+before any training: memory.budget).
 """
 
 from __future__ import annotations
 
-import difflib
 import math
-import types
-import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, framed_shape
-from edgebuild.manifest import Manifest, wording
+from edgebuild.manifest import Manifest, targets
 from edgebuild.model import graph as graphs
 from edgebuild.ops.operator import LayerBase
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A manifest that passed every check, with what the checks computed."""
+    """A manifest that passed every check, with what the checks computed. A manifest that
+    lists several targets gives one `Checked` per target: `manifest.target` is that one,
+    `target` its label, and `document` puts its problems on that target's lines."""
 
     path: Path
     document: yamlsource.Document
     manifest: Manifest
     graph: graphs.Graph
     probe: Probe | None  # None: no dataset (an imported model checked by its known answer)
+    target: str | None = None  # the label, when the manifest lists several targets
 
     @property
     def base(self) -> Path:
         return self.path.parent
 
+    @property
+    def name(self) -> str:
+        """What names the build: `build/<name>/` (`<manifest>/<target>` for one of several)."""
+        return self.manifest.name if self.target is None else f"{self.manifest.name}/{self.target}"
 
-def load(path: Path, display: str | None = None) -> Checked:
+
+def load(path: Path, display: str | None = None, target: str | None = None) -> Checked:
+    """The checked manifest for `target` (its label; None: the manifest has one target)."""
+    found = load_all(path, display)
+    for checked in found:
+        if checked.target == target:
+            return checked
+    labels = ", ".join(str(c.target) for c in found)
+    raise UserError(Diagnostic(found[0].document.path, (
+        f"it lists the targets {labels}; name one" if target is None else
+        f"it has no target {target!r} (targets: {labels})"), field="target"))
+
+
+def load_all(path: Path, display: str | None = None) -> tuple[Checked, ...]:
+    """Every target's checked manifest, or every problem of the file at once: schema and
+    cross-field problems together (sections the schema rejected are left out of the checks
+    that read them, so nothing is reported twice or from a guess)."""
     document = yamlsource.load(path, display)
-    manifest = parse(document)
-    graph = _graph(document, manifest)
-    base = Path(path).parent
-    problems = _overrides(document, manifest)
-    probe = None
-    if manifest.dataset is not None:
-        probe, found = _dataset(document, manifest, base, graph)
+    variants, problems, broken = targets.split(document)
+    graph = None
+    if variants:
+        graph, found = _model_problems(variants[0], broken)
         problems += found
-    problems += _sources(document, manifest, base, graph)
+    checked: list[Checked] = []
+    if graph is not None:
+        probe, found = _dataset_problems(variants[0], Path(path).parent, graph, broken)
+        problems += found
+        for variant in variants:
+            if not broken & targets.READ_BY_DEVICE_CHECKS:
+                problems += _sources(variant.document, variant.manifest, Path(path).parent, graph)
+            checked.append(Checked(Path(path), variant.document, variant.manifest, graph, probe,
+                                   variant.target))
     if problems:
-        raise UserError(problems)
-    return Checked(Path(path), document, manifest, graph, probe)
+        raise UserError(targets.in_file_order(problems))
+    return tuple(checked)
+
+
+def _model_problems(variant: targets.Variant, broken: frozenset[str]
+                    ) -> tuple[graphs.Graph | None, list[Diagnostic]]:
+    """The layer graph (None: the wiring is wrong) and the QAT overrides' problems."""
+    try:
+        graph = _graph(variant.document, variant.manifest)
+    except UserError as exc:
+        return None, exc.diagnostics
+    return graph, [] if "qat" in broken else _overrides(variant.document, variant.manifest)
+
+
+def _dataset_problems(variant: targets.Variant, base: Path, graph: graphs.Graph,
+                      broken: frozenset[str]) -> tuple[Probe | None, list[Diagnostic]]:
+    if variant.manifest.dataset is None or "dataset" in broken:
+        return None, []
+    return _dataset(variant.document, variant.manifest, base, graph)
 
 
 def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
@@ -124,152 +164,6 @@ def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,
                                                               f"{d.message}")
                 for d in exc.diagnostics]
     return []
-
-
-def parse(document: yamlsource.Document) -> Manifest:
-    if not isinstance(document.data, dict):
-        raise UserError(document.diagnostic((), "a manifest is a mapping of sections "
-                                                "(name, dataset, model, ...)"))
-    try:
-        return Manifest.model_validate(document.data)
-    except ValidationError as exc:
-        raise UserError(_schema_diagnostics(document, exc)) from None
-
-
-def _schema_diagnostics(document: yamlsource.Document, exc: ValidationError) -> list[Diagnostic]:
-    grouped: dict[yamlsource.Loc, list[str]] = {}
-    errors = exc.errors()
-    for error in errors:
-        if _echo(error, errors):
-            continue
-        loc = _data_loc(document.data, error["loc"])
-        grouped.setdefault(loc, [])
-        message = _message(error)
-        if message not in grouped[loc]:
-            grouped[loc].append(message)
-    return [document.diagnostic(loc, " or ".join(messages))
-            for loc, messages in sorted(grouped.items(), key=lambda kv: document.locate(kv[0]))]
-
-
-def _echo(error: ErrorDetails, errors: list[ErrorDetails]) -> bool:
-    """A list's "too short after validation" only repeats that some item was invalid:
-    the item's own error says which and why."""
-    loc = error["loc"]
-    return "after validation" in error["msg"] and any(
-        other["loc"][:len(loc)] == loc and len(other["loc"]) > len(loc) for other in errors)
-
-
-def _data_loc(data: Any, loc: tuple[int | str, ...]) -> yamlsource.Loc:
-    """Drop the union-member tags pydantic inserts (`conv2d`, `int`, ...) to get a data path."""
-    out: list[int | str] = []
-    node = data
-    for part in loc:
-        if isinstance(node, dict) and part in node:  # noqa: SIM114 - mypy narrows part per branch
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            node = node[part]
-        elif isinstance(node, dict) and loc[-1] == part:
-            pass  # a missing or extra key: keep it in the path
-        else:
-            continue
-        out.append(part)
-    return tuple(out)
-
-
-def _message(error: ErrorDetails) -> str:
-    kind, loc = error["type"], error["loc"]
-    if kind == "extra_forbidden":
-        return _unknown_key(loc)
-    if kind == "missing":
-        return "required field is missing"
-    text = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if kind == "union_tag_invalid":
-        ctx = error.get("ctx", {})
-        return f"unknown {ctx.get('discriminator', 'tag')} {ctx.get('tag')!r}; allowed: " \
-               f"{ctx.get('expected_tags')}"
-    return wording.phrase(kind, text, error.get("ctx"), error.get("input"))
-
-
-def _unknown_key(loc: tuple[int | str, ...]) -> str:
-    key = str(loc[-1])
-    allowed = _allowed_keys(loc[:-1])
-    hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    text = f"unknown key {key!r}"
-    homes = [] if hint else _homes(key, loc[:-1])
-    if hint:
-        text += f"; did you mean {hint[0]!r}?"
-    elif homes:
-        text += f" here; it belongs in {' or '.join(homes)}"
-    return text + (f" (allowed: {', '.join(allowed)})" if allowed else "")
-
-
-def _homes(key: str, here: tuple[int | str, ...]) -> list[str]:
-    """The sections that do have `key`, for a key at the top or in a section (a
-    misplaced `train.weight_bits` -> `qat.weight_bits`)."""
-    if len(here) > 1:
-        return []
-    homes = []
-    for section, field in Manifest.model_fields.items():
-        model = _as_model(field.annotation)
-        if model is not None and key in model.model_fields and (section,) != tuple(here):
-            homes.append(f"{field.alias or section}.{key}")
-    return homes
-
-
-def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
-    annotation: Any = Manifest
-    for part in loc:
-        annotation = _step(annotation, part)
-        if annotation is None:
-            return []
-    model = _as_model(annotation)
-    if model is None:
-        return []
-    return [field.alias or name for name, field in model.model_fields.items()]
-
-
-def _strip(annotation: Any) -> Any:
-    while typing.get_origin(annotation) is typing.Annotated:
-        annotation = typing.get_args(annotation)[0]
-    return annotation
-
-
-def _members(annotation: Any) -> tuple[Any, ...]:
-    annotation = _strip(annotation)
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return tuple(_strip(a) for a in typing.get_args(annotation))
-    return (annotation,)
-
-
-def _as_model(annotation: Any) -> type[BaseModel] | None:
-    models = [m for m in _members(annotation) if isinstance(m, type) and issubclass(m, BaseModel)]
-    return models[0] if len(models) == 1 else None
-
-
-def _step(annotation: Any, part: Any) -> Any:
-    """The annotation one loc element further down (union tags select a member)."""
-    members = _members(annotation)
-    for member in members:
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            if member.__name__ == part or _tag(member) == part:
-                return member
-    for member in members:
-        if isinstance(member, type) and issubclass(member, BaseModel) and part in member.model_fields:
-            return member.model_fields[part].annotation
-        origin = typing.get_origin(member)
-        if origin in (list, tuple) and isinstance(part, int):
-            return typing.get_args(member)[0]
-        if origin is dict:
-            return typing.get_args(member)[1]
-    return None
-
-
-def _tag(model: type[BaseModel]) -> Any:
-    for name in ("op", "format", "type"):
-        field = model.model_fields.get(name)
-        if field is not None and typing.get_origin(field.annotation) is typing.Literal:
-            return typing.get_args(field.annotation)[0]
-    return None
 
 
 def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:

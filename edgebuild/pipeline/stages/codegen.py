@@ -23,7 +23,7 @@ KAT_SAMPLES = 8
 
 def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
-    return {"name": manifest.name, "target": manifest.target.model_dump(mode="json"),
+    return {"name": manifest.name, "target": manifest.target.model_dump(mode="json", exclude={"name"}),
             "kat_samples": KAT_SAMPLES}
 
 

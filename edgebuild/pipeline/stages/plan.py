@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # stage modules stay import-light (a no-op build imports no n
 
 def config(checked: Checked) -> JSONObject:
     manifest = checked.manifest
-    return {"target": manifest.target.model_dump(mode="json"),
+    return {"target": manifest.target.model_dump(mode="json", exclude={"name"}),
             "placement": {name: entry.model_dump(mode="json")
                           for name, entry in sorted(manifest.placement.items())}}
 

@@ -32,7 +32,7 @@ T = TypeVar("T")  # an upstream stage's record
 
 
 def config(checked: Checked) -> JSONObject:
-    return {"name": checked.manifest.name}
+    return {"name": checked.name}
 
 
 def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
@@ -117,7 +117,7 @@ def collect(ctx: Context) -> reports.Report:
         confusion = reports.Confusion(data.classes, evaluation.confusion)
         counts = reports.DataCounts(data.counts, len(data.classes))
     return reports.Report(
-        ctx.checked.manifest.name,
+        ctx.checked.name,
         metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"])),
         tile_rows(plan), reports.QuantSummary(quant.method, quant.rounding, quant.layers),
         graph.nodes, _phase(train), _phase(qat), confusion, counts, accelerator(ctx))

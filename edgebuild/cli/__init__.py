@@ -166,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         print("edgebuild: interrupted; finished stages are cached, the interrupted one "
               "left nothing behind", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # stdout's reader went away (`edgebuild status | head`): stop quietly, as Unix
+        # tools do, and keep Python from failing again when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_STAGE_FAILED
     except OSError as exc:
         print(f"edgebuild: {describe(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR

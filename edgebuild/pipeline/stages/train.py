@@ -1,7 +1,8 @@
 """Stage `train`: float training of the manifest's model, hardware-aware.
 
 Activations are clamped to the Q7 range [-1, 127/128] (the hardware saturates there), the
-inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept.
+inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept,
+as float.npz and as float.onnx (interchange.export).
 A NaN loss stops training with a user error naming the epoch; the last good checkpoint is
 saved to `build/<name>/train.failed/` (outside the cache: never taken for a result).
 """
@@ -51,6 +52,19 @@ def run(ctx: Context) -> None:
             schedule=schedule, seed=manifest.seed, label="train", log=ctx.log),
         "train", "float.npz", "float training")
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+    write_float_onnx(ctx, net)
+
+
+def write_float_onnx(ctx: Context, net: torch.nn.Module) -> None:
+    """float.onnx: the kept weights as an ONNX model (interchange.export)."""
+    from edgebuild.interchange import export
+    from edgebuild.train import network
+
+    manifest = ctx.checked.manifest
+    state = network.state_numpy(net)
+    export.write(ctx.out, "float.onnx", lambda: export.float_model(
+        manifest.name, manifest.model.input, manifest.model.layers, state,
+        manifest.train.clamp_activations), lambda line: ctx.log(f"train: {line}"))
 
 
 def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split],
@@ -102,4 +116,4 @@ def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
 STAGE = Stage("train", ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
               applies=lambda checked: checked.manifest.model.weights is None,
-              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})
+              tools=("torch", "numpy", "onnx"), artifacts={"metrics.json": "metrics.v1"})

@@ -4,7 +4,8 @@ Three passes, each reporting `FILE:LINE:COL: field.path: message`: the YAML itse
 (syntax, duplicate keys, alias bombs), the schema (pydantic: unknown keys with a
 "did you mean", types, ranges), then cross-field rules: layer wiring and shapes first (the
 rest needs them), then all at once the QAT overrides, the dataset's sample shape and class
-count against the model, imported weights, the known answer, the device's rules, on-device
+count against the model, imported weights (integer `model.weights`, float `train.init`),
+the known answer, the device's rules, on-device
 training and the memory budgets (every `target.memory` size the plan stage will need,
 known from the architecture before any training: memory.budget).
 """
@@ -81,6 +82,7 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         problems.append(document.diagnostic(("kat",), (
             "a model without a dataset needs a known answer to be checked against: "
             "kat: {input: sample.npy, expected: output.npy}")))
+    problems += _init(document, manifest, base, graph)
     layers, _ = folding.fold_layers(manifest.model.layers)
     bits = None
     if manifest.model.weights is not None:
@@ -106,6 +108,27 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         problems += _wof(document, manifest, base, layers)
     return problems + [document.diagnostic(path, message)
                        for path, message in budget.problems(manifest, layers)]
+
+
+def _init(document: yamlsource.Document, manifest: Manifest, base: Path,
+          graph: graphs.Graph) -> list[Diagnostic]:
+    """Float weights to start from (`train.init`): a readable file that fits the layers;
+    `epochs: 0` needs them (nothing else makes a float model)."""
+    from edgebuild.model import initial
+
+    train = manifest.train
+    if manifest.model.weights is not None:
+        return [] if train.init is None else [document.diagnostic(("train", "init"), (
+            "the model has pre-quantized `model.weights` and is not trained; remove one of "
+            "the two"))]
+    if train.init is not None:
+        return [document.diagnostic(("train", "init"), message) for message in
+                initial.check(base / train.init, manifest.model.layers, graph)]
+    if train.epochs == 0:
+        return [document.diagnostic(("train", "epochs"), (
+            "0 epochs train nothing: give the float weights to take as they are in "
+            "`train.init` (e.g. from `edgebuild import-onnx`), or train at least one epoch"))]
+    return []
 
 
 def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,

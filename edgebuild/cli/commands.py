@@ -234,6 +234,25 @@ def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     return EXIT_OK
 
 
+def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
+    """`edgebuild import-onnx`: a manifest and its float weights (train.init) from an ONNX
+    model; every node it cannot import is named at once (interchange.importer)."""
+    from edgebuild.interchange import importer
+
+    source = cwd / args.model
+    name = args.name if args.name is not None else importer.default_name(source)
+    importer.check_name(name)
+    manifest = cwd / args.output if args.output else cwd / f"{name}.yaml"
+    data = None if args.data is None else cwd / args.data
+    result = importer.import_onnx(source, manifest, name, data)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
+    _err(f"import-onnx: wrote {result.manifest} and {result.weights.name}; "
+         + ("build it" if data is not None else "add a dataset, then build it")
+         + f" with `edgebuild build {result.manifest}`")
+    return EXIT_OK
+
+
 def clean(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.pipeline.cache import remove_tree
 

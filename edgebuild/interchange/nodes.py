@@ -125,13 +125,16 @@ def gemm(t: Translation, node: onnx.NodeProto) -> None:
         raise Rejected("transA: the input must be (N, features)")
     matrix, bias = t.required(node, 1, "weight"), t.constant(node, 2, "bias")
     weight = (matrix if found.get("transB", 0) else matrix.T) * found.get("alpha", 1.0)
-    layer = t.add("linear", node, node.input[:1], out=int(weight.shape[0]), bias=bias is not None)
+    out = int(weight.shape[0])
+    if bias is not None and bias.size not in (1, out):
+        raise Rejected(f"a bias of shape {list(bias.shape)} for {out} outputs")
+    layer = t.add("linear", node, node.input[:1], out=out, bias=bias is not None)
     t.weights[f"{layer['name']}.weight"] = _f32(weight)
     if bias is not None:
         import numpy as np
 
         t.weights[f"{layer['name']}.bias"] = _f32(np.broadcast_to(
-            bias * found.get("beta", 1.0), (weight.shape[0],)))
+            bias.reshape(-1) * found.get("beta", 1.0), (out,)))
 
 
 def matmul(t: Translation, node: onnx.NodeProto) -> None:
@@ -182,15 +185,25 @@ def _bias(t: Translation, node: onnx.NodeProto, layer: dict[str, Any], tensor: s
 
 
 def _activate(t: Translation, node: onnx.NodeProto, act: str) -> None:
-    """An activation -> the `act` of the layer right before it."""
+    """An activation -> the `act` of the layer right before it; a ReLU after a max pool
+    (PyTorch's `relu(max_pool(conv(x)))`) -> the `act` of the layer before the pool, as
+    max pooling and ReLU commute."""
     layer = t.fusable(node.input[0])
+    pool = layer if act == "relu" and layer is not None and layer.get("mode") == "max" else None
+    if pool is not None:
+        layer = t.fusable(t.outputs[pool["inputs"][0]]) if pool["inputs"][0] in t.outputs \
+            else None
     if layer is None or "act" not in OPS[layer["op"]].params.model_fields \
             or layer.get("act", "none") != "none":
         raise Rejected(f"edgebuild applies {act} as the `act` of a convolution, linear, add "
                        "or batchnorm layer (without one yet) whose output only the activation "
-                       "reads")
+                       "(or a max pool before a ReLU) reads")
     layer["act"] = act
-    t.merge(node, layer)
+    if pool is None:
+        t.merge(node, layer)
+        return
+    t.notes[layer["name"]].append(f"{describe(node)} (before {pool['name']}: they commute)")
+    t.produce(node.output[0], pool["name"])
 
 
 def relu(t: Translation, node: onnx.NodeProto) -> None:

@@ -82,7 +82,24 @@ class OneD(nn.Module):
         return torch.softmax(self.fc2(torch.relu(self.bn(self.fc1(y)))), 1)
 
 
-PYTORCH = {"two_d": (TwoD, (1, 8, 8), 10), "one_d": (OneD, (3, 20), 4)}  # classes last
+class LeNet(nn.Module):
+    """The classic order: convolution, max pooling, then the ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 5)
+        self.conv2 = nn.Conv2d(4, 8, 3)
+        self.fc1 = nn.Linear(8 * 2 * 2, 16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.relu(nn.functional.max_pool2d(self.conv1(x), 2))
+        x = nn.functional.relu(nn.functional.max_pool2d(self.conv2(x), 2))
+        return self.fc2(nn.functional.relu(self.fc1(torch.flatten(x, 1))))
+
+
+PYTORCH = {"two_d": (TwoD, (1, 8, 8), 10), "one_d": (OneD, (3, 20), 4),  # classes last
+           "lenet": (LeNet, (1, 16, 16), 10)}
 
 
 def torch_export(module: nn.Module, shape: tuple[int, ...], path: Path) -> Path:
@@ -155,7 +172,12 @@ def test_pytorch_models_import_and_compute_alike(tmp_path: Path, name: str):
         got = torch.softmax(torch.as_tensor(got), 1).numpy()
     assert np.abs(got - expected).max() < 1e-5
     # the exporter folds a batchnorm into the Conv before it, not into a Gemm
-    ops = {layer["op"] for layer in yaml.safe_load(manifest.read_text())["model"]["layers"]}
+    layers = yaml.safe_load(manifest.read_text())["model"]["layers"]
+    ops = {layer["op"] for layer in layers}
+    if name == "lenet":  # each ReLU after a max pool is the convolution's act
+        assert [(layer["op"], layer.get("act")) for layer in layers[:4]] == [
+            ("conv2d", "relu"), ("pool2d", None), ("conv2d", "relu"), ("pool2d", None)]
+        return
     assert ops >= ({"conv2d", "add", "concat", "pool2d", "flatten", "linear"} if name == "two_d"
                    else {"conv1d", "pool1d", "linear", "batchnorm"})
     assert "groups: " in manifest.read_text()
@@ -328,6 +350,28 @@ def test_epochs_zero_needs_init(tmp_path: Path):
         """))
     result = run_cli(["check"], tmp_path)
     assert result.returncode == 2 and "train.epochs: 0 epochs train nothing" in result.stderr
+
+
+def test_init_keys_the_train_stage_by_content(tmp_path: Path):
+    """The float weights file keys `train` by its bytes (Stage.files), not by its path."""
+    from edgebuild.pipeline.stages import STAGES
+
+    npz_data(tmp_path / "data.npz")
+    np.savez(tmp_path / "w.npz", **{"fc.weight": np.zeros((3, 16), np.float32),
+                                    "fc.bias": np.zeros(3, np.float32)})
+    (tmp_path / "edgebuild.yaml").write_text(textwrap.dedent("""\
+        name: tiny
+        dataset: {format: npz, path: data.npz}
+        model:
+          input: [1, 4, 4]
+          layers:
+            - {name: fc, op: linear, out: 3, flatten: true}
+        train: {epochs: 0, init: w.npz}
+        """))
+    checked = validation.load(tmp_path / "edgebuild.yaml")
+    assert STAGES["train"].files(checked) == [tmp_path / "w.npz"]
+    config = STAGES["train"].config(checked)
+    assert config["init"] is True and "init" not in config["train"]
 
 
 E2E_MODEL = """

@@ -15,6 +15,7 @@ content-hashed).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,7 +130,7 @@ def _model(name: str, form: Form, input_shape: Shape, layers: tuple[Layer, ...],
     wide = bool(getattr(layers[-1], "wide", False))
     out_type = FLOAT if form is not Form.int8 else INT32 if wide else INT8
     return _serialize(f"{name}.{form.value}", form, code, graphs.sample_shape(input_shape, layers),
-                      (code.output, out_type, _flat_size(last.out_shape)),
+                      (code.output, out_type, math.prod(last.out_shape)),
                       {"edgebuild.form": form.value, **{f"edgebuild.{k}": v
                                                        for k, v in metadata.items()}})
 
@@ -161,13 +162,6 @@ def _code(form: Form, graph: graphs.Graph, layers: tuple[Layer, ...],
         return code
     flat = OnnxCode(last.name, code.output).then("Flatten", axis=1).named(f"{last.name}/flat")
     return OnnxCode(code.prefix, flat.output, code.nodes + flat.nodes, code.initializers)
-
-
-def _flat_size(shape: Shape) -> int:
-    size = 1
-    for d in shape:
-        size *= d
-    return size
 
 
 def _serialize(name: str, form: Form, code: OnnxCode, sample: Shape,

@@ -52,6 +52,8 @@ def run(ctx: Context) -> None:
     if not qat.enabled:
         arrays.save(ctx.out / "folded.npz", **state)
         write_metrics(ctx.out, Metrics.of(training.History(), None, enabled=False))
+        ctx.log("qat: no qat.onnx: qat.enabled is false, nothing is fake-quantized (quantize "
+                "writes int8.onnx)")
         return
     policies = policy.resolve(qat, layers, numbers.device_numbers(manifest.target.device.value))
     net = network.Net(manifest.model.input, layers,

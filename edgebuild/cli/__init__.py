@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     onnx.add_argument("model", metavar="MODEL.onnx", help="the float model (one input, "
                       "batch first: [N, features], [N, C, L] or [N, C, H, W])")
     onnx.add_argument("-o", "--output", metavar="MANIFEST.yaml",
-                      help="the manifest to write; its weights go beside it as "
-                      "<stem>.float.npz (default: <name>.yaml here)")
+                      help="the manifest to write (a directory: <name>.yaml in it); its "
+                      "weights go beside it as <stem>.float.npz (default: <name>.yaml here)")
     onnx.add_argument("--name", help="manifest name (default: from the file name)")
     onnx.add_argument("--data", metavar="DATA.npz",
                       help="the dataset the manifest names (format npz: x, y or x_train, "

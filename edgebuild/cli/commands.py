@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,7 +243,9 @@ def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
     source = cwd / args.model
     name = args.name if args.name is not None else importer.default_name(source)
     importer.check_name(name)
-    manifest = cwd / args.output if args.output else cwd / f"{name}.yaml"
+    manifest = cwd / (args.output or ".")
+    if manifest.is_dir() or not args.output or args.output.endswith(("/", os.sep)):
+        manifest = manifest / f"{name}.yaml"  # -o DIR: the manifest goes in it
     data = None if args.data is None else cwd / args.data
     result = importer.import_onnx(source, manifest, name, data)
     for warning in result.warnings:

@@ -3,7 +3,7 @@ with a reason a user can act on — and that reason is what `edgebuild check` sa
 
 Facets (edgebuild/ops/operator.py): shape (out_shape, param_count, macs), role, torch,
 reference, weights, c, windows, train, accelerator (MAX7800x) with its network-description
-mapping.
+mapping, onnx.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_no_facet_is_silently_missing_from_the_record():
     """A new facet must be added to this test's view of the record too."""
     names = {f.name for f in dataclasses.fields(next(iter(OPS.values())))}
     assert {*DEPLOYED_FACETS, "torch", "weights", "windows", "out_shape", "param_count",
-            "macs", "stream", "l2_traffic"} <= names
+            "macs", "stream", "l2_traffic", "onnx"} <= names
 
 
 UNTRAINABLE = textwrap.dedent("""\

@@ -95,6 +95,19 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("-o", "--output", default=".", metavar="DIR",
                          help="where the manifest and its files go (default: .)")
 
+    onnx = commands.add_parser(
+        "import-onnx", help="turn a float ONNX model into a manifest and float weights it "
+        "starts from (train.init)")
+    onnx.add_argument("model", metavar="MODEL.onnx", help="the float model (one input, "
+                      "batch first: [N, features], [N, C, L] or [N, C, H, W])")
+    onnx.add_argument("-o", "--output", metavar="MANIFEST.yaml",
+                      help="the manifest to write (a directory: <name>.yaml in it); its "
+                      "weights go beside it as <stem>.float.npz (default: <name>.yaml here)")
+    onnx.add_argument("--name", help="manifest name (default: from the file name)")
+    onnx.add_argument("--data", metavar="DATA.npz",
+                      help="the dataset the manifest names (format npz: x, y or x_train, "
+                      "y_train, x_test, y_test); without it, add a dataset before building")
+
     clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")
     _paths(clean)
     clean.add_argument("--cache", action="store_true", help="delete the whole cache as well")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,6 +232,27 @@ def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     for warning in result.warnings:
         _err(f"warning: {warning}")
     _err(f"import-ai8x: wrote {result.manifest}; build it with `edgebuild build {result.manifest}`")
+    return EXIT_OK
+
+
+def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
+    """`edgebuild import-onnx`: a manifest and its float weights (train.init) from an ONNX
+    model; every node it cannot import is named at once (interchange.importer)."""
+    from edgebuild.interchange import importer
+
+    source = cwd / args.model
+    name = args.name if args.name is not None else importer.default_name(source)
+    importer.check_name(name)
+    manifest = cwd / (args.output or ".")
+    if manifest.is_dir() or not args.output or args.output.endswith(("/", os.sep)):
+        manifest = manifest / f"{name}.yaml"  # -o DIR: the manifest goes in it
+    data = None if args.data is None else cwd / args.data
+    result = importer.import_onnx(source, manifest, name, data)
+    for warning in result.warnings:
+        _err(f"warning: {warning}")
+    _err(f"import-onnx: wrote {result.manifest} and {result.weights.name}; "
+         + ("build it" if data is not None else "add a dataset, then build it")
+         + f" with `edgebuild build {result.manifest}`")
     return EXIT_OK
 
 

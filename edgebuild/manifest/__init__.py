@@ -104,7 +104,14 @@ Schedule = Annotated[MultiStep | Cosine | Constant, Field(discriminator="type")]
 
 
 class Train(Strict):
-    epochs: int = Field(strict=True, default=10, ge=1, le=10000)
+    epochs: int = Field(strict=True, default=10, ge=0, le=10000,
+                        description="0: no training, the float model is `init` as it is")
+    init: str | None = Field(
+        default=None, min_length=1,
+        description="float weights to start from (.npz as the train stage's float.npz: "
+                    "`<layer>.<tensor>`, e.g. from `edgebuild import-onnx`), relative to "
+                    "the manifest; training continues from them, or with `epochs: 0` they "
+                    "are the float model. QAT or post-training quantization follow as usual")
     batch: int = Field(strict=True, default=64, ge=1, le=65536)
     optimizer: Optimizer = Optimizer(adam=Adam())
     schedule: Schedule = Constant(type="constant")

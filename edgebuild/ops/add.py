@@ -12,12 +12,22 @@ from edgebuild.core import numerics
 from edgebuild.core.fields import Identifier
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.c import CCode, CStep, act_name
+from edgebuild.ops.onnxcode import (
+    INT64,
+    Form,
+    OnnxCode,
+    OnnxStep,
+    fake_requantize,
+    float_output,
+    saturate,
+)
 from edgebuild.ops.operator import (
     Accelerator,
     Activation,
     C,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -74,8 +84,29 @@ def emit(step: CStep[Add]) -> CCode:
                         f"{act_name(step.layer.act)}, {step.output}); }}",))
 
 
+def onnx_emit(step: OnnxStep[Add]) -> OnnxCode:
+    """A chain of Add, then the form's output rule; on int8 the sum is taken in int64
+    (as the reference) and saturated back to int8."""
+    act = step.layer.act.value
+    code = step.start()
+    if step.form is Form.int8:
+        code = code.then("Cast", to=INT64)
+    for index, name in enumerate(step.inputs[1:], start=1):
+        if step.form is Form.int8:
+            code = code.side(f"in{index}", "Cast", name, to=INT64)
+            name = code.tensor(f"in{index}")
+        code = code.then("Add", name)
+    if step.form is Form.int8:
+        code = saturate(code, act)
+    elif step.form is Form.qat:
+        code = fake_requantize(code, step.rounding, act)
+    else:
+        code = float_output(code, act, step.clamp)
+    return code.named(step.output)
+
+
 OPERATOR = Operator(
     "add", Add, "many", Role.data, out_shape, no_params, no_macs,
-    torch=Torch(forward), reference=reference, c=C(emit), l2_traffic=True,
+    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
     accelerator=Accelerator("add", ai8x=("add",)),
     train=Train(TrainKernel.add))

@@ -9,11 +9,13 @@ from pydantic import Field
 
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Shape
+from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep, float_output
 from edgebuild.ops.operator import (
     FOLDED,
     Activation,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -73,8 +75,24 @@ def fold(weight: NDArray[np.floating[Any]], bias: NDArray[np.floating[Any]] | No
     return new_w, (base - stats["running_mean"]) * factor + stats["bias"]
 
 
+def onnx_emit(step: OnnxStep[BatchNorm]) -> OnnxCode:
+    """BatchNormalization with the running statistics (inference), then the activation and
+    clamp. Float form only: the other forms are of the folded layers."""
+    import numpy as np
+
+    assert step.form is Form.float, f"batchnorm {step.layer.name!r} is folded in the {step.form} form"
+    code = step.start()
+    parts = ("weight", "bias", "running_mean", "running_var")
+    for part in parts:
+        code = code.const(part, np.asarray(step.tensors[part], dtype=np.float32))
+    code = code.then("BatchNormalization", *(code.tensor(part) for part in parts),
+                     epsilon=float(step.layer.eps))
+    return float_output(code, step.layer.act.value, step.clamp).named(step.output)
+
+
 _GONE = Unsupported(f"batchnorm: {FOLDED}")
 
 OPERATOR = Operator("batchnorm", BatchNorm, "one", Role.folded, one, param_count, no_macs,
                     torch=Torch(forward, torch_module), reference=_GONE, c=_GONE, train=_GONE,
+                    onnx=Onnx(onnx_emit),
                     accelerator=_GONE)

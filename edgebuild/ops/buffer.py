@@ -25,11 +25,13 @@ from pydantic import Field
 
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Stream,
@@ -82,6 +84,16 @@ def emit(step: CStep[Buffer]) -> CCode:
                         f"{step.inputs[0]}, {step.state}, {step.output});",))
 
 
+def onnx_emit(step: OnnxStep[Buffer]) -> OnnxCode:
+    """As the reference: the frames of each clip regrouped, features of frame j in column j
+    (the ONNX model's input is the whole clip, see interchange.export)."""
+    import numpy as np
+
+    shape = np.array([-1, step.layer.length, step.in_shapes[0][0]], dtype=np.int64)
+    return step.start().then("Reshape", shape).then("Transpose", perm=(0, 2, 1)).named(
+        step.output)
+
+
 def state_bytes(layer: Buffer, out: Shape) -> int:
     """The window, int8, kept across inferences outside the arena."""
     return math.prod(out)
@@ -89,7 +101,7 @@ def state_bytes(layer: Buffer, out: Shape) -> int:
 
 OPERATOR = Operator(
     "buffer", Buffer, "one", Role.data, out_shape, no_params, no_macs,
-    torch=Torch(forward), reference=reference, c=C(emit),
+    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     stream=Stream(lambda layer: layer.length, state_bytes),
     accelerator=Accelerator("buffer", copies=True),
     train=Unsupported("its window holds the features of earlier inferences, which a training "

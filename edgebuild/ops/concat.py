@@ -11,11 +11,13 @@ from pydantic import Field
 from edgebuild.core.fields import Identifier
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -68,8 +70,12 @@ def emit(step: CStep[Concat]) -> CCode:
     return CCode(calls=tuple(calls))
 
 
+def onnx_emit(step: OnnxStep[Concat]) -> OnnxCode:
+    return step.start().then("Concat", *step.inputs[1:], axis=1).named(step.output)
+
+
 OPERATOR = Operator(
     "concat", Concat, "many", Role.data, out_shape, no_params, no_macs,
-    torch=Torch(forward), reference=reference, c=C(emit), l2_traffic=True,
+    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
     accelerator=Accelerator("concat", copies=True),
     train=Train(TrainKernel.concat))

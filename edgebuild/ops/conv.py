@@ -23,6 +23,16 @@ from edgebuild.ops.c import (
     pool_params,
     tile_decl,
 )
+from edgebuild.ops.onnxcode import (
+    Attribute,
+    Form,
+    OnnxCode,
+    OnnxStep,
+    fake_requantize,
+    fake_weights,
+    float_output,
+    requantize,
+)
 from edgebuild.ops.operator import (
     Accelerator,
     Activation,
@@ -32,6 +42,7 @@ from edgebuild.ops.operator import (
     FusedPool,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -247,6 +258,67 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
                                f"{out});",))
 
 
+# --- ONNX ----------------------------------------------------------------------------------
+
+def onnx_weights(code: OnnxCode, step: OnnxStep[ComputeLayer]) -> tuple[OnnxCode, tuple[str, ...]]:
+    """The weight (and bias) inputs of a float Conv/Gemm: the float tensors, or in the
+    fake-quant form the DequantizeLinear of the integers (ops.onnxcode.fake_weights)."""
+    import numpy as np
+
+    parts: tuple[str, ...]
+    if step.form is Form.qat:
+        quant = step.requant()
+        code = fake_weights(code, quant)
+        parts = ("weight", "bias") if quant.bias is not None else ("weight",)
+    else:
+        parts = tuple(part for part in ("weight", "bias") if part in step.tensors)
+        for part in parts:
+            code = code.const(part, np.asarray(step.tensors[part], dtype=np.float32))
+    return code, tuple(code.tensor(part) for part in parts)
+
+
+def onnx_output(code: OnnxCode, step: OnnxStep[ComputeLayer]) -> OnnxCode:
+    """After a compute op's products: the form's output rule (a `wide` layer outputs the
+    accumulator itself). The integer form adds the int32 bias to the int32 accumulator
+    (numerics: bias in accumulator units) before requantizing."""
+    layer = step.layer
+    if step.form is Form.int8:
+        import numpy as np
+
+        quant = step.requant()
+        if quant.bias is not None:
+            spatial = (1,) * (len(step.out_shape) - 1)
+            code = code.then("Add", quant.bias.astype(np.int32).reshape((-1, *spatial)))
+        return code if layer.wide else requantize(code, quant.shift, step.rounding,
+                                                  layer.act.value)
+    if layer.wide:
+        return code
+    if step.form is Form.qat:
+        return fake_requantize(code, step.rounding, layer.act.value)
+    return float_output(code, layer.act.value, step.clamp)
+
+
+def onnx_conv(step: OnnxStep[Conv], axes: Axes[Conv]) -> OnnxCode:
+    """conv1d / conv2d: the fused input pooling, then Conv (float, fake-quant) or
+    ConvInteger on int8 (exact int32 accumulator), then the form's output rule."""
+    import numpy as np
+
+    layer = step.layer
+    kernel, stride, pad, dilation = axes(layer)
+    dims = len(kernel)
+    code = pooling.onnx_pool(step.start(), layer.pool, dims, step.form, step.rounding,
+                             step.in_shapes[0][0])
+    window: dict[str, Attribute] = {
+        "kernel_shape": tuple(kernel), "strides": tuple(stride), "pads": tuple(pad) * 2,
+        "dilations": tuple(dilation), "group": layer.groups}
+    if step.form is Form.int8:
+        code = code.then("ConvInteger", step.requant().weight.astype(np.int8), **window)
+    else:
+        code, weights = onnx_weights(code, step)
+        code = code.then("Conv", *weights, **window)
+    return onnx_output(code, step).named(step.output)
+
+
 def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) -> str:
     """int16 scratch elements of the optimized convolution (eb_kernels_opt.h)."""
     kernel = axes(layer)[0]
@@ -266,7 +338,7 @@ def convolution(name: str, params: type[Conv], axes: Axes[Conv],
         torch=torch_facet, reference=reference,
         c=C(lambda step: emit_conv(step, axes),
             lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes)),
-        accelerator=accelerator,
+        accelerator=accelerator, onnx=Onnx(lambda step: onnx_conv(step, axes)),
         train=Train(TrainKernel.conv,
                     lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),
         weights=Weights(lambda layer, in_shape: weight_shape(layer, in_shape, axes)),

@@ -26,11 +26,13 @@ from pydantic import Field
 from edgebuild.core.geometry import Shape, ShapeError, expect_rank, pair, plane, pooled
 from edgebuild.ops import conv
 from edgebuild.ops.c import CCode, CStep, bias_symbol, conv_params, tile_decl
+from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
     G,
     Mode,
+    Onnx,
     Operator,
     PadPair,
     Pair,
@@ -39,7 +41,7 @@ from edgebuild.ops.operator import (
     Unsupported,
     Weights,
 )
-from edgebuild.ops.pool import reference_pool, torch_pool
+from edgebuild.ops.pool import onnx_pool, reference_pool, torch_pool
 
 if TYPE_CHECKING:
     import numpy as np
@@ -219,9 +221,56 @@ def emit(step: CStep[ConvTranspose2d]) -> CCode:
     return code + CCode(calls=(f"{kernel}(&{params}, {source}, {weights}, {bias}, {out});",))
 
 
+def onnx_emit(step: OnnxStep[ConvTranspose2d]) -> OnnxCode:
+    """The fused input pooling, then ConvTranspose (float, fake-quant) or, on int8, the
+    same sum as an exact ConvInteger (onnx_integer), then the form's output rule."""
+    layer = step.layer
+    code = onnx_pool(step.start(), layer.pool, 2, step.form, step.rounding,
+                     step.in_shapes[0][0])
+    if step.form is Form.int8:
+        code = onnx_integer(code, layer, step.requant().weight,
+                            pooled(step.in_shapes[0], layer.pool, 2))
+    else:
+        code, weights = conv.onnx_weights(code, step)
+        kernel, stride, pad, dilation = axes(layer)
+        code = code.then("ConvTranspose", *weights, kernel_shape=kernel, strides=stride,
+                         pads=pad * 2, output_padding=pair(layer.output_pad),
+                         dilations=dilation, group=layer.groups)
+    return conv.onnx_output(code, step).named(step.output)
+
+
+def onnx_integer(code: OnnxCode, layer: ConvTranspose2d, weight: NDArray[np.integer[Any]],
+                 shape: Shape) -> OnnxCode:
+    """The transposed convolution as a convolution, integer-exact (ONNX has no integer
+    ConvTranspose): put stride - 1 zeros between input values, pad each side with
+    dilation x (kernel - 1) (and `output_pad` more at the end), convolve with the kernel
+    flipped and output channels first (ConvInteger, int32), then crop `pad` from each side
+    (the module docstring's full output, cropped)."""
+    import numpy as np
+
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = axes(layer)
+    (oh, ow), (h, w) = pair(layer.output_pad), shape[1:]
+    if (sh, sw) != (1, 1):
+        code = code.then("Unsqueeze", np.array([3, 5], np.int64))
+        code = code.then("Pad", np.array([0] * 9 + [sh - 1, 0, sw - 1], np.int64))
+        code = code.then("Reshape", np.array([0, shape[0], h * sh, w * sw], np.int64))
+        code = code.then("Slice", np.array([0, 0], np.int64),
+                         np.array([(h - 1) * sh + 1, (w - 1) * sw + 1], np.int64),
+                         np.array([2, 3], np.int64))
+    kernel = to_out_major(weight.astype(np.int8), layer)[:, :, ::-1, ::-1]
+    code = code.then("ConvInteger", np.ascontiguousarray(kernel),
+                     pads=(dh * (kh - 1), dw * (kw - 1), dh * (kh - 1) + oh, dw * (kw - 1) + ow),
+                     dilations=(dh, dw), group=layer.groups)
+    if (ph, pw) == (0, 0):
+        return code
+    full = ((h - 1) * sh + dh * (kh - 1) + 1 + oh, (w - 1) * sw + dw * (kw - 1) + 1 + ow)
+    return code.then("Slice", np.array([ph, pw], np.int64),
+                     np.array([full[0] - ph, full[1] - pw], np.int64), np.array([2, 3], np.int64))
+
+
 OPERATOR = Operator(
     "conv_transpose2d", ConvTranspose2d, "one", Role.compute, out_shape, param_count, macs,
-    torch=Torch(forward, torch_module), reference=reference, c=C(emit),
+    torch=Torch(forward, torch_module), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     accelerator=Accelerator("conv_transpose2d", reads_concat=True,
                             rules="conv_transpose2d", ai8x=("convtranspose2d",),
                             exports_as="convtranspose2d"),

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from edgebuild.core.geometry import Shape
+from edgebuild.ops.onnxcode import view
 from edgebuild.ops.operator import (
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -52,4 +54,5 @@ _GONE = Unsupported("dropout is removed after training (the identity at inferenc
 
 OPERATOR = Operator("dropout", Dropout, "one", Role.dropped, one, no_params, no_macs,
                     torch=Torch(forward, torch_module), reference=reference, c=_GONE,
+                    onnx=Onnx(view),
                     train=_GONE, accelerator=_GONE)

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from edgebuild.core.geometry import Shape
+from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -46,7 +48,12 @@ def reference(layer: Flatten, quant: None, inputs: Sequence[Ints],
     return inputs[0].reshape(len(inputs[0]), -1)
 
 
+def onnx_emit(step: OnnxStep[Flatten]) -> OnnxCode:
+    return step.start().then("Flatten", axis=1).named(step.output)
+
+
 OPERATOR = Operator("flatten", Flatten, "one", Role.view, out_shape, no_params, no_macs,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
+                    onnx=Onnx(onnx_emit),
                     accelerator=Accelerator("flatten", view="flatten"),
     train=Train(TrainKernel.view))

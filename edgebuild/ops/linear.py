@@ -11,6 +11,7 @@ from pydantic import Field
 from edgebuild.core.geometry import Plane, Shape, ShapeError, Window
 from edgebuild.ops import conv
 from edgebuild.ops.c import CCode, CStep, bias_symbol, requantize, tile_decl
+from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     Activation,
@@ -18,6 +19,7 @@ from edgebuild.ops.operator import (
     Count,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -116,6 +118,22 @@ def emit(step: CStep[Linear]) -> CCode:
                         f"{requantize(step)}, {out});",))
 
 
+def onnx_emit(step: OnnxStep[Linear]) -> OnnxCode:
+    """Flatten, then Gemm (float, fake-quant: weight (out, features), transB) or
+    MatMulInteger on int8 against the transposed integers (exact int32 accumulator), then
+    the form's output rule (conv.onnx_output)."""
+    import numpy as np
+
+    code = step.start().then("Flatten", axis=1)
+    if step.form is Form.int8:
+        code = code.then("MatMulInteger", np.ascontiguousarray(
+            step.requant().weight.astype(np.int8).T))
+    else:
+        code, weights = conv.onnx_weights(code, step)
+        code = code.then("Gemm", *weights, transB=1)
+    return conv.onnx_output(code, step).named(step.output)
+
+
 def scratch(layer: Linear, shapes: Sequence[Shape]) -> str:
     return f"EB_LINEAR_OPT_SCRATCH({math.prod(shapes[0])})"
 
@@ -133,6 +151,7 @@ def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainG
 OPERATOR = Operator(
     "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch),
+    onnx=Onnx(onnx_emit),
     accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),
                             exports_as="mlp"),
     train=Train(TrainKernel.conv, train_geometry),

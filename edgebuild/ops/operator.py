@@ -14,6 +14,8 @@ An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and
 - `train`: how it runs in the float part of on-device training;
 - `accelerator`: how it runs on a MAX7800x CNN accelerator and how the vendor's network
   description names it;
+- `onnx`: how it is written into an ONNX model, in the float, fake-quant and integer forms
+  (ops.onnxcode; interchange.export);
 - `stream`: state kept across inferences (a model with such an op runs on frames);
 - `l2_traffic`: it runs between L2 tensors without an L1 tile.
 
@@ -38,6 +40,7 @@ from edgebuild.core.fields import Identifier, Strict
 from edgebuild.core.geometry import Plane, Shape, Window
 from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops.c import CCode, CStep
+from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 
 if TYPE_CHECKING:  # numpy and torch load on first use (numerics): importing ops stays cheap
     import numpy as np
@@ -243,6 +246,16 @@ class Accelerator:
 
 
 @dataclass(frozen=True)
+class Onnx:
+    """How the op is written into an ONNX model (interchange.export): `emit(step)` gives
+    one layer's nodes and initializers in the step's form (ops.onnxcode.Form), its last
+    node writing `step.output`. A folded or dropped op (batchnorm, dropout) is reached
+    only in the float form: the fake-quant and integer forms are of the folded layers."""
+
+    emit: Callable[[OnnxStep[Any]], OnnxCode]
+
+
+@dataclass(frozen=True)
 class Stream:
     """An op that keeps state across inferences (a model with one runs on a stream of
     frames): `frames(layer)` per training sample (clips), `state_bytes(layer, out_shape)`
@@ -271,6 +284,7 @@ class Operator:
     c: C | Unsupported
     train: Train | Unsupported
     accelerator: Accelerator | Unsupported
+    onnx: Onnx | Unsupported
     weights: Weights | Unsupported = Unsupported(
         "it has no weights; only compute layers (convolutions, linear) have weights")
     windows: Callable[[Any, Sequence[Shape], Shape], tuple[tuple[str, Window], ...]] = no_windows

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from edgebuild.ops.onnxcode import view
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -46,6 +48,7 @@ def reference(layer: Passthrough, quant: None, inputs: Sequence[Ints],
 
 OPERATOR = Operator("passthrough", Passthrough, "one", Role.view, one, no_params, no_macs,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
+                    onnx=Onnx(view),
                     accelerator=Accelerator("passthrough", copies=True,
                                             reads_concat=True, ai8x=("none", "passthrough")),
     train=Train(TrainKernel.view))

@@ -17,6 +17,16 @@ from pydantic import Field
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Shape, Window, expect_rank, pool_plane, pooled, window_sizes
 from edgebuild.ops.c import CCode, CStep, pool_call, pool_params
+from edgebuild.ops.onnxcode import (
+    INT8,
+    INT64,
+    Attribute,
+    Form,
+    OnnxCode,
+    OnnxStep,
+    divide_round,
+    round_float,
+)
 from edgebuild.ops.operator import (
     Accelerator,
     C,
@@ -24,6 +34,7 @@ from edgebuild.ops.operator import (
     G,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Pair,
     PoolMode,
@@ -111,6 +122,32 @@ def reference_pool(x: Ints, pool: FusedPool | None, dims: int, rounding: str) ->
     return numerics.np_divide_round(view.sum(axis=axes), count, rounding)
 
 
+def onnx_pool(code: OnnxCode, pool: FusedPool | None, dims: int, form: Form, rounding: str,
+              channels: int) -> OnnxCode:
+    """The pooling rule in ONNX: MaxPool in every form (exact on int8); average pooling
+    AveragePool in float, rounded to the 1/128 grid by the mode's pooling rule in the
+    fake-quant form (as torch_pool), and in the integer form an exact sum (a depthwise
+    ConvInteger of ones: onnxruntime has no integer AveragePool) divided with that rule."""
+    if pool is None:
+        return code
+    import numpy as np
+
+    sizes, strides = window_sizes(pool, dims)
+    geometry: dict[str, Attribute] = {"kernel_shape": tuple(sizes), "strides": tuple(strides)}
+    if pool.mode.value == "max":
+        return code.then("MaxPool", **geometry)
+    if form is not Form.int8:
+        code = code.then("AveragePool", **geometry)
+        if form is Form.float:
+            return code
+        code = round_float(code.then("Mul", np.array(numerics.ACT_SCALE, np.float32)),
+                           numerics.pool_rounding(rounding))
+        return code.then("Mul", np.array(1 / numerics.ACT_SCALE, np.float32))
+    ones = np.ones((channels, 1, *sizes), dtype=np.int8)
+    code = code.then("ConvInteger", ones, group=channels, **geometry).then("Cast", to=INT64)
+    return divide_round(code, int(np.prod(sizes)), rounding).then("Cast", to=INT8)
+
+
 # --- the pool1d / pool2d operators ----------------------------------------------------------
 
 def _dims(layer: Pool1d | Pool2d) -> int:
@@ -141,6 +178,11 @@ def emit(step: CStep[Pool1d | Pool2d]) -> CCode:
                                      step.double_buffer, step.inputs[0], step.output)
 
 
+def onnx_emit(step: OnnxStep[Pool1d | Pool2d]) -> OnnxCode:
+    return onnx_pool(step.start(), window(step.layer), _dims(step.layer), step.form,
+                     step.rounding, step.in_shapes[0][0]).named(step.output)
+
+
 def tile_windows(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
                  out: Shape) -> tuple[tuple[str, Window], ...]:
     plane = pool_plane(window(layer), in_shapes[0], vertical=True)
@@ -156,7 +198,7 @@ def train_geometry(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
 def _operator(name: str, params: type[LayerBase]) -> Operator:
     return Operator(
         name, params, "one", Role.data, out_shape, no_params, no_macs,
-        torch=Torch(forward), reference=reference, c=C(emit),
+        torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
         accelerator=Accelerator("pool", copies=True, reads_concat=True, rules="pool"),
         train=Train(TrainKernel.pool, train_geometry), windows=tile_windows)
 

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from edgebuild.core.geometry import Shape, ShapeError
+from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     LayerBase,
     Mode,
+    Onnx,
     Operator,
     Role,
     Torch,
@@ -65,7 +67,16 @@ def reference(layer: Reshape, quant: None, inputs: Sequence[Ints],
     return inputs[0].reshape(len(inputs[0]), *layer.shape)
 
 
+def onnx_emit(step: OnnxStep[Reshape]) -> OnnxCode:
+    """Reshape to (-1, *shape): the batch stays first."""
+    import numpy as np
+
+    shape = np.array([-1, *step.layer.shape], dtype=np.int64)
+    return step.start().then("Reshape", shape).named(step.output)
+
+
 OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, no_macs,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
+                    onnx=Onnx(onnx_emit),
                     accelerator=Accelerator("reshape", view="in_dim"),
     train=Train(TrainKernel.view))

@@ -5,10 +5,11 @@ Every problem reads `FILE:LINE:COL: field.path: message`. The YAML itself comes 
 round, the schema (manifest.reading: unknown keys with a "did you mean" or the section they
 belong in, types, ranges) and the cross-field rules over the sections the schema accepted:
 layer wiring and shapes (the rest needs them), the QAT overrides, the dataset's sample
-shape and class count against the model, and — once per target (manifest.targets) —
-imported weights, the known answer, the device's rules, on-device training and the memory
-budgets (every `target.memory` size the plan stage will need, known from the architecture
-before any training: memory.budget).
+shape and class count against the model, the float weights to start from (`train.init`),
+and — once per target (manifest.targets) — imported integer weights (`model.weights`), the
+known answer, the device's rules, on-device training and the memory budgets (every
+`target.memory` size the plan stage will need, known from the architecture before any
+training: memory.budget).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ def load_all(path: Path, display: str | None = None) -> tuple[Checked, ...]:
     if graph is not None:
         probe, found = _dataset_problems(variants[0], Path(path).parent, graph, broken)
         problems += found
+        if "train" not in broken and "model" not in broken:
+            problems += _init(variants[0].document, variants[0].manifest, Path(path).parent,
+                              graph)
         for variant in variants:
             if not broken & targets.READ_BY_DEVICE_CHECKS:
                 problems += _sources(variant.document, variant.manifest, Path(path).parent, graph)
@@ -146,6 +150,27 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         problems += _wof(document, manifest, base, layers)
     return problems + [document.diagnostic(path, message)
                        for path, message in budget.problems(manifest, layers)]
+
+
+def _init(document: yamlsource.Document, manifest: Manifest, base: Path,
+          graph: graphs.Graph) -> list[Diagnostic]:
+    """Float weights to start from (`train.init`): a readable file that fits the layers;
+    `epochs: 0` needs them (nothing else makes a float model)."""
+    from edgebuild.model import initial
+
+    train = manifest.train
+    if manifest.model.weights is not None:
+        return [] if train.init is None else [document.diagnostic(("train", "init"), (
+            "the model has pre-quantized `model.weights` and is not trained; remove one of "
+            "the two"))]
+    if train.init is not None:
+        return [document.diagnostic(("train", "init"), message) for message in
+                initial.check(base / train.init, manifest.model.layers, graph)]
+    if train.epochs == 0:
+        return [document.diagnostic(("train", "epochs"), (
+            "0 epochs train nothing: give the float weights to take as they are in "
+            "`train.init` (e.g. from `edgebuild import-onnx`), or train at least one epoch"))]
+    return []
 
 
 def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,

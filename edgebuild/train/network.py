@@ -59,6 +59,11 @@ class Net(nn.Module):
 PREFIX = "blocks."
 
 
+def parameter(net: Net, layer: str, name: str) -> torch.Tensor:
+    """One layer's parameter tensor (`weight`, `bias`) by name."""
+    return net.blocks[layer].get_parameter(name)
+
+
 def state_numpy(net: nn.Module) -> dict[str, NDArray[Any]]:
     """Parameters keyed `<layer>.<tensor>` (layers bind to weights by name)."""
     return {k.removeprefix(PREFIX): v.detach().cpu().numpy().copy()

@@ -144,7 +144,7 @@ def run(ctx: Context) -> None:
     report = collect(ctx).to_json()
     (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     images = {}
-    if "train" in ctx.inputs:
+    if (ctx.inputs.get("train", ctx.out) / "curves.png").is_file():  # none: epochs 0
         images["float training"] = ctx.inputs["train"] / "curves.png"
     if (ctx.inputs.get("qat", ctx.out) / "curves.png").is_file():
         images["QAT"] = ctx.inputs["qat"] / "curves.png"

@@ -1,7 +1,10 @@
 """Stage `train`: float training of the manifest's model, hardware-aware.
 
 Activations are clamped to the Q7 range [-1, 127/128] (the hardware saturates there), the
-inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept.
+inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept,
+as float.npz and as float.onnx (interchange.export). With `train.init` training starts
+from those float weights (e.g. an imported ONNX model's); with `epochs: 0` they are kept
+as they are, measured on the test split (no curves: nothing was trained).
 A NaN loss stops training with a user error naming the epoch; the last good checkpoint is
 saved to `build/<name>/train.failed/` (outside the cache: never taken for a result).
 """
@@ -26,10 +29,17 @@ if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads 
 
 
 def config(checked: Checked) -> JSONObject:
+    """`train.init` by content (`files`), not by its path: moving the file changes nothing."""
     manifest = checked.manifest
     model = manifest.model.model_dump(mode="json", exclude={"layers": {"__all__": {"doc"}}})
-    return {"model": model, "train": manifest.train.model_dump(mode="json"),
-            "seed": manifest.seed}
+    return {"model": model, "train": manifest.train.model_dump(mode="json", exclude={"init"}),
+            "init": manifest.train.init is not None, "seed": manifest.seed}
+
+
+def files(checked: Checked) -> list[Path]:
+    """The float weights training starts from key the stage by content."""
+    init = checked.manifest.train.init
+    return [] if init is None else [checked.base / init]
 
 
 def run(ctx: Context) -> None:
@@ -43,6 +53,11 @@ def run(ctx: Context) -> None:
     data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
     net = network.Net(manifest.model.input, manifest.model.layers,
                       Mode("float", clamp=manifest.train.clamp_activations))
+    if manifest.train.init is not None:
+        start_from(ctx, net, ctx.checked.base / manifest.train.init)
+        if manifest.train.epochs == 0:
+            keep(ctx, net, data)
+            return
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer)
     schedule = training.make_schedule(opt, manifest.train.schedule, manifest.train.epochs)
     history, test_acc = fit_and_keep_best(
@@ -51,6 +66,46 @@ def run(ctx: Context) -> None:
             schedule=schedule, seed=manifest.seed, label="train", log=ctx.log),
         "train", "float.npz", "float training")
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+    write_float_onnx(ctx, net)
+
+
+def start_from(ctx: Context, net: torch.nn.Module, path: Path) -> None:
+    """Load `train.init` (checked against the layers by `check`; what it cannot see without
+    torch, such as a batchnorm's statistics, is a user error here)."""
+    from edgebuild.core import arrays
+    from edgebuild.train import network
+
+    try:
+        network.load_numpy(net, arrays.load(path))
+    except (ValueError, RuntimeError) as exc:
+        raise UserError(f"{ctx.checked.document.path}: train.init: {path} does not fit the "
+                        f"model: {exc}") from None
+
+
+def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
+    """`epochs: 0`: the initial weights are the float model: measured, written, exported."""
+    from edgebuild.core import arrays
+    from edgebuild.train import loop as training
+    from edgebuild.train import network
+    from edgebuild.train.metrics import Metrics
+
+    test_acc, test_loss = training.evaluate(net, data["test"])
+    arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
+    write_metrics(ctx.out, Metrics.of(training.History(), test_acc, test_loss))
+    ctx.log(f"train: epochs 0, the weights of train.init kept; test accuracy {test_acc:.4f}")
+    write_float_onnx(ctx, net)
+
+
+def write_float_onnx(ctx: Context, net: torch.nn.Module) -> None:
+    """float.onnx: the kept weights as an ONNX model (interchange.export)."""
+    from edgebuild.interchange import export
+    from edgebuild.train import network
+
+    manifest = ctx.checked.manifest
+    state = network.state_numpy(net)
+    export.write(ctx.out, "float.onnx", lambda: export.float_model(
+        manifest.name, manifest.model.input, manifest.model.layers, state,
+        manifest.train.clamp_activations), lambda line: ctx.log(f"train: {line}"))
 
 
 def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split],
@@ -101,5 +156,5 @@ def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
 
 STAGE = Stage("train", ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
-              applies=lambda checked: checked.manifest.model.weights is None,
-              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"})
+              applies=lambda checked: checked.manifest.model.weights is None, files=files,
+              tools=("torch", "numpy", "onnx"), artifacts={"metrics.json": "metrics.v1"})

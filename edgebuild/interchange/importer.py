@@ -1,0 +1,236 @@
+"""`edgebuild import-onnx`: a float ONNX model becomes a manifest and the float weights
+(`train.init`) the pipeline starts from, so it goes through QAT or post-training
+quantization, planning and C generation like a model edgebuild trained.
+
+The manifest takes the weights as they are (`train.epochs: 0`) and computes as the ONNX
+model does (`train.clamp_activations: false`); the output layer, a convolution or linear
+layer without activation, gets an int32 (`wide`) output, as class scores usually exceed
+the int8 range. Every node that cannot be imported is reported at once (its name, type and
+why), as a user error. Nothing is overwritten: a file that exists with other content stops
+the import before anything is written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgebuild.core.errors import Diagnostic, UserError
+from edgebuild.core.geometry import Shape
+from edgebuild.interchange import onnxfile
+from edgebuild.interchange.nodes import TRANSLATORS
+from edgebuild.interchange.translation import Rejected, Translation, computes, describe
+from edgebuild.model.graph import INPUT
+
+if TYPE_CHECKING:
+    import onnx
+    from numpy.typing import NDArray
+
+
+@dataclass(frozen=True)
+class Translated:
+    """The model in edgebuild's vocabulary: the layers (manifest dictionaries, in order),
+    their float weights (`<layer>.<tensor>`), the ONNX nodes each comes from."""
+
+    input_shape: Shape
+    layers: tuple[dict[str, Any], ...]
+    weights: dict[str, NDArray[Any]]
+    notes: dict[str, str]
+    warnings: tuple[str, ...]
+    producer: str
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Imported:
+    manifest: Path
+    weights: Path
+    warnings: tuple[str, ...]
+
+
+def import_onnx(path: Path, manifest: Path, name: str, data: Path | None) -> Imported:
+    """Read `path`, write the manifest at `manifest` and its weights beside it
+    (`<stem>.float.npz`); `data`: an .npz dataset the manifest names (`format: npz`)."""
+    from edgebuild.manifest import Manifest
+
+    translated = translate(onnxfile.read(path))
+    weights = manifest.with_name(f"{manifest.stem}.float.npz")
+    text = manifest_text(path, name, translated, weights.name,
+                         None if data is None else os.path.relpath(data, manifest.parent))
+    import yaml
+
+    Manifest.model_validate(yaml.safe_load(text))  # the importer's own output: a bug if not
+    _write_all({manifest: text.encode(), weights: _npz(translated.weights)})
+    return Imported(manifest, weights, translated.warnings)
+
+
+def default_name(path: Path) -> str:
+    """A manifest name from the file name: letters, digits and underscores, a letter first."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)[:40] or "model"
+    return name if name[0].isalpha() else f"m_{name}"
+
+
+def check_name(name: str) -> None:
+    """`--name` must be a manifest name (core.fields.Identifier)."""
+    import re
+
+    from edgebuild.core.fields import C_KEYWORDS, IDENTIFIER_PATTERN
+
+    if not re.match(IDENTIFIER_PATTERN, name) or name in C_KEYWORDS:
+        raise UserError(f"--name {name!r}: a manifest name is a letter followed by up to 47 "
+                        "letters, digits or underscores, and not a C keyword")
+
+
+def translate(source: onnxfile.Source) -> Translated:
+    """Every node onto layers, or a user error listing every node that cannot be."""
+    t = Translation(source)
+    problems = [f"node {describe(node)!r}: operator {_kind(node)} is not supported "
+                f"(edgebuild imports {', '.join(sorted(TRANSLATORS))})"
+                for node in source.nodes if _kind(node) not in TRANSLATORS]
+    for node in source.nodes:
+        if _kind(node) not in TRANSLATORS or any(
+                name not in t.tensors and name not in source.constants
+                for name in node.input if name):
+            continue  # listed above, or reads what a rejected node left undefined
+        try:
+            TRANSLATORS[node.op_type](t, node)
+        except Rejected as exc:
+            problems.append(f"node {describe(node)!r}: {exc}")
+    problems += [] if problems else _output_problems(t)
+    if problems:
+        raise UserError([Diagnostic(str(source.path), message) for message in problems])
+    layers = _finish(t)
+    return Translated(source.input_shape, layers, {k: v for k, v in t.weights.items()
+                                                   if k.split(".")[0] in
+                                                   {layer["name"] for layer in layers}},
+                      {layer["name"]: ", ".join(t.notes[layer["name"]]) for layer in layers},
+                      tuple(t.warnings), source.producer, len(source.nodes))
+
+
+def _kind(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
+def _output_problems(t: Translation) -> list[str]:
+    layer = t.tensors.get(t.source.output)
+    if layer is None or layer == INPUT:
+        return [f"the output {t.source.output!r} is not computed by any layer edgebuild "
+                "imports"]
+    return []
+
+
+def _finish(t: Translation) -> tuple[dict[str, Any], ...]:
+    """The layers the output needs, in order, each naming its inputs only when they are
+    not the layer before it; the output layer `wide` when it computes without activation;
+    every layer validated as its op's record."""
+    from pydantic import ValidationError
+
+    from edgebuild.ops import OPS
+
+    needed = _needed(t.layers, t.tensors[t.source.output])
+    if len(needed) < len(t.layers):
+        t.warnings.append(f"{len(t.layers) - len(needed)} layer(s) not reaching the output "
+                          "were left out")
+    previous, layers = INPUT, []
+    for layer in needed:
+        layers.append(_concise(layer, previous))
+        previous = layer["name"]
+    last = layers[-1]
+    if computes(last) and last.get("act", "none") == "none":
+        last["wide"] = True
+    problems = []
+    for layer in layers:
+        try:
+            OPS[layer["op"]].params.model_validate(layer)
+        except ValidationError as exc:
+            problems += [f"layer {layer['name']} ({t.notes[layer['name']][0]}): "
+                         f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    if problems:
+        raise UserError([Diagnostic(str(t.source.path), message) for message in problems])
+    return tuple(layers)
+
+
+def _concise(layer: dict[str, Any], previous: str) -> dict[str, Any]:
+    """The layer as a person writes it: `inputs` only when not the layer before, fields at
+    their defaults left out (a convolution's kernel kept)."""
+    from edgebuild.ops import OPS
+
+    fields = OPS[layer["op"]].params.model_fields
+    return {key: value for key, value in layer.items()
+            if key in ("name", "op", "kernel") or (key == "inputs" and value != [previous])
+            or (key not in ("inputs",) and key in fields and fields[key].default != value)}
+
+
+def _needed(layers: list[dict[str, Any]], output: str) -> list[dict[str, Any]]:
+    """The layers the output layer reads, directly or not, and itself, in order."""
+    by_name = {layer["name"]: layer for layer in layers}
+    needed, todo = set(), [output]
+    while todo:
+        name = todo.pop()
+        if name in needed or name == INPUT:
+            continue
+        needed.add(name)
+        todo += by_name[name]["inputs"]
+    return [layer for layer in layers if layer["name"] in needed]
+
+
+def _flow(value: Any) -> str:
+    """One-line YAML (a layer, a list)."""
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=True, sort_keys=False,
+                              width=1 << 20)).strip().removesuffix("...").strip()
+
+
+def manifest_text(path: Path, name: str, model: Translated, weights: str,
+                  data: str | None) -> str:
+    """The manifest, commented: where it came from, what each layer was in the file."""
+    lines = [f"# Imported from {path.name} ({model.producer}) by `edgebuild import-onnx`: "
+             f"{model.nodes} nodes, {len(model.layers)} layers.",
+             f"# The float weights are {weights} (train.init), taken as they are (epochs: 0);",
+             "# quantization and the C project follow as for a model edgebuild trained.",
+             f"name: {name}"]
+    if data is None:
+        lines += ["# dataset: the data to quantize and evaluate with, e.g.",
+                  "#   {format: npz, path: data.npz}  (x: samples as model.input, y: labels)"]
+    else:
+        lines.append(f"dataset: {_flow({'format': 'npz', 'path': data})}")
+    lines += ["model:", f"  input: {_flow(list(model.input_shape))}", "  layers:"]
+    lines += [f"    - {_flow(layer)}  # {model.notes[layer['name']]}" for layer in model.layers]
+    lines += ["train:",
+              f"  init: {weights}",
+              "  epochs: 0  # the imported weights as they are; more epochs fine-tune them",
+              "  clamp_activations: false  # as the ONNX model computes (true: train for the "
+              "int8 range)",
+              "qat: {enabled: true}  # false: post-training quantization of the weights as "
+              "they are", ""]
+    return "\n".join(lines)
+
+
+def _npz(weights: dict[str, NDArray[Any]]) -> bytes:
+    """The deterministic .npz of core.arrays.save."""
+    from edgebuild.core import arrays
+
+    buffer = io.BytesIO()
+    arrays.save(buffer, **weights)  # type: ignore[arg-type]  # zipfile writes any binary file
+    return buffer.getvalue()
+
+
+def _write_all(outputs: dict[Path, bytes]) -> None:
+    """Every file, or none: an existing file with other content is never overwritten."""
+    clashes = [path for path, data in outputs.items()
+               if path.exists() and (not path.is_file() or path.read_bytes() != data)]
+    if clashes:
+        raise UserError([Diagnostic(str(path), "exists with other content; not overwritten "
+                                               "(delete it, or choose another -o)")
+                         for path in clashes])
+    for path, data in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.tmp")
+        temp.write_bytes(data)
+        temp.replace(path)

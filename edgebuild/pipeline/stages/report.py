@@ -1,9 +1,9 @@
 """Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
 
 Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
-stage's record (read through its loader) into the report's record (pipeline/report.py);
-nothing is recomputed or typed in here. report.html and its figures are rendered from
-the report's JSON form, what report.json holds.
+stage's record (read through its loader) into the report's record (pipeline/report.py),
+which also judges the headline; nothing is recomputed or typed in here. report.html and
+its figures are rendered from the report's JSON form, what report.json holds.
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ T = TypeVar("T")  # an upstream stage's record
 
 
 def config(checked: Checked) -> JSONObject:
-    return {"name": checked.manifest.name}
+    """The name, and what the headline judges by that no upstream output holds: the
+    device and the flash budget (the l2 budget is in plan.json)."""
+    target = checked.manifest.target
+    return {"name": checked.manifest.name, "device": target.device.value,
+            "flash": target.memory.flash}
 
 
 def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
@@ -48,13 +52,16 @@ def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
 def accelerator(ctx: Context) -> reports.Accelerator | None:
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
     from edgebuild.pipeline.report import Accelerator
+    from edgebuild.targets.max7800x import profile
     from edgebuild.targets.max7800x.placement import Placement
+    from edgebuild.targets.max7800x.placement.occupancy import occupancy
 
     placement = _optional(ctx, "plan", Placement.load, "placement.json")
     if placement is None:
         return None
-    return Accelerator(ctx.checked.manifest.target.device.value, placement,
-                       (ctx.inputs["plan"] / "maps.txt").read_text())
+    device = ctx.checked.manifest.target.device.value
+    return Accelerator(device, placement, (ctx.inputs["plan"] / "maps.txt").read_text(),
+                       occupancy(placement, profile.profile(device)))
 
 
 def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
@@ -116,11 +123,15 @@ def collect(ctx: Context) -> reports.Report:
         assert evaluation.confusion is not None  # evaluate labels a dataset's test set
         confusion = reports.Confusion(data.classes, evaluation.confusion)
         counts = reports.DataCounts(data.counts, len(data.classes))
+    figures = metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"]))
+    placed = accelerator(ctx)
+    target = ctx.checked.manifest.target
     return reports.Report(
-        ctx.checked.manifest.name,
-        metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"])),
-        tile_rows(plan), reports.QuantSummary(quant.method, quant.rounding, quant.layers),
-        graph.nodes, _phase(train), _phase(qat), confusion, counts, accelerator(ctx))
+        ctx.checked.manifest.name, figures, tile_rows(plan),
+        reports.QuantSummary(quant.method, quant.rounding, quant.layers), graph.nodes,
+        _phase(train), _phase(qat), confusion, counts, placed,
+        headline=reports.headline_of(figures, target.device.value, target.memory.flash,
+                                     None if placed is None else placed.occupancy))
 
 
 def _phase(metrics: Metrics | None) -> reports.Phase:

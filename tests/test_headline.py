@@ -1,11 +1,13 @@
-"""The report's headline (pipeline/headline.py, pipeline/report.py `headline_of`) and the
-terminal summary that shows the same record: figures a build does not have are `—` (`-`
-in the terminal) and crash nothing, and verdicts follow the thresholds. Unit tier:
-hand-written report.json content, no build."""
+"""The report's headline (pipeline/headline.py, pipeline/report.py `headline_of`), its page
+(pipeline/reportpage.py) and the terminal summary that shows the same record: figures a
+build does not have are `—` (`-` in the terminal) and crash nothing, verdicts follow the
+thresholds, and the page groups the metrics by stage with units. Unit tier: hand-written
+report.json content, no build (tests/test_report_browser.py renders real builds)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +16,7 @@ import pytest
 from edgebuild.cli import summary
 from edgebuild.core.resources import schemas_dir
 from edgebuild.pipeline import headline as figures
+from edgebuild.pipeline import reportpage
 from edgebuild.pipeline.headline import FAIL, PASS, WARN, Accuracy, Headline, Kat, Usage
 from edgebuild.pipeline.report import ReportMetrics, headline_of
 from edgebuild.targets.max7800x.placement.occupancy import Occupancy, _bytes_used
@@ -70,6 +73,14 @@ def report(**changes: object) -> dict:
     content["headline"] = headline_of(ReportMetrics.from_json(content["metrics"]), "host",
                                       512 * 1024, None).to_json()
     return content
+
+
+def cards(page: str) -> dict[str, tuple[str, str, str]]:
+    """Headline card id -> (verdict, value text, data-value) of a rendered page."""
+    found = re.findall(r'<div class="card[^"]*" id="hl-([a-z0-9-]+)" data-key="[^"]*" '
+                       r"data-value='([^']*)' data-verdict=\"([a-z]*)\">.*?"
+                       r'<div class="value">([^<]*)</div>', page)
+    return {card: (verdict, value, raw) for card, raw, verdict, value in found}
 
 
 # ---- verdicts and formatting ------------------------------------------------------------
@@ -146,6 +157,10 @@ def test_on_device_training_adds_its_figures():
     assert h.ondevice.verdict == PASS and h.ondevice.instructions_per_step == 5874092
     worse = head(ondevice={**ONDEVICE, "cortex_m4_losses_match": False}).ondevice
     assert worse is not None and worse.verdict == FAIL
+    page = reportpage.headline_html(h)
+    assert {"ondevice-accuracy", "ondevice-ram", "ondevice-instructions", "ondevice-check"} \
+        <= set(cards(page))
+    assert cards(page)["ondevice-accuracy"][1] == "70.0% → 100.0%"
 
 
 def test_headline_json_matches_the_report_schema():
@@ -178,6 +193,75 @@ def test_accelerator_occupancy_in_the_headline():
     assert use.data_memory == Usage(352, 16 * 32768)
     assert use.kernel_memory == Usage(1712, 49152, "words")
     assert use.bias_memory == Usage(90, 2048)
+
+
+# ---- the page ---------------------------------------------------------------------------
+
+def test_the_headline_shows_dashes_for_what_a_build_lacks():
+    content = report(float_accuracy=None, qat_accuracy=None, int_accuracy=None,
+                     cortex_m4={"skipped": "no arm-none-eabi-gcc"})
+    page = reportpage.render(content, {})
+    shown = cards(page)
+    for card in ("float-accuracy", "int8-accuracy", "instructions"):
+        assert shown[card][1] == "—" and shown[card][2] == "null", card
+    assert shown["int8-accuracy"][0] == ""  # nothing to judge: no colour
+    assert shown["kat"][:2] == ("pass", "pass")
+    assert "skipped: no arm-none-eabi-gcc" in page
+    assert "ondevice-ram" not in shown and "processors" not in shown
+
+
+def test_the_headline_is_coloured_by_its_verdicts():
+    shown = cards(reportpage.render(report(int_accuracy=0.95), {}))
+    assert shown["int8-accuracy"][0] == WARN and shown["float-accuracy"][0] == ""
+    assert shown["ram"][:2] == (PASS, "1.8 KiB") and shown["flash"][0] == PASS
+    over = report(memory={**MEMORY, "arena_bytes": 200000},
+                  c_vs_reference={"samples": 359, "mismatches": 2})
+    shown = cards(reportpage.render(over, {}))
+    assert shown["ram"][0] == FAIL and shown["kat"][:2] == (FAIL, "FAIL (2)")
+    assert 'class="card verdict-fail" id="hl-ram"' in reportpage.render(over, {})
+
+
+def test_headline_values_are_report_json_values():
+    content = report()
+    shown = cards(reportpage.render(content, {}))
+    h = content["headline"]
+    assert json.loads(shown["float-accuracy"][2]) == h["accuracy"]["float"]
+    assert shown["float-accuracy"][1] == "99.16%" and shown["int8-accuracy"][1] == "98.89%"
+    assert json.loads(shown["ram"][2]) == h["ram"]["used"] == 1792
+    assert json.loads(shown["instructions"][2]) == h["instructions"]["count"]
+    assert shown["instructions"][1] == "260,322"
+
+
+def test_metrics_are_grouped_by_stage_with_units_and_no_raw_dicts():
+    page = reportpage.render(report(), {})
+    assert [title for title in re.findall(r"<h2>([^<]*)</h2>", page)] == [
+        "Quantization and evaluation", "Model: layers", "Memory plan",
+        "Known-answer test and firmware"]
+    assert "0.9916434540389972" not in page.replace("data-value='0.9916434540389972'", "")
+    assert "{'" not in page and "{&#x27;" not in page  # no dict printed as text
+    assert '<td><span title="1,792 bytes">1.8 KiB</span></td>' in page  # the arena
+    assert "<td>optimized (this firmware)</td><td>260,322</td>" in page
+    assert "1×8×8" in page and "<b>121,088</b>" in page
+
+
+def test_a_report_json_without_a_headline_still_renders():
+    content = report()
+    del content["headline"]
+    page = reportpage.render(content, {})
+    assert 'id="headline"' not in page and "<h2>Memory plan</h2>" in page
+
+
+def test_ondevice_and_training_sections_render(tmp_path: Path):
+    content = report(ondevice=ONDEVICE)
+    epochs = [{"epoch": 1, "lr": 0.003, "train_acc": 0.5, "train_loss": 1.5, "val_acc": 0.6,
+               "val_loss": 1.2345678}]
+    content["training"]["float"] = {"best_epoch": 1, "epochs": epochs}
+    content["data"] = {"classes": 10, "counts": {"train": 1295, "val": 143, "test": 359}}
+    page = reportpage.render(content, {"float_curves": tmp_path / "absent.png"})
+    assert "<h2>Training (float)</h2>" in page and "<h2>Data</h2>" in page
+    assert "<td>1.235</td>" in page and "<td>60.00%</td>" in page
+    assert "<h2>On-device training (conv3, fc)</h2>" in page
+    assert "<img" not in page  # a figure file that is not there is left out
 
 
 # ---- the terminal summary shows the same record -----------------------------------------

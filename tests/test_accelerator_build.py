@@ -54,7 +54,11 @@ def test_device_number_format_in_quantized_weights(project):
     assert report["accelerator"]["device"] == "max78000"
     assert "kernel memory" in report["accelerator"]["maps"]
     assert "data_memory.png" not in (build / "report.html").read_text()  # embedded, not linked
-    assert "max78000 data memory" in (build / "report.html").read_text()
+    assert '<h2>Accelerator: max78000</h2>' in (build / "report.html").read_text()
+    assert '<img alt="data memory"' in (build / "report.html").read_text()
+    occupancy = report["accelerator"]["occupancy"]
+    assert report["headline"]["accelerator"]["data_memory"]["used"] == \
+        sum(occupancy["data_by_instance"]) > 0
 
 
 def test_exported_network_yaml_reimports_to_the_same_placement(project, tmp_path):

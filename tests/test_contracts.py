@@ -35,10 +35,12 @@ from edgebuild.ondevice.schedule import Schedule
 from edgebuild.ondevice.wof import FileLayout
 from edgebuild.pipeline import contracts
 from edgebuild.pipeline.katresult import KatResult, Skipped
-from edgebuild.pipeline.report import Report
+from edgebuild.pipeline.report import Report, headline_of
 from edgebuild.pipeline.stages import STAGES
 from edgebuild.pipeline.trainingkat import TrainingKat
 from edgebuild.targets.max7800x.placement import Placement
+from edgebuild.targets.max7800x.placement.occupancy import occupancy
+from edgebuild.targets.max7800x.profile import profile
 from edgebuild.train.metrics import Metrics
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
@@ -302,6 +304,9 @@ def test_the_report_is_assembled_from_the_upstream_records(digits_build):
     assert report.float_training.epochs == Metrics.load(built / "train").epochs
     assert report.confusion.matrix == Evaluation.load(built / "evaluate").confusion
     assert report.accelerator is None and report.metrics.ondevice is None
+    # the headline judges the same figures against the manifest's budgets
+    assert report.headline == headline_of(report.metrics, "cortex-m4", 512 * 1024, None)
+    assert report.headline.ram.budget == report.metrics.memory.totals.l2_budget == 128 * 1024
 
 
 def test_a_corrupted_real_artifact_is_rejected(digits_build, tmp_path):
@@ -325,6 +330,11 @@ def test_device_and_ondevice_artifacts_round_trip_through_their_records(device_b
     report = Report.load(device_builds / "digits_max78000" / "report")
     assert report.accelerator.placement == Placement.load(
         device_builds / "digits_max78000" / "plan")
+    assert report.accelerator.occupancy == occupancy(report.accelerator.placement,
+                                                     profile("max78000"))
+    assert report.headline.accelerator.data_memory.used == report.accelerator.occupancy.data_used
     ondevice = Report.load(device_builds / "motions_ondevice" / "report").metrics.ondevice
+    headline = Report.load(device_builds / "motions_ondevice" / "report").headline.ondevice
+    assert headline.ram.used == ondevice.memory.total_ram
     assert ondevice.memory_choices == TrainingMemory.load(
         device_builds / "motions_ondevice" / "ondevice").choices

@@ -62,7 +62,7 @@ def test_report_contract(project):
     assert [row["name"] for row in report["quantization"]["layers"]] == ["conv1", "conv2", "fc"]
     assert all("saturated_pct" in row and "shift" in row for row in report["quantization"]["layers"])
     html = (project / "build" / "small" / "report.html").read_text()
-    assert "<img" in html and "int_accuracy" in html
+    assert "<img" in html and 'id="hl-int8-accuracy" data-key="accuracy.int8"' in html
     m4 = metrics["cortex_m4"]
     if "skipped" not in m4:  # a host target: its firmware has the reference kernels only
         assert m4["kernels"] == "reference"

@@ -1,9 +1,10 @@
 """The table every build ends with: per manifest, what its stages did and what came out.
 
-One row per manifest, read from what the build already wrote — the run's stage outcomes,
-`build/<name>/report.json` (accuracies, memory, Cortex-M4 instructions, the known-answer
-test) and the plan stage's state record (the budgets) — so it costs a few small reads,
-no parsing of manifests, and a no-op build's whole output is this table.
+One row per manifest, read from what the build already wrote — the run's stage outcomes
+and the headline of `build/<name>/report.json` (accuracies, RAM and flash against their
+budgets, Cortex-M4 instructions, the known-answer test: pipeline/headline.py, the figures
+report.html's headline shows, formatted by the same functions) — so it costs a few small
+reads, no parsing of manifests, and a no-op build's whole output is this table.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from edgebuild.pipeline import headline as figures
+from edgebuild.pipeline.headline import Headline
 from edgebuild.pipeline.outcome import Run
+
+MISSING = "-"  # a figure the build does not have (ASCII: terminals without UTF-8 too)
 
 HEADER = ("manifest", "stages", "time", "float", "int8", "RAM / budget", "flash / budget",
           "M4 insn", "KAT")
@@ -32,15 +37,19 @@ def _row(run: Run, name: str, build_dir: Path) -> tuple[str, ...]:
     records = run.outcomes.get(name, {})
     stages = [stage for manifest, stage in run.plan if manifest == name]
     seconds = sum(float(record["seconds"]) for record in records.values())
-    metrics = _metrics(build_dir) if "report" in records else {}
-    memory, m4 = _part(metrics, "memory"), _part(metrics, "cortex_m4")
-    budget = _budgets(build_dir)
-    return (name, _stages(run, name, stages), f"{seconds:.1f}s",
-            _percent(metrics.get("float_accuracy")), _percent(metrics.get("int_accuracy")),
-            _used(memory.get("arena_bytes"), budget.get("l2")),
-            _used(memory.get("weight_bytes"), budget.get("flash")),
-            _count(m4.get("instructions")),
-            _kat(metrics, m4))
+    head = _headline(build_dir) if "report" in records else None
+    return (name, _stages(run, name, stages), f"{seconds:.1f}s", *_figures(head))
+
+
+def _figures(head: Headline | None) -> tuple[str, ...]:
+    """The headline's cells: float, int8, RAM / budget, flash / budget, M4 insn, KAT."""
+    if head is None:
+        return (MISSING,) * 6
+    return (figures.percent(head.accuracy.floating, 1, MISSING),
+            figures.percent(head.accuracy.int8, 1, MISSING),
+            figures.used(head.ram, MISSING), figures.used(head.flash, MISSING),
+            figures.count(head.instructions.count, MISSING),
+            figures.kat_text(head.kat, MISSING))
 
 
 def _stages(run: Run, name: str, stages: list[str]) -> str:
@@ -69,53 +78,11 @@ def _shared(run: Run, name: str, stage: str, key: object) -> bool:
         and records[stage]["status"] == "built" for other, records in run.outcomes.items())
 
 
-def _metrics(build_dir: Path) -> dict[str, object]:
+def _headline(build_dir: Path) -> Headline | None:
+    """report.json's headline; None when the file is missing, unreadable or older than
+    the headline (its cells then read `-`)."""
     try:
-        metrics = json.loads((build_dir / "report.json").read_text()).get("metrics")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return metrics if isinstance(metrics, dict) else {}
-
-
-def _part(metrics: dict[str, object], name: str) -> dict[str, object]:
-    part = metrics.get(name)
-    return part if isinstance(part, dict) else {}
-
-
-def _budgets(build_dir: Path) -> dict[str, int]:
-    """The memory budgets the plan was made for (its state record's settings)."""
-    try:
-        state = json.loads((build_dir / ".state" / "plan.json").read_text())
-        memory = state["material"]["config"]["target"]["memory"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {k: v for k, v in memory.items() if isinstance(v, int)} \
-        if isinstance(memory, dict) else {}
-
-
-def _kat(metrics: dict[str, object], m4: dict[str, object]) -> str:
-    """The known-answer test: the host run's mismatches, and the Cortex-M4's verdict."""
-    reference = metrics.get("c_vs_reference")
-    if not isinstance(reference, dict) or not isinstance(reference.get("mismatches"), int):
-        return "-"
-    host = "pass" if reference["mismatches"] == 0 else f"FAIL ({reference['mismatches']})"
-    on_m4 = m4.get("kat")
-    return host if on_m4 in (None, "pass") else f"{host}, M4 {on_m4}"
-
-
-def _count(value: object) -> str:
-    return f"{value:,}" if isinstance(value, int) else "-"
-
-
-def _percent(value: object) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, float | int) else "-"
-
-
-def _used(used: object, budget: int | None) -> str:
-    if not isinstance(used, int):
-        return "-"
-    return f"{_size(used)} / {_size(budget)}" if budget else _size(used)
-
-
-def _size(count: int) -> str:
-    return f"{count / 1024:.1f} KiB" if count >= 1024 else f"{count} B"
+        return Headline.from_json(json.loads((build_dir / "report.json").read_text())
+                                  ["headline"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

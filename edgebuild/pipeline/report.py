@@ -1,8 +1,14 @@
 """The build's report (`report.json`, schema schemas/artifacts/report.v1.schema.json): the
 figures the contract tests and CI read, each copied from an upstream stage's record —
-nothing is recomputed here. Sections a build does not have are null (an imported model
-has no training, a model without a dataset no confusion matrix, a CPU target no
-accelerator, a model without `ondevice` no on-device training).
+nothing is recomputed here but the headline (`headline_of`: the same figures against the
+budgets, with verdicts) and the accelerator's occupancy (sums over its placement).
+Sections a build does not have are null (an imported model has no training, a model
+without a dataset no confusion matrix, a CPU target no accelerator, a model without
+`ondevice` no on-device training).
+
+`headline` and `accelerator.occupancy` came after the first report.json files: readers
+accept files without them, and records without them write none, so schema v1 describes
+both.
 """
 
 from __future__ import annotations
@@ -17,8 +23,18 @@ from edgebuild.memory.plan import TileChoice, Totals
 from edgebuild.model.graph import Node
 from edgebuild.model.quantization import LayerQuant
 from edgebuild.ondevice.memory import Choice
+from edgebuild.pipeline.headline import (
+    AcceleratorUse,
+    Accuracy,
+    Headline,
+    Instructions,
+    Kat,
+    Ondevice,
+    Usage,
+)
 from edgebuild.pipeline.katresult import FirmwareRun, Skipped, cortex_m4_from_json
 from edgebuild.targets.max7800x.placement import Placement
+from edgebuild.targets.max7800x.placement.occupancy import Occupancy
 from edgebuild.train.metrics import Epoch
 
 VERSION = 1
@@ -229,18 +245,24 @@ class DataCounts:
 
 @dataclass(frozen=True)
 class Accelerator:
-    """A MAX7800x build's placement and its memory maps as text."""
+    """A MAX7800x build's placement, its memory maps as text and what it occupies."""
 
     device: str
     placement: Placement
     maps: str
+    occupancy: Occupancy | None = None  # None: a report.json written before it existed
 
     def to_json(self) -> dict[str, Any]:
-        return {"device": self.device, "placement": self.placement.to_json(), "maps": self.maps}
+        out = {"device": self.device, "placement": self.placement.to_json(), "maps": self.maps}
+        if self.occupancy is not None:
+            out["occupancy"] = self.occupancy.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Accelerator:
-        return cls(data["device"], Placement.from_json(data["placement"]), data["maps"])
+        occupancy = data.get("occupancy")
+        return cls(data["device"], Placement.from_json(data["placement"]), data["maps"],
+                   None if occupancy is None else Occupancy.from_json(occupancy))
 
 
 @dataclass(frozen=True)
@@ -256,20 +278,24 @@ class Report:
     data: DataCounts | None
     accelerator: Accelerator | None
     version: int = VERSION
+    headline: Headline | None = None  # None: a report.json written before it existed
 
     def to_json(self) -> dict[str, Any]:
         def optional(record: Confusion | DataCounts | Accelerator | None
                      ) -> dict[str, Any] | None:
             return None if record is None else record.to_json()
 
-        return {"version": self.version, "name": self.name, "metrics": self.metrics.to_json(),
-                "tiles": [row.to_json() for row in self.tiles],
-                "quantization": self.quantization.to_json(),
-                "layers": [node.to_json() for node in self.layers],
-                "training": {"float": self.float_training.to_json(),
-                             "qat": self.qat_training.to_json()},
-                "confusion": optional(self.confusion), "data": optional(self.data),
-                "accelerator": optional(self.accelerator)}
+        out = {"version": self.version, "name": self.name, "metrics": self.metrics.to_json(),
+               "tiles": [row.to_json() for row in self.tiles],
+               "quantization": self.quantization.to_json(),
+               "layers": [node.to_json() for node in self.layers],
+               "training": {"float": self.float_training.to_json(),
+                            "qat": self.qat_training.to_json()},
+               "confusion": optional(self.confusion), "data": optional(self.data),
+               "accelerator": optional(self.accelerator)}
+        if self.headline is not None:
+            out["headline"] = self.headline.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Report:
@@ -284,9 +310,51 @@ class Report:
                    Phase.from_json(data["training"]["qat"]),
                    optional(Confusion.from_json, data["confusion"]),
                    optional(lambda d: DataCounts(dict(d["counts"]), d["classes"]), data["data"]),
-                   optional(Accelerator.from_json, data["accelerator"]), data["version"])
+                   optional(Accelerator.from_json, data["accelerator"]), data["version"],
+                   optional(Headline.from_json, data.get("headline")))
 
     @classmethod
     def load(cls, directory: Path) -> Report:
         """What the `report` stage wrote to `directory`."""
         return cls.from_json(json.loads((directory / "report.json").read_text()))
+
+
+def headline_of(metrics: ReportMetrics, device: str, flash: int,
+                occupancy: Occupancy | None) -> Headline:
+    """The headline (pipeline/headline.py) from the report's metrics, the `target.memory`
+    flash budget (the plan's totals hold the l2 budget) and an accelerator build's
+    occupancy."""
+    memory, m4 = metrics.memory, metrics.cortex_m4
+    l2 = memory.totals.l2_budget
+    return Headline(
+        device, Accuracy(metrics.float_accuracy, metrics.int_accuracy),
+        None if metrics.int_accuracy is None else metrics.test_samples,
+        Usage(memory.totals.arena_bytes + memory.totals.state_bytes, l2),
+        Usage(memory.weight_bytes, flash), _instructions(m4),
+        Kat(metrics.c_vs_reference.samples, metrics.c_vs_reference.mismatches,
+            metrics.kat_vs_reference_mismatches,
+            None if isinstance(m4, Skipped) else m4.kat),
+        None if metrics.ondevice is None else _ondevice(metrics.ondevice, l2),
+        None if occupancy is None else _accelerator_use(occupancy))
+
+
+def _instructions(m4: FirmwareRun | Skipped) -> Instructions:
+    if isinstance(m4, Skipped):
+        return Instructions(None, None, None, None, m4.reason)
+    reference = m4.reference
+    return Instructions(m4.instructions, m4.kernels, m4.insn_per_mac,
+                        None if reference is None else reference.instructions)
+
+
+def _ondevice(trained: OndeviceSummary, l2: int) -> Ondevice:
+    return Ondevice(trained.accuracy_before, trained.accuracy_after,
+                    Usage(trained.memory.total_ram, l2), trained.instructions_per_step,
+                    trained.within_tolerance, trained.cortex_m4_losses_match)
+
+
+def _accelerator_use(occupancy: Occupancy) -> AcceleratorUse:
+    return AcceleratorUse(
+        Usage(occupancy.processors_used, occupancy.processors, "processors"),
+        Usage(occupancy.data_used, occupancy.data_bytes),
+        Usage(occupancy.kernel_words_used, occupancy.kernel_words, "words"),
+        Usage(occupancy.bias_bytes_used, occupancy.bias_bytes))

@@ -1,15 +1,14 @@
 """Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
 
 Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
-stage's record (read through its loader) into the report's record (pipeline/report.py);
-nothing is recomputed or typed in here. report.html and its figures are rendered from
-the report's JSON form, what report.json holds.
+stage's record (read through its loader) into the report's record (pipeline/report.py),
+which also judges the headline; nothing is recomputed or typed in here. report.html
+(pipeline/reportpage.py) and its figures (pipeline/figures.py) are rendered from the
+report's JSON form, what report.json holds.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,7 +31,11 @@ T = TypeVar("T")  # an upstream stage's record
 
 
 def config(checked: Checked) -> JSONObject:
-    return {"name": checked.name}
+    """The name, and what the headline judges by that no upstream output holds: the
+    device and the flash budget (the l2 budget is in plan.json)."""
+    target = checked.manifest.target
+    return {"name": checked.name, "device": target.device.value,
+            "flash": target.memory.flash}
 
 
 def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
@@ -48,13 +51,16 @@ def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
 def accelerator(ctx: Context) -> reports.Accelerator | None:
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
     from edgebuild.pipeline.report import Accelerator
+    from edgebuild.targets.max7800x import profile
     from edgebuild.targets.max7800x.placement import Placement
+    from edgebuild.targets.max7800x.placement.occupancy import occupancy
 
     placement = _optional(ctx, "plan", Placement.load, "placement.json")
     if placement is None:
         return None
-    return Accelerator(ctx.checked.manifest.target.device.value, placement,
-                       (ctx.inputs["plan"] / "maps.txt").read_text())
+    device = ctx.checked.manifest.target.device.value
+    return Accelerator(device, placement, (ctx.inputs["plan"] / "maps.txt").read_text(),
+                       occupancy(placement, profile.profile(device)))
 
 
 def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
@@ -116,11 +122,15 @@ def collect(ctx: Context) -> reports.Report:
         assert evaluation.confusion is not None  # evaluate labels a dataset's test set
         confusion = reports.Confusion(data.classes, evaluation.confusion)
         counts = reports.DataCounts(data.counts, len(data.classes))
+    figures = metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"]))
+    placed = accelerator(ctx)
+    target = ctx.checked.manifest.target
     return reports.Report(
-        ctx.checked.name,
-        metrics(ctx, graph, train, qat, evaluation, plan, KatResult.load(ctx.inputs["kat"])),
-        tile_rows(plan), reports.QuantSummary(quant.method, quant.rounding, quant.layers),
-        graph.nodes, _phase(train), _phase(qat), confusion, counts, accelerator(ctx))
+        ctx.checked.name, figures, tile_rows(plan),
+        reports.QuantSummary(quant.method, quant.rounding, quant.layers), graph.nodes,
+        _phase(train), _phase(qat), confusion, counts, placed,
+        headline=reports.headline_of(figures, target.device.value, target.memory.flash,
+                                     None if placed is None else placed.occupancy))
 
 
 def _phase(metrics: Metrics | None) -> reports.Phase:
@@ -139,136 +149,59 @@ def tile_rows(plan: MemoryPlan) -> tuple[reports.TileRow, ...]:
 
 
 def run(ctx: Context) -> None:
-    from edgebuild.train import plots
+    from edgebuild.pipeline import reportpage
 
     report = collect(ctx).to_json()
     (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    images = {}
-    if (ctx.inputs.get("train", ctx.out) / "curves.png").is_file():  # none: epochs 0
-        images["float training"] = ctx.inputs["train"] / "curves.png"
-    if (ctx.inputs.get("qat", ctx.out) / "curves.png").is_file():
-        images["QAT"] = ctx.inputs["qat"] / "curves.png"
+    (ctx.out / "report.html").write_text(reportpage.render(report, figures(ctx, report)))
+    ctx.log(f"report: {_summary(report)}")
+
+
+def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
+    """The figures report.html shows, by name: the training stages' curves as they drew
+    them, the rest drawn here from the report's content (pipeline/figures.py)."""
+    from edgebuild.pipeline import figures as draw
+
+    images = {f"{stage}_curves": ctx.inputs[key] / "curves.png"
+              for stage, key in (("float", "train"), ("qat", "qat"))
+              if key in ctx.inputs and (ctx.inputs[key] / "curves.png").is_file()}
+    out = ctx.out
     if report["confusion"]:
-        plots.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
-                        ctx.out / "confusion.png")
-        images["confusion (integer model, test set)"] = ctx.out / "confusion.png"
+        draw.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
+                       images.setdefault("confusion", out / "confusion.png"))
+    draw.layer_macs(report["layers"], images.setdefault("layer_macs", out / "layers.png"))
     if report["tiles"]:
-        plots.memory(report["tiles"], report["metrics"]["memory"]["l1_budget"],
-                     ctx.out / "memory.png")
-        images["memory per layer"] = ctx.out / "memory.png"
-    if report["accelerator"]:
-        plots.data_memory(report["accelerator"]["placement"], ctx.out / "data_memory.png")
-        images[f"{report['accelerator']['device']} data memory"] = ctx.out / "data_memory.png"
+        draw.tiles(report["tiles"], report["metrics"]["memory"]["l1_budget"],
+                   images.setdefault("tiles", out / "memory.png"))
+    accelerator = report["accelerator"]
+    if accelerator and "occupancy" in accelerator:
+        placement, use = accelerator["placement"], accelerator["occupancy"]
+        draw.data_memory(placement["data_memory"], use["data_by_instance"],
+                         use["instance_bytes"], accelerator["device"],
+                         images.setdefault("data_memory", out / "data_memory.png"))
+        draw.kernel_memory(placement["kernel_memory"], use["processors"], use["quadrants"],
+                           use["kernel_words"], accelerator["device"],
+                           images.setdefault("kernel_memory", out / "kernel_memory.png"))
     trained = report["metrics"]["ondevice"]
     if trained:
-        plots.training_losses(trained["loss_c"], trained["loss_torch"], ctx.out / "ondevice.png")
-        images["on-device training: C vs PyTorch"] = ctx.out / "ondevice.png"
-    (ctx.out / "report.html").write_text(render_html(report, images))
-    m = report["metrics"]
-    accuracy = "n/a" if m["int_accuracy"] is None else f"{m['int_accuracy']:.4f}"
-    ctx.log(f"report: float {m['float_accuracy']}  qat {m['qat_accuracy']}  int "
-            f"{accuracy}  mismatches {m['int_vs_fakequant_mismatches']}")
+        from edgebuild.train import plots
+
+        plots.training_losses(trained["loss_c"], trained["loss_torch"],
+                              images.setdefault("ondevice", out / "ondevice.png"))
+    return images
 
 
-def _image(path: Path) -> str:
-    if not path.exists():
-        return ""
-    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,' \
-           f'{base64.b64encode(path.read_bytes()).decode()}">'
+def _summary(report: dict[str, Any]) -> str:
+    """The stage's log line: the headline's accuracies, memory, Cortex-M4 instructions and
+    known-answer test (`-`: a figure the build does not have)."""
+    from edgebuild.pipeline import headline as headlines
 
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in columns)
-                   + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _firmware_html(report: dict[str, Any]) -> str:
-    """The Cortex-M4 firmware's instructions per inference, each count with its kernels
-    (the optimized kernels of a cortex-m4 target, else the reference ones; see
-    pipeline/katresult.py)."""
-    m4 = report["metrics"]["cortex_m4"]
-    if "skipped" in m4:
-        return f"<h2>Cortex-M4 (QEMU)</h2><p>skipped: {html.escape(m4['skipped'])}</p>"
-    kernels = m4.get("kernels")
-    rows = [{"kernels": f"{kernels or 'not recorded'} (this firmware)",
-             "instructions": _count(m4["instructions"]), "per MAC": m4["insn_per_mac"]}]
-    if "reference_instructions" in m4 and kernels != "reference":
-        rows.append({"kernels": "reference", "instructions": _count(m4["reference_instructions"]),
-                     "per MAC": m4["reference_insn_per_mac"]})
-    table = _table(rows, ["kernels", "instructions", "per MAC"])
-    return (f"<h2>Cortex-M4 (QEMU): instructions of one inference</h2>{table}"
-            f"<p>text {m4['text']:,} B (code {m4['code_bytes']:,} B), data {m4['data']:,} B, "
-            f"bss {m4['bss']:,} B; known-answer test: {html.escape(m4['kat'])}</p>")
-
-
-def _count(instructions: int | None) -> str:
-    return "not counted" if instructions is None else f"{instructions:,}"
-
-
-def _accelerator_html(report: dict[str, Any]) -> str:
-    acc = report.get("accelerator")
-    if not acc:
-        return ""
-    rows = [{"layer": layer["name"], "op": layer["op"],
-             "processors": layer["processors"],
-             "output_processors": layer["output_processors"],
-             "in_offset": f"{layer['in_offset']:#06x}", "out_offset": f"{layer['out_offset']:#06x}",
-             "in_passes": layer.get("in_passes"), "kernel": layer.get("kernel")}
-            for layer in acc["placement"]["layers"]]
-    table = _table(rows, ["layer", "op", "processors", "output_processors", "in_offset",
-                          "out_offset", "in_passes", "kernel"])
-    return (f"<h2>{html.escape(acc['device'])}: processors and memory maps</h2>{table}"
-            f"<pre>{html.escape(acc['maps'])}</pre>")
-
-
-def _ondevice_html(report: dict[str, Any]) -> str:
-    trained = report["metrics"].get("ondevice")
-    if not trained:
-        return ""
-    accuracy = _table([{"model": "frozen int8 model", "accuracy": trained["frozen_int8_accuracy"]},
-                       {"model": "before on-device training", "accuracy": trained["accuracy_before"]},
-                       {"model": f"after {trained['epochs']} epochs on the device",
-                        "accuracy": trained["accuracy_after"]}], ["model", "accuracy"])
-    choices = _table([{"trainable layers": ", ".join(c["layers"]), "RAM bytes": c["ram"]}
-                      for c in trained["memory_choices"]], ["trainable layers", "RAM bytes"])
-    steps = _table([{"step": i + 1, "C": c, "PyTorch": t} for i, (c, t) in
-                    enumerate(zip(trained["loss_c"], trained["loss_torch"], strict=True))],
-                   ["step", "C", "PyTorch"])
-    return (f"<h2>On-device training ({html.escape(', '.join(trained['trainable']))})</h2>"
-            f"<h3>Held-out accuracy under field drift</h3>{accuracy}"
-            f"<h3>Training memory per choice of trainable layers</h3>{choices}"
-            f"<h3>Loss per step</h3>{steps}")
-
-
-def render_html(report: dict[str, Any], images: dict[str, Path]) -> str:
-    m = report["metrics"]
-    metrics = _table([{"metric": k, "value": v} for k, v in sorted(m.items())
-                      if k != "ondevice"], ["metric", "value"])
-    layers = _table(report["layers"], ["name", "op", "in_shapes", "out_shape", "params", "macs"])
-    quant = _table(report["quantization"]["layers"],
-                   ["name", "bits", "shift", "weight_min", "weight_max", "weights_clipped_pct",
-                    "saturated_pct", "wide"])
-    tiles = _table(report["tiles"], ["layer", "tiled", "rows", "channels", "tiles", "l1_bytes",
-                                      "bytes_in", "bytes_out"])
-    figures = "".join(f"<h3>{html.escape(title)}</h3>{_image(path)}" for title, path in images.items())
-    name = html.escape(report["name"])
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>edgebuild report: {name}</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#eee}}</style></head>
-<body><h1>{name}</h1>
-<h2>Metrics</h2>{metrics}
-{_firmware_html(report)}
-<h2>Layers</h2>{layers}
-<h2>Memory: L1 tiles and traffic</h2>{tiles}
-<h2>Quantization ({html.escape(report["quantization"]["method"])}, rounding {html.escape(report["quantization"]["rounding"])})</h2>{quant}
-{_accelerator_html(report)}
-{_ondevice_html(report)}
-<h2>Figures</h2>{figures}
-</body></html>
-"""
+    head, dash = headlines.Headline.from_json(report["headline"]), "-"
+    return (f"float {headlines.percent(head.accuracy.floating, missing=dash)}  int8 "
+            f"{headlines.percent(head.accuracy.int8, missing=dash)}  RAM "
+            f"{headlines.used(head.ram)}  flash {headlines.used(head.flash)}  M4 "
+            f"{headlines.instructions_text(head.instructions, dash)}  KAT "
+            f"{headlines.kat_text(head.kat)}")
 
 
 STAGE = Stage("report", ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",

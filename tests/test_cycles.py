@@ -3,25 +3,29 @@ table (ARM DDI 0439B §3.3; templates/tools/insn_count.c lists the model and its
 
 Each sequence is a Thumb-2 assembly function whose measured part starts at a block
 boundary (reached by a branch, so no neighbour effect leaks in from the set-up) and ends at
-`<name>_stop`. P, the taken-branch refill, is 2 and a divide 7 in the model. Also: a layer
-marker splits the count and costs nothing.
+`<name>_stop`. P, the taken-branch refill, is 2 and a divide 7 in the model. Also: per-layer
+segments of the generated KAT firmware add up to its whole-inference count.
 
 Skips (with the reason) when arm-none-eabi-gcc / newlib / qemu-system-arm are absent.
 """
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from edgebuild.codegen import project as codegen
 from edgebuild.targets import toolchain
 
 try:  # tests/ as a package or as plain rootdir modules
+    from tests.test_golden import tiny_spec
     from tests.test_toolchain import BUILD_FLAGS, link_script, plugin, tools  # noqa: F401
 except ImportError:
+    from test_golden import tiny_spec
     from test_toolchain import BUILD_FLAGS, link_script, plugin, tools  # noqa: F401
 
 RUN_TIMEOUT_S = 30
@@ -199,3 +203,29 @@ def test_layer_marker_splits_and_costs_nothing(tools, plugin, link_script, tmp_p
     assert work20.instructions > work10.instructions > 10
     assert (work20.instructions - work10.instructions) % 10 == 0
 
+
+def test_layers_of_the_kat_firmware_add_up(tools, plugin, tmp_path):
+    """The generated KAT firmware marks each layer: one segment per planned step between
+    the call into cnn_run and its return, adding up to the whole inference."""
+    spec = tiny_spec()
+    for relative, text in codegen.render(spec).items():
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    make = subprocess.run(["make", "-s", "m4"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert make.returncode == 0, make.stderr
+    elf = tmp_path / "build" / "cnn_kat_m4.elf"
+    address = {name: toolchain.symbol_address(tools.nm, elf, f"eb_marker_{name}")
+               for name in ("start", "stop", "layer")}
+    run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin,
+                             start=address["start"], stop=address["stop"],
+                             layer=address["layer"])
+    assert run.exit_code == 0, run.stdout + run.stderr
+    assert len(run.segments) == len(spec.plan.steps) + 2
+    assert sum(s.instructions for s in run.segments) == run.instructions
+    assert sum(s.cycles for s in run.segments) == run.cycles
+    outside = run.segments[0].instructions + run.segments[-1].instructions
+    assert outside < 20, run.segments  # the calls into cnn_run and back: a few instructions
+    assert all(s.instructions > 0 for s in run.segments[1:-1])
+    assert run.instructions < run.cycles < 2 * run.instructions

@@ -144,7 +144,8 @@ def layer_runs(layers: tuple[LayerFacts, ...], counted: QemuRun,
     if counted.instructions is None:
         return ()
     mine = segments(counted)
-    theirs = segments(reference) if reference is not None else ((None, None),) * len(layers)
+    theirs = segments(reference) if reference is not None and reference.instructions is not None \
+        else ((None, None),) * len(layers)
     return tuple(LayerRun(facts.layer, facts.op, facts.macs, facts.weight_bytes, *own, *ref)
                  for facts, own, ref in zip(layers, mine, theirs, strict=True))
 

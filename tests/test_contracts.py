@@ -201,6 +201,34 @@ def test_each_instruction_count_names_its_kernels():
     assert contracts.violation(_kat({"kernels": "fast"}), "kat.v1") is not None
 
 
+def test_cycles_and_layers_are_optional_and_round_trip():
+    """Estimated cycles and per-layer figures (kat.json and report.json metrics.cortex_m4):
+    written with derived per-MAC figures, read back into the same record; a file without
+    them (older) still loads."""
+    layer = {"layer": "conv1", "op": "conv2d", "macs": 9216, "weight_bytes": 208,
+             "instructions": 57303, "cycles": 81090, "insn_per_mac": 6.2178,
+             "cycles_per_mac": 8.7988, "reference_instructions": 315870,
+             "reference_cycles": 436532, "reference_insn_per_mac": 34.2741,
+             "reference_cycles_per_mac": 47.3668}
+    pool = {"layer": "pool", "op": "pool2d", "macs": 0, "weight_bytes": 0,
+            "instructions": 900, "cycles": 1200, "insn_per_mac": None, "cycles_per_mac": None}
+    document = _kat({"kernels": "optimized", "cycles": 2500000, "cycles_per_mac": 2.2,
+                     "reference_cycles": 12000000, "reference_cycles_per_mac": 10.4,
+                     "layers": [layer, pool]})
+    assert contracts.violation(document, "kat.v1") is None
+    result = KatResult.from_json(document)
+    assert result.to_json() == document
+    assert KatResult.from_json(result.to_json()) == result
+    assert result.cortex_m4.summary() == (
+        "1,730,123 instructions, 2,500,000 est. cycles (optimized kernels; reference kernels: "
+        "8,995,006 instructions, 12,000,000 est. cycles)")
+    unpaired = _kat({"cycles": 2500000})
+    assert contracts.violation(unpaired, "kat.v1") is not None
+    half_layer = _kat({"cycles": 1, "cycles_per_mac": 1.0,
+                       "layers": [{**layer, "reference_cycles": None}]})
+    assert contracts.violation(half_layer, "kat.v1") is not None
+
+
 def test_a_declared_artifact_without_a_schema_is_a_stage_failure(tmp_path):
     (tmp_path / "data.json").write_text(json.dumps(_data_info()))
     with pytest.raises(StageFailed, match="data.json: no schema data.v9"):

@@ -744,7 +744,7 @@ def count_with_plugin(build: Path, elf: Path, start: int, stop: int) -> int | No
     result = run_qemu(elf, ["-plugin", f"{plugin},start={start:#x},stop={stop:#x},out={out}"])
     if result.returncode != 0 or not out.is_file():
         return None
-    return int(out.read_text().strip())
+    return int(out.read_text().split()[0])
 
 
 def count_with_exec_log(elf: Path, marks: dict[str, tuple[int, int]]) -> dict[str, int]:

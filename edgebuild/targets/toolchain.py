@@ -31,6 +31,15 @@ Facts and QEMU quirks (QEMU 7.2 from Debian 12, arm-none-eabi-gcc 12.2, newlib 4
   `qemu-system-arm: ...` and exit 1, which run_qemu reports as a ToolchainError.
 - Counts are exact and repeatable: every executed instruction bumps an inline counter and
   the firmware has no interrupts, so the same ELF gives the same count on every run.
+- Cycles are an estimate, not a measurement (QEMU has no timing model): the plugin decodes
+  each instruction once and applies the Cortex-M4 TRM's cycle table (pipelined loads, the
+  address-generation stall, taken-branch refills as P = 2, divides as 7, IT folding, the FPU);
+  it assumes zero wait states, no bus contention and aligned accesses. insn_count.c holds the
+  table and every assumption; tests/test_cycles.py checks hand-counted sequences.
+- Per-layer figures: with `layer`, the plugin also splits the count at every execution of
+  that function (the KAT firmware's `eb_marker_layer`, called before each layer and after
+  the last one) and leaves the marker itself (its body and the BL to it) out of every count,
+  so the segments add up to the total exactly.
 """
 
 from __future__ import annotations
@@ -76,11 +85,22 @@ class ArmTools:
 
 
 @dataclass(frozen=True)
+class Counts:
+    """Instructions executed and their estimated Cortex-M4 cycles (the plugin's model)."""
+
+    instructions: int
+    cycles: int
+
+
+@dataclass(frozen=True)
 class QemuRun:
     exit_code: int
     stdout: str
     stderr: str
     instructions: int | None  # between the markers; None without a plugin or markers not hit
+    cycles: int | None = None  # estimated, same stretch
+    # with a layer marker: start -> first mark, mark -> mark, ..., last mark -> stop
+    segments: tuple[Counts, ...] = ()
 
 
 def _tool_output(completed: subprocess.CompletedProcess[str]) -> str:
@@ -201,9 +221,10 @@ def _qemu_failed(tools: ArmTools, exit_code: int, stderr: str) -> bool:
 
 def run_qemu(tools: ArmTools, elf: Path | str, timeout: float = 60,
              plugin: Path | str | None = None, start: int | None = None,
-             stop: int | None = None) -> QemuRun:
+             stop: int | None = None, layer: int | None = None) -> QemuRun:
     """Run firmware on the Cortex-M4 board with semihosting; with `plugin`, count the
-    instructions from the first execution of `start` up to (not including) `stop`."""
+    instructions (and estimate their cycles) from the first execution of `start` up to (not
+    including) `stop`, split at every execution of `layer` when given."""
     command = [str(tools.qemu), "-M", QEMU_MACHINE, "-nographic",
                "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)]
     if plugin is not None and (start is None or stop is None):
@@ -213,20 +234,31 @@ def run_qemu(tools: ArmTools, elf: Path | str, timeout: float = 60,
         if plugin is not None:
             command += ["-plugin", f"file={_qemu_opt(Path(plugin).resolve())},"
                                    f"start={start:#x},stop={stop:#x},"
-                                   f"out={_qemu_opt(count_file)}"]
+                                   f"out={_qemu_opt(count_file)}"
+                                   + ("" if layer is None else f",layer={layer:#x}")]
         completed = _run(command, f"QEMU ({QEMU_MACHINE}) running {elf}", timeout, check=False)
         if _qemu_failed(tools, completed.returncode, completed.stderr):
             raise ToolchainError(f"QEMU failed (exit {completed.returncode}) running {elf}:\n"
                                  f"{_tool_output(completed)[-4000:]}")
-        instructions = None
+        counted: list[Counts] = []
         if plugin is not None and count_file.is_file():
-            text = count_file.read_text().strip()
-            try:
-                instructions = int(text)
-            except ValueError:
-                raise ToolchainError(f"QEMU plugin wrote an unreadable count: {text!r}") from None
+            counted = _read_counts(count_file.read_text())
+    total = counted[0] if counted else None
     return QemuRun(exit_code=completed.returncode, stdout=completed.stdout,
-                   stderr=completed.stderr, instructions=instructions)
+                   stderr=completed.stderr,
+                   instructions=None if total is None else total.instructions,
+                   cycles=None if total is None else total.cycles, segments=tuple(counted[1:]))
+
+
+def _read_counts(text: str) -> list[Counts]:
+    """The plugin's file: "<instructions> <cycles>" for the whole stretch, then per segment."""
+    try:
+        counted = [Counts(int(a), int(b)) for a, b in (line.split() for line in text.splitlines())]
+    except ValueError:
+        counted = []
+    if not counted:
+        raise ToolchainError(f"QEMU plugin wrote unreadable counts: {text[:200]!r}")
+    return counted
 
 
 def elf_size(tools: ArmTools, elf: Path | str) -> dict[str, int]:

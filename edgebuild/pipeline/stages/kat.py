@@ -3,9 +3,12 @@
 Host: every test sample goes through the C code (`build/cnn_kat --batch`) and is compared with
 the integer reference, element by element. Cortex-M4: the firmware runs its built-in KAT
 under `qemu-system-arm -M mps2-an386`; one inference is bracketed by two marker symbols
-and its instructions are counted exactly by a TCG plugin (QEMU has no cycle model), with
-the kernels the project has (optimized on a `cortex-m4` target, else the reference ones)
-and again with the reference kernels.
+and its instructions are counted exactly by a TCG plugin, which also estimates their
+cycles from the Cortex-M4 TRM's table (QEMU has no cycle model; templates/tools/insn_count.c),
+with the kernels the project has (optimized on a `cortex-m4` target, else the reference
+ones) and again with the reference kernels. The firmware calls a third marker between
+layers (-DEB_LAYER_MARKERS, KAT builds only), so both counts come per planned layer too,
+beside the layer's multiply-accumulates and weight bytes.
 A compiler failure or any mismatch fails the stage; the previous good project in build/
 stays untouched (nothing is published).
 """
@@ -16,6 +19,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +30,10 @@ from edgebuild.pipeline.katresult import (
     FirmwareRun,
     HostCheck,
     KatResult,
+    LayerRun,
     ReferenceRun,
     Skipped,
+    per_mac,
 )
 from edgebuild.pipeline.stage import Context, Stage, scratch
 
@@ -38,8 +44,9 @@ if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads 
     from numpy.typing import NDArray
 
     from edgebuild.core.jsontypes import JSONObject
+    from edgebuild.memory.plan import MemoryPlan
     from edgebuild.pipeline.validation import Checked
-    from edgebuild.targets.toolchain import ArmTools
+    from edgebuild.targets.toolchain import ArmTools, QemuRun
 
 COMPILE_TIMEOUT_S = 300
 RUN_TIMEOUT_S = 600
@@ -84,8 +91,18 @@ def host(work: Path, x_test: NDArray[np.integer[Any]], reference: NDArray[np.int
                      tuple(np.flatnonzero(mismatched)[:10].tolist())), outputs
 
 
-def cortex_m4(work: Path, macs: int, weight_bytes: int, log: Callable[[str], None]
-              ) -> FirmwareRun | Skipped:
+@dataclass(frozen=True)
+class LayerFacts:
+    """What a planned layer is, beside its counts: its op, MACs and stored weight bytes."""
+
+    layer: str
+    op: str
+    macs: int
+    weight_bytes: int
+
+
+def cortex_m4(work: Path, macs: int, weight_bytes: int, layers: tuple[LayerFacts, ...],
+              log: Callable[[str], None]) -> FirmwareRun | Skipped:
     from edgebuild.targets import toolchain
 
     tools = toolchain.arm_toolchain()
@@ -97,35 +114,69 @@ def cortex_m4(work: Path, macs: int, weight_bytes: int, log: Callable[[str], Non
     _run(["make", "-s", "m4"], work, "Cortex-M4 build")
     elf = work / "build" / "cnn_kat_m4.elf"
     kernels = OPTIMIZED if (work / "model" / "eb_kernels_opt.c").is_file() else REFERENCE
-    instructions = _qemu_kat(tools, elf, plugin, f"Cortex-M4 ({kernels} kernels)")
+    counted = _qemu_kat(tools, elf, plugin, f"Cortex-M4 ({kernels} kernels)")
     sizes = toolchain.elf_size(tools, elf)
-    reference = None
+    reference, reference_counted = None, None
     if "m4-ref:" in (work / "Makefile").read_text():
         _run(["make", "-s", "m4-ref"], work, "Cortex-M4 reference-kernel build")
-        counted = _qemu_kat(tools, work / "build" / "cnn_kat_m4_ref.elf", plugin,
-                            "Cortex-M4 (reference kernels)")
-        reference = ReferenceRun(counted, _per_mac(counted, macs))
-    return FirmwareRun(sizes["text"], sizes["data"], sizes["bss"], instructions,
-                       _per_mac(instructions, macs), sizes["text"] - weight_bytes, "pass",
-                       reference, kernels)
+        reference_counted = _qemu_kat(tools, work / "build" / "cnn_kat_m4_ref.elf", plugin,
+                                      "Cortex-M4 (reference kernels)")
+        reference = ReferenceRun(reference_counted.instructions,
+                                 per_mac(reference_counted.instructions, macs),
+                                 reference_counted.cycles, per_mac(reference_counted.cycles, macs))
+    return FirmwareRun(sizes["text"], sizes["data"], sizes["bss"], counted.instructions,
+                       per_mac(counted.instructions, macs), sizes["text"] - weight_bytes, "pass",
+                       reference, kernels, counted.cycles, per_mac(counted.cycles, macs),
+                       layer_runs(layers, counted, reference_counted))
 
 
-def _per_mac(instructions: int | None, macs: int) -> float | None:
-    return round(instructions / macs, 4) if instructions and macs else None
+def layer_runs(layers: tuple[LayerFacts, ...], counted: QemuRun,
+               reference: QemuRun | None) -> tuple[LayerRun, ...]:
+    """Each planned layer's segment of the counts: the firmware marks one boundary before
+    every layer and one after the last, so the segments are [call in, layer 1, ...,
+    layer N, return]."""
+    def segments(run: QemuRun) -> tuple[tuple[int, int], ...]:
+        if len(run.segments) != len(layers) + 2:
+            raise StageFailed(f"kat: the Cortex-M4 firmware marked {len(run.segments) - 2} "
+                              f"layers, the plan has {len(layers)}")
+        return tuple((s.instructions, s.cycles) for s in run.segments[1:-1])
+
+    if counted.instructions is None:
+        return ()
+    mine = segments(counted)
+    theirs = segments(reference) if reference is not None and reference.instructions is not None \
+        else ((None, None),) * len(layers)
+    return tuple(LayerRun(facts.layer, facts.op, facts.macs, facts.weight_bytes, *own, *ref)
+                 for facts, own, ref in zip(layers, mine, theirs, strict=True))
 
 
-def _qemu_kat(tools: ArmTools, elf: Path, plugin: Path, what: str) -> int | None:
-    """Run the firmware's KAT under QEMU; the instructions of one inference."""
+def _qemu_kat(tools: ArmTools, elf: Path, plugin: Path, what: str) -> QemuRun:
+    """Run the firmware's KAT under QEMU; the counts of one inference, per layer."""
     from edgebuild.targets import toolchain
 
     start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
     stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
+    layer = toolchain.symbol_address(tools.nm, elf, "eb_marker_layer")
     run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
-                             stop=stop)
+                             stop=stop, layer=layer)
     if run.exit_code != 0:
         raise StageFailed(f"kat: {what} known-answer test failed under QEMU (exit "
                           f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
-    return run.instructions
+    return run
+
+
+def layer_facts(checked: Checked, plan: MemoryPlan, nodes: dict[str, int]
+                ) -> tuple[LayerFacts, ...]:
+    """Per planned step (the layers cnn.c runs, in order): op, MACs (`nodes`: the graph's,
+    by layer) and the bytes its weights and bias take in flash (memory.budget's count)."""
+    from edgebuild.memory import budget
+    from edgebuild.model import folding
+
+    manifest = checked.manifest
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    stored = {w.layer: w.bytes for w in budget.layer_weights(manifest.model.input, layers)}
+    return tuple(LayerFacts(step.layer, step.op, nodes.get(step.layer, 0),
+                            stored.get(step.layer, 0)) for step in plan.steps)
 
 
 def run(ctx: Context) -> None:
@@ -138,8 +189,9 @@ def run(ctx: Context) -> None:
 
     x = knownanswer.evaluation_inputs(ctx.checked, ctx.inputs)
     reference = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
-    weight_bytes = MemoryPlan.load(ctx.inputs["plan"]).weight_bytes
-    macs = Graph.load(ctx.inputs["validate"]).macs
+    plan = MemoryPlan.load(ctx.inputs["plan"])
+    graph = Graph.load(ctx.inputs["validate"])
+    layers = layer_facts(ctx.checked, plan, {node.name: node.macs for node in graph.nodes})
     with tempfile.TemporaryDirectory(prefix="edgebuild-kat-") as temp:
         work = Path(temp) / "c"
         shutil.copytree(ctx.inputs["codegen"], work, ignore=scratch)
@@ -150,7 +202,7 @@ def run(ctx: Context) -> None:
             raise StageFailed(f"kat: the C code differs from the integer reference on "
                               f"{c_vs_reference.mismatches} of {c_vs_reference.samples} "
                               f"test samples (first: {list(c_vs_reference.first_mismatches)})")
-        m4 = cortex_m4(work, macs, weight_bytes, ctx.log)
+        m4 = cortex_m4(work, graph.macs, plan.weight_bytes, layers, ctx.log)
     np.save(ctx.out / "outputs.npy", outputs)
     result = KatResult(c_vs_reference, m4, "known answer" if ctx.checked.manifest.kat
                        else "integer reference")

@@ -23,7 +23,7 @@ from edgebuild.targets.max7800x.placement.occupancy import Occupancy, _bytes_use
 from edgebuild.targets.max7800x.placement.regions import Region
 
 FIRMWARE = {"bss": 16616, "code_bytes": 16852, "data": 112, "insn_per_mac": 2.1499,
-            "instructions": 260322, "kat": "pass", "kernels": "optimized",
+            "instructions": 260322, "kat": "pass", "kernels": "optimized", "cycles": 382150,
             "reference_insn_per_mac": 23.299, "reference_instructions": 2821233, "text": 32460}
 MEMORY = {"arena_bytes": 1792, "arena_lower_bound": 1792, "l1_budget": 16384, "l1_peak": 9600,
           "l2_budget": 131072, "state_bytes": 0, "tiled_layers": [], "traffic_bytes": 19808,
@@ -271,12 +271,12 @@ def test_the_summary_table_reads_the_headline(tmp_path: Path):
     h = summary._headline(tmp_path)
     assert h is not None
     assert summary._figures(h) == ("99.2%", "-", "1.8 KiB / 128.0 KiB",
-                                   "15.2 KiB / 512.0 KiB", "260,322", "pass")
+                                   "15.2 KiB / 512.0 KiB", "260,322", "382,150", "pass")
 
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"metrics": {}}', '{"headline": {"ram": 1}}'])
 def test_the_summary_survives_a_bad_or_old_report(tmp_path: Path, text: str):
     (tmp_path / "report.json").write_text(text)
     assert summary._headline(tmp_path) is None
-    assert summary._figures(None) == ("-",) * 6
+    assert summary._figures(None) == ("-",) * 7
     assert summary._headline(tmp_path / "absent") is None

@@ -157,6 +157,23 @@ def layer_macs(layers: Sequence[dict[str, Any]], path: Path) -> None:
     _save(plt, fig, path)
 
 
+def layer_cycles(layers: Sequence[dict[str, Any]], path: Path) -> None:
+    """Estimated Cortex-M4 cycles and flash for weights per layer (report.json
+    `metrics.cortex_m4.layers`): where an inference's time and the flash go."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.35 * len(layers) + 1.4), sharey=True)
+    names = [row["layer"] for row in layers]
+    for ax, key, title in zip(axes, ("cycles", "weight_bytes"),
+                              ("estimated M4 cycles per inference", "weight bytes (flash)"),
+                              strict=True):
+        values = [int(row[key] or 0) for row in layers]
+        _labelled_bars(ax, names, values, sum(values) or 1)
+        ax.set_title(f"{title} (total {sum(values):,})", fontsize=10)
+    axes[0].invert_yaxis()
+    fig.tight_layout()
+    _save(plt, fig, path)
+
+
 def _labelled_bars(ax: Axes, names: Sequence[str], values: Sequence[int], total: int) -> None:
     """Horizontal bars with `count (share%)` written after each; room kept for the text."""
     ax.barh(range(len(values)), values, color="tab:blue")

@@ -85,24 +85,27 @@ class Accuracy:
 
 @dataclass(frozen=True)
 class Instructions:
-    """Cortex-M4 instructions of one inference (QEMU counts instructions, not cycles), with
-    the kernels the count is for (`optimized` or `reference`; None: not recorded), or why
-    there is no count (`skipped`: no ARM toolchain)."""
+    """Cortex-M4 instructions of one inference (counted under QEMU) and its cycles
+    (estimated from the instruction mix: targets/toolchain), with the kernels the count is
+    for (`optimized` or `reference`; None: not recorded), or why there is no count
+    (`skipped`: no ARM toolchain)."""
 
     count: int | None
     kernels: str | None
     per_mac: float | None
     reference_count: int | None
     skipped: str | None = None
+    cycles: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"count": self.count, "kernels": self.kernels, "per_mac": self.per_mac,
-                "reference_count": self.reference_count, "skipped": self.skipped}
+                "reference_count": self.reference_count, "skipped": self.skipped,
+                "cycles": self.cycles}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Instructions:
         return cls(data["count"], data["kernels"], data["per_mac"], data["reference_count"],
-                   data["skipped"])
+                   data["skipped"], data.get("cycles"))
 
 
 @dataclass(frozen=True)

@@ -343,7 +343,8 @@ def _instructions(m4: FirmwareRun | Skipped) -> Instructions:
         return Instructions(None, None, None, None, m4.reason)
     reference = m4.reference
     return Instructions(m4.instructions, m4.kernels, m4.insn_per_mac,
-                        None if reference is None else reference.instructions)
+                        None if reference is None else reference.instructions,
+                        cycles=m4.cycles)
 
 
 def _ondevice(trained: OndeviceSummary, l2: int) -> Ondevice:

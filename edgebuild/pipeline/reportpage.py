@@ -146,7 +146,8 @@ def _instructions_card(h: Headline) -> str:
         note = f"{kernels} kernels"
         if figures.reference_count is not None and figures.kernels != "reference":
             note += f" (reference kernels: {figures.reference_count:,})"
-        note += "; QEMU counts instructions, not cycles"
+        if figures.cycles is not None:
+            note += f"; about {figures.cycles:,} cycles (estimated, no wait states)"
     return _card("instructions", "Cortex-M4 instructions / inference", count(figures.count), note,
                  "instructions.count", figures.count)
 
@@ -252,8 +253,8 @@ def model_html(report: dict[str, Any], macs: Path | None) -> str:
     m = report["metrics"]
     rows.append(("<b>total</b>", "", "", "", f"<b>{count(m['params'])}</b>",
                  f"<b>{count(m['macs'])}</b>"))
-    note = '<p class="muted">Per-layer instruction counts are not measured; the Cortex-M4 ' \
-           "count in the headline is for the whole inference.</p>"
+    note = '<p class="muted">Instructions and estimated cycles per layer on the Cortex-M4: ' \
+           '<a href="#kat">Known-answer test and firmware</a>.</p>'
     return _section("Model: layers", table(("layer", "op", "input (C×H×W)", "output", "params",
                                             "MACs"), rows) + _image(macs, "MACs per layer") + note,
                     "model")
@@ -300,7 +301,7 @@ def accelerator_html(report: dict[str, Any], data_memory: Path | None,
                     + maps, "accelerator")
 
 
-def kat_html(report: dict[str, Any]) -> str:
+def kat_html(report: dict[str, Any], cycles: Path | None = None) -> str:
     m = report["metrics"]
     host = m["c_vs_reference"]
     rows = [("vectors", _e(m["kat_vectors"])), ("samples", count(host["samples"])),
@@ -308,8 +309,24 @@ def kat_html(report: dict[str, Any]) -> str:
     if "kat_vs_reference_mismatches" in m:
         rows.append(("integer reference outputs that differ from the known answer",
                      count(m["kat_vs_reference_mismatches"])))
-    return _section("Known-answer test and firmware", _pairs(rows) + firmware_html(m["cortex_m4"]),
-                    "kat")
+    return _section("Known-answer test and firmware", _pairs(rows) + firmware_html(m["cortex_m4"])
+                    + layer_runs_html(m["cortex_m4"], cycles), "kat")
+
+
+def layer_runs_html(m4: dict[str, Any], figure: Path | None) -> str:
+    """Per layer on the M4: instructions and estimated cycles (this firmware's kernels and
+    the reference ones), per MAC, and the weight bytes in flash."""
+    layers = m4.get("layers") or []
+    if not layers:
+        return ""
+    rows = [(_e(r["layer"]), _e(r["op"]), count(r["macs"]), count(r["instructions"]),
+             count(r["cycles"]), _fixed(r.get("insn_per_mac")), _fixed(r.get("cycles_per_mac")),
+             _fixed(r.get("reference_cycles_per_mac")), _bytes(r["weight_bytes"]))
+            for r in layers]
+    head = ("layer", "op", "MACs", "instructions", "est. cycles", "insn/MAC", "cycles/MAC",
+            "reference cycles/MAC", "weights")
+    return ("<h3>Cortex-M4 per layer (cycles estimated from the instruction mix: "
+            "no wait states)</h3>" + table(head, rows) + _image(figure, "cycles per layer"))
 
 
 def firmware_html(m4: dict[str, Any]) -> str:
@@ -381,7 +398,7 @@ def render(report: dict[str, Any], images: dict[str, Path]) -> str:
         model_html(report, images.get("layer_macs")),
         memory_html(report, images.get("tiles")),
         accelerator_html(report, images.get("data_memory"), images.get("kernel_memory")),
-        kat_html(report), ondevice_html(report, images.get("ondevice"))]
+        kat_html(report, images.get("layer_cycles")), ondevice_html(report, images.get("ondevice"))]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>edgebuild report: {name}</title>
 <style>{STYLE}</style></head>

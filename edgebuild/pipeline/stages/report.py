@@ -170,6 +170,9 @@ def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
         draw.confusion(report["confusion"]["matrix"], report["confusion"]["labels"],
                        images.setdefault("confusion", out / "confusion.png"))
     draw.layer_macs(report["layers"], images.setdefault("layer_macs", out / "layers.png"))
+    m4_layers = report["metrics"]["cortex_m4"].get("layers")
+    if m4_layers:
+        draw.layer_cycles(m4_layers, images.setdefault("layer_cycles", out / "cycles.png"))
     if report["tiles"]:
         draw.tiles(report["tiles"], report["metrics"]["memory"]["l1_budget"],
                    images.setdefault("tiles", out / "memory.png"))

@@ -19,8 +19,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from edgebuild.pipeline.validation import Checked
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,12 +102,9 @@ def int8_mismatches(manifest, build_dir: Path, x: np.ndarray) -> tuple[int, int]
     return int(np.sum(got != expected)), int(expected.size)
 
 
-def measure(project: Path, path: Path) -> tuple[str, str, str, str, bool]:
-    from edgebuild.pipeline import validation
-
-    checked = validation.load(path)
+def measure(project: Path, checked: Checked) -> tuple[str, str, str, str, bool]:
     manifest = checked.manifest
-    build_dir = project / "build" / manifest.name
+    build_dir = project / "build" / checked.name
     x = inputs(checked, build_dir)
     ok = True
     diff = qat = "-"
@@ -131,10 +132,12 @@ def main() -> int:
     print(f"{'manifest':<22} {'samples':>7} {'float max|diff|':>15} {'qat values differ':>17} "
           f"{'int8 values differ':>20}")
     failed = False
-    for path in paths:
-        samples, diff, qat, wrong, ok = measure(project, path)
+    from edgebuild.pipeline import validation
+
+    for checked in (c for path in paths for c in validation.load_all(path)):  # every target
+        samples, diff, qat, wrong, ok = measure(project, checked)
         failed |= not ok
-        print(f"{path.stem:<22} {samples:>7} {diff:>15} {qat:>17} {wrong:>20}")
+        print(f"{checked.name:<22} {samples:>7} {diff:>15} {qat:>17} {wrong:>20}")
     if not args.keep:
         shutil.rmtree(project, ignore_errors=True)
     return 1 if failed else 0

@@ -68,6 +68,21 @@ def npz_data(path: Path, seed: int = 0) -> Path:
     return path
 
 
+def example_targets() -> list[tuple[str, object]]:
+    """Every example manifest once per target (`vowels.yaml` lists two), as the pipeline
+    reads it: `(id, Manifest)`, the id `name` or `name/target`."""
+    from edgebuild.core import document
+    from edgebuild.manifest import targets
+
+    found: list[tuple[str, object]] = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        variants, problems, _ = targets.split(document.load(path))
+        assert not problems, problems
+        found += [(path.stem if v.target is None else f"{path.stem}/{v.target}", v.manifest)
+                  for v in variants]
+    return found
+
+
 def edgebuild_cmd() -> list[str]:
     """The installed console script when present, else the module (same code path)."""
     script = shutil.which("edgebuild")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DIGITS_MANIFEST, REPO, run_cli, write
+from conftest import DIGITS_MANIFEST, REPO, example_targets, run_cli, write
 
 from edgebuild.core import arrays
 from edgebuild.manifest import Manifest
@@ -196,7 +196,11 @@ def _folded(manifest: Manifest) -> tuple[tuple[int, ...], tuple]:
 
 
 def _example(path: Path) -> Manifest:
+    """A single-target example manifest."""
     return Manifest.model_validate(yaml.safe_load(path.read_text()))
+
+
+TARGETS = example_targets()  # every example, once per target
 
 
 TINY = Manifest.model_validate({  # a layer smaller whole than two slots of its smallest tile
@@ -214,7 +218,7 @@ def _windows(manifest: Manifest) -> list[tiling.Window]:
 
 @pytest.mark.parametrize("double_buffer", [True, False])
 def test_minimum_l1_is_where_the_tiler_starts_finding_a_tile(double_buffer):
-    windows = [w for path in EXAMPLES for w in _windows(_example(path))] + _windows(TINY)
+    windows = [w for _, manifest in TARGETS for w in _windows(manifest)] + _windows(TINY)
     assert any(tiling.whole(w) < tiling.smallest_l1(w, True) for w in windows)
     for w in windows:
         need = tiling.minimum_l1(w, double_buffer)
@@ -222,8 +226,8 @@ def test_minimum_l1_is_where_the_tiler_starts_finding_a_tile(double_buffer):
         assert tiling.choose("x", w, need - 1, double_buffer) is None
 
 
-@pytest.mark.parametrize("manifest", [*map(_example, EXAMPLES), TINY],
-                         ids=[*(path.stem for path in EXAMPLES), "tiny"])
+@pytest.mark.parametrize("manifest", [*(m for _, m in TARGETS), TINY],
+                         ids=[*(name for name, _ in TARGETS), "tiny"])
 def test_each_need_is_exactly_what_the_planner_needs(manifest):
     shape, layers = _folded(manifest)
     double = manifest.target.tiling.double_buffer

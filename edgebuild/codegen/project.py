@@ -34,17 +34,19 @@ if TYPE_CHECKING:
 STACK_BYTES = 8192
 HEAP_BYTES = 4096
 VALUES_PER_LINE = 16
-# Kernel files per target device: the reference kernels are always there (they define the
-# arithmetic); `cortex-m4` adds the dual-MAC (SMLAD) variants, which the same project's host
-# build compiles with portable intrinsics — so the host KAT over every test sample checks
-# the optimized algorithm and QEMU checks the real instructions.
-OPTIMIZED_DEVICES = ("cortex-m4",)
+# Kernel files per CPU: the reference kernels are always there (they define the arithmetic);
+# a Cortex-M4 (a `cortex-m4` target, or the core beside a MAX7800x accelerator, where the C
+# emulates the device's number format: targets.cpu) adds the dual-MAC (SMLAD) variants,
+# which the same project's host build compiles with portable intrinsics — so the host KAT
+# over every test sample checks the optimized algorithm and QEMU checks the real
+# instructions.
+OPTIMIZED_CPUS = ("cortex-m4",)
 
 
-def kernel_files(device: str, tiled: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(C sources, headers) copied into model/ for this device (+ the tiling driver)."""
+def kernel_files(cpu: str, tiled: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(C sources, headers) copied into model/ for this CPU (+ the tiling driver)."""
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
-    if device in OPTIMIZED_DEVICES:
+    if cpu in OPTIMIZED_CPUS:
         sources.append("eb_kernels_opt.c")
         headers.append("eb_kernels_opt.h")
     if tiled:
@@ -63,7 +65,7 @@ class ProjectSpec:
     kat_expected: NDArray[np.integer[Any]]  # int64 (K, outputs)
     flash_bytes: int
     ram_bytes: int
-    device: str
+    device: str  # the CPU that runs the C: `host`, `cortex-m4` (an accelerator's: targets.cpu)
     inputs: InputFormat | None = None  # normalization and class names (no dataset: None)
 
 
@@ -155,7 +157,7 @@ def c_step(spec: ProjectSpec, step: Step, layer: Layer, node: graphs.Node) -> CS
         inputs=tuple(macro(name) for name in step.inputs), output=macro(step.output),
         scratch=None if step.scratch is None else macro(step.scratch.name),
         tile=_tile(step.tile()), pool_tile=_tile(step.tile("pool_tile")),
-        double_buffer=step.double_buffer, optimized=spec.device in OPTIMIZED_DEVICES,
+        double_buffer=step.double_buffer, optimized=spec.device in OPTIMIZED_CPUS,
         state=state_symbol(layer.name) if step.state_bytes else None,
         prefix=prefix(spec.name))
 
@@ -177,7 +179,7 @@ def c_steps(spec: ProjectSpec) -> Steps:
     assert graph is not None
     nodes = {node.name: node for node in graph.nodes}
     layers = {layer.name: layer for layer in spec.model.layers}
-    optimized = spec.device in OPTIMIZED_DEVICES
+    optimized = spec.device in OPTIMIZED_CPUS
     rendered: list[RenderedStep] = []
     scratch: list[str] = []
     preludes: set[tuple[int, str]] = set()
@@ -214,7 +216,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
     steps = c_steps(spec)
-    optimized = spec.device in OPTIMIZED_DEVICES
+    optimized = spec.device in OPTIMIZED_CPUS
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0)

@@ -3,8 +3,10 @@ the generated C against the integer reference on the host, sample by sample, and
 Cortex-M4 firmware under QEMU — its sizes and the instructions of one inference — or why
 that part was skipped (no ARM toolchain).
 
-Instruction counts depend on the kernels compiled in: a `cortex-m4` target's project has
-the optimized (dual-MAC) kernels, any other target's only the portable reference loops.
+Instruction counts depend on the kernels compiled in: a project whose C runs on a
+Cortex-M4 (a `cortex-m4` target, or a MAX7800x target: its Arm Cortex-M4F emulates the
+accelerator's number format; targets.cpu) has the optimized (dual-MAC) kernels, any other
+target's (`host`) only the portable reference loops.
 `kernels` names the firmware's; the second count (`reference_instructions`) is always the
 same firmware built with the reference kernels, so a host-target build counts the
 reference kernels twice.

@@ -331,7 +331,7 @@ def layer_runs_html(m4: dict[str, Any], figure: Path | None) -> str:
 
 def firmware_html(m4: dict[str, Any]) -> str:
     """The Cortex-M4 firmware under QEMU: instructions of one inference, each count with its
-    kernels (the optimized kernels of a cortex-m4 target, else the reference ones; see
+    kernels (the optimized kernels where the C runs on a Cortex-M4, else the reference ones; see
     pipeline/katresult.py), and its sizes."""
     if "skipped" in m4:
         return f"<h3>Cortex-M4 (QEMU)</h3><p>skipped: {_e(m4['skipped'])}</p>"

@@ -39,6 +39,7 @@ def spec_for(ctx: Context) -> ProjectSpec:
     from edgebuild.codegen import project as codegen
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import knownanswer, quantized
+    from edgebuild.targets.cpu import cpu
 
     manifest = ctx.checked.manifest
     kat_inputs, kat_expected = knownanswer.vectors(ctx.checked, ctx.inputs, KAT_SAMPLES)
@@ -48,7 +49,7 @@ def spec_for(ctx: Context) -> ProjectSpec:
         kat_inputs=kat_inputs, kat_expected=kat_expected,
         flash_bytes=manifest.target.memory.flash,
         ram_bytes=manifest.target.memory.l2 + manifest.target.memory.l1,  # L1 scratchpad in RAM too
-        device=manifest.target.device.value, inputs=input_format(ctx))
+        device=cpu(manifest.target.device.value), inputs=input_format(ctx))
 
 
 def input_format(ctx: Context) -> InputFormat | None:

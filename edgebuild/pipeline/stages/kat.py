@@ -5,7 +5,8 @@ the integer reference, element by element. Cortex-M4: the firmware runs its buil
 under `qemu-system-arm -M mps2-an386`; one inference is bracketed by two marker symbols
 and its instructions are counted exactly by a TCG plugin, which also estimates their
 cycles from the Cortex-M4 TRM's table (QEMU has no cycle model; templates/tools/insn_count.c),
-with the kernels the project has (optimized on a `cortex-m4` target, else the reference
+with the kernels the project has (optimized where the C runs on a Cortex-M4: a `cortex-m4`
+target or a MAX7800x's core, emulating the device's number format; else the reference
 ones) and again with the reference kernels. The firmware calls a third marker between
 layers (-DEB_LAYER_MARKERS, KAT builds only), so both counts come per planned layer too,
 beside the layer's multiply-accumulates and weight bytes.

@@ -207,6 +207,8 @@ def lib(tmp_path_factory):
         "eb_pool2d": ([pp, P8, P8], None),
         "eb_pool2d_tiled": ([pp, pt, P8, P8, P8], None),
         "eb_dma_copy": ([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32], None),
+        "eb_dma_copy2d": ([ctypes.c_void_p, I32, ctypes.c_void_p, I32, I32, ctypes.c_uint32],
+                          None),
         "eb_conv_tile_slot_bytes": ([pc, pt, INT, INT], I32),
         "eb_pool_tile_slot_bytes": ([pp, pt], I32),
         "eb_linear_tile_slot_bytes": ([INT, pt, INT, INT], I32),
@@ -483,6 +485,19 @@ def test_dma_copy(lib):
     assert dst[0] == SENTINEL
 
 
+def test_dma_copy2d(lib):
+    # 3 blocks of 5 bytes, 7 apart in the source, 6 apart in the destination
+    src = np.arange(-30, 0, dtype=np.int8)
+    dst = np.full(24, SENTINEL, dtype=np.int8)
+    lib.eb_dma_copy2d(dst.ctypes.data + 1, 6, src.ctypes.data + 2, 7, 3, 5)
+    want = np.full(24, SENTINEL, dtype=np.int8)
+    for b in range(3):
+        want[1 + 6 * b:6 + 6 * b] = src[2 + 7 * b:7 + 7 * b]
+    assert dst.tolist() == want.tolist()
+    lib.eb_dma_copy2d(dst.ctypes.data, 6, src.ctypes.data, 7, 0, 5)
+    assert dst.tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("compiler", [
     pytest.param("cc", id="host"),
     pytest.param("arm", id="cortex-m4", marks=pytest.mark.skipif(
@@ -551,6 +566,17 @@ def staged_conv_input(cfg: dict, x: np.ndarray, c0: int, c_t: int, y0: int,
     return padded[first:first + conv_tile_inputs(cfg, c_t), top:top + in_rows].reshape(-1)
 
 
+def as_row(tile: dict) -> dict:
+    """The params a conv tile reaches the kernel with: a column ([C][rows][1], k_w = 1: a 1-D
+    layer tiled along time) as the row it is in memory ([C][1][rows]), eb_tiling.h."""
+    if not (tile["in_w"] == tile["out_w"] == tile["k_w"] == 1 and tile["pad_w"] == 0):
+        return tile
+    row = dict(tile, in_h=1, out_h=1, k_h=1, stride_h=1, pad_h=0, dil_h=1)
+    row.update({f"{name}_w": tile[f"{name}_h"] for name in ("k", "stride", "pad", "dil")},
+               in_w=tile["in_h"], out_w=tile["out_h"])
+    return row
+
+
 def check_conv_tiled(lib, case: dict) -> None:
     cfg, wide, has_bias = case["cfg"], case["wide"], case["bias"]
     rng = np.random.default_rng(case["seed"])
@@ -588,9 +614,9 @@ def check_conv_tiled(lib, case: dict) -> None:
     staged = [staged_conv_input(cfg, x, *t) for t in order]
     for i, (_, c_t, _, rows) in enumerate(order):
         p = rec.params[i]
-        want = dict(cfg, in_c=conv_tile_inputs(cfg, c_t), in_h=conv_in_rows(cfg, rows),
-                    in_w=cfg["in_w"] + 2 * cfg["pad_w"], out_c=c_t, out_h=rows, pad_h=0,
-                    pad_w=0, groups=conv_tile_groups(cfg, c_t))
+        want = as_row(dict(cfg, in_c=conv_tile_inputs(cfg, c_t), in_h=conv_in_rows(cfg, rows),
+                           in_w=cfg["in_w"] + 2 * cfg["pad_w"], out_c=c_t, out_h=rows, pad_h=0,
+                           pad_w=0, groups=conv_tile_groups(cfg, c_t)))
         assert {k: getattr(p, k) for k in want} == want, f"tile {i} params"
         rec.check_call(i, layout, has_bias, staged)
 
@@ -622,11 +648,14 @@ def fixed_case(cfg: dict, rows: int, channels: int, double: bool = True, wide: b
     # an odd number of row tiles: the slots' parity crosses channel tiles (weights per slot)
     fixed_case(conv_cfg(in_c=6, in_h=7, in_w=5, out_c=6, groups=3, k_h=3, k_w=2, pad_h=1,
                         stride_h=2, dil_w=2, shift=-5, act=1), 3, 2, wide=True),
+    # a conv1d tiled along time (a column, 5 rows per tile): the kernel gets it as a row
+    fixed_case(conv_cfg(in_c=3, in_h=11, in_w=1, out_c=4, k_h=3, pad_h=1, dil_h=2,
+                        shift=-6, act=1), 5, 3),
     # depthwise conv1d, one channel per tile, no bias
     fixed_case(conv_cfg(in_c=5, in_w=12, out_c=5, groups=5, k_w=4, pad_w=1, stride_w=3,
                         shift=-3, rounding=1, act=2), 1, 1, bias=False),
 ], ids=["dense-partial-channels", "grouped-rounded-down", "grouped-sub-group",
-        "padding-only-rows", "odd-row-tiles", "depthwise-1d"])
+        "padding-only-rows", "odd-row-tiles", "column-1d", "depthwise-1d"])
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
 def test_conv2d_tiled_fixed(lib, case, double):
     check_conv_tiled(lib, dict(case, double=double))

@@ -1,7 +1,8 @@
 /* edgebuild tiled execution (see eb_tiling.h for the contract: API, L1 layout, tile order).
  *
- * Every byte that moves between L2 (in, weight, bias, out) and L1 goes through eb_dma_copy;
- * the zero padding materialized in L1 is written with memset (no L2 traffic). Regions of a
+ * Every byte that moves between L2 (in, weight, bias, out) and L1 goes through eb_dma_copy
+ * (one block) or eb_dma_copy2d (equal blocks at a stride: a column tensor's few bytes per
+ * channel); the zero padding materialized in L1 is written in place (no L2 traffic). Regions of a
  * slot sit at fixed offsets computed from the full-size tile (rows clamped to out_h, channels
  * to out_c, see conv_oc_step); a smaller last tile uses the start of each region. The slot
  * size is rounded up to a multiple of 4 so that, with double buffering, the second slot (at
@@ -18,12 +19,50 @@ typedef struct {
     int32_t in, weight, bias, out, slot;
 } eb_slot_layout;
 
+/* n bytes from src to dst (no overlap), inline: a column tensor's blocks are a few bytes,
+ * for which a library call costs more than the copy. Words go through memcpy of 4 bytes
+ * (one LDR/STR on the Cortex-M4, which allows unaligned words). */
+static void copy_small(int8_t *dst, const int8_t *src, int32_t n)
+{
+    for (; n >= 4; n -= 4, dst += 4, src += 4) {
+        uint32_t v;
+        memcpy(&v, src, 4u);
+        memcpy(dst, &v, 4u);
+    }
+    for (; n > 0; --n) {
+        *dst++ = *src++;
+    }
+}
+
+static void zero_small(int8_t *dst, int32_t n)
+{
+    for (; n >= 4; n -= 4, dst += 4) {
+        const uint32_t v = 0u;
+        memcpy(dst, &v, 4u);
+    }
+    for (; n > 0; --n) {
+        *dst++ = 0;
+    }
+}
+
 void eb_dma_copy(void *dst, const void *src, uint32_t bytes)
 {
     /* The one place a DMA driver would go (start a transfer; a real driver would wait for it
      * before the kernel reads the slot). */
     if (bytes != 0u) {
         memcpy(dst, src, (size_t)bytes);
+    }
+}
+
+void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_stride,
+                   int32_t blocks, uint32_t bytes)
+{
+    /* A 2-D transfer (most DMA engines take one descriptor for it): `blocks` blocks of
+     * `bytes`, `src_stride` apart in the source and `dst_stride` apart in the destination. */
+    int8_t *d = (int8_t *)dst;
+    const int8_t *s = (const int8_t *)src;
+    for (; blocks > 0; --blocks, d += dst_stride, s += src_stride) {
+        copy_small(d, s, (int32_t)bytes);
     }
 }
 
@@ -66,6 +105,17 @@ static void stage_rows(const int8_t *src, int in_h, int in_w, int c0, int c_t, i
         eb_dma_copy(dst, src + (int32_t)c0 * in_h * in_w, (uint32_t)((int32_t)c_t * in_h * in_w));
         return;
     }
+    if (in_w == 1 && pad_w == 0) {
+        /* a column (1-D layer along time): a few bytes per channel, copied inline */
+        int8_t *d = dst;
+        for (c = 0; c < c_t; ++c, d += in_rows) {
+            zero_small(d, lo);
+            zero_small(d + hi, in_rows - hi);
+        }
+        eb_dma_copy2d(dst + lo, in_rows, src + (int32_t)c0 * in_h + (top + lo), in_h, c_t,
+                      (uint32_t)(hi - lo));
+        return;
+    }
     for (c = 0; c < c_t; ++c) {
         int8_t *plane = dst + (int32_t)c * in_rows * wp;
         memset(plane, 0, (size_t)((int32_t)lo * wp));
@@ -97,6 +147,11 @@ static void write_back(const int8_t *tile, int c0, int c_t, int out_h, int out_w
     if (rows == out_h) {
         eb_dma_copy(dst + (int32_t)c0 * out_h * row_bytes, tile,
                     (uint32_t)((int32_t)c_t * rows * row_bytes));
+        return;
+    }
+    if (out_w == 1) { /* a column: a few bytes per channel, one 2-D transfer */
+        eb_dma_copy2d(dst + ((int32_t)c0 * out_h + y0) * row_bytes, (int32_t)out_h * row_bytes,
+                      tile, (int32_t)rows * row_bytes, c_t, (uint32_t)((int32_t)rows * row_bytes));
         return;
     }
     for (c = 0; c < c_t; ++c) {
@@ -208,6 +263,28 @@ static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot
     }
 }
 
+/* A column tile ([C][rows][1]: a 1-D layer tiled along time) goes to the kernel as the row
+ * it is in memory ([C][1][rows], the same bytes), the layout the kernels are fastest on
+ * (the optimized im2col reads 4 neighbouring pixels with one word). */
+static void as_row(eb_conv_params *t)
+{
+    if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1 && t->pad_w == 0) {
+        const eb_conv_params c = *t;
+        t->in_h = 1;
+        t->in_w = c.in_h;
+        t->out_h = 1;
+        t->out_w = c.out_h;
+        t->k_h = 1;
+        t->k_w = c.k_h;
+        t->stride_h = 1;
+        t->stride_w = c.stride_h;
+        t->pad_h = 0;
+        t->pad_w = c.pad_h;
+        t->dil_h = 1;
+        t->dil_w = c.dil_h;
+    }
+}
+
 void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1)
@@ -251,6 +328,7 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
         tile.pad_h = 0;
         tile.pad_w = 0;
         tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
+        as_row(&tile);
         kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
                bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
                slot + r.lay.out);

@@ -1,8 +1,8 @@
 /* edgebuild tiled execution: layers whose working set does not fit the L1 scratchpad run
  * tile by tile. Tensors and weights live in L2 (the arena and flash); each tile's input
  * (with the halo a window needs, and zero padding materialized), weights, bias and output
- * are staged in L1 through eb_dma_copy — the one place a DMA driver would go — and the
- * ordinary kernels run on the tile. Results are identical to the untiled kernels.
+ * are staged in L1 through eb_dma_copy and eb_dma_copy2d (equal blocks at a stride) — the
+ * one place a DMA driver would go — and the ordinary kernels run on the tile. Results are identical to the untiled kernels.
  *
  * L1 layout of one tile slot (every region starts 4-byte aligned, in this order):
  *   conv:   input  [cin_t][in_rows][in_w + 2*pad_w]      int8, in_rows = (rows-1)*stride_h + dil_h*(k_h-1) + 1
@@ -14,6 +14,9 @@
  *           weight [cin_t][oc_t/groups_t][k_h][k_w], bias, output as for conv
  *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h)
  *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
+ * A conv tile that is a column ([cin_t][in_rows][1], k_w = 1: a 1-D layer, tiled along
+ * time) is passed to the kernel as the row it is in memory: in_h = out_h = k_h = 1,
+ * in_w = in_rows, out_w = rows, k_w/stride_w/dil_w = the layer's k_h/stride_h/dil_h.
  * Dense conv (groups == 1): any oc_t, cin_t = in_c, the tile is a dense conv.
  * Grouped conv (groups > 1): oc_t is a multiple of out_c/groups (or a divisor of it, so a
  * tile never spans two groups); cin_t = max(1, oc_t / (out_c/groups)) * (in_c/groups).
@@ -51,6 +54,8 @@ typedef void (*eb_linear_kernel)(int in_f, int out_f, const int8_t *in, const in
                                  const int32_t *bias, void *out);
 
 void eb_dma_copy(void *dst, const void *src, uint32_t bytes);
+void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_stride,
+                   int32_t blocks, uint32_t bytes);
 
 void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,

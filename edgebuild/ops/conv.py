@@ -239,7 +239,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
-    depthwise = step.optimized and conv.groups > 1 and conv.groups == conv.in_c
+    depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
     code += CCode((conv_params(step.symbol("P"), conv, step),),
                   paths=frozenset({"depthwise"} if depthwise else ()))
     weights, bias = step.weights(), bias_symbol(step)

@@ -20,7 +20,11 @@
  * byte. This path takes every conv, dense or grouped (K = in_c / groups * k_h * k_w per
  * group).
  *
- * Depthwise convs (groups == in_c > 1, out_c = m * in_c for any channel multiplier m) take a
+ * A dense conv with one output pixel whose window is the whole unpadded input (k = in_h x
+ * in_w, pad 0) is a linear layer over the input: it runs as eb_linear_opt does.
+ *
+ * Depthwise convs (groups == in_c, out_c = m * in_c for any channel multiplier m; this
+ * includes first layers with one input channel, in_c == groups == 1, m = out_c) take a
  * direct path instead, without im2col or scratch: output channel oc reads input channel
  * oc / m only, so each pixel is summed straight from word loads of its input rows, the word
  * x = row[q .. q + 3] giving SXTB16(x) = [x0, x2] and SXTB16(x ROR 8) = [x1, x3] for SMLAD

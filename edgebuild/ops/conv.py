@@ -207,7 +207,7 @@ def fused_pool(step: CStep[ConvFields]) -> tuple[CCode, str, Shape]:
     window = pool_plane(layer.pool, shape, vertical=step.pool_tile is not None)
     decl = pool_params(step.symbol("Q"), window, layer.pool.mode, step.rounding)
     code = CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("TP"), step.pool_tile,
-                                     step.double_buffer, source, step.scratch)
+                                     step.double_buffer, source, step.scratch, step.optimized)
     return code, step.scratch, pooled(shape, layer.pool, len(shape) - 1)
 
 

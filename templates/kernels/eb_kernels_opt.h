@@ -91,6 +91,8 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    int16_t *scratch);
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch);
+/* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
+void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
 
 #ifdef __cplusplus
 }

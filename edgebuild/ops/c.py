@@ -166,10 +166,12 @@ def pool_params(symbol: str, plane: Plane, mode: StrEnum, rounding: str) -> str:
 
 
 def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: bool,
-              source: str, target: str) -> CCode:
-    """eb_pool2d, whole or through eb_pool2d_tiled (the pool params are declared apart)."""
+              source: str, target: str, optimized: bool = False) -> CCode:
+    """eb_pool2d (EB_POOL2D: eb_pool2d_opt with the optimized kernels), whole or through
+    eb_pool2d_tiled (the pool params are declared apart)."""
     if tile is None:
-        return CCode(calls=(f"eb_pool2d(&{symbol}, {source}, {target});",))
+        kernel = "EB_POOL2D" if optimized else "eb_pool2d"
+        return CCode(calls=(f"{kernel}(&{symbol}, {source}, {target});",))
     return CCode((tile_decl(tile_symbol, tile, double_buffer),),
                  (f"eb_pool2d_tiled(&{symbol}, &{tile_symbol}, {source}, {target}, "
                   "eb_l1.bytes);",))

@@ -207,7 +207,7 @@ def fused_pool(step: CStep[ConvFields]) -> tuple[CCode, str, Shape]:
     window = pool_plane(layer.pool, shape, vertical=step.pool_tile is not None)
     decl = pool_params(step.symbol("Q"), window, layer.pool.mode, step.rounding)
     code = CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("TP"), step.pool_tile,
-                                     step.double_buffer, source, step.scratch)
+                                     step.double_buffer, source, step.scratch, step.optimized)
     return code, step.scratch, pooled(shape, layer.pool, len(shape) - 1)
 
 
@@ -239,7 +239,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
-    depthwise = step.optimized and conv.groups > 1 and conv.groups == conv.in_c
+    depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
     code += CCode((conv_params(step.symbol("P"), conv, step),),
                   paths=frozenset({"depthwise"} if depthwise else ()))
     weights, bias = step.weights(), bias_symbol(step)

@@ -175,7 +175,8 @@ def emit(step: CStep[Pool1d | Pool2d]) -> CCode:
     plane = pool_plane(window(step.layer), step.in_shapes[0], vertical=step.tile is not None)
     decl = pool_params(step.symbol("Q"), plane, step.layer.mode, step.rounding)
     return CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("T_TILE"), step.tile,
-                                     step.double_buffer, step.inputs[0], step.output)
+                                     step.double_buffer, step.inputs[0], step.output,
+                                     step.optimized)
 
 
 def onnx_emit(step: OnnxStep[Pool1d | Pool2d]) -> OnnxCode:

@@ -667,7 +667,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
 }
 
 /* ---- depthwise convolution ----------------------------------------------------------------
- * groups == in_c > 1 (one input channel per group), out_c = m * in_c: output channel oc
+ * groups == in_c (one input channel per group; 1 too), out_c = m * in_c: output channel oc
  * reads input channel oc / m only, so there is no im2col and no scratch. Each output pixel
  * is summed straight from the input rows of its tap rows with word loads: the word
  * x = row[q .. q + 3] gives the int16 pairs SXTB16(x) = [x0, x2] and SXTB16_ROR8(x) =
@@ -1281,7 +1281,7 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
     int nw, m, oc, oy, n_seg = 0, whole = 0;
     int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
 
-    if (p->groups <= 1 || p->in_c != p->groups) {
+    if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
         return 0;
     }
     if (p->in_w == 1 && p->k_w == 1 && p->pad_w == 0) {
@@ -1416,6 +1416,22 @@ static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *
     }
 }
 
+/* A dense conv with one output pixel whose window is the whole unpadded input: the weight
+ * rows [oc][ic][k_h][k_w] line up with the input [ic][in_h][in_w], so it is a linear layer
+ * over in_c * in_h * in_w values (its scratch, round_up_4 of that, fits the conv's). */
+static int eb_conv_as_linear(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                             const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    if (p->groups != 1 || p->out_h != 1 || p->out_w != 1 || p->k_h != p->in_h ||
+        p->k_w != p->in_w || p->pad_h != 0 || p->pad_w != 0 || (p->k_h > 1 && p->dil_h != 1) ||
+        (p->k_w > 1 && p->dil_w != 1)) {
+        return 0;
+    }
+    eb_linear_core((int)((int32_t)p->in_c * p->in_h * p->in_w), p->out_c, in, weight, bias, s,
+                   scratch);
+    return 1;
+}
+
 void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out, int16_t *scratch)
 {
@@ -1425,7 +1441,8 @@ void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
     s.shift = p->shift;
     s.rounding = p->rounding;
     s.act = p->act;
-    if (EB_OPT_DEPTHWISE && eb_dw_conv(p, in, weight, bias, &s)) {
+    if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
+        (EB_OPT_DEPTHWISE && eb_dw_conv(p, in, weight, bias, &s))) {
         return;
     }
     eb_conv_core(p, in, weight, bias, &s, scratch);
@@ -1440,7 +1457,8 @@ void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t 
     s.shift = 0;
     s.rounding = 0;
     s.act = 0;
-    if (EB_OPT_DEPTHWISE && eb_dw_conv(p, in, weight, bias, &s)) {
+    if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
+        (EB_OPT_DEPTHWISE && eb_dw_conv(p, in, weight, bias, &s))) {
         return;
     }
     eb_conv_core(p, in, weight, bias, &s, scratch);

@@ -38,6 +38,13 @@ static union {
 #define EB_LINEAR_WIDE(n, m, in, w, b, out) eb_linear_wide_opt(n, m, in, w, b, out, eb_scratch.values)
 #endif
 
+/* Pooling: eb_pool2d_opt, or with -DEB_REFERENCE_KERNELS the reference loops. */
+#ifdef EB_REFERENCE_KERNELS
+#define EB_POOL2D(p, in, out) eb_pool2d(p, in, out)
+#else
+#define EB_POOL2D(p, in, out) eb_pool2d_opt(p, in, out)
+#endif
+
 /* Per-layer instruction counts: the known-answer test's Cortex-M4 builds define
  * EB_LAYER_MARKERS, which calls eb_marker_layer() (main.c) before each layer and after the
  * last one; the QEMU counter splits its count there and leaves the calls out. Off by
@@ -95,7 +102,7 @@ void tiny_cnn_run_steps(int layers)
     EB_LAYER_MARK();
     if (layers < 1)
         return;
-    eb_pool2d(&Q_conv, T_input, T_conv_pooled);
+    EB_POOL2D(&Q_conv, T_input, T_conv_pooled);
     EB_CONV2D(&P_conv, T_conv_pooled, tiny_w_conv, tiny_b_conv, T_conv);
     /* side: conv2d [4, 4, 4] -> [4, 4, 4] */
     EB_LAYER_MARK();
@@ -111,7 +118,7 @@ void tiny_cnn_run_steps(int layers)
     EB_LAYER_MARK();
     if (layers < 4)
         return;
-    eb_pool2d(&Q_pool, T_sum, T_pool);
+    EB_POOL2D(&Q_pool, T_sum, T_pool);
     /* cat: concat [4, 2, 2] -> [8, 2, 2] */
     EB_LAYER_MARK();
     if (layers < 5)

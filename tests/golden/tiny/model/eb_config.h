@@ -27,6 +27,7 @@
 #define eb_linear_wide tiny_eb_linear_wide
 #define eb_linear_wide_opt tiny_eb_linear_wide_opt
 #define eb_pool2d tiny_eb_pool2d
+#define eb_pool2d_opt tiny_eb_pool2d_opt
 #define EB_OPT_NO_DEPTHWISE
 
 #endif

@@ -20,7 +20,11 @@
  * byte. This path takes every conv, dense or grouped (K = in_c / groups * k_h * k_w per
  * group).
  *
- * Depthwise convs (groups == in_c > 1, out_c = m * in_c for any channel multiplier m) take a
+ * A dense conv with one output pixel whose window is the whole unpadded input (k = in_h x
+ * in_w, pad 0) is a linear layer over the input: it runs as eb_linear_opt does.
+ *
+ * Depthwise convs (groups == in_c, out_c = m * in_c for any channel multiplier m; this
+ * includes first layers with one input channel, in_c == groups == 1, m = out_c) take a
  * direct path instead, without im2col or scratch: output channel oc reads input channel
  * oc / m only, so each pixel is summed straight from word loads of its input rows, the word
  * x = row[q .. q + 3] giving SXTB16(x) = [x0, x2] and SXTB16(x ROR 8) = [x1, x3] for SMLAD
@@ -87,6 +91,8 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    int16_t *scratch);
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch);
+/* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
+void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,166 @@
+/* edgebuild optimized pooling (Cortex-M4 SIMD; portable C elsewhere): eb_pool2d_opt gives
+ * bit-identical results to eb_pool2d (eb_kernels.c), same arguments, no scratch.
+ *
+ * Max: four bytes at a time, a byte-wise signed max being SSUB8 + SEL (eb_max8). A 2-wide
+ * window with stride 2 (the usual max pool) takes one word per window row for two outputs:
+ * the rows' word-wise max v, then max8(v, v >> 8) holds the two outputs in bytes 0 and 2.
+ * Other windows: per output the window rows' whole words are max-ed into one word, reduced
+ * to its byte 0 (max8 with itself >> 8, then >> 16), the rest of a row byte by byte.
+ * Average: the sum of a window row's whole words is USADA8 of the words with their sign bits
+ * flipped (x ^ 0x80 = x + 128 as an unsigned byte), less 128 per byte; the rest byte by
+ * byte; then the reference's rounding of sum / count. Nothing is read outside a window. */
+#include "eb_kernels_opt.h"
+
+#include <string.h>
+
+#if defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
+/* max of the four signed bytes of a and b, byte by byte */
+static inline uint32_t eb_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+    return r;
+}
+
+/* acc + the sum of the four unsigned bytes of x */
+static inline uint32_t eb_usada8(uint32_t x, uint32_t acc)
+{
+    uint32_t r;
+    __asm__("usada8 %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(0u), "r"(acc));
+    return r;
+}
+#else
+static inline uint32_t eb_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t x = (int32_t)((a >> i) & 0xFFu) - (int32_t)((a >> i) & 0x80u) * 2;
+        const int32_t y = (int32_t)((b >> i) & 0xFFu) - (int32_t)((b >> i) & 0x80u) * 2;
+        r |= (uint32_t)((x > y ? x : y) & 0xFF) << i;
+    }
+    return r;
+}
+
+static inline uint32_t eb_usada8(uint32_t x, uint32_t acc)
+{
+    return acc + (x & 0xFFu) + ((x >> 8) & 0xFFu) + ((x >> 16) & 0xFFu) + (x >> 24);
+}
+#endif
+
+static inline uint32_t eb_pool_load32(const int8_t *src)
+{
+    uint32_t v;
+    memcpy(&v, src, sizeof v);
+    return v;
+}
+
+/* floor(a / b) for b > 0, as eb_kernels.c */
+static int32_t eb_pool_floor_div(int32_t a, int32_t b)
+{
+    int32_t q = a / b;
+    if ((a % b) != 0 && a < 0) {
+        q -= 1;
+    }
+    return q;
+}
+
+/* The int8 of byte 0 of x. */
+static inline int32_t eb_byte0(uint32_t x)
+{
+    return (int32_t)(x & 0xFFu) - (int32_t)((x & 0x80u) << 1);
+}
+
+/* Output rows of a 2-wide, stride-2 max pool: k_h rows from r, in_w apart, out_w outputs. */
+static void eb_max_row_2x(const int8_t *r, int32_t in_w, int k_h, int out_w, int8_t *out)
+{
+    int x = 0, ky;
+    for (; x + 2 <= out_w; x += 2, r += 4, out += 2) {
+        uint32_t v = eb_pool_load32(r);
+        for (ky = 1; ky < k_h; ++ky) {
+            v = eb_max8(v, eb_pool_load32(r + ky * in_w));
+        }
+        v = eb_max8(v, v >> 8);
+        out[0] = (int8_t)eb_byte0(v);
+        out[1] = (int8_t)eb_byte0(v >> 16);
+    }
+    if (x < out_w) {
+        int32_t best = -128;
+        for (ky = 0; ky < k_h; ++ky) {
+            const int32_t a = r[ky * in_w], b = r[ky * in_w + 1];
+            best = a > best ? a : best;
+            best = b > best ? b : best;
+        }
+        *out = (int8_t)best;
+    }
+}
+
+/* One window: k_h rows of k_w bytes from r, in_w apart; the max or the sum. */
+static inline int32_t eb_window(const int8_t *r, int32_t in_w, int k_h, int k_w, int max)
+{
+    const int words = k_w >> 2;
+    uint32_t vmax = 0x80808080u, usum = 0;
+    int32_t best = -128, sum = 0;
+    int ky, i;
+    for (ky = 0; ky < k_h; ++ky, r += in_w) {
+        const int8_t *q = r;
+        for (i = 0; i < words; ++i, q += 4) {
+            const uint32_t x = eb_pool_load32(q);
+            if (max) {
+                vmax = eb_max8(vmax, x);
+            } else {
+                usum = eb_usada8(x ^ 0x80808080u, usum);
+            }
+        }
+        for (i = 4 * words; i < k_w; ++i, ++q) {
+            const int32_t v = *q;
+            if (max) {
+                best = v > best ? v : best;
+            } else {
+                sum += v;
+            }
+        }
+    }
+    if (max) {
+        if (words > 0) {
+            int32_t m;
+            vmax = eb_max8(vmax, vmax >> 8);
+            m = eb_byte0(eb_max8(vmax, vmax >> 16));
+            best = m > best ? m : best;
+        }
+        return best;
+    }
+    return sum + (int32_t)usum - 128 * 4 * words * k_h;
+}
+
+void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
+{
+    const int32_t in_w = p->in_w, plane = (int32_t)p->in_h * in_w;
+    const int32_t row_step = (int32_t)p->stride_h * in_w;
+    const int32_t count = (int32_t)p->k_h * p->k_w;
+    const int max = p->mode == EB_POOL_MAX;
+    int c, oy, ox;
+    for (c = 0; c < p->c; ++c, in += plane) {
+        const int8_t *r = in;
+        for (oy = 0; oy < p->out_h; ++oy, r += row_step, out += p->out_w) {
+            if (max && p->k_w == 2 && p->stride_w == 2) {
+                eb_max_row_2x(r, in_w, p->k_h, p->out_w, out);
+                continue;
+            }
+            for (ox = 0; ox < p->out_w; ++ox) {
+                const int8_t *w = r + (int32_t)ox * p->stride_w;
+                const int32_t v = max ? eb_window(w, in_w, p->k_h, p->k_w, 1)
+                                      : eb_window(w, in_w, p->k_h, p->k_w, 0);
+                if (max) {
+                    out[ox] = (int8_t)v;
+                } else if (p->rounding == EB_ROUND_TRUNC) {
+                    out[ox] = (int8_t)(v / count);
+                } else if (p->rounding == EB_ROUND_HALF_UP) {
+                    out[ox] = (int8_t)eb_pool_floor_div(2 * v + count, 2 * count);
+                } else {
+                    out[ox] = (int8_t)eb_pool_floor_div(v, count);
+                }
+            }
+        }
+    }
+}

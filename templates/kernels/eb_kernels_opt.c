@@ -563,20 +563,38 @@ typedef struct {
     int shift, rounding, act;
 } eb_sink;
 
-/* eb_requantize over a block of accumulators with constant rounding and act: each use below
- * is its own inlined copy of eb_requantize, in which the compiler folds the branches on them
- * away (and, inside the shift-range test, the left-shift path). */
-#define EB_REQUANTIZE_BLOCK(rounding_, act_)                                          \
-    for (i = 0; i < rows; ++i) {                                                      \
-        for (j = 0; j < count; ++j) {                                                 \
-            out[i * row_stride + j] =                                                 \
-                eb_requantize(acc[i * acc_stride + j], shift, (rounding_), (act_));   \
-        }                                                                             \
+/* eb_requantize for a right shift by s = -shift in [0, 31], in 32 bits: with half up (s > 0)
+ * floor((acc + 2^(s-1)) / 2^s) = (acc >> s) + bit s - 1 of acc (acc = q * 2^s + r: r + 2^(s-1)
+ * carries into q exactly when r >= 2^(s-1)), which cannot overflow; floor (or s == 0) is
+ * acc >> s alone (rmask 0). Then SSAT #8 (none), USAT #7 (relu) or both around an abs. */
+static inline int32_t eb_rq_shift(int32_t acc, int s, int rbit, int32_t rmask)
+{
+    return (acc >> s) + ((acc >> rbit) & rmask);
+}
+
+static inline int8_t eb_rq_act(int32_t v, int act)
+{
+    if (act == EB_ACT_RELU) {
+        return (int8_t)eb_usat7(v);
+    }
+    if (act == EB_ACT_ABS) {
+        v = eb_ssat8(v);
+        return (int8_t)eb_usat7(v < 0 ? -v : v);
+    }
+    return (int8_t)eb_ssat8(v);
+}
+
+/* One inlined copy per constant act: the shift and rounding are in registers. */
+#define EB_REQUANTIZE_BLOCK(act_)                                                         \
+    for (i = 0; i < rows; ++i, out += row_stride, acc += acc_stride) {                    \
+        for (j = 0; j < count; ++j) {                                                     \
+            out[j] = eb_rq_act(eb_rq_shift(acc[j], sh, rbit, rmask), (act_));             \
+        }                                                                                 \
     }
 
 /* out[index + i * row_stride + j] = result of acc[i * acc_stride + j], i < rows, j < count. */
-static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const int32_t *acc,
-                     int acc_stride, int rows, int count)
+static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride,
+                     const int32_t *acc, int acc_stride, int rows, int count)
 {
     int i, j;
     if (s->out8 == NULL) {
@@ -587,30 +605,26 @@ static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const 
             }
         }
     } else {
-        int8_t *const out = s->out8 + index;
-        const int shift = s->shift, rounding = s->rounding, act = s->act;
-        if (shift < 0 && shift >= -31) { /* the usual case: a right shift */
-            if (rounding == EB_ROUND_HALF_UP) {
-                if (act == EB_ACT_RELU) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_RELU)
-                } else if (act == EB_ACT_NONE) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_NONE)
-                } else {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, act)
-                }
-            } else if (rounding == EB_ROUND_FLOOR) {
-                if (act == EB_ACT_RELU) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_RELU)
-                } else if (act == EB_ACT_NONE) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_NONE)
-                } else {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, act)
-                }
+        int8_t *out = s->out8 + index;
+        const int shift = s->shift, act = s->act;
+        if (shift <= 0 && shift >= -31) { /* the usual case: a right shift (or none) */
+            const int sh = -shift;
+            const int rbit = sh > 0 ? sh - 1 : 0;
+            const int32_t rmask = (sh > 0 && s->rounding == EB_ROUND_HALF_UP) ? 1 : 0;
+            if (act == EB_ACT_RELU) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_RELU)
+            } else if (act == EB_ACT_NONE) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_NONE)
             } else {
-                EB_REQUANTIZE_BLOCK(rounding, act)
+                EB_REQUANTIZE_BLOCK(EB_ACT_ABS)
             }
-        } else {
-            EB_REQUANTIZE_BLOCK(rounding, act)
+        } else { /* left shifts, shifts past 31: the reference arithmetic */
+            for (i = 0; i < rows; ++i) {
+                for (j = 0; j < count; ++j) {
+                    out[i * row_stride + j] =
+                        eb_requantize(acc[i * acc_stride + j], shift, s->rounding, act);
+                }
+            }
         }
     }
 }

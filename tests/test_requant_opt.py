@@ -9,13 +9,15 @@ activation:
   neighbours, and for each shift the values on both sides of every rounding boundary
   m * 2^s +- 2^(s-1) for m spread over the whole int32 range;
 * hypothesis-drawn int32 accumulators (any value) on the host;
-* the same dense sweep built for the Cortex-M4 (SSAT/USAT) and run under QEMU.
+* the same dense sweep built for the Cortex-M4 (SSAT/USAT) and run under QEMU;
+* eb_linear_opt (rows 4, then 2, then 1 at a time: eb_dot_4x1 / eb_dot_2x1 / eb_dot_1x1) on
+  hypothesis-drawn sizes against eb_linear, int8 and wide outputs (the M4 build of the same
+  kernels runs in test_kernels_opt.py's QEMU firmware).
 """
 
 from __future__ import annotations
 
 import ctypes
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -30,8 +32,13 @@ from test_kernels_opt import (
     KERNELS,
     M4_FLAGS,
     M4_LINK,
+    int8_data,
+    int_weights,
+    lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
     needs_m4,
+    random_bias,
+    run_linear_pair,
     run_qemu,
 )
 
@@ -193,3 +200,18 @@ def test_requant_dense_sweep_under_qemu(m4_build: Path):  # noqa: F811 (the fixt
     run = run_qemu(elf)
     assert "requant mismatches: 0" in run.stdout, run.stdout + run.stderr
     assert run.returncode == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(in_f=st.integers(1, 300), out_f=st.integers(1, 14), shift=st.integers(-20, 2),
+       rounding=st.sampled_from([0, 1]), act=st.sampled_from([0, 1, 2]),
+       seed=st.integers(0, 2**32 - 1))
+def test_linear_opt_random_sizes(lib, in_f, out_f, shift, rounding, act, seed):  # noqa: F811
+    rng = np.random.default_rng(seed)
+    x = int8_data(rng, (in_f,))
+    w, _ = int_weights(rng, (out_f, in_f))
+    bias = random_bias(rng, out_f)
+    q = {"shift": shift, "rounding": rounding, "act": act}
+    for wide in (True, False):
+        ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"in_f={in_f} out_f={out_f} {q}")

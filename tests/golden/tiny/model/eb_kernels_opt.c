@@ -508,6 +508,82 @@ static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *
     }
 }
 
+/* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */
+#define EB_DOT_4X1_STEP(wa_, wb_, wc_, wd_)                                   \
+    do {                                                                      \
+        EB_MAC4(a0, eb_sxtb16(wa_), eb_sxtb16_ror8(wa_), x, xb);              \
+        EB_MAC4(a1, eb_sxtb16(wb_), eb_sxtb16_ror8(wb_), x, xb);              \
+        EB_MAC4(a2, eb_sxtb16(wc_), eb_sxtb16_ror8(wc_), x, xb);              \
+        EB_MAC4(a3, eb_sxtb16(wd_), eb_sxtb16_ror8(wd_), x, xb);              \
+    } while (0)
+
+/* Rows w, w + k, w + 2k, w + 3k against one column at c: acc[i] += (w + i k) . c. The
+ * column words are loaded once for four rows (an LDRD per 16 MACs). */
+static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[4])
+{
+    const int8_t *w2 = w + 2 * k; /* rows 0, 1 at w, w + k; rows 2, 3 at w2, w2 + k */
+    const int16_t *const end = c + 4 * (k >> 2);
+    const int32_t tail = k & 3;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    uint32_t x, xb;
+#if EB_OPT_DSP && defined(__GNUC__)
+    /* By hand: GCC spills two accumulators here. 21 instructions per 16 MACs. */
+    while (c != end) {
+        uint32_t t0, t1, ta;
+        __asm__("ldrd   %[x], %[xb], [%[c]], #8\n\t"
+                "ldr    %[t0], [%[w], %[k]]\n\t"
+                "ldr    %[t1], [%[w]], #4\n\t"
+                "sxtb16 %[ta], %[t1]\n\t"
+                "smlad  %[a0], %[ta], %[x], %[a0]\n\t"
+                "sxtb16 %[t1], %[t1], ror #8\n\t"
+                "smlad  %[a0], %[t1], %[xb], %[a0]\n\t"
+                "sxtb16 %[ta], %[t0]\n\t"
+                "smlad  %[a1], %[ta], %[x], %[a1]\n\t"
+                "sxtb16 %[t0], %[t0], ror #8\n\t"
+                "smlad  %[a1], %[t0], %[xb], %[a1]\n\t"
+                "ldr    %[t0], [%[w2], %[k]]\n\t"
+                "ldr    %[t1], [%[w2]], #4\n\t"
+                "sxtb16 %[ta], %[t1]\n\t"
+                "smlad  %[a2], %[ta], %[x], %[a2]\n\t"
+                "sxtb16 %[t1], %[t1], ror #8\n\t"
+                "smlad  %[a2], %[t1], %[xb], %[a2]\n\t"
+                "sxtb16 %[ta], %[t0]\n\t"
+                "smlad  %[a3], %[ta], %[x], %[a3]\n\t"
+                "sxtb16 %[t0], %[t0], ror #8\n\t"
+                "smlad  %[a3], %[t0], %[xb], %[a3]"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w),
+                  [w2] "+r"(w2), [c] "+r"(c), [x] "=&r"(x), [xb] "=&r"(xb), [t0] "=&r"(t0),
+                  [t1] "=&r"(t1), [ta] "=&r"(ta)
+                : [k] "r"(k)
+                : "memory");
+    }
+#else
+    for (; c != end; c += 4, w += 4, w2 += 4) {
+        uint32_t wv;
+        EB_LOAD2X32(c, 0, x, xb);
+        wv = eb_load32(w);
+        EB_MAC4(a0, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w + k);
+        EB_MAC4(a1, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w2);
+        EB_MAC4(a2, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w2 + k);
+        EB_MAC4(a3, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+    }
+#endif
+    if (tail != 0) {
+        const uint32_t wa = eb_load_tail(w, tail), wb = eb_load_tail(w + k, tail);
+        const uint32_t wc = eb_load_tail(w2, tail), wd = eb_load_tail(w2 + k, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_DOT_4X1_STEP(wa, wb, wc, wd);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
 /* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
 static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
                                    int32_t acc[2])
@@ -563,20 +639,38 @@ typedef struct {
     int shift, rounding, act;
 } eb_sink;
 
-/* eb_requantize over a block of accumulators with constant rounding and act: each use below
- * is its own inlined copy of eb_requantize, in which the compiler folds the branches on them
- * away (and, inside the shift-range test, the left-shift path). */
-#define EB_REQUANTIZE_BLOCK(rounding_, act_)                                          \
-    for (i = 0; i < rows; ++i) {                                                      \
-        for (j = 0; j < count; ++j) {                                                 \
-            out[i * row_stride + j] =                                                 \
-                eb_requantize(acc[i * acc_stride + j], shift, (rounding_), (act_));   \
-        }                                                                             \
+/* eb_requantize for a right shift by s = -shift in [0, 31], in 32 bits: with half up (s > 0)
+ * floor((acc + 2^(s-1)) / 2^s) = (acc >> s) + bit s - 1 of acc (acc = q * 2^s + r: r + 2^(s-1)
+ * carries into q exactly when r >= 2^(s-1)), which cannot overflow; floor (or s == 0) is
+ * acc >> s alone (rmask 0). Then SSAT #8 (none), USAT #7 (relu) or both around an abs. */
+static inline int32_t eb_rq_shift(int32_t acc, int s, int rbit, int32_t rmask)
+{
+    return (acc >> s) + ((acc >> rbit) & rmask);
+}
+
+static inline int8_t eb_rq_act(int32_t v, int act)
+{
+    if (act == EB_ACT_RELU) {
+        return (int8_t)eb_usat7(v);
+    }
+    if (act == EB_ACT_ABS) {
+        v = eb_ssat8(v);
+        return (int8_t)eb_usat7(v < 0 ? -v : v);
+    }
+    return (int8_t)eb_ssat8(v);
+}
+
+/* One inlined copy per constant act: the shift and rounding are in registers. */
+#define EB_REQUANTIZE_BLOCK(act_)                                                         \
+    for (i = 0; i < rows; ++i, out += row_stride, acc += acc_stride) {                    \
+        for (j = 0; j < count; ++j) {                                                     \
+            out[j] = eb_rq_act(eb_rq_shift(acc[j], sh, rbit, rmask), (act_));             \
+        }                                                                                 \
     }
 
 /* out[index + i * row_stride + j] = result of acc[i * acc_stride + j], i < rows, j < count. */
-static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const int32_t *acc,
-                     int acc_stride, int rows, int count)
+static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride,
+                     const int32_t *acc, int acc_stride, int rows, int count)
 {
     int i, j;
     if (s->out8 == NULL) {
@@ -587,30 +681,26 @@ static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride, const 
             }
         }
     } else {
-        int8_t *const out = s->out8 + index;
-        const int shift = s->shift, rounding = s->rounding, act = s->act;
-        if (shift < 0 && shift >= -31) { /* the usual case: a right shift */
-            if (rounding == EB_ROUND_HALF_UP) {
-                if (act == EB_ACT_RELU) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_RELU)
-                } else if (act == EB_ACT_NONE) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, EB_ACT_NONE)
-                } else {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_HALF_UP, act)
-                }
-            } else if (rounding == EB_ROUND_FLOOR) {
-                if (act == EB_ACT_RELU) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_RELU)
-                } else if (act == EB_ACT_NONE) {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, EB_ACT_NONE)
-                } else {
-                    EB_REQUANTIZE_BLOCK(EB_ROUND_FLOOR, act)
-                }
+        int8_t *out = s->out8 + index;
+        const int shift = s->shift, act = s->act;
+        if (shift <= 0 && shift >= -31) { /* the usual case: a right shift (or none) */
+            const int sh = -shift;
+            const int rbit = sh > 0 ? sh - 1 : 0;
+            const int32_t rmask = (sh > 0 && s->rounding == EB_ROUND_HALF_UP) ? 1 : 0;
+            if (act == EB_ACT_RELU) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_RELU)
+            } else if (act == EB_ACT_NONE) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_NONE)
             } else {
-                EB_REQUANTIZE_BLOCK(rounding, act)
+                EB_REQUANTIZE_BLOCK(EB_ACT_ABS)
             }
-        } else {
-            EB_REQUANTIZE_BLOCK(rounding, act)
+        } else { /* left shifts, shifts past 31: the reference arithmetic */
+            for (i = 0; i < rows; ++i) {
+                for (j = 0; j < count; ++j) {
+                    out[i * row_stride + j] =
+                        eb_requantize(acc[i * acc_stride + j], shift, s->rounding, act);
+                }
+            }
         }
     }
 }
@@ -1402,7 +1492,16 @@ static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *
         eb_store32(scratch + full, eb_sxtb16(u));
         eb_store32(scratch + full + 2, eb_sxtb16_ror8(u));
     }
-    for (o = 0; o + 1 < out_f; o += 2) {
+    for (o = 0; o + 3 < out_f; o += 4) {
+        int32_t acc[4];
+        int j;
+        for (j = 0; j < 4; ++j) {
+            acc[j] = bias ? bias[o + j] : 0;
+        }
+        eb_dot_4x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_store(s, o, 0, acc, 0, 1, 4);
+    }
+    for (; o + 1 < out_f; o += 2) {
         int32_t acc[2];
         acc[0] = bias ? bias[o] : 0;
         acc[1] = bias ? bias[o + 1] : 0;

@@ -87,6 +87,13 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    int16_t *scratch);
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch);
+/* eb_linear_packed(_wide) (eb_kernels.h): packed 1-, 2-, 4-bit weights; the same scratch. */
+void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                          int16_t *scratch);
+void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
+                               const int8_t *weight, const int32_t *bias, int32_t *out,
+                               int16_t *scratch);
 
 #ifdef __cplusplus
 }

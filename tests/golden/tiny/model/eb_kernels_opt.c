@@ -579,28 +579,36 @@ static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t 
 /* Field s of the packed word wv as 4 int8 weights times 2^(8-b). */
 #define EB_PK_FIELD(wv, b, s) (((wv) << (8 - (b) * ((s) + 1))) & EB_PK_MASK(b))
 
+/* An empty asm that "changes" v once `after` is computed: the fields of a word are then
+ * extracted one chunk at a time, not all at once (which runs GCC out of registers). */
+#if defined(__GNUC__)
+#define EB_PK_BARRIER(v, after) __asm__("" : "+r"(v) : "r"(after))
+#define EB_PK_BARRIER2(v, u, after) __asm__("" : "+r"(v), "+r"(u) : "r"(after))
+#else
+#define EB_PK_BARRIER(v, after) ((void)0)
+#define EB_PK_BARRIER2(v, u, after) ((void)0)
+#endif
+
 /* Every field of the packed word wv against the next 8 / b chunks of the four interleaved
  * columns at c (EB_DOT_1X4_CHUNK: a0..a3, c), written out so that each shift is a constant. */
+#define EB_PK_CHUNK(wv, b, s)                       \
+    do {                                            \
+        const uint32_t x_ = EB_PK_FIELD(wv, b, s);  \
+        EB_DOT_1X4_CHUNK(x_);                       \
+        EB_PK_BARRIER(wv, a3);                      \
+    } while (0)
 #define EB_PK_WORD_1X4(wv, b)                                                          \
     do {                                                                               \
-        uint32_t x_;                                                                   \
         if ((b) == 4) {                                                                \
-            x_ = EB_PK_FIELD(wv, 4, 0); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 4, 1); EB_DOT_1X4_CHUNK(x_);                          \
+            EB_PK_CHUNK(wv, 4, 0); EB_PK_CHUNK(wv, 4, 1);                              \
         } else if ((b) == 2) {                                                         \
-            x_ = EB_PK_FIELD(wv, 2, 0); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 2, 1); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 2, 2); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 2, 3); EB_DOT_1X4_CHUNK(x_);                          \
+            EB_PK_CHUNK(wv, 2, 0); EB_PK_CHUNK(wv, 2, 1);                              \
+            EB_PK_CHUNK(wv, 2, 2); EB_PK_CHUNK(wv, 2, 3);                              \
         } else {                                                                       \
-            x_ = EB_PK_FIELD(wv, 1, 0); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 1); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 2); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 3); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 4); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 5); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 6); EB_DOT_1X4_CHUNK(x_);                          \
-            x_ = EB_PK_FIELD(wv, 1, 7); EB_DOT_1X4_CHUNK(x_);                          \
+            EB_PK_CHUNK(wv, 1, 0); EB_PK_CHUNK(wv, 1, 1);                              \
+            EB_PK_CHUNK(wv, 1, 2); EB_PK_CHUNK(wv, 1, 3);                              \
+            EB_PK_CHUNK(wv, 1, 4); EB_PK_CHUNK(wv, 1, 5);                              \
+            EB_PK_CHUNK(wv, 1, 6); EB_PK_CHUNK(wv, 1, 7);                              \
         }                                                                              \
     } while (0)
 
@@ -621,11 +629,11 @@ EB_PK_INLINE void eb_pk_dot_block(const int bits, int32_t k, const int8_t *w,
         const int8_t *const end = w + 4 * words;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b;
         for (; q != end; q += 4) {
-            const uint32_t wv = eb_load32(q);
+            uint32_t wv = eb_load32(q);
             EB_PK_WORD_1X4(wv, bits);
         }
         if (rest != 0) { /* the row's last word: its first `rest` fields */
-            const uint32_t wv = eb_load32(q);
+            uint32_t wv = eb_load32(q);
             for (f = 0; f < rest; ++f) {
                 const uint32_t x = (wv << (8 - bits * (f + 1))) & EB_PK_MASK(bits);
                 EB_DOT_1X4_CHUNK(x);
@@ -657,25 +665,22 @@ static EB_NOINLINE void eb_pk_dot_block1(int32_t k, const int8_t *w, const int16
     eb_pk_dot_block(1, k, w, cols, n_oc, bias, acc);
 }
 
-/* Fields [0, m) of the packed words wa (and wb when n == 2) against the next m chunks of
- * one column at *c: *a0 += row a . column, *a1 += row b . column (times 2^(8-b)). */
-EB_PK_INLINE void eb_pk_word_rows(const int bits, uint32_t wa, uint32_t wb, const int n, int m,
-                                  const int16_t **c, int32_t *a0, int32_t *a1)
-{
-    const int16_t *cp = *c;
-    int f;
-    for (f = 0; f < m; ++f, cp += 4) {
-        uint32_t x, xb;
-        const uint32_t va = EB_PK_FIELD(wa, bits, f);
-        EB_LOAD2X32(cp, 0, x, xb);
-        EB_MAC4(*a0, eb_sxtb16(va), eb_sxtb16_ror8(va), x, xb);
-        if (n == 2) {
-            const uint32_t vb = EB_PK_FIELD(wb, bits, f);
-            EB_MAC4(*a1, eb_sxtb16(vb), eb_sxtb16_ror8(vb), x, xb);
-        }
-    }
-    *c = cp;
-}
+/* Field f of the packed words wa (and wb when n == 2) against the next chunk of one column
+ * at cp (advanced): a0 += row a . column, a1 += row b . column (times 2^(8-b)). */
+#define EB_PK_ROWS_FIELD(b, f)                                            \
+    do {                                                                  \
+        uint32_t x_, xb_;                                                 \
+        const uint32_t va_ = EB_PK_FIELD(wa, b, f);                       \
+        EB_LOAD2X32(cp, 0, x_, xb_);                                      \
+        cp += 4;                                                          \
+        EB_MAC4(a0, eb_sxtb16(va_), eb_sxtb16_ror8(va_), x_, xb_);        \
+        EB_PK_BARRIER2(wa, cp, a0);                                       \
+        if (n == 2) {                                                     \
+            const uint32_t vb_ = EB_PK_FIELD(wb, b, f);                   \
+            EB_MAC4(a1, eb_sxtb16(vb_), eb_sxtb16_ror8(vb_), x_, xb_);    \
+            EB_PK_BARRIER2(wb, cp, a1);                                   \
+        }                                                                 \
+    } while (0)
 
 /* Rows w and w + row_bytes (n: 1 or 2 of them) against one column at cols: acc[r] += row r
  * . column (eb_dot_2x1 / eb_dot_1x1 over packed rows). */
@@ -687,16 +692,30 @@ EB_PK_INLINE void eb_pk_dot_rows(const int bits, int32_t k, const int8_t *w, con
     const int32_t words = chunks / per, rest = chunks % per;
     const int32_t row_bytes = EB_PACKED_ROW_BYTES(k, bits);
     const int down = 8 - bits;
-    const int16_t *c = cols;
+    const int16_t *cp = cols;
     const int8_t *q = w;
-    int32_t a0 = 0, a1 = 0, i;
-    for (i = words; i > 0; --i, q += 4) {
-        eb_pk_word_rows(bits, eb_load32(q), n == 2 ? eb_load32(q + row_bytes) : 0u, n, per, &c,
-                        &a0, &a1);
+    const int8_t *const end = w + 4 * words;
+    int32_t a0 = 0, a1 = 0;
+    int f;
+    for (; q != end; q += 4) {
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        if (bits == 4) {
+            EB_PK_ROWS_FIELD(4, 0); EB_PK_ROWS_FIELD(4, 1);
+        } else if (bits == 2) {
+            EB_PK_ROWS_FIELD(2, 0); EB_PK_ROWS_FIELD(2, 1);
+            EB_PK_ROWS_FIELD(2, 2); EB_PK_ROWS_FIELD(2, 3);
+        } else {
+            EB_PK_ROWS_FIELD(1, 0); EB_PK_ROWS_FIELD(1, 1);
+            EB_PK_ROWS_FIELD(1, 2); EB_PK_ROWS_FIELD(1, 3);
+            EB_PK_ROWS_FIELD(1, 4); EB_PK_ROWS_FIELD(1, 5);
+            EB_PK_ROWS_FIELD(1, 6); EB_PK_ROWS_FIELD(1, 7);
+        }
     }
-    if (rest != 0) {
-        eb_pk_word_rows(bits, eb_load32(q), n == 2 ? eb_load32(q + row_bytes) : 0u, n,
-                        (int)rest, &c, &a0, &a1);
+    if (rest != 0) { /* the rows' last words: their first `rest` fields */
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        for (f = 0; f < rest; ++f) {
+            EB_PK_ROWS_FIELD(bits, f);
+        }
     }
     acc[0] += a0 >> down;
     if (n == 2) {

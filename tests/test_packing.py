@@ -483,3 +483,64 @@ def test_m4_packed_equals_reference_under_qemu(lib, tmp_path):
     result = kopt.run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "packed weights on M4: 0 mismatching calls" in result.stdout
+
+
+# ---- end to end: a 4-bit build -------------------------------------------------------------
+
+E2E_MANIFEST = """\
+name: {name}
+seed: 1
+dataset:
+  format: sklearn-digits
+  split: {{val: 0.1, test: 0.2}}
+model:
+  input: [1, 8, 8]
+  layers:
+    - {{name: conv1, op: conv2d, out: 16, kernel: 3, pad: 1, act: relu}}
+    - {{name: conv2, op: conv2d, out: 32, kernel: 3, pad: 1, act: relu, pool: {{mode: max, size: 2}}}}
+    - {{name: fc, op: linear, out: 10, flatten: true, wide: true}}
+train: {{epochs: 2, batch: 64}}
+qat: {{weight_bits: {bits}, epochs: 1}}
+target: {{device: cortex-m4, memory: {{l1: 16KiB, l2: 128KiB, flash: 512KiB}}}}
+"""
+
+
+def weight_array_bytes(weights_c: str) -> int:
+    """The bytes of weights.c's weight arrays (`<name>_w_<layer>[N]`, int8: N bytes)."""
+    import re
+
+    return sum(int(n) for n in re.findall(r"const int8_t \w+_w_\w+\[(\d+)\]", weights_c))
+
+
+@pytest.mark.slow
+def test_4bit_build_stores_half_the_weight_bytes(tmp_path):
+    """The same model at 8 and 4 bits, built through the known-answer test: the 4-bit
+    weights.c holds <= 55% of the 8-bit weight bytes, the plan, kat.json and report.json
+    count them so, and the KAT passes on the host and the M4 (0 mismatches)."""
+    import json
+
+    from conftest import build_json
+
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for bits in (8, 4):
+        (manifests / f"d{bits}.yaml").write_text(E2E_MANIFEST.format(name=f"d{bits}", bits=bits))
+    build_json(tmp_path, "--cache-dir", str(tmp_path / "cache"))
+    found = {}
+    for bits in (8, 4):
+        out = tmp_path / "build" / f"d{bits}"
+        weights_c = (out / "codegen" / "model" / "weights.c").read_text()
+        kat = json.loads((out / "kat" / "kat.json").read_text())
+        plan = json.loads((out / "plan" / "plan.json").read_text())
+        report = json.loads((out / "report.json").read_text())
+        assert kat["c_vs_reference"]["mismatches"] == 0
+        assert kat["cortex_m4"]["kat"] == "pass", kat["cortex_m4"]
+        assert ("packed" in weights_c) == (bits == 4)
+        assert {r["layer"]: r["weight_bytes"] for r in kat["cortex_m4"]["layers"]} == \
+            {s["layer"]: s.get("weight_bytes", 0) for s in plan["steps"]}
+        stored = {s["layer"]: s["weight_bytes"] for s in plan["steps"] if "weight_bytes" in s}
+        assert sum(stored.values()) == plan["weight_bytes"] == \
+            report["metrics"]["memory"]["weight_bytes"]
+        found[bits] = (weight_array_bytes(weights_c), plan["weight_bytes"])
+    assert found[4][0] <= 0.55 * found[8][0], found  # the weights alone
+    assert found[4][1] <= 0.55 * found[8][1], found  # with the int32 biases

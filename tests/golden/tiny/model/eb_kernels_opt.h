@@ -5,6 +5,9 @@
  * eb_linear_opt, eb_linear_wide -> eb_linear_wide_opt): same arguments plus a scratch buffer,
  * same weight layout ([out][in / groups][k_h][k_w] int8 as the code generator stores it, only
  * byte-aligned; no repacking), same numerics (eb_kernels.h; requantization is eb_requantize).
+ * Packed 1-, 2-, 4-bit weights (p->wbits; eb_linear_packed(_wide)_opt) are read in place by
+ * the same dual-MAC loops, one shift-and-mask per 4 weights (eb_kernels_opt.c, "packed
+ * weights"); the depthwise path unpacks one channel's taps onto the stack. Same scratch.
  * The transposed convolution has no variant here: Cortex-M4 projects call the reference
  * eb_conv_transpose2d(_wide) loops for it.
  *

@@ -13,10 +13,11 @@ POOL_FIELDS = ("c", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w", "stride_h", 
 
 
 class ConvParams(ctypes.Structure):
-    """Mirror of eb_conv_params: int16_t fields, then int8_t fields."""
+    """Mirror of eb_conv_params: int16_t fields, then int8_t fields (wbits: 0 for int8
+    weights, else the width of packed ones)."""
 
     _fields_ = [(name, I16) for name in CONV_FIELDS] + \
-        [(name, I8) for name in ("shift", "rounding", "act")]
+        [(name, I8) for name in ("shift", "rounding", "act", "wbits")]
 
 
 class PoolParams(ctypes.Structure):

@@ -622,6 +622,7 @@ def m4_test_program(lib, convs=None, linears: bool = True) -> str:
         sn = lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"])
         max_scratch, max_out = max(max_scratch, sn), max(max_out, n)
         fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
+        fields += ", 0"  # wbits: int8 weights
         parts.append(f"static const eb_conv_params p{i} = {{{fields}}};\n")
         parts += [c_array("int8_t", f"x{i}", x), c_array("int8_t", f"w{i}", w),
                   c_array("int8_t", f"e8_{i}", ref8), c_array("int32_t", f"e32_{i}", ref32)]
@@ -681,7 +682,7 @@ BENCH_MAIN = """
 #define N_OUT (OUT_C * OUT_HW * OUT_HW)
 
 static const eb_conv_params layer = {{IN_C, IN_HW, IN_HW, OUT_C, OUT_HW, OUT_HW, K, K, 1, 1, {pad},
-                                     {pad}, 1, 1, 1, -9, EB_ROUND_HALF_UP, EB_ACT_RELU}};
+                                     {pad}, 1, 1, 1, -9, EB_ROUND_HALF_UP, EB_ACT_RELU, 0}};
 static int8_t input[IN_C * IN_HW * IN_HW];
 static int8_t weight[OUT_C * IN_C * K * K];
 static int32_t bias[OUT_C];
@@ -883,6 +884,7 @@ def test_m4_depthwise_insn_per_mac(m4_build):
     lines, speedups = [], {}
     for n, (label, (cfg, _)) in enumerate(DW_BENCH.items()):
         fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
+        fields += ", 0"  # wbits: int8 weights
         source = DW_BENCH_MAIN.format(**cfg, fields=fields) + BENCH_RUN
         ref, dw, how = count_bench(m4_build, f"dw_bench{n}", source)
         _, grouped, _ = count_bench(m4_build, f"dw_bench{n}_grouped", source,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from edgebuild.codegen.header import InputFormat
 from edgebuild.codegen.header import context as header_context
+from edgebuild.core import packing
 from edgebuild.core.resources import templates_dir
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
@@ -96,6 +97,7 @@ class WeightArray(TypedDict):
     count: int
     lines: list[str]
     comment: str
+    packed: bool
 
 
 class RenderedStep(TypedDict):
@@ -113,14 +115,20 @@ def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
         quant = model.params.get(layer.name)
         if quant is None:
             continue
+        shape = f"shape {list(quant.weight.shape)}, scale 2^{quant.scale_exp}"
+        if packing.packed(quant.bits):  # the bytes as int8 values (weights.h: the layout)
+            stored = packing.pack(quant.weight, quant.bits).view("int8")
+            comment = (f"{layer.name}: {quant.bits}-bit weights packed {8 // quant.bits} per "
+                       f"byte, {shape}")
+        else:
+            stored, comment = quant.weight.ravel(), f"{layer.name}: {quant.bits}-bit weights, {shape}"
         arrays.append({"symbol": weight_symbol(prefix, "w", layer.name), "ctype": "int8_t",
-                       "count": quant.weight.size, "lines": _lines(quant.weight.ravel()),
-                       "comment": f"{layer.name}: {quant.bits}-bit weights, shape "
-                                  f"{list(quant.weight.shape)}, scale 2^{quant.scale_exp}"})
+                       "count": int(stored.size), "lines": _lines(stored), "comment": comment,
+                       "packed": packing.packed(quant.bits)})
         if quant.bias is not None:
             arrays.append({"symbol": weight_symbol(prefix, "b", layer.name), "ctype": "int32_t",
                            "count": quant.bias.size, "lines": _lines(quant.bias.ravel()),
-                           "comment": f"{layer.name}: bias, accumulator units"})
+                           "comment": f"{layer.name}: bias, accumulator units", "packed": False})
     return arrays
 
 
@@ -221,6 +229,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0)
     input_size = math.prod(spec.model.input_shape)
+    arrays = weight_arrays(spec.model, prefix(spec.name))
     root = templates_dir()
     kernels = {kernel: (root / "kernels" / kernel).read_text() for kernel in (*headers, *sources)}
     context = {
@@ -241,7 +250,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "scratch": scratch_expression(steps.scratch) if steps.scratch else None,
         "l1_bytes": l1_bytes, "preludes": steps.preludes, "optimized": optimized,
         "kernel_headers": list(headers),
-        "arrays": weight_arrays(spec.model, prefix(spec.name)),
+        "arrays": arrays, "packed": any(array["packed"] for array in arrays),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
                      "expected": ", ".join(str(int(v)) for v in y.ravel())}
                     for x, y in zip(spec.kat_inputs, spec.kat_expected, strict=True)],

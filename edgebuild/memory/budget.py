@@ -1,8 +1,9 @@
 """What a model needs of each memory budget (`target.memory`), from its architecture alone.
 
 None of it depends on trained values: activations are int8 (int32 for a wide output), and
-the quantize stage stores each weight in one byte whatever its bit width (1..8) and each
-bias in four (weights.npz, which the plan stage counts against flash). So `edgebuild check`
+the generated C stores an 8-bit weight in one byte, 1-, 2- and 4-bit weights packed (rows of
+whole 32-bit words, core.packing) and each bias in four bytes: the bytes the plan stage
+counts against flash, from the bit widths of the quantization policy. So `edgebuild check`
 tells before any training whether the `plan` stage will fit each budget, asking the
 planner's own functions: the arena as memory.plan places it plus the buffer state kept
 outside it, against `l2`; each tiled pass's `tiling.minimum_l1` (the budget below which
@@ -13,11 +14,11 @@ to a need reported here passes both, one byte less fails both.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from edgebuild.core import packing
 from edgebuild.core.geometry import Shape
 from edgebuild.memory import arena, tiling
 from edgebuild.memory.plan import MemoryPlan, make_plan
@@ -28,7 +29,6 @@ from edgebuild.ops.operator import ComputeLayer, Weights
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer, Manifest, Memory
 
-WEIGHT_ITEM = 1  # bytes per stored weight: an int8 holding a 1..8-bit value
 BIAS_ITEM = 4  # bytes per stored bias: an int32 in accumulator units
 
 Problem = tuple[tuple[str, ...], str]  # (manifest path, message)
@@ -36,7 +36,7 @@ Problem = tuple[tuple[str, ...], str]  # (manifest path, message)
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """A compute layer's stored weights and bias in bytes (its arrays in weights.npz)."""
+    """A compute layer's stored weights and bias in bytes (its arrays in weights.c)."""
 
     layer: str
     weights: int
@@ -106,9 +106,11 @@ def _nodes(input_shape: Shape, layers: Sequence[Layer]) -> dict[str, graphs.Node
     return {node.name: node for node in graph.nodes}
 
 
-def layer_weights(input_shape: Shape, layers: Sequence[Layer]) -> tuple[LayerWeights, ...]:
+def layer_weights(input_shape: Shape, layers: Sequence[Layer],
+                  bits: Mapping[str, int] | None = None) -> tuple[LayerWeights, ...]:
     """The stored bytes of every compute layer of the deployed (folded) `layers`: its op's
-    weight layout in int8, a bias (given, or from a folded batchnorm) in int32."""
+    weight layout at its width (`bits` by layer, 8 when not given: one byte per weight;
+    1, 2, 4: packed), a bias (given, or from a folded batchnorm) in int32."""
     nodes = _nodes(input_shape, layers)
     found = []
     for layer in layers:
@@ -117,7 +119,8 @@ def layer_weights(input_shape: Shape, layers: Sequence[Layer]) -> tuple[LayerWei
             continue
         compute = cast(ComputeLayer, layer)  # a compute op's record has ComputeLayer's fields
         shape = facet.shape(layer, tuple(nodes[layer.name].in_shapes[0]))
-        found.append(LayerWeights(layer.name, math.prod(shape) * WEIGHT_ITEM,
+        width = (bits or {}).get(layer.name, 8)
+        found.append(LayerWeights(layer.name, packing.stored_bytes(tuple(shape), width),
                                   compute.out * BIAS_ITEM if compute.bias else 0))
     return tuple(found)
 
@@ -152,19 +155,22 @@ def ram(plan: MemoryPlan) -> Ram:
 
 
 def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
-          double_buffer: bool) -> Needs:
-    """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need."""
+          double_buffer: bool, bits: Mapping[str, int] | None = None) -> Needs:
+    """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need, their
+    weights at `bits` (by layer; see layer_weights)."""
     return Needs(l1_passes(input_shape, layers, double_buffer), ram(plan),
-                 layer_weights(input_shape, layers))
+                 layer_weights(input_shape, layers, bits))
 
 
-def problems(manifest: Manifest, layers: Sequence[Layer]) -> list[Problem]:
+def problems(manifest: Manifest, layers: Sequence[Layer],
+             bits: Mapping[str, int] | None = None) -> list[Problem]:
     """Every `target.memory` budget the deployed `layers` cannot meet (edgebuild check):
-    the plan stage's arena on the same layers, weighed as the plan stage weighs it."""
+    the plan stage's arena on the same layers, weighed as the plan stage weighs it (`bits`:
+    each layer's weight width, by the quantization policy)."""
     shape = tuple(manifest.model.input)
-    stored = sum(w.bytes for w in layer_weights(shape, layers))
+    stored = sum(w.bytes for w in layer_weights(shape, layers, bits))
     found = needs(shape, layers, make_plan(shape, layers, stored),
-                  manifest.target.tiling.double_buffer)
+                  manifest.target.tiling.double_buffer, bits)
     return shortfalls(found, manifest.target.memory)
 
 
@@ -221,4 +227,5 @@ def _flash(weights: Sequence[LayerWeights], given: str) -> str:
     more = f" and {len(ranked) - 3} more layers" if len(ranked) > 3 else ""
     total = sum(w.bytes for w in weights)
     return (f"{given} is too small: storing the weights needs at least {total} bytes "
-            f"({listed}{more}: one byte per weight, four per bias; code needs flash besides)")
+            f"({listed}{more}: one byte per 8-bit weight, 1-, 2- and 4-bit weights packed, four "
+            "bytes per bias; code needs flash besides)")

@@ -84,6 +84,7 @@ class Step:
     state_bytes: int | None = None  # a window kept across inferences (outside the arena)
     tiles: dict[str, TileChoice] = field(default_factory=dict)  # "tile" / "pool_tile"
     double_buffer: bool = False
+    weight_bytes: int | None = None  # a compute layer's weights and bias in flash
 
     def tile(self, key: str = "tile") -> TileChoice | None:
         """The pass's tile when it is really tiled (None when it runs whole)."""
@@ -97,6 +98,8 @@ class Step:
             "scratch": None if self.scratch is None else self.scratch.to_json()}
         if self.state_bytes is not None:
             out["state_bytes"] = self.state_bytes
+        if self.weight_bytes is not None:
+            out["weight_bytes"] = self.weight_bytes
         out.update({key: choice.to_json() for key, choice in self.tiles.items()})
         return out
 
@@ -178,7 +181,7 @@ def _step_from_json(data: dict[str, Any]) -> Step:
                                                      tuple(scratch["shape"])),
                 data.get("state_bytes"),
                 {key: TileChoice(**data[key]) for key in ("tile", "pool_tile") if key in data},
-                data.get("double_buffer", False))
+                data.get("double_buffer", False), data.get("weight_bytes"))
 
 
 def element_bytes(layer: Layer) -> int:
@@ -254,6 +257,14 @@ class TooSmall:
 
     layer: str
     smallest_l1: int  # the smallest budget it runs in (tiling.minimum_l1)
+
+
+def with_weights(plan: MemoryPlan, stored: dict[str, int]) -> MemoryPlan:
+    """The plan with each compute layer's stored weight bytes (weights and bias, as the
+    generated C stores them: memory.budget.layer_weights) on its step, and their total."""
+    steps = tuple(replace(step, weight_bytes=stored[step.layer]) if step.layer in stored
+                  else step for step in plan.steps)
+    return replace(plan, steps=steps, weight_bytes=sum(stored.values()))
 
 
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,

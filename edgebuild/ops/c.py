@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
+from edgebuild.core import packing
 from edgebuild.core.geometry import Plane, Shape
 from edgebuild.core.numerics import Activation, QuantParams, pool_rounding, requantize_rounding
 
@@ -97,8 +98,16 @@ class CCode:
 
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
-# EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_kernels_opt.c).
-OPTIONAL_PATHS = ("depthwise",)
+# EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution and the optimized
+# kernels' packed-weight loops (eb_kernels_opt.c).
+OPTIONAL_PATHS = ("depthwise", "packed")
+
+
+def packed_bits(step: CStep[Named]) -> int:
+    """The layer's weight width when weights.c stores its weights packed (1, 2, 4 bits:
+    core.packing), else 0 (one int8 per weight): the kernels' `wbits` / `bits`."""
+    assert step.quant is not None
+    return step.quant.bits if packing.packed(step.quant.bits) else 0
 
 
 def rounding_name(mode: str) -> str:
@@ -152,6 +161,8 @@ def conv_params(symbol: str, plane: Plane, step: CStep[Activated]) -> str:
     fields += [("shift", step.quant.shift),
                ("rounding", rounding_name(requantize_rounding(step.rounding))),
                ("act", act_name(step.layer.act))]
+    if packed_bits(step):  # int8 weights leave wbits 0
+        fields.append(("wbits", packed_bits(step)))
     return initializer("eb_conv_params", symbol, fields)
 
 

@@ -19,6 +19,7 @@ from edgebuild.ops.c import (
     CStep,
     bias_symbol,
     conv_params,
+    packed_bits,
     pool_call,
     pool_params,
     tile_decl,
@@ -240,8 +241,11 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
     depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
+    # packed weights: read packed by the optimized kernels, unpacked into L1 when tiled
+    packed = step.optimized and step.tile is None and packed_bits(step) != 0
     code += CCode((conv_params(step.symbol("P"), conv, step),),
-                  paths=frozenset({"depthwise"} if depthwise else ()))
+                  paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
+                      {"packed"} if packed else ()))
     weights, bias = step.weights(), bias_symbol(step)
     if step.tile is not None:
         preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from edgebuild.core.geometry import Plane, Shape, ShapeError, Window
 from edgebuild.ops import conv
-from edgebuild.ops.c import CCode, CStep, bias_symbol, requantize, tile_decl
+from edgebuild.ops.c import CCode, CStep, bias_symbol, packed_bits, requantize, tile_decl
 from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
@@ -95,9 +95,12 @@ def plane(layer: Linear, in_shape: Shape) -> Plane:
 
 def emit(step: CStep[Linear]) -> CCode:
     """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or eb_linear_tiled
-    with a per-layer kernel wrapper when the plan tiles it."""
+    with a per-layer kernel wrapper when the plan tiles it. Packed (1-, 2-, 4-bit) weights
+    take eb_linear_packed(_wide) / EB_LINEAR_PACKED(_WIDE) with their width, or
+    eb_linear_tiled_packed, which unpacks them into L1 for the int8 kernel."""
     layer = step.layer
     features = math.prod(step.in_shapes[0])
+    bits = packed_bits(step)
     name = "EB_LINEAR" if step.optimized else "eb_linear"
     wide = f"{name}{'_WIDE' if step.optimized else '_wide'}"
     weights, bias, source, out = step.weights(), bias_symbol(step), step.inputs[0], step.output
@@ -105,17 +108,25 @@ def emit(step: CStep[Linear]) -> CCode:
         wrapper = f"eb_k_{layer.name}"
         body = (f"{wide}(n, m, in, w, b, (int32_t *)out);" if layer.wide else
                 f"{name}(n, m, in, w, b, {requantize(step)}, (int8_t *)out);")
+        tiled = f"eb_linear_tiled_packed({features}, {layer.out}, {bits}, " if bits else \
+            f"eb_linear_tiled({features}, {layer.out}, "
         return CCode((f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
                       f"const int32_t *b, void *out) {{ {body} }}",
                       tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer)),
-                     (f"eb_linear_tiled({features}, {layer.out}, &{step.symbol('T_TILE')}, "
+                     (f"{tiled}&{step.symbol('T_TILE')}, "
                       f"{wrapper}, {1 if layer.wide else 0}, {source}, {weights}, {bias}, "
                       f"{out}, eb_l1.bytes);",))
+    shape = f"{features}, {layer.out}, "
+    if bits:
+        name = "EB_LINEAR_PACKED" if step.optimized else "eb_linear_packed"
+        wide = f"{name}{'_WIDE' if step.optimized else '_wide'}"
+        shape += f"{bits}, "
+    paths = frozenset({"packed"} if bits and step.optimized else ())
     if layer.wide:
-        return CCode(calls=(f"{wide}({features}, {layer.out}, {source}, {weights}, {bias}, "
-                            f"(int32_t *){out});",))
-    return CCode(calls=(f"{name}({features}, {layer.out}, {source}, {weights}, {bias}, "
-                        f"{requantize(step)}, {out});",))
+        return CCode(calls=(f"{wide}({shape}{source}, {weights}, {bias}, (int32_t *){out});",),
+                     paths=paths)
+    return CCode(calls=(f"{name}({shape}{source}, {weights}, {bias}, {requantize(step)}, "
+                        f"{out});",), paths=paths)
 
 
 def onnx_emit(step: OnnxStep[Linear]) -> OnnxCode:

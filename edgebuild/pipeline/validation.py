@@ -149,7 +149,7 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
     if manifest.ondevice is not None and manifest.ondevice.weights is not None and not problems:
         problems += _wof(document, manifest, base, layers)
     return problems + [document.diagnostic(path, message)
-                       for path, message in budget.problems(manifest, layers)]
+                       for path, message in budget.problems(manifest, layers, bits)]
 
 
 def _init(document: yamlsource.Document, manifest: Manifest, base: Path,

@@ -5,6 +5,9 @@
  * eb_linear_opt, eb_linear_wide -> eb_linear_wide_opt): same arguments plus a scratch buffer,
  * same weight layout ([out][in / groups][k_h][k_w] int8 as the code generator stores it, only
  * byte-aligned; no repacking), same numerics (eb_kernels.h; requantization is eb_requantize).
+ * Packed 1-, 2-, 4-bit weights (p->wbits; eb_linear_packed(_wide)_opt) are read in place by
+ * the same dual-MAC loops, one shift-and-mask per 4 weights (eb_kernels_opt.c, "packed
+ * weights"); the depthwise path unpacks one channel's taps onto the stack. Same scratch.
  * The transposed convolution has no variant here: Cortex-M4 projects call the reference
  * eb_conv_transpose2d(_wide) loops for it.
  *
@@ -93,6 +96,13 @@ void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *wei
                         const int32_t *bias, int32_t *out, int16_t *scratch);
 /* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
+/* eb_linear_packed(_wide) (eb_kernels.h): packed 1-, 2-, 4-bit weights; the same scratch. */
+void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                          int16_t *scratch);
+void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
+                               const int8_t *weight, const int32_t *bias, int32_t *out,
+                               int16_t *scratch);
 
 #ifdef __cplusplus
 }

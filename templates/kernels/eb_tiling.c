@@ -66,6 +66,23 @@ void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_s
     }
 }
 
+/* Elements [first, first + n) of weight row `row` (rows of row_n weights) into dst as int8:
+ * a copy of int8 weights (bits 0), or packed b-bit weights unpacked on the way (bits 1, 2,
+ * 4: the kernels on a tile always get one int8 per weight; L1 holds them so). */
+static void stage_weights(int8_t *dst, const int8_t *weight, int bits, int32_t row,
+                          int32_t row_n, int32_t first, int32_t n)
+{
+    if (bits == 0) {
+        eb_dma_copy(dst, weight + row * row_n + first, (uint32_t)n);
+    } else {
+        const int8_t *src = weight + row * EB_PACKED_ROW_BYTES(row_n, bits);
+        int32_t i;
+        for (i = 0; i < n; ++i) {
+            dst[i] = (int8_t)eb_packed_weight(src, bits, first + i);
+        }
+    }
+}
+
 static void make_layout(eb_slot_layout *l, int32_t in_bytes, int32_t weight_bytes,
                         int32_t bias_bytes, int32_t out_bytes)
 {
@@ -254,8 +271,16 @@ static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot
                slot + r->lay.in);
     if (*held_ct != tp->ct) {
         const int32_t w_per_oc = (int32_t)r->ipg * p->k_h * p->k_w;
-        eb_dma_copy(slot + r->lay.weight, r->weight + tp->oc0 * w_per_oc,
-                    (uint32_t)(tp->oc_t * w_per_oc));
+        if (p->wbits == 0) {
+            eb_dma_copy(slot + r->lay.weight, r->weight + tp->oc0 * w_per_oc,
+                        (uint32_t)(tp->oc_t * w_per_oc));
+        } else {
+            int c;
+            for (c = 0; c < tp->oc_t; ++c) {
+                stage_weights(slot + r->lay.weight + c * w_per_oc, r->weight, p->wbits,
+                              tp->oc0 + c, w_per_oc, 0, w_per_oc);
+            }
+        }
         if (r->bias != NULL) {
             eb_dma_copy(slot + r->lay.bias, r->bias + tp->oc0, (uint32_t)(4 * tp->oc_t));
         }
@@ -329,6 +354,7 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
         tile.pad_w = 0;
         tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
         as_row(&tile);
+        tile.wbits = 0; /* staged as int8 */
         kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
                bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
                slot + r.lay.out);
@@ -396,15 +422,15 @@ static void convt_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slo
     if (*held_ct != tp->ct) {
         const int32_t taps = (int32_t)p->k_h * p->k_w;
         const int per = min_int(tp->oc_t, r->opg); /* output channels of each group */
-        if (per == r->opg) { /* whole groups: one block */
+        if (per == r->opg && p->wbits == 0) { /* whole groups: one block */
             eb_dma_copy(slot + r->lay.weight, r->weight + (int32_t)c_first * r->opg * taps,
                         (uint32_t)((int32_t)cin_t * per * taps));
         } else {
             int c;
             for (c = 0; c < cin_t; ++c) {
-                eb_dma_copy(slot + r->lay.weight + (int32_t)c * per * taps,
-                            r->weight + ((int32_t)(c_first + c) * r->opg + tp->oc0 % r->opg)
-                                * taps, (uint32_t)(per * taps));
+                stage_weights(slot + r->lay.weight + (int32_t)c * per * taps, r->weight,
+                              p->wbits, c_first + c, (int32_t)r->opg * taps,
+                              (int32_t)(tp->oc0 % r->opg) * taps, (int32_t)per * taps);
             }
         }
         if (r->bias != NULL) {
@@ -457,6 +483,7 @@ void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_con
         tile.out_h = (int16_t)tp.rows;
         tile.pad_h = (int16_t)(tp.y0 + p->pad_h - first * p->stride_h);
         tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
+        tile.wbits = 0; /* staged as int8 */
         kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
                bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
                slot + r.lay.out);
@@ -545,15 +572,24 @@ int32_t eb_linear_tile_slot_bytes(int in_f, const eb_tile *t, int wide, int has_
     return l.slot;
 }
 
-static void linear_stage(int in_f, int o0, int oc_t, const int8_t *in, const int8_t *weight,
-                         const int32_t *bias, const eb_slot_layout *lay, int8_t *slot,
-                         int *has_input)
+static void linear_stage(int in_f, int o0, int oc_t, int bits, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, const eb_slot_layout *lay,
+                         int8_t *slot, int *has_input)
 {
     if (!*has_input) { /* the whole input, once per slot */
         eb_dma_copy(slot + lay->in, in, (uint32_t)in_f);
         *has_input = 1;
     }
-    eb_dma_copy(slot + lay->weight, weight + (int32_t)o0 * in_f, (uint32_t)((int32_t)oc_t * in_f));
+    if (bits == 0) {
+        eb_dma_copy(slot + lay->weight, weight + (int32_t)o0 * in_f,
+                    (uint32_t)((int32_t)oc_t * in_f));
+    } else {
+        int c;
+        for (c = 0; c < oc_t; ++c) {
+            stage_weights(slot + lay->weight + (int32_t)c * in_f, weight, bits, o0 + c, in_f, 0,
+                          in_f);
+        }
+    }
     if (bias != NULL) {
         eb_dma_copy(slot + lay->bias, bias + o0, (uint32_t)(4 * oc_t));
     }
@@ -562,6 +598,13 @@ static void linear_stage(int in_f, int o0, int oc_t, const int8_t *in, const int
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1)
+{
+    eb_linear_tiled_packed(in_f, out_f, 0, t, kernel, wide, in, weight, bias, out, l1);
+}
+
+void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
+                            eb_linear_kernel kernel, int wide, const int8_t *in,
+                            const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
     eb_slot_layout lay;
     int has_input[2] = {0, 0};
@@ -577,11 +620,11 @@ void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel ker
         int8_t *slot = l1 + s * lay.slot;
         const int o0 = i * step, oc_t = min_int(step, out_f - o0);
         if (slots == 1 || i == 0) {
-            linear_stage(in_f, o0, oc_t, in, weight, bias, &lay, slot, &has_input[s]);
+            linear_stage(in_f, o0, oc_t, bits, in, weight, bias, &lay, slot, &has_input[s]);
         }
         if (slots == 2 && i + 1 < n_tiles) {
             const int n0 = o0 + step;
-            linear_stage(in_f, n0, min_int(step, out_f - n0), in, weight, bias, &lay,
+            linear_stage(in_f, n0, min_int(step, out_f - n0), bits, in, weight, bias, &lay,
                          l1 + (1 - s) * lay.slot, &has_input[1 - s]);
         }
         kernel(in_f, oc_t, slot + lay.in, slot + lay.weight,

@@ -25,6 +25,9 @@
  * Weights and bias are staged only when a slot's channel tile changes; a linear layer's
  * input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
  * caller binds them in a per-layer wrapper (as it binds an optimized kernel's scratch).
+ * Packed weights (1-, 2-, 4-bit: p->wbits, or the `bits` of eb_linear_tiled_packed) are
+ * unpacked to int8 as they are staged: the L1 layout above, and the kernel on each tile, are
+ * those of int8 weights.
  * With double buffering two slots alternate: the next tile's input is staged before the
  * current tile is computed.
  * Tiles: output channels outer (oc_t per tile), output rows inner (rows per tile); the
@@ -68,6 +71,10 @@ void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
+/* eb_linear_tiled with packed `bits`-bit weights (bits 1, 2, 4; 0: int8). */
+void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
+                            eb_linear_kernel kernel, int wide, const int8_t *in,
+                            const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
 
 #ifdef __cplusplus
 }

@@ -166,18 +166,13 @@ def _qemu_kat(tools: ArmTools, elf: Path, plugin: Path, what: str) -> QemuRun:
     return run
 
 
-def layer_facts(checked: Checked, plan: MemoryPlan, nodes: dict[str, int]
+def layer_facts(plan: MemoryPlan, nodes: dict[str, int]
                 ) -> tuple[LayerFacts, ...]:
     """Per planned step (the layers cnn.c runs, in order): op, MACs (`nodes`: the graph's,
-    by layer) and the bytes its weights and bias take in flash (memory.budget's count)."""
-    from edgebuild.memory import budget
-    from edgebuild.model import folding
-
-    manifest = checked.manifest
-    layers, _ = folding.fold_layers(manifest.model.layers)
-    stored = {w.layer: w.bytes for w in budget.layer_weights(manifest.model.input, layers)}
+    by layer) and the bytes its weights and bias take in flash (the plan's, packed weights
+    counted packed: memory.budget's count)."""
     return tuple(LayerFacts(step.layer, step.op, nodes.get(step.layer, 0),
-                            stored.get(step.layer, 0)) for step in plan.steps)
+                            step.weight_bytes or 0) for step in plan.steps)
 
 
 def run(ctx: Context) -> None:
@@ -192,7 +187,7 @@ def run(ctx: Context) -> None:
     reference = arrays.load(ctx.inputs["evaluate"] / "reference_outputs.npz")["outputs"]
     plan = MemoryPlan.load(ctx.inputs["plan"])
     graph = Graph.load(ctx.inputs["validate"])
-    layers = layer_facts(ctx.checked, plan, {node.name: node.macs for node in graph.nodes})
+    layers = layer_facts(plan, {node.name: node.macs for node in graph.nodes})
     with tempfile.TemporaryDirectory(prefix="edgebuild-kat-") as temp:
         work = Path(temp) / "c"
         shutil.copytree(ctx.inputs["codegen"], work, ignore=scratch)

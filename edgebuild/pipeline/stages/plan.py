@@ -34,8 +34,10 @@ def run(ctx: Context) -> None:
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
     memory, tiling = manifest.target.memory, manifest.target.tiling
-    plan = plans.make_plan(manifest.model.input, layers, _weight_bytes(ctx))
-    _check_budgets(ctx, layers, plan)
+    bits, stored = _stored_weights(ctx)
+    plan = plans.with_weights(plans.make_plan(manifest.model.input, layers,
+                                              sum(stored.values())), stored)
+    _check_budgets(ctx, layers, plan, bits)
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
                                        tiling.double_buffer)
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
@@ -72,21 +74,34 @@ def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     ctx.log(f"plan: {len(placed.layers)} {manifest.target.device.value} layers placed")
 
 
-def _weight_bytes(ctx: Context) -> int:
-    from edgebuild.core import arrays
+def _stored_weights(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
+    """(weight width, bytes in the generated C's flash) by layer, of the arrays in
+    weights.npz (one int8 per weight there): 1-, 2-, 4-bit weights packed (core.packing),
+    biases int32."""
+    from edgebuild.core import arrays, packing
+    from edgebuild.model.quantization import Quantization
 
-    return sum(int(a.nbytes) for a in arrays.load(ctx.inputs["quantize"] / "weights.npz").values())
+    bits = {row.name: row.bits for row in Quantization.load(ctx.inputs["quantize"]).layers}
+    stored: dict[str, int] = {}
+    for key, array in arrays.load(ctx.inputs["quantize"] / "weights.npz").items():
+        layer, _, part = key.rpartition(".")
+        size = packing.stored_bytes(tuple(array.shape), bits[layer]) if part == "weight" \
+            else int(array.nbytes)
+        stored[layer] = stored.get(layer, 0) + size
+    return bits, stored
 
 
-def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan) -> None:
+def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
+                   bits: dict[str, int]) -> None:
     """`target.memory` against what the plan needs, by the functions `edgebuild check` uses
     before any training (memory.budget): it has reported these already."""
     from edgebuild.memory import budget
 
     manifest = ctx.checked.manifest
-    needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer)
+    needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer,
+                         bits)
     if needs.flash_bytes != plan.weight_bytes:  # check weighed other weights than these
-        raise AssertionError(f"weights.npz holds {plan.weight_bytes} bytes, the layers' stored "
+        raise AssertionError(f"weights.npz stores {plan.weight_bytes} bytes, the layers' stored "
                              f"weights (memory.budget) {needs.flash_bytes}")
     problems = budget.shortfalls(needs, manifest.target.memory)
     if problems:

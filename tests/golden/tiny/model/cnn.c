@@ -30,12 +30,20 @@ static union {
 #define EB_CONV2D_WIDE(p, in, w, b, out) eb_conv2d_wide(p, in, w, b, out)
 #define EB_LINEAR(n, m, in, w, b, s, r, a, out) eb_linear(n, m, in, w, b, s, r, a, out)
 #define EB_LINEAR_WIDE(n, m, in, w, b, out) eb_linear_wide(n, m, in, w, b, out)
+#define EB_LINEAR_PACKED(n, m, bits, in, w, b, s, r, a, out) \
+    eb_linear_packed(n, m, bits, in, w, b, s, r, a, out)
+#define EB_LINEAR_PACKED_WIDE(n, m, bits, in, w, b, out) \
+    eb_linear_packed_wide(n, m, bits, in, w, b, out)
 #else
 #define EB_CONV2D(p, in, w, b, out) eb_conv2d_opt(p, in, w, b, out, eb_scratch.values)
 #define EB_CONV2D_WIDE(p, in, w, b, out) eb_conv2d_wide_opt(p, in, w, b, out, eb_scratch.values)
 #define EB_LINEAR(n, m, in, w, b, s, r, a, out) \
     eb_linear_opt(n, m, in, w, b, s, r, a, out, eb_scratch.values)
 #define EB_LINEAR_WIDE(n, m, in, w, b, out) eb_linear_wide_opt(n, m, in, w, b, out, eb_scratch.values)
+#define EB_LINEAR_PACKED(n, m, bits, in, w, b, s, r, a, out) \
+    eb_linear_packed_opt(n, m, bits, in, w, b, s, r, a, out, eb_scratch.values)
+#define EB_LINEAR_PACKED_WIDE(n, m, bits, in, w, b, out) \
+    eb_linear_packed_wide_opt(n, m, bits, in, w, b, out, eb_scratch.values)
 #endif
 
 /* Pooling: eb_pool2d_opt, or with -DEB_REFERENCE_KERNELS the reference loops. */
@@ -71,11 +79,11 @@ static const eb_pool_params Q_conv = {
 static const eb_conv_params P_conv = {
     .in_c = 2, .in_h = 4, .in_w = 4, .out_c = 4, .out_h = 4, .out_w = 4, .k_h = 3, .k_w = 3,
     .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1,
-    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_RELU};
+    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_RELU, .wbits = 4};
 static const eb_conv_params P_side = {
     .in_c = 4, .in_h = 4, .in_w = 4, .out_c = 4, .out_h = 4, .out_w = 4, .k_h = 1, .k_w = 1,
     .stride_h = 1, .stride_w = 1, .pad_h = 0, .pad_w = 0, .dil_h = 1, .dil_w = 1, .groups = 1,
-    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_NONE};
+    .shift = -5, .rounding = EB_ROUND_FLOOR, .act = EB_ACT_NONE, .wbits = 4};
 static const eb_pool_params Q_pool = {
     .c = 4, .in_h = 4, .in_w = 4, .out_h = 2, .out_w = 2, .k_h = 2, .k_w = 2, .stride_h = 2,
     .stride_w = 2, .mode = EB_POOL_AVG, .rounding = EB_ROUND_FLOOR};
@@ -129,7 +137,7 @@ void tiny_cnn_run_steps(int layers)
     EB_LAYER_MARK();
     if (layers < 7)
         return;
-    EB_LINEAR_WIDE(32, 3, T_cat, tiny_w_fc, tiny_b_fc, (int32_t *)T_fc);
+    EB_LINEAR_PACKED_WIDE(32, 3, 4, T_cat, tiny_w_fc, tiny_b_fc, (int32_t *)T_fc);
     EB_LAYER_MARK();
 }
 

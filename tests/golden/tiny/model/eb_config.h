@@ -6,6 +6,8 @@
 #ifndef TINY_EB_CONFIG_H
 #define TINY_EB_CONFIG_H
 
+#define conv_acc_w tiny_conv_acc_w
+#define conv_transpose_acc_w tiny_conv_transpose_acc_w
 #define eb_add tiny_eb_add
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_conv2d tiny_eb_conv2d
@@ -24,10 +26,17 @@
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_linear tiny_eb_linear
 #define eb_linear_opt tiny_eb_linear_opt
+#define eb_linear_packed tiny_eb_linear_packed
+#define eb_linear_packed_opt tiny_eb_linear_packed_opt
+#define eb_linear_packed_wide tiny_eb_linear_packed_wide
+#define eb_linear_packed_wide_opt tiny_eb_linear_packed_wide_opt
 #define eb_linear_wide tiny_eb_linear_wide
 #define eb_linear_wide_opt tiny_eb_linear_wide_opt
+#define eb_pk_dot_block tiny_eb_pk_dot_block
+#define eb_pk_dot_rows tiny_eb_pk_dot_rows
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
+#define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 
 #endif

@@ -9,6 +9,15 @@
  *  - a "wide" output is acc itself (int32), no shift, activation or saturation.
  * Right shifts of negative values rely on arithmetic shift (GCC/Clang on every target
  * edgebuild supports); eb_kernels.c refuses to compile where that does not hold.
+ *
+ * Weights are int8, one per byte, or -- for 1-, 2- and 4-bit layers -- packed (weights.h of
+ * a generated project says which): the weight array is read as rows (its first axis:
+ * a convolution's output channels, a transposed convolution's input channels, a linear
+ * layer's outputs), each row of n weights in ceil(n / G) 32-bit little-endian words,
+ * G = 32 / b. Weight i = j * G + 4 * s + t of a row (word j, t in 0..3) is byte t of word j,
+ * bits [b * s, b * s + b), a b-bit two's complement value; a row's padding is zero. So
+ * masking the word to one b-bit field per byte, moved to the top of the byte, gives 4
+ * consecutive weights as int8 values times 2^(8 - b) (edgebuild/core/packing.py).
  */
 #ifndef EB_KERNELS_H
 #define EB_KERNELS_H
@@ -44,6 +53,7 @@ typedef struct {
     int16_t out_c, out_h, out_w;
     int16_t k_h, k_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
     int8_t shift, rounding, act;
+    int8_t wbits; /* 0: int8 weights, one per byte; 1, 2, 4: packed b-bit weights */
 } eb_conv_params;
 
 typedef struct {
@@ -78,6 +88,19 @@ static inline int8_t eb_requantize(int32_t acc, int shift, int rounding, int act
     return (int8_t)v;
 }
 
+/* Packed weights: bytes of a row of n b-bit weights (b = 1, 2, 4), and weight i of the
+ * row starting at `row`. */
+#define EB_PACKED_ROW_BYTES(n, b) (4 * ((((int32_t)(n)) * (b) + 31) / 32))
+
+static inline int32_t eb_packed_weight(const int8_t *row, int bits, int32_t i)
+{
+    const int32_t group = 32 / bits; /* weights per word */
+    const int32_t field = (i % group) >> 2;
+    const int32_t byte = (uint8_t)row[(i / group) * 4 + (i & 3)];
+    const int32_t v = (byte >> (bits * field)) & ((1 << bits) - 1);
+    return v >= (1 << (bits - 1)) ? v - (1 << bits) : v;
+}
+
 /* Reference kernels (eb_kernels.c): the definition every faster variant must match. */
 void eb_conv2d(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                const int32_t *bias, int8_t *out);
@@ -93,6 +116,13 @@ void eb_linear(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                const int32_t *bias, int shift, int rounding, int act, int8_t *out);
 void eb_linear_wide(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                     const int32_t *bias, int32_t *out);
+/* A linear layer with packed `bits`-bit weights (rows of in_f weights; bits 1, 2 or 4). */
+void eb_linear_packed(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
+                      const int32_t *bias, int shift, int rounding, int act, int8_t *out);
+void eb_linear_packed_wide(int in_f, int out_f, int bits, const int8_t *in,
+                           const int8_t *weight, const int32_t *bias, int32_t *out);
+/* rows x n weights of `bits` bits (packed rows as above) -> int8, rows x n (one per byte). */
+void eb_unpack_weights(int32_t rows, int32_t n, int bits, const int8_t *packed, int8_t *out);
 void eb_pool2d(const eb_pool_params *p, const int8_t *in, int8_t *out);
 void eb_add(int n, int count, const int8_t *const *inputs, int act, int8_t *out);
 void eb_copy(int n, const int8_t *src, int8_t *dst);

@@ -630,6 +630,219 @@ static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t 
     return acc;
 }
 
+/* ---- packed weights ------------------------------------------------------------------------
+ * 1-, 2- and 4-bit weights are packed G = 32 / b to a 32-bit word (eb_kernels.h): weights
+ * 4s .. 4s + 3 of a word are field s (bits [b s, b s + b)) of its bytes 0..3. Field s moved
+ * to the top of each byte and masked, (wv << (8 - b (s + 1))) & M (M: the top b bits of each
+ * byte), is the word of 4 int8 weights w * 2^(8-b): one shift-and-mask (a single Thumb-2
+ * AND with a shifted operand) replaces the load of an int8 weight word, and the same dual-MAC
+ * chunk code runs on it. The sums are 2^(8-b) times the true ones (no overflow where int8
+ * weights would not: |w| 2^(8-b) <= 128), so they start at 0 and the bias is added after the
+ * exact arithmetic shift back. A row of k weights has ceil(k / 4) chunks; the columns are
+ * zero-padded to as many, and so are the rows (whole words), so nothing past either is used.
+ * -DEB_OPT_NO_PACKED (a project without packed layers) leaves this out. */
+#ifndef EB_OPT_NO_PACKED
+#define EB_OPT_PACKED 1
+
+#if defined(__GNUC__)
+#define EB_PK_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_PK_INLINE static inline
+#endif
+
+/* The mask of the top b bits of every byte. */
+#define EB_PK_MASK(b) ((b) == 4 ? 0xF0F0F0F0u : (b) == 2 ? 0xC0C0C0C0u : 0x80808080u)
+/* Field s of the packed word wv as 4 int8 weights times 2^(8-b). */
+#define EB_PK_FIELD(wv, b, s) (((wv) << (8 - (b) * ((s) + 1))) & EB_PK_MASK(b))
+
+/* An empty asm that "changes" v once `after` is computed: the fields of a word are then
+ * extracted one chunk at a time, not all at once (which runs GCC out of registers). */
+#if defined(__GNUC__)
+#define EB_PK_BARRIER(v, after) __asm__("" : "+r"(v) : "r"(after))
+#define EB_PK_BARRIER2(v, u, after) __asm__("" : "+r"(v), "+r"(u) : "r"(after))
+#else
+#define EB_PK_BARRIER(v, after) ((void)0)
+#define EB_PK_BARRIER2(v, u, after) ((void)0)
+#endif
+
+/* Every field of the packed word wv against the next 8 / b chunks of the four interleaved
+ * columns at c (EB_DOT_1X4_CHUNK: a0..a3, c), written out so that each shift is a constant. */
+#define EB_PK_CHUNK(wv, b, s)                       \
+    do {                                            \
+        const uint32_t x_ = EB_PK_FIELD(wv, b, s);  \
+        EB_DOT_1X4_CHUNK(x_);                       \
+        EB_PK_BARRIER(wv, a3);                      \
+    } while (0)
+#define EB_PK_WORD_1X4(wv, b)                                                          \
+    do {                                                                               \
+        if ((b) == 4) {                                                                \
+            EB_PK_CHUNK(wv, 4, 0); EB_PK_CHUNK(wv, 4, 1);                              \
+        } else if ((b) == 2) {                                                         \
+            EB_PK_CHUNK(wv, 2, 0); EB_PK_CHUNK(wv, 2, 1);                              \
+            EB_PK_CHUNK(wv, 2, 2); EB_PK_CHUNK(wv, 2, 3);                              \
+        } else {                                                                       \
+            EB_PK_CHUNK(wv, 1, 0); EB_PK_CHUNK(wv, 1, 1);                              \
+            EB_PK_CHUNK(wv, 1, 2); EB_PK_CHUNK(wv, 1, 3);                              \
+            EB_PK_CHUNK(wv, 1, 4); EB_PK_CHUNK(wv, 1, 5);                              \
+            EB_PK_CHUNK(wv, 1, 6); EB_PK_CHUNK(wv, 1, 7);                              \
+        }                                                                              \
+    } while (0)
+
+/* eb_dot_block over packed rows (row_bytes apart): acc[4 i + j] = bias[i] + row i . col j. */
+EB_PK_INLINE void eb_pk_dot_block(const int bits, int32_t k, const int8_t *w,
+                                  const int16_t *cols, int n_oc, const int32_t *bias,
+                                  int32_t *acc)
+{
+    const int per = 8 / bits; /* chunks per word */
+    const int32_t chunks = (k + 3) >> 2;
+    const int32_t words = chunks / per, rest = chunks % per;
+    const int32_t row_bytes = EB_PACKED_ROW_BYTES(k, bits);
+    const int down = 8 - bits;
+    int i, f;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, w += row_bytes) {
+        const int16_t *c = cols;
+        const int8_t *q = w;
+        const int8_t *const end = w + 4 * words;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b;
+        for (; q != end; q += 4) {
+            uint32_t wv = eb_load32(q);
+            EB_PK_WORD_1X4(wv, bits);
+        }
+        if (rest != 0) { /* the row's last word: its first `rest` fields */
+            uint32_t wv = eb_load32(q);
+            for (f = 0; f < rest; ++f) {
+                const uint32_t x = (wv << (8 - bits * (f + 1))) & EB_PK_MASK(bits);
+                EB_DOT_1X4_CHUNK(x);
+            }
+        }
+        b = bias ? bias[i] : 0;
+        acc[0] = b + (a0 >> down);
+        acc[1] = b + (a1 >> down);
+        acc[2] = b + (a2 >> down);
+        acc[3] = b + (a3 >> down);
+    }
+}
+
+static EB_NOINLINE void eb_pk_dot_block4(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(4, k, w, cols, n_oc, bias, acc);
+}
+
+static EB_NOINLINE void eb_pk_dot_block2(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(2, k, w, cols, n_oc, bias, acc);
+}
+
+static EB_NOINLINE void eb_pk_dot_block1(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(1, k, w, cols, n_oc, bias, acc);
+}
+
+/* Field f of the packed words wa (and wb when n == 2) against the next chunk of one column
+ * at cp (advanced): a0 += row a . column, a1 += row b . column (times 2^(8-b)). */
+#define EB_PK_ROWS_FIELD(b, f)                                            \
+    do {                                                                  \
+        uint32_t x_, xb_;                                                 \
+        const uint32_t va_ = EB_PK_FIELD(wa, b, f);                       \
+        EB_LOAD2X32(cp, 0, x_, xb_);                                      \
+        cp += 4;                                                          \
+        EB_MAC4(a0, eb_sxtb16(va_), eb_sxtb16_ror8(va_), x_, xb_);        \
+        EB_PK_BARRIER2(wa, cp, a0);                                       \
+        if (n == 2) {                                                     \
+            const uint32_t vb_ = EB_PK_FIELD(wb, b, f);                   \
+            EB_MAC4(a1, eb_sxtb16(vb_), eb_sxtb16_ror8(vb_), x_, xb_);    \
+            EB_PK_BARRIER2(wb, cp, a1);                                   \
+        }                                                                 \
+    } while (0)
+
+/* Rows w and w + row_bytes (n: 1 or 2 of them) against one column at cols: acc[r] += row r
+ * . column (eb_dot_2x1 / eb_dot_1x1 over packed rows). */
+EB_PK_INLINE void eb_pk_dot_rows(const int bits, int32_t k, const int8_t *w, const int n,
+                                 const int16_t *cols, int32_t acc[2])
+{
+    const int per = 8 / bits;
+    const int32_t chunks = (k + 3) >> 2;
+    const int32_t words = chunks / per, rest = chunks % per;
+    const int32_t row_bytes = EB_PACKED_ROW_BYTES(k, bits);
+    const int down = 8 - bits;
+    const int16_t *cp = cols;
+    const int8_t *q = w;
+    const int8_t *const end = w + 4 * words;
+    int32_t a0 = 0, a1 = 0;
+    int f;
+    for (; q != end; q += 4) {
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        if (bits == 4) {
+            EB_PK_ROWS_FIELD(4, 0); EB_PK_ROWS_FIELD(4, 1);
+        } else if (bits == 2) {
+            EB_PK_ROWS_FIELD(2, 0); EB_PK_ROWS_FIELD(2, 1);
+            EB_PK_ROWS_FIELD(2, 2); EB_PK_ROWS_FIELD(2, 3);
+        } else {
+            EB_PK_ROWS_FIELD(1, 0); EB_PK_ROWS_FIELD(1, 1);
+            EB_PK_ROWS_FIELD(1, 2); EB_PK_ROWS_FIELD(1, 3);
+            EB_PK_ROWS_FIELD(1, 4); EB_PK_ROWS_FIELD(1, 5);
+            EB_PK_ROWS_FIELD(1, 6); EB_PK_ROWS_FIELD(1, 7);
+        }
+    }
+    if (rest != 0) { /* the rows' last words: their first `rest` fields */
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        for (f = 0; f < rest; ++f) {
+            EB_PK_ROWS_FIELD(bits, f);
+        }
+    }
+    acc[0] += a0 >> down;
+    if (n == 2) {
+        acc[1] += a1 >> down;
+    }
+}
+
+#define EB_PK_ROWS(b)                                                                  \
+    static EB_NOINLINE void eb_pk_dot_rows##b(int32_t k, const int8_t *w, int n,       \
+                                              const int16_t *cols, int32_t acc[2])     \
+    {                                                                                  \
+        if (n == 2) {                                                                  \
+            eb_pk_dot_rows(b, k, w, 2, cols, acc);                                     \
+        } else {                                                                       \
+            eb_pk_dot_rows(b, k, w, 1, cols, acc);                                     \
+        }                                                                              \
+    }
+EB_PK_ROWS(4)
+EB_PK_ROWS(2)
+EB_PK_ROWS(1)
+#undef EB_PK_ROWS
+
+/* The packed variant of eb_dot_block for `bits` (1, 2, 4). */
+static void eb_pk_dot(int bits, int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
+                      const int32_t *bias, int32_t *acc)
+{
+    if (bits == 4) {
+        eb_pk_dot_block4(k, w, cols, n_oc, bias, acc);
+    } else if (bits == 2) {
+        eb_pk_dot_block2(k, w, cols, n_oc, bias, acc);
+    } else {
+        eb_pk_dot_block1(k, w, cols, n_oc, bias, acc);
+    }
+}
+
+/* eb_pk_dot_rows for `bits`. */
+static void eb_pk_rows(int bits, int32_t k, const int8_t *w, int n, const int16_t *cols,
+                       int32_t acc[2])
+{
+    if (bits == 4) {
+        eb_pk_dot_rows4(k, w, n, cols, acc);
+    } else if (bits == 2) {
+        eb_pk_dot_rows2(k, w, n, cols, acc);
+    } else {
+        eb_pk_dot_rows1(k, w, n, cols, acc);
+    }
+}
+#else
+#define EB_OPT_PACKED 0
+#endif
+
 /* ---- output ---------------------------------------------------------------------------- */
 
 /* Where results go: requantized int8 (out8) or the raw accumulator (out32). */
@@ -748,6 +961,12 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
                 const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
                 int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+#if EB_OPT_PACKED
+                if (p->wbits != 0) {
+                    eb_pk_dot(p->wbits, k, weight + (int32_t)oc * EB_PACKED_ROW_BYTES(k, p->wbits),
+                              cols, n_oc, bias ? bias + oc : NULL, acc);
+                } else
+#endif
                 eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL,
                              acc);
                 eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
@@ -1363,6 +1582,7 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
                       const int32_t *bias, const eb_sink *s)
 {
     eb_dw_entry table[EB_DW_MAX_ENTRIES];
+    int8_t unpacked[4 * EB_DW_MAX_ENTRIES]; /* one channel's taps, when packed */
     eb_dw_seg seg[EB_DW_MAX_SEGS];
     uint32_t w3[5];
     eb_dw_geom g;
@@ -1454,6 +1674,9 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
             b_hi = (int32_t)hi;
         }
     }
+    if (p->wbits != 0 && taps > (int32_t)sizeof unpacked) {
+        return 0; /* the im2col path reads packed rows of any length */
+    }
     m = p->out_c / p->in_c;
     for (oc = 0; oc < p->out_c; ++oc) {
         const int8_t *plane = in + (int32_t)(oc / m) * in_plane;
@@ -1464,6 +1687,12 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
         if (fast && b >= b_lo && b <= b_hi) {
             init = b + half;
             o.mode = fast;
+        }
+        if (p->wbits != 0) { /* packed: this channel's taps as int8 */
+            eb_unpack_weights(1, taps, p->wbits,
+                              weight + (int32_t)oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
+                              unpacked);
+            w = unpacked;
         }
         if (g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
@@ -1481,8 +1710,10 @@ static int eb_dw_conv(const eb_conv_params *p, const int8_t *in, const int8_t *w
 
 /* ---- linear ---------------------------------------------------------------------------- */
 
-static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *weight,
-                           const int32_t *bias, const eb_sink *s, int16_t *scratch)
+/* bits: 0 for int8 weights, else packed 1-, 2- or 4-bit ones. */
+static void eb_linear_core(int in_f, int out_f, int bits, const int8_t *in,
+                           const int8_t *weight, const int32_t *bias, const eb_sink *s,
+                           int16_t *scratch)
 {
     const int32_t full = (int32_t)in_f & ~(int32_t)3;
     int o;
@@ -1492,6 +1723,22 @@ static void eb_linear_core(int in_f, int out_f, const int8_t *in, const int8_t *
         eb_store32(scratch + full, eb_sxtb16(u));
         eb_store32(scratch + full + 2, eb_sxtb16_ror8(u));
     }
+#if EB_OPT_PACKED
+    if (bits != 0) {
+        const int32_t row_bytes = EB_PACKED_ROW_BYTES(in_f, bits);
+        for (o = 0; o < out_f; o += 2) {
+            const int n = out_f - o < 2 ? 1 : 2;
+            int32_t acc[2];
+            acc[0] = bias ? bias[o] : 0;
+            acc[1] = n == 2 && bias ? bias[o + 1] : 0;
+            eb_pk_rows(bits, in_f, weight + (int32_t)o * row_bytes, n, scratch, acc);
+            eb_store(s, o, 0, acc, 0, 1, n);
+        }
+        return;
+    }
+#else
+    (void)bits;
+#endif
     for (o = 0; o + 3 < out_f; o += 4) {
         int32_t acc[4];
         int j;
@@ -1573,7 +1820,7 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
     s.shift = shift;
     s.rounding = rounding;
     s.act = act;
-    eb_linear_core(in_f, out_f, in, weight, bias, &s, scratch);
+    eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
 }
 
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
@@ -1585,5 +1832,33 @@ void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *wei
     s.shift = 0;
     s.rounding = 0;
     s.act = 0;
-    eb_linear_core(in_f, out_f, in, weight, bias, &s, scratch);
+    eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
 }
+
+#if EB_OPT_PACKED
+void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                          int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = out;
+    s.out32 = NULL;
+    s.shift = shift;
+    s.rounding = rounding;
+    s.act = act;
+    eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
+                               const int8_t *weight, const int32_t *bias, int32_t *out,
+                               int16_t *scratch)
+{
+    eb_sink s;
+    s.out8 = NULL;
+    s.out32 = out;
+    s.shift = 0;
+    s.rounding = 0;
+    s.act = 0;
+    eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
+}
+#endif

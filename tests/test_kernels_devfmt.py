@@ -270,7 +270,7 @@ def m4_conv_calls(lib, i: int, cfg: dict, x, w, bias) -> tuple[list[str], str, i
     ref32, _ = run_conv_pair(lib, cfg, x, w, bias, wide=True)
     n, sn = ref8.size, lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"],
                                                 cfg["k_w"])
-    fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
+    fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act")) + ", 0"  # wbits
     arrays = [f"static const eb_conv_params p{i} = {{{fields}}};\n", c_array("int8_t", f"x{i}", x),
               c_array("int8_t", f"w{i}", w), c_array("int8_t", f"e8_{i}", ref8),
               c_array("int32_t", f"e32_{i}", ref32)]

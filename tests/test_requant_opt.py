@@ -45,6 +45,7 @@ from test_kernels_opt import (
 pytestmark = pytest.mark.skipif(GCC is None, reason="no host C compiler")
 
 HARNESS = r"""
+#include "eb_kernels.c"     /* eb_requantize, and eb_unpack_weights the packed paths call */
 #include "eb_kernels_opt.c"
 
 /* acc[0 .. n) through eb_store in blocks of 1..4 (two rows of up to 2 when odd); returns

@@ -138,7 +138,7 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
     wt = rng.integers(-128, 128, (cfg["out_c"], cfg["in_c"] // cfg["groups"], cfg["k_h"],
                                   cfg["k_w"]), dtype=np.int8)
     bias = rng.integers(-3000, 3000, cfg["out_c"], dtype=np.int32) if has_bias else None
-    params = ConvParams(**{k: cfg[k] for k, _ in ConvParams._fields_})
+    params = ConvParams(**{k: cfg.get(k, 0) for k, _ in ConvParams._fields_})  # wbits 0: int8
     count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
     dtype, ctype = (np.int32, I32) if wide else (np.int8, I8)
     expected = np.zeros(count, dtype=dtype)

@@ -1773,8 +1773,8 @@ static int eb_conv_as_linear(const eb_conv_params *p, const int8_t *in, const in
         (p->k_w > 1 && p->dil_w != 1)) {
         return 0;
     }
-    eb_linear_core((int)((int32_t)p->in_c * p->in_h * p->in_w), p->out_c, in, weight, bias, s,
-                   scratch);
+    eb_linear_core((int)((int32_t)p->in_c * p->in_h * p->in_w), p->out_c, p->wbits, in, weight,
+                   bias, s, scratch);  /* packed rows line up the same way */
     return 1;
 }
 

@@ -34,7 +34,7 @@ HELPER_C = r"""
 #include "eb_kernels_opt.h"
 #include "eb_tiling.h"
 
-static union { int32_t align; int16_t values[8192]; } scratch;
+static union { int32_t align; int16_t values[1 << 18]; } scratch;
 
 static void k_opt(const eb_conv_params *p, const int8_t *in, const int8_t *w,
                   const int32_t *b, void *out)
@@ -53,7 +53,16 @@ void to_conv_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const in
 {
     eb_conv2d_tiled(p, t, wide ? k_opt_wide : k_opt, wide, in, w, b, out, l1);
 }
+
+/* The split path the generated cnn.c takes for a dense conv (EB_CONV2D_TILED_COLS). */
+void to_conv_tiled_cols(const eb_conv_params *p, const eb_tile *t, int wide, const int8_t *in,
+                        const int8_t *w, const int32_t *b, void *out, int8_t *l1)
+{
+    static const eb_cols_kernel k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values};
+    eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
+}
 """
+COLS_SCRATCH = 1 << 18  # int16 elements of the helper's scratch
 
 P8, P32 = ctypes.POINTER(I8), ctypes.POINTER(I32)
 GUARD = 16
@@ -74,6 +83,7 @@ def lib(tmp_path_factory):
     so.eb_conv2d.argtypes = [pc, P8, P8, P32, P8]
     so.eb_conv2d_wide.argtypes = [pc, P8, P8, P32, P32]
     so.to_conv_tiled.argtypes = [pc, pt, ctypes.c_int, P8, P8, P32, ctypes.c_void_p, P8]
+    so.to_conv_tiled_cols.argtypes = so.to_conv_tiled.argtypes
     return so
 
 
@@ -126,8 +136,12 @@ def ptr(arr: np.ndarray | None, ctype=I8):
     return None if arr is None else arr.ctypes.data_as(ctypes.POINTER(ctype))
 
 
+def round4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
 def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: bool,
-             seed: int) -> None:
+             seed: int, cols: bool = False) -> None:
     w_plan = window(cfg, wide, has_bias)
     smallest = tiling.smallest_l1(w_plan, double)
     l1_size = int(smallest + budget * max(0, tiling.whole(w_plan) - 1 - smallest))
@@ -147,8 +161,12 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
     got = np.full(count + GUARD, 0x5A, dtype=dtype)
     l1 = np.full(tile.l1_bytes + GUARD + 4, 0x5A, dtype=np.int8)
     l1_view = l1[(-l1.ctypes.data) % 4:]  # eb_tiling.h: L1 is 4-byte aligned
-    lib.to_conv_tiled(params, Tile(tile.rows, tile.channels, int(double)), int(wide), ptr(x),
-                      ptr(wt), ptr(bias, I32), got.ctypes.data, ptr(l1_view))
+    # EB_CONV_COLS_SCRATCH: the columns of one row tile's pixels
+    assert round4(min(tile.rows, cfg["out_h"]) * cfg["out_w"]) * round4(
+        cfg["in_c"] * cfg["k_h"] * cfg["k_w"]) <= COLS_SCRATCH
+    run = lib.to_conv_tiled_cols if cols else lib.to_conv_tiled
+    run(params, Tile(tile.rows, tile.channels, int(double)), int(wide), ptr(x), ptr(wt),
+        ptr(bias, I32), got.ctypes.data, ptr(l1_view))
     np.testing.assert_array_equal(got[:count], expected, err_msg=f"{cfg} {tile}")
     assert (got[count:] == dtype(0x5A)).all(), "wrote past the output"
     assert (l1_view[tile.l1_bytes:tile.l1_bytes + GUARD] == 0x5A).all(), "wrote past L1"
@@ -156,16 +174,20 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
 
 @settings(max_examples=150, deadline=None)
 @given(layers(), st.booleans(), st.booleans(), st.floats(0, 1), st.booleans(),
-       st.integers(0, 2**32 - 1))
-def test_tiled_optimized_equals_untiled_reference(lib, cfg, wide, bias, budget, double, seed):
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_tiled_optimized_equals_untiled_reference(lib, cfg, wide, bias, budget, double, seed,
+                                                  cols):
+    """Through the layer's kernel, or (cols) the split path: each row tile's columns built
+    once, every channel tile's weights against them (grouped convs: the kernel)."""
     w_plan = window(cfg, wide, bias)
     if tiling.smallest_l1(w_plan, double) >= tiling.whole(w_plan):
         return  # nothing to tile: the layer fits any budget that fits its smallest tile
-    run_case(lib, cfg, wide, bias, budget, double, seed)
+    run_case(lib, cfg, wide, bias, budget, double, seed, cols)
 
 
+@pytest.mark.parametrize("cols", [False, True], ids=["kernel", "cols"])
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
-def test_vowels_layers_tiled_in_1kib(lib, double):
+def test_vowels_layers_tiled_in_1kib(lib, double, cols):
     # vowels' conv2 and conv3 as small_l1 tiles them (columns along time, 1 KiB of L1)
     for length in (12, 6):
         cfg = {"in_c": 32, "out_c": 32, "groups": 1, "shift": -8, "rounding": 0, "act": 1,
@@ -175,4 +197,4 @@ def test_vowels_layers_tiled_in_1kib(lib, double):
         w_plan = window(cfg, False, True)
         budget = (1024 - tiling.smallest_l1(w_plan, double)) / (
             tiling.whole(w_plan) - 1 - tiling.smallest_l1(w_plan, double))
-        run_case(lib, cfg, False, True, budget, double, length)
+        run_case(lib, cfg, False, True, budget, double, length, cols)

@@ -232,34 +232,47 @@ typedef struct {
 } eb_conv_run;
 
 typedef struct {
-    int ct, oc0, oc_t, y0, rows;
+    int ct, rt, oc0, oc_t, y0, rows;
 } eb_tile_pos;
 
-static void tile_pos(int32_t i, int n_rt, int c_step, int c_total, int row_step, int out_h,
-                     eb_tile_pos *tp)
+/* What a slot holds: its channel tile's weights and bias, its row tile's input (-1: none). */
+typedef struct {
+    int ct, rt;
+} eb_held;
+
+/* Tile i: channel tiles outer and row tiles inner (n_ct == 0), or row tiles outer and channel
+ * tiles inner (n_ct: the number of channel tiles). */
+static void tile_pos(int32_t i, int n_rt, int n_ct, int c_step, int c_total, int row_step,
+                     int out_h, eb_tile_pos *tp)
 {
-    tp->ct = (int)(i / n_rt);
+    tp->ct = (int)(n_ct != 0 ? i % n_ct : i / n_rt);
+    tp->rt = (int)(n_ct != 0 ? i / n_ct : i % n_rt);
     tp->oc0 = tp->ct * c_step;
     tp->oc_t = min_int(c_step, c_total - tp->oc0);
-    tp->y0 = (int)(i % n_rt) * row_step;
+    tp->y0 = tp->rt * row_step;
     tp->rows = min_int(row_step, out_h - tp->y0);
 }
 
-/* Input of tile i into slot; weights and bias too unless the slot already holds them. */
-static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, int *held_ct)
+/* Input of tile i into slot unless the slot holds its row tile (a dense conv: every channel
+ * tile reads the same input; a grouped conv's input is staged every tile); weights and bias
+ * unless the slot holds its channel tile. */
+static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, eb_held *held)
 {
     const eb_conv_params *p = r->p;
-    stage_rows(r->in, p->in_h, p->in_w, (tp->oc0 / r->opg) * r->ipg, conv_cin_t(p, tp->oc_t),
-               tp->y0 * p->stride_h - p->pad_h, conv_in_rows(p, tp->rows), p->pad_w,
-               slot + r->lay.in);
-    if (*held_ct != tp->ct) {
+    if (p->groups != 1 || held->rt != tp->rt) {
+        stage_rows(r->in, p->in_h, p->in_w, (tp->oc0 / r->opg) * r->ipg,
+                   conv_cin_t(p, tp->oc_t), tp->y0 * p->stride_h - p->pad_h,
+                   conv_in_rows(p, tp->rows), p->pad_w, slot + r->lay.in);
+        held->rt = tp->rt;
+    }
+    if (held->ct != tp->ct) {
         const int32_t w_per_oc = (int32_t)r->ipg * p->k_h * p->k_w;
         eb_dma_copy(slot + r->lay.weight, r->weight + tp->oc0 * w_per_oc,
                     (uint32_t)(tp->oc_t * w_per_oc));
         if (r->bias != NULL) {
             eb_dma_copy(slot + r->lay.bias, r->bias + tp->oc0, (uint32_t)(4 * tp->oc_t));
         }
-        *held_ct = tp->ct;
+        held->ct = tp->ct;
     }
 }
 
@@ -285,14 +298,30 @@ static void as_row(eb_conv_params *t)
     }
 }
 
-void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
-                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
-                     int8_t *l1)
+/* The params of the kernel call on tile tp (its slot's unpadded input, as a row if a column). */
+static void conv_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, eb_conv_params *tile)
+{
+    *tile = *p;
+    tile->in_c = (int16_t)conv_cin_t(p, tp->oc_t);
+    tile->in_h = (int16_t)conv_in_rows(p, tp->rows);
+    tile->in_w = (int16_t)(p->in_w + 2 * p->pad_w);
+    tile->out_c = (int16_t)tp->oc_t;
+    tile->out_h = (int16_t)tp->rows;
+    tile->pad_h = 0;
+    tile->pad_w = 0;
+    tile->groups = (int16_t)conv_tile_groups(p, tp->oc_t);
+    as_row(tile);
+}
+
+static void conv_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                       const eb_cols_kernel *cols, int wide, const int8_t *in,
+                       const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
     eb_conv_run r;
-    int held_ct[2] = {-1, -1};
+    eb_held held[2] = {{-1, -1}, {-1, -1}};
     const int slots = t->double_buffer ? 2 : 1;
     int32_t i, n_tiles;
+    int n_ct;
     r.p = p;
     r.in = in;
     r.weight = weight;
@@ -302,39 +331,56 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
     r.oc_step = conv_oc_step(p, t);
     r.row_step = clamp_step(t->rows, p->out_h);
     r.n_rt = (p->out_h + r.row_step - 1) / r.row_step;
-    n_tiles = (int32_t)((p->out_c + r.oc_step - 1) / r.oc_step) * r.n_rt;
+    n_ct = (p->out_c + r.oc_step - 1) / r.oc_step;
+    n_tiles = (int32_t)n_ct * r.n_rt;
+    if (p->groups != 1) {
+        n_ct = 0; /* grouped: channel tiles outer */
+    }
     conv_layout(p, r.oc_step, r.row_step, wide, bias != NULL, &r.lay);
 
     for (i = 0; i < n_tiles; ++i) {
         const int s = slots == 2 ? (int)(i & 1) : 0;
         int8_t *slot = l1 + s * r.lay.slot;
+        const int32_t *b = bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias)
+                                        : NULL;
         eb_tile_pos tp;
         eb_conv_params tile;
-        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        tile_pos(i, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
-            conv_stage(&r, &tp, slot, &held_ct[s]);
+            conv_stage(&r, &tp, slot, &held[s]);
+        }
+        if (cols != NULL && tp.ct == 0) { /* a new row tile: its columns, once */
+            conv_tile_params(p, &tp, &tile);
+            cols->build(&tile, slot + r.lay.in, cols->cols);
         }
         if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
             eb_tile_pos next;
-            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
-            conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
+            tile_pos(i + 1, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held[1 - s]);
         }
-        tile = *p;
-        tile.in_c = (int16_t)conv_cin_t(p, tp.oc_t);
-        tile.in_h = (int16_t)conv_in_rows(p, tp.rows);
-        tile.in_w = (int16_t)(p->in_w + 2 * p->pad_w);
-        tile.out_c = (int16_t)tp.oc_t;
-        tile.out_h = (int16_t)tp.rows;
-        tile.pad_h = 0;
-        tile.pad_w = 0;
-        tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
-        as_row(&tile);
-        kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
-               bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
-               slot + r.lay.out);
+        conv_tile_params(p, &tp, &tile);
+        if (cols != NULL) {
+            cols->dot(&tile, cols->cols, slot + r.lay.weight, b, wide, slot + r.lay.out);
+        } else {
+            kernel(&tile, slot + r.lay.in, slot + r.lay.weight, b, slot + r.lay.out);
+        }
         write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
                    wide ? 4 : 1, out);
     }
+}
+
+void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    conv_tiled(p, t, kernel, NULL, wide, in, weight, bias, out, l1);
+}
+
+void eb_conv2d_tiled_cols(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                          const eb_cols_kernel *cols, int wide, const int8_t *in,
+                          const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
+{
+    conv_tiled(p, t, kernel, p->groups == 1 ? cols : NULL, wide, in, weight, bias, out, l1);
 }
 
 /* ---- transposed conv ----------------------------------------------------------------- */
@@ -440,13 +486,13 @@ void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_con
         eb_tile_pos tp;
         eb_conv_params tile;
         int first, count;
-        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        tile_pos(i, r.n_rt, 0, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
             convt_stage(&r, &tp, slot, &held_ct[s]);
         }
         if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
             eb_tile_pos next;
-            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            tile_pos(i + 1, r.n_rt, 0, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
             convt_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
         }
         convt_span(p, tp.y0, tp.rows, &first, &count);
@@ -493,8 +539,30 @@ static void pool_stage(const eb_pool_params *p, const eb_tile_pos *tp, const int
                pool_in_rows(p, tp->rows), 0, slot_in);
 }
 
+/* A column pool tile ([c][rows][1]: a 1-D pool along time) as the row it is in memory. */
+static void pool_as_row(eb_pool_params *t)
+{
+    if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1) {
+        const eb_pool_params c = *t;
+        t->in_h = 1;
+        t->in_w = c.in_h;
+        t->out_h = 1;
+        t->out_w = c.out_h;
+        t->k_h = 1;
+        t->k_w = c.k_h;
+        t->stride_h = 1;
+        t->stride_w = c.stride_h;
+    }
+}
+
 void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
                      int8_t *l1)
+{
+    eb_pool2d_tiled_k(p, t, eb_pool2d, in, out, l1);
+}
+
+void eb_pool2d_tiled_k(const eb_pool_params *p, const eb_tile *t, eb_pool_kernel kernel,
+                       const int8_t *in, int8_t *out, int8_t *l1)
 {
     eb_slot_layout lay;
     const int slots = t->double_buffer ? 2 : 1;
@@ -510,20 +578,21 @@ void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in
         int8_t *slot = l1 + s * lay.slot;
         eb_tile_pos tp;
         eb_pool_params tile;
-        tile_pos(i, n_rt, c_step, p->c, row_step, p->out_h, &tp);
+        tile_pos(i, n_rt, 0, c_step, p->c, row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
             pool_stage(p, &tp, in, slot + lay.in);
         }
         if (slots == 2 && i + 1 < n_tiles) {
             eb_tile_pos next;
-            tile_pos(i + 1, n_rt, c_step, p->c, row_step, p->out_h, &next);
+            tile_pos(i + 1, n_rt, 0, c_step, p->c, row_step, p->out_h, &next);
             pool_stage(p, &next, in, l1 + (1 - s) * lay.slot + lay.in);
         }
         tile = *p;
         tile.c = (int16_t)tp.oc_t;
         tile.in_h = (int16_t)pool_in_rows(p, tp.rows);
         tile.out_h = (int16_t)tp.rows;
-        eb_pool2d(&tile, slot + lay.in, slot + lay.out);
+        pool_as_row(&tile);
+        kernel(&tile, slot + lay.in, slot + lay.out);
         write_back(slot + lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows, 1, out);
     }
 }

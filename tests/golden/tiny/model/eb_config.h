@@ -12,6 +12,8 @@
 #define eb_conv2d_opt tiny_eb_conv2d_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
 #define eb_conv2d_wide_opt tiny_eb_conv2d_wide_opt
+#define eb_conv_cols_build tiny_eb_conv_cols_build
+#define eb_conv_cols_dot tiny_eb_conv_cols_dot
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy

@@ -1488,3 +1488,62 @@ void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *wei
     s.act = 0;
     eb_linear_core(in_f, out_f, in, weight, bias, &s, scratch);
 }
+
+/* ---- column blocks for the tiled driver (eb_tiling.c, eb_conv2d_tiled_cols) ---------------
+ * eb_conv_core split in two for a dense conv (groups == 1) whose weights stream through L1 in
+ * channel tiles: eb_conv_cols_build writes the interleaved columns of every 4-pixel block of
+ * the output (block b at cols + b * 4 * kp), eb_conv_cols_dot runs any channels' weights
+ * against them. Same arithmetic as eb_conv_core, so the same results. */
+
+void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
+{
+    const int out_w = p->out_w;
+    const int row4 = p->stride_w == 1;
+    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    int32_t px;
+    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+        int8_t *const taps = (int8_t *)(cols + 2 * kp);
+        if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+            eb_taps_row4(p, in, p->in_c, oy, ox, taps);
+        } else {
+            int j;
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int32_t pj = j < count ? px + j : hw - 1;
+                eb_taps_pixel(p, in, p->in_c, (int)(pj / out_w), (int)(pj % out_w), taps + j);
+            }
+        }
+        if (kp > k) {
+            memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+        }
+        eb_transpose(taps, kp, cols);
+    }
+}
+
+void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int wide, void *out)
+{
+    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * p->out_w;
+    eb_sink s;
+    int32_t px;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = wide ? 0 : p->shift;
+    s.rounding = wide ? 0 : p->rounding;
+    s.act = wide ? 0 : p->act;
+    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        int oc;
+        for (oc = 0; oc < p->out_c; oc += EB_OPT_OC_BLOCK) {
+            const int n_oc = p->out_c - oc < EB_OPT_OC_BLOCK ? p->out_c - oc : EB_OPT_OC_BLOCK;
+            int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+            eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL, acc);
+            eb_store(&s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
+        }
+    }
+}

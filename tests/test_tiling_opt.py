@@ -63,6 +63,27 @@ void to_conv_tiled_cols(const eb_conv_params *p, const eb_tile *t, int wide, con
 }
 """
 COLS_SCRATCH = 1 << 18  # int16 elements of the helper's scratch
+LINEAR_C = r"""
+static int g_shift, g_rounding, g_act, g_wide;
+
+static void lin_dot(int n, int m, const int16_t *c, const int8_t *w, const int32_t *b, void *out)
+{
+    eb_linear_dot(n, m, c, w, b, g_shift, g_rounding, g_act, g_wide, out);
+}
+
+/* The split tiled linear the generated cnn.c takes (EB_LINEAR_TILED_COLS). */
+void to_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, int shift, int rounding,
+                          int act, int wide, const int8_t *in, const int8_t *w,
+                          const int32_t *b, void *out, int8_t *l1)
+{
+    static const eb_linear_cols k = {eb_linear_expand, lin_dot, scratch.values};
+    g_shift = shift;
+    g_rounding = rounding;
+    g_act = act;
+    g_wide = wide;
+    eb_linear_tiled_cols(in_f, out_f, t, &k, wide, in, w, b, out, l1);
+}
+"""
 
 P8, P32 = ctypes.POINTER(I8), ctypes.POINTER(I32)
 GUARD = 16
@@ -71,7 +92,7 @@ GUARD = 16
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     build = tmp_path_factory.mktemp("eb_tiling_opt")
-    (build / "helper.c").write_text(HELPER_C)
+    (build / "helper.c").write_text(HELPER_C + LINEAR_C)
     shared = build / "libtiling_opt.so"
     result = subprocess.run(
         [GCC, *CFLAGS, f"-I{KERNELS}", *(str(KERNELS / f) for f in (
@@ -84,6 +105,11 @@ def lib(tmp_path_factory):
     so.eb_conv2d_wide.argtypes = [pc, P8, P8, P32, P32]
     so.to_conv_tiled.argtypes = [pc, pt, ctypes.c_int, P8, P8, P32, ctypes.c_void_p, P8]
     so.to_conv_tiled_cols.argtypes = so.to_conv_tiled.argtypes
+    ci = ctypes.c_int
+    so.eb_linear.argtypes = [ci, ci, P8, P8, P32, ci, ci, ci, P8]
+    so.eb_linear_wide.argtypes = [ci, ci, P8, P8, P32, P32]
+    so.to_linear_tiled_cols.argtypes = [ci, ci, pt, ci, ci, ci, ci, P8, P8, P32,
+                                        ctypes.c_void_p, P8]
     return so
 
 
@@ -198,3 +224,40 @@ def test_vowels_layers_tiled_in_1kib(lib, double, cols):
         budget = (1024 - tiling.smallest_l1(w_plan, double)) / (
             tiling.whole(w_plan) - 1 - tiling.smallest_l1(w_plan, double))
         run_case(lib, cfg, False, True, budget, double, length, cols)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 20), st.booleans(), st.booleans(), st.booleans(),
+       st.floats(0, 1), st.integers(-12, 0), st.integers(0, 1), st.integers(0, 2),
+       st.integers(0, 2**32 - 1))
+def test_tiled_linear_cols_equals_reference(lib, in_f, out_f, wide, has_bias, double, budget,
+                                            shift, rounding, act, seed):
+    """The split tiled linear (input expanded once, weight rows streamed) against eb_linear,
+    on the planner's tile for a random L1 budget."""
+    w_plan = tiling.Window(in_f, 1, 1, out_f, 1, 1, wide=wide, bias=has_bias, linear=True)
+    smallest = tiling.smallest_l1(w_plan, double)
+    tile = tiling.choose("fc", w_plan, int(smallest + budget * max(
+        0, tiling.whole(w_plan) - 1 - smallest)), double)
+    assert tile is not None
+    if not tile.tiled:
+        return  # fits whole: not run through the tiled driver
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, in_f, dtype=np.int8)
+    wt = rng.integers(-128, 128, (out_f, in_f), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, out_f, dtype=np.int32) if has_bias else None
+    dtype = np.int32 if wide else np.int8
+    expected = np.zeros(out_f, dtype=dtype)
+    if wide:
+        lib.eb_linear_wide(in_f, out_f, ptr(x), ptr(wt), ptr(bias, I32), ptr(expected, I32))
+    else:
+        lib.eb_linear(in_f, out_f, ptr(x), ptr(wt), ptr(bias, I32), shift, rounding, act,
+                      ptr(expected))
+    got = np.full(out_f + GUARD, 0x5A, dtype=dtype)
+    l1 = np.full(tile.l1_bytes + GUARD + 4, 0x5A, dtype=np.int8)
+    l1_view = l1[(-l1.ctypes.data) % 4:]
+    lib.to_linear_tiled_cols(in_f, out_f, Tile(tile.rows, tile.channels, int(double)), shift,
+                             rounding, act, int(wide), ptr(x), ptr(wt), ptr(bias, I32),
+                             got.ctypes.data, ptr(l1_view))
+    np.testing.assert_array_equal(got[:out_f], expected, err_msg=f"{tile}")
+    assert (got[out_f:] == dtype(0x5A)).all(), "wrote past the output"
+    assert (l1_view[tile.l1_bytes:tile.l1_bytes + GUARD] == 0x5A).all(), "wrote past L1"

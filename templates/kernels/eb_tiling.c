@@ -628,9 +628,9 @@ static void linear_stage(int in_f, int o0, int oc_t, const int8_t *in, const int
     }
 }
 
-void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
-                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
-                     int8_t *l1)
+static void linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel,
+                         const eb_linear_cols *cols, int wide, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
     eb_slot_layout lay;
     int has_input[2] = {0, 0};
@@ -645,18 +645,38 @@ void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel ker
         const int s = slots == 2 ? (i & 1) : 0;
         int8_t *slot = l1 + s * lay.slot;
         const int o0 = i * step, oc_t = min_int(step, out_f - o0);
+        const int32_t *b = bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL;
         if (slots == 1 || i == 0) {
             linear_stage(in_f, o0, oc_t, in, weight, bias, &lay, slot, &has_input[s]);
+        }
+        if (cols != NULL && i == 0) { /* the input's column, once */
+            cols->expand(in_f, slot + lay.in, cols->cols);
         }
         if (slots == 2 && i + 1 < n_tiles) {
             const int n0 = o0 + step;
             linear_stage(in_f, n0, min_int(step, out_f - n0), in, weight, bias, &lay,
                          l1 + (1 - s) * lay.slot, &has_input[1 - s]);
         }
-        kernel(in_f, oc_t, slot + lay.in, slot + lay.weight,
-               bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL,
-               slot + lay.out);
+        if (cols != NULL) {
+            cols->dot(in_f, oc_t, cols->cols, slot + lay.weight, b, slot + lay.out);
+        } else {
+            kernel(in_f, oc_t, slot + lay.in, slot + lay.weight, b, slot + lay.out);
+        }
         eb_dma_copy((int8_t *)out + (int32_t)o0 * esize, slot + lay.out,
                     (uint32_t)((int32_t)oc_t * esize));
     }
+}
+
+void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    linear_tiled(in_f, out_f, t, kernel, NULL, wide, in, weight, bias, out, l1);
+}
+
+void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
+                          int wide, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, void *out, int8_t *l1)
+{
+    linear_tiled(in_f, out_f, t, NULL, cols, wide, in, weight, bias, out, l1);
 }

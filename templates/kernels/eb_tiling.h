@@ -66,6 +66,16 @@ typedef struct {
     int16_t *cols;
 } eb_cols_kernel;
 
+/* A linear layer split in two (the optimized kernels' eb_linear_expand and a per-layer
+ * wrapper of eb_linear_dot binding shift, rounding, act and width): the input's column once
+ * into cols (scratch), then each tile's weight rows (in L1) against it. */
+typedef struct {
+    void (*expand)(int in_f, const int8_t *in, int16_t *cols);
+    void (*dot)(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                const int32_t *bias, void *out);
+    int16_t *cols;
+} eb_linear_cols;
+
 void eb_dma_copy(void *dst, const void *src, uint32_t bytes);
 void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_stride,
                    int32_t blocks, uint32_t bytes);
@@ -90,6 +100,11 @@ void eb_pool2d_tiled_k(const eb_pool_params *p, const eb_tile *t, eb_pool_kernel
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
+/* eb_linear_tiled with the input expanded once (from the first tile's slot) and every
+ * tile's weights run through cols->dot. */
+void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
+                          int wide, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, void *out, int8_t *l1);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,8 @@
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_linear tiny_eb_linear
+#define eb_linear_dot tiny_eb_linear_dot
+#define eb_linear_expand tiny_eb_linear_expand
 #define eb_linear_opt tiny_eb_linear_opt
 #define eb_linear_wide tiny_eb_linear_wide
 #define eb_linear_wide_opt tiny_eb_linear_wide_opt

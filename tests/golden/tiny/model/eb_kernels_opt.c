@@ -1547,3 +1547,41 @@ void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t
         }
     }
 }
+
+/* eb_linear_core split in two for the tiled driver (eb_linear_tiled_cols): the input's
+ * column once (eb_linear_expand, EB_LINEAR_OPT_SCRATCH int16), then any output rows' weights
+ * against it (eb_linear_dot). Same arithmetic as eb_linear_core. */
+void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    eb_expand(in, full, cols);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(cols + full, eb_sxtb16(u));
+        eb_store32(cols + full + 2, eb_sxtb16_ror8(u));
+    }
+}
+
+void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int wide, void *out)
+{
+    eb_sink s;
+    int o;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = shift;
+    s.rounding = rounding;
+    s.act = act;
+    for (o = 0; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, cols, acc);
+        eb_store(&s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, cols, bias ? bias[o] : 0);
+        eb_store(&s, o, 0, &acc, 0, 1, 1);
+    }
+}

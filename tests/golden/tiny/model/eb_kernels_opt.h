@@ -100,6 +100,13 @@ void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *wei
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols);
 void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                       const int32_t *bias, int wide, void *out);
+/* The tiled driver's split linear (eb_tiling.h, eb_linear_tiled_cols): eb_linear_expand
+ * writes the input's column (EB_LINEAR_OPT_SCRATCH(in_f) int16), eb_linear_dot runs out_f
+ * weight rows against it (out: int8 requantized, or int32 when wide). Bit-identical to
+ * eb_linear(_wide). */
+void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols);
+void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int wide, void *out);
 /* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
 

@@ -547,9 +547,13 @@ def conv_cases(draw):
             "seed": draw(st.integers(0, 2**32 - 1))}
 
 
-def tiles(total_c: int, c_step: int, out_h: int, row_step: int):
-    """(c0, c_t, y0, rows) in the contract's order: channels outer, rows inner."""
+def tiles(total_c: int, c_step: int, out_h: int, row_step: int, rows_outer: bool = False):
+    """(c0, c_t, y0, rows) in the contract's order: channels outer, rows inner — or rows
+    outer, channels inner (a dense conv)."""
     c_step, row_step = min(c_step, total_c), min(row_step, out_h)
+    if rows_outer:
+        return [(c0, min(c_step, total_c - c0), y0, min(row_step, out_h - y0))
+                for y0 in range(0, out_h, row_step) for c0 in range(0, total_c, c_step)]
     return [(c0, min(c_step, total_c - c0), y0, min(row_step, out_h - y0))
             for c0 in range(0, total_c, c_step) for y0 in range(0, out_h, row_step)]
 
@@ -600,7 +604,7 @@ def check_conv_tiled(lib, case: dict) -> None:
     slots = 2 if case["double"] else 1
     l1 = l1_buffer(slots * layout["slot"])
     order = tiles(cfg["out_c"], conv_tile_channels(cfg, case["channels"]), cfg["out_h"],
-                  case["rows"])
+                  case["rows"], rows_outer=cfg["groups"] == 1)
     rec = Recorder(lib, l1, layout, slots, len(order))
     got = out_buffer(count, wide)
     lib.tt_conv_tiled(params, tile, int(wide), ptr(x), ptr(w), ptr(bias, I32),

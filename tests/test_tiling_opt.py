@@ -34,7 +34,7 @@ HELPER_C = r"""
 #include "eb_kernels_opt.h"
 #include "eb_tiling.h"
 
-static union { int32_t align; int16_t values[8192]; } scratch;
+static union { int32_t align; int16_t values[1 << 18]; } scratch;
 
 static void k_opt(const eb_conv_params *p, const int8_t *in, const int8_t *w,
                   const int32_t *b, void *out)
@@ -53,6 +53,36 @@ void to_conv_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const in
 {
     eb_conv2d_tiled(p, t, wide ? k_opt_wide : k_opt, wide, in, w, b, out, l1);
 }
+
+/* The split path the generated cnn.c takes for a dense conv (EB_CONV2D_TILED_COLS). */
+void to_conv_tiled_cols(const eb_conv_params *p, const eb_tile *t, int wide, const int8_t *in,
+                        const int8_t *w, const int32_t *b, void *out, int8_t *l1)
+{
+    static const eb_cols_kernel k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values};
+    eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
+}
+"""
+COLS_SCRATCH = 1 << 18  # int16 elements of the helper's scratch
+LINEAR_C = r"""
+static int g_shift, g_rounding, g_act, g_wide;
+
+static void lin_dot(int n, int m, const int16_t *c, const int8_t *w, const int32_t *b, void *out)
+{
+    eb_linear_dot(n, m, c, w, b, g_shift, g_rounding, g_act, g_wide, out);
+}
+
+/* The split tiled linear the generated cnn.c takes (EB_LINEAR_TILED_COLS). */
+void to_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, int shift, int rounding,
+                          int act, int wide, const int8_t *in, const int8_t *w,
+                          const int32_t *b, void *out, int8_t *l1)
+{
+    static const eb_linear_cols k = {eb_linear_expand, lin_dot, scratch.values};
+    g_shift = shift;
+    g_rounding = rounding;
+    g_act = act;
+    g_wide = wide;
+    eb_linear_tiled_cols(in_f, out_f, t, &k, wide, in, w, b, out, l1);
+}
 """
 
 P8, P32 = ctypes.POINTER(I8), ctypes.POINTER(I32)
@@ -62,7 +92,7 @@ GUARD = 16
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     build = tmp_path_factory.mktemp("eb_tiling_opt")
-    (build / "helper.c").write_text(HELPER_C)
+    (build / "helper.c").write_text(HELPER_C + LINEAR_C)
     shared = build / "libtiling_opt.so"
     result = subprocess.run(
         [GCC, *CFLAGS, f"-I{KERNELS}", *(str(KERNELS / f) for f in (
@@ -74,6 +104,12 @@ def lib(tmp_path_factory):
     so.eb_conv2d.argtypes = [pc, P8, P8, P32, P8]
     so.eb_conv2d_wide.argtypes = [pc, P8, P8, P32, P32]
     so.to_conv_tiled.argtypes = [pc, pt, ctypes.c_int, P8, P8, P32, ctypes.c_void_p, P8]
+    so.to_conv_tiled_cols.argtypes = so.to_conv_tiled.argtypes
+    ci = ctypes.c_int
+    so.eb_linear.argtypes = [ci, ci, P8, P8, P32, ci, ci, ci, P8]
+    so.eb_linear_wide.argtypes = [ci, ci, P8, P8, P32, P32]
+    so.to_linear_tiled_cols.argtypes = [ci, ci, pt, ci, ci, ci, ci, P8, P8, P32,
+                                        ctypes.c_void_p, P8]
     return so
 
 
@@ -126,8 +162,12 @@ def ptr(arr: np.ndarray | None, ctype=I8):
     return None if arr is None else arr.ctypes.data_as(ctypes.POINTER(ctype))
 
 
+def round4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
 def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: bool,
-             seed: int) -> None:
+             seed: int, cols: bool = False) -> None:
     w_plan = window(cfg, wide, has_bias)
     smallest = tiling.smallest_l1(w_plan, double)
     l1_size = int(smallest + budget * max(0, tiling.whole(w_plan) - 1 - smallest))
@@ -147,8 +187,12 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
     got = np.full(count + GUARD, 0x5A, dtype=dtype)
     l1 = np.full(tile.l1_bytes + GUARD + 4, 0x5A, dtype=np.int8)
     l1_view = l1[(-l1.ctypes.data) % 4:]  # eb_tiling.h: L1 is 4-byte aligned
-    lib.to_conv_tiled(params, Tile(tile.rows, tile.channels, int(double)), int(wide), ptr(x),
-                      ptr(wt), ptr(bias, I32), got.ctypes.data, ptr(l1_view))
+    # EB_CONV_COLS_SCRATCH: the columns of one row tile's pixels
+    assert round4(min(tile.rows, cfg["out_h"]) * cfg["out_w"]) * round4(
+        cfg["in_c"] * cfg["k_h"] * cfg["k_w"]) <= COLS_SCRATCH
+    run = lib.to_conv_tiled_cols if cols else lib.to_conv_tiled
+    run(params, Tile(tile.rows, tile.channels, int(double)), int(wide), ptr(x), ptr(wt),
+        ptr(bias, I32), got.ctypes.data, ptr(l1_view))
     np.testing.assert_array_equal(got[:count], expected, err_msg=f"{cfg} {tile}")
     assert (got[count:] == dtype(0x5A)).all(), "wrote past the output"
     assert (l1_view[tile.l1_bytes:tile.l1_bytes + GUARD] == 0x5A).all(), "wrote past L1"
@@ -156,16 +200,20 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
 
 @settings(max_examples=150, deadline=None)
 @given(layers(), st.booleans(), st.booleans(), st.floats(0, 1), st.booleans(),
-       st.integers(0, 2**32 - 1))
-def test_tiled_optimized_equals_untiled_reference(lib, cfg, wide, bias, budget, double, seed):
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_tiled_optimized_equals_untiled_reference(lib, cfg, wide, bias, budget, double, seed,
+                                                  cols):
+    """Through the layer's kernel, or (cols) the split path: each row tile's columns built
+    once, every channel tile's weights against them (grouped convs: the kernel)."""
     w_plan = window(cfg, wide, bias)
     if tiling.smallest_l1(w_plan, double) >= tiling.whole(w_plan):
         return  # nothing to tile: the layer fits any budget that fits its smallest tile
-    run_case(lib, cfg, wide, bias, budget, double, seed)
+    run_case(lib, cfg, wide, bias, budget, double, seed, cols)
 
 
+@pytest.mark.parametrize("cols", [False, True], ids=["kernel", "cols"])
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
-def test_vowels_layers_tiled_in_1kib(lib, double):
+def test_vowels_layers_tiled_in_1kib(lib, double, cols):
     # vowels' conv2 and conv3 as small_l1 tiles them (columns along time, 1 KiB of L1)
     for length in (12, 6):
         cfg = {"in_c": 32, "out_c": 32, "groups": 1, "shift": -8, "rounding": 0, "act": 1,
@@ -175,4 +223,41 @@ def test_vowels_layers_tiled_in_1kib(lib, double):
         w_plan = window(cfg, False, True)
         budget = (1024 - tiling.smallest_l1(w_plan, double)) / (
             tiling.whole(w_plan) - 1 - tiling.smallest_l1(w_plan, double))
-        run_case(lib, cfg, False, True, budget, double, length)
+        run_case(lib, cfg, False, True, budget, double, length, cols)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 20), st.booleans(), st.booleans(), st.booleans(),
+       st.floats(0, 1), st.integers(-12, 0), st.integers(0, 1), st.integers(0, 2),
+       st.integers(0, 2**32 - 1))
+def test_tiled_linear_cols_equals_reference(lib, in_f, out_f, wide, has_bias, double, budget,
+                                            shift, rounding, act, seed):
+    """The split tiled linear (input expanded once, weight rows streamed) against eb_linear,
+    on the planner's tile for a random L1 budget."""
+    w_plan = tiling.Window(in_f, 1, 1, out_f, 1, 1, wide=wide, bias=has_bias, linear=True)
+    smallest = tiling.smallest_l1(w_plan, double)
+    tile = tiling.choose("fc", w_plan, int(smallest + budget * max(
+        0, tiling.whole(w_plan) - 1 - smallest)), double)
+    assert tile is not None
+    if not tile.tiled:
+        return  # fits whole: not run through the tiled driver
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, in_f, dtype=np.int8)
+    wt = rng.integers(-128, 128, (out_f, in_f), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, out_f, dtype=np.int32) if has_bias else None
+    dtype = np.int32 if wide else np.int8
+    expected = np.zeros(out_f, dtype=dtype)
+    if wide:
+        lib.eb_linear_wide(in_f, out_f, ptr(x), ptr(wt), ptr(bias, I32), ptr(expected, I32))
+    else:
+        lib.eb_linear(in_f, out_f, ptr(x), ptr(wt), ptr(bias, I32), shift, rounding, act,
+                      ptr(expected))
+    got = np.full(out_f + GUARD, 0x5A, dtype=dtype)
+    l1 = np.full(tile.l1_bytes + GUARD + 4, 0x5A, dtype=np.int8)
+    l1_view = l1[(-l1.ctypes.data) % 4:]
+    lib.to_linear_tiled_cols(in_f, out_f, Tile(tile.rows, tile.channels, int(double)), shift,
+                             rounding, act, int(wide), ptr(x), ptr(wt), ptr(bias, I32),
+                             got.ctypes.data, ptr(l1_view))
+    np.testing.assert_array_equal(got[:out_f], expected, err_msg=f"{tile}")
+    assert (got[out_f:] == dtype(0x5A)).all(), "wrote past the output"
+    assert (l1_view[tile.l1_bytes:tile.l1_bytes + GUARD] == 0x5A).all(), "wrote past L1"

@@ -201,6 +201,7 @@ def c_steps(spec: ProjectSpec) -> Steps:
         size = c.scratch(layer, node.in_shapes) if optimized else None
         if size is not None:
             scratch.append(size)
+        scratch.extend(code.scratch)
         preludes.update(code.preludes)
         paths.update(code.paths)
         rendered.append({"index": step.step,

@@ -119,9 +119,36 @@ def slot_bytes(w: Window, rows: int, channels: int) -> int:
     return sum(slot_parts(w, rows, channels).values())
 
 
+def rows_outer(w: Window) -> bool:
+    """A dense convolution tiles output rows outer and channel tiles inner: a slot keeps its
+    row tile's input across channel tiles (eb_tiling.c)."""
+    return w.weights and w.groups == 1 and not w.transposed and not w.linear
+
+
+def dense_traffic(w: Window, rows: int, channels: int, slots: int) -> int:
+    """Bytes L2 -> L1 of a dense conv, rows outer: a slot stages a tile's input unless it
+    holds its row tile, its weights and bias unless it holds its channel tile."""
+    per_oc = w.in_c * w.k_h * w.k_w + (4 if w.bias else 0)
+    held: list[tuple[int, int]] = [(-1, -1)] * slots
+    moved_in, i = 0, 0
+    for y0 in range(0, w.out_h, rows):
+        span = w.in_c * rows_read(w, y0, min(rows, w.out_h - y0))[1] * w.in_w
+        for c0 in range(0, w.out_c, channels):
+            s = i % slots
+            moved_in += (span if held[s][0] != y0 else 0) + (
+                min(channels, w.out_c - c0) * per_oc if held[s][1] != c0 else 0)
+            held[s] = (y0, c0)
+            i += 1
+    return moved_in
+
+
 def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, int, int]:
     """(tiles, bytes L2 -> L1, bytes L1 -> L2) as eb_tiling.c moves them: each tile's valid
-    input rows; weights and bias once per slot that serves a channel tile; outputs once."""
+    input rows (a dense conv's once per slot and row tile); weights and bias once per slot
+    that serves a channel tile in a row of them; outputs once."""
+    if rows_outer(w):
+        tiles = -(-w.out_h // rows) * -(-w.out_c // channels)
+        return tiles, dense_traffic(w, rows, channels, slots), output_bytes(w)
     tiles, moved_in = 0, 0
     for c0 in range(0, w.out_c, channels):
         ct = min(channels, w.out_c - c0)

@@ -85,16 +85,19 @@ class CCode:
     """An emitter's result. `preludes`: (order, text) blocks the project needs once, placed
     after the L1 scratchpad in `order` (the same block from several layers appears once).
     `paths`: optional kernel paths the step runs (OPTIONAL_PATHS); a project leaves out
-    those no step needs."""
+    those no step needs. `scratch`: int16 scratch elements (C expressions) the step's calls
+    need beyond its op's `scratch` facet (the optimized kernels' workspace is the largest)."""
 
     decls: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
     preludes: tuple[tuple[int, str], ...] = ()
     paths: frozenset[str] = frozenset()
+    scratch: tuple[str, ...] = ()
 
     def __add__(self, other: CCode) -> CCode:
         return CCode(self.decls + other.decls, self.calls + other.calls,
-                     self.preludes + other.preludes, self.paths | other.paths)
+                     self.preludes + other.preludes, self.paths | other.paths,
+                     self.scratch + other.scratch)
 
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
@@ -179,10 +182,15 @@ def pool_params(symbol: str, plane: Plane, mode: StrEnum, rounding: str) -> str:
 def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: bool,
               source: str, target: str, optimized: bool = False) -> CCode:
     """eb_pool2d (EB_POOL2D: eb_pool2d_opt with the optimized kernels), whole or through
-    eb_pool2d_tiled (the pool params are declared apart)."""
+    eb_pool2d_tiled (eb_pool2d_tiled_k on EB_POOL2D_KERNEL with the optimized kernels; the
+    pool params are declared apart)."""
     if tile is None:
         kernel = "EB_POOL2D" if optimized else "eb_pool2d"
         return CCode(calls=(f"{kernel}(&{symbol}, {source}, {target});",))
+    if optimized:  # EB_POOL2D_KERNEL: eb_pool2d_opt, or eb_pool2d (-DEB_REFERENCE_KERNELS)
+        return CCode((tile_decl(tile_symbol, tile, double_buffer),),
+                     (f"eb_pool2d_tiled_k(&{symbol}, &{tile_symbol}, EB_POOL2D_KERNEL, {source}, "
+                      f"{target}, eb_l1.bytes);",))
     return CCode((tile_decl(tile_symbol, tile, double_buffer),),
                  (f"eb_pool2d_tiled(&{symbol}, &{tile_symbol}, {source}, {target}, "
                   "eb_l1.bytes);",))

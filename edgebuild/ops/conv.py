@@ -234,6 +234,40 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 """)
 
 
+# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols): each row tile's im2col columns
+# built once in the kernels' scratch, every channel tile's weights run against them; with
+# -DEB_REFERENCE_KERNELS eb_conv2d_tiled on the reference kernel.
+_COLS_PRELUDE = (3, """#ifdef EB_REFERENCE_KERNELS
+#define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
+    eb_conv2d_tiled(p, t, k, wide, in, w, b, out, eb_l1.bytes)
+#else
+static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, eb_scratch.values};
+#define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
+    eb_conv2d_tiled_cols(p, t, k, &eb_k_cols, wide, in, w, b, out, eb_l1.bytes)
+#endif
+
+""")
+
+
+def tiled_call(step: CStep[Conv], conv: Plane, depthwise: bool, source: str) -> CCode:
+    """eb_conv2d_tiled on the layer's kernel wrapper, or for a dense conv on an optimized
+    target EB_CONV2D_TILED_COLS (its columns' scratch: the tile's pixels)."""
+    layer, tile = step.layer, step.tile
+    assert tile is not None
+    preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
+        _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
+    kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
+    cols = step.optimized and not depthwise and conv.groups == 1
+    name = "EB_CONV2D_TILED_COLS" if cols else "eb_conv2d_tiled"
+    scratch = (f"EB_CONV_COLS_SCRATCH({min(tile.rows, conv.out_h) * conv.out_w}, {conv.in_c}, "
+               f"{conv.k_h}, {conv.k_w})",) if cols else ()
+    return CCode((tile_decl(step.symbol("T_TILE"), tile, step.double_buffer),), (
+        f"{name}(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
+        f"{1 if layer.wide else 0}, {source}, {step.weights()}, {bias_symbol(step)}, "
+        f"{step.output}{'' if cols else ', eb_l1.bytes'});",),
+        preludes + ((_COLS_PRELUDE,) if cols else ()), scratch=scratch)
+
+
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4, or
     eb_conv2d_tiled when the plan tiles it (1-D layers then run as a column)."""
@@ -248,13 +282,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
                       {"packed"} if packed else ()))
     weights, bias = step.weights(), bias_symbol(step)
     if step.tile is not None:
-        preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
-            _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
-        kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
-        return code + CCode((tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer),), (
-            f"eb_conv2d_tiled(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
-            f"{1 if layer.wide else 0}, {source}, {weights}, {bias}, {step.output}, "
-            "eb_l1.bytes);",), preludes)
+        return code + tiled_call(step, conv, depthwise, source)
     out = f"(int32_t *){step.output}" if layer.wide else step.output
     kernel = ("EB_CONV2D" if step.optimized else "eb_conv2d") + (
         ("_WIDE" if step.optimized else "_wide") if layer.wide else "")

@@ -93,6 +93,33 @@ def plane(layer: Linear, in_shape: Shape) -> Plane:
     return Plane(math.prod(in_shape), 1, 1, layer.out, 1, 1)
 
 
+# The optimized tiled linear (eb_linear_tiled_cols): the input's column built once, each
+# tile's weight rows against it; -DEB_REFERENCE_KERNELS: eb_linear_tiled on the wrapper.
+_COLS_PRELUDE = (4, """#ifdef EB_REFERENCE_KERNELS
+#define EB_LINEAR_TILED_COLS(n, m, t, k, c, wide, in, w, b, out) \\
+    eb_linear_tiled(n, m, t, k, wide, in, w, b, out, eb_l1.bytes)
+#else
+#define EB_LINEAR_TILED_COLS(n, m, t, k, c, wide, in, w, b, out) \\
+    ((void)(k), eb_linear_tiled_cols(n, m, t, c, wide, in, w, b, out, eb_l1.bytes))
+#endif
+
+""")
+
+
+def tiled_cols(step: CStep[Linear], features: int, decls: tuple[str, ...],
+               args: tuple[str, str]) -> CCode:
+    """EB_LINEAR_TILED_COLS with the layer's eb_linear_dot wrapper and eb_linear_cols."""
+    layer = step.layer
+    dot, kc = f"eb_kd_{layer.name}", f"eb_kc_{layer.name}"
+    quant = "0, 0, 0, 1" if layer.wide else f"{requantize(step)}, 0"
+    cols = (f"#ifndef EB_REFERENCE_KERNELS\nstatic void {dot}(int n, int m, const int16_t *c, "
+            f"const int8_t *w, const int32_t *b, void *out) {{ eb_linear_dot(n, m, c, w, b, "
+            f"{quant}, out); }}\nstatic const eb_linear_cols {kc} = {{eb_linear_expand, {dot}, "
+            "eb_scratch.values};\n#endif")
+    return CCode(decls + (cols,), (f"EB_LINEAR_TILED_COLS({features}, {layer.out}, {args[0]}, "
+                                   f"&{kc}, {args[1]});",), (_COLS_PRELUDE,))
+
+
 def emit(step: CStep[Linear]) -> CCode:
     """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or eb_linear_tiled
     with a per-layer kernel wrapper when the plan tiles it. Packed (1-, 2-, 4-bit) weights
@@ -108,14 +135,18 @@ def emit(step: CStep[Linear]) -> CCode:
         wrapper = f"eb_k_{layer.name}"
         body = (f"{wide}(n, m, in, w, b, (int32_t *)out);" if layer.wide else
                 f"{name}(n, m, in, w, b, {requantize(step)}, (int8_t *)out);")
-        tiled = f"eb_linear_tiled_packed({features}, {layer.out}, {bits}, " if bits else \
-            f"eb_linear_tiled({features}, {layer.out}, "
-        return CCode((f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
-                      f"const int32_t *b, void *out) {{ {body} }}",
-                      tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer)),
-                     (f"{tiled}&{step.symbol('T_TILE')}, "
-                      f"{wrapper}, {1 if layer.wide else 0}, {source}, {weights}, {bias}, "
-                      f"{out}, eb_l1.bytes);",))
+        decls = (f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
+                 f"const int32_t *b, void *out) {{ {body} }}",
+                 tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer))
+        args = (f"&{step.symbol('T_TILE')}, {wrapper}", f"{1 if layer.wide else 0}, {source}, "
+                f"{weights}, {bias}, {out}")
+        if bits:  # unpacked into L1 for the int8 kernel
+            return CCode(decls, (f"eb_linear_tiled_packed({features}, {layer.out}, {bits}, "
+                                 f"{args[0]}, {args[1]}, eb_l1.bytes);",))
+        if step.optimized:
+            return tiled_cols(step, features, decls, args)
+        return CCode(decls, (f"eb_linear_tiled({features}, {layer.out}, {args[0]}, {args[1]}, "
+                             "eb_l1.bytes);",))
     shape = f"{features}, {layer.out}, "
     if bits:
         name = "EB_LINEAR_PACKED" if step.optimized else "eb_linear_packed"

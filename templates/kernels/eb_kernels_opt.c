@@ -1862,3 +1862,100 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
     eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
 }
 #endif
+
+/* ---- column blocks for the tiled driver (eb_tiling.c, eb_conv2d_tiled_cols) ---------------
+ * eb_conv_core split in two for a dense conv (groups == 1) whose weights stream through L1 in
+ * channel tiles: eb_conv_cols_build writes the interleaved columns of every 4-pixel block of
+ * the output (block b at cols + b * 4 * kp), eb_conv_cols_dot runs any channels' weights
+ * against them. Same arithmetic as eb_conv_core, so the same results. */
+
+void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
+{
+    const int out_w = p->out_w;
+    const int row4 = p->stride_w == 1;
+    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    int32_t px;
+    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+        int8_t *const taps = (int8_t *)(cols + 2 * kp);
+        if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+            eb_taps_row4(p, in, p->in_c, oy, ox, taps);
+        } else {
+            int j;
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int32_t pj = j < count ? px + j : hw - 1;
+                eb_taps_pixel(p, in, p->in_c, (int)(pj / out_w), (int)(pj % out_w), taps + j);
+            }
+        }
+        if (kp > k) {
+            memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+        }
+        eb_transpose(taps, kp, cols);
+    }
+}
+
+void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int wide, void *out)
+{
+    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * p->out_w;
+    eb_sink s;
+    int32_t px;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = wide ? 0 : p->shift;
+    s.rounding = wide ? 0 : p->rounding;
+    s.act = wide ? 0 : p->act;
+    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        int oc;
+        for (oc = 0; oc < p->out_c; oc += EB_OPT_OC_BLOCK) {
+            const int n_oc = p->out_c - oc < EB_OPT_OC_BLOCK ? p->out_c - oc : EB_OPT_OC_BLOCK;
+            int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+            eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL, acc);
+            eb_store(&s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
+        }
+    }
+}
+
+/* eb_linear_core split in two for the tiled driver (eb_linear_tiled_cols): the input's
+ * column once (eb_linear_expand, EB_LINEAR_OPT_SCRATCH int16), then any output rows' weights
+ * against it (eb_linear_dot). Same arithmetic as eb_linear_core. */
+void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    eb_expand(in, full, cols);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(cols + full, eb_sxtb16(u));
+        eb_store32(cols + full + 2, eb_sxtb16_ror8(u));
+    }
+}
+
+void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int wide, void *out)
+{
+    eb_sink s;
+    int o;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = shift;
+    s.rounding = rounding;
+    s.act = act;
+    for (o = 0; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, cols, acc);
+        eb_store(&s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, cols, bias ? bias[o] : 0);
+        eb_store(&s, o, 0, &acc, 0, 1, 1);
+    }
+}

@@ -249,27 +249,40 @@ typedef struct {
 } eb_conv_run;
 
 typedef struct {
-    int ct, oc0, oc_t, y0, rows;
+    int ct, rt, oc0, oc_t, y0, rows;
 } eb_tile_pos;
 
-static void tile_pos(int32_t i, int n_rt, int c_step, int c_total, int row_step, int out_h,
-                     eb_tile_pos *tp)
+/* What a slot holds: its channel tile's weights and bias, its row tile's input (-1: none). */
+typedef struct {
+    int ct, rt;
+} eb_held;
+
+/* Tile i: channel tiles outer and row tiles inner (n_ct == 0), or row tiles outer and channel
+ * tiles inner (n_ct: the number of channel tiles). */
+static void tile_pos(int32_t i, int n_rt, int n_ct, int c_step, int c_total, int row_step,
+                     int out_h, eb_tile_pos *tp)
 {
-    tp->ct = (int)(i / n_rt);
+    tp->ct = (int)(n_ct != 0 ? i % n_ct : i / n_rt);
+    tp->rt = (int)(n_ct != 0 ? i / n_ct : i % n_rt);
     tp->oc0 = tp->ct * c_step;
     tp->oc_t = min_int(c_step, c_total - tp->oc0);
-    tp->y0 = (int)(i % n_rt) * row_step;
+    tp->y0 = tp->rt * row_step;
     tp->rows = min_int(row_step, out_h - tp->y0);
 }
 
-/* Input of tile i into slot; weights and bias too unless the slot already holds them. */
-static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, int *held_ct)
+/* Input of tile i into slot unless the slot holds its row tile (a dense conv: every channel
+ * tile reads the same input; a grouped conv's input is staged every tile); weights and bias
+ * unless the slot holds its channel tile. */
+static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot, eb_held *held)
 {
     const eb_conv_params *p = r->p;
-    stage_rows(r->in, p->in_h, p->in_w, (tp->oc0 / r->opg) * r->ipg, conv_cin_t(p, tp->oc_t),
-               tp->y0 * p->stride_h - p->pad_h, conv_in_rows(p, tp->rows), p->pad_w,
-               slot + r->lay.in);
-    if (*held_ct != tp->ct) {
+    if (p->groups != 1 || held->rt != tp->rt) {
+        stage_rows(r->in, p->in_h, p->in_w, (tp->oc0 / r->opg) * r->ipg,
+                   conv_cin_t(p, tp->oc_t), tp->y0 * p->stride_h - p->pad_h,
+                   conv_in_rows(p, tp->rows), p->pad_w, slot + r->lay.in);
+        held->rt = tp->rt;
+    }
+    if (held->ct != tp->ct) {
         const int32_t w_per_oc = (int32_t)r->ipg * p->k_h * p->k_w;
         if (p->wbits == 0) {
             eb_dma_copy(slot + r->lay.weight, r->weight + tp->oc0 * w_per_oc,
@@ -284,7 +297,7 @@ static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot
         if (r->bias != NULL) {
             eb_dma_copy(slot + r->lay.bias, r->bias + tp->oc0, (uint32_t)(4 * tp->oc_t));
         }
-        *held_ct = tp->ct;
+        held->ct = tp->ct;
     }
 }
 
@@ -310,14 +323,31 @@ static void as_row(eb_conv_params *t)
     }
 }
 
-void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
-                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
-                     int8_t *l1)
+/* The params of the kernel call on tile tp (its slot's unpadded input, as a row if a column). */
+static void conv_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, eb_conv_params *tile)
+{
+    *tile = *p;
+    tile->in_c = (int16_t)conv_cin_t(p, tp->oc_t);
+    tile->in_h = (int16_t)conv_in_rows(p, tp->rows);
+    tile->in_w = (int16_t)(p->in_w + 2 * p->pad_w);
+    tile->out_c = (int16_t)tp->oc_t;
+    tile->out_h = (int16_t)tp->rows;
+    tile->pad_h = 0;
+    tile->pad_w = 0;
+    tile->groups = (int16_t)conv_tile_groups(p, tp->oc_t);
+    as_row(tile);
+    tile->wbits = 0; /* staged into L1 as int8 (stage_weights) */
+}
+
+static void conv_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                       const eb_cols_kernel *cols, int wide, const int8_t *in,
+                       const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
     eb_conv_run r;
-    int held_ct[2] = {-1, -1};
+    eb_held held[2] = {{-1, -1}, {-1, -1}};
     const int slots = t->double_buffer ? 2 : 1;
     int32_t i, n_tiles;
+    int n_ct;
     r.p = p;
     r.in = in;
     r.weight = weight;
@@ -327,40 +357,56 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
     r.oc_step = conv_oc_step(p, t);
     r.row_step = clamp_step(t->rows, p->out_h);
     r.n_rt = (p->out_h + r.row_step - 1) / r.row_step;
-    n_tiles = (int32_t)((p->out_c + r.oc_step - 1) / r.oc_step) * r.n_rt;
+    n_ct = (p->out_c + r.oc_step - 1) / r.oc_step;
+    n_tiles = (int32_t)n_ct * r.n_rt;
+    if (p->groups != 1) {
+        n_ct = 0; /* grouped: channel tiles outer */
+    }
     conv_layout(p, r.oc_step, r.row_step, wide, bias != NULL, &r.lay);
 
     for (i = 0; i < n_tiles; ++i) {
         const int s = slots == 2 ? (int)(i & 1) : 0;
         int8_t *slot = l1 + s * r.lay.slot;
+        const int32_t *b = bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias)
+                                        : NULL;
         eb_tile_pos tp;
         eb_conv_params tile;
-        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        tile_pos(i, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
-            conv_stage(&r, &tp, slot, &held_ct[s]);
+            conv_stage(&r, &tp, slot, &held[s]);
+        }
+        if (cols != NULL && tp.ct == 0) { /* a new row tile: its columns, once */
+            conv_tile_params(p, &tp, &tile);
+            cols->build(&tile, slot + r.lay.in, cols->cols);
         }
         if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
             eb_tile_pos next;
-            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
-            conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
+            tile_pos(i + 1, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held[1 - s]);
         }
-        tile = *p;
-        tile.in_c = (int16_t)conv_cin_t(p, tp.oc_t);
-        tile.in_h = (int16_t)conv_in_rows(p, tp.rows);
-        tile.in_w = (int16_t)(p->in_w + 2 * p->pad_w);
-        tile.out_c = (int16_t)tp.oc_t;
-        tile.out_h = (int16_t)tp.rows;
-        tile.pad_h = 0;
-        tile.pad_w = 0;
-        tile.groups = (int16_t)conv_tile_groups(p, tp.oc_t);
-        as_row(&tile);
-        tile.wbits = 0; /* staged as int8 */
-        kernel(&tile, slot + r.lay.in, slot + r.lay.weight,
-               bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
-               slot + r.lay.out);
+        conv_tile_params(p, &tp, &tile);
+        if (cols != NULL) {
+            cols->dot(&tile, cols->cols, slot + r.lay.weight, b, wide, slot + r.lay.out);
+        } else {
+            kernel(&tile, slot + r.lay.in, slot + r.lay.weight, b, slot + r.lay.out);
+        }
         write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
                    wide ? 4 : 1, out);
     }
+}
+
+void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    conv_tiled(p, t, kernel, NULL, wide, in, weight, bias, out, l1);
+}
+
+void eb_conv2d_tiled_cols(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                          const eb_cols_kernel *cols, int wide, const int8_t *in,
+                          const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
+{
+    conv_tiled(p, t, kernel, p->groups == 1 ? cols : NULL, wide, in, weight, bias, out, l1);
 }
 
 /* ---- transposed conv ----------------------------------------------------------------- */
@@ -466,13 +512,13 @@ void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_con
         eb_tile_pos tp;
         eb_conv_params tile;
         int first, count;
-        tile_pos(i, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
+        tile_pos(i, r.n_rt, 0, r.oc_step, p->out_c, r.row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
             convt_stage(&r, &tp, slot, &held_ct[s]);
         }
         if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
             eb_tile_pos next;
-            tile_pos(i + 1, r.n_rt, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
+            tile_pos(i + 1, r.n_rt, 0, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
             convt_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held_ct[1 - s]);
         }
         convt_span(p, tp.y0, tp.rows, &first, &count);
@@ -520,8 +566,30 @@ static void pool_stage(const eb_pool_params *p, const eb_tile_pos *tp, const int
                pool_in_rows(p, tp->rows), 0, slot_in);
 }
 
+/* A column pool tile ([c][rows][1]: a 1-D pool along time) as the row it is in memory. */
+static void pool_as_row(eb_pool_params *t)
+{
+    if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1) {
+        const eb_pool_params c = *t;
+        t->in_h = 1;
+        t->in_w = c.in_h;
+        t->out_h = 1;
+        t->out_w = c.out_h;
+        t->k_h = 1;
+        t->k_w = c.k_h;
+        t->stride_h = 1;
+        t->stride_w = c.stride_h;
+    }
+}
+
 void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
                      int8_t *l1)
+{
+    eb_pool2d_tiled_k(p, t, eb_pool2d, in, out, l1);
+}
+
+void eb_pool2d_tiled_k(const eb_pool_params *p, const eb_tile *t, eb_pool_kernel kernel,
+                       const int8_t *in, int8_t *out, int8_t *l1)
 {
     eb_slot_layout lay;
     const int slots = t->double_buffer ? 2 : 1;
@@ -537,20 +605,21 @@ void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in
         int8_t *slot = l1 + s * lay.slot;
         eb_tile_pos tp;
         eb_pool_params tile;
-        tile_pos(i, n_rt, c_step, p->c, row_step, p->out_h, &tp);
+        tile_pos(i, n_rt, 0, c_step, p->c, row_step, p->out_h, &tp);
         if (slots == 1 || i == 0) {
             pool_stage(p, &tp, in, slot + lay.in);
         }
         if (slots == 2 && i + 1 < n_tiles) {
             eb_tile_pos next;
-            tile_pos(i + 1, n_rt, c_step, p->c, row_step, p->out_h, &next);
+            tile_pos(i + 1, n_rt, 0, c_step, p->c, row_step, p->out_h, &next);
             pool_stage(p, &next, in, l1 + (1 - s) * lay.slot + lay.in);
         }
         tile = *p;
         tile.c = (int16_t)tp.oc_t;
         tile.in_h = (int16_t)pool_in_rows(p, tp.rows);
         tile.out_h = (int16_t)tp.rows;
-        eb_pool2d(&tile, slot + lay.in, slot + lay.out);
+        pool_as_row(&tile);
+        kernel(&tile, slot + lay.in, slot + lay.out);
         write_back(slot + lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows, 1, out);
     }
 }
@@ -595,16 +664,14 @@ static void linear_stage(int in_f, int o0, int oc_t, int bits, const int8_t *in,
     }
 }
 
-void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
-                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
-                     int8_t *l1)
-{
-    eb_linear_tiled_packed(in_f, out_f, 0, t, kernel, wide, in, weight, bias, out, l1);
-}
-
-void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
-                            eb_linear_kernel kernel, int wide, const int8_t *in,
-                            const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
+/* Tiles of output channels: the whole input staged once per slot, each tile's weight rows
+ * (unpacked to int8 on the way when `bits` is 1, 2 or 4) and biases staged, then the
+ * kernel on the slot, or with `cols` (the optimized targets) the input's column built once
+ * and every tile's weights run against it. */
+static void linear_tiled(int in_f, int out_f, int bits, const eb_tile *t,
+                         eb_linear_kernel kernel, const eb_linear_cols *cols, int wide,
+                         const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                         int8_t *l1)
 {
     eb_slot_layout lay;
     int has_input[2] = {0, 0};
@@ -619,18 +686,45 @@ void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
         const int s = slots == 2 ? (i & 1) : 0;
         int8_t *slot = l1 + s * lay.slot;
         const int o0 = i * step, oc_t = min_int(step, out_f - o0);
+        const int32_t *b = bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL;
         if (slots == 1 || i == 0) {
             linear_stage(in_f, o0, oc_t, bits, in, weight, bias, &lay, slot, &has_input[s]);
+        }
+        if (cols != NULL && i == 0) { /* the input's column, once */
+            cols->expand(in_f, slot + lay.in, cols->cols);
         }
         if (slots == 2 && i + 1 < n_tiles) {
             const int n0 = o0 + step;
             linear_stage(in_f, n0, min_int(step, out_f - n0), bits, in, weight, bias, &lay,
                          l1 + (1 - s) * lay.slot, &has_input[1 - s]);
         }
-        kernel(in_f, oc_t, slot + lay.in, slot + lay.weight,
-               bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL,
-               slot + lay.out);
+        if (cols != NULL) {
+            cols->dot(in_f, oc_t, cols->cols, slot + lay.weight, b, slot + lay.out);
+        } else {
+            kernel(in_f, oc_t, slot + lay.in, slot + lay.weight, b, slot + lay.out);
+        }
         eb_dma_copy((int8_t *)out + (int32_t)o0 * esize, slot + lay.out,
                     (uint32_t)((int32_t)oc_t * esize));
     }
+}
+
+void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
+                     const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                     int8_t *l1)
+{
+    linear_tiled(in_f, out_f, 0, t, kernel, NULL, wide, in, weight, bias, out, l1);
+}
+
+void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
+                            eb_linear_kernel kernel, int wide, const int8_t *in,
+                            const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
+{
+    linear_tiled(in_f, out_f, bits, t, kernel, NULL, wide, in, weight, bias, out, l1);
+}
+
+void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
+                          int wide, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, void *out, int8_t *l1)
+{
+    linear_tiled(in_f, out_f, 0, t, NULL, cols, wide, in, weight, bias, out, l1);
 }

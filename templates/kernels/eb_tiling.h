@@ -12,7 +12,8 @@
  *   conv transposed: input [cin_t][n][in_w] int8, n <= min(in_h, (rows-1 + dil_h*(k_h-1)) / stride_h + 1)
  *           (the input rows the tile's output rows read through some tap, unpadded), then
  *           weight [cin_t][oc_t/groups_t][k_h][k_w], bias, output as for conv
- *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h)
+ *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h;
+ *           a column tile, in_w = k_w = 1, runs as a row like a conv's)
  *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
  * A conv tile that is a column ([cin_t][in_rows][1], k_w = 1: a 1-D layer, tiled along
  * time) is passed to the kernel as the row it is in memory: in_h = out_h = k_h = 1,
@@ -22,16 +23,17 @@
  * tile never spans two groups); cin_t = max(1, oc_t / (out_c/groups)) * (in_c/groups).
  * A transposed conv's tile runs with in_h = n and pad_h = y0 + pad_h - first*stride_h (first:
  * the first input row staged), which maps the tile's rows onto the whole layer's.
- * Weights and bias are staged only when a slot's channel tile changes; a linear layer's
- * input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
+ * Weights and bias are staged only when a slot's channel tile changes; a dense conv's input
+ * only when a slot's row tile changes; a linear layer's input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
  * caller binds them in a per-layer wrapper (as it binds an optimized kernel's scratch).
  * Packed weights (1-, 2-, 4-bit: p->wbits, or the `bits` of eb_linear_tiled_packed) are
  * unpacked to int8 as they are staged: the L1 layout above, and the kernel on each tile, are
  * those of int8 weights.
  * With double buffering two slots alternate: the next tile's input is staged before the
  * current tile is computed.
- * Tiles: output channels outer (oc_t per tile), output rows inner (rows per tile); the
- * last tile of each may be smaller.
+ * Tiles: a dense conv (groups == 1) takes output rows outer (rows per tile), output
+ * channels inner (oc_t per tile); grouped and transposed convs and pools channels outer,
+ * rows inner; the last tile of each may be smaller.
  */
 #ifndef EB_TILING_H
 #define EB_TILING_H
@@ -53,8 +55,29 @@ typedef struct {
 /* The kernel run on every tile (the reference or an optimized one, bound by the caller). */
 typedef void (*eb_conv_kernel)(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                                const int32_t *bias, void *out);
+typedef void (*eb_pool_kernel)(const eb_pool_params *p, const int8_t *in, int8_t *out);
 typedef void (*eb_linear_kernel)(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                                  const int32_t *bias, void *out);
+
+/* A dense conv split in two (the optimized kernels' eb_conv_cols_build / eb_conv_cols_dot):
+ * build writes the columns of a tile's output pixels into cols (scratch), dot runs a channel
+ * tile's weights (in L1) against them. */
+typedef struct {
+    void (*build)(const eb_conv_params *p, const int8_t *in, int16_t *cols);
+    void (*dot)(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                const int32_t *bias, int wide, void *out);
+    int16_t *cols;
+} eb_cols_kernel;
+
+/* A linear layer split in two (the optimized kernels' eb_linear_expand and a per-layer
+ * wrapper of eb_linear_dot binding shift, rounding, act and width): the input's column once
+ * into cols (scratch), then each tile's weight rows (in L1) against it. */
+typedef struct {
+    void (*expand)(int in_f, const int8_t *in, int16_t *cols);
+    void (*dot)(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                const int32_t *bias, void *out);
+    int16_t *cols;
+} eb_linear_cols;
 
 void eb_dma_copy(void *dst, const void *src, uint32_t bytes);
 void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_stride,
@@ -63,11 +86,20 @@ void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_s
 void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
+/* eb_conv2d_tiled whose dense (groups == 1) tiles run through cols: each row tile's
+ * columns are built once, from its first channel tile's slot, and every channel tile's
+ * weights run against them (a grouped conv's tiles run through kernel). */
+void eb_conv2d_tiled_cols(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
+                          const eb_cols_kernel *cols, int wide, const int8_t *in,
+                          const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
 void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
                                int wide, const int8_t *in, const int8_t *weight,
                                const int32_t *bias, void *out, int8_t *l1);
 void eb_pool2d_tiled(const eb_pool_params *p, const eb_tile *t, const int8_t *in, int8_t *out,
                      int8_t *l1);
+/* eb_pool2d_tiled on a given pool kernel (eb_pool2d or eb_pool2d_opt). */
+void eb_pool2d_tiled_k(const eb_pool_params *p, const eb_tile *t, eb_pool_kernel kernel,
+                       const int8_t *in, int8_t *out, int8_t *l1);
 void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
@@ -75,6 +107,11 @@ void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel ker
 void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
                             eb_linear_kernel kernel, int wide, const int8_t *in,
                             const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
+/* eb_linear_tiled with the input expanded once (from the first tile's slot) and every
+ * tile's weights run through cols->dot. */
+void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
+                          int wide, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, void *out, int8_t *l1);
 
 #ifdef __cplusplus
 }

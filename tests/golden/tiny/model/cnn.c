@@ -49,8 +49,10 @@ static union {
 /* Pooling: eb_pool2d_opt, or with -DEB_REFERENCE_KERNELS the reference loops. */
 #ifdef EB_REFERENCE_KERNELS
 #define EB_POOL2D(p, in, out) eb_pool2d(p, in, out)
+#define EB_POOL2D_KERNEL eb_pool2d
 #else
 #define EB_POOL2D(p, in, out) eb_pool2d_opt(p, in, out)
+#define EB_POOL2D_KERNEL eb_pool2d_opt
 #endif
 
 /* Per-layer instruction counts: the known-answer test's Cortex-M4 builds define

@@ -14,6 +14,8 @@
 #define eb_conv2d_opt tiny_eb_conv2d_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
 #define eb_conv2d_wide_opt tiny_eb_conv2d_wide_opt
+#define eb_conv_cols_build tiny_eb_conv_cols_build
+#define eb_conv_cols_dot tiny_eb_conv_cols_dot
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
@@ -25,6 +27,8 @@
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_linear tiny_eb_linear
+#define eb_linear_dot tiny_eb_linear_dot
+#define eb_linear_expand tiny_eb_linear_expand
 #define eb_linear_opt tiny_eb_linear_opt
 #define eb_linear_packed tiny_eb_linear_packed
 #define eb_linear_packed_opt tiny_eb_linear_packed_opt

@@ -94,6 +94,22 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    int16_t *scratch);
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch);
+/* The tiled driver's split dense conv (groups == 1; eb_tiling.h, eb_conv2d_tiled_cols):
+ * eb_conv_cols_build writes the im2col columns of all p's output pixels into cols
+ * (EB_CONV_COLS_SCRATCH int16), eb_conv_cols_dot runs p->out_c channels' weights against
+ * them (out: int8, or int32 when wide). Bit-identical to eb_conv2d(_wide). */
+#define EB_CONV_COLS_SCRATCH(pixels, in_c, k_h, k_w) \
+    (EB_OPT_ROUND4(pixels) * EB_OPT_ROUND4((int32_t)(in_c) * (k_h) * (k_w)))
+void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols);
+void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int wide, void *out);
+/* The tiled driver's split linear (eb_tiling.h, eb_linear_tiled_cols): eb_linear_expand
+ * writes the input's column (EB_LINEAR_OPT_SCRATCH(in_f) int16), eb_linear_dot runs out_f
+ * weight rows against it (out: int8 requantized, or int32 when wide). Bit-identical to
+ * eb_linear(_wide). */
+void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols);
+void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int wide, void *out);
 /* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
 /* eb_linear_packed(_wide) (eb_kernels.h): packed 1-, 2-, 4-bit weights; the same scratch. */

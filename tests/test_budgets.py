@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import DIGITS_MANIFEST, REPO, example_targets, run_cli, write
 
-from edgebuild.core import arrays
+from edgebuild.core import arrays, packing
 from edgebuild.manifest import Manifest
 from edgebuild.memory import budget, tiling
 from edgebuild.memory.plan import make_plan, tile_steps
@@ -123,7 +123,8 @@ def test_flash_below_the_weights(tmp_path):
     assert _lines(result) == [
         f"manifests/{_position(path, 'flash')}: target.memory.flash: 1024 B is too small: "
         "storing the weights needs at least 5264 bytes (fc 5160, conv1 104 bytes: one byte "
-        "per weight, four per bias; code needs flash besides)"]
+        "per 8-bit weight, 1-, 2- and 4-bit weights packed, four bytes per bias; code needs "
+        "flash besides)"]
 
 
 def test_every_budget_problem_at_once_with_the_other_semantic_errors(tmp_path):
@@ -172,7 +173,11 @@ def test_the_reported_minimum_builds_through_plan_and_one_byte_less_does_not_che
     assert plan["arena_bytes"] + plan["state_bytes"] == need["l2"]
     assert plan["memory"]["l1_peak"] == need["l1"]  # conv2 runs in its smallest tile
     weights = arrays.load(tmp_path / "build" / "b" / "quantize" / "weights.npz")
-    assert plan["weight_bytes"] == sum(a.nbytes for a in weights.values()) == need["flash"]
+    bits = {"conv2.weight": 4}  # qat.overrides: stored packed, two weights a byte
+    stored = sum(packing.stored_bytes(a.shape, bits[name]) if name in bits else a.nbytes
+                 for name, a in weights.items())
+    assert plan["weight_bytes"] == stored == need["flash"]
+    assert stored < sum(a.nbytes for a in weights.values())
     assert "bn1" not in str(sorted(weights)) and "conv1.bias" in weights  # folded
 
 

@@ -30,8 +30,10 @@ def table(run: Run, build_root: Path) -> str:
         return ""
     rows = [HEADER, *(_row(run, name, build_root / name) for name in names)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    cycles = HEADER.index("M4 cycles*")
+    note = FOOTNOTE if any(row[cycles] != MISSING for row in rows[1:]) else ""
     return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-                   .rstrip() + "\n" for row in rows) + FOOTNOTE
+                   .rstrip() + "\n" for row in rows) + note
 
 
 def _row(run: Run, name: str, build_dir: Path) -> tuple[str, ...]:

@@ -380,6 +380,31 @@ static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, i
     }
 }
 
+/* T for four consecutive pixels (px .. px + 3, `left` >= 1 of them in the output) whose
+ * block spans output rows, stride_w == 1: per output row, eb_taps_row4 builds the lanes of
+ * the pixels in that row (run from lane j0, started j0 pixels to the left so that lane j is
+ * pixel ox + j - j0), into t directly for the first row, else into `other` (k words, the
+ * column area, not yet in use) merged in by a byte mask. Lanes past the output repeat
+ * nothing useful and are not stored. */
+static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int32_t left, int8_t *other, int8_t *t, int32_t k)
+{
+    const int out_w = p->out_w;
+    int j0 = out_w - ox; /* lanes of the first row */
+    eb_taps_row4(p, in_g, ipg, oy, ox, t);
+    while (j0 < EB_OPT_PIXELS && j0 < left && oy + 1 < p->out_h) {
+        const uint32_t mask = 0xFFFFFFFFu << (8 * j0);
+        int32_t q;
+        ++oy;
+        eb_taps_row4(p, in_g, ipg, oy, -j0, other);
+        for (q = 0; q < k; ++q) {
+            const uint32_t a = eb_load32(t + 4 * q), b = eb_load32(other + 4 * q);
+            eb_store32(t + 4 * q, (a & ~mask) | (b & mask));
+        }
+        j0 += out_w;
+    }
+}
+
 /* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
  * input. t points at byte j of T[0]. */
 static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
@@ -1109,6 +1134,8 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             const int oy = (int)(px / out_w), ox = (int)(px % out_w);
             if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
                 eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+            } else if (row4 && p->in_w >= 4 && out_w >= 2) {
+                eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
             } else {
                 int j;
                 for (j = 0; j < EB_OPT_PIXELS; ++j) {

@@ -19,6 +19,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_row_body tiny_eb_dw3_row_body
@@ -36,10 +37,13 @@
 #define eb_linear_packed_wide_opt tiny_eb_linear_packed_wide_opt
 #define eb_linear_wide tiny_eb_linear_wide
 #define eb_linear_wide_opt tiny_eb_linear_wide_opt
+#define eb_max_row_2x tiny_eb_max_row_2x
+#define eb_max_row_4x tiny_eb_max_row_4x
 #define eb_pk_dot_block tiny_eb_pk_dot_block
 #define eb_pk_dot_rows tiny_eb_pk_dot_rows
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
+#define eb_q_row tiny_eb_q_row
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 

@@ -380,6 +380,31 @@ static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, i
     }
 }
 
+/* T for four consecutive pixels (px .. px + 3, `left` >= 1 of them in the output) whose
+ * block spans output rows, stride_w == 1: per output row, eb_taps_row4 builds the lanes of
+ * the pixels in that row (run from lane j0, started j0 pixels to the left so that lane j is
+ * pixel ox + j - j0), into t directly for the first row, else into `other` (k words, the
+ * column area, not yet in use) merged in by a byte mask. Lanes past the output repeat
+ * nothing useful and are not stored. */
+static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int32_t left, int8_t *other, int8_t *t, int32_t k)
+{
+    const int out_w = p->out_w;
+    int j0 = out_w - ox; /* lanes of the first row */
+    eb_taps_row4(p, in_g, ipg, oy, ox, t);
+    while (j0 < EB_OPT_PIXELS && j0 < left && oy + 1 < p->out_h) {
+        const uint32_t mask = 0xFFFFFFFFu << (8 * j0);
+        int32_t q;
+        ++oy;
+        eb_taps_row4(p, in_g, ipg, oy, -j0, other);
+        for (q = 0; q < k; ++q) {
+            const uint32_t a = eb_load32(t + 4 * q), b = eb_load32(other + 4 * q);
+            eb_store32(t + 4 * q, (a & ~mask) | (b & mask));
+        }
+        j0 += out_w;
+    }
+}
+
 /* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
  * input. t points at byte j of T[0]. */
 static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
@@ -474,16 +499,95 @@ static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
         EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
     } while (0)
 
-/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at c:
- * acc[4 * i + j] = bias[i] (0 without bias) + row i . column j. */
-static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
-                                     const int32_t *bias, int32_t *acc)
+/* Where a block of rows x pixels goes (eb_dot_block): requantized int8 (out8) with a right
+ * shift s, the rounding addend r = 2^(s-1) (half up, s > 0) or 0 folded into the starting sum
+ * (mode EB_Q_NONE / EB_Q_RELU: an ASR and SSAT #8 / USAT #7 per output); int32 (EB_Q_WIDE);
+ * or the raw sums into acc (EB_Q_ACC) for eb_store (left shifts, abs). A row whose bias exceeds
+ * lim (bias + r + the largest sum, K * 2^14, would overflow int32) is stored through
+ * eb_requantize instead. out8 / out32 point at the block's first pixel of its first row; rows
+ * are `stride` apart, `count` (1..4) pixels are stored. */
+enum { EB_Q_ACC, EB_Q_WIDE, EB_Q_NONE, EB_Q_RELU };
+
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int32_t *acc;
+    int32_t stride, r, lim;
+    int count, s, shift, rounding, act;
+} eb_qdst;
+
+#if defined(__GNUC__)
+#define EB_DOT_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_DOT_INLINE static inline
+#endif
+
+/* The count results of one row (a[0..3]) to d8 / d32 as `mode` says. */
+EB_DOT_INLINE void eb_q_row(const int mode, const eb_qdst *d, int8_t *d8, int32_t *d32,
+                            int32_t *acc, int exact, int32_t a0, int32_t a1, int32_t a2,
+                            int32_t a3)
+{
+    const int count = d->count;
+    if (mode == EB_Q_ACC) {
+        acc[0] = a0;
+        acc[1] = a1;
+        acc[2] = a2;
+        acc[3] = a3;
+    } else if (mode == EB_Q_WIDE) {
+        d32[0] = a0;
+        if (count > 1) {
+            d32[1] = a1;
+            if (count > 2) {
+                d32[2] = a2;
+                if (count > 3) {
+                    d32[3] = a3;
+                }
+            }
+        }
+    } else if (exact) { /* a bias near the int32 limit: the sums started without r */
+        int32_t v[4];
+        int j;
+        v[0] = a0;
+        v[1] = a1;
+        v[2] = a2;
+        v[3] = a3;
+        for (j = 0; j < count; ++j) {
+            d8[j] = eb_requantize(v[j], d->shift, d->rounding, d->act);
+        }
+    } else {
+        const int s = d->s;
+        if (count == 4) {
+            d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
+            d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
+            d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
+            d8[3] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a3 >> s) : eb_ssat8(a3 >> s));
+        } else {
+            d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
+            if (count > 1) {
+                d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
+                if (count > 2) {
+                    d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
+                }
+            }
+        }
+    }
+}
+
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, each
+ * row's four sums started at its bias (0 without bias) and stored as d says. */
+EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
+                                  const int16_t *cols, int n_oc, const int32_t *bias,
+                                  const eb_qdst *d)
 {
     const int32_t tail = k & 3;
+    int8_t *d8 = d->out8;
+    int32_t *d32 = d->out32, *acc = d->acc;
     int i;
-    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS) {
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride) {
         const int16_t *c = cols;
-        int32_t a0 = bias ? bias[i] : 0;
+        const int32_t b = bias ? bias[i] : 0;
+        const int exact = mode >= EB_Q_NONE && b > d->lim;
+        int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
         int32_t a1 = a0, a2 = a0, a3 = a0;
         int32_t n = k >> 2;
         for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
@@ -501,11 +605,32 @@ static EB_NOINLINE void eb_dot_block(int32_t k, const int8_t *w, const int16_t *
             EB_DOT_1X4_CHUNK(wv);
             w += tail;
         }
-        acc[0] = a0;
-        acc[1] = a1;
-        acc[2] = a2;
-        acc[3] = a3;
+        eb_q_row(mode, d, d8, d32, acc, exact, a0, a1, a2, a3);
     }
+}
+
+static EB_NOINLINE void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+}
+
+static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+}
+
+static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+}
+
+static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
 }
 
 /* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */
@@ -918,7 +1043,71 @@ static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride,
     }
 }
 
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, the
+ * results of count (1..4) pixels to s's output at index + i * hw + j: requantized or wide
+ * straight from the registers (eb_dot_block_*), else (left shifts, abs) through eb_store. */
+static void eb_dot_store(const eb_sink *s, int32_t k, const int8_t *w, const int16_t *cols,
+                         int n_oc, const int32_t *bias, int32_t index, int32_t hw, int count)
+{
+    eb_qdst d;
+    int oc;
+    d.out8 = NULL;
+    d.out32 = NULL;
+    d.acc = NULL;
+    d.stride = hw;
+    d.count = count;
+    d.s = 0;
+    d.r = 0;
+    d.lim = INT32_MAX;
+    if (s->out8 == NULL) {
+        d.out32 = s->out32 + index;
+        eb_dot_block_wide(k, w, cols, n_oc, bias, &d);
+        return;
+    }
+    if (s->shift <= 0 && s->shift >= -31 && (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU) &&
+        (s->rounding == EB_ROUND_HALF_UP || s->rounding == EB_ROUND_FLOOR)) {
+        const int64_t room = (int64_t)INT32_MAX - (int64_t)k * 16384; /* |w x| <= 2^14 */
+        d.s = -s->shift;
+        d.r = d.s > 0 && s->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (d.s - 1) : 0;
+        d.lim = room - d.r < INT32_MIN ? INT32_MIN : (int32_t)(room - d.r);
+        d.shift = s->shift;
+        d.rounding = s->rounding;
+        d.act = s->act;
+        d.out8 = s->out8 + index;
+        if (s->act == EB_ACT_RELU) {
+            eb_dot_block_relu(k, w, cols, n_oc, bias, &d);
+        } else {
+            eb_dot_block_none(k, w, cols, n_oc, bias, &d);
+        }
+        return;
+    }
+    for (oc = 0; oc < n_oc; oc += EB_OPT_OC_BLOCK) {
+        const int n = n_oc - oc < EB_OPT_OC_BLOCK ? n_oc - oc : EB_OPT_OC_BLOCK;
+        int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+        d.acc = acc;
+        eb_dot_block_acc(k, w + (int32_t)oc * k, cols, n, bias ? bias + oc : NULL, &d);
+        eb_store(s, index + (int32_t)oc * hw, hw, acc, EB_OPT_PIXELS, n, count);
+    }
+}
+
 /* ---- convolution ----------------------------------------------------------------------- */
+
+#if EB_OPT_PACKED
+/* Packed rows oc_begin .. oc_end - 1 against the columns, through eb_store. */
+static void eb_pk_store(const eb_sink *s, int bits, int32_t k, const int8_t *weight,
+                        const int16_t *cols, int oc_begin, int oc_end, const int32_t *bias,
+                        int32_t px, int32_t hw, int count)
+{
+    int oc;
+    for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
+        const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
+        int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+        eb_pk_dot(bits, k, weight + (int32_t)oc * EB_PACKED_ROW_BYTES(k, bits), cols, n_oc,
+                  bias ? bias + oc : NULL, acc);
+        eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, count);
+    }
+}
+#endif
 
 static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                          const int32_t *bias, const eb_sink *s, int16_t *scratch)
@@ -943,9 +1132,10 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
             const int oy = (int)(px / out_w), ox = (int)(px % out_w);
-            int oc;
-            if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+            if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
                 eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+            } else if (row4 && p->in_w >= 4 && out_w >= 2) {
+                eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
             } else {
                 int j;
                 for (j = 0; j < EB_OPT_PIXELS; ++j) {
@@ -958,19 +1148,16 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
                 memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
             }
             eb_transpose(taps, kp, cols);
-            for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
-                const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
-                int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
 #if EB_OPT_PACKED
-                if (p->wbits != 0) {
-                    eb_pk_dot(p->wbits, k, weight + (int32_t)oc * EB_PACKED_ROW_BYTES(k, p->wbits),
-                              cols, n_oc, bias ? bias + oc : NULL, acc);
-                } else
-#endif
-                eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL,
-                             acc);
-                eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
+            if (p->wbits != 0) {
+                eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_end, bias, px, hw,
+                            (int)count);
+                continue;
             }
+#endif
+            eb_dot_store(s, k, weight + (int32_t)oc_begin * k, cols, opg,
+                         bias ? bias + oc_begin : NULL, (int32_t)oc_begin * hw + px, hw,
+                         (int)count);
         }
     }
 }
@@ -1881,7 +2068,7 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
         const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
         const int oy = (int)(px / out_w), ox = (int)(px % out_w);
         int8_t *const taps = (int8_t *)(cols + 2 * kp);
-        if (row4 && count == EB_OPT_PIXELS && ox + EB_OPT_PIXELS <= out_w) {
+        if (row4 && ox + count <= out_w) {
             eb_taps_row4(p, in, p->in_c, oy, ox, taps);
         } else {
             int j;
@@ -1912,13 +2099,7 @@ void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t
     s.act = wide ? 0 : p->act;
     for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
         const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-        int oc;
-        for (oc = 0; oc < p->out_c; oc += EB_OPT_OC_BLOCK) {
-            const int n_oc = p->out_c - oc < EB_OPT_OC_BLOCK ? p->out_c - oc : EB_OPT_OC_BLOCK;
-            int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
-            eb_dot_block(k, weight + (int32_t)oc * k, cols, n_oc, bias ? bias + oc : NULL, acc);
-            eb_store(&s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, (int)count);
-        }
+        eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, (int)count);
     }
 }
 

@@ -71,15 +71,61 @@ static inline int32_t eb_byte0(uint32_t x)
     return (int32_t)(x & 0xFFu) - (int32_t)((x & 0x80u) << 1);
 }
 
-/* Output rows of a 2-wide, stride-2 max pool: k_h rows from r, in_w apart, out_w outputs. */
-static void eb_max_row_2x(const int8_t *r, int32_t in_w, int k_h, int out_w, int8_t *out)
+#if defined(__GNUC__)
+#define EB_POOL_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_POOL_INLINE static inline
+#endif
+
+/* Byte-wise max of four windows' words a, b, c, d (bytes 0..3 each) reduced to one word
+ * holding the four windows' maxima in bytes 0..3: halfword packing pairs bytes 0, 1 with 2, 3
+ * (PKHBT / PKHTB), then the even and odd bytes of two such words (masks) meet in a last max. */
+static inline uint32_t eb_max4x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+    const uint32_t m = eb_max8((a & 0xFFFFu) | (c << 16), (a >> 16) | (c & 0xFFFF0000u));
+    const uint32_t n = eb_max8((b & 0xFFFFu) | (d << 16), (b >> 16) | (d & 0xFFFF0000u));
+    /* m = [a02, a13, c02, c13], n = [b02, b13, d02, d13] (xij: max of bytes i, j of x) */
+    return eb_max8((m & 0x00FF00FFu) | ((n & 0x00FF00FFu) << 8),
+                   ((m >> 8) & 0x00FF00FFu) | (n & 0xFF00FF00u));
+}
+
+/* Pairs of bytes of u = [a0..a3] and v = [b0..b3] max-ed: [a01, a23, b01, b23]. */
+static inline uint32_t eb_max2x4(uint32_t u, uint32_t v)
+{
+    const uint32_t lo = (u & 0xFFFFu) | (v << 16), hi = (u >> 16) | (v & 0xFFFF0000u);
+    /* lo = [a0, a1, b0, b1], hi = [a2, a3, b2, b3] */
+    return eb_max8((lo & 0x00FF00FFu) | ((hi & 0x00FF00FFu) << 8),
+                   ((lo >> 8) & 0x00FF00FFu) | (hi & 0xFF00FF00u));
+}
+
+/* The word at r max-ed with the words k_h - 1 rows below it (in_w apart). */
+static inline uint32_t eb_max_rows(const int8_t *r, int32_t in_w, int k_h)
+{
+    uint32_t v = eb_pool_load32(r);
+    int ky;
+    for (ky = 1; ky < k_h; ++ky) {
+        r += in_w;
+        v = eb_max8(v, eb_pool_load32(r));
+    }
+    return v;
+}
+
+static inline void eb_pool_store32(int8_t *dst, uint32_t v)
+{
+    memcpy(dst, &v, sizeof v);
+}
+
+/* Output rows of a 2-wide, stride-2 max pool: k_h rows from r, in_w apart, out_w outputs;
+ * four outputs per step (two words per row), then two, then one. */
+EB_POOL_INLINE void eb_max_row_2x(const int8_t *r, int32_t in_w, int k_h, int out_w,
+                                  int8_t *out)
 {
     int x = 0, ky;
+    for (; x + 4 <= out_w; x += 4, r += 8, out += 4) {
+        eb_pool_store32(out, eb_max2x4(eb_max_rows(r, in_w, k_h), eb_max_rows(r + 4, in_w, k_h)));
+    }
     for (; x + 2 <= out_w; x += 2, r += 4, out += 2) {
-        uint32_t v = eb_pool_load32(r);
-        for (ky = 1; ky < k_h; ++ky) {
-            v = eb_max8(v, eb_pool_load32(r + ky * in_w));
-        }
+        uint32_t v = eb_max_rows(r, in_w, k_h);
         v = eb_max8(v, v >> 8);
         out[0] = (int8_t)eb_byte0(v);
         out[1] = (int8_t)eb_byte0(v >> 16);
@@ -93,6 +139,56 @@ static void eb_max_row_2x(const int8_t *r, int32_t in_w, int k_h, int out_w, int
         }
         *out = (int8_t)best;
     }
+}
+
+/* The byte-wise max of a window's whole words: k_h rows of `words` words from r. */
+static inline uint32_t eb_max_words(const int8_t *r, int32_t in_w, int k_h, int words)
+{
+    uint32_t v = eb_max_rows(r, in_w, k_h);
+    int i;
+    for (i = 1; i < words; ++i) {
+        v = eb_max8(v, eb_max_rows(r + 4 * i, in_w, k_h));
+    }
+    return v;
+}
+
+/* Output rows of a max pool with k_w >= 4 and stride_w == k_w (windows side by side): four
+ * outputs per step, the windows' whole words max-ed (eb_max4x4), then their last k_w % 4
+ * bytes as words of the four windows' bytes. Returns the outputs done. */
+EB_POOL_INLINE int eb_max_row_4x(const int8_t *r, int32_t in_w, int k_h, int k_w, int out_w,
+                                  int8_t *out)
+{
+    const int words = k_w >> 2;
+    int x = 0;
+    for (; x + 4 <= out_w; x += 4, r += 4 * k_w, out += 4) {
+        uint32_t v = eb_max4x4(eb_max_words(r, in_w, k_h, words),
+                               eb_max_words(r + k_w, in_w, k_h, words),
+                               eb_max_words(r + 2 * k_w, in_w, k_h, words),
+                               eb_max_words(r + 3 * k_w, in_w, k_h, words));
+        const int8_t *q = r;
+        int ky, i;
+        for (ky = 0; ky < k_h; ++ky, q += in_w) {
+            for (i = 4 * words; i < k_w; ++i) {
+                v = eb_max8(v, (uint32_t)(uint8_t)q[i] | (uint32_t)(uint8_t)q[k_w + i] << 8 |
+                                   (uint32_t)(uint8_t)q[2 * k_w + i] << 16 |
+                                   (uint32_t)(uint8_t)q[3 * k_w + i] << 24);
+            }
+        }
+        eb_pool_store32(out, v);
+    }
+    return x;
+}
+
+/* eb_max_row_4x with constants for the usual shapes: 1-D (k_h 1), 4 wide. */
+static int eb_max_row_side(const int8_t *r, int32_t in_w, int k_h, int k_w, int out_w,
+                           int8_t *out)
+{
+    if (k_h == 1) {
+        return k_w == 4 ? eb_max_row_4x(r, in_w, 1, 4, out_w, out)
+                        : eb_max_row_4x(r, in_w, 1, k_w, out_w, out);
+    }
+    return k_w == 4 ? eb_max_row_4x(r, in_w, k_h, 4, out_w, out)
+                    : eb_max_row_4x(r, in_w, k_h, k_w, out_w, out);
 }
 
 /* One window: k_h rows of k_w bytes from r, in_w apart; the max or the sum. */
@@ -143,11 +239,19 @@ void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
     for (c = 0; c < p->c; ++c, in += plane) {
         const int8_t *r = in;
         for (oy = 0; oy < p->out_h; ++oy, r += row_step, out += p->out_w) {
+            ox = 0;
             if (max && p->k_w == 2 && p->stride_w == 2) {
-                eb_max_row_2x(r, in_w, p->k_h, p->out_w, out);
+                if (p->k_h == 1) {
+                    eb_max_row_2x(r, in_w, 1, p->out_w, out);
+                } else {
+                    eb_max_row_2x(r, in_w, p->k_h, p->out_w, out);
+                }
                 continue;
             }
-            for (ox = 0; ox < p->out_w; ++ox) {
+            if (max && p->k_w >= 4 && p->stride_w == p->k_w) {
+                ox = eb_max_row_side(r, in_w, p->k_h, p->k_w, p->out_w, out);
+            }
+            for (; ox < p->out_w; ++ox) {
                 const int8_t *w = r + (int32_t)ox * p->stride_w;
                 const int32_t v = max ? eb_window(w, in_w, p->k_h, p->k_w, 1)
                                       : eb_window(w, in_w, p->k_h, p->k_w, 0);

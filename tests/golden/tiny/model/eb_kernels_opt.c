@@ -1126,7 +1126,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
 
     for (g = 0; g < groups; ++g) {
         const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
-        const int oc_begin = g * opg, oc_end = oc_begin + opg;
+        const int oc_begin = g * opg;
         int32_t px;
         for (px = 0; px < hw; px += EB_OPT_PIXELS) {
             /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
@@ -1150,7 +1150,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             eb_transpose(taps, kp, cols);
 #if EB_OPT_PACKED
             if (p->wbits != 0) {
-                eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_end, bias, px, hw,
+                eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_begin + opg, bias, px, hw,
                             (int)count);
                 continue;
             }

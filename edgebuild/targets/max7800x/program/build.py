@@ -1,0 +1,109 @@
+"""Assemble the accelerator program of a placed, quantized model.
+
+Inputs are edgebuild's own records: the hardware layers and their placement
+(targets.max7800x.layout), the integer weights as the quantize stage stores them
+(`<layer>.weight` int8 per weight, `<layer>.bias` = int8 bias x 128, `<layer>.scale_exp` =
+the output shift), the manifest layers (for activations), one sample input (C, H, W) and the
+integer reference's output of the last layer for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgebuild.targets.max7800x.program import bias as biases
+from edgebuild.targets.max7800x.program import kernels as kmem
+from edgebuild.targets.max7800x.program.data import expected_words, input_words
+from edgebuild.targets.max7800x.program.device import Device
+from edgebuild.targets.max7800x.program.geometry import Geometry, geometry
+from edgebuild.targets.max7800x.program.program import Program
+from edgebuild.targets.max7800x.program.registers import (
+    LayerContext,
+    init_writes,
+    layer_writes,
+    start_writes,
+)
+
+if TYPE_CHECKING:
+    from edgebuild.manifest import Layer
+    from edgebuild.targets.max7800x.hwlayer import HwLayer
+    from edgebuild.targets.max7800x.placement import Placement
+    from edgebuild.targets.max7800x.records import Profile
+
+
+def _relu(layers: Mapping[str, Layer], name: str) -> bool:
+    act = getattr(layers.get(name), "act", None)
+    return getattr(act, "value", act) == "relu"
+
+
+def geometries(hw: tuple[HwLayer, ...], placement: Placement, layers: Mapping[str, Layer],
+               weights: Mapping[str, np.ndarray]) -> list[Geometry]:
+    out = []
+    for i, (layer, plan) in enumerate(zip(hw, placement.layers, strict=True)):
+        shift = int(weights.get(f"{layer.name}.scale_exp", np.array(0)))
+        out.append(geometry(layer, plan, shift, _relu(layers, layer.name), first=i == 0))
+    return out
+
+
+def groups_used(layers: list[Geometry]) -> list[int]:
+    """Quadrants any layer reads with, or the last layer writes to."""
+    used = layers[-1].output_processors
+    for g in layers:
+        used |= g.processors
+    return [q for q in range(4) if used >> 16 * q & 0xFFFF]
+
+
+def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: Placement,
+             layers: Mapping[str, Layer], weights: Mapping[str, np.ndarray],
+             sample: np.ndarray, expected: np.ndarray) -> Program:
+    geo = geometries(hw, placement, layers, weights)
+    groups = groups_used(geo)
+    kernel_list = [weights.get(f"{g.name}.weight") if layer.has_weights else None
+                   for g, layer in zip(geo, hw, strict=True)]
+    memory, kslots = kmem.place(geo, kernel_list, profile.kernel_memory.words)
+    bias_list = [None if f"{g.name}.bias" not in weights else
+                 np.floor_divide(weights[f"{g.name}.bias"].astype(np.int64), 128) for g in geo]
+    pinned = [plan.bias_group if "bias_group" in plan.given else None
+              for plan in placement.layers]
+    image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes)
+    configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(i, kslots[i], bslots[i],
+                                                                       groups))))
+                      for i, g in enumerate(geo))
+    last = geo[-1]
+    out = expected.reshape(last.out_channels, *last.out_dim)
+    return Program(
+        init=tuple(init_writes(dev, groups, len(geo))), configure=configure,
+        start=tuple(start_writes(dev, groups)), kernels=_kernel_runs(dev, memory),
+        bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
+        input=tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
+        expected=tuple((a, v, m) for a, (v, m) in sorted(expected_words(dev, last, out).items())))
+
+
+def _kernel_runs(dev: Device, memory: kmem.KernelMemory
+                 ) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Runs of consecutive used columns per processor, each as the loader's stream: the 9
+    bytes of every kernel back to back, big-endian in 32-bit words, the last word padded."""
+    runs = []
+    for p, columns in memory.words().items():
+        chunk: list[list[int]] = []
+        start = previous = -2
+        for col, data in columns:
+            if col != previous + 1 and chunk:
+                runs.append((dev.kernel_address(p, start), _stream(chunk)))
+                chunk = []
+            if not chunk:
+                start = col
+            chunk.append(data)
+            previous = col
+        if chunk:
+            runs.append((dev.kernel_address(p, start), _stream(chunk)))
+    return tuple(runs)
+
+
+def _stream(kernels: list[list[int]]) -> tuple[int, ...]:
+    flat = [b for kernel in kernels for b in kernel]
+    flat += [0] * (-len(flat) % 4)
+    return tuple(int.from_bytes(bytes(flat[i:i + 4]), "big") for i in range(0, len(flat), 4))

@@ -129,7 +129,7 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         out_dim=_dims(layer.out_shape), kernel=kernel, pad=pad, stride=stride,
         pool=pool_size, pool_stride=pool_stride, average=bool(pool and pool.mode == "avg"),
         relu=relu, flatten=layer.flatten, wide=layer.wide,
-        weight_bits=layer.weight_bits or 8, shift=0 if layer.wide else shift,
+        weight_bits=layer.weight_bits or 8, shift=shift,
         big_data=first and plan.data_format == "CHW", processors=plan.processors,
         output_processors=plan.output_processors, in_offset=plan.in_offset,
         out_offset=plan.out_offset, write_gap=plan.write_gap)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +22,7 @@ import pytest
 from edgebuild.core import document as yamlsource
 from edgebuild.manifest import reading
 from edgebuild.model import folding, policy
-from edgebuild.targets.max7800x import layout
-from edgebuild.targets.max7800x import profile as devices
-from edgebuild.targets.max7800x.program import build, device, program
+from edgebuild.targets.max7800x.program import build, device, program, reader, text
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "ai8x"
@@ -65,12 +64,12 @@ def generate(case: Case) -> program.Program:
     manifest = reading.parse(yamlsource.load(case.manifest))
     layers, _ = folding.fold_layers(manifest.model.layers)
     bits = {n: p.weight_bits for n, p in policy.resolve(manifest.qat, layers).items()}
-    hw, placed, problems = layout.layout(manifest, layers, bits)
-    assert not problems and placed is not None, problems
-    profile = devices.profile(manifest.target.device.value)
-    return build.generate(device.device(profile.family), profile, hw, placed,
-                          {layer.name: layer for layer in layers}, dict(np.load(case.weights)),
-                          np.load(case.sample), np.load(case.expected))
+    return build.for_manifest(manifest, bits, dict(np.load(case.weights)),
+                              np.load(case.sample), np.load(case.expected))
+
+
+def render(case: Case, name: str) -> dict[str, str]:
+    return text.render(device.MAX78000, generate(case), text.Project(name, "MAX78000"))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -91,3 +90,40 @@ def test_a_changed_weight_is_a_kernel_difference():
     kernels[first] = "0x00000000"
     found = program.differences(ours, theirs | {"kernels": kernels}, 0)
     assert found == [f"kernels {first}: {ours['kernels'][first]} != 0x00000000"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_rendered_project_reads_back_to_the_vendor_tools_program(name, tmp_path):
+    """The C text carries the program: edgebuild's reader recovers from the rendered MSDK
+    project exactly the canonical program of the vendor's project."""
+    for filename, body in render(CASES[name], name).items():
+        (tmp_path / filename).write_text(body)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(text.FILES)
+    assert reader.read(tmp_path) == golden(CASES[name])
+
+
+def test_the_reader_reads_what_a_store_says_not_its_comment(tmp_path):
+    files = render(CASES["mnist-extrasmall"], "mnist-extrasmall")
+    files["cnn.c"] = files["cnn.c"].replace(
+        "= 0x00000003; // Layer count", "= 0x00000002; // Layer count 0x00000003")
+    for filename, body in files.items():
+        (tmp_path / filename).write_text(body)
+    found = program.differences(reader.read(tmp_path), golden(CASES["mnist-extrasmall"]), 0)
+    assert found == ["registers 0x50100008: 0x00000002 != 0x00000003"]
+
+
+def test_compare_ai8x_says_identical_or_lists_differences(tmp_path):
+    for filename, body in render(CASES["mnist-extrasmall"], "mnist-extrasmall").items():
+        (tmp_path / filename).write_text(body)
+    same = subprocess.run(["edgebuild", "compare-ai8x", str(tmp_path),
+                           str(CASES["mnist-extrasmall"].golden)],
+                          capture_output=True, text=True, check=False)
+    assert same.returncode == 0 and same.stdout.startswith("identical"), same
+    other = subprocess.run(["edgebuild", "compare-ai8x", str(tmp_path),
+                            str(CASES["cifar-10-ai85net5"].golden), "--limit", "2"],
+                           capture_output=True, text=True, check=False)
+    assert other.returncode == 1 and "differences (first 2)" in other.stdout, other
+    assert len(other.stdout.splitlines()) == 3
+    bad = subprocess.run(["edgebuild", "compare-ai8x", str(tmp_path / "cnn.c"), str(tmp_path)],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "not a canonical program" in bad.stderr, bad

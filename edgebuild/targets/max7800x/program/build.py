@@ -17,7 +17,7 @@ import numpy as np
 from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
-from edgebuild.targets.max7800x.program.device import Device
+from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import Geometry, geometry
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
@@ -28,10 +28,30 @@ from edgebuild.targets.max7800x.program.registers import (
 )
 
 if TYPE_CHECKING:
-    from edgebuild.manifest import Layer
+    from edgebuild.manifest import Layer, Manifest
     from edgebuild.targets.max7800x.hwlayer import HwLayer
     from edgebuild.targets.max7800x.placement import Placement
     from edgebuild.targets.max7800x.records import Profile
+
+
+def for_manifest(manifest: Manifest, bits: Mapping[str, int],
+                 weights: Mapping[str, np.ndarray], sample: np.ndarray,
+                 expected: np.ndarray) -> Program:
+    """The program of a MAX7800x manifest: its layers placed as the plan stage places them
+    (`bits`: each layer's weight width), `weights` as quantize stores them, one sample
+    input (C, H, W) and the integer reference's output for it. A manifest the plan stage
+    refused (placement problems) is a ValueError here."""
+    from edgebuild.model import folding
+    from edgebuild.targets.max7800x import layout
+    from edgebuild.targets.max7800x import profile as devices
+
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    hw, placed, problems = layout.layout(manifest, layers, dict(bits))
+    if problems or placed is None:
+        raise ValueError(f"{manifest.name}: cannot place the layers: {problems}")
+    profile = devices.profile(manifest.target.device.value)
+    return generate(device(profile.family), profile, hw, placed,
+                    {layer.name: layer for layer in layers}, weights, sample, expected)
 
 
 def _relu(layers: Mapping[str, Layer], name: str) -> bool:
@@ -79,7 +99,17 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
         start=tuple(start_writes(dev, groups)), kernels=_kernel_runs(dev, memory),
         bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
         input=tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
-        expected=tuple((a, v, m) for a, (v, m) in sorted(expected_words(dev, last, out).items())))
+        expected=tuple((a, v, m) for a, (v, m) in sorted(expected_words(dev, last, out).items())),
+        summary=tuple(g.description() for g in geo),
+        output_shape=(last.out_channels, *last.out_dim), output_bits=last.output_width,
+        input_shape=(geo[0].in_channels, *_plane(sample)),
+        input_format="CHW" if geo[0].big_data else "HWC")
+
+
+def _plane(sample: np.ndarray) -> tuple[int, int]:
+    """(rows, columns) of a sample (C, H, W), (C, L) or (C,)."""
+    rest = tuple(int(v) for v in sample.shape[1:]) + (1, 1)
+    return rest[0], rest[1]
 
 
 def _kernel_runs(dev: Device, memory: kmem.KernelMemory

@@ -77,6 +77,10 @@ class Device:
         return (self.kernel_base + group * self.group_stride
                 + local * self.kernel_processor_stride + column * 4)
 
+    def quadrant(self, address: int) -> int:
+        """The quadrant whose register block, bias or data memory `address` is in."""
+        return (address - self.cnn_base) // self.group_stride
+
     def bias_address(self, group: int) -> int:
         return self.bias_base + group * self.group_stride
 

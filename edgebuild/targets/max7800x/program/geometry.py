@@ -84,6 +84,24 @@ class Geometry:
             return 1
         return max(0, self.pooled_dim[1] + 2 * self.pad[1] - self.kernel[1]) + 1
 
+    def description(self) -> str:
+        """One line for the generated C's header comment, in the words a MAX7800x developer
+        reads in the vendor's projects (input, pooling, operator, activation, output)."""
+        rows, columns = self.pooled_dim if self.flatten else self.in_dim
+        shape = f"{self.in_channels}x{rows}x{columns}"
+        if self.flatten:
+            shape += f" flattened to {self.in_channels * self.pooled_dim[0] * self.pooled_dim[1]}x1x1"
+        pool = "no pooling" if max(self.pool) == 1 else (
+            f"{'avg' if self.average else 'max'} pool {self.pool[0]}x{self.pool[1]} with stride "
+            f"{self.pool_stride[0]}/{self.pool_stride[1]}")
+        op = {"linear": "linear", "none": "no convolution"}.get(
+            self.operator, f"{self.operator} with kernel size {self.kernel[0]}x{self.kernel[1]}, "
+            f"stride {self.stride[0]}/{self.stride[1]}, pad {self.pad[0]}/{self.pad[1]}")
+        out = "x".join(str(v) for v in (self.out_channels, *self.out_dim))
+        width = ", 32-bit output" if self.wide else ""
+        return f"{shape}, {pool}, {op}, {'ReLU' if self.relu else 'no activation'}, " \
+               f"{out} output{width}"
+
 
 def _threshold(channels: int, expand: int) -> int:
     per_pass = math.ceil(channels / expand)

@@ -26,6 +26,18 @@ class Program:
     input: tuple[tuple[int, tuple[int, ...]], ...]  # (address, words) runs
     expected: tuple[tuple[int, int, int], ...]  # (address, value, mask) by address
     summary: tuple[str, ...] = ()  # one line per layer, for the C comments
+    output_shape: tuple[int, int, int] = (0, 1, 1)  # the last layer's output (C, H, W)
+    output_bits: int = 8  # 8, or 32 for a wide (accumulator) output
+    input_shape: tuple[int, int, int] = (0, 1, 1)  # the sample input (C, H, W)
+    input_format: str = "HWC"  # how the first layer reads it: "HWC" or "CHW"
+
+    @property
+    def bias_bytes(self) -> int:
+        return sum(len(values) for _, values in self.bias)
+
+    @property
+    def kernel_words(self) -> int:
+        return sum(len(words) for _, words in self.kernels)
 
     def canonical(self) -> JSONProgram:
         registers = {}

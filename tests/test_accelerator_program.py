@@ -1,0 +1,67 @@
+"""The build writes the MAX7800x accelerator program: for mnist_extrasmall (the published
+model imported with `edgebuild import-ai8x`), stage `accelerator` produces an MSDK project in
+build/<name>/max7800x/ that programs the device exactly as the vendor's synthesis tool's
+project does (its canonical JSON is committed in tests/data/ai8x/), and the report says
+which code runs where."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, build_json, run_cli
+
+from edgebuild.pipeline.stages import STAGES
+from edgebuild.pipeline.stages import accelerator as stage
+from edgebuild.targets.max7800x.program import reader, record, text
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "ai8x" / "mnist-extrasmall" / "program.json"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("program")
+    (root / "manifests").mkdir()
+    shutil.copy(EXAMPLES / "mnist_extrasmall.yaml", root / "manifests")
+    shutil.copytree(EXAMPLES / "mnist_extrasmall", root / "manifests" / "mnist_extrasmall")
+    return root
+
+
+def test_the_stage_lists_the_renderers_files():
+    assert stage.FILES == text.FILES and stage.PROJECT == record.PROJECT
+    assert STAGES["accelerator"].exports == tuple(f"max7800x/{name}" for name in text.FILES)
+
+
+@pytest.mark.slow
+def test_building_mnist_extrasmall_writes_izers_program(project):
+    outcomes = build_json(project, "--until", "accelerator")["mnist_extrasmall"]
+    assert outcomes["accelerator"]["status"] == "built"
+    build = project / "build" / "mnist_extrasmall"
+    assert sorted(p.name for p in (build / "max7800x").iterdir()) == sorted(text.FILES)
+    assert reader.read(build / "max7800x") == json.loads(GOLDEN.read_text())
+    compared = run_cli(["compare-ai8x", "build/mnist_extrasmall/max7800x", str(GOLDEN)], project)
+    assert compared.returncode == 0 and compared.stdout.startswith("identical"), compared
+    made = record.ProgramRecord.load(build / "accelerator")
+    assert (made.layers, made.quadrants, made.bias_bytes, made.output_words) == (4, (0,), 10, 10)
+
+
+def test_a_cpu_target_has_no_accelerator_stage(project):
+    manifest = (project / "manifests" / "mnist_extrasmall.yaml").read_text()
+    (project / "manifests" / "cpu.yaml").write_text(
+        manifest.replace("name: mnist_extrasmall", "name: cpu")
+        .replace("device: max78000", "device: cortex-m4").split("\nplacement:\n")[0] + "\n"
+        + "kat: {input: mnist_extrasmall/input.npy, expected: mnist_extrasmall/expected.npy}\n")
+    outcomes = build_json(project, "manifests/cpu.yaml", "--until", "plan")["cpu"]
+    assert "accelerator" not in outcomes and "plan" in outcomes
+
+
+@pytest.mark.slow
+def test_the_report_says_which_code_runs_where(project):
+    build_json(project, "manifests/mnist_extrasmall.yaml")
+    report = json.loads((project / "build" / "mnist_extrasmall" / "report.json").read_text())
+    accelerator = report["accelerator"]
+    assert accelerator["program"]["project"] == "max7800x/"
+    assert accelerator["program"]["layers"] == 4
+    assert accelerator["emulation"] == "codegen/"

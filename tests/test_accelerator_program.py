@@ -10,12 +10,15 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import EXAMPLES, build_json, run_cli
 
+from edgebuild.manifest import Manifest
+from edgebuild.pipeline import contracts
 from edgebuild.pipeline.stages import STAGES
 from edgebuild.pipeline.stages import accelerator as stage
-from edgebuild.targets.max7800x.program import reader, record, text
+from edgebuild.targets.max7800x.program import build, reader, record, text
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "ai8x" / "mnist-extrasmall" / "program.json"
 
@@ -65,3 +68,21 @@ def test_the_report_says_which_code_runs_where(project):
     assert accelerator["program"]["project"] == "max7800x/"
     assert accelerator["program"]["layers"] == 4
     assert accelerator["emulation"] == "codegen/"
+
+
+def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
+    """An element-wise add runs on the accelerator, but the generator does not program it
+    yet: the stage records why instead of writing a program that computes something else."""
+    manifest = Manifest.model_validate({
+        "name": "residual", "model": {"input": [4, 8, 8], "layers": [
+            {"name": "a", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+            {"name": "b", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+            {"name": "sum", "op": "add", "inputs": ["a", "b"]},
+            {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
+        "target": {"device": "max78000"}, "kat": {"input": "x.npy"}})
+    with pytest.raises(NotImplementedError, match="'sum'"):
+        build.for_manifest(manifest, {"a": 8, "b": 8, "fc": 8}, {}, np.zeros((4, 8, 8)),
+                           np.zeros(3))
+    refused = record.ProgramRecord.refused("max78000", "layer 'sum': add")
+    assert record.ProgramRecord.from_json(refused.to_json()) == refused
+    assert contracts.violation(refused.to_json(), "accelerator.v1") is None

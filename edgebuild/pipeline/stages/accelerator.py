@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # stage modules stay import-light (a no-op build imports no n
 
     from edgebuild.core.jsontypes import JSONObject
     from edgebuild.pipeline.validation import Checked
+    from edgebuild.targets.max7800x.program.record import ProgramRecord
 
 PROJECT = "max7800x"  # == program.record.PROJECT (tested)
 FILES = ("Makefile", "cnn.c", "cnn.h", "main.c", "project.mk", "sampledata.h",
@@ -68,8 +69,14 @@ def run(ctx: Context) -> None:
     weights = {**arrays.load(ctx.inputs["quantize"] / "weights.npz"),
                **{f"{row.name}.scale_exp": np.array(row.scale_exp) for row in rows}}
     inputs, expected = knownanswer.vectors(ctx.checked, ctx.inputs, 1)
-    program = build.for_manifest(manifest, bits, weights, inputs[0], expected[0])
     part = manifest.target.device.value
+    try:
+        program = build.for_manifest(manifest, bits, weights, inputs[0], expected[0])
+    except NotImplementedError as exc:
+        _write(ctx, record.ProgramRecord.refused(part, str(exc)))
+        ctx.log(f"accelerator: no program generated ({exc}); the Cortex-M4 emulation "
+                "(codegen/) runs the network")
+        return
     dev = device.device(devices.profile(part).family)
     files = text.render(dev, program, text.Project(manifest.name, part.upper()))
     (ctx.out / PROJECT).mkdir()
@@ -79,10 +86,15 @@ def run(ctx: Context) -> None:
         part, tuple(sorted(files)), len(program.configure),
         tuple(sorted({dev.quadrant(w.address) for w in program.start})),
         program.kernel_words * 4, program.bias_bytes, len(program.expected))
-    (ctx.out / record.FILE).write_text(json.dumps(summary.to_json(), indent=1, sort_keys=True)
-                                       + "\n")
+    _write(ctx, summary)
     ctx.log(f"accelerator: {summary.layers} layers on {part.upper()}, MSDK project in "
             f"{PROJECT}/")
+
+
+def _write(ctx: Context, made: ProgramRecord) -> None:
+    from edgebuild.targets.max7800x.program.record import FILE
+
+    (ctx.out / FILE).write_text(json.dumps(made.to_json(), indent=1, sort_keys=True) + "\n")
 
 
 STAGE = Stage("accelerator", ("quantize", "evaluate", "plan", "data"), config, run,

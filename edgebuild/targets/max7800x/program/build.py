@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from edgebuild.manifest import Layer, Manifest
     from edgebuild.targets.max7800x.hwlayer import HwLayer
     from edgebuild.targets.max7800x.placement import Placement
+    from edgebuild.targets.max7800x.placement.records import LayerPlan
     from edgebuild.targets.max7800x.records import Profile
 
 
@@ -49,9 +50,28 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     hw, placed, problems = layout.layout(manifest, layers, dict(bits))
     if problems or placed is None:
         raise ValueError(f"{manifest.name}: cannot place the layers: {problems}")
+    missing = [f"layer {layer.name!r}: {what}" for layer, plan in
+               zip(hw, placed.layers, strict=True) if (what := not_generated(layer, plan))]
+    if missing:
+        raise NotImplementedError("; ".join(missing))
     profile = devices.profile(manifest.target.device.value)
     return generate(device(profile.family), profile, hw, placed,
                     {layer.name: layer for layer in layers}, weights, sample, expected)
+
+
+NOT_GENERATED_OPS = ("add", "concat", "conv_transpose2d", "buffer", "reshape")
+
+
+def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
+    """What the program generator cannot program yet in a layer the accelerator can run
+    (None: nothing). Refusing is better than a program that computes something else."""
+    if layer.op in NOT_GENERATED_OPS or layer.eltwise_operands or layer.concat:
+        return f"{layer.op} (element-wise, concatenation, transposed or buffer layers)"
+    if layer.groups != 1 or any(d != 1 for d in layer.dilation or ()):
+        return "grouped or dilated convolution"
+    if plan.streaming or plan.read_gap:
+        return "streaming or read_gap"
+    return None
 
 
 def _relu(layers: Mapping[str, Layer], name: str) -> bool:

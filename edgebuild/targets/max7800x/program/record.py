@@ -25,6 +25,9 @@ class ProgramRecord:
     kernel_bytes: int  # kernel-memory words loaded x 4
     bias_bytes: int
     output_words: int  # data-memory words the known-answer test checks
+    # why no program was generated (a layer the generator cannot program yet; the
+    # Cortex-M4 emulation in codegen/ still runs the network), None when it was
+    unsupported: str | None = None
     project: str = f"{PROJECT}/"
     version: int = VERSION
 
@@ -32,13 +35,20 @@ class ProgramRecord:
         return {"version": self.version, "device": self.device, "project": self.project,
                 "files": list(self.files), "layers": self.layers,
                 "quadrants": list(self.quadrants), "kernel_bytes": self.kernel_bytes,
-                "bias_bytes": self.bias_bytes, "output_words": self.output_words}
+                "bias_bytes": self.bias_bytes, "output_words": self.output_words,
+                "unsupported": self.unsupported}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProgramRecord:
         return cls(data["device"], tuple(data["files"]), data["layers"],
                    tuple(data["quadrants"]), data["kernel_bytes"], data["bias_bytes"],
-                   data["output_words"], data["project"], data["version"])
+                   data["output_words"], data["unsupported"], data["project"],
+                   data["version"])
+
+    @classmethod
+    def refused(cls, device: str, reason: str) -> ProgramRecord:
+        """The record of a network the generator cannot program yet: no project."""
+        return cls(device, (), 0, (), 0, 0, 0, reason)
 
     @classmethod
     def load(cls, directory: Path) -> ProgramRecord:

@@ -83,7 +83,10 @@ def geometries(hw: tuple[HwLayer, ...], placement: Placement, layers: Mapping[st
                weights: Mapping[str, np.ndarray]) -> list[Geometry]:
     out = []
     for i, (layer, plan) in enumerate(zip(hw, placement.layers, strict=True)):
-        shift = int(weights.get(f"{layer.name}.scale_exp", np.array(0)))
+        # the register holds the stored shift plus 8 - weight width: a narrower weight's
+        # products are that much smaller (the vendor's checkpoint loader adds it likewise)
+        shift = int(weights.get(f"{layer.name}.scale_exp", np.array(0))) \
+            + 8 - (layer.weight_bits or 8)
         out.append(geometry(layer, plan, shift, _relu(layers, layer.name), first=i == 0))
     return out
 

@@ -8,10 +8,12 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   instances (4) when C exceeds 64.
 - A linear layer is a 1x1 convolution. When it flattens its input it reads the C x H x W
   tensor as C channels of H x W pixels: the pooled dimensions stay H x W, the row and column
-  counters see 1 x 1.
+  counters see 1 x 1. Flattening data that is already flat (1 x 1) is no flatten at all
+  (as the vendor's tool sees a network description without `flatten` there).
 - A conv1d is a convolution over rows of length L with a k x 1 kernel.
-- `shift` is the layer's output shift (the network description's `output_shift`); the
-  hardware adds 8 - weight_bits itself (the post-processing register's weight-size field).
+- `shift` is what the post-processing register's shift field holds: the layer's output
+  shift (the network description's `output_shift`, edgebuild's `scale_exp`) plus
+  8 - weight_bits, since 1/2/4-bit weights make products 2^(8 - bits) times smaller.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         out_channels=layer.out_channels, in_dim=in_dim, pooled_dim=pooled,
         out_dim=_dims(layer.out_shape), kernel=kernel, pad=pad, stride=stride,
         pool=pool_size, pool_stride=pool_stride, average=bool(pool and pool.mode == "avg"),
-        relu=relu, flatten=layer.flatten, wide=layer.wide,
+        relu=relu, flatten=layer.flatten and pooled != (1, 1), wide=layer.wide,
         weight_bits=layer.weight_bits or 8, shift=shift,
         big_data=first and plan.data_format == "CHW", processors=plan.processors,
         output_processors=plan.output_processors, in_offset=plan.in_offset,

@@ -139,7 +139,7 @@ def _flatten_count(g: Geometry) -> int:
 
 def _control2(dev: Device, g: Geometry) -> int:
     out_map = g.output_processors
-    bits = g.weight_bits if g.operator != "none" else 8
+    bits = g.weight_bits if g.operator != "none" else 0  # a copy has no weights
     in_exp = _flatten_count(g) & 0x0F if g.flatten else g.in_expand - 1
     skip = g.out_expand * (g.write_gap + 1) - 1 if g.operator != "none" else g.write_gap
     return (fls(out_map) - (ffs(out_map) & ~3)) * bits << dev.xpch_shift | in_exp | skip << 4
@@ -154,8 +154,17 @@ def _mask(g: Geometry, kernels: LayerKernels | None) -> int:
     return start << 16 | last + start
 
 
+def _time_slots(g: Geometry) -> int:
+    """A copy layer ("none") writes the channels of each memory instance one per time slot:
+    the most slots any quadrant needs, less one (4 channels' bytes per slot)."""
+    if g.operator != "none":
+        return 0
+    counts = [(g.processors >> 16 * q & 0xFFFF).bit_count() for q in range(4)]
+    return max(((n * g.output_width // 8 - 1) // 4 for n in counts if n), default=0)
+
+
 def _oned(g: Geometry, kernels: LayerKernels | None) -> int:
-    value = 0
+    value = _time_slots(g)
     if g.operator == "conv1d":
         value |= g.kernel[0] << 8 | 1 << 12
     elif g.operator in ("conv2d", "linear") and g.kernel == (1, 1) or g.operator == "none":

@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, build_json, run_cli
 
 from edgebuild.manifest import Manifest
-from edgebuild.pipeline import contracts
+from edgebuild.pipeline import contracts, reportpage
 from edgebuild.pipeline.stages import STAGES
 from edgebuild.pipeline.stages import accelerator as stage
 from edgebuild.targets.max7800x.program import build, reader, record, text
@@ -86,3 +86,14 @@ def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
     refused = record.ProgramRecord.refused("max78000", "layer 'sum': add")
     assert record.ProgramRecord.from_json(refused.to_json()) == refused
     assert contracts.violation(refused.to_json(), "accelerator.v1") is None
+
+
+def test_the_report_page_says_which_code_runs_where():
+    made = record.ProgramRecord("max78000", text.FILES, 4, (0,), 2536, 10, 10)
+    page = reportpage._where({"program": made.to_json(), "emulation": "codegen/"})
+    assert "MSDK project in <code>max7800x/</code>" in page and "4 layers" in page
+    assert "emulation of the same network is in <code>codegen/</code>" in page
+    refused = record.ProgramRecord.refused("max78002", "no address map")
+    page = reportpage._where({"program": refused.to_json(), "emulation": "codegen/"})
+    assert page.startswith("<p>No accelerator program: no address map;")
+    assert reportpage._where({"device": "max78000"}) == ""

@@ -17,7 +17,7 @@ import numpy as np
 from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
-from edgebuild.targets.max7800x.program.device import Device, device
+from edgebuild.targets.max7800x.program.device import Device, generated
 from edgebuild.targets.max7800x.program.geometry import Geometry, geometry
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
@@ -55,7 +55,7 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     if missing:
         raise NotImplementedError("; ".join(missing))
     profile = devices.profile(manifest.target.device.value)
-    return generate(device(profile.family), profile, hw, placed,
+    return generate(generated(profile.family), profile, hw, placed,
                     {layer.name: layer for layer in layers}, weights, sample, expected)
 
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LayerRegisters:
-    """Index of each per-layer register: the address is base + index * stride + layer * 4."""
+    """Index of each per-layer register (MAX78000's numbering; MAX78002 renumbers them,
+    adds a next-layer register, splits the mask register into count and offset and adds an
+    output channel count). The address is Device.layer_register's."""
 
     rows: int = 0
     columns: int = 1
@@ -36,6 +38,16 @@ class LayerRegisters:
     enables: int = 14
     post: int = 15
     control2: int = 20
+    next_layer: int | None = None  # MAX78002 only
+    mask_offset: int | None = None  # MAX78002: the kernel offset, apart from the count
+    output_channels: int | None = None  # MAX78002 only
+
+
+AI87_REGISTERS = LayerRegisters(
+    next_layer=0, rows=1, columns=2, oned=3, pool_rows=4, pool_columns=5, stride=6,
+    write_ptr=7, write_ptr_timeslot=8, write_ptr_mask=9, write_ptr_channel=10, read_ptr=11,
+    control=12, control2=13, mask=14, mask_offset=15, output_channels=16, tram=17, enables=18,
+    post=19)
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,8 @@ class Device:
     cnn_base: int  # the quadrant-0 control block
     group_stride: int  # bytes from one quadrant's block to the next
     layer_regs_offset: int  # per-layer register file, from cnn_base
-    max_layers: int  # per-layer registers of one index are max_layers words apart
+    register_stride: int  # bytes from one register index to the next (same layer)
+    layer_stride: int  # bytes from one layer's register to the next layer's
     aon_control: int  # the always-on control register (absolute)
     bias_base: int  # bias memory of quadrant 0 (absolute)
     kernel_base: int  # kernel memory of processor 0 (absolute)
@@ -68,7 +81,7 @@ class Device:
 
     def layer_register(self, group: int, index: int, layer: int) -> int:
         return (self.cnn_base + group * self.group_stride + self.layer_regs_offset
-                + index * 4 * self.max_layers + layer * 4)
+                + index * self.register_stride + layer * self.layer_stride)
 
     def kernel_address(self, processor: int, column: int) -> int:
         """Kernel memory word `column` of `processor`, in the loader's compressed address form:
@@ -92,18 +105,42 @@ class Device:
                 + instance * self.instance_bytes + offset)
 
 
+# 32 layers: the register of index i for layer l is 32 words after index i - 1's
 MAX78000 = Device(family="ai85", apb_base=0x50000000, cnn_base=0x50100000,
-                  group_stride=0x400000, layer_regs_offset=0x10, max_layers=32,
-                  aon_control=0x50001000, bias_base=0x50108000, kernel_base=0x50180000,
-                  kernel_processor_stride=0x4000, data_base=0x50400000, instance_bytes=0x8000,
-                  write_ptr_shift=13, pad_shift=16, xpch_shift=8)
+                  group_stride=0x400000, layer_regs_offset=0x10, register_stride=4 * 32,
+                  layer_stride=4, aon_control=0x50001000, bias_base=0x50108000,
+                  kernel_base=0x50180000, kernel_processor_stride=0x4000,
+                  data_base=0x50400000, instance_bytes=0x8000, write_ptr_shift=13,
+                  pad_shift=16, xpch_shift=8)
 
-DEVICES = {"ai85": MAX78000}
+# 128 layers, each with a block of 0x100 bytes of registers; 16 MB per quadrant; a data
+# memory instance spans 0x20000 bytes (of which 5120 words exist); kernel memory of a
+# processor 0x20000 bytes (8192 columns of address space)
+MAX78002 = Device(family="ai87", apb_base=0x50000000, cnn_base=0x51000000,
+                  group_stride=0x1000000, layer_regs_offset=0x100000, register_stride=4,
+                  layer_stride=0x100, aon_control=0x50001000, bias_base=0x51180000,
+                  kernel_base=0x51400000, kernel_processor_stride=0x20000,
+                  data_base=0x51800000, instance_bytes=0x20000, write_ptr_shift=15,
+                  pad_shift=13, xpch_shift=12, registers=AI87_REGISTERS)
+
+DEVICES = {"ai85": MAX78000, "ai87": MAX78002}
+# Families whose register values, start sequence and kernel placement the generator
+# writes. MAX78002 has its address map above, but its registers differ in more than place
+# (counters with pooling differences, read-ahead, split mask registers, register clearing
+# in cnn_init, kernels placed from the end of its larger memories): not generated yet.
+GENERATED = ("ai85",)
 
 
 def device(family: str) -> Device:
-    """The address map of a profile's family; MAX78002 (ai87) is not generated yet."""
-    if family not in DEVICES:
-        raise NotImplementedError(f"accelerator program for the {family} family is not "
+    """The address map of a profile's family."""
+    return DEVICES[family]
+
+
+def generated(family: str) -> Device:
+    """The address map of a family the generator writes programs for; NotImplementedError
+    for one it does not yet (MAX78002)."""
+    if family not in GENERATED:
+        raise NotImplementedError(f"the accelerator program of the {family} family "
+                                  f"({'MAX78002' if family == 'ai87' else family}) is not "
                                   "generated yet (MAX78000 only)")
     return DEVICES[family]

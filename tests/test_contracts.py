@@ -41,6 +41,7 @@ from edgebuild.pipeline.trainingkat import TrainingKat
 from edgebuild.targets.max7800x.placement import Placement
 from edgebuild.targets.max7800x.placement.occupancy import occupancy
 from edgebuild.targets.max7800x.profile import profile
+from edgebuild.targets.max7800x.program.record import ProgramRecord
 from edgebuild.train.metrics import Metrics
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
@@ -60,7 +61,7 @@ RECORDS = {
     "layout.v1": (FileLayout, False), "backward.v1": (Schedule, False),
     "trace.v1": (LossTrace, False), "finetune.v1": (FineTune, True),
     "memory.v1": (TrainingMemory, False), "ondevice_kat.v1": (TrainingKat, True),
-    "report.v1": (Report, True),
+    "report.v1": (Report, True), "accelerator.v1": (ProgramRecord, True),
 }
 
 
@@ -314,7 +315,7 @@ def test_cpu_build_artifacts_round_trip_through_their_records(digits_build):
     found = artifacts_of(digits_build / "digits")
     assert {name for name, _ in found} == set(RECORDS) - {
         "placement.v1", "layout.v1", "backward.v1", "trace.v1", "finetune.v1", "memory.v1",
-        "ondevice_kat.v1"}
+        "ondevice_kat.v1", "accelerator.v1"}
     assert (digits_build / "digits" / "train" / "metrics.json").is_file()
     for name, path in found + [("metrics.v1", digits_build / "digits" / "train" / "metrics.json")]:
         round_trip(name, path)
@@ -361,6 +362,9 @@ def test_device_and_ondevice_artifacts_round_trip_through_their_records(device_b
     assert report.accelerator.occupancy == occupancy(report.accelerator.placement,
                                                      profile("max78000"))
     assert report.headline.accelerator.data_memory.used == report.accelerator.occupancy.data_used
+    assert report.accelerator.program == ProgramRecord.load(
+        device_builds / "digits_max78000" / "accelerator")
+    assert report.accelerator.emulation == "codegen/"
     ondevice = Report.load(device_builds / "motions_ondevice" / "report").metrics.ondevice
     headline = Report.load(device_builds / "motions_ondevice" / "report").headline.ondevice
     assert headline.ram.used == ondevice.memory.total_ram

@@ -68,3 +68,25 @@ def test_rendered_c_matches_golden_files(request):
 
 def test_rendering_is_deterministic():
     assert codegen.render(tiny_spec()) == codegen.render(tiny_spec())
+
+
+ACCELERATOR_GOLDEN = Path(__file__).resolve().parent / "golden" / "max7800x-mnist-extrasmall"
+
+
+def test_rendered_accelerator_program_matches_golden_files(request):
+    """The MSDK project of mnist-extrasmall (the published model, its committed weights and
+    sample): any change of its C text is a change of the program's renderer or templates
+    (test_ai8x_program checks that what it programs stays the vendor tool's)."""
+    from test_ai8x_program import CASES, render
+
+    files = render(CASES["mnist-extrasmall"], "mnist-extrasmall")
+    if request.config.getoption("--update-golden"):
+        ACCELERATOR_GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (ACCELERATOR_GOLDEN / name).write_text(text)
+    committed = {p.name for p in ACCELERATOR_GOLDEN.iterdir() if p.is_file()}
+    assert committed == set(files), "file set changed; run pytest --update-golden and review"
+    for name, text in files.items():
+        assert (ACCELERATOR_GOLDEN / name).read_text() == text, (
+            f"{name} differs from {ACCELERATOR_GOLDEN.name}; if intended, run "
+            "`pytest tests/test_golden.py --update-golden` and review the diff")

@@ -20,8 +20,8 @@ from edgebuild.core.errors import (
     describe,
 )
 
-STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen",
-               "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.pipeline.stages.STAGES (tested)
+STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "accelerator",
+               "codegen", "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.pipeline.stages.STAGES (tested)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,6 +94,15 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("--input", metavar="C,H,W", help="input shape when nothing else gives it")
     imports.add_argument("-o", "--output", default=".", metavar="DIR",
                          help="where the manifest and its files go (default: .)")
+
+    compare = commands.add_parser(
+        "compare-ai8x", help="compare two MAX7800x accelerator programs (MSDK project "
+        "directories or canonical JSON): exit 0 identical, 1 different")
+    compare.add_argument("first", metavar="A", help="a project directory (cnn.c, weights.h, "
+                         "main.c, sampledata.h, sampleoutput.h) or a program .json[.gz]")
+    compare.add_argument("second", metavar="B", help="the same, to compare with")
+    compare.add_argument("--limit", type=int, default=40,
+                         help="differences to list (default 40; 0: all)")
 
     onnx = commands.add_parser(
         "import-onnx", help="turn a float ONNX model into a manifest and float weights it "

@@ -235,6 +235,29 @@ def import_ai8x(args: argparse.Namespace, cwd: Path) -> int:
     return EXIT_OK
 
 
+def compare_ai8x(args: argparse.Namespace, cwd: Path) -> int:
+    """`edgebuild compare-ai8x A B`: whether two MSDK CNN projects (or their canonical JSON)
+    program the accelerator identically — registers, start sequence, kernel and bias memory,
+    input and expected output — whatever their C formatting (program.reader)."""
+    from edgebuild.targets.max7800x.program import program, reader
+
+    try:
+        first, second = (reader.load(cwd / path) for path in (args.first, args.second))
+    except reader.ProjectError as exc:
+        raise UserError(f"compare-ai8x: {exc}") from None
+    found = program.differences(first, second, 0)
+    if not found:
+        sizes = ", ".join(f"{part} {len(first[part])}"  # type: ignore[arg-type]
+                          for part in reader.PARTS)
+        print(f"identical ({sizes})")
+        return EXIT_OK
+    shown = found[:args.limit] if args.limit > 0 else found
+    print(f"{len(found)} differences" + (f" (first {len(shown)})" if len(shown) < len(found)
+                                        else "") + ":")
+    print("\n".join(shown))
+    return EXIT_STAGE_FAILED
+
+
 def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
     """`edgebuild import-onnx`: a manifest and its float weights (train.init) from an ONNX
     model; every node it cannot import is named at once (interchange.importer)."""

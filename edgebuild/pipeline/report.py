@@ -6,9 +6,9 @@ Sections a build does not have are null (an imported model has no training, a mo
 without a dataset no confusion matrix, a CPU target no accelerator, a model without
 `ondevice` no on-device training).
 
-`headline` and `accelerator.occupancy` came after the first report.json files: readers
-accept files without them, and records without them write none, so schema v1 describes
-both.
+`headline`, `accelerator.occupancy`, `accelerator.program` and `accelerator.emulation` came
+after the first report.json files: readers accept files without them, and records without
+them write none, so schema v1 describes both.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from edgebuild.pipeline.headline import (
 from edgebuild.pipeline.katresult import FirmwareRun, Skipped, cortex_m4_from_json
 from edgebuild.targets.max7800x.placement import Placement
 from edgebuild.targets.max7800x.placement.occupancy import Occupancy
+from edgebuild.targets.max7800x.program.record import ProgramRecord
 from edgebuild.train.metrics import Epoch
 
 VERSION = 1
@@ -251,18 +252,30 @@ class Accelerator:
     placement: Placement
     maps: str
     occupancy: Occupancy | None = None  # None: a report.json written before it existed
+    # Which code runs where: the accelerator program (the MSDK project, stage accelerator)
+    # and the directory of the Cortex-M4 software emulation of the same network (stage
+    # codegen: the host KAT and the fallback). None: a report.json written before them.
+    program: ProgramRecord | None = None
+    emulation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {"device": self.device, "placement": self.placement.to_json(), "maps": self.maps}
+        out: dict[str, Any] = {"device": self.device, "placement": self.placement.to_json(),
+                               "maps": self.maps}
         if self.occupancy is not None:
             out["occupancy"] = self.occupancy.to_json()
+        if self.program is not None:
+            out["program"] = self.program.to_json()
+        if self.emulation is not None:
+            out["emulation"] = self.emulation
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Accelerator:
-        occupancy = data.get("occupancy")
+        occupancy, program = data.get("occupancy"), data.get("program")
         return cls(data["device"], Placement.from_json(data["placement"]), data["maps"],
-                   None if occupancy is None else Occupancy.from_json(occupancy))
+                   None if occupancy is None else Occupancy.from_json(occupancy),
+                   None if program is None else ProgramRecord.from_json(program),
+                   data.get("emulation"))
 
 
 @dataclass(frozen=True)

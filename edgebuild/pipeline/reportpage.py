@@ -296,9 +296,25 @@ def accelerator_html(report: dict[str, Any], data_memory: Path | None,
     placement = table(("layer", "op", "processors", "output processors", "input offset",
                        "output offset", "passes in/out", "kernel words"), rows)
     maps = f"<details><summary>memory maps as text</summary><pre>{_e(acc['maps'])}</pre></details>"
-    return _section(f"Accelerator: {acc['device']}", placement
+    return _section(f"Accelerator: {acc['device']}", _where(acc) + placement
                     + _image(data_memory, "data memory") + _image(kernel_memory, "kernel memory")
                     + maps, "accelerator")
+
+
+def _where(acc: dict[str, Any]) -> str:
+    """Which code runs where: the accelerator program (an MSDK project) and the Cortex-M4
+    software emulation of the same network (the host KAT and the fallback)."""
+    program = acc.get("program")
+    if not program:
+        return ""
+    emulation = f"the Cortex-M4 software emulation of the same network is in " \
+                f"<code>{_e(acc.get('emulation') or 'codegen/')}</code> (the host known-answer " \
+                "test and the fallback)"
+    if program.get("unsupported"):
+        return f"<p>No accelerator program: {_e(program['unsupported'])}; {emulation}.</p>"
+    return (f"<p>The accelerator program ({program['layers']} layers, "
+            f"{_bytes(program['kernel_bytes'])} of kernels, {program['bias_bytes']} bias bytes) "
+            f"is the MSDK project in <code>{_e(program['project'])}</code>; {emulation}.</p>")
 
 
 def kat_html(report: dict[str, Any], cycles: Path | None = None) -> str:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from edgebuild.pipeline.stage import Stage
 from edgebuild.pipeline.stages import (
+    accelerator,
     codegen,
     data,
     evaluate,
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
-                  evaluate.STAGE, plan.STAGE, codegen.STAGE, kat.STAGE, ondevice.STAGE,
+                  evaluate.STAGE, plan.STAGE, accelerator.STAGE,
+                  codegen.STAGE, kat.STAGE, ondevice.STAGE,
                   ondevice_kat.STAGE, report.STAGE)
 }
 

@@ -54,13 +54,16 @@ def accelerator(ctx: Context) -> reports.Accelerator | None:
     from edgebuild.targets.max7800x import profile
     from edgebuild.targets.max7800x.placement import Placement
     from edgebuild.targets.max7800x.placement.occupancy import occupancy
+    from edgebuild.targets.max7800x.program.record import FILE, ProgramRecord
 
     placement = _optional(ctx, "plan", Placement.load, "placement.json")
     if placement is None:
         return None
     device = ctx.checked.manifest.target.device.value
+    program = _optional(ctx, "accelerator", ProgramRecord.load, FILE)
     return Accelerator(device, placement, (ctx.inputs["plan"] / "maps.txt").read_text(),
-                       occupancy(placement, profile.profile(device)))
+                       occupancy(placement, profile.profile(device)), program,
+                       "codegen/" if program is not None else None)
 
 
 def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
@@ -208,6 +211,6 @@ def _summary(report: dict[str, Any]) -> str:
 
 
 STAGE = Stage("report", ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
-                           "kat", "ondevice", "ondevice_kat"), config,
+                           "accelerator", "kat", "ondevice", "ondevice_kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
               exports=("report.json", "report.html"), artifacts={"report.json": "report.v1"})

@@ -1,0 +1,156 @@
+"""One hardware layer as the register programming sees it: operator, dimensions, passes,
+processor maps and number format, derived from the hardware layer (hwlayer.HwLayer), its
+placement (placement.LayerPlan) and its quantization.
+
+Conventions (the accelerator's, as its synthesis tool computes them):
+- Passes ("expansion"): a layer with C channels reads or writes ceil(C / 64) passes whatever
+  its processor count; a pass holds ceil(C / passes) channels, rounded up to whole memory
+  instances (4) when C exceeds 64.
+- A linear layer is a 1x1 convolution. When it flattens its input it reads the C x H x W
+  tensor as C channels of H x W pixels: the pooled dimensions stay H x W, the row and column
+  counters see 1 x 1. Flattening data that is already flat (1 x 1) is no flatten at all
+  (as the vendor's tool sees a network description without `flatten` there).
+- A conv1d is a convolution over rows of length L with a k x 1 kernel.
+- `shift` is what the post-processing register's shift field holds: the layer's output
+  shift (the network description's `output_shift`, edgebuild's `scale_exp`) plus
+  8 - weight_bits, since 1/2/4-bit weights make products 2^(8 - bits) times smaller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.placement.records import LayerPlan
+
+PROCESSORS = 64
+MEMORY_GROUP = 4  # processors sharing one data memory instance
+
+
+@dataclass(frozen=True)
+class Geometry:
+    name: str
+    operator: str  # "conv2d", "conv1d", "linear", "none" (passthrough/pool only)
+    in_channels: int
+    out_channels: int
+    in_dim: tuple[int, int]  # rows, columns the input counters walk (before pooling)
+    pooled_dim: tuple[int, int]
+    out_dim: tuple[int, int]
+    kernel: tuple[int, int]
+    pad: tuple[int, int]
+    stride: tuple[int, int]
+    pool: tuple[int, int]
+    pool_stride: tuple[int, int]
+    average: bool
+    relu: bool
+    flatten: bool
+    wide: bool  # 32-bit output
+    weight_bits: int
+    shift: int
+    big_data: bool  # CHW input (the model input only)
+    processors: int
+    output_processors: int
+    in_offset: int
+    out_offset: int
+    write_gap: int
+
+    @property
+    def in_expand(self) -> int:
+        return math.ceil(self.in_channels / PROCESSORS)
+
+    @property
+    def out_expand(self) -> int:
+        return math.ceil(self.out_channels / PROCESSORS)
+
+    @property
+    def in_expand_thresh(self) -> int:
+        return _threshold(self.in_channels, self.in_expand)
+
+    @property
+    def out_expand_thresh(self) -> int:
+        return _threshold(self.out_channels, self.out_expand)
+
+    @property
+    def output_width(self) -> int:
+        return 32 if self.wide else 8
+
+    @property
+    def kernel_elements(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def tram_max(self) -> int:
+        """Columns one TRAM row holds: the padded pooled width less the kernel, plus one."""
+        if self.operator == "none":
+            return 1
+        return max(0, self.pooled_dim[1] + 2 * self.pad[1] - self.kernel[1]) + 1
+
+    def description(self) -> str:
+        """One line for the generated C's header comment, in the words a MAX7800x developer
+        reads in the vendor's projects (input, pooling, operator, activation, output)."""
+        rows, columns = self.pooled_dim if self.flatten else self.in_dim
+        shape = f"{self.in_channels}x{rows}x{columns}"
+        if self.flatten:
+            shape += f" flattened to {self.in_channels * self.pooled_dim[0] * self.pooled_dim[1]}x1x1"
+        pool = "no pooling" if max(self.pool) == 1 else (
+            f"{'avg' if self.average else 'max'} pool {self.pool[0]}x{self.pool[1]} with stride "
+            f"{self.pool_stride[0]}/{self.pool_stride[1]}")
+        op = {"linear": "linear", "none": "no convolution"}.get(
+            self.operator, f"{self.operator} with kernel size {self.kernel[0]}x{self.kernel[1]}, "
+            f"stride {self.stride[0]}/{self.stride[1]}, pad {self.pad[0]}/{self.pad[1]}")
+        out = "x".join(str(v) for v in (self.out_channels, *self.out_dim))
+        width = ", 32-bit output" if self.wide else ""
+        return f"{shape}, {pool}, {op}, {'ReLU' if self.relu else 'no activation'}, " \
+               f"{out} output{width}"
+
+
+def _threshold(channels: int, expand: int) -> int:
+    per_pass = math.ceil(channels / expand)
+    if channels > PROCESSORS:
+        per_pass = min(math.ceil(per_pass / MEMORY_GROUP) * MEMORY_GROUP, PROCESSORS)
+    return per_pass
+
+
+def _pair(values: tuple[int, ...] | None, default: int) -> tuple[int, int]:
+    if not values:
+        return default, default
+    return (values[0], values[1]) if len(values) > 1 else (values[0], 1)
+
+
+def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, columns) of a per-sample shape (C,), (C, L) or (C, H, W)."""
+    if len(shape) == 3:
+        return shape[1], shape[2]
+    if len(shape) == 2:
+        return shape[1], 1
+    return 1, 1
+
+
+def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool) -> Geometry:
+    """The register view of hardware layer `layer` placed as `plan` (`relu`: its manifest
+    layer's activation; `first`: it reads the model input)."""
+    operator = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear"}.get(layer.op, "none")
+    pool = layer.pool
+    pool_size = _pair(pool.size, 1) if pool else (1, 1)
+    pool_stride = _pair(pool.stride, 1) if pool else (1, 1)
+    pooled = _dims(layer.pooled_shape)
+    in_dim = (1, 1) if layer.flatten else _dims(layer.in_shape)
+    if operator == "linear":
+        kernel, pad, stride = (1, 1), (0, 0), (1, 1)
+    elif operator == "conv1d":
+        kernel = (layer.kernel[0] if layer.kernel else 1, 1)
+        pad, stride = (_pair(layer.pad, 0)[0], 0), (_pair(layer.stride, 1)[0], 1)
+    else:
+        kernel, pad, stride = _pair(layer.kernel, 1), _pair(layer.pad, 0), _pair(layer.stride, 1)
+    return Geometry(
+        name=layer.name, operator=operator, in_channels=layer.in_channels,
+        out_channels=layer.out_channels, in_dim=in_dim, pooled_dim=pooled,
+        out_dim=_dims(layer.out_shape), kernel=kernel, pad=pad, stride=stride,
+        pool=pool_size, pool_stride=pool_stride, average=bool(pool and pool.mode == "avg"),
+        relu=relu, flatten=layer.flatten and pooled != (1, 1), wide=layer.wide,
+        weight_bits=layer.weight_bits or 8, shift=shift,
+        big_data=first and plan.data_format == "CHW", processors=plan.processors,
+        output_processors=plan.output_processors, in_offset=plan.in_offset,
+        out_offset=plan.out_offset, write_gap=plan.write_gap)
+

@@ -1,0 +1,99 @@
+"""The build writes the MAX7800x accelerator program: for mnist_extrasmall (the published
+model imported with `edgebuild import-ai8x`), stage `accelerator` produces an MSDK project in
+build/<name>/max7800x/ that programs the device exactly as the vendor's synthesis tool's
+project does (its canonical JSON is committed in tests/data/ai8x/), and the report says
+which code runs where."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, build_json, run_cli
+
+from edgebuild.manifest import Manifest
+from edgebuild.pipeline import contracts, reportpage
+from edgebuild.pipeline.stages import STAGES
+from edgebuild.pipeline.stages import accelerator as stage
+from edgebuild.targets.max7800x.program import build, reader, record, text
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "ai8x" / "mnist-extrasmall" / "program.json"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("program")
+    (root / "manifests").mkdir()
+    shutil.copy(EXAMPLES / "mnist_extrasmall.yaml", root / "manifests")
+    shutil.copytree(EXAMPLES / "mnist_extrasmall", root / "manifests" / "mnist_extrasmall")
+    return root
+
+
+def test_the_stage_lists_the_renderers_files():
+    assert stage.FILES == text.FILES and stage.PROJECT == record.PROJECT
+    assert STAGES["accelerator"].exports == tuple(f"max7800x/{name}" for name in text.FILES)
+
+
+@pytest.mark.slow
+def test_building_mnist_extrasmall_writes_izers_program(project):
+    outcomes = build_json(project, "--until", "accelerator")["mnist_extrasmall"]
+    assert outcomes["accelerator"]["status"] == "built"
+    build = project / "build" / "mnist_extrasmall"
+    assert sorted(p.name for p in (build / "max7800x").iterdir()) == sorted(text.FILES)
+    assert reader.read(build / "max7800x") == json.loads(GOLDEN.read_text())
+    compared = run_cli(["compare-ai8x", "build/mnist_extrasmall/max7800x", str(GOLDEN)], project)
+    assert compared.returncode == 0 and compared.stdout.startswith("identical"), compared
+    made = record.ProgramRecord.load(build / "accelerator")
+    assert (made.layers, made.quadrants, made.bias_bytes, made.output_words) == (4, (0,), 10, 10)
+
+
+def test_a_cpu_target_has_no_accelerator_stage(project):
+    manifest = (project / "manifests" / "mnist_extrasmall.yaml").read_text()
+    (project / "manifests" / "cpu.yaml").write_text(
+        manifest.replace("name: mnist_extrasmall", "name: cpu")
+        .replace("device: max78000", "device: cortex-m4").split("\nplacement:\n")[0] + "\n"
+        + "kat: {input: mnist_extrasmall/input.npy, expected: mnist_extrasmall/expected.npy}\n")
+    outcomes = build_json(project, "manifests/cpu.yaml", "--until", "plan")["cpu"]
+    assert "accelerator" not in outcomes and "plan" in outcomes
+
+
+@pytest.mark.slow
+def test_the_report_says_which_code_runs_where(project):
+    build_json(project, "manifests/mnist_extrasmall.yaml")
+    report = json.loads((project / "build" / "mnist_extrasmall" / "report.json").read_text())
+    accelerator = report["accelerator"]
+    assert accelerator["program"]["project"] == "max7800x/"
+    assert accelerator["program"]["layers"] == 4
+    assert accelerator["emulation"] == "codegen/"
+
+
+def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
+    """An element-wise add runs on the accelerator, but the generator does not program it
+    yet: the stage records why instead of writing a program that computes something else."""
+    manifest = Manifest.model_validate({
+        "name": "residual", "model": {"input": [4, 8, 8], "layers": [
+            {"name": "a", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+            {"name": "b", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+            {"name": "sum", "op": "add", "inputs": ["a", "b"]},
+            {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
+        "target": {"device": "max78000"}, "kat": {"input": "x.npy"}})
+    with pytest.raises(NotImplementedError, match="'sum'"):
+        build.for_manifest(manifest, {"a": 8, "b": 8, "fc": 8}, {}, np.zeros((4, 8, 8)),
+                           np.zeros(3))
+    refused = record.ProgramRecord.refused("max78000", "layer 'sum': add")
+    assert record.ProgramRecord.from_json(refused.to_json()) == refused
+    assert contracts.violation(refused.to_json(), "accelerator.v1") is None
+
+
+def test_the_report_page_says_which_code_runs_where():
+    made = record.ProgramRecord("max78000", text.FILES, 4, (0,), 2536, 10, 10)
+    page = reportpage._where({"program": made.to_json(), "emulation": "codegen/"})
+    assert "MSDK project in <code>max7800x/</code>" in page and "4 layers" in page
+    assert "emulation of the same network is in <code>codegen/</code>" in page
+    refused = record.ProgramRecord.refused("max78002", "no address map")
+    page = reportpage._where({"program": refused.to_json(), "emulation": "codegen/"})
+    assert page.startswith("<p>No accelerator program: no address map;")
+    assert reportpage._where({"device": "max78000"}) == ""

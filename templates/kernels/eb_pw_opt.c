@@ -11,12 +11,16 @@
 #error "edgebuild kernels need arithmetic right shifts of negative integers"
 #endif
 
+/* EB_PW_RARE(c): c, expected false (GCC lays the common path out straight: a taken branch
+ * costs 2 cycles more than a fall-through on the M4). */
 #if defined(__GNUC__)
 #define EB_PW_INLINE inline __attribute__((always_inline))
 #define EB_PW_NOINLINE __attribute__((noinline))
+#define EB_PW_RARE(c) __builtin_expect(!!(c), 0)
 #else
 #define EB_PW_INLINE inline
 #define EB_PW_NOINLINE
+#define EB_PW_RARE(c) (c)
 #endif
 
 /* ---- dual 16-bit MAC primitives (as in eb_kernels_opt.c) ----------------------------------
@@ -331,56 +335,93 @@ static EB_PW_NOINLINE void eb_pw_packed(int bits, const int8_t *w, const int16_t
 #define EB_PW_PACKED 0 /* -DEB_OPT_NO_PACKED: a project without packed layers */
 #endif
 
-/* acc[0..3] += the weight row w (k / 4 whole chunks: `quads` groups of 4, then `singles`)
- * . the four interleaved columns at c. On the M4 one asm loop (GCC spills accumulators
- * of the C loop): per chunk LDR, 2 SXTB16, 2 LDM and 8 SMLAD -- 13 instructions, about 22
- * cycles for 16 MACs -- and SUBS + BNE per 4 chunks. */
+/* a0..a3 += the next `chunks` whole chunks of the weight row w (advanced) against the
+ * columns at c (advanced). On the M4 hand-written (GCC spills accumulators of the C loop):
+ * one routine per object file, eb_pw_chunks, of 16 chunks written out -- 13 instructions
+ * each (LDR, 2 SXTB16, 2 LDM, 8 SMLAD: about 22 cycles for 16 MACs), every one a 32-bit
+ * encoding (.w), so 52 bytes a chunk -- called (BLX) at chunk 16 - m for m <= 16 chunks
+ * and returning at its end: no loop counter, fixed registers (sums r0-r3, w r11, c r12,
+ * r4-r6, r8-r10 scratch; not r7, Thumb's frame pointer at -O0), one copy of the code for
+ * every caller. More than 16 chunks go 16 at a time. The label is local to the object:
+ * two models' kernels link side by side. */
 #if EB_PW_DSP
-#define EB_PW_ASM_CHUNK                                    \
-    "ldr    %[lo], [%[w]], #4\n\t"                         \
-    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"                   \
-    "sxtb16 %[hi], %[lo], ror #8\n\t"                      \
-    "sxtb16 %[lo], %[lo]\n\t"                              \
-    "smlad  %[a0], %[lo], r4, %[a0]\n\t"                   \
-    "smlad  %[a0], %[hi], r5, %[a0]\n\t"                   \
-    "smlad  %[a1], %[lo], r6, %[a1]\n\t"                   \
-    "smlad  %[a1], %[hi], r8, %[a1]\n\t"                   \
-    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"                   \
-    "smlad  %[a2], %[lo], r4, %[a2]\n\t"                   \
-    "smlad  %[a2], %[hi], r5, %[a2]\n\t"                   \
-    "smlad  %[a3], %[lo], r6, %[a3]\n\t"                   \
-    "smlad  %[a3], %[hi], r8, %[a3]\n\t"
-#define EB_PW_ASM_LOOP(body)                                                              \
-    __asm__ volatile("1:\n\t" body "subs   %[n], %[n], #1\n\t"                            \
-                     "bne    1b"                                                          \
-                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),        \
-                       [w] "+r"(w), [c] "+r"(c), [n] "+r"(n), [lo] "=&r"(lo),              \
-                       [hi] "=&r"(hi)                                                     \
-                     :                                                                    \
-                     : "r4", "r5", "r6", "r8", "cc", "memory")
-#define EB_PW_DOT8(quads, singles)                                                        \
-    do {                                                                                  \
-        uint32_t lo, hi;                                                                  \
-        int32_t n = (quads);                                                              \
-        if ((quads) != 0 && n > 0) {                                                      \
-            EB_PW_ASM_LOOP(EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK); \
-        }                                                                                 \
-        n = (singles);                                                                    \
-        if ((singles) != 0 && n > 0) {                                                    \
-            EB_PW_ASM_LOOP(EB_PW_ASM_CHUNK);                                              \
-        }                                                                                 \
+#define EB_PW_ASM_CHUNK                          \
+    "ldr.w    r9, [r11], #4\n\t"                 \
+    "ldmia.w  r12!, {r4, r5, r6, r8}\n\t"        \
+    "sxtb16   r10, r9, ror #8\n\t"               \
+    "sxtb16   r9, r9\n\t"                        \
+    "smlad    r0, r9, r4, r0\n\t"                \
+    "smlad    r0, r10, r5, r0\n\t"               \
+    "smlad    r1, r9, r6, r1\n\t"                \
+    "smlad    r1, r10, r8, r1\n\t"               \
+    "ldmia.w  r12!, {r4, r5, r6, r8}\n\t"        \
+    "smlad    r2, r9, r4, r2\n\t"                \
+    "smlad    r2, r10, r5, r2\n\t"               \
+    "smlad    r3, r9, r6, r3\n\t"                \
+    "smlad    r3, r10, r8, r3\n\t"
+#define EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK
+#define EB_PW_CHUNK_BYTES 52
+__asm__(".text\n"
+        ".syntax unified\n"
+        ".thumb\n"
+        ".p2align 2\n"
+        ".type eb_pw_chunks, %function\n"
+        ".thumb_func\n"
+        "eb_pw_chunks:\n\t" EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4
+        "\neb_pw_chunks_end:\n\t"
+        "bx       lr\n"
+        ".size eb_pw_chunks, . - eb_pw_chunks\n");
+/* The address of eb_pw_chunks' chunk 16 - m (m in 0..16; 0: its end), Thumb bit set. */
+static inline uint32_t eb_pw_entry(int32_t m)
+{
+    uint32_t end;
+    __asm__("movw     %0, #:lower16:eb_pw_chunks_end\n\t"
+            "movt     %0, #:upper16:eb_pw_chunks_end"
+            : "=r"(end));
+    return (end - (uint32_t)m * EB_PW_CHUNK_BYTES) | 1u;
+}
+
+/* The chunks from `entry` (eb_pw_entry) on. */
+#define EB_PW_CALL(entry)                                                                \
+    do {                                                                                 \
+        register int32_t r0_ __asm__("r0") = a0;                                         \
+        register int32_t r1_ __asm__("r1") = a1;                                         \
+        register int32_t r2_ __asm__("r2") = a2;                                         \
+        register int32_t r3_ __asm__("r3") = a3;                                         \
+        register const int8_t *r11_ __asm__("r11") = w;                                  \
+        register const int16_t *r12_ __asm__("r12") = c;                                 \
+        register uint32_t r9_ __asm__("r9") = (entry);                                   \
+        __asm__ volatile("blx      r9"                                                   \
+                         : "+r"(r0_), "+r"(r1_), "+r"(r2_), "+r"(r3_), "+r"(r11_),       \
+                           "+r"(r12_), "+r"(r9_)                                         \
+                         :                                                               \
+                         : "r4", "r5", "r6", "r8", "r10", "lr", "cc", "memory");         \
+        a0 = r0_;                                                                        \
+        a1 = r1_;                                                                        \
+        a2 = r2_;                                                                        \
+        a3 = r3_;                                                                        \
+        w = r11_;                                                                        \
+        c = r12_;                                                                        \
+    } while (0)
+/* The row's whole chunks: r.entry runs min(whole, 16) of them, any more go 16 at a time. */
+#define EB_PW_DOT8(r)                                                                    \
+    do {                                                                                 \
+        int32_t left_;                                                                   \
+        EB_PW_CALL((r).entry);                                                           \
+        for (left_ = (r).whole - 16; EB_PW_RARE(left_ > 0); left_ -= 16) {               \
+            EB_PW_CALL(eb_pw_entry(left_ > 16 ? 16 : left_));                            \
+        }                                                                                \
     } while (0)
 #else
-#define EB_PW_DOT8(quads, singles)                                                        \
-    do {                                                                                  \
-        int32_t n_;                                                                       \
-        for (n_ = 4 * (quads) + (singles); n_ > 0; --n_, w += 4) {                        \
-            const uint32_t wv_ = eb_load32(w);                                            \
-            EB_PW_CHUNK(wv_);                                                             \
-        }                                                                                 \
+#define EB_PW_DOT8(r)                                                                    \
+    do {                                                                                 \
+        int32_t n_;                                                                      \
+        for (n_ = (r).whole; n_ > 0; --n_, w += 4) {                                     \
+            const uint32_t wv_ = eb_load32(w);                                           \
+            EB_PW_CHUNK(wv_);                                                            \
+        }                                                                                \
     } while (0)
 #endif
-
 
 /* ---- output channels ------------------------------------------------------------------------
  * The fast requantization: the sums start at bias + round, so that a right shift by s is
@@ -407,18 +448,24 @@ static EB_PW_INLINE int8_t eb_pw_out(int32_t acc, int32_t s, const int mode)
 
 static const int32_t eb_pw_no_bias = 0;
 
-/* How one output channel's weight row is read: int8 (bits 0; `quads` groups of 16 channels,
- * then `rest` = in_c & 15 of them) or packed (bits 1, 2, 4; `chunks` = ceil(in_c / 4)),
+/* How one output channel's weight row is read: int8 (bits 0; `whole` = in_c / 4 chunks,
+ * then `tail` = in_c % 4 channels) or packed (bits 1, 2, 4; `chunks` = ceil(in_c / 4)),
  * `row_bytes` long. Copied out of the layer so that nothing is reloaded per channel. */
 typedef struct {
-    int32_t quads, rest, bits, chunks, row_bytes;
+    int32_t whole, tail, bits, chunks, row_bytes;
+#if EB_PW_DSP
+    uint32_t entry; /* eb_pw_entry(min(whole, 16)) */
+#endif
 } eb_pw_rowshape;
 
 static eb_pw_rowshape eb_pw_rowshape_of(const eb_pw_layer *L)
 {
     eb_pw_rowshape r;
-    r.quads = L->in_c >> 4;
-    r.rest = L->in_c & 15;
+    r.whole = L->in_c >> 2;
+    r.tail = L->in_c & 3;
+#if EB_PW_DSP
+    r.entry = eb_pw_entry(r.whole > 16 ? 16 : r.whole);
+#endif
     r.bits = L->bits;
     r.chunks = (L->in_c + 3) >> 2;
     r.row_bytes = L->row_bytes;
@@ -433,7 +480,7 @@ static EB_PW_INLINE void eb_pw_sums(const eb_pw_rowshape r, const int8_t **wp,
     const int8_t *w = *wp;
     int32_t a0 = start, a1 = start, a2 = start, a3 = start;
 #if EB_PW_PACKED
-    if (r.bits != 0) {
+    if (EB_PW_RARE(r.bits != 0)) {
         int32_t acc[4];
         eb_pw_packed(r.bits, w, cols, r.chunks, acc);
         w += r.row_bytes;
@@ -445,15 +492,11 @@ static EB_PW_INLINE void eb_pw_sums(const eb_pw_rowshape r, const int8_t **wp,
 #endif
     {
         const int16_t *c = cols;
-        EB_PW_DOT8(r.quads, 0);
-        if (r.rest != 0) { /* 0..3 chunks, then 0..3 channels */
-            const int32_t tail = r.rest & 3;
-            EB_PW_DOT8(0, r.rest >> 2);
-            if (tail != 0) {
-                const uint32_t wv = eb_load_tail(w, tail);
-                EB_PW_CHUNK(wv);
-                w += tail;
-            }
+        EB_PW_DOT8(r);
+        if (EB_PW_RARE(r.tail != 0)) { /* the last 1..3 channels */
+            const uint32_t wv = eb_load_tail(w, r.tail);
+            EB_PW_CHUNK(wv);
+            w += r.tail;
         }
     }
     a[0] = a0;

@@ -361,7 +361,7 @@ static EB_PW_NOINLINE void eb_pw_packed(int bits, const int8_t *w, const int16_t
     "smlad    r3, r10, r8, r3\n\t"
 #define EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK EB_PW_ASM_CHUNK
 #define EB_PW_CHUNK_BYTES 52
-__asm__(".text\n"
+__asm__(".pushsection .text.eb_pw_chunks, \"ax\", %progbits\n"
         ".syntax unified\n"
         ".thumb\n"
         ".p2align 2\n"
@@ -370,7 +370,8 @@ __asm__(".text\n"
         "eb_pw_chunks:\n\t" EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4 EB_PW_ASM_CHUNK4
         "\neb_pw_chunks_end:\n\t"
         "bx       lr\n"
-        ".size eb_pw_chunks, . - eb_pw_chunks\n");
+        ".size eb_pw_chunks, . - eb_pw_chunks\n"
+        ".popsection\n");
 /* The address of eb_pw_chunks' chunk 16 - m (m in 0..16; 0: its end), Thumb bit set. */
 static inline uint32_t eb_pw_entry(int32_t m)
 {

@@ -22,7 +22,7 @@ from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
 from edgebuild.ops import OPS
-from edgebuild.ops.c import OPTIONAL_PATHS, CStep, Tile, weight_symbol
+from edgebuild.ops.c import OPTIONAL_PATHS, PATH_FILES, CStep, Tile, weight_symbol
 from edgebuild.ops.operator import Unsupported
 
 if TYPE_CHECKING:
@@ -44,12 +44,17 @@ VALUES_PER_LINE = 16
 OPTIMIZED_CPUS = ("cortex-m4",)
 
 
-def kernel_files(cpu: str, tiled: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(C sources, headers) copied into model/ for this CPU (+ the tiling driver)."""
+def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(C sources, headers) copied into model/ for this CPU (+ the tiling driver, + the
+    files of the optional kernel paths the steps run: ops.c.PATH_FILES)."""
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if cpu in OPTIMIZED_CPUS:
         sources.extend(("eb_kernels_opt.c", "eb_pool_opt.c"))
         headers.append("eb_kernels_opt.h")
+        for path in sorted(set(paths) & PATH_FILES.keys()):
+            sources.extend(PATH_FILES[path][0])
+            headers.extend(PATH_FILES[path][1])
     if tiled:
         sources.append("eb_tiling.c")
         headers.append("eb_tiling.h")
@@ -228,7 +233,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     optimized = spec.device in OPTIMIZED_CPUS
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
-    sources, headers = kernel_files(spec.device, l1_bytes > 0)
+    sources, headers = kernel_files(spec.device, l1_bytes > 0, steps.paths)
     input_size = math.prod(spec.model.input_shape)
     arrays = weight_arrays(spec.model, prefix(spec.name))
     root = templates_dir()

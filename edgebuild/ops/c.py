@@ -84,9 +84,10 @@ def weight_symbol(prefix: str, part: str, layer: str) -> str:
 class CCode:
     """An emitter's result. `preludes`: (order, text) blocks the project needs once, placed
     after the L1 scratchpad in `order` (the same block from several layers appears once).
-    `paths`: optional kernel paths the step runs (OPTIONAL_PATHS); a project leaves out
-    those no step needs. `scratch`: int16 scratch elements (C expressions) the step's calls
-    need beyond its op's `scratch` facet (the optimized kernels' workspace is the largest)."""
+    `paths`: optional kernel paths the step runs (OPTIONAL_PATHS, PATH_FILES); a project
+    leaves out those no step needs. `scratch`: int16 scratch elements (C expressions) the
+    step's calls need beyond its op's `scratch` facet (the optimized kernels' workspace is
+    the largest)."""
 
     decls: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
@@ -104,6 +105,10 @@ class CCode:
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution and the optimized
 # kernels' packed-weight loops (eb_kernels_opt.c).
 OPTIONAL_PATHS = ("depthwise", "packed")
+# Kernel files a project gets only when a step runs their path: (sources, headers).
+PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions
+}
 
 
 def packed_bits(step: CStep[Named]) -> int:

@@ -249,28 +249,83 @@ static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, e
 """)
 
 
+# A pointwise layer's tiled pass: the same driver on the pointwise kernels' column blocks.
+_PW_COLS_PRELUDE = (5, """#ifdef EB_REFERENCE_KERNELS
+#define EB_CONV2D_TILED_PW(p, t, k, wide, in, w, b, out) \\
+    eb_conv2d_tiled(p, t, k, wide, in, w, b, out, eb_l1.bytes)
+#else
+static const eb_cols_kernel eb_k_cols_pw = {eb_pw_cols_build, eb_pw_cols_dot, eb_scratch.values};
+#define EB_CONV2D_TILED_PW(p, t, k, wide, in, w, b, out) \\
+    eb_conv2d_tiled_cols(p, t, k, &eb_k_cols_pw, wide, in, w, b, out, eb_l1.bytes)
+#endif
+
+""")
+
+
 def tiled_call(step: CStep[Conv], conv: Plane, depthwise: bool, source: str) -> CCode:
     """eb_conv2d_tiled on the layer's kernel wrapper, or for a dense conv on an optimized
-    target EB_CONV2D_TILED_COLS (its columns' scratch: the tile's pixels)."""
+    target EB_CONV2D_TILED_COLS (its columns' scratch: the tile's pixels), for a pointwise
+    one EB_CONV2D_TILED_PW (the pointwise kernels' columns, as many)."""
     layer, tile = step.layer, step.tile
     assert tile is not None
     preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
         _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
     kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
     cols = step.optimized and not depthwise and conv.groups == 1
-    name = "EB_CONV2D_TILED_COLS" if cols else "eb_conv2d_tiled"
+    fast = cols and pointwise(conv)
+    name = "EB_CONV2D_TILED_PW" if fast else "EB_CONV2D_TILED_COLS" if cols else \
+        "eb_conv2d_tiled"
     scratch = (f"EB_CONV_COLS_SCRATCH({min(tile.rows, conv.out_h) * conv.out_w}, {conv.in_c}, "
                f"{conv.k_h}, {conv.k_w})",) if cols else ()
+    preludes += (_PW_COLS_PRELUDE,) if fast else (_COLS_PRELUDE,) if cols else ()
     return CCode((tile_decl(step.symbol("T_TILE"), tile, step.double_buffer),), (
         f"{name}(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
         f"{1 if layer.wide else 0}, {source}, {step.weights()}, {bias_symbol(step)}, "
         f"{step.output}{'' if cols else ', eb_l1.bytes'});",),
-        preludes + ((_COLS_PRELUDE,) if cols else ()), scratch=scratch)
+        preludes, paths=frozenset({"pointwise"} if fast else ()), scratch=scratch)
+
+
+# The optimized pointwise kernels (eb_pw_opt.h) by the names the layer calls use, or with
+# -DEB_REFERENCE_KERNELS the reference ones.
+_POINTWISE_MACROS = (4, """/* Pointwise (1x1) convolutions: eb_conv2d_pw(_wide)_opt, a matrix product over the
+ * activations as they lie (eb_pw_opt.h); -DEB_REFERENCE_KERNELS: the reference loops. */
+#ifdef EB_REFERENCE_KERNELS
+#define EB_CONV2D_PW(p, in, w, b, out) ((void)eb_scratch, eb_conv2d(p, in, w, b, out))
+#define EB_CONV2D_PW_WIDE(p, in, w, b, out) ((void)eb_scratch, eb_conv2d_wide(p, in, w, b, out))
+#else
+#define EB_CONV2D_PW(p, in, w, b, out) eb_conv2d_pw_opt(p, in, w, b, out, eb_scratch.values)
+#define EB_CONV2D_PW_WIDE(p, in, w, b, out) \\
+    eb_conv2d_pw_wide_opt(p, in, w, b, out, eb_scratch.values)
+#endif
+
+""")
+
+
+def pointwise(conv: Plane) -> bool:
+    """A 1x1, stride-1, unpadded, dense convolution: a plain matrix product over its input
+    as it lies in memory, which the optimized kernels run without im2col (eb_pw_opt.h)."""
+    return (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w,
+            conv.groups) == (1, 1, 1, 1, 0, 0, 1)
+
+
+def untiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
+    """eb_conv2d(_wide), or on Cortex-M4 the optimized EB_CONV2D(_WIDE), EB_CONV2D_PW(_WIDE)
+    for a pointwise layer."""
+    layer = step.layer
+    out = f"(int32_t *){step.output}" if layer.wide else step.output
+    fast = step.optimized and pointwise(conv)
+    kernel = ("EB_CONV2D_PW" if fast else "EB_CONV2D" if step.optimized else "eb_conv2d") + (
+        ("_WIDE" if step.optimized else "_wide") if layer.wide else "")
+    return CCode(calls=(f"{kernel}(&{step.symbol('P')}, {source}, {step.weights()}, "
+                        f"{bias_symbol(step)}, {out});",),
+                 preludes=(_POINTWISE_MACROS,) if fast else (),
+                 paths=frozenset({"pointwise"} if fast else ()))
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
-    """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4, or
-    eb_conv2d_tiled when the plan tiles it (1-D layers then run as a column)."""
+    """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4 (a
+    pointwise layer: EB_CONV2D_PW(_WIDE)), or eb_conv2d_tiled when the plan tiles it (1-D
+    layers then run as a column)."""
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
@@ -280,14 +335,9 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     code += CCode((conv_params(step.symbol("P"), conv, step),),
                   paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
                       {"packed"} if packed else ()))
-    weights, bias = step.weights(), bias_symbol(step)
     if step.tile is not None:
         return code + tiled_call(step, conv, depthwise, source)
-    out = f"(int32_t *){step.output}" if layer.wide else step.output
-    kernel = ("EB_CONV2D" if step.optimized else "eb_conv2d") + (
-        ("_WIDE" if step.optimized else "_wide") if layer.wide else "")
-    return code + CCode(calls=(f"{kernel}(&{step.symbol('P')}, {source}, {weights}, {bias}, "
-                               f"{out});",))
+    return code + untiled_call(step, conv, source)
 
 
 # --- ONNX ----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
+#define eb_conv2d_pw_opt tiny_eb_conv2d_pw_opt
+#define eb_conv2d_pw_wide_opt tiny_eb_conv2d_pw_wide_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
 #define eb_conv2d_wide_opt tiny_eb_conv2d_wide_opt
 #define eb_conv_cols_build tiny_eb_conv_cols_build
@@ -43,6 +45,8 @@
 #define eb_pk_dot_rows tiny_eb_pk_dot_rows
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
+#define eb_pw_cols_build tiny_eb_pw_cols_build
+#define eb_pw_cols_dot tiny_eb_pw_cols_dot
 #define eb_q_row tiny_eb_q_row
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE

@@ -26,8 +26,8 @@ def test_corpus_has_twenty_cases_on_both_devices():
     cases = [ai8x_cases.load_case(name) for name in NAMES]
     assert len(cases) >= 20
     assert {case.device for case in cases} == {"MAX78000", "MAX78002"}
-    assert {case.layers[0].bits for case in cases} | {r.bits for c in cases for r in c.layers} \
-        == {1, 2, 4, 8}
+    assert {recipe.bits for case in cases for recipe in case.layers} == {1, 2, 4, 8}
+    assert {len(case.input_shape) for case in cases} == {2, 3}  # 1-D and 2-D inputs
 
 
 @pytest.mark.parametrize("name", NAMES)

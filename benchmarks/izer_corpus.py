@@ -15,8 +15,11 @@ Then, from the repository root:
     python benchmarks/izer_corpus.py --check-golden       # reproduce izer's mnist-extrasmall
     python benchmarks/izer_corpus.py                      # (re)make every case
     python benchmarks/izer_corpus.py --only conv_chw_8bit --keep /tmp/izer-out
+    python benchmarks/izer_corpus.py --roundtrip conv_hwc_4bit [--vendor-bias]
 
 Options --izer (izer's copy), --python (its interpreter), --tool (ai8x_program.py).
+--roundtrip checks edgebuild's export (network.yaml + checkpoint-q.pth.tar of a build of the
+imported case) through izer against the stored program.
 A case izer refuses is reported and not written (and its old directory removed). The run
 ends with the list of cases written and refused.
 
@@ -413,6 +416,37 @@ def check_golden(args: argparse.Namespace, out: Path) -> bool:
     return run.returncode == 0
 
 
+def roundtrip(args: argparse.Namespace, name: str, out: Path) -> list[str]:
+    """The exporter checked through izer: import the case (`import-ai8x`), build it with
+    edgebuild, run izer on the exported network.yaml + checkpoint-q.pth.tar, and compare its
+    program with the stored one (differences; empty: identical). With --vendor-bias the
+    exported `bias_group`s (edgebuild's bias-memory choice) are dropped so izer chooses."""
+    from edgebuild.targets.max7800x import network
+
+    case = ai8x_cases.load_case(name)
+    work = out / "roundtrip" / name
+    shutil.rmtree(work, ignore_errors=True)
+    checkpoint, sample = ai8x_cases.write_inputs(case, work)
+    network.import_network(case.network, checkpoint=checkpoint, sample=sample,
+                           device=case.device.lower(), out_dir=work, name="m")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-m", "edgebuild", "build", "m.yaml", "--cache-dir",
+                    str(out / "roundtrip-cache")], cwd=work, env=env, check=True,
+                   capture_output=True)
+    exported = work / "build" / "m" / "ai8x"
+    text = (exported / "network.yaml").read_text()
+    if args.vendor_bias:
+        text = "".join(line for line in text.splitlines(keepends=True)
+                       if "bias_group:" not in line)
+    (work / "exported.yaml").write_text(text)
+    ok, log = run_izer(args, "p", work / "exported.yaml", exported / "checkpoint-q.pth.tar",
+                       sample, case.device, work / "izer")
+    if not ok:
+        return [f"izer refused the export: {log}"]
+    return ai8x_cases.compare(ai8x_cases.expected_program(case),
+                              canonical(args, work / "izer" / "p"))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--izer", default="/tmp/izer-src", help="a copy of ai8x-synthesis")
@@ -422,11 +456,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", action="append", help="make only these cases")
     parser.add_argument("--keep", help="keep izer's projects in this directory")
     parser.add_argument("--check-golden", action="store_true")
+    parser.add_argument("--roundtrip", action="append", metavar="CASE",
+                        help="check edgebuild's export of this stored case through izer")
+    parser.add_argument("--vendor-bias", action="store_true",
+                        help="(--roundtrip) let izer choose bias memory")
     args = parser.parse_args(argv)
     out = Path(args.keep or tempfile.mkdtemp(prefix="izer-corpus-"))
     out.mkdir(parents=True, exist_ok=True)
     if args.check_golden:
         return 0 if check_golden(args, out) else 1
+    if args.roundtrip:
+        failed = 0
+        for name in args.roundtrip:
+            diffs = roundtrip(args, name, out)
+            failed += bool(diffs)
+            print(f"{name}: " + ("identical" if not diffs else
+                                 f"{len(diffs)} differences: " + "; ".join(diffs[:8])))
+        return 1 if failed else 0
     cases = [m for m in random_cases() + vendor_cases(args.only)
              if not args.only or m.case.name in args.only]
     written, refused = [], {}

@@ -67,8 +67,9 @@ def test_exported_network_yaml_reimports_to_the_same_placement(project, tmp_path
     build = project / "build" / "digits_max78000"
     exported = build / "ai8x" / "network.yaml"
     assert exported.is_file()
+    checkpoint = build / "ai8x" / "checkpoint-q.pth.tar"  # the vendor's tool reads the pair
     result = run_cli(["import-ai8x", str(exported), "--input", "1,8,8", "--name", "again",
-                      "-o", str(tmp_path)], cwd=tmp_path)
+                      "--checkpoint", str(checkpoint), "-o", str(tmp_path)], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     again = yaml.safe_load((tmp_path / "again.yaml").read_text())
     placement = json.loads((build / "plan" / "placement.json").read_text())
@@ -76,6 +77,24 @@ def test_exported_network_yaml_reimports_to_the_same_placement(project, tmp_path
         entry = again["placement"][layer["name"]]
         assert int(str(entry["processors"]), 0) == int(layer["processors"], 16)
         assert entry["out_offset"] == layer["out_offset"]
+    _same_quantized_weights(build, tmp_path / "again" / "weights.npz")
+
+
+def _same_quantized_weights(build, imported) -> None:
+    """The exported checkpoint carries the trained model's integer weights, biases, widths
+    and shifts exactly (read back through the importer's checkpoint arithmetic)."""
+    from edgebuild.core import arrays
+
+    trained = arrays.load(build / "quantize" / "weights.npz")
+    again = arrays.load(imported)
+    quant = json.loads((build / "quantize" / "quant.json").read_text())
+    for row in quant["layers"]:
+        name = row["name"]
+        assert np.array_equal(again[f"{name}.weight"], trained[f"{name}.weight"])
+        if f"{name}.bias" in trained:
+            assert np.array_equal(again[f"{name}.bias"], trained[f"{name}.bias"])
+        assert int(again[f"{name}.bits"]) == row["bits"]
+        assert int(again[f"{name}.scale_exp"]) == row["scale_exp"]
 
 
 def test_editing_placement_reruns_only_planning_and_after(project):

@@ -49,7 +49,9 @@ def run(ctx: Context) -> None:
 
 def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
-    description in that toolchain's format (`ai8x/network.yaml`, exported to build/<name>/)."""
+    description in that toolchain's format with its quantized checkpoint (`ai8x/network.yaml`,
+    `ai8x/checkpoint-q.pth.tar`, exported to build/<name>/: ai8xize.py reads the pair)."""
+    from edgebuild.core import arrays
     from edgebuild.model.quantization import Quantization
     from edgebuild.targets.max7800x import layout as accelerator
     from edgebuild.targets.max7800x import network
@@ -71,6 +73,9 @@ def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     (ctx.out / "ai8x").mkdir()
     (ctx.out / "ai8x" / "network.yaml").write_text(  # the exporter reads the JSON forms
         network.export_network(manifest, placement, quant=quant.to_json()))
+    (ctx.out / "ai8x" / network.CHECKPOINT_FILE).write_bytes(network.export_checkpoint(
+        manifest.name, placement, arrays.load(ctx.inputs["quantize"] / "weights.npz"),
+        quant.to_json()))
     ctx.log(f"plan: {len(placed.layers)} {manifest.target.device.value} layers placed")
 
 
@@ -111,5 +116,5 @@ def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
 
 STAGE = Stage("plan", ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets; device placement",
-              exports=("ai8x/network.yaml",),
+              exports=("ai8x/network.yaml", "ai8x/checkpoint-q.pth.tar"),
               artifacts={"plan.json": "plan.v1", "placement.json": "placement.v1"})

@@ -27,6 +27,8 @@ an import runs through them:
 - `text`, `kat`, `files`, `importer`: the manifest text, the known answer, the files
   written, `import_network`.
 - `layerrecord`, `export`: `export_network`, one record per hardware layer.
+- `quantized`: `export_checkpoint`, the quantized checkpoint that goes with the export (the
+  vendor's tool runs on the pair).
 
 May import what `edgebuild.targets` may, and the other `edgebuild.targets.max7800x` modules
 (hwlayer, profile); nothing there imports this package.
@@ -38,10 +40,11 @@ from edgebuild.targets.max7800x.network.description import DATASETS
 from edgebuild.targets.max7800x.network.export import export_network
 from edgebuild.targets.max7800x.network.hardware import HardwareLayer, hardware_groups
 from edgebuild.targets.max7800x.network.importer import ImportResult, import_network
+from edgebuild.targets.max7800x.network.quantized import CHECKPOINT_FILE, export_checkpoint
 from edgebuild.targets.max7800x.network.text import flow
 from edgebuild.targets.max7800x.network.values import parse_processor_map, popcount
 
 __all__ = [
-    "DATASETS", "HardwareLayer", "ImportResult", "export_network", "flow", "hardware_groups",
+    "CHECKPOINT_FILE", "DATASETS", "HardwareLayer", "ImportResult", "export_checkpoint", "export_network", "flow", "hardware_groups",
     "identifier", "import_network", "map_channels", "parse_processor_map", "popcount",
 ]

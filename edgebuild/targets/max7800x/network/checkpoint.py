@@ -7,6 +7,12 @@ reader): weights are stored as integers; a layer's bias b is used as
 `output_shift` is edgebuild's weight scale exponent (device total shift
 `output_shift + 8 - weight_bits`, edgebuild shift `scale_exp - (bits - 1)`: the same scaling).
 A ConvTranspose2d layer's weights keep PyTorch's (in, out, 3, 3) layout, as edgebuild's.
+
+Leniency as the toolchain's: it binds the first N weight tensors of the state dict, in the
+file's order, to the description's N layers with weights and ignores the rest (a published
+checkpoint may hold an older copy of some layers beside the current ones); `checkpoint_layers`
+takes the same first N and names what it leaves out. `save_checkpoint` writes the same format
+back, so the toolchain (`ai8xize.py --checkpoint-file`) reads what edgebuild exports.
 """
 
 from __future__ import annotations
@@ -72,16 +78,25 @@ def load_checkpoint(path: Path) -> tuple[dict[Any, Any], str | None]:
     return state, arch if isinstance(arch, str) else None
 
 
-def checkpoint_layers(path: Path, state: dict[Any, Any]) -> list[CheckpointLayer]:
+def checkpoint_layers(path: Path, state: dict[Any, Any], wanted: int | None = None
+                      ) -> tuple[list[CheckpointLayer], list[str]]:
+    """The first `wanted` (None: all) weight tensors' layers in the file's order, and the
+    keys of the weight tensors after them (ignored, as the toolchain ignores them)."""
     import numpy as np
     import torch
 
     display = str(path)
     problems: list[Diagnostic] = []
     layers = []
+    ignored: list[str] = []
+    taken = 0  # weight tensors bound so far (a 1-D batchnorm weight is no layer: not counted)
     for key, tensor in state.items():
         if not isinstance(key, str) or not key.endswith(".weight") or not torch.is_tensor(tensor):
             continue
+        if wanted is not None and taken >= wanted:
+            ignored.append(key)
+            continue
+        taken += tensor.dim() >= 2
         module = key[: -len(".weight")]
         if tensor.dim() < 2:
             problems.append(Diagnostic(display, f"{key} has shape {list(tensor.shape)}: a "
@@ -114,7 +129,7 @@ def checkpoint_layers(path: Path, state: dict[Any, Any]) -> list[CheckpointLayer
     if not layers:
         raise UserError(Diagnostic(display, "the checkpoint's state_dict holds no layer weights "
                                             "(keys such as conv1.op.weight)"))
-    return layers
+    return layers, ignored
 
 
 def _scalar(tensor: torch.Tensor | None) -> int | None:
@@ -122,3 +137,30 @@ def _scalar(tensor: torch.Tensor | None) -> int | None:
         return None
     values = tensor.detach().flatten().tolist()
     return int(round(values[0])) if len(values) == 1 else None
+
+
+def checkpoint_bytes(arch: str, layers: list[CheckpointLayer]) -> bytes:
+    """A quantized checkpoint as ai8x-training's quantize.py writes one, in the file format
+    the toolchain's loader reads: `arch` (compared with the description's, case-insensitive),
+    `epoch` (the loader refuses a checkpoint without one) and `state_dict` with, per layer in
+    the order the description's layers with weights run, `<name>.op.weight` (integers),
+    `<name>.op.bias` (the raw value, see the module docstring), `<name>.output_shift`,
+    `<name>.weight_bits` and `<name>.bias_bits` as one-element float tensors (how
+    ai8x-training stores them). Tensors only: `torch.load(weights_only=True)` reads it."""
+    import io
+
+    import torch
+
+    state: dict[str, torch.Tensor] = {}
+    for layer in layers:
+        state[layer.key] = torch.tensor(layer.weight, dtype=torch.float32)
+        if layer.bias is not None:
+            state[layer.bias_key or f"{layer.name}.op.bias"] = torch.tensor(
+                layer.bias, dtype=torch.float32)
+        for suffix, value in (("output_shift", layer.output_shift),
+                              ("weight_bits", layer.weight_bits), ("bias_bits", 8)):
+            if value is not None:
+                state[f"{layer.name}.{suffix}"] = torch.tensor([float(value)])
+    buffer = io.BytesIO()
+    torch.save({"arch": arch, "epoch": 0, "state_dict": state}, buffer)
+    return buffer.getvalue()

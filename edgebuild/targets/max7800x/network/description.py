@@ -9,6 +9,15 @@ Known datasets (`DATASETS`) give the input shape and the class count when nothin
 | CIFAR10 | 3 x 32 x 32 | 10 |
 | CIFAR100 | 3 x 32 x 32 | 100 |
 | KWS_20 | 128 x 128 (1-D: 128 channels x 128 samples) | 21 |
+| SpeechCom | 1 x 64 x 64 | - |
+| FaceID | 3 x 160 x 120 | - |
+| vggface2_faceid | 3 x 112 x 112 | - |
+| CamVid_s352_c3_reduced | 48 x 88 x 88 (352 x 352 RGB folded 4 x 4) | - |
+| SVHN_74 | 3 x 74 x 74 | - |
+
+These are the shapes of the toolchain's own sample inputs (`tests/sample_<dataset>.npy`, what
+ai8xize.py loads when no `--sample-input` is given): a description naming such a dataset
+implies its input shape. Class counts only where the dataset fixes them.
 """
 
 from __future__ import annotations
@@ -25,12 +34,17 @@ from edgebuild.targets.max7800x.network.layerkeys import parse_layer
 from edgebuild.targets.max7800x.network.spec import DataBuffer, Reporter, Spec
 from edgebuild.targets.max7800x.network.values import as_bool, is_int, parse_processor_map
 
-DATASETS: dict[str, tuple[tuple[int, ...], int]] = {
+DATASETS: dict[str, tuple[tuple[int, ...], int | None]] = {
     "mnist": ((1, 28, 28), 10),
     "fashionmnist": ((1, 28, 28), 10),
     "cifar10": ((3, 32, 32), 10),
     "cifar100": ((3, 32, 32), 100),
     "kws20": ((128, 128), 21),
+    "speechcom": ((1, 64, 64), None),
+    "faceid": ((3, 160, 120), None),
+    "vggface2faceid": ((3, 112, 112), None),
+    "camvids352c3reduced": ((48, 88, 88), None),
+    "svhn74": ((3, 74, 74), None),
 }
 
 

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from edgebuild.manifest import Layer, Manifest
     from edgebuild.targets.max7800x.records import Profile
 
+# The opening words of every exported description: the importer knows an export by them (its
+# arch is the manifest's name, which no vendor checkpoint need carry).
+EXPORT_HEADER = "# Exported by edgebuild from manifest"
+
 # quant.json, or a mapping of its rows by layer name (see export_network). Open JSON.
 Quant = Mapping[str, Any]
 
@@ -120,14 +124,17 @@ def _text(manifest: Manifest, device: str, hw_layers: list[Hw], records: list[Re
     overwriting = [hw["name"] for hw in hw_layers if hw.get("overwrites_input")]
     lines = [
         "---",
-        f"# Exported by edgebuild from manifest {manifest.name!r} for {device}.",
+        f"{EXPORT_HEADER} {manifest.name!r} for {device}.",
         f"# Input shape: {list(manifest.model.input)} (channels first); import with "
         f"`edgebuild import-ai8x --input {','.join(map(str, manifest.model.input))} "
         f"--device {device}`.",
+        f"# With the checkpoint beside it (edgebuild build writes both): `ai8xize.py "
+        f"--config-file network.yaml --checkpoint-file checkpoint-q.pth.tar "
+        f"--device {device.upper()} ...`.",
         *([f"# {', '.join(overwriting)} write over input they have read (checked by "
            "edgebuild): run ai8xize.py with --overlap-data."] if overwriting else []),
         "",
-        f"arch: edgebuild_{manifest.name}",
+        f"arch: {manifest.name}",
         f"dataset: {getattr(dataset, 'value', dataset)}",
         "",
         *_data_buffer_lines(hw_layers, producers, nodes),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.targets.max7800x import profile as devices
+from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.built import Built
 from edgebuild.targets.max7800x.network.checkpoint import (
     CheckpointLayer,
@@ -25,6 +26,7 @@ from edgebuild.targets.max7800x.network.checkpoint import (
     load_checkpoint,
 )
 from edgebuild.targets.max7800x.network.description import DATASETS, Top, dataset_key, parse
+from edgebuild.targets.max7800x.network.export import EXPORT_HEADER
 from edgebuild.targets.max7800x.network.files import npz_bytes, write_all
 from edgebuild.targets.max7800x.network.hardware import HardwareLayer
 from edgebuild.targets.max7800x.network.kat import (
@@ -187,19 +189,28 @@ def _read(path: Path, checkpoint: Path | None, sample: Path | None,
         raise UserError("--expected needs --sample (the known answer belongs to a sample input)")
     sample_array = load_npy(sample, "sample") if sample is not None else None
     expected_array = load_npy(expected, "expected output") if expected is not None else None
-    ck_layers = _checkpoint(report, top, arch, Path(checkpoint)) if checkpoint is not None \
-        else None
+    ck_layers = _checkpoint(report, top, arch, Path(checkpoint), specs, path) \
+        if checkpoint is not None else None
     report.raise_errors()
     return _Source(path, report, top, specs, arch, ck_layers, sample_array, expected_array)
 
 
-def _checkpoint(report: Reporter, top: Top, arch: Any, path: Path) -> list[CheckpointLayer]:
-    """The checkpoint's layers; its `arch` must be the description's (an edgebuild export
-    has a made-up arch: then only the layers are compared)."""
+def _checkpoint(report: Reporter, top: Top, arch: Any, path: Path, specs: list[Spec],
+                description: Path) -> list[CheckpointLayer]:
+    """The checkpoint's first N weight layers (N: the description's layers with weights, as
+    the toolchain binds them; a warning names the weight tensors left out); its `arch` must
+    be the description's (for a description edgebuild exported, a different arch is only
+    noted: it is the manifest's name, and the layers are checked anyway)."""
     state, ck_arch = load_checkpoint(path)
-    layers = checkpoint_layers(path, state)
+    wanted = sum(vocabulary.computes(spec.op) for spec in specs)
+    layers, ignored = checkpoint_layers(path, state, wanted)
+    if ignored:
+        report.warnings.append(Diagnostic(str(path), (
+            f"the description has {wanted} layers with weights; as the toolchain does, the "
+            f"checkpoint's first {wanted} weight tensors are used and {len(ignored)} after "
+            f"them ignored: {', '.join(ignored)}")))
     if arch is not None and ck_arch is not None and str(arch).lower() != ck_arch.lower():
-        if str(arch).startswith("edgebuild_"):
+        if _exported_by_edgebuild(description):
             report.warn((top["arch"][0],), (
                 f"arch {arch!r} (an edgebuild export) is not the checkpoint's {ck_arch!r}; "
                 "the layers are checked against the checkpoint instead"))
@@ -208,6 +219,13 @@ def _checkpoint(report: Reporter, top: Top, arch: Any, path: Path) -> list[Check
                 f"arch {arch!r} does not match the checkpoint's arch {ck_arch!r}: the "
                 "description and the checkpoint belong to different networks"))
     return layers
+
+
+def _exported_by_edgebuild(description: Path) -> bool:
+    """Whether the description is an edgebuild export (`export.HEADER` opens it)."""
+    with open(description, encoding="utf-8", errors="replace") as file:
+        head = file.read(400)
+    return EXPORT_HEADER in head
 
 
 def _build(source: _Source, shape: tuple[int, ...], checkpoint: Path | None,

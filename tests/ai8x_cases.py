@@ -1,0 +1,206 @@
+"""The izer corpus (tests/data/ai8x/cases/): networks run through the vendor's synthesis tool
+("izer", ai8xize.py) with deterministic random weights and inputs, and the accelerator
+program it generated for each, as the canonical form of `ai8x_program.py`. Made by
+benchmarks/izer_corpus.py (which needs izer; CI does not): this module needs only numpy and
+torch, so a test can rebuild every case's inputs and compare a generator's program with
+izer's.
+
+A case directory holds:
+
+- `network.yaml`: the network description izer read (`--config-file`);
+- `case.json`: the device, the seed, the input shape, and per layer with weights (in the
+  order izer binds them) its name, weight shape, weight width, whether it has a bias, and its
+  `output_shift`; `digest`: sha256 of the regenerated arrays (see `digest`);
+- `program.json.gz`: izer's program, reduced by ai8x_program.py (compact JSON, gzipped:
+  the same dict `ai8x_program.py PROJECT_DIR` prints; a kernel image of more than
+  KERNEL_WORDS_STORED words as its digest). Compare another generator's with `compare`.
+
+The weights and input are not stored: `generate` makes them again from the seed (the
+recipe below), `write_checkpoint` / `write_input` write them as izer and `edgebuild
+import-ai8x` read them (the checkpoint through edgebuild's own exporter). Recipe, with
+`rng = numpy.random.default_rng(seed)`, layer by layer in order:
+weights `rng.integers(-2**(bits-1), 2**(bits-1), shape)`; then, for a layer with a bias,
+`rng.integers(-128, 128, out_channels)` (the 8-bit value the device adds, stored raw as
+`b * 2**(bits-1)`); after all layers the input `rng.integers(-128, 128, input_shape)`.
+
+Use (the generator's test):
+
+    @pytest.mark.parametrize("name", ai8x_cases.case_names())
+    def test_program_is_izers(tmp_path, name):
+        case = ai8x_cases.load_case(name)
+        checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path)
+        ...  # import-ai8x case.network with checkpoint and sample (--device case.device),
+        ...  # build, then reduce the generated project with the program reader and
+        assert ai8x_cases.compare(ai8x_cases.expected_program(case), program) == []
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CASES = Path(__file__).resolve().parent / "data" / "ai8x" / "cases"
+
+
+@dataclass(frozen=True)
+class LayerRecipe:
+    """One layer with weights, as izer binds it (position = order in the checkpoint)."""
+
+    name: str
+    shape: tuple[int, ...]  # PyTorch's weight shape: (out, in, kh, kw), (out, in, k), (out, in)
+    bits: int  # 1, 2, 4 or 8
+    bias: bool
+    output_shift: int
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    directory: Path
+    device: str  # "MAX78000" or "MAX78002" (izer's --device spelling)
+    seed: int
+    input_shape: tuple[int, ...]
+    layers: tuple[LayerRecipe, ...]
+    digest: str  # of the regenerated arrays; the corpus test checks it
+    source: str  # where the network comes from (a generator's kind or a vendor file)
+
+    @property
+    def network(self) -> Path:
+        return self.directory / "network.yaml"
+
+
+def case_names() -> list[str]:
+    """Every case in the corpus, sorted."""
+    return sorted(p.parent.name for p in CASES.glob("*/case.json"))
+
+
+def load_case(name: str, root: Path = CASES) -> Case:
+    directory = root / name
+    data = json.loads((directory / "case.json").read_text())
+    layers = tuple(LayerRecipe(row["name"], tuple(row["shape"]), int(row["bits"]),
+                               bool(row["bias"]), int(row["output_shift"]))
+                   for row in data["layers"])
+    return Case(name, directory, data["device"], int(data["seed"]), tuple(data["input_shape"]),
+                layers, data.get("digest", ""), data.get("source", ""))
+
+
+def case_json(case: Case) -> str:
+    """`case.json`'s text (what load_case reads back)."""
+    return json.dumps({
+        "device": case.device, "seed": case.seed, "input_shape": list(case.input_shape),
+        "source": case.source, "digest": case.digest,
+        "layers": [{"name": r.name, "shape": list(r.shape), "bits": r.bits, "bias": r.bias,
+                    "output_shift": r.output_shift} for r in case.layers]}, indent=1) + "\n"
+
+
+def generate(case: Case) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """The case's layers (`name`, `weight`, `bias8` or None, `bits`, `output_shift`) and its
+    input (int64, `input_shape`), by the recipe in the module docstring."""
+    rng = np.random.default_rng(case.seed)
+    layers = []
+    for recipe in case.layers:
+        half = 1 << (recipe.bits - 1)
+        weight = rng.integers(-half, half, recipe.shape).astype(np.int64)
+        bias = rng.integers(-128, 128, recipe.shape[0]).astype(np.int64) if recipe.bias \
+            else None
+        layers.append({"name": recipe.name, "weight": weight, "bias8": bias,
+                       "bits": recipe.bits, "output_shift": recipe.output_shift})
+    sample = rng.integers(-128, 128, case.input_shape).astype(np.int64)
+    return layers, sample
+
+
+def digest(layers: list[dict[str, Any]], sample: np.ndarray) -> str:
+    """sha256 over every generated array (shape, then int64 little-endian bytes) in order."""
+    h = hashlib.sha256()
+    arrays = [a for layer in layers for a in (layer["weight"], layer["bias8"]) if a is not None]
+    for array in [*arrays, sample]:
+        h.update(repr(tuple(array.shape)).encode())
+        h.update(np.ascontiguousarray(array, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def checkpoint_bytes(case: Case, layers: list[dict[str, Any]]) -> bytes:
+    """The quantized checkpoint izer and import-ai8x read, written by edgebuild's exporter
+    (the arch is the description's, as izer's loader requires)."""
+    import yaml
+
+    from edgebuild.targets.max7800x.network.checkpoint import CheckpointLayer
+    from edgebuild.targets.max7800x.network.checkpoint import checkpoint_bytes as save
+
+    arch = str(yaml.safe_load(case.network.read_text())["arch"])
+    return save(arch, [CheckpointLayer(
+        layer["name"], f"{layer['name']}.op.weight", layer["weight"],
+        None if layer["bias8"] is None else layer["bias8"] * (1 << (layer["bits"] - 1)),
+        None if layer["bias8"] is None else f"{layer['name']}.op.bias",
+        layer["output_shift"], layer["bits"]) for layer in layers])
+
+
+def write_inputs(case: Case, directory: Path) -> tuple[Path, Path]:
+    """Write `checkpoint-q.pth.tar` and `input.npy` (int64, as izer's --sample-input wants)
+    into `directory`; returns their paths."""
+    layers, sample = generate(case)
+    directory.mkdir(parents=True, exist_ok=True)
+    checkpoint = directory / "checkpoint-q.pth.tar"
+    checkpoint.write_bytes(checkpoint_bytes(case, layers))
+    sample_path = directory / "input.npy"
+    np.save(sample_path, sample)
+    return checkpoint, sample_path
+
+
+def expected_program(case: Case) -> dict[str, Any]:
+    """izer's program for the case: the dict `ai8x_program.py PROJECT_DIR` prints, except
+    that a large kernel image is stored as its digest (see `stored_program`): then `kernels`
+    is empty and `kernels_digest` holds {"sha256", "words"}. `compare` handles both."""
+    with gzip.open(case.directory / "program.json.gz", "rt", encoding="utf-8") as file:
+        result: dict[str, Any] = json.load(file)
+    return result
+
+
+# Kernel images larger than this (words) are stored as their digest, so that the vendor's
+# networks (10^5 random weights) stay KBs in the repository; the registers, bias, input and
+# expected output are always stored in full.
+KERNEL_WORDS_STORED = 4096
+
+
+def kernels_digest(kernels: dict[str, Any]) -> dict[str, Any]:
+    """sha256 of the kernel image in its canonical form (sorted `address value` lines)."""
+    text = "".join(f"{address} {kernels[address]}\n" for address in sorted(kernels))
+    return {"sha256": hashlib.sha256(text.encode()).hexdigest(), "words": len(kernels)}
+
+
+def stored_program(program: dict[str, Any]) -> dict[str, Any]:
+    """The program as the corpus stores it (see KERNEL_WORDS_STORED)."""
+    if len(program.get("kernels", {})) <= KERNEL_WORDS_STORED:
+        return program
+    return {**program, "kernels": {}, "kernels_digest": kernels_digest(program["kernels"])}
+
+
+def compare(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """The differences between izer's stored program and another generator's (full
+    canonical form), as ai8x_program.py --compare lists them; empty: identical."""
+    diffs = []
+    digest = expected.get("kernels_digest")
+    parts = ("registers", "bias", "input", "expected") if digest else \
+        ("registers", "kernels", "bias", "input", "expected")
+    for part in parts:
+        x, y = expected.get(part, {}), actual.get(part, {})
+        diffs += [f"{part} {key}: {x.get(key)} != {y.get(key)}"
+                  for key in sorted(set(x) | set(y)) if x.get(key) != y.get(key)]
+    if digest and kernels_digest(actual.get("kernels", {})) != digest:
+        diffs.append(f"kernels: {kernels_digest(actual.get('kernels', {}))} != {digest}")
+    if expected.get("start") != actual.get("start"):
+        diffs.append(f"start: {expected.get('start')} != {actual.get('start')}")
+    return diffs
+
+
+def program_gz(program: dict[str, Any]) -> bytes:
+    """`program.json.gz`'s bytes for izer's full program (stored_program of it;
+    deterministic: sorted keys, no timestamp)."""
+    text = json.dumps(stored_program(program), sort_keys=True, separators=(",", ":")) + "\n"
+    return gzip.compress(text.encode("utf-8"), mtime=0)

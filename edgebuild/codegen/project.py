@@ -48,8 +48,8 @@ def kernel_files(cpu: str, tiled: bool) -> tuple[tuple[str, ...], tuple[str, ...
     """(C sources, headers) copied into model/ for this CPU (+ the tiling driver)."""
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if cpu in OPTIMIZED_CPUS:
-        sources.extend(("eb_kernels_opt.c", "eb_pool_opt.c"))
-        headers.append("eb_kernels_opt.h")
+        sources.extend(("eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c"))
+        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h"))
     if tiled:
         sources.append("eb_tiling.c")
         headers.append("eb_tiling.h")

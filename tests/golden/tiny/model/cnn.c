@@ -7,6 +7,7 @@
 
 #include "eb_kernels.h"
 #include "eb_kernels_opt.h"
+#include "eb_dw_opt.h"
 #include "weights.h"
 
 /* int32_t member: the arena is 4-byte aligned for the int32 (wide) output. */

@@ -23,6 +23,7 @@
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_row_body tiny_eb_dw3_row_body
 #define eb_dw3_word tiny_eb_dw3_word
+#define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_store2 tiny_eb_dw_store2

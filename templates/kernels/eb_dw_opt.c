@@ -366,6 +366,120 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
     return edge == EB_DW_LEFT ? x << sh : edge == EB_DW_RIGHT ? x >> sh : x;
 }
 
+/* The in-row steps of eb_dw3_column on the M4, scheduled by hand (GCC spills its ~19 live
+ * values: init, the shift and the loop bounds are reloaded from the stack instead, 14
+ * registers hold the rest). n2 >= 1 steps from p (input row 0's word) and dst (output row
+ * 0's pixel pair): per step rows 1, 0, 2, 3 (row 1 starting all four sums from init), the
+ * first output pair stored after row 2, the second after row 3. Same sums as the C loop
+ * (int32 wrapping adds in another order), same ASR + SSAT #8 / USAT #7. A column at a row
+ * end (edge EB_DW_LEFT / _RIGHT) shifts each loaded word by sh as eb_dw3_word does. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EB_OPT_PORTABLE)
+#define EB_DW3_ASM 1
+#define EB_DW3_PAIRS_ASM(sat, fix, resat)                                                                \
+    __asm__ volatile(                                                                        \
+        "1:\n\t"                                                                             \
+        "ldr %[x], [%[p], %[L]]\n\t"                                                         \
+        fix                                                                                  \
+        "ldr %[a0], %[init]\n\t"                                                             \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a1], %[w1], %[x], %[a0]\n\t"                                                \
+        "smlatt %[a1], %[lo], %[w01], %[a1]\n\t"                                             \
+        "smlad %[b0], %[w0], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[b0], %[x], %[w01], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w0], %[x], %[a0]\n\t"                                                \
+        "smlatb %[b1], %[lo], %[w01], %[b1]\n\t"                                             \
+        "smlad %[a0], %[w1], %[lo], %[a0]\n\t"                                               \
+        "smlabt %[a0], %[x], %[w01], %[a0]\n\t"                                              \
+        "ldr %[x], [%[p]]\n\t"                                                               \
+        fix                                                                                  \
+        "add %[p], %[p], %[L], lsl #1\n\t"                                                   \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a0], %[w0], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[a0], %[x], %[w01], %[a0]\n\t"                                              \
+        "smlad %[a1], %[w0], %[x], %[a1]\n\t"                                                \
+        "smlatb %[a1], %[lo], %[w01], %[a1]\n\t"                                             \
+        "ldr %[x], [%[p]]\n\t"                                                               \
+        fix                                                                                  \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a0], %[w2], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[a0], %[x], %[w21], %[a0]\n\t"                                              \
+        "smlad %[a1], %[w2], %[x], %[a1]\n\t"                                                \
+        "smlatb %[a1], %[lo], %[w21], %[a1]\n\t"                                             \
+        "smlad %[b0], %[w1], %[lo], %[b0]\n\t"                                               \
+        "smlabt %[b0], %[x], %[w01], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w1], %[x], %[b1]\n\t"                                                \
+        "smlatt %[b1], %[lo], %[w01], %[b1]\n\t"                                             \
+        "ldr %[lo], %[s]\n\t"                                                                \
+        "asr %[a0], %[a0], %[lo]\n\t"                                                        \
+        "asr %[a1], %[a1], %[lo]\n\t"                                                        \
+        sat("a0") sat("a1")                                                                  \
+        "strb %[a0], [%[dst]]\n\t"                                                           \
+        "strb %[a1], [%[dst], #1]\n\t"                                                       \
+        "ldr %[x], [%[p], %[L]]\n\t"                                                         \
+        fix                                                                                  \
+        "sxtb16 %[a0], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[b0], %[w2], %[a0], %[b0]\n\t"                                               \
+        "smlabb %[b0], %[x], %[w21], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w2], %[x], %[b1]\n\t"                                                \
+        "smlatb %[b1], %[a0], %[w21], %[b1]\n\t"                                             \
+        resat                                                                                \
+        "asr %[b0], %[b0], %[lo]\n\t"                                                        \
+        "asr %[b1], %[b1], %[lo]\n\t"                                                        \
+        sat("b0") sat("b1")                                                                  \
+        "ldr %[a1], %[ow]\n\t"                                                               \
+        "add %[dst], %[dst], %[a1]\n\t"                                                      \
+        "strb %[b0], [%[dst]]\n\t"                                                           \
+        "strb %[b1], [%[dst], #1]\n\t"                                                       \
+        "add %[dst], %[dst], %[a1]\n\t"                                                      \
+        "ldr %[a1], %[end]\n\t"                                                              \
+        "cmp %[p], %[a1]\n\t"                                                                \
+        "bne 1b\n\t"                                                                         \
+        : [p] "+r"(p), [dst] "+r"(dst), [a0] "=&r"(a0), [a1] "=&r"(a1), [b0] "=&r"(b0),      \
+          [b1] "=&r"(b1), [x] "=&r"(x), [lo] "=&r"(lo)                                       \
+        : [L] "r"(L), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w01] "r"(w01),              \
+          [w21] "r"(w21), [init] "m"(init), [s] "m"(s), [ow] "m"(ow), [end] "m"(end),        \
+          [sh] "m"(sh)                                                                       \
+        : "cc", "memory")
+#define EB_DW3_SSAT(r) "ssat %[" r "], #8, %[" r "]\n\t"
+#define EB_DW3_USAT(r) "usat %[" r "], #7, %[" r "]\n\t"
+/* A loaded word overhanging the row's left end (shifted left by sh: zeros come in) or its
+ * right end (shifted right); the shift of the requantization reloaded after. */
+#define EB_DW3_LEFT "ldr %[lo], %[sh]\n\tlsl %[x], %[x], %[lo]\n\t"
+#define EB_DW3_RIGHT "ldr %[lo], %[sh]\n\tlsr %[x], %[x], %[lo]\n\t"
+#define EB_DW3_RELOAD "ldr %[lo], %[s]\n\t"
+#define EB_DW3_PAIRS_EDGES(sat)                                \
+    if (edge == EB_DW_LEFT) {                                  \
+        EB_DW3_PAIRS_ASM(sat, EB_DW3_LEFT, EB_DW3_RELOAD);     \
+    } else if (edge == EB_DW_RIGHT) {                          \
+        EB_DW3_PAIRS_ASM(sat, EB_DW3_RIGHT, EB_DW3_RELOAD);    \
+    } else {                                                   \
+        EB_DW3_PAIRS_ASM(sat, "", "");                         \
+    }
+
+static EB_NOINLINE void eb_dw3_pairs_asm(const int8_t *p, int32_t L, int32_t n2,
+                                         const uint32_t *w, int32_t init, int8_t *dst,
+                                         int32_t ow, int32_t s, uint32_t sh, const int mode,
+                                         const int edge)
+{
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    const int8_t *end = p + 2 * L * n2;
+    uint32_t a0, a1, b0, b1, x, lo;
+    if (mode == EB_DW_RELU) {
+        EB_DW3_PAIRS_EDGES(EB_DW3_USAT)
+    } else {
+        EB_DW3_PAIRS_EDGES(EB_DW3_SSAT)
+    }
+    (void)a0, (void)a1, (void)b0, (void)b1, (void)x, (void)lo;
+}
+#else
+#define EB_DW3_ASM 0
+#endif
+
 /* 3x3 with stride_h == dil_h == 1: one column of pixel pairs. Input rows are L bytes apart,
  * p is input row 0's word for the column (shifted by sh as edge says). 2 * n2 output rows
  * from index, out_w apart: input rows r .. r + 3 feed two output rows (tap rows r .. r + 2
@@ -390,6 +504,12 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, int pad, in
         eb_dw3_mac(eb_dw3_word(q + L, edge, sh), w1, w01, 1, &b0, &b1);
         eb_dw_store2(mode, o, d8, s, index + (int32_t)(in_h - 2) * out_w, b0, b1);
     }
+#if EB_DW3_ASM
+    if (n2 > 0) {
+        eb_dw3_pairs_asm(p, L, n2, w, init, d8 + index, out_w, s, sh, mode, edge);
+        return;
+    }
+#endif
     for (; n2 > 0; --n2, p += 2 * L, index += 2 * out_w) {
         int32_t a0 = init, a1 = init, b0 = init, b1 = init;
         uint32_t x = eb_dw3_word(p + L, edge, sh);

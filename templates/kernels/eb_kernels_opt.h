@@ -31,7 +31,7 @@
  * direct path instead, without im2col or scratch: output channel oc reads input channel
  * oc / m only, so each pixel is summed straight from word loads of its input rows, the word
  * x = row[q .. q + 3] giving SXTB16(x) = [x0, x2] and SXTB16(x ROR 8) = [x1, x3] for SMLAD
- * against weight pairs laid out to match (see eb_kernels_opt.c, "depthwise convolution"):
+ * against weight pairs laid out to match (see eb_dw_opt.c):
  *  - 3-tap rows (3x3 and 1-D k = 3; stride_w = dil_w = 1, in_w >= 4, pad_w <= 3): two
  *    pixels per step with the weights in registers, per tap row 1 load, 2 SXTB16 and 4 MACs
  *    (SMLAD for taps 0 and 2, SMLABB/SMLATB-type for tap 1); a 3x3 with stride_h = dil_h = 1

@@ -20,9 +20,10 @@
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
 #define eb_dw3_column tiny_eb_dw3_column
+#define eb_dw3_columns tiny_eb_dw3_columns
 #define eb_dw3_mac tiny_eb_dw3_mac
+#define eb_dw3_padded tiny_eb_dw3_padded
 #define eb_dw3_row_body tiny_eb_dw3_row_body
-#define eb_dw3_word tiny_eb_dw3_word
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run

@@ -319,11 +319,6 @@ static EB_NOINLINE void eb_dw_put(const eb_dw_out *o, int32_t index, int32_t acc
  * mode (read from the eb_dw_out at run time, stored by a call), EB_DW_ANY. */
 #define EB_DW_ANY (-1)
 
-/* How the column kernels load a row word: in the row, or overhanging its left end (the word
- * at the row start shifted left: zeros come in) or its right end (the last word shifted
- * right). */
-enum { EB_DW_IN, EB_DW_LEFT, EB_DW_RIGHT };
-
 /* One tap row's word x against weights [w0, w2] (w02) and w1 (bottom or top half of w1). */
 EB_INLINE void eb_dw3_mac(uint32_t x, uint32_t w02, uint32_t w1, const int top, int32_t *a0,
                           int32_t *a1)
@@ -359,28 +354,57 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
     }
 }
 
-/* The word at p, shifted by sh bits as `edge` says. */
-EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
+/* ---- 3x3, stride 1: columns over a zero-padded copy ----
+ * A 3x3 layer with stride_h == stride_w == dil_h == dil_w == 1 and the NONE or RELU
+ * requantization copies each input channel, padding included, into a stack buffer (rows
+ * L = in_w + pad_w bytes apart, sharing their pad bytes, eb_dw_fill; up to EB_DW_PAD_BYTES,
+ * in bands of output rows when the whole plane does not fit), so that every output pixel pair
+ * (x, x + 1) is the word at column x of three buffer rows: no edge cases, no padding rows
+ * computed apart. Output pixels go in columns of pairs x = 0, 2, ... (with an odd out_w
+ * the last pair is (out_w - 2, out_w - 1), one pixel computed twice), two output rows per
+ * step: buffer rows r .. r + 3 feed output rows r (tap rows r .. r + 2) and r + 1 (tap rows
+ * r + 1 .. r + 3), the middle two loaded once (4 loads, 8 SXTB16 and 24 MACs for 36 MACs).
+ * With an odd out_h the last two rows go as one more step (one row computed twice). */
+#define EB_DW_PAD_BYTES 1024
+#define EB_DW_PAD_SLACK 4 /* bytes past them eb_dw_fill may write */
+
+/* The steps of one column: n2 >= 1 steps from p (buffer row 0's word at the column) into
+ * index, two output rows (out_w apart) per step. The C twin of eb_dw3_band_asm. */
+EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint32_t *w,
+                             int32_t init, const eb_dw_out *o, int32_t index, int32_t out_w,
+                             const int mode)
 {
-    const uint32_t x = eb_load32(p);
-    return edge == EB_DW_LEFT ? x << sh : edge == EB_DW_RIGHT ? x >> sh : x;
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    int8_t *const d8 = o->out8;
+    const int s = o->s;
+    for (; n2 > 0; --n2, p += 2 * L, index += 2 * out_w) {
+        int32_t a0 = init, a1 = init, b0 = init, b1 = init;
+        uint32_t x = eb_load32(p + L);
+        eb_dw3_mac(x, w1, w01, 1, &a0, &a1);
+        eb_dw3_mac(x, w0, w01, 0, &b0, &b1);
+        x = eb_load32(p + 2 * L);
+        eb_dw3_mac(x, w2, w21, 0, &a0, &a1);
+        eb_dw3_mac(x, w1, w01, 1, &b0, &b1);
+        eb_dw3_mac(eb_load32(p), w0, w01, 0, &a0, &a1);
+        eb_dw_store2(mode, o, d8, s, index, a0, a1);
+        eb_dw3_mac(eb_load32(p + 3 * L), w2, w21, 0, &b0, &b1);
+        eb_dw_store2(mode, o, d8, s, index + out_w, b0, b1);
+    }
 }
 
-/* The in-row steps of eb_dw3_column on the M4, scheduled by hand (GCC spills its ~19 live
- * values: init, the shift and the loop bounds are reloaded from the stack instead, 14
- * registers hold the rest). n2 >= 1 steps from p (input row 0's word) and dst (output row
- * 0's pixel pair): per step rows 1, 0, 2, 3 (row 1 starting all four sums from init), the
- * first output pair stored after row 2, the second after row 3. Same sums as the C loop
- * (int32 wrapping adds in another order), same ASR + SSAT #8 / USAT #7. A column at a row
- * end (edge EB_DW_LEFT / _RIGHT) shifts each loaded word by sh as eb_dw3_word does. */
+/* eb_dw3_column over ncols columns 2 bytes apart, on the M4 scheduled by hand (GCC spills
+ * its ~19 live values: init, the shift and the loop bounds are reloaded from the stack
+ * instead, 14 registers hold the rest). Per step rows 1, 0, 2, 3 (row 1 starting all four
+ * sums from init), the first output pair stored after row 2, the second after row 3; at a
+ * column's end p and dst step back up and 2 bytes right. Same sums as the C loop (int32
+ * wrapping adds in another order), same ASR + SSAT #8 / USAT #7. */
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
     defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EB_OPT_PORTABLE)
 #define EB_DW3_ASM 1
-#define EB_DW3_PAIRS_ASM(sat, fix, resat)                                                                \
+#define EB_DW3_BAND_ASM(sat)                                                                 \
     __asm__ volatile(                                                                        \
         "1:\n\t"                                                                             \
         "ldr %[x], [%[p], %[L]]\n\t"                                                         \
-        fix                                                                                  \
         "ldr %[a0], %[init]\n\t"                                                             \
         "sxtb16 %[lo], %[x]\n\t"                                                             \
         "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
@@ -393,7 +417,6 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
         "smlad %[a0], %[w1], %[lo], %[a0]\n\t"                                               \
         "smlabt %[a0], %[x], %[w01], %[a0]\n\t"                                              \
         "ldr %[x], [%[p]]\n\t"                                                               \
-        fix                                                                                  \
         "add %[p], %[p], %[L], lsl #1\n\t"                                                   \
         "sxtb16 %[lo], %[x]\n\t"                                                             \
         "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
@@ -402,7 +425,6 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
         "smlad %[a1], %[w0], %[x], %[a1]\n\t"                                                \
         "smlatb %[a1], %[lo], %[w01], %[a1]\n\t"                                             \
         "ldr %[x], [%[p]]\n\t"                                                               \
-        fix                                                                                  \
         "sxtb16 %[lo], %[x]\n\t"                                                             \
         "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
         "smlad %[a0], %[w2], %[lo], %[a0]\n\t"                                               \
@@ -420,14 +442,12 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
         "strb %[a0], [%[dst]]\n\t"                                                           \
         "strb %[a1], [%[dst], #1]\n\t"                                                       \
         "ldr %[x], [%[p], %[L]]\n\t"                                                         \
-        fix                                                                                  \
         "sxtb16 %[a0], %[x]\n\t"                                                             \
         "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
         "smlad %[b0], %[w2], %[a0], %[b0]\n\t"                                               \
         "smlabb %[b0], %[x], %[w21], %[b0]\n\t"                                              \
         "smlad %[b1], %[w2], %[x], %[b1]\n\t"                                                \
         "smlatb %[b1], %[a0], %[w21], %[b1]\n\t"                                             \
-        resat                                                                                \
         "asr %[b0], %[b0], %[lo]\n\t"                                                        \
         "asr %[b1], %[b1], %[lo]\n\t"                                                        \
         sat("b0") sat("b1")                                                                  \
@@ -439,40 +459,37 @@ EB_INLINE uint32_t eb_dw3_word(const int8_t *p, const int edge, unsigned sh)
         "ldr %[a1], %[end]\n\t"                                                              \
         "cmp %[p], %[a1]\n\t"                                                                \
         "bne 1b\n\t"                                                                         \
+        "adds %[a1], %[a1], #2\n\t"                                                          \
+        "str %[a1], %[end]\n\t"                                                              \
+        "ldr %[a1], %[bp]\n\t"                                                               \
+        "subs %[p], %[p], %[a1]\n\t"                                                         \
+        "ldr %[a1], %[bd]\n\t"                                                               \
+        "subs %[dst], %[dst], %[a1]\n\t"                                                     \
+        "ldr %[a1], %[cols]\n\t"                                                             \
+        "subs %[a1], %[a1], #1\n\t"                                                          \
+        "str %[a1], %[cols]\n\t"                                                             \
+        "bne 1b\n\t"                                                                         \
         : [p] "+r"(p), [dst] "+r"(dst), [a0] "=&r"(a0), [a1] "=&r"(a1), [b0] "=&r"(b0),      \
-          [b1] "=&r"(b1), [x] "=&r"(x), [lo] "=&r"(lo)                                       \
+          [b1] "=&r"(b1), [x] "=&r"(x), [lo] "=&r"(lo), [end] "+m"(end), [cols] "+m"(ncols)  \
         : [L] "r"(L), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w01] "r"(w01),              \
-          [w21] "r"(w21), [init] "m"(init), [s] "m"(s), [ow] "m"(ow), [end] "m"(end),        \
-          [sh] "m"(sh)                                                                       \
+          [w21] "r"(w21), [init] "m"(init), [s] "m"(s), [ow] "m"(ow), [bp] "m"(bp),          \
+          [bd] "m"(bd)                                                                       \
         : "cc", "memory")
 #define EB_DW3_SSAT(r) "ssat %[" r "], #8, %[" r "]\n\t"
 #define EB_DW3_USAT(r) "usat %[" r "], #7, %[" r "]\n\t"
-/* A loaded word overhanging the row's left end (shifted left by sh: zeros come in) or its
- * right end (shifted right); the shift of the requantization reloaded after. */
-#define EB_DW3_LEFT "ldr %[lo], %[sh]\n\tlsl %[x], %[x], %[lo]\n\t"
-#define EB_DW3_RIGHT "ldr %[lo], %[sh]\n\tlsr %[x], %[x], %[lo]\n\t"
-#define EB_DW3_RELOAD "ldr %[lo], %[s]\n\t"
-#define EB_DW3_PAIRS_EDGES(sat)                                \
-    if (edge == EB_DW_LEFT) {                                  \
-        EB_DW3_PAIRS_ASM(sat, EB_DW3_LEFT, EB_DW3_RELOAD);     \
-    } else if (edge == EB_DW_RIGHT) {                          \
-        EB_DW3_PAIRS_ASM(sat, EB_DW3_RIGHT, EB_DW3_RELOAD);    \
-    } else {                                                   \
-        EB_DW3_PAIRS_ASM(sat, "", "");                         \
-    }
 
-static EB_NOINLINE void eb_dw3_pairs_asm(const int8_t *p, int32_t L, int32_t n2,
-                                         const uint32_t *w, int32_t init, int8_t *dst,
-                                         int32_t ow, int32_t s, uint32_t sh, const int mode,
-                                         const int edge)
+static EB_NOINLINE void eb_dw3_band_asm(const int8_t *p, int32_t L, int32_t n2, int32_t ncols,
+                                        const uint32_t *w, int32_t init, int8_t *dst,
+                                        int32_t ow, int32_t s, const int mode)
 {
     const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
     const int8_t *end = p + 2 * L * n2;
+    const int32_t bp = 2 * L * n2 - 2, bd = 2 * ow * n2 - 2;
     uint32_t a0, a1, b0, b1, x, lo;
     if (mode == EB_DW_RELU) {
-        EB_DW3_PAIRS_EDGES(EB_DW3_USAT)
+        EB_DW3_BAND_ASM(EB_DW3_USAT);
     } else {
-        EB_DW3_PAIRS_EDGES(EB_DW3_SSAT)
+        EB_DW3_BAND_ASM(EB_DW3_SSAT);
     }
     (void)a0, (void)a1, (void)b0, (void)b1, (void)x, (void)lo;
 }
@@ -480,48 +497,130 @@ static EB_NOINLINE void eb_dw3_pairs_asm(const int8_t *p, int32_t L, int32_t n2,
 #define EB_DW3_ASM 0
 #endif
 
-/* 3x3 with stride_h == dil_h == 1: one column of pixel pairs. Input rows are L bytes apart,
- * p is input row 0's word for the column (shifted by sh as edge says). 2 * n2 output rows
- * from index, out_w apart: input rows r .. r + 3 feed two output rows (tap rows r .. r + 2
- * and r + 1 .. r + 3), the middle two loaded once. With pad (pad_h == 1) also the column's
- * first and last output rows, at index - out_w (input rows 0, 1 with tap rows 1, 2) and
- * index + (in_h - 2) * out_w (input rows in_h - 2, in_h - 1 with tap rows 0, 1). */
-EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, int pad, int in_h,
-                             const uint32_t *w, int32_t init, const eb_dw_out *o,
-                             int32_t index, int32_t out_w, unsigned sh, const int edge,
-                             const int mode)
+/* n2 steps of every column of pixel pairs of an output band from index (out_w wide), the
+ * buffer rows at src (L apart). */
+EB_INLINE void eb_dw3_columns(const int8_t *src, int32_t L, int32_t n2,
+                                       const uint32_t *w, int32_t init, const eb_dw_out *o,
+                                       int32_t index, int32_t out_w)
 {
-    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
-    int8_t *const d8 = o->out8;
-    const int s = o->s;
-    if (pad) {
-        int32_t a0 = init, a1 = init, b0 = init, b1 = init;
-        const int8_t *q = p + (int32_t)(in_h - 2) * L;
-        eb_dw3_mac(eb_dw3_word(p, edge, sh), w1, w01, 1, &a0, &a1);
-        eb_dw3_mac(eb_dw3_word(p + L, edge, sh), w2, w21, 0, &a0, &a1);
-        eb_dw_store2(mode, o, d8, s, index - out_w, a0, a1);
-        eb_dw3_mac(eb_dw3_word(q, edge, sh), w0, w01, 0, &b0, &b1);
-        eb_dw3_mac(eb_dw3_word(q + L, edge, sh), w1, w01, 1, &b0, &b1);
-        eb_dw_store2(mode, o, d8, s, index + (int32_t)(in_h - 2) * out_w, b0, b1);
-    }
 #if EB_DW3_ASM
-    if (n2 > 0) {
-        eb_dw3_pairs_asm(p, L, n2, w, init, d8 + index, out_w, s, sh, mode, edge);
-        return;
+    const int mode = o->mode;
+    eb_dw3_band_asm(src, L, n2, out_w / 2, w, init, o->out8 + index, out_w, o->s, mode);
+    if (out_w & 1) { /* the last pair overlaps the one before */
+        eb_dw3_band_asm(src + out_w - 2, L, n2, 1, w, init, o->out8 + index + out_w - 2, out_w,
+                        o->s, mode);
+    }
+#else
+    int x;
+    for (x = 0; x < out_w; x += 2) {
+        const int xp = x + 1 < out_w ? x : out_w - 2;
+        if (o->mode == EB_DW_NONE) {
+            eb_dw3_column(src + xp, L, n2, w, init, o, index + xp, out_w, EB_DW_NONE);
+        } else {
+            eb_dw3_column(src + xp, L, n2, w, init, o, index + xp, out_w, EB_DW_RELU);
+        }
     }
 #endif
-    for (; n2 > 0; --n2, p += 2 * L, index += 2 * out_w) {
-        int32_t a0 = init, a1 = init, b0 = init, b1 = init;
-        uint32_t x = eb_dw3_word(p + L, edge, sh);
-        eb_dw3_mac(x, w1, w01, 1, &a0, &a1);
-        eb_dw3_mac(x, w0, w01, 0, &b0, &b1);
-        x = eb_dw3_word(p + 2 * L, edge, sh);
-        eb_dw3_mac(x, w2, w21, 0, &a0, &a1);
-        eb_dw3_mac(x, w1, w01, 1, &b0, &b1);
-        eb_dw3_mac(eb_dw3_word(p, edge, sh), w0, w01, 0, &a0, &a1);
-        eb_dw_store2(mode, o, d8, s, index, a0, a1);
-        eb_dw3_mac(eb_dw3_word(p + 3 * L, edge, sh), w2, w21, 0, &b0, &b1);
-        eb_dw_store2(mode, o, d8, s, index + out_w, b0, b1);
+}
+
+/* An empty asm that "changes" v: GCC then keeps a loop storing v a loop of word stores
+ * instead of a call to memset or memcpy (newlib-nano's go byte by byte). */
+#if defined(__GNUC__)
+#define EB_DW_OPAQUE(v) __asm__("" : "+r"(v))
+#else
+#define EB_DW_OPAQUE(v) ((void)0)
+#endif
+
+/* n (>= 0) zero bytes at d, as words (up to 3 more); returns d + n. */
+static int8_t *eb_dw_zero(int8_t *d, int32_t n)
+{
+    const uint32_t z = 0;
+    int8_t *q = d;
+    for (; q < d + n; q += 4) {
+        memcpy(q, &z, 4);
+        EB_DW_OPAQUE(q);
+    }
+    return d + n;
+}
+
+/* The padded rows [y, y + n) of a channel (plane: in_h x in_w; padded row y is input row
+ * y - pad_h, input column c at padded column pad_w + c) into buf, L = in_w + pad_w bytes
+ * apart: a row's right padding is the next row's left padding, so buf is a stream of pad_w
+ * zeros, then per row in_w bytes (an input row, or zeros outside the plane) and pad_w
+ * zeros: n L + pad_w bytes. Word stores only (pad_w <= 3 and in_w >= 4, as the 3-tap
+ * kernels take): each may spill up to 3 bytes past its part of the stream, which the next
+ * part then overwrites (buf has EB_DW_PAD_SLACK bytes for the last one); each input row is
+ * read as its words before the last byte and the word ending at its last byte, nothing
+ * outside it. */
+static EB_NOINLINE void eb_dw_fill(const eb_dw_geom *g, const int8_t *plane, int y, int n,
+                                   int8_t *d)
+{
+    const int32_t in_w = g->in_w, L = in_w + g->pad_w, nw = (in_w - 1) >> 2;
+    const uint32_t z = 0;
+    const int iy = y - g->pad_h;
+    int top = iy < 0 ? -iy : 0, mid, k; /* rows above the plane, rows in it */
+    top = top < n ? top : n;
+    mid = g->in_h - (iy + top);
+    mid = mid < n - top ? mid : n - top;
+    mid = mid > 0 ? mid : 0;
+    memcpy(d, &z, 4); /* the first row's left padding */
+    d = eb_dw_zero(d + g->pad_w, (int32_t)top * L);
+    plane += (int32_t)(iy + top) * in_w;
+    for (k = mid; k > 0; --k, plane += in_w, d += L) {
+        const int8_t *src = plane;
+        int8_t *q = d;
+        uint32_t u;
+        int32_t i;
+        for (i = nw; i > 0; --i, src += 4, q += 4) {
+            u = eb_load32(src);
+            EB_DW_OPAQUE(u);
+            memcpy(q, &u, 4);
+        }
+        u = eb_load32(plane + in_w - 4); /* the last word */
+        memcpy(d + in_w - 4, &u, 4);
+        memcpy(d + in_w, &z, 4); /* the right padding */
+    }
+    eb_dw_zero(d, (int32_t)(n - top - mid) * L); /* rows below the plane */
+}
+
+/* Output rows per band of the padded path (even, >= 2), 0 when it does not take g. */
+static int eb_dw3_band(const eb_dw_geom *g)
+{
+    const int32_t L = (int32_t)g->in_w + g->pad_w;
+    const int32_t band = ((EB_DW_PAD_BYTES - g->pad_w) / L - 2) & ~(int32_t)1;
+    if (g->k_h != 3 || g->stride_h != 1 || g->dil_h != 1 || g->out_h < 2 || g->out_w < 2 ||
+        band < 2) {
+        return 0;
+    }
+    return (int)band;
+}
+
+/* One channel of the padded path into out from index (buf: EB_DW_PAD_BYTES; filled: it
+ * already holds this channel's whole plane). */
+EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
+                                      int filled, const uint32_t wk[5], int32_t init,
+                                      const eb_dw_out *o, int32_t index, int8_t *buf)
+{
+    const int out_h = g->out_h, whole = out_h <= band;
+    const int32_t L = (int32_t)g->in_w + g->pad_w;
+    int y0, rows;
+    if (whole && !filled) {
+        eb_dw_fill(g, plane, 0, out_h + 2, buf);
+    }
+    for (y0 = 0; y0 < out_h; y0 += rows) {
+        const int8_t *src = buf;
+        rows = (out_h - y0 < band ? out_h - y0 : band) & ~1;
+        if (rows == 0) { /* an odd out_h: the last two rows, one computed twice */
+            y0 = out_h - 2;
+            rows = 2;
+        }
+        if (whole) {
+            src += (int32_t)y0 * L;
+        } else {
+            eb_dw_fill(g, plane, y0, rows + 2, buf);
+        }
+        eb_dw3_columns(src, L, rows / 2, wk, init, o, index + (int32_t)y0 * g->out_w,
+                       g->out_w);
     }
 }
 
@@ -589,37 +688,6 @@ EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const ui
         break;                          \
     }
 
-/* The column kernels take NONE and RELU only (eb_dw3_channel sends the rest by rows). */
-#define EB_DW_COLUMN_MODES(...)                       \
-    if (o->mode == EB_DW_NONE) {                      \
-        eb_dw3_column(__VA_ARGS__, EB_DW_NONE);       \
-    } else {                                          \
-        eb_dw3_column(__VA_ARGS__, EB_DW_RELU);       \
-    }
-
-static EB_NOINLINE void eb_dw3_column_in(const int8_t *p, int32_t L, int32_t n2, int pad,
-                                         int in_h, const uint32_t *w, int32_t init,
-                                         const eb_dw_out *o, int32_t index, int32_t out_w)
-{
-    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, 0, EB_DW_IN)
-}
-
-static EB_NOINLINE void eb_dw3_column_left(const int8_t *p, int32_t L, int32_t n2, int pad,
-                                           int in_h, const uint32_t *w, int32_t init,
-                                           const eb_dw_out *o, int32_t index, int32_t out_w,
-                                           unsigned sh)
-{
-    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, sh, EB_DW_LEFT)
-}
-
-static EB_NOINLINE void eb_dw3_column_right(const int8_t *p, int32_t L, int32_t n2, int pad,
-                                            int in_h, const uint32_t *w, int32_t init,
-                                            const eb_dw_out *o, int32_t index, int32_t out_w,
-                                            unsigned sh)
-{
-    EB_DW_COLUMN_MODES(p, L, n2, pad, in_h, w, init, o, index, out_w, sh, EB_DW_RIGHT)
-}
-
 static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t o1,
                                    int32_t o2, const uint32_t *w, int32_t init,
                                    const eb_dw_out *o, int32_t index)
@@ -658,42 +726,15 @@ typedef struct {
 
 #define EB_DW_MAX_SEGS 8 /* k_h <= 3: at most 2 * k_h + 1 */
 
-/* One channel of a 3-tap layer (plane: its input channel, wk: eb_dw3_weights) into out
- * from index. With `whole` (3x3, stride_h == dil_h == 1, pad_h <= 1, in_h >= 4) and the
- * NONE or RELU requantization it goes by columns of pixel pairs (eb_dw3_column; x = 0, 2,
- * ..., with an odd out_w the last pair is (out_w - 2, out_w - 1)), but for an odd output
- * row out (eb_dw3_row). Otherwise every output row goes by eb_dw3_row, in segments of
+/* One channel of a 3-tap layer the padded path does not take (plane: its input channel,
+ * wk: eb_dw3_weights) into out from index: every output row by eb_dw3_row, in segments of
  * equal tap-row ranges (seg, eb_dw_segments). */
-static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, int whole, const eb_dw_seg *seg,
+static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg,
                                        int n_seg, const int8_t *plane, const uint32_t wk[5],
                                        int32_t init, const eb_dw_out *o, int32_t index)
 {
-    const int in_w = g->in_w, out_w = g->out_w, pad_w = g->pad_w, k_h = g->k_h;
+    const int in_w = g->in_w, out_w = g->out_w, k_h = g->k_h;
     const int32_t in_step = (int32_t)g->stride_h * in_w;
-    if (whole && (o->mode == EB_DW_NONE || o->mode == EB_DW_RELU)) {
-        const int32_t n = g->in_h - 2, first = index + (g->pad_h ? out_w : 0);
-        const int pad = g->pad_h, in_h = g->in_h;
-        int x;
-        for (x = 0; x < out_w; x += 2) {
-            const int xp = x + 1 < out_w ? x : out_w - 2;
-            const int32_t b = xp - pad_w;
-            if (b < 0) {
-                eb_dw3_column_left(plane, in_w, n / 2, pad, in_h, wk, init, o, first + xp,
-                                   out_w, (unsigned)(-8 * b));
-            } else if (b > in_w - 4) {
-                eb_dw3_column_right(plane + in_w - 4, in_w, n / 2, pad, in_h, wk, init, o,
-                                    first + xp, out_w, (unsigned)(8 * (b - (in_w - 4))));
-            } else {
-                eb_dw3_column_in(plane + b, in_w, n / 2, pad, in_h, wk, init, o, first + xp,
-                                 out_w);
-            }
-        }
-        if (n & 1) { /* the last output row with all three tap rows */
-            eb_dw3_row(g, plane + (n - 1) * in_w, in_w, 2 * in_w, wk, init, o,
-                       first + (n - 1) * out_w);
-        }
-        return;
-    }
     for (; n_seg > 0; --n_seg, ++seg) {
         const int32_t first = index + (int32_t)seg->oy * out_w;
         const int iy0 = seg->oy * g->stride_h - g->pad_h;
@@ -949,7 +990,8 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
     eb_dw_geom g;
     eb_dw_out o;
     int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
-    int nw, m, oc, oy, n_seg = 0, whole = 0;
+    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
     int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
 
     if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
@@ -1004,7 +1046,7 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         }
     }
     if (g.kind == EB_DW_K3) {
-        whole = g.k_h == 3 && g.stride_h == 1 && g.dil_h == 1 && g.pad_h <= 1 && g.in_h >= 4;
+        band = eb_dw3_band(&g);
         n_seg = eb_dw_segments(&g, seg);
     }
     in_plane = (int32_t)g.in_h * g.in_w;
@@ -1057,7 +1099,13 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         }
         if (g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
-            eb_dw3_channel(&g, whole, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
+            if (band && (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU)) {
+                eb_dw3_padded(&g, band, plane, held == oc / m, w3, init, &o,
+                              (int32_t)oc * out_plane, buf);
+                held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
+            } else {
+                eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
+            }
         } else {
             eb_dw_entries(&g, w, table);
             for (oy = 0; oy < g.out_h; ++oy) {

@@ -274,6 +274,7 @@ typedef struct {
     int nf, nl;    /* table entries per tap row: nf "full" ones, nl (0 or 1) "last" ones */
     int ext;       /* bytes a pixel group reads per tap row, from its first pixel's offset 0 */
     int x0, span;  /* table kernel: the output columns whose groups read inside the rows */
+    const eb_pool_params *pool; /* a fused 2x2 max pool before the conv (padded path), or NULL */
 } eb_dw_geom;
 
 typedef struct {
@@ -543,6 +544,92 @@ static int8_t *eb_dw_zero(int8_t *d, int32_t n)
     return d + n;
 }
 
+/* max of the four signed bytes of a and b, byte by byte (SSUB8 + SEL on the M4) */
+#if EB_OPT_DSP && defined(__GNUC__)
+static inline uint32_t eb_dw_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+    return r;
+}
+#else
+static inline uint32_t eb_dw_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t x = (int32_t)((a >> i) & 0xFFu) - (int32_t)((a >> i) & 0x80u) * 2;
+        const int32_t y = (int32_t)((b >> i) & 0xFFu) - (int32_t)((b >> i) & 0x80u) * 2;
+        r |= (uint32_t)((x > y ? x : y) & 0xFF) << i;
+    }
+    return r;
+}
+#endif
+
+/* Four outputs of a 2x2 stride-2 max pool from input rows r and r + stride (bytes 0..7 of
+ * each), as a word: the rows' byte-wise max holds the column maxima c0..c3, its max with
+ * itself shifted by a byte holds max(c0, c1) and max(c2, c3) in bytes 0 and 2. */
+EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
+{
+    const uint32_t v0 = eb_dw_max8(eb_load32(r), eb_load32(r + stride));
+    const uint32_t v1 = eb_dw_max8(eb_load32(r + 4), eb_load32(r + stride + 4));
+    uint32_t h0 = eb_dw_max8(v0, v0 >> 8) & 0x00FF00FFu, h1 = eb_dw_max8(v1, v1 >> 8) & 0x00FF00FFu;
+    h0 |= h0 >> 8;
+    h1 |= h1 >> 8;
+    return (h0 & 0xFFFFu) | (h1 << 16);
+}
+
+/* n >= 4 outputs of a 2x2 stride-2 max pool (input rows r and r + stride) into d: groups of
+ * four, the last group ending at output n - 1 (overlapping the one before); reads input
+ * bytes [0, 2 n) of both rows only. */
+static void eb_dw_pool_row(const int8_t *r, int32_t stride, int8_t *d, int32_t n)
+{
+    const int8_t *q = r;
+    int8_t *o = d;
+    uint32_t u;
+    int32_t k;
+    for (k = (n - 1) >> 2; k > 0; --k, q += 8, o += 4) {
+        u = eb_dw_max4(q, stride);
+        memcpy(o, &u, 4);
+    }
+    u = eb_dw_max4(r + 2 * (n - 4), stride);
+    memcpy(d + n - 4, &u, 4);
+}
+
+/* n rows of in_w bytes (in_w >= 4) from src into d, rows L apart in d, each followed by
+ * L - in_w (<= 3) zeros: words only, the row's last word overlapping the one before. */
+static void eb_dw_copy_rows(const int8_t *src, int32_t in_w, int n, int8_t *d, int32_t L)
+{
+    const int32_t nw = (in_w - 1) >> 2;
+    const uint32_t z = 0;
+    for (; n > 0; --n, src += in_w, d += L) {
+        const int8_t *s = src;
+        int8_t *q = d;
+        uint32_t u;
+        int32_t i;
+        for (i = nw; i > 0; --i, s += 4, q += 4) {
+            u = eb_load32(s);
+            EB_DW_OPAQUE(u);
+            memcpy(q, &u, 4);
+        }
+        u = eb_load32(src + in_w - 4); /* the last word */
+        memcpy(d + in_w - 4, &u, 4);
+        memcpy(d + in_w, &z, 4); /* the right padding */
+    }
+}
+
+/* eb_dw_copy_rows of n pooled rows: pooled row i (in_w >= 4 bytes) is the 2x2 stride-2 max
+ * pool of input rows 2 i and 2 i + 1 (stride bytes apart) from src. */
+static void eb_dw_pool_rows(const int8_t *src, int32_t stride, int32_t in_w, int n, int8_t *d,
+                            int32_t L)
+{
+    const uint32_t z = 0;
+    for (; n > 0; --n, src += 2 * stride, d += L) {
+        eb_dw_pool_row(src, stride, d, in_w);
+        memcpy(d + in_w, &z, 4); /* the right padding */
+    }
+}
+
 /* The padded rows [y, y + n) of a channel (plane: in_h x in_w; padded row y is input row
  * y - pad_h, input column c at padded column pad_w + c) into buf, L = in_w + pad_w bytes
  * apart: a row's right padding is the next row's left padding, so buf is a stream of pad_w
@@ -551,36 +638,29 @@ static int8_t *eb_dw_zero(int8_t *d, int32_t n)
  * kernels take): each may spill up to 3 bytes past its part of the stream, which the next
  * part then overwrites (buf has EB_DW_PAD_SLACK bytes for the last one); each input row is
  * read as its words before the last byte and the word ending at its last byte, nothing
- * outside it. */
+ * outside it. With g->pool, plane is the unpooled channel and each row is pooled on the way
+ * (eb_dw_pool_row). */
 static EB_NOINLINE void eb_dw_fill(const eb_dw_geom *g, const int8_t *plane, int y, int n,
                                    int8_t *d)
 {
-    const int32_t in_w = g->in_w, L = in_w + g->pad_w, nw = (in_w - 1) >> 2;
+    const int32_t in_w = g->in_w, L = in_w + g->pad_w;
+    const int32_t step = g->pool ? 2 * (int32_t)g->pool->in_w : in_w; /* source row bytes */
     const uint32_t z = 0;
     const int iy = y - g->pad_h;
-    int top = iy < 0 ? -iy : 0, mid, k; /* rows above the plane, rows in it */
+    int top = iy < 0 ? -iy : 0, mid; /* rows above the plane, rows in it */
     top = top < n ? top : n;
     mid = g->in_h - (iy + top);
     mid = mid < n - top ? mid : n - top;
     mid = mid > 0 ? mid : 0;
     memcpy(d, &z, 4); /* the first row's left padding */
     d = eb_dw_zero(d + g->pad_w, (int32_t)top * L);
-    plane += (int32_t)(iy + top) * in_w;
-    for (k = mid; k > 0; --k, plane += in_w, d += L) {
-        const int8_t *src = plane;
-        int8_t *q = d;
-        uint32_t u;
-        int32_t i;
-        for (i = nw; i > 0; --i, src += 4, q += 4) {
-            u = eb_load32(src);
-            EB_DW_OPAQUE(u);
-            memcpy(q, &u, 4);
-        }
-        u = eb_load32(plane + in_w - 4); /* the last word */
-        memcpy(d + in_w - 4, &u, 4);
-        memcpy(d + in_w, &z, 4); /* the right padding */
+    plane += (int32_t)(iy + top) * step;
+    if (g->pool) {
+        eb_dw_pool_rows(plane, g->pool->in_w, in_w, mid, d, L);
+    } else {
+        eb_dw_copy_rows(plane, in_w, mid, d, L);
     }
-    eb_dw_zero(d, (int32_t)(n - top - mid) * L); /* rows below the plane */
+    eb_dw_zero(d + (int32_t)mid * L, (int32_t)(n - top - mid) * L); /* rows below the plane */
 }
 
 /* Output rows per band of the padded path (even, >= 2), 0 when it does not take g. */
@@ -977,8 +1057,23 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
 }
 
 /* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
-int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
-                   const int32_t *bias, int8_t *out8, int32_t *out32)
+/* One channel (src) of the pool q into dst; returns dst. The reference loops: only a
+ * channel whose requantization the padded path does not take comes here. */
+static const int8_t *eb_dw_pool_channel(const eb_pool_params *q, const int8_t *src, int8_t *dst)
+{
+    eb_pool_params one = *q;
+    one.c = 1;
+    eb_pool2d(&one, src, dst);
+    return dst;
+}
+
+/* eb_dw_conv_opt, or with q (eb_dw_fusable) on the input of a 2x2 stride-2 max pool: its
+ * channels pooled into the padded path's buffer on the way, or into pooled (the pool's
+ * output) for a channel that path does not take; 0 (nothing written) when it takes neither
+ * the layer nor, with q, the layer through the padded path. */
+static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const int8_t *in,
+                       int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out8,
+                       int32_t *out32)
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
@@ -1049,6 +1144,10 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         band = eb_dw3_band(&g);
         n_seg = eb_dw_segments(&g, seg);
     }
+    g.pool = q;
+    if (q != NULL && (g.kind != EB_DW_K3 || band == 0 || p->in_w == 1)) {
+        return 0; /* the fused pool runs on the padded path only */
+    }
     in_plane = (int32_t)g.in_h * g.in_w;
     out_plane = (int32_t)g.out_h * g.out_w;
     taps = (int32_t)g.k_h * g.k_w;
@@ -1082,7 +1181,7 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
     }
     m = p->out_c / p->in_c;
     for (oc = 0; oc < p->out_c; ++oc) {
-        const int8_t *plane = in + (int32_t)(oc / m) * in_plane;
+        const int8_t *plane = in + (int32_t)(oc / m) * (q ? (int32_t)q->in_h * q->in_w : in_plane);
         const int8_t *w = weight + (int32_t)oc * taps;
         const int32_t b = bias ? bias[oc] : 0;
         int32_t init = b;
@@ -1104,6 +1203,9 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
                               (int32_t)oc * out_plane, buf);
                 held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
             } else {
+                if (q != NULL) { /* this channel pooled on its own */
+                    plane = eb_dw_pool_channel(q, plane, pooled + (int32_t)(oc / m) * in_plane);
+                }
                 eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
             }
         } else {
@@ -1115,4 +1217,29 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         }
     }
     return 1;
+}
+
+int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int8_t *out8, int32_t *out32)
+{
+    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32);
+}
+
+/* q and p as the fused path takes them: a 2x2 stride-2 max pool whose output is p's input. */
+static int eb_dw_fusable(const eb_pool_params *q, const eb_conv_params *p)
+{
+    return q->mode == EB_POOL_MAX && q->k_h == 2 && q->k_w == 2 && q->stride_h == 2 &&
+           q->stride_w == 2 && q->c == p->in_c && q->out_h == p->in_h && q->out_w == p->in_w;
+}
+
+void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
+                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out)
+{
+    if (eb_dw_fusable(q, p) && eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL)) {
+        return;
+    }
+    eb_pool2d(q, in, pooled); /* (rows too long for the buffer, other pools) */
+    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL)) {
+        eb_conv2d(p, pooled, weight, bias, out); /* a shape the depthwise path does not take */
+    }
 }

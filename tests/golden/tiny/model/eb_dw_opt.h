@@ -18,6 +18,13 @@ extern "C" {
  * more than 16 table entries): the caller runs its generic path then. */
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32);
+/* eb_pool2d(q, in, pooled) then eb_conv2d(p, pooled, weight, bias, out), bit-identical, for a
+ * depthwise p (groups == in_c) whose input is q's output: with a 2x2 stride-2 max pool and
+ * a 3x3 stride-1 conv the depthwise path pools each channel straight into its padded copy
+ * (pooled is then only written for channels whose requantization that path does not take);
+ * other shapes pool into pooled (eb_pool2d), then convolve it. */
+void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
+                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out);
 
 #ifdef __cplusplus
 }

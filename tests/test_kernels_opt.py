@@ -75,7 +75,8 @@ def lib(tmp_path_factory):
     shared = build / "libeb_opt.so"
     result = subprocess.run(
         [GCC, *CFLAGS, "-shared", "-fPIC", f"-I{KERNELS}", str(KERNELS / "eb_kernels.c"),
-         str(KERNELS / "eb_kernels_opt.c"), str(build / "probe.c"), "-o", str(shared)],
+         str(KERNELS / "eb_kernels_opt.c"),
+         str(KERNELS / "eb_dw_opt.c"), str(build / "probe.c"), "-o", str(shared)],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"gcc failed:\n{result.stderr}"
     so = ctypes.CDLL(str(shared))
@@ -572,7 +573,8 @@ def build_m4(build: Path, name: str, source: str, defines: tuple[str, ...] = ())
     result = subprocess.run(
         [ARM_GCC, *M4_FLAGS, *CFLAGS, *defines, f"-I{KERNELS}", *M4_LINK,
          "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"), str(build / f"{name}.c"),
-         str(KERNELS / "eb_kernels.c"), str(KERNELS / "eb_kernels_opt.c")],
+         str(KERNELS / "eb_kernels.c"), str(KERNELS / "eb_kernels_opt.c"),
+         str(KERNELS / "eb_dw_opt.c")],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
     return elf

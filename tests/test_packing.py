@@ -88,7 +88,8 @@ def lib(tmp_path_factory):
     shared = build / "libeb_packed.so"
     result = subprocess.run(
         [kopt.GCC, *kopt.CFLAGS, "-shared", "-fPIC", f"-I{KERNELS}",
-         *(str(KERNELS / name) for name in ("eb_kernels.c", "eb_kernels_opt.c", "eb_tiling.c")),
+         *(str(KERNELS / name) for name in ("eb_kernels.c", "eb_kernels_opt.c", "eb_dw_opt.c",
+                                            "eb_tiling.c")),
          str(build / "probe.c"), "-o", str(shared)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"gcc failed:\n{result.stderr}"
     so = ctypes.CDLL(str(shared))

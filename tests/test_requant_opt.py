@@ -166,7 +166,8 @@ def rq_lib(tmp_path_factory):
     (build / "rq.c").write_text(HARNESS)
     shared = build / "librq.so"
     result = subprocess.run(
-        [GCC, *CFLAGS, "-shared", "-fPIC", f"-I{KERNELS}", str(build / "rq.c"), "-o", str(shared)],
+        [GCC, *CFLAGS, "-shared", "-fPIC", f"-I{KERNELS}", str(build / "rq.c"),
+         str(KERNELS / "eb_dw_opt.c"), "-o", str(shared)],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"gcc failed:\n{result.stderr}"
     so = ctypes.CDLL(str(shared))
@@ -195,7 +196,8 @@ def test_requant_dense_sweep_under_qemu(m4_build: Path):  # noqa: F811 (the fixt
     elf = m4_build / "rq.elf"
     result = subprocess.run(
         [ARM_GCC, *M4_FLAGS, *CFLAGS, f"-I{KERNELS}", *M4_LINK, "-Wl,-T," + str(m4_build / "link.ld"),
-         "-o", str(elf), str(m4_build / "startup_m4.c"), str(m4_build / "rq.c")],
+         "-o", str(elf), str(m4_build / "startup_m4.c"), str(m4_build / "rq.c"),
+         str(KERNELS / "eb_dw_opt.c")],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
     run = run_qemu(elf)

@@ -96,7 +96,7 @@ def lib(tmp_path_factory):
     shared = build / "libtiling_opt.so"
     result = subprocess.run(
         [GCC, *CFLAGS, f"-I{KERNELS}", *(str(KERNELS / f) for f in (
-            "eb_kernels.c", "eb_kernels_opt.c", "eb_tiling.c")), str(build / "helper.c"),
+            "eb_kernels.c", "eb_kernels_opt.c", "eb_dw_opt.c", "eb_tiling.c")), str(build / "helper.c"),
          "-o", str(shared)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"gcc failed:\n{result.stderr}"
     so = ctypes.CDLL(str(shared))

@@ -45,6 +45,7 @@ from edgebuild.ops.operator import (
     Mode,
     Onnx,
     Operator,
+    PoolMode,
     Role,
     Torch,
     Train,
@@ -322,6 +323,33 @@ def untiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
                  paths=frozenset({"pointwise"} if fast else ()))
 
 
+# A depthwise conv after a 2x2 stride-2 max pool in one call (fused_depthwise_pool); the
+# reference build pools, then convolves.
+_DW_POOL_PRELUDE = (4, """#ifdef EB_REFERENCE_KERNELS
+#define EB_DW_POOL_CONV2D(q, p, in, pooled, w, b, out) \\
+    (eb_pool2d(q, in, pooled), eb_conv2d(p, pooled, w, b, out))
+#else
+#define EB_DW_POOL_CONV2D(q, p, in, pooled, w, b, out) \\
+    eb_dw_pool_conv_opt(q, p, in, pooled, w, b, out)
+#endif
+
+""")
+
+
+def fused_depthwise_pool(step: CStep[Conv], conv: Plane) -> bool:
+    """An untiled int8 depthwise 3x3 stride-1 conv whose fused input pooling is a 2x2
+    stride-2 max pool, on the optimized kernels: eb_dw_pool_conv_opt pools each channel
+    straight into the depthwise path's padded copy of it (no pass over the pooled tensor)."""
+    layer = step.layer
+    if not step.optimized or layer.pool is None or layer.wide or step.tile is not None \
+            or step.pool_tile is not None or layer.pool.mode is not PoolMode.max:
+        return False
+    window = pool_plane(layer.pool, step.in_shapes[0])
+    return (window.k_h, window.k_w, window.stride_h, window.stride_w) == (2, 2, 2, 2) and \
+        conv.groups == conv.in_c and (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w,
+                                      conv.dil_h, conv.dil_w) == (3, 3, 1, 1, 1, 1)
+
+
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4 (a
     pointwise layer: EB_CONV2D_PW(_WIDE)), or eb_conv2d_tiled when the plan tiles it (1-D
@@ -330,13 +358,20 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
     depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
+    fused = fused_depthwise_pool(step, conv)
     # packed weights: read packed by the optimized kernels, unpacked into L1 when tiled
     packed = step.optimized and step.tile is None and packed_bits(step) != 0
-    code += CCode((conv_params(step.symbol("P"), conv, step),),
-                  paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
-                      {"packed"} if packed else ()))
+    code = (CCode(code.decls) if fused else code) + CCode(
+        (conv_params(step.symbol("P"), conv, step),),
+        paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
+            {"packed"} if packed else ()))
     if step.tile is not None:
         return code + tiled_call(step, conv, depthwise, source)
+    if fused:
+        return code + CCode(calls=(
+            f"EB_DW_POOL_CONV2D(&{step.symbol('Q')}, &{step.symbol('P')}, {step.inputs[0]}, "
+            f"{source}, {step.weights()}, {bias_symbol(step)}, {step.output});",),
+            preludes=(_DW_POOL_PRELUDE,))
     return code + untiled_call(step, conv, source)
 
 

@@ -23,9 +23,13 @@
 #define eb_copy tiny_eb_copy
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dw3_column tiny_eb_dw3_column
+#define eb_dw3_columns tiny_eb_dw3_columns
 #define eb_dw3_mac tiny_eb_dw3_mac
+#define eb_dw3_padded tiny_eb_dw3_padded
 #define eb_dw3_row_body tiny_eb_dw3_row_body
-#define eb_dw3_word tiny_eb_dw3_word
+#define eb_dw_conv_opt tiny_eb_dw_conv_opt
+#define eb_dw_max4 tiny_eb_dw_max4
+#define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_store2 tiny_eb_dw_store2

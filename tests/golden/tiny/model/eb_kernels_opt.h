@@ -31,11 +31,14 @@
  * direct path instead, without im2col or scratch: output channel oc reads input channel
  * oc / m only, so each pixel is summed straight from word loads of its input rows, the word
  * x = row[q .. q + 3] giving SXTB16(x) = [x0, x2] and SXTB16(x ROR 8) = [x1, x3] for SMLAD
- * against weight pairs laid out to match (see eb_kernels_opt.c, "depthwise convolution"):
+ * against weight pairs laid out to match (see eb_dw_opt.c):
  *  - 3-tap rows (3x3 and 1-D k = 3; stride_w = dil_w = 1, in_w >= 4, pad_w <= 3): two
  *    pixels per step with the weights in registers, per tap row 1 load, 2 SXTB16 and 4 MACs
  *    (SMLAD for taps 0 and 2, SMLABB/SMLATB-type for tap 1); a 3x3 with stride_h = dil_h = 1
- *    and pad_h <= 1 goes by columns, two output rows per step sharing two input rows;
+ *    and the usual requantization (act none or relu, a right shift) copies each channel with
+ *    its zero padding into a 1 KiB stack buffer (in bands of rows if need be) and goes by
+ *    columns over it, two output rows per step sharing two input rows, no edge cases (on
+ *    the M4 a hand-scheduled inline-asm loop: 57 instructions per 36 MACs);
  *  - other shapes (any kernel size, stride, dilation, padding): a per-channel table of
  *    weight pairs per tap row and word offset, pixels in pairs sharing loads when stride_w
  *    is 1 (dil_w 1 or even), else one by one; a kernel needing more than 16 table entries
@@ -43,7 +46,7 @@
  *  - 1-D layers laid out vertically ([C][L][1]) run as [C][1][L] (the same bytes);
  *  - words overhanging a row end are built from in-row loads shifted so zeros come in, tap
  *    rows in the padding are skipped: nothing is read outside the input.
- * The depthwise path is about 9.5 KiB of Cortex-M4 code (arm-none-eabi-gcc -O2), linked in
+ * The depthwise path is about 7.5 KiB of Cortex-M4 code (arm-none-eabi-gcc -O2), linked in
  * with eb_conv2d_opt whether or not a model has depthwise layers; compiling with
  * -DEB_OPT_NO_DEPTHWISE leaves it out and sends depthwise convs through the im2col path
  * (the tests also build it so, to measure the difference).
@@ -61,8 +64,9 @@
  * does not touch scratch (the macro's size, 4 * round_up_4(k_h * k_w), is still what the
  * im2col fallback needs). The contents are not preserved between calls, so one buffer sized
  * for the largest layer serves every layer. The kernels write nothing outside out[] and
- * scratch; besides, the conv kernels use up to about 1 KiB of stack (the depthwise path,
- * its weight table included; the im2col path about 0.5 KiB; arm-none-eabi-gcc -O2).
+ * scratch; besides, the conv kernels use up to about 2 KiB of stack (the depthwise path,
+ * its channel copy and weight table included; the im2col path about 0.5 KiB;
+ * arm-none-eabi-gcc -O2).
  */
 #ifndef EB_KERNELS_OPT_H
 #define EB_KERNELS_OPT_H

@@ -1,0 +1,99 @@
+"""The depthwise 3x3 padded path (eb_dw_opt.c: each channel copied with its padding into a
+stack buffer, then columns of pixel pairs, two output rows per step) on hypothesis-drawn
+shapes, on the host (portable C: the column loop's C twin) and on the Cortex-M4 under QEMU,
+where the column loop is hand-scheduled inline assembly (eb_dw3_band_asm) that the host
+never runs. 3x3, stride and dilation 1, pad_h and pad_w 0..3, odd and even sizes (an odd
+width or height: the last pair overlaps), planes small enough for one band and planes so
+wide or tall that the buffer takes them in bands of rows (odd heights: the last band
+overlaps), channel multipliers, both fast requantizations (act none, relu) and the generic
+ones (abs, left shifts: the row kernels; packed weights: tests/test_packing.py). Each M4
+example is one firmware of several layers, each compared with the reference kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_kernels_opt import (
+    build_m4,
+    conv_out,
+    dw_data,
+    lib,  # noqa: F401 (the fixture)
+    m4_build,  # noqa: F401 (the fixture)
+    m4_test_program,
+    needs_m4,
+    random_bias,
+    run_conv_pair,
+    run_qemu,
+)
+
+EB_DW_PAD_BYTES = 1024  # eb_dw_opt.c: the padded path's buffer
+
+
+def bands(cfg: dict) -> int:
+    """Output rows per band of the padded path (as eb_dw3_band computes it)."""
+    row = cfg["in_w"] + cfg["pad_w"]
+    return ((EB_DW_PAD_BYTES - cfg["pad_w"]) // row - 2) & ~1
+
+
+@st.composite
+def column_layers(draw, wide: bool = False) -> dict:
+    """A 3x3 stride-1 depthwise layer; `wide`: planes up to 120 x 40 (banded)."""
+    in_h = draw(st.integers(1, 40 if wide else 14))
+    in_w = draw(st.integers(4, 120 if wide else 21))
+    in_c, m = draw(st.integers(1, 3 if wide else 5)), draw(st.integers(1, 3))
+    pad_h, pad_w = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+    assume(conv_out(in_h, 3, 1, pad_h, 1) >= 1)
+    act = draw(st.sampled_from([0, 1, 1, 2]))
+    shift = draw(st.sampled_from([-1, -7, -9, -12, 0, 2]))
+    cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": m * in_c, "k_h": 3, "k_w": 3,
+           "stride_h": 1, "stride_w": 1, "pad_h": pad_h, "pad_w": pad_w, "dil_h": 1,
+           "dil_w": 1, "groups": in_c, "shift": shift, "rounding": draw(st.integers(0, 1)),
+           "act": act}
+    cfg["out_h"] = conv_out(in_h, 3, 1, pad_h, 1)
+    cfg["out_w"] = conv_out(in_w, 3, 1, pad_w, 1)
+    return cfg
+
+
+@settings(max_examples=200, deadline=None)
+@given(cfg=column_layers(wide=True), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_dw3_padded_equals_reference(lib, cfg, seed, with_bias):  # noqa: F811
+    rng = np.random.default_rng(seed)
+    x, w = dw_data(cfg, rng)
+    bias = random_bias(rng, cfg["out_c"]) if with_bias else None
+    for wide in (True, False):
+        ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+
+
+def test_dw3_banded_shapes_are_drawn():
+    """The wide strategy's range reaches several bands and odd band tails."""
+    assert bands({"in_w": 120, "pad_w": 3}) == 6
+    assert bands({"in_w": 21, "pad_w": 1}) >= 38
+
+
+def m4_run(lib, cfgs, seed: int, build, name: str) -> None:  # noqa: F811
+    rng = np.random.default_rng(seed)
+    convs = []
+    for cfg in cfgs:
+        x, w = dw_data(cfg, rng)
+        convs.append((cfg, x, w, random_bias(rng, cfg["out_c"])))
+    elf = build_m4(build, name, m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
+
+
+@needs_m4
+@settings(max_examples=4, deadline=None)
+@given(cfgs=st.lists(column_layers(), min_size=6, max_size=10), seed=st.integers(0, 2**32 - 1))
+def test_m4_dw3_columns_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    m4_run(lib, cfgs, seed, m4_build, "dw3_columns")
+
+
+@needs_m4
+@settings(max_examples=2, deadline=None)
+@given(cfgs=st.lists(column_layers(wide=True), min_size=3, max_size=4),
+       seed=st.integers(0, 2**32 - 1))
+def test_m4_dw3_bands_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    m4_run(lib, cfgs, seed, m4_build, "dw3_bands")

@@ -268,9 +268,11 @@ def with_weights(plan: MemoryPlan, stored: dict[str, int]) -> MemoryPlan:
 
 
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
-               l2: int, double_buffer: bool) -> tuple[MemoryPlan, list[TooSmall]]:
+               l2: int, double_buffer: bool,
+               split: bool = False) -> tuple[MemoryPlan, list[TooSmall]]:
     """The plan with an L1 tile on every windowed step and its memory totals, and the
-    layers that cannot fit `l1` at all."""
+    layers that cannot fit `l1` at all. `split`: the target's C has the split kernels
+    (memory.tiling: the split layout)."""
     graph, _ = graphs.build(tuple(input_shape), tuple(layers))
     assert graph is not None
     nodes = {node.name: node for node in graph.nodes}
@@ -284,7 +286,7 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
         chosen: dict[str, TileChoice] = {}
         for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
             lower += tiling.lower_bound(window)  # what any tiling of it moves at least
-            tile = tiling.choose(layer.name, window, l1, double_buffer)
+            tile = tiling.choose(layer.name, window, l1, double_buffer, split)
             if tile is None:
                 problems.append(TooSmall(layer.name, tiling.minimum_l1(window, double_buffer)))
                 continue

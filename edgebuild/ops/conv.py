@@ -180,8 +180,15 @@ def conv_windows(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape, ax
         shape = pooled(shape, layer.pool, len(shape) - 1)
     conv = conv_plane(layer, shape, out_shape, axes, vertical=not transposed)
     found.append(("tile", Window(**vars(conv), wide=bool(layer.wide), bias=bool(layer.bias),
-                                 transposed=transposed)))
+                                 transposed=transposed, split=not transposed and split(conv))))
     return tuple(found)
+
+
+def split(conv: Plane) -> bool:
+    """Whether the optimized kernels run the tiled conv split (eb_conv2d_tiled_cols: columns
+    built once per row tile, weights streamed; memory.tiling's split layout): a dense conv
+    with more than one input channel (one input channel takes the depthwise kernel)."""
+    return conv.groups == 1 and conv.in_c > 1
 
 
 def train_geometry(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
@@ -234,38 +241,46 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 """)
 
 
-# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols): each row tile's im2col columns
-# built once in the kernels' scratch, every channel tile's weights run against them; with
-# -DEB_REFERENCE_KERNELS eb_conv2d_tiled on the reference kernel.
+# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols, the split L1 layout): each row
+# tile's im2col columns built once in the kernels' scratch, every channel tile's weights run
+# against them; with -DEB_REFERENCE_KERNELS the same driver and layout, the "columns" the
+# tile's input copied into the scratch and the reference kernel on them.
 _COLS_PRELUDE = (3, """#ifdef EB_REFERENCE_KERNELS
-#define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
-    eb_conv2d_tiled(p, t, k, wide, in, w, b, out, eb_l1.bytes)
+static const eb_cols_kernel eb_k_cols = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values};
 #else
 static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, eb_scratch.values};
+#endif
 #define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
     eb_conv2d_tiled_cols(p, t, k, &eb_k_cols, wide, in, w, b, out, eb_l1.bytes)
-#endif
 
 """)
 
 
-def tiled_call(step: CStep[Conv], conv: Plane, depthwise: bool, source: str) -> CCode:
-    """eb_conv2d_tiled on the layer's kernel wrapper, or for a dense conv on an optimized
-    target EB_CONV2D_TILED_COLS (its columns' scratch: the tile's pixels)."""
+def cols_scratch(conv: Plane, rows: int) -> tuple[str, ...]:
+    """The scratch of a split pass's row tile of `rows`: its columns (the optimized kernels)
+    or its padded input (the reference ones)."""
+    rows = min(rows, conv.out_h)
+    in_rows = min((rows - 1) * conv.stride_h + conv.dil_h * (conv.k_h - 1) + 1, conv.in_h)
+    return (f"EB_CONV_COLS_SCRATCH({rows * conv.out_w}, {conv.in_c}, {conv.k_h}, {conv.k_w})",
+            f"EB_REF_COLS_SCRATCH({conv.in_c * in_rows * conv.in_w})")
+
+
+def tiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
+    """eb_conv2d_tiled on the layer's kernel wrapper, or for a split conv on an optimized
+    target EB_CONV2D_TILED_COLS (its scratch: the tile's columns)."""
     layer, tile = step.layer, step.tile
     assert tile is not None
     preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
         _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
     kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
-    cols = step.optimized and not depthwise and conv.groups == 1
+    cols = step.optimized and split(conv)
     name = "EB_CONV2D_TILED_COLS" if cols else "eb_conv2d_tiled"
-    scratch = (f"EB_CONV_COLS_SCRATCH({min(tile.rows, conv.out_h) * conv.out_w}, {conv.in_c}, "
-               f"{conv.k_h}, {conv.k_w})",) if cols else ()
     return CCode((tile_decl(step.symbol("T_TILE"), tile, step.double_buffer),), (
         f"{name}(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
         f"{1 if layer.wide else 0}, {source}, {step.weights()}, {bias_symbol(step)}, "
         f"{step.output}{'' if cols else ', eb_l1.bytes'});",),
-        preludes + ((_COLS_PRELUDE,) if cols else ()), scratch=scratch)
+        preludes + ((_COLS_PRELUDE,) if cols else ()),
+        scratch=cols_scratch(conv, tile.rows) if cols else ())
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
@@ -282,7 +297,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
                       {"packed"} if packed else ()))
     weights, bias = step.weights(), bias_symbol(step)
     if step.tile is not None:
-        return code + tiled_call(step, conv, depthwise, source)
+        return code + tiled_call(step, conv, source)
     out = f"(int32_t *){step.output}" if layer.wide else step.output
     kernel = ("EB_CONV2D" if step.optimized else "eb_conv2d") + (
         ("_WIDE" if step.optimized else "_wide") if layer.wide else "")

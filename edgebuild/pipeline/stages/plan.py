@@ -30,6 +30,7 @@ def config(checked: Checked) -> JSONObject:
 def run(ctx: Context) -> None:
     from edgebuild.memory import plan as plans
     from edgebuild.model import folding
+    from edgebuild.targets.cpu import cpu, optimized
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
@@ -39,7 +40,8 @@ def run(ctx: Context) -> None:
                                               sum(stored.values())), stored)
     _check_budgets(ctx, layers, plan, bits)
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
-                                       tiling.double_buffer)
+                                       tiling.double_buffer,
+                                       optimized(cpu(manifest.target.device.value)))
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
     _accelerator(ctx, layers)

@@ -16,14 +16,6 @@ from __future__ import annotations
 
 ACCELERATOR_CPUS = {"ai85": "cortex-m4", "ai87": "cortex-m4"}  # profile family -> its core
 UNKNOWN_CPU = "unknown"  # an accelerator family not listed: the portable reference kernels
-# CPUs whose projects add the dual-MAC (SMLAD) kernels to the reference ones (codegen), and
-# with them the split kernels the L1 tiler's split layout runs on (memory.tiling).
-OPTIMIZED_CPUS = ("cortex-m4",)
-
-
-def optimized(cpu_name: str) -> bool:
-    """Whether a project for this CPU compiles the optimized (and split) kernels."""
-    return cpu_name in OPTIMIZED_CPUS
 
 
 def cpu(device: str) -> str:

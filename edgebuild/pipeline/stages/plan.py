@@ -28,9 +28,10 @@ def config(checked: Checked) -> JSONObject:
 
 
 def run(ctx: Context) -> None:
+    from edgebuild.codegen.project import OPTIMIZED_CPUS
     from edgebuild.memory import plan as plans
     from edgebuild.model import folding
-    from edgebuild.targets.cpu import cpu, optimized
+    from edgebuild.targets.cpu import cpu
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
@@ -41,7 +42,7 @@ def run(ctx: Context) -> None:
     _check_budgets(ctx, layers, plan, bits)
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
                                        tiling.double_buffer,
-                                       optimized(cpu(manifest.target.device.value)))
+                                       cpu(manifest.target.device.value) in OPTIMIZED_CPUS)
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
     _accelerator(ctx, layers)

@@ -6,6 +6,7 @@ module for what differs (its geometry, its torch functional, its reference loop)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -258,11 +259,25 @@ static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, e
 
 def cols_scratch(conv: Plane, rows: int) -> tuple[str, ...]:
     """The scratch of a split pass's row tile of `rows`: its columns (the optimized kernels)
-    or its padded input (the reference ones)."""
+    or its padded input (the reference ones); `cols_workspace` computes the same."""
     rows = min(rows, conv.out_h)
-    in_rows = min((rows - 1) * conv.stride_h + conv.dil_h * (conv.k_h - 1) + 1, conv.in_h)
     return (f"EB_CONV_COLS_SCRATCH({rows * conv.out_w}, {conv.in_c}, {conv.k_h}, {conv.k_w})",
-            f"EB_REF_COLS_SCRATCH({conv.in_c * in_rows * conv.in_w})")
+            f"EB_REF_COLS_SCRATCH({conv.in_c * _tile_in_rows(conv, rows) * conv.in_w})")
+
+
+def _tile_in_rows(conv: Plane, rows: int) -> int:
+    return min((rows - 1) * conv.stride_h + conv.dil_h * (conv.k_h - 1) + 1, conv.in_h)
+
+
+def _round4(n: int) -> int:
+    return (n + 3) & ~3  # EB_OPT_ROUND4
+
+
+def cols_workspace(conv: Plane, rows: int) -> int:
+    """int16 elements of `cols_scratch`: EB_CONV_COLS_SCRATCH, EB_REF_COLS_SCRATCH."""
+    rows = min(rows, conv.out_h)
+    return max(_round4(rows * conv.out_w) * _round4(conv.in_c * conv.k_h * conv.k_w),
+               (conv.in_c * _tile_in_rows(conv, rows) * conv.in_w + 1) // 2)
 
 
 def tiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
@@ -373,6 +388,18 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
     return f"EB_CONV_OPT_SCRATCH({in_shapes[0][0] // layer.groups}, {k_h}, {k_w})"
 
 
+def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
+                   rows: int | None, axes: Axes[Conv]) -> int:
+    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), and
+    in a tiled split pass of `rows` its columns (`cols_scratch`)."""
+    kernel = axes(layer)[0]
+    need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
+    conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
+    if rows is not None and conv.split:
+        need = max(need, cols_workspace(conv, rows))
+    return need
+
+
 def convolution(name: str, params: type[Conv], axes: Axes[Conv],
                 shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
                 torch_facet: Torch, reference: Callable[..., Any],
@@ -384,7 +411,9 @@ def convolution(name: str, params: type[Conv], axes: Axes[Conv],
         name, params, "one", Role.compute, out_shape, param_count, macs,
         torch=torch_facet, reference=reference,
         c=C(lambda step: emit_conv(step, axes),
-            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes)),
+            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
+            lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
+                                                            axes)),
         accelerator=accelerator, onnx=Onnx(lambda step: onnx_conv(step, axes)),
         train=Train(TrainKernel.conv,
                     lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),

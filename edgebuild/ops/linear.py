@@ -189,6 +189,12 @@ def scratch(layer: Linear, shapes: Sequence[Shape]) -> str:
     return f"EB_LINEAR_OPT_SCRATCH({math.prod(shapes[0])})"
 
 
+def workspace(layer: Linear, shapes: Sequence[Shape], out: Shape, rows: int | None) -> int:
+    """int16 elements of `scratch` (the input's column; tiled or not): the reference build's
+    tiled pass copies the input there too, in fewer elements."""
+    return (math.prod(shapes[0]) + 3) & ~3
+
+
 def tile_windows(layer: Linear, shapes: Sequence[Shape], out: Shape) -> tuple[tuple[str, Window], ...]:
     """The whole input is staged once per slot; tiles are spans of output features."""
     return (("tile", Window(**vars(plane(layer, shapes[0])), wide=bool(layer.wide),
@@ -201,7 +207,7 @@ def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainG
 
 OPERATOR = Operator(
     "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
-    torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch),
+    torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch, workspace),
     onnx=Onnx(onnx_emit),
     accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),
                             exports_as="mlp"),

@@ -39,10 +39,10 @@ def run(ctx: Context) -> None:
     bits, stored = _stored_weights(ctx)
     plan = plans.with_weights(plans.make_plan(manifest.model.input, layers,
                                               sum(stored.values())), stored)
-    _check_budgets(ctx, layers, plan, bits)
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
                                        tiling.double_buffer,
                                        cpu(manifest.target.device.value) in OPTIMIZED_CPUS)
+    _check_budgets(ctx, layers, plan, bits)  # RAM with the workspace of the chosen tiles
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
     _accelerator(ctx, layers)

@@ -108,3 +108,22 @@ def test_the_ram_budget_counts_the_workspace():
     assert f"workspace: {plan.memory.workspace_bytes} bytes" in problems[0][1]
     # a target without the optimized kernels needs no workspace
     assert not budget.problems(_manifest(layers, shape, 1024, plan.arena_bytes), folded)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_check_and_plan_agree_on_the_smallest_l1_of_the_split_kernels(case: str):
+    # edgebuild check's minimum L1 on an optimized target is the split layout's (a linear
+    # layer: none, it streams its rows from flash), and exactly what the planner fits
+    layers, shape = CASES[case]
+    folded, _ = folding.fold_layers(_manifest(layers, shape, 1024).model.layers)
+    need = max(p.bytes for p in budget.l1_passes(shape, folded, True, True))
+    assert need < max(p.bytes for p in budget.l1_passes(shape, folded, True))
+    plan = make_plan(tuple(shape), folded, 0)
+    _, problems = tile_steps(tuple(shape), folded, plan, need, 1 << 20, True, True)
+    assert not problems
+    assert not [p for p in budget.problems(_manifest(layers, shape, need), folded,
+                                           optimized=True) if p[0][-1] == "l1"]
+    _, problems = tile_steps(tuple(shape), folded, plan, need - 1, 1 << 20, True, True)
+    assert problems
+    assert [p for p in budget.problems(_manifest(layers, shape, need - 1), folded,
+                                       optimized=True) if p[0][-1] == "l1"]

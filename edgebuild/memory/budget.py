@@ -59,6 +59,7 @@ class PassL1:
     channels: int  # output channels of the smallest tile
     parts: dict[str, int]  # one slot's regions, or the whole working set
     linear: bool = False  # a linear layer: its tiles are spans of output features
+    shared_input: int = 0  # the split layout: the input row the slots overlay (bytes)
 
     def describe(self) -> str:
         parts = ", ".join(f"{name} {size}" for name, size in self.parts.items() if size)
@@ -69,7 +70,9 @@ class PassL1:
             f"1 output row x {self.channels} channel{plural}"
         slot = sum(self.parts.values())
         slots = f"double buffered: 2 x {slot} bytes" if self.slots == 2 else f"{slot} bytes"
-        return f"its smallest tile: {tile}, {slots}: {parts}"
+        shared = f"; its input row, {self.shared_input} bytes, over the same bytes" \
+            if self.shared_input else ""
+        return f"its smallest tile: {tile}, {slots}: {parts}{shared}"
 
 
 @dataclass(frozen=True)
@@ -128,20 +131,22 @@ def layer_weights(input_shape: Shape, layers: Sequence[Layer],
     return tuple(found)
 
 
-def l1_passes(input_shape: Shape, layers: Sequence[Layer],
-              double_buffer: bool) -> tuple[PassL1, ...]:
-    """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1."""
+def l1_passes(input_shape: Shape, layers: Sequence[Layer], double_buffer: bool,
+              split: bool = False) -> tuple[PassL1, ...]:
+    """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1;
+    `split`: the target has the split kernels (tiling.smallest_l1)."""
     nodes = _nodes(input_shape, layers)
     found = []
     for layer in layers:
         node = nodes[layer.name]
         for key, w in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
-            need = tiling.minimum_l1(w, double_buffer)
+            need = tiling.minimum_l1(w, double_buffer, split)
             tiled = need < tiling.whole(w)
+            shared = split and w.split and tiled
             found.append(PassL1(
                 layer.name, key, need, tiled, 2 if double_buffer else 1, tiling.step(w),
                 tiling.slot_parts(w, 1, tiling.step(w)) if tiled else tiling.whole_parts(w),
-                w.linear))
+                w.linear, tiling.split_parts(w, 1, tiling.step(w))["input"] if shared else 0))
     return tuple(found)
 
 
@@ -160,10 +165,12 @@ def ram(plan: MemoryPlan) -> Ram:
 
 
 def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
-          double_buffer: bool, bits: Mapping[str, int] | None = None) -> Needs:
+          double_buffer: bool, bits: Mapping[str, int] | None = None,
+          split: bool = False) -> Needs:
     """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need, their
-    weights at `bits` (by layer; see layer_weights)."""
-    return Needs(l1_passes(input_shape, layers, double_buffer), ram(plan),
+    weights at `bits` (by layer; see layer_weights), on a target with the split kernels or
+    not (`split`)."""
+    return Needs(l1_passes(input_shape, layers, double_buffer, split), ram(plan),
                  layer_weights(input_shape, layers, bits))
 
 
@@ -180,7 +187,7 @@ def problems(manifest: Manifest, layers: Sequence[Layer],
     plan = make_plan(shape, layers, stored)
     if optimized:
         plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2, double_buffer, True)
-    found = needs(shape, layers, plan, double_buffer, bits)
+    found = needs(shape, layers, plan, double_buffer, bits, optimized)
     return shortfalls(found, manifest.target.memory)
 
 

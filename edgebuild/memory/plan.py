@@ -307,7 +307,8 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
             lower += tiling.lower_bound(window)  # what any tiling of it moves at least
             tile = tiling.choose(layer.name, window, l1, double_buffer, split)
             if tile is None:
-                problems.append(TooSmall(layer.name, tiling.minimum_l1(window, double_buffer)))
+                problems.append(TooSmall(layer.name,
+                                           tiling.minimum_l1(window, double_buffer, split)))
                 continue
             chosen[key] = TileChoice.of(tile)
             tiles.append(tile)

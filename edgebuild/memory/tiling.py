@@ -282,7 +282,7 @@ def choose(name: str, w: Window, l1: int, double_buffer: bool, split: bool = Fal
     if whole(w) <= l1:
         _, moved_in, out = traffic(w, w.out_h, w.out_c)
         return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
-    if smallest_l1(w, double_buffer) > l1:
+    if smallest_l1(w, double_buffer, split) > l1:
         return None
     best = None
     for channels in range(step(w), w.out_c + 1, step(w)):
@@ -328,13 +328,19 @@ def _candidate(name: str, w: Window, rows: int, channels: int, double_buffer: bo
     return Tile(name, rows, channels, tiles, slot, need, moved_in, out, True)
 
 
-def smallest_l1(w: Window, double_buffer: bool) -> int:
-    """L1 of the smallest tile (one output row, the fewest channels), in every slot."""
-    return (2 if double_buffer else 1) * slot_bytes(w, 1, step(w))
+def smallest_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
+    """L1 of the smallest tile (one output row, the fewest channels), in every slot; on a
+    target with the split kernels (`split`) a split Window's in the split layout (its input
+    row and slots over the same bytes), and none for a linear layer (it can stream its
+    weights from flash: `streamed`)."""
+    slots = 2 if double_buffer else 1
+    if split and w.split:
+        return 0 if w.linear else split_l1(w, 1, step(w), slots)[1]
+    return slots * slot_bytes(w, 1, step(w))
 
 
-def minimum_l1(w: Window, double_buffer: bool) -> int:
+def minimum_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
     """The smallest L1 budget `choose` finds a tile in (None below it): the untiled layer's
     working set or the smallest tile's slots, whichever is smaller — a small layer can run
-    whole in less than two slots of its smallest tile."""
-    return min(whole(w), smallest_l1(w, double_buffer))
+    whole in less than two slots of its smallest tile. `split` as for `smallest_l1`."""
+    return min(whole(w), smallest_l1(w, double_buffer, split))

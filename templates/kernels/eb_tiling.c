@@ -335,22 +335,30 @@ static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot
 /* A column tile ([C][rows][1]: a 1-D layer tiled along time) goes to the kernel as the row
  * it is in memory ([C][1][rows], the same bytes), the layout the kernels are fastest on
  * (the optimized im2col reads 4 neighbouring pixels with one word). */
+static void axis_to_row(int16_t *h, int16_t *w, int16_t unit)
+{
+    *w = *h;
+    *h = unit;
+}
+
+/* The window of a column ([c][rows][1]) as the row it is in memory: sizes, kernel and stride
+ * along the width, 1 along the height (a conv's pad and dilation: as_row). */
+static void window_as_row(int16_t *in_h, int16_t *in_w, int16_t *out_h, int16_t *out_w,
+                          int16_t *k_h, int16_t *k_w, int16_t *stride_h, int16_t *stride_w)
+{
+    axis_to_row(in_h, in_w, 1);
+    axis_to_row(out_h, out_w, 1);
+    axis_to_row(k_h, k_w, 1);
+    axis_to_row(stride_h, stride_w, 1);
+}
+
 static void as_row(eb_conv_params *t)
 {
     if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1 && t->pad_w == 0) {
-        const eb_conv_params c = *t;
-        t->in_h = 1;
-        t->in_w = c.in_h;
-        t->out_h = 1;
-        t->out_w = c.out_h;
-        t->k_h = 1;
-        t->k_w = c.k_h;
-        t->stride_h = 1;
-        t->stride_w = c.stride_h;
-        t->pad_h = 0;
-        t->pad_w = c.pad_h;
-        t->dil_h = 1;
-        t->dil_w = c.dil_h;
+        window_as_row(&t->in_h, &t->in_w, &t->out_h, &t->out_w, &t->k_h, &t->k_w,
+                      &t->stride_h, &t->stride_w);
+        axis_to_row(&t->pad_h, &t->pad_w, 0);
+        axis_to_row(&t->dil_h, &t->dil_w, 1);
     }
 }
 
@@ -759,15 +767,8 @@ static void pool_stage(const eb_pool_params *p, const eb_tile_pos *tp, const int
 static void pool_as_row(eb_pool_params *t)
 {
     if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1) {
-        const eb_pool_params c = *t;
-        t->in_h = 1;
-        t->in_w = c.in_h;
-        t->out_h = 1;
-        t->out_w = c.out_h;
-        t->k_h = 1;
-        t->k_w = c.k_h;
-        t->stride_h = 1;
-        t->stride_w = c.stride_h;
+        window_as_row(&t->in_h, &t->in_w, &t->out_h, &t->out_w, &t->k_h, &t->k_w,
+                      &t->stride_h, &t->stride_w);
     }
 }
 

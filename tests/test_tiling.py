@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from edgebuild.model import folding, quantized
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import QuantParams
+from edgebuild.pipeline import validation
 
 CONV = tiling.Window(16, 8, 8, 32, 8, 8, k_h=3, k_w=3, pad_h=1, pad_w=1, bias=True)
 
@@ -32,20 +34,51 @@ def test_a_layer_that_fits_is_not_tiled():
     assert tile.bytes_in + tile.bytes_out == tiling.whole(CONV) == tiling.lower_bound(CONV)
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("double_buffer", [True, False])
-def test_tiles_fit_and_the_smallest_l1_is_exact(double_buffer):
-    smallest = tiling.smallest_l1(CONV, double_buffer)
-    assert tiling.choose("c", CONV, smallest - 1, double_buffer) is None
+def test_tiles_fit_and_the_smallest_l1_is_exact(double_buffer, split):
+    conv = replace(CONV, split=True)
+    smallest = tiling.smallest_l1(conv, double_buffer, split)
+    assert tiling.minimum_l1(conv, double_buffer, split) == smallest
+    assert tiling.choose("c", conv, smallest - 1, double_buffer, split) is None
     for budget in (smallest, 2 * smallest, 4096, 6000):
-        tile = tiling.choose("c", CONV, budget, double_buffer)
+        tile = tiling.choose("c", conv, budget, double_buffer, split)
         assert tile.tiled and tile.l1_bytes <= budget
-        assert tile.bytes_in + tile.bytes_out >= tiling.lower_bound(CONV)
+        assert tile.bytes_in + tile.bytes_out >= tiling.lower_bound(conv)
+    if split:  # the split layout fits a smaller budget than the direct one
+        assert smallest < tiling.smallest_l1(conv, double_buffer)
 
 
-def test_more_l1_never_means_more_traffic():
-    moved = [tiling.choose("c", CONV, budget, True) for budget in (1400, 2000, 3000, 5000)]
-    totals = [t.bytes_in + t.bytes_out for t in moved]
-    assert totals == sorted(totals, reverse=True)
+def test_a_linear_layer_on_the_split_kernels_streams_its_rows_from_flash():
+    fc = tiling.Window(512, 1, 1, 10, 1, 1, bias=True, linear=True, split=True)
+    assert tiling.minimum_l1(fc, True, True) == 0  # check and plan: any L1 budget
+    for budget in (0, 600, 1100):  # tiles of at most two rows: streamed, no L1
+        tile = tiling.choose("fc", fc, budget, True, True)
+        assert not tile.tiled and tile.l1_bytes == 0
+        assert tile.bytes_in + tile.bytes_out == tiling.lower_bound(fc)
+    tile = tiling.choose("fc", fc, 5000, True, True)  # wider tiles: staged in L1
+    assert tile.tiled and tile.channels > 2 and tile.l1_bytes <= 5000
+    assert tiling.choose("fc", fc, 600, True) is None  # the direct layout: no tile fits
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_more_l1_never_means_more_cost(split):
+    # the tiler minimizes the estimated instructions (tiling.cost): more L1 only adds tiles
+    costs = []
+    for budget in (1400, 2000, 3000, 5000):
+        t = tiling.choose("c", CONV, budget, True, split)
+        costs.append(tiling.cost(CONV, t.rows, t.channels, t.tiles, t.bytes_in + t.bytes_out))
+    assert costs == sorted(costs, reverse=True)
+
+
+def test_the_split_layout_takes_wider_tiles_and_fits():
+    # vowels' conv2 in 1 KiB (small_l1): the input is needed only while its columns are
+    # built, so it shares its bytes with the channel slots — 4 channels x all 12 rows fit
+    conv2 = tiling.Window(32, 12, 1, 32, 12, 1, k_h=3, pad_h=1, bias=True, split=True)
+    direct, split = (tiling.choose("c", conv2, 1024, True, s) for s in (False, True))
+    assert split.l1_bytes <= 1024 and split.tiles < direct.tiles
+    assert (split.rows, split.channels) == (12, 4)
+    assert split.l1_bytes == max(32 * 12, 2 * (4 * 96 + 4 * 4 + 4 * 12))
 
 
 def test_grouped_tiles_respect_group_boundaries():
@@ -189,7 +222,8 @@ def test_the_example_plans_never_move_less_than_their_bound(name: str, manifest:
     folded, _ = folding.fold_layers(manifest.model.layers)
     shape, memory = manifest.model.input, manifest.target.memory
     plan, problems = tile_steps(shape, folded, make_plan(shape, folded, 0), memory.l1,
-                                memory.l2, manifest.target.tiling.double_buffer)
+                                memory.l2, manifest.target.tiling.double_buffer,
+                                validation.optimized(manifest))
     assert not problems
     assert plan.memory.traffic_bytes >= plan.memory.traffic_lower_bound
 

@@ -61,6 +61,16 @@ void to_conv_tiled_cols(const eb_conv_params *p, const eb_tile *t, int wide, con
     static const eb_cols_kernel k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values};
     eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
 }
+
+/* The same split driver and layout on the reference kernels (the -DEB_REFERENCE_KERNELS
+ * build of a tiled Cortex-M4 project). */
+void to_conv_tiled_refcols(const eb_conv_params *p, const eb_tile *t, int wide,
+                           const int8_t *in, const int8_t *w, const int32_t *b, void *out,
+                           int8_t *l1)
+{
+    static const eb_cols_kernel k = {eb_ref_cols_build, eb_ref_cols_dot, scratch.values};
+    eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
+}
 """
 COLS_SCRATCH = 1 << 18  # int16 elements of the helper's scratch
 LINEAR_C = r"""
@@ -81,7 +91,7 @@ void to_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, int shift, int 
     g_rounding = rounding;
     g_act = act;
     g_wide = wide;
-    eb_linear_tiled_cols(in_f, out_f, t, &k, wide, in, w, b, out, l1);
+    eb_linear_tiled_cols(in_f, out_f, 0, t, &k, wide, in, w, b, out, l1);
 }
 """
 
@@ -105,6 +115,7 @@ def lib(tmp_path_factory):
     so.eb_conv2d_wide.argtypes = [pc, P8, P8, P32, P32]
     so.to_conv_tiled.argtypes = [pc, pt, ctypes.c_int, P8, P8, P32, ctypes.c_void_p, P8]
     so.to_conv_tiled_cols.argtypes = so.to_conv_tiled.argtypes
+    so.to_conv_tiled_refcols.argtypes = so.to_conv_tiled.argtypes
     ci = ctypes.c_int
     so.eb_linear.argtypes = [ci, ci, P8, P8, P32, ci, ci, ci, P8]
     so.eb_linear_wide.argtypes = [ci, ci, P8, P8, P32, P32]
@@ -153,9 +164,11 @@ def layers(draw) -> dict:
 
 
 def window(cfg: dict, wide: bool, bias: bool) -> tiling.Window:
+    """The planner's Window; `split` as ops.conv marks it (a dense conv, in_c > 1)."""
     return tiling.Window(**{k: cfg[k] for k in (
         "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "k_h", "k_w", "stride_h", "pad_h",
-        "pad_w", "dil_h", "groups")}, wide=wide, bias=bias)
+        "pad_w", "dil_h", "groups")}, wide=wide, bias=bias,
+        split=cfg["groups"] == 1 and cfg["in_c"] > 1)
 
 
 def ptr(arr: np.ndarray | None, ctype=I8):
@@ -167,11 +180,12 @@ def round4(n: int) -> int:
 
 
 def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: bool,
-             seed: int, cols: bool = False) -> None:
+             seed: int, cols: bool = False, reference: bool = False) -> None:
     w_plan = window(cfg, wide, has_bias)
     smallest = tiling.smallest_l1(w_plan, double)
     l1_size = int(smallest + budget * max(0, tiling.whole(w_plan) - 1 - smallest))
-    tile = tiling.choose("c", w_plan, l1_size, double)
+    # the split driver runs a split Window in the split layout (a grouped conv: the kernel)
+    tile = tiling.choose("c", w_plan, l1_size, double, split=cols)
     assert tile is not None and tile.tiled and tile.l1_bytes <= l1_size
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (cfg["in_c"], cfg["in_h"], cfg["in_w"]), dtype=np.int8)
@@ -190,7 +204,8 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
     # EB_CONV_COLS_SCRATCH: the columns of one row tile's pixels
     assert round4(min(tile.rows, cfg["out_h"]) * cfg["out_w"]) * round4(
         cfg["in_c"] * cfg["k_h"] * cfg["k_w"]) <= COLS_SCRATCH
-    run = lib.to_conv_tiled_cols if cols else lib.to_conv_tiled
+    run = (lib.to_conv_tiled_refcols if reference else lib.to_conv_tiled_cols) if cols \
+        else lib.to_conv_tiled
     run(params, Tile(tile.rows, tile.channels, int(double)), int(wide), ptr(x), ptr(wt),
         ptr(bias, I32), got.ctypes.data, ptr(l1_view))
     np.testing.assert_array_equal(got[:count], expected, err_msg=f"{cfg} {tile}")
@@ -200,15 +215,16 @@ def run_case(lib, cfg: dict, wide: bool, has_bias: bool, budget: float, double: 
 
 @settings(max_examples=150, deadline=None)
 @given(layers(), st.booleans(), st.booleans(), st.floats(0, 1), st.booleans(),
-       st.integers(0, 2**32 - 1), st.booleans())
+       st.integers(0, 2**32 - 1), st.sampled_from(["kernel", "cols", "refcols"]))
 def test_tiled_optimized_equals_untiled_reference(lib, cfg, wide, bias, budget, double, seed,
-                                                  cols):
-    """Through the layer's kernel, or (cols) the split path: each row tile's columns built
-    once, every channel tile's weights against them (grouped convs: the kernel)."""
+                                                  path):
+    """Through the layer's kernel, or the split path in the split layout (cols: each row
+    tile's unpadded input rows, its columns built once, every channel tile's weights against
+    them; refcols: the same driver on the reference kernels; grouped convs: the kernel)."""
     w_plan = window(cfg, wide, bias)
     if tiling.smallest_l1(w_plan, double) >= tiling.whole(w_plan):
         return  # nothing to tile: the layer fits any budget that fits its smallest tile
-    run_case(lib, cfg, wide, bias, budget, double, seed, cols)
+    run_case(lib, cfg, wide, bias, budget, double, seed, path != "kernel", path == "refcols")
 
 
 @pytest.mark.parametrize("cols", [False, True], ids=["kernel", "cols"])
@@ -234,10 +250,11 @@ def test_tiled_linear_cols_equals_reference(lib, in_f, out_f, wide, has_bias, do
                                             shift, rounding, act, seed):
     """The split tiled linear (input expanded once, weight rows streamed) against eb_linear,
     on the planner's tile for a random L1 budget."""
-    w_plan = tiling.Window(in_f, 1, 1, out_f, 1, 1, wide=wide, bias=has_bias, linear=True)
+    w_plan = tiling.Window(in_f, 1, 1, out_f, 1, 1, wide=wide, bias=has_bias, linear=True,
+                           split=True)
     smallest = tiling.smallest_l1(w_plan, double)
     tile = tiling.choose("fc", w_plan, int(smallest + budget * max(
-        0, tiling.whole(w_plan) - 1 - smallest)), double)
+        0, tiling.whole(w_plan) - 1 - smallest)), double, split=True)
     assert tile is not None
     if not tile.tiled:
         return  # fits whole: not run through the tiled driver

@@ -18,6 +18,7 @@ from edgebuild.codegen.header import InputFormat
 from edgebuild.codegen.header import context as header_context
 from edgebuild.core import packing
 from edgebuild.core.resources import templates_dir
+from edgebuild.memory import plan as plans
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
@@ -224,6 +225,30 @@ def scratch_expression(sizes: list[str]) -> str:
     return expression
 
 
+def _workspace(spec: ProjectSpec, step: Step) -> int:
+    """The step's workspace bytes in the plan (a plan made for no target, as tests make
+    them: memory.plan.workspace, what the plan stage records)."""
+    if step.workspace_bytes is not None or spec.plan.memory is not None:
+        return step.workspace_bytes or 0
+    graph, _ = graphs.build(spec.model.input_shape, spec.model.layers)
+    assert graph is not None
+    layer = next(layer for layer in spec.model.layers if layer.name == step.layer)
+    node = next(node for node in graph.nodes if node.name == step.layer)
+    return plans.workspace(layer, node, step.tile()) or 0
+
+
+def workspace_context(spec: ProjectSpec, steps: Steps) -> dict[str, Any]:
+    """The optimized kernels' workspace: as many int16 as the plan counts (its
+    memory.workspace_bytes, one source of truth), and the kernels' own claim (their scratch
+    macros) the C checks it against at compile time."""
+    if not steps.scratch:
+        return {"scratch": None}
+    planned = max(_workspace(spec, step) for step in spec.plan.steps)
+    if planned <= 0:
+        raise AssertionError("the plan counts no workspace for the optimized kernels' calls")
+    return {"scratch": planned // 2, "scratch_check": scratch_expression(steps.scratch)}
+
+
 def render(spec: ProjectSpec) -> dict[str, str]:
     """Every file of the C project: relative path -> text."""
     env = environment()
@@ -253,7 +278,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "output_ctype": "int32_t" if wide else "int8_t", "arena_bytes": max(spec.plan.arena_bytes, 4),
         "tensors": [{"macro": macro(t.name), **t.to_json()} for t in spec.plan.tensors],
         "steps": steps.rendered, "output_macro": macro(spec.plan.output),
-        "scratch": scratch_expression(steps.scratch) if steps.scratch else None,
+        **workspace_context(spec, steps),
         "l1_bytes": l1_bytes, "preludes": steps.preludes, "optimized": optimized,
         "kernel_headers": list(headers),
         "arrays": arrays, "packed": any(array["packed"] for array in arrays),

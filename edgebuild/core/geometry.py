@@ -143,10 +143,14 @@ def pool_plane(window: PoolWindow, in_shape: Shape, vertical: bool = False) -> P
 class Window(Plane):
     """A layer as the L1 tiler (memory.tiling) sees it: its plane and what its working set
     holds — weights or not (a pool), a wide (int32) output, a bias, a linear layer's whole
-    input staged once per slot, a transposed convolution's own stride and pad."""
+    input staged once per slot, a transposed convolution's own stride and pad. `split`: on a
+    target with the split kernels (columns built once, then weights streamed: the optimized
+    Cortex-M4 kernels), the pass runs in the split L1 layout (eb_tiling.h), as its op's C
+    emitter decides."""
 
     weights: bool = True
     wide: bool = False
     bias: bool = False
     linear: bool = False
     transposed: bool = False
+    split: bool = False

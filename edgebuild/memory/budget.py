@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 from edgebuild.core import packing
 from edgebuild.core.geometry import Shape
 from edgebuild.memory import arena, tiling
-from edgebuild.memory.plan import MemoryPlan, make_plan
+from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import ComputeLayer, Weights
@@ -59,6 +59,7 @@ class PassL1:
     channels: int  # output channels of the smallest tile
     parts: dict[str, int]  # one slot's regions, or the whole working set
     linear: bool = False  # a linear layer: its tiles are spans of output features
+    shared_input: int = 0  # the split layout: the input row the slots overlay (bytes)
 
     def describe(self) -> str:
         parts = ", ".join(f"{name} {size}" for name, size in self.parts.items() if size)
@@ -69,22 +70,27 @@ class PassL1:
             f"1 output row x {self.channels} channel{plural}"
         slot = sum(self.parts.values())
         slots = f"double buffered: 2 x {slot} bytes" if self.slots == 2 else f"{slot} bytes"
-        return f"its smallest tile: {tile}, {slots}: {parts}"
+        shared = f"; its input row, {self.shared_input} bytes, over the same bytes" \
+            if self.shared_input else ""
+        return f"its smallest tile: {tile}, {slots}: {parts}{shared}"
 
 
 @dataclass(frozen=True)
 class Ram:
-    """The activation arena as the plan places it, and the state kept outside it."""
+    """The activation arena as the plan places it, the state kept outside it and the
+    optimized kernels' workspace (one array, as large as the largest layer's)."""
 
     arena_bytes: int
     lower_bound: int
     state: tuple[tuple[str, int], ...]  # (layer, bytes) kept across inferences
     peak_layer: str  # the layer that runs when the most bytes are live
     live: tuple[tuple[str, int], ...]  # (tensor, aligned bytes) live then
+    workspace: tuple[str, int] | None = None  # (layer, bytes) of the largest workspace
 
     @property
     def bytes(self) -> int:
-        return self.arena_bytes + sum(size for _, size in self.state)
+        return self.arena_bytes + sum(size for _, size in self.state) + (
+            0 if self.workspace is None else self.workspace[1])
 
 
 @dataclass(frozen=True)
@@ -125,20 +131,22 @@ def layer_weights(input_shape: Shape, layers: Sequence[Layer],
     return tuple(found)
 
 
-def l1_passes(input_shape: Shape, layers: Sequence[Layer],
-              double_buffer: bool) -> tuple[PassL1, ...]:
-    """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1."""
+def l1_passes(input_shape: Shape, layers: Sequence[Layer], double_buffer: bool,
+              split: bool = False) -> tuple[PassL1, ...]:
+    """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1;
+    `split`: the target has the split kernels (tiling.smallest_l1)."""
     nodes = _nodes(input_shape, layers)
     found = []
     for layer in layers:
         node = nodes[layer.name]
         for key, w in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
-            need = tiling.minimum_l1(w, double_buffer)
+            need = tiling.minimum_l1(w, double_buffer, split)
             tiled = need < tiling.whole(w)
+            shared = split and w.split and tiled
             found.append(PassL1(
                 layer.name, key, need, tiled, 2 if double_buffer else 1, tiling.step(w),
                 tiling.slot_parts(w, 1, tiling.step(w)) if tiled else tiling.whole_parts(w),
-                w.linear))
+                w.linear, tiling.split_parts(w, 1, tiling.step(w))["input"] if shared else 0))
     return tuple(found)
 
 
@@ -149,28 +157,37 @@ def ram(plan: MemoryPlan) -> Ram:
     live = () if step is None else tuple(
         (t.name, arena.aligned(t.bytes)) for t in arena.live(tensors, step))
     layers = {s.step: s.layer for s in plan.steps}  # step 0 writes the model input
+    spaces = [(s.layer, s.workspace_bytes) for s in plan.steps if s.workspace_bytes]
     return Ram(plan.arena_bytes, plan.arena_lower_bound,
                tuple((s.layer, s.state_bytes) for s in plan.steps if s.state_bytes),
-               "input" if step is None else layers.get(step, "input"), live)
+               "input" if step is None else layers.get(step, "input"), live,
+               max(spaces, key=lambda space: space[1]) if spaces else None)
 
 
 def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
-          double_buffer: bool, bits: Mapping[str, int] | None = None) -> Needs:
+          double_buffer: bool, bits: Mapping[str, int] | None = None,
+          split: bool = False) -> Needs:
     """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need, their
-    weights at `bits` (by layer; see layer_weights)."""
-    return Needs(l1_passes(input_shape, layers, double_buffer), ram(plan),
+    weights at `bits` (by layer; see layer_weights), on a target with the split kernels or
+    not (`split`)."""
+    return Needs(l1_passes(input_shape, layers, double_buffer, split), ram(plan),
                  layer_weights(input_shape, layers, bits))
 
 
 def problems(manifest: Manifest, layers: Sequence[Layer],
-             bits: Mapping[str, int] | None = None) -> list[Problem]:
+             bits: Mapping[str, int] | None = None, optimized: bool = False) -> list[Problem]:
     """Every `target.memory` budget the deployed `layers` cannot meet (edgebuild check):
     the plan stage's arena on the same layers, weighed as the plan stage weighs it (`bits`:
-    each layer's weight width, by the quantization policy)."""
+    each layer's weight width, by the quantization policy), and on a target with the
+    optimized kernels (`optimized`) their workspace for the tiles the plan stage picks."""
     shape = tuple(manifest.model.input)
     stored = sum(w.bytes for w in layer_weights(shape, layers, bits))
-    found = needs(shape, layers, make_plan(shape, layers, stored),
-                  manifest.target.tiling.double_buffer, bits)
+    memory = manifest.target.memory
+    double_buffer = manifest.target.tiling.double_buffer
+    plan = make_plan(shape, layers, stored)
+    if optimized:
+        plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2, double_buffer, True)
+    found = needs(shape, layers, plan, double_buffer, bits, optimized)
     return shortfalls(found, manifest.target.memory)
 
 
@@ -212,13 +229,17 @@ def _ram(need: Ram, given: str) -> str:
     if need.arena_bytes > need.lower_bound:
         detail += (f"; the arena as placed takes {need.arena_bytes} bytes "
                    f"(lower bound {need.lower_bound})")
+    if need.workspace is not None:
+        detail += (f"; the optimized kernels' workspace: {need.workspace[1]} bytes "
+                   f"(for layer {need.workspace[0]})")
     if need.state:
         state = ", ".join(f"{layer} {size}" for layer, size in need.state) + " bytes"
         return (f"{given} is too small: the activation arena with its buffer state needs at "
                 f"least {need.bytes} bytes (an arena of {need.arena_bytes} bytes: {detail}; "
                 f"state kept across inferences: {state})")
-    return (f"{given} is too small: the activation arena needs at least {need.bytes} bytes "
-            f"({detail})")
+    what = "with the kernels' workspace " if need.workspace is not None else ""
+    return (f"{given} is too small: the activation arena {what}needs at least {need.bytes} "
+            f"bytes ({detail})")
 
 
 def _flash(weights: Sequence[LayerWeights], given: str) -> str:

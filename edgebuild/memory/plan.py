@@ -28,7 +28,7 @@ from edgebuild.core.geometry import Shape, pooled
 from edgebuild.memory import arena, tiling
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import Role
+from edgebuild.ops.operator import Role, Unsupported
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
@@ -85,6 +85,7 @@ class Step:
     tiles: dict[str, TileChoice] = field(default_factory=dict)  # "tile" / "pool_tile"
     double_buffer: bool = False
     weight_bytes: int | None = None  # a compute layer's weights and bias in flash
+    workspace_bytes: int | None = None  # the optimized kernels' workspace it needs (RAM)
 
     def tile(self, key: str = "tile") -> TileChoice | None:
         """The pass's tile when it is really tiled (None when it runs whole)."""
@@ -100,6 +101,8 @@ class Step:
             out["state_bytes"] = self.state_bytes
         if self.weight_bytes is not None:
             out["weight_bytes"] = self.weight_bytes
+        if self.workspace_bytes is not None:
+            out["workspace_bytes"] = self.workspace_bytes
         out.update({key: choice.to_json() for key, choice in self.tiles.items()})
         return out
 
@@ -129,6 +132,8 @@ class Totals:
     traffic_bytes: int
     traffic_lower_bound: int  # what no tiling of the layers moves less than (see tile_steps)
     tiled_layers: tuple[str, ...]
+    workspace_bytes: int = 0  # the optimized kernels' workspace (one array: the largest step's)
+    ram_bytes: int = 0  # arena + state + workspace + L1 peak: all the model's RAM
 
     def to_json(self) -> dict[str, Any]:
         return {**vars(self), "tiled_layers": list(self.tiled_layers)}
@@ -181,7 +186,8 @@ def _step_from_json(data: dict[str, Any]) -> Step:
                                                      tuple(scratch["shape"])),
                 data.get("state_bytes"),
                 {key: TileChoice(**data[key]) for key in ("tile", "pool_tile") if key in data},
-                data.get("double_buffer", False), data.get("weight_bytes"))
+                data.get("double_buffer", False), data.get("weight_bytes"),
+                data.get("workspace_bytes"))
 
 
 def element_bytes(layer: Layer) -> int:
@@ -267,10 +273,25 @@ def with_weights(plan: MemoryPlan, stored: dict[str, int]) -> MemoryPlan:
     return replace(plan, steps=steps, weight_bytes=sum(stored.values()))
 
 
+def workspace(layer: Layer, node: graphs.Node, tile: TileChoice | None) -> int | None:
+    """Bytes of the optimized kernels' workspace (the generated C's eb_scratch) the layer
+    needs, by its op's C facet (`workspace`: int16 elements, for its row tile when tiled);
+    None for a layer whose kernels need none. The project's array holds the largest."""
+    c = OPS[layer.op].c
+    if isinstance(c, Unsupported):  # validation refuses such a layer before any stage
+        return None
+    rows = tile.rows if tile is not None and tile.tiled else None
+    elements = c.workspace(layer, node.in_shapes, node.out_shape, rows)
+    return 2 * elements if elements else None
+
+
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
-               l2: int, double_buffer: bool) -> tuple[MemoryPlan, list[TooSmall]]:
-    """The plan with an L1 tile on every windowed step and its memory totals, and the
-    layers that cannot fit `l1` at all."""
+               l2: int, double_buffer: bool,
+               split: bool = False) -> tuple[MemoryPlan, list[TooSmall]]:
+    """The plan with an L1 tile on every windowed step, the optimized kernels' workspace of
+    every step (`workspace`) and its memory totals, and the layers that cannot fit `l1` at
+    all. `split`: the target's C has the optimized kernels, the split ones among them
+    (memory.tiling: the split layout)."""
     graph, _ = graphs.build(tuple(input_shape), tuple(layers))
     assert graph is not None
     nodes = {node.name: node for node in graph.nodes}
@@ -284,9 +305,10 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
         chosen: dict[str, TileChoice] = {}
         for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
             lower += tiling.lower_bound(window)  # what any tiling of it moves at least
-            tile = tiling.choose(layer.name, window, l1, double_buffer)
+            tile = tiling.choose(layer.name, window, l1, double_buffer, split)
             if tile is None:
-                problems.append(TooSmall(layer.name, tiling.minimum_l1(window, double_buffer)))
+                problems.append(TooSmall(layer.name,
+                                           tiling.minimum_l1(window, double_buffer, split)))
                 continue
             chosen[key] = TileChoice.of(tile)
             tiles.append(tile)
@@ -296,9 +318,13 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
                                    math.prod(node.out_shape), False)
             lower += streamed.bytes_in + streamed.bytes_out
             tiles.append(streamed)
-        new_steps.append(replace(step, tiles=chosen, double_buffer=double_buffer))
-    totals = Totals(plan.arena_bytes, plan.state_bytes, plan.arena_lower_bound, l2,
-                    max((t.l1_bytes for t in tiles), default=0), l1,
+        new_steps.append(replace(step, tiles=chosen, double_buffer=double_buffer,
+                                 workspace_bytes=workspace(layer, node, chosen.get("tile"))
+                                 if split else None))
+    l1_peak = max((t.l1_bytes for t in tiles), default=0)
+    scratch = max((s.workspace_bytes or 0 for s in new_steps), default=0)
+    totals = Totals(plan.arena_bytes, plan.state_bytes, plan.arena_lower_bound, l2, l1_peak, l1,
                     sum(t.bytes_in + t.bytes_out for t in tiles), lower,
-                    tuple(sorted({t.layer for t in tiles if t.tiled})))
+                    tuple(sorted({t.layer for t in tiles if t.tiled})), scratch,
+                    plan.arena_bytes + plan.state_bytes + scratch + l1_peak)
     return replace(plan, steps=tuple(new_steps), memory=totals), problems

@@ -8,6 +8,20 @@ the byte formula below is the one documented in eb_tiling.h. With double bufferi
 slots alternate. Among the tiles that fit, the one moving the fewest bytes between L2 and
 L1 wins (then the fewest tiles). Add and concat stream between L2 tensors (no reuse).
 
+On a target with the split kernels (the optimized Cortex-M4 ones) a pass whose Window is
+`split` (a dense convolution with more than one input channel, a linear layer) runs in the
+split layout instead: the kernel needs a row tile's input only while it builds the tile's
+im2col columns (in its workspace, outside L1), so the input region and the double-buffered
+channel slots (weights, bias, output) share the same bytes — L1 = max(input, slots x slot),
+which lets far wider channel tiles fit (`split_parts`, `split_l1`).
+
+Which fitting tile wins is a cost (`cost`): the estimated Cortex-M4 instructions of the pass —
+the multiply-accumulates the dot runs (a row tile's pixels go in blocks of 4, so a tile of 6
+rows computes 8), a call per block and channel tile, a fixed cost per tile (loop, staging
+and write-back calls) and the bytes copied between L2 and L1 — then the fewest bytes moved.
+Fewer, wider tiles and row tiles of whole 4-pixel blocks win; traffic alone would take
+narrow tiles whose per-call setup dominates.
+
 A transposed convolution tiles the same way, but a block of output rows reads the input
 rows that reach it through some tap: at most (rows - 1 + dil*(k - 1)) // stride + 1 of them
 (`input_rows`), fewer at the borders (`transposed_span`); they are staged unpadded (its
@@ -166,6 +180,70 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
     return tiles, moved_in, output_bytes(w)
 
 
+def split_parts(w: Window, rows: int, channels: int) -> dict[str, int]:
+    """The split layout's regions (eb_tiling.h): the input (live while columns are built:
+    a row tile's rows unpadded, at most the whole input), and one channel slot's weights,
+    bias and output (each 4-byte aligned)."""
+    parts = slot_parts(w, rows, channels)
+    parts["input"] = _a4(w.in_c * min(input_rows(w, rows), w.in_h) * w.in_w)
+    return parts
+
+
+def split_l1(w: Window, rows: int, channels: int, slots: int) -> tuple[int, int]:
+    """(slot bytes, L1 bytes) of the split layout: the slots over the input's bytes."""
+    parts = split_parts(w, rows, channels)
+    slot = parts["weights"] + parts["bias"] + parts["output"]
+    return slot, max(parts["input"], slots * slot)
+
+
+def split_traffic(w: Window, rows: int, channels: int) -> tuple[int, int, int]:
+    """(tiles, bytes L2 -> L1, bytes L1 -> L2) of the split layout: per row tile its input
+    rows once and every channel tile's weights and bias (the input overwrote the slots)."""
+    n_ct = -(-w.out_c // channels)
+    if w.linear:
+        return n_ct, w.in_c + weight_bytes(w), output_bytes(w)
+    moved_in, n_rt = 0, 0
+    for y0 in range(0, w.out_h, rows):
+        moved_in += w.in_c * rows_read(w, y0, min(rows, w.out_h - y0))[1] * w.in_w
+        moved_in += weight_bytes(w)
+        n_rt += 1
+    return n_rt * n_ct, moved_in, output_bytes(w)
+
+
+# Estimated Cortex-M4 instructions of a tiled pass on the optimized kernels (eb_tiling.c,
+# eb_kernels_opt.c; fitted to the examples' per-layer counts): what `choose` minimizes.
+MAC_INSN = 1.4  # a multiply-accumulate in the dual-MAC dot, whatever the tiling
+LONE_ROW_INSN = 0.4  # more per MAC for a linear tile's odd last row (no pair of rows)
+BLOCK_INSN = 40  # a dot call and its stores: a 4-pixel block (linear: 2 rows) of a tile
+TILE_INSN = 200  # a tile: the loop, the kernel call, its staging and write-back calls
+BYTE_INSN = 0.5  # a byte moved between L2 and L1 (word copies)
+POOL_INSN = 0.5  # a pooled input value (word-wide max / sums)
+
+
+def _chunks(total: int, size: int) -> list[int]:
+    """The sizes of `total` cut in pieces of `size` (the last one smaller)."""
+    return [min(size, total - first) for first in range(0, total, size)]
+
+
+def compute_cost(w: Window, rows: int, channels: int) -> float:
+    """The dot's instructions on tiles of `rows` x `channels`: MACs of whole 4-pixel blocks
+    per row tile, a call per block and channel tile (a linear layer: pairs of rows)."""
+    if w.linear:
+        return sum(w.in_c * oc * MAC_INSN + (w.in_c * LONE_ROW_INSN if oc % 2 else 0) +
+                   BLOCK_INSN * -(-oc // 2) for oc in _chunks(w.out_c, channels))
+    k = in_per_group(w) * w.k_h * w.k_w
+    if not w.weights:  # a pool: a call per channel and row tile, a compare or add per value
+        n_rt = -(-w.out_h // rows)
+        return w.out_c * (w.out_h * w.out_w * k * POOL_INSN + n_rt * BLOCK_INSN)
+    blocks = sum(-(-r * w.out_w // 4) for r in _chunks(w.out_h, rows))
+    return blocks * (4 * w.out_c * k * MAC_INSN + -(-w.out_c // channels) * BLOCK_INSN)
+
+
+def cost(w: Window, rows: int, channels: int, tiles: int, moved: int) -> float:
+    """Estimated instructions of the pass in `tiles` tiles moving `moved` bytes."""
+    return compute_cost(w, rows, channels) + TILE_INSN * tiles + BYTE_INSN * moved
+
+
 def weight_bytes(w: Window) -> int:
     """All the layer's weights and bias (none for a pool)."""
     if not w.weights:
@@ -197,36 +275,72 @@ def lower_bound(w: Window) -> int:
     return w.in_c * needed_rows(w) * w.in_w + weight_bytes(w) + output_bytes(w)
 
 
-def choose(name: str, w: Window, l1: int, double_buffer: bool) -> Tile | None:
-    """The untiled layer if it fits, else the fitting tile moving the fewest bytes; None
-    exactly when `l1` is below `minimum_l1` (what `edgebuild check` reports)."""
+def choose(name: str, w: Window, l1: int, double_buffer: bool, split: bool = False) -> Tile | None:
+    """The untiled layer if it fits, else the fitting tile of the least `cost`; None exactly
+    when `l1` is below `minimum_l1` (what `edgebuild check` reports). `split`: the target
+    has the split kernels, so a `split` Window takes the split layout."""
     if whole(w) <= l1:
         _, moved_in, out = traffic(w, w.out_h, w.out_c)
         return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
-    if smallest_l1(w, double_buffer) > l1:
+    if smallest_l1(w, double_buffer, split) > l1:
         return None
-    slots = 2 if double_buffer else 1
     best = None
     for channels in range(step(w), w.out_c + 1, step(w)):
         for rows in range(1, w.out_h + 1):
-            need = slots * slot_bytes(w, rows, channels)
-            if need > l1:
+            tile = _candidate(name, w, rows, channels, double_buffer, split and w.split)
+            if tile.l1_bytes > l1:
                 break
-            tiles, moved_in, out = traffic(w, rows, channels, slots)
-            key = (moved_in + out, tiles)
+            moved = tile.bytes_in + tile.bytes_out
+            key = (cost(w, rows, channels, tile.tiles, moved), moved, tile.tiles)
             if best is None or key < best[0]:
-                best = (key, Tile(name, rows, channels, tiles, slot_bytes(w, rows, channels),
-                                  need, moved_in, out, True))
+                best = (key, tile)
+    if split and w.split and w.linear and (best is None or best[1].channels <= STREAM_ROWS):
+        return streamed(name, w)
     return None if best is None else best[1]
 
 
-def smallest_l1(w: Window, double_buffer: bool) -> int:
-    """L1 of the smallest tile (one output row, the fewest channels), in every slot."""
-    return (2 if double_buffer else 1) * slot_bytes(w, 1, step(w))
+# A split linear layer whose tiles hold at most this many weight rows streams its rows
+# from flash in place instead (`streamed`).
+STREAM_ROWS = 2
 
 
-def minimum_l1(w: Window, double_buffer: bool) -> int:
+def streamed(name: str, w: Window) -> Tile:
+    """A linear layer on the split kernels whose L1 tiles would hold at most STREAM_ROWS
+    weight rows: the kernel reads its weight rows in place (flash, as every untiled layer
+    does on the Cortex-M4: staging a row or two costs more than it saves) against its input
+    expanded once into the kernels' workspace, and writes its few outputs: no L1, and the
+    bytes it moves are its input, weights and output, read and written once."""
+    return Tile(name, w.out_h, w.out_c, 1, 0, 0, w.in_c + weight_bytes(w), output_bytes(w),
+                False)
+
+
+def _candidate(name: str, w: Window, rows: int, channels: int, double_buffer: bool,
+               split: bool) -> Tile:
+    """The tile of `rows` x `channels` in the direct or the split layout."""
+    slots = 2 if double_buffer else 1
+    if split:
+        slot, need = split_l1(w, rows, channels, slots)
+        tiles, moved_in, out = split_traffic(w, rows, channels)
+    else:
+        slot = slot_bytes(w, rows, channels)
+        need = slots * slot
+        tiles, moved_in, out = traffic(w, rows, channels, slots)
+    return Tile(name, rows, channels, tiles, slot, need, moved_in, out, True)
+
+
+def smallest_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
+    """L1 of the smallest tile (one output row, the fewest channels), in every slot; on a
+    target with the split kernels (`split`) a split Window's in the split layout (its input
+    row and slots over the same bytes), and none for a linear layer (it can stream its
+    weights from flash: `streamed`)."""
+    slots = 2 if double_buffer else 1
+    if split and w.split:
+        return 0 if w.linear else split_l1(w, 1, step(w), slots)[1]
+    return slots * slot_bytes(w, 1, step(w))
+
+
+def minimum_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
     """The smallest L1 budget `choose` finds a tile in (None below it): the untiled layer's
     working set or the smallest tile's slots, whichever is smaller — a small layer can run
-    whole in less than two slots of its smallest tile."""
-    return min(whole(w), smallest_l1(w, double_buffer))
+    whole in less than two slots of its smallest tile. `split` as for `smallest_l1`."""
+    return min(whole(w), smallest_l1(w, double_buffer, split))

@@ -6,6 +6,7 @@ module for what differs (its geometry, its torch functional, its reference loop)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -181,8 +182,15 @@ def conv_windows(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape, ax
         shape = pooled(shape, layer.pool, len(shape) - 1)
     conv = conv_plane(layer, shape, out_shape, axes, vertical=not transposed)
     found.append(("tile", Window(**vars(conv), wide=bool(layer.wide), bias=bool(layer.bias),
-                                 transposed=transposed)))
+                                 transposed=transposed, split=not transposed and split(conv))))
     return tuple(found)
+
+
+def split(conv: Plane) -> bool:
+    """Whether the optimized kernels run the tiled conv split (eb_conv2d_tiled_cols: columns
+    built once per row tile, weights streamed; memory.tiling's split layout): a dense conv
+    with more than one input channel (one input channel takes the depthwise kernel)."""
+    return conv.groups == 1 and conv.in_c > 1
 
 
 def train_geometry(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
@@ -235,55 +243,77 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 """)
 
 
-# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols): each row tile's im2col columns
-# built once in the kernels' scratch, every channel tile's weights run against them; with
-# -DEB_REFERENCE_KERNELS eb_conv2d_tiled on the reference kernel.
+# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols, the split L1 layout): each row
+# tile's im2col columns built once in the kernels' scratch, every channel tile's weights run
+# against them; with -DEB_REFERENCE_KERNELS the same driver and layout, the "columns" the
+# tile's input copied into the scratch and the reference kernel on them.
 _COLS_PRELUDE = (3, """#ifdef EB_REFERENCE_KERNELS
-#define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
-    eb_conv2d_tiled(p, t, k, wide, in, w, b, out, eb_l1.bytes)
+static const eb_cols_kernel eb_k_cols = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values};
 #else
 static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, eb_scratch.values};
+#endif
 #define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
     eb_conv2d_tiled_cols(p, t, k, &eb_k_cols, wide, in, w, b, out, eb_l1.bytes)
-#endif
 
 """)
 
 
-# A pointwise layer's tiled pass: the same driver on the pointwise kernels' column blocks.
+# A pointwise layer's tiled pass: the same driver (split layout) on the pointwise kernels'
+# column blocks; with -DEB_REFERENCE_KERNELS the reference columns, as for EB_CONV2D_TILED_COLS.
 _PW_COLS_PRELUDE = (5, """#ifdef EB_REFERENCE_KERNELS
-#define EB_CONV2D_TILED_PW(p, t, k, wide, in, w, b, out) \\
-    eb_conv2d_tiled(p, t, k, wide, in, w, b, out, eb_l1.bytes)
+static const eb_cols_kernel eb_k_cols_pw = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values};
 #else
 static const eb_cols_kernel eb_k_cols_pw = {eb_pw_cols_build, eb_pw_cols_dot, eb_scratch.values};
+#endif
 #define EB_CONV2D_TILED_PW(p, t, k, wide, in, w, b, out) \\
     eb_conv2d_tiled_cols(p, t, k, &eb_k_cols_pw, wide, in, w, b, out, eb_l1.bytes)
-#endif
 
 """)
 
 
-def tiled_call(step: CStep[Conv], conv: Plane, depthwise: bool, source: str) -> CCode:
-    """eb_conv2d_tiled on the layer's kernel wrapper, or for a dense conv on an optimized
-    target EB_CONV2D_TILED_COLS (its columns' scratch: the tile's pixels), for a pointwise
-    one EB_CONV2D_TILED_PW (the pointwise kernels' columns, as many)."""
+def cols_scratch(conv: Plane, rows: int) -> tuple[str, ...]:
+    """The scratch of a split pass's row tile of `rows`: its columns (the optimized kernels)
+    or its padded input (the reference ones); `cols_workspace` computes the same."""
+    rows = min(rows, conv.out_h)
+    return (f"EB_CONV_COLS_SCRATCH({rows * conv.out_w}, {conv.in_c}, {conv.k_h}, {conv.k_w})",
+            f"EB_REF_COLS_SCRATCH({conv.in_c * _tile_in_rows(conv, rows) * conv.in_w})")
+
+
+def _tile_in_rows(conv: Plane, rows: int) -> int:
+    return min((rows - 1) * conv.stride_h + conv.dil_h * (conv.k_h - 1) + 1, conv.in_h)
+
+
+def _round4(n: int) -> int:
+    return (n + 3) & ~3  # EB_OPT_ROUND4
+
+
+def cols_workspace(conv: Plane, rows: int) -> int:
+    """int16 elements of `cols_scratch`: EB_CONV_COLS_SCRATCH, EB_REF_COLS_SCRATCH."""
+    rows = min(rows, conv.out_h)
+    return max(_round4(rows * conv.out_w) * _round4(conv.in_c * conv.k_h * conv.k_w),
+               (conv.in_c * _tile_in_rows(conv, rows) * conv.in_w + 1) // 2)
+
+
+def tiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
+    """eb_conv2d_tiled on the layer's kernel wrapper, or for a split conv on an optimized
+    target EB_CONV2D_TILED_COLS (its scratch: the tile's columns), for a pointwise one
+    EB_CONV2D_TILED_PW (the pointwise kernels' columns, as many)."""
     layer, tile = step.layer, step.tile
     assert tile is not None
     preludes = (() if step.optimized else (_REFERENCE_MACROS,)) + (
         _WIDE_WRAPPER if layer.wide else _NARROW_WRAPPER,)
     kernel = "eb_k_conv_wide" if layer.wide else "eb_k_conv"
-    cols = step.optimized and not depthwise and conv.groups == 1
+    cols = step.optimized and split(conv)
     fast = cols and pointwise(conv)
     name = "EB_CONV2D_TILED_PW" if fast else "EB_CONV2D_TILED_COLS" if cols else \
         "eb_conv2d_tiled"
-    scratch = (f"EB_CONV_COLS_SCRATCH({min(tile.rows, conv.out_h) * conv.out_w}, {conv.in_c}, "
-               f"{conv.k_h}, {conv.k_w})",) if cols else ()
     preludes += (_PW_COLS_PRELUDE,) if fast else (_COLS_PRELUDE,) if cols else ()
     return CCode((tile_decl(step.symbol("T_TILE"), tile, step.double_buffer),), (
         f"{name}(&{step.symbol('P')}, &{step.symbol('T_TILE')}, {kernel}, "
         f"{1 if layer.wide else 0}, {source}, {step.weights()}, {bias_symbol(step)}, "
         f"{step.output}{'' if cols else ', eb_l1.bytes'});",),
-        preludes, paths=frozenset({"pointwise"} if fast else ()), scratch=scratch)
+        preludes, paths=frozenset({"pointwise"} if fast else ()),
+        scratch=cols_scratch(conv, tile.rows) if cols else ())
 
 
 # The optimized pointwise kernels (eb_pw_opt.h) by the names the layer calls use, or with
@@ -366,7 +396,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
         paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
             {"packed"} if packed else ()))
     if step.tile is not None:
-        return code + tiled_call(step, conv, depthwise, source)
+        return code + tiled_call(step, conv, source)
     if fused:
         return code + CCode(calls=(
             f"EB_DW_POOL_CONV2D(&{step.symbol('Q')}, &{step.symbol('P')}, {step.inputs[0]}, "
@@ -443,6 +473,18 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
     return f"EB_CONV_OPT_SCRATCH({in_shapes[0][0] // layer.groups}, {k_h}, {k_w})"
 
 
+def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
+                   rows: int | None, axes: Axes[Conv]) -> int:
+    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), and
+    in a tiled split pass of `rows` its columns (`cols_scratch`)."""
+    kernel = axes(layer)[0]
+    need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
+    conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
+    if rows is not None and conv.split:
+        need = max(need, cols_workspace(conv, rows))
+    return need
+
+
 def convolution(name: str, params: type[Conv], axes: Axes[Conv],
                 shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
                 torch_facet: Torch, reference: Callable[..., Any],
@@ -454,7 +496,9 @@ def convolution(name: str, params: type[Conv], axes: Axes[Conv],
         name, params, "one", Role.compute, out_shape, param_count, macs,
         torch=torch_facet, reference=reference,
         c=C(lambda step: emit_conv(step, axes),
-            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes)),
+            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
+            lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
+                                                            axes)),
         accelerator=accelerator, onnx=Onnx(lambda step: onnx_conv(step, axes)),
         train=Train(TrainKernel.conv,
                     lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),

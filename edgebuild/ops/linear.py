@@ -93,60 +93,69 @@ def plane(layer: Linear, in_shape: Shape) -> Plane:
     return Plane(math.prod(in_shape), 1, 1, layer.out, 1, 1)
 
 
-# The optimized tiled linear (eb_linear_tiled_cols): the input's column built once, each
-# tile's weight rows against it; -DEB_REFERENCE_KERNELS: eb_linear_tiled on the wrapper.
+# The optimized tiled linear (eb_linear_tiled_cols, the split L1 layout): the input's
+# column built once, each tile's weight rows (int8 in L1, packed ones unpacked as staged)
+# against it; -DEB_REFERENCE_KERNELS: the same driver and layout, the "column" the input
+# copied into the scratch and the reference kernel on it.
 _COLS_PRELUDE = (4, """#ifdef EB_REFERENCE_KERNELS
-#define EB_LINEAR_TILED_COLS(n, m, t, k, c, wide, in, w, b, out) \\
-    eb_linear_tiled(n, m, t, k, wide, in, w, b, out, eb_l1.bytes)
+#define EB_LINEAR_EXPAND eb_ref_linear_expand
+#define EB_LINEAR_DOT eb_ref_linear_dot
 #else
-#define EB_LINEAR_TILED_COLS(n, m, t, k, c, wide, in, w, b, out) \\
-    ((void)(k), eb_linear_tiled_cols(n, m, t, c, wide, in, w, b, out, eb_l1.bytes))
+#define EB_LINEAR_EXPAND eb_linear_expand
+#define EB_LINEAR_DOT eb_linear_dot
 #endif
 
 """)
 
 
-def tiled_cols(step: CStep[Linear], features: int, decls: tuple[str, ...],
-               args: tuple[str, str]) -> CCode:
-    """EB_LINEAR_TILED_COLS with the layer's eb_linear_dot wrapper and eb_linear_cols."""
+def tiled_cols(step: CStep[Linear], features: int, bits: int) -> CCode:
+    """eb_linear_tiled_cols with the layer's EB_LINEAR_DOT wrapper and eb_linear_cols."""
     layer = step.layer
+    assert step.tile is not None
     dot, kc = f"eb_kd_{layer.name}", f"eb_kc_{layer.name}"
     quant = "0, 0, 0, 1" if layer.wide else f"{requantize(step)}, 0"
-    cols = (f"#ifndef EB_REFERENCE_KERNELS\nstatic void {dot}(int n, int m, const int16_t *c, "
-            f"const int8_t *w, const int32_t *b, void *out) {{ eb_linear_dot(n, m, c, w, b, "
-            f"{quant}, out); }}\nstatic const eb_linear_cols {kc} = {{eb_linear_expand, {dot}, "
-            "eb_scratch.values};\n#endif")
-    return CCode(decls + (cols,), (f"EB_LINEAR_TILED_COLS({features}, {layer.out}, {args[0]}, "
-                                   f"&{kc}, {args[1]});",), (_COLS_PRELUDE,))
+    cols = (f"static void {dot}(int n, int m, const int16_t *c, const int8_t *w, "
+            f"const int32_t *b, void *out) {{ EB_LINEAR_DOT(n, m, c, w, b, {quant}, out); }}\n"
+            f"static const eb_linear_cols {kc} = {{EB_LINEAR_EXPAND, {dot}, eb_scratch.values}};")
+    return CCode((tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer), cols), (
+        f"eb_linear_tiled_cols({features}, {layer.out}, {bits}, &{step.symbol('T_TILE')}, "
+        f"&{kc}, {1 if layer.wide else 0}, {step.inputs[0]}, {step.weights()}, "
+        f"{bias_symbol(step)}, {step.output}, eb_l1.bytes);",), (_COLS_PRELUDE,))
+
+
+def tiled(step: CStep[Linear], features: int, bits: int) -> CCode:
+    """The tiled pass: eb_linear_tiled_cols on an optimized target, else eb_linear_tiled
+    (eb_linear_tiled_packed for packed weights) on a per-layer kernel wrapper."""
+    layer = step.layer
+    assert step.tile is not None
+    if step.optimized:
+        return tiled_cols(step, features, bits)
+    wrapper = f"eb_k_{layer.name}"
+    body = ("eb_linear_wide(n, m, in, w, b, (int32_t *)out);" if layer.wide else
+            f"eb_linear(n, m, in, w, b, {requantize(step)}, (int8_t *)out);")
+    decls = (f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
+             f"const int32_t *b, void *out) {{ {body} }}",
+             tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer))
+    args = (f"&{step.symbol('T_TILE')}, {wrapper}, {1 if layer.wide else 0}, {step.inputs[0]}, "
+            f"{step.weights()}, {bias_symbol(step)}, {step.output}, eb_l1.bytes")
+    if bits:  # unpacked into L1 for the int8 kernel
+        return CCode(decls, (f"eb_linear_tiled_packed({features}, {layer.out}, {bits}, {args});",))
+    return CCode(decls, (f"eb_linear_tiled({features}, {layer.out}, {args});",))
 
 
 def emit(step: CStep[Linear]) -> CCode:
-    """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or eb_linear_tiled
-    with a per-layer kernel wrapper when the plan tiles it. Packed (1-, 2-, 4-bit) weights
-    take eb_linear_packed(_wide) / EB_LINEAR_PACKED(_WIDE) with their width, or
-    eb_linear_tiled_packed, which unpacks them into L1 for the int8 kernel."""
+    """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or the tiled pass
+    (`tiled`) when the plan tiles it. Packed (1-, 2-, 4-bit) weights take
+    eb_linear_packed(_wide) / EB_LINEAR_PACKED(_WIDE) with their width; tiled, they are
+    unpacked into L1 for the int8 kernels."""
     layer = step.layer
     features = math.prod(step.in_shapes[0])
     bits = packed_bits(step)
+    if step.tile is not None:
+        return tiled(step, features, bits)
     name = "EB_LINEAR" if step.optimized else "eb_linear"
     wide = f"{name}{'_WIDE' if step.optimized else '_wide'}"
     weights, bias, source, out = step.weights(), bias_symbol(step), step.inputs[0], step.output
-    if step.tile is not None:
-        wrapper = f"eb_k_{layer.name}"
-        body = (f"{wide}(n, m, in, w, b, (int32_t *)out);" if layer.wide else
-                f"{name}(n, m, in, w, b, {requantize(step)}, (int8_t *)out);")
-        decls = (f"static void {wrapper}(int n, int m, const int8_t *in, const int8_t *w, "
-                 f"const int32_t *b, void *out) {{ {body} }}",
-                 tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer))
-        args = (f"&{step.symbol('T_TILE')}, {wrapper}", f"{1 if layer.wide else 0}, {source}, "
-                f"{weights}, {bias}, {out}")
-        if bits:  # unpacked into L1 for the int8 kernel
-            return CCode(decls, (f"eb_linear_tiled_packed({features}, {layer.out}, {bits}, "
-                                 f"{args[0]}, {args[1]}, eb_l1.bytes);",))
-        if step.optimized:
-            return tiled_cols(step, features, decls, args)
-        return CCode(decls, (f"eb_linear_tiled({features}, {layer.out}, {args[0]}, {args[1]}, "
-                             "eb_l1.bytes);",))
     shape = f"{features}, {layer.out}, "
     if bits:
         name = "EB_LINEAR_PACKED" if step.optimized else "eb_linear_packed"
@@ -180,10 +189,16 @@ def scratch(layer: Linear, shapes: Sequence[Shape]) -> str:
     return f"EB_LINEAR_OPT_SCRATCH({math.prod(shapes[0])})"
 
 
+def workspace(layer: Linear, shapes: Sequence[Shape], out: Shape, rows: int | None) -> int:
+    """int16 elements of `scratch` (the input's column; tiled or not): the reference build's
+    tiled pass copies the input there too, in fewer elements."""
+    return (math.prod(shapes[0]) + 3) & ~3
+
+
 def tile_windows(layer: Linear, shapes: Sequence[Shape], out: Shape) -> tuple[tuple[str, Window], ...]:
     """The whole input is staged once per slot; tiles are spans of output features."""
     return (("tile", Window(**vars(plane(layer, shapes[0])), wide=bool(layer.wide),
-                            bias=bool(layer.bias), linear=True)),)
+                            bias=bool(layer.bias), linear=True, split=True)),)
 
 
 def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
@@ -192,7 +207,7 @@ def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainG
 
 OPERATOR = Operator(
     "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
-    torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch),
+    torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch, workspace),
     onnx=Onnx(onnx_emit),
     accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),
                             exports_as="mlp"),

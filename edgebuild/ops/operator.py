@@ -184,11 +184,16 @@ class Weights:
 class C:
     """The generated C project: `emit(step)` gives the declarations and calls of one
     deployed step; `scratch(layer, in_shapes)` the C expression of the int16 scratch
-    elements its optimized (Cortex-M4) kernel needs, or None. Each op's emitter takes the
+    elements its optimized (Cortex-M4) kernel needs, or None: the kernels' own claim, which
+    the project checks at compile time against `workspace(layer, in_shapes, out_shape,
+    rows)`, the int16 elements the plan counts (memory.plan: rows, the row tile of a tiled
+    pass, else None) and the project's workspace array holds. Each op's emitter takes the
     step of its own layer record (`CStep[Conv2d]`, ...)."""
 
     emit: Callable[[CStep[Any]], CCode]
     scratch: Callable[[Any, Sequence[Shape]], str | None] = lambda layer, shapes: None
+    workspace: Callable[[Any, Sequence[Shape], Shape, int | None], int] = \
+        lambda layer, shapes, out, rows: 0
 
 
 def no_windows(layer: LayerBase, in_shapes: Sequence[Shape],

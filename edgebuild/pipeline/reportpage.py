@@ -266,6 +266,8 @@ def memory_html(report: dict[str, Any], tiles: Path | None) -> str:
         ("activation arena (RAM)", _bytes(mem["arena_bytes"])),
         ("arena lower bound (largest live set)", _bytes(mem["arena_lower_bound"])),
         ("state outside the arena (buffers)", _bytes(mem["state_bytes"])),
+        ("kernels' workspace (RAM)", _bytes(mem.get("workspace_bytes", 0))),
+        ("RAM in all (arena, state, workspace, L1)", _bytes(mem.get("ram_bytes", 0))),
         ("RAM budget (target.memory.l2)", _bytes(mem["l2_budget"])),
         ("weights and biases (flash)", _bytes(mem["weight_bytes"])),
         ("L1 peak", _bytes(mem["l1_peak"])), ("L1 budget (target.memory.l1)",

@@ -149,7 +149,16 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
     if manifest.ondevice is not None and manifest.ondevice.weights is not None and not problems:
         problems += _wof(document, manifest, base, layers)
     return problems + [document.diagnostic(path, message)
-                       for path, message in budget.problems(manifest, layers, bits)]
+                       for path, message in budget.problems(manifest, layers, bits,
+                                                            optimized(manifest))]
+
+
+def optimized(manifest: Manifest) -> bool:
+    """Whether the target runs the optimized kernels (their workspace counts in RAM)."""
+    from edgebuild.codegen.project import OPTIMIZED_CPUS
+    from edgebuild.targets.cpu import cpu
+
+    return cpu(manifest.target.device.value) in OPTIMIZED_CPUS
 
 
 def _init(document: yamlsource.Document, manifest: Manifest, base: Path,

@@ -978,6 +978,19 @@ typedef struct {
     int shift, rounding, act;
 } eb_sink;
 
+/* The sink of out: int32 accumulators when wide (no requantization), else int8 requantized
+ * by shift, rounding and act. */
+static eb_sink eb_sink_of(void *out, int wide, int shift, int rounding, int act)
+{
+    eb_sink s;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = wide ? 0 : shift;
+    s.rounding = wide ? 0 : rounding;
+    s.act = wide ? 0 : act;
+    return s;
+}
+
 /* eb_requantize for a right shift by s = -shift in [0, 31], in 32 bits: with half up (s > 0)
  * floor((acc + 2^(s-1)) / 2^s) = (acc >> s) + bit s - 1 of acc (acc = q * 2^s + r: r + 2^(s-1)
  * carries into q exactly when r >= 2^(s-1)), which cannot overflow; floor (or s == 0) is
@@ -1236,12 +1249,7 @@ static int eb_conv_as_linear(const eb_conv_params *p, const int8_t *in, const in
 void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out, int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = out;
-    s.out32 = NULL;
-    s.shift = p->shift;
-    s.rounding = p->rounding;
-    s.act = p->act;
+    const eb_sink s = eb_sink_of(out, 0, p->shift, p->rounding, p->act);
     if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
         (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32))) {
         return;
@@ -1252,12 +1260,7 @@ void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
 void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = NULL;
-    s.out32 = out;
-    s.shift = 0;
-    s.rounding = 0;
-    s.act = 0;
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
     if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
         (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32))) {
         return;
@@ -1269,24 +1272,14 @@ void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int shift, int rounding, int act, int8_t *out,
                    int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = out;
-    s.out32 = NULL;
-    s.shift = shift;
-    s.rounding = rounding;
-    s.act = act;
+    const eb_sink s = eb_sink_of(out, 0, shift, rounding, act);
     eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
 }
 
 void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
                         const int32_t *bias, int32_t *out, int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = NULL;
-    s.out32 = out;
-    s.shift = 0;
-    s.rounding = 0;
-    s.act = 0;
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
     eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
 }
 
@@ -1295,12 +1288,7 @@ void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const
                           const int32_t *bias, int shift, int rounding, int act, int8_t *out,
                           int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = out;
-    s.out32 = NULL;
-    s.shift = shift;
-    s.rounding = rounding;
-    s.act = act;
+    const eb_sink s = eb_sink_of(out, 0, shift, rounding, act);
     eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
 }
 
@@ -1308,12 +1296,7 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
                                const int8_t *weight, const int32_t *bias, int32_t *out,
                                int16_t *scratch)
 {
-    eb_sink s;
-    s.out8 = NULL;
-    s.out32 = out;
-    s.shift = 0;
-    s.rounding = 0;
-    s.act = 0;
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
     eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
 }
 #endif
@@ -1358,13 +1341,8 @@ void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t
     const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * p->out_w;
-    eb_sink s;
+    const eb_sink s = eb_sink_of(out, wide, p->shift, p->rounding, p->act);
     int32_t px;
-    s.out8 = wide ? NULL : (int8_t *)out;
-    s.out32 = wide ? (int32_t *)out : NULL;
-    s.shift = wide ? 0 : p->shift;
-    s.rounding = wide ? 0 : p->rounding;
-    s.act = wide ? 0 : p->act;
     for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
         const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
         eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, (int)count);
@@ -1388,13 +1366,8 @@ void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols)
 void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
                    const int32_t *bias, int shift, int rounding, int act, int wide, void *out)
 {
-    eb_sink s;
+    const eb_sink s = eb_sink_of(out, wide, shift, rounding, act);
     int o;
-    s.out8 = wide ? NULL : (int8_t *)out;
-    s.out32 = wide ? (int32_t *)out : NULL;
-    s.shift = shift;
-    s.rounding = rounding;
-    s.act = act;
     for (o = 0; o + 1 < out_f; o += 2) {
         int32_t acc[2];
         acc[0] = bias ? bias[o] : 0;

@@ -45,12 +45,43 @@ static void zero_small(int8_t *dst, int32_t n)
     }
 }
 
+#if defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
+/* Whole 32-byte blocks of word-aligned dst and src by LDM/STM of 8 registers (4 instructions
+ * per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16); returns the bytes copied. */
+static uint32_t copy_blocks32(int8_t *dst, const int8_t *src, uint32_t bytes)
+{
+    uint32_t n = bytes >> 5;
+    if (n == 0u || (((uintptr_t)dst | (uintptr_t)src) & 3u) != 0u) {
+        return 0u;
+    }
+    __asm__ volatile("1:\n\t"
+                     "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+                     "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+                     "subs %[n], %[n], #1\n\t"
+                     "bne 1b"
+                     : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
+                     :
+                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
+    return bytes & ~(uint32_t)31;
+}
+#else
+static uint32_t copy_blocks32(int8_t *dst, const int8_t *src, uint32_t bytes)
+{
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    return 0u;
+}
+#endif
+
 void eb_dma_copy(void *dst, const void *src, uint32_t bytes)
 {
     /* The one place a DMA driver would go (start a transfer; a real driver would wait for it
-     * before the kernel reads the slot). */
-    if (bytes != 0u) {
-        memcpy(dst, src, (size_t)bytes);
+     * before the kernel reads the slot). On the Cortex-M4 the CPU copies: aligned 32-byte
+     * blocks by LDM/STM, the rest by memcpy. */
+    const uint32_t done = copy_blocks32((int8_t *)dst, (const int8_t *)src, bytes);
+    if (bytes != done) {
+        memcpy((int8_t *)dst + done, (const int8_t *)src + done, (size_t)(bytes - done));
     }
 }
 
@@ -304,22 +335,30 @@ static void conv_stage(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot
 /* A column tile ([C][rows][1]: a 1-D layer tiled along time) goes to the kernel as the row
  * it is in memory ([C][1][rows], the same bytes), the layout the kernels are fastest on
  * (the optimized im2col reads 4 neighbouring pixels with one word). */
+static void axis_to_row(int16_t *h, int16_t *w, int16_t unit)
+{
+    *w = *h;
+    *h = unit;
+}
+
+/* The window of a column ([c][rows][1]) as the row it is in memory: sizes, kernel and stride
+ * along the width, 1 along the height (a conv's pad and dilation: as_row). */
+static void window_as_row(int16_t *in_h, int16_t *in_w, int16_t *out_h, int16_t *out_w,
+                          int16_t *k_h, int16_t *k_w, int16_t *stride_h, int16_t *stride_w)
+{
+    axis_to_row(in_h, in_w, 1);
+    axis_to_row(out_h, out_w, 1);
+    axis_to_row(k_h, k_w, 1);
+    axis_to_row(stride_h, stride_w, 1);
+}
+
 static void as_row(eb_conv_params *t)
 {
     if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1 && t->pad_w == 0) {
-        const eb_conv_params c = *t;
-        t->in_h = 1;
-        t->in_w = c.in_h;
-        t->out_h = 1;
-        t->out_w = c.out_h;
-        t->k_h = 1;
-        t->k_w = c.k_h;
-        t->stride_h = 1;
-        t->stride_w = c.stride_h;
-        t->pad_h = 0;
-        t->pad_w = c.pad_h;
-        t->dil_h = 1;
-        t->dil_w = c.dil_h;
+        window_as_row(&t->in_h, &t->in_w, &t->out_h, &t->out_w, &t->k_h, &t->k_w,
+                      &t->stride_h, &t->stride_w);
+        axis_to_row(&t->pad_h, &t->pad_w, 0);
+        axis_to_row(&t->dil_h, &t->dil_w, 1);
     }
 }
 
@@ -339,9 +378,9 @@ static void conv_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, eb_
     tile->wbits = 0; /* staged into L1 as int8 (stage_weights) */
 }
 
-static void conv_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
-                       const eb_cols_kernel *cols, int wide, const int8_t *in,
-                       const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
+static void conv_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
+                       const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
+                       int8_t *l1)
 {
     eb_conv_run r;
     eb_held held[2] = {{-1, -1}, {-1, -1}};
@@ -375,21 +414,13 @@ static void conv_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel
         if (slots == 1 || i == 0) {
             conv_stage(&r, &tp, slot, &held[s]);
         }
-        if (cols != NULL && tp.ct == 0) { /* a new row tile: its columns, once */
-            conv_tile_params(p, &tp, &tile);
-            cols->build(&tile, slot + r.lay.in, cols->cols);
-        }
         if (slots == 2 && i + 1 < n_tiles) { /* prefetch the next tile into the other slot */
             eb_tile_pos next;
             tile_pos(i + 1, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h, &next);
             conv_stage(&r, &next, l1 + (1 - s) * r.lay.slot, &held[1 - s]);
         }
         conv_tile_params(p, &tp, &tile);
-        if (cols != NULL) {
-            cols->dot(&tile, cols->cols, slot + r.lay.weight, b, wide, slot + r.lay.out);
-        } else {
-            kernel(&tile, slot + r.lay.in, slot + r.lay.weight, b, slot + r.lay.out);
-        }
+        kernel(&tile, slot + r.lay.in, slot + r.lay.weight, b, slot + r.lay.out);
         write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
                    wide ? 4 : 1, out);
     }
@@ -399,14 +430,180 @@ void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel k
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1)
 {
-    conv_tiled(p, t, kernel, NULL, wide, in, weight, bias, out, l1);
+    conv_tiled(p, t, kernel, wide, in, weight, bias, out, l1);
+}
+
+/* ---- split dense conv (columns) ------------------------------------------------------- */
+
+/* The split layout (eb_tiling.h): the row tile's input at offset 0, channel slots of
+ * weights, bias and output over the same bytes (l->in = 0, slot-relative weight/bias/out
+ * offsets, l->slot the slot size); the L1 bytes are the larger of the two. */
+static int32_t split_layout(int32_t in_bytes, int32_t weight_bytes, int32_t bias_bytes,
+                            int32_t out_bytes, int slots, eb_slot_layout *l)
+{
+    const int32_t channels = (int32_t)slots * (EB_ALIGN4(weight_bytes) + EB_ALIGN4(bias_bytes) +
+                                                EB_ALIGN4(out_bytes));
+    make_layout(l, 0, weight_bytes, bias_bytes, out_bytes);
+    return EB_ALIGN4(in_bytes) > channels ? EB_ALIGN4(in_bytes) : channels;
+}
+
+/* Input rows a split row tile of `rows` output rows stages (unpadded, clipped to the input). */
+static int split_in_rows(const eb_conv_params *p, int rows)
+{
+    return min_int(conv_in_rows(p, rows), p->in_h);
+}
+
+static int32_t conv_split_layout(const eb_conv_params *p, const eb_tile *t, int wide,
+                                 int has_bias, eb_slot_layout *l)
+{
+    const int oc_t = clamp_step(t->channels, p->out_c);
+    const int rows = clamp_step(t->rows, p->out_h);
+    return split_layout((int32_t)p->in_c * split_in_rows(p, rows) * p->in_w,
+                        (int32_t)oc_t * p->in_c * p->k_h * p->k_w,
+                        has_bias ? 4 * (int32_t)oc_t : 0,
+                        (int32_t)oc_t * rows * p->out_w * (wide ? 4 : 1), t->double_buffer ? 2 : 1,
+                        l);
+}
+
+extern int32_t eb_conv_split_l1_bytes(const eb_conv_params *p, const eb_tile *t, int wide,
+                                      int has_bias);
+int32_t eb_conv_split_l1_bytes(const eb_conv_params *p, const eb_tile *t, int wide,
+                               int has_bias)
+{
+    eb_slot_layout l;
+    return conv_split_layout(p, t, wide, has_bias, &l);
+}
+
+/* Channel tile tp's weights (unpacked to int8 when packed) and bias into slot: conv_stage
+ * told the slot holds the tile's input rows already (they are at l1, in columns). */
+static void split_stage_weights(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot)
+{
+    eb_held held;
+    held.rt = tp->rt;
+    held.ct = -1;
+    conv_stage(r, tp, slot, &held);
+}
+
+/* Rows [first, first + count) of every channel of a [C][in_h][in_w] tensor into dst as
+ * [C][count][in_w]: one block when they are whole planes, else one block per channel. */
+static void stage_span(const int8_t *src, int c, int in_h, int in_w, int first, int count,
+                       int8_t *dst)
+{
+    const int32_t block = (int32_t)count * in_w, plane = (int32_t)in_h * in_w;
+    int i;
+    if (count == in_h) {
+        eb_dma_copy(dst, src, (uint32_t)(c * plane));
+    } else if (block < 32) { /* a column's few bytes per channel: one 2-D transfer */
+        eb_dma_copy2d(dst, block, src + (int32_t)first * in_w, plane, c, (uint32_t)block);
+    } else {
+        for (i = 0; i < c; ++i) {
+            eb_dma_copy(dst + i * block, src + i * plane + (int32_t)first * in_w,
+                        (uint32_t)block);
+        }
+    }
+}
+
+/* The params of a split row tile tp: its staged rows [first, first + count) unpadded, the
+ * window's padding left to the kernel (pad_h: the rows of padding above the first one). */
+static void split_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, int first,
+                              int count, eb_conv_params *tile)
+{
+    *tile = *p;
+    tile->in_h = (int16_t)count;
+    tile->out_h = (int16_t)tp->rows;
+    tile->out_c = (int16_t)tp->oc_t;
+    tile->pad_h = (int16_t)(first - (tp->y0 * p->stride_h - p->pad_h));
+    as_row(tile);
+    tile->wbits = 0; /* staged into L1 as int8 (stage_weights) */
+}
+
+/* A dense conv (groups == 1) through cols: per row tile, its input rows staged at l1
+ * (unpadded: the kernels skip taps outside them) and its columns built once into cols->cols; then every channel tile's weights (double buffered:
+ * the next one staged while the current one runs) against them. */
+static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb_cols_kernel *cols,
+                             int wide, const int8_t *in, const int8_t *weight,
+                             const int32_t *bias, void *out, int8_t *l1)
+{
+    eb_conv_run r;
+    const int slots = t->double_buffer ? 2 : 1;
+    int n_ct, rt, ct;
+    r.p = p;
+    r.in = in;
+    r.weight = weight;
+    r.bias = bias;
+    r.ipg = p->in_c;
+    r.opg = p->out_c;
+    r.oc_step = clamp_step(t->channels, p->out_c);
+    r.row_step = clamp_step(t->rows, p->out_h);
+    r.n_rt = (p->out_h + r.row_step - 1) / r.row_step;
+    n_ct = (p->out_c + r.oc_step - 1) / r.oc_step;
+    (void)conv_split_layout(p, t, wide, bias != NULL, &r.lay);
+
+    for (rt = 0; rt < r.n_rt; ++rt) {
+        eb_tile_pos tp;
+        eb_conv_params tile;
+        const int top = rt * r.row_step * p->stride_h - p->pad_h;
+        const int first = top < 0 ? 0 : top;
+        const int last = min_int(top + conv_in_rows(p, min_int(r.row_step,
+                                                                 p->out_h - rt * r.row_step)),
+                                 p->in_h);
+        const int count = last > first ? last - first : 0;
+        tile_pos((int32_t)rt * n_ct, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step, p->out_h,
+                 &tp);
+        stage_span(in, p->in_c, p->in_h, p->in_w, first, count, l1);
+        split_tile_params(p, &tp, first, count, &tile);
+        cols->build(&tile, l1, cols->cols); /* the input is dead from here: slots reuse it */
+        split_stage_weights(&r, &tp, l1);
+        for (ct = 0; ct < n_ct; ++ct) {
+            int8_t *slot = l1 + (slots == 2 ? (ct & 1) : 0) * r.lay.slot;
+            tile_pos((int32_t)rt * n_ct + ct, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step,
+                     p->out_h, &tp);
+            if (slots == 1 && ct > 0) {
+                split_stage_weights(&r, &tp, slot);
+            }
+            if (slots == 2 && ct + 1 < n_ct) { /* the next channel tile into the other slot */
+                eb_tile_pos next;
+                tile_pos((int32_t)rt * n_ct + ct + 1, r.n_rt, n_ct, r.oc_step, p->out_c,
+                         r.row_step, p->out_h, &next);
+                split_stage_weights(&r, &next, l1 + (1 - (ct & 1)) * r.lay.slot);
+            }
+            tile.out_c = (int16_t)tp.oc_t;
+            cols->dot(&tile, cols->cols, slot + r.lay.weight,
+                      bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
+                      wide, slot + r.lay.out);
+            write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
+                       wide ? 4 : 1, out);
+        }
+    }
 }
 
 void eb_conv2d_tiled_cols(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
                           const eb_cols_kernel *cols, int wide, const int8_t *in,
                           const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
-    conv_tiled(p, t, kernel, p->groups == 1 ? cols : NULL, wide, in, weight, bias, out, l1);
+    if (p->groups == 1) {
+        conv_tiled_split(p, t, cols, wide, in, weight, bias, out, l1);
+    } else {
+        conv_tiled(p, t, kernel, wide, in, weight, bias, out, l1);
+    }
+}
+
+/* The split path on the reference kernels: the "columns" are the tile's staged input,
+ * copied into the workspace, and the dot is eb_conv2d(_wide) on it. */
+void eb_ref_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
+{
+    eb_dma_copy(cols, in, (uint32_t)((int32_t)p->in_c * p->in_h * p->in_w));
+}
+
+void eb_ref_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                     const int32_t *bias, int wide, void *out)
+{
+    const int8_t *in = (const int8_t *)(const void *)cols;
+    if (wide) {
+        eb_conv2d_wide(p, in, weight, bias, (int32_t *)out);
+    } else {
+        eb_conv2d(p, in, weight, bias, (int8_t *)out);
+    }
 }
 
 /* ---- transposed conv ----------------------------------------------------------------- */
@@ -570,15 +767,8 @@ static void pool_stage(const eb_pool_params *p, const eb_tile_pos *tp, const int
 static void pool_as_row(eb_pool_params *t)
 {
     if (t->in_w == 1 && t->out_w == 1 && t->k_w == 1) {
-        const eb_pool_params c = *t;
-        t->in_h = 1;
-        t->in_w = c.in_h;
-        t->out_h = 1;
-        t->out_w = c.out_h;
-        t->k_h = 1;
-        t->k_w = c.k_h;
-        t->stride_h = 1;
-        t->stride_w = c.stride_h;
+        window_as_row(&t->in_h, &t->in_w, &t->out_h, &t->out_w, &t->k_h, &t->k_w,
+                      &t->stride_h, &t->stride_w);
     }
 }
 
@@ -666,12 +856,10 @@ static void linear_stage(int in_f, int o0, int oc_t, int bits, const int8_t *in,
 
 /* Tiles of output channels: the whole input staged once per slot, each tile's weight rows
  * (unpacked to int8 on the way when `bits` is 1, 2 or 4) and biases staged, then the
- * kernel on the slot, or with `cols` (the optimized targets) the input's column built once
- * and every tile's weights run against it. */
+ * kernel on the slot. */
 static void linear_tiled(int in_f, int out_f, int bits, const eb_tile *t,
-                         eb_linear_kernel kernel, const eb_linear_cols *cols, int wide,
-                         const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
-                         int8_t *l1)
+                         eb_linear_kernel kernel, int wide, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
     eb_slot_layout lay;
     int has_input[2] = {0, 0};
@@ -690,19 +878,75 @@ static void linear_tiled(int in_f, int out_f, int bits, const eb_tile *t,
         if (slots == 1 || i == 0) {
             linear_stage(in_f, o0, oc_t, bits, in, weight, bias, &lay, slot, &has_input[s]);
         }
-        if (cols != NULL && i == 0) { /* the input's column, once */
-            cols->expand(in_f, slot + lay.in, cols->cols);
-        }
         if (slots == 2 && i + 1 < n_tiles) {
             const int n0 = o0 + step;
             linear_stage(in_f, n0, min_int(step, out_f - n0), bits, in, weight, bias, &lay,
                          l1 + (1 - s) * lay.slot, &has_input[1 - s]);
         }
-        if (cols != NULL) {
-            cols->dot(in_f, oc_t, cols->cols, slot + lay.weight, b, slot + lay.out);
-        } else {
-            kernel(in_f, oc_t, slot + lay.in, slot + lay.weight, b, slot + lay.out);
+        kernel(in_f, oc_t, slot + lay.in, slot + lay.weight, b, slot + lay.out);
+        eb_dma_copy((int8_t *)out + (int32_t)o0 * esize, slot + lay.out,
+                    (uint32_t)((int32_t)oc_t * esize));
+    }
+}
+
+static int32_t linear_split_layout(int in_f, const eb_tile *t, int wide, int has_bias,
+                                   eb_slot_layout *l)
+{
+    const int32_t oc_t = t->channels < 1 ? 1 : t->channels;
+    return split_layout(in_f, oc_t * in_f, has_bias ? 4 * oc_t : 0, oc_t * (wide ? 4 : 1),
+                        t->double_buffer ? 2 : 1, l);
+}
+
+extern int32_t eb_linear_split_l1_bytes(int in_f, const eb_tile *t, int wide, int has_bias);
+int32_t eb_linear_split_l1_bytes(int in_f, const eb_tile *t, int wide, int has_bias)
+{
+    /* out_f is not an argument: the tile is taken as given (channels >= 1). */
+    eb_slot_layout l;
+    return linear_split_layout(in_f, t, wide, has_bias, &l);
+}
+
+/* The split layout's weight rows and biases of outputs [o0, o0 + oc_t) into slot. */
+static void linear_stage_rows(int in_f, int o0, int oc_t, int bits, const int8_t *weight,
+                              const int32_t *bias, const eb_slot_layout *lay, int8_t *slot)
+{
+    int has_input = 1;
+    linear_stage(in_f, o0, oc_t, bits, NULL, weight, bias, lay, slot, &has_input);
+}
+
+/* Split: the input staged at l1 once and expanded into cols->cols, then the weight rows
+ * stream through the slots over the same bytes (double buffered: the next tile's rows
+ * staged while the current ones run). */
+static void linear_tiled_split(int in_f, int out_f, int bits, const eb_tile *t,
+                               const eb_linear_cols *cols, int wide, const int8_t *in,
+                               const int8_t *weight, const int32_t *bias, void *out,
+                               int8_t *l1)
+{
+    eb_slot_layout lay;
+    const int slots = t->double_buffer ? 2 : 1;
+    const int esize = wide ? 4 : 1;
+    const int step = clamp_step(t->channels, out_f);
+    const int n_tiles = (out_f + step - 1) / step;
+    eb_tile full = *t;
+    int i;
+    full.channels = (int16_t)step;
+    (void)linear_split_layout(in_f, &full, wide, bias != NULL, &lay);
+    eb_dma_copy(l1, in, (uint32_t)in_f);
+    cols->expand(in_f, l1, cols->cols); /* the input is dead from here: slots reuse it */
+    linear_stage_rows(in_f, 0, min_int(step, out_f), bits, weight, bias, &lay, l1);
+    for (i = 0; i < n_tiles; ++i) {
+        int8_t *slot = l1 + (slots == 2 ? (i & 1) : 0) * lay.slot;
+        const int o0 = i * step, oc_t = min_int(step, out_f - o0);
+        if (slots == 1 && i > 0) {
+            linear_stage_rows(in_f, o0, oc_t, bits, weight, bias, &lay, slot);
         }
+        if (slots == 2 && i + 1 < n_tiles) {
+            const int n0 = o0 + step;
+            linear_stage_rows(in_f, n0, min_int(step, out_f - n0), bits, weight, bias, &lay,
+                              l1 + (1 - (i & 1)) * lay.slot);
+        }
+        cols->dot(in_f, oc_t, cols->cols, slot + lay.weight,
+                  bias != NULL ? (const int32_t *)(const void *)(slot + lay.bias) : NULL,
+                  slot + lay.out);
         eb_dma_copy((int8_t *)out + (int32_t)o0 * esize, slot + lay.out,
                     (uint32_t)((int32_t)oc_t * esize));
     }
@@ -712,19 +956,38 @@ void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel ker
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1)
 {
-    linear_tiled(in_f, out_f, 0, t, kernel, NULL, wide, in, weight, bias, out, l1);
+    linear_tiled(in_f, out_f, 0, t, kernel, wide, in, weight, bias, out, l1);
 }
 
 void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
                             eb_linear_kernel kernel, int wide, const int8_t *in,
                             const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
-    linear_tiled(in_f, out_f, bits, t, kernel, NULL, wide, in, weight, bias, out, l1);
+    linear_tiled(in_f, out_f, bits, t, kernel, wide, in, weight, bias, out, l1);
 }
 
-void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
-                          int wide, const int8_t *in, const int8_t *weight,
-                          const int32_t *bias, void *out, int8_t *l1)
+void eb_linear_tiled_cols(int in_f, int out_f, int bits, const eb_tile *t,
+                          const eb_linear_cols *cols, int wide, const int8_t *in,
+                          const int8_t *weight, const int32_t *bias, void *out, int8_t *l1)
 {
-    linear_tiled(in_f, out_f, 0, t, NULL, cols, wide, in, weight, bias, out, l1);
+    linear_tiled_split(in_f, out_f, bits, t, cols, wide, in, weight, bias, out, l1);
+}
+
+/* The split linear on the reference kernels: the "column" is the input copied into the
+ * workspace, the dot eb_linear(_wide) on it. */
+void eb_ref_linear_expand(int in_f, const int8_t *in, int16_t *cols)
+{
+    eb_dma_copy(cols, in, (uint32_t)in_f);
+}
+
+void eb_ref_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                       const int32_t *bias, int shift, int rounding, int act, int wide,
+                       void *out)
+{
+    const int8_t *in = (const int8_t *)(const void *)cols;
+    if (wide) {
+        eb_linear_wide(in_f, out_f, in, weight, bias, (int32_t *)out);
+    } else {
+        eb_linear(in_f, out_f, in, weight, bias, shift, rounding, act, (int8_t *)out);
+    }
 }

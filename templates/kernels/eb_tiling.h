@@ -23,6 +23,17 @@
  * tile never spans two groups); cin_t = max(1, oc_t / (out_c/groups)) * (in_c/groups).
  * A transposed conv's tile runs with in_h = n and pad_h = y0 + pad_h - first*stride_h (first:
  * the first input row staged), which maps the tile's rows onto the whole layer's.
+ * Split layout (eb_conv2d_tiled_cols with groups == 1, eb_linear_tiled_cols): the kernel
+ * needs a tile's input only to build its columns (into the caller's workspace, cols->cols),
+ * so the input region and the channel slots share the same bytes:
+ *   at 0:             input [in_c][in_rows][in_w + 2*pad_w] (a linear layer: [in_f]),
+ *                     live while a row tile's columns are built;
+ *   at s * slot size: slot s = weight [oc_t][K], bias [oc_t], output [oc_t][rows][out_w]
+ *                     (each 4-byte aligned), live while channel tiles run;
+ *   L1 bytes = max(align4(input), slots * slot size).
+ * Per row tile: stage its input, build its columns, then its channel tiles (the next one's
+ * weights staged into the other slot while the current one runs); a linear layer is one
+ * row tile. eb_conv_split_l1_bytes / eb_linear_split_l1_bytes give the bytes.
  * Weights and bias are staged only when a slot's channel tile changes; a dense conv's input
  * only when a slot's row tile changes; a linear layer's input once per slot. The linear kernel pointer takes no shift/rounding/activation: the
  * caller binds them in a per-layer wrapper (as it binds an optimized kernel's scratch).
@@ -86,9 +97,9 @@ void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_s
 void eb_conv2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel, int wide,
                      const int8_t *in, const int8_t *weight, const int32_t *bias, void *out,
                      int8_t *l1);
-/* eb_conv2d_tiled whose dense (groups == 1) tiles run through cols: each row tile's
- * columns are built once, from its first channel tile's slot, and every channel tile's
- * weights run against them (a grouped conv's tiles run through kernel). */
+/* eb_conv2d_tiled whose dense (groups == 1) tiles run through cols in the split layout:
+ * each row tile's columns are built once and every channel tile's weights run against
+ * them (a grouped conv's tiles run through kernel, in the layout above). */
 void eb_conv2d_tiled_cols(const eb_conv_params *p, const eb_tile *t, eb_conv_kernel kernel,
                           const eb_cols_kernel *cols, int wide, const int8_t *in,
                           const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
@@ -107,11 +118,25 @@ void eb_linear_tiled(int in_f, int out_f, const eb_tile *t, eb_linear_kernel ker
 void eb_linear_tiled_packed(int in_f, int out_f, int bits, const eb_tile *t,
                             eb_linear_kernel kernel, int wide, const int8_t *in,
                             const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
-/* eb_linear_tiled with the input expanded once (from the first tile's slot) and every
- * tile's weights run through cols->dot. */
-void eb_linear_tiled_cols(int in_f, int out_f, const eb_tile *t, const eb_linear_cols *cols,
-                          int wide, const int8_t *in, const int8_t *weight,
-                          const int32_t *bias, void *out, int8_t *l1);
+/* eb_linear_tiled in the split layout: the input expanded once and every tile's weight rows
+ * (`bits`-bit packed ones unpacked to int8 as they are staged; 0: int8) run through
+ * cols->dot. */
+void eb_linear_tiled_cols(int in_f, int out_f, int bits, const eb_tile *t,
+                          const eb_linear_cols *cols, int wide, const int8_t *in,
+                          const int8_t *weight, const int32_t *bias, void *out, int8_t *l1);
+
+/* The split paths on the reference kernels (the -DEB_REFERENCE_KERNELS build of a project
+ * whose plan chose the split layout): the "columns" are the staged input copied into the
+ * workspace (in_c * in_h * in_w bytes of the tile's params; in_f bytes), the dot the
+ * reference kernel on them. Workspace: EB_REF_COLS_SCRATCH int16. */
+#define EB_REF_COLS_SCRATCH(bytes) (((int32_t)(bytes) + 1) / 2)
+void eb_ref_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols);
+void eb_ref_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                     const int32_t *bias, int wide, void *out);
+void eb_ref_linear_expand(int in_f, const int8_t *in, int16_t *cols);
+void eb_ref_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                       const int32_t *bias, int shift, int rounding, int act, int wide,
+                       void *out);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,10 @@ def config(checked: Checked) -> JSONObject:
 
 
 def run(ctx: Context) -> None:
+    from edgebuild.codegen.project import OPTIMIZED_CPUS
     from edgebuild.memory import plan as plans
     from edgebuild.model import folding
+    from edgebuild.targets.cpu import cpu
 
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
@@ -37,9 +39,10 @@ def run(ctx: Context) -> None:
     bits, stored = _stored_weights(ctx)
     plan = plans.with_weights(plans.make_plan(manifest.model.input, layers,
                                               sum(stored.values())), stored)
-    _check_budgets(ctx, layers, plan, bits)
+    optimized = cpu(manifest.target.device.value) in OPTIMIZED_CPUS
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
-                                       tiling.double_buffer)
+                                       tiling.double_buffer, optimized)
+    _check_budgets(ctx, layers, plan, bits, optimized)  # RAM: the chosen tiles' workspace
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
     _accelerator(ctx, layers)
@@ -97,14 +100,14 @@ def _stored_weights(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
-                   bits: dict[str, int]) -> None:
+                   bits: dict[str, int], optimized: bool) -> None:
     """`target.memory` against what the plan needs, by the functions `edgebuild check` uses
     before any training (memory.budget): it has reported these already."""
     from edgebuild.memory import budget
 
     manifest = ctx.checked.manifest
     needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer,
-                         bits)
+                         bits, optimized)
     if needs.flash_bytes != plan.weight_bytes:  # check weighed other weights than these
         raise AssertionError(f"weights.npz stores {plan.weight_bytes} bytes, the layers' stored "
                              f"weights (memory.budget) {needs.flash_bytes}")

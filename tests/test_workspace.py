@@ -1,0 +1,129 @@
+"""The optimized kernels' workspace (eb_scratch) is the plan's figure: the generated C's
+array holds exactly the bytes plan.json counts (memory.workspace_bytes, the largest step's
+workspace_bytes), the kernels' own scratch macros check it at compile time (one int16 less
+does not compile), and the RAM budget counts it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgebuild.codegen import project as codegen
+from edgebuild.manifest import Manifest
+from edgebuild.memory import budget
+from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps
+from edgebuild.model import folding, quantized
+from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import QuantParams
+
+CASES = {
+    "conv2d": ([{"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "pad": 1, "act": "relu"},
+                {"name": "d", "op": "conv2d", "out": 8, "kernel": 3, "stride": 2, "pad": 1,
+                 "pool": {"mode": "max", "size": 2}},
+                {"name": "fc", "op": "linear", "out": 3, "flatten": True}], (4, 12, 12)),
+    "conv1d": ([{"name": "c", "op": "conv1d", "out": 32, "kernel": 3, "pad": 1},
+                {"name": "d", "op": "conv1d", "out": 32, "kernel": 3, "pad": 1,
+                 "pool": {"mode": "max", "size": 2}},
+                {"name": "g", "op": "conv1d", "out": 8, "kernel": 3, "groups": 8},
+                {"name": "fc", "op": "linear", "out": 9, "flatten": True, "wide": True}],
+               (12, 25)),
+}
+
+
+def _manifest(layers, shape, l1: int, l2: int = 1 << 20) -> Manifest:
+    return Manifest.model_validate({
+        "name": "t", "dataset": {"format": "sklearn-digits"},
+        "model": {"input": list(shape), "layers": layers},
+        "target": {"device": "cortex-m4", "memory": {"l1": l1, "l2": l2}}})
+
+
+def _spec(layers, shape, l1: int) -> tuple[codegen.ProjectSpec, MemoryPlan]:
+    folded, _ = folding.fold_layers(_manifest(layers, shape, l1).model.layers)
+    plan, problems = tile_steps(tuple(shape), folded, make_plan(tuple(shape), folded, 0), l1,
+                                1 << 20, True, True)
+    assert not problems
+    rng = np.random.default_rng(0)
+    graph, _ = graphs.build(tuple(shape), folded)
+    params = {}
+    for node, layer in zip(graph.nodes, folded, strict=True):
+        if OPS[layer.op].computes:
+            weight_shape = OPS[layer.op].weights.shape(layer, node.in_shapes[0])
+            params[layer.name] = QuantParams(rng.integers(-8, 8, weight_shape), None, 2, 4)
+    model = quantized.QuantizedModel(tuple(shape), folded, params, "half_up")
+    x = rng.integers(-128, 128, (1, *shape)).astype(np.int8)
+    expected = quantized.run_reference(model, x).reshape(len(x), -1)
+    return codegen.ProjectSpec("t", model, plan, x, expected, 1 << 20, 1 << 20,
+                               "cortex-m4"), plan
+
+
+def _compiles(root: Path, cnn: str, *flags: str) -> bool:
+    (root / "model" / "cnn.c").write_text(cnn)
+    run = subprocess.run(["cc", "-std=c99", "-fsyntax-only", "-Werror", *flags, "model/cnn.c"],
+                         cwd=root, capture_output=True, text=True, timeout=60)
+    return run.returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("l1", [1100, 2048, 1 << 16])
+def test_the_c_workspace_is_the_plans_figure(tmp_path: Path, case: str, l1: int):
+    spec, plan = _spec(*CASES[case], l1)
+    assert plan.memory is not None
+    steps = {step.layer: step.workspace_bytes for step in plan.steps}
+    assert plan.memory.workspace_bytes == max(size or 0 for size in steps.values()) > 0
+    assert plan.memory.ram_bytes == (plan.arena_bytes + plan.state_bytes +
+                                     plan.memory.workspace_bytes + plan.memory.l1_peak)
+    if l1 < 1 << 16:
+        assert plan.memory.tiled_layers  # some layer tiled (its columns in the workspace)
+    files = codegen.render(spec)
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    cnn = files["model/cnn.c"]
+    sizes = re.findall(r"int16_t values\[(\d+)\];", cnn)
+    assert [int(n) * 2 for n in sizes] == [plan.memory.workspace_bytes]
+    smaller = cnn.replace(f"values[{sizes[0]}]", f"values[{int(sizes[0]) - 1}]")
+    for flags in ((), ("-DEB_REFERENCE_KERNELS",)):
+        assert _compiles(tmp_path, cnn, "-Imodel", *flags)
+    # one int16 less than the plan's figure is less than some kernel call needs
+    assert not _compiles(tmp_path, smaller, "-Imodel")
+
+
+def test_the_ram_budget_counts_the_workspace():
+    layers, shape = CASES["conv1d"]
+    _, plan = _spec(layers, shape, 1024)
+    assert plan.memory is not None
+    need = plan.arena_bytes + plan.memory.workspace_bytes
+    folded, _ = folding.fold_layers(_manifest(layers, shape, 1024).model.layers)
+    assert not budget.problems(_manifest(layers, shape, 1024, need), folded, optimized=True)
+    problems = budget.problems(_manifest(layers, shape, 1024, need - 1), folded, optimized=True)
+    assert [path for path, _ in problems] == [("target", "memory", "l2")]
+    assert f"needs at least {need} bytes" in problems[0][1]
+    assert f"workspace: {plan.memory.workspace_bytes} bytes" in problems[0][1]
+    # a target without the optimized kernels needs no workspace
+    assert not budget.problems(_manifest(layers, shape, 1024, plan.arena_bytes), folded)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_check_and_plan_agree_on_the_smallest_l1_of_the_split_kernels(case: str):
+    # edgebuild check's minimum L1 on an optimized target is the split layout's (a linear
+    # layer: none, it streams its rows from flash), and exactly what the planner fits
+    layers, shape = CASES[case]
+    folded, _ = folding.fold_layers(_manifest(layers, shape, 1024).model.layers)
+    need = max(p.bytes for p in budget.l1_passes(shape, folded, True, True))
+    assert need < max(p.bytes for p in budget.l1_passes(shape, folded, True))
+    plan = make_plan(tuple(shape), folded, 0)
+    _, problems = tile_steps(tuple(shape), folded, plan, need, 1 << 20, True, True)
+    assert not problems
+    assert not [p for p in budget.problems(_manifest(layers, shape, need), folded,
+                                           optimized=True) if p[0][-1] == "l1"]
+    _, problems = tile_steps(tuple(shape), folded, plan, need - 1, 1 << 20, True, True)
+    assert problems
+    assert [p for p in budget.problems(_manifest(layers, shape, need - 1), folded,
+                                       optimized=True) if p[0][-1] == "l1"]

@@ -140,6 +140,14 @@ def test_ram_counts_the_state_kept_outside_the_arena():
     assert h.ram.used == 1792 + 208
 
 
+def test_ram_is_all_the_planned_ram_when_the_plan_counts_it():
+    """A plan that counts the kernels' workspace and L1 (ram_bytes) is the RAM shown: the
+    arena alone would hide the scratch buffers the C allocates."""
+    h = head(memory={**MEMORY, "workspace_bytes": 2304, "l1_peak": 912, "ram_bytes": 5008})
+    assert h.ram == Usage(5008, 131072)
+    assert head(memory={**MEMORY, "ram_bytes": 200000}).ram.verdict == FAIL
+
+
 def test_missing_figures_are_none_and_verdicts_follow_thresholds():
     h = head(float_accuracy=None, qat_accuracy=None, int_accuracy=None,
              cortex_m4={"skipped": "no arm-none-eabi-gcc"})

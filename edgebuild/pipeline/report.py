@@ -342,13 +342,19 @@ def headline_of(metrics: ReportMetrics, device: str, flash: int,
     return Headline(
         device, Accuracy(metrics.float_accuracy, metrics.int_accuracy),
         None if metrics.int_accuracy is None else metrics.test_samples,
-        Usage(memory.totals.arena_bytes + memory.totals.state_bytes, l2),
+        Usage(_ram(memory.totals), l2),
         Usage(memory.weight_bytes, flash), _instructions(m4),
         Kat(metrics.c_vs_reference.samples, metrics.c_vs_reference.mismatches,
             metrics.kat_vs_reference_mismatches,
             None if isinstance(m4, Skipped) else m4.kat),
         None if metrics.ondevice is None else _ondevice(metrics.ondevice, l2),
         None if occupancy is None else _accelerator_use(occupancy))
+
+
+def _ram(totals: Totals) -> int:
+    """All the model's RAM (arena, state, the kernels' workspace, L1); a plan written before
+    the workspace was counted has only the arena and the state."""
+    return totals.ram_bytes or totals.arena_bytes + totals.state_bytes
 
 
 def _instructions(m4: FirmwareRun | Skipped) -> Instructions:

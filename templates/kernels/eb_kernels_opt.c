@@ -405,40 +405,42 @@ static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, i
     }
 }
 
-/* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
- * input. t points at byte j of T[0]. */
-static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
-                          int8_t *t)
+/* T for pixels px .. px + count - 1 of any conv (other strides, maps narrower than 4, blocks
+ * spanning rows of those), gathered byte by byte: per tap (ky, kx) the four pixels' offsets
+ * in a channel plane and the mask of the lanes inside the input (lanes past count: none) are
+ * worked out once and serve every input channel: 4 LDRB, the lanes merged and masked, one
+ * STR per T word. Lanes outside the input read offset 0 and are masked to zero. */
+static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
+                           int count, int8_t *t)
 {
-    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
-    const int dil_h = p->dil_h, dil_w = p->dil_w;
-    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
-    const int32_t plane = (int32_t)in_h * in_w;
-    int ky_lo, ky_hi, kx_lo, kx_hi;
-    int ic, ky, kx;
+    const int in_h = p->in_h, in_w = p->in_w, k_w = p->k_w, out_w = p->out_w;
+    const int32_t plane = (int32_t)in_h * in_w, step = 4 * (int32_t)p->k_h * k_w;
+    int iy0[EB_OPT_PIXELS], ix0[EB_OPT_PIXELS];
+    int j, ky, kx, ic;
 
-    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
-    eb_tap_range(ix0, dil_w, k_w, in_w, &kx_lo, &kx_hi);
-    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-        for (ky = 0; ky < k_h; ++ky) {
-            if (ky < ky_lo || ky >= ky_hi) {
-                for (kx = 0; kx < k_w; ++kx, t += 4) {
-                    *t = 0;
-                }
-            } else {
-                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
-                    *t = 0;
-                }
-                if (kx < kx_hi) {
-                    const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
-                    int ix = ix0 + kx * dil_w;
-                    for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
-                        *t = row[ix];
-                    }
-                }
-                for (; kx < k_w; ++kx, t += 4) {
-                    *t = 0;
-                }
+    for (j = 0; j < EB_OPT_PIXELS; ++j) {
+        const int32_t pj = px + (j < count ? j : 0);
+        iy0[j] = (int)(pj / out_w) * p->stride_h - p->pad_h;
+        ix0[j] = (int)(pj % out_w) * p->stride_w - p->pad_w;
+    }
+    for (ky = 0; ky < p->k_h; ++ky) {
+        for (kx = 0; kx < k_w; ++kx) {
+            int32_t off[EB_OPT_PIXELS];
+            uint32_t mask = 0;
+            const int8_t *src = in_g;
+            int8_t *dst = t + 4 * (ky * k_w + kx);
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int iy = iy0[j] + ky * p->dil_h, ix = ix0[j] + kx * p->dil_w;
+                const int in = j < count && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w;
+                off[j] = in ? (int32_t)iy * in_w + ix : 0;
+                mask |= in ? 0xFFu << (8 * j) : 0u;
+            }
+            for (ic = 0; ic < ipg; ++ic, src += plane, dst += step) {
+                const uint32_t v = (uint32_t)(uint8_t)src[off[0]] |
+                                   (uint32_t)(uint8_t)src[off[1]] << 8 |
+                                   (uint32_t)(uint8_t)src[off[2]] << 16 |
+                                   (uint32_t)(uint8_t)src[off[3]] << 24;
+                eb_store32(dst, v & mask);
             }
         }
     }
@@ -1173,7 +1175,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
         const int oc_begin = g * opg;
         int32_t px;
         for (px = 0; px < hw; px += EB_OPT_PIXELS) {
-            /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
+            /* pixels px .. px + 3; lanes past the end are not stored */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
             const int oy = (int)(px / out_w), ox = (int)(px % out_w);
             if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
@@ -1181,12 +1183,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             } else if (row4 && p->in_w >= 4 && out_w >= 2) {
                 eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
             } else {
-                int j;
-                for (j = 0; j < EB_OPT_PIXELS; ++j) {
-                    const int32_t pj = j < count ? px + j : hw - 1;
-                    eb_taps_pixel(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w),
-                                  taps + j);
-                }
+                eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
             }
             if (kp > k) {
                 memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
@@ -2115,11 +2112,7 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
         if (row4 && ox + count <= out_w) {
             eb_taps_row4(p, in, p->in_c, oy, ox, taps);
         } else {
-            int j;
-            for (j = 0; j < EB_OPT_PIXELS; ++j) {
-                const int32_t pj = j < count ? px + j : hw - 1;
-                eb_taps_pixel(p, in, p->in_c, (int)(pj / out_w), (int)(pj % out_w), taps + j);
-            }
+            eb_taps_gather(p, in, p->in_c, px, (int)count, taps);
         }
         if (kp > k) {
             memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));

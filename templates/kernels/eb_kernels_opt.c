@@ -329,53 +329,93 @@ static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
     return v;
 }
 
-/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. Per input row,
- * the taps kx in [kx_lo, kx_hi) read four bytes inside the row: one word load each; the
- * others overhang the row's left or right end and, when the row has at least 4 bytes, are the
- * row's first or last word shifted (zeros come in). */
+/* The T word of the tap at column ix of any input row (in_w >= 4; lane j = byte ix + j, zero
+ * outside [0, in_w)): the row's word at o shifted, (word >> rs) << ls, or zero (none). Inside
+ * the row a plain load; overhanging its left or right end, its first or last word shifted so
+ * that zeros come in. */
+typedef struct {
+    int32_t o;
+    unsigned rs, ls;
+    int kind;
+} eb_tap_word;
+
+enum { EB_TAP_ZERO, EB_TAP_LOAD, EB_TAP_SHIFT };
+
+static eb_tap_word eb_tap_word_of(int ix, int in_w)
+{
+    eb_tap_word tw;
+    tw.o = 0;
+    tw.rs = 0;
+    tw.ls = 0;
+    tw.kind = EB_TAP_SHIFT;
+    if (ix <= -4 || ix >= in_w) {
+        tw.kind = EB_TAP_ZERO;
+    } else if (ix < 0) {
+        tw.ls = 8u * (unsigned)-ix;
+    } else if (ix > in_w - 4) {
+        tw.o = in_w - 4;
+        tw.rs = 8u * (unsigned)(ix + 4 - in_w);
+    } else {
+        tw.o = ix;
+        tw.kind = EB_TAP_LOAD;
+    }
+    return tw;
+}
+
+/* For every input channel and tap row in range: the word x at base + o (o = tw.o + ic * plane
+ * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel). */
+#define EB_TAP_COLUMN(expr)                                                      \
+    for (ic = 0; ic < ipg; ++ic, d += skip) {                                    \
+        int32_t o = tw.o + ic * plane;                                           \
+        for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {                 \
+            const uint32_t x = eb_load32(base + o);                              \
+            eb_store32(d, (expr));                                               \
+        }                                                                        \
+    }
+
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv, in_w >= 4: tap
+ * column by tap column (kx), whose word position in a row (eb_tap_word_of) is the same for
+ * every input channel and tap row, one load and store per T word (two shifts more at a row
+ * end); tap rows in the padding are zero words. */
 static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
                          int8_t *t)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
-    const int dil_h = p->dil_h, dil_w = p->dil_w;
+    const int dil_h = p->dil_h;
     const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
     const int32_t plane = (int32_t)in_h * in_w, row_step = (int32_t)dil_h * in_w;
-    int32_t roff;
-    int ky_lo, ky_hi, kx_lo, kx_hi;
+    const int32_t kw4 = 4 * (int32_t)k_w;
+    int ky_lo, ky_hi, rows;
+    int32_t skip;
+    const int8_t *base;
     int ic, ky, kx;
 
     eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
-    eb_tap_range(ix0, dil_w, k_w, in_w - 3, &kx_lo, &kx_hi);
-    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-        for (ky = 0; ky < ky_lo; ++ky) {
-            for (kx = 0; kx < k_w; ++kx, t += 4) {
-                eb_store32(t, 0);
-            }
-        }
-        /* integer offsets rather than pointers: no pointer ever leaves the input array */
-        for (roff = (int32_t)(iy0 + ky * dil_h) * in_w; ky < ky_hi; ++ky, roff += row_step) {
-            const int8_t *row = in_g + roff;
-            int ix = ix0;
-            if (in_w < 4) {
-                for (kx = 0; kx < k_w; ++kx, t += 4, ix += dil_w) {
-                    eb_store32(t, eb_row_word(row, ix, in_w));
+    if (ky_lo > 0 || ky_hi < k_h) {
+        int8_t *d = t;
+        for (ic = 0; ic < ipg; ++ic) {
+            for (ky = 0; ky < k_h; ++ky, d += kw4) {
+                if (ky < ky_lo || ky >= ky_hi) {
+                    memset(d, 0, (size_t)kw4);
                 }
-                continue;
-            }
-            for (kx = 0; kx < kx_lo; ++kx, t += 4, ix += dil_w) { /* ix < 0 */
-                eb_store32(t, ix > -4 ? eb_load32(row) << (8 * -ix) : 0u);
-            }
-            for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
-                eb_store32(t, eb_load32(row + ix));
-            }
-            for (; kx < k_w; ++kx, t += 4, ix += dil_w) { /* ix > in_w - 4 */
-                eb_store32(t, ix < in_w ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u);
             }
         }
-        for (; ky < k_h; ++ky) {
-            for (kx = 0; kx < k_w; ++kx, t += 4) {
-                eb_store32(t, 0);
-            }
+    }
+    if (ky_lo >= ky_hi) {
+        return;
+    }
+    rows = ky_hi - ky_lo;
+    skip = (int32_t)(k_h - rows) * kw4;
+    base = in_g + (int32_t)(iy0 + ky_lo * dil_h) * in_w;
+    for (kx = 0; kx < k_w; ++kx) {
+        const eb_tap_word tw = eb_tap_word_of(ix0 + kx * p->dil_w, in_w);
+        int8_t *d = t + (int32_t)ky_lo * kw4 + 4 * kx;
+        if (tw.kind == EB_TAP_LOAD) {
+            EB_TAP_COLUMN(x)
+        } else if (tw.kind == EB_TAP_SHIFT) {
+            EB_TAP_COLUMN((x >> tw.rs) << tw.ls)
+        } else {
+            EB_TAP_COLUMN(0u * x)
         }
     }
 }
@@ -1161,7 +1201,8 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     const int groups = p->groups;
     const int ipg = p->in_c / groups, opg = p->out_c / groups;
     const int out_w = p->out_w;
-    const int row4 = p->stride_w == 1; /* 4 neighbouring pixels = 4 neighbouring input bytes */
+    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
     const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;
@@ -1180,7 +1221,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
             const int oy = (int)(px / out_w), ox = (int)(px % out_w);
             if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
                 eb_taps_row4(p, in_g, ipg, oy, ox, taps);
-            } else if (row4 && p->in_w >= 4 && out_w >= 2) {
+            } else if (row4 && out_w >= 2) {
                 eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
             } else {
                 eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
@@ -2100,7 +2141,7 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
 {
     const int out_w = p->out_w;
-    const int row4 = p->stride_w == 1;
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
     const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;

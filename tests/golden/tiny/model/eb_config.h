@@ -19,6 +19,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_mac tiny_eb_dw3_mac

@@ -653,6 +653,54 @@ EB_DOT_INLINE void eb_q_row(const int mode, const eb_qdst *d, int8_t *d8, int32_
     }
 }
 
+/* Row w against the first two of the four interleaved columns at c: *s0 += w . P0,
+ * *s1 += w . P1 (half the loads and MACs of the four-pixel loop, for a last partial block). */
+EB_DOT_INLINE void eb_dot_1x2(int32_t k, const int8_t *w, const int16_t *c, int32_t *s0,
+                              int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1;
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x0, x1, x2, x3;
+    for (; n > 0; --n, w += 4, c += 16) {
+        const uint32_t wv = eb_load32(w);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    if (tail != 0) {
+        const uint32_t wv = eb_load_tail(w, tail);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+/* eb_dot_block_q for a last block of 1 or 2 pixels (d->count): those lanes only (its own
+ * function: inlined into the four-pixel ones, it costs their loops registers). */
+static EB_NOINLINE void eb_dot_block_q2(const int mode, int32_t k, const int8_t *w,
+                                        const int16_t *cols, int n_oc, const int32_t *bias,
+                                        const eb_qdst *d)
+{
+    int8_t *d8 = d->out8;
+    int32_t *d32 = d->out32, *acc = d->acc;
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride, w += k) {
+        const int32_t b = bias ? bias[i] : 0;
+        const int exact = mode >= EB_Q_NONE && b > d->lim;
+        int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
+        int32_t a1 = a0;
+        eb_dot_1x2(k, w, cols, &a0, &a1);
+        eb_q_row(mode, d, d8, d32, acc, exact, a0, a1, a1, a1);
+    }
+}
+
 /* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, each
  * row's four sums started at its bias (0 without bias) and stored as d says. */
 EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
@@ -698,25 +746,41 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
 static EB_NOINLINE void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols,
                                          int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    }
 }
 
 /* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */

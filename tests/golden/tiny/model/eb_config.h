@@ -9,6 +9,7 @@
 #define conv_acc_w tiny_conv_acc_w
 #define conv_transpose_acc_w tiny_conv_transpose_acc_w
 #define eb_add tiny_eb_add
+#define eb_add_opt tiny_eb_add_opt
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt

@@ -486,18 +486,25 @@ static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg,
     }
 }
 
-/* T (kp words at t) -> the four interleaved columns at cols (kp chunks of 16 int16). */
+/* T (kp words at t, 4-byte aligned: the scratch) -> the four interleaved columns at cols (kp
+ * chunks of 16 int16). */
 static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
 {
+    const int16_t *tw = (const int16_t *)(const void *)t; /* 4-byte aligned (scratch) */
     int32_t q;
-    for (q = 0; q < kp; q += 4, t += 16, cols += 16) {
+    for (q = 0; q < kp; q += 4, cols += 16) {
         /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
-        const uint32_t t0 = eb_load32(t), t1 = eb_load32(t + 4);
-        const uint32_t t2 = eb_load32(t + 8), t3 = eb_load32(t + 12);
-        const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
-        const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
-        const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
-        const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
+        uint32_t t0, t1, t2, t3;
+        uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+        EB_LOAD4X32(tw, t0, t1, t2, t3); /* one LDMIA on the M4 */
+        a0 = eb_sxtb16(t0);
+        b0 = eb_sxtb16_ror8(t0);
+        a1 = eb_sxtb16(t1);
+        b1 = eb_sxtb16_ror8(t1);
+        a2 = eb_sxtb16(t2);
+        b2 = eb_sxtb16_ror8(t2);
+        a3 = eb_sxtb16(t3);
+        b3 = eb_sxtb16_ror8(t3);
         eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
         eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
         eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */

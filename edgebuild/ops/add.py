@@ -77,10 +77,12 @@ def reference(layer: Add, quant: None, inputs: Sequence[Ints],
 
 
 def emit(step: CStep[Add]) -> CCode:
-    """eb_add over a local array of the input tensors."""
+    """eb_add over a local array of the input tensors (EB_ADD: eb_add_opt with the optimized
+    kernels)."""
     name, count = step.layer.name, len(step.inputs)
+    kernel = "EB_ADD" if step.optimized else "eb_add"
     return CCode(calls=(f"{{ const int8_t *const in_{name}[{count}] = {{{', '.join(step.inputs)}}}; "
-                        f"eb_add({math.prod(step.out_shape)}, {count}, in_{name}, "
+                        f"{kernel}({math.prod(step.out_shape)}, {count}, in_{name}, "
                         f"{act_name(step.layer.act)}, {step.output}); }}",))
 
 

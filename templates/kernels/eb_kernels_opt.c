@@ -330,53 +330,93 @@ static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
     return v;
 }
 
-/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv. Per input row,
- * the taps kx in [kx_lo, kx_hi) read four bytes inside the row: one word load each; the
- * others overhang the row's left or right end and, when the row has at least 4 bytes, are the
- * row's first or last word shifted (zeros come in). */
+/* The T word of the tap at column ix of any input row (in_w >= 4; lane j = byte ix + j, zero
+ * outside [0, in_w)): the row's word at o shifted, (word >> rs) << ls, or zero (none). Inside
+ * the row a plain load; overhanging its left or right end, its first or last word shifted so
+ * that zeros come in. */
+typedef struct {
+    int32_t o;
+    unsigned rs, ls;
+    int kind;
+} eb_tap_word;
+
+enum { EB_TAP_ZERO, EB_TAP_LOAD, EB_TAP_SHIFT };
+
+static eb_tap_word eb_tap_word_of(int ix, int in_w)
+{
+    eb_tap_word tw;
+    tw.o = 0;
+    tw.rs = 0;
+    tw.ls = 0;
+    tw.kind = EB_TAP_SHIFT;
+    if (ix <= -4 || ix >= in_w) {
+        tw.kind = EB_TAP_ZERO;
+    } else if (ix < 0) {
+        tw.ls = 8u * (unsigned)-ix;
+    } else if (ix > in_w - 4) {
+        tw.o = in_w - 4;
+        tw.rs = 8u * (unsigned)(ix + 4 - in_w);
+    } else {
+        tw.o = ix;
+        tw.kind = EB_TAP_LOAD;
+    }
+    return tw;
+}
+
+/* For every input channel and tap row in range: the word x at base + o (o = tw.o + ic * plane
+ * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel). */
+#define EB_TAP_COLUMN(expr)                                                      \
+    for (ic = 0; ic < ipg; ++ic, d += skip) {                                    \
+        int32_t o = tw.o + ic * plane;                                           \
+        for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {                 \
+            const uint32_t x = eb_load32(base + o);                              \
+            eb_store32(d, (expr));                                               \
+        }                                                                        \
+    }
+
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv, in_w >= 4: tap
+ * column by tap column (kx), whose word position in a row (eb_tap_word_of) is the same for
+ * every input channel and tap row, one load and store per T word (two shifts more at a row
+ * end); tap rows in the padding are zero words. */
 static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
                          int8_t *t)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
-    const int dil_h = p->dil_h, dil_w = p->dil_w;
+    const int dil_h = p->dil_h;
     const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
     const int32_t plane = (int32_t)in_h * in_w, row_step = (int32_t)dil_h * in_w;
-    int32_t roff;
-    int ky_lo, ky_hi, kx_lo, kx_hi;
+    const int32_t kw4 = 4 * (int32_t)k_w;
+    int ky_lo, ky_hi, rows;
+    int32_t skip;
+    const int8_t *base;
     int ic, ky, kx;
 
     eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
-    eb_tap_range(ix0, dil_w, k_w, in_w - 3, &kx_lo, &kx_hi);
-    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-        for (ky = 0; ky < ky_lo; ++ky) {
-            for (kx = 0; kx < k_w; ++kx, t += 4) {
-                eb_store32(t, 0);
-            }
-        }
-        /* integer offsets rather than pointers: no pointer ever leaves the input array */
-        for (roff = (int32_t)(iy0 + ky * dil_h) * in_w; ky < ky_hi; ++ky, roff += row_step) {
-            const int8_t *row = in_g + roff;
-            int ix = ix0;
-            if (in_w < 4) {
-                for (kx = 0; kx < k_w; ++kx, t += 4, ix += dil_w) {
-                    eb_store32(t, eb_row_word(row, ix, in_w));
+    if (ky_lo > 0 || ky_hi < k_h) {
+        int8_t *d = t;
+        for (ic = 0; ic < ipg; ++ic) {
+            for (ky = 0; ky < k_h; ++ky, d += kw4) {
+                if (ky < ky_lo || ky >= ky_hi) {
+                    memset(d, 0, (size_t)kw4);
                 }
-                continue;
-            }
-            for (kx = 0; kx < kx_lo; ++kx, t += 4, ix += dil_w) { /* ix < 0 */
-                eb_store32(t, ix > -4 ? eb_load32(row) << (8 * -ix) : 0u);
-            }
-            for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
-                eb_store32(t, eb_load32(row + ix));
-            }
-            for (; kx < k_w; ++kx, t += 4, ix += dil_w) { /* ix > in_w - 4 */
-                eb_store32(t, ix < in_w ? eb_load32(row + in_w - 4) >> (8 * (ix + 4 - in_w)) : 0u);
             }
         }
-        for (; ky < k_h; ++ky) {
-            for (kx = 0; kx < k_w; ++kx, t += 4) {
-                eb_store32(t, 0);
-            }
+    }
+    if (ky_lo >= ky_hi) {
+        return;
+    }
+    rows = ky_hi - ky_lo;
+    skip = (int32_t)(k_h - rows) * kw4;
+    base = in_g + (int32_t)(iy0 + ky_lo * dil_h) * in_w;
+    for (kx = 0; kx < k_w; ++kx) {
+        const eb_tap_word tw = eb_tap_word_of(ix0 + kx * p->dil_w, in_w);
+        int8_t *d = t + (int32_t)ky_lo * kw4 + 4 * kx;
+        if (tw.kind == EB_TAP_LOAD) {
+            EB_TAP_COLUMN(x)
+        } else if (tw.kind == EB_TAP_SHIFT) {
+            EB_TAP_COLUMN((x >> tw.rs) << tw.ls)
+        } else {
+            EB_TAP_COLUMN(0u * x)
         }
     }
 }
@@ -406,57 +446,66 @@ static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, i
     }
 }
 
-/* Byte j of every T word: the receptive field of output pixel (oy, ox), zero outside the
- * input. t points at byte j of T[0]. */
-static void eb_taps_pixel(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
-                          int8_t *t)
+/* T for pixels px .. px + count - 1 of any conv (other strides, maps narrower than 4, blocks
+ * spanning rows of those), gathered byte by byte: per tap (ky, kx) the four pixels' offsets
+ * in a channel plane and the mask of the lanes inside the input (lanes past count: none) are
+ * worked out once and serve every input channel: 4 LDRB, the lanes merged and masked, one
+ * STR per T word. Lanes outside the input read offset 0 and are masked to zero. */
+static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
+                           int count, int8_t *t)
 {
-    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
-    const int dil_h = p->dil_h, dil_w = p->dil_w;
-    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox * p->stride_w - p->pad_w;
-    const int32_t plane = (int32_t)in_h * in_w;
-    int ky_lo, ky_hi, kx_lo, kx_hi;
-    int ic, ky, kx;
+    const int in_h = p->in_h, in_w = p->in_w, k_w = p->k_w, out_w = p->out_w;
+    const int32_t plane = (int32_t)in_h * in_w, step = 4 * (int32_t)p->k_h * k_w;
+    int iy0[EB_OPT_PIXELS], ix0[EB_OPT_PIXELS];
+    int j, ky, kx, ic;
 
-    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
-    eb_tap_range(ix0, dil_w, k_w, in_w, &kx_lo, &kx_hi);
-    for (ic = 0; ic < ipg; ++ic, in_g += plane) {
-        for (ky = 0; ky < k_h; ++ky) {
-            if (ky < ky_lo || ky >= ky_hi) {
-                for (kx = 0; kx < k_w; ++kx, t += 4) {
-                    *t = 0;
-                }
-            } else {
-                for (kx = 0; kx < kx_lo; ++kx, t += 4) {
-                    *t = 0;
-                }
-                if (kx < kx_hi) {
-                    const int8_t *row = in_g + (int32_t)(iy0 + ky * dil_h) * in_w;
-                    int ix = ix0 + kx * dil_w;
-                    for (; kx < kx_hi; ++kx, t += 4, ix += dil_w) {
-                        *t = row[ix];
-                    }
-                }
-                for (; kx < k_w; ++kx, t += 4) {
-                    *t = 0;
-                }
+    for (j = 0; j < EB_OPT_PIXELS; ++j) {
+        const int32_t pj = px + (j < count ? j : 0);
+        iy0[j] = (int)(pj / out_w) * p->stride_h - p->pad_h;
+        ix0[j] = (int)(pj % out_w) * p->stride_w - p->pad_w;
+    }
+    for (ky = 0; ky < p->k_h; ++ky) {
+        for (kx = 0; kx < k_w; ++kx) {
+            int32_t off[EB_OPT_PIXELS];
+            uint32_t mask = 0;
+            const int8_t *src = in_g;
+            int8_t *dst = t + 4 * (ky * k_w + kx);
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int iy = iy0[j] + ky * p->dil_h, ix = ix0[j] + kx * p->dil_w;
+                const int in = j < count && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w;
+                off[j] = in ? (int32_t)iy * in_w + ix : 0;
+                mask |= in ? 0xFFu << (8 * j) : 0u;
+            }
+            for (ic = 0; ic < ipg; ++ic, src += plane, dst += step) {
+                const uint32_t v = (uint32_t)(uint8_t)src[off[0]] |
+                                   (uint32_t)(uint8_t)src[off[1]] << 8 |
+                                   (uint32_t)(uint8_t)src[off[2]] << 16 |
+                                   (uint32_t)(uint8_t)src[off[3]] << 24;
+                eb_store32(dst, v & mask);
             }
         }
     }
 }
 
-/* T (kp words at t) -> the four interleaved columns at cols (kp chunks of 16 int16). */
+/* T (kp words at t, 4-byte aligned: the scratch) -> the four interleaved columns at cols (kp
+ * chunks of 16 int16). */
 static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
 {
+    const int16_t *tw = (const int16_t *)(const void *)t; /* 4-byte aligned (scratch) */
     int32_t q;
-    for (q = 0; q < kp; q += 4, t += 16, cols += 16) {
+    for (q = 0; q < kp; q += 4, cols += 16) {
         /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
-        const uint32_t t0 = eb_load32(t), t1 = eb_load32(t + 4);
-        const uint32_t t2 = eb_load32(t + 8), t3 = eb_load32(t + 12);
-        const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
-        const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
-        const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
-        const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
+        uint32_t t0, t1, t2, t3;
+        uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+        EB_LOAD4X32(tw, t0, t1, t2, t3); /* one LDMIA on the M4 */
+        a0 = eb_sxtb16(t0);
+        b0 = eb_sxtb16_ror8(t0);
+        a1 = eb_sxtb16(t1);
+        b1 = eb_sxtb16_ror8(t1);
+        a2 = eb_sxtb16(t2);
+        b2 = eb_sxtb16_ror8(t2);
+        a3 = eb_sxtb16(t3);
+        b3 = eb_sxtb16_ror8(t3);
         eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
         eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
         eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
@@ -499,6 +548,44 @@ static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
         EB_MAC4(a2, lo_, hi_, x0_, x1_);              \
         EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
     } while (0)
+
+/* The M4 loop of eb_dot_block_q by hand, 4 weight words (64 MACs) per iteration: per word
+ * one LDR (post-indexed), SXTB16 and SXTB16 ROR 8, two LDMIAs of the four pixels' column
+ * words (fixed registers r4, r5, r6, r8: an LDM needs ascending ones) and 8 SMLADs; CMP + BNE
+ * per iteration: 54 instructions per 64 MACs (GCC's loop: 30 per 32, the loop end spilled).
+ * Needs GCC (register operands, Thumb-2) with optimisation (at -O0 r7 is the frame pointer
+ * and the 9 operands may not fit); the C loop of eb_dot_block_q is its twin. */
+#if EB_OPT_DSP && defined(__GNUC__) && defined(__OPTIMIZE__) && defined(__thumb2__)
+#define EB_GEMM_ASM 1
+#define EB_GEMM_WORD_ASM                         \
+    "ldr    %[wa], [%[w]], #4\n\t"               \
+    "sxtb16 %[lo], %[wa]\n\t"                    \
+    "sxtb16 %[wa], %[wa], ror #8\n\t"            \
+    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"         \
+    "smlad  %[a0], %[lo], r4, %[a0]\n\t"         \
+    "smlad  %[a0], %[wa], r5, %[a0]\n\t"         \
+    "smlad  %[a1], %[lo], r6, %[a1]\n\t"         \
+    "smlad  %[a1], %[wa], r8, %[a1]\n\t"         \
+    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"         \
+    "smlad  %[a2], %[lo], r4, %[a2]\n\t"         \
+    "smlad  %[a2], %[wa], r5, %[a2]\n\t"         \
+    "smlad  %[a3], %[lo], r6, %[a3]\n\t"         \
+    "smlad  %[a3], %[wa], r8, %[a3]\n\t"
+
+/* n4 >= 1 iterations of 4 weight words from *w against the columns at *c (both advanced). */
+#define EB_GEMM_1X4_ASM(w, c, n4, a0, a1, a2, a3)                                         \
+    do {                                                                                  \
+        const int16_t *const end_ = (c) + 64 * (n4);                                      \
+        uint32_t wa_, lo_;                                                                \
+        __asm__ volatile("1:\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM        \
+                             EB_GEMM_WORD_ASM "cmp    %[c], %[end]\n\t"                     \
+                                              "bne    1b"                                 \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),    \
+                           [w] "+r"(w), [c] "+r"(c), [wa] "=&r"(wa_), [lo] "=&r"(lo_)     \
+                         : [end] "r"(end_)                                                \
+                         : "r4", "r5", "r6", "r8", "cc", "memory");                       \
+    } while (0)
+#endif
 
 /* Where a block of rows x pixels goes (eb_dot_block): requantized int8 (out8) with a right
  * shift s, the rounding addend r = 2^(s-1) (half up, s > 0) or 0 folded into the starting sum
@@ -574,6 +661,54 @@ EB_DOT_INLINE void eb_q_row(const int mode, const eb_qdst *d, int8_t *d8, int32_
     }
 }
 
+/* Row w against the first two of the four interleaved columns at c: *s0 += w . P0,
+ * *s1 += w . P1 (half the loads and MACs of the four-pixel loop, for a last partial block). */
+EB_DOT_INLINE void eb_dot_1x2(int32_t k, const int8_t *w, const int16_t *c, int32_t *s0,
+                              int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1;
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x0, x1, x2, x3;
+    for (; n > 0; --n, w += 4, c += 16) {
+        const uint32_t wv = eb_load32(w);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    if (tail != 0) {
+        const uint32_t wv = eb_load_tail(w, tail);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+/* eb_dot_block_q for a last block of 1 or 2 pixels (d->count): those lanes only (its own
+ * function: inlined into the four-pixel ones, it costs their loops registers). */
+static EB_NOINLINE void eb_dot_block_q2(const int mode, int32_t k, const int8_t *w,
+                                        const int16_t *cols, int n_oc, const int32_t *bias,
+                                        const eb_qdst *d)
+{
+    int8_t *d8 = d->out8;
+    int32_t *d32 = d->out32, *acc = d->acc;
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride, w += k) {
+        const int32_t b = bias ? bias[i] : 0;
+        const int exact = mode >= EB_Q_NONE && b > d->lim;
+        int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
+        int32_t a1 = a0;
+        eb_dot_1x2(k, w, cols, &a0, &a1);
+        eb_q_row(mode, d, d8, d32, acc, exact, a0, a1, a1, a1);
+    }
+}
+
 /* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, each
  * row's four sums started at its bias (0 without bias) and stored as d says. */
 EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
@@ -591,6 +726,12 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
         int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
         int32_t a1 = a0, a2 = a0, a3 = a0;
         int32_t n = k >> 2;
+#ifdef EB_GEMM_ASM
+        if (n >= 4) {
+            EB_GEMM_1X4_ASM(w, c, n >> 2, a0, a1, a2, a3);
+            n &= 3;
+        }
+#endif
         for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
             const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
             EB_DOT_1X4_CHUNK(wv0);
@@ -613,25 +754,41 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
 static EB_NOINLINE void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols,
                                          int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    }
 }
 
 static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
-    eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    }
 }
 
 /* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */
@@ -1129,7 +1286,8 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     const int groups = p->groups;
     const int ipg = p->in_c / groups, opg = p->out_c / groups;
     const int out_w = p->out_w;
-    const int row4 = p->stride_w == 1; /* 4 neighbouring pixels = 4 neighbouring input bytes */
+    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
     const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;
@@ -1143,20 +1301,15 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
         const int oc_begin = g * opg;
         int32_t px;
         for (px = 0; px < hw; px += EB_OPT_PIXELS) {
-            /* pixels px .. px + 3; past the end, the last pixel is repeated (not stored) */
+            /* pixels px .. px + 3; lanes past the end are not stored */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
             const int oy = (int)(px / out_w), ox = (int)(px % out_w);
             if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
                 eb_taps_row4(p, in_g, ipg, oy, ox, taps);
-            } else if (row4 && p->in_w >= 4 && out_w >= 2) {
+            } else if (row4 && out_w >= 2) {
                 eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
             } else {
-                int j;
-                for (j = 0; j < EB_OPT_PIXELS; ++j) {
-                    const int32_t pj = j < count ? px + j : hw - 1;
-                    eb_taps_pixel(p, in_g, ipg, (int)(pj / out_w), (int)(pj % out_w),
-                                  taps + j);
-                }
+                eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
             }
             if (kp > k) {
                 memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
@@ -1310,7 +1463,7 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
 {
     const int out_w = p->out_w;
-    const int row4 = p->stride_w == 1;
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
     const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
     const int32_t hw = (int32_t)p->out_h * out_w;
@@ -1322,11 +1475,7 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
         if (row4 && ox + count <= out_w) {
             eb_taps_row4(p, in, p->in_c, oy, ox, taps);
         } else {
-            int j;
-            for (j = 0; j < EB_OPT_PIXELS; ++j) {
-                const int32_t pj = j < count ? px + j : hw - 1;
-                eb_taps_pixel(p, in, p->in_c, (int)(pj / out_w), (int)(pj % out_w), taps + j);
-            }
+            eb_taps_gather(p, in, p->in_c, px, (int)count, taps);
         }
         if (kp > k) {
             memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));

@@ -116,6 +116,8 @@ void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weigh
                    const int32_t *bias, int shift, int rounding, int act, int wide, void *out);
 /* eb_pool2d with word-wide max (SSUB8/SEL) and sums (USADA8); eb_pool_opt.c. */
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out);
+/* eb_add four elements at a time (QADD8 for two inputs, halfword sums for more); eb_pool_opt.c. */
+void eb_add_opt(int n, int count, const int8_t *const *inputs, int act, int8_t *out);
 /* eb_linear_packed(_wide) (eb_kernels.h): packed 1-, 2-, 4-bit weights; the same scratch. */
 void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
                           const int32_t *bias, int shift, int rounding, int act, int8_t *out,

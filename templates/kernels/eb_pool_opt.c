@@ -8,7 +8,14 @@
  * to its byte 0 (max8 with itself >> 8, then >> 16), the rest of a row byte by byte.
  * Average: the sum of a window row's whole words is USADA8 of the words with their sign bits
  * flipped (x ^ 0x80 = x + 128 as an unsigned byte), less 128 per byte; the rest byte by
- * byte; then the reference's rounding of sum / count. Nothing is read outside a window. */
+ * byte; then the reference's rounding of sum / count. Nothing is read outside a window.
+ *
+ * Element-wise add (eb_add_opt), four elements per word: two inputs by QADD8 (the int8
+ * saturation of the exact sum), then relu as a byte-wise max with 0 (SSUB8 + SEL) or abs as
+ * the max with the saturated negation (QSUB8); more inputs as halfword sums (SXTB16 then
+ * SXTAB16 per input: exact for up to 255 inputs), the activation per halfword and SSAT16 #8
+ * / USAT16 #7, the halfwords packed back to bytes. The last n % 4 elements, more than 255
+ * inputs and portable builds: the reference arithmetic. */
 #include "eb_kernels_opt.h"
 
 #include <string.h>
@@ -266,5 +273,75 @@ void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
                 }
             }
         }
+    }
+}
+
+/* ---- element-wise add ---------------------------------------------------------------- */
+
+#if defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
+#include <arm_acle.h>
+#define EB_ADD_SIMD 1
+
+/* act (relu, abs) of four saturated int8 sums r, byte by byte */
+static inline uint32_t eb_add_act8(uint32_t r, int act)
+{
+    uint32_t o = 0;
+    if (act == EB_ACT_ABS) {
+        o = __qsub8(0u, r); /* -r saturated: -(-128) = 127 */
+    }
+    if (act != EB_ACT_NONE) { /* max(r, o) */
+        __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(r), "r"(o) : "cc");
+    }
+    return r;
+}
+
+/* act and the int8 saturation of two halfword sums h */
+static inline uint32_t eb_add_act16(uint32_t h, int act)
+{
+    if (act == EB_ACT_NONE) {
+        return (uint32_t)__ssat16((int16x2_t)h, 8);
+    }
+    if (act == EB_ACT_ABS) {
+        const uint32_t o = (uint32_t)__qsub16(0, (int16x2_t)h);
+        __asm__("ssub16 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(h) : "r"(h), "r"(o) : "cc");
+    }
+    return (uint32_t)__usat16((int16x2_t)h, 7);
+}
+#endif
+
+void eb_add_opt(int n, int count, const int8_t *const *inputs, int act, int8_t *out)
+{
+    int i = 0, k;
+#ifdef EB_ADD_SIMD
+    if (count == 2) {
+        const int8_t *a = inputs[0], *b = inputs[1];
+        for (; i + 4 <= n; i += 4) {
+            const uint32_t r = __qadd8(eb_pool_load32(a + i), eb_pool_load32(b + i));
+            const uint32_t v = eb_add_act8(r, act);
+            memcpy(out + i, &v, sizeof v);
+        }
+    } else if (count <= 255) {
+        for (; i + 4 <= n; i += 4) {
+            uint32_t x = eb_pool_load32(inputs[0] + i);
+            uint32_t lo = (uint32_t)__sxtb16(x), hi = (uint32_t)__sxtb16(((x >> 8) | (x << 24)));
+            uint32_t v;
+            for (k = 1; k < count; ++k) {
+                x = eb_pool_load32(inputs[k] + i);
+                lo = (uint32_t)__sxtab16((int16x2_t)lo, (int8x4_t)x);
+                hi = (uint32_t)__sxtab16((int16x2_t)hi, (int8x4_t)((x >> 8) | (x << 24)));
+            }
+            lo = eb_add_act16(lo, act);
+            hi = eb_add_act16(hi, act);
+            v = (lo & 0x00FF00FFu) | ((hi & 0x00FF00FFu) << 8);
+            memcpy(out + i, &v, sizeof v);
+        }
+    }
+#endif
+    for (; i < n; ++i) {
+        int32_t sum = 0;
+        for (k = 0; k < count; ++k) {
+            sum += inputs[k][i];
+        }
+        out[i] = eb_requantize(sum, 0, EB_ROUND_FLOOR, act);
     }
 }

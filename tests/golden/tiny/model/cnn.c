@@ -50,13 +50,16 @@ typedef char eb_scratch_fits[(int32_t)(sizeof eb_scratch.values / 2) >= EB_MAX(E
     eb_linear_packed_wide_opt(n, m, bits, in, w, b, out, eb_scratch.values)
 #endif
 
-/* Pooling: eb_pool2d_opt, or with -DEB_REFERENCE_KERNELS the reference loops. */
+/* Pooling and element-wise add: eb_pool2d_opt, eb_add_opt, or with -DEB_REFERENCE_KERNELS
+ * the reference loops. */
 #ifdef EB_REFERENCE_KERNELS
 #define EB_POOL2D(p, in, out) eb_pool2d(p, in, out)
 #define EB_POOL2D_KERNEL eb_pool2d
+#define EB_ADD(n, count, in, act, out) eb_add(n, count, in, act, out)
 #else
 #define EB_POOL2D(p, in, out) eb_pool2d_opt(p, in, out)
 #define EB_POOL2D_KERNEL eb_pool2d_opt
+#define EB_ADD(n, count, in, act, out) eb_add_opt(n, count, in, act, out)
 #endif
 
 /* Per-layer instruction counts: the known-answer test's Cortex-M4 builds define
@@ -138,7 +141,7 @@ void tiny_cnn_run_steps(int layers)
     EB_LAYER_MARK();
     if (layers < 3)
         return;
-    { const int8_t *const in_sum[2] = {T_conv, T_side}; eb_add(64, 2, in_sum, EB_ACT_ABS, T_sum); }
+    { const int8_t *const in_sum[2] = {T_conv, T_side}; EB_ADD(64, 2, in_sum, EB_ACT_ABS, T_sum); }
     /* pool: pool2d [4, 4, 4] -> [4, 2, 2] */
     EB_LAYER_MARK();
     if (layers < 4)

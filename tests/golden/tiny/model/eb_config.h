@@ -9,6 +9,7 @@
 #define conv_acc_w tiny_conv_acc_w
 #define conv_transpose_acc_w tiny_conv_transpose_acc_w
 #define eb_add tiny_eb_add
+#define eb_add_opt tiny_eb_add_opt
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
@@ -21,6 +22,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_columns tiny_eb_dw3_columns

@@ -317,19 +317,6 @@ static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
     *hi = h;
 }
 
-/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. */
-static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
-{
-    uint32_t v = 0;
-    int j;
-    for (j = 0; j < 4; ++j) {
-        if (ix + j >= 0 && ix + j < in_w) {
-            v |= (uint32_t)(uint8_t)row[ix + j] << (8 * j);
-        }
-    }
-    return v;
-}
-
 /* The T word of the tap at column ix of any input row (in_w >= 4; lane j = byte ix + j, zero
  * outside [0, in_w)): the row's word at o shifted, (word >> rs) << ls, or zero (none). Inside
  * the row a plain load; overhanging its left or right end, its first or last word shifted so

@@ -234,6 +234,14 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
                  "conv1d_chw"):
         net, _, seed = nets[name]
         nets[f"{name}_max78002"] = (net, "MAX78002", seed + 100)
+    # MAX78002's kernels of layers on processors 0/16/32/48 only go to the end of their
+    # larger memories: three such layers stack there (lengths not multiples of 4, one of
+    # 2-bit weights), between layers of shared columns
+    nets["extended_kernels_max78002"] = (Net((1, 10, 10), "CHW", (
+        Layer(C2, 6), Layer(C2, 1, kernel=1, pad=0), Layer(C2, 9),
+        Layer(C2, 1, kernel=1, pad=0, processors_at=16), Layer(C2, 5, bits=2, processors_at=16),
+        Layer(C2, 2, kernel=1, pad=0),
+        Layer(LIN, 3, flatten=True, relu=False, wide=True))), "MAX78002", 114)
     return nets
 
 

@@ -83,9 +83,12 @@ class KernelMemory:
 
     def search_from_end(self, processors: list[int], length: int) -> int | None:
         """The last-fit search over processors with extended memories: the highest span of
-        `length` columns free on all `processors`, walking down from the last column (on a
-        collision: restart from the first processor, below the used word, at a multiple of
-        4), its start rounded down to a multiple of 4; None when nothing fits."""
+        `length` columns free on all `processors`, walking down from the last column, its
+        start rounded down to a multiple of 4; None when it gives up. On a collision the
+        vendor's tool moves the span's top below the used word (to a multiple of 4) and
+        gives up when a span starting at that top would not fit below the memory's end: in
+        effect only a span that collides with nothing, or collides right at the top, is
+        found; anything else falls back to the first fit."""
         top = max(self.widths) - 1
         while top in self.owner[processors[0]]:
             top -= START_MULTIPLE
@@ -93,12 +96,14 @@ class KernelMemory:
         while i < len(processors):
             if top - length + 1 < 0:
                 return None
-            used = next((c for c in range(top, top - length, -1)
-                         if c in self.owner[processors[i]]), None)
+            p = processors[i]
+            used = next((c for c in range(top, top - length, -1) if c in self.owner[p]), None)
             if used is None:
                 i += 1
                 continue
             top = (used - 1) & ~(START_MULTIPLE - 1)
+            if top + length > self.widths[p]:
+                return None
             i = 0
         return (top - length + 1) & ~(START_MULTIPLE - 1)
 

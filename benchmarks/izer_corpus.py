@@ -230,9 +230,18 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
     }
     for name in ("conv_chw_8bit", "conv_hwc_4bit", "mixed_bits", "conv1d_hwc",
                  "multipass_128", "linear_stack", "pool_stride", "conv_chw_2bit",
-                 "conv_hwc_1bit", "multipass_linear"):
+                 "conv_hwc_1bit", "multipass_linear", "conv_hwc_8bit", "pad_kernels",
+                 "conv1d_chw"):
         net, _, seed = nets[name]
         nets[f"{name}_max78002"] = (net, "MAX78002", seed + 100)
+    # MAX78002's kernels of layers on processors 0/16/32/48 only go to the end of their
+    # larger memories: three such layers stack there (lengths not multiples of 4, one of
+    # 2-bit weights), between layers of shared columns
+    nets["extended_kernels_max78002"] = (Net((1, 10, 10), "CHW", (
+        Layer(C2, 6), Layer(C2, 1, kernel=1, pad=0), Layer(C2, 9),
+        Layer(C2, 1, kernel=1, pad=0, processors_at=16), Layer(C2, 5, bits=2, processors_at=16),
+        Layer(C2, 2, kernel=1, pad=0),
+        Layer(LIN, 3, flatten=True, relu=False, wide=True))), "MAX78002", 114)
     return nets
 
 
@@ -304,12 +313,33 @@ VENDOR_CASES = {
 }
 
 
+# The same descriptions run on MAX78002 (its own register layout and kernel placement):
+# file -> seed.
+VENDOR_CASES_MAX78002 = {
+    "fashionmnist-chw.yaml": 130, "kws20-hwc.yaml": 132, "cifar100-simple.yaml": 133,
+    "ai85-autoencoder.yaml": 135, "cats-dogs-chw.yaml": 136,
+}
+
+
+def _vendor_entries() -> list[tuple[str, str, tuple[tuple[int, ...], int | None, str, int]]]:
+    """(case name, file, (input shape, out_channels, device, seed)) of every vendor case."""
+    entries = []
+    for file, entry in VENDOR_CASES.items():
+        entries.append(("vendor_" + file.removesuffix(".yaml").replace("-", "_")
+                        .replace(".", "_"), file, entry))
+    for file, seed in VENDOR_CASES_MAX78002.items():
+        shape, out_channels, _, _ = VENDOR_CASES[file]
+        entries.append(("vendor_" + file.removesuffix(".yaml").replace("-", "_")
+                        .replace(".", "_") + "_max78002", file,
+                        (shape, out_channels, "MAX78002", seed)))
+    return entries
+
+
 def vendor_cases(only: list[str] | None = None) -> list[Made]:
     """The vendor's descriptions, with weight shapes from edgebuild's import of the
     description (its channel counts from processor maps)."""
     made = []
-    for file, (shape, out_channels, device, seed) in VENDOR_CASES.items():
-        name = "vendor_" + file.removesuffix(".yaml").replace("-", "_").replace(".", "_")
+    for name, file, (shape, out_channels, device, seed) in _vendor_entries():
         if only and name not in only:
             continue
         text = (VENDOR / file).read_text()

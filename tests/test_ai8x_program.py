@@ -184,7 +184,7 @@ def test_the_build_writes_izers_program_for_every_corpus_case(name, tmp_path):
 ], ids=["max78000", "max78002"])
 def test_the_address_maps_are_the_devices(dev, facts):
     """Where registers and memories are, checked against addresses the vendor's tool
-    writes (MAX78002: the map is known; its register values are not generated yet)."""
+    writes."""
     def address(kind, *args):
         if kind == "layer":
             group, register, layer = args
@@ -195,7 +195,73 @@ def test_the_address_maps_are_the_devices(dev, facts):
     assert {key: address(*key) for key in facts} == facts
 
 
-def test_max78002_programs_are_refused_until_generated():
-    with pytest.raises(NotImplementedError, match="MAX78002"):
-        device.generated("ai87")
-    assert device.generated("ai85") is device.MAX78000
+MAX78002_CASES = [name for name in CORPUS if ai8x_cases.load_case(name).device == "MAX78002"]
+
+
+def _reference(manifest, layers, weights: dict, sample: np.ndarray) -> np.ndarray:
+    """The integer reference's output for `sample` (what the evaluate stage computes)."""
+    from edgebuild.model.quantized import QuantizedModel, run_reference
+    from edgebuild.ops.operator import QuantParams
+    from edgebuild.targets.numbers import rounding_mode
+
+    params = {layer.name: QuantParams(
+        weights[f"{layer.name}.weight"].astype(np.int64),
+        None if f"{layer.name}.bias" not in weights else
+        weights[f"{layer.name}.bias"].astype(np.int64),
+        int(weights[f"{layer.name}.scale_exp"]), int(weights[f"{layer.name}.bits"]))
+        for layer in layers if f"{layer.name}.weight" in weights}
+    model = QuantizedModel(tuple(manifest.model.input), layers, params, rounding_mode(manifest))
+    return run_reference(model, sample[None].astype(np.int64))[0]
+
+
+def generate_case(case, tmp_path: Path) -> program.Program:
+    """A corpus case's program made in this process (import-ai8x, the integer reference,
+    the generator), without a build: what the slow end-to-end test checks, in seconds."""
+    from edgebuild.core import arrays
+    from edgebuild.targets.max7800x import network
+
+    checkpoint, sample_path = ai8x_cases.write_inputs(case, tmp_path / "in")
+    imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample_path,
+                                      device=case.device.lower(), out_dir=tmp_path / "out")
+    assert imported.weights is not None
+    manifest = reading.parse(yamlsource.load(imported.manifest))
+    weights = dict(arrays.load(imported.weights))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
+            if f"{layer.name}.bits" in weights}
+    sample = np.load(sample_path)
+    expected = _reference(manifest, layers, weights, sample)
+    return build.for_manifest(manifest, bits, weights, sample, expected)
+
+
+@pytest.mark.parametrize("name", MAX78002_CASES)
+def test_max78002_programs_are_izers(tmp_path, name):
+    """MAX78002 ("ai87"): its own counters, stride, prime counts, split mask registers,
+    register clearing, kernels from the end of the larger memories, bias order; identical
+    to izer's program for the corpus's MAX78002 networks (a network with a part the
+    generator refuses on this device is skipped with the reason)."""
+    case = ai8x_cases.load_case(name)
+    try:
+        made = generate_case(case, tmp_path)
+    except NotImplementedError as exc:
+        pytest.skip(f"not generated yet: {exc}")
+    assert ai8x_cases.compare(ai8x_cases.expected_program(case), made.canonical()) == []
+
+
+def test_a_max78002_project_reads_back_to_its_program(tmp_path):
+    """The MAX78002 C text carries its program too: the clearing sequence's busy wait is
+    no store, and the PLL clocking is the part's."""
+    made = generate_case(ai8x_cases.load_case("conv_chw_8bit_max78002"), tmp_path)
+    files = text.render(device.MAX78002, made, text.Project("c", "MAX78002"))
+    for filename, body in files.items():
+        (tmp_path / filename).write_text(body)
+    assert reader.read(tmp_path) == made.canonical()
+    assert "while ((*((volatile uint32_t *) 0x5100000c) & 0x02000000) != 0x02000000); " \
+        "// Wait for clear" in files["cnn.c"]
+    assert "MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL" in files["main.c"]
+    assert "MXC_F_GCR_IPLL_CTRL_RDY" in files["cnn.c"]
+
+
+def test_both_families_have_an_address_map():
+    assert device.device("ai85") is device.MAX78000
+    assert device.device("ai87") is device.MAX78002

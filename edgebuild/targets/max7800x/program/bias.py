@@ -1,7 +1,8 @@
 """Bias memory: one 8-bit value per output channel, in the bias memory of one quadrant.
 
 The quadrant is chosen like the vendor's synthesis tool does (a first-fit-decreasing bin
-packing): a flattening layer first, then layers allowed in one quadrant only, then by length,
+packing): a flattening layer first (MAX78000 requires its bias first in a quadrant; on
+MAX78002 it is sorted like any other), then layers allowed in one quadrant only, then by length,
 longest first (ties keep network order); each goes to the allowed quadrant with the fewest
 bytes used so far, at the end of what that quadrant holds. A layer whose output starts at
 processor p within its memory instance reserves p x passes leading bytes (the hardware reads
@@ -27,7 +28,7 @@ class LayerBias:
 
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],
-          pinned: list[int | None], size: int
+          pinned: list[int | None], size: int, flatten_first: bool = True
           ) -> tuple[dict[int, list[int]], list[LayerBias | None]]:
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
     `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`."""
@@ -38,7 +39,7 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
         given = pinned[i]
         allowed = groups if given is None else [given]
         lead = ffs(g.output_processors) % INSTANCE * g.out_expand
-        wanted.append((i, allowed, g.out_channels + lead, g.flatten))
+        wanted.append((i, allowed, g.out_channels + lead, g.flatten and flatten_first))
     wanted.sort(key=lambda e: -1 if e[3] else 0 if len(e[1]) == 1 else size - e[2])
     used = dict.fromkeys(range(4), 0)
     slots: list[LayerBias | None] = [None] * len(layers)

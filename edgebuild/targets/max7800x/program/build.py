@@ -17,7 +17,7 @@ import numpy as np
 from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
-from edgebuild.targets.max7800x.program.device import Device, generated
+from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import Geometry, geometry
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
@@ -50,12 +50,13 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     hw, placed, problems = layout.layout(manifest, layers, dict(bits))
     if problems or placed is None:
         raise ValueError(f"{manifest.name}: cannot place the layers: {problems}")
+    profile = devices.profile(manifest.target.device.value)
     missing = [f"layer {layer.name!r}: {what}" for layer, plan in
-               zip(hw, placed.layers, strict=True) if (what := not_generated(layer, plan))]
+               zip(hw, placed.layers, strict=True)
+               if (what := not_generated(layer, plan) or not_generated_on(profile.family, layer))]
     if missing:
         raise NotImplementedError("; ".join(missing))
-    profile = devices.profile(manifest.target.device.value)
-    return generate(generated(profile.family), profile, hw, placed,
+    return generate(device(profile.family), profile, hw, placed,
                     {layer.name: layer for layer in layers}, weights, sample, expected)
 
 
@@ -71,6 +72,16 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
         return "grouped or dilated convolution"
     if plan.streaming or plan.read_gap:
         return "streaming or read_gap"
+    return None
+
+
+def not_generated_on(family: str, layer: HwLayer) -> str | None:
+    """What the generator cannot program yet on one device family in particular (None:
+    nothing). MAX78002 programs element-wise layers differently from MAX78000 (no emulated
+    multi-pass operands, no bias beside a multi-pass element-wise convolution), and no
+    MAX78002 element-wise program of the vendor's tool has been matched yet."""
+    if family == "ai87" and (layer.eltwise_operands or layer.op == "add"):
+        return "element-wise operation on MAX78002 (not generated yet; MAX78000 only)"
     return None
 
 
@@ -106,19 +117,22 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
     groups = groups_used(geo)
     kernel_list = [weights.get(f"{g.name}.weight") if layer.has_weights else None
                    for g, layer in zip(geo, hw, strict=True)]
-    memory, kslots = kmem.place(geo, kernel_list, profile.kernel_memory.words)
+    widths = tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors))
+    memory, kslots = kmem.place(geo, kernel_list, widths)
     bias_list = [None if f"{g.name}.bias" not in weights else
                  np.floor_divide(weights[f"{g.name}.bias"].astype(np.int64), 128) for g in geo]
     pinned = [plan.bias_group if "bias_group" in plan.given else None
               for plan in placement.layers]
-    image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes)
+    image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes,
+                                 flatten_first=dev.flatten_bias_first)
     configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(i, kslots[i], bslots[i],
                                                                        groups))))
                       for i, g in enumerate(geo))
     last = geo[-1]
     out = expected.reshape(last.out_channels, *last.out_dim)
     return Program(
-        init=tuple(init_writes(dev, groups, len(geo))), configure=configure,
+        init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list))),
+        configure=configure,
         start=tuple(start_writes(dev, groups)), kernels=_kernel_runs(dev, memory),
         bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
         input=tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),

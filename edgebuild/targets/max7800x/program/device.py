@@ -4,7 +4,8 @@ The device profiles (profiles/*.yaml) hold what a network may do on a device; th
 how the C program reaches it: register and memory base addresses, the numbering of the per-layer
 registers and the widths of their fields. They are facts of the silicon, the same for every
 network, read from the vendor's register documentation as the synthesis tool encodes it. The
-table is keyed by the profile's `family` (ai85 = MAX78000, ai87 = MAX78002).
+table is keyed by the profile's `family` (ai85 = MAX78000, ai87 = MAX78002). MAX78002's entry
+also says where its register layout differs in more than place (see registers).
 
 Addresses are absolute (the APB base included). A quadrant ("group") repeats every block at
 `group_stride`.
@@ -74,6 +75,24 @@ class Device:
     processors_per_memory: int = 4
     groups: int = 4
     registers: LayerRegisters = LayerRegisters()
+    # MAX78002 only (None on MAX78000): its row and column counters stop at the last pooling
+    # fetch and hold the bytes to the next start (at this bit), with a padding-enable bit
+    counter_step_shift: int | None = None
+    pad_enable_shift: int | None = None
+    pass_stride_shift: int | None = None  # stride register: bytes per pooled row, all passes
+    prime_shifts: tuple[int, int] | None = None  # layer control: kernel rows-1, columns-1
+    # cnn_init() clears the register files (SRAM test register bits; the bias memory too
+    # when the network has one) and waits for the done bit
+    clear_registers: int | None = None
+    clear_bias: int = 0
+    clear_done: int = 0
+    # the bias quadrants of flattening layers are chosen before all others (MAX78000)
+    flatten_bias_first: bool = True
+
+    @property
+    def instance_words(self) -> int:
+        """32-bit words of address space of one data memory instance."""
+        return self.instance_bytes // 16
 
     def control(self, group: int, index: int) -> int:
         """A global control register (0 = control, 1 = SRAM, 2 = layer count) of a quadrant."""
@@ -121,26 +140,14 @@ MAX78002 = Device(family="ai87", apb_base=0x50000000, cnn_base=0x51000000,
                   layer_stride=0x100, aon_control=0x50001000, bias_base=0x51180000,
                   kernel_base=0x51400000, kernel_processor_stride=0x20000,
                   data_base=0x51800000, instance_bytes=0x20000, write_ptr_shift=15,
-                  pad_shift=13, xpch_shift=12, registers=AI87_REGISTERS)
+                  pad_shift=13, xpch_shift=12, registers=AI87_REGISTERS,
+                  counter_step_shift=16, pad_enable_shift=15, pass_stride_shift=4,
+                  prime_shifts=(22, 18), clear_registers=1 << 12 | 1 << 11 | 1 << 7,
+                  clear_bias=1 << 10, clear_done=1 << 25, flatten_bias_first=False)
 
 DEVICES = {"ai85": MAX78000, "ai87": MAX78002}
-# Families whose register values, start sequence and kernel placement the generator
-# writes. MAX78002 has its address map above, but its registers differ in more than place
-# (counters with pooling differences, read-ahead, split mask registers, register clearing
-# in cnn_init, kernels placed from the end of its larger memories): not generated yet.
-GENERATED = ("ai85",)
 
 
 def device(family: str) -> Device:
     """The address map of a profile's family."""
-    return DEVICES[family]
-
-
-def generated(family: str) -> Device:
-    """The address map of a family the generator writes programs for; NotImplementedError
-    for one it does not yet (MAX78002)."""
-    if family not in GENERATED:
-        raise NotImplementedError(f"the accelerator program of the {family} family "
-                                  f"({'MAX78002' if family == 'ai87' else family}) is not "
-                                  "generated yet (MAX78000 only)")
     return DEVICES[family]

@@ -11,6 +11,11 @@ program its users know (and compares equal to it):
 - each layer takes the first column, a multiple of 4, from which its whole length is free in
   every processor it uses (a greedy first-fit search: on a collision the search restarts from
   the first processor at the next multiple of 4 past the used word);
+- where some processors have more columns than the others (MAX78002: processors 0, 16, 32
+  and 48), a layer that uses only those is first searched for from the end of their memory
+  down (a last-fit search mirroring the first-fit one), keeping the shared columns free for
+  the layers that need them; its start is that span's first column rounded down to a
+  multiple of 4;
 - a layer's length counts every output channel from the first to the last output processor
   (gaps in the output map are skipped columns), times the output passes and input passes;
   a flattening linear layer counts one word per 9 pixels of each (input, output) pair.
@@ -55,7 +60,7 @@ class KernelMemory:
     """The image being built: per processor, column -> owning layer, its 9 bytes, and how
     many of them are filled so far."""
 
-    width: int
+    widths: tuple[int, ...]  # columns of each processor's memory
     owner: list[dict[int, int]] = field(default_factory=lambda: [{} for _ in range(PROCESSORS)])
     data: list[dict[int, list[int]]] = field(
         default_factory=lambda: [{} for _ in range(PROCESSORS)])
@@ -72,9 +77,48 @@ class KernelMemory:
                 continue
             offset = -(-(used + 1) // START_MULTIPLE) * START_MULTIPLE
             i = 0
-            if offset + length > self.width:
+            if offset + length > self.widths[processors[0]]:
                 raise ValueError(f"kernel memory exhausted at processor {processors[0]}")
         return offset
+
+    def search_from_end(self, processors: list[int], length: int) -> int | None:
+        """The last-fit search over processors with extended memories: the highest span of
+        `length` columns free on all `processors`, walking down from the last column, its
+        start rounded down to a multiple of 4; None when it gives up. On a collision the
+        vendor's tool moves the span's top below the used word (to a multiple of 4) and
+        gives up when a span starting at that top would not fit below the memory's end: in
+        effect only a span that collides with nothing, or collides right at the top, is
+        found; anything else falls back to the first fit."""
+        top = max(self.widths) - 1
+        while top in self.owner[processors[0]]:
+            top -= START_MULTIPLE
+        i = 0
+        while i < len(processors):
+            if top - length + 1 < 0:
+                return None
+            p = processors[i]
+            used = next((c for c in range(top, top - length, -1) if c in self.owner[p]), None)
+            if used is None:
+                i += 1
+                continue
+            top = (used - 1) & ~(START_MULTIPLE - 1)
+            if top + length > self.widths[p]:
+                return None
+            i = 0
+        return (top - length + 1) & ~(START_MULTIPLE - 1)
+
+    def extended(self, processors: list[int]) -> bool:
+        """Whether every processor has more columns than the smallest memories."""
+        return all(self.widths[p] > min(self.widths) for p in processors)
+
+    def offset(self, processors: list[int], length: int) -> int:
+        """Where a layer's kernels go: from the end of extended memories when it uses only
+        those and they have room, else the first fit."""
+        if self.extended(processors):
+            found = self.search_from_end(processors, length)
+            if found is not None:
+                return found
+        return self.search(processors, length)
 
     def words(self) -> dict[int, list[tuple[int, list[int]]]]:
         """processor -> [(column, 9 bytes)] in column order, for the used columns."""
@@ -90,7 +134,7 @@ class _Filler:
 
     def add(self, byte: int) -> None:
         col = self.offset + self.column
-        if col >= self.memory.width:
+        if col >= self.memory.widths[self.p]:
             raise ValueError(f"kernel memory exhausted at processor {self.p}")
         word = self.memory.data[self.p].setdefault(col, [0] * WORD_BYTES)
         used = self.memory.filled[self.p].get(col, 0)
@@ -140,10 +184,11 @@ def reshaped(g: Geometry, weight: np.ndarray) -> np.ndarray:
     return weight.reshape(-1, ksize[0] * ksize[1]).astype(np.int64)
 
 
-def place(layers: list[Geometry], weights: list[np.ndarray | None], width: int
+def place(layers: list[Geometry], weights: list[np.ndarray | None], widths: tuple[int, ...]
           ) -> tuple[KernelMemory, list[LayerKernels | None]]:
-    """The kernel memory image and each layer's kernel slot (None: no weights)."""
-    memory = KernelMemory(width)
+    """The kernel memory image and each layer's kernel slot (None: no weights); `widths`:
+    the columns of each processor's kernel memory."""
+    memory = KernelMemory(widths)
     slots: list[LayerKernels | None] = [None] * len(layers)
     full = [i for i, g in enumerate(layers) if g.processors == (1 << PROCESSORS) - 1]
     order = full + [i for i in range(len(layers)) if i not in full]
@@ -161,7 +206,7 @@ def _place_layer(memory: KernelMemory, index: int, g: Geometry, kernels: np.ndar
     kc, count = kernel_count(g, per_row)
     size = length(g, kc)
     processors = [p for p in range(PROCESSORS) if g.processors >> p & 1]
-    offset = memory.search(processors, size)
+    offset = memory.offset(processors, size)
     for ch, p in enumerate(processors):
         filler = _Filler(memory, index, p, offset)
         _fill_processor(filler, g, kernels, ch)

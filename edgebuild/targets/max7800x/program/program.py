@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edgebuild.targets.max7800x.program.registers import Write
+from edgebuild.targets.max7800x.program.registers import Wait, Write
 
 JSONProgram = dict[str, object]
 
 
 @dataclass(frozen=True)
 class Program:
-    init: tuple[Write, ...]  # cnn_init()
+    init: tuple[Write | Wait, ...]  # cnn_init()
     configure: tuple[tuple[str, tuple[Write, ...]], ...]  # cnn_configure(), per layer
     start: tuple[Write, ...]  # cnn_start()
     kernels: tuple[tuple[int, tuple[int, ...]], ...]  # (address, words) runs of KERNELS
@@ -42,7 +42,8 @@ class Program:
     def canonical(self) -> JSONProgram:
         registers = {}
         for write in self.init + tuple(w for _, layer in self.configure for w in layer):
-            registers[_hex(write.address)] = _hex(write.value)
+            if isinstance(write, Write):  # a wait changes nothing
+                registers[_hex(write.address)] = _hex(write.value)
         return {
             "registers": registers,
             "start": [[_hex(w.address), _hex(w.value)] for w in self.start],

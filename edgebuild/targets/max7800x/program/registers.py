@@ -2,9 +2,14 @@
 hardware layer's per-quadrant register file written by cnn_configure().
 
 Each value is derived field by field from the layer's geometry, its kernel and bias slots and
-the quadrants the network uses, following the accelerator's register layout (MAX78000 here).
+the quadrants the network uses, following the accelerator's register layout. MAX78002 lays
+out some fields differently (the Device record says where): its row and column counters stop
+at the last pooling fetch, the stride register also counts bytes per pass, layer control
+holds the kernel size ("prime" counts), the mask register is split into count and offset
+beside an output channel count; and its cnn_init() clears the register files first.
 Like the vendor's tool, a register whose value is zero is not written (the registers are
-zero after the accelerator is reset), except the always-on control register.
+zero after the accelerator is reset), except the always-on control register and the writes
+of the clearing sequence.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from edgebuild.targets.max7800x.program.kernels import LayerKernels, ffs, fls
 CLOCKS = 1 << 3  # control register: clocks enabled
 MEXPRESS = 1 << 20  # control register: the kernel loader streams 9-byte kernels
 SRAM_CONTROL = 0x40E
-INSTANCE_WORDS = 2048  # MAX78000 data memory instance, in words
+SRAM_TEST = 3  # the global control register that runs memory tests and clearing
 
 
 @dataclass(frozen=True)
@@ -29,14 +34,42 @@ class Write:
     comment: str
 
 
-def init_writes(dev: Device, groups: list[int], layers: int) -> list[Write]:
-    """cnn_init(): always-on control, then per quadrant: stop, SRAM control, layer count."""
-    writes = [Write(dev.aon_control, 0, "AON control")]
+@dataclass(frozen=True)
+class Wait:
+    """A busy wait until (register & mask) == mask: no state of its own, only an order."""
+
+    address: int
+    mask: int
+    comment: str
+
+
+def init_writes(dev: Device, groups: list[int], layers: int, bias: bool = False
+                ) -> list[Write | Wait]:
+    """cnn_init(): (MAX78002: clocks on and the register files cleared), always-on control,
+    then per quadrant: stop, SRAM control (unless the clearing set it), layer count."""
+    clears = dev.clear_registers is not None
+    writes: list[Write | Wait] = [Write(dev.control(q, 0), CLOCKS, "Enable clocks")
+                                  for q in groups if clears]
+    writes.append(Write(dev.aon_control, 0, "AON control"))
+    if clears:
+        writes += _clear_writes(dev, groups, bias)
     for q in groups:
-        writes += [Write(dev.control(q, 0), CLOCKS | MEXPRESS, "Stop SM"),
-                   Write(dev.control(q, 1), SRAM_CONTROL, "SRAM control"),
-                   Write(dev.control(q, 2), layers - 1, "Layer count")]
+        writes.append(Write(dev.control(q, 0), CLOCKS | MEXPRESS, "Stop SM"))
+        if not clears:
+            writes.append(Write(dev.control(q, 1), SRAM_CONTROL, "SRAM control"))
+        writes.append(Write(dev.control(q, 2), layers - 1, "Layer count"))
     return writes
+
+
+def _clear_writes(dev: Device, groups: list[int], bias: bool) -> list[Write | Wait]:
+    """MAX78002's registers and (when the network has a bias) bias memory are not zero after
+    reset: every quadrant clears them, the program waits for all, then stops the test."""
+    assert dev.clear_registers is not None
+    clear = dev.clear_registers | (dev.clear_bias if bias else 0)
+    return [*(Write(dev.control(q, 1), SRAM_CONTROL, "SRAM control") for q in groups),
+            *(Write(dev.control(q, SRAM_TEST), clear, "Clear registers") for q in groups),
+            *(Wait(dev.control(q, SRAM_TEST), dev.clear_done, "Wait for clear") for q in groups),
+            *(Write(dev.control(q, SRAM_TEST), 0, "Reset BIST") for q in groups)]
 
 
 def start_writes(dev: Device, groups: list[int]) -> list[Write]:
@@ -64,19 +97,20 @@ def layer_writes(dev: Device, g: Geometry, ctx: LayerContext) -> list[Write]:
     writes = []
     for q in ctx.groups:
         regs = dev.registers
-        fields = [(regs.rows, _count(g, 0), "Rows"), (regs.columns, _count(g, 1), "Columns"),
+        fields = [(regs.rows, _count(dev, g, 0), "Rows"),
+                  (regs.columns, _count(dev, g, 1), "Columns"),
                   (regs.pool_rows, g.pool[0] - 1, "Pooling rows"),
                   (regs.pool_columns, g.pool[1] - 1, "Pooling columns"),
-                  (regs.stride, _stride(g), "Stride"),
+                  (regs.stride, _stride(dev, g), "Stride"),
                   (regs.write_ptr, _write_ptr(dev, g, q), "SRAM write ptr"),
-                  (regs.write_ptr_timeslot, _timeslot(g), "Write ptr time slot offs"),
+                  (regs.write_ptr_timeslot, _timeslot(dev, g), "Write ptr time slot offs"),
                   (regs.write_ptr_mask, 0 if g.operator == "none" else 1 << dev.write_ptr_shift,
                    "Write ptr mask offs"),
                   (regs.write_ptr_channel, _channel_offset(g), "Write ptr multi-pass channel offs"),
                   (regs.read_ptr, g.in_offset // 4, "SRAM read ptr"),
-                  (regs.control, _control(g, ctx, q), "Layer control"),
+                  (regs.control, _control(dev, g, ctx, q), "Layer control"),
                   (regs.control2, _control2(dev, g), "Layer control 2"),
-                  (regs.mask, _mask(g, ctx.kernels), "Mask offset and count"),
+                  *_mask_fields(dev, g, ctx.kernels),
                   (regs.oned, _oned(g, ctx.kernels), "1D"),
                   (regs.tram, _tram(g), "TRAM ptr max"),
                   (regs.post, _post(g, ctx, q), "Post processing register"),
@@ -86,15 +120,48 @@ def layer_writes(dev: Device, g: Geometry, ctx: LayerContext) -> list[Write]:
     return writes
 
 
-def _count(g: Geometry, axis: int) -> int:
+def _count(dev: Device, g: Geometry, axis: int) -> int:
     """Row (axis 0) or column counter: last input index plus both paddings, and the padding."""
+    if dev.counter_step_shift is not None:
+        return _stop_count(dev, g, axis)
     size = g.pool[axis] if g.flatten else g.in_dim[axis]
     pad = g.pad[axis]
     return (size - 1 | pad << 16) + 2 * pad
 
 
-def _stride(g: Geometry) -> int:
-    return g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
+def _pool_rest(g: Geometry, axis: int) -> int:
+    """Input rows (columns) from the last pooling window's start to the end: the window
+    advances by the pool stride while a whole window fits."""
+    size = g.pool[axis] if g.flatten else g.in_dim[axis]
+    stride = g.pool_stride[axis]
+    return size - (size - g.pool[axis]) // stride * stride
+
+
+def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
+    """MAX78002's counter: the (0-based) index where the last pooling window starts, the
+    bytes from there to the next window's start (rows: the rest of this row and the rows
+    the pool stride skips, in every input pass; a conv1d's "row" is one element wide), and
+    padding as an enable bit and the padding less one."""
+    assert dev.counter_step_shift is not None and dev.pad_enable_shift is not None
+    size = g.pool[axis] if g.flatten else g.in_dim[axis]
+    rest = _pool_rest(g, axis)
+    step = rest
+    if axis == 0:
+        columns = g.pool[1] if g.flatten else g.in_dim[1]
+        last = 1 if g.operator == "conv1d" else _pool_rest(g, 1)
+        step = (last + (g.pool_stride[0] - 1) * columns) * g.in_expand
+    value = size - rest | step << dev.counter_step_shift
+    pad = g.pad[axis]
+    if pad > 0:
+        value |= 1 << dev.pad_enable_shift | pad - 1 << dev.pad_shift
+    return value
+
+
+def _stride(dev: Device, g: Geometry) -> int:
+    value = g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
+    if dev.pass_stride_shift is not None:  # MAX78002: pooled rows advance over every pass
+        value |= g.pool_stride[0] * g.in_expand << dev.pass_stride_shift
+    return value
 
 
 def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
@@ -108,11 +175,12 @@ def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
     return value | (instance % 4) * dev.instance_bytes // 16 | (instance // 4) << dev.write_ptr_shift
 
 
-def _timeslot(g: Geometry) -> int:
+def _timeslot(dev: Device, g: Geometry) -> int:
     if g.operator in ("conv2d", "linear"):
         return 1 if g.kernel == (1, 1) else 0
     if g.operator == "none":
-        return INSTANCE_WORDS * 4 if g.processors.bit_count() > 4 else INSTANCE_WORDS
+        words = dev.instance_words
+        return words * 4 if g.processors.bit_count() > 4 else words
     return 0
 
 
@@ -120,7 +188,7 @@ def _channel_offset(g: Geometry) -> int:
     return g.output_width // 8 * (g.write_gap + 1) if g.out_expand > 1 else 0
 
 
-def _control(g: Geometry, ctx: LayerContext, group: int) -> int:
+def _control(dev: Device, g: Geometry, ctx: LayerContext, group: int) -> int:
     value = (0x200 if g.relu else 0) | (0 if g.average else 0x100) \
         | (0x80 if max(g.pool) > 1 else 0) | (0x40 if g.big_data else 0) | 0x20 | 1 << 11
     if g.wide:
@@ -130,6 +198,9 @@ def _control(g: Geometry, ctx: LayerContext, group: int) -> int:
         if ctx.bias is not None and ctx.bias.group != group:
             sources |= 1 << ctx.bias.group
         value |= sources << 12
+    if dev.prime_shifts is not None and g.operator != "none":
+        rows, columns = dev.prime_shifts
+        value |= g.kernel[0] - 1 << rows | g.kernel[1] - 1 << columns
     return value
 
 
@@ -145,13 +216,33 @@ def _control2(dev: Device, g: Geometry) -> int:
     return (fls(out_map) - (ffs(out_map) & ~3)) * bits << dev.xpch_shift | in_exp | skip << 4
 
 
-def _mask(g: Geometry, kernels: LayerKernels | None) -> int:
-    """Kernel memory start and end, in bits-sized units of 8: (start << 16) | end."""
-    if g.operator == "none" or kernels is None:
-        return (g.out_expand - 1) * 8
+def _mask_span(g: Geometry, kernels: LayerKernels) -> tuple[int, int]:
+    """Kernel memory start and end, in bit-sized units of 8."""
     last = (kernels.count - 1) * g.weight_bits
     start = 9 * kernels.offset // g.kernel_elements * 8
-    return start << 16 | last + start
+    return start, last + start
+
+
+def _mask_fields(dev: Device, g: Geometry, kernels: LayerKernels | None
+                 ) -> list[tuple[int, int, str]]:
+    """MAX78000: one register, (start << 16) | end; a layer without weights holds its output
+    passes there. MAX78002: the end ("count") and the start ("offset") apart, and the output
+    channels the kernels cover (a copy layer: its time slots)."""
+    regs = dev.registers
+    offset, channels = regs.mask_offset, regs.output_channels
+    weighted = None if g.operator == "none" else kernels
+    if offset is None or channels is None:
+        value = (g.out_expand - 1) * 8
+        if weighted is not None:
+            start, end = _mask_span(g, weighted)
+            value = start << 16 | end
+        return [(regs.mask, value, "Mask offset and count")]
+    if weighted is None:
+        return [(offset, (g.out_expand - 1) * 8, "Mask offset"),
+                (channels, _time_slots(g), "Output channel count")]
+    start, end = _mask_span(g, weighted)
+    return [(regs.mask, end, "Mask count"), (offset, start, "Mask offset"),
+            (channels, weighted.count - 1, "Output channel count")]
 
 
 def _time_slots(g: Geometry) -> int:

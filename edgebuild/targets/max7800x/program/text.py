@@ -21,12 +21,33 @@ from itertools import groupby
 
 from edgebuild.targets.max7800x.program.device import Device
 from edgebuild.targets.max7800x.program.program import Program
-from edgebuild.targets.max7800x.program.registers import Write
+from edgebuild.targets.max7800x.program.registers import Wait, Write
 
 FILES = ("Makefile", "cnn.c", "cnn.h", "main.c", "project.mk", "sampledata.h",
          "sampleoutput.h", "weights.h")
 WORDS_PER_LINE = 8  # 32-bit values per line of a macro
 BYTES_PER_LINE = 16  # bias bytes per line
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """How main.c and cnn_enable() clock the core and the accelerator, as the vendor's
+    projects for the part do. MAX78000: the core on its 100 MHz oscillator, the accelerator
+    on the APB clock. MAX78002: the core on 120 MHz, the accelerator on the 200 MHz PLL
+    (started by main.c; cnn_enable() waits until it is ready), divided by 4 while the
+    program loads and by 1 while it runs; powering its memories takes a delay."""
+
+    core: str  # the core clock, for a comment
+    source: str  # the accelerator's clock: MXC_S_GCR_PCLKDIV_CNNCLKSEL_<source>
+    source_name: str  # ... for a comment
+    load_divider: int  # while loading and after the run
+    run_divider: int  # while the network runs
+    pll: bool  # main.c starts (and stops) the PLL the accelerator runs on
+    power_delay_ms: int  # after power is restored, before isolation is lifted (0: none)
+
+
+CLOCKS = {"ai85": Clocks("100 MHz", "PCLK", "APB (50 MHz)", 1, 1, False, 0),
+          "ai87": Clocks("120 MHz", "IPLL", "PLL (200 MHz)", 4, 1, True, 10)}
 
 
 @dataclass(frozen=True)
@@ -39,10 +60,14 @@ class Project:
     board: str = "EvKit_V1"
 
 
-def store(write: Write) -> str:
-    """`*((volatile uint32_t *) 0x...) = 0x...; // comment`: the one form of a register write."""
-    return f"*((volatile uint32_t *) 0x{write.address:08x}) = 0x{write.value:08x}; " \
-           f"// {write.comment}"
+def store(write: Write | Wait) -> str:
+    """`*((volatile uint32_t *) 0x...) = 0x...; // comment`: the one form of a register write
+    (a wait: `while ((*(...) & mask) != mask);`, which a reader of stores passes over)."""
+    register = f"*((volatile uint32_t *) 0x{write.address:08x})"
+    if isinstance(write, Wait):
+        return f"while (({register} & 0x{write.mask:08x}) != 0x{write.mask:08x}); " \
+               f"// {write.comment}"
+    return f"{register} = 0x{write.value:08x}; // {write.comment}"
 
 
 def macro_lines(values: Iterable[int], fmt: Callable[[int], str], per_line: int) -> list[str]:
@@ -126,6 +151,7 @@ def context(dev: Device, program: Program, project: Project) -> dict[str, object
         "output_comment": f"{out_channels}x{out_rows}x{out_columns}, "
                           f"{program.output_bits}-bit data",
         "control": dev.control(quadrants[0], 0), "first_quadrant": quadrants[0],
+        "controls": [dev.control(q, 0) for q in quadrants], "clock": CLOCKS[dev.family],
         "power_mask": mask, "iso_mask": ~mask & (1 << dev.groups) - 1,
         "init": [store(w) for w in program.init],
         "configure": configure_blocks(dev, program),

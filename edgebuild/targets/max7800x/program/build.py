@@ -59,13 +59,13 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
                     {layer.name: layer for layer in layers}, weights, sample, expected)
 
 
-NOT_GENERATED_OPS = ("add", "concat", "conv_transpose2d", "buffer", "reshape")
+NOT_GENERATED_OPS = ("concat", "conv_transpose2d", "buffer", "reshape")
 
 
 def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     """What the program generator cannot program yet in a layer the accelerator can run
     (None: nothing). Refusing is better than a program that computes something else."""
-    if layer.op in NOT_GENERATED_OPS or layer.eltwise_operands or layer.concat:
+    if layer.op in NOT_GENERATED_OPS or layer.concat:
         return f"{layer.op} (element-wise, concatenation, transposed or buffer layers)"
     if layer.groups != 1 or any(d != 1 for d in layer.dilation or ()):
         return "grouped or dilated convolution"

@@ -11,6 +11,12 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   counters see 1 x 1. Flattening data that is already flat (1 x 1) is no flatten at all
   (as the vendor's tool sees a network description without `flatten` there).
 - A conv1d is a convolution over rows of length L with a k x 1 kernel.
+- An element-wise layer reads `operands` tensors interleaved in data memory (operand i at
+  word i of every group of `operands` words) and combines them before its convolution (or,
+  an operator "none", as its whole operation); the only operation edgebuild has is `add`.
+  Its pooling, if any, follows the operation (the description's `pool_first: false`): a
+  hardware layer pools only in the convolution after a merged add; operands pooled first
+  are pool layers of their own.
 - `shift` is what the post-processing register's shift field holds: the layer's output
   shift (the network description's `output_shift`, edgebuild's `scale_exp`) plus
   8 - weight_bits, since 1/2/4-bit weights make products 2^(8 - bits) times smaller.
@@ -54,6 +60,7 @@ class Geometry:
     in_offset: int
     out_offset: int
     write_gap: int
+    operands: int = 1  # element-wise operands read interleaved (1: none)
 
     @property
     def in_expand(self) -> int:
@@ -152,5 +159,6 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         weight_bits=layer.weight_bits or 8, shift=shift,
         big_data=first and plan.data_format == "CHW", processors=plan.processors,
         output_processors=plan.output_processors, in_offset=plan.in_offset,
-        out_offset=plan.out_offset, write_gap=plan.write_gap)
+        out_offset=plan.out_offset, write_gap=plan.write_gap,
+        operands=max(1, layer.eltwise_operands))
 

@@ -94,6 +94,8 @@ def _count(g: Geometry, axis: int) -> int:
 
 
 def _stride(g: Geometry) -> int:
+    if g.operator == "convtranspose2d":  # the upsampling's stride is implied
+        return 0
     return g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
 
 
@@ -212,6 +214,8 @@ def _post(g: Geometry, ctx: LayerContext, group: int) -> int:
     count = _flatten_count(g)
     if count >= 16:
         value |= 1 << 27 | (count >> 4) << 18
+    if g.operator == "convtranspose2d":
+        value |= 1 << 28
     return value
 
 

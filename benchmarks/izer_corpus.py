@@ -26,7 +26,8 @@ ends with the list of cases written and refused.
 Random networks are made by `chain` (a sequence of conv2d / conv1d / pooling / linear layers
 with the processors, offsets and widths izer expects) and `residual` (a convolution whose
 output is added to a later one's, through interleaved data memory, as the vendor's
-ressimplenet does); every layer's `output_shift` is chosen so that its outputs neither
+ressimplenet does), and the hand-written networks of izer_networks.py (element-wise,
+concatenation, transposed convolution); every layer's `output_shift` is chosen so that its outputs neither
 vanish nor saturate (only for the known answer's sake: the program does not depend on it).
 """
 
@@ -45,6 +46,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import izer_networks  # noqa: E402  (hand-written descriptions beside this script)
 
 from tests import ai8x_cases  # noqa: E402  (the recipe lives with the tests that replay it)
 
@@ -297,6 +300,10 @@ def random_cases() -> list[Made]:
         name = "residual_add" + ("" if device == "MAX78000" else "_max78002")
         made.append(_case(name, device, seed, (3, 12, 12), network_yaml(name, "none", described),
                           weights, "residual"))
+    for name, (network, seed) in izer_networks.NETWORKS.items():
+        described, weights, shape = network()
+        made.append(_case(name, "MAX78000", seed, shape, network_yaml(name, "none", described),
+                          weights, f"izer_networks.{network.__name__}"))
     return made
 
 

@@ -71,16 +71,17 @@ def test_the_report_says_which_code_runs_where(project):
 
 
 def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
-    """An element-wise add runs on the accelerator, but the generator does not program it
-    yet: the stage records why instead of writing a program that computes something else."""
+    """An element-wise add runs on MAX78002's accelerator, but the generator programs it on
+    MAX78000 only: the stage records why instead of writing a program that computes
+    something else."""
     manifest = Manifest.model_validate({
         "name": "residual", "model": {"input": [4, 8, 8], "layers": [
             {"name": "a", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
             {"name": "b", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
             {"name": "sum", "op": "add", "inputs": ["a", "b"]},
             {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
-        "target": {"device": "max78000"}, "kat": {"input": "x.npy"}})
-    with pytest.raises(NotImplementedError, match="'sum'"):
+        "target": {"device": "max78002"}, "kat": {"input": "x.npy"}})
+    with pytest.raises(NotImplementedError, match="'sum': element-wise operation on MAX78002"):
         build.for_manifest(manifest, {"a": 8, "b": 8, "fc": 8}, {}, np.zeros((4, 8, 8)),
                            np.zeros(3))
     refused = record.ProgramRecord.refused("max78000", "layer 'sum': add")

@@ -1203,3 +1203,19 @@ def test_read_gap_exports_and_imports_on_max78002(tmp_path):
         validation.load(with_dataset(other.manifest))
     assert "placement.conv2.read_gap: layer 'conv2': read_gap is a MAX78002 feature; max78000 " \
            "layers read plain data" in messages(exc)
+
+
+def test_export_states_bias_group_only_where_the_manifest_gives_it():
+    """A quadrant the placement chose is left to the toolchain, which chooses by the same
+    rule (first-fit decreasing); a quadrant (or list) the manifest gives is exported as
+    given, so the toolchain keeps it."""
+    manifest, placed = residual_on("max78000")
+    assert placed.layer("fc").bias_group is not None  # chosen: every layer has a bias
+    assert "bias_group" not in network.export_network(manifest, placed.to_json())
+    from edgebuild.manifest.placement import LayerPlacement
+
+    pinned = manifest.model_copy(update={"placement": {
+        "fc": LayerPlacement(bias_group=(0, 1)), "conv1": LayerPlacement(bias_group=0)}})
+    text = network.export_network(pinned, placed.to_json())
+    assert text.count("bias_group") == 2
+    assert "    bias_group: [0, 1]\n" in text and "    bias_group: 0\n" in text

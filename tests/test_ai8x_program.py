@@ -265,3 +265,30 @@ def test_a_max78002_project_reads_back_to_its_program(tmp_path):
 def test_both_families_have_an_address_map():
     assert device.device("ai85") is device.MAX78000
     assert device.device("ai87") is device.MAX78002
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_placement_puts_each_bias_where_the_program_loads_it(name):
+    """One bias rule (placement.biasmemory.fit): the quadrant and offset the placement
+    reports (maps.txt, report) hold the layer's bias bytes in the program's bias image."""
+    from edgebuild.targets.max7800x import layout
+    from edgebuild.targets.max7800x.placement.biasmemory import lead_bytes
+
+    case = CASES[name]
+    manifest = reading.parse(yamlsource.load(case.manifest))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {n: p.weight_bits for n, p in policy.resolve(manifest.qat, layers).items()}
+    _, placed, problems = layout.layout(manifest, layers, bits)
+    assert problems == [] and placed is not None
+    images = {device.MAX78000.quadrant(address): values for address, values in generate(case).bias}
+    weights = np.load(case.weights)
+    checked = 0
+    for plan in placed.layers:
+        if plan.bias is None:
+            continue
+        stored = np.floor_divide(weights[f"{plan.name}.bias"].astype(np.int64), 128)
+        start = plan.bias.offset + lead_bytes(plan.output_processors, plan.out_channels)
+        assert list(images[plan.bias.group][start:start + len(stored)]) == \
+            [int(v) & 0xFF for v in stored], plan.name
+        checked += 1
+    assert checked >= 1

@@ -213,13 +213,16 @@ def test_kernel_memory_packs_small_weights():
 def test_bias_memory_exhausted():
     layers = [conv("c", 16, kernel=1, pad=0),
               {"name": "fc", "op": "linear", "out": 500, "flatten": True}]
-    # every layer in quadrant 0: its bias memory is the only one available
-    document = model(layers, input_shape=(16, 2, 2), placement={"fc": {"processors": "0xffff"}})
+    # both bound to quadrant 0: the flattening layer is placed first (the vendor's order)
+    document = model(layers, input_shape=(16, 2, 2), placement={
+        "fc": {"processors": "0xffff", "bias_group": 0}, "c": {"bias_group": 0}})
     found = problems(document)
-    # with one quadrant available every layer is bound to it: placed in layer order
-    assert found == [placement.Problem(("model", "layers", 1), (
-        "layer 'fc': bias memory runs out: 500 bias bytes do not fit (free: 496 in quadrant 0; "
-        "max78000 has 512 bytes per quadrant)"))]
+    assert found == [placement.Problem(("placement", "c", "bias_group"), (
+        "layer 'c': bias memory runs out: 16 bias bytes do not fit in quadrant 0 (max78000 "
+        "has 512 bytes per quadrant)"))]
+    # unbound, the last layer's 500 outputs span every quadrant: each is available
+    assert placed_ok(model(layers, input_shape=(16, 2, 2), placement={
+        "fc": {"processors": "0xffff"}})).layer("c").bias_group == 1
 
 
 def test_bias_group_must_name_a_used_quadrant():
@@ -272,7 +275,7 @@ def test_memory_problems_are_reported_together():
         "c": {"bias_group": 0}, "fc": {"bias_group": 0}}))
     assert [(p.path, p.message.split(":")[1].strip()) for p in found] == [
         (("model", "layers", 0), "kernel memory runs out on processor 0"),
-        (("placement", "fc", "bias_group"), "bias memory runs out")]
+        (("placement", "c", "bias_group"), "bias memory runs out")]
 
 
 def test_data_memory_runs_out():

@@ -61,9 +61,24 @@ def export_network(manifest: Manifest, placement: Mapping[str, Any],
     owner = _owners(hw_layers, layers, alias)
     producers = _buffer_producers(hw_layers, nodes, owner)
     hw_layers = _shifts_first(hw_layers, producers)
+    hw_layers = [_given_bias_group(hw, manifest) for hw in hw_layers]
     records = _records(hw_layers, _Model(layers, alias, nodes, owner), producers,
                        _quant_rows(quant), devices.profile(device))
     return _text(manifest, device, hw_layers, records, producers, nodes)
+
+
+def _given_bias_group(hw: Hw, manifest: Manifest) -> Hw:
+    """The layer with `bias_group` only where the manifest's placement gives it (as given:
+    a quadrant or a list to choose from). A quadrant edgebuild chose is left out, so the
+    toolchain chooses it by its own rule, which edgebuild's placement follows (first-fit
+    decreasing): pinning our choice would only hide a disagreement. A placement document
+    without `origin` (written by hand) keeps every key it has."""
+    if "origin" not in hw:
+        return hw
+    entry = manifest.placement.get(hw["name"])
+    given = None if entry is None else entry.bias_group
+    rest = {key: value for key, value in hw.items() if key != "bias_group"}
+    return rest if given is None else rest | {"bias_group": given}
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
     data.run()
     kernels = KernelMemory(ctx, maps.procs)
     kernels.run()
-    biases = BiasMemory(ctx, maps.procs)
+    biases = BiasMemory(ctx, maps.procs, maps.outs)
     biases.run()
     if ctx.problems:
         return None, ctx.problems

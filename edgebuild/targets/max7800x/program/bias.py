@@ -1,12 +1,10 @@
 """Bias memory: one 8-bit value per output channel, in the bias memory of one quadrant.
 
-The quadrant is chosen like the vendor's synthesis tool does (a first-fit-decreasing bin
-packing): a flattening layer first (MAX78000 requires its bias first in a quadrant; on
-MAX78002 it is sorted like any other), then layers allowed in one quadrant only, then by length,
-longest first (ties keep network order); each goes to the allowed quadrant with the fewest
-bytes used so far, at the end of what that quadrant holds. A layer whose output starts at
-processor p within its memory instance reserves p x passes leading bytes (the hardware reads
-the bias of output processor k at offset + k). A bias that is all zeros is not stored at all.
+The quadrant and offset come from the placement's rule (placement.biasmemory.fit, the
+vendor's first-fit decreasing, shared with validation and maps.txt), over the biases that
+are stored: a bias that is all zeros is not stored at all. A flattening layer goes first
+where the device requires its bias first in a quadrant (MAX78000; on MAX78002 it is sorted
+like any other: `flatten_first`).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgebuild.targets.max7800x.placement.biasmemory import BiasDemand, fit, lead_bytes
 from edgebuild.targets.max7800x.program.geometry import Geometry
 from edgebuild.targets.max7800x.program.kernels import ffs
 
@@ -32,23 +31,23 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
           ) -> tuple[dict[int, list[int]], list[LayerBias | None]]:
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
     `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`."""
-    wanted = []
+    demands = []
     for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
         if bias is None or not np.any(bias != 0):
             continue
         given = pinned[i]
-        allowed = groups if given is None else [given]
-        lead = ffs(g.output_processors) % INSTANCE * g.out_expand
-        wanted.append((i, allowed, g.out_channels + lead, g.flatten and flatten_first))
-    wanted.sort(key=lambda e: -1 if e[3] else 0 if len(e[1]) == 1 else size - e[2])
-    used = dict.fromkeys(range(4), 0)
+        allowed = tuple(groups) if given is None else (given,)
+        demands.append(BiasDemand(i, allowed, g.out_channels + lead_bytes(
+            g.output_processors, g.out_channels), g.flatten and flatten_first))
+    fitted, short = fit(demands, size)
+    if short is not None:
+        raise ValueError(f"layer {layers[short.index].name!r}: bias memory exhausted")
     slots: list[LayerBias | None] = [None] * len(layers)
-    for i, allowed, length, _ in wanted:
-        group = min(allowed, key=lambda q: (used[q], allowed.index(q)))
-        if used[group] + length > size:
-            raise ValueError(f"layer {layers[i].name!r}: bias memory exhausted")
-        slots[i] = LayerBias(group, used[group])
-        used[group] += length
+    used = dict.fromkeys(range(4), 0)
+    for d in demands:
+        group, offset = fitted[d.index]
+        slots[d.index] = LayerBias(group, offset)
+        used[group] = max(used[group], offset + d.length)
     return _image(layers, biases, slots, used), slots
 
 

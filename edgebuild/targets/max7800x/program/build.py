@@ -18,7 +18,7 @@ from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
-from edgebuild.targets.max7800x.program.geometry import Geometry, geometry
+from edgebuild.targets.max7800x.program.geometry import Geometry, device_weights, geometry
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
     LayerContext,
@@ -60,14 +60,14 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
                     {layer.name: layer for layer in layers}, weights, sample, expected)
 
 
-NOT_GENERATED_OPS = ("add", "concat", "conv_transpose2d", "buffer", "reshape")
+NOT_GENERATED_OPS = ("buffer", "reshape")
 
 
 def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     """What the program generator cannot program yet in a layer the accelerator can run
     (None: nothing). Refusing is better than a program that computes something else."""
-    if layer.op in NOT_GENERATED_OPS or layer.eltwise_operands or layer.concat:
-        return f"{layer.op} (element-wise, concatenation, transposed or buffer layers)"
+    if layer.op in NOT_GENERATED_OPS:
+        return f"{layer.op} (buffer or reshape layers)"
     if layer.groups != 1 or any(d != 1 for d in layer.dilation or ()):
         return "grouped or dilated convolution"
     if plan.streaming or plan.read_gap:
@@ -115,7 +115,8 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
              sample: np.ndarray, expected: np.ndarray) -> Program:
     geo = geometries(hw, placement, layers, weights)
     groups = groups_used(geo)
-    kernel_list = [weights.get(f"{g.name}.weight") if layer.has_weights else None
+    kernel_list = [device_weights(g, weights[f"{g.name}.weight"])
+                   if layer.has_weights and f"{g.name}.weight" in weights else None
                    for g, layer in zip(geo, hw, strict=True)]
     widths = tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors))
     memory, kslots = kmem.place(geo, kernel_list, widths)

@@ -11,6 +11,16 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   counters see 1 x 1. Flattening data that is already flat (1 x 1) is no flatten at all
   (as the vendor's tool sees a network description without `flatten` there).
 - A conv1d is a convolution over rows of length L with a k x 1 kernel.
+- An element-wise layer reads `operands` tensors interleaved in data memory (operand i at
+  word i of every group of `operands` words) and combines them before its convolution (or,
+  an operator "none", as its whole operation); the only operation edgebuild has is `add`.
+  Its pooling, if any, follows the operation (the description's `pool_first: false`): a
+  hardware layer pools only in the convolution after a merged add; operands pooled first
+  are pool layers of their own.
+- A transposed convolution ("convtranspose2d", the hardware's stride-2 upsampling) walks a
+  stride-times larger input with the padding PyTorch's convention implies,
+  kernel - 1 - pad, and its kernels flipped with input and output channels swapped
+  (`device_weights`); its stride register stays 0.
 - `shift` is what the post-processing register's shift field holds: the layer's output
   shift (the network description's `output_shift`, edgebuild's `scale_exp`) plus
   8 - weight_bits, since 1/2/4-bit weights make products 2^(8 - bits) times smaller.
@@ -20,6 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.placement.records import LayerPlan
@@ -54,6 +66,8 @@ class Geometry:
     in_offset: int
     out_offset: int
     write_gap: int
+    operands: int = 1  # element-wise operands read interleaved (1: none)
+    output_pad: int = 0  # a transposed convolution's extra output columns
 
     @property
     def in_expand(self) -> int:
@@ -84,7 +98,10 @@ class Geometry:
         """Columns one TRAM row holds: the padded pooled width less the kernel, plus one."""
         if self.operator == "none":
             return 1
-        return max(0, self.pooled_dim[1] + 2 * self.pad[1] - self.kernel[1]) + 1
+        columns = self.pooled_dim[1]
+        if self.operator == "convtranspose2d":  # the upsampled row, and its output padding
+            columns = (columns - 1) * self.stride[1] + 1 + self.output_pad
+        return max(0, columns + 2 * self.pad[1] - self.kernel[1]) + 1
 
     def description(self) -> str:
         """One line for the generated C's header comment, in the words a MAX7800x developer
@@ -130,7 +147,8 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
 def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool) -> Geometry:
     """The register view of hardware layer `layer` placed as `plan` (`relu`: its manifest
     layer's activation; `first`: it reads the model input)."""
-    operator = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear"}.get(layer.op, "none")
+    operator = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
+                "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
     pool = layer.pool
     pool_size = _pair(pool.size, 1) if pool else (1, 1)
     pool_stride = _pair(pool.stride, 1) if pool else (1, 1)
@@ -143,6 +161,9 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         pad, stride = (_pair(layer.pad, 0)[0], 0), (_pair(layer.stride, 1)[0], 1)
     else:
         kernel, pad, stride = _pair(layer.kernel, 1), _pair(layer.pad, 0), _pair(layer.stride, 1)
+    if operator == "convtranspose2d":
+        in_dim = (in_dim[0] * stride[0], in_dim[1] * stride[1])
+        pad = (kernel[0] - 1 - pad[0], kernel[1] - 1 - pad[1])
     return Geometry(
         name=layer.name, operator=operator, in_channels=layer.in_channels,
         out_channels=layer.out_channels, in_dim=in_dim, pooled_dim=pooled,
@@ -152,5 +173,15 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         weight_bits=layer.weight_bits or 8, shift=shift,
         big_data=first and plan.data_format == "CHW", processors=plan.processors,
         output_processors=plan.output_processors, in_offset=plan.in_offset,
-        out_offset=plan.out_offset, write_gap=plan.write_gap)
+        out_offset=plan.out_offset, write_gap=plan.write_gap,
+        operands=max(1, layer.eltwise_operands),
+        output_pad=_pair(layer.output_pad, 0)[1])
+
+
+def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
+    """A layer's weights as the accelerator convolves with them: a transposed convolution's
+    PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped."""
+    if g.operator != "convtranspose2d":
+        return weight
+    return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)
 

@@ -158,6 +158,8 @@ def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
 
 
 def _stride(dev: Device, g: Geometry) -> int:
+    if g.operator == "convtranspose2d":  # the upsampling's stride is implied
+        return 0
     value = g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
     if dev.pass_stride_shift is not None:  # MAX78002: pooled rows advance over every pass
         value |= g.pool_stride[0] * g.in_expand << dev.pass_stride_shift
@@ -179,8 +181,11 @@ def _timeslot(dev: Device, g: Geometry) -> int:
     if g.operator in ("conv2d", "linear"):
         return 1 if g.kernel == (1, 1) else 0
     if g.operator == "none":
+        # a copy of more than one memory instance, or a multi-pass element-wise operation,
+        # writes a whole instance apart per time slot
         words = dev.instance_words
-        return words * 4 if g.processors.bit_count() > 4 else words
+        spread = g.processors.bit_count() > 4 or g.operands > 1 and g.in_expand > 1
+        return words * 4 if spread else words
     return 0
 
 
@@ -258,10 +263,27 @@ def _oned(g: Geometry, kernels: LayerKernels | None) -> int:
     value = _time_slots(g)
     if g.operator == "conv1d":
         value |= g.kernel[0] << 8 | 1 << 12
-    elif g.operator in ("conv2d", "linear") and g.kernel == (1, 1) or g.operator == "none":
+    elif g.operator in ("conv2d", "linear") and g.kernel == (1, 1) \
+            or g.operator == "none" and g.operands == 1:
         value |= 1 << 8
+    value |= _eltwise(g)
     if kernels is not None and g.operator != "none":
         value |= 9 * kernels.offset % g.kernel_elements << 4
+    return value
+
+
+ELTWISE_ADD = 0b01  # the element-wise function field's code for add (sub 0, or 2, xor 3)
+
+
+def _eltwise(g: Geometry) -> int:
+    """The 1D register's element-wise fields: enable, function, operand count less one,
+    and whether a convolution follows. Bit 16 (pool the operands first) stays clear: a
+    layer's pooling follows its element-wise operation (geometry's docstring)."""
+    if g.operands == 1:
+        return 0
+    value = 1 << 13 | ELTWISE_ADD << 14 | (g.operands - 1) << 18
+    if g.operator != "none":
+        value |= 1 << 17
     return value
 
 
@@ -278,10 +300,13 @@ def _post(g: Geometry, ctx: LayerContext, group: int) -> int:
     if ctx.bias is not None and group == ctx.bias.group:
         value |= 1 << 12 | ctx.bias.offset
     if g.operator == "none":
-        value |= 3 << 24
+        # no convolution: pass the data through (3), or the element-wise result (1)
+        value |= (3 if g.operands == 1 else 1) << 24
     count = _flatten_count(g)
     if count >= 16:
         value |= 1 << 27 | (count >> 4) << 18
+    if g.operator == "convtranspose2d":
+        value |= 1 << 28
     return value
 
 

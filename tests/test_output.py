@@ -3,6 +3,7 @@ summary table every build ends with, one line per manifest for a no-op (-v: per 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -87,3 +88,22 @@ def test_prefixed_lines():
     stream.write("c\n\nd\n")
     assert out.getvalue() == "[m.s] a\n[m.s] bc\n[m.s] \n[m.s] d\n"
     assert stream.isatty() is False
+
+
+def test_the_summary_says_which_code_runs_where_on_a_max7800x_build(tmp_path, monkeypatch):
+    """A MAX7800x build's line under the table: its accelerator program (the MSDK project)
+    or why there is none; other builds get no line."""
+    from edgebuild.cli import summary
+
+    monkeypatch.chdir(tmp_path)
+    made, refused, cpu = (tmp_path / "build" / n for n in ("m", "r", "c"))
+    for directory, accelerator in ((made, {"program": {"project": "max7800x/"}}),
+                                   (refused, {"program": {"unsupported": "layer 'sum': add"}}),
+                                   (cpu, None)):
+        directory.mkdir(parents=True)
+        (directory / "report.json").write_text(json.dumps({"accelerator": accelerator}))
+    assert summary._where("m", made) == ("m: accelerator program in build/m/max7800x/ (MSDK "
+                                         "project); the M4 columns are its Cortex-M4 "
+                                         "emulation in codegen/\n")
+    assert summary._where("r", refused).startswith("r: no accelerator program (layer 'sum'")
+    assert summary._where("c", cpu) == "" and summary._where("x", tmp_path / "nothing") == ""

@@ -10,6 +10,7 @@ reads, no parsing of manifests, and a no-op build's whole output is this table.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from edgebuild.pipeline import headline as figures
@@ -32,8 +33,26 @@ def table(run: Run, build_root: Path) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     cycles = HEADER.index("M4 cycles*")
     note = FOOTNOTE if any(row[cycles] != MISSING for row in rows[1:]) else ""
+    where = "".join(_where(name, build_root / name) for name in names
+                    if "report" in run.outcomes.get(name, {}))
     return "".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-                   .rstrip() + "\n" for row in rows) + note
+                   .rstrip() + "\n" for row in rows) + note + where
+
+
+def _where(name: str, build_dir: Path) -> str:
+    """For a MAX7800x build, which code runs where: the accelerator's program (an MSDK
+    project) or why there is none; the table's M4 columns are then the Cortex-M4 emulation
+    of the same network (codegen/)."""
+    accelerator = _report(build_dir).get("accelerator") or {}
+    program = accelerator.get("program")
+    if not isinstance(program, dict):
+        return ""
+    if program.get("unsupported"):
+        return (f"{name}: no accelerator program ({program['unsupported']}); "
+                f"the M4 columns are the Cortex-M4 code in codegen/\n")
+    place = os.path.relpath(build_dir / str(program.get("project", "")))
+    return (f"{name}: accelerator program in {place}/ "
+            f"(MSDK project); the M4 columns are its Cortex-M4 emulation in codegen/\n")
 
 
 def _row(run: Run, name: str, build_dir: Path) -> tuple[str, ...]:
@@ -83,11 +102,19 @@ def _shared(run: Run, name: str, stage: str, key: object) -> bool:
         and records[stage]["status"] == "built" for other, records in run.outcomes.items())
 
 
+def _report(build_dir: Path) -> dict:
+    """report.json, or {} when it is missing or unreadable."""
+    try:
+        data = json.loads((build_dir / "report.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _headline(build_dir: Path) -> Headline | None:
     """report.json's headline; None when the file is missing, unreadable or older than
     the headline (its cells then read `-`)."""
     try:
-        return Headline.from_json(json.loads((build_dir / "report.json").read_text())
-                                  ["headline"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return Headline.from_json(_report(build_dir)["headline"])
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -187,8 +187,9 @@ class AcceleratorUse:
 
 @dataclass(frozen=True)
 class Headline:
-    """RAM is the activation arena plus the state kept outside it (a `buffer`'s window)
-    against `target.memory.l2`; flash the stored weights and biases against
+    """RAM is all the planned RAM — the activation arena, the state kept outside it (a
+    `buffer`'s window), the optimized kernels' workspace and the L1 scratchpad — against
+    `target.memory.l2`; flash the stored weights and biases against
     `target.memory.flash` — what the plan stage checks (memory/budget.py), not the size of
     the known-answer firmware, which also holds its test vectors."""
 

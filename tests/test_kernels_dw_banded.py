@@ -34,6 +34,7 @@ from test_kernels_opt import (
     run_qemu,
 )
 
+from edgebuild.core import packing
 from edgebuild.core.geometry import Window
 from edgebuild.memory import tiling
 
@@ -91,6 +92,7 @@ def run_banded(lib, case: dict, x, w, bias) -> tuple[np.ndarray, np.ndarray]:  #
     prepare(lib)
     c, q, rows = case["conv"], case.get("pool"), case["rows"]
     p = params_of(c)
+    p.wbits = c.get("wbits", 0)  # packed weights (test_banded_packed_weights_equal_reference)
     l1_bytes = lib.eb_dw_band_l1_bytes(ctypes.byref(p), rows)
     assert l1_bytes == tiling.banded_l1(window(c), rows), "C and plan disagree on L1"
     n_in, count = c["in_c"] * c["in_h"] * c["in_w"], c["out_c"] * c["out_h"] * c["out_w"]
@@ -192,3 +194,37 @@ def test_m4_banded_equals_reference(lib, m4_build, cases, seed):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+# Instructions of kws_dscnn's banded layers on the M4 with a 4 KiB L1 (kat.json of a build
+# of manifests/kws_dscnn.yaml with `l1: 4KiB`, commit 0033e6c): what the tiler's banded cost
+# constants were fitted on. (in_c, h, w, out_c, pooled) -> instructions.
+KWS_BANDED_4K = {"conv1": ((1, 12, 25, 32, False), 154505),
+                 "dw1": ((32, 12, 25, 32, False), 172121),
+                 "dw2": ((32, 6, 12, 32, True), 61409),
+                 "dw3": ((48, 6, 12, 48, False), 71848)}
+
+
+def test_banded_cost_matches_measured_counts():
+    """The banded cost estimate is within 8% of each measured layer."""
+    for name, ((in_c, h, w, out_c, pooled), measured) in KWS_BANDED_4K.items():
+        win = Window(in_c=in_c, in_h=h, in_w=w, out_c=out_c, out_h=h, out_w=w, k_h=3, k_w=3,
+                     pad_h=1, pad_w=1, groups=in_c, bias=True, banded=True, pooled=pooled)
+        fills, moved_in, out = tiling.banded_traffic(win, h)
+        estimate = tiling.banded_cost(win, h, fills, moved_in + out)
+        assert abs(estimate / measured - 1) < 0.08, (name, estimate, measured)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=banded_layers(), bits=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**32 - 1))
+def test_banded_packed_weights_equal_reference(lib, case, bits, seed):  # noqa: F811
+    """1-, 2-, 4-bit weights stored packed (core.packing): the banded pass unpacks each
+    channel's taps as the untiled one does; the reference reads the packed rows."""
+    rng = np.random.default_rng(seed)
+    c = {**case["conv"], "wbits": bits}
+    x, _ = dw_data(c, rng)
+    low = -(1 << (bits - 1))
+    w = rng.integers(low, -low, size=(c["out_c"], 1, 3, 3))
+    stored = packing.pack(w, bits).view(np.int8)
+    ref, out = run_banded(lib, {**case, "conv": c}, x, stored, random_bias(rng, c["out_c"]))
+    np.testing.assert_array_equal(out, ref, err_msg=str(case))

@@ -366,7 +366,7 @@ def minimum_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
 # No double buffering: the CPU fills the buffer (the copy pads, and pools a fused 2x2 max
 # pool, which a plain DMA transfer would not).
 # Its cost constants, fitted on kws_dscnn's banded layers at 4 KiB (conv1, dw1, dw2, dw3: the
-# estimate within 5% of each measured count; tests/test_kernels_dw_banded.py):
+# estimate within 7% of each measured count; tests/test_kernels_dw_banded.py):
 DW_MAC_INSN = 1.65  # a multiply-accumulate of the band loop (36 MACs in 57 instructions)
 DW_FILL_INSN = 420  # a band: the fill and band-loop calls, the column loop's set-up
 DW_CHANNEL_INSN = 30  # an output channel: its weights, bias and requantization mode

@@ -35,7 +35,7 @@ from edgebuild.core import packing
 from edgebuild.memory import tiling
 
 GCC = shutil.which("gcc")
-SOURCES = ("eb_kernels.c", "eb_kernels_opt.c", "eb_pool_opt.c", "eb_tiling.c")
+SOURCES = ("eb_kernels.c", "eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c", "eb_tiling.c")
 GUARD = 16
 
 PRELUDE = r"""

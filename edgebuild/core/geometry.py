@@ -146,7 +146,11 @@ class Window(Plane):
     input staged once per slot, a transposed convolution's own stride and pad. `split`: on a
     target with the split kernels (columns built once, then weights streamed: the optimized
     Cortex-M4 kernels), the pass runs in the split L1 layout (eb_tiling.h), as its op's C
-    emitter decides."""
+    emitter decides. `banded`: on such a target a depthwise 3x3 pass (one input channel too)
+    runs banded instead: its L1 is the depthwise kernel's padded copy of one channel's rows
+    (memory.tiling.banded_l1); `pooled`: its input is a fused 2x2 stride-2 max pool's
+    output, which that copy pools on the way (a banded pool Window: that pool, no pass of
+    its own there)."""
 
     weights: bool = True
     wide: bool = False
@@ -154,3 +158,5 @@ class Window(Plane):
     linear: bool = False
     transposed: bool = False
     split: bool = False
+    banded: bool = False
+    pooled: bool = False

@@ -143,6 +143,10 @@ def l1_passes(input_shape: Shape, layers: Sequence[Layer], double_buffer: bool,
             need = tiling.minimum_l1(w, double_buffer, split)
             tiled = need < tiling.whole(w)
             shared = split and w.split and tiled
+            if split and w.banded and tiled:  # one channel's padded rows, one buffer
+                found.append(PassL1(layer.name, key, need, tiled, 1, 1,
+                                    {"one channel's padded rows of a 2-row band": need}))
+                continue
             found.append(PassL1(
                 layer.name, key, need, tiled, 2 if double_buffer else 1, tiling.step(w),
                 tiling.slot_parts(w, 1, tiling.step(w)) if tiled else tiling.whole_parts(w),

@@ -304,7 +304,7 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
         layer, node = specs[step.layer], nodes[step.layer]
         chosen: dict[str, TileChoice] = {}
         for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
-            lower += tiling.lower_bound(window)  # what any tiling of it moves at least
+            lower += tiling.lower_bound(window, split)  # what any tiling of it moves at least
             tile = tiling.choose(layer.name, window, l1, double_buffer, split)
             if tile is None:
                 problems.append(TooSmall(layer.name,

@@ -268,17 +268,24 @@ def whole(w: Window) -> int:
     return sum(whole_parts(w).values())
 
 
-def lower_bound(w: Window) -> int:
+def lower_bound(w: Window, split: bool = False) -> int:
     """Bytes every tiling of the layer moves between L2 and L1 (see the module docstring):
     each needed input row once per input channel, the weights once, the output once. Equal
-    to the untiled traffic unless a stride skips rows between windows."""
-    return w.in_c * needed_rows(w) * w.in_w + weight_bytes(w) + output_bytes(w)
+    to the untiled traffic unless a stride skips rows between windows. On a target with the
+    split kernels (`split`) a banded pass's fused pool moves nothing of its own, and the
+    pass its input (pooled: 2 x 2 input bytes per pooled one)."""
+    if split and w.banded and not w.weights:
+        return 0
+    scale = 4 if split and w.pooled else 1
+    return scale * w.in_c * needed_rows(w) * w.in_w + weight_bytes(w) + output_bytes(w)
 
 
 def choose(name: str, w: Window, l1: int, double_buffer: bool, split: bool = False) -> Tile | None:
     """The untiled layer if it fits, else the fitting tile of the least `cost`; None exactly
     when `l1` is below `minimum_l1` (what `edgebuild check` reports). `split`: the target
     has the split kernels, so a `split` Window takes the split layout."""
+    if split and w.banded:
+        return banded_pass(name, w, l1)
     if whole(w) <= l1:
         _, moved_in, out = traffic(w, w.out_h, w.out_c)
         return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
@@ -334,6 +341,8 @@ def smallest_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
     row and slots over the same bytes), and none for a linear layer (it can stream its
     weights from flash: `streamed`)."""
     slots = 2 if double_buffer else 1
+    if split and w.banded:
+        return banded_l1(w, 2) if w.weights else 0
     if split and w.split:
         return 0 if w.linear else split_l1(w, 1, step(w), slots)[1]
     return slots * slot_bytes(w, 1, step(w))
@@ -344,3 +353,103 @@ def minimum_l1(w: Window, double_buffer: bool, split: bool = False) -> int:
     working set or the smallest tile's slots, whichever is smaller — a small layer can run
     whole in less than two slots of its smallest tile. `split` as for `smallest_l1`."""
     return min(whole(w), smallest_l1(w, double_buffer, split))
+
+
+# --- the banded depthwise layout ------------------------------------------------------------
+# A `banded` Window (a depthwise 3x3 stride-1 pass, one input channel too) on the optimized
+# kernels runs eb_dw_conv_banded_opt (eb_dw_opt.h): the depthwise kernel copies each input
+# channel's rows, zero padding included, into a buffer and runs its band loop there, so that
+# buffer IS the L1 staging: L1 holds one channel's padded rows of a band of output rows (the
+# whole plane when it fits, then copied once for all the output channels reading it; else
+# bands of an even number of rows, refilled per output channel); the weights (9 bytes and a
+# bias per channel) are read in place, each output is written once, straight from the sums.
+# No double buffering: the CPU fills the buffer (the copy pads, and pools a fused 2x2 max
+# pool, which a plain DMA transfer would not).
+# Its cost constants, fitted on kws_dscnn's banded layers at 4 KiB (conv1, dw1, dw2, dw3: the
+# estimate within 7% of each measured count; tests/test_kernels_dw_banded.py):
+DW_MAC_INSN = 1.65  # a multiply-accumulate of the band loop (36 MACs in 57 instructions)
+DW_FILL_INSN = 420  # a band: the fill and band-loop calls, the column loop's set-up
+DW_CHANNEL_INSN = 30  # an output channel: its weights, bias and requantization mode
+DW_POOL_INSN = 1.0  # more per input byte of a fused 2x2 max pool (the pooling)
+
+
+def band_rows(w: Window, rows: int) -> int:
+    """The output rows of a band of `rows` as eb_dw_conv_banded_opt takes it: the whole
+    plane when rows >= out_h, else rows rounded down to even, at least 2."""
+    return w.out_h if rows >= w.out_h else max(2, rows & ~1)
+
+
+def banded_l1(w: Window, rows: int) -> int:
+    """L1 bytes of a band of `rows` output rows (eb_dw_band_l1_bytes): its rows + 2 padded
+    rows, in_w + pad_w bytes apart (neighbouring rows share their padding), the first row's
+    left padding and 4 bytes the kernel's word stores may spill into, 4-byte aligned."""
+    return _a4((band_rows(w, rows) + 2) * (w.in_w + w.pad_w) + w.pad_w + 4)
+
+
+def band_starts(w: Window, rows: int) -> list[tuple[int, int]]:
+    """(first output row, rows) of each band, as eb_dw3_padded runs them: even bands, the
+    last two rows of an odd out_h as a band of their own (one row computed twice)."""
+    band = band_rows(w, rows)
+    if band >= w.out_h:
+        return [(0, w.out_h)]
+    found: list[tuple[int, int]] = []
+    y0 = 0
+    while y0 < w.out_h:
+        n = min(w.out_h - y0, band) & ~1
+        if n == 0:
+            y0, n = w.out_h - 2, 2
+        found.append((y0, n))
+        y0 += n
+    return found
+
+
+def banded_traffic(w: Window, rows: int) -> tuple[int, int, int]:
+    """(fills, bytes L2 -> L1, bytes L1 -> L2) of the banded layout: per fill the input rows
+    inside the plane (the padding is written, not moved), the weights and bias once, the
+    outputs once."""
+    bands = band_starts(w, rows)
+    scale = 4 if w.pooled else 1  # a pooled row reads 2 input rows of 2 x in_w bytes
+    per_fill = [max(0, min(y0 + n + 2 - w.pad_h, w.in_h) - max(y0 - w.pad_h, 0)) * w.in_w *
+                scale for y0, n in bands]
+    fills = w.in_c if len(bands) == 1 else w.out_c  # a whole plane serves its m outputs
+    moved = (w.in_c if len(bands) == 1 else w.out_c) * sum(per_fill)
+    return fills * len(bands), moved + weight_bytes(w), output_bytes(w)
+
+
+def banded_cost(w: Window, rows: int, fills: int, moved: int) -> float:
+    """Estimated instructions of the banded pass: the MACs of its bands (a duplicated row
+    of an odd out_h, pairs of pixels), a fixed cost per band and channel, the bytes moved,
+    a fused pool's pooling."""
+    computed = sum(n for _, n in band_starts(w, rows)) * -(-w.out_w // 2) * 2
+    pooled = 4 * w.in_c * w.in_h * w.in_w if w.pooled else 0
+    return (DW_MAC_INSN * w.out_c * computed * w.k_h * w.k_w + DW_FILL_INSN * fills +
+            DW_CHANNEL_INSN * w.out_c + BYTE_INSN * moved + DW_POOL_INSN * pooled)
+
+
+def banded_pass(name: str, w: Window, l1: int) -> Tile | None:
+    """A banded Window on the split kernels: its fused pool, no pass of its own (untiled, no
+    L1, no bytes: the conv's pass pools); the conv whole when its working set fits (the
+    fused pool's input read in place of its output), else `banded`."""
+    if not w.weights:
+        return Tile(name, w.out_h, w.out_c, 1, 0, 0, 0, 0, False)
+    scale = 4 if w.pooled else 1
+    moved_in = scale * w.in_c * w.in_h * w.in_w + weight_bytes(w)
+    need = whole(w) + (scale - 1) * w.in_c * w.in_h * w.in_w
+    if need <= l1:
+        return Tile(name, w.out_h, w.out_c, 1, need, need, moved_in, output_bytes(w), False)
+    return banded(name, w, l1)
+
+
+def banded(name: str, w: Window, l1: int) -> Tile | None:
+    """The band of the least cost (then the fewest bytes moved) whose L1 fits `l1`."""
+    best = None
+    for rows in sorted({*range(2, w.out_h, 2), w.out_h}):
+        need = banded_l1(w, rows)
+        if need > l1:
+            break
+        fills, moved_in, out = banded_traffic(w, rows)
+        key = (banded_cost(w, rows, fills, moved_in + out), moved_in + out)
+        if best is None or key < best[0]:
+            best = (key, Tile(name, band_rows(w, rows), 1, fills, need, need, moved_in, out,
+                              True))
+    return None if best is None else best[1]

@@ -176,14 +176,41 @@ def conv_windows(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape, ax
     1-D layers are tiled along time: they run as one column (L x 1)."""
     found: list[tuple[str, Window]] = []
     shape = in_shapes[0]
+    window = None
     if layer.pool is not None:
         window = pool_plane(layer.pool, shape, vertical=True)
-        found.append(("pool_tile", Window(**vars(window), weights=False)))
         shape = pooled(shape, layer.pool, len(shape) - 1)
     conv = conv_plane(layer, shape, out_shape, axes, vertical=not transposed)
+    band = not transposed and banded(layer, conv)
+    fuse = band and window is not None and fusable_pool(layer, window)
+    if window is not None:
+        found.append(("pool_tile", Window(**vars(window), weights=False, banded=fuse)))
     found.append(("tile", Window(**vars(conv), wide=bool(layer.wide), bias=bool(layer.bias),
-                                 transposed=transposed, split=not transposed and split(conv))))
+                                 transposed=transposed, split=not transposed and split(conv),
+                                 banded=band, pooled=fuse)))
     return tuple(found)
+
+
+def fusable_pool(layer: ConvFields, window: Plane) -> bool:
+    """A fused input pool the depthwise kernel pools into its padded copy: 2x2 stride-2 max."""
+    return layer.pool is not None and layer.pool.mode is PoolMode.max and \
+        (window.k_h, window.k_w, window.stride_h, window.stride_w) == (2, 2, 2, 2)
+
+
+def banded(layer: ConvFields, conv: Plane) -> bool:
+    """Whether the optimized kernels run the tiled conv banded (eb_dw_conv_banded_opt: the
+    depthwise kernel's padded channel copy is the L1 staging; memory.tiling's banded layout):
+    a depthwise 3x3 stride-1 conv (one input channel too) the padded path takes — rows of at
+    least 4 bytes (and short enough for a band of 2 rows in its untiled 1 KiB copy), at most 3
+    of padding, at least 2 x 2 outputs, int8 out, act none or relu."""
+    return conv.groups == conv.in_c and (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w,
+                                         conv.dil_h, conv.dil_w) == (3, 3, 1, 1, 1, 1) and \
+        conv.in_w >= 4 and conv.pad_w <= 3 and min(conv.out_h, conv.out_w) >= 2 and \
+        4 * (conv.in_w + conv.pad_w) + conv.pad_w <= _DW_PAD_BYTES and \
+        not layer.wide and layer.act in (Activation.none, Activation.relu)
+
+
+_DW_PAD_BYTES = 1024  # eb_dw_opt.c: the untiled padded copy (a band of 2 rows must fit)
 
 
 def split(conv: Plane) -> bool:
@@ -380,6 +407,35 @@ def fused_depthwise_pool(step: CStep[Conv], conv: Plane) -> bool:
                                       conv.dil_h, conv.dil_w) == (3, 3, 1, 1, 1, 1)
 
 
+# A banded depthwise pass (memory.tiling's banded layout): the depthwise kernel's padded
+# channel copy in L1; the reference build runs the reference loop on the tensors in place.
+_BANDED_PRELUDE = (6, """#ifdef EB_REFERENCE_KERNELS
+#define EB_DW_CONV2D_BANDED(p, t, in, w, b, out) ((void)(t), eb_conv2d(p, in, w, b, out))
+#define EB_DW_POOL_CONV2D_BANDED(q, p, t, in, pooled, w, b, out) \\
+    ((void)(t), eb_pool2d(q, in, pooled), eb_conv2d(p, pooled, w, b, out))
+#else
+#define EB_DW_CONV2D_BANDED(p, t, in, w, b, out) \\
+    eb_dw_conv_banded_opt(p, (t)->rows, in, w, b, out, eb_l1.bytes)
+#define EB_DW_POOL_CONV2D_BANDED(q, p, t, in, pooled, w, b, out) \\
+    eb_dw_pool_conv_banded_opt(q, p, (t)->rows, in, pooled, w, b, out, eb_l1.bytes)
+#endif
+
+""")
+
+
+def banded_call(step: CStep[Conv], source: str, unpooled: str | None) -> CCode:
+    """EB_DW_CONV2D_BANDED: the plan's band (its tile's rows) of a banded depthwise pass;
+    EB_DW_POOL_CONV2D_BANDED with its fused pool (Q) from `unpooled` (`source`: the pooled
+    tensor, written only for a channel the padded path does not take)."""
+    assert step.tile is not None
+    tail = f"{step.weights()}, {bias_symbol(step)}, {step.output});"
+    p, t = f"&{step.symbol('P')}", f"&{step.symbol('T_TILE')}"
+    call = f"EB_DW_CONV2D_BANDED({p}, {t}, {source}, {tail}" if unpooled is None else \
+        f"EB_DW_POOL_CONV2D_BANDED(&{step.symbol('Q')}, {p}, {t}, {unpooled}, {source}, {tail}"
+    return CCode((tile_decl(step.symbol("T_TILE"), step.tile, step.double_buffer),), (call,),
+                 (_BANDED_PRELUDE,))
+
+
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4 (a
     pointwise layer: EB_CONV2D_PW(_WIDE)), or eb_conv2d_tiled when the plan tiles it (1-D
@@ -388,13 +444,18 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
     depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
-    fused = fused_depthwise_pool(step, conv)
-    # packed weights: read packed by the optimized kernels, unpacked into L1 when tiled
-    packed = step.optimized and step.tile is None and packed_bits(step) != 0
+    band = step.optimized and step.tile is not None and banded(layer, conv)
+    fused = fused_depthwise_pool(step, conv) or band and layer.pool is not None and \
+        fusable_pool(layer, pool_plane(layer.pool, step.in_shapes[0]))
+    # packed weights: read packed by the optimized kernels (banded too), unpacked into L1
+    # when tiled
+    packed = step.optimized and (step.tile is None or band) and packed_bits(step) != 0
     code = (CCode(code.decls) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
         paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
             {"packed"} if packed else ()))
+    if band:
+        return code + banded_call(step, source, step.inputs[0] if fused else None)
     if step.tile is not None:
         return code + tiled_call(step, conv, source)
     if fused:

@@ -663,20 +663,25 @@ static EB_NOINLINE void eb_dw_fill(const eb_dw_geom *g, const int8_t *plane, int
     eb_dw_zero(d + (int32_t)mid * L, (int32_t)(n - top - mid) * L); /* rows below the plane */
 }
 
-/* Output rows per band of the padded path (even, >= 2), 0 when it does not take g. */
-static int eb_dw3_band(const eb_dw_geom *g)
+/* Output rows per band of the padded path in a buffer of `bytes` (+ EB_DW_PAD_SLACK): out_h
+ * when the whole plane fits (out_h + 2 padded rows), else even and >= 2; 0 when the path
+ * does not take g. */
+static int eb_dw3_band(const eb_dw_geom *g, int32_t bytes)
 {
     const int32_t L = (int32_t)g->in_w + g->pad_w;
-    const int32_t band = ((EB_DW_PAD_BYTES - g->pad_w) / L - 2) & ~(int32_t)1;
+    int32_t band = (bytes - g->pad_w) / L - 2;
+    if (band < g->out_h) {
+        band &= ~(int32_t)1;
+    }
     if (g->k_h != 3 || g->stride_h != 1 || g->dil_h != 1 || g->out_h < 2 || g->out_w < 2 ||
         band < 2) {
         return 0;
     }
-    return (int)band;
+    return (int)(band < g->out_h ? band : g->out_h);
 }
 
-/* One channel of the padded path into out from index (buf: EB_DW_PAD_BYTES; filled: it
- * already holds this channel's whole plane). */
+/* One channel of the padded path into out from index (buf: band + 2 padded rows; filled:
+ * it already holds this channel's whole plane). */
 EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
                                       int filled, const uint32_t wk[5], int32_t init,
                                       const eb_dw_out *o, int32_t index, int8_t *buf)
@@ -1073,7 +1078,7 @@ static const int8_t *eb_dw_pool_channel(const eb_pool_params *q, const int8_t *s
  * the layer nor, with q, the layer through the padded path. */
 static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const int8_t *in,
                        int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out8,
-                       int32_t *out32)
+                       int32_t *out32, int8_t *buf, int32_t buf_bytes)
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
@@ -1085,7 +1090,6 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     eb_dw_geom g;
     eb_dw_out o;
     int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
-    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
     int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
     int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
 
@@ -1141,7 +1145,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         }
     }
     if (g.kind == EB_DW_K3) {
-        band = eb_dw3_band(&g);
+        band = eb_dw3_band(&g, buf_bytes);
         n_seg = eb_dw_segments(&g, seg);
     }
     g.pool = q;
@@ -1222,7 +1226,33 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32)
 {
-    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32);
+    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, buf, EB_DW_PAD_BYTES);
+}
+
+/* The padded rows of a band of `rows` output rows (the whole plane when rows >= out_h; else
+ * even, at least 2): out rows + 2, L = in_w + pad_w bytes apart, and pad_w bytes. */
+static int32_t eb_dw_band_bytes(const eb_conv_params *p, int rows_)
+{
+    int32_t rows = p->out_h;
+    if (rows_ < p->out_h) {
+        rows = rows_ < 2 ? 2 : rows_ & ~1;
+    }
+    return (rows + 2) * ((int32_t)p->in_w + p->pad_w) + p->pad_w;
+}
+
+int32_t eb_dw_band_l1_bytes(const eb_conv_params *p, int rows)
+{
+    return (eb_dw_band_bytes(p, rows) + EB_DW_PAD_SLACK + 3) & ~(int32_t)3;
+}
+
+void eb_dw_conv_banded_opt(const eb_conv_params *p, int rows, const int8_t *in,
+                           const int8_t *weight, const int32_t *bias, int8_t *out, int8_t *l1)
+{
+    if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, l1,
+                     eb_dw_band_bytes(p, rows))) {
+        eb_conv2d(p, in, weight, bias, out); /* a shape the padded path does not take */
+    }
 }
 
 /* q and p as the fused path takes them: a 2x2 stride-2 max pool whose output is p's input. */
@@ -1235,11 +1265,25 @@ static int eb_dw_fusable(const eb_pool_params *q, const eb_conv_params *p)
 void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
                          int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out)
 {
-    if (eb_dw_fusable(q, p) && eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL)) {
+    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    if (eb_dw_fusable(q, p) &&
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES)) {
         return;
     }
     eb_pool2d(q, in, pooled); /* (rows too long for the buffer, other pools) */
-    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL)) {
+    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES)) {
         eb_conv2d(p, pooled, weight, bias, out); /* a shape the depthwise path does not take */
     }
+}
+
+void eb_dw_pool_conv_banded_opt(const eb_pool_params *q, const eb_conv_params *p, int rows,
+                                const int8_t *in, int8_t *pooled, const int8_t *weight,
+                                const int32_t *bias, int8_t *out, int8_t *l1)
+{
+    if (eb_dw_fusable(q, p) &&
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, l1, eb_dw_band_bytes(p, rows))) {
+        return;
+    }
+    eb_pool2d(q, in, pooled);
+    eb_dw_conv_banded_opt(p, rows, pooled, weight, bias, out, l1);
 }

@@ -42,6 +42,8 @@
  * those of int8 weights.
  * With double buffering two slots alternate: the next tile's input is staged before the
  * current tile is computed.
+ * A depthwise 3x3 pass on the optimized kernels does not come here: it runs banded
+ * (eb_dw_conv_banded_opt, eb_dw_opt.h), its L1 the depthwise kernel's padded channel copy.
  * Tiles: a dense conv (groups == 1) takes output rows outer (rows per tile), output
  * channels inner (oc_t per tile); grouped and transposed convs and pools channels outer,
  * rows inner; the last tile of each may be smaller.

@@ -29,8 +29,11 @@
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_padded tiny_eb_dw3_padded
 #define eb_dw3_row_body tiny_eb_dw3_row_body
+#define eb_dw_band_l1_bytes tiny_eb_dw_band_l1_bytes
+#define eb_dw_conv_banded_opt tiny_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_max4 tiny_eb_dw_max4
+#define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run

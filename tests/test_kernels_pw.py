@@ -317,7 +317,8 @@ def build_m4(build: Path, name: str, source: str) -> Path:
         [kopt.ARM_GCC, *kopt.M4_FLAGS, *kopt.CFLAGS, f"-I{KERNELS}", *kopt.M4_LINK,
          "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"),
          str(build / f"{name}.c"), str(KERNELS / "eb_kernels.c"),
-         str(KERNELS / "eb_kernels_opt.c"), str(KERNELS / "eb_pw_opt.c")],
+         str(KERNELS / "eb_kernels_opt.c"), str(KERNELS / "eb_dw_opt.c"),
+         str(KERNELS / "eb_pw_opt.c")],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
     return elf

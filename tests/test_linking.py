@@ -63,7 +63,7 @@ def spec(name: str, seed: int = 3, models: dict | None = None) -> codegen.Projec
                                              rng.integers(-300, 300, layer.out), -1, 4)
     model = quantized.QuantizedModel((2, 6, 6), folded, params, "half_up")
     plan, problems = tile_steps((2, 6, 6), folded, make_plan((2, 6, 6), folded, 0), l1, 1 << 20,
-                                True)
+                                True, split=device in codegen.OPTIMIZED_CPUS)
     assert not problems
     x = rng.integers(-128, 128, (3, 2, 6, 6)).astype(np.int8)
     return codegen.ProjectSpec(name=name, model=model, plan=plan, kat_inputs=x,

@@ -288,3 +288,19 @@ def test_the_summary_survives_a_bad_or_old_report(tmp_path: Path, text: str):
     assert summary._headline(tmp_path) is None
     assert summary._figures(None) == ("-",) * 7
     assert summary._headline(tmp_path / "absent") is None
+
+
+def test_the_processor_map_draws_each_layers_input_and_output_processors(tmp_path):
+    """report.html's processor map: one row per hardware layer; a PNG whose pixels differ
+    between a layer that reads processors 0-3 and one that writes them."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    from edgebuild.pipeline import figures as draw
+
+    layers = [{"name": "a", "processors": "0x000000000000000f", "output_processors": "0xf0"},
+              {"name": "b", "processors": "0xf0", "output_processors": "0x000000000000000f"}]
+    draw.processor_map(layers, 64, 4, "max78000", tmp_path / "map.png")
+    picture = mpimg.imread(tmp_path / "map.png")
+    assert picture.shape[1] > picture.shape[0] > 50
+    assert len(np.unique(picture.reshape(-1, picture.shape[2]), axis=0)) > 4

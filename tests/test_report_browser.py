@@ -91,7 +91,7 @@ def test_the_page_loads_without_console_errors_and_every_figure_renders(built, b
     assert len(images) >= 4, images  # curves x2, confusion, layers (+ memory maps)
     assert all(complete and width > 0 for _, complete, width in images), images
     if name == "digits_max78000":
-        assert {"data memory", "kernel memory"} <= {alt for alt, _, _ in images}
+        assert {"processor map", "data memory", "kernel memory"} <= {alt for alt, _, _ in images}
 
 
 @pytest.mark.parametrize("name", BUILDS)

@@ -306,3 +306,37 @@ def kernel_memory(slots: Sequence[KernelSlot], processors: int, quadrants: int, 
     ax.legend(fontsize=8, ncol=min(len(layers), 6), loc="upper right")
     fig.tight_layout()
     _save(plt, fig, path)
+
+
+def processor_map(layers: Sequence[dict[str, Any]], processors: int, quadrants: int,
+                  device: str, path: Path) -> None:
+    """The processor map: a row per hardware layer, a column per processor; a cell says
+    whether the processor reads the layer's input, writes its output, or both — the
+    picture MAX7800x users otherwise draw by hand to see which processors (and so which
+    data memory instances and kernel columns) each layer occupies."""
+    import numpy as np
+
+    plt = _pyplot()
+    from matplotlib.colors import ListedColormap
+
+    grid = np.zeros((len(layers), processors), dtype=int)
+    for row, layer in enumerate(layers):
+        reads, writes = int(layer["processors"], 0), int(layer["output_processors"], 0)
+        for p in range(processors):
+            grid[row, p] = (reads >> p & 1) + 2 * (writes >> p & 1)
+    palette = ["#f4f4f4", "#4c78a8", "#f58518", "#54a24b"]  # none, reads, writes, both
+    colors = ListedColormap(palette)
+    fig, ax = plt.subplots(figsize=(11, 0.9 + 0.32 * max(len(layers), 1)))
+    ax.imshow(grid, cmap=colors, vmin=0, vmax=3, aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(len(layers)), [layer["name"] for layer in layers], fontsize=8)
+    step = processors // max(quadrants, 1)
+    ax.set_xticks(range(0, processors, step // 2 or 1))
+    for first in range(step, processors, step):
+        ax.axvline(first - 0.5, color="#333333", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("processor (dotted lines: quadrants)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=palette[i]) for i in (1, 2, 3)]
+    ax.legend(handles, ["reads input", "writes output", "both"], fontsize=8, ncol=3,
+              loc="lower right", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"{device} processor map", fontsize=10, loc="left")
+    fig.tight_layout()
+    _save(plt, fig, path)

@@ -285,7 +285,7 @@ def memory_html(report: dict[str, Any], tiles: Path | None) -> str:
 
 
 def accelerator_html(report: dict[str, Any], data_memory: Path | None,
-                     kernel_memory: Path | None) -> str:
+                     kernel_memory: Path | None, processor_map: Path | None = None) -> str:
     acc = report.get("accelerator")
     if not acc:
         return ""
@@ -299,7 +299,7 @@ def accelerator_html(report: dict[str, Any], data_memory: Path | None,
                        "output offset", "passes in/out", "kernel words"), rows)
     maps = f"<details><summary>memory maps as text</summary><pre>{_e(acc['maps'])}</pre></details>"
     return _section(f"Accelerator: {acc['device']}", _where(acc) + placement
-                    + _image(data_memory, "data memory") + _image(kernel_memory, "kernel memory")
+                    + _image(processor_map, "processor map") + _image(data_memory, "data memory") + _image(kernel_memory, "kernel memory")
                     + maps, "accelerator")
 
 
@@ -415,7 +415,8 @@ def render(report: dict[str, Any], images: dict[str, Path]) -> str:
         quantization_html(report, images.get("confusion")),
         model_html(report, images.get("layer_macs")),
         memory_html(report, images.get("tiles")),
-        accelerator_html(report, images.get("data_memory"), images.get("kernel_memory")),
+        accelerator_html(report, images.get("data_memory"), images.get("kernel_memory"),
+                         images.get("processor_map")),
         kat_html(report, images.get("layer_cycles")), ondevice_html(report, images.get("ondevice"))]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>edgebuild report: {name}</title>

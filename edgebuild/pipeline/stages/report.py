@@ -188,6 +188,9 @@ def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
         draw.kernel_memory(placement["kernel_memory"], use["processors"], use["quadrants"],
                            use["kernel_words"], accelerator["device"],
                            images.setdefault("kernel_memory", out / "kernel_memory.png"))
+        draw.processor_map(placement["layers"], use["processors"], use["quadrants"],
+                           accelerator["device"],
+                           images.setdefault("processor_map", out / "processor_map.png"))
     trained = report["metrics"]["ondevice"]
     if trained:
         from edgebuild.train import plots

@@ -289,3 +289,56 @@ def test_the_placement_puts_each_bias_where_the_program_loads_it(name):
             [int(v) & 0xFF for v in stored], plan.name
         checked += 1
     assert checked >= 1
+
+
+def _kernel_slots_agree(manifest, bits: dict[str, int]) -> int:
+    """Assert that every layer's kernel slot in the placement (validation, maps.txt, the
+    report) is the program's (placement.kernelmemory's rule, filled with weight bytes);
+    returns how many layers hold kernels. The bytes do not move a slot: zero weights do."""
+    from edgebuild.targets.max7800x import layout
+    from edgebuild.targets.max7800x.placement import KernelSlot
+    from edgebuild.targets.max7800x.program import kernels as kmem
+
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    hw, placed, problems = layout.layout(manifest, layers, bits)
+    assert problems == [] and placed is not None
+    geo = build.geometries(hw, placed, {layer.name: layer for layer in layers}, {})
+    weights = [np.zeros(g.out_channels * g.in_channels * g.kernel_elements
+                        * (g.pooled_dim[0] * g.pooled_dim[1] if g.flatten else 1))
+               if layer.has_weights else None for g, layer in zip(geo, hw, strict=True)]
+    widths = placed.kernel_words
+    _, slots = kmem.place(geo, weights, widths)
+    ours = [None if s is None else KernelSlot(s.offset, s.length) for s in slots]
+    assert [plan.kernel for plan in placed.layers] == ours
+    return sum(s is not None for s in ours)
+
+
+@pytest.mark.parametrize("path", ["manifests/mnist_extrasmall.yaml",
+                                  "manifests/digits_max78000.yaml",
+                                  "tests/data/ai8x/cifar-10-ai85net5/cifar10_ai85net5.yaml"])
+def test_the_placement_shows_the_programs_kernel_slots(path):
+    """One kernel rule: the slots maps.txt and the report show are where the program loads."""
+    manifest = reading.parse(yamlsource.load(ROOT / path))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {n: p.weight_bits for n, p in policy.resolve(manifest.qat, layers).items()}
+    assert _kernel_slots_agree(manifest, bits) >= 2
+
+
+@pytest.mark.parametrize("name", ["conv_chw_2bit", "conv_hwc_1bit_max78002", "multipass_128",
+                                  "multipass_linear", "mixed_bits_max78002", "pad_kernels",
+                                  "extended_kernels_max78002", "vendor_kws20_hwc"])
+def test_the_placement_shows_the_corpus_programs_kernel_slots(tmp_path, name):
+    """The same on corpus networks whose programs are izer's: sub-8-bit weights sharing a
+    word, passes, flattening, gaps in output maps, MAX78002's larger memories."""
+    from edgebuild.core import arrays
+    from edgebuild.targets.max7800x import network
+
+    case = ai8x_cases.load_case(name)
+    checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path / "in")
+    imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample,
+                                      device=case.device.lower(), out_dir=tmp_path / "out")
+    assert imported.weights is not None
+    weights = arrays.load(imported.weights)
+    bits = {key[:-len(".bits")]: int(value) for key, value in weights.items()
+            if key.endswith(".bits")}
+    assert _kernel_slots_agree(reading.parse(yamlsource.load(imported.manifest)), bits) >= 1

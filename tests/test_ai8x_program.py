@@ -324,12 +324,14 @@ def test_the_placement_shows_the_programs_kernel_slots(path):
     assert _kernel_slots_agree(manifest, bits) >= 2
 
 
-@pytest.mark.parametrize("name", ["conv_chw_2bit", "conv_hwc_1bit_max78002", "multipass_128",
-                                  "multipass_linear", "mixed_bits_max78002", "pad_kernels",
-                                  "extended_kernels_max78002", "vendor_kws20_hwc"])
+@pytest.mark.parametrize("name", [
+    "conv1d_hwc", "conv1d_chw_max78002", "conv_chw_2bit_max78002", "multipass_128",
+    "multipass_linear_max78002", "extended_kernels_max78002", "vendor_kws20_hwc",
+    "vendor_cifar100_ressimplenet", "conv_hwc_1bit", "pad_kernels"])
 def test_the_placement_shows_the_corpus_programs_kernel_slots(tmp_path, name):
     """The same on corpus networks whose programs are izer's: sub-8-bit weights sharing a
-    word, passes, flattening, gaps in output maps, MAX78002's larger memories."""
+    word, passes, flattening, gaps in output maps, MAX78002's larger memories (all but the
+    last two got other slots from the placement's former in-order rule)."""
     from edgebuild.core import arrays
     from edgebuild.targets.max7800x import network
 

@@ -85,6 +85,7 @@ class KernelShape:
     weight_bits: int
     flatten: bool  # reads C x H x W as C channels of `pixels` pixels
     pixels: int = 1  # pixels per input channel a flattening layer reads
+    depthwise: bool = False  # one kernel per channel (groups = channels)
 
     @property
     def in_expand(self) -> int:
@@ -245,6 +246,8 @@ def kernel_count(shape: KernelShape) -> tuple[int, int]:
     start_col = ffs(out_map) % START_MULTIPLE
     first = ffs(out_map) - (start_col if shape.out_expand > 1 else 0)
     in_exp = 1 if shape.flatten else shape.in_expand
+    if shape.depthwise:  # each processor holds its own channel's kernel, per pass
+        return in_exp, in_exp + start_col * in_exp
     kc = (1 + fls(out_map) - first) * shape.out_expand * in_exp
     count = kc + start_col * shape.out_expand * in_exp
     if shape.flatten:
@@ -292,6 +295,9 @@ def place_layer(memory: Columns, index: int, shape: KernelShape,
     processors = bits(shape.processors)
     offset = memory.offset(processors, size)
     lead = ffs(shape.output_processors) % START_MULTIPLE
+    if shape.depthwise:
+        _take(memory, index, processors, offset, size)
+        return LayerKernels(offset, size, count)
     for ch, p in enumerate(processors):
         filler = _Filler(memory, index, p, offset)
         _fill_processor(filler, shape, ch, source)
@@ -302,6 +308,18 @@ def place_layer(memory: Columns, index: int, shape: KernelShape,
         if shape.flatten:
             size = filler.column
     return LayerKernels(offset, size, count)
+
+
+def _take(memory: Columns, index: int, processors: list[int], offset: int, size: int) -> None:
+    """A depthwise layer's columns, taken whole: the accelerator program does not generate
+    grouped convolutions (program.build refuses them), so no fill walk of the vendor's has
+    been matched for them; validation and the maps still need their room."""
+    for p in processors:
+        if offset + size > memory.widths[p]:
+            raise ValueError(f"kernel memory exhausted at processor {p}")
+        for col in range(offset, offset + size):
+            memory.owner[p][col] = index
+            memory.filled[p][col] = WORD_BYTES
 
 
 def _fill_processor(filler: _Filler, s: KernelShape, ch: int,
@@ -365,7 +383,7 @@ def shape_of(layer: HwLayer, processors: int, output_processors: int) -> KernelS
     pixels = _pixels(layer.pooled_shape)
     return KernelShape(processors, output_processors, layer.in_channels, layer.out_channels,
                        layer.kernel_elements, layer.weight_bits or 8,
-                       layer.flatten and pixels != 1, pixels)
+                       layer.flatten and pixels != 1, pixels, layer.depthwise)
 
 
 class KernelMemory:

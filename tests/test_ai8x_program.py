@@ -6,7 +6,9 @@ shared tool made of izer's own project for the same network, weights and input.
 A case is (manifest with placement, weights.npz, input.npy, expected output of the last layer,
 program.json): further cases plug in as entries of CASES. The izer corpus (tests/ai8x_cases.py
 and tests/data/ai8x/cases/: random networks, other vendor models, MAX78002, each run through
-izer) is checked end to end when present: import-ai8x, build, read the project back.
+izer) is checked case by case in this process (import-ai8x, the integer reference, the
+generator: seconds each), and end to end (import-ai8x, `edgebuild build`, the project on disk
+read back) for a few representative cases sharing one build.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from edgebuild.manifest import reading
 from edgebuild.model import folding, policy
 from edgebuild.targets.max7800x.program import build, device, program, reader, record, text
 
-try:  # the izer corpus, when its module is in tests/ (branch izer)
-    import ai8x_cases
-except ImportError:
-    ai8x_cases = None
+try:
+    from tests import ai8x_cases
+except ImportError:  # pytest run from tests/
+    import ai8x_cases  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "ai8x"
@@ -135,34 +137,6 @@ def test_compare_ai8x_says_identical_or_lists_differences(tmp_path):
     assert bad.returncode == 2 and "not a canonical program" in bad.stderr, bad
 
 
-CORPUS = ai8x_cases.case_names() if ai8x_cases is not None else []
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", CORPUS)
-def test_the_build_writes_izers_program_for_every_corpus_case(name, tmp_path):
-    """The whole path a user takes: import the network description with izer's checkpoint
-    and sample, build to the accelerator stage, read the MSDK project back. A network the
-    generator refuses (record.unsupported) is skipped with the reason, never compared."""
-    case = ai8x_cases.load_case(name)
-    checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path / "in")
-    imported = subprocess.run(
-        ["edgebuild", "import-ai8x", str(case.network), "--checkpoint", str(checkpoint),
-         "--sample", str(sample), "--device", case.device.lower(), "--name", "c", "-o",
-         str(tmp_path / "project")], capture_output=True, text=True, check=False)
-    assert imported.returncode == 0, imported.stderr
-    built = subprocess.run(["edgebuild", "build", "c.yaml", "--until", "accelerator",
-                            "--cache-dir", str(tmp_path / "cache")], cwd=tmp_path / "project",
-                           capture_output=True, text=True, check=False)
-    assert built.returncode == 0, built.stderr
-    out = tmp_path / "project" / "build" / "c"
-    made = record.ProgramRecord.load(out / "accelerator")
-    if made.unsupported:
-        pytest.skip(f"not generated yet: {made.unsupported}")
-    assert ai8x_cases.compare(ai8x_cases.expected_program(case),
-                              reader.read(out / "max7800x")) == []
-
-
 @pytest.mark.parametrize(("dev", "facts"), [
     # addresses in izer's MAX78000 projects (mnist-extrasmall, cifar-10-ai85net5)
     (device.MAX78000, {("control", 0, 2): 0x50100008, ("control", 3, 0): 0x50d00000,
@@ -195,30 +169,16 @@ def test_the_address_maps_are_the_devices(dev, facts):
     assert {key: address(*key) for key in facts} == facts
 
 
-MAX78002_CASES = [name for name in CORPUS if ai8x_cases.load_case(name).device == "MAX78002"]
+CORPUS = ai8x_cases.case_names()
 
 
-def _reference(manifest, layers, weights: dict, sample: np.ndarray) -> np.ndarray:
-    """The integer reference's output for `sample` (what the evaluate stage computes)."""
-    from edgebuild.model.quantized import QuantizedModel, run_reference
-    from edgebuild.ops.operator import QuantParams
-    from edgebuild.targets.numbers import rounding_mode
-
-    params = {layer.name: QuantParams(
-        weights[f"{layer.name}.weight"].astype(np.int64),
-        None if f"{layer.name}.bias" not in weights else
-        weights[f"{layer.name}.bias"].astype(np.int64),
-        int(weights[f"{layer.name}.scale_exp"]), int(weights[f"{layer.name}.bits"]))
-        for layer in layers if f"{layer.name}.weight" in weights}
-    model = QuantizedModel(tuple(manifest.model.input), layers, params, rounding_mode(manifest))
-    return run_reference(model, sample[None].astype(np.int64))[0]
-
-
-def generate_case(case, tmp_path: Path) -> program.Program:
-    """A corpus case's program made in this process (import-ai8x, the integer reference,
-    the generator), without a build: what the slow end-to-end test checks, in seconds."""
+def generate_case(case: ai8x_cases.Case, tmp_path: Path) -> program.Program:
+    """A corpus case's program made in this process, without a build: import-ai8x with
+    izer's checkpoint and sample, the integer reference's output for the sample (what the
+    evaluate stage computes), then the generator."""
     from edgebuild.core import arrays
     from edgebuild.targets.max7800x import network
+    from edgebuild.targets.max7800x.network.kat import reference_output
 
     checkpoint, sample_path = ai8x_cases.write_inputs(case, tmp_path / "in")
     imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample_path,
@@ -230,22 +190,59 @@ def generate_case(case, tmp_path: Path) -> program.Program:
     bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
             if f"{layer.name}.bits" in weights}
     sample = np.load(sample_path)
-    expected = _reference(manifest, layers, weights, sample)
+    expected = reference_output(manifest, weights, sample)
     return build.for_manifest(manifest, bits, weights, sample, expected)
 
 
-@pytest.mark.parametrize("name", MAX78002_CASES)
-def test_max78002_programs_are_izers(tmp_path, name):
-    """MAX78002 ("ai87"): its own counters, stride, prime counts, split mask registers,
-    register clearing, kernels from the end of the larger memories, bias order; identical
-    to izer's program for the corpus's MAX78002 networks (a network with a part the
-    generator refuses on this device is skipped with the reason)."""
+@pytest.mark.parametrize("name", CORPUS)
+def test_every_corpus_program_is_izers(tmp_path, name):
+    """Every corpus case, MAX78000 and MAX78002 ("ai87": its own counters, stride, prime
+    counts, split mask registers, register clearing, kernels from the end of the larger
+    memories, bias order), generated in this process: identical to izer's program. A network
+    with a part the generator refuses (on that device) is skipped with the reason."""
     case = ai8x_cases.load_case(name)
     try:
         made = generate_case(case, tmp_path)
     except NotImplementedError as exc:
         pytest.skip(f"not generated yet: {exc}")
     assert ai8x_cases.compare(ai8x_cases.expected_program(case), made.canonical()) == []
+
+
+# The whole path a user takes, for one case of each kind: CHW input 8-bit (MAX78000), HWC
+# multi-pass (128 channels), MAX78002 with mixed weight widths, an element-wise add.
+END_TO_END = ("conv_chw_8bit", "multipass_128", "mixed_bits_max78002", "residual_add")
+
+
+@pytest.fixture(scope="module")
+def built_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One project holding every END_TO_END case (import-ai8x of each), built to the
+    accelerator stage by one `edgebuild build` of them all from an empty cache; returns the
+    project directory."""
+    root = tmp_path_factory.mktemp("corpus")
+    for name in END_TO_END:
+        case = ai8x_cases.load_case(name)
+        checkpoint, sample = ai8x_cases.write_inputs(case, root / "in" / name)
+        imported = subprocess.run(
+            ["edgebuild", "import-ai8x", str(case.network), "--checkpoint", str(checkpoint),
+             "--sample", str(sample), "--device", case.device.lower(), "--name", name, "-o",
+             str(root / "project")], capture_output=True, text=True, check=False)
+        assert imported.returncode == 0, imported.stderr
+    built = subprocess.run(["edgebuild", "build", *(f"{name}.yaml" for name in END_TO_END),
+                            "--until", "accelerator", "--cache-dir", str(root / "cache")],
+                           cwd=root / "project", capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr
+    return root / "project"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", END_TO_END)
+def test_the_build_writes_izers_program(built_corpus, name):
+    """The built MSDK project on disk, read back by edgebuild's reader, is izer's program."""
+    out = built_corpus / "build" / name
+    made = record.ProgramRecord.load(out / "accelerator")
+    assert not made.unsupported, made.unsupported
+    assert ai8x_cases.compare(ai8x_cases.expected_program(ai8x_cases.load_case(name)),
+                              reader.read(out / "max7800x")) == []
 
 
 def test_a_max78002_project_reads_back_to_its_program(tmp_path):
@@ -292,3 +289,58 @@ def test_the_placement_puts_each_bias_where_the_program_loads_it(name):
             [int(v) & 0xFF for v in stored], plan.name
         checked += 1
     assert checked >= 1
+
+
+def _kernel_slots_agree(manifest, bits: dict[str, int]) -> int:
+    """Assert that every layer's kernel slot in the placement (validation, maps.txt, the
+    report) is the program's (placement.kernelmemory's rule, filled with weight bytes);
+    returns how many layers hold kernels. The bytes do not move a slot: zero weights do."""
+    from edgebuild.targets.max7800x import layout
+    from edgebuild.targets.max7800x.placement import KernelSlot
+    from edgebuild.targets.max7800x.program import kernels as kmem
+
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    hw, placed, problems = layout.layout(manifest, layers, bits)
+    assert problems == [] and placed is not None
+    geo = build.geometries(hw, placed, {layer.name: layer for layer in layers}, {})
+    weights = [np.zeros(g.out_channels * g.in_channels * g.kernel_elements
+                        * (g.pooled_dim[0] * g.pooled_dim[1] if g.flatten else 1))
+               if layer.has_weights else None for g, layer in zip(geo, hw, strict=True)]
+    widths = placed.kernel_words
+    _, slots = kmem.place(geo, weights, widths)
+    ours = [None if s is None else KernelSlot(s.offset, s.length) for s in slots]
+    assert [plan.kernel for plan in placed.layers] == ours
+    return sum(s is not None for s in ours)
+
+
+@pytest.mark.parametrize("path", ["manifests/mnist_extrasmall.yaml",
+                                  "manifests/digits_max78000.yaml",
+                                  "tests/data/ai8x/cifar-10-ai85net5/cifar10_ai85net5.yaml"])
+def test_the_placement_shows_the_programs_kernel_slots(path):
+    """One kernel rule: the slots maps.txt and the report show are where the program loads."""
+    manifest = reading.parse(yamlsource.load(ROOT / path))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {n: p.weight_bits for n, p in policy.resolve(manifest.qat, layers).items()}
+    assert _kernel_slots_agree(manifest, bits) >= 2
+
+
+@pytest.mark.parametrize("name", [
+    "conv1d_hwc", "conv1d_chw_max78002", "conv_chw_2bit_max78002", "multipass_128",
+    "multipass_linear_max78002", "extended_kernels_max78002", "vendor_kws20_hwc",
+    "vendor_cifar100_ressimplenet", "conv_hwc_1bit", "pad_kernels"])
+def test_the_placement_shows_the_corpus_programs_kernel_slots(tmp_path, name):
+    """The same on corpus networks whose programs are izer's: sub-8-bit weights sharing a
+    word, passes, flattening, gaps in output maps, MAX78002's larger memories (all but the
+    last two got other slots from the placement's former in-order rule)."""
+    from edgebuild.core import arrays
+    from edgebuild.targets.max7800x import network
+
+    case = ai8x_cases.load_case(name)
+    checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path / "in")
+    imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample,
+                                      device=case.device.lower(), out_dir=tmp_path / "out")
+    assert imported.weights is not None
+    weights = arrays.load(imported.weights)
+    bits = {key[:-len(".bits")]: int(value) for key, value in weights.items()
+            if key.endswith(".bits")}
+    assert _kernel_slots_agree(reading.parse(yamlsource.load(imported.manifest)), bits) >= 1

@@ -193,12 +193,14 @@ def test_data_format_only_on_the_first_layer():
 
 
 def test_kernel_memory_exhausted():
+    # 800 outputs in 13 passes of 64 output processors: 832 kernels (the last pass's unused
+    # processors keep their columns, as in the vendor's tool and the program)
     document = model([conv("big", 800, bias=False)], input_shape=(64, 4, 4))
     found = problems(document)
     assert found == [placement.Problem(("model", "layers", 0), (
-        "layer 'big': kernel memory runs out on processor 0: needs words 0..799 (800 words "
-        "from start word 0), but processor 0 has 768 words on max78000 (also processors "
-        "1-63)"))]
+        "layer 'big': kernel memory runs out on processor 0: needs 832 words in one span "
+        "from a start word shared by all its processors (a multiple of 4), but processor 0 "
+        "has 768 of 768 words free on max78000 (also processors 1-63)"))]
     placed_ok(model([conv("big", 800, bias=False)], input_shape=(64, 4, 4),
                     device_name="max78002"))
 
@@ -206,8 +208,8 @@ def test_kernel_memory_exhausted():
 def test_kernel_memory_packs_small_weights():
     document = model([conv("big", 800, bias=False)], input_shape=(64, 4, 4),
                      qat={"weight_bits": 4})
-    result = placed_ok(document)  # two 3x3 4-bit kernels per 72-bit word
-    assert result.layers[0].kernel == placement.KernelSlot(0, 400)
+    result = placed_ok(document)  # two 3x3 4-bit kernels per 72-bit word, 832 kernels
+    assert result.layers[0].kernel == placement.KernelSlot(0, 416)
 
 
 def test_bias_memory_exhausted():
@@ -401,9 +403,10 @@ def test_multi_pass_places_automatically():
     c1, c2, c3, fc = result.layers
     assert c1.output_processors.bit_count() == 52 and c1.out_passes == 2  # 100 -> 2 x 52
     assert c2.processors == c1.output_processors and c2.in_passes == 2
-    assert c2.kernel.words == 200  # 100 outputs x 2 passes of 3x3 kernels
+    assert c2.kernel.words == 208  # 2 x 52 output processors x 2 input passes of 3x3 kernels
     assert c3.output_processors.bit_count() == 44 and c3.out_passes == 3  # 130 -> 3 x 44
-    assert fc.in_passes == 3 and fc.kernel.words == 214  # 10 x 64 x 3 kernels, 9 per word
+    # 10 outputs x 44 rows of 130 x 64 / 44 = 189 weights (the vendor rule's row length), 9 per word
+    assert fc.in_passes == 3 and fc.kernel.words == 210
     pinned_again(document, result)
 
 

@@ -61,10 +61,13 @@ def check_expected(path: Path | None, array: NDArray[Any], out_shape: tuple[int,
             f"outputs {list(out_shape)}")))
 
 
-def kat_matches(manifest: Manifest, weights: dict[str, NDArray[Any]], sample: NDArray[Any],
-                expected: NDArray[Any]) -> bool:
-    """Whether edgebuild's integer reference, run on `sample` with the imported weights and
-    the device's rounding, gives `expected`."""
+def reference_output(manifest: Manifest, weights: dict[str, NDArray[Any]],
+                     sample: NDArray[Any]) -> NDArray[Any]:
+    """Edgebuild's integer reference, run on `sample` (one sample, or a batch of them) with
+    the imported weights (`<layer>.weight`, `.bias`, `.scale_exp`, `.bits`, as the quantize
+    stage stores them) and the device's rounding: the known answer an imported model owes,
+    and what the accelerator program's expected output words hold. Returns one output per
+    sample, batched as `sample` is."""
     import numpy as np
 
     from edgebuild.model import folding
@@ -87,6 +90,16 @@ def kat_matches(manifest: Manifest, weights: dict[str, NDArray[Any]], sample: ND
     except (ImportError, AttributeError):
         rounding = "half_up"
     model = QuantizedModel(tuple(manifest.model.input), layers, params, rounding)
-    batch = sample if sample.ndim > len(manifest.model.input) else sample[None]
-    out = run_reference(model, batch.astype(np.int64))
+    batched = sample.ndim > len(manifest.model.input)
+    out = run_reference(model, (sample if batched else sample[None]).astype(np.int64))
+    return out if batched else out[0]
+
+
+def kat_matches(manifest: Manifest, weights: dict[str, NDArray[Any]], sample: NDArray[Any],
+                expected: NDArray[Any]) -> bool:
+    """Whether edgebuild's integer reference, run on `sample` with the imported weights and
+    the device's rounding, gives `expected`."""
+    import numpy as np
+
+    out = reference_output(manifest, weights, sample)
     return bool(np.array_equal(out.reshape(-1), np.asarray(expected).reshape(-1)))

@@ -30,9 +30,11 @@ profile. Conventions (the ai8x network description's, see the synthesis manual):
   processors 0, 1, ... (HWC) or 0, 4, 8, ... (CHW, one per instance); an output goes where
   its reader's given processors are, else (the last layer) on processors 0, 1, ..., else on
   the first whole instances its layer's inputs do not use.
-- Kernel memory: a layer holds, in each of its processors, ceil(kernels / per_word) words,
-  per_word = word_bits // (elements * bits); its start word, the same on all its
-  processors, is a multiple of `start_multiple`.
+- Kernel memory: the vendor's synthesis tool's rule (see `kernelmemory`), which the
+  accelerator program fills with the weights: layers on all 64 processors first, then in
+  order, each at the first column (a multiple of 4), the same on all its processors, from
+  which its kernels fit; a layer counts every output processor from its first to its last,
+  in every pass.
 - Bias memory: out_channels bytes in one quadrant's bias memory, allocated by the manual's
   modified fit-first descending (depthwise layers are treated like the others).
 - Streaming: data read only by streaming layers comes through the FIFOs (model input) or

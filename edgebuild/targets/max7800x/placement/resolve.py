@@ -36,7 +36,7 @@ def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
         return None, ctx.problems
     data = DataMemory(ctx, maps)
     data.run()
-    kernels = KernelMemory(ctx, maps.procs)
+    kernels = KernelMemory(ctx, maps.procs, maps.outs)
     kernels.run()
     biases = BiasMemory(ctx, maps.procs, maps.outs)
     biases.run()

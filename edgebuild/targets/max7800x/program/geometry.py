@@ -28,16 +28,14 @@ Conventions (the accelerator's, as its synthesis tool computes them):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.placement.kernelmemory import PROCESSORS as PROCESSORS
+from edgebuild.targets.max7800x.placement.kernelmemory import passes, per_pass
 from edgebuild.targets.max7800x.placement.records import LayerPlan
-
-PROCESSORS = 64
-MEMORY_GROUP = 4  # processors sharing one data memory instance
 
 
 @dataclass(frozen=True)
@@ -71,19 +69,19 @@ class Geometry:
 
     @property
     def in_expand(self) -> int:
-        return math.ceil(self.in_channels / PROCESSORS)
+        return passes(self.in_channels)
 
     @property
     def out_expand(self) -> int:
-        return math.ceil(self.out_channels / PROCESSORS)
+        return passes(self.out_channels)
 
     @property
     def in_expand_thresh(self) -> int:
-        return _threshold(self.in_channels, self.in_expand)
+        return per_pass(self.in_channels)
 
     @property
     def out_expand_thresh(self) -> int:
-        return _threshold(self.out_channels, self.out_expand)
+        return per_pass(self.out_channels)
 
     @property
     def output_width(self) -> int:
@@ -120,13 +118,6 @@ class Geometry:
         width = ", 32-bit output" if self.wide else ""
         return f"{shape}, {pool}, {op}, {'ReLU' if self.relu else 'no activation'}, " \
                f"{out} output{width}"
-
-
-def _threshold(channels: int, expand: int) -> int:
-    per_pass = math.ceil(channels / expand)
-    if channels > PROCESSORS:
-        per_pass = min(math.ceil(per_pass / MEMORY_GROUP) * MEMORY_GROUP, PROCESSORS)
-    return per_pass
 
 
 def _pair(values: tuple[int, ...] | None, default: int) -> tuple[int, int]:

@@ -52,7 +52,7 @@ def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if cpu in OPTIMIZED_CPUS:
         sources.extend(("eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c"))
-        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h"))
+        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h"))
         for path in sorted(set(paths) & PATH_FILES.keys()):
             sources.extend(PATH_FILES[path][0])
             headers.extend(PATH_FILES[path][1])

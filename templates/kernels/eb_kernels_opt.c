@@ -351,13 +351,29 @@ static eb_tap_word eb_tap_word_of(int ix, int in_w)
 }
 
 /* For every input channel and tap row in range: the word x at base + o (o = tw.o + ic * plane
- * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel). */
+ * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel); one
+ * flat loop over the channels, two per step, when there is one tap row (1-D layers). */
 #define EB_TAP_COLUMN(expr)                                                      \
-    for (ic = 0; ic < ipg; ++ic, d += skip) {                                    \
-        int32_t o = tw.o + ic * plane;                                           \
-        for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {                 \
-            const uint32_t x = eb_load32(base + o);                              \
+    if (rows == 1) {                                                             \
+        const int8_t *s_ = base + tw.o;                                          \
+        const int32_t dstep_ = kw4 + skip;                                       \
+        for (ic = 0; ic + 2 <= ipg; ic += 2, s_ += 2 * plane, d += 2 * dstep_) { \
+            uint32_t x = eb_load32(s_);                                          \
             eb_store32(d, (expr));                                               \
+            x = eb_load32(s_ + plane);                                           \
+            eb_store32(d + dstep_, (expr));                                      \
+        }                                                                        \
+        if (ic < ipg) {                                                          \
+            const uint32_t x = eb_load32(s_);                                    \
+            eb_store32(d, (expr));                                               \
+        }                                                                        \
+    } else {                                                                     \
+        for (ic = 0; ic < ipg; ++ic, d += skip) {                                \
+            int32_t o = tw.o + ic * plane;                                       \
+            for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {             \
+                const uint32_t x = eb_load32(base + o);                          \
+                eb_store32(d, (expr));                                           \
+            }                                                                    \
         }                                                                        \
     }
 

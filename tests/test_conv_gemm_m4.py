@@ -11,7 +11,7 @@ reference kernel."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_conv_gemm_opt import gemm_convs
 from test_kernels_opt import (
@@ -63,7 +63,7 @@ def conv_data(cfg: dict, rng, extreme: bool):
 
 
 @needs_m4
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(cfgs=st.lists(st.one_of(wide_convs(), wide_convs(), gemm_convs()), min_size=6,
                      max_size=10),
        seed=st.integers(0, 2**32 - 1), extreme=st.integers(0, 9))

@@ -43,6 +43,8 @@ VALUES_PER_LINE = 16
 # over every test sample checks the optimized algorithm and QEMU checks the real
 # instructions.
 OPTIMIZED_CPUS = ("cortex-m4",)
+# Headers copied into model/ that only a kernel source includes (not cnn.c).
+PRIVATE_HEADERS = ("eb_gemm_asm.h", "eb_simd.h")
 
 
 def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
@@ -52,7 +54,7 @@ def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if cpu in OPTIMIZED_CPUS:
         sources.extend(("eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c"))
-        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h"))
+        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h", "eb_gemm_asm.h"))
         for path in sorted(set(paths) & PATH_FILES.keys()):
             sources.extend(PATH_FILES[path][0])
             headers.extend(PATH_FILES[path][1])
@@ -280,7 +282,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         "steps": steps.rendered, "output_macro": macro(spec.plan.output),
         **workspace_context(spec, steps),
         "l1_bytes": l1_bytes, "preludes": steps.preludes, "optimized": optimized,
-        "kernel_headers": list(headers),
+        "kernel_headers": [header for header in headers if header not in PRIVATE_HEADERS],
         "arrays": arrays, "packed": any(array["packed"] for array in arrays),
         "samples": [{"input": ", ".join(str(int(v)) for v in x.ravel()),
                      "expected": ", ".join(str(int(v)) for v in y.ravel())}

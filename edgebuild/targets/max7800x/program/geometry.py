@@ -34,12 +34,12 @@ import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.placement.kernelmemory import PROCESSORS as PROCESSORS
-from edgebuild.targets.max7800x.placement.kernelmemory import passes, per_pass
+from edgebuild.targets.max7800x.placement.kernelmemory import ChannelPasses
 from edgebuild.targets.max7800x.placement.records import LayerPlan
 
 
 @dataclass(frozen=True)
-class Geometry:
+class Geometry(ChannelPasses):
     name: str
     operator: str  # "conv2d", "conv1d", "linear", "none" (passthrough/pool only)
     in_channels: int
@@ -66,22 +66,6 @@ class Geometry:
     write_gap: int
     operands: int = 1  # element-wise operands read interleaved (1: none)
     output_pad: int = 0  # a transposed convolution's extra output columns
-
-    @property
-    def in_expand(self) -> int:
-        return passes(self.in_channels)
-
-    @property
-    def out_expand(self) -> int:
-        return passes(self.out_channels)
-
-    @property
-    def in_expand_thresh(self) -> int:
-        return per_pass(self.in_channels)
-
-    @property
-    def out_expand_thresh(self) -> int:
-        return per_pass(self.out_channels)
 
     @property
     def output_width(self) -> int:

@@ -56,6 +56,7 @@ class KernelSlot(TypedDict):
 
     processor: int
     layer: str
+    start: int
     words: int
 
 
@@ -280,28 +281,28 @@ def _address_window(ax: Axes, regions: Sequence[Region], window: tuple[int, int]
 
 def kernel_memory(slots: Sequence[KernelSlot], processors: int, quadrants: int, capacity: int,
                   device: str, path: Path) -> None:
-    """Kernel memory words used per processor, stacked by layer, zoomed to the fullest
-    processor (the device's `capacity` in words, all processors, is in the title)."""
+    """Kernel memory per processor as the device holds it: each layer's words drawn at the
+    word they start at (the column the placement chose), so gaps the first-fit search left
+    and layers sharing a column range show as they are; zoomed to the highest word used
+    (the device's `capacity` in words, all processors, is in the title)."""
     plt = _pyplot()
     layers = list(dict.fromkeys(slot["layer"] for slot in slots))
     colors = _colors(plt, layers)
     fig, ax = plt.subplots(figsize=(11, 3.2))
-    bottom = [0] * processors
     for name in layers:
-        heights = [0] * processors
-        for slot in (s for s in slots if s["layer"] == name):
-            heights[slot["processor"]] += slot["words"]
-        ax.bar(range(processors), heights, bottom=bottom, color=colors[name], label=name,
-               width=0.85)
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    ax.set_ylim(0, max(max(bottom, default=0) * 1.25, 1))
+        mine = [s for s in slots if s["layer"] == name]
+        ax.bar([s["processor"] for s in mine], [s["words"] for s in mine],
+               bottom=[s["start"] for s in mine], color=colors[name], label=name, width=0.85)
+    top = max((s["start"] + s["words"] for s in slots), default=0)
+    used = sum(s["words"] for s in slots)
+    ax.set_ylim(0, max(top * 1.25, 1))
     ax.set_xlim(-0.7, processors - 0.3)
     step = processors // max(quadrants, 1)
     for first in range(step, processors, step):
         ax.axvline(first - 0.5, color="#999999", linewidth=0.8, linestyle=":")
     ax.set_xlabel("processor (dotted lines: quadrants)")
-    ax.set_ylabel(f"words (of {capacity // max(processors, 1):,} each)")
-    ax.set_title(f"{device} kernel memory: {sum(bottom):,} of {capacity:,} words used",
+    ax.set_ylabel(f"word (of {capacity // max(processors, 1):,} each)")
+    ax.set_title(f"{device} kernel memory: {used:,} of {capacity:,} words used",
                  fontsize=10)
     ax.legend(fontsize=8, ncol=min(len(layers), 6), loc="upper right")
     fig.tight_layout()

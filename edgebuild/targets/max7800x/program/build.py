@@ -78,8 +78,11 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     if not stretched_conv1d(layer):
         return "conv1d whose dilated kernel spans more than 9 taps (the vendor's tool runs " \
             "it on the 2-D hardware; not generated yet)"
-    if layer.groups != 1:
-        return "grouped convolution"
+    if layer.groups != 1 and not layer.depthwise:
+        return "grouped convolution other than depthwise"
+    if layer.depthwise and plan.processors != plan.output_processors:
+        return "depthwise convolution whose output processors are not its input processors " \
+            "(only broadcast mode is generated)"
     if plan.streaming or plan.read_gap:
         return "streaming or read_gap"
     return None

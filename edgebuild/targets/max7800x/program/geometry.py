@@ -20,6 +20,9 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   Its pooling, if any, follows the operation (the description's `pool_first: false`): a
   hardware layer pools only in the convolution after a merged add; operands pooled first
   are pool layers of their own.
+- A depthwise convolution (groups = input = output channels, MAX78002) holds one kernel
+  per channel and pass; the generator programs it in broadcast mode (output processors =
+  input processors), the mode the vendor's networks use.
 - A transposed convolution ("convtranspose2d", the hardware's stride-2 upsampling) walks a
   stride-times larger input with the padding PyTorch's convention implies,
   kernel - 1 - pad, and its kernels flipped with input and output channels swapped
@@ -70,6 +73,13 @@ class Geometry(ChannelPasses):
     operands: int = 1  # element-wise operands read interleaved (1: none)
     output_pad: int = 0  # a transposed convolution's extra output columns
     dilation: int = 1  # a conv1d's dilation, run as a stretched kernel (`kernel` is that)
+    depthwise: bool = False  # groups = input = output channels: one kernel per channel
+
+    @property
+    def broadcast(self) -> bool:
+        """A depthwise layer whose output processors are its input processors: each
+        processor convolves and writes its own channel ("broadcast mode")."""
+        return self.depthwise and self.processors == self.output_processors
 
     @property
     def output_width(self) -> int:
@@ -156,7 +166,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         out_offset=plan.out_offset, write_gap=plan.write_gap,
         operands=max(1, layer.eltwise_operands),
         output_pad=_pair(layer.output_pad, 0)[1],
-        dilation=layer.dilation[0] if operator == "conv1d" and layer.dilation else 1)
+        dilation=layer.dilation[0] if operator == "conv1d" and layer.dilation else 1,
+        depthwise=layer.depthwise)
 
 
 # taps of the longest 1-D kernel the hardware runs: a dilated conv1d spanning more runs on

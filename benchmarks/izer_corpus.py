@@ -300,9 +300,9 @@ def random_cases() -> list[Made]:
         name = "residual_add" + ("" if device == "MAX78000" else "_max78002")
         made.append(_case(name, device, seed, (3, 12, 12), network_yaml(name, "none", described),
                           weights, "residual"))
-    for name, (network, seed) in izer_networks.NETWORKS.items():
+    for name, (network, seed, device) in izer_networks.NETWORKS.items():
         described, weights, shape = network()
-        made.append(_case(name, "MAX78000", seed, shape, network_yaml(name, "none", described),
+        made.append(_case(name, device, seed, shape, network_yaml(name, "none", described),
                           weights, f"izer_networks.{network.__name__}"))
     return made
 
@@ -317,6 +317,8 @@ VENDOR_CASES = {
     "cifar100-ressimplenet.yaml": ((3, 32, 32), None, "MAX78000", 34),
     "ai85-autoencoder.yaml": ((256, 3), 256, "MAX78000", 35),
     "cats-dogs-chw.yaml": ((3, 64, 64), 2, "MAX78000", 36),
+    # MAX78002 only: depthwise convolutions and element-wise add residuals, multi-pass
+    "ai87-cifar100-mobilenet-v2-0.5.yaml": ((3, 32, 32), None, "MAX78002", 37),
 }
 
 

@@ -2,7 +2,8 @@
 layer kinds a random `chain` does not reach, each written as the vendor's own descriptions
 write it — element-wise operations over interleaved data memory (as ressimplenet), a
 standalone element-wise passthrough, three operands, channel concatenation read by a
-convolution or a passthrough, and a transposed convolution.
+convolution or a passthrough, and a transposed convolution;
+on MAX78002 also depthwise convolutions (`groups`), and dilated conv1d on both devices.
 
 Each network is (description layers, weights, input shape): weights per layer with weights,
 in order, as (weight shape, bits, bias, fan-in) — what izer_corpus._case turns into recipes.
@@ -115,8 +116,63 @@ def conv_transpose() -> Network:
     return described, weights, (3, 6, 6)
 
 
-# name -> (network, seed); every one on the MAX78000
-NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40),
-            "eltwise_three": (eltwise_three, 41), "concat_conv": (concat_conv, 42),
-            "concat_passthrough": (concat_passthrough, 43),
-            "conv_transpose": (conv_transpose, 44)}
+def depthwise() -> Network:
+    """A depthwise convolution (`groups` = channels, MAX78002 only) in broadcast mode (its
+    output processors are its input processors), with a bias, between two convs."""
+    described = [
+        _conv(_mask(3), "0x2000", data_format="HWC"),
+        _conv(_mask(C), "0x0000", groups=C),
+        {"out_offset": "0x2000", "processors": _mask(C), "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((C, 3, 3, 3), 8, True, 27), ((C, 1, 3, 3), 8, True, 9),
+                        ((6, C, 1, 1), 8, True, C)]
+    return described, weights, (3, 8, 8)
+
+
+def depthwise_multipass() -> Network:
+    """A depthwise convolution of 96 channels (two passes over 48 processors), unpadded and
+    max-pooled, without a bias, then a 1x1 conv down to 10."""
+    wide = 96
+    described = [
+        _conv(_mask(3), "0x2000", data_format="HWC", output_processors=_mask(48)),
+        {"out_offset": "0x0000", "processors": _mask(48), "output_processors": _mask(48),
+         "op": "conv2d", "kernel_size": "3x3", "pad": 0, "groups": wide, "activate": "ReLU",
+         "max_pool": 2, "pool_stride": 2},
+        {"out_offset": "0x2000", "processors": _mask(48), "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((wide, 3, 3, 3), 8, True, 27), ((wide, 1, 3, 3), 8, False, 9),
+                        ((10, wide, 1, 1), 8, True, wide)]
+    return described, weights, (3, 10, 10)
+
+
+def dilated_conv1d() -> Network:
+    """Dilated conv1d (the hardware stretches a kernel whose dilated span fits in 9 taps:
+    dilation 2 of a 3-tap kernel is a 5-tap kernel with zeros between), then dilation 3."""
+    described = [
+        {"out_offset": "0x2000", "processors": _mask(8), "op": "conv1d", "kernel_size": 3,
+         "pad": 2, "dilation": 2, "activate": "ReLU", "data_format": "HWC"},
+        {"out_offset": "0x0000", "processors": _mask(C), "op": "conv1d", "kernel_size": 3,
+         "pad": 0, "dilation": 3, "activate": "ReLU"},
+        {"out_offset": "0x2000", "processors": _mask(C), "op": "conv1d", "kernel_size": 1,
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((C, 8, 3), 8, True, 24), ((C, C, 3), 8, True, C * 3),
+                        ((5, C, 1), 8, True, C)]
+    return described, weights, (8, 32)
+
+
+# name -> (network, seed, device)
+NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
+            "eltwise_three": (eltwise_three, 41, "MAX78000"),
+            "concat_conv": (concat_conv, 42, "MAX78000"),
+            "concat_passthrough": (concat_passthrough, 43, "MAX78000"),
+            "conv_transpose": (conv_transpose, 44, "MAX78000"),
+            # MAX78002 programs element-wise operations with its own counters and strides
+            "eltwise_passthrough_max78002": (eltwise_passthrough, 140, "MAX78002"),
+            "eltwise_three_max78002": (eltwise_three, 141, "MAX78002"),
+            "depthwise_max78002": (depthwise, 145, "MAX78002"),
+            "depthwise_multipass_max78002": (depthwise_multipass, 146, "MAX78002"),
+            "dilated_conv1d": (dilated_conv1d, 47, "MAX78000"),
+            "dilated_conv1d_max78002": (dilated_conv1d, 147, "MAX78002")}

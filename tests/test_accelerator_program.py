@@ -71,19 +71,18 @@ def test_the_report_says_which_code_runs_where(project):
 
 
 def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
-    """An element-wise add runs on MAX78002's accelerator, but the generator programs it on
-    MAX78000 only: the stage records why instead of writing a program that computes
+    """A dilated 2-D convolution passes MAX78002's limits (its profile allows dilation), but
+    the vendor's tool programs dilation for conv1d only, so the generator has no register
+    values to match: the stage records why instead of writing a program that computes
     something else."""
     manifest = Manifest.model_validate({
-        "name": "residual", "model": {"input": [4, 8, 8], "layers": [
-            {"name": "a", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
-            {"name": "b", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
-            {"name": "sum", "op": "add", "inputs": ["a", "b"]},
+        "name": "dilated", "model": {"input": [4, 8, 8], "layers": [
+            {"name": "a", "op": "conv2d", "out": 4, "kernel": 3, "pad": 2, "dilation": 2,
+             "act": "relu"},
             {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
         "target": {"device": "max78002"}, "kat": {"input": "x.npy"}})
-    with pytest.raises(NotImplementedError, match="'sum': element-wise operation on MAX78002"):
-        build.for_manifest(manifest, {"a": 8, "b": 8, "fc": 8}, {}, np.zeros((4, 8, 8)),
-                           np.zeros(3))
+    with pytest.raises(NotImplementedError, match="'a': dilated conv2d"):
+        build.for_manifest(manifest, {"a": 8, "fc": 8}, {}, np.zeros((4, 8, 8)), np.zeros(3))
     refused = record.ProgramRecord.refused("max78000", "layer 'sum': add")
     assert record.ProgramRecord.from_json(refused.to_json()) == refused
     assert contracts.violation(refused.to_json(), "accelerator.v1") is None

@@ -15,7 +15,7 @@ every bias, so its map can only be larger than the program's.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer, pixels
@@ -44,12 +44,13 @@ def lead_bytes(output_processors: int, out_channels: int, processors: int = 64) 
     return first % INSTANCE * math.ceil(out_channels / processors)
 
 
-def fit(demands: Sequence[BiasDemand], size: int
+def fit(demands: Sequence[BiasDemand], size: int, start: Mapping[int, int] | None = None
         ) -> tuple[dict[int, tuple[int, int]], BiasDemand | None]:
-    """({index: (quadrant, offset)}, the first demand that did not fit or None)."""
+    """({index: (quadrant, offset)}, the first demand that did not fit or None); `start`:
+    bytes per quadrant already taken (the program's depthwise biases)."""
     order = sorted(demands, key=lambda d: -1 if d.flatten else 0 if len(d.allowed) == 1
                    else size - d.length)
-    used: dict[int, int] = {}
+    used: dict[int, int] = {q: n for q, n in (start or {}).items() if n}
     slots: dict[int, tuple[int, int]] = {}
     for d in order:
         group = min(d.allowed, key=lambda q: (used.get(q, 0), d.allowed.index(q)))

@@ -116,6 +116,8 @@ class KernelShape(ChannelPasses):
     def rows(self) -> int:
         """Kernels the loader walks: one per (output, input) channel pair, a flattening
         layer's pairs with the input passes folded into its rows."""
+        if self.depthwise:  # one kernel per channel
+            return self.out_channels
         return self.out_channels * (self.in_expand_thresh if self.flatten else self.in_channels)
 
     @property
@@ -304,9 +306,6 @@ def place_layer(memory: Columns, index: int, shape: KernelShape,
     processors = bits(shape.processors)
     offset = memory.offset(processors, size)
     lead = ffs(shape.output_processors) % START_MULTIPLE
-    if shape.depthwise:
-        _take(memory, index, processors, offset, size)
-        return LayerKernels(offset, size, count)
     for ch, p in enumerate(processors):
         filler = _Filler(memory, index, p, offset)
         _fill_processor(filler, shape, ch, source)
@@ -319,23 +318,12 @@ def place_layer(memory: Columns, index: int, shape: KernelShape,
     return LayerKernels(offset, size, count)
 
 
-def _take(memory: Columns, index: int, processors: list[int], offset: int, size: int) -> None:
-    """A depthwise layer's columns, taken whole: the accelerator program does not generate
-    grouped convolutions (program.build refuses them), so no fill walk of the vendor's has
-    been matched for them; validation and the maps still need their room."""
-    for p in processors:
-        if offset + size > memory.widths[p]:
-            raise ValueError(f"kernel memory exhausted at processor {p}")
-        for col in range(offset, offset + size):
-            memory.owner[p][col] = index
-            memory.filled[p][col] = WORD_BYTES
-
-
 def _fill_processor(filler: _Filler, s: KernelShape, ch: int,
                     source: Callable[[Sequence[int | None]], list[int]]) -> None:
     """The kernels processor number `ch` (of the layer's processors) multiplies its input
     channel with: for every output processor in order, `qfactor` output channels packed into
-    one kernel, for every input pass."""
+    one kernel, for every input pass. A depthwise layer's processor holds only its own
+    channel's kernel of each pass: one output "column", whatever the output passes."""
     q = 8 // s.weight_bits
     in_exp = 1 if s.flatten else s.in_expand
     in_chan = s.in_expand_thresh if s.flatten else s.in_channels
@@ -346,10 +334,11 @@ def _fill_processor(filler: _Filler, s: KernelShape, ch: int,
     for _ in range(leftover // q):
         filler.add(0)
     m = 0
-    for expand in range(s.out_expand):
+    for expand in range(1 if s.depthwise else s.out_expand):
         out_map = s.output_processors >> ffs(s.output_processors)
         col = expand * s.out_expand_thresh
-        while col < (expand + 1) * s.out_expand_thresh:
+        stop = col + (1 if s.depthwise else s.out_expand_thresh)
+        while col < stop:
             if out_map:
                 while out_map & ((1 << q) - 1) == 0:
                     filler.skip()

@@ -5,6 +5,11 @@ vendor's first-fit decreasing, shared with validation and maps.txt), over the bi
 are stored: a bias that is all zeros is not stored at all. A flattening layer goes first
 where the device requires its bias first in a quadrant (MAX78000; on MAX78002 it is sorted
 like any other: `flatten_first`).
+
+A depthwise layer's bias is different: every quadrant it reads with holds the biases of its
+own channels (the hardware adds them per processor), so its bytes are spread over those
+quadrants, in the order the processors fetch them, before the other layers are fitted
+(the vendor's tool allocates them first; `depthwise`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,53 @@ INSTANCE = 4
 class LayerBias:
     group: int
     offset: int
+    offsets: tuple[int | None, ...] | None = None  # depthwise: per quadrant (None: unused)
+
+
+QUADRANT = 16  # processors per quadrant
+UNSET = None  # a bias byte a processor without a channel skips (stays 0)
+
+
+def _broadcast_order(p: int) -> int:
+    """The channel whose bias processor slot `p` of a quadrant holds in broadcast mode: the
+    hardware reads the four 8-bit memories of a quadrant in parallel, so slot p holds the
+    bias of processor 4 x (p % 4) + p // 4 of that quadrant."""
+    return (p & ~(QUADRANT - 1)) + (p % 4) * 4 + (p % QUADRANT) // 4
+
+
+def depthwise(g: Geometry, bias: np.ndarray, memory: dict[int, list[int | None]]
+              ) -> LayerBias:
+    """Append a broadcast-mode depthwise layer's biases to each quadrant's bytes (`memory`,
+    appended in place) and return where they start in each quadrant. Each quadrant it uses
+    starts at a multiple of 4; every processor slot of the used quadrants, pass by pass,
+    takes a byte (those without a channel a zero); trailing empty bytes of the last
+    quadrant are given back."""
+    offsets: list[int | None] = [None] * 4
+    for q in range(4):
+        if g.processors >> QUADRANT * q & 0xFFFF:
+            used = memory.setdefault(q, [])
+            used += [UNSET] * (-len(used) % INSTANCE)
+            offsets[q] = len(used)
+    first = ffs(g.processors) & ~(QUADRANT - 1)
+    last = (g.processors.bit_length() - 1 + QUADRANT & ~(QUADRANT - 1)) - 1
+    thresh = g.out_expand_thresh
+    padded: list[int | None] = [int(v) for v in bias]
+    padded += [UNSET] * (g.out_expand * thresh - len(bias))
+    columns: list[list[int | None]] = [padded[e * thresh:(e + 1) * thresh]
+                                       for e in range(g.out_expand)]
+    for proc in range(first, last + 1):  # gaps in the processor map take no channel
+        if not g.processors >> proc & 1:
+            for row in columns:
+                row.insert(proc - first, UNSET)
+    group = 0
+    for row in columns:
+        for p in range(first, last + 1):
+            group = p // QUADRANT
+            src = _broadcast_order(p) - first
+            memory.setdefault(group, []).append(row[src] if src < len(row) else UNSET)
+    while memory[group] and memory[group][-1] is UNSET:
+        memory[group].pop()
+    return LayerBias(-1, -1, tuple(offsets))
 
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],
@@ -32,30 +84,40 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
     `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`."""
     demands = []
+    spread: dict[int, list[int | None]] = {}
+    slots: list[LayerBias | None] = [None] * len(layers)
     for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
-        if bias is None or not np.any(bias != 0):
+        if bias is not None and np.any(bias != 0) and g.depthwise:
+            slots[i] = depthwise(g, bias, spread)
+    for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
+        if bias is None or not np.any(bias != 0) or g.depthwise:
             continue
         given = pinned[i]
         allowed = tuple(groups) if given is None else (given,)
         demands.append(BiasDemand(i, allowed, g.out_channels + lead_bytes(
             g.output_processors, g.out_channels), g.flatten and flatten_first))
-    fitted, short = fit(demands, size)
-    if short is not None:
-        raise ValueError(f"layer {layers[short.index].name!r}: bias memory exhausted")
-    slots: list[LayerBias | None] = [None] * len(layers)
-    used = dict.fromkeys(range(4), 0)
+    used = {q: len(spread.get(q, ())) for q in range(4)}
+    fitted, short = fit(demands, size, used)
+    if short is not None or any(n > size for n in used.values()):
+        name = layers[short.index].name if short is not None else "a depthwise layer"
+        raise ValueError(f"layer {name!r}: bias memory exhausted")
     for d in demands:
         group, offset = fitted[d.index]
         slots[d.index] = LayerBias(group, offset)
         used[group] = max(used[group], offset + d.length)
-    return _image(layers, biases, slots, used), slots
+    return _image(layers, biases, slots, used, spread), slots
 
 
 def _image(layers: list[Geometry], biases: list[np.ndarray | None],
-           slots: list[LayerBias | None], used: dict[int, int]) -> dict[int, list[int]]:
+           slots: list[LayerBias | None], used: dict[int, int],
+           spread: dict[int, list[int | None]]) -> dict[int, list[int]]:
     image = {q: [0] * n for q, n in used.items() if n}
+    for q, values in spread.items():
+        for k, value in enumerate(values):
+            if value is not UNSET:
+                image[q][k] = int(value) & 0xFF
     for g, bias, slot in zip(layers, biases, slots, strict=True):
-        if slot is None or bias is None:
+        if slot is None or bias is None or slot.offsets is not None:
             continue
         start = slot.offset + ffs(g.output_processors) % INSTANCE * g.out_expand
         for k, value in enumerate(bias):

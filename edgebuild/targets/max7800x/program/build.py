@@ -18,7 +18,12 @@ from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
-from edgebuild.targets.max7800x.program.geometry import Geometry, device_weights, geometry
+from edgebuild.targets.max7800x.program.geometry import (
+    Geometry,
+    device_weights,
+    geometry,
+    stretched_conv1d,
+)
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
     LayerContext,
@@ -53,7 +58,7 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     profile = devices.profile(manifest.target.device.value)
     missing = [f"layer {layer.name!r}: {what}" for layer, plan in
                zip(hw, placed.layers, strict=True)
-               if (what := not_generated(layer, plan) or not_generated_on(profile.family, layer))]
+               if (what := not_generated(layer, plan))]
     if missing:
         raise NotImplementedError("; ".join(missing))
     return generate(device(profile.family), profile, hw, placed,
@@ -68,20 +73,18 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     (None: nothing). Refusing is better than a program that computes something else."""
     if layer.op in NOT_GENERATED_OPS:
         return f"{layer.op} (buffer or reshape layers)"
-    if layer.groups != 1 or any(d != 1 for d in layer.dilation or ()):
-        return "grouped or dilated convolution"
+    if layer.op != "conv1d" and any(d != 1 for d in layer.dilation or ()):
+        return f"dilated {layer.op} (the vendor's tool programs dilation for conv1d only)"
+    if not stretched_conv1d(layer):
+        return "conv1d whose dilated kernel spans more than 9 taps (the vendor's tool runs " \
+            "it on the 2-D hardware; not generated yet)"
+    if layer.groups != 1 and not layer.depthwise:
+        return "grouped convolution other than depthwise"
+    if layer.depthwise and plan.processors != plan.output_processors:
+        return "depthwise convolution whose output processors are not its input processors " \
+            "(only broadcast mode is generated)"
     if plan.streaming or plan.read_gap:
         return "streaming or read_gap"
-    return None
-
-
-def not_generated_on(family: str, layer: HwLayer) -> str | None:
-    """What the generator cannot program yet on one device family in particular (None:
-    nothing). MAX78002 programs element-wise layers differently from MAX78000 (no emulated
-    multi-pass operands, no bias beside a multi-pass element-wise convolution), and no
-    MAX78002 element-wise program of the vendor's tool has been matched yet."""
-    if family == "ai87" and (layer.eltwise_operands or layer.op == "add"):
-        return "element-wise operation on MAX78002 (not generated yet; MAX78000 only)"
     return None
 
 

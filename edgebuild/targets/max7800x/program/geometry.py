@@ -10,13 +10,19 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   tensor as C channels of H x W pixels: the pooled dimensions stay H x W, the row and column
   counters see 1 x 1. Flattening data that is already flat (1 x 1) is no flatten at all
   (as the vendor's tool sees a network description without `flatten` there).
-- A conv1d is a convolution over rows of length L with a k x 1 kernel.
+- A conv1d is a convolution over rows of length L with a k x 1 kernel. A dilated conv1d
+  whose dilated span (k - 1) x d + 1 fits in the 9 taps the hardware has is that longer
+  kernel with d - 1 zero taps between the weights (`device_weights`); a longer span (the
+  vendor's tool runs it on the 2-D hardware, 3x3 over d columns) is not generated.
 - An element-wise layer reads `operands` tensors interleaved in data memory (operand i at
   word i of every group of `operands` words) and combines them before its convolution (or,
   an operator "none", as its whole operation); the only operation edgebuild has is `add`.
   Its pooling, if any, follows the operation (the description's `pool_first: false`): a
   hardware layer pools only in the convolution after a merged add; operands pooled first
   are pool layers of their own.
+- A depthwise convolution (groups = input = output channels, MAX78002) holds one kernel
+  per channel and pass; the generator programs it in broadcast mode (output processors =
+  input processors), the mode the vendor's networks use.
 - A transposed convolution ("convtranspose2d", the hardware's stride-2 upsampling) walks a
   stride-times larger input with the padding PyTorch's convention implies,
   kernel - 1 - pad, and its kernels flipped with input and output channels swapped
@@ -66,6 +72,14 @@ class Geometry(ChannelPasses):
     write_gap: int
     operands: int = 1  # element-wise operands read interleaved (1: none)
     output_pad: int = 0  # a transposed convolution's extra output columns
+    dilation: int = 1  # a conv1d's dilation, run as a stretched kernel (`kernel` is that)
+    depthwise: bool = False  # groups = input = output channels: one kernel per channel
+
+    @property
+    def broadcast(self) -> bool:
+        """A depthwise layer whose output processors are its input processors: each
+        processor convolves and writes its own channel ("broadcast mode")."""
+        return self.depthwise and self.processors == self.output_processors
 
     @property
     def output_width(self) -> int:
@@ -132,7 +146,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
     if operator == "linear":
         kernel, pad, stride = (1, 1), (0, 0), (1, 1)
     elif operator == "conv1d":
-        kernel = (layer.kernel[0] if layer.kernel else 1, 1)
+        dilation = layer.dilation[0] if layer.dilation else 1
+        kernel = ((layer.kernel[0] if layer.kernel else 1) - 1) * dilation + 1, 1
         pad, stride = (_pair(layer.pad, 0)[0], 0), (_pair(layer.stride, 1)[0], 1)
     else:
         kernel, pad, stride = _pair(layer.kernel, 1), _pair(layer.pad, 0), _pair(layer.stride, 1)
@@ -150,12 +165,31 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         output_processors=plan.output_processors, in_offset=plan.in_offset,
         out_offset=plan.out_offset, write_gap=plan.write_gap,
         operands=max(1, layer.eltwise_operands),
-        output_pad=_pair(layer.output_pad, 0)[1])
+        output_pad=_pair(layer.output_pad, 0)[1],
+        dilation=layer.dilation[0] if operator == "conv1d" and layer.dilation else 1,
+        depthwise=layer.depthwise)
+
+
+# taps of the longest 1-D kernel the hardware runs: a dilated conv1d spanning more runs on
+# the 2-D hardware in the vendor's tool (not generated here)
+MAX_1D_TAPS = 9
+
+
+def stretched_conv1d(layer: HwLayer) -> bool:
+    """Whether a conv1d's dilation fits in one 1-D kernel of at most MAX_1D_TAPS taps."""
+    dilation = layer.dilation[0] if layer.dilation else 1
+    taps = layer.kernel[0] if layer.kernel else 1
+    return dilation == 1 or (taps - 1) * dilation < MAX_1D_TAPS
 
 
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
     """A layer's weights as the accelerator convolves with them: a transposed convolution's
-    PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped."""
+    PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
+    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last."""
+    if g.operator == "conv1d" and g.dilation > 1:
+        stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
+        stretched[..., ::g.dilation] = weight
+        return stretched
     if g.operator != "convtranspose2d":
         return weight
     return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)

@@ -52,7 +52,7 @@ def shape(g: Geometry) -> KernelShape:
     """The placement's view of a layer: its maps, channels, kernel size, weight width."""
     return KernelShape(g.processors, g.output_processors, g.in_channels, g.out_channels,
                        g.kernel_elements, g.weight_bits, g.flatten,
-                       g.pooled_dim[0] * g.pooled_dim[1])
+                       g.pooled_dim[0] * g.pooled_dim[1], g.depthwise)
 
 
 def reshaped(g: Geometry, weight: np.ndarray) -> np.ndarray:

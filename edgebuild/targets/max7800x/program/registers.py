@@ -140,8 +140,9 @@ def _pool_rest(g: Geometry, axis: int) -> int:
 def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
     """MAX78002's counter: the (0-based) index where the last pooling window starts, the
     bytes from there to the next window's start (rows: the rest of this row and the rows
-    the pool stride skips, in every input pass; a conv1d's "row" is one element wide), and
-    padding as an enable bit and the padding less one."""
+    the pool stride skips, in every input pass and every interleaved element-wise operand;
+    a conv1d's "row" is one element wide), and padding as an enable bit and the padding
+    less one."""
     assert dev.counter_step_shift is not None and dev.pad_enable_shift is not None
     size = g.pool[axis] if g.flatten else g.in_dim[axis]
     rest = _pool_rest(g, axis)
@@ -149,7 +150,7 @@ def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
     if axis == 0:
         columns = g.pool[1] if g.flatten else g.in_dim[1]
         last = 1 if g.operator == "conv1d" else _pool_rest(g, 1)
-        step = (last + (g.pool_stride[0] - 1) * columns) * g.in_expand
+        step = (last + (g.pool_stride[0] - 1) * columns) * g.in_expand * g.operands
     value = size - rest | step << dev.counter_step_shift
     pad = g.pad[axis]
     if pad > 0:
@@ -162,7 +163,8 @@ def _stride(dev: Device, g: Geometry) -> int:
         return 0
     value = g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
     if dev.pass_stride_shift is not None:  # MAX78002: pooled rows advance over every pass
-        value |= g.pool_stride[0] * g.in_expand << dev.pass_stride_shift
+        # and over every interleaved element-wise operand
+        value |= g.pool_stride[0] * g.in_expand * g.operands << dev.pass_stride_shift
     return value
 
 
@@ -179,6 +181,8 @@ def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
 
 def _timeslot(dev: Device, g: Geometry) -> int:
     if g.operator in ("conv2d", "linear"):
+        if g.depthwise:  # each channel to its own processor's memory, unless broadcast
+            return 0 if g.broadcast else dev.instance_words * 4
         return 1 if g.kernel == (1, 1) else 0
     if g.operator == "none":
         # a copy of more than one memory instance, or a multi-pass element-wise operation,
@@ -198,7 +202,9 @@ def _control(dev: Device, g: Geometry, ctx: LayerContext, group: int) -> int:
         | (0x80 if max(g.pool) > 1 else 0) | (0x40 if g.big_data else 0) | 0x20 | 1 << 11
     if g.wide:
         value |= 1 << 16
-    if g.operator != "none" and group == ctx.groups[0]:
+    if g.broadcast:
+        value |= 1 << 29
+    if g.operator != "none" and group == ctx.groups[0] and not g.depthwise:
         sources = sum(1 << t for t in range(group + 1, 4) if g.processors >> t * 16 & 0xFFFF)
         if ctx.bias is not None and ctx.bias.group != group:
             sources |= 1 << ctx.bias.group
@@ -246,16 +252,24 @@ def _mask_fields(dev: Device, g: Geometry, kernels: LayerKernels | None
         return [(offset, (g.out_expand - 1) * 8, "Mask offset"),
                 (channels, _time_slots(g), "Output channel count")]
     start, end = _mask_span(g, weighted)
+    count = (_time_slots(g) + 1) * g.in_expand if g.depthwise else weighted.count
     return [(regs.mask, end, "Mask count"), (offset, start, "Mask offset"),
-            (channels, weighted.count - 1, "Output channel count")]
+            (channels, count - 1, "Output channel count")]
 
 
 def _time_slots(g: Geometry) -> int:
     """A copy layer ("none") writes the channels of each memory instance one per time slot:
-    the most slots any quadrant needs, less one (4 channels' bytes per slot)."""
+    the most slots any quadrant needs, less one (4 channels' bytes per slot). A depthwise
+    layer writes one channel per slot: in broadcast mode the up to 4 channels of a memory
+    instance, else every channel of the quadrant (its bytes)."""
+    counts = [(g.processors >> 16 * q & 0xFFFF).bit_count() for q in range(4)]
+    if g.depthwise:
+        width = g.output_width
+        slots = [(min(n - 1, 3) + 1) * width // 8 - 1 if g.broadcast else (n * width + 7) // 8 - 1
+                 for n in counts if n]
+        return max(slots, default=0)
     if g.operator != "none":
         return 0
-    counts = [(g.processors >> 16 * q & 0xFFFF).bit_count() for q in range(4)]
     return max(((n * g.output_width // 8 - 1) // 4 for n in counts if n), default=0)
 
 
@@ -297,7 +311,11 @@ def _tram(g: Geometry) -> int:
 def _post(g: Geometry, ctx: LayerContext, group: int) -> int:
     value = {1: 1 << 22, 2: 2 << 22, 4: 3 << 22}.get(g.weight_bits, 0)
     value |= ((-g.shift | 16) if g.shift < 0 else g.shift) << 13
-    if ctx.bias is not None and group == ctx.bias.group:
+    if ctx.bias is not None and ctx.bias.offsets is not None:  # depthwise: every quadrant's
+        offset = ctx.bias.offsets[group]
+        if offset is not None:
+            value |= 1 << 12 | (offset // 4 if g.broadcast else offset)
+    elif ctx.bias is not None and group == ctx.bias.group:
         value |= 1 << 12 | ctx.bias.offset
     if g.operator == "none":
         # no convolution: pass the data through (3), or the element-wise result (1)
@@ -307,6 +325,8 @@ def _post(g: Geometry, ctx: LayerContext, group: int) -> int:
         value |= 1 << 27 | (count >> 4) << 18
     if g.operator == "convtranspose2d":
         value |= 1 << 28
+    if g.depthwise:  # depthwise enable, time slots
+        value |= 1 << 30 | 1 << 24
     return value
 
 

@@ -4,11 +4,14 @@ The quadrant and offset come from the placement's rule (placement.biasmemory.fit
 vendor's first-fit decreasing, shared with validation and maps.txt), over the biases that
 are stored: a bias that is all zeros is not stored at all. A flattening layer goes first
 where the device requires its bias first in a quadrant (MAX78000; on MAX78002 it is sorted
-like any other: `flatten_first`).
+like any other: `flatten_first`). A bias equal to an earlier layer's (program.duplicates,
+the vendor's deduplication) is stored once: the duplicate takes no bytes and its registers
+point at the original's quadrant and offset.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,13 +30,16 @@ class LayerBias:
 
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],
-          pinned: list[int | None], size: int, flatten_first: bool = True
+          pinned: list[int | None], size: int, flatten_first: bool = True,
+          shared: Sequence[int] | None = None
           ) -> tuple[dict[int, list[int]], list[LayerBias | None]]:
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
-    `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`."""
+    `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`,
+    `shared[i]` the layer whose stored bias layer i uses (itself unless a duplicate)."""
+    shared = shared or range(len(layers))
     demands = []
     for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
-        if bias is None or not np.any(bias != 0):
+        if bias is None or not np.any(bias != 0) or shared[i] != i:
             continue
         given = pinned[i]
         allowed = tuple(groups) if given is None else (given,)
@@ -48,7 +54,8 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
         group, offset = fitted[d.index]
         slots[d.index] = LayerBias(group, offset)
         used[group] = max(used[group], offset + d.length)
-    return _image(layers, biases, slots, used), slots
+    image = _image(layers, biases, slots, used)
+    return image, [slots[shared[i]] for i in range(len(layers))]
 
 
 def _image(layers: list[Geometry], biases: list[np.ndarray | None],

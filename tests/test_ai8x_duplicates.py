@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
+try:
+    from tests import ai8x_cases
+except ImportError:  # pytest run from tests/
+    import ai8x_cases  # type: ignore[no-redef]
+
 from edgebuild.targets.max7800x.placement import kernelmemory
 from edgebuild.targets.max7800x.program import bias, duplicates
 
@@ -60,3 +65,21 @@ def test_a_duplicate_bias_takes_no_bias_bytes():
     assert slots[2] == slots[0] != slots[1]
     assert sum(len(v) for v in image.values()) == 16
 
+
+def test_the_corpus_ties_tensors_as_its_recipe_says():
+    """Cases with ties regenerate tied arrays equal, so the corpus has networks whose
+    programs store tensors once (and one, dedup_refused, where izer must not)."""
+    tied = [ai8x_cases.load_case(name) for name in ai8x_cases.case_names()
+            if name.startswith("dedup_")]
+    assert {case.device for case in tied} == {"MAX78000", "MAX78002"}
+    for case in tied:
+        layers, _ = ai8x_cases.generate(case)
+        ties = [(i, r) for i, r in enumerate(case.layers)
+                if r.same_weights_as is not None or r.same_bias_as is not None]
+        assert ties, case.name
+        for i, recipe in ties:
+            if recipe.same_weights_as is not None:
+                assert np.array_equal(layers[i]["weight"],
+                                      layers[recipe.same_weights_as]["weight"])
+            if recipe.same_bias_as is not None:
+                assert np.array_equal(layers[i]["bias8"], layers[recipe.same_bias_as]["bias8"])

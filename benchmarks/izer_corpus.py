@@ -264,7 +264,8 @@ def _dedup_nets() -> dict[str, tuple[Net, str, int]]:
     kernels (w5 its bias too) and w4 w2's bias with kernels of its own; `dedup_refused`
     equal kernels izer must store twice (w2: w1's values at another width; w3: w2's on
     other processors) beside a bias shared across processor maps (w4: w3's); a 1-D chain
-    and a linear stack; and the first on MAX78002."""
+    and a linear stack; the first on MAX78002; and `dedup_merged_channels`, kernels of
+    transposed channel counts that izer's comparison takes as equal."""
     same = Layer(C2, 8)
     kernels = Net((8, 8, 8), "HWC", (
         same, same, same, replace(same, same_weights_as=1), replace(same, same_bias_as=2),
@@ -281,11 +282,16 @@ def _dedup_nets() -> dict[str, tuple[Net, str, int]]:
     linear = Net((64, 1, 1), "HWC", (
         lin, lin, replace(lin, same_weights_as=1), replace(lin, bits=4),
         replace(lin, bits=4, same_weights_as=3, same_bias_as=1, relu=False, wide=True)))
+    # izer compares kernels with input and output channels on one axis: 64 -> 128 and
+    # 128 -> 64 channels (both on all 64 processors, one and two passes) are "equal"
+    merged = Net((64, 4, 4), "HWC", (
+        Layer(C2, 128), Layer(C2, 64, same_weights_as=0, relu=False)))
     return {"dedup_kernels": (kernels, "MAX78000", 40),
             "dedup_refused": (refused, "MAX78000", 41),
             "dedup_conv1d": (oned, "MAX78000", 42),
             "dedup_linear": (linear, "MAX78000", 43),
-            "dedup_kernels_max78002": (kernels, "MAX78002", 140)}
+            "dedup_kernels_max78002": (kernels, "MAX78002", 140),
+            "dedup_merged_channels": (merged, "MAX78000", 44)}
 
 
 def residual_layers() -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], int, bool, int]]]:

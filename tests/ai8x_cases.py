@@ -24,8 +24,8 @@ weights `rng.integers(-2**(bits-1), 2**(bits-1), shape)`; then, for a layer with
 `b * 2**(bits-1)`); after all layers the input `rng.integers(-128, 128, input_shape)`.
 
 Ties (optional, per layer in case.json): `same_weights_as: k` makes the layer's weights a
-copy of layer k's (k earlier, in the same order; equal shape, values within this layer's
-width), `same_bias_as: k` its bias a copy of layer k's 8-bit bias. A tied array draws
+copy of layer k's (k earlier, in the same order; values within this layer's width, in
+this layer's shape: the same number of weights), `same_bias_as: k` its bias a copy of layer k's 8-bit bias. A tied array draws
 nothing from `rng`. Ties make networks whose tensors izer stores once (its deduplication:
 equal kernels of equal width on the same processors share kernel memory, equal biases share
 bias memory), which random draws never do. Without ties a case regenerates as before.
@@ -128,8 +128,8 @@ def generate(case: Case) -> tuple[list[dict[str, Any]], np.ndarray]:
         if recipe.same_weights_as is None:
             weight = rng.integers(-half, half, recipe.shape).astype(np.int64)
         else:
-            weight = layers[recipe.same_weights_as]["weight"].copy()
-            assert weight.shape == recipe.shape and -half <= weight.min() and weight.max() < half
+            weight = layers[recipe.same_weights_as]["weight"].reshape(recipe.shape).copy()
+            assert -half <= weight.min() and weight.max() < half
         bias = None
         if recipe.bias and recipe.same_bias_as is None:
             bias = rng.integers(-128, 128, recipe.shape[0]).astype(np.int64)

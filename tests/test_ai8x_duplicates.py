@@ -79,7 +79,7 @@ def test_the_corpus_ties_tensors_as_its_recipe_says():
         assert ties, case.name
         for i, recipe in ties:
             if recipe.same_weights_as is not None:
-                assert np.array_equal(layers[i]["weight"],
-                                      layers[recipe.same_weights_as]["weight"])
+                assert np.array_equal(layers[i]["weight"].ravel(),  # (reshaped: same values)
+                                      layers[recipe.same_weights_as]["weight"].ravel())
             if recipe.same_bias_as is not None:
                 assert np.array_equal(layers[i]["bias8"], layers[recipe.same_bias_as]["bias8"])

@@ -77,6 +77,8 @@ class Layer:
     flatten: bool = False
     wide: bool = False  # 32-bit output (the last layer only)
     processors_at: int = 0  # first processor of this layer's input channels
+    same_weights_as: int | None = None  # weights: a copy of weight layer w<k>'s (a tie)
+    same_bias_as: int | None = None  # bias: a copy of weight layer w<k>'s
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,13 @@ def chain(net: Net) -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], i
         described.append(record)
         channels = out
     return described, weights
+
+
+def ties(net: Net) -> list[tuple[int | None, int | None]]:
+    """Per layer with weights (w0, w1, ...): (same_weights_as, same_bias_as), the
+    recipe's ties (tests/ai8x_cases.py)."""
+    return [(layer.same_weights_as, layer.same_bias_as) for layer in net.layers
+            if layer.op != NONE]
 
 
 def _shift(bits: int, fan_in: int) -> int:
@@ -237,6 +246,7 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
                  "conv1d_chw"):
         net, _, seed = nets[name]
         nets[f"{name}_max78002"] = (net, "MAX78002", seed + 100)
+    nets.update(_dedup_nets())
     # MAX78002's kernels of layers on processors 0/16/32/48 only go to the end of their
     # larger memories: three such layers stack there (lengths not multiples of 4, one of
     # 2-bit weights), between layers of shared columns
@@ -246,6 +256,42 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
         Layer(C2, 2, kernel=1, pad=0),
         Layer(LIN, 3, flatten=True, relu=False, wide=True))), "MAX78002", 114)
     return nets
+
+
+def _dedup_nets() -> dict[str, tuple[Net, str, int]]:
+    """Networks with tied tensors, for izer's deduplication (an equal tensor stored once):
+    `dedup_kernels` a chain of equal-shaped 3x3 convolutions where w3 and w5 have w1's
+    kernels (w5 its bias too) and w4 w2's bias with kernels of its own; `dedup_refused`
+    equal kernels izer must store twice (w2: w1's values at another width; w3: w2's on
+    other processors) beside a bias shared across processor maps (w4: w3's); a 1-D chain
+    and a linear stack; the first on MAX78002; and `dedup_merged_channels`, kernels of
+    transposed channel counts that izer's comparison takes as equal."""
+    same = Layer(C2, 8)
+    kernels = Net((8, 8, 8), "HWC", (
+        same, same, same, replace(same, same_weights_as=1), replace(same, same_bias_as=2),
+        replace(same, same_weights_as=1, same_bias_as=1, relu=False)))
+    refused = Net((8, 8, 8), "HWC", (
+        same, replace(same, bits=4), replace(same, same_weights_as=1),
+        replace(same, processors_at=8, same_weights_as=2),
+        replace(same, same_bias_as=3, relu=False)))
+    one = Layer(C1, 8, kernel=3, pad=1)
+    oned = Net((8, 32), "HWC", (
+        one, one, replace(one, same_weights_as=1, same_bias_as=1),
+        replace(one, same_bias_as=0, relu=False)))
+    lin = Layer(LIN, 32)
+    linear = Net((64, 1, 1), "HWC", (
+        lin, lin, replace(lin, same_weights_as=1), replace(lin, bits=4),
+        replace(lin, bits=4, same_weights_as=3, same_bias_as=1, relu=False, wide=True)))
+    # izer compares kernels with input and output channels on one axis: 64 -> 128 and
+    # 128 -> 64 channels (both on all 64 processors, one and two passes) are "equal"
+    merged = Net((64, 4, 4), "HWC", (
+        Layer(C2, 128), Layer(C2, 64, same_weights_as=0, relu=False)))
+    return {"dedup_kernels": (kernels, "MAX78000", 40),
+            "dedup_refused": (refused, "MAX78000", 41),
+            "dedup_conv1d": (oned, "MAX78000", 42),
+            "dedup_linear": (linear, "MAX78000", 43),
+            "dedup_kernels_max78002": (kernels, "MAX78002", 140),
+            "dedup_merged_channels": (merged, "MAX78000", 44)}
 
 
 def residual_layers() -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], int, bool, int]]]:
@@ -281,8 +327,11 @@ class Made:
 
 
 def _case(name: str, device: str, seed: int, input_shape: tuple[int, ...], yaml_text: str,
-          weights: list[tuple[tuple[int, ...], int, bool, int]], source: str) -> Made:
-    recipes = tuple(ai8x_cases.LayerRecipe(f"w{i}", shape, bits, bias, _shift(bits, fan_in))
+          weights: list[tuple[tuple[int, ...], int, bool, int]], source: str,
+          tied: list[tuple[int | None, int | None]] | None = None) -> Made:
+    tied = tied or [(None, None)] * len(weights)
+    recipes = tuple(ai8x_cases.LayerRecipe(f"w{i}", shape, bits, bias, _shift(bits, fan_in),
+                                           *tied[i])
                     for i, (shape, bits, bias, fan_in) in enumerate(weights))
     case = ai8x_cases.Case(name, ai8x_cases.CASES / name, device, seed, input_shape, recipes,
                            "", source)
@@ -294,7 +343,7 @@ def random_cases() -> list[Made]:
     for name, (net, device, seed) in _random_nets().items():
         described, weights = chain(net)
         made.append(_case(name, device, seed, net.input_shape,
-                          network_yaml(name, "none", described), weights, "chain"))
+                          network_yaml(name, "none", described), weights, "chain", ties(net)))
     described, weights = residual_layers()
     for device, seed in (("MAX78000", 20), ("MAX78002", 21)):
         name = "residual_add" + ("" if device == "MAX78000" else "_max78002")

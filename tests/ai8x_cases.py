@@ -23,6 +23,13 @@ weights `rng.integers(-2**(bits-1), 2**(bits-1), shape)`; then, for a layer with
 `rng.integers(-128, 128, out_channels)` (the 8-bit value the device adds, stored raw as
 `b * 2**(bits-1)`); after all layers the input `rng.integers(-128, 128, input_shape)`.
 
+Ties (optional, per layer in case.json): `same_weights_as: k` makes the layer's weights a
+copy of layer k's (k earlier, in the same order; values within this layer's width, in
+this layer's shape: the same number of weights), `same_bias_as: k` its bias a copy of layer k's 8-bit bias. A tied array draws
+nothing from `rng`. Ties make networks whose tensors izer stores once (its deduplication:
+equal kernels of equal width on the same processors share kernel memory, equal biases share
+bias memory), which random draws never do. Without ties a case regenerates as before.
+
 Use (the generator's test):
 
     @pytest.mark.parametrize("name", ai8x_cases.case_names())
@@ -57,6 +64,8 @@ class LayerRecipe:
     bits: int  # 1, 2, 4 or 8
     bias: bool
     output_shift: int
+    same_weights_as: int | None = None  # a copy of that earlier layer's weights
+    same_bias_as: int | None = None  # a copy of that earlier layer's bias
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,8 @@ def load_case(name: str, root: Path = CASES) -> Case:
     directory = root / name
     data = json.loads((directory / "case.json").read_text())
     layers = tuple(LayerRecipe(row["name"], tuple(row["shape"]), int(row["bits"]),
-                               bool(row["bias"]), int(row["output_shift"]))
+                               bool(row["bias"]), int(row["output_shift"]),
+                               row.get("same_weights_as"), row.get("same_bias_as"))
                    for row in data["layers"])
     return Case(name, directory, data["device"], int(data["seed"]), tuple(data["input_shape"]),
                 layers, data.get("digest", ""), data.get("source", ""))
@@ -95,20 +105,37 @@ def case_json(case: Case) -> str:
     return json.dumps({
         "device": case.device, "seed": case.seed, "input_shape": list(case.input_shape),
         "source": case.source, "digest": case.digest,
-        "layers": [{"name": r.name, "shape": list(r.shape), "bits": r.bits, "bias": r.bias,
-                    "output_shift": r.output_shift} for r in case.layers]}, indent=1) + "\n"
+        "layers": [_layer_json(r) for r in case.layers]}, indent=1) + "\n"
+
+
+def _layer_json(r: LayerRecipe) -> dict[str, Any]:
+    """One layer's row; the ties only where set (an untied case's text is unchanged)."""
+    row: dict[str, Any] = {"name": r.name, "shape": list(r.shape), "bits": r.bits,
+                           "bias": r.bias, "output_shift": r.output_shift}
+    for key in ("same_weights_as", "same_bias_as"):
+        if getattr(r, key) is not None:
+            row[key] = getattr(r, key)
+    return row
 
 
 def generate(case: Case) -> tuple[list[dict[str, Any]], np.ndarray]:
     """The case's layers (`name`, `weight`, `bias8` or None, `bits`, `output_shift`) and its
     input (int64, `input_shape`), by the recipe in the module docstring."""
     rng = np.random.default_rng(case.seed)
-    layers = []
+    layers: list[dict[str, Any]] = []
     for recipe in case.layers:
         half = 1 << (recipe.bits - 1)
-        weight = rng.integers(-half, half, recipe.shape).astype(np.int64)
-        bias = rng.integers(-128, 128, recipe.shape[0]).astype(np.int64) if recipe.bias \
-            else None
+        if recipe.same_weights_as is None:
+            weight = rng.integers(-half, half, recipe.shape).astype(np.int64)
+        else:
+            weight = layers[recipe.same_weights_as]["weight"].reshape(recipe.shape).copy()
+            assert -half <= weight.min() and weight.max() < half
+        bias = None
+        if recipe.bias and recipe.same_bias_as is None:
+            bias = rng.integers(-128, 128, recipe.shape[0]).astype(np.int64)
+        elif recipe.bias:
+            bias = layers[recipe.same_bias_as]["bias8"].copy()
+            assert bias.shape == (recipe.shape[0],)
         layers.append({"name": recipe.name, "weight": weight, "bias8": bias,
                        "bits": recipe.bits, "output_shift": recipe.output_shift})
     sample = rng.integers(-128, 128, case.input_shape).astype(np.int64)

@@ -24,10 +24,12 @@ users know (and compares equal to it):
 - A column is taken once a byte is written to it: columns a layer skips (gaps in its output
   map, the lead before its first output processor) stay free for later layers, which is why
   the fill walk, not only the length, decides what is used.
-Everything here needs only shapes, never weight values. The vendor's tool also stores two
-identical weight tensors once; that needs the values, so the program alone would do it, and
-the placement shown is the program's whenever no two layers' weights are equal (edgebuild's
-program does not share tensors: it places every layer).
+- a layer whose weights duplicate an earlier layer's (the vendor's deduplication) takes no
+  columns of its own and uses the earlier layer's slot.
+Everything here needs only shapes, never weight values, except that last rule: deciding it
+needs the values, so the program decides it (program.duplicates) and passes the mapping in
+(`place(..., shared=)`); validation and maps.txt, which run before weights exist, place
+every layer, and show the program's placement whenever no two layers' weights are equal.
 """
 
 from __future__ import annotations
@@ -285,16 +287,24 @@ def order(shapes: Sequence[KernelShape | None]) -> list[int]:
 
 def place(memory: Columns, shapes: Sequence[KernelShape | None],
           kernel_bytes: Callable[[int], Callable[[Sequence[int | None]], list[int]]] | None
-          = None) -> list[LayerKernels | None]:
+          = None, shared: Sequence[int] | None = None) -> list[LayerKernels | None]:
     """Every layer's kernel slot (None: no kernels), filling `memory`; `kernel_bytes(i)`
     gives layer i's bytes for a word's kernel rows (default: zeros of the same count). A
-    ValueError when some layer does not fit."""
+    ValueError when some layer does not fit. `shared[i]` is the layer whose kernels layer i
+    uses (itself unless its weights duplicate an earlier layer's: program.duplicates): a
+    duplicate takes no columns, is left out of the search, and gets the original's slot,
+    columns, length and kernel count alike, as the vendor's tool programs it."""
     slots: list[LayerKernels | None] = [None] * len(shapes)
     for i in order(shapes):
         shape = shapes[i]
         assert shape is not None
+        if shared is not None and shared[i] != i:
+            continue
         source = zeros(shape) if kernel_bytes is None else kernel_bytes(i)
         slots[i] = place_layer(memory, i, shape, source)
+    if shared is not None:
+        slots = [slots[shared[i]] if shapes[i] is not None else None
+                 for i in range(len(shapes))]
     return slots
 
 

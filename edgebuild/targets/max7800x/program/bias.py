@@ -4,7 +4,9 @@ The quadrant and offset come from the placement's rule (placement.biasmemory.fit
 vendor's first-fit decreasing, shared with validation and maps.txt), over the biases that
 are stored: a bias that is all zeros is not stored at all. A flattening layer goes first
 where the device requires its bias first in a quadrant (MAX78000; on MAX78002 it is sorted
-like any other: `flatten_first`).
+like any other: `flatten_first`). A bias equal to an earlier layer's (program.duplicates,
+the vendor's deduplication) is stored once: the duplicate takes no bytes and its registers
+point at the original's quadrant and offset.
 
 A depthwise layer's bias is different: every quadrant it reads with holds the biases of its
 own channels (the hardware adds them per processor), so its bytes are spread over those
@@ -14,6 +16,7 @@ quadrants, in the order the processors fetch them, before the other layers are f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,18 +82,21 @@ def depthwise(g: Geometry, bias: np.ndarray, memory: dict[int, list[int | None]]
 
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],
-          pinned: list[int | None], size: int, flatten_first: bool = True
+          pinned: list[int | None], size: int, flatten_first: bool = True,
+          shared: Sequence[int] | None = None
           ) -> tuple[dict[int, list[int]], list[LayerBias | None]]:
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
-    `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`."""
+    `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`,
+    `shared[i]` the layer whose stored bias layer i uses (itself unless a duplicate)."""
+    shared = shared or range(len(layers))
     demands = []
     spread: dict[int, list[int | None]] = {}
     slots: list[LayerBias | None] = [None] * len(layers)
     for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
-        if bias is not None and np.any(bias != 0) and g.depthwise:
+        if bias is not None and np.any(bias != 0) and g.depthwise and shared[i] == i:
             slots[i] = depthwise(g, bias, spread)
     for i, (g, bias) in enumerate(zip(layers, biases, strict=True)):
-        if bias is None or not np.any(bias != 0) or g.depthwise:
+        if bias is None or not np.any(bias != 0) or g.depthwise or shared[i] != i:
             continue
         given = pinned[i]
         allowed = tuple(groups) if given is None else (given,)
@@ -105,7 +111,8 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
         group, offset = fitted[d.index]
         slots[d.index] = LayerBias(group, offset)
         used[group] = max(used[group], offset + d.length)
-    return _image(layers, biases, slots, used, spread), slots
+    image = _image(layers, biases, slots, used, spread)
+    return image, [slots[shared[i]] for i in range(len(layers))]
 
 
 def _image(layers: list[Geometry], biases: list[np.ndarray | None],

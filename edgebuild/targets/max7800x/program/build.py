@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgebuild.targets.max7800x.program import bias as biases
+from edgebuild.targets.max7800x.program import duplicates
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
@@ -122,13 +123,14 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
                    if layer.has_weights and f"{g.name}.weight" in weights else None
                    for g, layer in zip(geo, hw, strict=True)]
     widths = tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors))
-    memory, kslots = kmem.place(geo, kernel_list, widths)
+    memory, kslots = kmem.place(geo, kernel_list, widths, shared_kernels(geo, kernel_list))
     bias_list = [None if f"{g.name}.bias" not in weights else
                  np.floor_divide(weights[f"{g.name}.bias"].astype(np.int64), 128) for g in geo]
     pinned = [plan.bias_group if "bias_group" in plan.given else None
               for plan in placement.layers]
     image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes,
-                                 flatten_first=dev.flatten_bias_first)
+                                 flatten_first=dev.flatten_bias_first,
+                                 shared=duplicates.originals(bias_list))
     configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(i, kslots[i], bslots[i],
                                                                        groups))))
                       for i, g in enumerate(geo))
@@ -145,6 +147,15 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
         output_shape=(last.out_channels, *last.out_dim), output_bits=last.output_width,
         input_shape=(geo[0].in_channels, *_plane(sample)),
         input_format="CHW" if geo[0].big_data else "HWC")
+
+
+def shared_kernels(geo: list[Geometry], kernels: list[np.ndarray | None]) -> tuple[int, ...]:
+    """Per layer, the layer whose kernels it runs with (program.duplicates): equal kernels
+    of equal width on the same processors are stored once. A layer without kernels (or a
+    copy layer, "none") is its own."""
+    stored = [None if k is None or g.operator == "none" else duplicates.stored_kernel(k)
+              for g, k in zip(geo, kernels, strict=True)]
+    return duplicates.originals(stored, [(g.weight_bits, g.processors) for g in geo])
 
 
 def _plane(sample: np.ndarray) -> tuple[int, int]:

@@ -7,8 +7,9 @@ Bytes go into a word from its last byte to its first: a 3x3 kernel lands in orde
 pixel weights of a flattened linear layer in reverse. Sub-8-bit weights of q = 8 / bits
 output channels share a byte, side by side from the lowest bits.
 
-The vendor's tool also stores identical weight tensors once; this generator places every
-layer (no corpus network has two equal tensors), so its slots are always the placement's.
+The vendor's tool also stores identical weight tensors once: `place` takes which layers
+duplicate which (program.duplicates, decided from the values by the caller) and writes a
+duplicate's kernels nowhere; it runs from the original's columns.
 """
 
 from __future__ import annotations
@@ -85,10 +86,12 @@ def kernel_bytes(g: Geometry, kernels: np.ndarray) -> Callable[[Sequence[int | N
     return packed
 
 
-def place(layers: list[Geometry], weights: list[np.ndarray | None], widths: tuple[int, ...]
+def place(layers: list[Geometry], weights: list[np.ndarray | None], widths: tuple[int, ...],
+          shared: Sequence[int] | None = None
           ) -> tuple[KernelMemory, list[LayerKernels | None]]:
     """The kernel memory image and each layer's kernel slot (None: no weights); `widths`:
-    the columns of each processor's kernel memory."""
+    the columns of each processor's kernel memory; `shared[i]`: the layer whose kernels
+    layer i uses (see placement.kernelmemory.place)."""
     memory = KernelMemory(widths)
     shapes = [None if w is None or g.operator == "none" else shape(g)
               for g, w in zip(layers, weights, strict=True)]
@@ -97,4 +100,4 @@ def place(layers: list[Geometry], weights: list[np.ndarray | None], widths: tupl
         weight = weights[i]
         assert weight is not None
         return kernel_bytes(layers[i], reshaped(layers[i], weight))
-    return memory, place_shapes(memory, shapes, source)
+    return memory, place_shapes(memory, shapes, source, shared)

@@ -115,8 +115,23 @@ def conv_transpose() -> Network:
     return described, weights, (3, 6, 6)
 
 
-# name -> (network, seed); every one on the MAX78000
+def read_gap_max78002() -> Network:
+    """MAX78002 reads interleaved data directly (`read_gap`): two convolutions write word 0
+    and word 1 of each pair (write gap 1), a convolution reads only word 1 (read gap 1), and
+    a passthrough reads word 0 the same way."""
+    described = _interleaved_pair(1) + [
+        _conv(_mask(C), "0x2000", in_offset="0x0004", in_sequences=2, read_gap=1),
+        {"out_offset": "0x0000", "processors": _mask(C), "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((C, 3, 3, 3), 8, True, 27), ((C, C, 3, 3), 8, True, C * 9),
+                        ((C, C, 3, 3), 8, True, C * 9), ((6, C, 1, 1), 8, True, C)]
+    return described, weights, (3, 10, 10)
+
+
+# name -> (network, seed); on the MAX78000 unless the name ends in _max78002
 NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40),
             "eltwise_three": (eltwise_three, 41), "concat_conv": (concat_conv, 42),
             "concat_passthrough": (concat_passthrough, 43),
-            "conv_transpose": (conv_transpose, 44)}
+            "conv_transpose": (conv_transpose, 44),
+            "read_gap_max78002": (read_gap_max78002, 45)}

@@ -66,6 +66,8 @@ class Geometry(ChannelPasses):
     write_gap: int
     operands: int = 1  # element-wise operands read interleaved (1: none)
     output_pad: int = 0  # a transposed convolution's extra output columns
+    streaming: bool = False  # reads its input from a circular buffer (program.stream)
+    read_gap: int = 0  # input words skipped after each one read (interleaved data)
 
     @property
     def output_width(self) -> int:
@@ -150,7 +152,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         output_processors=plan.output_processors, in_offset=plan.in_offset,
         out_offset=plan.out_offset, write_gap=plan.write_gap,
         operands=max(1, layer.eltwise_operands),
-        output_pad=_pair(layer.output_pad, 0)[1])
+        output_pad=_pair(layer.output_pad, 0)[1], streaming=plan.streaming,
+        read_gap=plan.read_gap or 0)
 
 
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:

@@ -79,6 +79,8 @@ class Layer:
     processors_at: int = 0  # first processor of this layer's input channels
     same_weights_as: int | None = None  # weights: a copy of weight layer w<k>'s (a tie)
     same_bias_as: int | None = None  # bias: a copy of weight layer w<k>'s
+    streaming: bool = False  # the layer streams its input (izer then needs `--fifo`)
+    out_offset: str | None = None  # default: 0x4000 and 0x0000 by turns
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,17 @@ def _pooled(shape: tuple[int, ...], pool: tuple[str, int, int] | None) -> tuple[
     return tuple((d - size) // stride + 1 for d in shape)
 
 
+def _placed(net: Net, layer: Layer, i: int, mask: str) -> dict[str, Any]:
+    """A layer's processors, output offset, (first layer) data format and streaming."""
+    record: dict[str, Any] = {"processors": mask, "out_offset": layer.out_offset or (
+        "0x4000" if i % 2 == 0 else "0x0000")}
+    if i == 0:
+        record["data_format"] = net.data_format
+    if layer.streaming:
+        record["streaming"] = True
+    return record
+
+
 def chain(net: Net) -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], int, bool, int]]]:
     """The description's layers and, per layer with weights, (weight shape, bits, bias,
     fan-in) for `net`."""
@@ -123,10 +136,7 @@ def chain(net: Net) -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], i
         mask = _mask(count, at)
         if i == 0 and net.data_format == "CHW":  # one channel per memory instance (16 proc.)
             mask = f"0x{sum(1 << (16 * c) for c in range(channels)):016x}"
-        record: dict[str, Any] = {"processors": mask,
-                                  "out_offset": "0x4000" if i % 2 == 0 else "0x0000"}
-        if i == 0:
-            record["data_format"] = net.data_format
+        record = _placed(net, layer, i, mask)
         if layer.pool is not None:
             record[f"{layer.pool[0]}_pool"] = layer.pool[1]
             record["pool_stride"] = layer.pool[2]
@@ -255,6 +265,15 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
         Layer(C2, 1, kernel=1, pad=0, processors_at=16), Layer(C2, 5, bits=2, processors_at=16),
         Layer(C2, 2, kernel=1, pad=0),
         Layer(LIN, 3, flatten=True, relu=False, wide=True))), "MAX78002", 114)
+    # streaming: the first two layers stream (the input through the FIFO), then normal ones;
+    # the streaming layers' circular buffers (at their inputs' offsets) apart from every
+    # output, as the vendor's faceid places them
+    nets["streaming_hwc"] = (Net((3, 24, 20), "HWC", (
+        Layer(C2, 16, streaming=True, out_offset="0x1000"),
+        Layer(C2, 16, pool=m, streaming=True, out_offset="0x2000"),
+        Layer(C2, 16, pool=m, out_offset="0x0000"),
+        Layer(C2, 8, kernel=1, pad=0, relu=False, out_offset="0x2000"))), "MAX78000", 15)
+    nets["streaming_hwc_max78002"] = (nets["streaming_hwc"][0], "MAX78002", 115)
     return nets
 
 
@@ -318,6 +337,13 @@ def residual_layers() -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...],
     return described, weights
 
 
+def options(net: Net) -> tuple[str, ...]:
+    """izer's extra options for `net`: a first layer that streams reads its input through
+    the FIFO, which izer only generates with `--fifo` ("Streaming in the first layer requires
+    use of a FIFO")."""
+    return ("--fifo",) if net.layers[0].streaming else ()
+
+
 @dataclass(frozen=True)
 class Made:
     """A case before izer ran: its description text and the case record."""
@@ -328,13 +354,14 @@ class Made:
 
 def _case(name: str, device: str, seed: int, input_shape: tuple[int, ...], yaml_text: str,
           weights: list[tuple[tuple[int, ...], int, bool, int]], source: str,
-          tied: list[tuple[int | None, int | None]] | None = None) -> Made:
+          tied: list[tuple[int | None, int | None]] | None = None,
+          izer_options: tuple[str, ...] = ()) -> Made:
     tied = tied or [(None, None)] * len(weights)
     recipes = tuple(ai8x_cases.LayerRecipe(f"w{i}", shape, bits, bias, _shift(bits, fan_in),
                                            *tied[i])
                     for i, (shape, bits, bias, fan_in) in enumerate(weights))
     case = ai8x_cases.Case(name, ai8x_cases.CASES / name, device, seed, input_shape, recipes,
-                           "", source)
+                           "", source, izer_options)
     return Made(yaml_text, case)
 
 
@@ -343,7 +370,8 @@ def random_cases() -> list[Made]:
     for name, (net, device, seed) in _random_nets().items():
         described, weights = chain(net)
         made.append(_case(name, device, seed, net.input_shape,
-                          network_yaml(name, "none", described), weights, "chain", ties(net)))
+                          network_yaml(name, "none", described), weights, "chain", ties(net),
+                          options(net)))
     described, weights = residual_layers()
     for device, seed in (("MAX78000", 20), ("MAX78002", 21)):
         name = "residual_add" + ("" if device == "MAX78000" else "_max78002")
@@ -368,7 +396,13 @@ VENDOR_CASES = {
     "cats-dogs-chw.yaml": ((3, 64, 64), 2, "MAX78000", 36),
     # MAX78002 only: depthwise convolutions and element-wise add residuals, multi-pass
     "ai87-cifar100-mobilenet-v2-0.5.yaml": ((3, 32, 32), None, "MAX78002", 37),
+    "faceid.yaml": ((3, 160, 120), None, "MAX78000", 37),
 }
+
+# izer's extra options per vendor description: the face-identification model streams its
+# first layers (its 160x120 input is larger than a data memory instance), which izer only
+# generates reading the input through the FIFO, as the vendor's own faceid demo does.
+VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",)}
 
 
 # The same descriptions run on MAX78002 (its own register layout and kernel placement):
@@ -408,7 +442,8 @@ def vendor_cases(only: list[str] | None = None) -> list[Made]:
         except Exception as exc:  # noqa: BLE001  (reported: the case is left out)
             print(f"{file}: edgebuild cannot read its weight shapes: {exc}")
             continue
-        made.append(_case(name, device, seed, shape, text, weights, f"ai8x-networks/{file}"))
+        made.append(_case(name, device, seed, shape, text, weights, f"ai8x-networks/{file}",
+                          VENDOR_OPTIONS.get(file, ())))
     return made
 
 
@@ -442,12 +477,13 @@ def _vendor_weights(text: str, shape: tuple[int, ...]
 # -- running izer ------------------------------------------------------------------------------
 
 def run_izer(args: argparse.Namespace, prefix: str, network: Path, checkpoint: Path,
-             sample: Path, device: str, out: Path) -> tuple[bool, str]:
+             sample: Path, device: str, out: Path, options: tuple[str, ...] = ()
+             ) -> tuple[bool, str]:
     """Run ai8xize.py as the vendor's MSDK demo script does; (ok, last lines of its log)."""
     command = [args.python, "ai8xize.py", "--test-dir", str(out), "--prefix", prefix,
                "--checkpoint-file", str(checkpoint), "--config-file", str(network),
                "--softmax", "--device", device, "--timer", "0", "--display-checkpoint",
-               "--no-version-check", "--overwrite", "--sample-input", str(sample)]
+               "--no-version-check", "--overwrite", "--sample-input", str(sample), *options]
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
     run = subprocess.run(command, cwd=args.izer, env=env, capture_output=True, text=True,
                          check=False, timeout=900)
@@ -478,7 +514,7 @@ def make(args: argparse.Namespace, made: Made, out: Path) -> str | None:
     staged = replace(staged, digest=ai8x_cases.digest(layers, sample))
     checkpoint, sample_path = ai8x_cases.write_inputs(staged, work)
     ok, log = run_izer(args, case.name, work / "network.yaml", checkpoint, sample_path,
-                       case.device, out)
+                       case.device, out, case.options)
     if os.path.isdir(case.directory):
         shutil.rmtree(case.directory)
     if not ok:
@@ -528,7 +564,7 @@ def roundtrip(args: argparse.Namespace, name: str, out: Path) -> list[str]:
                        if "bias_group:" not in line)
     (work / "exported.yaml").write_text(text)
     ok, log = run_izer(args, "p", work / "exported.yaml", exported / "checkpoint-q.pth.tar",
-                       sample, case.device, work / "izer")
+                       sample, case.device, work / "izer", case.options)
     if not ok:
         return [f"izer refused the export: {log}"]
     return ai8x_cases.compare(ai8x_cases.expected_program(case),

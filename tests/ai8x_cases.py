@@ -8,7 +8,8 @@ izer's.
 A case directory holds:
 
 - `network.yaml`: the network description izer read (`--config-file`);
-- `case.json`: the device, the seed, the input shape, and per layer with weights (in the
+- `case.json`: the device, the seed, the input shape, izer's extra command-line options
+  (`izer_options`, e.g. `--fifo` for a network whose first layer streams), and per layer with weights (in the
   order izer binds them) its name, weight shape, weight width, whether it has a bias, and its
   `output_shift`; `digest`: sha256 of the regenerated arrays (see `digest`);
 - `program.json.gz`: izer's program, reduced by ai8x_program.py (compact JSON, gzipped:
@@ -78,6 +79,7 @@ class Case:
     layers: tuple[LayerRecipe, ...]
     digest: str  # of the regenerated arrays; the corpus test checks it
     source: str  # where the network comes from (a generator's kind or a vendor file)
+    options: tuple[str, ...] = ()  # izer command-line options beyond the usual (`--fifo`)
 
     @property
     def network(self) -> Path:
@@ -97,7 +99,8 @@ def load_case(name: str, root: Path = CASES) -> Case:
                                row.get("same_weights_as"), row.get("same_bias_as"))
                    for row in data["layers"])
     return Case(name, directory, data["device"], int(data["seed"]), tuple(data["input_shape"]),
-                layers, data.get("digest", ""), data.get("source", ""))
+                layers, data.get("digest", ""), data.get("source", ""),
+                tuple(data.get("izer_options", ())))
 
 
 def case_json(case: Case) -> str:
@@ -105,6 +108,7 @@ def case_json(case: Case) -> str:
     return json.dumps({
         "device": case.device, "seed": case.seed, "input_shape": list(case.input_shape),
         "source": case.source, "digest": case.digest,
+        **({"izer_options": list(case.options)} if case.options else {}),
         "layers": [_layer_json(r) for r in case.layers]}, indent=1) + "\n"
 
 

@@ -344,3 +344,24 @@ def test_the_placement_shows_the_corpus_programs_kernel_slots(tmp_path, name):
     bits = {key[:-len(".bits")]: int(value) for key, value in weights.items()
             if key.endswith(".bits")}
     assert _kernel_slots_agree(reading.parse(yamlsource.load(imported.manifest)), bits) >= 1
+
+
+@pytest.mark.parametrize("name", ["streaming_hwc", "streaming_hwc_max78002"])
+def test_a_streaming_project_reads_back_to_izers_program(tmp_path, name):
+    """A network whose first layers stream: the rendered project carries izer's program (the
+    stream registers, the FIFO set-up closing cnn_configure(), no data memory input), and
+    main.c writes the sample to FIFO 0 after cnn_start(), one pixel's channels a word."""
+    case = ai8x_cases.load_case(name)
+    made = generate_case(case, tmp_path)
+    dev = device.device("ai87" if case.device == "MAX78002" else "ai85")
+    files = text.render(dev, made, text.Project("s", case.device))
+    for filename, body in files.items():
+        (tmp_path / filename).write_text(body)
+    assert ai8x_cases.compare(ai8x_cases.expected_program(case), reader.read(tmp_path)) == []
+    _, sample = ai8x_cases.generate(case)
+    pixel = [int(v) & 0xFF for v in sample[:, 0, 0]]
+    assert made.fifo[0][0] == pixel[0] | pixel[1] << 8 | pixel[2] << 16
+    assert len(made.fifo[0]) == sample.shape[1] * sample.shape[2]
+    main = files["main.c"]
+    assert main.index("cnn_start();") < main.index("load_input(); // Load data input via FIFO")
+    assert "*((volatile uint32_t *) 0x50000008) = *in0++;" in main

@@ -12,6 +12,10 @@ A depthwise layer's bias is different: every quadrant it reads with holds the bi
 own channels (the hardware adds them per processor), so its bytes are spread over those
 quadrants, in the order the processors fetch them, before the other layers are fitted
 (the vendor's tool allocates them first; `depthwise`).
+
+A streaming first layer's bias on MAX78000 starts one byte into its slot, behind a zero
+(`stream_gap`): the vendor's tool works around a fault of that part this way, and the slot is
+one byte longer.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def depthwise(g: Geometry, bias: np.ndarray, memory: dict[int, list[int | None]]
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],
           pinned: list[int | None], size: int, flatten_first: bool = True,
-          shared: Sequence[int] | None = None
+          shared: Sequence[int] | None = None, stream_gap: bool = False
           ) -> tuple[dict[int, list[int]], list[LayerBias | None]]:
     """(quadrant -> bytes, each layer's bias slot or None). `biases` are the int8 values,
     `groups` the quadrants the network uses, `pinned` a layer's manifest `bias_group`,
@@ -101,7 +105,8 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
         given = pinned[i]
         allowed = tuple(groups) if given is None else (given,)
         demands.append(BiasDemand(i, allowed, g.out_channels + lead_bytes(
-            g.output_processors, g.out_channels), g.flatten and flatten_first))
+            g.output_processors, g.out_channels) + _gap(g, i, stream_gap),
+            g.flatten and flatten_first))
     used = {q: len(spread.get(q, ())) for q in range(4)}
     fitted, short = fit(demands, size, used)
     if short is not None or any(n > size for n in used.values()):
@@ -111,22 +116,29 @@ def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[
         group, offset = fitted[d.index]
         slots[d.index] = LayerBias(group, offset)
         used[group] = max(used[group], offset + d.length)
-    image = _image(layers, biases, slots, used, spread)
+    image = _image(layers, biases, slots, used, spread, stream_gap)
     return image, [slots[shared[i]] for i in range(len(layers))]
+
+
+def _gap(g: Geometry, index: int, stream_gap: bool) -> int:
+    """Bytes before the layer's bias values in its slot: 1 for a streaming first layer on a
+    device with the stream bias fault."""
+    return int(stream_gap and index == 0 and g.streaming)
 
 
 def _image(layers: list[Geometry], biases: list[np.ndarray | None],
            slots: list[LayerBias | None], used: dict[int, int],
-           spread: dict[int, list[int | None]]) -> dict[int, list[int]]:
+           spread: dict[int, list[int | None]], stream_gap: bool) -> dict[int, list[int]]:
     image = {q: [0] * n for q, n in used.items() if n}
     for q, values in spread.items():
         for k, value in enumerate(values):
             if value is not UNSET:
                 image[q][k] = int(value) & 0xFF
-    for g, bias, slot in zip(layers, biases, slots, strict=True):
+    for i, (g, bias, slot) in enumerate(zip(layers, biases, slots, strict=True)):
         if slot is None or bias is None or slot.offsets is not None:
             continue
-        start = slot.offset + ffs(g.output_processors) % INSTANCE * g.out_expand
+        start = slot.offset + ffs(g.output_processors) % INSTANCE * g.out_expand \
+            + _gap(g, i, stream_gap)
         for k, value in enumerate(bias):
             image[slot.group][start + k] = int(value) & 0xFF
     return image

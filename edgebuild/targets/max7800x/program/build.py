@@ -17,6 +17,7 @@ import numpy as np
 from edgebuild.targets.max7800x.program import bias as biases
 from edgebuild.targets.max7800x.program import duplicates
 from edgebuild.targets.max7800x.program import kernels as kmem
+from edgebuild.targets.max7800x.program import stream as streams
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import (
@@ -28,6 +29,7 @@ from edgebuild.targets.max7800x.program.geometry import (
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
     LayerContext,
+    Write,
     init_writes,
     layer_writes,
     start_writes,
@@ -84,8 +86,8 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     if layer.depthwise and plan.processors != plan.output_processors:
         return "depthwise convolution whose output processors are not its input processors " \
             "(only broadcast mode is generated)"
-    if plan.streaming or plan.read_gap:
-        return "streaming or read_gap"
+    if plan.read_gap:
+        return "read_gap (reading interleaved data directly; not generated yet)"
     return None
 
 
@@ -130,18 +132,24 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
               for plan in placement.layers]
     image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes,
                                  flatten_first=dev.flatten_bias_first,
-                                 shared=duplicates.originals(bias_list))
-    configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(i, kslots[i], bslots[i],
-                                                                       groups))))
-                      for i, g in enumerate(geo))
+                                 shared=duplicates.originals(bias_list),
+                                 stream_gap=not dev.stream_bias)
+    stream = streams.streams(dev, geo)
+    configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(
+        i, kslots[i], bslots[i], groups, stream[i])))) for i, g in enumerate(geo))
     last = geo[-1]
     out = expected.reshape(last.out_channels, *last.out_dim)
+    fifo = streams.uses_fifo(geo)
     return Program(
-        init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list))),
+        init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list),
+                               fifo)),
         configure=configure,
-        start=tuple(start_writes(dev, groups)), kernels=_kernel_runs(dev, memory),
+        start=tuple(start_writes(dev, groups, fifo)), kernels=_kernel_runs(dev, memory),
         bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
-        input=tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
+        input=() if fifo else tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
+        fifo_setup=(Write(dev.fifo_control, streams.fifo_control(dev, geo[0]), "FIFO control"),)
+        if fifo else (),
+        fifo=tuple(tuple(w) for w in streams.fifo_words(geo[0], sample)) if fifo else (),
         expected=tuple((a, v, m) for a, (v, m) in sorted(expected_words(dev, last, out).items())),
         summary=tuple(g.description() for g in geo),
         output_shape=(last.out_channels, *last.out_dim), output_bits=last.output_width,

@@ -74,6 +74,8 @@ class Geometry(ChannelPasses):
     output_pad: int = 0  # a transposed convolution's extra output columns
     dilation: int = 1  # a conv1d's dilation, run as a stretched kernel (`kernel` is that)
     depthwise: bool = False  # groups = input = output channels: one kernel per channel
+    streaming: bool = False  # reads its input from a circular buffer (program.stream)
+    read_gap: int = 0  # input words skipped after each one read (interleaved data)
 
     @property
     def broadcast(self) -> bool:
@@ -167,7 +169,7 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         operands=max(1, layer.eltwise_operands),
         output_pad=_pair(layer.output_pad, 0)[1],
         dilation=layer.dilation[0] if operator == "conv1d" and layer.dilation else 1,
-        depthwise=layer.depthwise)
+        depthwise=layer.depthwise, streaming=plan.streaming, read_gap=plan.read_gap or 0)
 
 
 # taps of the longest 1-D kernel the hardware runs: a dilated conv1d spanning more runs on

@@ -30,6 +30,11 @@ class Program:
     output_bits: int = 8  # 8, or 32 for a wide (accumulator) output
     input_shape: tuple[int, int, int] = (0, 1, 1)  # the sample input (C, H, W)
     input_format: str = "HWC"  # how the first layer reads it: "HWC" or "CHW"
+    # input through the FIFOs (program.stream) instead of `input`: the FIFO set-up that ends
+    # cnn_configure(), and the words main.c writes to each FIFO (no data memory state: the
+    # canonical form has no input then, as of the vendor's FIFO projects)
+    fifo_setup: tuple[Write, ...] = ()
+    fifo: tuple[tuple[int, ...], ...] = ()
 
     @property
     def bias_bytes(self) -> int:
@@ -41,7 +46,8 @@ class Program:
 
     def canonical(self) -> JSONProgram:
         registers = {}
-        for write in self.init + tuple(w for _, layer in self.configure for w in layer):
+        for write in self.init + tuple(w for _, layer in self.configure for w in layer) \
+                + self.fifo_setup:
             if isinstance(write, Write):  # a wait changes nothing
                 registers[_hex(write.address)] = _hex(write.value)
         return {

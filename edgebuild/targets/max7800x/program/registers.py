@@ -20,11 +20,15 @@ from edgebuild.targets.max7800x.program.bias import LayerBias
 from edgebuild.targets.max7800x.program.device import Device
 from edgebuild.targets.max7800x.program.geometry import Geometry
 from edgebuild.targets.max7800x.program.kernels import LayerKernels, ffs, fls
+from edgebuild.targets.max7800x.program.stream import LayerStream
 
 CLOCKS = 1 << 3  # control register: clocks enabled
 MEXPRESS = 1 << 20  # control register: the kernel loader streams 9-byte kernels
 SRAM_CONTROL = 0x40E
 SRAM_TEST = 3  # the global control register that runs memory tests and clearing
+FIFO = 1 << 15  # control register: the input FIFO feeds the quadrant
+STREAMING = 1 << 14  # control register (start): some layer streams
+FIFO_SYNC = 1 << 11 | 1 << 19  # control register (start): FIFO input, streaming from it
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,8 @@ class Wait:
     comment: str
 
 
-def init_writes(dev: Device, groups: list[int], layers: int, bias: bool = False
-                ) -> list[Write | Wait]:
+def init_writes(dev: Device, groups: list[int], layers: int, bias: bool = False,
+                fifo: bool = False) -> list[Write | Wait]:
     """cnn_init(): (MAX78002: clocks on and the register files cleared), always-on control,
     then per quadrant: stop, SRAM control (unless the clearing set it), layer count."""
     clears = dev.clear_registers is not None
@@ -54,7 +58,8 @@ def init_writes(dev: Device, groups: list[int], layers: int, bias: bool = False
     if clears:
         writes += _clear_writes(dev, groups, bias)
     for q in groups:
-        writes.append(Write(dev.control(q, 0), CLOCKS | MEXPRESS, "Stop SM"))
+        writes.append(Write(dev.control(q, 0), CLOCKS | MEXPRESS | (FIFO if fifo else 0),
+                            "Stop SM"))
         if not clears:
             writes.append(Write(dev.control(q, 1), SRAM_CONTROL, "SRAM control"))
         writes.append(Write(dev.control(q, 2), layers - 1, "Layer count"))
@@ -72,11 +77,12 @@ def _clear_writes(dev: Device, groups: list[int], bias: bool) -> list[Write | Wa
             *(Write(dev.control(q, SRAM_TEST), 0, "Reset BIST") for q in groups)]
 
 
-def start_writes(dev: Device, groups: list[int]) -> list[Write]:
+def start_writes(dev: Device, groups: list[int], fifo: bool = False) -> list[Write]:
     """cnn_start(): every quadrant enabled (the first as the master, synchronized to it),
-    then the master started."""
+    then the master started. A network that streams from the FIFO (program.stream) runs
+    every quadrant with the FIFO on and in streaming mode."""
     first = groups[0]
-    base = CLOCKS | MEXPRESS
+    base = CLOCKS | MEXPRESS | (STREAMING | FIFO_SYNC | FIFO if fifo else 0)
     writes = [Write(dev.control(q, 0), base | (q != first) | 1 << 11 | first << 9,
                     f"Enable quadrant {q}") for q in groups]
     return writes + [Write(dev.control(first, 0), base | 1, f"Master enable quadrant {first}")]
@@ -90,6 +96,7 @@ class LayerContext:
     kernels: LayerKernels | None
     bias: LayerBias | None
     groups: list[int]  # quadrants the network uses
+    stream: LayerStream = LayerStream()
 
 
 def layer_writes(dev: Device, g: Geometry, ctx: LayerContext) -> list[Write]:
@@ -112,11 +119,13 @@ def layer_writes(dev: Device, g: Geometry, ctx: LayerContext) -> list[Write]:
                   (regs.control2, _control2(dev, g), "Layer control 2"),
                   *_mask_fields(dev, g, ctx.kernels),
                   (regs.oned, _oned(g, ctx.kernels), "1D"),
-                  (regs.tram, _tram(g), "TRAM ptr max"),
+                  (regs.tram, _tram(g) if ctx.stream.tram is None else ctx.stream.tram,
+                   "TRAM ptr max"),
                   (regs.post, _post(g, ctx, q), "Post processing register"),
                   (regs.enables, _enables(g, q), "Mask and processor enables")]
         writes += [Write(dev.layer_register(q, reg, ctx.index), value, comment)
                    for reg, value, comment in fields if value]
+        writes += _stream_writes(dev, ctx, q)
     return writes
 
 
@@ -333,3 +342,16 @@ def _post(g: Geometry, ctx: LayerContext, group: int) -> int:
 def _enables(g: Geometry, group: int) -> int:
     local = g.processors >> group * 16 & 0xFFFF
     return local << 16 | local if g.operator != "none" else local
+
+
+def _stream_writes(dev: Device, ctx: LayerContext, group: int) -> list[Write]:
+    """A streaming layer's (or the FIFO-reading first layer's) stream registers."""
+    start, delta, rollover = dev.stream_registers
+    s = ctx.stream
+    fields = [(start, s.start, "Stream processing start"),
+              (delta, s.delta, "Stream processing delta"), (rollover, s.rollover, "Rollover")]
+    writes = [Write(dev.stream_register(group, reg, ctx.index), value, comment)
+              for reg, value, comment in fields if value]
+    if s.frame:
+        writes.append(Write(dev.control(group, dev.frame_register), s.frame, "Input frame size"))
+    return writes

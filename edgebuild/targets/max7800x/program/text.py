@@ -7,7 +7,9 @@ way: every register write is a literal volatile 32-bit store, one per line with 
 (`ai8x_program.py`, and edgebuild's own `reader`, recover the device state from them); the
 kernel-memory image is a `KERNELS` macro of (address, length, words...) runs ended by 0;
 each quadrant's bias bytes a `BIAS_<q>` array copied by `memcpy_8to32`; the sample input
-`SAMPLE_INPUT_<k>` arrays copied by `memcpy32` in main.c's `load_input()`; the expected
+`SAMPLE_INPUT_<k>` arrays copied by `memcpy32` in main.c's `load_input()` (a network that
+streams its input: written word by word to FIFO k's data register after cnn_start(), waiting
+while the FIFO is full); the expected
 output a `SAMPLE_OUTPUT` macro of (address, mask, length, words...) runs ended by 0.
 
 Everything here formats; what the words are is decided in `build` (a `Program`).
@@ -163,6 +165,12 @@ def context(dev: Device, program: Program, project: Project) -> dict[str, object
         "inputs": [{"address": f"0x{address:08x}", "count": len(words),
                     "lines": macro_lines(words, _word, WORDS_PER_LINE)}
                    for address, words in program.input],
+        "fifo_setup": [store(w) for w in program.fifo_setup],
+        "fifo_status": f"0x{dev.fifo_control + 4:08x}",
+        "fifos": [{"address": f"0x{dev.fifo_control + 8 + 4 * k:08x}", "count": len(words),
+                   "full": f"{1 << k}",
+                   "lines": macro_lines(words, _word, WORDS_PER_LINE)}
+                  for k, words in enumerate(program.fifo)],
         "expected": macro_lines(output_table(program), _word, WORDS_PER_LINE),
         "unload": [{"address": f"0x{address:08x}", "words": words}
                    for address, words in unload_runs(program)],

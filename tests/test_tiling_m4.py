@@ -175,8 +175,11 @@ class Program:
                            cfg["out_c"], cfg["in_c"], cfg["k_h"], cfg["k_w"])))]
         bias = "NULL"
         if cfg["bias"]:
-            self.parts.append(c_array("int32_t", f"b{i}", rng.integers(-3000, 3000,
-                                                                       cfg["out_c"])))
+            b = rng.integers(-3000, 3000, cfg["out_c"])
+            if cfg["seed"] % 3 == 0:  # a bias at the int32 limit: the dot's exact-row path
+                b[cfg["seed"] % cfg["out_c"]] = 2**31 - 1 - cfg["in_c"] * cfg["k_h"] * \
+                    cfg["k_w"] * 16384
+            self.parts.append(c_array("int32_t", f"b{i}", b))
             bias = f"b{i}"
         source = f"x{i}"
         if pool:

@@ -1433,6 +1433,37 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
     }
 }
 
+#ifdef EB_GEMM_ASM
+/* The job of eb_conv_cols_dot's blocks on the asm rows (eb_gemm4_* / eb_gemm2_*), set up once
+ * per call where eb_dot_store sets one up per block: 1 when the call can take it (int8 out,
+ * a bias, a right shift, relu or none, half-up or floor rounding, k >= 4 and no row whose
+ * bias exceeds lim: no exact row), else 0 (the generic path). */
+static int eb_cols_gemm_job(const eb_conv_params *p, int32_t k, const int32_t *bias,
+                            eb_gemm_job *job)
+{
+    const int s = -p->shift;
+    int64_t room;
+    int i;
+    if (bias == NULL || k < 4 || s < 0 || s > 31 ||
+        (p->act != EB_ACT_NONE && p->act != EB_ACT_RELU) ||
+        (p->rounding != EB_ROUND_HALF_UP && p->rounding != EB_ROUND_FLOOR)) {
+        return 0;
+    }
+    job->s = s;
+    job->r = s > 0 && p->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (s - 1) : 0;
+    room = (int64_t)INT32_MAX - (int64_t)k * 16384 - job->r; /* as eb_dot_store's lim */
+    job->lim = room < INT32_MIN ? INT32_MIN : (int32_t)room;
+    for (i = 0; i < p->out_c; ++i) {
+        if (bias[i] > job->lim) {
+            return 0;
+        }
+    }
+    job->tail = k & 3;
+    job->tsh = 32 - 8 * (k & 3);
+    return 1;
+}
+#endif
+
 void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                       const int32_t *bias, int wide, void *out)
 {
@@ -1441,6 +1472,28 @@ void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t
     const int32_t hw = (int32_t)p->out_h * p->out_w;
     const eb_sink s = eb_sink_of(out, wide, p->shift, p->rounding, p->act);
     int32_t px;
+#ifdef EB_GEMM_ASM
+    eb_gemm_job job;
+    if (!wide && eb_cols_gemm_job(p, k, bias, &job)) {
+        job.stride = hw;
+        for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+            const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+            if (count == 3) { /* the asm rows take 4, 2 or 1 pixels */
+                eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, 3);
+                continue;
+            }
+            job.w = weight;
+            job.cols = cols;
+            job.cend = cols + 16 * (k >> 2);
+            job.bias = bias;
+            job.out = (int8_t *)out + px;
+            job.n = p->out_c;
+            job.count = (int)count;
+            eb_gemm_run(p->act == EB_ACT_RELU, &job);
+        }
+        return;
+    }
+#endif
     for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
         const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
         eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, (int)count);

@@ -46,13 +46,34 @@ static void zero_small(int8_t *dst, int32_t n)
 }
 
 #if defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
-/* Whole 32-byte blocks of word-aligned dst and src by LDM/STM of 8 registers (4 instructions
- * per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16); returns the bytes copied. */
+/* Whole 32-byte blocks of a word-aligned src by LDM of 8 registers, then STM to a word-aligned
+ * dst (4 instructions per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16) or eight
+ * STR to an unaligned one (the M4 allows unaligned STR; silicon may add a cycle per store, the
+ * cycle model assumes aligned); returns the bytes copied (0: src unaligned). */
 static uint32_t copy_blocks32(int8_t *dst, const int8_t *src, uint32_t bytes)
 {
     uint32_t n = bytes >> 5;
-    if (n == 0u || (((uintptr_t)dst | (uintptr_t)src) & 3u) != 0u) {
+    if (n == 0u || ((uintptr_t)src & 3u) != 0u) {
         return 0u;
+    }
+    if (((uintptr_t)dst & 3u) != 0u) { /* e.g. an output tile of 7 x 25 bytes back to L2 */
+        __asm__ volatile("1:\n\t"
+                         "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+                         "str r3, [%[d]]\n\t"
+                         "str r4, [%[d], #4]\n\t"
+                         "str r5, [%[d], #8]\n\t"
+                         "str r6, [%[d], #12]\n\t"
+                         "str r8, [%[d], #16]\n\t"
+                         "str r9, [%[d], #20]\n\t"
+                         "str r10, [%[d], #24]\n\t"
+                         "str r12, [%[d], #28]\n\t"
+                         "adds %[d], %[d], #32\n\t"
+                         "subs %[n], %[n], #1\n\t"
+                         "bne 1b"
+                         : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
+                         :
+                         : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
+        return bytes & ~(uint32_t)31;
     }
     __asm__ volatile("1:\n\t"
                      "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
@@ -78,11 +99,9 @@ void eb_dma_copy(void *dst, const void *src, uint32_t bytes)
 {
     /* The one place a DMA driver would go (start a transfer; a real driver would wait for it
      * before the kernel reads the slot). On the Cortex-M4 the CPU copies: aligned 32-byte
-     * blocks by LDM/STM, the rest by memcpy. */
+     * blocks by LDM/STM, the rest by words inline (newlib-nano's memcpy copies bytes). */
     const uint32_t done = copy_blocks32((int8_t *)dst, (const int8_t *)src, bytes);
-    if (bytes != done) {
-        memcpy((int8_t *)dst + done, (const int8_t *)src + done, (size_t)(bytes - done));
-    }
+    copy_small((int8_t *)dst + done, (const int8_t *)src + done, (int32_t)(bytes - done));
 }
 
 void eb_dma_copy2d(void *dst, int32_t dst_stride, const void *src, int32_t src_stride,
@@ -156,8 +175,8 @@ static void stage_rows(const int8_t *src, int in_h, int in_w, int c0, int c_t, i
     if (in_w == 1 && pad_w == 0) {
         /* a column (1-D layer along time): a few bytes per channel, copied inline */
         int8_t *d = dst;
-        for (c = 0; c < c_t; ++c, d += in_rows) {
-            zero_small(d, lo);
+        for (c = 0; lo > 0 || hi < in_rows ? c < c_t : 0; ++c, d += in_rows) {
+            zero_small(d, lo); /* the rows of padding, if any */
             zero_small(d + hi, in_rows - hi);
         }
         eb_dma_copy2d(dst + lo, in_rows, src + (int32_t)c0 * in_h + (top + lo), in_h, c_t,
@@ -474,14 +493,24 @@ int32_t eb_conv_split_l1_bytes(const eb_conv_params *p, const eb_tile *t, int wi
     return conv_split_layout(p, t, wide, has_bias, &l);
 }
 
-/* Channel tile tp's weights (unpacked to int8 when packed) and bias into slot: conv_stage
- * told the slot holds the tile's input rows already (they are at l1, in columns). */
-static void split_stage_weights(const eb_conv_run *r, const eb_tile_pos *tp, int8_t *slot)
+/* Output channels [oc0, oc0 + oc_t)'s weights (unpacked to int8 when packed) and bias into a
+ * split channel slot (the input is in columns already: the slot reuses its bytes). */
+static void split_stage_weights(const eb_conv_run *r, int oc0, int oc_t, int8_t *slot)
 {
-    eb_held held;
-    held.rt = tp->rt;
-    held.ct = -1;
-    conv_stage(r, tp, slot, &held);
+    const eb_conv_params *p = r->p;
+    const int32_t w_per_oc = (int32_t)p->in_c * p->k_h * p->k_w;
+    if (p->wbits == 0) {
+        eb_dma_copy(slot + r->lay.weight, r->weight + oc0 * w_per_oc, (uint32_t)(oc_t * w_per_oc));
+    } else {
+        int c;
+        for (c = 0; c < oc_t; ++c) {
+            stage_weights(slot + r->lay.weight + c * w_per_oc, r->weight, p->wbits, oc0 + c,
+                          w_per_oc, 0, w_per_oc);
+        }
+    }
+    if (r->bias != NULL) {
+        eb_dma_copy(slot + r->lay.bias, r->bias + oc0, (uint32_t)(4 * oc_t));
+    }
 }
 
 /* Rows [first, first + count) of every channel of a [C][in_h][in_w] tensor into dst as
@@ -553,19 +582,17 @@ static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb
         stage_span(in, p->in_c, p->in_h, p->in_w, first, count, l1);
         split_tile_params(p, &tp, first, count, &tile);
         cols->build(&tile, l1, cols->cols); /* the input is dead from here: slots reuse it */
-        split_stage_weights(&r, &tp, l1);
-        for (ct = 0; ct < n_ct; ++ct) {
+        split_stage_weights(&r, 0, tp.oc_t, l1);
+        for (ct = 0; ct < n_ct; ++ct, tp.oc0 += r.oc_step) {
             int8_t *slot = l1 + (slots == 2 ? (ct & 1) : 0) * r.lay.slot;
-            tile_pos((int32_t)rt * n_ct + ct, r.n_rt, n_ct, r.oc_step, p->out_c, r.row_step,
-                     p->out_h, &tp);
+            tp.oc_t = min_int(r.oc_step, p->out_c - tp.oc0);
             if (slots == 1 && ct > 0) {
-                split_stage_weights(&r, &tp, slot);
+                split_stage_weights(&r, tp.oc0, tp.oc_t, slot);
             }
             if (slots == 2 && ct + 1 < n_ct) { /* the next channel tile into the other slot */
-                eb_tile_pos next;
-                tile_pos((int32_t)rt * n_ct + ct + 1, r.n_rt, n_ct, r.oc_step, p->out_c,
-                         r.row_step, p->out_h, &next);
-                split_stage_weights(&r, &next, l1 + (1 - (ct & 1)) * r.lay.slot);
+                const int next = tp.oc0 + r.oc_step;
+                split_stage_weights(&r, next, min_int(r.oc_step, p->out_c - next),
+                                    l1 + (1 - (ct & 1)) * r.lay.slot);
             }
             tile.out_c = (int16_t)tp.oc_t;
             cols->dot(&tile, cols->cols, slot + r.lay.weight,

@@ -209,8 +209,11 @@ def test_every_corpus_program_is_izers(tmp_path, name):
 
 
 # The whole path a user takes, for one case of each kind: CHW input 8-bit (MAX78000), HWC
-# multi-pass (128 channels), MAX78002 with mixed weight widths, an element-wise add.
-END_TO_END = ("conv_chw_8bit", "multipass_128", "mixed_bits_max78002", "residual_add")
+# multi-pass (128 channels), MAX78002 with mixed weight widths, an element-wise add, tied
+# (deduplicated) kernels and biases, input streamed through the FIFO, a MAX78002 depthwise
+# convolution.
+END_TO_END = ("conv_chw_8bit", "multipass_128", "mixed_bits_max78002", "residual_add",
+              "dedup_kernels", "streaming_hwc", "depthwise_max78002")
 
 
 @pytest.fixture(scope="module")

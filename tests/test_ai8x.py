@@ -1219,3 +1219,42 @@ def test_export_states_bias_group_only_where_the_manifest_gives_it():
     text = network.export_network(pinned, placed.to_json())
     assert text.count("bias_group") == 2
     assert "    bias_group: [0, 1]\n" in text and "    bias_group: 0\n" in text
+
+
+def _import_widths(tmp_path: Path, state: dict, description: str = AVG_NETWORK):
+    """Import AVG_NETWORK with the checkpoint `state`; (warnings, per layer (bits, shift))."""
+    import torch
+
+    tmp_path.mkdir()
+    torch.save({"arch": "ai85avgtest", "state_dict": state}, tmp_path / "q.pth.tar")
+    (tmp_path / "net.yaml").write_text(description)
+    result = network.import_network(tmp_path / "net.yaml", checkpoint=tmp_path / "q.pth.tar",
+                                    input_shape=(2, 6, 6), out_dir=tmp_path / "out",
+                                    name="widths")
+    weights = np.load(result.weights)
+    return result.warnings, {layer: (int(weights[f"{layer}.bits"]),
+                                     int(weights[f"{layer}.scale_exp"]))
+                             for layer in ("c1", "c2")}
+
+
+def test_weight_widths_are_the_toolchains(tmp_path):
+    """The toolchain's width rules: no `weight_bits` means 8 (not the narrowest width the
+    weights fit), all-zero weights are 1-bit, and a description's `quantization` wins over
+    the checkpoint's width when the weights fit it (a warning says so)."""
+    import torch
+
+    rng = np.random.default_rng(3)
+    small = torch.tensor(rng.integers(-2, 2, (4, 2, 3, 3)), dtype=torch.float32)
+    state = {"c1.op.weight": small, "c1.output_shift": torch.tensor([0.0]),
+             "c2.op.weight": torch.zeros(5, 4, 1, 1), "c2.output_shift": torch.tensor([0.0]),
+             "c2.weight_bits": torch.tensor([8.0])}
+    warnings, widths = _import_widths(tmp_path / "a", state)
+    assert widths["c1"][0] == 8 and widths["c2"][0] == 1
+    assert any("no c1.weight_bits; 8-bit weights assumed" in w for w in warnings)
+    assert any("every weight of c2.op.weight is zero; stored as 1-bit" in w for w in warnings)
+    state["c1.weight_bits"] = torch.tensor([4.0])
+    described = AVG_NETWORK.replace("    pad: 1\n", "    pad: 1\n    quantization: 2\n", 1)
+    warnings, widths = _import_widths(tmp_path / "b", state, described)
+    assert widths["c1"][0] == 2
+    assert any("`quantization: 2` but the checkpoint's c1 was trained with 4-bit weights; "
+               "its weights fit" in w for w in warnings)

@@ -106,8 +106,11 @@ class Binder:
         return True
 
     def _weight_bits(self, spec: Spec, ck: CheckpointLayer) -> int | None:
-        """The checkpoint's weight width (`quantization` must agree), else the narrowest
-        the weights fit; None after reporting weights outside it."""
+        """The layer's weight width as the toolchain decides it: the description's
+        `quantization` if given (a checkpoint trained at another width is taken at it when
+        its weights fit, with a warning), else 1 for weights that are all zero, else the
+        checkpoint's `weight_bits`, else 8; None after reporting weights outside the
+        width."""
         from edgebuild.core.numerics import weight_limits
 
         bits = ck.weight_bits
@@ -117,15 +120,26 @@ class Binder:
             return None
         if spec.quantization is not None:
             if bits is not None and spec.quantization != bits:
-                self.report.layer_error(spec, "quantization", (
+                if not _fits(ck.weight, spec.quantization):
+                    self.report.layer_error(spec, "quantization", (
+                        f"`quantization: {spec.quantization}` but the checkpoint's {ck.name} "
+                        f"was trained with {bits}-bit weights"))
+                    return None
+                self.report.layer_warn(spec, "quantization", (
                     f"`quantization: {spec.quantization}` but the checkpoint's {ck.name} was "
-                    f"trained with {bits}-bit weights"))
-                return None
+                    f"trained with {bits}-bit weights; its weights fit, so they are taken as "
+                    f"{spec.quantization}-bit weights (as the toolchain does)"))
             bits = spec.quantization
+        elif not ck.weight.any():
+            self.report.layer_warn(spec, None, (
+                f"every weight of {ck.key} is zero; stored as 1-bit weights, as the "
+                "toolchain stores them (the output shift follows that width)"))
+            bits = 1
         if bits is None:
-            bits = next(b for b in (1, 2, 4, 8) if _fits(ck.weight, b) or b == 8)
+            bits = 8
             self.report.layer_warn(spec, None, f"the checkpoint has no {ck.name}.weight_bits; "
-                                   f"{bits}-bit weights assumed from their range")
+                                   "8-bit weights assumed, as the toolchain assumes them "
+                                   "(give `quantization` to say otherwise)")
         low, high = weight_limits(bits)
         if ck.weight.min() < low or ck.weight.max() > high:
             self.report.layer_error(spec, None, (

@@ -409,8 +409,39 @@ static inline uint32_t eb_dw_max8(uint32_t a, uint32_t b)
 #endif
 
 /* Four outputs of a 2x2 stride-2 max pool from input rows r and r + stride (bytes 0..7 of
- * each), as a word: the rows' byte-wise max holds the column maxima c0..c3, its max with
- * itself shifted by a byte holds max(c0, c1) and max(c2, c3) in bytes 0 and 2. */
+ * each), as a word: the rows' byte-wise maxima V0 = [c0 c1 c2 c3] and V1 = [c4 c5 c6 c7]
+ * (the column maxima), regrouped into their even bytes E = [c0 c2 c4 c6] and odd ones
+ * O = [c1 c3 c5 c7], give max(E, O) = [max(c0, c1) .. max(c6, c7)]. On the M4: 4 loads,
+ * SSUB8 + SEL x 3, PKHBT/PKHTB (A = [c0 c1 c4 c5], B = [c2 c3 c6 c7]), UXTB16 x 4 and
+ * 2 ORRs (E = uxtb16(A) | uxtb16(B) << 8, O from both rotated by 8): 18 instructions. */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_DW_MAX4_ASM                   \
+    "ssub8 %[t], %[a], %[b]\n\t"          \
+    "sel %[a], %[a], %[b]\n\t"            \
+    "ssub8 %[t], %[c], %[d]\n\t"          \
+    "sel %[c], %[c], %[d]\n\t"            \
+    "pkhbt %[b], %[a], %[c], lsl #16\n\t" \
+    "pkhtb %[d], %[c], %[a], asr #16\n\t" \
+    "uxtb16 %[a], %[b]\n\t"               \
+    "uxtb16 %[t], %[d]\n\t"               \
+    "orr %[a], %[a], %[t], lsl #8\n\t"    \
+    "uxtb16 %[c], %[b], ror #8\n\t"       \
+    "uxtb16 %[t], %[d], ror #8\n\t"       \
+    "orr %[c], %[c], %[t], lsl #8\n\t"    \
+    "ssub8 %[t], %[a], %[c]\n\t"          \
+    "sel %[a], %[a], %[c]\n\t"
+
+EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
+{
+    uint32_t a = eb_load32(r), b = eb_load32(r + stride), c = eb_load32(r + 4),
+             d = eb_load32(r + stride + 4), t;
+    __asm__(EB_DW_MAX4_ASM
+            : [a] "+&r"(a), [b] "+&r"(b), [c] "+&r"(c), [d] "+&r"(d), [t] "=&r"(t)
+            :
+            : "cc");
+    return a;
+}
+#else
 EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
 {
     const uint32_t v0 = eb_dw_max8(eb_load32(r), eb_load32(r + stride));
@@ -420,19 +451,53 @@ EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
     h1 |= h1 >> 8;
     return (h0 & 0xFFFFu) | (h1 << 16);
 }
+#endif
+
+/* k >= 1 groups of four outputs of a 2x2 stride-2 max pool (input rows q and q + stride,
+ * 8 bytes per group) into o: on the M4 one asm loop, both rows' words by post-incremented
+ * loads (21 instructions per group). */
+#if EB_OPT_DSP && defined(__GNUC__)
+EB_INLINE void eb_dw_pool_groups(const int8_t *q, int32_t stride, int8_t *o, int32_t k)
+{
+    const int8_t *q2 = q + stride;
+    const int8_t *const end = o + 4 * k;
+    uint32_t a, b, c, d, t;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[c], [%[q], #4]\n\t"
+                     "ldr %[a], [%[q]], #8\n\t"
+                     "ldr %[d], [%[q2], #4]\n\t"
+                     "ldr %[b], [%[q2]], #8\n\t" EB_DW_MAX4_ASM
+                     "str %[a], [%[o]], #4\n\t"
+                     "cmp %[o], %[end]\n\t"
+                     "bne 1b"
+                     : [q] "+r"(q), [q2] "+r"(q2), [o] "+r"(o), [a] "=&r"(a), [b] "=&r"(b),
+                       [c] "=&r"(c), [d] "=&r"(d), [t] "=&r"(t)
+                     : [end] "r"(end)
+                     : "cc", "memory");
+}
+#else
+EB_INLINE void eb_dw_pool_groups(const int8_t *q, int32_t stride, int8_t *o, int32_t k)
+{
+    uint32_t u;
+    for (; k > 0; --k, q += 8, o += 4) {
+        u = eb_dw_max4(q, stride);
+        memcpy(o, &u, 4);
+    }
+}
+#endif
 
 /* n >= 4 outputs of a 2x2 stride-2 max pool (input rows r and r + stride) into d: groups of
  * four, the last group ending at output n - 1 (overlapping the one before); reads input
  * bytes [0, 2 n) of both rows only. */
-static void eb_dw_pool_row(const int8_t *r, int32_t stride, int8_t *d, int32_t n)
+EB_INLINE void eb_dw_pool_row(const int8_t *r, int32_t stride, int8_t *d, int32_t n)
 {
-    const int8_t *q = r;
-    int8_t *o = d;
     uint32_t u;
-    int32_t k;
-    for (k = (n - 1) >> 2; k > 0; --k, q += 8, o += 4) {
-        u = eb_dw_max4(q, stride);
-        memcpy(o, &u, 4);
+    if ((n & 3) == 0) { /* whole groups only */
+        eb_dw_pool_groups(r, stride, d, n >> 2);
+        return;
+    }
+    if (n > 4) {
+        eb_dw_pool_groups(r, stride, d, (n - 1) >> 2);
     }
     u = eb_dw_max4(r + 2 * (n - 4), stride);
     memcpy(d + n - 4, &u, 4);
@@ -440,7 +505,8 @@ static void eb_dw_pool_row(const int8_t *r, int32_t stride, int8_t *d, int32_t n
 
 /* n rows of in_w bytes (in_w >= 4) from src into d, rows L apart in d, each followed by
  * L - in_w (<= 3) zeros: words only, the row's last word overlapping the one before. */
-static void eb_dw_copy_rows(const int8_t *src, int32_t in_w, int n, int8_t *d, int32_t L)
+static void eb_dw_copy_rows(const int8_t *src, int32_t in_w, int n, int8_t *d, int32_t L,
+                            int pad)
 {
     const int32_t nw = (in_w - 1) >> 2;
     const uint32_t z = 0;
@@ -456,7 +522,9 @@ static void eb_dw_copy_rows(const int8_t *src, int32_t in_w, int n, int8_t *d, i
         }
         u = eb_load32(src + in_w - 4); /* the last word */
         memcpy(d + in_w - 4, &u, 4);
-        memcpy(d + in_w, &z, 4); /* the right padding */
+        if (pad) {
+            memcpy(d + in_w, &z, 4); /* the right padding */
+        }
     }
 }
 
@@ -500,9 +568,33 @@ static EB_NOINLINE void eb_dw_fill(const eb_dw_geom *g, const int8_t *plane, int
     if (g->pool) {
         eb_dw_pool_rows(plane, g->pool->in_w, in_w, mid, d, L);
     } else {
-        eb_dw_copy_rows(plane, in_w, mid, d, L);
+        eb_dw_copy_rows(plane, in_w, mid, d, L, 1);
     }
     eb_dw_zero(d + (int32_t)mid * L, (int32_t)(n - top - mid) * L); /* rows below the plane */
+}
+
+/* The in-plane rows of a channel into buf that holds another channel's whole padded plane
+ * (eb_dw_fill of rows [0, out_h + 2)): the zeros of the padding stay, as the copied and the
+ * pooled rows write bytes [0, in_w) of their row only. */
+static EB_NOINLINE void eb_dw_refill(const eb_dw_geom *g, const int8_t *plane, int8_t *buf)
+{
+    const int32_t in_w = g->in_w, L = in_w + g->pad_w;
+    int8_t *d = buf + g->pad_w + (int32_t)g->pad_h * L;
+    int n;
+    if (g->pool) {
+        const int32_t stride = g->pool->in_w;
+        if ((in_w & 3) == 0) { /* whole groups of four (the test hoisted out of the rows) */
+            for (n = g->in_h; n > 0; --n, plane += 2 * stride, d += L) {
+                eb_dw_pool_groups(plane, stride, d, in_w >> 2);
+            }
+            return;
+        }
+        for (n = g->in_h; n > 0; --n, plane += 2 * stride, d += L) {
+            eb_dw_pool_row(plane, stride, d, in_w);
+        }
+    } else {
+        eb_dw_copy_rows(plane, in_w, g->in_h, d, L, 0);
+    }
 }
 
 /* Output rows per band of the padded path in a buffer of `bytes` (+ EB_DW_PAD_SLACK): out_h
@@ -522,8 +614,12 @@ static int eb_dw3_band(const eb_dw_geom *g, int32_t bytes)
     return (int)(band < g->out_h ? band : g->out_h);
 }
 
+/* What the padded path's buffer holds: nothing usable (or a band), another channel's whole
+ * padded plane (its padding zeros reused), this channel's. */
+enum { EB_DW_HELD_NONE, EB_DW_HELD_OTHER, EB_DW_HELD_THIS };
+
 /* One channel of the padded path into out from index (buf: band + 2 padded rows; filled:
- * it already holds this channel's whole plane). */
+ * what it holds, EB_DW_HELD_*). */
 EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
                                       int filled, const uint32_t wk[5], int32_t init,
                                       const eb_dw_out *o, int32_t index, int8_t *buf)
@@ -531,7 +627,9 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
     const int out_h = g->out_h, whole = out_h <= band;
     const int32_t L = (int32_t)g->in_w + g->pad_w;
     int y0, rows;
-    if (whole && !filled) {
+    if (whole && filled == EB_DW_HELD_OTHER) {
+        eb_dw_refill(g, plane, buf);
+    } else if (whole && filled == EB_DW_HELD_NONE) {
         eb_dw_fill(g, plane, 0, out_h + 2, buf);
     }
     for (y0 = 0; y0 < out_h; y0 += rows) {
@@ -1045,7 +1143,11 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         if (g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
             if (band && (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU)) {
-                eb_dw3_padded(&g, band, plane, held == oc / m, w3, init, &o,
+                eb_dw3_padded(&g, band, plane,
+                              held == oc / m ? EB_DW_HELD_THIS
+                              : held >= 0    ? EB_DW_HELD_OTHER
+                                             : EB_DW_HELD_NONE,
+                              w3, init, &o,
                               (int32_t)oc * out_plane, buf);
                 held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
             } else {

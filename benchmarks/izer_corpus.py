@@ -397,12 +397,13 @@ VENDOR_CASES = {
     # MAX78002 only: depthwise convolutions and element-wise add residuals, multi-pass
     "ai87-cifar100-mobilenet-v2-0.5.yaml": ((3, 32, 32), None, "MAX78002", 37),
     "faceid.yaml": ((3, 160, 120), None, "MAX78000", 37),
+    "ai85-faceid_112.yaml": ((3, 112, 112), 64, "MAX78000", 38),
 }
 
 # izer's extra options per vendor description: the face-identification model streams its
 # first layers (its 160x120 input is larger than a data memory instance), which izer only
 # generates reading the input through the FIFO, as the vendor's own faceid demo does.
-VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",)}
+VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",), "ai85-faceid_112.yaml": ("--fifo",)}
 
 
 # The same descriptions run on MAX78002 (its own register layout and kernel placement):
@@ -443,7 +444,7 @@ def vendor_cases(only: list[str] | None = None) -> list[Made]:
             print(f"{file}: edgebuild cannot read its weight shapes: {exc}")
             continue
         made.append(_case(name, device, seed, shape, text, weights, f"ai8x-networks/{file}",
-                          VENDOR_OPTIONS.get(file, ())))
+                          izer_options=VENDOR_OPTIONS.get(file, ())))
     return made
 
 

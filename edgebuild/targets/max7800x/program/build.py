@@ -119,7 +119,7 @@ def groups_used(layers: list[Geometry]) -> list[int]:
 def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: Placement,
              layers: Mapping[str, Layer], weights: Mapping[str, np.ndarray],
              sample: np.ndarray, expected: np.ndarray) -> Program:
-    geo = geometries(hw, placement, layers, weights)
+    geo = streams.widened(dev, geometries(hw, placement, layers, weights))
     groups = groups_used(geo)
     kernel_list = [device_weights(g, weights[f"{g.name}.weight"])
                    if layer.has_weights and f"{g.name}.weight" in weights else None

@@ -402,15 +402,18 @@ VENDOR_CASES = {
     "faceid.yaml": ((3, 160, 120), None, "MAX78000", 37),
     "ai85-faceid_112.yaml": ((3, 112, 112), 64, "MAX78000", 38),
     "camvid-unet-large.yaml": ((48, 88, 88), None, "MAX78000", 39),
+    "ai85-kinetics-actiontcn.yaml": ((96, 60, 60), 5, "MAX78000", 40),
 }
 
 # izer's extra options per vendor description: the face-identification model streams its
 # first layers (its 160x120 input is larger than a data memory instance), which izer only
 # generates reading the input through the FIFO, as the vendor's own faceid demo does.
-# The CamVid UNet's first layers write over input they have already read, which izer only
-# allows with `--overlap-data` (as the vendor's UNet demo is generated).
+# The CamVid UNet's and the action-recognition TCN's first layers write over input they have
+# already read, which izer only allows with `--overlap-data` (as the vendor's demos of them
+# are generated).
 VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",), "ai85-faceid_112.yaml": ("--fifo",),
-                  "camvid-unet-large.yaml": ("--overlap-data",)}
+                  "camvid-unet-large.yaml": ("--overlap-data",),
+                  "ai85-kinetics-actiontcn.yaml": ("--overlap-data",)}
 
 
 # The same descriptions run on MAX78002 (its own register layout and kernel placement):

@@ -159,7 +159,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
     return Geometry(
         name=layer.name, operator=operator, in_channels=layer.in_channels,
         out_channels=layer.out_channels, in_dim=in_dim, pooled_dim=pooled,
-        out_dim=_dims(layer.out_shape), kernel=kernel, pad=pad, stride=stride,
+        out_dim=_dims(layer.pooled_shape if layer.persistent else layer.out_shape),
+        kernel=kernel, pad=pad, stride=stride,
         pool=pool_size, pool_stride=pool_stride, average=bool(pool and pool.mode == "avg"),
         relu=relu, flatten=layer.flatten and pooled != (1, 1), wide=layer.wide,
         weight_bits=layer.weight_bits or 8, shift=shift,

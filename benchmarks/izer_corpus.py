@@ -355,10 +355,13 @@ class Made:
 def _case(name: str, device: str, seed: int, input_shape: tuple[int, ...], yaml_text: str,
           weights: list[tuple[tuple[int, ...], int, bool, int]], source: str,
           tied: list[tuple[int | None, int | None]] | None = None,
-          izer_options: tuple[str, ...] = ()) -> Made:
+          izer_options: tuple[str, ...] = (), transposed: frozenset[int] = frozenset()
+          ) -> Made:
+    """`transposed`: the weight layers that are transposed convolutions (weight shape
+    (in, out, kh, kw): their bias has shape[1] values)."""
     tied = tied or [(None, None)] * len(weights)
     recipes = tuple(ai8x_cases.LayerRecipe(f"w{i}", shape, bits, bias, _shift(bits, fan_in),
-                                           *tied[i])
+                                           *tied[i], transposed=i in transposed)
                     for i, (shape, bits, bias, fan_in) in enumerate(weights))
     case = ai8x_cases.Case(name, ai8x_cases.CASES / name, device, seed, input_shape, recipes,
                            "", source, izer_options)
@@ -397,12 +400,20 @@ VENDOR_CASES = {
     # MAX78002 only: depthwise convolutions and element-wise add residuals, multi-pass
     "ai87-cifar100-mobilenet-v2-0.5.yaml": ((3, 32, 32), None, "MAX78002", 37),
     "faceid.yaml": ((3, 160, 120), None, "MAX78000", 37),
+    "ai85-faceid_112.yaml": ((3, 112, 112), 64, "MAX78000", 38),
+    "camvid-unet-large.yaml": ((48, 88, 88), None, "MAX78000", 39),
+    "ai85-kinetics-actiontcn.yaml": ((96, 60, 60), 5, "MAX78000", 40),
 }
 
 # izer's extra options per vendor description: the face-identification model streams its
 # first layers (its 160x120 input is larger than a data memory instance), which izer only
 # generates reading the input through the FIFO, as the vendor's own faceid demo does.
-VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",)}
+# The CamVid UNet's and the action-recognition TCN's first layers write over input they have
+# already read, which izer only allows with `--overlap-data` (as the vendor's demos of them
+# are generated).
+VENDOR_OPTIONS = {"faceid.yaml": ("--fifo",), "ai85-faceid_112.yaml": ("--fifo",),
+                  "camvid-unet-large.yaml": ("--overlap-data",),
+                  "ai85-kinetics-actiontcn.yaml": ("--overlap-data",)}
 
 
 # The same descriptions run on MAX78002 (its own register layout and kernel placement):
@@ -438,17 +449,19 @@ def vendor_cases(only: list[str] | None = None) -> list[Made]:
         if out_channels is not None:
             text = text.rstrip() + f"\n    out_channels: {out_channels}\n"
         try:
-            weights = _vendor_weights(text, shape)
+            weights, transposed = _vendor_weights(text, shape)
         except Exception as exc:  # noqa: BLE001  (reported: the case is left out)
             print(f"{file}: edgebuild cannot read its weight shapes: {exc}")
             continue
         made.append(_case(name, device, seed, shape, text, weights, f"ai8x-networks/{file}",
-                          VENDOR_OPTIONS.get(file, ())))
+                          izer_options=VENDOR_OPTIONS.get(file, ()), transposed=transposed))
     return made
 
 
 def _vendor_weights(text: str, shape: tuple[int, ...]
-                    ) -> list[tuple[tuple[int, ...], int, bool, int]]:
+                    ) -> tuple[list[tuple[tuple[int, ...], int, bool, int]], frozenset[int]]:
+    """Per weight layer (shape, bits, bias, fan-in), and which of them are transposed
+    convolutions."""
     from edgebuild.core import document as yamlsource
     from edgebuild.manifest import reading
     from edgebuild.model import graph as graphs
@@ -466,12 +479,14 @@ def _vendor_weights(text: str, shape: tuple[int, ...]
     nodes = {node.name: node for node in graph.nodes}
     bits = {name: o.weight_bits for name, o in (manifest.qat.overrides.items()
                                                 if manifest.qat else ())}
-    weights = []
+    weights, transposed = [], set()
     for layer in manifest.model.layers:
         if OPS[layer.op].computes:
             w = tuple(expected_shape(layer, nodes[layer.name].in_shapes[0]))
+            if layer.op == "conv_transpose2d":
+                transposed.add(len(weights))
             weights.append((w, int(bits.get(layer.name) or 8), True, math.prod(w[1:])))
-    return weights
+    return weights, frozenset(transposed)
 
 
 # -- running izer ------------------------------------------------------------------------------

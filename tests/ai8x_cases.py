@@ -13,15 +13,17 @@ A case directory holds:
   order izer binds them) its name, weight shape, weight width, whether it has a bias, and its
   `output_shift`; `digest`: sha256 of the regenerated arrays (see `digest`);
 - `program.json.gz`: izer's program, reduced by ai8x_program.py (compact JSON, gzipped:
-  the same dict `ai8x_program.py PROJECT_DIR` prints; a kernel image of more than
-  KERNEL_WORDS_STORED words as its digest). Compare another generator's with `compare`.
+  the same dict `ai8x_program.py PROJECT_DIR` prints; a kernel image, input or expected
+  output of more than KERNEL_WORDS_STORED words as its digest). Compare another generator's
+  with `compare`.
 
 The weights and input are not stored: `generate` makes them again from the seed (the
 recipe below), `write_checkpoint` / `write_input` write them as izer and `edgebuild
 import-ai8x` read them (the checkpoint through edgebuild's own exporter). Recipe, with
 `rng = numpy.random.default_rng(seed)`, layer by layer in order:
 weights `rng.integers(-2**(bits-1), 2**(bits-1), shape)`; then, for a layer with a bias,
-`rng.integers(-128, 128, out_channels)` (the 8-bit value the device adds, stored raw as
+`rng.integers(-128, 128, out_channels)` (shape[0], a transposed convolution's
+`shape[1]`: case.json `transposed: true`; the 8-bit value the device adds, stored raw as
 `b * 2**(bits-1)`); after all layers the input `rng.integers(-128, 128, input_shape)`.
 
 Ties (optional, per layer in case.json): `same_weights_as: k` makes the layer's weights a
@@ -67,6 +69,13 @@ class LayerRecipe:
     output_shift: int
     same_weights_as: int | None = None  # a copy of that earlier layer's weights
     same_bias_as: int | None = None  # a copy of that earlier layer's bias
+    transposed: bool = False  # a transposed convolution: shape (in, out, kh, kw)
+
+    @property
+    def out_channels(self) -> int:
+        """Output channels, the bias length: PyTorch stores a transposed convolution's
+        weight with the input channels first."""
+        return self.shape[1] if self.transposed else self.shape[0]
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,8 @@ def load_case(name: str, root: Path = CASES) -> Case:
     data = json.loads((directory / "case.json").read_text())
     layers = tuple(LayerRecipe(row["name"], tuple(row["shape"]), int(row["bits"]),
                                bool(row["bias"]), int(row["output_shift"]),
-                               row.get("same_weights_as"), row.get("same_bias_as"))
+                               row.get("same_weights_as"), row.get("same_bias_as"),
+                               bool(row.get("transposed", False)))
                    for row in data["layers"])
     return Case(name, directory, data["device"], int(data["seed"]), tuple(data["input_shape"]),
                 layers, data.get("digest", ""), data.get("source", ""),
@@ -119,6 +129,8 @@ def _layer_json(r: LayerRecipe) -> dict[str, Any]:
     for key in ("same_weights_as", "same_bias_as"):
         if getattr(r, key) is not None:
             row[key] = getattr(r, key)
+    if r.transposed:
+        row["transposed"] = True
     return row
 
 
@@ -136,10 +148,10 @@ def generate(case: Case) -> tuple[list[dict[str, Any]], np.ndarray]:
             assert -half <= weight.min() and weight.max() < half
         bias = None
         if recipe.bias and recipe.same_bias_as is None:
-            bias = rng.integers(-128, 128, recipe.shape[0]).astype(np.int64)
+            bias = rng.integers(-128, 128, recipe.out_channels).astype(np.int64)
         elif recipe.bias:
             bias = layers[recipe.same_bias_as]["bias8"].copy()
-            assert bias.shape == (recipe.shape[0],)
+            assert bias.shape == (recipe.out_channels,)
         layers.append({"name": recipe.name, "weight": weight, "bias8": bias,
                        "bits": recipe.bits, "output_shift": recipe.output_shift})
     sample = rng.integers(-128, 128, case.input_shape).astype(np.int64)
@@ -193,38 +205,49 @@ def expected_program(case: Case) -> dict[str, Any]:
     return result
 
 
-# Kernel images larger than this (words) are stored as their digest, so that the vendor's
-# networks (10^5 random weights) stay KBs in the repository; the registers, bias, input and
-# expected output are always stored in full.
+# Kernel images, inputs and expected outputs larger than this (words) are stored as their
+# digest, so that the vendor's networks (10^5 random weights, the CamVid UNet's 48x88x88
+# input and 64x88x88 output) stay KBs in the repository; the registers, start sequence and
+# bias are always stored in full.
 KERNEL_WORDS_STORED = 4096
+DIGESTED = ("kernels", "input", "expected")
 
 
-def kernels_digest(kernels: dict[str, Any]) -> dict[str, Any]:
-    """sha256 of the kernel image in its canonical form (sorted `address value` lines)."""
-    text = "".join(f"{address} {kernels[address]}\n" for address in sorted(kernels))
-    return {"sha256": hashlib.sha256(text.encode()).hexdigest(), "words": len(kernels)}
+def kernels_digest(values: dict[str, Any]) -> dict[str, Any]:
+    """sha256 of a part (kernel image, input or expected output) in a canonical form:
+    sorted `address value` lines (an expected word's value and mask joined by a space)."""
+    text = "".join(f"{address} {_text(values[address])}\n" for address in sorted(values))
+    return {"sha256": hashlib.sha256(text.encode()).hexdigest(), "words": len(values)}
+
+
+def _text(value: Any) -> str:
+    return " ".join(value) if isinstance(value, list | tuple) else str(value)
 
 
 def stored_program(program: dict[str, Any]) -> dict[str, Any]:
-    """The program as the corpus stores it (see KERNEL_WORDS_STORED)."""
-    if len(program.get("kernels", {})) <= KERNEL_WORDS_STORED:
-        return program
-    return {**program, "kernels": {}, "kernels_digest": kernels_digest(program["kernels"])}
+    """The program as the corpus stores it: a part of more than KERNEL_WORDS_STORED words
+    empty, with its digest as `<part>_digest`."""
+    stored = dict(program)
+    for part in DIGESTED:
+        if len(program.get(part, {})) > KERNEL_WORDS_STORED:
+            stored[part] = {}
+            stored[f"{part}_digest"] = kernels_digest(program[part])
+    return stored
 
 
 def compare(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     """The differences between izer's stored program and another generator's (full
     canonical form), as ai8x_program.py --compare lists them; empty: identical."""
     diffs = []
-    digest = expected.get("kernels_digest")
-    parts = ("registers", "bias", "input", "expected") if digest else \
-        ("registers", "kernels", "bias", "input", "expected")
-    for part in parts:
+    for part in ("registers", "kernels", "bias", "input", "expected"):
         x, y = expected.get(part, {}), actual.get(part, {})
+        digest = expected.get(f"{part}_digest")
+        if digest:
+            if kernels_digest(y) != digest:
+                diffs.append(f"{part}: {kernels_digest(y)} != {digest}")
+            continue
         diffs += [f"{part} {key}: {x.get(key)} != {y.get(key)}"
                   for key in sorted(set(x) | set(y)) if x.get(key) != y.get(key)]
-    if digest and kernels_digest(actual.get("kernels", {})) != digest:
-        diffs.append(f"kernels: {kernels_digest(actual.get('kernels', {}))} != {digest}")
     if expected.get("start") != actual.get("start"):
         diffs.append(f"start: {expected.get('start')} != {actual.get('start')}")
     return diffs

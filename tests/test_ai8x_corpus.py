@@ -58,18 +58,24 @@ def test_case_regenerates_what_izer_read(name):
 def test_izers_program_is_complete(name):
     case = ai8x_cases.load_case(name)
     program = ai8x_cases.expected_program(case)
-    assert program["registers"] and program["start"] and program["expected"]
+    assert program["registers"] and program["start"] and words(program, "expected")
     if "--fifo" in case.options:  # the input goes through the FIFO: no data memory image
         assert program["input"] == {}
     else:
-        assert len(program["input"]) * 4 >= math.prod(case.input_shape)  # 4 values a word
-    words = program["kernels_digest"]["words"] if "kernels_digest" in program \
-        else len(program["kernels"])
+        assert words(program, "input") * 4 >= math.prod(case.input_shape)  # 4 values a word
     weights = sum(math.prod(r.shape) * r.bits for r in case.layers)
-    assert words * 32 >= weights // 2  # (words izer leaves zero: not listed)
+    assert words(program, "kernels") * 32 >= weights // 2  # (words izer leaves zero: not listed)
     assert bool(program["bias"]) == any(r.bias for r in case.layers)
-    assert ai8x_cases.compare(program, program) == [] if "kernels_digest" not in program \
-        else program["kernels"] == {}
+    digested = [part for part in ai8x_cases.DIGESTED if f"{part}_digest" in program]
+    assert all(program[part] == {} for part in digested)
+    if not digested:
+        assert ai8x_cases.compare(program, program) == []
+
+
+def words(program: dict, part: str) -> int:
+    """Words of a stored part, whether listed or digested."""
+    digest = program.get(f"{part}_digest")
+    return int(digest["words"]) if digest else len(program[part])
 
 
 def test_compare_checks_a_stored_kernel_digest():
@@ -84,6 +90,20 @@ def test_compare_checks_a_stored_kernel_digest():
     assert [d.split(":")[0] for d in ai8x_cases.compare(stored, changed)] == ["kernels"]
     assert ai8x_cases.compare(stored, {**full, "start": []}) == [
         "start: [['0x50100000', '0x1']] != []"]
+
+
+def test_compare_checks_a_stored_input_and_expected_digest():
+    words = {f"0x{0x50400000 + 4 * i:08x}": f"0x{i * 40503 % 2**32:08x}"
+             for i in range(ai8x_cases.KERNEL_WORDS_STORED + 1)}
+    expected = {address: [value, "0xffffffff"] for address, value in words.items()}
+    full = {"registers": {}, "start": [], "kernels": {}, "bias": {}, "input": words,
+            "expected": expected}
+    stored = ai8x_cases.stored_program(full)
+    assert stored["input"] == stored["expected"] == {} and "kernels_digest" not in stored
+    assert ai8x_cases.compare(stored, full) == []
+    assert ai8x_cases.compare(stored, {**full, "expected": {
+        **expected, "0x50400000": ["0x00000001", "0xffffffff"]}})[0].startswith("expected:")
+    assert ai8x_cases.compare(stored, {**full, "input": {}})[0].startswith("input:")
 
 
 @pytest.mark.parametrize("name", NAMES)

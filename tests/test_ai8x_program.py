@@ -368,3 +368,50 @@ def test_a_streaming_project_reads_back_to_izers_program(tmp_path, name):
     main = files["main.c"]
     assert main.index("cnn_start();") < main.index("load_input(); // Load data input via FIFO")
     assert "*((volatile uint32_t *) 0x50000008) = *in0++;" in main
+
+
+def _conv(name: str, kernel: int, streaming: bool = False):
+    from edgebuild.targets.max7800x.program.geometry import Geometry
+
+    pad = kernel // 2
+    return Geometry(name=name, operator="conv2d", in_channels=4, out_channels=4,
+                    in_dim=(8, 8), pooled_dim=(8, 8), out_dim=(8, 8), kernel=(kernel, kernel),
+                    pad=(pad, pad), stride=(1, 1), pool=(1, 1), pool_stride=(1, 1),
+                    average=False, relu=True, flatten=False, wide=False, weight_bits=8,
+                    shift=0, big_data=False, processors=0xF, output_processors=0xF,
+                    in_offset=0, out_offset=0x2000, write_gap=0, streaming=streaming)
+
+
+def test_max78000_runs_a_1x1_kernel_at_a_stream_as_a_centred_3x3():
+    """izer's EMULATE_1X1_STREAMING (MAX78000 only): a 1x1 convolution that streams or reads
+    a streaming layer runs as 3x3 with padding 1, the weight at the kernel's centre."""
+    from edgebuild.targets.max7800x.program import geometry, stream
+
+    layers = [_conv("a", 3, streaming=True), _conv("b", 1), _conv("c", 1)]
+    widened = stream.widened(device.MAX78000, layers)
+    assert [(g.kernel, g.pad) for g in widened] == [((3, 3), (1, 1)), ((3, 3), (1, 1)),
+                                                    ((1, 1), (0, 0))]
+    assert stream.widened(device.MAX78002, layers) == layers
+    weight = np.arange(16).reshape(4, 4, 1, 1)
+    centred = geometry.device_weights(widened[1], weight)
+    assert centred.shape == (4, 4, 3, 3) and np.array_equal(centred[..., 1, 1], weight[..., 0, 0])
+    assert np.count_nonzero(centred) == np.count_nonzero(weight)
+
+
+def test_a_buffer_shift_runs_right_before_the_layer_inserting_the_newest_frame():
+    from edgebuild.targets.max7800x.hwlayer import HwLayer
+    from edgebuild.targets.max7800x.program import sequence
+
+    def hw(name, op, inputs):
+        return HwLayer(name=name, members=(name,), op=op, inputs=inputs, in_channels=4,
+                       in_shape=(4, 1, 1), pooled_shape=(4, 1, 1), out_channels=4,
+                       out_shape=(4, 1, 1))
+
+    layers = (hw("a", "conv2d", ("__input__",)), hw("b", "conv2d", ("a",)),
+              hw("buf", "buffer", ("b",)), hw("c", "conv1d", ("buf",)))
+    plans = ("pa", "pb", "pbuf", "pc")
+    ordered, moved = sequence.run_order(layers, plans)  # type: ignore[arg-type]
+    assert [h.name for h in ordered] == ["a", "buf", "b", "c"]
+    assert moved == ("pa", "pbuf", "pb", "pc")
+    plain = layers[:2]
+    assert sequence.run_order(plain, plans[:2]) == (plain, plans[:2])  # type: ignore[arg-type]

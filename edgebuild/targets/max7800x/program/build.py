@@ -10,12 +10,13 @@ integer reference's output of the last layer for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgebuild.targets.max7800x.program import bias as biases
-from edgebuild.targets.max7800x.program import duplicates
+from edgebuild.targets.max7800x.program import duplicates, sequence
 from edgebuild.targets.max7800x.program import kernels as kmem
 from edgebuild.targets.max7800x.program import stream as streams
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
@@ -64,18 +65,19 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
                if (what := not_generated(layer, plan))]
     if missing:
         raise NotImplementedError("; ".join(missing))
-    return generate(device(profile.family), profile, hw, placed,
+    hw, plans = sequence.run_order(hw, placed.layers)
+    return generate(device(profile.family), profile, hw, replace(placed, layers=plans),
                     {layer.name: layer for layer in layers}, weights, sample, expected)
 
 
-NOT_GENERATED_OPS = ("buffer", "reshape")
+NOT_GENERATED_OPS = ("reshape",)
 
 
 def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     """What the program generator cannot program yet in a layer the accelerator can run
     (None: nothing). Refusing is better than a program that computes something else."""
     if layer.op in NOT_GENERATED_OPS:
-        return f"{layer.op} (buffer or reshape layers)"
+        return f"{layer.op} (reshape layers)"
     if layer.op != "conv1d" and any(d != 1 for d in layer.dilation or ()):
         return f"dilated {layer.op} (the vendor's tool programs dilation for conv1d only)"
     if not stretched_conv1d(layer):
@@ -119,7 +121,7 @@ def groups_used(layers: list[Geometry]) -> list[int]:
 def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: Placement,
              layers: Mapping[str, Layer], weights: Mapping[str, np.ndarray],
              sample: np.ndarray, expected: np.ndarray) -> Program:
-    geo = geometries(hw, placement, layers, weights)
+    geo = streams.widened(dev, geometries(hw, placement, layers, weights))
     groups = groups_used(geo)
     kernel_list = [device_weights(g, weights[f"{g.name}.weight"])
                    if layer.has_weights and f"{g.name}.weight" in weights else None

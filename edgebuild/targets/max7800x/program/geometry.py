@@ -159,7 +159,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
     return Geometry(
         name=layer.name, operator=operator, in_channels=layer.in_channels,
         out_channels=layer.out_channels, in_dim=in_dim, pooled_dim=pooled,
-        out_dim=_dims(layer.out_shape), kernel=kernel, pad=pad, stride=stride,
+        out_dim=_dims(layer.pooled_shape if layer.persistent else layer.out_shape),
+        kernel=kernel, pad=pad, stride=stride,
         pool=pool_size, pool_stride=pool_stride, average=bool(pool and pool.mode == "avg"),
         relu=relu, flatten=layer.flatten and pooled != (1, 1), wide=layer.wide,
         weight_bits=layer.weight_bits or 8, shift=shift,
@@ -187,7 +188,12 @@ def stretched_conv1d(layer: HwLayer) -> bool:
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
     """A layer's weights as the accelerator convolves with them: a transposed convolution's
     PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
-    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last."""
+    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last;
+    a 1x1 kernel widened to 3x3 (program.stream.widened) sits at the 3x3 kernel's centre."""
+    if g.operator == "conv2d" and g.kernel == (3, 3) and weight.shape[2:] == (1, 1):
+        centred = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+        centred[..., 1, 1] = weight[..., 0, 0]
+        return centred
     if g.operator == "conv1d" and g.dilation > 1:
         stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
         stretched[..., ::g.dilation] = weight

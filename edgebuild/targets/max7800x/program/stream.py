@@ -56,6 +56,27 @@ class LayerStream:
         return self.delta2 << 16 | self.delta1 << 4 | self.invol
 
 
+# layers streaming can reach: the vendor's tool checks (and widens, `widened`) only the
+# first MAX_STREAM_LAYERS + 1 of them
+STREAM_REACH = 9
+
+
+def widened(dev: Device, layers: list[Geometry]) -> list[Geometry]:
+    """The layers as MAX78000 runs them near a stream: its 1x1 kernels do not work on a
+    circular buffer, so a 1x1 convolution that streams, or reads a streaming layer's
+    output, runs as a 3x3 convolution with padding 1 whose kernels hold the 1x1 weight at
+    their centre (geometry.device_weights): the same output, three times the TRAM and nine
+    times the kernel memory, as the vendor's tool programs it (`Device.widen_streaming_1x1`)."""
+    if not dev.widen_streaming_1x1:
+        return layers
+    out = list(layers)
+    for i, g in enumerate(layers[:STREAM_REACH]):
+        near = g.streaming or i > 0 and layers[i - 1].streaming
+        if near and g.operator == "conv2d" and g.kernel == (1, 1):
+            out[i] = replace(g, kernel=(3, 3), pad=(1, 1))
+    return out
+
+
 def uses_fifo(layers: list[Geometry]) -> bool:
     """The input comes through the FIFO: the first layer streams."""
     return layers[0].streaming

@@ -3,7 +3,8 @@ layer kinds a random `chain` does not reach, each written as the vendor's own de
 write it — element-wise operations over interleaved data memory (as ressimplenet), a
 standalone element-wise passthrough, three operands, channel concatenation read by a
 convolution or a passthrough, and a transposed convolution;
-on MAX78002 also depthwise convolutions (`groups`), and dilated conv1d on both devices.
+on MAX78002 also depthwise convolutions (`groups`), and dilated conv1d on both devices;
+element-wise adds over several passes, standalone and fused with a convolution.
 
 Each network is (description layers, weights, input shape): weights per layer with weights,
 in order, as (weight shape, bits, bias, fan-in) — what izer_corpus._case turns into recipes.
@@ -177,6 +178,61 @@ def read_gap_max78002() -> Network:
     return described, weights, (3, 10, 10)
 
 
+def _wide_pair(wide: int) -> list[dict[str, Any]]:
+    """conv (3 -> `wide`) at 0x2000, then the two operands of an add over `wide` channels
+    (several passes): a passthrough copy at word 0 and a 1x1 conv of it at word 1 of each
+    pair (write gap 1: the operands interleave within each pass)."""
+    passes = -(-wide // 64)
+    per_pass = -(-wide // passes)
+    proc = _mask(per_pass if passes == 1 else per_pass + 3 & ~3)  # as izer: whole memories
+    return [
+        _conv(_mask(3), "0x2000", data_format="HWC", output_processors=proc),
+        {"out_offset": "0x0000", "processors": proc, "output_processors": proc,
+         "op": "passthrough", "write_gap": 1},
+        {"out_offset": "0x0004", "processors": proc, "output_processors": proc,
+         "in_offset": "0x2000", "in_sequences": 0, "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "ReLU", "write_gap": 1},
+    ]
+
+
+def eltwise_multipass(wide: int = 96) -> Network:
+    """A standalone add of two `wide`-channel maps (two or more passes), then a 1x1 conv:
+    96 channels run as the hardware's multi-pass element-wise operation; on MAX78000 more
+    than two passes (`eltwise_emulated`) izer emulates as one pass over stacked rows."""
+    proc = _wide_pair(wide)[1]["processors"]
+    described = _wide_pair(wide) + [
+        {"in_sequences": "[1, 2]", "in_offset": "0x0000", "out_offset": "0x2000",
+         "processors": proc, "output_processors": proc, "op": "none", "eltwise": "add"},
+        {"out_offset": "0x0000", "processors": proc, "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((wide, 3, 3, 3), 8, True, 27), ((wide, wide, 1, 1), 8, True, wide),
+                        ((8, wide, 1, 1), 8, True, wide)]
+    return described, weights, (3, 6, 6)
+
+
+def eltwise_emulated() -> Network:
+    """The add over 144 channels: three passes of two operands."""
+    return eltwise_multipass(144)
+
+
+def eltwise_conv_multipass() -> Network:
+    """An add of two 96-channel maps fused with a 3x3 convolution (in-flight, two passes;
+    the convolution without a bias: MAX78002 refuses a bias there), then a 1x1 conv."""
+    wide = 96
+    proc = _wide_pair(wide)[1]["processors"]
+    described = _wide_pair(wide) + [
+        _conv(proc, "0x2000", in_offset="0x0000", in_sequences="[1, 2]", eltwise="add",
+              output_processors=proc),
+        {"out_offset": "0x0000", "processors": proc, "op": "conv2d", "kernel_size": "1x1",
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((wide, 3, 3, 3), 8, True, 27), ((wide, wide, 1, 1), 8, True, wide),
+                        ((wide, wide, 3, 3), 8, False, wide * 9),
+                        ((8, wide, 1, 1), 8, True, wide)]
+    return described, weights, (3, 6, 6)
+
+
 # name -> (network, seed, device)
 NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
             "eltwise_three": (eltwise_three, 41, "MAX78000"),
@@ -190,5 +246,11 @@ NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
             "depthwise_multipass_max78002": (depthwise_multipass, 146, "MAX78002"),
             "dilated_conv1d": (dilated_conv1d, 47, "MAX78000"),
             "dilated_conv1d_max78002": (dilated_conv1d, 147, "MAX78002"),
+            "eltwise_multipass": (eltwise_multipass, 48, "MAX78000"),
+            "eltwise_multipass_max78002": (eltwise_multipass, 148, "MAX78002"),
+            "eltwise_emulated": (eltwise_emulated, 49, "MAX78000"),
+            "eltwise_emulated_max78002": (eltwise_emulated, 149, "MAX78002"),
+            "eltwise_conv_multipass": (eltwise_conv_multipass, 50, "MAX78000"),
+            "eltwise_conv_multipass_max78002": (eltwise_conv_multipass, 150, "MAX78002"),
             # not a committed case: edgebuild's placement refuses a read_gap reader yet
             "read_gap_max78002": (read_gap_max78002, 45, "MAX78002")}

@@ -98,6 +98,10 @@ class Device:
     fifo_complete: bool = True  # the FIFO control's wait-for-complete-word bit is needed
     new_streaming: bool = False  # MAX78002's formulas for the stream registers
     stream_bias: bool = False  # a streaming first layer's bias works as any (program.bias)
+    # MAX78000 runs a standalone element-wise operation of more than two passes (or of more
+    # than two operands over several passes) as one pass over the passes stacked as rows
+    # (registers.emulated_eltwise)
+    emulate_eltwise_passes: bool = False
 
     @property
     def instance_words(self) -> int:
@@ -145,7 +149,7 @@ MAX78000 = Device(family="ai85", apb_base=0x50000000, cnn_base=0x50100000,
                   layer_stride=4, aon_control=0x50001000, bias_base=0x50108000,
                   kernel_base=0x50180000, kernel_processor_stride=0x4000,
                   data_base=0x50400000, instance_bytes=0x8000, write_ptr_shift=13,
-                  pad_shift=16, xpch_shift=8)
+                  pad_shift=16, xpch_shift=8, emulate_eltwise_passes=True)
 
 # 128 layers, each with a block of 0x100 bytes of registers; 16 MB per quadrant; a data
 # memory instance spans 0x20000 bytes (of which 5120 words exist); kernel memory of a

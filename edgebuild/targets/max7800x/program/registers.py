@@ -134,8 +134,24 @@ def _count(dev: Device, g: Geometry, axis: int) -> int:
     if dev.counter_step_shift is not None:
         return _stop_count(dev, g, axis)
     size = g.pool[axis] if g.flatten else g.in_dim[axis]
+    if axis == 0 and emulated_eltwise(dev, g):
+        size *= g.in_expand
     pad = g.pad[axis]
     return (size - 1 | pad << 16) + 2 * pad
+
+
+def emulated_eltwise(dev: Device, g: Geometry) -> bool:
+    """Whether MAX78000 runs this standalone element-wise layer as one pass: its hardware
+    combines the operands of a multi-pass element-wise operation right only for two
+    operands in two passes (operands x passes == operands + passes). Any other multi-pass
+    one reads, like the vendor's tool programs it, the passes of each pixel row as rows of
+    their own (the interleaved words of a row are the same either way): one pass over
+    rows x passes rows, no mask offset. A convolution or pooling cannot follow such a
+    layer in-flight; validation keeps them apart (the profile's in-flight channel
+    limits, pool_unfused_channels)."""
+    n, passes = g.operands, g.in_expand
+    return dev.emulate_eltwise_passes and g.operator == "none" and n > 1 and passes > 1 \
+        and n * passes != n + passes
 
 
 def _pool_rest(g: Geometry, axis: int) -> int:
@@ -232,6 +248,8 @@ def _control2(dev: Device, g: Geometry) -> int:
     out_map = g.output_processors
     bits = g.weight_bits if g.operator != "none" else 0  # a copy has no weights
     in_exp = _flatten_count(g) & 0x0F if g.flatten else g.in_expand - 1
+    if emulated_eltwise(dev, g):
+        in_exp = 0
     skip = g.out_expand * (g.write_gap + 1) - 1 if g.operator != "none" else g.write_gap
     return (fls(out_map) - (ffs(out_map) & ~3)) * bits << dev.xpch_shift | in_exp | skip << 4
 
@@ -252,7 +270,7 @@ def _mask_fields(dev: Device, g: Geometry, kernels: LayerKernels | None
     offset, channels = regs.mask_offset, regs.output_channels
     weighted = None if g.operator == "none" else kernels
     if offset is None or channels is None:
-        value = (g.out_expand - 1) * 8
+        value = 0 if emulated_eltwise(dev, g) else (g.out_expand - 1) * 8
         if weighted is not None:
             start, end = _mask_span(g, weighted)
             value = start << 16 | end

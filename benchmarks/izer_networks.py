@@ -148,6 +148,35 @@ def depthwise_multipass() -> Network:
     return described, weights, (3, 10, 10)
 
 
+def depthwise_moved(wide: int = 24, at: int = 0, out_at: int = 32) -> Network:
+    """A depthwise convolution whose output processors are not its input processors (no
+    broadcast: each channel's result moves to another processor's memory), with a bias:
+    by default 24 channels on processors 0-23 (two quadrants) written to 32-55."""
+    passes = -(-wide // 64)
+    per_pass = wide // passes
+    described = [
+        _conv(_mask(3), "0x2000", data_format="HWC", output_processors=_mask(per_pass, at)),
+        _conv(_mask(per_pass, at), "0x0000", groups=wide,
+              output_processors=_mask(per_pass, out_at)),
+        {"out_offset": "0x2000", "processors": _mask(per_pass, out_at), "op": "conv2d",
+         "kernel_size": "1x1", "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((wide, 3, 3, 3), 8, True, 27), ((wide, 1, 3, 3), 8, True, 9),
+                        ((6, wide, 1, 1), 8, True, wide)]
+    return described, weights, (3, 8, 8)
+
+
+def depthwise_moved_quadrant() -> Network:
+    """8 channels on processors 4-11 (one quadrant, not from its start) written to 16-23."""
+    return depthwise_moved(8, 4, 16)
+
+
+def depthwise_moved_multipass() -> Network:
+    """96 channels in two passes on processors 4-51 (from inside the first quadrant, over
+    four) written to 0-47."""
+    return depthwise_moved(96, 4, 0)
+
+
 def dilated_conv1d() -> Network:
     """Dilated conv1d (the hardware stretches a kernel whose dilated span fits in 9 taps:
     dilation 2 of a 3-tap kernel is a 5-tap kernel with zeros between), then dilation 3."""
@@ -244,6 +273,9 @@ NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
             "eltwise_three_max78002": (eltwise_three, 141, "MAX78002"),
             "depthwise_max78002": (depthwise, 145, "MAX78002"),
             "depthwise_multipass_max78002": (depthwise_multipass, 146, "MAX78002"),
+            "depthwise_moved_max78002": (depthwise_moved, 151, "MAX78002"),
+            "depthwise_moved_quadrant_max78002": (depthwise_moved_quadrant, 152, "MAX78002"),
+            "depthwise_moved_multipass_max78002": (depthwise_moved_multipass, 153, "MAX78002"),
             "dilated_conv1d": (dilated_conv1d, 47, "MAX78000"),
             "dilated_conv1d_max78002": (dilated_conv1d, 147, "MAX78002"),
             "eltwise_multipass": (eltwise_multipass, 48, "MAX78000"),

@@ -83,9 +83,6 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
             "it on the 2-D hardware; not generated yet)"
     if layer.groups != 1 and not layer.depthwise:
         return "grouped convolution other than depthwise"
-    if layer.depthwise and plan.processors != plan.output_processors:
-        return "depthwise convolution whose output processors are not its input processors " \
-            "(only broadcast mode is generated)"
     if plan.read_gap:
         return "read_gap (reading interleaved data directly; not generated yet)"
     return None

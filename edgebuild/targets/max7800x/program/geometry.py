@@ -21,8 +21,10 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   hardware layer pools only in the convolution after a merged add; operands pooled first
   are pool layers of their own.
 - A depthwise convolution (groups = input = output channels, MAX78002) holds one kernel
-  per channel and pass; the generator programs it in broadcast mode (output processors =
-  input processors), the mode the vendor's networks use.
+  per channel and pass; in broadcast mode (output processors = input processors, the mode
+  the vendor's networks use) each processor writes its own channel, otherwise each quadrant
+  writes its channels from its own write pointer (registers) with its biases in processor
+  order (bias).
 - A transposed convolution ("convtranspose2d", the hardware's stride-2 upsampling) walks a
   stride-times larger input with the padding PyTorch's convention implies,
   kernel - 1 - pad, and its kernels flipped with input and output channels swapped

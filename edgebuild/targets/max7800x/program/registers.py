@@ -196,12 +196,31 @@ def _stride(dev: Device, g: Geometry) -> int:
 def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
     """Output offset in words, and the memory instance of the first output processor."""
     value = g.out_offset // 4
+    if g.depthwise and not g.broadcast:
+        instance = _moved_write_ptr(g, group)
+        return 0 if instance is None else value | instance << dev.write_ptr_shift
     if g.operator != "none":
         instance = ffs(g.output_processors) & ~3
     else:
         local = g.output_processors & 0xFFFF << group * 16
         instance = ffs(local) & ~3 if local else 0
     return value | (instance % 4) * dev.instance_bytes // 16 | (instance // 4) << dev.write_ptr_shift
+
+
+def _moved_write_ptr(g: Geometry, group: int) -> int | None:
+    """A depthwise layer without broadcast writes each quadrant's channels from where that
+    quadrant's first channel goes: the first output processor, 16 further per quadrant
+    after the first it reads with, less the first quadrant's unused leading processors;
+    as a memory instance (of 4 processors). A quadrant before the first has no pointer
+    (None)."""
+    first = ffs(g.processors)
+    first_group = first // 16
+    if group < first_group:
+        return None
+    target = (group - first_group) * 16 + ffs(g.output_processors)
+    if group != first_group:
+        target -= first % 16
+    return target // 4
 
 
 def _timeslot(dev: Device, g: Geometry) -> int:

@@ -193,6 +193,26 @@ def dilated_conv1d() -> Network:
     return described, weights, (8, 32)
 
 
+def dilated_conv1d_wide() -> Network:
+    """Dilated conv1d spanning more than 9 taps, which the hardware runs as a 3x3 conv2d
+    over `dilation` columns padded by 1: a 3-tap kernel at dilation 5 (its first output row
+    lands before `out_offset`, which leaves room), a 2-tap one at dilation 12 over 72
+    channels (two passes), then a 1x1."""
+    wide = 72
+    described = [
+        {"out_offset": "0x2000", "processors": _mask(8), "output_processors": _mask(36),
+         "op": "conv1d", "kernel_size": 3, "pad": 0, "dilation": 5, "activate": "ReLU",
+         "data_format": "HWC"},
+        {"out_offset": "0x0000", "processors": _mask(36), "op": "conv1d", "kernel_size": 2,
+         "pad": 0, "dilation": 12, "activate": "ReLU"},
+        {"out_offset": "0x2000", "processors": _mask(C), "op": "conv1d", "kernel_size": 1,
+         "pad": 0, "activate": "None"},
+    ]
+    weights: Weights = [((wide, 8, 3), 8, True, 24), ((C, wide, 2), 8, True, wide * 2),
+                        ((5, C, 1), 8, True, C)]
+    return described, weights, (8, 40)
+
+
 def read_gap_max78002() -> Network:
     """MAX78002 reads interleaved data directly (`read_gap`): two convolutions write word 0
     and word 1 of each pair (write gap 1), a convolution reads only word 1 (read gap 1), and
@@ -284,5 +304,7 @@ NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
             "eltwise_emulated_max78002": (eltwise_emulated, 149, "MAX78002"),
             "eltwise_conv_multipass": (eltwise_conv_multipass, 50, "MAX78000"),
             "eltwise_conv_multipass_max78002": (eltwise_conv_multipass, 150, "MAX78002"),
+            "dilated_conv1d_wide": (dilated_conv1d_wide, 51, "MAX78000"),
+            "dilated_conv1d_wide_max78002": (dilated_conv1d_wide, 154, "MAX78002"),
             # not a committed case: edgebuild's placement refuses a read_gap reader yet
             "read_gap_max78002": (read_gap_max78002, 45, "MAX78002")}

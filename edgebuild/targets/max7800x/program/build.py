@@ -21,6 +21,7 @@ from edgebuild.targets.max7800x.program import stream as streams
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import (
+    PROCESSORS,
     Geometry,
     device_weights,
     geometry,
@@ -77,15 +78,27 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     if layer.op in NOT_GENERATED_OPS:
         return f"{layer.op} (buffer or reshape layers)"
     if layer.op != "conv1d" and any(d != 1 for d in layer.dilation or ()):
-        return f"dilated {layer.op} (the vendor's tool programs dilation for conv1d only)"
-    if not stretched_conv1d(layer):
-        return "conv1d whose dilated kernel spans more than 9 taps (the vendor's tool runs " \
-            "it on the 2-D hardware; not generated yet)"
+        return f"dilated {layer.op}: the device allows it, but the vendor's tool refuses " \
+            "`dilation` > 1 except for conv1d, so there are no register values to match " \
+            "(a known limit)"
+    if (ignored := _ignored_bytes(layer)) > plan.out_offset:
+        return f"conv1d of dilation {layer.dilation[0] if layer.dilation else 1} on the 2-D " \
+            f"hardware writes an unused first output row {ignored} bytes before its output " \
+            f"offset; place its output at an offset of at least 0x{ignored:04x}"
     if layer.groups != 1 and not layer.depthwise:
         return "grouped convolution other than depthwise"
     if plan.read_gap:
         return "read_gap (reading interleaved data directly; not generated yet)"
     return None
+
+
+def _ignored_bytes(layer: HwLayer) -> int:
+    """Bytes a dilated conv1d run on the 2-D hardware writes before its output offset
+    (geometry.columns_conv1d), from its hardware layer alone."""
+    if layer.op != "conv1d" or stretched_conv1d(layer) or (layer.kernel or (1,))[0] != 3:
+        return 0
+    dilation = layer.dilation[0] if layer.dilation else 1
+    return 4 * dilation * -(-layer.out_channels // PROCESSORS)
 
 
 def _relu(layers: Mapping[str, Layer], name: str) -> bool:

@@ -195,7 +195,7 @@ def _stride(dev: Device, g: Geometry) -> int:
 
 def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
     """Output offset in words, and the memory instance of the first output processor."""
-    value = g.out_offset // 4
+    value = (g.out_offset - g.out_ignore) // 4
     if g.depthwise and not g.broadcast:
         instance = _moved_write_ptr(g, group)
         return 0 if instance is None else value | instance << dev.write_ptr_shift

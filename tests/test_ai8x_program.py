@@ -365,3 +365,21 @@ def test_a_streaming_project_reads_back_to_izers_program(tmp_path, name):
     main = files["main.c"]
     assert main.index("cnn_start();") < main.index("load_input(); // Load data input via FIFO")
     assert "*((volatile uint32_t *) 0x50000008) = *in0++;" in main
+
+
+@pytest.mark.parametrize("name", ["streaming_chw", "streaming_chw_max78002"])
+def test_a_chw_streaming_project_reads_back_to_izers_program(tmp_path, name):
+    """CHW input through the FIFOs: one channel per FIFO, four pixels a word, the first
+    layer's big-data rollover, and (MAX78002) the control word's CHW-streaming bit; the
+    rendered project carries izer's program."""
+    case = ai8x_cases.load_case(name)
+    made = generate_case(case, tmp_path)
+    dev = device.device("ai87" if case.device == "MAX78002" else "ai85")
+    for filename, body in text.render(dev, made, text.Project("s", case.device)).items():
+        (tmp_path / filename).write_text(body)
+    assert ai8x_cases.compare(ai8x_cases.expected_program(case), reader.read(tmp_path)) == []
+    _, sample = ai8x_cases.generate(case)
+    first = [int(v) & 0xFF for v in sample[1, 0, :4]]
+    assert len(made.fifo) == 3
+    assert made.fifo[1][0] == sum(v << 8 * i for i, v in enumerate(first))
+    assert all(w.value >> 6 & 1 == (case.device == "MAX78002") for w in made.start)

@@ -115,7 +115,7 @@ def geometries(hw: tuple[HwLayer, ...], placement: Placement, layers: Mapping[st
         shift = int(weights.get(f"{layer.name}.scale_exp", np.array(0))) \
             + 8 - (layer.weight_bits or 8)
         out.append(geometry(layer, plan, shift, _relu(layers, layer.name), first=i == 0))
-    return out
+    return streams.padded_1x1(out)
 
 
 def groups_used(layers: list[Geometry]) -> list[int]:
@@ -154,7 +154,7 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
         init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list),
                                fifo)),
         configure=configure,
-        start=tuple(start_writes(dev, groups, fifo)), kernels=_kernel_runs(dev, memory),
+        start=tuple(start_writes(dev, groups, fifo, geo[0].big_data)), kernels=_kernel_runs(dev, memory),
         bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
         input=() if fifo else tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
         fifo_setup=(Write(dev.fifo_control, streams.fifo_control(dev, geo[0]), "FIFO control"),)

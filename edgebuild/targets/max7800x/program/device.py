@@ -102,6 +102,8 @@ class Device:
     # than two operands over several passes) as one pass over the passes stacked as rows
     # (registers.emulated_eltwise)
     emulate_eltwise_passes: bool = False
+    # MAX78002: cnn_start()'s control word says (this bit) that a CHW input streams in
+    chw_stream_bit: int | None = None
 
     @property
     def instance_words(self) -> int:
@@ -165,7 +167,7 @@ MAX78002 = Device(family="ai87", apb_base=0x50000000, cnn_base=0x51000000,
                   clear_bias=1 << 10, clear_done=1 << 25, flatten_bias_first=False,
                   stream_registers=(0x2000, 0x2008, 0x2010), stream_register_stride=4,
                   frame_register=0x42018, fifo_complete=False, new_streaming=True,
-                  stream_bias=True)
+                  stream_bias=True, chw_stream_bit=6)
 
 DEVICES = {"ai85": MAX78000, "ai87": MAX78002}
 

@@ -212,7 +212,9 @@ def columns_conv1d(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, firs
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
     """A layer's weights as the accelerator convolves with them: a transposed convolution's
     PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
-    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last."""
+    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last
+    (on the 2-D hardware: the taps down a 3x3 kernel's middle column); a 1x1 kernel run as
+    3x3 (stream.padded_1x1) sits in the middle of zeros."""
     if g.operator == "conv1d" and g.dilation > 1:
         stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
         stretched[..., ::g.dilation] = weight
@@ -222,6 +224,10 @@ def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
         square = np.zeros((*weight.shape[:-1], 3, 3), dtype=weight.dtype)
         square[..., 3 - taps:, 1] = weight  # 2 taps: the top row (the padding) unused
         return square
+    if weight.ndim == 4 and weight.shape[-2:] == (1, 1) and g.kernel == (3, 3):
+        square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+        square[..., 1, 1] = weight[..., 0, 0]  # a streamed 1x1 (stream.padded_1x1)
+        weight = square
     if g.operator != "convtranspose2d":
         return weight
     return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)

@@ -77,12 +77,16 @@ def _clear_writes(dev: Device, groups: list[int], bias: bool) -> list[Write | Wa
             *(Write(dev.control(q, SRAM_TEST), 0, "Reset BIST") for q in groups)]
 
 
-def start_writes(dev: Device, groups: list[int], fifo: bool = False) -> list[Write]:
+def start_writes(dev: Device, groups: list[int], fifo: bool = False, chw: bool = False
+                 ) -> list[Write]:
     """cnn_start(): every quadrant enabled (the first as the master, synchronized to it),
     then the master started. A network that streams from the FIFO (program.stream) runs
-    every quadrant with the FIFO on and in streaming mode."""
+    every quadrant with the FIFO on and in streaming mode (on MAX78002 also marked when
+    the input is `chw`)."""
     first = groups[0]
     base = CLOCKS | MEXPRESS | (STREAMING | FIFO_SYNC | FIFO if fifo else 0)
+    if fifo and chw and dev.chw_stream_bit is not None:
+        base |= 1 << dev.chw_stream_bit
     writes = [Write(dev.control(q, 0), base | (q != first) | 1 << 11 | first << 9,
                     f"Enable quadrant {q}") for q in groups]
     return writes + [Write(dev.control(first, 0), base | 1, f"Master enable quadrant {first}")]

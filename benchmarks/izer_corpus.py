@@ -274,6 +274,22 @@ def _random_nets() -> dict[str, tuple[Net, str, int]]:
         Layer(C2, 16, pool=m, out_offset="0x0000"),
         Layer(C2, 8, kernel=1, pad=0, relu=False, out_offset="0x2000"))), "MAX78000", 15)
     nets["streaming_hwc_max78002"] = (nets["streaming_hwc"][0], "MAX78002", 115)
+    # CHW input through the FIFOs (one channel per FIFO, four pixels a word): the first
+    # layer's rollover is the big-data one
+    nets["streaming_chw"] = (replace(nets["streaming_hwc"][0], data_format="CHW"),
+                             "MAX78000", 17)
+    nets["streaming_chw_max78002"] = (nets["streaming_chw"][0], "MAX78002", 117)
+    # a 1x1 convolution that streams, or reads a streaming layer's output, runs as a 3x3
+    # one padded by 1 (izer's EMULATE_1X1_STREAMING): one streaming, one after the last
+    # streaming layer
+    nets["streaming_1x1"] = (Net((3, 24, 20), "HWC", (
+        Layer(C2, 16, streaming=True, out_offset="0x1000"),
+        Layer(C2, 12, kernel=1, pad=0, streaming=True, out_offset="0x2000"),
+        Layer(C2, 16, streaming=True, out_offset="0x3000"),
+        Layer(C2, 16, kernel=1, pad=0, out_offset="0x0000"),
+        Layer(C2, 16, pool=m, out_offset="0x2000"),
+        Layer(C2, 8, kernel=1, pad=0, relu=False, out_offset="0x0000"))), "MAX78000", 16)
+    nets["streaming_1x1_max78002"] = (nets["streaming_1x1"][0], "MAX78002", 116)
     return nets
 
 

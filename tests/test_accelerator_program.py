@@ -88,6 +88,27 @@ def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
     assert contracts.violation(refused.to_json(), "accelerator.v1") is None
 
 
+def test_a_wide_dilated_conv1d_needs_room_before_its_output():
+    """A conv1d whose dilated span exceeds 9 taps runs on the 2-D hardware, whose 3-tap
+    kernel writes an unused first row (dilation words) before the output offset: at offset
+    0 there is no room, and the generator says where the output must go."""
+    def manifest(placement):
+        return Manifest.model_validate({
+            "name": "dilated", "model": {"input": [4, 40], "layers": [
+                {"name": "a", "op": "conv1d", "out": 8, "kernel": 3, "dilation": 5,
+                 "act": "relu"},
+                {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
+            "placement": placement, "target": {"device": "max78000"},
+            "kat": {"input": "x.npy"}})
+    weights = {"a.weight": np.ones((8, 4, 3), np.int8), "fc.weight": np.ones((3, 8 * 30), np.int8)}
+    with pytest.raises(NotImplementedError, match="at least 0x0014"):
+        build.for_manifest(manifest({"a": {"out_offset": 0}}), {"a": 8, "fc": 8}, weights,
+                           np.zeros((4, 40)), np.zeros(3))
+    made = build.for_manifest(manifest({}), {"a": 8, "fc": 8}, weights, np.zeros((4, 40)),
+                              np.zeros(3))
+    assert made.summary[0].startswith("4x8x5, no pooling, conv2d with kernel size 3x3")
+
+
 def test_the_report_page_says_which_code_runs_where():
     made = record.ProgramRecord("max78000", text.FILES, 4, (0,), 2536, 10, 10)
     page = reportpage._where({"program": made.to_json(), "emulation": "codegen/"})

@@ -382,16 +382,19 @@ def _conv(name: str, kernel: int, streaming: bool = False):
                     in_offset=0, out_offset=0x2000, write_gap=0, streaming=streaming)
 
 
-def test_max78000_runs_a_1x1_kernel_at_a_stream_as_a_centred_3x3():
-    """izer's EMULATE_1X1_STREAMING (MAX78000 only): a 1x1 convolution that streams or reads
-    a streaming layer runs as 3x3 with padding 1, the weight at the kernel's centre."""
+def test_a_1x1_kernel_at_a_stream_runs_as_a_centred_3x3():
+    """izer's EMULATE_1X1_STREAMING (both devices): a 1x1 convolution that streams or reads
+    a streaming layer runs as 3x3 with padding 1, the weight at the kernel's centre; only
+    within the layers streaming can reach."""
     from edgebuild.targets.max7800x.program import geometry, stream
 
     layers = [_conv("a", 3, streaming=True), _conv("b", 1), _conv("c", 1)]
-    widened = stream.widened(device.MAX78000, layers)
+    widened = stream.padded_1x1(layers)
     assert [(g.kernel, g.pad) for g in widened] == [((3, 3), (1, 1)), ((3, 3), (1, 1)),
                                                     ((1, 1), (0, 0))]
-    assert stream.widened(device.MAX78002, layers) == layers
+    far = [_conv(f"p{i}", 3) for i in range(stream.STREAM_REACH)]
+    late = far + [_conv("s", 1, streaming=True)]
+    assert stream.padded_1x1(late) == late
     weight = np.arange(16).reshape(4, 4, 1, 1)
     centred = geometry.device_weights(widened[1], weight)
     assert centred.shape == (4, 4, 3, 3) and np.array_equal(centred[..., 1, 1], weight[..., 0, 0])
@@ -415,3 +418,21 @@ def test_a_buffer_shift_runs_right_before_the_layer_inserting_the_newest_frame()
     assert moved == ("pa", "pbuf", "pb", "pc")
     plain = layers[:2]
     assert sequence.run_order(plain, plans[:2]) == (plain, plans[:2])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["streaming_chw", "streaming_chw_max78002"])
+def test_a_chw_streaming_project_reads_back_to_izers_program(tmp_path, name):
+    """CHW input through the FIFOs: one channel per FIFO, four pixels a word, the first
+    layer's big-data rollover, and (MAX78002) the control word's CHW-streaming bit; the
+    rendered project carries izer's program."""
+    case = ai8x_cases.load_case(name)
+    made = generate_case(case, tmp_path)
+    dev = device.device("ai87" if case.device == "MAX78002" else "ai85")
+    for filename, body in text.render(dev, made, text.Project("s", case.device)).items():
+        (tmp_path / filename).write_text(body)
+    assert ai8x_cases.compare(ai8x_cases.expected_program(case), reader.read(tmp_path)) == []
+    _, sample = ai8x_cases.generate(case)
+    first = [int(v) & 0xFF for v in sample[1, 0, :4]]
+    assert len(made.fifo) == 3
+    assert made.fifo[1][0] == sum(v << 8 * i for i, v in enumerate(first))
+    assert all(w.value >> 6 & 1 == (case.device == "MAX78002") for w in made.start)

@@ -218,6 +218,20 @@ def test_conv1d_rules():
     assert messages(conv1d(kernel=3, dilation=7)) == []
     assert messages(conv1d(kernel=5, dilation=2)) == [
         "layer 'c': dilation 2 is not supported on max78000 with kernel 5 (allowed: 1..1)"]
+    # a dilated span of more than 9 taps runs as a padded 3x3 conv2d over `dilation`
+    # columns: no padding or pooling of its own there (both devices)
+    def narrow(device_name, **fields):
+        return model([{"name": "c", "op": "conv1d", "out": 8, **fields}],
+                     input_shape=(8, 64), device_name=device_name)
+    for device_name in ("max78000", "max78002"):
+        assert messages(narrow(device_name, kernel=2, dilation=12)) == []
+        assert messages(narrow(device_name, kernel=3, dilation=5, pad=1,
+                               pool={"mode": "max", "size": 2, "stride": 2})) == [
+            "layer 'c': pad 1 is not supported with dilation 5 (a span of more than 9 taps "
+            "runs on the 2-D hardware); allowed: 0",
+            "layer 'c': pooling is not supported with dilation 5 (a span of more than 9 taps "
+            "runs on the 2-D hardware); pool in a layer of its own"]
+    assert messages(conv1d(kernel=3, dilation=4, pad=1)) == []  # 9 taps: stretched
     # more than 64 input channels: padding must be 0 on max78002, any on max78000
     wide = on(conv1d(kernel=3, pad=1), "max78002")
     assert messages(wide) == ["layer 'c': pad 1 is not supported on max78002 with 80 input "

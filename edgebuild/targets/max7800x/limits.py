@@ -35,6 +35,8 @@ ManifestPath = tuple[str | int, ...]
 # Conv1d dilation: kernels of up to this length may dilate (the manual: "1 to 1023 for
 # kernel lengths 1, 2, or 3"). The profile has no field for it yet (same on both devices).
 CONV1D_SHORT_KERNEL = 3
+# taps of the 1-D hardware's longest kernel: a dilated kernel spanning more runs in 2-D
+CONV1D_TAPS = 9
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,27 @@ def _conv1d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
         yield Problem(ctx.at(layer, "dilation"), f"layer {layer.name!r}: dilation {dilation} "
                       f"is not supported on {name} with kernel {kernel} (allowed: "
                       f"{_range(bounds)})")
+    elif (kernel - 1) * dilation >= CONV1D_TAPS:
+        yield from _columns_conv1d(layer, ctx)
     yield from _groups(layer, ctx, rules.depthwise)
+
+
+def _columns_conv1d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
+    """A dilated conv1d spanning more taps than the 1-D hardware has runs as a padded 3x3
+    convolution over `dilation` columns: its own padding, pooling or an element-wise
+    operation before it have no place there (the vendor's tool refuses them alike)."""
+    assert layer.pad is not None and layer.dilation is not None
+    span = f"dilation {layer.dilation[0]} (a span of more than {CONV1D_TAPS} taps runs on " \
+        "the 2-D hardware)"
+    if any(layer.pad):
+        yield Problem(ctx.at(layer, "pad"), f"layer {layer.name!r}: pad {_dims(layer.pad)} "
+                      f"is not supported with {span}; allowed: 0")
+    if layer.pool is not None:
+        yield Problem(ctx.at(layer), f"layer {layer.name!r}: pooling is not "
+                      f"supported with {span}; pool in a layer of its own")
+    if layer.eltwise_operands:
+        yield Problem(ctx.eltwise_at(layer), f"layer {layer.name!r}: an element-wise "
+                      f"operation in-flight is not supported with {span}")
 
 
 def _members(layer: HwLayer, ctx: _Context, field: str, values: tuple[int, ...],

@@ -10,8 +10,8 @@ point at the original's quadrant and offset.
 
 A depthwise layer's bias is different: every quadrant it reads with holds the biases of its
 own channels (the hardware adds them per processor), so its bytes are spread over those
-quadrants, in the order the processors fetch them, before the other layers are fitted
-(the vendor's tool allocates them first; `depthwise`).
+quadrants, in the order the processors fetch them (broadcast mode or not), before the other
+layers are fitted (the vendor's tool allocates them first; `depthwise`).
 
 A streaming first layer's bias on MAX78000 starts one byte into its slot, behind a zero
 (`stream_gap`): the vendor's tool works around a fault of that part this way, and the slot is
@@ -50,39 +50,64 @@ def _broadcast_order(p: int) -> int:
     return (p & ~(QUADRANT - 1)) + (p % 4) * 4 + (p % QUADRANT) // 4
 
 
+def _moved_gap(processors: int) -> int:
+    """Without broadcast, the first quadrant's processors as the bias bytes count them: its
+    leading unused processors moved to the end of the quadrant (the channels are written
+    to other processors anyway, so only their order within the quadrant counts)."""
+    first = ffs(processors)
+    mask = 0xFFFF << (first & ~(QUADRANT - 1))
+    return processors & ~mask | (processors & mask) >> first % QUADRANT
+
+
 def depthwise(g: Geometry, bias: np.ndarray, memory: dict[int, list[int | None]]
               ) -> LayerBias:
-    """Append a broadcast-mode depthwise layer's biases to each quadrant's bytes (`memory`,
-    appended in place) and return where they start in each quadrant. Each quadrant it uses
-    starts at a multiple of 4; every processor slot of the used quadrants, pass by pass,
-    takes a byte (those without a channel a zero); trailing empty bytes of the last
-    quadrant are given back."""
+    """Append a depthwise layer's biases to each quadrant's bytes (`memory`, appended in
+    place) and return where they start in each quadrant. Every processor slot of the used
+    quadrants, pass by pass, takes a byte (those without a channel a zero); trailing empty
+    bytes of the last quadrant are given back. In broadcast mode each quadrant reads its
+    four 8-bit memories in parallel: its slots start at a multiple of 4, span whole
+    quadrants and hold the channels in that fetch order (_broadcast_order). Otherwise the
+    slots follow the processors (_moved_gap), from the first quadrant's start when the layer
+    reads more than one quadrant."""
     offsets: list[int | None] = [None] * 4
-    for q in range(4):
-        if g.processors >> QUADRANT * q & 0xFFFF:
-            used = memory.setdefault(q, [])
+    quadrants = [q for q in range(4) if g.processors >> QUADRANT * q & 0xFFFF]
+    for q in quadrants:
+        used = memory.setdefault(q, [])
+        if g.broadcast:
             used += [UNSET] * (-len(used) % INSTANCE)
-            offsets[q] = len(used)
-    first = ffs(g.processors) & ~(QUADRANT - 1)
-    last = (g.processors.bit_length() - 1 + QUADRANT & ~(QUADRANT - 1)) - 1
+        offsets[q] = len(used)
+    processors = g.processors if g.broadcast else _moved_gap(g.processors)
+    first, last = ffs(processors), processors.bit_length() - 1
+    if g.broadcast:
+        last = (last + QUADRANT & ~(QUADRANT - 1)) - 1
+    if g.broadcast or len(quadrants) > 1:
+        first &= ~(QUADRANT - 1)
+    columns = _passes(g, bias, processors, first, last)
+    group = 0
+    for row in columns:
+        for p in range(first, last + 1):
+            group = p // QUADRANT
+            src = (_broadcast_order(p) if g.broadcast else p) - first
+            memory.setdefault(group, []).append(row[src] if src < len(row) else UNSET)
+    while memory[group] and memory[group][-1] is UNSET:
+        memory[group].pop()
+    return LayerBias(-1, -1, tuple(offsets))
+
+
+def _passes(g: Geometry, bias: np.ndarray, processors: int, first: int, last: int
+            ) -> list[list[int | None]]:
+    """The biases pass by pass, one per processor slot from `first` to `last`: a gap in
+    the processor map takes no channel."""
     thresh = g.out_expand_thresh
     padded: list[int | None] = [int(v) for v in bias]
     padded += [UNSET] * (g.out_expand * thresh - len(bias))
     columns: list[list[int | None]] = [padded[e * thresh:(e + 1) * thresh]
                                        for e in range(g.out_expand)]
-    for proc in range(first, last + 1):  # gaps in the processor map take no channel
-        if not g.processors >> proc & 1:
+    for proc in range(first, last + 1):
+        if not processors >> proc & 1:
             for row in columns:
                 row.insert(proc - first, UNSET)
-    group = 0
-    for row in columns:
-        for p in range(first, last + 1):
-            group = p // QUADRANT
-            src = _broadcast_order(p) - first
-            memory.setdefault(group, []).append(row[src] if src < len(row) else UNSET)
-    while memory[group] and memory[group][-1] is UNSET:
-        memory[group].pop()
-    return LayerBias(-1, -1, tuple(offsets))
+    return columns
 
 
 def place(layers: list[Geometry], biases: list[np.ndarray | None], groups: list[int],

@@ -22,6 +22,7 @@ from edgebuild.targets.max7800x.program import stream as streams
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import (
+    PROCESSORS,
     Geometry,
     device_weights,
     geometry,
@@ -79,18 +80,27 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     if layer.op in NOT_GENERATED_OPS:
         return f"{layer.op} (reshape layers)"
     if layer.op != "conv1d" and any(d != 1 for d in layer.dilation or ()):
-        return f"dilated {layer.op} (the vendor's tool programs dilation for conv1d only)"
-    if not stretched_conv1d(layer):
-        return "conv1d whose dilated kernel spans more than 9 taps (the vendor's tool runs " \
-            "it on the 2-D hardware; not generated yet)"
+        return f"dilated {layer.op}: the device allows it, but the vendor's tool refuses " \
+            "`dilation` > 1 except for conv1d, so there are no register values to match " \
+            "(a known limit)"
+    if (ignored := _ignored_bytes(layer)) > plan.out_offset:
+        return f"conv1d of dilation {layer.dilation[0] if layer.dilation else 1} on the 2-D " \
+            f"hardware writes an unused first output row {ignored} bytes before its output " \
+            f"offset; place its output at an offset of at least 0x{ignored:04x}"
     if layer.groups != 1 and not layer.depthwise:
         return "grouped convolution other than depthwise"
-    if layer.depthwise and plan.processors != plan.output_processors:
-        return "depthwise convolution whose output processors are not its input processors " \
-            "(only broadcast mode is generated)"
     if plan.read_gap:
         return "read_gap (reading interleaved data directly; not generated yet)"
     return None
+
+
+def _ignored_bytes(layer: HwLayer) -> int:
+    """Bytes a dilated conv1d run on the 2-D hardware writes before its output offset
+    (geometry.columns_conv1d), from its hardware layer alone."""
+    if layer.op != "conv1d" or stretched_conv1d(layer) or (layer.kernel or (1,))[0] != 3:
+        return 0
+    dilation = layer.dilation[0] if layer.dilation else 1
+    return 4 * dilation * -(-layer.out_channels // PROCESSORS)
 
 
 def _relu(layers: Mapping[str, Layer], name: str) -> bool:
@@ -107,7 +117,7 @@ def geometries(hw: tuple[HwLayer, ...], placement: Placement, layers: Mapping[st
         shift = int(weights.get(f"{layer.name}.scale_exp", np.array(0))) \
             + 8 - (layer.weight_bits or 8)
         out.append(geometry(layer, plan, shift, _relu(layers, layer.name), first=i == 0))
-    return out
+    return streams.padded_1x1(out)
 
 
 def groups_used(layers: list[Geometry]) -> list[int]:
@@ -121,7 +131,7 @@ def groups_used(layers: list[Geometry]) -> list[int]:
 def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: Placement,
              layers: Mapping[str, Layer], weights: Mapping[str, np.ndarray],
              sample: np.ndarray, expected: np.ndarray) -> Program:
-    geo = streams.widened(dev, geometries(hw, placement, layers, weights))
+    geo = geometries(hw, placement, layers, weights)
     groups = groups_used(geo)
     kernel_list = [device_weights(g, weights[f"{g.name}.weight"])
                    if layer.has_weights and f"{g.name}.weight" in weights else None
@@ -146,7 +156,7 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
         init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list),
                                fifo)),
         configure=configure,
-        start=tuple(start_writes(dev, groups, fifo)), kernels=_kernel_runs(dev, memory),
+        start=tuple(start_writes(dev, groups, fifo, geo[0].big_data)), kernels=_kernel_runs(dev, memory),
         bias=tuple((dev.bias_address(q), tuple(values)) for q, values in sorted(image.items())),
         input=() if fifo else tuple((a, tuple(w)) for a, w in input_words(dev, geo[0], sample)),
         fifo_setup=(Write(dev.fifo_control, streams.fifo_control(dev, geo[0]), "FIFO control"),)

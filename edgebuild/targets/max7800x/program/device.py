@@ -98,7 +98,12 @@ class Device:
     fifo_complete: bool = True  # the FIFO control's wait-for-complete-word bit is needed
     new_streaming: bool = False  # MAX78002's formulas for the stream registers
     stream_bias: bool = False  # a streaming first layer's bias works as any (program.bias)
-    widen_streaming_1x1: bool = False  # a 1x1 kernel at a stream runs as 3x3 (program.stream)
+    # MAX78000 runs a standalone element-wise operation of more than two passes (or of more
+    # than two operands over several passes) as one pass over the passes stacked as rows
+    # (registers.emulated_eltwise)
+    emulate_eltwise_passes: bool = False
+    # MAX78002: cnn_start()'s control word says (this bit) that a CHW input streams in
+    chw_stream_bit: int | None = None
 
     @property
     def instance_words(self) -> int:
@@ -146,7 +151,7 @@ MAX78000 = Device(family="ai85", apb_base=0x50000000, cnn_base=0x50100000,
                   layer_stride=4, aon_control=0x50001000, bias_base=0x50108000,
                   kernel_base=0x50180000, kernel_processor_stride=0x4000,
                   data_base=0x50400000, instance_bytes=0x8000, write_ptr_shift=13,
-                  pad_shift=16, xpch_shift=8, widen_streaming_1x1=True)
+                  pad_shift=16, xpch_shift=8, emulate_eltwise_passes=True)
 
 # 128 layers, each with a block of 0x100 bytes of registers; 16 MB per quadrant; a data
 # memory instance spans 0x20000 bytes (of which 5120 words exist); kernel memory of a
@@ -162,7 +167,7 @@ MAX78002 = Device(family="ai87", apb_base=0x50000000, cnn_base=0x51000000,
                   clear_bias=1 << 10, clear_done=1 << 25, flatten_bias_first=False,
                   stream_registers=(0x2000, 0x2008, 0x2010), stream_register_stride=4,
                   frame_register=0x42018, fifo_complete=False, new_streaming=True,
-                  stream_bias=True)
+                  stream_bias=True, chw_stream_bit=6)
 
 DEVICES = {"ai85": MAX78000, "ai87": MAX78002}
 

@@ -12,8 +12,12 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   (as the vendor's tool sees a network description without `flatten` there).
 - A conv1d is a convolution over rows of length L with a k x 1 kernel. A dilated conv1d
   whose dilated span (k - 1) x d + 1 fits in the 9 taps the hardware has is that longer
-  kernel with d - 1 zero taps between the weights (`device_weights`); a longer span (the
-  vendor's tool runs it on the 2-D hardware, 3x3 over d columns) is not generated.
+  kernel with d - 1 zero taps between the weights (`device_weights`). A longer span runs,
+  as the vendor's tool runs it, on the 2-D hardware (`columns_conv1d`): the row of L is read
+  as ceil(L / d) rows of d columns, so that tap j of the kernel is one row further down; a
+  3x3 kernel holds the taps in its middle column, padded by 1 on every side. A 3-tap kernel
+  centred so computes its first output one row early: that row lands `out_ignore` bytes
+  before the output offset.
 - An element-wise layer reads `operands` tensors interleaved in data memory (operand i at
   word i of every group of `operands` words) and combines them before its convolution (or,
   an operator "none", as its whole operation); the only operation edgebuild has is `add`.
@@ -21,8 +25,10 @@ Conventions (the accelerator's, as its synthesis tool computes them):
   hardware layer pools only in the convolution after a merged add; operands pooled first
   are pool layers of their own.
 - A depthwise convolution (groups = input = output channels, MAX78002) holds one kernel
-  per channel and pass; the generator programs it in broadcast mode (output processors =
-  input processors), the mode the vendor's networks use.
+  per channel and pass; in broadcast mode (output processors = input processors, the mode
+  the vendor's networks use) each processor writes its own channel, otherwise each quadrant
+  writes its channels from its own write pointer (registers) with its biases in processor
+  order (bias).
 - A transposed convolution ("convtranspose2d", the hardware's stride-2 upsampling) walks a
   stride-times larger input with the padding PyTorch's convention implies,
   kernel - 1 - pad, and its kernels flipped with input and output channels swapped
@@ -34,7 +40,7 @@ Conventions (the accelerator's, as its synthesis tool computes them):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -73,6 +79,8 @@ class Geometry(ChannelPasses):
     operands: int = 1  # element-wise operands read interleaved (1: none)
     output_pad: int = 0  # a transposed convolution's extra output columns
     dilation: int = 1  # a conv1d's dilation, run as a stretched kernel (`kernel` is that)
+    # or, operator "conv2d", as 3x3 over `dilation` columns (columns_conv1d)
+    out_ignore: int = 0  # bytes written before out_offset (columns_conv1d)
     depthwise: bool = False  # groups = input = output channels: one kernel per channel
     streaming: bool = False  # reads its input from a circular buffer (program.stream)
     read_gap: int = 0  # input words skipped after each one read (interleaved data)
@@ -153,6 +161,8 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         pad, stride = (_pair(layer.pad, 0)[0], 0), (_pair(layer.stride, 1)[0], 1)
     else:
         kernel, pad, stride = _pair(layer.kernel, 1), _pair(layer.pad, 0), _pair(layer.stride, 1)
+    if operator == "conv1d" and not stretched_conv1d(layer):
+        return columns_conv1d(layer, plan, shift, relu, first)
     if operator == "convtranspose2d":
         in_dim = (in_dim[0] * stride[0], in_dim[1] * stride[1])
         pad = (kernel[0] - 1 - pad[0], kernel[1] - 1 - pad[1])
@@ -174,7 +184,7 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
 
 
 # taps of the longest 1-D kernel the hardware runs: a dilated conv1d spanning more runs on
-# the 2-D hardware in the vendor's tool (not generated here)
+# the 2-D hardware (columns_conv1d)
 MAX_1D_TAPS = 9
 
 
@@ -185,19 +195,40 @@ def stretched_conv1d(layer: HwLayer) -> bool:
     return dilation == 1 or (taps - 1) * dilation < MAX_1D_TAPS
 
 
+def columns_conv1d(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool
+                   ) -> Geometry:
+    """A dilated conv1d spanning more than MAX_1D_TAPS taps (kernel of at most 3, no padding
+    or pooling: validation's rules) as the 2-D hardware runs it: its L inputs as
+    ceil(L / d) rows of d columns, a 3x3 kernel padded by 1. The output keeps its length
+    (the rows past it are written and never read)."""
+    d = layer.dilation[0] if layer.dilation else 1
+    plane = (-(-_dims(layer.in_shape)[0] // d), d)
+    g = replace(geometry(replace(layer, op="conv2d", kernel=(3, 3), pad=(1, 1),
+                                 stride=(1, 1), dilation=(1, 1), pool=None), plan, shift,
+                         relu, first), in_dim=plane, pooled_dim=plane, dilation=d)
+    taps = layer.kernel[0] if layer.kernel else 1
+    return replace(g, out_ignore=4 * d * g.out_expand if taps == 3 else 0)
+
+
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
     """A layer's weights as the accelerator convolves with them: a transposed convolution's
     PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
-    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last;
-    a 1x1 kernel widened to 3x3 (program.stream.widened) sits at the 3x3 kernel's centre."""
-    if g.operator == "conv2d" and g.kernel == (3, 3) and weight.shape[2:] == (1, 1):
-        centred = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
-        centred[..., 1, 1] = weight[..., 0, 0]
-        return centred
+    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last
+    (on the 2-D hardware: the taps down a 3x3 kernel's middle column); a 1x1 kernel run as
+    3x3 (stream.padded_1x1) sits in the middle of zeros."""
     if g.operator == "conv1d" and g.dilation > 1:
         stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
         stretched[..., ::g.dilation] = weight
         return stretched
+    if g.operator == "conv2d" and g.dilation > 1:  # columns_conv1d: taps down the middle
+        taps = weight.shape[-1]
+        square = np.zeros((*weight.shape[:-1], 3, 3), dtype=weight.dtype)
+        square[..., 3 - taps:, 1] = weight  # 2 taps: the top row (the padding) unused
+        return square
+    if weight.ndim == 4 and weight.shape[-2:] == (1, 1) and g.kernel == (3, 3):
+        square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+        square[..., 1, 1] = weight[..., 0, 0]  # a streamed 1x1 (stream.padded_1x1)
+        weight = square
     if g.operator != "convtranspose2d":
         return weight
     return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)

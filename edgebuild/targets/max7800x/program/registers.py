@@ -77,12 +77,16 @@ def _clear_writes(dev: Device, groups: list[int], bias: bool) -> list[Write | Wa
             *(Write(dev.control(q, SRAM_TEST), 0, "Reset BIST") for q in groups)]
 
 
-def start_writes(dev: Device, groups: list[int], fifo: bool = False) -> list[Write]:
+def start_writes(dev: Device, groups: list[int], fifo: bool = False, chw: bool = False
+                 ) -> list[Write]:
     """cnn_start(): every quadrant enabled (the first as the master, synchronized to it),
     then the master started. A network that streams from the FIFO (program.stream) runs
-    every quadrant with the FIFO on and in streaming mode."""
+    every quadrant with the FIFO on and in streaming mode (on MAX78002 also marked when
+    the input is `chw`)."""
     first = groups[0]
     base = CLOCKS | MEXPRESS | (STREAMING | FIFO_SYNC | FIFO if fifo else 0)
+    if fifo and chw and dev.chw_stream_bit is not None:
+        base |= 1 << dev.chw_stream_bit
     writes = [Write(dev.control(q, 0), base | (q != first) | 1 << 11 | first << 9,
                     f"Enable quadrant {q}") for q in groups]
     return writes + [Write(dev.control(first, 0), base | 1, f"Master enable quadrant {first}")]
@@ -134,8 +138,24 @@ def _count(dev: Device, g: Geometry, axis: int) -> int:
     if dev.counter_step_shift is not None:
         return _stop_count(dev, g, axis)
     size = g.pool[axis] if g.flatten else g.in_dim[axis]
+    if axis == 0 and emulated_eltwise(dev, g):
+        size *= g.in_expand
     pad = g.pad[axis]
     return (size - 1 | pad << 16) + 2 * pad
+
+
+def emulated_eltwise(dev: Device, g: Geometry) -> bool:
+    """Whether MAX78000 runs this standalone element-wise layer as one pass: its hardware
+    combines the operands of a multi-pass element-wise operation right only for two
+    operands in two passes (operands x passes == operands + passes). Any other multi-pass
+    one reads, like the vendor's tool programs it, the passes of each pixel row as rows of
+    their own (the interleaved words of a row are the same either way): one pass over
+    rows x passes rows, no mask offset. A convolution or pooling cannot follow such a
+    layer in-flight; validation keeps them apart (the profile's in-flight channel
+    limits, pool_unfused_channels)."""
+    n, passes = g.operands, g.in_expand
+    return dev.emulate_eltwise_passes and g.operator == "none" and n > 1 and passes > 1 \
+        and n * passes != n + passes
 
 
 def _pool_rest(g: Geometry, axis: int) -> int:
@@ -179,13 +199,32 @@ def _stride(dev: Device, g: Geometry) -> int:
 
 def _write_ptr(dev: Device, g: Geometry, group: int) -> int:
     """Output offset in words, and the memory instance of the first output processor."""
-    value = g.out_offset // 4
+    value = (g.out_offset - g.out_ignore) // 4
+    if g.depthwise and not g.broadcast:
+        instance = _moved_write_ptr(g, group)
+        return 0 if instance is None else value | instance << dev.write_ptr_shift
     if g.operator != "none":
         instance = ffs(g.output_processors) & ~3
     else:
         local = g.output_processors & 0xFFFF << group * 16
         instance = ffs(local) & ~3 if local else 0
     return value | (instance % 4) * dev.instance_bytes // 16 | (instance // 4) << dev.write_ptr_shift
+
+
+def _moved_write_ptr(g: Geometry, group: int) -> int | None:
+    """A depthwise layer without broadcast writes each quadrant's channels from where that
+    quadrant's first channel goes: the first output processor, 16 further per quadrant
+    after the first it reads with, less the first quadrant's unused leading processors;
+    as a memory instance (of 4 processors). A quadrant before the first has no pointer
+    (None)."""
+    first = ffs(g.processors)
+    first_group = first // 16
+    if group < first_group:
+        return None
+    target = (group - first_group) * 16 + ffs(g.output_processors)
+    if group != first_group:
+        target -= first % 16
+    return target // 4
 
 
 def _timeslot(dev: Device, g: Geometry) -> int:
@@ -232,6 +271,8 @@ def _control2(dev: Device, g: Geometry) -> int:
     out_map = g.output_processors
     bits = g.weight_bits if g.operator != "none" else 0  # a copy has no weights
     in_exp = _flatten_count(g) & 0x0F if g.flatten else g.in_expand - 1
+    if emulated_eltwise(dev, g):
+        in_exp = 0
     skip = g.out_expand * (g.write_gap + 1) - 1 if g.operator != "none" else g.write_gap
     return (fls(out_map) - (ffs(out_map) & ~3)) * bits << dev.xpch_shift | in_exp | skip << 4
 
@@ -252,7 +293,7 @@ def _mask_fields(dev: Device, g: Geometry, kernels: LayerKernels | None
     offset, channels = regs.mask_offset, regs.output_channels
     weighted = None if g.operator == "none" else kernels
     if offset is None or channels is None:
-        value = (g.out_expand - 1) * 8
+        value = 0 if emulated_eltwise(dev, g) else (g.out_expand - 1) * 8
         if weighted is not None:
             start, end = _mask_span(g, weighted)
             value = start << 16 | end

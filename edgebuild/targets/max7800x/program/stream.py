@@ -20,6 +20,9 @@ counts padding and the columns a pooling stride skips: `Device.new_streaming`). 
 streaming layer's TRAM also sits after every earlier layer's (their TRAM sizes times their
 passes), since all of them run at once. The first layer reading the FIFO also gets its input
 frame size (a global register), and cnn_configure() ends by setting up the FIFO.
+
+A 1x1 convolution that streams, or runs right after a streaming layer, runs as a 3x3 one
+padded by 1 (`padded_1x1`), as the vendor's tool substitutes it on both devices.
 """
 
 from __future__ import annotations
@@ -56,30 +59,29 @@ class LayerStream:
         return self.delta2 << 16 | self.delta1 << 4 | self.invol
 
 
-# layers streaming can reach: the vendor's tool checks (and widens, `widened`) only the
+# layers streaming can reach: the vendor's tool checks (and pads, `padded_1x1`) only the
 # first MAX_STREAM_LAYERS + 1 of them
 STREAM_REACH = 9
-
-
-def widened(dev: Device, layers: list[Geometry]) -> list[Geometry]:
-    """The layers as MAX78000 runs them near a stream: its 1x1 kernels do not work on a
-    circular buffer, so a 1x1 convolution that streams, or reads a streaming layer's
-    output, runs as a 3x3 convolution with padding 1 whose kernels hold the 1x1 weight at
-    their centre (geometry.device_weights): the same output, three times the TRAM and nine
-    times the kernel memory, as the vendor's tool programs it (`Device.widen_streaming_1x1`)."""
-    if not dev.widen_streaming_1x1:
-        return layers
-    out = list(layers)
-    for i, g in enumerate(layers[:STREAM_REACH]):
-        near = g.streaming or i > 0 and layers[i - 1].streaming
-        if near and g.operator == "conv2d" and g.kernel == (1, 1):
-            out[i] = replace(g, kernel=(3, 3), pad=(1, 1))
-    return out
 
 
 def uses_fifo(layers: list[Geometry]) -> bool:
     """The input comes through the FIFO: the first layer streams."""
     return layers[0].streaming
+
+
+def padded_1x1(layers: list[Geometry]) -> list[Geometry]:
+    """`layers` with every 1x1 convolution that streams, or runs right after a layer that
+    streams, as a 3x3 one padded by 1 (its weight in the middle: device_weights): the
+    vendor's tool does not stream 1x1 kernels on the hardware, so it substitutes this
+    equivalent, which changes the registers, TRAM and kernel memory of the layer."""
+    out = []
+    for i, g in enumerate(layers):
+        streamed = i < STREAM_REACH and (g.streaming or i > 0 and layers[i - 1].streaming)
+        if streamed and g.operator in ("conv2d", "convtranspose2d") and g.kernel == (1, 1):
+            assert g.pad == (0, 0)
+            g = replace(g, kernel=(3, 3), pad=(1, 1))
+        out.append(g)
+    return out
 
 
 def streams(dev: Device, layers: list[Geometry]) -> list[LayerStream]:

@@ -86,8 +86,6 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
     if layer.depthwise and plan.processors != plan.output_processors:
         return "depthwise convolution whose output processors are not its input processors " \
             "(only broadcast mode is generated)"
-    if plan.read_gap:
-        return "read_gap (reading interleaved data directly; not generated yet)"
     return None
 
 

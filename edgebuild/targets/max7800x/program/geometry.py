@@ -135,11 +135,16 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def operator_of(layer: HwLayer) -> str:
+    """The vendor tool's operator name of a hardware layer ("none": no convolution)."""
+    return {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
+            "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
+
+
 def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool) -> Geometry:
     """The register view of hardware layer `layer` placed as `plan` (`relu`: its manifest
     layer's activation; `first`: it reads the model input)."""
-    operator = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
-                "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
+    operator = operator_of(layer)
     pool = layer.pool
     pool_size = _pair(pool.size, 1) if pool else (1, 1)
     pool_stride = _pair(pool.stride, 1) if pool else (1, 1)
@@ -185,14 +190,27 @@ def stretched_conv1d(layer: HwLayer) -> bool:
 
 
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
-    """A layer's weights as the accelerator convolves with them: a transposed convolution's
-    PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
-    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last."""
-    if g.operator == "conv1d" and g.dilation > 1:
-        stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
-        stretched[..., ::g.dilation] = weight
+    """A layer's weights as the accelerator convolves with them (`oriented`)."""
+    return oriented(g.operator, g.dilation, weight)
+
+
+def layer_weights(layer: HwLayer, weight: np.ndarray) -> np.ndarray:
+    """`device_weights` of a hardware layer not placed yet."""
+    operator = operator_of(layer)
+    dilation = layer.dilation[0] if operator == "conv1d" and layer.dilation else 1
+    return oriented(operator, dilation, weight)
+
+
+def oriented(operator: str, dilation: int, weight: np.ndarray) -> np.ndarray:
+    """Weights as the accelerator convolves with them: a transposed convolution's PyTorch
+    layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a dilated
+    conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last."""
+    if operator == "conv1d" and dilation > 1:
+        taps = (weight.shape[-1] - 1) * dilation + 1
+        stretched = np.zeros((*weight.shape[:-1], taps), dtype=weight.dtype)
+        stretched[..., ::dilation] = weight
         return stretched
-    if g.operator != "convtranspose2d":
+    if operator != "convtranspose2d":
         return weight
     return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)
 

@@ -216,7 +216,7 @@ def dilated_conv1d_wide() -> Network:
 def read_gap_max78002() -> Network:
     """MAX78002 reads interleaved data directly (`read_gap`): two convolutions write word 0
     and word 1 of each pair (write gap 1), a convolution reads only word 1 (read gap 1), and
-    a passthrough reads word 0 the same way."""
+    a 1x1 convolution reads its plain output (nothing reads word 0)."""
     described = _interleaved_pair(1) + [
         _conv(_mask(C), "0x2000", in_offset="0x0004", in_sequences=2, read_gap=1),
         {"out_offset": "0x0000", "processors": _mask(C), "op": "conv2d", "kernel_size": "1x1",
@@ -306,5 +306,4 @@ NETWORKS = {"eltwise_passthrough": (eltwise_passthrough, 40, "MAX78000"),
             "eltwise_conv_multipass_max78002": (eltwise_conv_multipass, 150, "MAX78002"),
             "dilated_conv1d_wide": (dilated_conv1d_wide, 51, "MAX78000"),
             "dilated_conv1d_wide_max78002": (dilated_conv1d_wide, 154, "MAX78002"),
-            # not a committed case: edgebuild's placement refuses a read_gap reader yet
             "read_gap_max78002": (read_gap_max78002, 45, "MAX78002")}

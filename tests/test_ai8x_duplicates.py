@@ -11,8 +11,8 @@ try:
 except ImportError:  # pytest run from tests/
     import ai8x_cases  # type: ignore[no-redef]
 
-from edgebuild.targets.max7800x.placement import kernelmemory
-from edgebuild.targets.max7800x.program import bias, duplicates
+from edgebuild.targets.max7800x.placement import kernelmemory, sharing
+from edgebuild.targets.max7800x.program import duplicates
 
 
 def test_a_duplicate_uses_the_first_equal_array():
@@ -46,24 +46,46 @@ def test_a_duplicate_layer_takes_no_kernel_columns():
     assert {owner for p in range(8) for owner in columns.owner[p].values()} == {0, 1}
 
 
-def test_a_duplicate_bias_takes_no_bias_bytes():
-    from edgebuild.targets.max7800x.program.geometry import Geometry
+def test_equal_kernels_share_a_slot_only_on_the_same_processors_and_width():
+    """placement.sharing: the values say which kernels are equal; the placement adds that
+    they must run on the same processors with the same weight width."""
+    values = sharing.Sharing(kernels=(0, 1, 0, 0, 4), biases=(0, None, 0, 3, None))
+    keys = [(8, 0xFF), (8, 0xFF), (8, 0xFF00), (8, 0xFF), None]
+    assert sharing.kernel_sources(values, keys) == (0, 1, 2, 0, 4)
+    assert sharing.kernel_sources(None, keys) == (0, 1, 2, 3, 4)
 
-    def layer(name: str, outputs: int) -> Geometry:
-        one, plane = (1, 1), (4, 4)
-        return Geometry(name=name, operator="conv2d", in_channels=8, out_channels=8,
-                        in_dim=plane, pooled_dim=plane, out_dim=plane, kernel=(3, 3), pad=one,
-                        stride=one, pool=one, pool_stride=one, average=False, relu=True,
-                        flatten=False, wide=False, weight_bits=8, shift=0, big_data=False,
-                        processors=0xFF, output_processors=outputs, in_offset=0, out_offset=0,
-                        write_gap=0)
 
-    values = np.arange(1, 9)
-    layers = [layer("a", 0xFF), layer("b", 0xFF00), layer("c", 0xFF)]
-    image, slots = bias.place(layers, [values, values + 1, values], [0], [None] * 3, 2048,
-                              shared=duplicates.originals([values, values + 1, values]))
-    assert slots[2] == slots[0] != slots[1]
-    assert sum(len(v) for v in image.values()) == 16
+def test_the_plan_stages_placement_stores_equal_tensors_once(tmp_path):
+    """With the weights (the plan stage), a duplicate's kernel and bias slots are its
+    original's and the maps count them once; without (`check`) every layer has its own,
+    and the maps say why."""
+    from edgebuild.core import arrays
+    from edgebuild.core import document as yamlsource
+    from edgebuild.manifest import reading
+    from edgebuild.model import folding
+    from edgebuild.targets.max7800x import layout, network
+
+    case = ai8x_cases.load_case("dedup_kernels")
+    checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path / "in")
+    imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample,
+                                      device=case.device.lower(), out_dir=tmp_path / "out")
+    assert imported.weights is not None
+    manifest = reading.parse(yamlsource.load(imported.manifest))
+    weights = dict(arrays.load(imported.weights))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
+            if f"{layer.name}.bits" in weights}
+    _, before, _ = layout.layout(manifest, layers, bits)
+    _, after, _ = layout.layout(manifest, layers, bits, weights)
+    assert before is not None and after is not None
+    shared = after.shared()
+    assert shared and not before.shared()
+    for name, what, first in shared:
+        slot = "kernel" if what == "kernels" else "bias"
+        assert getattr(after.layer(name), slot) == getattr(after.layer(first), slot)
+    assert len(after.kernel_map()) < len(before.kernel_map())
+    assert "weights not known yet" in before.text()
+    assert f"{shared[0][0]} runs with {shared[0][2]}'s {shared[0][1]}" in after.text()
 
 
 def test_the_corpus_ties_tensors_as_its_recipe_says():

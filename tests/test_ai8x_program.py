@@ -199,13 +199,66 @@ def test_every_corpus_program_is_izers(tmp_path, name):
     """Every corpus case, MAX78000 and MAX78002 ("ai87": its own counters, stride, prime
     counts, split mask registers, register clearing, kernels from the end of the larger
     memories, bias order), generated in this process: identical to izer's program. A network
-    with a part the generator refuses (on that device) is skipped with the reason."""
+    with a part the generator refuses (on that device) is skipped with the reason. What the
+    plan stage's placement shows (maps.txt, plan.json, the report) is that program's."""
     case = ai8x_cases.load_case(name)
     try:
         made = generate_case(case, tmp_path)
     except NotImplementedError as exc:
         pytest.skip(f"not generated yet: {exc}")
     assert ai8x_cases.compare(ai8x_cases.expected_program(case), made.canonical()) == []
+    placement_is_the_programs(tmp_path, made)
+
+
+def placement_is_the_programs(tmp_path: Path, made: program.Program) -> None:
+    """The placement the plan stage makes with the weights (the import in `tmp_path`) is
+    where `made`, the program, puts kernels and biases: every layer's kernel slot is the one
+    the program fills (with the weight bytes, equal kernels once), every bias slot holds the
+    layer's values after its lead bytes (depthwise: each part, in broadcast order), and each
+    quadrant's bias image ends where the last slot does."""
+    from edgebuild.core import arrays
+    from edgebuild.targets.max7800x import layout
+    from edgebuild.targets.max7800x.placement import KernelSlot
+    from edgebuild.targets.max7800x.placement.biasmemory import depthwise_order
+    from edgebuild.targets.max7800x.program import duplicates
+    from edgebuild.targets.max7800x.program import kernels as kmem
+    from edgebuild.targets.max7800x.program.geometry import device_weights
+
+    (manifest_path,) = (tmp_path / "out").glob("*.yaml")
+    manifest = reading.parse(yamlsource.load(manifest_path))
+    weights = dict(arrays.load(manifest_path.parent / manifest.model.weights))
+    layers, _ = folding.fold_layers(manifest.model.layers)
+    bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
+            if f"{layer.name}.bits" in weights}
+    hw, placed, problems = layout.layout(manifest, layers, bits, weights)
+    assert problems == [] and placed is not None and placed.weights_known
+    geo = build.geometries(hw, placed, {layer.name: layer for layer in layers}, weights)
+    kernel_list = [device_weights(g, weights[f"{g.name}.weight"])
+                   if layer.has_weights and f"{g.name}.weight" in weights else None
+                   for g, layer in zip(geo, hw, strict=True)]
+    _, slots = kmem.place(geo, kernel_list, placed.kernel_words, build.shared_kernels(placed))
+    assert [plan.kernel for plan in placed.layers] == \
+        [None if s is None else KernelSlot(s.offset, s.length) for s in slots]
+    dev = device.device("ai87" if placed.device.lower() == "max78002" else "ai85")
+    images = {dev.quadrant(address): values for address, values in made.bias}
+    assert {q: len(v) for q, v in images.items()} == {
+        q: max(o + n for g, _, o, n in placed.bias_map() if g == q)
+        for q in {g for g, *_ in placed.bias_map()}}
+    for g, plan in zip(geo, placed.layers, strict=True):
+        values = duplicates.stored_bias(weights.get(f"{plan.name}.bias"))
+        assert (values is None) == (plan.bias is None), plan.name
+        if plan.bias is None or values is None:
+            continue
+        if plan.bias.parts:
+            order = depthwise_order(g.processors, g.out_channels, g.broadcast)
+            for q, offset, length in plan.bias.parts:
+                assert len(order[q]) == length, plan.name
+                assert [images[q][offset + k] for k, c in enumerate(order[q]) if c is not None] \
+                    == [int(values[c]) & 0xFF for c in order[q] if c is not None], plan.name
+            continue
+        start = plan.bias.offset + plan.bias.lead
+        assert list(images[plan.bias.group][start:start + len(values)]) == \
+            [int(v) & 0xFF for v in values], plan.name
 
 
 # The whole path a user takes, for one case of each kind: CHW input 8-bit (MAX78000), HWC

@@ -292,8 +292,21 @@ def test_data_memory_runs_out():
 
 def test_write_gap_follows_the_readers():
     assert messages(with_placement(MNIST, conv2={"write_gap": 1})) == [
-        "layer 'conv2': write_gap 1 is wrong; its readers need plain (not interleaved) data, so "
+        "layer 'conv2': write_gap 1 is wrong; its readers need plain (not interleaved) data "
+        "(max78000 cannot skip a gap as it reads: read_gap is a MAX78002 feature), so "
         "write_gap is 0"]
+
+
+def test_a_max78002_reader_skips_a_write_gap_no_other_reader_needs():
+    """izer's read_gap pattern: a layer writes every other word (write_gap 1) and its
+    reader skips the gap as it reads (read_gap 1), without a copy layer."""
+    document = with_placement(dict(MNIST, target={"device": "max78002"}),
+                              conv2={"write_gap": 1})
+    got = {p.name: p for p in placed_ok(document).layers}
+    assert (got["conv2"].write_gap, got["conv3"].read_gap, got["fc"].read_gap) == (1, 1, 0)
+    assert messages(with_placement(document, conv3={"read_gap": 0})) == [
+        "layer 'conv3': read_gap 0 is wrong; its input is written with write_gap 1, so "
+        "read_gap is 1"]
 
 
 # --- automatic placement ------------------------------------------------------------------

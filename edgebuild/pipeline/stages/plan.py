@@ -65,7 +65,10 @@ def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
         return
     quant = Quantization.load(ctx.inputs["quantize"])
     bits = {row.name: row.bits for row in quant.layers}
-    _, placed, problems = accelerator.layout(manifest, layers, bits)
+    weights = arrays.load(ctx.inputs["quantize"] / "weights.npz")
+    # with the weight values: equal tensors stored once, all-zero biases not at all, as
+    # the accelerator program stores them (`check`, before quantize, cannot know)
+    _, placed, problems = accelerator.layout(manifest, layers, bits, weights)
     if problems:
         document = ctx.checked.document
         raise UserError([document.diagnostic(path, message) for path, message in problems])
@@ -77,8 +80,7 @@ def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     (ctx.out / "ai8x" / "network.yaml").write_text(  # the exporter reads the JSON forms
         network.export_network(manifest, placement, quant=quant.to_json()))
     (ctx.out / "ai8x" / network.CHECKPOINT_FILE).write_bytes(network.export_checkpoint(
-        manifest.name, placement, arrays.load(ctx.inputs["quantize"] / "weights.npz"),
-        quant.to_json()))
+        manifest.name, placement, weights, quant.to_json()))
     ctx.log(f"plan: {len(placed.layers)} {manifest.target.device.value} layers placed")
 
 

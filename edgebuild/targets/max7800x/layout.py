@@ -14,6 +14,10 @@ from edgebuild.model import graph as graphs
 from edgebuild.targets.max7800x import profile as devices
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
     from edgebuild.manifest import Layer, Manifest
     from edgebuild.targets.max7800x.hwlayer import HwLayer
     from edgebuild.targets.max7800x.limits import ManifestPath
@@ -40,9 +44,12 @@ def number_rules(manifest: Manifest, profile: Profile) -> list[tuple[ManifestPat
     return found
 
 
-def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int]
+def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int],
+           weights: Mapping[str, np.ndarray] | None = None
            ) -> tuple[tuple[HwLayer, ...], Placement | None, list[tuple[ManifestPath, str]]]:
-    """(hardware layers, placement or None, problems) for an accelerator manifest."""
+    """(hardware layers, placement or None, problems) for an accelerator manifest; with the
+    quantized `weights` (the plan stage, the program), equal tensors share memory and
+    all-zero biases take none, as in the program (placement.sharing)."""
     from edgebuild.targets.max7800x import hwlayer, limits, placement
 
     profile = devices.profile(manifest.target.device.value)
@@ -53,7 +60,11 @@ def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int]
     found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found
-    result, problems = placement.resolve(hw, manifest, profile)
+    sharing = None
+    if weights is not None:
+        from edgebuild.targets.max7800x.program import duplicates
+        sharing = duplicates.sharing(hw, weights)
+    result, problems = placement.resolve(hw, manifest, profile, sharing)
     return hw, result, [(p.path, p.message) for p in problems]
 
 

@@ -30,6 +30,8 @@ class KernelMemory(Strict):
 class BiasMemory(Strict):
     instances: int = Field(ge=1)
     bytes: int = Field(ge=1)
+    flatten_first: bool = True  # flattening layers' biases are placed before all others
+    stream_gap: int = Field(default=0, ge=0)  # zero bytes before a streaming first layer's
 
 
 class Limits(Strict):

@@ -35,8 +35,11 @@ profile. Conventions (the ai8x network description's, see the synthesis manual):
   order, each at the first column (a multiple of 4), the same on all its processors, from
   which its kernels fit; a layer counts every output processor from its first to its last,
   in every pass.
-- Bias memory: out_channels bytes in one quadrant's bias memory, allocated by the manual's
-  modified fit-first descending (depthwise layers are treated like the others).
+- Bias memory: out_channels bytes (and lead bytes) in one quadrant's bias memory, allocated
+  by the manual's modified fit-first descending after the depthwise layers, whose biases
+  are spread over every quadrant they read with (see `biasmemory`).
+- With the quantized weights (`sharing`, the plan stage and the program), equal tensors
+  are stored once and all-zero biases not at all, as the vendor's tool stores them.
 - Streaming: data read only by streaming layers comes through the FIFOs (model input) or
   rolling buffers the hardware manages, so it takes no region here.
 
@@ -44,7 +47,7 @@ Modules: `records` (the resolved placement as records, JSON and a manifest secti
 (the maps for people), `maps` (processor maps), `regions` (data memory regions and when two
 share a byte); the resolution: `context` (what every step shares: layers, entries,
 problems), `processors`, `datamemory`, `kernelmemory`, `biasmemory`, and `resolve`, which
-runs them in that order.
+runs them in that order; `sharing` (what the weight values decide).
 
 May import what `edgebuild.targets` may, and hwlayer, limits (its `Problem`) and overlap.
 """

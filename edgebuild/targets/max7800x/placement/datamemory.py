@@ -88,15 +88,31 @@ class DataMemory:
             if layer.persistent:  # the producer writes the newest frame into the last word
                 self._join(layer, layer.name, layer.inputs[0], WORD * (layer.out_shape[1] - 1))
         for layer in self.layers:
-            given = self.given(layer.name, "write_gap")
-            gap = self.tensors[layer.name].gap
-            if given is not None and given != gap:
-                why = (f"it is read interleaved with {gap} other tensor{'s' * (gap > 1)} "
-                       "(an element-wise operand, or one pass of a concatenation)"
-                       if gap else "its readers need plain (not interleaved) data")
-                self.problem(("placement", layer.name, "write_gap"), f"layer {layer.name!r}: "
-                             f"write_gap {given} is wrong; {why}, so write_gap is {gap}")
+            self._write_gap(layer)
         self.read_gaps = {layer.name: self._read_gap(layer) for layer in self.layers}
+
+    def _write_gap(self, layer: HwLayer) -> None:
+        """A layer's write_gap: what its interleaved readers need, else the manifest's own.
+        A gap no reader requires is still valid where every reader can skip it as it reads
+        (MAX78002's read_gap: izer's `read_gap_max78002` pattern, two layers writing the
+        words of each pair and a reader taking one of them), or where nothing reads it."""
+        given = self.given(layer.name, "write_gap")
+        tensor = self.tensors[layer.name]
+        if given is None or given == tensor.gap:
+            return
+        if tensor.gap:
+            self.problem(("placement", layer.name, "write_gap"), f"layer {layer.name!r}: "
+                         f"write_gap {given} is wrong; it is read interleaved with "
+                         f"{tensor.gap} other tensor{'s' * (tensor.gap > 1)} (an element-wise "
+                         "operand, or one pass of a concatenation), so write_gap is "
+                         f"{tensor.gap}")
+        elif self.profile.limits.read_gap or not tensor.readers:
+            tensor.gap = given
+        else:
+            self.problem(("placement", layer.name, "write_gap"), f"layer {layer.name!r}: "
+                         f"write_gap {given} is wrong; its readers need plain (not "
+                         f"interleaved) data ({self.profile.name} cannot skip a gap as it "
+                         "reads: read_gap is a MAX78002 feature), so write_gap is 0")
 
     def _read_gap(self, layer: HwLayer) -> int:
         """The gap a layer skips as it reads: that of its input when the input is written

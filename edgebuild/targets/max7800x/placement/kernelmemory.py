@@ -27,9 +27,9 @@ users know (and compares equal to it):
 - a layer whose weights duplicate an earlier layer's (the vendor's deduplication) takes no
   columns of its own and uses the earlier layer's slot.
 Everything here needs only shapes, never weight values, except that last rule: deciding it
-needs the values, so the program decides it (program.duplicates) and passes the mapping in
-(`place(..., shared=)`); validation and maps.txt, which run before weights exist, place
-every layer, and show the program's placement whenever no two layers' weights are equal.
+needs the values (placement.sharing, made by program.duplicates from the quantized
+weights), which the plan stage and the program pass in; `check`, which runs before weights
+exist, places every layer's kernels as its own.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, spans
 from edgebuild.targets.max7800x.placement.records import KernelSlot
+from edgebuild.targets.max7800x.placement.sharing import Sharing, kernel_sources
 
 PROCESSORS = 64
 WORD_BYTES = 9
@@ -384,35 +385,71 @@ def _pixels(shape: tuple[int, ...]) -> int:
     return math.prod(shape[1:]) if len(shape) > 1 else 1
 
 
-def shape_of(layer: HwLayer, processors: int, output_processors: int) -> KernelShape | None:
-    """A hardware layer's kernel shape on its processors (None: it holds no kernels)."""
+def sharing_key(shape: KernelShape | None) -> tuple[int, int] | None:
+    """What equal kernels must also share to share a slot: the weight width and the input
+    processors (the same columns of the same memories); None: no kernels."""
+    return None if shape is None else (shape.weight_bits, shape.processors)
+
+
+# taps of the longest 1-D kernel the hardware runs; a 3x3 kernel's weights
+MAX_1D_TAPS = 9
+SQUARE = 9
+# layers streaming reaches: the vendor's tool runs a 1x1 kernel there as 3x3 only within
+# the first MAX_STREAM_LAYERS + 1 layers (program.stream.padded_1x1)
+STREAM_REACH = 9
+
+
+def stored_elements(layer: HwLayer, streamed: bool = False) -> int:
+    """Weights per stored kernel as the program stores it (program.geometry.oriented): a
+    dilated conv1d's kernel stretched, dilation - 1 zero taps after every tap but the
+    last, up to MAX_1D_TAPS; a longer span runs on the 2-D hardware as a 3x3 kernel; a 1x1
+    convolution that streams or reads a streaming layer (`streamed`) runs as 3x3 too."""
+    if streamed and layer.op in ("conv2d", "conv_transpose2d") and layer.kernel_elements == 1:
+        return SQUARE
+    dilation = layer.dilation[0] if layer.op == "conv1d" and layer.dilation else 1
+    if dilation == 1:
+        return layer.kernel_elements
+    span = (layer.kernel_elements - 1) * dilation + 1
+    return span if span <= MAX_1D_TAPS else SQUARE
+
+
+def shape_of(layer: HwLayer, processors: int, output_processors: int,
+             streamed: bool = False) -> KernelShape | None:
+    """A hardware layer's kernel shape on its processors (None: it holds no kernels);
+    `streamed`: see stored_elements."""
     if not layer.has_weights or layer.op not in OPERATORS:
         return None
     pixels = _pixels(layer.pooled_shape)
     return KernelShape(processors, output_processors, layer.in_channels, layer.out_channels,
-                       layer.kernel_elements, layer.weight_bits or 8,
+                       stored_elements(layer, streamed), layer.weight_bits or 8,
                        layer.flatten and pixels != 1, pixels, layer.depthwise)
 
 
 class KernelMemory:
     """Every layer's kernel slot (`kernels`, by layer name), by the rule above."""
 
-    def __init__(self, ctx: Context, procs: dict[str, int], outs: dict[str, int]):
+    def __init__(self, ctx: Context, procs: dict[str, int], outs: dict[str, int],
+                 sharing: Sharing | None = None):
         self.layers, self.profile = ctx.layers, ctx.profile
-        self.path, self.problem = ctx.path, ctx.problem
-        self.procs, self.outs = procs, outs
+        self.path, self.problem, self.given = ctx.path, ctx.problem, ctx.given
+        self.procs, self.outs, self.sharing = procs, outs, sharing
 
     def run(self) -> None:
         """Layers in the rule's order; one that does not fit is a problem and takes no
-        columns."""
+        columns; a duplicate (equal weights, `sharing`) gets its original's slot."""
         self.kernels: dict[str, KernelSlot] = {}
         memory = self.profile.kernel_memory
         columns = Columns(tuple(memory.words_of(p) for p in range(self.profile.processors)))
-        shapes = [shape_of(layer, self.procs[layer.name], self.outs[layer.name])
-                  for layer in self.layers]
+        streams = [bool(self.given(layer.name, "streaming")) for layer in self.layers]
+        shapes = [shape_of(layer, self.procs[layer.name], self.outs[layer.name],
+                           i < STREAM_REACH and (streams[i] or i > 0 and streams[i - 1]))
+                  for i, layer in enumerate(self.layers)]
+        shared = kernel_sources(self.sharing, [sharing_key(s) for s in shapes])
         for i in order(shapes):
             shape, layer = shapes[i], self.layers[i]
             assert shape is not None
+            if shared[i] != i:
+                continue
             kept = ([dict(o) for o in columns.owner], [dict(f) for f in columns.filled])
             try:
                 slot = place_layer(columns, i, shape, zeros(shape))
@@ -421,6 +458,10 @@ class KernelMemory:
                 self._too_big(layer, shape, columns)
                 continue
             self.kernels[layer.name] = KernelSlot(slot.offset, slot.length)
+        for layer, source in zip(self.layers, shared, strict=True):
+            original = self.kernels.get(self.layers[source].name)
+            if original is not None:
+                self.kernels[layer.name] = original
 
     def _too_big(self, layer: HwLayer, shape: KernelShape, columns: Columns) -> None:
         processors = bits(shape.processors)

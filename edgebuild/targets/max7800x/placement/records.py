@@ -14,6 +14,7 @@ from edgebuild.targets.max7800x.placement.maps import bits, hexmap
 from edgebuild.targets.max7800x.placement.regions import Region, RegionJSON
 from edgebuild.targets.max7800x.placement.text import maps_text
 
+_SLOTS = {"kernels": "kernel", "bias": "bias"}
 FIELDS = ("processors", "output_processors", "in_offset", "out_offset", "data_format",
           "write_gap", "read_gap", "bias_group", "streaming")
 
@@ -29,6 +30,8 @@ class BiasSlotJSON(TypedDict):
     group: int
     offset: int
     length: int
+    lead: NotRequired[int]
+    parts: NotRequired[list[list[int]]]
 
 
 class LayerPlanJSON(TypedDict):
@@ -77,6 +80,7 @@ class PlacementJSON(TypedDict):
     data_memory: list[RegionJSON]
     kernel_memory: list[KernelMapJSON]
     bias_memory: list[BiasMapJSON]
+    weights_known: NotRequired[bool]
 
 
 class EntryJSON(TypedDict):
@@ -103,7 +107,29 @@ class KernelSlot:
 class BiasSlot:
     group: int  # quadrant whose bias memory holds the values
     offset: int  # first byte
-    length: int  # bytes (one per output channel)
+    length: int  # bytes taken: the lead, then one per output channel
+    lead: int = 0  # bytes before the first value (lead bytes, MAX78000's streaming gap)
+    # a depthwise layer: (quadrant, offset, bytes) in every quadrant it reads with (the
+    # first is group/offset/length)
+    parts: tuple[tuple[int, int, int], ...] = ()
+
+    def quadrants(self) -> tuple[tuple[int, int, int], ...]:
+        """(quadrant, offset, bytes) of every part of the slot."""
+        return self.parts or ((self.group, self.offset, self.length),)
+
+    def to_json(self) -> BiasSlotJSON:
+        out: BiasSlotJSON = {"group": self.group, "offset": self.offset,
+                             "length": self.length}
+        if self.lead:
+            out["lead"] = self.lead
+        if self.parts:
+            out["parts"] = [list(part) for part in self.parts]
+        return out
+
+    @classmethod
+    def from_json(cls, data: BiasSlotJSON) -> BiasSlot:
+        return cls(data["group"], data["offset"], data["length"], data.get("lead", 0),
+                   tuple((q, o, n) for q, o, n in data.get("parts", ())))
 
 
 @dataclass(frozen=True)
@@ -142,9 +168,7 @@ class LayerPlan:
                 "overwrites_input": self.overwrites_input, "read_gap": self.read_gap,
                 "kernel": None if self.kernel is None else {
                     "start": self.kernel.start, "words": self.kernel.words},
-                "bias": None if self.bias is None else {
-                    "group": self.bias.group, "offset": self.bias.offset,
-                    "length": self.bias.length},
+                "bias": None if self.bias is None else self.bias.to_json(),
                 "origin": {f: "given" if f in self.given else "auto" for f in FIELDS}}
 
     @classmethod
@@ -156,8 +180,7 @@ class LayerPlan:
                    data["write_gap"], data["bias_group"], data["streaming"], data["in_passes"],
                    data["out_passes"], data["in_channels"], data["out_channels"],
                    None if kernel is None else KernelSlot(kernel["start"], kernel["words"]),
-                   None if bias is None else BiasSlot(bias["group"], bias["offset"],
-                                                      bias["length"]),
+                   None if bias is None else BiasSlot.from_json(bias),
                    frozenset(f for f, origin in data["origin"].items() if origin == "given"),
                    data["overwrites_input"], data["read_gap"])
 
@@ -171,21 +194,44 @@ class Placement:
     kernel_words: tuple[int, ...]  # capacity of each processor's kernel memory
     processors_per_quadrant: int
     bias_bytes: int
+    weights_known: bool = False  # placed with the weight values (placement.sharing)
 
     def layer(self, name: str) -> LayerPlan:
         return next(plan for plan in self.layers if plan.name == name)
 
     def kernel_map(self) -> list[tuple[int, str, int, int]]:
-        """(processor, layer, start word, words) for every kernel slot."""
-        return [(p, plan.name, plan.kernel.start, plan.kernel.words)
-                for plan in self.layers if plan.kernel is not None
-                for p in bits(plan.processors)]
+        """(processor, layer, start word, words) for every kernel slot; a slot layers share
+        (equal weights stored once) once, under its first layer's name."""
+        seen: dict[tuple[int, int, int], str] = {}
+        for plan in self.layers:
+            if plan.kernel is not None:
+                for p in bits(plan.processors):
+                    seen.setdefault((p, plan.kernel.start, plan.kernel.words), plan.name)
+        return [(p, name, start, words) for (p, start, words), name in seen.items()]
 
     def bias_map(self) -> list[tuple[int, str, int, int]]:
-        """(quadrant, layer, offset, length) for every bias slot, by quadrant and offset."""
-        slots = [(plan.bias.group, plan.name, plan.bias.offset, plan.bias.length)
-                 for plan in self.layers if plan.bias is not None]
-        return sorted(slots, key=lambda slot: (slot[0], slot[2]))
+        """(quadrant, layer, offset, length) for every bias slot (each part of a depthwise
+        layer's), by quadrant and offset; a slot layers share once, under its first
+        layer's name."""
+        seen: dict[tuple[int, int, int], str] = {}
+        for plan in self.layers:
+            for part in plan.bias.quadrants() if plan.bias is not None else ():
+                seen.setdefault(part, plan.name)
+        return sorted(((g, name, offset, length) for (g, offset, length), name in seen.items()),
+                      key=lambda slot: (slot[0], slot[2]))
+
+    def shared(self) -> list[tuple[str, str, str]]:
+        """(layer, "kernels" or "bias", the earlier layer whose slot it uses) for every
+        layer running with another layer's stored weights."""
+        found = []
+        for i, plan in enumerate(self.layers):
+            for what, slot in (("kernels", plan.kernel), ("bias", plan.bias)):
+                first = next((p.name for p in self.layers[:i]
+                              if slot is not None and getattr(p, _SLOTS[what]) == slot
+                              and (what == "bias" or p.processors == plan.processors)), None)
+                if first is not None:
+                    found.append((plan.name, what, first))
+        return found
 
     def to_json(self) -> PlacementJSON:
         return {"device": self.device, "layers": [plan.to_json() for plan in self.layers],
@@ -195,7 +241,8 @@ class Placement:
                                   self.kernel_map()],
                 "bias_memory": [{"group": g, "layer": name, "offset": offset,
                                  "length": length} for g, name, offset, length in
-                                self.bias_map()]}
+                                self.bias_map()],
+                "weights_known": self.weights_known}
 
     @classmethod
     def from_json(cls, data: PlacementJSON) -> Placement:
@@ -208,7 +255,8 @@ class Placement:
                    tuple(Region.from_json(r) for r in data["data_memory"]),
                    profile.data_memory.instance_bytes,
                    tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors)),
-                   profile.processors_per_quadrant, profile.bias_memory.bytes)
+                   profile.processors_per_quadrant, profile.bias_memory.bytes,
+                   data.get("weights_known", False))
 
     @classmethod
     def load(cls, directory: Path) -> Placement:
@@ -227,7 +275,7 @@ class Placement:
                 entry["read_gap"] = plan.read_gap
             if i == 0:
                 entry["data_format"] = plan.data_format
-            if plan.bias is not None:
+            if plan.bias is not None and not plan.bias.parts:  # depthwise: every quadrant
                 entry["bias_group"] = plan.bias.group
             if plan.streaming:
                 entry["streaming"] = True

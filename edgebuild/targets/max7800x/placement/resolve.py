@@ -16,15 +16,18 @@ from edgebuild.targets.max7800x.placement.datamemory import WORD, DataMemory
 from edgebuild.targets.max7800x.placement.kernelmemory import KernelMemory
 from edgebuild.targets.max7800x.placement.processors import ProcessorMaps
 from edgebuild.targets.max7800x.placement.records import BiasSlot, KernelSlot, LayerPlan, Placement
+from edgebuild.targets.max7800x.placement.sharing import Sharing
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Manifest
     from edgebuild.targets.max7800x.records import Profile
 
 
-def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
-            ) -> tuple[Placement | None, list[Problem]]:
-    """The complete placement of `hw_layers` on `profile`, or every problem found."""
+def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile,
+            sharing: Sharing | None = None) -> tuple[Placement | None, list[Problem]]:
+    """The complete placement of `hw_layers` on `profile`, or every problem found;
+    `sharing`: what the weight values decide (None: not known yet, every layer stores its
+    own kernels and bias)."""
     ctx = Context(tuple(hw_layers), manifest, profile)
     if not ctx.layers:
         return None, [Problem(("model", "layers"), "the model has no hardware layer")]
@@ -36,17 +39,18 @@ def resolve(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
         return None, ctx.problems
     data = DataMemory(ctx, maps)
     data.run()
-    kernels = KernelMemory(ctx, maps.procs, maps.outs)
+    kernels = KernelMemory(ctx, maps.procs, maps.outs, sharing)
     kernels.run()
-    biases = BiasMemory(ctx, maps.procs, maps.outs)
+    biases = BiasMemory(ctx, maps.procs, maps.outs, sharing)
     biases.run()
     if ctx.problems:
         return None, ctx.problems
-    return _placement(ctx, maps, data, kernels.kernels, biases.biases), []
+    return _placement(ctx, maps, data, kernels.kernels, biases.biases, sharing is not None), []
 
 
 def _placement(ctx: Context, maps: ProcessorMaps, data: DataMemory,
-               kernels: dict[str, KernelSlot], biases: dict[str, BiasSlot]) -> Placement:
+               kernels: dict[str, KernelSlot], biases: dict[str, BiasSlot],
+               weights_known: bool) -> Placement:
     """The result record of a resolve without problems."""
     profile = ctx.profile
     plans = tuple(_plan(ctx, i, layer, maps, data, kernels, biases)
@@ -56,7 +60,8 @@ def _placement(ctx: Context, maps: ProcessorMaps, data: DataMemory,
     memory = profile.kernel_memory
     return Placement(profile.name, plans, regions, profile.data_memory.instance_bytes,
                      tuple(memory.words_of(p) for p in range(profile.processors)),
-                     profile.processors_per_quadrant, profile.bias_memory.bytes)
+                     profile.processors_per_quadrant, profile.bias_memory.bytes,
+                     weights_known)
 
 
 def _plan(ctx: Context, i: int, layer: HwLayer, maps: ProcessorMaps, data: DataMemory,

@@ -32,6 +32,8 @@ class _BiasSlot(Protocol):
     @property
     def length(self) -> int: ...
 
+    def quadrants(self) -> tuple[tuple[int, int, int], ...]: ...
+
 
 class _Plan(Protocol):
     """A records.LayerPlan."""
@@ -104,11 +106,29 @@ class Placed(Protocol):
 
     def bias_map(self) -> list[tuple[int, str, int, int]]: ...
 
+    def shared(self) -> list[tuple[str, str, str]]: ...
+
+    @property
+    def weights_known(self) -> bool: ...
+
 
 def maps_text(placement: Placed) -> str:
     """The text of a `records.Placement`."""
     return "\n\n".join((_table(placement), _kernel_text(placement), _data_text(placement),
-                         _bias_text(placement)))
+                         _bias_text(placement), _sharing_text(placement)))
+
+
+def _sharing_text(placement: Placed) -> str:
+    """Which layers run with another layer's stored weights, or that this placement was
+    made without the weight values (the vendor's tool stores equal tensors once and leaves
+    out all-zero biases: the program can take less than this)."""
+    if not placement.weights_known:
+        return ("weights not known yet (before quantize): every layer's kernels and bias "
+                "are placed as its own; equal tensors are stored once and all-zero biases "
+                "not at all once they are (the plan stage's maps)")
+    lines = [f"  {name} runs with {first}'s {what}" for name, what, first in placement.shared()]
+    return "\n".join(["stored once (equal weights)", *lines] if lines else
+                     ["stored once (equal weights): none"])
 
 
 def _table(placement: Placed) -> str:
@@ -117,8 +137,9 @@ def _table(placement: Placed) -> str:
     for plan in placement.layers:
         kernel = "-" if plan.kernel is None else \
             f"{plan.kernel.start}..{plan.kernel.start + plan.kernel.words - 1}"
-        bias = "-" if plan.bias is None else f"q{plan.bias.group} " + \
-            f"{plan.bias.offset}..{plan.bias.offset + plan.bias.length - 1}"
+        bias = "-" if plan.bias is None else " ".join(
+            f"q{q} {offset}..{offset + length - 1}" for q, offset, length in
+            plan.bias.quadrants())
         rows.append((plan.name, plan.op, spans(bits(plan.processors)),
                      spans(bits(plan.output_processors)), f"0x{plan.in_offset:04x}",
                      f"0x{plan.out_offset:04x}",

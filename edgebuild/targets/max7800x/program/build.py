@@ -57,7 +57,7 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     from edgebuild.targets.max7800x import profile as devices
 
     layers, _ = folding.fold_layers(manifest.model.layers)
-    hw, placed, problems = layout.layout(manifest, layers, dict(bits))
+    hw, placed, problems = layout.layout(manifest, layers, dict(bits), weights)
     if problems or placed is None:
         raise ValueError(f"{manifest.name}: cannot place the layers: {problems}")
     profile = devices.profile(manifest.target.device.value)
@@ -89,8 +89,6 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
             f"offset; place its output at an offset of at least 0x{ignored:04x}"
     if layer.groups != 1 and not layer.depthwise:
         return "grouped convolution other than depthwise"
-    if plan.read_gap:
-        return "read_gap (reading interleaved data directly; not generated yet)"
     return None
 
 
@@ -137,23 +135,19 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
                    if layer.has_weights and f"{g.name}.weight" in weights else None
                    for g, layer in zip(geo, hw, strict=True)]
     widths = tuple(profile.kernel_memory.words_of(p) for p in range(profile.processors))
-    memory, kslots = kmem.place(geo, kernel_list, widths, shared_kernels(geo, kernel_list))
-    bias_list = [None if f"{g.name}.bias" not in weights else
-                 np.floor_divide(weights[f"{g.name}.bias"].astype(np.int64), 128) for g in geo]
-    pinned = [plan.bias_group if "bias_group" in plan.given else None
-              for plan in placement.layers]
-    image, bslots = biases.place(geo, bias_list, groups, pinned, profile.bias_memory.bytes,
-                                 flatten_first=dev.flatten_bias_first,
-                                 shared=duplicates.originals(bias_list),
-                                 stream_gap=not dev.stream_bias)
+    memory, kslots = kmem.place(geo, kernel_list, widths, shared_kernels(placement))
+    bias_list = [duplicates.stored_bias(weights.get(f"{g.name}.bias")) for g in geo]
+    bslots = [plan.bias for plan in placement.layers]
+    image = biases.image(geo, bias_list, bslots)
     stream = streams.streams(dev, geo)
     configure = tuple((g.name, tuple(layer_writes(dev, g, LayerContext(
-        i, kslots[i], bslots[i], groups, stream[i])))) for i, g in enumerate(geo))
+        i, kslots[i], biases.register_view(bslots[i]), groups, stream[i]))))
+        for i, g in enumerate(geo))
     last = geo[-1]
     out = expected.reshape(last.out_channels, *last.out_dim)
     fifo = streams.uses_fifo(geo)
     return Program(
-        init=tuple(init_writes(dev, groups, len(geo), any(b is not None for b in bias_list),
+        init=tuple(init_writes(dev, groups, len(geo), any(f"{g.name}.bias" in weights for g in geo),
                                fifo)),
         configure=configure,
         start=tuple(start_writes(dev, groups, fifo, geo[0].big_data)), kernels=_kernel_runs(dev, memory),
@@ -169,13 +163,16 @@ def generate(dev: Device, profile: Profile, hw: tuple[HwLayer, ...], placement: 
         input_format="CHW" if geo[0].big_data else "HWC")
 
 
-def shared_kernels(geo: list[Geometry], kernels: list[np.ndarray | None]) -> tuple[int, ...]:
-    """Per layer, the layer whose kernels it runs with (program.duplicates): equal kernels
-    of equal width on the same processors are stored once. A layer without kernels (or a
-    copy layer, "none") is its own."""
-    stored = [None if k is None or g.operator == "none" else duplicates.stored_kernel(k)
-              for g, k in zip(geo, kernels, strict=True)]
-    return duplicates.originals(stored, [(g.weight_bits, g.processors) for g in geo])
+def shared_kernels(placement: Placement) -> tuple[int, ...]:
+    """Per layer, the layer whose kernels it runs with, as the placement decided it
+    (placement.sharing: equal kernels of equal width on the same processors stored once):
+    the first layer with the same slot on the same processors (two layers' own slots never
+    share a column)."""
+    plans = placement.layers
+    return tuple(next((j for j in range(i) if plan.kernel is not None
+                       and plans[j].kernel == plan.kernel
+                       and plans[j].processors == plan.processors), i)
+                 for i, plan in enumerate(plans))
 
 
 def _plane(sample: np.ndarray) -> tuple[int, int]:

@@ -86,8 +86,6 @@ class Device:
     clear_registers: int | None = None
     clear_bias: int = 0
     clear_done: int = 0
-    # the bias quadrants of flattening layers are chosen before all others (MAX78000)
-    flatten_bias_first: bool = True
     # streaming (program.stream): the stream start, delta and rollover registers' indices,
     # in a file of their own on MAX78002 (one word per layer); the input frame size
     # register's index among the control registers; the FIFO control register
@@ -97,7 +95,6 @@ class Device:
     fifo_control: int = 0x50000000
     fifo_complete: bool = True  # the FIFO control's wait-for-complete-word bit is needed
     new_streaming: bool = False  # MAX78002's formulas for the stream registers
-    stream_bias: bool = False  # a streaming first layer's bias works as any (program.bias)
     # MAX78000 runs a standalone element-wise operation of more than two passes (or of more
     # than two operands over several passes) as one pass over the passes stacked as rows
     # (registers.emulated_eltwise)
@@ -164,10 +161,10 @@ MAX78002 = Device(family="ai87", apb_base=0x50000000, cnn_base=0x51000000,
                   pad_shift=13, xpch_shift=12, registers=AI87_REGISTERS,
                   counter_step_shift=16, pad_enable_shift=15, pass_stride_shift=4,
                   prime_shifts=(22, 18), clear_registers=1 << 12 | 1 << 11 | 1 << 7,
-                  clear_bias=1 << 10, clear_done=1 << 25, flatten_bias_first=False,
+                  clear_bias=1 << 10, clear_done=1 << 25,
                   stream_registers=(0x2000, 0x2008, 0x2010), stream_register_stride=4,
                   frame_register=0x42018, fifo_complete=False, new_streaming=True,
-                  stream_bias=True, chw_stream_bit=6)
+                  chw_stream_bit=6)
 
 DEVICES = {"ai85": MAX78000, "ai87": MAX78002}
 

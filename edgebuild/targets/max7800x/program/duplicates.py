@@ -17,16 +17,46 @@ decides once for the program (placement and registers only follow the mapping):
   channels are one axis (out x in, kernel...), so (8, 16, 3, 3) and (16, 8, 3, 3) kernels
   with the same values and the same processor map are "equal", and the duplicate then runs
   with the first layer's kernel count; a linear layer's weights stay (1, out, in).
-The decision needs the weight values, which only the program has: the plan stage's placement
-(validation, maps.txt) places every layer, and shows more kernel and bias memory in use than
-the program takes when a network has equal tensors.
+The decision needs the weight values: `sharing` reduces them to the placement's record
+(placement.sharing), which the plan stage (maps.txt, plan.json, the report) and the program
+place with; `check`, before any weights, places every layer's tensors as its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from edgebuild.targets.max7800x.placement.kernelmemory import OPERATORS
+from edgebuild.targets.max7800x.placement.sharing import Sharing
+from edgebuild.targets.max7800x.program.geometry import layer_weights
+
+if TYPE_CHECKING:
+    from edgebuild.targets.max7800x.hwlayer import HwLayer
+
+
+def sharing(hw: Sequence[HwLayer], weights: Mapping[str, np.ndarray]) -> Sharing:
+    """What the quantized `weights` (as the quantize stage stores them: `<layer>.weight`,
+    `<layer>.bias` = the 8-bit bias x 128) decide: equal kernels, and each bias stored
+    (not all zeros) or shared."""
+    kernels = [stored_kernel(layer_weights(layer, weights[f"{layer.name}.weight"]))
+               if layer.has_weights and layer.op in OPERATORS
+               and f"{layer.name}.weight" in weights else None for layer in hw]
+    biases = [stored_bias(weights.get(f"{layer.name}.bias")) for layer in hw]
+    return Sharing(originals(kernels), tuple(
+        None if bias is None else source
+        for bias, source in zip(biases, originals(biases), strict=True)))
+
+
+def stored_bias(bias: np.ndarray | None) -> np.ndarray | None:
+    """The 8-bit values the bias memory holds of a stored bias (x 128 undone), None when
+    nothing is stored: no bias, or all zeros."""
+    if bias is None:
+        return None
+    values = np.floor_divide(bias.astype(np.int64), 128)
+    return values if np.any(values != 0) else None
 
 
 def originals(arrays: Sequence[np.ndarray | None],

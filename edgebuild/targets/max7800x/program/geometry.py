@@ -45,8 +45,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.placement.kernelmemory import MAX_1D_TAPS, ChannelPasses
 from edgebuild.targets.max7800x.placement.kernelmemory import PROCESSORS as PROCESSORS
-from edgebuild.targets.max7800x.placement.kernelmemory import ChannelPasses
 from edgebuild.targets.max7800x.placement.records import LayerPlan
 
 
@@ -143,11 +143,16 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def operator_of(layer: HwLayer) -> str:
+    """The vendor tool's operator name of a hardware layer ("none": no convolution)."""
+    return {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
+            "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
+
+
 def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool) -> Geometry:
     """The register view of hardware layer `layer` placed as `plan` (`relu`: its manifest
     layer's activation; `first`: it reads the model input)."""
-    operator = {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
-                "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
+    operator = operator_of(layer)
     pool = layer.pool
     pool_size = _pair(pool.size, 1) if pool else (1, 1)
     pool_stride = _pair(pool.stride, 1) if pool else (1, 1)
@@ -183,11 +188,6 @@ def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: boo
         depthwise=layer.depthwise, streaming=plan.streaming, read_gap=plan.read_gap or 0)
 
 
-# taps of the longest 1-D kernel the hardware runs: a dilated conv1d spanning more runs on
-# the 2-D hardware (columns_conv1d)
-MAX_1D_TAPS = 9
-
-
 def stretched_conv1d(layer: HwLayer) -> bool:
     """Whether a conv1d's dilation fits in one 1-D kernel of at most MAX_1D_TAPS taps."""
     dilation = layer.dilation[0] if layer.dilation else 1
@@ -211,25 +211,42 @@ def columns_conv1d(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, firs
 
 
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
-    """A layer's weights as the accelerator convolves with them: a transposed convolution's
-    PyTorch layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a
-    dilated conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last
-    (on the 2-D hardware: the taps down a 3x3 kernel's middle column); a 1x1 kernel run as
-    3x3 (stream.padded_1x1) sits in the middle of zeros."""
-    if g.operator == "conv1d" and g.dilation > 1:
-        stretched = np.zeros((*weight.shape[:-1], g.kernel[0]), dtype=weight.dtype)
-        stretched[..., ::g.dilation] = weight
+    """A layer's weights as the accelerator convolves with them (`oriented`); a 1x1 kernel
+    run as 3x3 (stream.padded_1x1) sits in the middle of zeros."""
+    if weight.ndim == 4 and weight.shape[-2:] == (1, 1) and g.kernel == (3, 3):
+        square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+        square[..., 1, 1] = weight[..., 0, 0]
+        weight = square
+    return oriented(g.operator, g.dilation, weight)
+
+
+def layer_weights(layer: HwLayer, weight: np.ndarray) -> np.ndarray:
+    """`device_weights` of a hardware layer not placed yet (a streamed 1x1 kernel, which
+    only its neighbours make 3x3, stays 1x1 here)."""
+    operator = operator_of(layer)
+    dilation = layer.dilation[0] if operator == "conv1d" and layer.dilation else 1
+    if operator == "conv1d" and not stretched_conv1d(layer):
+        operator = "conv2d"  # columns_conv1d
+    return oriented(operator, dilation, weight)
+
+
+def oriented(operator: str, dilation: int, weight: np.ndarray) -> np.ndarray:
+    """Weights as the accelerator convolves with them: a transposed convolution's PyTorch
+    layout (in, out, kh, kw) becomes (out, in, kh, kw) with each kernel flipped; a dilated
+    conv1d's (out, in, k) gets dilation - 1 zero taps after every tap but the last, or, run
+    on the 2-D hardware (columns_conv1d: operator conv2d, dilation > 1), its taps go down a
+    3x3 kernel's middle column."""
+    if operator == "conv1d" and dilation > 1:
+        taps = (weight.shape[-1] - 1) * dilation + 1
+        stretched = np.zeros((*weight.shape[:-1], taps), dtype=weight.dtype)
+        stretched[..., ::dilation] = weight
         return stretched
-    if g.operator == "conv2d" and g.dilation > 1:  # columns_conv1d: taps down the middle
+    if operator == "conv2d" and dilation > 1:
         taps = weight.shape[-1]
         square = np.zeros((*weight.shape[:-1], 3, 3), dtype=weight.dtype)
         square[..., 3 - taps:, 1] = weight  # 2 taps: the top row (the padding) unused
         return square
-    if weight.ndim == 4 and weight.shape[-2:] == (1, 1) and g.kernel == (3, 3):
-        square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
-        square[..., 1, 1] = weight[..., 0, 0]  # a streamed 1x1 (stream.padded_1x1)
-        weight = square
-    if g.operator != "convtranspose2d":
+    if operator != "convtranspose2d":
         return weight
     return np.flip(weight, axis=(2, 3)).swapaxes(0, 1)
 

@@ -169,9 +169,9 @@ def _pool_rest(g: Geometry, axis: int) -> int:
 def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
     """MAX78002's counter: the (0-based) index where the last pooling window starts, the
     bytes from there to the next window's start (rows: the rest of this row and the rows
-    the pool stride skips, in every input pass and every interleaved element-wise operand;
-    a conv1d's "row" is one element wide), and padding as an enable bit and the padding
-    less one."""
+    the pool stride skips, in every input pass and every interleaved element-wise operand,
+    and every word a `read_gap` reader skips; a conv1d's "row" is one element wide), and
+    padding as an enable bit and the padding less one."""
     assert dev.counter_step_shift is not None and dev.pad_enable_shift is not None
     size = g.pool[axis] if g.flatten else g.in_dim[axis]
     rest = _pool_rest(g, axis)
@@ -179,7 +179,8 @@ def _stop_count(dev: Device, g: Geometry, axis: int) -> int:
     if axis == 0:
         columns = g.pool[1] if g.flatten else g.in_dim[1]
         last = 1 if g.operator == "conv1d" else _pool_rest(g, 1)
-        step = (last + (g.pool_stride[0] - 1) * columns) * g.in_expand * g.operands
+        step = (last + (g.pool_stride[0] - 1) * columns) * g.in_expand * g.operands \
+            * (g.read_gap + 1)
     value = size - rest | step << dev.counter_step_shift
     pad = g.pad[axis]
     if pad > 0:
@@ -192,8 +193,9 @@ def _stride(dev: Device, g: Geometry) -> int:
         return 0
     value = g.pool_stride[0] - 1 if g.pool_stride[0] > 1 else g.stride[0] - 1
     if dev.pass_stride_shift is not None:  # MAX78002: pooled rows advance over every pass
-        # and over every interleaved element-wise operand
-        value |= g.pool_stride[0] * g.in_expand * g.operands << dev.pass_stride_shift
+        # and over every interleaved element-wise operand and every word read_gap skips
+        value |= g.pool_stride[0] * g.in_expand * g.operands * (g.read_gap + 1) \
+            << dev.pass_stride_shift
     return value
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from edgebuild.targets.max7800x.placement.kernelmemory import STREAM_REACH
 from edgebuild.targets.max7800x.program.device import Device
 from edgebuild.targets.max7800x.program.geometry import Geometry
 
@@ -57,11 +58,6 @@ class LayerStream:
     @property
     def delta(self) -> int:
         return self.delta2 << 16 | self.delta1 << 4 | self.invol
-
-
-# layers streaming can reach: the vendor's tool checks (and pads, `padded_1x1`) only the
-# first MAX_STREAM_LAYERS + 1 of them
-STREAM_REACH = 9
 
 
 def uses_fifo(layers: list[Geometry]) -> bool:

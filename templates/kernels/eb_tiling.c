@@ -546,15 +546,57 @@ static void split_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, in
     tile->wbits = 0; /* staged into L1 as int8 (stage_weights) */
 }
 
+/* Channel tile tp of the split row tile `tile` (its columns built) on the weights and bias
+ * staged in slot, through cols->run when the kernel has one (job: the row tile's set-up),
+ * else cols->dot; its outputs back to L2 (one block when the row tile is whole planes). */
+static void split_channel_tile(const eb_conv_run *r, const eb_cols_kernel *cols,
+                               const eb_cols_job *job, eb_conv_params *tile, const eb_tile_pos *tp,
+                               int wide, const int8_t *slot, void *out)
+{
+    const eb_conv_params *p = r->p;
+    const int32_t *b = r->bias != NULL ? (const int32_t *)(const void *)(slot + r->lay.bias) : NULL;
+    const int esize = wide ? 4 : 1;
+    int8_t *o = (int8_t *)slot + r->lay.out;
+    if (cols->run != NULL) {
+        cols->run(job, cols->cols, slot + r->lay.weight, b, tp->oc_t, o);
+    } else {
+        tile->out_c = (int16_t)tp->oc_t;
+        cols->dot(tile, cols->cols, slot + r->lay.weight, b, wide, o);
+    }
+    if (tp->rows == p->out_h) {
+        const int32_t plane = (int32_t)p->out_h * p->out_w * esize;
+        eb_dma_copy((int8_t *)out + tp->oc0 * plane, o, (uint32_t)(tp->oc_t * plane));
+    } else {
+        write_back(o, tp->oc0, tp->oc_t, p->out_h, p->out_w, tp->y0, tp->rows, esize, out);
+    }
+}
+
+/* Stage channel tile [oc0, oc0 + oc_t)'s weights and bias into slot: int8 weights inline,
+ * packed ones through split_stage_weights. */
+static void split_stage(const eb_conv_run *r, int32_t w_per_oc, int oc0, int oc_t, int8_t *slot)
+{
+    if (r->p->wbits != 0) {
+        split_stage_weights(r, oc0, oc_t, slot);
+        return;
+    }
+    eb_dma_copy(slot + r->lay.weight, r->weight + oc0 * w_per_oc, (uint32_t)(oc_t * w_per_oc));
+    if (r->bias != NULL) {
+        eb_dma_copy(slot + r->lay.bias, r->bias + oc0, (uint32_t)(4 * oc_t));
+    }
+}
+
 /* A dense conv (groups == 1) through cols: per row tile, its input rows staged at l1
- * (unpadded: the kernels skip taps outside them) and its columns built once into cols->cols; then every channel tile's weights (double buffered:
- * the next one staged while the current one runs) against them. */
+ * (unpadded: the kernels skip taps outside them), its columns built once into cols->cols
+ * and the dot prepared (cols->prepare, if any); then every channel tile's weights (double
+ * buffered: the next one staged while the current one runs) against them. */
 static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb_cols_kernel *cols,
                              int wide, const int8_t *in, const int8_t *weight,
                              const int32_t *bias, void *out, int8_t *l1)
 {
     eb_conv_run r;
+    eb_cols_job job;
     const int slots = t->double_buffer ? 2 : 1;
+    const int32_t w_per_oc = (int32_t)p->in_c * p->k_h * p->k_w;
     int n_ct, rt, ct;
     r.p = p;
     r.in = in;
@@ -582,24 +624,23 @@ static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb
         stage_span(in, p->in_c, p->in_h, p->in_w, first, count, l1);
         split_tile_params(p, &tp, first, count, &tile);
         cols->build(&tile, l1, cols->cols); /* the input is dead from here: slots reuse it */
-        split_stage_weights(&r, 0, tp.oc_t, l1);
+        if (cols->run != NULL) {
+            tile.out_c = p->out_c; /* the layer's biases: every channel tile's */
+            cols->prepare(&tile, bias, wide, &job);
+        }
+        split_stage(&r, w_per_oc, 0, tp.oc_t, l1);
         for (ct = 0; ct < n_ct; ++ct, tp.oc0 += r.oc_step) {
             int8_t *slot = l1 + (slots == 2 ? (ct & 1) : 0) * r.lay.slot;
             tp.oc_t = min_int(r.oc_step, p->out_c - tp.oc0);
             if (slots == 1 && ct > 0) {
-                split_stage_weights(&r, tp.oc0, tp.oc_t, slot);
+                split_stage(&r, w_per_oc, tp.oc0, tp.oc_t, slot);
             }
             if (slots == 2 && ct + 1 < n_ct) { /* the next channel tile into the other slot */
                 const int next = tp.oc0 + r.oc_step;
-                split_stage_weights(&r, next, min_int(r.oc_step, p->out_c - next),
-                                    l1 + (1 - (ct & 1)) * r.lay.slot);
+                split_stage(&r, w_per_oc, next, min_int(r.oc_step, p->out_c - next),
+                            l1 + (1 - (ct & 1)) * r.lay.slot);
             }
-            tile.out_c = (int16_t)tp.oc_t;
-            cols->dot(&tile, cols->cols, slot + r.lay.weight,
-                      bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
-                      wide, slot + r.lay.out);
-            write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
-                       wide ? 4 : 1, out);
+            split_channel_tile(&r, cols, &job, &tile, &tp, wide, slot, out);
         }
     }
 }

@@ -74,12 +74,18 @@ typedef void (*eb_linear_kernel)(int in_f, int out_f, const int8_t *in, const in
 
 /* A dense conv split in two (the optimized kernels' eb_conv_cols_build / eb_conv_cols_dot):
  * build writes the columns of a tile's output pixels into cols (scratch), dot runs a channel
- * tile's weights (in L1) against them. */
+ * tile's weights (in L1) against them. A kernel whose dot has set-up of its own may give
+ * prepare and run as well (eb_conv_cols_prepare / eb_conv_cols_run; NULL: none): the driver
+ * then prepares once per row tile (its params; the layer's bias) and runs each channel
+ * tile, so a channel tile costs its blocks, not the set-up too. */
 typedef struct {
     void (*build)(const eb_conv_params *p, const int8_t *in, int16_t *cols);
     void (*dot)(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                 const int32_t *bias, int wide, void *out);
     int16_t *cols;
+    void (*prepare)(const eb_conv_params *p, const int32_t *bias, int wide, eb_cols_job *job);
+    void (*run)(const eb_cols_job *job, const int16_t *cols, const int8_t *weight,
+                const int32_t *bias, int n_oc, void *out);
 } eb_cols_kernel;
 
 /* A linear layer split in two (the optimized kernels' eb_linear_expand and a per-layer

@@ -21,16 +21,44 @@ typedef struct {
 
 /* n bytes from src to dst (no overlap), inline: a column tensor's blocks are a few bytes,
  * for which a library call costs more than the copy. Words go through memcpy of 4 bytes
- * (one LDR/STR on the Cortex-M4, which allows unaligned words). */
-static void copy_small(int8_t *dst, const int8_t *src, int32_t n)
+ * (one LDR/STR on the Cortex-M4, which allows unaligned words): 16 bytes per loop step, then
+ * the last 0..15 by their bits (8, 4, 2, 1), no loop. */
+static inline void copy_small(int8_t *dst, const int8_t *src, int32_t n)
 {
-    for (; n >= 4; n -= 4, dst += 4, src += 4) {
-        uint32_t v;
-        memcpy(&v, src, 4u);
-        memcpy(dst, &v, 4u);
+    uint32_t a, b, c, d;
+    uint16_t h;
+    for (; n >= 16; n -= 16, dst += 16, src += 16) {
+        memcpy(&a, src, 4u);
+        memcpy(&b, src + 4, 4u);
+        memcpy(&c, src + 8, 4u);
+        memcpy(&d, src + 12, 4u);
+        memcpy(dst, &a, 4u);
+        memcpy(dst + 4, &b, 4u);
+        memcpy(dst + 8, &c, 4u);
+        memcpy(dst + 12, &d, 4u);
     }
-    for (; n > 0; --n) {
-        *dst++ = *src++;
+    if (n & 8) {
+        memcpy(&a, src, 4u);
+        memcpy(&b, src + 4, 4u);
+        memcpy(dst, &a, 4u);
+        memcpy(dst + 4, &b, 4u);
+        dst += 8;
+        src += 8;
+    }
+    if (n & 4) {
+        memcpy(&a, src, 4u);
+        memcpy(dst, &a, 4u);
+        dst += 4;
+        src += 4;
+    }
+    if (n & 2) {
+        memcpy(&h, src, 2u);
+        memcpy(dst, &h, 2u);
+        dst += 2;
+        src += 2;
+    }
+    if (n & 1) {
+        *dst = *src;
     }
 }
 
@@ -46,43 +74,57 @@ static void zero_small(int8_t *dst, int32_t n)
 }
 
 #if defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
-/* Whole 32-byte blocks of a word-aligned src by LDM of 8 registers, then STM to a word-aligned
- * dst (4 instructions per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16) or eight
- * STR to an unaligned one (the M4 allows unaligned STR; silicon may add a cycle per store, the
- * cycle model assumes aligned); returns the bytes copied (0: src unaligned). */
+/* Eight words from [s] into registers: LDM when s is word-aligned, else eight LDR (the M4
+ * allows unaligned LDR; silicon may add a cycle per load, the cycle model assumes aligned). */
+#define EB_LD8_ALIGNED "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+#define EB_LD8_UNALIGNED                                                                   \
+    "ldr r3, [%[s]]\n\t"                                                                   \
+    "ldr r4, [%[s], #4]\n\t"                                                               \
+    "ldr r5, [%[s], #8]\n\t"                                                               \
+    "ldr r6, [%[s], #12]\n\t"                                                              \
+    "ldr r8, [%[s], #16]\n\t"                                                              \
+    "ldr r9, [%[s], #20]\n\t"                                                              \
+    "ldr r10, [%[s], #24]\n\t"                                                             \
+    "ldr r12, [%[s], #28]\n\t"                                                             \
+    "adds %[s], %[s], #32\n\t"
+/* ... and to [d]: STM when d is word-aligned, else eight STR (unaligned, as above). */
+#define EB_ST8_ALIGNED "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+#define EB_ST8_UNALIGNED                                                                   \
+    "str r3, [%[d]]\n\t"                                                                   \
+    "str r4, [%[d], #4]\n\t"                                                               \
+    "str r5, [%[d], #8]\n\t"                                                               \
+    "str r6, [%[d], #12]\n\t"                                                              \
+    "str r8, [%[d], #16]\n\t"                                                              \
+    "str r9, [%[d], #20]\n\t"                                                              \
+    "str r10, [%[d], #24]\n\t"                                                             \
+    "str r12, [%[d], #28]\n\t"                                                             \
+    "adds %[d], %[d], #32\n\t"
+#define EB_COPY32_LOOP(ld, st)                                                             \
+    __asm__ volatile("1:\n\t" ld st "subs %[n], %[n], #1\n\t"                              \
+                     "bne 1b"                                                              \
+                     : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)                           \
+                     :                                                                     \
+                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory")
+
+/* Whole 32-byte blocks, eight registers at a time: LDM/STM where src/dst are word-aligned
+ * (4 instructions per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16), eight LDR/STR
+ * where not (e.g. a channel tile of 7 x 25 bytes); returns the bytes copied. */
 static uint32_t copy_blocks32(int8_t *dst, const int8_t *src, uint32_t bytes)
 {
     uint32_t n = bytes >> 5;
-    if (n == 0u || ((uintptr_t)src & 3u) != 0u) {
+    const int s_aligned = ((uintptr_t)src & 3u) == 0u, d_aligned = ((uintptr_t)dst & 3u) == 0u;
+    if (n == 0u) {
         return 0u;
     }
-    if (((uintptr_t)dst & 3u) != 0u) { /* e.g. an output tile of 7 x 25 bytes back to L2 */
-        __asm__ volatile("1:\n\t"
-                         "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                         "str r3, [%[d]]\n\t"
-                         "str r4, [%[d], #4]\n\t"
-                         "str r5, [%[d], #8]\n\t"
-                         "str r6, [%[d], #12]\n\t"
-                         "str r8, [%[d], #16]\n\t"
-                         "str r9, [%[d], #20]\n\t"
-                         "str r10, [%[d], #24]\n\t"
-                         "str r12, [%[d], #28]\n\t"
-                         "adds %[d], %[d], #32\n\t"
-                         "subs %[n], %[n], #1\n\t"
-                         "bne 1b"
-                         : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
-                         :
-                         : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
-        return bytes & ~(uint32_t)31;
+    if (s_aligned && d_aligned) {
+        EB_COPY32_LOOP(EB_LD8_ALIGNED, EB_ST8_ALIGNED);
+    } else if (s_aligned) {
+        EB_COPY32_LOOP(EB_LD8_ALIGNED, EB_ST8_UNALIGNED);
+    } else if (d_aligned) {
+        EB_COPY32_LOOP(EB_LD8_UNALIGNED, EB_ST8_ALIGNED);
+    } else {
+        EB_COPY32_LOOP(EB_LD8_UNALIGNED, EB_ST8_UNALIGNED);
     }
-    __asm__ volatile("1:\n\t"
-                     "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                     "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                     "subs %[n], %[n], #1\n\t"
-                     "bne 1b"
-                     : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
-                     :
-                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
     return bytes & ~(uint32_t)31;
 }
 #else
@@ -805,9 +847,13 @@ void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_con
 
 /* ---- pool ---------------------------------------------------------------------------- */
 
+/* Input rows of a pool tile slot: the windows' span, or the whole planes for a tile of all
+ * the output rows (its channels then lie in one block of L2: one copy, the rows a
+ * floor-mode stride leaves unread included). */
 static int pool_in_rows(const eb_pool_params *p, int rows)
 {
-    return (rows - 1) * p->stride_h + p->k_h;
+    const int span = (rows - 1) * p->stride_h + p->k_h;
+    return rows >= p->out_h && p->in_h > span ? p->in_h : span;
 }
 
 static void pool_layout(const eb_pool_params *p, int c_t, int rows, eb_slot_layout *l)

@@ -12,8 +12,9 @@
  *   conv transposed: input [cin_t][n][in_w] int8, n <= min(in_h, (rows-1 + dil_h*(k_h-1)) / stride_h + 1)
  *           (the input rows the tile's output rows read through some tap, unpadded), then
  *           weight [cin_t][oc_t/groups_t][k_h][k_w], bias, output as for conv
- *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h;
- *           a column tile, in_w = k_w = 1, runs as a row like a conv's)
+ *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h,
+ *           in_h for a tile of all out_h rows: whole planes, one block; a column tile,
+ *           in_w = k_w = 1, runs as a row like a conv's)
  *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
  * A conv tile that is a column ([cin_t][in_rows][1], k_w = 1: a 1-D layer, tiled along
  * time) is passed to the kernel as the row it is in memory: in_h = out_h = k_h = 1,

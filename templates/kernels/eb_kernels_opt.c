@@ -1471,7 +1471,6 @@ static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *c
 {
     const int relu = job->p->act == EB_ACT_RELU;
     const int32_t hw = job->hw, block = 4 * job->kp, span = 16 * (job->k >> 2);
-    void (*const rows4)(eb_gemm_job *) = relu ? eb_gemm4_relu : eb_gemm4_none;
     eb_gemm_job g;
     int32_t px;
     g.stride = hw;
@@ -1488,7 +1487,11 @@ static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *c
         g.bias = bias;
         g.out = out + px;
         g.n = n_oc;
-        rows4(&g);
+        if (relu) {
+            eb_gemm4_relu(&g);
+        } else {
+            eb_gemm4_none(&g);
+        }
         if (g.n != 0) {
             return px;
         }

@@ -51,7 +51,7 @@ static void k_wide(const eb_conv_params *p, const int8_t *in, const int8_t *w,
 void eb_test_pw_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const int8_t *in,
                       const int8_t *w, const int32_t *b, void *out, int16_t *cols, int8_t *l1)
 {
-    const eb_cols_kernel k = {eb_pw_cols_build, eb_pw_cols_dot, cols};
+    const eb_cols_kernel k = {eb_pw_cols_build, eb_pw_cols_dot, cols, 0, 0};
     eb_conv2d_tiled_cols(p, t, wide ? k_wide : k_narrow, &k, wide, in, w, b, out, l1);
 }
 """

@@ -300,7 +300,9 @@ def convt_slot_layout(cfg: dict, rows: int, channels: int, wide: bool, has_bias:
 
 
 def pool_in_rows(cfg: dict, rows: int) -> int:
-    return (rows - 1) * cfg["stride_h"] + cfg["k_h"]
+    """The windows' span; a tile of all the output rows stages whole planes (eb_tiling.h)."""
+    span = (rows - 1) * cfg["stride_h"] + cfg["k_h"]
+    return max(span, cfg["in_h"]) if rows >= cfg["out_h"] else span
 
 
 def pool_slot_layout(cfg: dict, rows: int, channels: int) -> dict:

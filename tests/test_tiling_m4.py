@@ -49,7 +49,8 @@ static union { int32_t align; int16_t values[SCRATCH]; } scratch;
 static union { int32_t align; int8_t bytes[L1 + 16]; } l1;
 static union { int32_t align; int8_t bytes[BUF + 16]; } ref, got;
 static int g_shift, g_rounding, g_act, g_wide;
-static const eb_cols_kernel cols_k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values};
+static const eb_cols_kernel cols_k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values,
+                                      eb_conv_cols_prepare, eb_conv_cols_run};
 
 static void lin_dot(int n, int m, const int16_t *c, const int8_t *w, const int32_t *b, void *out)
 {

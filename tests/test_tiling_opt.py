@@ -58,7 +58,8 @@ void to_conv_tiled(const eb_conv_params *p, const eb_tile *t, int wide, const in
 void to_conv_tiled_cols(const eb_conv_params *p, const eb_tile *t, int wide, const int8_t *in,
                         const int8_t *w, const int32_t *b, void *out, int8_t *l1)
 {
-    static const eb_cols_kernel k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values};
+    static const eb_cols_kernel k = {eb_conv_cols_build, eb_conv_cols_dot, scratch.values,
+                                     eb_conv_cols_prepare, eb_conv_cols_run};
     eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
 }
 
@@ -68,7 +69,7 @@ void to_conv_tiled_refcols(const eb_conv_params *p, const eb_tile *t, int wide,
                            const int8_t *in, const int8_t *w, const int32_t *b, void *out,
                            int8_t *l1)
 {
-    static const eb_cols_kernel k = {eb_ref_cols_build, eb_ref_cols_dot, scratch.values};
+    static const eb_cols_kernel k = {eb_ref_cols_build, eb_ref_cols_dot, scratch.values, 0, 0};
     eb_conv2d_tiled_cols(p, t, wide ? k_opt_wide : k_opt, &k, wide, in, w, b, out, l1);
 }
 """

@@ -33,6 +33,9 @@ at full width, for every input channel, once; each weight and bias byte once; ea
 byte once. Rows no window reaches are not counted — `traffic` never moves the rows a stride
 leaves after the last window (floor-mode pooling, a strided 1-D conv along time), and a
 tiling of one-row tiles skips those between windows when the stride exceeds the window.
+A pool tiled by channels only (tiles of all the output rows) is the exception the bound
+allows for: it moves its tiles' whole planes, one copy each (`pool_rows`), so it moves those
+rows too — more than the bound, fewer instructions than a copy per plane.
 """
 
 from __future__ import annotations
@@ -114,11 +117,19 @@ def needed_rows(w: Window) -> int:
     return len(needed)
 
 
+def pool_rows(w: Window, rows: int) -> int:
+    """Input rows of a pool tile slot (eb_tiling.c pool_in_rows): its windows' span, or the
+    whole planes for a tile of all the output rows — its channels are then one block of L2,
+    staged in one copy, the rows a floor-mode stride leaves unread included."""
+    span = input_rows(w, rows)
+    return w.in_h if rows >= w.out_h and w.in_h > span else span
+
+
 def slot_parts(w: Window, rows: int, channels: int) -> dict[str, int]:
     """The regions of one tile slot in L1 bytes (eb_tiling.h layout; each 4-byte aligned):
     input rows, weights, bias, output (a pool has no weights or bias)."""
     if not w.weights:
-        return {"input": _a4(channels * input_rows(w, rows) * w.in_w),
+        return {"input": _a4(channels * pool_rows(w, rows) * w.in_w),
                 "output": _a4(channels * rows * w.out_w)}
     cin = tile_inputs(w, channels)
     return {"input": _a4(cin * input_rows(w, rows) *
@@ -156,6 +167,15 @@ def dense_traffic(w: Window, rows: int, channels: int, slots: int) -> int:
     return moved_in
 
 
+def _staged_rows(w: Window, y0: int, rows: int, channels: int) -> int:
+    """Input rows a tile of output rows [y0, y0 + rows) moves: `rows_read`, or a pool tile's
+    whole planes (`pool_rows`) when it has all the output rows but not all the channels (a
+    tile: the untiled layer moves only what its windows read)."""
+    if not w.weights and rows >= w.out_h and channels < w.out_c:
+        return pool_rows(w, rows)
+    return rows_read(w, y0, min(rows, w.out_h - y0))[1]
+
+
 def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, int, int]:
     """(tiles, bytes L2 -> L1, bytes L1 -> L2) as eb_tiling.c moves them: each tile's valid
     input rows (a dense conv's once per slot and row tile); weights and bias once per slot
@@ -169,7 +189,7 @@ def traffic(w: Window, rows: int, channels: int, slots: int = 1) -> tuple[int, i
         cin = tile_inputs(w, ct)
         row_tiles = 0
         for y0 in range(0, w.out_h, rows):
-            moved_in += cin * rows_read(w, y0, min(rows, w.out_h - y0))[1] * w.in_w
+            moved_in += cin * _staged_rows(w, y0, rows, channels) * w.in_w
             row_tiles += 1
         if w.weights:
             moved_in += min(row_tiles, slots) * (ct * in_per_group(w) * w.k_h * w.k_w +

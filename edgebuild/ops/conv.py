@@ -272,12 +272,14 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 
 # A dense conv's optimized tiled pass (eb_conv2d_tiled_cols, the split L1 layout): each row
 # tile's im2col columns built once in the kernels' scratch, every channel tile's weights run
-# against them; with -DEB_REFERENCE_KERNELS the same driver and layout, the "columns" the
+# against them (the dot prepared once per row tile: eb_conv_cols_prepare / _run); with
+# -DEB_REFERENCE_KERNELS the same driver and layout, the "columns" the
 # tile's input copied into the scratch and the reference kernel on them.
 _COLS_PRELUDE = (3, """#ifdef EB_REFERENCE_KERNELS
-static const eb_cols_kernel eb_k_cols = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values};
+static const eb_cols_kernel eb_k_cols = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values, NULL, NULL};
 #else
-static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, eb_scratch.values};
+static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, eb_scratch.values,
+                                         eb_conv_cols_prepare, eb_conv_cols_run};
 #endif
 #define EB_CONV2D_TILED_COLS(p, t, k, wide, in, w, b, out) \\
     eb_conv2d_tiled_cols(p, t, k, &eb_k_cols, wide, in, w, b, out, eb_l1.bytes)
@@ -288,9 +290,9 @@ static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, e
 # A pointwise layer's tiled pass: the same driver (split layout) on the pointwise kernels'
 # column blocks; with -DEB_REFERENCE_KERNELS the reference columns, as for EB_CONV2D_TILED_COLS.
 _PW_COLS_PRELUDE = (5, """#ifdef EB_REFERENCE_KERNELS
-static const eb_cols_kernel eb_k_cols_pw = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values};
+static const eb_cols_kernel eb_k_cols_pw = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values, NULL, NULL};
 #else
-static const eb_cols_kernel eb_k_cols_pw = {eb_pw_cols_build, eb_pw_cols_dot, eb_scratch.values};
+static const eb_cols_kernel eb_k_cols_pw = {eb_pw_cols_build, eb_pw_cols_dot, eb_scratch.values, NULL, NULL};
 #endif
 #define EB_CONV2D_TILED_PW(p, t, k, wide, in, w, b, out) \\
     eb_conv2d_tiled_cols(p, t, k, &eb_k_cols_pw, wide, in, w, b, out, eb_l1.bytes)

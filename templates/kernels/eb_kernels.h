@@ -61,6 +61,19 @@ typedef struct {
     int8_t mode, rounding;
 } eb_pool_params;
 
+/* The set-up of a split dense conv's dot (the tiled driver's eb_cols_kernel, eb_tiling.h),
+ * derived once per row tile from its params and the layer's biases (eb_conv_cols_prepare)
+ * and read by every channel tile's dot (eb_conv_cols_run): the window length k, rounded up
+ * to 4 (kp), the tile's pixels (hw), the requantization (right shift s, rounding addend r)
+ * and whether every row takes the requantizing assembly rows (fast: int8 out, a bias, no
+ * bias above the overflow limit). Here because the driver holds it and both kernel sets'
+ * headers see this one. */
+typedef struct {
+    const eb_conv_params *p;
+    int32_t k, kp, hw, r, s, lim;
+    int8_t wide, fast;
+} eb_cols_job;
+
 /* acc * 2^shift, rounded, activated, saturated to int8. Computed in int64 so that a left
  * shift is exact (|shift| <= 31; the contract's range is [-22, 15]) and abs(INT32_MIN) does
  * not overflow: a large accumulator saturates instead of wrapping around. */

@@ -1433,71 +1433,116 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
     }
 }
 
-#ifdef EB_GEMM_ASM
-/* The job of eb_conv_cols_dot's blocks on the asm rows (eb_gemm4_* / eb_gemm2_*), set up once
- * per call where eb_dot_store sets one up per block: 1 when the call can take it (int8 out,
- * a bias, a right shift, relu or none, half-up or floor rounding, k >= 4 and no row whose
- * bias exceeds lim: no exact row), else 0 (the generic path). */
-static int eb_cols_gemm_job(const eb_conv_params *p, int32_t k, const int32_t *bias,
-                            eb_gemm_job *job)
+/* The set-up of eb_conv_cols_run's blocks, once per row tile where eb_dot_store sets one up
+ * per block: fast when the asm rows can take them (int8 out, a bias, a right shift, relu or
+ * none, half-up or floor rounding, k >= 4); a row whose bias exceeds lim (an exact row) stops
+ * them, and eb_dot_store takes the block's rest. */
+void eb_conv_cols_prepare(const eb_conv_params *p, const int32_t *bias, int wide,
+                          eb_cols_job *job)
 {
     const int s = -p->shift;
     int64_t room;
-    int i;
-    if (bias == NULL || k < 4 || s < 0 || s > 31 ||
-        (p->act != EB_ACT_NONE && p->act != EB_ACT_RELU) ||
-        (p->rounding != EB_ROUND_HALF_UP && p->rounding != EB_ROUND_FLOOR)) {
-        return 0;
-    }
+    job->p = p;
+    job->k = (int32_t)p->in_c * p->k_h * p->k_w;
+    job->kp = EB_OPT_ROUND4(job->k);
+    job->hw = (int32_t)p->out_h * p->out_w;
+    job->wide = (int8_t)(wide != 0);
     job->s = s;
-    job->r = s > 0 && p->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (s - 1) : 0;
-    room = (int64_t)INT32_MAX - (int64_t)k * 16384 - job->r; /* as eb_dot_store's lim */
+    job->r = s > 0 && s <= 31 && p->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (s - 1) : 0;
+    room = (int64_t)INT32_MAX - (int64_t)job->k * 16384 - job->r; /* as eb_dot_store's lim */
     job->lim = room < INT32_MIN ? INT32_MIN : (int32_t)room;
-    for (i = 0; i < p->out_c; ++i) {
-        if (bias[i] > job->lim) {
-            return 0;
+#ifdef EB_GEMM_ASM
+    job->fast = (int8_t)(!wide && bias != NULL && job->k >= 4 && s >= 0 && s <= 31 &&
+                         (p->act == EB_ACT_NONE || p->act == EB_ACT_RELU) &&
+                         (p->rounding == EB_ROUND_HALF_UP || p->rounding == EB_ROUND_FLOOR));
+#else
+    (void)bias;
+    job->fast = 0;
+#endif
+}
+
+#ifdef EB_GEMM_ASM
+/* The job's blocks through the asm rows (eb_gemm4_*, a last block of 1 or 2 pixels
+ * eb_gemm2_*) from the first: returns the first pixel of the block it stopped at (an exact
+ * row, or 3 pixels left, which the asm rows do not take), hw when it did them all. */
+static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *cols,
+                                        const int8_t *weight, const int32_t *bias, int n_oc,
+                                        int8_t *out)
+{
+    const int relu = job->p->act == EB_ACT_RELU;
+    const int32_t hw = job->hw, block = 4 * job->kp, span = 16 * (job->k >> 2);
+    eb_gemm_job g;
+    int32_t px;
+    g.stride = hw;
+    g.r = job->r;
+    g.s = job->s;
+    g.tail = job->k & 3;
+    g.tsh = 32 - 8 * (job->k & 3);
+    g.lim = job->lim;
+    g.count = EB_OPT_PIXELS;
+    for (px = 0; px + EB_OPT_PIXELS <= hw; px += EB_OPT_PIXELS, cols += block) {
+        g.w = weight;
+        g.cols = cols;
+        g.cend = cols + span;
+        g.bias = bias;
+        g.out = out + px;
+        g.n = n_oc;
+        if (relu) {
+            eb_gemm4_relu(&g);
+        } else {
+            eb_gemm4_none(&g);
+        }
+        if (g.n != 0) {
+            return px;
         }
     }
-    job->tail = k & 3;
-    job->tsh = 32 - 8 * (k & 3);
-    return 1;
+    if (px == hw || hw - px == 3) {
+        return px;
+    }
+    g.w = weight;
+    g.cols = cols;
+    g.cend = cols + span;
+    g.bias = bias;
+    g.out = out + px;
+    g.n = n_oc;
+    g.count = hw - px;
+    eb_gemm_run(relu, &g);
+    return g.n != 0 ? px : hw;
 }
 #endif
+
+/* n_oc rows of weights (and bias, NULL: none) against the columns the job was prepared
+ * for, the results to out (its first row; rows hw apart): the asm rows as far as they go,
+ * the rest (from the block they stopped at, again whole) through eb_dot_store. */
+void eb_conv_cols_run(const eb_cols_job *job, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int n_oc, void *out)
+{
+    const eb_conv_params *p = job->p;
+    const int32_t hw = job->hw, block = 4 * job->kp;
+    eb_sink s;
+    int32_t px = 0;
+#ifdef EB_GEMM_ASM
+    if (job->fast) {
+        px = eb_cols_fast(job, cols, weight, bias, n_oc, (int8_t *)out);
+        if (px == hw) {
+            return;
+        }
+        cols += (px / EB_OPT_PIXELS) * block;
+    }
+#endif
+    s = eb_sink_of(out, job->wide, p->shift, p->rounding, p->act);
+    for (; px < hw; px += EB_OPT_PIXELS, cols += block) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        eb_dot_store(&s, job->k, weight, cols, n_oc, bias, px, hw, (int)count);
+    }
+}
 
 void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                       const int32_t *bias, int wide, void *out)
 {
-    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
-    const int32_t kp = EB_OPT_ROUND4(k);
-    const int32_t hw = (int32_t)p->out_h * p->out_w;
-    const eb_sink s = eb_sink_of(out, wide, p->shift, p->rounding, p->act);
-    int32_t px;
-#ifdef EB_GEMM_ASM
-    eb_gemm_job job;
-    if (!wide && eb_cols_gemm_job(p, k, bias, &job)) {
-        job.stride = hw;
-        for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
-            const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-            if (count == 3) { /* the asm rows take 4, 2 or 1 pixels */
-                eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, 3);
-                continue;
-            }
-            job.w = weight;
-            job.cols = cols;
-            job.cend = cols + 16 * (k >> 2);
-            job.bias = bias;
-            job.out = (int8_t *)out + px;
-            job.n = p->out_c;
-            job.count = (int)count;
-            eb_gemm_run(p->act == EB_ACT_RELU, &job);
-        }
-        return;
-    }
-#endif
-    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
-        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-        eb_dot_store(&s, k, weight, cols, p->out_c, bias, px, hw, (int)count);
-    }
+    eb_cols_job job;
+    eb_conv_cols_prepare(p, bias, wide, &job);
+    eb_conv_cols_run(&job, cols, weight, bias, p->out_c, out);
 }
 
 /* eb_linear_core split in two for the tiled driver (eb_linear_tiled_cols): the input's

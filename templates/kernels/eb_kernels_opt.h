@@ -107,6 +107,13 @@ void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *wei
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols);
 void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                       const int32_t *bias, int wide, void *out);
+/* eb_conv_cols_dot in two: eb_conv_cols_prepare once per row tile (p as built, bias: the
+ * layer's p->out_c biases or NULL; eb_cols_job in eb_kernels.h), then eb_conv_cols_run per
+ * channel tile (n_oc rows of weights and bias against the columns). */
+void eb_conv_cols_prepare(const eb_conv_params *p, const int32_t *bias, int wide,
+                          eb_cols_job *job);
+void eb_conv_cols_run(const eb_cols_job *job, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int n_oc, void *out);
 /* The tiled driver's split linear (eb_tiling.h, eb_linear_tiled_cols): eb_linear_expand
  * writes the input's column (EB_LINEAR_OPT_SCRATCH(in_f) int16), eb_linear_dot runs out_f
  * weight rows against it (out: int8 requantized, or int32 when wide). Bit-identical to

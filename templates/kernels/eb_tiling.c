@@ -21,16 +21,44 @@ typedef struct {
 
 /* n bytes from src to dst (no overlap), inline: a column tensor's blocks are a few bytes,
  * for which a library call costs more than the copy. Words go through memcpy of 4 bytes
- * (one LDR/STR on the Cortex-M4, which allows unaligned words). */
-static void copy_small(int8_t *dst, const int8_t *src, int32_t n)
+ * (one LDR/STR on the Cortex-M4, which allows unaligned words): 16 bytes per loop step, then
+ * the last 0..15 by their bits (8, 4, 2, 1), no loop. */
+static inline void copy_small(int8_t *dst, const int8_t *src, int32_t n)
 {
-    for (; n >= 4; n -= 4, dst += 4, src += 4) {
-        uint32_t v;
-        memcpy(&v, src, 4u);
-        memcpy(dst, &v, 4u);
+    uint32_t a, b, c, d;
+    uint16_t h;
+    for (; n >= 16; n -= 16, dst += 16, src += 16) {
+        memcpy(&a, src, 4u);
+        memcpy(&b, src + 4, 4u);
+        memcpy(&c, src + 8, 4u);
+        memcpy(&d, src + 12, 4u);
+        memcpy(dst, &a, 4u);
+        memcpy(dst + 4, &b, 4u);
+        memcpy(dst + 8, &c, 4u);
+        memcpy(dst + 12, &d, 4u);
     }
-    for (; n > 0; --n) {
-        *dst++ = *src++;
+    if (n & 8) {
+        memcpy(&a, src, 4u);
+        memcpy(&b, src + 4, 4u);
+        memcpy(dst, &a, 4u);
+        memcpy(dst + 4, &b, 4u);
+        dst += 8;
+        src += 8;
+    }
+    if (n & 4) {
+        memcpy(&a, src, 4u);
+        memcpy(dst, &a, 4u);
+        dst += 4;
+        src += 4;
+    }
+    if (n & 2) {
+        memcpy(&h, src, 2u);
+        memcpy(dst, &h, 2u);
+        dst += 2;
+        src += 2;
+    }
+    if (n & 1) {
+        *dst = *src;
     }
 }
 
@@ -46,43 +74,57 @@ static void zero_small(int8_t *dst, int32_t n)
 }
 
 #if defined(__ARM_ARCH_7EM__) && defined(__GNUC__) && !defined(EB_OPT_PORTABLE)
-/* Whole 32-byte blocks of a word-aligned src by LDM of 8 registers, then STM to a word-aligned
- * dst (4 instructions per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16) or eight
- * STR to an unaligned one (the M4 allows unaligned STR; silicon may add a cycle per store, the
- * cycle model assumes aligned); returns the bytes copied (0: src unaligned). */
+/* Eight words from [s] into registers: LDM when s is word-aligned, else eight LDR (the M4
+ * allows unaligned LDR; silicon may add a cycle per load, the cycle model assumes aligned). */
+#define EB_LD8_ALIGNED "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+#define EB_LD8_UNALIGNED                                                                   \
+    "ldr r3, [%[s]]\n\t"                                                                   \
+    "ldr r4, [%[s], #4]\n\t"                                                               \
+    "ldr r5, [%[s], #8]\n\t"                                                               \
+    "ldr r6, [%[s], #12]\n\t"                                                              \
+    "ldr r8, [%[s], #16]\n\t"                                                              \
+    "ldr r9, [%[s], #20]\n\t"                                                              \
+    "ldr r10, [%[s], #24]\n\t"                                                             \
+    "ldr r12, [%[s], #28]\n\t"                                                             \
+    "adds %[s], %[s], #32\n\t"
+/* ... and to [d]: STM when d is word-aligned, else eight STR (unaligned, as above). */
+#define EB_ST8_ALIGNED "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
+#define EB_ST8_UNALIGNED                                                                   \
+    "str r3, [%[d]]\n\t"                                                                   \
+    "str r4, [%[d], #4]\n\t"                                                               \
+    "str r5, [%[d], #8]\n\t"                                                               \
+    "str r6, [%[d], #12]\n\t"                                                              \
+    "str r8, [%[d], #16]\n\t"                                                              \
+    "str r9, [%[d], #20]\n\t"                                                              \
+    "str r10, [%[d], #24]\n\t"                                                             \
+    "str r12, [%[d], #28]\n\t"                                                             \
+    "adds %[d], %[d], #32\n\t"
+#define EB_COPY32_LOOP(ld, st)                                                             \
+    __asm__ volatile("1:\n\t" ld st "subs %[n], %[n], #1\n\t"                              \
+                     "bne 1b"                                                              \
+                     : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)                           \
+                     :                                                                     \
+                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory")
+
+/* Whole 32-byte blocks, eight registers at a time: LDM/STM where src/dst are word-aligned
+ * (4 instructions per 32 bytes, where memcpy's unrolled LDR/STR pairs take 16), eight LDR/STR
+ * where not (e.g. a channel tile of 7 x 25 bytes); returns the bytes copied. */
 static uint32_t copy_blocks32(int8_t *dst, const int8_t *src, uint32_t bytes)
 {
     uint32_t n = bytes >> 5;
-    if (n == 0u || ((uintptr_t)src & 3u) != 0u) {
+    const int s_aligned = ((uintptr_t)src & 3u) == 0u, d_aligned = ((uintptr_t)dst & 3u) == 0u;
+    if (n == 0u) {
         return 0u;
     }
-    if (((uintptr_t)dst & 3u) != 0u) { /* e.g. an output tile of 7 x 25 bytes back to L2 */
-        __asm__ volatile("1:\n\t"
-                         "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                         "str r3, [%[d]]\n\t"
-                         "str r4, [%[d], #4]\n\t"
-                         "str r5, [%[d], #8]\n\t"
-                         "str r6, [%[d], #12]\n\t"
-                         "str r8, [%[d], #16]\n\t"
-                         "str r9, [%[d], #20]\n\t"
-                         "str r10, [%[d], #24]\n\t"
-                         "str r12, [%[d], #28]\n\t"
-                         "adds %[d], %[d], #32\n\t"
-                         "subs %[n], %[n], #1\n\t"
-                         "bne 1b"
-                         : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
-                         :
-                         : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
-        return bytes & ~(uint32_t)31;
+    if (s_aligned && d_aligned) {
+        EB_COPY32_LOOP(EB_LD8_ALIGNED, EB_ST8_ALIGNED);
+    } else if (s_aligned) {
+        EB_COPY32_LOOP(EB_LD8_ALIGNED, EB_ST8_UNALIGNED);
+    } else if (d_aligned) {
+        EB_COPY32_LOOP(EB_LD8_UNALIGNED, EB_ST8_ALIGNED);
+    } else {
+        EB_COPY32_LOOP(EB_LD8_UNALIGNED, EB_ST8_UNALIGNED);
     }
-    __asm__ volatile("1:\n\t"
-                     "ldmia %[s]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                     "stmia %[d]!, {r3, r4, r5, r6, r8, r9, r10, r12}\n\t"
-                     "subs %[n], %[n], #1\n\t"
-                     "bne 1b"
-                     : [s] "+r"(src), [d] "+r"(dst), [n] "+r"(n)
-                     :
-                     : "r3", "r4", "r5", "r6", "r8", "r9", "r10", "r12", "cc", "memory");
     return bytes & ~(uint32_t)31;
 }
 #else
@@ -546,15 +588,57 @@ static void split_tile_params(const eb_conv_params *p, const eb_tile_pos *tp, in
     tile->wbits = 0; /* staged into L1 as int8 (stage_weights) */
 }
 
+/* Channel tile tp of the split row tile `tile` (its columns built) on the weights and bias
+ * staged in slot, through cols->run when the kernel has one (job: the row tile's set-up),
+ * else cols->dot; its outputs back to L2 (one block when the row tile is whole planes). */
+static void split_channel_tile(const eb_conv_run *r, const eb_cols_kernel *cols,
+                               const eb_cols_job *job, eb_conv_params *tile, const eb_tile_pos *tp,
+                               int wide, const int8_t *slot, void *out)
+{
+    const eb_conv_params *p = r->p;
+    const int32_t *b = r->bias != NULL ? (const int32_t *)(const void *)(slot + r->lay.bias) : NULL;
+    const int esize = wide ? 4 : 1;
+    int8_t *o = (int8_t *)slot + r->lay.out;
+    if (cols->run != NULL) {
+        cols->run(job, cols->cols, slot + r->lay.weight, b, tp->oc_t, o);
+    } else {
+        tile->out_c = (int16_t)tp->oc_t;
+        cols->dot(tile, cols->cols, slot + r->lay.weight, b, wide, o);
+    }
+    if (tp->rows == p->out_h) {
+        const int32_t plane = (int32_t)p->out_h * p->out_w * esize;
+        eb_dma_copy((int8_t *)out + tp->oc0 * plane, o, (uint32_t)(tp->oc_t * plane));
+    } else {
+        write_back(o, tp->oc0, tp->oc_t, p->out_h, p->out_w, tp->y0, tp->rows, esize, out);
+    }
+}
+
+/* Stage channel tile [oc0, oc0 + oc_t)'s weights and bias into slot: int8 weights inline,
+ * packed ones through split_stage_weights. */
+static void split_stage(const eb_conv_run *r, int32_t w_per_oc, int oc0, int oc_t, int8_t *slot)
+{
+    if (r->p->wbits != 0) {
+        split_stage_weights(r, oc0, oc_t, slot);
+        return;
+    }
+    eb_dma_copy(slot + r->lay.weight, r->weight + oc0 * w_per_oc, (uint32_t)(oc_t * w_per_oc));
+    if (r->bias != NULL) {
+        eb_dma_copy(slot + r->lay.bias, r->bias + oc0, (uint32_t)(4 * oc_t));
+    }
+}
+
 /* A dense conv (groups == 1) through cols: per row tile, its input rows staged at l1
- * (unpadded: the kernels skip taps outside them) and its columns built once into cols->cols; then every channel tile's weights (double buffered:
- * the next one staged while the current one runs) against them. */
+ * (unpadded: the kernels skip taps outside them), its columns built once into cols->cols
+ * and the dot prepared (cols->prepare, if any); then every channel tile's weights (double
+ * buffered: the next one staged while the current one runs) against them. */
 static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb_cols_kernel *cols,
                              int wide, const int8_t *in, const int8_t *weight,
                              const int32_t *bias, void *out, int8_t *l1)
 {
     eb_conv_run r;
+    eb_cols_job job;
     const int slots = t->double_buffer ? 2 : 1;
+    const int32_t w_per_oc = (int32_t)p->in_c * p->k_h * p->k_w;
     int n_ct, rt, ct;
     r.p = p;
     r.in = in;
@@ -582,24 +666,23 @@ static void conv_tiled_split(const eb_conv_params *p, const eb_tile *t, const eb
         stage_span(in, p->in_c, p->in_h, p->in_w, first, count, l1);
         split_tile_params(p, &tp, first, count, &tile);
         cols->build(&tile, l1, cols->cols); /* the input is dead from here: slots reuse it */
-        split_stage_weights(&r, 0, tp.oc_t, l1);
+        if (cols->run != NULL) {
+            tile.out_c = p->out_c; /* the layer's biases: every channel tile's */
+            cols->prepare(&tile, bias, wide, &job);
+        }
+        split_stage(&r, w_per_oc, 0, tp.oc_t, l1);
         for (ct = 0; ct < n_ct; ++ct, tp.oc0 += r.oc_step) {
             int8_t *slot = l1 + (slots == 2 ? (ct & 1) : 0) * r.lay.slot;
             tp.oc_t = min_int(r.oc_step, p->out_c - tp.oc0);
             if (slots == 1 && ct > 0) {
-                split_stage_weights(&r, tp.oc0, tp.oc_t, slot);
+                split_stage(&r, w_per_oc, tp.oc0, tp.oc_t, slot);
             }
             if (slots == 2 && ct + 1 < n_ct) { /* the next channel tile into the other slot */
                 const int next = tp.oc0 + r.oc_step;
-                split_stage_weights(&r, next, min_int(r.oc_step, p->out_c - next),
-                                    l1 + (1 - (ct & 1)) * r.lay.slot);
+                split_stage(&r, w_per_oc, next, min_int(r.oc_step, p->out_c - next),
+                            l1 + (1 - (ct & 1)) * r.lay.slot);
             }
-            tile.out_c = (int16_t)tp.oc_t;
-            cols->dot(&tile, cols->cols, slot + r.lay.weight,
-                      bias != NULL ? (const int32_t *)(const void *)(slot + r.lay.bias) : NULL,
-                      wide, slot + r.lay.out);
-            write_back(slot + r.lay.out, tp.oc0, tp.oc_t, p->out_h, p->out_w, tp.y0, tp.rows,
-                       wide ? 4 : 1, out);
+            split_channel_tile(&r, cols, &job, &tile, &tp, wide, slot, out);
         }
     }
 }
@@ -764,9 +847,13 @@ void eb_conv_transpose2d_tiled(const eb_conv_params *p, const eb_tile *t, eb_con
 
 /* ---- pool ---------------------------------------------------------------------------- */
 
+/* Input rows of a pool tile slot: the windows' span, or the whole planes for a tile of all
+ * the output rows (its channels then lie in one block of L2: one copy, the rows a
+ * floor-mode stride leaves unread included). */
 static int pool_in_rows(const eb_pool_params *p, int rows)
 {
-    return (rows - 1) * p->stride_h + p->k_h;
+    const int span = (rows - 1) * p->stride_h + p->k_h;
+    return rows >= p->out_h && p->in_h > span ? p->in_h : span;
 }
 
 static void pool_layout(const eb_pool_params *p, int c_t, int rows, eb_slot_layout *l)

@@ -12,8 +12,9 @@
  *   conv transposed: input [cin_t][n][in_w] int8, n <= min(in_h, (rows-1 + dil_h*(k_h-1)) / stride_h + 1)
  *           (the input rows the tile's output rows read through some tap, unpadded), then
  *           weight [cin_t][oc_t/groups_t][k_h][k_w], bias, output as for conv
- *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h;
- *           a column tile, in_w = k_w = 1, runs as a row like a conv's)
+ *   pool:   input  [c_t][in_rows][in_w], output [c_t][rows][out_w]   (in_rows = (rows-1)*stride_h + k_h,
+ *           in_h for a tile of all out_h rows: whole planes, one block; a column tile,
+ *           in_w = k_w = 1, runs as a row like a conv's)
  *   linear: input  [in_f], weight [oc_t][in_f], bias [oc_t], output [oc_t]
  * A conv tile that is a column ([cin_t][in_rows][1], k_w = 1: a 1-D layer, tiled along
  * time) is passed to the kernel as the row it is in memory: in_h = out_h = k_h = 1,
@@ -74,12 +75,18 @@ typedef void (*eb_linear_kernel)(int in_f, int out_f, const int8_t *in, const in
 
 /* A dense conv split in two (the optimized kernels' eb_conv_cols_build / eb_conv_cols_dot):
  * build writes the columns of a tile's output pixels into cols (scratch), dot runs a channel
- * tile's weights (in L1) against them. */
+ * tile's weights (in L1) against them. A kernel whose dot has set-up of its own may give
+ * prepare and run as well (eb_conv_cols_prepare / eb_conv_cols_run; NULL: none): the driver
+ * then prepares once per row tile (its params; the layer's bias) and runs each channel
+ * tile, so a channel tile costs its blocks, not the set-up too. */
 typedef struct {
     void (*build)(const eb_conv_params *p, const int8_t *in, int16_t *cols);
     void (*dot)(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
                 const int32_t *bias, int wide, void *out);
     int16_t *cols;
+    void (*prepare)(const eb_conv_params *p, const int32_t *bias, int wide, eb_cols_job *job);
+    void (*run)(const eb_cols_job *job, const int16_t *cols, const int8_t *weight,
+                const int32_t *bias, int n_oc, void *out);
 } eb_cols_kernel;
 
 /* A linear layer split in two (the optimized kernels' eb_linear_expand and a per-layer

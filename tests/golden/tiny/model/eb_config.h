@@ -19,6 +19,8 @@
 #define eb_conv2d_wide_opt tiny_eb_conv2d_wide_opt
 #define eb_conv_cols_build tiny_eb_conv_cols_build
 #define eb_conv_cols_dot tiny_eb_conv_cols_dot
+#define eb_conv_cols_prepare tiny_eb_conv_cols_prepare
+#define eb_conv_cols_run tiny_eb_conv_cols_run
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane, Shape, ShapeError, Window, plane, pool_plane, pooled
+from edgebuild.ops import dw_spec
 from edgebuild.ops import pool as pooling
 from edgebuild.ops.c import (
     CCode,
@@ -460,6 +461,13 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
         return code + banded_call(step, source, step.inputs[0] if fused else None)
     if step.tile is not None:
         return code + tiled_call(step, conv, source)
+    spec = dw_spec.spec_decl(step, conv)
+    if spec is not None:  # the padded path's loop made for this layer
+        head = f"EB_DW_POOL_CONV2D_SPEC(&{step.symbol('Q')}, &{step.symbol('P')}, " \
+            f"&{step.symbol('K')}, {step.inputs[0]}, " if fused else \
+            f"EB_DW_CONV2D_SPEC(&{step.symbol('P')}, &{step.symbol('K')}, "
+        return code + spec + CCode(calls=(
+            f"{head}{source}, {step.weights()}, {bias_symbol(step)}, {step.output});",))
     if fused:
         return code + CCode(calls=(
             f"EB_DW_POOL_CONV2D(&{step.symbol('Q')}, &{step.symbol('P')}, {step.inputs[0]}, "

@@ -34,9 +34,11 @@
 #define eb_dw_band_l1_bytes tiny_eb_dw_band_l1_bytes
 #define eb_dw_conv_banded_opt tiny_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
+#define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
 #define eb_dw_max4 tiny_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt
+#define eb_dw_pool_conv_spec_opt tiny_eb_dw_pool_conv_spec_opt
 #define eb_dw_pool_groups tiny_eb_dw_pool_groups
 #define eb_dw_pool_row tiny_eb_dw_pool_row
 #define eb_dw_q8 tiny_eb_dw_q8

@@ -622,7 +622,8 @@ enum { EB_DW_HELD_NONE, EB_DW_HELD_OTHER, EB_DW_HELD_THIS };
  * what it holds, EB_DW_HELD_*). */
 EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
                                       int filled, const uint32_t wk[5], int32_t init,
-                                      const eb_dw_out *o, int32_t index, int8_t *buf)
+                                      const eb_dw_out *o, int32_t index, int8_t *buf,
+                                      const eb_dw3_spec *k)
 {
     const int out_h = g->out_h, whole = out_h <= band;
     const int32_t L = (int32_t)g->in_w + g->pad_w;
@@ -631,6 +632,14 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
         eb_dw_refill(g, plane, buf);
     } else if (whole && filled == EB_DW_HELD_NONE) {
         eb_dw_fill(g, plane, 0, out_h + 2, buf);
+    }
+    if (k != NULL && whole) { /* the generation-time loop (eb_dw_layer checked k fits) */
+        k->run(buf, o->out8 + index, out_h >> 1, wk, init);
+        if (out_h & 1) { /* the last two rows, one computed twice */
+            y0 = out_h - 2;
+            k->run(buf + (int32_t)y0 * L, o->out8 + index + (int32_t)y0 * g->out_w, 1, wk, init);
+        }
+        return;
     }
     for (y0 = 0; y0 < out_h; y0 += rows) {
         const int8_t *src = buf;
@@ -1018,7 +1027,7 @@ static const int8_t *eb_dw_pool_channel(const eb_pool_params *q, const int8_t *s
  * the layer nor, with q, the layer through the padded path. */
 static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const int8_t *in,
                        int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out8,
-                       int32_t *out32, int8_t *buf, int32_t buf_bytes)
+                       int32_t *out32, int8_t *buf, int32_t buf_bytes, const eb_dw3_spec *k)
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
@@ -1120,6 +1129,11 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
             b_hi = (int32_t)hi;
         }
     }
+    if (k != NULL && (k->run == NULL || g.kind != EB_DW_K3 || band < g.out_h || !fast ||
+                      (int32_t)g.in_w + g.pad_w != k->pitch || g.out_w != k->out_w ||
+                      -s->shift != k->s || s->act != k->act)) {
+        k = NULL; /* not the layer the spec was made for */
+    }
     if (p->wbits != 0 && taps > (int32_t)sizeof unpacked) {
         return 0; /* the im2col path reads packed rows of any length */
     }
@@ -1147,8 +1161,8 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                               held == oc / m ? EB_DW_HELD_THIS
                               : held >= 0    ? EB_DW_HELD_OTHER
                                              : EB_DW_HELD_NONE,
-                              w3, init, &o,
-                              (int32_t)oc * out_plane, buf);
+                              w3, init, &o, (int32_t)oc * out_plane, buf,
+                              o.mode == fast ? k : NULL);
                 held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
             } else {
                 if (q != NULL) { /* this channel pooled on its own */
@@ -1171,7 +1185,7 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
                    const int32_t *bias, int8_t *out8, int32_t *out32)
 {
     int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
-    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, buf, EB_DW_PAD_BYTES);
+    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, buf, EB_DW_PAD_BYTES, NULL);
 }
 
 /* The padded rows of a band of `rows` output rows (the whole plane when rows >= out_h; else
@@ -1194,7 +1208,7 @@ void eb_dw_conv_banded_opt(const eb_conv_params *p, int rows, const int8_t *in,
                            const int8_t *weight, const int32_t *bias, int8_t *out, int8_t *l1)
 {
     if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, l1,
-                     eb_dw_band_bytes(p, rows))) {
+                     eb_dw_band_bytes(p, rows), NULL)) {
         eb_conv2d(p, in, weight, bias, out); /* a shape the padded path does not take */
     }
 }
@@ -1209,13 +1223,29 @@ static int eb_dw_fusable(const eb_pool_params *q, const eb_conv_params *p)
 void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
                          int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out)
 {
+    eb_dw_pool_conv_spec_opt(q, p, NULL, in, pooled, weight, bias, out);
+}
+
+void eb_dw_conv_spec_opt(const eb_conv_params *p, const eb_dw3_spec *k, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, int8_t *out)
+{
+    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
+        eb_conv2d(p, in, weight, bias, out); /* a shape the depthwise path does not take */
+    }
+}
+
+void eb_dw_pool_conv_spec_opt(const eb_pool_params *q, const eb_conv_params *p,
+                              const eb_dw3_spec *k, const int8_t *in, int8_t *pooled,
+                              const int8_t *weight, const int32_t *bias, int8_t *out)
+{
     int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
     if (eb_dw_fusable(q, p) &&
-        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES)) {
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
         return;
     }
     eb_pool2d(q, in, pooled); /* (rows too long for the buffer, other pools) */
-    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES)) {
+    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
         eb_conv2d(p, pooled, weight, bias, out); /* a shape the depthwise path does not take */
     }
 }
@@ -1225,7 +1255,8 @@ void eb_dw_pool_conv_banded_opt(const eb_pool_params *q, const eb_conv_params *p
                                 const int32_t *bias, int8_t *out, int8_t *l1)
 {
     if (eb_dw_fusable(q, p) &&
-        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, l1, eb_dw_band_bytes(p, rows))) {
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, l1, eb_dw_band_bytes(p, rows),
+                    NULL)) {
         return;
     }
     eb_pool2d(q, in, pooled);

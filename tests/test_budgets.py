@@ -78,11 +78,13 @@ def _needs(stderr: str) -> dict[str, int]:
 # ---- the messages ------------------------------------------------------------------------
 
 def test_l1_below_the_smallest_tile_names_the_layer_and_its_need(tmp_path):
-    path = _digits(tmp_path, "{l1: 64, l2: 128KiB, flash: 512KiB}")
+    path = _digits(tmp_path, "{l1: 64, l2: 128KiB, flash: 512KiB}, "
+                             "tiling: {double_buffer: true}")
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr
     # fc (linear, 512 -> 10, wide): one output feature per slot, input 512 + weights 512 +
-    # bias 4 + int32 output 4 = 1032 bytes, two slots; conv1 needs 2 x (32 + 12 + 4 + 8)
+    # bias 4 + int32 output 4 = 1032 bytes, two slots (asked for); conv1 needs
+    # 2 x (32 + 12 + 4 + 8)
     assert _lines(result) == [
         f"manifests/{_position(path, 'l1')}: target.memory.l1: 64 B is too small: layer fc "
         "needs at least 2064 bytes (its smallest tile: 1 output feature, double buffered: "
@@ -97,12 +99,13 @@ def test_l1_names_a_convolution_and_its_tile(tmp_path):
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr
     # conv2 (8 -> 8 channels, 3x3, pad 1, 8x8): one output row of one channel reads 3 padded
-    # input rows of 8 channels (8 x 3 x 10 = 240), 72 weights, a bias, 8 outputs
+    # input rows of 8 channels (8 x 3 x 10 = 240), 72 weights, a bias, 8 outputs, in one
+    # slot (the default: the core copies, so a second slot would hide nothing); conv1's
+    # smallest tile (56 bytes) fits
     assert _lines(result) == [
         f"manifests/{_position(path, 'l1')}: target.memory.l1: 64 B is too small: layer conv2 "
-        "needs at least 648 bytes (its smallest tile: 1 output row x 1 channel, double "
-        "buffered: 2 x 324 bytes: input 240, weights 72, bias 4, output 8); other layers over "
-        "the budget: conv1 112, fc 528 bytes"]
+        "needs at least 324 bytes (its smallest tile: 1 output row x 1 channel, 324 bytes: "
+        "input 240, weights 72, bias 4, output 8); other layers over the budget: fc 264 bytes"]
 
 
 def test_ram_below_the_arena(tmp_path):
@@ -135,7 +138,7 @@ def test_every_budget_problem_at_once_with_the_other_semantic_errors(tmp_path):
     lines = _lines(result)
     assert [line.split(": ")[1] for line in lines] == [  # in the order of the file's lines
         "target.memory.l1", "target.memory.l2", "target.memory.flash", "qat.overrides.nope"]
-    assert _needs(result.stderr) == {"l1": 2064, "l2": 576, "flash": 5264}
+    assert _needs(result.stderr) == {"l1": 1032, "l2": 576, "flash": 5264}
     assert [line.split(": ")[0] for line in lines[:3]] == [
         f"manifests/{_position(path, key)}" for key in ("l1", "l2", "flash")]
 

@@ -355,10 +355,10 @@ def test_l1_too_small_is_a_clear_error(tmp_path: Path):
 
     (tmp_path / "manifests").mkdir()
     (tmp_path / "manifests" / "small.yaml").write_text(
-        DIGITS_MANIFEST.format(name="small").replace("l1: 16KiB", "l1: 64B"))
+        DIGITS_MANIFEST.format(name="small").replace("l1: 16KiB", "l1: 48B"))
     result = run_cli(["build", "--until", "plan"], tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "target.memory.l1: 64 B is too small: layer fc needs at least" in result.stderr
-    assert "other layers over the budget: conv1 112 bytes" in result.stderr
+    assert "target.memory.l1: 48 B is too small: layer fc needs at least" in result.stderr
+    assert "other layers over the budget: conv1 56 bytes" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "build" / "small" / "train").exists()  # found before training

@@ -202,8 +202,11 @@ class Memory(Strict):
 class Tiling(Strict):
     """How layers that do not fit L1 are cut (see edgebuild/tiling.py)."""
 
-    double_buffer: bool = Field(default=True, description="two L1 slots: stage the next tile "
-                                                          "while computing the current one")
+    double_buffer: bool = Field(default=False, description=(
+        "two L1 slots: stage the next tile while computing the current one. Worth it only "
+        "where a DMA engine copies while the core computes; the generated C copies with the "
+        "core itself (eb_dma_copy), so a second slot halves the tiles and hides nothing: "
+        "off unless asked for"))
 
 
 class Target(Strict):

@@ -17,12 +17,17 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, POOL_FIELDS, ConvParams, PoolParams
 from test_kernels_opt import (
     I8,
+    I16,
     I32,
     P8,
+    P16,
     P32,
+    SCRATCH,
     build_m4,
     c_array,
+    check_scratch,
     conv_out,
+    conv_scratch_elements,
     dw_data,
     guarded,
     lib,  # noqa: F401 (the fixture)
@@ -32,6 +37,7 @@ from test_kernels_opt import (
     ptr,
     random_bias,
     run_qemu,
+    scratch_buffer,
 )
 
 EB_POOL_MAX = 0
@@ -67,7 +73,7 @@ def run_fused(lib, case: dict, x, w, bias) -> tuple[np.ndarray, np.ndarray]:  # 
     for name, args in (("eb_pool2d", [ctypes.POINTER(PoolParams), P8, P8]),
                        ("eb_dw_pool_conv_opt", [ctypes.POINTER(PoolParams),
                                                 ctypes.POINTER(ConvParams), P8, P8, P8, P32,
-                                                P8])):
+                                                P8, P16])):
         getattr(lib, name).argtypes, getattr(lib, name).restype = args, None
     pool, conv = PoolParams(**case["pool"]), params_of(case["conv"])
     c = case["conv"]
@@ -76,9 +82,13 @@ def run_fused(lib, case: dict, x, w, bias) -> tuple[np.ndarray, np.ndarray]:  # 
     lib.eb_pool2d(ctypes.byref(pool), ptr(x, I8), ptr(pooled, I8))
     lib.eb_conv2d(ctypes.byref(conv), ptr(pooled, I8), ptr(w, I8), ptr(bias, I32), ptr(ref, I8))
     scratch, out = guarded(n_pooled, np.int8), guarded(count, np.int8)
+    need = conv_scratch_elements(lib, c)
+    buf = scratch_buffer(need)
     lib.eb_dw_pool_conv_opt(ctypes.byref(pool), ctypes.byref(conv), ptr(x, I8),
-                            ptr(scratch, I8), ptr(w, I8), ptr(bias, I32), ptr(out, I8))
+                            ptr(scratch, I8), ptr(w, I8), ptr(bias, I32), ptr(out, I8),
+                            ptr(buf, I16))
     assert (scratch[n_pooled:] == 0x5A).all() and (out[count:] == 0x5A).all(), "wrote past"
+    check_scratch(buf, need, "eb_dw_pool_conv_opt")
     return ref[:count], out[:count]
 
 
@@ -100,7 +110,7 @@ def test_dw_pool_conv_rows_too_wide_for_the_buffer(lib):  # noqa: F811
 
 def m4_program(lib, cases, rng) -> str:  # noqa: F811
     parts = ['#include <stdio.h>\n#include <string.h>\n#include "eb_kernels.h"\n'
-             '#include "eb_dw_opt.h"\n']
+             '#include "eb_dw_opt.h"\n#include "eb_kernels_opt.h"\n']
     calls, most = [], 16
     for i, case in enumerate(cases):
         x, w, bias = layer_data(case, rng)
@@ -116,9 +126,9 @@ def m4_program(lib, cases, rng) -> str:  # noqa: F811
         if bias is not None:
             parts.append(c_array("int32_t", f"b{i}", bias))
         b = f"b{i}" if bias is not None else "NULL"
-        calls.append(f"eb_dw_pool_conv_opt(&q{i}, &p{i}, x{i}, pooled, w{i}, {b}, out);\n"
+        calls.append(f"eb_dw_pool_conv_opt(&q{i}, &p{i}, x{i}, pooled, w{i}, {b}, out, scratch);\n"
                      f"bad += memcmp(out, e{i}, {ref.size}) != 0;\n")
-    parts.append(f"static int8_t pooled[{most}], out[{most}];\n")
+    parts.append(f"static int8_t pooled[{most}], out[{most}];\n{SCRATCH}")
     parts.append("int main(void)\n{\n    int bad = 0;\n" + "    ".join(calls) +
                  '    printf("%d mismatching calls\\n", bad);\n    return bad != 0;\n}\n')
     return "".join(parts)

@@ -16,6 +16,7 @@ from kernel_abi import CONV_FIELDS, POOL_FIELDS
 from test_kernels_dw_m4 import column_layers
 from test_kernels_dw_pool import fused_layers, run_fused
 from test_kernels_opt import (
+    SCRATCH,
     build_m4,
     c_array,
     dw_data,
@@ -72,7 +73,7 @@ def test_copy_refill_equals_reference(lib, cfg, channels, seed):  # noqa: F811
 
 def fused_program(lib, cases, rng) -> str:  # noqa: F811
     parts = ['#include <stdio.h>\n#include <string.h>\n#include "eb_kernels.h"\n'
-             '#include "eb_dw_opt.h"\n']
+             '#include "eb_dw_opt.h"\n#include "eb_kernels_opt.h"\n']
     calls, most = [], 16
     for i, case in enumerate(cases):
         conv = case["conv"]
@@ -87,9 +88,10 @@ def fused_program(lib, cases, rng) -> str:  # noqa: F811
                   f"static const eb_conv_params p{i} = {{{p}}};\n",
                   c_array("int8_t", f"x{i}", x), c_array("int8_t", f"w{i}", w),
                   c_array("int8_t", f"e{i}", ref), c_array("int32_t", f"b{i}", bias)]
-        calls.append(f"eb_dw_pool_conv_opt(&q{i}, &p{i}, x{i}, pooled, w{i}, b{i}, out);\n"
+        calls.append(f"eb_dw_pool_conv_opt(&q{i}, &p{i}, x{i}, pooled, w{i}, b{i}, out, "
+                     f"scratch);\n"
                      f"bad += memcmp(out, e{i}, {ref.size}) != 0;\n")
-    parts.append(f"static int8_t pooled[{most}], out[{most}];\n")
+    parts.append(f"static int8_t pooled[{most}], out[{most}];\n{SCRATCH}")
     parts.append("int main(void)\n{\n    int bad = 0;\n" + "    ".join(calls) +
                  '    printf("%d mismatching calls\\n", bad);\n    return bad != 0;\n}\n')
     return "".join(parts)

@@ -17,6 +17,7 @@ from test_kernels_dw_m4 import column_layers
 from test_kernels_dw_pool import fused_layers, run_fused
 from test_kernels_dw_refill import mixed_bias, several_channels
 from test_kernels_opt import (
+    SCRATCH,
     build_m4,
     c_array,
     dw_data,
@@ -71,7 +72,7 @@ def spec_line(name: str, args: tuple[int, int, int, str] | None, mode: int) -> s
 
 def program(lib, plain, fused, rng) -> str:  # noqa: F811
     parts = ['#include <stdio.h>\n#include <string.h>\n#include "eb_kernels.h"\n'
-             '#include "eb_dw_opt.h"\n']
+             '#include "eb_dw_opt.h"\n#include "eb_kernels_opt.h"\n']
     calls, most = [], 16
     for i, (cfg, mode) in enumerate(plain):
         x, w = dw_data(cfg, rng)
@@ -83,7 +84,7 @@ def program(lib, plain, fused, rng) -> str:  # noqa: F811
                   spec_line(f"k{i}", spec_of(cfg), mode),
                   c_array("int8_t", f"x{i}", x), c_array("int8_t", f"w{i}", w),
                   c_array("int8_t", f"e{i}", ref), c_array("int32_t", f"b{i}", bias)]
-        calls.append(f"eb_dw_conv_spec_opt(&p{i}, k{i}, x{i}, w{i}, b{i}, out);\n"
+        calls.append(f"eb_dw_conv_spec_opt(&p{i}, k{i}, x{i}, w{i}, b{i}, out, scratch);\n"
                      f"bad += memcmp(out, e{i}, {ref.size}) != 0;\n")
     for j, (case, mode) in enumerate(fused):
         i, conv = j + len(plain), case["conv"]
@@ -99,8 +100,8 @@ def program(lib, plain, fused, rng) -> str:  # noqa: F811
                   c_array("int8_t", f"x{i}", x), c_array("int8_t", f"w{i}", w),
                   c_array("int8_t", f"e{i}", ref), c_array("int32_t", f"b{i}", bias)]
         calls.append(f"eb_dw_pool_conv_spec_opt(&q{i}, &p{i}, k{i}, x{i}, pooled, w{i}, b{i}, "
-                     f"out);\nbad += memcmp(out, e{i}, {ref.size}) != 0;\n")
-    parts.append(f"static int8_t pooled[{most}], out[{most}];\n")
+                     f"out, scratch);\nbad += memcmp(out, e{i}, {ref.size}) != 0;\n")
+    parts.append(f"static int8_t pooled[{most}], out[{most}];\n{SCRATCH}")
     parts.append("int main(void)\n{\n    int bad = 0;\n" + "    ".join(calls) +
                  '    printf("%d mismatching calls\\n", bad);\n    return bad != 0;\n}\n')
     return "".join(parts)

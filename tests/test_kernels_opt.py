@@ -63,6 +63,7 @@ PROBE = """#include <stddef.h>
 #include "eb_kernels_opt.h"
 int eb_test_conv_scratch(int ipg, int k_h, int k_w) { return EB_CONV_OPT_SCRATCH(ipg, k_h, k_w); }
 int eb_test_linear_scratch(int in_f) { return EB_LINEAR_OPT_SCRATCH(in_f); }
+int eb_test_dw_scratch(int in_w, int pad_w, int out_h) { return EB_DW_OPT_SCRATCH(in_w, pad_w, out_h); }
 int eb_test_sizeof_conv(void) { return (int)sizeof(eb_conv_params); }
 """ + "".join(f"int eb_test_offsetof_{f}(void) {{ return (int)offsetof(eb_conv_params, {f}); }}\n"
               for f, _ in ConvParams._fields_)
@@ -213,6 +214,32 @@ def check_scratch(buf: np.ndarray, elements: int, what: str) -> None:
     assert (buf[elements:] == 0x5A5A).all(), f"{what} wrote past EB_*_OPT_SCRATCH"
 
 
+# A C firmware's scratch for the depthwise entry points: the largest padded copy.
+SCRATCH = "static int16_t scratch[(EB_DW_PAD_BYTES + EB_DW_PAD_SLACK + 1) / 2] " \
+    "__attribute__((aligned(4)));\n"
+
+
+def padded_path_shape(cfg: dict) -> bool:
+    """A depthwise layer of the shape the padded path takes (eb_kernels_opt.h,
+    EB_DW_OPT_SCRATCH; whether it does also depends on the requantization)."""
+    return cfg["groups"] == cfg["in_c"] and all(cfg[k] == 3 for k in ("k_h", "k_w")) and \
+        all(cfg[k] == 1 for k in ("stride_h", "stride_w", "dil_h", "dil_w")) and \
+        cfg["in_w"] >= 4 and cfg["pad_w"] <= 3 and min(cfg["out_h"], cfg["out_w"]) >= 2
+
+
+def dw_scratch_bytes(lib, cfg: dict) -> int:
+    """EB_DW_OPT_SCRATCH of a layer of the padded path's shape, else 0."""
+    return lib.eb_test_dw_scratch(cfg["in_w"], cfg["pad_w"], cfg["out_h"]) \
+        if padded_path_shape(cfg) else 0
+
+
+def conv_scratch_elements(lib, cfg: dict) -> int:
+    """int16 scratch of eb_conv2d(_wide)_opt for cfg: EB_CONV_OPT_SCRATCH, or for a depthwise
+    layer the padded path may take, EB_DW_OPT_SCRATCH if larger."""
+    return max(lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"]),
+               (dw_scratch_bytes(lib, cfg) + 1) // 2)
+
+
 def params_of(cfg: dict) -> ConvParams:
     return ConvParams(**{k: cfg[k] for k in (*CONV_FIELDS, "shift", "rounding", "act")})
 
@@ -222,7 +249,7 @@ def run_conv_pair(lib, cfg, x, w, bias, wide: bool) -> tuple[np.ndarray, np.ndar
     params = params_of(cfg)
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
-    elements = lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"])
+    elements = conv_scratch_elements(lib, cfg)
     scratch = scratch_buffer(elements)
     dtype, ctype = (np.int32, I32) if wide else (np.int8, I8)
     ref, opt = guarded(count, dtype), guarded(count, dtype)
@@ -487,19 +514,33 @@ def test_depthwise_extreme_bias(lib):
                     np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
 
 
-def test_depthwise_leaves_scratch_alone(lib):
-    """The depthwise path reads no scratch and writes none (the header says so): the whole
-    buffer keeps its fill, for the 3-tap kernels and the table kernel."""
+def test_depthwise_uses_exactly_its_counted_scratch(lib):
+    """The depthwise path's only scratch is the padded path's channel copy, EB_DW_OPT_SCRATCH
+    bytes (the plan counts them, tests/test_workspace.py): a 3x3 stride-1 layer writes its
+    last padded row there and nothing past it (the whole plane, or a band of a plane too big
+    for 1 KiB), other kernels (a 5x5, 1-D ones) leave the buffer alone."""
     rng = np.random.default_rng([SEED, 58])
-    for cfg in (dw_config(4, 25, 5, 3, pad=1), dw_config(2, 10, 12, 5, pad=2),
-                dw_1d(4, 49, 3, pad=1, vertical=True), dw_1d(2, 100, 7, pad=3, stride=3)):
+    for cfg in (dw_config(4, 25, 5, 3, pad=1), dw_config(2, 60, 50, 3, pad=1),
+                dw_config(2, 10, 12, 5, pad=2), dw_1d(4, 49, 3, pad=1, vertical=True),
+                dw_1d(2, 100, 7, pad=3, stride=3)):
         x, w = dw_data(cfg, rng)
         count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
-        scratch = scratch_buffer(lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]))
+        need = dw_scratch_bytes(lib, cfg)
+        pitch, fit = cfg["in_w"] + cfg["pad_w"], (1024 - cfg["pad_w"]) // (cfg["in_w"] +
+                                                                            cfg["pad_w"]) - 2
+        rows = cfg["out_h"] if cfg["out_h"] <= fit else fit & ~1
+        assert need == (((rows + 2) * pitch + cfg["pad_w"] + 4) if cfg["k_h"] == 3 and
+                        cfg["k_w"] == 3 else 0), cfg
+        scratch = scratch_buffer(max(lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]),
+                                     (need + 1) // 2))
         out = guarded(count, np.int8)
         lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
                           ptr(out, I8), ptr(scratch, I16))
-        assert (scratch == 0x5A5A).all(), cfg
+        written = scratch.view(np.uint8) != 0x5A
+        assert not written[max(need, 0):].any(), cfg
+        if need:  # the last padded row's right padding (zeros) is written
+            last = (rows + 2) * pitch + cfg["pad_w"]
+            assert written[last - 1] and not written[need:].any(), cfg
         ref = guarded(count, np.int8)
         lib.eb_conv2d(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None, ptr(ref, I8))
         np.testing.assert_array_equal(out, ref)
@@ -621,7 +662,7 @@ def m4_test_program(lib, convs=None, linears: bool = True) -> str:
         ref8, _ = run_conv_pair(lib, cfg, x, w, bias, wide=False)
         ref32, _ = run_conv_pair(lib, cfg, x, w, bias, wide=True)
         n = ref8.size
-        sn = lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"])
+        sn = conv_scratch_elements(lib, cfg)
         max_scratch, max_out = max(max_scratch, sn), max(max_out, n)
         fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act"))
         fields += ", 0"  # wbits: int8 weights
@@ -861,7 +902,9 @@ static int8_t input[N_IN];
 static int8_t weight[N_W];
 static int32_t bias[{out_c}];
 static int8_t out_ref[N_OUT], out_opt[N_OUT];
-static int16_t scratch[EB_CONV_OPT_SCRATCH(1, {k_h}, {k_w})] __attribute__((aligned(4)));
+static int16_t scratch[EB_CONV_OPT_SCRATCH(1, {k_h}, {k_w}) +
+                      (EB_DW_OPT_SCRATCH({in_w}, {pad_w}, {out_h}) + 1) / 2]
+    __attribute__((aligned(4)));
 """
 
 

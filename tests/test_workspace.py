@@ -19,7 +19,7 @@ from edgebuild.memory import budget
 from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps
 from edgebuild.model import folding, quantized
 from edgebuild.model import graph as graphs
-from edgebuild.ops import OPS
+from edgebuild.ops import OPS, dw_spec
 from edgebuild.ops.operator import QuantParams
 
 CASES = {
@@ -127,3 +127,56 @@ def test_check_and_plan_agree_on_the_smallest_l1_of_the_split_kernels(case: str)
     assert problems
     assert [p for p in budget.problems(_manifest(layers, shape, need - 1), folded,
                                        optimized=True) if p[0][-1] == "l1"]
+
+
+# Depthwise 3x3 layers the padded path takes: its channel copy (eb_dw_opt.c) in the workspace,
+# the whole plane (8 x 40 x 20), a band of it (2 x 60 x 50: over 1 KiB), a fused 2x2 max pool.
+DW_CASES = {
+    "whole": ([{"name": "d", "op": "conv2d", "out": 8, "kernel": 3, "pad": 1, "groups": 8,
+                "act": "relu"}], (8, 40, 20)),
+    "band": ([{"name": "d", "op": "conv2d", "out": 2, "kernel": 3, "pad": 1, "groups": 2}],
+             (2, 60, 50)),
+    "pooled": ([{"name": "d", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "groups": 4,
+                 "act": "relu", "pool": {"mode": "max", "size": 2}}], (4, 60, 40)),
+}
+DW_TAIL = [{"name": "r", "op": "conv2d", "out": 2, "kernel": 3, "stride": 4},
+           {"name": "fc", "op": "linear", "out": 3, "flatten": True}]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
+@pytest.mark.parametrize("case", sorted(DW_CASES))
+def test_the_depthwise_copy_is_in_the_plans_workspace(tmp_path: Path, case: str):
+    layers, shape = DW_CASES[case]
+    spec, plan = _spec(layers + DW_TAIL, shape, 1 << 16)
+    assert plan.memory is not None and not plan.memory.tiled_layers
+    graph, _ = graphs.build(tuple(shape), spec.model.layers)
+    assert graph is not None
+    layer, node = spec.model.layers[0], graph.nodes[0]
+    window = OPS[layer.op].windows(layer, node.in_shapes, node.out_shape)[-1][1]
+    assert window.banded
+    need = dw_spec.padded_bytes(window)  # the rule of EB_DW_OPT_SCRATCH (eb_kernels_opt.h)
+    pitch = window.in_w + window.pad_w
+    rows = window.out_h if (window.out_h + 2) * pitch + window.pad_w <= 1024 else \
+        ((1024 - window.pad_w) // pitch - 2) & ~1
+    assert need == (rows + 2) * pitch + window.pad_w + 4
+    assert (rows < window.out_h) == (case == "band")
+    steps = {step.layer: step.workspace_bytes for step in plan.steps}
+    assert need > 2 * 4 * 12  # more than its im2col fallback's EB_CONV_OPT_SCRATCH(1, 3, 3)
+    # the depthwise layer's workspace is its copy, and the largest: the plan's figure, what the generated C's array holds and its check demands
+    assert steps["d"] == 2 * ((need + 1) // 2) == plan.memory.workspace_bytes
+    assert plan.memory.ram_bytes == (plan.arena_bytes + plan.state_bytes + steps["d"] +
+                                     plan.memory.l1_peak)
+    files = codegen.render(spec)
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    cnn = files["model/cnn.c"]
+    claim = f"(EB_DW_OPT_SCRATCH({window.in_w}, {window.pad_w}, {window.out_h}) + 1) / 2"
+    assert claim in cnn
+    sizes = re.findall(r"int16_t values\[(\d+)\];", cnn)
+    assert [int(n) * 2 for n in sizes] == [steps["d"]]
+    for flags in ((), ("-DEB_REFERENCE_KERNELS",)):
+        assert _compiles(tmp_path, cnn, "-Imodel", *flags)
+    # the C's own need (EB_DW_OPT_SCRATCH) is exactly the plan's: one int16 less fails
+    smaller = cnn.replace(f"values[{sizes[0]}]", f"values[{int(sizes[0]) - 1}]")
+    assert not _compiles(tmp_path, smaller, "-Imodel")

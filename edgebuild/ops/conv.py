@@ -207,11 +207,9 @@ def banded(layer: ConvFields, conv: Plane) -> bool:
     return conv.groups == conv.in_c and (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w,
                                          conv.dil_h, conv.dil_w) == (3, 3, 1, 1, 1, 1) and \
         conv.in_w >= 4 and conv.pad_w <= 3 and min(conv.out_h, conv.out_w) >= 2 and \
-        4 * (conv.in_w + conv.pad_w) + conv.pad_w <= _DW_PAD_BYTES and \
+        4 * (conv.in_w + conv.pad_w) + conv.pad_w <= dw_spec.DW_PAD_BYTES and \
         not layer.wide and layer.act in (Activation.none, Activation.relu)
 
-
-_DW_PAD_BYTES = 1024  # eb_dw_opt.c: the untiled padded copy (a band of 2 rows must fit)
 
 
 def split(conv: Plane) -> bool:
@@ -390,7 +388,7 @@ _DW_POOL_PRELUDE = (4, """#ifdef EB_REFERENCE_KERNELS
     (eb_pool2d(q, in, pooled), eb_conv2d(p, pooled, w, b, out))
 #else
 #define EB_DW_POOL_CONV2D(q, p, in, pooled, w, b, out) \\
-    eb_dw_pool_conv_opt(q, p, in, pooled, w, b, out)
+    eb_dw_pool_conv_opt(q, p, in, pooled, w, b, out, eb_scratch.values)
 #endif
 
 """)
@@ -461,6 +459,8 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
         return code + banded_call(step, source, step.inputs[0] if fused else None)
     if step.tile is not None:
         return code + tiled_call(step, conv, source)
+    if step.optimized and banded(layer, conv):  # the padded path's copy in the scratch
+        code += CCode(scratch=(dw_spec.padded_scratch(conv),))
     spec = dw_spec.spec_decl(step, conv)
     if spec is not None:  # the padded path's loop made for this layer
         head = f"EB_DW_POOL_CONV2D_SPEC(&{step.symbol('Q')}, &{step.symbol('P')}, " \
@@ -546,13 +546,17 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
 
 def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
                    rows: int | None, axes: Axes[Conv]) -> int:
-    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), and
-    in a tiled split pass of `rows` its columns (`cols_scratch`)."""
+    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), in
+    a tiled split pass of `rows` its columns (`cols_scratch`), and untiled, a depthwise
+    layer's padded copy where that path takes it (`dw_spec.padded_scratch`; tiled, it runs
+    banded in L1 or not at all)."""
     kernel = axes(layer)[0]
     need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
     conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
     if rows is not None and conv.split:
         need = max(need, cols_workspace(conv, rows))
+    if rows is None and conv.banded:
+        need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     return need
 
 

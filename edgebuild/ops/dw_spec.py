@@ -11,7 +11,8 @@ from edgebuild.core.geometry import Plane
 from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import Activation
 
-DW_PAD_BYTES = 1024  # eb_dw_opt.c, EB_DW_PAD_BYTES: the untiled padded copy
+DW_PAD_BYTES = 1024  # eb_kernels_opt.h, EB_DW_PAD_BYTES: the untiled padded copy's cap
+DW_PAD_SLACK = 4  # EB_DW_PAD_SLACK: bytes past the padded rows its word stores may write
 
 # The calls of a layer with a spec; the reference build runs the reference loops.
 PRELUDE = (4, """/* Depthwise 3x3 layers with a generation-time loop (EB_DW3_SPEC, eb_dw_opt.h). */
@@ -22,9 +23,9 @@ PRELUDE = (4, """/* Depthwise 3x3 layers with a generation-time loop (EB_DW3_SPE
     ((void)(k), eb_pool2d(q, in, pooled), eb_conv2d(p, pooled, w, b, out))
 #else
 #define EB_DW_CONV2D_SPEC(p, k, in, w, b, out) \\
-    ((void)eb_scratch, eb_dw_conv_spec_opt(p, k, in, w, b, out))
+    eb_dw_conv_spec_opt(p, k, in, w, b, out, eb_scratch.values)
 #define EB_DW_POOL_CONV2D_SPEC(q, p, k, in, pooled, w, b, out) \\
-    eb_dw_pool_conv_spec_opt(q, p, k, in, pooled, w, b, out)
+    eb_dw_pool_conv_spec_opt(q, p, k, in, pooled, w, b, out, eb_scratch.values)
 #endif
 
 """)
@@ -58,3 +59,20 @@ def spec_decl(step: CStep[Any], conv: Plane) -> CCode | None:
     pitch, out_w, s, act = args
     return CCode((f"EB_DW3_SPEC({step.symbol('K')}, {pitch}, {out_w}, {s}, {act})",),
                  preludes=(PRELUDE,))
+
+
+def padded_bytes(conv: Plane) -> int:
+    """Bytes of the untiled padded path's channel copy (in the kernels' scratch) for a layer
+    that path takes (conv.banded), by EB_DW_OPT_SCRATCH's rule (eb_kernels_opt.h): the whole
+    padded plane (out_h + 2 rows, L = in_w + pad_w bytes apart, and pad_w) when it fits in
+    DW_PAD_BYTES, else a band of the most rows an even count of output rows needs; and the
+    slack. 0 when not even a band of 2 output rows fits."""
+    pitch = conv.in_w + conv.pad_w
+    fit = (DW_PAD_BYTES - conv.pad_w) // pitch - 2
+    rows = conv.out_h if conv.out_h <= fit else fit & ~1
+    return 0 if rows < 2 else (rows + 2) * pitch + conv.pad_w + DW_PAD_SLACK
+
+
+def padded_scratch(conv: Plane) -> str:
+    """`padded_bytes` as the C's int16 elements of scratch: what the layer's call claims."""
+    return f"(EB_DW_OPT_SCRATCH({conv.in_w}, {conv.pad_w}, {conv.out_h}) + 1) / 2"

@@ -112,25 +112,31 @@ typedef struct {
 /* eb_dw_conv_opt (int8 out) with the spec k (NULL: none) for the padded path's channels;
  * a layer the depthwise path does not take runs eb_conv2d. */
 void eb_dw_conv_spec_opt(const eb_conv_params *p, const eb_dw3_spec *k, const int8_t *in,
-                         const int8_t *weight, const int32_t *bias, int8_t *out);
+                         const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch);
 /* eb_dw_pool_conv_opt with the spec k (NULL: none). */
 void eb_dw_pool_conv_spec_opt(const eb_pool_params *q, const eb_conv_params *p,
                               const eb_dw3_spec *k, const int8_t *in, int8_t *pooled,
-                              const int8_t *weight, const int32_t *bias, int8_t *out);
+                              const int8_t *weight, const int32_t *bias, int8_t *out,
+                              int16_t *scratch);
 
 /* The layer p into out8 (int8: requantized by p->shift, p->rounding, p->act) or, with out8
  * NULL, out32 (the int32 sums); bit-identical to eb_conv2d / eb_conv2d_wide. Returns 0, with
  * nothing written, for a layer the path does not take (groups != in_c, or a kernel needing
- * more than 16 table entries): the caller runs its generic path then. */
+ * more than 16 table entries): the caller runs its generic path then. scratch (4-byte
+ * aligned, as eb_conv2d_opt's): the padded path's channel copy, EB_DW_OPT_SCRATCH(in_w,
+ * pad_w, out_h) bytes for a layer that path takes (eb_kernels_opt.h), untouched otherwise;
+ * the same for the entry points below. */
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
-                   const int32_t *bias, int8_t *out8, int32_t *out32);
+                   const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch);
 /* eb_pool2d(q, in, pooled) then eb_conv2d(p, pooled, weight, bias, out), bit-identical, for a
  * depthwise p (groups == in_c) whose input is q's output: with a 2x2 stride-2 max pool and
  * a 3x3 stride-1 conv the depthwise path pools each channel straight into its padded copy
  * (pooled is then only written for channels whose requantization that path does not take);
  * other shapes pool into pooled (eb_pool2d), then convolve it. */
 void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
-                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out);
+                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch);
 /* eb_dw_conv_opt (int8 out) of a layer the L1 tiler runs banded (memory.tiling: the depthwise
  * layout): the padded path's per-channel copy is l1 itself (eb_dw_band_l1_bytes(p, rows)
  * bytes, 4-byte aligned), holding `rows` output rows' padded input rows at a time (the whole

@@ -1353,7 +1353,7 @@ void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
 {
     const eb_sink s = eb_sink_of(out, 0, p->shift, p->rounding, p->act);
     if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
-        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32))) {
+        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
         return;
     }
     eb_conv_core(p, in, weight, bias, &s, scratch);
@@ -1364,7 +1364,7 @@ void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t 
 {
     const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
     if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
-        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32))) {
+        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
         return;
     }
     eb_conv_core(p, in, weight, bias, &s, scratch);

@@ -28,7 +28,7 @@
  *
  * Depthwise convs (groups == in_c, out_c = m * in_c for any channel multiplier m; this
  * includes first layers with one input channel, in_c == groups == 1, m = out_c) take a
- * direct path instead, without im2col or scratch: output channel oc reads input channel
+ * direct path instead, without im2col: output channel oc reads input channel
  * oc / m only, so each pixel is summed straight from word loads of its input rows, the word
  * x = row[q .. q + 3] giving SXTB16(x) = [x0, x2] and SXTB16(x ROR 8) = [x1, x3] for SMLAD
  * against weight pairs laid out to match (see eb_dw_opt.c):
@@ -36,7 +36,7 @@
  *    pixels per step with the weights in registers, per tap row 1 load, 2 SXTB16 and 4 MACs
  *    (SMLAD for taps 0 and 2, SMLABB/SMLATB-type for tap 1); a 3x3 with stride_h = dil_h = 1
  *    and the usual requantization (act none or relu, a right shift) copies each channel with
- *    its zero padding into a 1 KiB stack buffer (in bands of rows if need be) and goes by
+ *    its zero padding into the scratch (up to 1 KiB, in bands of rows if need be) and goes by
  *    columns over it, two output rows per step sharing two input rows, no edge cases (on
  *    the M4 a hand-scheduled inline-asm loop: 57 instructions per 36 MACs);
  *  - other shapes (any kernel size, stride, dilation, padding): a per-channel table of
@@ -60,12 +60,12 @@
  *     = 4 columns of round_up_4(in_per_group * k_h * k_w) int16, and
  *   EB_LINEAR_OPT_SCRATCH(in_f)                   elements for eb_linear(_wide)_opt
  *     = 1 column of round_up_4(in_f) int16.
- * (On the M4 a misaligned scratch faults: LDRD/LDM need word alignment.) The depthwise path
- * does not touch scratch (the macro's size, 4 * round_up_4(k_h * k_w), is still what the
- * im2col fallback needs). The contents are not preserved between calls, so one buffer sized
+ * (On the M4 a misaligned scratch faults: LDRD/LDM need word alignment.) A depthwise layer
+ * needs the larger of that (what the im2col fallback needs, 4 * round_up_4(k_h * k_w)) and,
+ * when its padded path runs, EB_DW_OPT_SCRATCH bytes: its channel copy. The contents are not preserved between calls, so one buffer sized
  * for the largest layer serves every layer. The kernels write nothing outside out[] and
- * scratch; besides, the conv kernels use up to about 2 KiB of stack (the depthwise path,
- * its channel copy and weight table included; the im2col path about 0.5 KiB;
+ * scratch; besides, the conv kernels use up to about 1 KiB of stack (the depthwise path,
+ * its weight table included; the im2col path about 0.5 KiB;
  * arm-none-eabi-gcc -O2).
  */
 #ifndef EB_KERNELS_OPT_H
@@ -85,6 +85,27 @@ extern "C" {
 /* int16 elements of scratch needed by eb_conv2d_opt / eb_conv2d_wide_opt. */
 #define EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) \
     (4 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)))
+
+/* The depthwise path's padded channel copy (eb_dw_opt.c, "3x3, stride 1"), in the caller's
+ * scratch: at most EB_DW_PAD_BYTES of padded rows (L = in_w + pad_w bytes apart, and pad_w
+ * more), the whole plane (out_h + 2 rows) when it fits, else a band of the most rows an even
+ * count of output rows needs (at least 2), and EB_DW_PAD_SLACK bytes its word stores may
+ * write past them. EB_DW_OPT_SCRATCH(in_w, pad_w, out_h): the BYTES a layer the padded path
+ * takes needs (a depthwise 3x3, stride 1, dilation 1, in_w >= 4, pad_w <= 3, out_h and
+ * out_w >= 2, int8 out, act none or relu); 0 when not even a band of 2 rows fits (the path
+ * does not take it then). Other depthwise layers need no scratch. */
+#define EB_DW_PAD_BYTES 1024
+#define EB_DW_PAD_SLACK 4
+#define EB_DW_PAD_FIT(in_w, pad_w) \
+    ((EB_DW_PAD_BYTES - (int32_t)(pad_w)) / ((int32_t)(in_w) + (pad_w)) - 2)
+#define EB_DW_PAD_ROWS(in_w, pad_w, out_h)                                          \
+    ((int32_t)(out_h) <= EB_DW_PAD_FIT(in_w, pad_w) ? (int32_t)(out_h)                \
+                                                    : EB_DW_PAD_FIT(in_w, pad_w) & ~(int32_t)1)
+#define EB_DW_OPT_SCRATCH(in_w, pad_w, out_h)                                                 \
+    (EB_DW_PAD_ROWS(in_w, pad_w, out_h) < 2                                                   \
+         ? 0                                                                                  \
+         : (EB_DW_PAD_ROWS(in_w, pad_w, out_h) + 2) * ((int32_t)(in_w) + (pad_w)) + (pad_w) + \
+               EB_DW_PAD_SLACK)
 
 /* int16 elements of scratch needed by eb_linear_opt / eb_linear_wide_opt. */
 #define EB_LINEAR_OPT_SCRATCH(in_f) EB_OPT_ROUND4(in_f)

@@ -1,8 +1,10 @@
 /* edgebuild optimized depthwise convolution (Cortex-M4 DSP extension; portable C elsewhere):
  * eb_dw_conv_opt, the direct path eb_conv2d(_wide)_opt take for groups == in_c (see
  * eb_kernels_opt.h for the method, eb_kernels.h for the numerics contract). Bit-identical to
- * eb_conv2d / eb_conv2d_wide (eb_kernels.c). C99, no allocation, no scratch. */
+ * eb_conv2d / eb_conv2d_wide (eb_kernels.c). C99, no allocation; the padded path's channel
+ * copy goes in the caller's scratch (EB_DW_OPT_SCRATCH bytes, eb_kernels_opt.h). */
 #include "eb_dw_opt.h"
+#include "eb_kernels_opt.h"
 
 #include <string.h>
 
@@ -199,7 +201,7 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
 
 /* ---- 3x3, stride 1: columns over a zero-padded copy ----
  * A 3x3 layer with stride_h == stride_w == dil_h == dil_w == 1 and the NONE or RELU
- * requantization copies each input channel, padding included, into a stack buffer (rows
+ * requantization copies each input channel, padding included, into the scratch (rows
  * L = in_w + pad_w bytes apart, sharing their pad bytes, eb_dw_fill; up to EB_DW_PAD_BYTES,
  * in bands of output rows when the whole plane does not fit), so that every output pixel pair
  * (x, x + 1) is the word at column x of three buffer rows: no edge cases, no padding rows
@@ -208,8 +210,8 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
  * step: buffer rows r .. r + 3 feed output rows r (tap rows r .. r + 2) and r + 1 (tap rows
  * r + 1 .. r + 3), the middle two loaded once (4 loads, 8 SXTB16 and 24 MACs for 36 MACs).
  * With an odd out_h the last two rows go as one more step (one row computed twice). */
-#define EB_DW_PAD_BYTES 1024
-#define EB_DW_PAD_SLACK 4 /* bytes past them eb_dw_fill may write */
+/* EB_DW_PAD_BYTES, EB_DW_PAD_SLACK (bytes past them eb_dw_fill may write): eb_kernels_opt.h,
+ * whose EB_DW_OPT_SCRATCH is the bytes of buf this path uses (eb_dw3_band's rule). */
 
 /* The steps of one column: n2 >= 1 steps from p (buffer row 0's word at the column) into
  * index, two output rows (out_w apart) per step. The C twin of eb_dw3_band_asm. */
@@ -1182,10 +1184,10 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
 }
 
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
-                   const int32_t *bias, int8_t *out8, int32_t *out32)
+                   const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
-    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
-    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, buf, EB_DW_PAD_BYTES, NULL);
+    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, (int8_t *)scratch,
+                       EB_DW_PAD_BYTES, NULL);
 }
 
 /* The padded rows of a band of `rows` output rows (the whole plane when rows >= out_h; else
@@ -1221,15 +1223,17 @@ static int eb_dw_fusable(const eb_pool_params *q, const eb_conv_params *p)
 }
 
 void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
-                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out)
+                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch)
 {
-    eb_dw_pool_conv_spec_opt(q, p, NULL, in, pooled, weight, bias, out);
+    eb_dw_pool_conv_spec_opt(q, p, NULL, in, pooled, weight, bias, out, scratch);
 }
 
 void eb_dw_conv_spec_opt(const eb_conv_params *p, const eb_dw3_spec *k, const int8_t *in,
-                         const int8_t *weight, const int32_t *bias, int8_t *out)
+                         const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch)
 {
-    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    int8_t *const buf = (int8_t *)scratch; /* the padded path's channel copy */
     if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
         eb_conv2d(p, in, weight, bias, out); /* a shape the depthwise path does not take */
     }
@@ -1237,9 +1241,10 @@ void eb_dw_conv_spec_opt(const eb_conv_params *p, const eb_dw3_spec *k, const in
 
 void eb_dw_pool_conv_spec_opt(const eb_pool_params *q, const eb_conv_params *p,
                               const eb_dw3_spec *k, const int8_t *in, int8_t *pooled,
-                              const int8_t *weight, const int32_t *bias, int8_t *out)
+                              const int8_t *weight, const int32_t *bias, int8_t *out,
+                              int16_t *scratch)
 {
-    int8_t buf[EB_DW_PAD_BYTES + EB_DW_PAD_SLACK]; /* the padded path's channel copy */
+    int8_t *const buf = (int8_t *)scratch; /* the padded path's channel copy */
     if (eb_dw_fusable(q, p) &&
         eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
         return;

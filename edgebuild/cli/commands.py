@@ -147,6 +147,8 @@ def check(args: argparse.Namespace, cwd: Path) -> int:
         summary = item.summary
         _err(f"{item.display}: ok ({item.name}: {summary['layers']} layers, "
              f"{summary['params']} parameters, {summary['macs']} MACs)")
+        for warning in summary.get("warnings", []):
+            _err(warning)
     return EXIT_OK
 
 

@@ -229,11 +229,14 @@ def c_steps(spec: ProjectSpec) -> Steps:
 
 
 def scratch_expression(sizes: list[str]) -> str:
-    """The largest of the scratch sizes, as a C constant expression."""
-    expression = sizes[0]
-    for size in sizes[1:]:
-        expression = f"EB_MAX({expression}, {size})"
-    return expression
+    """The largest of the scratch sizes, as a C constant expression: a balanced tree of
+    EB_MAX. The macro names each argument twice, so a chain of N nested calls expands to
+    2^N copies (a 25-layer model's took the compiler minutes and 15 GB); a balanced tree
+    is N x 2^log2(N) = N^2 at most."""
+    if len(sizes) == 1:
+        return sizes[0]
+    half = len(sizes) // 2
+    return f"EB_MAX({scratch_expression(sizes[:half])}, {scratch_expression(sizes[half:])})"
 
 
 def _workspace(spec: ProjectSpec, step: Step) -> int:

@@ -147,6 +147,8 @@ def check(args: argparse.Namespace, cwd: Path) -> int:
         summary = item.summary
         _err(f"{item.display}: ok ({item.name}: {summary['layers']} layers, "
              f"{summary['params']} parameters, {summary['macs']} MACs)")
+        for warning in summary.get("warnings", []):
+            _err(warning)
     return EXIT_OK
 
 
@@ -247,8 +249,7 @@ def compare_ai8x(args: argparse.Namespace, cwd: Path) -> int:
         raise UserError(f"compare-ai8x: {exc}") from None
     found = program.differences(first, second, 0)
     if not found:
-        sizes = ", ".join(f"{part} {len(first[part])}"  # type: ignore[arg-type]
-                          for part in reader.PARTS)
+        sizes = ", ".join(f"{part} {program.words(first, part)}" for part in reader.PARTS)
         print(f"identical ({sizes})")
         return EXIT_OK
     shown = found[:args.limit] if args.limit > 0 else found

@@ -43,16 +43,20 @@ def _where(name: str, build_dir: Path) -> str:
     """For a MAX7800x build, which code runs where: the accelerator's program (an MSDK
     project) or why there is none; the table's M4 columns are then the Cortex-M4 emulation
     of the same network (codegen/)."""
-    accelerator = _report(build_dir).get("accelerator") or {}
+    report = _report(build_dir)
+    accelerator = report.get("accelerator") or {}
     program = accelerator.get("program")
     if not isinstance(program, dict):
         return ""
+    m4 = (report.get("metrics") or {}).get("cortex_m4") or {}
+    skipped = m4.get("skipped") if isinstance(m4, dict) else None
     if program.get("unsupported"):
         return (f"{name}: no accelerator program ({program['unsupported']}); "
                 f"the M4 columns are the Cortex-M4 code in codegen/\n")
     place = os.path.relpath(build_dir / str(program.get("project", "")))
-    return (f"{name}: accelerator program in {place}/ "
-            f"(MSDK project); the M4 columns are its Cortex-M4 emulation in codegen/\n")
+    emulated = f"its {skipped}" if isinstance(skipped, str) and skipped.startswith(
+        "Cortex-M4 emulation") else "the M4 columns are its Cortex-M4 emulation in codegen/"
+    return f"{name}: accelerator program in {place}/ (MSDK project); {emulated}\n"
 
 
 def _row(run: Run, name: str, build_dir: Path) -> tuple[str, ...]:

@@ -64,12 +64,21 @@ def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
     return tuple(sources), tuple(headers)
 
 
+def kat_frames(spec: ProjectSpec, input_size: int) -> int:
+    """Frames per known-answer vector: a clip's (the model's window), or fewer for a model
+    with a buffer whose known answer is one frame into an empty window (model.knownanswer)."""
+    if not len(spec.kat_inputs):
+        return graphs.frames(spec.model.layers)
+    return int(spec.kat_inputs[0].size) // input_size
+
+
 @dataclass(frozen=True)
 class ProjectSpec:
     name: str
     model: QuantizedModel
     plan: MemoryPlan
-    # int8 (K, *sample shape): clips (K, frames, *input) with a buffer
+    # int8 (K, *sample shape): clips (K, frames, *input) with a buffer, or one frame each
+    # (K, *input): the first inference after a reset (model.knownanswer)
     kat_inputs: NDArray[np.integer[Any]]
     kat_expected: NDArray[np.integer[Any]]  # int64 (K, outputs)
     flash_bytes: int
@@ -220,11 +229,14 @@ def c_steps(spec: ProjectSpec) -> Steps:
 
 
 def scratch_expression(sizes: list[str]) -> str:
-    """The largest of the scratch sizes, as a C constant expression."""
-    expression = sizes[0]
-    for size in sizes[1:]:
-        expression = f"EB_MAX({expression}, {size})"
-    return expression
+    """The largest of the scratch sizes, as a C constant expression: a balanced tree of
+    EB_MAX. The macro names each argument twice, so a chain of N nested calls expands to
+    2^N copies (a 25-layer model's took the compiler minutes and 15 GB); a balanced tree
+    is N x 2^log2(N) = N^2 at most."""
+    if len(sizes) == 1:
+        return sizes[0]
+    half = len(sizes) // 2
+    return f"EB_MAX({scratch_expression(sizes[:half])}, {scratch_expression(sizes[half:])})"
 
 
 def _workspace(spec: ProjectSpec, step: Step) -> int:
@@ -272,6 +284,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
         else [],
         "input_size": input_size, **header_context(spec.inputs, input_size, outputs),
         "frames": graphs.frames(spec.model.layers),
+        "kat_frames": kat_frames(spec, input_size),
         "states": [{"symbol": state_symbol(step.layer), "bytes": step.state_bytes,
                     "layer": step.layer} for step in spec.plan.steps if step.state_bytes],
         "layers": len(spec.model.layers),

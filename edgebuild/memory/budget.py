@@ -179,11 +179,19 @@ def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
 
 
 def problems(manifest: Manifest, layers: Sequence[Layer],
-             bits: Mapping[str, int] | None = None, optimized: bool = False) -> list[Problem]:
+             bits: Mapping[str, int] | None = None, optimized: bool = False,
+             ram: bool = True) -> list[Problem]:
     """Every `target.memory` budget the deployed `layers` cannot meet (edgebuild check):
     the plan stage's arena on the same layers, weighed as the plan stage weighs it (`bits`:
     each layer's weight width, by the quantization policy), and on a target with the
-    optimized kernels (`optimized`) their workspace for the tiles the plan stage picks."""
+    optimized kernels (`optimized`) their workspace for the tiles the plan stage picks.
+    `ram` False leaves `l2` to the caller (an accelerator's emulation may exceed it)."""
+    return shortfalls(assess(manifest, layers, bits, optimized), manifest.target.memory, ram)
+
+
+def assess(manifest: Manifest, layers: Sequence[Layer],
+           bits: Mapping[str, int] | None = None, optimized: bool = False) -> Needs:
+    """What the deployed `layers` need of each budget, as `problems` weighs them."""
     shape = tuple(manifest.model.input)
     stored = sum(w.bytes for w in layer_weights(shape, layers, bits))
     memory = manifest.target.memory
@@ -191,16 +199,16 @@ def problems(manifest: Manifest, layers: Sequence[Layer],
     plan = make_plan(shape, layers, stored)
     if optimized:
         plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2, double_buffer, True)
-    found = needs(shape, layers, plan, double_buffer, bits, optimized)
-    return shortfalls(found, manifest.target.memory)
+    return needs(shape, layers, plan, double_buffer, bits, optimized)
 
 
-def shortfalls(found: Needs, memory: Memory) -> list[Problem]:
-    """(path, message) for each budget below its need: given, needed, and by which layer."""
+def shortfalls(found: Needs, memory: Memory, ram: bool = True) -> list[Problem]:
+    """(path, message) for each budget below its need: given, needed, and by which layer
+    (`ram` False: not `l2`, which the caller weighs itself)."""
     out: list[Problem] = []
     if any(p.bytes > memory.l1 for p in found.l1):
         out.append((("target", "memory", "l1"), _l1(found.l1, _given(memory, "l1"), memory.l1)))
-    if found.ram.bytes > memory.l2:
+    if ram and found.ram.bytes > memory.l2:
         out.append((("target", "memory", "l2"), _ram(found.ram, _given(memory, "l2"))))
     if found.flash_bytes > memory.flash:
         out.append((("target", "memory", "flash"), _flash(found.flash, _given(memory, "flash"))))

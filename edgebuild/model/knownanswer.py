@@ -4,6 +4,13 @@ Typically another toolchain's sample input and the output its own generator comp
 MAX7800x synthesis tool's `sample.npy` and known answer). One sample may be given without
 a batch axis; values must already be int8 Q7 inputs ([-128, 127]), since the other
 toolchain normalized them. The expected outputs are the last layer's raw integers.
+
+For a model with a buffer a sample is a clip of its window's frames — or one frame of
+`model.input`, meaning the first inference after a reset: the window holds zeros and this
+frame's features (quantized.run_first_frames). That is the MAX7800x tool's sample for such
+a model. Such a known answer is checked as it is (the C's KAT vector is that one frame, the
+accelerator program's sample data too); the evaluation and the host batch run, which take
+whole clips, run the clip of that frame repeated (`evaluation_inputs`).
 """
 
 from __future__ import annotations
@@ -62,15 +69,20 @@ def _read(path: Path) -> NDArray[np.int64]:
     return values.astype(np.int64)
 
 
-def read(base: Path, kat: Kat, input_shape: Shape, output_shape: Shape) -> Known:
-    """(inputs (N, *input_shape), expected (N, prod(output_shape)) or None), checked."""
+def read(base: Path, kat: Kat, input_shape: Shape, output_shape: Shape,
+         frame: Shape | None = None) -> Known:
+    """(inputs (N, *input_shape), expected (N, prod(output_shape)) or None), checked; for a
+    model with a buffer (`frame`: its model.input) also one frame: inputs (1, *frame)."""
     x = _read(base / kat.input)
     shape = tuple(input_shape)
-    if x.shape == shape:
+    if x.shape == shape or (frame is not None and x.shape == tuple(frame)):
         x = x[None]
-    if x.shape[1:] != shape:
+    if x.shape[1:] != shape and not (frame is not None and x.shape[1:] == tuple(frame)
+                                     and len(x) == 1):
+        also = "" if frame is None else f" nor one frame {list(frame)} (the first inference " \
+                                         "after a reset)"
         raise KatFileError(f"{kat.input}: shape {list(x.shape)} is neither one sample "
-                           f"{list(shape)} nor a batch [N, {', '.join(map(str, shape))}]")
+                           f"{list(shape)} nor a batch [N, {', '.join(map(str, shape))}]{also}")
     if x.min() < -128 or x.max() > 127:
         raise KatFileError(f"{kat.input}: values {int(x.min())}..{int(x.max())} are outside "
                            "the int8 input range [-128, 127]")
@@ -89,9 +101,26 @@ def load(checked: Checked) -> Known | None:
     kat = checked.manifest.kat
     if kat is None:
         return None
-    return read(checked.base, kat, graphs.sample_shape(checked.manifest.model.input,
-                                                       checked.manifest.model.layers),
-                tuple(checked.graph.output.out_shape))
+    return read(checked.base, kat, *shapes(checked.manifest, checked.graph))
+
+
+def shapes(manifest: Manifest, graph: graphs.Graph) -> tuple[Shape, Shape, Shape | None]:
+    """`read`'s shapes: a sample's, the output's, and a frame's for a model with a buffer."""
+    layers = manifest.model.layers
+    frame = tuple(manifest.model.input) if graphs.frames(layers) > 1 else None
+    return (graphs.sample_shape(manifest.model.input, layers), tuple(graph.output.out_shape),
+            frame)
+
+
+def clips(checked: Checked, x: NDArray[np.integer[Any]]) -> NDArray[np.integer[Any]]:
+    """Known-answer inputs as whole samples: one frame of a model with a buffer becomes the
+    clip of that frame repeated (a stream the C and the reference window alike)."""
+    import numpy as np
+
+    frames = graphs.frames(checked.manifest.model.layers)
+    if frames == 1 or x.ndim != len(checked.manifest.model.input) + 1:
+        return x
+    return np.repeat(x[:, None], frames, axis=1)
 
 
 def vectors(checked: Checked, inputs: dict[str, Path],
@@ -120,7 +149,7 @@ def evaluation_inputs(checked: Checked, inputs: dict[str, Path]) -> NDArray[np.i
         return arrays.load(inputs["data"] / "data.npz")["x_test"]
     known = load(checked)
     assert known is not None  # validation requires a known answer of a model without a dataset
-    return known[0]
+    return clips(checked, known[0])
 
 
 def files(checked: Checked) -> list[Path]:

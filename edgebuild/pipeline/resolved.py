@@ -23,7 +23,7 @@ from edgebuild.pipeline.cache import file_digest, write_atomic
 if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it (see above)
     from edgebuild.pipeline.validation import Checked
 
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 
 
 class Summary(TypedDict):
@@ -32,6 +32,7 @@ class Summary(TypedDict):
     layers: int
     params: int
     macs: int
+    warnings: list[str]  # validation's warnings (validation.Checked.warnings)
 
 
 @dataclass(frozen=True)
@@ -114,4 +115,5 @@ def from_checked(checked: Checked) -> Resolved:
                  if stage.applies(checked)},
         files={name: [str(p.resolve()) for p in stage.files(checked)]
                for name, stage in STAGES.items() if stage.applies(checked)},
-        summary={"layers": len(graph.nodes), "params": graph.params, "macs": graph.macs})
+        summary={"layers": len(graph.nodes), "params": graph.params, "macs": graph.macs,
+                 "warnings": list(checked.warnings)})

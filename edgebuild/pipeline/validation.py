@@ -15,6 +15,7 @@ training: memory.budget).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, framed_shape
-from edgebuild.manifest import Manifest, targets
+from edgebuild.manifest import Layer, Manifest, targets
 from edgebuild.model import graph as graphs
 from edgebuild.ops.operator import LayerBase
 
@@ -39,6 +40,7 @@ class Checked:
     graph: graphs.Graph
     probe: Probe | None  # None: no dataset (an imported model checked by its known answer)
     target: str | None = None  # the label, when the manifest lists several targets
+    warnings: tuple[str, ...] = ()  # rendered diagnostics that do not stop the build
 
     @property
     def base(self) -> Path:
@@ -80,10 +82,13 @@ def load_all(path: Path, display: str | None = None) -> tuple[Checked, ...]:
             problems += _init(variants[0].document, variants[0].manifest, Path(path).parent,
                               graph)
         for variant in variants:
+            warnings: list[str] = []
             if not broken & targets.READ_BY_DEVICE_CHECKS:
-                problems += _sources(variant.document, variant.manifest, Path(path).parent, graph)
+                found, warnings = _sources(variant.document, variant.manifest,
+                                           Path(path).parent, graph)
+                problems += found
             checked.append(Checked(Path(path), variant.document, variant.manifest, graph, probe,
-                                   variant.target))
+                                   variant.target, tuple(warnings)))
     if problems:
         raise UserError(targets.in_file_order(problems))
     return tuple(checked)
@@ -107,10 +112,9 @@ def _dataset_problems(variant: targets.Variant, base: Path, graph: graphs.Graph,
 
 
 def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
-             graph: graphs.Graph) -> list[Diagnostic]:
+             graph: graphs.Graph) -> tuple[list[Diagnostic], list[str]]:
     """Imported weights, the known answer, the target device's rules, on-device training
-    and the memory budgets."""
-    from edgebuild.memory import budget
+    and the memory budgets: (problems, warnings)."""
     from edgebuild.model import folding, imported, knownanswer, policy
     from edgebuild.ondevice import trainable as ondevice
     from edgebuild.targets import numbers
@@ -135,9 +139,7 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
                      for suffix, message in found]
     if manifest.kat is not None:
         try:
-            knownanswer.read(base, manifest.kat,
-                             graphs.sample_shape(manifest.model.input, manifest.model.layers),
-                             tuple(graph.output.out_shape))
+            knownanswer.read(base, manifest.kat, *knownanswer.shapes(manifest, graph))
         except knownanswer.KatFileError as exc:
             problems.append(document.diagnostic(("kat",), str(exc)))
     if bits is None:
@@ -148,9 +150,29 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
                  for path, message in ondevice.problems(manifest, layers)]
     if manifest.ondevice is not None and manifest.ondevice.weights is not None and not problems:
         problems += _wof(document, manifest, base, layers)
-    return problems + [document.diagnostic(path, message)
-                       for path, message in budget.problems(manifest, layers, bits,
-                                                            optimized(manifest))]
+    budgets, warnings = _budgets(document, manifest, layers, bits)
+    return problems + budgets, warnings
+
+
+def _budgets(document: yamlsource.Document, manifest: Manifest, layers: tuple[Layer, ...],
+             bits: Mapping[str, int]) -> tuple[list[Diagnostic], list[str]]:
+    """The memory budgets: (problems, warnings). On an accelerator target the RAM of the
+    Cortex-M4 emulation is a warning only (targets.max7800x.emulation says why)."""
+    from edgebuild.memory import budget
+    from edgebuild.targets.max7800x import emulation
+    from edgebuild.targets.max7800x import profile as devices
+
+    device = manifest.target.device.value
+    accelerated = devices.is_accelerator(device)
+    needs = budget.assess(manifest, layers, bits, optimized(manifest))
+    problems = [document.diagnostic(path, message) for path, message in
+                budget.shortfalls(needs, manifest.target.memory, ram=not accelerated)]
+    if not accelerated:
+        return problems, []
+    fit = emulation.fit(device, manifest.target.memory.l2, needs.ram.bytes)
+    return problems, [] if fit.fits else [document.diagnostic(
+        ("target", "memory", "l2"), f"warning: {fit.reason()}; the accelerator program and "
+        "the host known-answer test still build, its Cortex-M4 (QEMU) run is skipped").render()]
 
 
 def optimized(manifest: Manifest) -> bool:

@@ -175,6 +175,19 @@ def layer_facts(plan: MemoryPlan, nodes: dict[str, int]
                             step.weight_bytes or 0) for step in plan.steps)
 
 
+def emulation_skip(plan_dir: Path) -> Skipped | None:
+    """On an accelerator target whose Cortex-M4 cannot hold the emulation (the plan stage's
+    emulation.json; targets.max7800x.emulation), the firmware run is skipped, saying why:
+    the device could not run that firmware, and the host KAT has proved the C already."""
+    from edgebuild.targets.max7800x import emulation
+
+    path = plan_dir / emulation.FILE
+    if not path.is_file():
+        return None
+    fit = emulation.EmulationFit.from_json(json.loads(path.read_text()))
+    return None if fit.fits else Skipped(fit.reason())
+
+
 def run(ctx: Context) -> None:
     import numpy as np
 
@@ -198,7 +211,10 @@ def run(ctx: Context) -> None:
             raise StageFailed(f"kat: the C code differs from the integer reference on "
                               f"{c_vs_reference.mismatches} of {c_vs_reference.samples} "
                               f"test samples (first: {list(c_vs_reference.first_mismatches)})")
-        m4 = cortex_m4(work, graph.macs, plan.weight_bytes, layers, ctx.log)
+        skip = emulation_skip(ctx.inputs["plan"])
+        if skip is not None:
+            ctx.log(f"kat: Cortex-M4 skipped: {skip.reason}")
+        m4 = skip or cortex_m4(work, graph.macs, plan.weight_bytes, layers, ctx.log)
     np.save(ctx.out / "outputs.npy", outputs)
     result = KatResult(c_vs_reference, m4, "known answer" if ctx.checked.manifest.kat
                        else "integer reference")

@@ -104,8 +104,11 @@ def _stored_weights(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
 def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
                    bits: dict[str, int], optimized: bool) -> None:
     """`target.memory` against what the plan needs, by the functions `edgebuild check` uses
-    before any training (memory.budget): it has reported these already."""
+    before any training (memory.budget): it has reported these already. On an accelerator
+    target the RAM of the Cortex-M4 emulation is recorded (emulation.json), not enforced."""
     from edgebuild.memory import budget
+    from edgebuild.targets.max7800x import emulation
+    from edgebuild.targets.max7800x import profile as devices
 
     manifest = ctx.checked.manifest
     needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer,
@@ -113,10 +116,17 @@ def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
     if needs.flash_bytes != plan.weight_bytes:  # check weighed other weights than these
         raise AssertionError(f"weights.npz stores {plan.weight_bytes} bytes, the layers' stored "
                              f"weights (memory.budget) {needs.flash_bytes}")
-    problems = budget.shortfalls(needs, manifest.target.memory)
+    device = manifest.target.device.value
+    accelerated = devices.is_accelerator(device)
+    problems = budget.shortfalls(needs, manifest.target.memory, ram=not accelerated)
     if problems:
         raise UserError([ctx.checked.document.diagnostic(path, message)
                          for path, message in problems])
+    if accelerated:  # the emulation's RAM: a fact the kat stage and the report read
+        fit = emulation.fit(device, manifest.target.memory.l2, needs.ram.bytes)
+        (ctx.out / emulation.FILE).write_text(json.dumps(fit.to_json(), sort_keys=True) + "\n")
+        if not fit.fits:
+            ctx.log(f"plan: warning: {fit.reason()}")
 
 
 STAGE = Stage("plan", ("validate", "quantize"), config, run,

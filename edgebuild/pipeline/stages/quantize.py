@@ -212,7 +212,7 @@ def calibration_inputs(ctx: Context) -> NDArray[np.integer[Any]]:
         return arrays.load(ctx.inputs["data"] / "data.npz")["x_train"]
     known = knownanswer.load(ctx.checked)
     assert known is not None  # validation requires a known answer of a model without a dataset
-    return known[0]
+    return knownanswer.clips(ctx.checked, known[0])
 
 
 SATURATION_WARNING_PCT = 25.0  # above it a layer's outputs lose more than their tail

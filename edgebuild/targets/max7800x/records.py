@@ -110,6 +110,7 @@ class Profile(Strict):
     name: str
     description: str
     family: str  # the toolchain's name for the device; network arch names start with it
+    sram: int = Field(ge=1)  # bytes of the Arm core's system RAM (its software emulation's)
     processors: int = Field(ge=1, le=64)
     quadrants: int = Field(ge=1)
     processors_per_memory: int = Field(ge=1)

@@ -100,33 +100,11 @@ def reference_output(manifest: Manifest, weights: dict[str, NDArray[Any]],
 
 
 def first_frame_output(model: QuantizedModel, frame: NDArray[Any]) -> NDArray[Any]:
-    """The output of a model with a buffer (a window of frames, ops/buffer.py) for one
-    frame pushed into an empty window: every earlier frame's features zero. That is the
-    accelerator's first inference after its data memory was cleared, and the known answer
-    the vendor's tool gives for such a model: its sample is one frame, and it simulates the
-    data buffer starting at zeros (the `buffer_shift` layer rolls in a zero, the
-    `buffer_insert` layer writes the frame's features last)."""
-    import numpy as np
+    """The output of a model with a buffer for one frame pushed into an empty window
+    (model.quantized.run_first_frames: the vendor's tool's known answer for such a model)."""
+    from edgebuild.model.quantized import run_first_frames
 
-    from edgebuild.model import graph as graphs
-    from edgebuild.ops import OPS
-    from edgebuild.ops.operator import Unsupported
-
-    values = {graphs.INPUT: frame[None]}
-    for layer in model.layers:
-        assert layer.inputs is not None  # folded layers name their inputs
-        inputs = [values[name] for name in layer.inputs]
-        stream = OPS[layer.op].stream
-        if stream is not None:
-            window = np.zeros((stream.frames(layer), *inputs[0].shape[1:]), dtype=np.int64)
-            window[-1] = inputs[0][0]
-            inputs = [window]
-        reference = OPS[layer.op].reference
-        if isinstance(reference, Unsupported):
-            raise ValueError(f"layer {layer.name!r}: {reference.reason}")
-        values[layer.name] = reference(layer, model.params.get(layer.name), inputs,
-                                       model.rounding)
-    return values[model.output.name][0]
+    return run_first_frames(model, frame[None])[0]
 
 
 def kat_matches(manifest: Manifest, weights: dict[str, NDArray[Any]], sample: NDArray[Any],

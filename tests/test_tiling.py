@@ -52,12 +52,13 @@ def test_tiles_fit_and_the_smallest_l1_is_exact(double_buffer, split):
 def test_a_linear_layer_on_the_split_kernels_streams_its_rows_from_flash():
     fc = tiling.Window(512, 1, 1, 10, 1, 1, bias=True, linear=True, split=True)
     assert tiling.minimum_l1(fc, True, True) == 0  # check and plan: any L1 budget
-    for budget in (0, 600, 1100):  # tiles of at most two rows: streamed, no L1
+    for budget in (0, 600, 1100, 5000):  # each weight is read once: streamed, no L1
         tile = tiling.choose("fc", fc, budget, True, True)
         assert not tile.tiled and tile.l1_bytes == 0
         assert tile.bytes_in + tile.bytes_out == tiling.lower_bound(fc)
-    tile = tiling.choose("fc", fc, 5000, True, True)  # wider tiles: staged in L1
-    assert tile.tiled and tile.channels > 2 and tile.l1_bytes <= 5000
+    assert tiling.choose("fc", fc, 6000, True, True).l1_bytes == tiling.whole(fc)  # fits
+    tile = tiling.choose("fc", fc, 5000, True)  # the direct layout stages rows in L1
+    assert tile.tiled and tile.l1_bytes <= 5000
     assert tiling.choose("fc", fc, 600, True) is None  # the direct layout: no tile fits
 
 

@@ -116,14 +116,15 @@ def test_check_and_plan_agree_on_the_smallest_l1_of_the_split_kernels(case: str)
     # layer: none, it streams its rows from flash), and exactly what the planner fits
     layers, shape = CASES[case]
     folded, _ = folding.fold_layers(_manifest(layers, shape, 1024).model.layers)
-    need = max(p.bytes for p in budget.l1_passes(shape, folded, True, True))
-    assert need < max(p.bytes for p in budget.l1_passes(shape, folded, True))
+    double = False  # the manifest's default (target.tiling.double_buffer)
+    need = max(p.bytes for p in budget.l1_passes(shape, folded, double, True))
+    assert need < max(p.bytes for p in budget.l1_passes(shape, folded, double))
     plan = make_plan(tuple(shape), folded, 0)
-    _, problems = tile_steps(tuple(shape), folded, plan, need, 1 << 20, True, True)
+    _, problems = tile_steps(tuple(shape), folded, plan, need, 1 << 20, double, True)
     assert not problems
     assert not [p for p in budget.problems(_manifest(layers, shape, need), folded,
                                            optimized=True) if p[0][-1] == "l1"]
-    _, problems = tile_steps(tuple(shape), folded, plan, need - 1, 1 << 20, True, True)
+    _, problems = tile_steps(tuple(shape), folded, plan, need - 1, 1 << 20, double, True)
     assert problems
     assert [p for p in budget.problems(_manifest(layers, shape, need - 1), folded,
                                        optimized=True) if p[0][-1] == "l1"]

@@ -59,22 +59,12 @@ def test_the_plan_stages_placement_stores_equal_tensors_once(tmp_path):
     """With the weights (the plan stage), a duplicate's kernel and bias slots are its
     original's and the maps count them once; without (`check`) every layer has its own,
     and the maps say why."""
-    from edgebuild.core import arrays
-    from edgebuild.core import document as yamlsource
-    from edgebuild.manifest import reading
-    from edgebuild.model import folding
-    from edgebuild.targets.max7800x import layout, network
+    from test_ai8x_program import imported_case
 
-    case = ai8x_cases.load_case("dedup_kernels")
-    checkpoint, sample = ai8x_cases.write_inputs(case, tmp_path / "in")
-    imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample,
-                                      device=case.device.lower(), out_dir=tmp_path / "out")
-    assert imported.weights is not None
-    manifest = reading.parse(yamlsource.load(imported.manifest))
-    weights = dict(arrays.load(imported.weights))
-    layers, _ = folding.fold_layers(manifest.model.layers)
-    bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
-            if f"{layer.name}.bits" in weights}
+    from edgebuild.targets.max7800x import layout
+
+    manifest, weights, layers, bits, _ = imported_case(ai8x_cases.load_case("dedup_kernels"),
+                                                       tmp_path)
     _, before, _ = layout.layout(manifest, layers, bits)
     _, after, _ = layout.layout(manifest, layers, bits, weights)
     assert before is not None and after is not None

@@ -172,13 +172,11 @@ def test_the_address_maps_are_the_devices(dev, facts):
 CORPUS = ai8x_cases.case_names()
 
 
-def generate_case(case: ai8x_cases.Case, tmp_path: Path) -> program.Program:
-    """A corpus case's program made in this process, without a build: import-ai8x with
-    izer's checkpoint and sample, the integer reference's output for the sample (what the
-    evaluate stage computes), then the generator."""
+def imported_case(case: ai8x_cases.Case, tmp_path: Path):
+    """A corpus case through import-ai8x (izer's checkpoint and sample): (manifest, integer
+    weights, folded layers, weight width per layer, sample path)."""
     from edgebuild.core import arrays
     from edgebuild.targets.max7800x import network
-    from edgebuild.targets.max7800x.network.kat import reference_output
 
     checkpoint, sample_path = ai8x_cases.write_inputs(case, tmp_path / "in")
     imported = network.import_network(case.network, checkpoint=checkpoint, sample=sample_path,
@@ -189,6 +187,16 @@ def generate_case(case: ai8x_cases.Case, tmp_path: Path) -> program.Program:
     layers, _ = folding.fold_layers(manifest.model.layers)
     bits = {layer.name: int(weights[f"{layer.name}.bits"]) for layer in layers
             if f"{layer.name}.bits" in weights}
+    return manifest, weights, layers, bits, sample_path
+
+
+def generate_case(case: ai8x_cases.Case, tmp_path: Path) -> program.Program:
+    """A corpus case's program made in this process, without a build: import-ai8x with
+    izer's checkpoint and sample, the integer reference's output for the sample (what the
+    evaluate stage computes), then the generator."""
+    from edgebuild.targets.max7800x.network.kat import reference_output
+
+    manifest, weights, _, bits, sample_path = imported_case(case, tmp_path)
     sample = np.load(sample_path)
     expected = reference_output(manifest, weights, sample)
     return build.for_manifest(manifest, bits, weights, sample, expected)

@@ -23,35 +23,17 @@
 #define EB_PW_RARE(c) (c)
 #endif
 
-/* ---- dual 16-bit MAC primitives (as in eb_kernels_opt.c) ----------------------------------
- *   eb_sxtb16(x)      = [sext(byte 0), sext(byte 2)] as two int16 halves (low, high)
- *   eb_sxtb16_ror8(x) = [sext(byte 1), sext(byte 3)]
- *   eb_smlad(a, b, c) = c + lo16(a) * lo16(b) + hi16(a) * hi16(b), wrapping
+/* The dual 16-bit MAC primitives (eb_sxtb16, eb_sxtb16_ror8, eb_smlad, eb_ssat8, eb_usat7,
+ * eb_load32) are eb_simd.h's, shared with the other optimized kernels. Here only what the
+ * pointwise kernel adds:
  *   eb_pack_lo(a, b)  = [lo16(a), lo16(b)], eb_pack_hi(a, b) = [hi16(a), hi16(b)]
- *   eb_ssat8(v), eb_usat7(v) = v saturated to [-128, 127], [0, 127] (SSAT #8, USAT #7).
- * Single instructions with the DSP extension; elsewhere (or with -DEB_OPT_PORTABLE) portable
- * C with the same results runs the same algorithm, which is how the host tests exercise it. */
-#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
-    !defined(EB_OPT_PORTABLE)
-#include <arm_acle.h>
+ *   EB_PW_LOAD4(c, ...) = four consecutive column words at c, advancing c by 8 int16.
+ * PKHBT/PKHTB and one LDMIA with the DSP extension under GCC; elsewhere (or with
+ * -DEB_OPT_PORTABLE) portable C with the same results, which is how the host tests run it. */
+#include "eb_simd.h"
+
+#if EB_OPT_DSP && defined(__GNUC__)
 #define EB_PW_DSP 1
-
-static inline uint32_t eb_sxtb16(uint32_t x)
-{
-    return (uint32_t)__sxtb16((int32_t)x);
-}
-
-static inline uint32_t eb_sxtb16_ror8(uint32_t x)
-{
-    uint32_t r;
-    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
-    return r;
-}
-
-static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
-{
-    return __smlad((int32_t)a, (int32_t)b, acc);
-}
 
 static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
 {
@@ -67,19 +49,8 @@ static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
     return r;
 }
 
-static inline int32_t eb_ssat8(int32_t v)
-{
-    return __ssat(v, 8);
-}
-
-static inline int32_t eb_usat7(int32_t v)
-{
-    return (int32_t)__usat(v, 7);
-}
-
-/* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16: one LDMIA
- * (into r4, r5, r6, r8: an LDM needs ascending registers; r7 is Thumb's frame pointer at
- * -O0). */
+/* An LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers; r7 is Thumb's frame
+ * pointer at -O0). c must be 4-byte aligned. */
 #define EB_PW_LOAD4(c, x0, x1, x2, x3)                                                   \
     do {                                                                                 \
         register uint32_t r4_ __asm__("r4");                                             \
@@ -97,35 +68,6 @@ static inline int32_t eb_usat7(int32_t v)
 #else
 #define EB_PW_DSP 0
 
-static inline int32_t eb_u32_to_s32(uint32_t u)
-{
-    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
-}
-
-static inline int32_t eb_lo16(uint32_t x)
-{
-    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
-}
-
-static inline uint32_t eb_sxtb16(uint32_t x)
-{
-    const uint32_t lo = (x & 0xFFu) | ((x & 0x80u) ? 0xFF00u : 0u);
-    const uint32_t hi = ((x >> 16) & 0xFFu) | ((x & 0x800000u) ? 0xFF00u : 0u);
-    return lo | (hi << 16);
-}
-
-static inline uint32_t eb_sxtb16_ror8(uint32_t x)
-{
-    return eb_sxtb16((x >> 8) | (x << 24));
-}
-
-static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
-{
-    const uint32_t p0 = (uint32_t)(eb_lo16(a) * eb_lo16(b)); /* |product| <= 2^30 */
-    const uint32_t p1 = (uint32_t)(eb_lo16(a >> 16) * eb_lo16(b >> 16));
-    return eb_u32_to_s32((uint32_t)acc + p0 + p1);
-}
-
 static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
 {
     return (a & 0xFFFFu) | (b << 16);
@@ -134,16 +76,6 @@ static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
 static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
 {
     return (a >> 16) | (b & 0xFFFF0000u);
-}
-
-static inline int32_t eb_ssat8(int32_t v)
-{
-    return v < -128 ? -128 : (v > 127 ? 127 : v);
-}
-
-static inline int32_t eb_usat7(int32_t v)
-{
-    return v < 0 ? 0 : (v > 127 ? 127 : v);
 }
 
 #define EB_PW_LOAD4(c, x0, x1, x2, x3)  \
@@ -156,16 +88,8 @@ static inline int32_t eb_usat7(int32_t v)
     } while (0)
 #endif
 
-/* 32-bit loads of the input and the weights (only byte-aligned: an unaligned LDR on the
- * M4), stores into the 4-byte-aligned scratch. memcpy keeps this free of alignment and
- * aliasing problems; GCC makes single LDR/STR of it. */
-static inline uint32_t eb_load32(const void *src)
-{
-    uint32_t v;
-    memcpy(&v, src, sizeof v);
-    return v;
-}
-
+/* Stores into the 4-byte-aligned scratch (eb_load32, eb_simd.h, reads): memcpy keeps this
+ * free of alignment and aliasing problems; GCC makes a single STR of it. */
 static inline void eb_store32(void *dst, uint32_t v)
 {
     memcpy(dst, &v, sizeof v);

@@ -31,84 +31,10 @@
     } while (0)
 #endif
 
-/* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one
- * LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers, hence fixed ones; r7 is left
- * alone as it is Thumb's frame pointer at -O0). */
-#if EB_OPT_DSP && defined(__GNUC__)
-#define EB_LOAD4X32(c, x0, x1, x2, x3)                                                   \
-    do {                                                                                 \
-        register uint32_t r4_ __asm__("r4");                                             \
-        register uint32_t r5_ __asm__("r5");                                             \
-        register uint32_t r6_ __asm__("r6");                                             \
-        register uint32_t r8_ __asm__("r8");                                             \
-        __asm__("ldmia %0!, {%1, %2, %3, %4}"                                            \
-                : "+r"(c), "=r"(r4_), "=r"(r5_), "=r"(r6_), "=r"(r8_)                    \
-                : "m"(*(const char(*)[16])(const void *)(c)));                           \
-        (x0) = r4_;                                                                      \
-        (x1) = r5_;                                                                      \
-        (x2) = r6_;                                                                      \
-        (x3) = r8_;                                                                      \
-    } while (0)
-#else
-#define EB_LOAD4X32(c, x0, x1, x2, x3) \
-    do {                               \
-        (x0) = eb_load32(c);           \
-        (x1) = eb_load32((c) + 2);     \
-        (x2) = eb_load32((c) + 4);     \
-        (x3) = eb_load32((c) + 6);     \
-        (c) += 8;                      \
-    } while (0)
-#endif
-
-/* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
-static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
-{
-    uint32_t v = (uint8_t)w[0];
-    if (n > 1) {
-        v |= (uint32_t)(uint8_t)w[1] << 8;
-    }
-    if (n > 2) {
-        v |= (uint32_t)(uint8_t)w[2] << 16;
-    }
-    return v;
-}
-
 /* One group of 4 weights (word wv) against one reordered column group ([a0,a2], [a1,a3]). */
 #define EB_MAC4(acc, wlo, whi, c02, c13) \
     (acc) = eb_smlad((whi), (c13), eb_smlad((wlo), (c02), (acc)))
 
-/* Halfword packing: [lo16(a), lo16(b)] and [hi16(a), hi16(b)] (PKHBT / PKHTB; GCC does not
- * emit these by itself). */
-#if EB_OPT_DSP && defined(__GNUC__)
-static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-#else
-static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
-{
-    return (a & 0xFFFFu) | (b << 16);
-}
-
-static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
-{
-    return (a >> 16) | (b & 0xFFFF0000u);
-}
-#endif
-
-static inline void eb_store32(void *dst, uint32_t v)
-{
-    memcpy(dst, &v, sizeof v);
-}
 
 #if defined(__GNUC__)
 #define EB_NOINLINE __attribute__((noinline))

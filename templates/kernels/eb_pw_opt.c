@@ -23,90 +23,19 @@
 #define EB_PW_RARE(c) (c)
 #endif
 
-/* The dual 16-bit MAC primitives (eb_sxtb16, eb_sxtb16_ror8, eb_smlad, eb_ssat8, eb_usat7,
- * eb_load32) are eb_simd.h's, shared with the other optimized kernels. Here only what the
- * pointwise kernel adds:
- *   eb_pack_lo(a, b)  = [lo16(a), lo16(b)], eb_pack_hi(a, b) = [hi16(a), hi16(b)]
- *   EB_PW_LOAD4(c, ...) = four consecutive column words at c, advancing c by 8 int16.
- * PKHBT/PKHTB and one LDMIA with the DSP extension under GCC; elsewhere (or with
- * -DEB_OPT_PORTABLE) portable C with the same results, which is how the host tests run it. */
+/* The dual 16-bit MAC primitives (eb_sxtb16, eb_smlad, eb_ssat8, ...), the halfword packing
+ * (eb_pack_lo / eb_pack_hi), the column loads (EB_LOAD4X32) and the word helpers (eb_load32,
+ * eb_store32, eb_load_tail) are eb_simd.h's, shared with the other optimized kernels.
+ * EB_PW_DSP selects this file's own inline-asm paths: the DSP extension under GCC;
+ * elsewhere (or with -DEB_OPT_PORTABLE) portable C with the same results, which is how the
+ * host tests run it. */
 #include "eb_simd.h"
 
 #if EB_OPT_DSP && defined(__GNUC__)
 #define EB_PW_DSP 1
-
-static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-/* An LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers; r7 is Thumb's frame
- * pointer at -O0). c must be 4-byte aligned. */
-#define EB_PW_LOAD4(c, x0, x1, x2, x3)                                                   \
-    do {                                                                                 \
-        register uint32_t r4_ __asm__("r4");                                             \
-        register uint32_t r5_ __asm__("r5");                                             \
-        register uint32_t r6_ __asm__("r6");                                             \
-        register uint32_t r8_ __asm__("r8");                                             \
-        __asm__("ldmia %0!, {%1, %2, %3, %4}"                                            \
-                : "+r"(c), "=r"(r4_), "=r"(r5_), "=r"(r6_), "=r"(r8_)                    \
-                : "m"(*(const char(*)[16])(const void *)(c)));                           \
-        (x0) = r4_;                                                                      \
-        (x1) = r5_;                                                                      \
-        (x2) = r6_;                                                                      \
-        (x3) = r8_;                                                                      \
-    } while (0)
 #else
 #define EB_PW_DSP 0
-
-static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
-{
-    return (a & 0xFFFFu) | (b << 16);
-}
-
-static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
-{
-    return (a >> 16) | (b & 0xFFFF0000u);
-}
-
-#define EB_PW_LOAD4(c, x0, x1, x2, x3)  \
-    do {                                \
-        (x0) = eb_load32(c);           \
-        (x1) = eb_load32((c) + 2);     \
-        (x2) = eb_load32((c) + 4);     \
-        (x3) = eb_load32((c) + 6);     \
-        (c) += 8;                       \
-    } while (0)
 #endif
-
-/* Stores into the 4-byte-aligned scratch (eb_load32, eb_simd.h, reads): memcpy keeps this
- * free of alignment and aliasing problems; GCC makes a single STR of it. */
-static inline void eb_store32(void *dst, uint32_t v)
-{
-    memcpy(dst, &v, sizeof v);
-}
-
-/* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
-static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
-{
-    uint32_t v = (uint8_t)w[0];
-    if (n > 1) {
-        v |= (uint32_t)(uint8_t)w[1] << 8;
-    }
-    if (n > 2) {
-        v |= (uint32_t)(uint8_t)w[2] << 16;
-    }
-    return v;
-}
 
 /* ---- the layer --------------------------------------------------------------------------- */
 
@@ -198,10 +127,10 @@ static EB_PW_NOINLINE void eb_pw_columns(const eb_pw_layer *L, const int8_t *in,
         const uint32_t lo_ = eb_sxtb16(wv);               \
         const uint32_t hi_ = eb_sxtb16_ror8(wv);          \
         uint32_t x0_, x1_, x2_, x3_;                      \
-        EB_PW_LOAD4(c, x0_, x1_, x2_, x3_);               \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);               \
         a0 = eb_smlad(hi_, x1_, eb_smlad(lo_, x0_, a0));  \
         a1 = eb_smlad(hi_, x3_, eb_smlad(lo_, x2_, a1));  \
-        EB_PW_LOAD4(c, x0_, x1_, x2_, x3_);               \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);               \
         a2 = eb_smlad(hi_, x1_, eb_smlad(lo_, x0_, a2));  \
         a3 = eb_smlad(hi_, x3_, eb_smlad(lo_, x2_, a3));  \
     } while (0)

@@ -412,6 +412,19 @@ M4_CONVS = [  # (in_c, hw, out_c, k, stride, pad, dil, groups, bits)
 M4_LINEARS = [(128, 10, 4), (37, 5, 2), (3, 4, 1), (200, 9, 1), (96, 7, 4)]
 
 
+def _dw_scratch(cfg: dict) -> int:
+    """int16 scratch of the depthwise padded path's channel copy for cfg (0 for a layer that
+    path does not take): ops.dw_spec.padded_bytes, EB_DW_OPT_SCRATCH's rule."""
+    from types import SimpleNamespace
+
+    from edgebuild.ops import dw_spec
+
+    if not kopt.padded_path_shape(cfg):
+        return 0
+    plane = SimpleNamespace(in_w=cfg["in_w"], pad_w=cfg["pad_w"], out_h=cfg["out_h"])
+    return (dw_spec.padded_bytes(plane) + 1) // 2  # type: ignore[arg-type]
+
+
 def m4_program(lib) -> str:
     """Packed conv and linear cases with the host reference's (int8 weights) outputs; the
     firmware runs the DSP build of the optimized kernels on the packed weights."""
@@ -427,7 +440,7 @@ def m4_program(lib) -> str:
         x, w, bias = conv_data(cfg, int(rng.integers(2**32)), i % 3 != 2)
         e8 = run_conv(lib, "eb_conv2d", cfg, 0, x, w, bias, False)
         e32 = run_conv(lib, "eb_conv2d_wide", cfg, 0, x, w, bias, True)
-        n, sn = e8.size, 4 * -(-(in_c // groups) * k * k // 4) * 4
+        n, sn = e8.size, max(4 * -(-(in_c // groups) * k * k // 4) * 4, _dw_scratch(cfg))
         max_scratch, max_out = max(max_scratch, sn), max(max_out, n)
         fields = ", ".join(str(cfg[f]) for f in (*CONV_FIELDS, "shift", "rounding", "act"))
         parts.append(f"static const eb_conv_params p{i} = {{{fields}, {bits}}};\n")

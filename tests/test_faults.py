@@ -615,6 +615,30 @@ def test_same_manifest_in_two_trees_sharing_one_cache(ref, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("device", ["host", "max78000"])
+def test_a_renamed_manifest_shares_only_keys_whose_files_are_alike(device, tmp_path):
+    """`tiny` and `tiny2` differ only by name, each built cold with its own cache. Where a
+    stage's key leaves the name out, so must its files: otherwise one key stands for two
+    results, and under -j 2 a manifest got the file its twin built (float.onnx named the
+    graph after the manifest). Renaming retrains nothing: the training stages share keys."""
+    target = "target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}"
+    outcomes = {}
+    for name in (NAME, "tiny2"):
+        root = tmp_path / name
+        write(root / "manifests" / f"{name}.yaml", TINY.format(name=name, epochs=1).replace(
+            target, f"target: {{device: {device}}}"))
+        result = _run(["build", "--json"], root)
+        _clean(result, f"{name} on {device}")
+        assert result.returncode == 0, result.stderr
+        outcomes[name] = _outcomes(result.stdout, name)
+    one, two = outcomes[NAME], outcomes["tiny2"]
+    assert one.keys() == two.keys()
+    shared = {stage for stage in one if one[stage][0] == two[stage][0]}
+    assert {"data", "train", "qat", "quantize"} <= shared
+    assert {stage: one[stage][1] for stage in shared} == {stage: two[stage][1] for stage in shared}
+
+
+@pytest.mark.slow
 def test_two_manifests_with_j2(ref, tmp_path, tmp_path_factory):
     """`tiny` and `tiny2` differ only by name: in one tree with -j 2, their stage processes
     race for the keys they share; tiny must be its clean build and tiny2 a clean build of

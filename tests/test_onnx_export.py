@@ -169,7 +169,7 @@ def test_exports_are_byte_reproducible(built: Path, name: str):
     """Exporting the stage's checkpoints again, in this process, gives the stage's bytes."""
     manifest = checked(built, name).manifest
     stage = built / "build" / name
-    float_bytes = export.float_model(name, manifest.model.input, manifest.model.layers,
+    float_bytes = export.float_model(manifest.model.input, manifest.model.layers,
                                      arrays.load(stage / "train" / "float.npz"),
                                      manifest.train.clamp_activations)
     assert float_bytes == (stage / "train" / "float.onnx").read_bytes()
@@ -178,10 +178,10 @@ def test_exports_are_byte_reproducible(built: Path, name: str):
     exps = {layer: numerics.torch_scale_exponent(network.parameter(net, layer, "weight"),
                                                  p.shift_quantile, p.shift_limits)
             for layer, p in policies.items()}
-    qat_bytes = export.qat_model(name, manifest.model.input, net.layers, state, exps, policies,
+    qat_bytes = export.qat_model(manifest.model.input, net.layers, state, exps, policies,
                                  numbers.training_rounding(manifest))
     assert qat_bytes == (stage / "qat" / "qat.onnx").read_bytes()
-    int8_bytes = export.int8_model(name, quantized.load(stage / "quantize", manifest))
+    int8_bytes = export.int8_model(quantized.load(stage / "quantize", manifest))
     assert int8_bytes == (stage / "quantize" / "int8.onnx").read_bytes()
 
 
@@ -262,7 +262,7 @@ def test_every_form_of_every_op(name: str, rounding: str):
     state = network.state_numpy(net)
     with torch.no_grad():
         expected = net(torch.as_tensor(x / 128.0, dtype=torch.float32)).numpy()
-    got = run(export.float_model(name, model.input, model.layers, state, True),
+    got = run(export.float_model(model.input, model.layers, state, True),
               (x / 128.0).astype(np.float32))
     assert np.abs(got - expected).max() < 1e-5
 
@@ -276,14 +276,14 @@ def test_every_form_of_every_op(name: str, rounding: str):
             for layer, p in policies.items()}
     with torch.no_grad():
         expected = fake.eval()(torch.as_tensor(x / 128.0, dtype=torch.float32)).numpy()
-    got = run(export.qat_model(name, model.input, layers, folded, exps, policies, rounding),
+    got = run(export.qat_model(model.input, layers, folded, exps, policies, rounding),
               (x / 128.0).astype(np.float32))
     assert np.array_equal(got, expected)
 
     integer = quantized.QuantizedModel(tuple(model.input), layers,
                                        export.fake_quant_params(folded, exps, policies), rounding)
     expected = quantized.run_reference(integer, x).reshape(len(x), -1)
-    got = run(export.int8_model(name, integer), x.astype(np.int8))
+    got = run(export.int8_model(integer), x.astype(np.int8))
     assert np.array_equal(got, expected)
     assert len(np.unique(got)) > 10
 
@@ -297,6 +297,6 @@ def test_an_op_without_export_skips_the_file_with_its_reason(monkeypatch, tmp_pa
                                                            onnx=Unsupported(reason)))
     lines: list[str] = []
     export.write(tmp_path, "float.onnx", lambda: export.float_model(
-        "image", model.input, model.layers, network.state_numpy(net), True), lines.append)
+        model.input, model.layers, network.state_numpy(net), True), lines.append)
     assert not (tmp_path / "float.onnx").exists()
     assert lines == [f"no float.onnx: layer 'gap' (pool2d): {reason}"]

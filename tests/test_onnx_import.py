@@ -224,7 +224,7 @@ def test_edgebuild_float_exports_import_and_compute_alike(tmp_path: Path, name: 
             sub.running_mean.uniform_(-0.2, 0.2)
             sub.running_var.uniform_(0.5, 2.0)
     source = tmp_path / f"{name}.onnx"
-    source.write_bytes(export.float_model(name, model.input, model.layers,
+    source.write_bytes(export.float_model(model.input, model.layers,
                                           network.state_numpy(net.eval()), clamp=False))
     manifest = imported(source, tmp_path)
     x = samples(model.input)
@@ -395,7 +395,7 @@ def test_import_then_build_with_post_training_quantization_through_the_kat(tmp_p
     torch.manual_seed(0)
     net = network.Net(model.input, model.layers, Mode("float", clamp=False)).eval()
     source = tmp_path / "small.onnx"
-    source.write_bytes(export.float_model("small", model.input, model.layers,
+    source.write_bytes(export.float_model(model.input, model.layers,
                                           network.state_numpy(net), clamp=False))
     npz_data(tmp_path / "data.npz")
     manifest = imported(source, tmp_path, "--data", str(tmp_path / "data.npz"), "--name", "small")

@@ -10,7 +10,11 @@ named after the layers that write them.
 Byte-reproducible: opset, IR version, producer and every name are fixed, initializers are
 raw little-endian arrays, nothing records a time or a path, and the protobuf is serialized
 deterministically, so one checkpoint always gives the same bytes (the stages' outputs are
-content-hashed).
+content-hashed). Nor does anything record the manifest's name: the graph is named after its
+form (`edgebuild.float`). The stages that write these files are keyed without the name, so
+that renaming a manifest retrains nothing; a name in the bytes would make one cache key
+stand for two different files (which one a key held depended on which manifest built it
+first).
 """
 
 from __future__ import annotations
@@ -55,16 +59,16 @@ class Unexportable(Exception):
     stage writes no file for that form and logs this reason."""
 
 
-def float_model(name: str, input_shape: Shape, layers: tuple[Layer, ...],
+def float_model(input_shape: Shape, layers: tuple[Layer, ...],
                 state: Mapping[str, NDArray[Any]], clamp: bool) -> bytes:
     """The trained network (`layers` as the manifest gives them, `state` as float.npz)."""
     def details(layer: Layer) -> dict[str, Any]:
         return {"tensors": _tensors(state, layer.name), "clamp": clamp}
 
-    return _model(name, Form.float, input_shape, layers, details, {})
+    return _model(Form.float, input_shape, layers, details, {})
 
 
-def qat_model(name: str, input_shape: Shape, layers: tuple[Layer, ...],
+def qat_model(input_shape: Shape, layers: tuple[Layer, ...],
               state: Mapping[str, NDArray[Any]], scale_exps: Mapping[str, int],
               policies: Mapping[str, LayerPolicy], rounding: str) -> bytes:
     """The folded fake-quant network: `layers` folded, `state` as folded.npz, the weight
@@ -74,15 +78,15 @@ def qat_model(name: str, input_shape: Shape, layers: tuple[Layer, ...],
     def details(layer: Layer) -> dict[str, Any]:
         return {"quant": params.get(layer.name), "rounding": rounding}
 
-    return _model(name, Form.qat, input_shape, layers, details, {"rounding": rounding})
+    return _model(Form.qat, input_shape, layers, details, {"rounding": rounding})
 
 
-def int8_model(name: str, model: QuantizedModel) -> bytes:
+def int8_model(model: QuantizedModel) -> bytes:
     """The integer model as the `quantize` stage wrote it."""
     def details(layer: Layer) -> dict[str, Any]:
         return {"quant": model.params.get(layer.name), "rounding": model.rounding}
 
-    return _model(name, Form.int8, model.input_shape, model.layers, details,
+    return _model(Form.int8, model.input_shape, model.layers, details,
                   {"rounding": model.rounding})
 
 
@@ -120,7 +124,7 @@ def _tensors(state: Mapping[str, NDArray[Any]], layer: str) -> dict[str, NDArray
     return {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
 
 
-def _model(name: str, form: Form, input_shape: Shape, layers: tuple[Layer, ...],
+def _model(form: Form, input_shape: Shape, layers: tuple[Layer, ...],
            details: Callable[[Layer], dict[str, Any]], metadata: dict[str, str]) -> bytes:
     graph, problems = graphs.build(tuple(input_shape), layers)
     if graph is None:
@@ -129,7 +133,7 @@ def _model(name: str, form: Form, input_shape: Shape, layers: tuple[Layer, ...],
     last = graph.output
     wide = bool(getattr(layers[-1], "wide", False))
     out_type = FLOAT if form is not Form.int8 else INT32 if wide else INT8
-    return _serialize(f"{name}.{form.value}", form, code, graphs.sample_shape(input_shape, layers),
+    return _serialize(f"{PRODUCER}.{form.value}", form, code, graphs.sample_shape(input_shape, layers),
                       (code.output, out_type, math.prod(last.out_shape)),
                       {"edgebuild.form": form.value, **{f"edgebuild.{k}": v
                                                        for k, v in metadata.items()}})

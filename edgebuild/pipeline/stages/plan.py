@@ -21,8 +21,11 @@ if TYPE_CHECKING:  # stage modules stay import-light (a no-op build imports no n
 
 
 def config(checked: Checked) -> JSONObject:
+    """With the manifest's name: a MAX7800x target's network.yaml and checkpoint carry it as
+    the architecture name (a key without it would stand for two manifests' files)."""
     manifest = checked.manifest
-    return {"target": manifest.target.model_dump(mode="json", exclude={"name"}),
+    return {"name": manifest.name,
+            "target": manifest.target.model_dump(mode="json", exclude={"name"}),
             "placement": {name: entry.model_dump(mode="json")
                           for name, entry in sorted(manifest.placement.items())}}
 

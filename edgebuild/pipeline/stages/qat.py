@@ -84,7 +84,7 @@ def write_qat_onnx(ctx: Context, net: Net, policies: dict[str, LayerPolicy]) -> 
         for name, p in policies.items()}
     state = network.state_numpy(net)
     export.write(ctx.out, "qat.onnx", lambda: export.qat_model(
-        manifest.name, manifest.model.input, net.layers, state, scale_exps, policies,
+        manifest.model.input, net.layers, state, scale_exps, policies,
         numbers.training_rounding(manifest)), lambda line: ctx.log(f"qat: {line}"))
 
 

@@ -179,7 +179,7 @@ def run(ctx: Context) -> None:
 def write_int8_onnx(ctx: Context, model: QuantizedModel) -> None:
     from edgebuild.interchange import export
 
-    export.write(ctx.out, "int8.onnx", lambda: export.int8_model(ctx.checked.manifest.name, model),
+    export.write(ctx.out, "int8.onnx", lambda: export.int8_model(model),
                  lambda line: ctx.log(f"quantize: {line}"))
 
 

@@ -104,7 +104,7 @@ def write_float_onnx(ctx: Context, net: torch.nn.Module) -> None:
     manifest = ctx.checked.manifest
     state = network.state_numpy(net)
     export.write(ctx.out, "float.onnx", lambda: export.float_model(
-        manifest.name, manifest.model.input, manifest.model.layers, state,
+        manifest.model.input, manifest.model.layers, state,
         manifest.train.clamp_activations), lambda line: ctx.log(f"train: {line}"))
 
 

@@ -321,12 +321,24 @@ def _dedup_nets() -> dict[str, tuple[Net, str, int]]:
     # 128 -> 64 channels (both on all 64 processors, one and two passes) are "equal"
     merged = Net((64, 4, 4), "HWC", (
         Layer(C2, 128), Layer(C2, 64, same_weights_as=0, relu=False)))
+    # a 1x1 kernel that streams or reads a streaming layer is compared as the 3x3 kernel it
+    # runs as: w2 (after a streaming layer) shares w1's, w3 (not streamed) has w1's values
+    # but stores its own, which w4 then shares
+    square = Layer(C2, 16, kernel=1, pad=0)
+    streamed = Net((3, 24, 20), "HWC", (
+        Layer(C2, 16, streaming=True, out_offset="0x1000"),
+        replace(square, streaming=True, out_offset="0x2000"),
+        replace(square, same_weights_as=1, out_offset="0x0000"),
+        replace(square, same_weights_as=1, out_offset="0x2000"),
+        replace(square, same_weights_as=3, relu=False, out_offset="0x0000")))
     return {"dedup_kernels": (kernels, "MAX78000", 40),
             "dedup_refused": (refused, "MAX78000", 41),
             "dedup_conv1d": (oned, "MAX78000", 42),
             "dedup_linear": (linear, "MAX78000", 43),
             "dedup_kernels_max78002": (kernels, "MAX78002", 140),
-            "dedup_merged_channels": (merged, "MAX78000", 44)}
+            "dedup_merged_channels": (merged, "MAX78000", 44),
+            "dedup_streaming_1x1": (streamed, "MAX78000", 45),
+            "dedup_streaming_1x1_max78002": (streamed, "MAX78002", 145)}
 
 
 def residual_layers() -> tuple[list[dict[str, Any]], list[tuple[tuple[int, ...], int, bool, int]]]:

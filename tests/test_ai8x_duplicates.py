@@ -78,6 +78,24 @@ def test_the_plan_stages_placement_stores_equal_tensors_once(tmp_path):
     assert f"{shared[0][0]} runs with {shared[0][2]}'s {shared[0][1]}" in after.text()
 
 
+def test_a_1x1_kernel_run_as_3x3_is_compared_in_that_form(tmp_path):
+    """izer widens a streamed 1x1 kernel to 3x3 before it deduplicates: in
+    dedup_streaming_1x1, w1 (streams) and w2 (reads w1) run as 3x3 and share; w3 has the
+    same values but runs as 1x1, so it keeps its own kernel, which w4 shares."""
+    from test_ai8x_program import imported_case
+
+    from edgebuild.targets.max7800x import layout
+
+    manifest, weights, layers, bits, _ = imported_case(
+        ai8x_cases.load_case("dedup_streaming_1x1"), tmp_path)
+    hw, placed, _ = layout.layout(manifest, layers, bits, weights)
+    assert placed is not None
+    assert placed.shared() == [("w2", "kernels", "w1"), ("w4", "kernels", "w3")]
+    names = [layer.name for layer in hw]
+    flat = duplicates.sharing(hw, weights)  # every kernel in its 1x1 form: all four equal
+    assert [names[i] for i in flat.kernels[1:5]] == ["w1"] * 4
+
+
 def test_the_corpus_ties_tensors_as_its_recipe_says():
     """Cases with ties regenerate tied arrays equal, so the corpus has networks whose
     programs store tensors once (and one, dedup_refused, where izer must not)."""

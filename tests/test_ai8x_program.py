@@ -444,13 +444,14 @@ def test_a_1x1_kernel_at_a_stream_runs_as_a_centred_3x3():
     """izer's EMULATE_1X1_STREAMING (both devices): a 1x1 convolution that streams or reads
     a streaming layer runs as 3x3 with padding 1, the weight at the kernel's centre; only
     within the layers streaming can reach."""
+    from edgebuild.targets.max7800x.placement.kernelmemory import STREAM_REACH
     from edgebuild.targets.max7800x.program import geometry, stream
 
     layers = [_conv("a", 3, streaming=True), _conv("b", 1), _conv("c", 1)]
     widened = stream.padded_1x1(layers)
     assert [(g.kernel, g.pad) for g in widened] == [((3, 3), (1, 1)), ((3, 3), (1, 1)),
                                                     ((1, 1), (0, 0))]
-    far = [_conv(f"p{i}", 3) for i in range(stream.STREAM_REACH)]
+    far = [_conv(f"p{i}", 3) for i in range(STREAM_REACH)]
     late = far + [_conv("s", 1, streaming=True)]
     assert stream.padded_1x1(late) == late
     weight = np.arange(16).reshape(4, 4, 1, 1)

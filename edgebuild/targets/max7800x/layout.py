@@ -62,8 +62,11 @@ def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int],
         return hw, None, found
     sharing = None
     if weights is not None:
+        from edgebuild.targets.max7800x.placement.kernelmemory import streamed
         from edgebuild.targets.max7800x.program import duplicates
-        sharing = duplicates.sharing(hw, weights)
+        streams = [layer.name in manifest.placement and manifest.placement[layer.name].streaming
+                   for layer in hw]
+        sharing = duplicates.sharing(hw, weights, streamed(streams))
     result, problems = placement.resolve(hw, manifest, profile, sharing)
     return hw, result, [(p.path, p.message) for p in problems]
 

@@ -399,6 +399,14 @@ SQUARE = 9
 STREAM_REACH = 9
 
 
+def streamed(streams: Sequence[bool]) -> list[bool]:
+    """Per layer, whether a 1x1 kernel of it runs as 3x3 (the vendor's tool does not stream
+    1x1 kernels on the hardware): it streams, or reads the layer before it, which streams,
+    within the first STREAM_REACH layers. `streams`: each layer's `streaming` flag."""
+    return [i < STREAM_REACH and (flag or i > 0 and streams[i - 1])
+            for i, flag in enumerate(streams)]
+
+
 def stored_elements(layer: HwLayer, streamed: bool = False) -> int:
     """Weights per stored kernel as the program stores it (program.geometry.oriented): a
     dilated conv1d's kernel stretched, dilation - 1 zero taps after every tap but the
@@ -441,9 +449,8 @@ class KernelMemory:
         memory = self.profile.kernel_memory
         columns = Columns(tuple(memory.words_of(p) for p in range(self.profile.processors)))
         streams = [bool(self.given(layer.name, "streaming")) for layer in self.layers]
-        shapes = [shape_of(layer, self.procs[layer.name], self.outs[layer.name],
-                           i < STREAM_REACH and (streams[i] or i > 0 and streams[i - 1]))
-                  for i, layer in enumerate(self.layers)]
+        shapes = [shape_of(layer, self.procs[layer.name], self.outs[layer.name], wide)
+                  for layer, wide in zip(self.layers, streamed(streams), strict=True)]
         shared = kernel_sources(self.sharing, [sharing_key(s) for s in shapes])
         for i in order(shapes):
             shape, layer = shapes[i], self.layers[i]

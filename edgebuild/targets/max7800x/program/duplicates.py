@@ -37,13 +37,18 @@ if TYPE_CHECKING:
     from edgebuild.targets.max7800x.hwlayer import HwLayer
 
 
-def sharing(hw: Sequence[HwLayer], weights: Mapping[str, np.ndarray]) -> Sharing:
+def sharing(hw: Sequence[HwLayer], weights: Mapping[str, np.ndarray],
+            streamed: Sequence[bool] | None = None) -> Sharing:
     """What the quantized `weights` (as the quantize stage stores them: `<layer>.weight`,
     `<layer>.bias` = the 8-bit bias x 128) decide: equal kernels, and each bias stored
-    (not all zeros) or shared."""
-    kernels = [stored_kernel(layer_weights(layer, weights[f"{layer.name}.weight"]))
+    (not all zeros) or shared. `streamed` (placement.kernelmemory.streamed): the layers
+    whose 1x1 kernels run as 3x3; the vendor's tool compares them in that form, so such a
+    kernel and an equal 1x1 kernel that does not stream are two kernels."""
+    wide = streamed or [False] * len(hw)
+    kernels = [stored_kernel(layer_weights(layer, weights[f"{layer.name}.weight"], square))
                if layer.has_weights and layer.op in OPERATORS
-               and f"{layer.name}.weight" in weights else None for layer in hw]
+               and f"{layer.name}.weight" in weights else None
+               for layer, square in zip(hw, wide, strict=True)]
     biases = [stored_bias(weights.get(f"{layer.name}.bias")) for layer in hw]
     return Sharing(originals(kernels), tuple(
         None if bias is None else source

@@ -213,21 +213,31 @@ def columns_conv1d(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, firs
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:
     """A layer's weights as the accelerator convolves with them (`oriented`); a 1x1 kernel
     run as 3x3 (stream.padded_1x1) sits in the middle of zeros."""
-    if weight.ndim == 4 and weight.shape[-2:] == (1, 1) and g.kernel == (3, 3):
-        square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
-        square[..., 1, 1] = weight[..., 0, 0]
-        weight = square
+    if g.kernel == (3, 3):
+        weight = _squared(weight)
     return oriented(g.operator, g.dilation, weight)
 
 
-def layer_weights(layer: HwLayer, weight: np.ndarray) -> np.ndarray:
-    """`device_weights` of a hardware layer not placed yet (a streamed 1x1 kernel, which
-    only its neighbours make 3x3, stays 1x1 here)."""
+def layer_weights(layer: HwLayer, weight: np.ndarray, streamed: bool = False) -> np.ndarray:
+    """`device_weights` of a hardware layer not placed yet; `streamed`: a 1x1 kernel of
+    it runs as 3x3 (placement.kernelmemory.streamed, which its neighbours decide)."""
     operator = operator_of(layer)
     dilation = layer.dilation[0] if operator == "conv1d" and layer.dilation else 1
     if operator == "conv1d" and not stretched_conv1d(layer):
         operator = "conv2d"  # columns_conv1d
+    if streamed and operator in ("conv2d", "convtranspose2d"):
+        weight = _squared(weight)
     return oriented(operator, dilation, weight)
+
+
+def _squared(weight: np.ndarray) -> np.ndarray:
+    """A 2-D 1x1 kernel as the 3x3 one padded by 1 that computes the same (its weight in
+    the middle of zeros); any other kernel as it is."""
+    if weight.ndim != 4 or weight.shape[-2:] != (1, 1):
+        return weight
+    square = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+    square[..., 1, 1] = weight[..., 0, 0]
+    return square
 
 
 def oriented(operator: str, dilation: int, weight: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from edgebuild.targets.max7800x.placement.kernelmemory import STREAM_REACH
+from edgebuild.targets.max7800x.placement.kernelmemory import streamed
 from edgebuild.targets.max7800x.program.device import Device
 from edgebuild.targets.max7800x.program.geometry import Geometry
 
@@ -71,9 +71,8 @@ def padded_1x1(layers: list[Geometry]) -> list[Geometry]:
     vendor's tool does not stream 1x1 kernels on the hardware, so it substitutes this
     equivalent, which changes the registers, TRAM and kernel memory of the layer."""
     out = []
-    for i, g in enumerate(layers):
-        streamed = i < STREAM_REACH and (g.streaming or i > 0 and layers[i - 1].streaming)
-        if streamed and g.operator in ("conv2d", "convtranspose2d") and g.kernel == (1, 1):
+    for g, wide in zip(layers, streamed([g.streaming for g in layers]), strict=True):
+        if wide and g.operator in ("conv2d", "convtranspose2d") and g.kernel == (1, 1):
             assert g.pad == (0, 0)
             g = replace(g, kernel=(3, 3), pad=(1, 1))
         out.append(g)

@@ -90,8 +90,13 @@ def test_a_layer_the_generator_cannot_program_is_refused_not_miscompiled():
 
 def test_a_wide_dilated_conv1d_needs_room_before_its_output():
     """A conv1d whose dilated span exceeds 9 taps runs on the 2-D hardware, whose 3-tap
-    kernel writes an unused first row (dilation words) before the output offset: at offset
-    0 there is no room, and the generator says where the output must go."""
+    kernel writes an unused first row (dilation words) just before the output offset. The
+    placement takes those bytes while the layer runs: at offset 0 there is no room, over
+    the input the layer still reads they would clobber it; both are the placement's
+    problems (at `check`, before any training), and an automatic offset leaves the room."""
+    from edgebuild.model import folding
+    from edgebuild.targets.max7800x import layout
+
     def manifest(placement):
         return Manifest.model_validate({
             "name": "dilated", "model": {"input": [4, 40], "layers": [
@@ -100,8 +105,23 @@ def test_a_wide_dilated_conv1d_needs_room_before_its_output():
                 {"name": "fc", "op": "linear", "out": 3, "flatten": True, "wide": True}]},
             "placement": placement, "target": {"device": "max78000"},
             "kat": {"input": "x.npy"}})
+
+    def problems(placement):
+        m = manifest(placement)
+        return layout.problems(m, folding.fold_layers(m.model.layers)[0], {"a": 8, "fc": 8})
+
+    found = problems({"a": {"out_offset": 0}})
+    assert [path for path, _ in found] == [("placement", "a", "out_offset")]
+    assert "an unused row of 20 bytes" in found[0][1] and "at least 0x0014" in found[0][1]
+    # on the input's processors (40 words from 0, read by `a` itself) the lead may not
+    # reach into the input
+    mine = {"output_processors": 0xFF}
+    over = problems({"a": {"out_offset": 0xA0 + 0x10, **mine}})
+    assert [path for path, _ in over] == [("placement", "a", "out_offset")]
+    assert "overwrites the model input" in over[0][1]
+    assert problems({"a": {"out_offset": 0xA0 + 0x14, **mine}}) == []
     weights = {"a.weight": np.ones((8, 4, 3), np.int8), "fc.weight": np.ones((3, 8 * 30), np.int8)}
-    with pytest.raises(NotImplementedError, match="at least 0x0014"):
+    with pytest.raises(ValueError, match="at least 0x0014"):
         build.for_manifest(manifest({"a": {"out_offset": 0}}), {"a": 8, "fc": 8}, weights,
                            np.zeros((4, 40)), np.zeros(3))
     made = build.for_manifest(manifest({}), {"a": 8, "fc": 8}, weights, np.zeros((4, 40)),

@@ -14,12 +14,26 @@ from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved, pixels
 from edgebuild.targets.max7800x.limits import ManifestPath
 from edgebuild.targets.max7800x.overlap import clash
 from edgebuild.targets.max7800x.placement.context import Context
+from edgebuild.targets.max7800x.placement.kernelmemory import MAX_1D_TAPS, passes
 from edgebuild.targets.max7800x.placement.maps import bits, spans
 from edgebuild.targets.max7800x.placement.processors import ProcessorMaps
 from edgebuild.targets.max7800x.placement.regions import Region, byte_range, clash_in
 
 WORD = 4  # bytes per data memory word
 WIDE_WORDS = 4  # words per value of a 32-bit output
+
+
+def lead_bytes(layer: HwLayer) -> int:
+    """Bytes a layer writes just before its output offset. A 3-tap conv1d whose dilated span
+    exceeds MAX_1D_TAPS runs on the 2-D hardware (program.geometry.columns_conv1d): its
+    centred 3x3 kernel computes one row of `dilation` outputs early and writes it there.
+    Those words are clobbered while the layer runs, so they must exist (the offset at least
+    this much) and hold nothing still needed."""
+    taps = layer.kernel[0] if layer.kernel else 1
+    dilation = layer.dilation[0] if layer.dilation else 1
+    if layer.op != "conv1d" or taps != 3 or (taps - 1) * dilation < MAX_1D_TAPS:
+        return 0
+    return WORD * dilation * passes(layer.out_channels)
 
 
 @dataclass
@@ -36,6 +50,7 @@ class _Tensor:
     group: str = ""  # union-find root (tensors that share one base offset)
     delta: int = 0  # byte offset from the group's base
     persistent: bool = False  # a buffer's window: needed before the first step and after the last
+    lead: int = 0  # bytes written just before the tensor while its producer runs (lead_bytes)
 
 
 class DataMemory:
@@ -66,7 +81,7 @@ class DataMemory:
         tensors = {INPUT: _Tensor(INPUT, tuple(self.manifest.model.input), -1, chw=chw)}
         for i, layer in enumerate(self.layers):
             tensors[layer.name] = _Tensor(layer.name, layer.out_shape, i, wide=layer.wide,
-                                          persistent=layer.persistent)
+                                          persistent=layer.persistent, lead=lead_bytes(layer))
         for i, layer in enumerate(self.layers):
             for slot, source in enumerate(layer.inputs):
                 tensors[source].readers.append((i, slot))
@@ -202,9 +217,15 @@ class DataMemory:
 
     def _group_regions(self, members: list[_Tensor], base: int) -> list[Region]:
         """Each member is needed from its own producer to its own last reader: a member
-        written later may reuse bytes that are free until then."""
-        return [r for t in members for r in self._regions(
+        written later may reuse bytes that are free until then. A member's lead (lead_bytes)
+        is written, and so taken, only while its producer runs."""
+        regions = [r for t in members for r in self._regions(
             t, base, -1 if t.persistent else t.producer, self._last(t))]
+        leads = [Region(t.name, i, base + t.delta - t.lead, WORD, t.lead // WORD, WORD,
+                        t.producer, t.producer)
+                 for t in members if t.lead
+                 for i in sorted({r.instance for r in regions if r.tensor == t.name})]
+        return regions + leads
 
     def _place_group(self, root: str, members: list[_Tensor]) -> None:
         base: int | None
@@ -264,6 +285,13 @@ class DataMemory:
                        path: ManifestPath) -> None:
         size = self.profile.data_memory.instance_bytes
         for region in regions:
+            if region.start < 0:
+                lead = self.tensors[region.tensor].lead
+                self.problem(path, f"layer {region.tensor!r}: a conv1d of this dilation runs on "
+                             f"the 2-D hardware and writes an unused row of {lead} bytes just "
+                             f"before its output; place its output at an offset of at least "
+                             f"{lead:#06x}")
+                return
             if region.end > size:
                 self.problem(path, f"layer {self._writer(region)!r}: {region.tensor!r} needs "
                              f"{byte_range(region.start, region.end)} in data memory instance "
@@ -328,7 +356,7 @@ class DataMemory:
             candidates.insert(0, (size - max(r.end for r in probe)) // WORD * WORD)
         for base in candidates:
             regions = self._group_regions(members, base)
-            if all(r.end <= size for r in regions) and not any(
+            if all(r.start >= 0 and r.end <= size for r in regions) and not any(
                     clash_in(r, other) for r in regions for other in alive):
                 return base
         self._out_of_memory(members, probe, alive)

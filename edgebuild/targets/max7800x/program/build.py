@@ -22,11 +22,9 @@ from edgebuild.targets.max7800x.program import stream as streams
 from edgebuild.targets.max7800x.program.data import expected_words, input_words
 from edgebuild.targets.max7800x.program.device import Device, device
 from edgebuild.targets.max7800x.program.geometry import (
-    PROCESSORS,
     Geometry,
     device_weights,
     geometry,
-    stretched_conv1d,
 )
 from edgebuild.targets.max7800x.program.program import Program
 from edgebuild.targets.max7800x.program.registers import (
@@ -41,7 +39,6 @@ if TYPE_CHECKING:
     from edgebuild.manifest import Layer, Manifest
     from edgebuild.targets.max7800x.hwlayer import HwLayer
     from edgebuild.targets.max7800x.placement import Placement
-    from edgebuild.targets.max7800x.placement.records import LayerPlan
     from edgebuild.targets.max7800x.records import Profile
 
 
@@ -61,9 +58,7 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
     if problems or placed is None:
         raise ValueError(f"{manifest.name}: cannot place the layers: {problems}")
     profile = devices.profile(manifest.target.device.value)
-    missing = [f"layer {layer.name!r}: {what}" for layer, plan in
-               zip(hw, placed.layers, strict=True)
-               if (what := not_generated(layer, plan))]
+    missing = [f"layer {layer.name!r}: {what}" for layer in hw if (what := not_generated(layer))]
     if missing:
         raise NotImplementedError("; ".join(missing))
     hw, plans = sequence.run_order(hw, placed.layers)
@@ -74,7 +69,7 @@ def for_manifest(manifest: Manifest, bits: Mapping[str, int],
 NOT_GENERATED_OPS = ("reshape",)
 
 
-def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
+def not_generated(layer: HwLayer) -> str | None:
     """What the program generator cannot program yet in a layer the accelerator can run
     (None: nothing). Refusing is better than a program that computes something else."""
     if layer.op in NOT_GENERATED_OPS:
@@ -83,22 +78,9 @@ def not_generated(layer: HwLayer, plan: LayerPlan) -> str | None:
         return f"dilated {layer.op}: the device allows it, but the vendor's tool refuses " \
             "`dilation` > 1 except for conv1d, so there are no register values to match " \
             "(a known limit)"
-    if (ignored := _ignored_bytes(layer)) > plan.out_offset:
-        return f"conv1d of dilation {layer.dilation[0] if layer.dilation else 1} on the 2-D " \
-            f"hardware writes an unused first output row {ignored} bytes before its output " \
-            f"offset; place its output at an offset of at least 0x{ignored:04x}"
     if layer.groups != 1 and not layer.depthwise:
         return "grouped convolution other than depthwise"
     return None
-
-
-def _ignored_bytes(layer: HwLayer) -> int:
-    """Bytes a dilated conv1d run on the 2-D hardware writes before its output offset
-    (geometry.columns_conv1d), from its hardware layer alone."""
-    if layer.op != "conv1d" or stretched_conv1d(layer) or (layer.kernel or (1,))[0] != 3:
-        return 0
-    dilation = layer.dilation[0] if layer.dilation else 1
-    return 4 * dilation * -(-layer.out_channels // PROCESSORS)
 
 
 def _relu(layers: Mapping[str, Layer], name: str) -> bool:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.placement.datamemory import lead_bytes
 from edgebuild.targets.max7800x.placement.kernelmemory import MAX_1D_TAPS, ChannelPasses
 from edgebuild.targets.max7800x.placement.kernelmemory import PROCESSORS as PROCESSORS
 from edgebuild.targets.max7800x.placement.records import LayerPlan
@@ -206,8 +207,7 @@ def columns_conv1d(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, firs
     g = replace(geometry(replace(layer, op="conv2d", kernel=(3, 3), pad=(1, 1),
                                  stride=(1, 1), dilation=(1, 1), pool=None), plan, shift,
                          relu, first), in_dim=plane, pooled_dim=plane, dilation=d)
-    taps = layer.kernel[0] if layer.kernel else 1
-    return replace(g, out_ignore=4 * d * g.out_expand if taps == 3 else 0)
+    return replace(g, out_ignore=lead_bytes(layer))
 
 
 def device_weights(g: Geometry, weight: np.ndarray) -> np.ndarray:

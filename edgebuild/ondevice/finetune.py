@@ -125,8 +125,10 @@ def optimizer_for(spec: Ondevice, tensors: list[Tensor], torch: ModuleType) -> O
     settings = spec.optimizer.settings
     if spec.optimizer.kind == "adam":
         adam = cast("DeviceAdam", settings)  # the `adam` key's settings
+        # fused: its sqrt is the correctly rounded one; the unfused step's goes through MKL's
+        # vector math, which rounds by CPU vendor (train.loop.make_optimizer)
         return torch.optim.Adam(tensors, lr=adam.lr, betas=tuple(adam.betas),
-                                eps=adam.eps, foreach=False)
+                                eps=adam.eps, fused=True)
     sgd = cast("DeviceSgd", settings)  # `sgd`, the other form the device runs (unsupported())
     return torch.optim.SGD(tensors, lr=sgd.lr, momentum=sgd.momentum, foreach=False)
 

@@ -75,7 +75,12 @@ def make_optimizer(params: Iterable[torch.Tensor], optimizer: Optimizer,
     adam = optimizer.adam or optimizer.adamw
     assert adam is not None  # the manifest's Optimizer holds exactly one of sgd, adam, adamw
     cls = torch.optim.Adam if optimizer.adam is not None else torch.optim.AdamW
-    return cls(params, lr=lr or adam.lr, betas=adam.betas, weight_decay=adam.weight_decay)
+    # fused=True: the fused CPU step computes sqrt(v) with the baseline kernels the pin
+    # selects (correctly rounded). The default step's sqrt goes through MKL's vector math,
+    # whose result differs between Intel and AMD processors even under MKL_CBWR, so the
+    # same manifest trained to other bytes on another machine (benchmarks/cross_cpu.py).
+    return cls(params, lr=lr or adam.lr, betas=adam.betas, weight_decay=adam.weight_decay,
+               fused=True)
 
 
 def make_schedule(opt: torch.optim.Optimizer, schedule: Schedule,
@@ -123,21 +128,13 @@ def _epoch(net: torch.nn.Module, data: Split, opt: torch.optim.Optimizer, batch:
     return float(total) / len(order), int(correct) / len(order)
 
 
-FEW_VALIDATION = 30  # validation samples below which picking an epoch is picking noise
-
-
 def fit(net: torch.nn.Module, data: dict[str, Split], *, epochs: int, batch: int,
         opt: torch.optim.Optimizer, schedule: torch.optim.lr_scheduler.LRScheduler, seed: int,
         label: str, log: Callable[[str], None]) -> History:
     """Train, keeping the best epoch by validation accuracy (then lower validation loss)."""
     history = History()
     best_key = (-1.0, math.inf)
-    held_out = len(data["val"].y)
-    if 0 < held_out < FEW_VALIDATION:
-        log(f"warning: the validation split holds {held_out} samples (one is "
-            f"{100 / held_out:.0f}% of val_acc): too few to pick the best epoch, which is "
-            "then picked on noise. With little data, set dataset.split: {val: 0} (epochs "
-            "are then compared on the training data) or hold out a larger fraction")
+    held_out = len(data["val"].y)  # too few is the data stage's warning (stages.data)
     for epoch in range(1, epochs + 1):
         generator = torch.Generator().manual_seed(seed * 100003 + epoch)
         train_loss, train_acc = _epoch(net, data["train"], opt, batch, generator,

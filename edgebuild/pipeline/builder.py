@@ -245,7 +245,7 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
             kernels.check()  # the pin took (pipeline.kernels), else the key would lie
         active = [name for name, s in STAGES.items() if s.applies(checked)]
         stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
-                          cache_root, build_dir))
+                          cache_root, build_dir, stage.name))
         contracts.check(stage.name, stage.artifacts, out)  # before it is published
         _verify_inputs(stage_name, material, build_dir, checked)
 

@@ -33,10 +33,22 @@ class Context:
     inputs: dict[str, Path]
     cache_root: Path
     build_dir: Path
+    stage: str = ""  # the stage's name, for the lines that must say where they come from
 
     def log(self, message: str) -> None:
         """Progress for people, on stderr (stdout belongs to `--json`)."""
         print(message, file=sys.stderr, flush=True)
+
+    def warn(self, message: str) -> None:
+        """Something the user should act on although the stage succeeded: one line naming
+        the build and the stage (`warning: digits.quantize: ...`), since with several
+        manifests and `-j` the line around it need not be its own."""
+        self.log(warning(f"{self.checked.name}.{self.stage}", message))
+
+
+def warning(where: str, message: str) -> str:
+    """The one form of a build's warnings: `warning: <manifest>[/<target>].<stage>: ...`."""
+    return f"warning: {where}: {message}"
 
 
 @dataclass(frozen=True)

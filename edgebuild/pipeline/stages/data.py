@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads 
     Part = tuple[NDArray[np.float64], NDArray[np.int64]]  # (x, y) of one split
 
 STANDARD_SIGMAS = 3.0
+FEW_VALIDATION = 30  # validation samples below which picking an epoch is picking noise
 
 
 def config(checked: Checked) -> JSONObject:
@@ -81,6 +82,18 @@ def run(ctx: Context) -> None:
                     Normalization(spec.normalize.method.value, tuple(low.ravel().tolist()),
                                   tuple(scale.ravel().tolist())))
     (ctx.out / "data.json").write_text(json.dumps(info.to_json(), indent=1, sort_keys=True) + "\n")
+    held_out = info.counts["val"]
+    if 0 < held_out < FEW_VALIDATION and ctx.checked.manifest.model.weights is None:
+        ctx.warn(few_validation(held_out))
+
+
+def few_validation(held_out: int) -> str:
+    """Said once, by the stage that makes the split: train and qat both pick their best
+    epoch on it."""
+    return (f"the validation split holds {held_out} samples (one is {100 / held_out:.0f}% of "
+            "val_acc): too few to pick the best epoch, which is then picked on noise. With "
+            "little data, set dataset.split: {val: 0} (epochs are then compared on the "
+            "training data) or hold out a larger fraction")
 
 
 def _stratified(y: NDArray[np.int64], fraction: float, rng: np.random.Generator

@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
+    from collections.abc import Sequence
+
     import numpy as np
     from numpy.typing import NDArray
 
     from edgebuild.core.jsontypes import JSONObject
     from edgebuild.manifest import Manifest
     from edgebuild.model.evaluation import Evaluation
+    from edgebuild.model.quantization import LayerQuant
     from edgebuild.model.quantized import QuantizedModel
     from edgebuild.ops.operator import LayerPolicy
     from edgebuild.pipeline.validation import Checked
@@ -178,17 +181,51 @@ def _warn(ctx: Context, manifest: Manifest, result: Evaluation) -> None:
     if result.kat_vs_reference_mismatches is not None:
         ctx.log(f"evaluate: {result.kat_vs_reference_mismatches} output value(s) of the "
                 "integer reference differ from the supplied known answer")
-    if manifest.qat.enabled or "train" not in ctx.inputs:
-        return
+    if "train" not in ctx.inputs:
+        return  # imported integer weights: the known answer is the check
     from edgebuild.train.metrics import Metrics
 
     trained = Metrics.load(ctx.inputs["train"]).test_accuracy
     assert trained is not None  # float training measures the kept weights on the test set
     assert result.int_accuracy is not None  # a trained model has a dataset (validation)
-    cost = 100.0 * (trained - result.int_accuracy)
-    ctx.log(f"warning: post-training quantization ({manifest.quantize.clip.value} clipping) cost "
-            f"{cost:.2f} accuracy points (float {trained:.4f} -> int "
-            f"{result.int_accuracy:.4f}); enable qat to recover them")
+    if not manifest.qat.enabled:
+        ctx.warn(f"post-training quantization ({manifest.quantize.clip.value} clipping) cost "
+                 f"{100.0 * (trained - result.int_accuracy):.2f} accuracy points (float "
+                 f"{trained:.4f} -> int {result.int_accuracy:.4f}); enable qat to recover them")
+        return
+    message = accuracy_drop(trained, result.int_accuracy, _quant_rows(ctx))
+    if message is not None:
+        ctx.warn(message)
+
+
+def accuracy_drop(trained: float, int8: float, rows: Sequence[LayerQuant]) -> str | None:
+    """What to say when int8 lost more than the headline tolerates (its `warn` verdict),
+    naming the layers that sit at the int8 rails as the likely cause. Saturation alone is
+    no warning: a layer may learn to use the rails (the float network clamps too), and the
+    shipped examples lose nothing with a third of some layer's outputs there."""
+    from edgebuild.pipeline.headline import ACCURACY_DROP_WARN
+    from edgebuild.pipeline.stages.quantize import saturated
+
+    drop = 100.0 * (trained - int8)
+    if drop <= ACCURACY_DROP_WARN:
+        return None
+    message = (f"int8 accuracy {int8:.4f} is {drop:.2f} points below float {trained:.4f} "
+               f"(more than {ACCURACY_DROP_WARN:g})")
+    layers = saturated(rows)
+    if not layers:
+        return message + "; more QAT epochs (qat.epochs) or wider weights " \
+            "(qat.weight_bits) usually recover it"
+    named = ", ".join(f"{r.name} ({r.bits}-bit weights, {r.saturated_pct:.1f}%)" for r in layers)
+    return (f"{message}; these layers' int8 outputs sit at the rails (-128/127) on the "
+            f"calibration data: {named}. More QAT epochs (qat.epochs), "
+            "train.clamp_activations: true, or wider weights "
+            f"(qat.overrides.{layers[0].name}.weight_bits) usually lower it")
+
+
+def _quant_rows(ctx: Context) -> tuple[LayerQuant, ...]:
+    from edgebuild.model.quantization import Quantization
+
+    return Quantization.load(ctx.inputs["quantize"]).layers
 
 
 STAGE = Stage("evaluate", ("quantize", "qat", "train", "data"), config, run,

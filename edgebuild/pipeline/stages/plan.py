@@ -129,7 +129,7 @@ def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
         fit = emulation.fit(device, manifest.target.memory.l2, needs.ram.bytes)
         (ctx.out / emulation.FILE).write_text(json.dumps(fit.to_json(), sort_keys=True) + "\n")
         if not fit.fits:
-            ctx.log(f"plan: warning: {fit.reason()}")
+            ctx.warn(fit.reason())
 
 
 STAGE = Stage("plan", ("validate", "quantize"), config, run,

@@ -171,8 +171,6 @@ def run(ctx: Context) -> None:
     (ctx.out / "quant.json").write_text(json.dumps(quant.to_json(), indent=1, sort_keys=True)
                                         + "\n")
     ctx.log(table(quant.layers))
-    for warning in saturation_warnings(quant.layers):
-        ctx.log(warning)
     write_int8_onnx(ctx, model)
 
 
@@ -218,14 +216,11 @@ def calibration_inputs(ctx: Context) -> NDArray[np.integer[Any]]:
 SATURATION_WARNING_PCT = 25.0  # above it a layer's outputs lose more than their tail
 
 
-def saturation_warnings(rows: Sequence[LayerQuant]) -> list[str]:
-    """A layer whose outputs saturate this often has an activation range its bit width
-    cannot hold: its accuracy suffers, and nothing else in the log says why."""
-    return [f"warning: layer {r.name} ({r.bits}-bit weights) saturates {r.saturated_pct:.1f}% "
-            "of its int8 activations on the calibration data: its outputs often exceed the "
-            "activation range. More QAT epochs (qat.epochs), train.clamp_activations: true, "
-            f"or wider weights (qat.overrides.{r.name}.weight_bits) usually lower it"
-            for r in rows if not r.wide and (r.saturated_pct or 0) > SATURATION_WARNING_PCT]
+def saturated(rows: Sequence[LayerQuant]) -> list[LayerQuant]:
+    """The layers whose int8 outputs sit at the rails more than SATURATION_WARNING_PCT % of
+    the time: an activation range the bit width cannot hold. The evaluate stage names them
+    when int8 accuracy drops (stages.evaluate.accuracy_drop); the table shows every sat%."""
+    return [r for r in rows if not r.wide and (r.saturated_pct or 0) > SATURATION_WARNING_PCT]
 
 
 def table(rows: Sequence[LayerQuant]) -> str:

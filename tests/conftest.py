@@ -103,6 +103,32 @@ def build_json(cwd: Path, *extra: str, env: dict | None = None) -> dict:
     return json.loads(result.stdout)["manifests"]
 
 
+@pytest.fixture(scope="session")
+def examples_build() -> Path:
+    """The examples of `manifests/`, built once per run where the README's main job builds
+    them (this repository's build/ and cache/; after that job, a no-op), for tests that
+    read a real build instead of making their own. Each xdist worker asks; edgebuild's
+    claim on build/<name>/ makes the second wait for the first and find it up to date.
+    Tests read it and never write to it: copy what you change."""
+    result = run_cli(["build", "-j", "2"], REPO, timeout=3600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return REPO / "build"
+
+
+def example_project(root: Path, examples_build: Path, *names: str) -> Path:
+    """A writable project at `root` with copies of the named examples (and the folders
+    beside them), built from the cache the examples' build filled: restored by key, not
+    recomputed. For tests that edit an example and watch what reruns."""
+    del examples_build  # asked for so that its build ran: the cache holds every stage
+    (root / "manifests").mkdir(parents=True)
+    for name in names:
+        shutil.copy(EXAMPLES / f"{name}.yaml", root / "manifests" / f"{name}.yaml")
+        if (EXAMPLES / name).is_dir():
+            shutil.copytree(EXAMPLES / name, root / "manifests" / name)
+    build_json(root, "--cache-dir", str(REPO / "cache"))
+    return root
+
+
 @pytest.fixture
 def digits_project(tmp_path: Path) -> Path:
     """A project with one small digits manifest at manifests/small.yaml."""

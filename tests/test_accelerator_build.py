@@ -4,25 +4,19 @@ description, the imported reference model's known answer, and what a placement e
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, build_json, run_cli
+from conftest import EXAMPLES, build_json, example_project, run_cli
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("accel")
-    (root / "manifests").mkdir()
-    for name in ("digits_max78000.yaml", "mnist_extrasmall.yaml"):
-        shutil.copy(EXAMPLES / name, root / "manifests" / name)
-    shutil.copytree(EXAMPLES / "mnist_extrasmall", root / "manifests" / "mnist_extrasmall")
-    build_json(root)
-    return root
+def project(tmp_path_factory, examples_build) -> Path:
+    return example_project(tmp_path_factory.mktemp("accel"), examples_build,
+                           "digits_max78000", "mnist_extrasmall")
 
 
 def test_imported_model_reproduces_the_toolchains_known_answer(project):
@@ -102,7 +96,7 @@ def test_editing_placement_reruns_only_planning_and_after(project):
     original = path.read_text()
     try:
         path.write_text(original.replace("out_offset: 0x4000", "out_offset: 0x2000"))
-        result = build_json(project)
+        result = build_json(project, "--cache-dir", str(project / "cache"))
         statuses = {s: v["status"] for s, v in result["digits_max78000"].items()}
         assert {statuses[s] for s in ("validate", "data", "train", "qat", "quantize",
                                       "evaluate")} == {"uptodate"}

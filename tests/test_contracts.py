@@ -44,11 +44,6 @@ from edgebuild.targets.max7800x.profile import profile
 from edgebuild.targets.max7800x.program.record import ProgramRecord
 from edgebuild.train.metrics import Metrics
 
-try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
-    from tests.conftest import EXAMPLES, build_json
-except ImportError:
-    from conftest import EXAMPLES, build_json
-
 SCHEMAS = schemas_dir() / "artifacts"
 BASE_ID = "https://edgebuild.dev/schemas/artifacts/"
 
@@ -259,38 +254,15 @@ def test_a_stage_writing_a_bad_artifact_fails_and_publishes_nothing(digits_proje
 
 # ---- round trips on real artifacts ------------------------------------------------------
 
-def example(name: str, *edits: tuple[str, str], append: str = "") -> str:
-    text = (EXAMPLES / name).read_text()
-    for old, new in edits:
-        assert old in text, f"{name}: edit {old!r} does not apply"
-        text = text.replace(old, new, 1)
-    return text + append
-
-
-def build_examples(root: Path, manifests: dict[str, str]) -> Path:
-    (root / "manifests").mkdir()
-    for name, text in manifests.items():
-        (root / "manifests" / name).write_text(text)
-    build_json(root)
-    return root / "build"
+@pytest.fixture(scope="module")
+def digits_build(examples_build: Path) -> Path:
+    """The examples' own build (conftest.examples_build), read only."""
+    return examples_build
 
 
 @pytest.fixture(scope="module")
-def digits_build(tmp_path_factory) -> Path:
-    text = example("digits.yaml", ("epochs: 30", "epochs: 2"), append="qat: {epochs: 1}\n")
-    return build_examples(tmp_path_factory.mktemp("contracts"), {"digits.yaml": text})
-
-
-@pytest.fixture(scope="module")
-def device_builds(tmp_path_factory) -> Path:
-    accelerator = example("digits_max78000.yaml", ("epochs: 30", "epochs: 2"),
-                          append="qat: {epochs: 1}\n")
-    ondevice = example("motions_ondevice.yaml", ("epochs: 40", "epochs: 3"),
-                       ("qat: {epochs: 10, batch: 8}", "qat: {epochs: 1, batch: 8}"),
-                       ("  epochs: 10\n  drift", "  epochs: 1\n  drift"))
-    return build_examples(tmp_path_factory.mktemp("contracts_devices"),
-                          {"digits_max78000.yaml": accelerator,
-                           "motions_ondevice.yaml": ondevice})
+def device_builds(examples_build: Path) -> Path:
+    return examples_build
 
 
 def artifacts_of(build: Path) -> list[tuple[str, Path]]:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, build_json, run_cli
+from conftest import build_json, run_cli
 from test_linking import link_and_run
 
 pytestmark = pytest.mark.slow
@@ -175,17 +175,13 @@ def test_batchnorm_after_activation_is_rejected(tmp_path):
     assert result.returncode == 2 and "act: none" in result.stderr, result.stderr
 
 
-def test_examples_meet_accuracy_targets(tmp_path):
-    shutil.copytree(EXAMPLES, tmp_path / "manifests")
-    # the repository's own cache when a build of the examples filled it (.ci/run builds
-    # them with --locked first): the keys guarantee the same bytes, and CI does not train
-    # every example twice
-    cache = EXAMPLES.parent / "cache"
-    names = sorted(build_json(tmp_path, *(["--cache-dir", str(cache)] if cache.is_dir() else [])))
+def test_examples_meet_accuracy_targets(examples_build, tmp_path):
+    names = sorted(str(p.parent.parent.relative_to(examples_build))  # each build's state
+                   for p in examples_build.glob("**/.state/report.json"))
     # vowels.yaml lists two targets: one training, two builds
     assert {"digits", "vowels/cortex-m4", "digits_conv", "vowels/small_l1"} <= set(names)
     for name in names:
-        metrics = json.loads((tmp_path / "build" / name / "report.json").read_text())["metrics"]
+        metrics = json.loads((examples_build / name / "report.json").read_text())["metrics"]
         assert metrics["int_vs_fakequant_mismatches"] == 0
         assert metrics["c_vs_reference"]["mismatches"] == 0
         if metrics["float_accuracy"] is None:  # imported: checked by the toolchain's answer
@@ -195,17 +191,17 @@ def test_examples_meet_accuracy_targets(tmp_path):
         assert metrics["float_accuracy"] - metrics["int_accuracy"] <= 0.01, (name, metrics)
         memory = metrics["memory"]
         assert memory["arena_bytes"] <= 1.05 * memory["arena_lower_bound"], (name, memory)
-    small = json.loads((tmp_path / "build" / "vowels/small_l1" / "report.json").read_text())
+    small = json.loads((examples_build / "vowels/small_l1" / "report.json").read_text())
     memory = small["metrics"]["memory"]
     assert {"conv1", "conv2", "conv3"} <= set(memory["tiled_layers"])
     assert memory["l1_peak"] <= memory["l1_budget"] == 1024
-    m4 = json.loads((tmp_path / "build" / "digits_conv" / "report.json").read_text())[
+    m4 = json.loads((examples_build / "digits_conv" / "report.json").read_text())[
         "metrics"]["cortex_m4"]
     if "skipped" not in m4:  # exact instruction counts: the same binary counts the same
         assert m4["insn_per_mac"] <= 1.5 and m4["reference_insn_per_mac"] > 3 * m4["insn_per_mac"]
-    digits = json.loads((tmp_path / "build" / "digits" / "report.json").read_text())["metrics"]
+    digits = json.loads((examples_build / "digits" / "report.json").read_text())["metrics"]
     assert digits["float_accuracy"] >= 0.97
-    dscnn = json.loads((tmp_path / "build" / "kws_dscnn" / "report.json").read_text())["metrics"]
+    dscnn = json.loads((examples_build / "kws_dscnn" / "report.json").read_text())["metrics"]
     assert dscnn["int_accuracy"] >= 0.9, dscnn  # depthwise-separable, bit-exact above
     # several examples' C in one program: prefixed symbols let them link; every KAT passes
     # (Cortex-M4 kernels with depthwise and tiled layers, a stateful buffer model)
@@ -214,8 +210,8 @@ def test_examples_meet_accuracy_targets(tmp_path):
     together = list(built)
     program = tmp_path / "together"
     for name, build in built.items():
-        shutil.copytree(tmp_path / "build" / build / "codegen" / "model", program / name)
-        shutil.copy(tmp_path / "build" / build / "codegen" / "kat" / "kat_vectors.h", program / name)
+        shutil.copytree(examples_build / build / "codegen" / "model", program / name)
+        shutil.copy(examples_build / build / "codegen" / "kat" / "kat_vectors.h", program / name)
     ran = link_and_run(program, together)
     assert ran.returncode == 0 and ran.stdout.split() == [
         word for name in together for word in (f"{name}_", "0")], ran.stdout

@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
-    from tests.conftest import EXAMPLES, run_cli
+    from tests.conftest import run_cli
 except ImportError:
-    from conftest import EXAMPLES, run_cli
+    from conftest import run_cli
 
 from edgebuild.manifest import Manifest
 from edgebuild.manifest.ondevice import Ondevice
@@ -879,12 +879,8 @@ def test_two_clean_builds_give_identical_training_code(seq_project, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["motions_ondevice", "vowels_residual"])
-def test_examples_meet_the_targets(name, tmp_path):
-    (tmp_path / "manifests").mkdir()
-    shutil.copy(EXAMPLES / f"{name}.yaml", tmp_path / "manifests" / f"{name}.yaml")
-    result, outcome = build(tmp_path)
-    assert result.returncode == 0, result.stderr[-4000:]
-    built = out(tmp_path, name)
+def test_examples_meet_the_targets(name, examples_build):
+    built = examples_build / name
     metrics = read_json(built / "report.json")["metrics"]["ondevice"]
     assert metrics["steps"] == 8 and len(metrics["loss_c"]) == len(metrics["loss_torch"]) == 8
     assert metrics["meets_target"] is True

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, edgebuild_cmd
+from test_readme import assert_current, generator
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("git") is None, reason="the quick start uses git")]
@@ -29,7 +30,8 @@ def _run(steps: list[str], cwd: Path) -> list[tuple[str, str]]:
     """(stdout, stderr) of each step; the steps share one shell (`cd` carries over)."""
     tool = Path(edgebuild_cmd()[0]).parent
     editor = cwd / "editor.sh"  # "change train.epochs", as the step's comment says
-    editor.write_text("#!/bin/sh\nsed -i -e 's/epochs: 20/epochs: 3/' \"$1\"\n")
+    before, after = generator().QUICK_START_EDIT  # the edit the README's status shows
+    editor.write_text(f"#!/bin/sh\nsed -i -e 's/{before}/{after}/' \"$1\"\n")
     editor.chmod(0o755)
     env = {**os.environ, "PATH": f"{tool}{os.pathsep}{os.environ['PATH']}",
            "EDITOR": str(editor)}
@@ -55,6 +57,7 @@ def test_the_quick_start_works_as_written(tmp_path):
     assert re.search(r"\.train\s+built", builds[0]) and re.search(r"\.kat\s+built", builds[0])
     assert "would run" not in statuses[0]  # everything up to date
     assert "would run" in statuses[1] and "epochs" in statuses[1]  # which stage, which field
+    assert_current("status", generator().status_of(statuses[1]))  # as the README shows it
     assert re.search(r"\.train\s+built", builds[1])  # the edit reruns training
     assert not re.search(r"\.data\s+built", builds[1])  # and only what it reaches
     last = outputs[len(steps) - 1][1]

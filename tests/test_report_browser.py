@@ -1,6 +1,6 @@
 """report.html in a real browser: headless Chromium (Debian's `chromium` and
-`chromium-driver`) through Selenium opens the pages of two small builds — digits on a
-Cortex-M4 and on a MAX78000 — and checks that they load without console errors, that
+`chromium-driver`) through Selenium opens the pages of two of the examples' builds —
+digits on a Cortex-M4 and on a MAX78000 — and checks that they load without console errors, that
 every figure renders, and that the headline shows report.json's numbers.
 
 Skipped, saying why, without selenium, chromium or chromedriver (CI installs all three:
@@ -19,11 +19,6 @@ import pytest
 
 from edgebuild.pipeline import headline as figures
 
-try:  # tests/ as a package (tests/__init__.py) or as plain rootdir modules
-    from tests.conftest import EXAMPLES, build_json
-except ImportError:
-    from conftest import EXAMPLES, build_json
-
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
                                 "(pip install '.[test]')")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -37,21 +32,10 @@ pytestmark = [
 BUILDS = ("digits", "digits_max78000")
 
 
-def _small(name: str) -> str:
-    """An example manifest with 2 float epochs and 1 QAT epoch."""
-    text = (EXAMPLES / f"{name}.yaml").read_text()
-    assert "epochs: 30" in text
-    return text.replace("epochs: 30", "epochs: 2", 1) + "qat: {epochs: 1}\n"
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("report_browser")
-    (root / "manifests").mkdir()
-    for name in BUILDS:
-        (root / "manifests" / f"{name}.yaml").write_text(_small(name))
-    build_json(root)
-    return root / "build"
+def built(examples_build: Path) -> Path:
+    """The examples' own build (conftest.examples_build): the pages are only read."""
+    return examples_build
 
 
 @pytest.fixture(scope="module")

@@ -166,3 +166,24 @@ def test_locked_checks_digests_on_an_up_to_date_tree(project, capsys):
     assert "small.train" in err and "no longer match edgebuild.lock" in err
     assert "small.train" in [f["task"] for f in result["failures"]]
 
+
+
+def test_every_target_of_a_manifest_is_answered(tmp_path, monkeypatch, capsys):
+    """A manifest listing two targets has two builds: the index answers for both (it kept
+    one entry per file, and a no-op, `--locked` included, listed one target)."""
+    from conftest import DIGITS_MANIFEST
+
+    (tmp_path / "manifests").mkdir()
+    text = DIGITS_MANIFEST.format(name="two").replace(
+        "target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}",
+        "target:\n  - {name: big, device: host, memory: {l1: 16KiB, l2: 128KiB}}\n"
+        "  - {name: small, device: host, memory: {l1: 4KiB, l2: 128KiB}}")
+    assert "name: small" in text
+    (tmp_path / "manifests" / "two.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert main(["build", *UNTIL]) == 0
+    loads = Loads(monkeypatch)
+    for extra in ((), ("--locked",)):
+        code, result, _ = _build(capsys, *extra)
+        assert code == 0 and loads.count == 0, extra  # answered from the index
+        assert sorted(result["manifests"]) == ["two/big", "two/small"], extra

@@ -34,7 +34,7 @@ from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved, code_fingerprint
 from edgebuild.pipeline.stages import STAGES
 
-VERSION = 1
+VERSION = 2  # 2: a manifest file's entries are a list, one per target it lists
 Stat: TypeAlias = list[int]  # [size, mtime_ns, inode]
 Records: TypeAlias = dict[str, dict[str, StageRecord]]  # manifest name -> stage -> record
 COMMANDS = sorted({tool[4:] for stage in STAGES.values() for tool in stage.tools
@@ -84,18 +84,21 @@ def _answer(manifests: dict[str, dict], build_root: Path, files: list[Path], sta
     seen: dict[str, Stat | None] = {}  # inputs shared by several manifests: stat once
     found: Records = {}
     for path in files:
-        entry = manifests.get(str(path))
-        if entry is None or stat(str(path)) != entry["manifest"]:
+        entries = manifests.get(str(path))
+        if not entries:
             return None
-        for name, recorded in entry["inputs"].items():
-            if name not in seen:
-                seen[name] = stat(name)
-            if seen[name] != recorded:
+        for entry in entries:  # one per target of the file
+            if stat(str(path)) != entry["manifest"]:
                 return None
-        records = _stages(entry, f"{build_root}/{entry['name']}", stages, options)
-        if records is None:
-            return None
-        found[entry["name"]] = records
+            for name, recorded in entry["inputs"].items():
+                if name not in seen:
+                    seen[name] = stat(name)
+                if seen[name] != recorded:
+                    return None
+            records = _stages(entry, f"{build_root}/{entry['name']}", stages, options)
+            if records is None:
+                return None
+            found[entry["name"]] = records
     return found
 
 
@@ -130,12 +133,15 @@ def update(project: Project, options: Options) -> None:
         manifests = old["manifests"] if old["environment"] == env else {}
     except (OSError, ValueError, KeyError, TypeError):
         manifests = {}
+    targets: dict[str, list[dict | None]] = {}  # a file listing several targets: one each
     for resolved in project.manifests:
-        entry = _entry(project, resolved, options)
-        if entry is None:
-            manifests.pop(resolved.path, None)
-        else:
-            manifests[resolved.path] = entry
+        targets.setdefault(resolved.path, []).append(_entry(project, resolved, options))
+    for path, entries in targets.items():
+        vouched = [entry for entry in entries if entry is not None]
+        if len(vouched) == len(entries):
+            manifests[path] = vouched
+        else:  # one target not vouched for: the file takes the full path
+            manifests.pop(path, None)
     try:
         write_atomic(Path(target), json.dumps({"environment": env, "manifests": manifests},
                                               separators=(",", ":")))

@@ -9,9 +9,11 @@ A generated block is the fenced block after a `<!-- generated: NAME -->` line:
   check    `edgebuild check` on a manifest with three mistakes (the manifest is shown too)
   status   the quick start's `edgebuild status` after changing train.epochs (a digits
            project from `edgebuild init`, built once)
+  locked   `edgebuild build --locked` after an edit the lock does not hold (the digits
+           example, restored from the examples' cache)
 
-The tests compare each block with a fresh run (tests/test_examples.py, test_quickstart.py,
-test_readme.py), so the README cannot drift from what the tool prints. A build's `time`
+The tests compare each block with a fresh run (tests/test_examples.py: summary, locked;
+test_quickstart.py: status; test_readme.py: check), so the README cannot drift from what the tool prints. A build's `time`
 cells are the one thing a rerun may change; `comparable` masks them in both.
 """
 
@@ -94,8 +96,25 @@ def status(scratch: Path) -> str:
     return status_of(edgebuild(["status"], project).stdout)
 
 
+def locked(scratch: Path) -> str:
+    """CI's `--locked` after an edit nobody relocked: digits, restored from the examples'
+    cache (their build must exist), then train.epochs changed."""
+    (scratch / "manifests").mkdir()
+    manifest = scratch / "manifests" / "digits.yaml"
+    shutil.copy(REPO / "manifests" / "digits.yaml", manifest)
+    cache = ["--cache-dir", str(REPO / "cache")]
+    edgebuild(["build", *cache], scratch)
+    text = manifest.read_text()
+    assert "epochs: 30" in text, "manifests/digits.yaml changed: update the edit"
+    manifest.write_text(text.replace("epochs: 30", "epochs: 20", 1))
+    result = edgebuild(["build", "--locked", *cache], scratch, check=False)
+    assert result.returncode == 1, result.stderr
+    return ("$ edgebuild build --locked    # after train.epochs: 30 -> 20, not relocked\n"
+            + result.stderr + f"$ echo $?\n{result.returncode}\n")
+
+
 GENERATORS: dict[str, Callable[[Path], str]] = {"summary": summary, "check": check,
-                                                "status": status}
+                                                "status": status, "locked": locked}
 
 
 def blocks(text: str) -> dict[str, str]:

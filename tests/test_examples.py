@@ -22,3 +22,7 @@ def test_the_readme_summary_is_what_the_build_prints(examples_build):
     result = run_cli(["build"], REPO)
     assert result.returncode == 0, result.stderr[-4000:]
     assert_current("summary", generator().summary_of(result.stderr))
+
+
+def test_the_readme_locked_example_is_what_locked_prints(examples_build, tmp_path):
+    assert_current("locked", generator().locked(tmp_path))

@@ -99,9 +99,10 @@ def test_dw_pool_conv_equals_reference(lib, case, seed):  # noqa: F811
     np.testing.assert_array_equal(out, ref, err_msg=str(case))
 
 
-def test_dw_pool_conv_rows_too_wide_for_the_buffer(lib):  # noqa: F811
+@settings(max_examples=10, deadline=None)
+@given(case=fused_layers(widest=700))
+def test_dw_pool_conv_rows_too_wide_for_the_buffer(lib, case):  # noqa: F811
     """Pooled rows of 350 bytes do not fit two bands in 1 KiB: pool, then convolve."""
-    case = fused_layers(widest=700).example()
     case["pool"].update(in_w=700, out_w=350)
     case["conv"].update(in_w=350, out_w=conv_out(350, 3, 1, case["conv"]["pad_w"], 1))
     ref, out = run_fused(lib, case, *layer_data(case, np.random.default_rng(3)))

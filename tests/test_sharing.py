@@ -77,7 +77,7 @@ def _closed_port() -> int:
 def test_a_fresh_clone_with_the_remote_recomputes_nothing(origin, s3, tmp_path):
     url = f"{s3.bucket_url}/{uuid.uuid4().hex}"
     first = _clone(origin, tmp_path / "first")
-    code, err, result = _build(first, "--remote", url, env=s3.env())
+    code, err, result = _build(first, "--remote", url, "--push", env=s3.env())
     assert code == 0, err
     assert set(_outcomes(result).values()) == {"built"}  # own cache: computed, then pushed
 
@@ -94,7 +94,7 @@ def test_the_remote_can_be_a_project_setting(origin, tmp_path):
     shared.mkdir()
     first = _clone(origin, tmp_path / "first")
     (first / "edgebuild.toml").write_text('[cache]\nremote = "../shared"\n')
-    assert _build(first)[0] == 0
+    assert _build(first, env={"EDGEBUILD_REMOTE_PUSH": "1"})[0] == 0  # CI's variable
     second = _clone(origin, tmp_path / "second")
     (second / "edgebuild.toml").write_text('[cache]\nremote = "../shared"\n')
     code, err, result = _build(second)
@@ -138,9 +138,10 @@ def test_an_unusable_remote_costs_one_line_not_the_build(origin, s3, tmp_path, f
 def test_a_read_only_remote_restores_and_pushes_nothing(origin, s3, tmp_path):
     url = f"{s3.bucket_url}/{uuid.uuid4().hex}"
     writer = _clone(origin, tmp_path / "writer")
-    assert _build(writer, "--until", "train", "--remote", url, env=s3.env())[0] == 0
+    assert _build(writer, "--until", "train", "--remote", url, "--push", env=s3.env())[0] == 0
     reader = _clone(origin, tmp_path / "reader")
-    code, err, result = _build(reader, "--until", "qat", "--remote", url, env=s3.env(s3.ro))
+    code, err, result = _build(reader, "--until", "qat", "--remote", url, "--push",
+                               env=s3.env(s3.ro))
     assert code == 0, err
     assert "read-only for these credentials" in err
     assert _outcomes(result) == {"data": "restored-remote", "train": "restored-remote",
@@ -150,11 +151,30 @@ def test_a_read_only_remote_restores_and_pushes_nothing(origin, s3, tmp_path):
     assert sorted(line.split()[1] for line in listing.stdout.splitlines()) == ["data", "train"]
 
 
+def test_a_build_writes_nothing_to_the_remote_unless_asked(origin, s3, tmp_path):
+    """Read-only is the default: a developer's build with write credentials reads the team's
+    results and writes none of its own; --push (or EDGEBUILD_REMOTE_PUSH=1, CI) writes."""
+    url = f"{s3.bucket_url}/{uuid.uuid4().hex}"
+    dev = _clone(origin, tmp_path / "dev")
+    code, err, _ = _build(dev, "--until", "train", "--remote", url, env=s3.env())
+    assert code == 0 and "read-only" not in err, err
+    listing = run_cli(["cache", "ls", "--remote", url], dev, s3.env())
+    assert listing.returncode == 0 and listing.stdout == "", listing.stdout
+    shutil.rmtree(dev / "build")  # restored from the local cache: pushes what the remote lacks
+    code, err, _ = _build(dev, "--until", "train", "--remote", url,
+                          env={**s3.env(), "EDGEBUILD_REMOTE_PUSH": "1"})
+    assert code == 0, err
+    listing = run_cli(["cache", "ls", "--remote", url], dev, s3.env())
+    assert sorted(line.split()[1] for line in listing.stdout.splitlines()) == ["data", "train"]
+    bad = run_cli(["build", "--until", "data"], dev, {"EDGEBUILD_REMOTE_PUSH": "maybe"})
+    assert bad.returncode == 2 and "EDGEBUILD_REMOTE_PUSH='maybe'" in bad.stderr
+
+
 def test_a_tampered_remote_blob_is_recomputed_never_used(origin, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     first = _clone(origin, tmp_path / "first")
-    assert _build(first, "--until", "train", "--remote", str(shared))[0] == 0
+    assert _build(first, "--until", "train", "--remote", str(shared), "--push")[0] == 0
     train = json.loads((first / "build" / "tiny" / ".state" / "train.json").read_text())
     blob = shared / "v1" / "blobs" / train["files"]["float.npz"][2][:2] / \
         train["files"]["float.npz"][2]
@@ -162,7 +182,7 @@ def test_a_tampered_remote_blob_is_recomputed_never_used(origin, tmp_path):
     data[len(data) // 2] ^= 0xFF  # same size, other bytes
     blob.write_bytes(bytes(data))
     second = _clone(origin, tmp_path / "second")
-    code, err, result = _build(second, "--until", "train", "--remote", str(shared))
+    code, err, result = _build(second, "--until", "train", "--remote", str(shared), "--push")
     assert code == 0, err
     assert _outcomes(result) == {"data": "restored-remote", "train": "built"}
     assert "float.npz" in err and "train" in err

@@ -46,10 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--locked", action="store_true",
                        help="CI mode: fail if any key or output digest differs from edgebuild.lock")
     build.add_argument("--relock", action="store_true",
-                       help="accept outputs whose digest differs from edgebuild.lock under the "
-                       "same key (otherwise an integrity error) and record them")
+                       help="rebuild here every stage whose output contradicts edgebuild.lock "
+                       "under the same key (otherwise an integrity error), take nothing from "
+                       "a remote, and record what was built")
     _cache_dir(build)
     _remote(build)
+    build.add_argument("--push", action="store_true",
+                       help="also write what this build computes to the remote cache (default: "
+                       "read only, unless EDGEBUILD_REMOTE_PUSH=1; CI's job, see README)")
     build.add_argument("--scheduler", metavar="ADDRESS",
                        help="run the stages on a Dask cluster (tcp://host:8786); workers "
                        "share results through the remote cache. Default: "
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # bare `edgebuild`: build the project here
         args = argparse.Namespace(**vars(args), paths=[], until=None, jobs=1, json=False,
                                   locked=False, relock=False, cache_dir=None,
-                                  remote=None, scheduler=None, verbose=False)
+                                  remote=None, scheduler=None, verbose=False, push=False)
         args.command = "build"
     try:
         os.chdir(args.directory)

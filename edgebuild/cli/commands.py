@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -41,17 +42,23 @@ def build(args: argparse.Namespace, cwd: Path) -> int:
     if args.locked and not previous:
         raise UserError(f"--locked needs {lock_path}; build once without --locked "
                         "and commit the lock file")
-    shared = settings.resolve(root, args.remote, args.scheduler)
+    shared = settings.resolve(root, args.remote, args.scheduler, args.push)
     if shared.scheduler is not None and shared.remote is None:
         raise UserError(f"--scheduler {shared.scheduler}: Dask workers share their results "
                         "through the remote cache; give --remote URL too (or EDGEBUILD_REMOTE, "
                         f"or [cache] remote in {settings.FILE})")
-    # the lock's digests are promises on every build; --relock accepts new bytes instead
-    options = pipeline.Options(lock=None if args.relock else previous, strict=args.locked,
+    # the lock's digests are promises on every build; --relock rebuilds here whatever
+    # contradicts them (or came from a remote) and records what it built
+    if args.relock and shared.scheduler is not None:
+        raise UserError("--relock builds here what the lock contradicts; a cluster builds "
+                        "elsewhere: drop --scheduler (or --relock)")
+    options = pipeline.Options(lock=previous, strict=args.locked, relock=args.relock,
                                provenance=record, remote=shared.remote,
+                               push=shared.push or shared.scheduler is not None,
                                scheduler=shared.scheduler, verbose=args.verbose,
                                debug=args.debug)
-    run = pipeline.answer(root / "build", cache_root, files, args.until, options)
+    run = None if args.relock else pipeline.answer(root / "build", cache_root, files,
+                                                   args.until, options)
     project = None
     if run is None or not (args.locked or _lock_holds(previous, record, run, root, files)):
         project = projects.load(args.paths, cwd, args.cache_dir)
@@ -343,15 +350,22 @@ def _pull(args: argparse.Namespace, cwd: Path) -> int:
 
     remote, project = _remote_of(args, cwd)
     local = caches.Cache(project.cache_root)
-    wanted = {(stage, entry["key"]) for stages in lockfile.read(project.lock_path).values()
+    from edgebuild.pipeline import contracts
+    from edgebuild.pipeline.stages import STAGES
+
+    wanted = {(stage, entry["key"]): entry["digest"]
+              for stages in lockfile.read(project.lock_path).values()
               for stage, entry in stages.items()}
     counts = {"fetched": 0, "local": 0, "missing": 0}
     with _remote_errors():
-        for stage, key in sorted(wanted):
+        for (stage, key), digest in sorted(wanted.items()):
             if local.lookup(stage, key) is not None:
                 counts["local"] += 1
-            else:
-                counts["fetched" if remote.fetch(local, stage, key) else "missing"] += 1
+                continue
+            accept = functools.partial(contracts.check, stage, STAGES[stage].artifacts) \
+                if stage in STAGES else None  # the lock's digest and the stage's checks
+            found = remote.fetch(local, stage, key, digest, accept)
+            counts["fetched" if found else "missing"] += 1
     _err(f"cache pull: {counts['fetched']} entries fetched, {counts['local']} already local, "
          f"{counts['missing']} not on {remote.url}")
     return EXIT_OK
@@ -412,12 +426,17 @@ def _gc(args: argparse.Namespace, cwd: Path) -> int:
 
 
 def _verify(args: argparse.Namespace, cwd: Path) -> int:
-    """Re-hash every entry; incomplete or unreadable ones count as corrupt (and --delete
-    removes them too: the tool repairs its own cache)."""
+    """Re-hash every entry; incomplete or unreadable ones, and ones whose bytes contradict
+    edgebuild.lock under its key, count as corrupt (and --delete removes them too: the
+    tool repairs its own cache)."""
     from edgebuild.pipeline import cache as caches
+    from edgebuild.pipeline import lock as lockfile
 
     project = projects.load(args.paths, cwd, args.cache_dir)
-    found = caches.verify(caches.Cache(project.cache_root))
+    expected = {(stage, entry["key"]): entry["digest"]
+                for stages in lockfile.read(project.lock_path).values()
+                for stage, entry in stages.items()}
+    found = caches.verify(caches.Cache(project.cache_root), expected)
     corrupt = [(stage, key, path, why) for stage, key, path, why in found if why]
     for stage, key, path, why in corrupt:
         _err(f"corrupt {stage}/{key[:16]}: {'; '.join(why)}")

@@ -9,10 +9,10 @@ reads, no parsing of manifests, and a no-op build's whole output is this table.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from edgebuild.core import boundedjson
 from edgebuild.pipeline import headline as figures
 from edgebuild.pipeline.headline import Headline
 from edgebuild.pipeline.outcome import Run
@@ -109,7 +109,7 @@ def _shared(run: Run, name: str, stage: str, key: object) -> bool:
 def _report(build_dir: Path) -> dict:
     """report.json, or {} when it is missing or unreadable."""
     try:
-        data = json.loads((build_dir / "report.json").read_text())
+        data = boundedjson.read(build_dir / "report.json")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

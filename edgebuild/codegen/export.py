@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import UserError
 
 RECORD = ".edgebuild-export.json"
@@ -29,7 +30,7 @@ def _sha(path: Path) -> str:
 def _record(target: Path) -> dict[str, Any]:
     # the record as read: JSON, {"manifest": name, "files": {file name: sha256}}
     try:
-        return json.loads((target / RECORD).read_text())
+        return boundedjson.read(target / RECORD)
     except FileNotFoundError:
         return {"files": {}}
     except (OSError, ValueError) as exc:

@@ -4,10 +4,11 @@ how raw values were mapped onto the int8 inputs (see pipeline/stages/data.py).""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 
 @dataclass(frozen=True)
@@ -47,4 +48,4 @@ class DataInfo:
     @classmethod
     def load(cls, directory: Path) -> DataInfo:
         """What the `data` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "data.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "data.json"))

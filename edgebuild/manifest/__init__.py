@@ -14,13 +14,13 @@ May import: core, ops, data.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from edgebuild.core import boundedjson
 from edgebuild.core.fields import Bytes, Identifier, Strict
 from edgebuild.core.numerics import Rounding
 from edgebuild.core.resources import device_profiles
@@ -54,7 +54,7 @@ class Model(Strict):
     @classmethod
     def load(cls, directory: Path) -> Model:
         """The resolved model section the `validate` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "model.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "model.json"))
 
 
 class Sgd(Strict):

@@ -17,13 +17,13 @@ and a streamed layer's own bytes, so `traffic_bytes` is never below it.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape, pooled
 from edgebuild.memory import arena, tiling
 from edgebuild.model import graph as graphs
@@ -175,7 +175,7 @@ class MemoryPlan:
     @classmethod
     def load(cls, directory: Path) -> MemoryPlan:
         """The plan the `plan` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "plan.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "plan.json"))
 
 
 def _step_from_json(data: dict[str, Any]) -> Step:

@@ -6,10 +6,11 @@ many output values differ from it. Keys without a value are not written."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 
 @dataclass(frozen=True)
@@ -44,4 +45,4 @@ class Evaluation:
     @classmethod
     def load(cls, directory: Path) -> Evaluation:
         """What the `evaluate` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "evaluation.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "evaluation.json"))

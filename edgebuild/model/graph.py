@@ -6,11 +6,11 @@ Layers bind by name, never by position: a layer's `inputs:` names earlier layers
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
 
+from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import ComputeLayer, G, Role
@@ -76,7 +76,7 @@ class Graph:
     @classmethod
     def load(cls, directory: Path) -> Graph:
         """The graph the `validate` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "graph.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "graph.json"))
 
 
 @dataclass(frozen=True)

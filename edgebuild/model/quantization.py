@@ -10,10 +10,11 @@ with an int8 output, compute or not.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 
 @dataclass(frozen=True)
@@ -61,4 +62,4 @@ class Quantization:
     @classmethod
     def load(cls, directory: Path) -> Quantization:
         """What the `quantize` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "quant.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "quant.json"))

@@ -9,7 +9,6 @@ geometry records, so that a wrong geometry in the generated code shows as a loss
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from edgebuild.core import boundedjson
 from edgebuild.model import quantized
 from edgebuild.ondevice import backward
 from edgebuild.ops.operator import TrainKernel
@@ -158,7 +158,7 @@ class LossTrace:
 
     @classmethod
     def load(cls, directory: Path) -> LossTrace:
-        return cls.from_json(json.loads((directory / "trace.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "trace.json"))
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class FineTune:
 
     @classmethod
     def load(cls, directory: Path) -> FineTune:
-        return cls.from_json(json.loads((directory / "finetune.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "finetune.json"))
 
 
 def run_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,

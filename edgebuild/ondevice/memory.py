@@ -16,13 +16,13 @@ estimate is the RAM the training code adds on top of the inference arena, not a 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape
 from edgebuild.ondevice import backward
 
@@ -143,7 +143,7 @@ class TrainingMemory:
 
     @classmethod
     def load(cls, directory: Path) -> TrainingMemory:
-        return cls.from_json(json.loads((directory / "memory.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "memory.json"))
 
 
 def scopes_for(names: Iterable[str], scope_map: dict[str, str]) -> dict[str, str]:

@@ -10,10 +10,11 @@ Tensor names: a layer's output, `<layer>.pre` (before its activation), `<layer>.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 # The keys a step may have, in the order a step writes them (the file is not key-sorted).
 STEP_KEYS = ("op", "layer", "tensor", "inputs", "input", "reads", "output", "tiles")
@@ -87,4 +88,4 @@ class Schedule:
     @classmethod
     def load(cls, directory: Path) -> Schedule:
         """What the `ondevice` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "backward.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "backward.json"))

@@ -63,6 +63,7 @@ import numpy as np
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import Diagnostic, UserError
 
 MAGIC = b"EBWF"
@@ -103,7 +104,7 @@ class FileLayout:
 
     @classmethod
     def load(cls, directory: Path) -> FileLayout:
-        return cls.from_json(json.loads((directory / "layout.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "layout.json"))
 
 
 class Header(NamedTuple):

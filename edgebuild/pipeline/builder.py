@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed, UserError
 from edgebuild.pipeline import cache as caches
 from edgebuild.pipeline import contracts, kernels, outputs, provenance, sharing, sources
@@ -73,7 +74,7 @@ def package_version(name: str, cache_root: Path) -> str:
     record = cache_root / "stat" / "packages.json"
     places = site_fingerprint()
     try:
-        saved = json.loads(record.read_text())
+        saved = boundedjson.read(record)
         if saved["places"] == places and isinstance(saved["versions"].get(name), str):
             return str(saved["versions"][name])
         versions = saved["versions"] if saved["places"] == places else {}
@@ -204,6 +205,21 @@ class Promise:
     strict: bool = False
     manifest: dict[str, LockEntry] = field(default_factory=dict)  # its manifest's stages
     provenance: Provenance | None = None
+    # --relock: an output the lock contradicts, or one fetched from a remote, is not
+    # adopted but built here, and the lock takes what was built (never bytes from elsewhere)
+    relock: bool = False
+
+    def expected(self, key: str) -> str | None:
+        """The digest the lock records for `key` (None: the lock says nothing of it)."""
+        if self.locked is None or self.locked.get("key") != key:
+            return None
+        return self.locked.get("digest")
+
+    def adoptable(self, key: str, found: caches.Entry | outputs.State) -> bool:
+        """May a build take `found` (a materialized or cached output) for this stage?"""
+        if not self.relock:
+            return True
+        return found.origin is None and self.expected(key) in (None, found.digest)
 
 
 def _check_key(resolved: Resolved, material: KeyMaterial, key: str, promise: Promise,
@@ -230,7 +246,7 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
              compute: bool = True) -> Outcome:
     stage_name = stage.name
     state = outputs.current(build_dir, stage_name, key)
-    if state is not None:
+    if state is not None and promise.adoptable(key, state):
         _keep_promise(stage_name, key, state, promise, build_dir)
         return Outcome(stage_name, "uptodate", key, state.digest, time.perf_counter() - start)
     cache = caches.Cache(cache_root)
@@ -268,8 +284,14 @@ def _restore(cache: caches.Cache, stage: Stage, key: str, shared: Sharing, promi
     key); a local entry the remote lacks is pushed there (it may predate the remote)."""
     entry = cache.lookup(stage.name, key)
     status: Status = "restored"
-    if entry is None or caches.problems(entry):
-        entry, status = sharing.pull(shared, cache, stage.name, key), "fetched"
+    if entry is not None and not promise.adoptable(key, entry):
+        with cache.lock(stage.name, key):  # --relock: rebuilt here, replacing it
+            cache.discard(entry)
+        entry = None
+    if (entry is None or caches.problems(entry)) and not promise.relock:
+        entry, status = sharing.pull(shared, cache, stage.name, key, promise.expected(key),
+                                     lambda out: contracts.check(stage.name, stage.artifacts,
+                                                                 out)), "fetched"
     if entry is None:
         return None
     _keep_promise(stage.name, key, entry, promise, build_dir)
@@ -326,9 +348,10 @@ class IntegrityError(StageFailed):
 def _keep_promise(stage: str, key: str, entry: caches.Entry | outputs.State, promise: Promise,
                   build_dir: Path) -> None:
     """A lock digest is a promise: under the key it was recorded with, the output has
-    those bytes. Breaking it is an integrity error; with --locked, any difference fails."""
+    those bytes. Breaking it is an integrity error; with --locked, any difference fails.
+    --relock keeps no promise: what it built here is what the lock will say."""
     locked = promise.locked
-    if locked is None or locked.get("digest") in (None, entry.digest):
+    if promise.relock or locked is None or locked.get("digest") in (None, entry.digest):
         return
     if locked.get("key") == key:
         raise IntegrityError(_broken(stage, key, entry, locked, build_dir))
@@ -344,7 +367,10 @@ def _broken(stage: str, key: str, entry: caches.Entry | outputs.State, locked: L
              for name, value in entry.files.items()}
     differ = sorted(name for name in set(files) | set(recorded)
                     if files.get(name) != recorded.get(name))
-    which = f" ({', '.join(differ[:6])}{', ...' if len(differ) > 6 else ''})" if recorded else ""
+    which = f" ({', '.join(differ[:6])}{', ...' if len(differ) > 6 else ''})" if differ else ""
+    if recorded and not differ:  # the lock's own file list and digest disagree
+        which = " (every file as edgebuild.lock lists it, yet not the lock's digest: its entry " \
+            "is inconsistent, was it edited by hand?)"
     return (f"stage {stage}: output {build_dir / stage}{which} differs from edgebuild.lock "
             f"although its inputs match (key {key[:16]}; digest {entry.digest[:16]}, lock "
             f"{str(locked.get('digest'))[:16]}). The same inputs gave other bytes: training "

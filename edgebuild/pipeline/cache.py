@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, cast
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
 from edgebuild.core.jsontypes import JSONObject
 from edgebuild.pipeline.flock import FileLock, Timeout
@@ -83,6 +84,7 @@ class Entry:
     digest: str
     files: dict[str, str]
     material: KeyMaterial
+    origin: str | None = None  # the remote it was fetched from; None: built here
 
     @property
     def out(self) -> Path:
@@ -114,8 +116,8 @@ class Cache:
         metadata, which `cache verify` reports and a build simply rebuilds over."""
         path = self.entry_path(stage, key)
         try:
-            meta = json.loads((path / "meta.json").read_text())
-        except (OSError, ValueError):
+            meta = boundedjson.read(path / "meta.json")
+        except (OSError, ValueError):  # JSONLimitError too: a hostile meta is no entry
             return None
         return _entry(stage, key, path, meta)
 
@@ -125,21 +127,24 @@ class Cache:
         return FileLock(str(path), timeout=LOCK_TIMEOUT_S)
 
     def publish(self, stage: str, key: str, material: KeyMaterial,
-                build: Callable[[Path], None]) -> tuple[Entry, bool]:
-        """Return the entry for `key`, building it once under a lock. `True` = built now."""
+                build: Callable[[Path], None], origin: str | None = None
+                ) -> tuple[Entry, bool]:
+        """Return the entry for `key`, building it once under a lock. `True` = built now.
+        `origin`: the remote whose files `build` fetches (recorded: `--relock` adopts only
+        what was built here)."""
         with self.lock(stage, key):
             entry = self.lookup(stage, key)
             if entry is not None and not problems(entry):
                 return entry, False
-            return self._build(stage, key, material, build), True
+            return self._build(stage, key, material, build, origin), True
 
     def _build(self, stage: str, key: str, material: KeyMaterial,
-               build: Callable[[Path], None]) -> Entry:
+               build: Callable[[Path], None], origin: str | None) -> Entry:
         # named by the full key: `cache gc` knows the temp dir is abandoned when nobody
         # holds that key's lock (see `sweep_temp`)
         temp = self.root / "tmp" / f"{stage}-{key}-{uuid.uuid4().hex[:8]}"
         try:
-            assemble(temp, stage, key, material, build)
+            assemble(temp, stage, key, material, build, origin)
             final = self.entry_path(stage, key)
             if final.exists():
                 remove_tree(final)  # a corrupt entry found by `problems`, replaced whole
@@ -177,13 +182,15 @@ class Cache:
 
 
 def assemble(temp: Path, stage: str, key: str, material: KeyMaterial,
-             build: Callable[[Path], None]) -> None:
+             build: Callable[[Path], None], origin: str | None = None) -> None:
     """Build an entry's content in `temp` (out/ + meta.json, files frozen)."""
     (temp / "out").mkdir(parents=True)
     build(temp / "out")
     files = manifest_of(temp / "out")
-    meta = {"stage": stage, "key": key, "material": material,
-            "digest": digest_of(files), "files": files}
+    meta: dict[str, object] = {"stage": stage, "key": key, "material": material,
+                               "digest": digest_of(files), "files": files}
+    if origin is not None:
+        meta["origin"] = origin
     _write_json(temp / "meta.json", meta)
     _freeze(temp / "out")
 
@@ -191,7 +198,7 @@ def assemble(temp: Path, stage: str, key: str, material: KeyMaterial,
 def read_entry(stage: str, key: str, path: Path) -> Entry:
     """The entry at `path`, or IncompleteEntry saying why it is not one."""
     try:
-        meta = json.loads((path / "meta.json").read_text())
+        meta = boundedjson.read(path / "meta.json")
     except FileNotFoundError:
         raise IncompleteEntry("no meta.json (an interrupted publication or deletion)") from None
     except (OSError, ValueError) as exc:
@@ -216,17 +223,30 @@ def _entry(stage: str, key: str, path: Path, meta: object) -> Entry | None:
         return None
     if digest != digest_of(files):
         return None
-    return Entry(stage, key, path, digest, files, cast(KeyMaterial, material))
+    origin = meta.get("origin")
+    return Entry(stage, key, path, digest, files, cast(KeyMaterial, material),
+                 origin if isinstance(origin, str) else None)
 
 
-def verify(cache: Cache) -> list[tuple[str, str, Path, list[str]]]:
-    """`(stage, key, path, problems)` for every entry directory; problems empty = sound."""
+def verify(cache: Cache, expected: dict[tuple[str, str], str] | None = None
+           ) -> list[tuple[str, str, Path, list[str]]]:
+    """`(stage, key, path, problems)` for every entry directory; problems empty = sound.
+    `expected`: digests a lock file records by (stage, key); an entry of such a key with
+    other bytes contradicts it (a tampered or planted entry, or a nondeterministic stage)."""
     found = []
     for stage, key, path in cache.entry_dirs():
         try:
-            found.append((stage, key, path, problems(read_entry(stage, key, path))))
+            entry = read_entry(stage, key, path)
         except IncompleteEntry as exc:
             found.append((stage, key, path, [str(exc)]))
+            continue
+        wrong = problems(entry)
+        locked = (expected or {}).get((stage, key))
+        if locked is not None and locked != entry.digest:
+            came = f", fetched from {entry.origin}" if entry.origin else ""
+            wrong.append(f"digest {entry.digest[:16]} contradicts edgebuild.lock's "
+                         f"{locked[:16]} for this key{came}")
+        found.append((stage, key, path, wrong))
     return found
 
 
@@ -297,8 +317,7 @@ def remembered(path: Path | str, root: Path, kind: str, compute: Callable[[], st
         return known
     record = f"{root}/stat/{kind}-{hashlib.sha1(text.encode()).hexdigest()}.json"
     try:
-        with open(record) as handle:
-            saved = json.load(handle)
+        saved = boundedjson.read(record)
         if saved["fingerprint"] == fingerprint:
             _REMEMBERED[tuple(fingerprint)] = saved["value"]
             return saved["value"]

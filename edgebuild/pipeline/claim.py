@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline.cache import LOCK_TIMEOUT_S
 from edgebuild.pipeline.flock import FileLock, Timeout
@@ -63,7 +64,7 @@ def _write_owner(path: Path, resolved: Resolved) -> None:
 
 def _wait_or_refuse(lock: FileLock, record: Path, build_dir: Path, resolved: Resolved) -> None:
     try:
-        owner = json.loads(record.read_text())
+        owner = boundedjson.read(record)
     except (OSError, ValueError):
         owner = {}
     who = f"edgebuild (pid {owner.get('pid', '?')} on {owner.get('host', '?')})"

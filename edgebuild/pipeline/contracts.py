@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
 from edgebuild.core.jsontypes import JSON
 from edgebuild.core.resources import schemas_dir
@@ -97,7 +98,7 @@ def check(stage: str, artifacts: dict[str, str], out: Path) -> None:
             raise StageFailed(f"stage {stage}: {filename}: no schema {name} "
                               f"({schema_path(name)})")
         try:
-            document = json.loads(path.read_text())
+            document = boundedjson.read(path)
         except ValueError as exc:
             raise StageFailed(f"stage {stage}: {filename} is not JSON ({exc})") from None
         problem = violation(document, name)

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import TypeAlias
 
+from edgebuild.core import boundedjson
 from edgebuild.pipeline import builder, outputs, uptodate
 from edgebuild.pipeline.cache import write_atomic
 from edgebuild.pipeline.outcome import Options, StageRecord
@@ -70,8 +71,7 @@ def answer(build_root: Path, cache_root: Path, files: list[Path], stages: list[s
            options: Options) -> Records | None:
     """Every stage's record if the index vouches that all are up to date, else None."""
     try:
-        with open(path_of(build_root)) as handle:
-            index = json.load(handle)
+        index = boundedjson.read(path_of(build_root))
         if index["environment"] != environment(cache_root):
             return None
         return _answer(index["manifests"], build_root, files, stages, options)
@@ -128,8 +128,7 @@ def update(project: Project, options: Options) -> None:
     target = path_of(project.build_root)
     env = environment(project.cache_root)
     try:
-        with open(target) as handle:
-            old = json.load(handle)
+        old = boundedjson.read(target)
         manifests = old["manifests"] if old["environment"] == env else {}
     except (OSError, ValueError, KeyError, TypeError):
         manifests = {}

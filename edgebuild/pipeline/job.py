@@ -54,7 +54,8 @@ def expected(resolved: Resolved, stage: str) -> str:
 
 def promise(options: Options, manifest: str, stage: str) -> builder.Promise:
     stages = (options.lock or {}).get(manifest, {})
-    return builder.Promise(stages.get(stage), options.strict, stages, options.provenance)
+    return builder.Promise(stages.get(stage), options.strict, stages, options.provenance,
+                           options.relock)
 
 
 def record(outcome: builder.Outcome) -> StageRecord:

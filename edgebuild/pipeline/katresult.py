@@ -23,10 +23,11 @@ the calls into `cnn_run` and back. Files written before these figures existed ha
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 OPTIMIZED, REFERENCE = "optimized", "reference"  # the kernels a firmware counts with
 
@@ -198,4 +199,4 @@ class KatResult:
     @classmethod
     def load(cls, directory: Path) -> KatResult:
         """What the `kat` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "kat.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "kat.json"))

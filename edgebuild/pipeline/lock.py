@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TypeAlias, TypedDict
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline import provenance
 from edgebuild.pipeline.cache import write_atomic
@@ -40,11 +41,12 @@ def read_file(path: Path) -> tuple[Lock, Provenance | None]:
     shape (`[]`, `null`, a stage that is a string) used to reach `.get` calls far away and
     end the build as an internal error (tests/test_faults.py)."""
     try:
-        raw = json.loads(path.read_text())
+        raw = boundedjson.read(path)
     except FileNotFoundError:
         return {}, None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable lock file ({exc}); delete it and rebuild") from None
+    except (OSError, ValueError) as exc:  # JSONLimitError: too large or too deep
+        raise UserError(f"{path}: unreadable lock file ({exc}); restore it from version "
+                        "control, or delete it and rebuild") from None
     if not isinstance(raw, dict) or raw.get("version") != VERSION \
             or not isinstance(raw.get("manifests"), dict):
         raise UserError(f"{path}: not an edgebuild lock file of version {VERSION}; delete it "

@@ -30,9 +30,10 @@ class Options:
 
     lock: Lock | None = None  # edgebuild.lock: its digests are promises (see builder)
     strict: bool = False  # --locked: keys must match the lock too
+    relock: bool = False  # --relock: rebuild here what the lock contradicts, adopt nothing else
     provenance: Provenance | None = None  # what the lock's keys were made of (messages)
     remote: str | None = None  # the shared remote cache's URL (pipeline.sharing)
-    push: bool = True  # False: the remote is read-only for these credentials
+    push: bool = False  # write to the remote: asked for (--push) and allowed (credentials)
     scheduler: str | None = None  # a Dask scheduler's address (pipeline.cluster)
     pinned: bool = True  # pin torch's kernels (pipeline.kernels): some manifest is reproducible
     threads: int = 1  # torch/BLAS threads per stage process (the CPU budget)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
+from edgebuild.core import boundedjson
 from edgebuild.pipeline.cache import (
     LOCK_TIMEOUT_S,
     Entry,
@@ -38,6 +39,7 @@ class State:
     material: KeyMaterial
     files: dict[str, FileStat]  # relative path -> [size, mtime_ns, sha256]
     exports: dict[str, FileStat] | None = None  # build/<name>/<file> copies, same format
+    origin: str | None = None  # the remote its entry was fetched from; None: built here
 
 
 def state_path(build_dir: Path, stage: str) -> Path:
@@ -60,8 +62,7 @@ def sweep(build_dir: Path, stage: str) -> None:
 
 def read_state(build_dir: Path, stage: str) -> State | None:
     try:
-        with open(f"{build_dir}/.state/{stage}.json") as handle:  # hot: no pathlib
-            raw = json.load(handle)
+        raw = boundedjson.read(f"{build_dir}/.state/{stage}.json")  # hot: no pathlib
     except (OSError, ValueError):
         return None
     # a record of another shape (hand-edited, another tool) is no record: the stage is
@@ -71,7 +72,9 @@ def read_state(build_dir: Path, stage: str) -> State | None:
             and isinstance(raw.get("files"), dict)
             and isinstance(raw.get("exports") or {}, dict)):
         return None
-    return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"))
+    origin = raw.get("origin")
+    return State(raw["key"], raw["digest"], raw["material"], raw["files"], raw.get("exports"),
+                 origin if isinstance(origin, str) else None)
 
 
 def intact(build_dir: Path, stage: str, state: State) -> bool:
@@ -150,10 +153,13 @@ def materialize(entry: Entry, build_dir: Path, stage: str, exports: tuple[str, .
         shutil.copyfile(dest / name, temp_copy)
         os.replace(temp_copy, target)
         exported[name] = _stat(build_dir / name, entry.files[name])
-    state = State(entry.key, entry.digest, entry.material, files, exported)
-    write_atomic(state_path(build_dir, stage), json.dumps(
-        {"key": state.key, "digest": state.digest, "material": state.material,
-         "files": state.files, "exports": exported}, indent=1, sort_keys=True))
+    state = State(entry.key, entry.digest, entry.material, files, exported, entry.origin)
+    record: dict[str, object] = {"key": state.key, "digest": state.digest,
+                                 "material": state.material, "files": state.files,
+                                 "exports": exported}
+    if entry.origin is not None:
+        record["origin"] = entry.origin
+    write_atomic(state_path(build_dir, stage), json.dumps(record, indent=1, sort_keys=True))
     return state
 
 

@@ -11,9 +11,12 @@ bytes to the same names and identical files are stored once; an entry's meta is 
 after all its blobs, so a reader that sees a meta finds its blobs. Every upload is atomic
 (one put on an object store; a temp file and a rename where there is a rename).
 
-Nothing read from the remote is trusted: `fetch` re-hashes every blob, checks the meta
-field by field and its digest, and publishes into the local cache only what passed — a
-corrupt remote entry is a miss (the stage is built) and one warning line, never an error.
+Nothing read from the remote is trusted: `fetch` reads the meta within size and depth
+limits and checks it field by field (pipeline.remotemeta), checks its signature when a
+signing key is set and its digest against edgebuild.lock's when the lock names the key,
+re-hashes every blob, runs the stage's own checks on the files (their schemas), and only
+then publishes into the local cache — a rejected remote entry is a miss (the stage is
+built) and one warning line, never an error, and nothing of it is kept.
 `RemoteError` is for access failures only: unreachable, credentials, no such bucket.
 Credentials come from fsspec's and the driver's own configuration, never from edgebuild.
 
@@ -26,20 +29,19 @@ import contextlib
 import errno
 import functools
 import hashlib
-import json
 import os
-import re
 import shutil
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from edgebuild.pipeline.cache import Cache, Entry, KeyMaterial, canonical, digest_of, key_of
+from edgebuild.pipeline import remotemeta
+from edgebuild.pipeline.cache import Cache, Entry, digest_of, manifest_of
+from edgebuild.pipeline.remotemeta import Corrupt, Meta
 
-FORMAT = 1
 _T = TypeVar("_T")
 # S3 fails fast. s3fs's defaults (5 tries of botocore's 5 attempts, 15 s read timeout)
 # held `probe` on a server that accepts but never answers for over 8 minutes; here 2
@@ -51,7 +53,6 @@ S3_RETRIES = 1  # s3fs's own loop around botocore's (an attribute, no fsspec set
 _FILE_PROTOCOLS = frozenset({"file", "local"})  # rename, and link = atomic create
 _RENAME_PROTOCOLS = frozenset({"sftp", "ssh"})  # rename, no link
 _CREATE_PROTOCOLS = frozenset({"s3", "s3a", "memory"})  # put with mode="create" is atomic
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 # S3 error codes that mean "these credentials may not do this"
 _DENIED_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
                            "ExpiredToken", "InvalidToken", "TokenRefreshRequired",
@@ -94,8 +95,10 @@ class _FileSystem(Protocol):
 
     protocol: str | tuple[str, ...]
 
-    def cat_file(self, path: str) -> bytes: ...
-    def cat(self, path: list[str], on_error: str) -> dict[str, bytes | Exception]: ...
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None
+                 ) -> bytes: ...
+    def cat(self, path: list[str], on_error: str, start: int | None = None,
+            end: int | None = None) -> dict[str, bytes | Exception]: ...
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> object: ...
     def info(self, path: str) -> dict[str, Any]: ...
     def isdir(self, path: str) -> bool: ...
@@ -104,30 +107,6 @@ class _FileSystem(Protocol):
     def makedirs(self, path: str, exist_ok: bool) -> None: ...
     def mv(self, path1: str, path2: str) -> None: ...
     def rm_file(self, path: str) -> None: ...
-
-
-class _Corrupt(Exception):
-    """A remote entry that failed verification: `what` names the blob (or the meta)."""
-
-    def __init__(self, what: str, why: str, blob: str | None = None) -> None:
-        super().__init__(f"{what}: {why}")
-        self.blob = blob
-
-
-@dataclass(frozen=True)
-class _Meta:
-    stage: str
-    key: str
-    digest: str
-    files: dict[str, str]
-    sizes: dict[str, int]
-    material: KeyMaterial
-
-    def to_bytes(self) -> bytes:
-        """Canonical JSON: two machines pushing the same entry write the same bytes."""
-        return canonical({"format": FORMAT, "stage": self.stage, "key": self.key,
-                          "digest": self.digest, "files": self.files, "sizes": self.sizes,
-                          "material": self.material})
 
 
 @dataclass(frozen=True)
@@ -145,16 +124,19 @@ class Remote:
 
     # -- the API -------------------------------------------------------------------------
 
-    def probe(self) -> bool:
-        """True = readable and writable, False = readable only (restores, no pushes).
-        Raises RemoteError when it cannot be read at all, so that a wrong endpoint,
-        credentials or bucket is one line before a build rather than a miss per stage."""
+    def probe(self, write: bool = True) -> bool:
+        """True = readable and writable, False = readable only (restores, no pushes; also
+        what a read-only probe, `write=False`, answers without trying to write). Raises
+        RemoteError when it cannot be read at all, so that a wrong endpoint, credentials or
+        bucket is one line before a build rather than a miss per stage."""
         _, root = self._location
         if self._kind != "object":  # a mistyped or unmounted directory is not a new remote
             with self._access("opening its directory"):
                 if not self._fs.isdir(root):
                     raise FileNotFoundError(errno.ENOENT, "no such directory", root)
         self._read(f"{root}/v1/probe/absent", "probing it")  # endpoint, credentials, bucket
+        if not write:
+            return False
         probe = f"{root}/v1/probe/{uuid.uuid4().hex}"
         try:
             self._write(probe, b"edgebuild probe\n")
@@ -166,28 +148,29 @@ class Remote:
             self._remove(probe)
         return True
 
-    def fetch(self, cache: Cache, stage: str, key: str) -> Entry | None:
+    def fetch(self, cache: Cache, stage: str, key: str, expect: str | None = None,
+              accept: Callable[[Path], None] | None = None) -> Entry | None:
         """The remote's entry for `key`, verified and published into `cache`; None when
-        the remote has none, or a corrupt one (then a warning says what, and the caller
-        builds the stage). Needs a writable local cache (else None: nothing to publish
-        into, and the builder builds instead)."""
-        raw = self._read(self._meta_path(stage, key))
+        the remote has none, or one that fails a check (then a warning says what, and the
+        caller builds the stage). `expect`: the digest edgebuild.lock records for this key,
+        checked before anything is downloaded. `accept(out)`: the stage's own checks of
+        the downloaded files, run before they are published (raising rejects them). Needs
+        a writable local cache (else None: nothing to publish into)."""
+        raw = self._read_meta(self._meta_path(stage, key))
         if raw is None or not cache.writable:
             return None
         try:
-            meta = _parse_meta(raw, stage, key)
-            entry, built = cache.publish(stage, key, meta.material,
-                                         functools.partial(self._download, meta))
-            if entry.digest != meta.digest:  # defense in depth: both were hashed already
-                if built:
-                    cache.discard(entry)
-                raise _Corrupt("entry", f"published with digest {entry.digest[:16]}, the "
-                               f"remote meta says {meta.digest[:16]}")
-        except _Corrupt as exc:
+            meta = remotemeta.parse(raw, stage, key)
+            remotemeta.check_signature(meta, remotemeta.secret())
+            if expect is not None and meta.digest != expect:
+                raise Corrupt("entry", f"digest {meta.digest[:16]}, but edgebuild.lock "
+                              f"records {expect[:16]} for this key")
+            entry, _ = cache.publish(stage, key, meta.material, functools.partial(
+                self._download, meta, accept), origin=self.url)
+        except Corrupt as exc:
             if exc.blob is not None:
                 self._bad.add(exc.blob)
-            self._warn(stage, key, f"{exc}; not used, the stage is built instead (a push "
-                       "of it repairs the remote)")
+            self._warn(stage, key, f"{exc}; not used, the stage is built instead")
             return None
         return entry
 
@@ -199,7 +182,7 @@ class Remote:
         A local file that no longer matches its entry is not uploaded (a warning)."""
         try:
             return self._push(entry)
-        except _Corrupt as exc:
+        except Corrupt as exc:
             self._warn(entry.stage, entry.key, f"local {exc}; not pushed (run `edgebuild "
                        "cache verify`)")
             return False
@@ -210,8 +193,8 @@ class Remote:
             self._settle(entry, existing)
             return False
         sizes = {rel: self._upload(entry, rel, sha) for rel, sha in entry.files.items()}
-        meta = _Meta(entry.stage, entry.key, entry.digest, dict(entry.files), sizes,
-                     entry.material)
+        meta = remotemeta.sign(Meta(entry.stage, entry.key, entry.digest, dict(entry.files),
+                                    sizes, entry.material), remotemeta.secret())
         # a malformed meta is replaced; else only created, so the first pusher's stays
         if self._write(self._meta_path(entry.stage, entry.key), meta.to_bytes(),
                        exclusive=not present):
@@ -232,8 +215,8 @@ class Remote:
             if prefix != key[:2]:
                 continue
             try:
-                meta = _parse_meta(raw, stage, key)
-            except _Corrupt:
+                meta = remotemeta.parse(raw, stage, key)
+            except Corrupt:
                 continue
             found.append(RemoteEntry(stage, key, meta.digest, sum(meta.sizes.values()),
                                      len(meta.files)))
@@ -251,9 +234,10 @@ class Remote:
     def _bad(self) -> set[str]:
         return _BAD_BLOBS.setdefault(self.url, set())
 
-    def _download(self, meta: _Meta, out: Path) -> None:
+    def _download(self, meta: Meta, accept: Callable[[Path], None] | None, out: Path) -> None:
         """`cache.publish`'s build: each verified blob into `out`, one in memory at a
-        time; a raised _Corrupt makes publish discard the lot."""
+        time, then the whole checked once more; a raised Corrupt makes publish discard the
+        lot before anything is published."""
         written: dict[str, Path] = {}  # sha -> its first copy: a blob is fetched once
         for rel, sha in sorted(meta.files.items()):
             target = out / rel
@@ -263,30 +247,39 @@ class Remote:
             else:
                 target.write_bytes(self._verified_blob(rel, sha, meta.sizes[rel]))
                 written[sha] = target
+        if digest_of(manifest_of(out)) != meta.digest:  # defense in depth: each blob was hashed
+            raise Corrupt("entry", "its files do not give its digest")
+        if accept is not None:
+            try:
+                accept(out)
+            except Exception as exc:  # the stage's contract: schemas of its JSON artifacts
+                raise Corrupt("entry", f"its files fail the stage's checks ({exc})") from None
 
     def _verified_blob(self, rel: str, sha: str, size: int) -> bytes:
-        data = self._read(self._blob_path(sha))
+        data = self._read(self._blob_path(sha), limit=size)  # a longer blob: size + 1 bytes
         what = f"blob {sha[:16]} ({rel})"
         if data is None:
-            raise _Corrupt(what, "missing", sha)
+            raise Corrupt(what, "missing", sha)
         if len(data) != size:
-            raise _Corrupt(what, f"has {len(data)} bytes, its meta says {size} (truncated?)",
+            raise Corrupt(what, f"has {len(data)} bytes, its meta says {size} (truncated?)",
                            sha)
         if hashlib.sha256(data).hexdigest() != sha:
-            raise _Corrupt(what, "content does not match its sha256 (tampered?)", sha)
+            raise Corrupt(what, "content does not match its sha256 (tampered?)", sha)
         return data
 
-    def _existing(self, stage: str, key: str) -> tuple[bool, _Meta | None]:
+    def _existing(self, stage: str, key: str) -> tuple[bool, Meta | None]:
         """(is there a meta for the key, that meta if well-formed)."""
-        raw = self._read(self._meta_path(stage, key))
+        raw = self._read_meta(self._meta_path(stage, key))
         if raw is None:
             return False, None
         try:
-            return True, _parse_meta(raw, stage, key)
-        except _Corrupt:
+            meta = remotemeta.parse(raw, stage, key)
+            remotemeta.check_signature(meta, remotemeta.secret())  # unsigned: replaced
+        except Corrupt:
             return True, None
+        return True, meta
 
-    def _settle(self, entry: Entry, existing: _Meta) -> None:
+    def _settle(self, entry: Entry, existing: Meta) -> None:
         """The remote has the key already: repair blobs a fetch found bad, or warn."""
         if existing.digest != entry.digest:
             self._warn(entry.stage, entry.key, f"the remote has digest {existing.digest[:16]} "
@@ -307,7 +300,7 @@ class Remote:
             return local.stat().st_size
         data = local.read_bytes()
         if hashlib.sha256(data).hexdigest() != sha:
-            raise _Corrupt(f"file {local}", "content does not match its entry's sha256")
+            raise Corrupt(f"file {local}", "content does not match its entry's sha256")
         self._write(path, data)
         self._bad.discard(sha)
         return len(data)
@@ -371,9 +364,27 @@ class Remote:
                     raise
                 return None
 
-    def _read(self, path: str, doing: str | None = None) -> bytes | None:
-        return self._absent_ok(doing or f"reading {self._relative(path)}",
-                               lambda: bytes(self._fs.cat_file(path)))
+    def _read(self, path: str, doing: str | None = None, limit: int | None = None
+              ) -> bytes | None:
+        """The object's bytes, or None when absent; with `limit`, at most `limit` + 1 of
+        them (a longer object is then seen to be longer, without being read whole)."""
+        doing = doing or f"reading {self._relative(path)}"
+        if limit is None:
+            return self._absent_ok(doing, lambda: bytes(self._fs.cat_file(path)))
+        return self._absent_ok(doing, lambda: self._first_bytes(path, limit + 1))
+
+    def _first_bytes(self, path: str, count: int) -> bytes:
+        """At most `count` bytes of an object. S3 answers a range request on an empty
+        object with 416 (not satisfiable): an empty object is then read as empty."""
+        try:
+            return bytes(self._fs.cat_file(path, start=0, end=count))
+        except _access_errors():
+            if self._fs.info(path).get("size") == 0:
+                return b""
+            raise
+
+    def _read_meta(self, path: str) -> bytes | None:
+        return self._read(path, limit=remotemeta.MAX_META_BYTES)
 
     def _size(self, path: str) -> int | None:
         return self._absent_ok(f"reading {self._relative(path)}",
@@ -386,7 +397,8 @@ class Remote:
         if not paths:
             return {}
         with self._access("reading the entries"):
-            found = self._fs.cat(paths, on_error="return")
+            found = self._fs.cat(paths, on_error="return", start=0,
+                                 end=remotemeta.MAX_META_BYTES + 1)
             for value in found.values():  # a meta deleted meanwhile is fine, the rest not
                 if isinstance(value, Exception) and not isinstance(value, FileNotFoundError):
                     raise value
@@ -447,65 +459,6 @@ class Remote:
 
     def _relative(self, path: str) -> str:
         return path.removeprefix(self._location[1]).lstrip("/")
-
-
-# -- metadata ----------------------------------------------------------------------------
-
-def _parse_meta(raw: bytes, stage: str, key: str) -> _Meta:
-    """A remote meta checked field by field (raises _Corrupt): nothing of it reaches the
-    local cache unchecked, a path in it never escapes the entry's directory."""
-    try:
-        meta = json.loads(raw)
-    except ValueError:  # includes UnicodeDecodeError
-        raise _Corrupt("meta", "not JSON") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise _Corrupt("meta", f"not a format-{FORMAT} entry")
-    if meta.get("stage") != stage or meta.get("key") != key:
-        raise _Corrupt("meta", "stage or key differs from its path")
-    files, sizes = _files(meta.get("files")), _sizes(meta.get("sizes"))
-    if set(sizes) != set(files):
-        raise _Corrupt("meta", "sizes do not name the same files as files")
-    digest = meta.get("digest")
-    if not isinstance(digest, str) or digest != digest_of(files):
-        raise _Corrupt("meta", "digest is not the digest of its files")
-    return _Meta(stage, key, digest, files, sizes, _material(meta.get("material"), stage, key))
-
-
-def _files(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise _Corrupt("meta", "files is not an object")
-    for rel, sha in value.items():
-        if not (isinstance(sha, str) and _HEX64.fullmatch(sha)):
-            raise _Corrupt("meta", f"file {rel!r}: not a sha256")
-        _check_relpath(rel)
-    parents = {str(p) for rel in value for p in PurePosixPath(rel).parents}
-    if parents & set(value):
-        raise _Corrupt("meta", "a file is also a directory of another")
-    return cast(dict[str, str], value)
-
-
-def _check_relpath(rel: str) -> None:
-    path = PurePosixPath(rel)
-    if (not rel or path.is_absolute() or path.as_posix() != rel or "\\" in rel or "\0" in rel
-            or any(part in (".", "..") for part in path.parts)):
-        raise _Corrupt("meta", f"file {rel!r}: not a plain relative path")
-
-
-def _sizes(value: object) -> dict[str, int]:
-    if not isinstance(value, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values()):
-        raise _Corrupt("meta", "sizes is not an object of byte counts")
-    return cast(dict[str, int], value)
-
-
-def _material(value: object, stage: str, key: str) -> KeyMaterial:
-    """The key material must hash to the key: what `status` explains is what was built."""
-    if not isinstance(value, dict) or value.get("stage") != stage:
-        raise _Corrupt("meta", "material is not this stage's key material")
-    material = cast(KeyMaterial, value)
-    if key_of(material) != key:
-        raise _Corrupt("meta", "material does not hash to the key")
-    return material
 
 
 # -- errors --------------------------------------------------------------------------------

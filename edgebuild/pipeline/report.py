@@ -13,12 +13,12 @@ them write none, so schema v1 describes both.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from edgebuild.core import boundedjson
 from edgebuild.memory.plan import TileChoice, Totals
 from edgebuild.model.graph import Node
 from edgebuild.model.quantization import LayerQuant
@@ -329,7 +329,7 @@ class Report:
     @classmethod
     def load(cls, directory: Path) -> Report:
         """What the `report` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "report.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "report.json"))
 
 
 def headline_of(metrics: ReportMetrics, device: str, flash: int,

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from edgebuild.core import boundedjson
 from edgebuild.core.jsontypes import JSONObject
 from edgebuild.pipeline.cache import file_digest, write_atomic
 
@@ -82,8 +83,7 @@ def recall(path: Path, display: str, cache_root: Path, fingerprint: str
     """The memoized records for this exact manifest (one per target), if its data files
     are unchanged."""
     try:
-        with open(_record_path(cache_root, record_id(path, fingerprint))) as handle:
-            raw = json.load(handle)
+        raw = boundedjson.read(_record_path(cache_root, record_id(path, fingerprint)))
         for name, digest in raw["file_digests"].items():
             if file_digest(name, cache_root) != digest:
                 return None

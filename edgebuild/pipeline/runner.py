@@ -49,7 +49,7 @@ def run(project: Project, until: str | None = None, jobs: int = 1,
     _writable(project.build_root)
     result = Run()
     with claimed([(project.build_dir(m.name), m) for m in project.manifests]):
-        current = uptodate.noop(project, stages, options)
+        current = None if options.relock else uptodate.noop(project, stages, options)
         if current is not None:
             report(current, result, options.verbose)
             index.update(project, options)

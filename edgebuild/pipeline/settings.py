@@ -25,23 +25,31 @@ from edgebuild.core.errors import UserError
 FILE = "edgebuild.toml"
 ALLOWED = {"cache": ("remote",), "cluster": ("scheduler",)}
 ENV = {"remote": "EDGEBUILD_REMOTE", "scheduler": "EDGEBUILD_SCHEDULER"}
+# Writing to the remote is asked for per machine (`--push`, or this variable in CI), never
+# by the committed edgebuild.toml: a developer's build reads the team's results and
+# writes none of its own (README, "Who may write the remote").
+PUSH_ENV = "EDGEBUILD_REMOTE_PUSH"
 
 
 @dataclass(frozen=True)
 class Settings:
     remote: str | None = None  # fsspec URL of the shared cache
     scheduler: str | None = None  # Dask scheduler address
+    push: bool = False  # write what a build computes to the remote (--push, PUSH_ENV)
 
 
 def read(root: Path) -> Settings:
     """The project's settings file, checked key by key (absent file: no settings)."""
     path = root / FILE
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Settings()
     except OSError as exc:
         raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML "
+                        "files are UTF-8") from None
     import tomllib
 
     try:
@@ -60,12 +68,13 @@ def read(root: Path) -> Settings:
             if not isinstance(value, str) or not value.strip():
                 raise UserError(f"{path}: [{table}] {key}: expected a non-empty string")
             values[key] = value.strip()
-    return Settings(**values)
+    return Settings(values.get("remote"), values.get("scheduler"))
 
 
-def resolve(root: Path, remote: str | None, scheduler: str | None) -> Settings:
+def resolve(root: Path, remote: str | None, scheduler: str | None,
+            push: bool = False) -> Settings:
     """Command line over environment over edgebuild.toml; an empty value (`--remote ''`,
-    `EDGEBUILD_REMOTE=`) turns the setting off."""
+    `EDGEBUILD_REMOTE=`) turns the setting off. Pushing: `push` (--push) or PUSH_ENV."""
     project = read(root)
 
     def pick(flag: str | None, name: str, default: str | None) -> str | None:
@@ -77,4 +86,14 @@ def resolve(root: Path, remote: str | None, scheduler: str | None) -> Settings:
     shared = project.remote
     if shared is not None and "://" not in shared and not Path(shared).is_absolute():
         shared = str(root / shared)  # a directory in edgebuild.toml: relative to the project
-    return Settings(pick(remote, "remote", shared), pick(scheduler, "scheduler", project.scheduler))
+    wanted = push or _yes(os.environ.get(PUSH_ENV, ""), PUSH_ENV)
+    return Settings(pick(remote, "remote", shared), pick(scheduler, "scheduler", project.scheduler),
+                    wanted)
+
+
+def _yes(value: str, name: str) -> bool:
+    if value.strip().lower() in ("", "0", "false", "no", "off"):
+        return False
+    if value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    raise UserError(f"{name}={value!r}: expected 1/true/yes or 0/false/no")

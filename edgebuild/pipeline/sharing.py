@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from edgebuild.core.errors import UserError
 from edgebuild.pipeline.cache import Cache, Entry
@@ -37,30 +39,33 @@ class Sharing:
 
 def prepare(options: Options) -> Options:
     """Probe the remote once, in the main process, before any stage runs: unreachable
-    or refused -> warn and build locally (exit 2 under --locked); read-only -> pull only."""
+    or refused -> warn and build locally (exit 2 under --locked); not asked to push
+    (the default) or read-only credentials -> pull only."""
     if options.remote is None:
         return options
     try:
-        writable = Remote(options.remote).probe()
+        writable = Remote(options.remote).probe(write=options.push)
     except RemoteError as exc:
         if options.strict:
             raise UserError(f"{exc} (--locked needs the remote cache it was given; fix it, "
                             "or build without --remote)") from None
         _say(f"{exc}; building with the local cache only")
         return replace(options, remote=None)
-    if not writable:
+    if options.push and not writable:
         _say(f"remote cache {options.remote} is read-only for these credentials: restoring "
              "from it, not pushing to it")
     return replace(options, push=writable)
 
 
-def pull(sharing: Sharing, cache: Cache, stage: str, key: str) -> Entry | None:
+def pull(sharing: Sharing, cache: Cache, stage: str, key: str, expect: str | None = None,
+         accept: Callable[[Path], None] | None = None) -> Entry | None:
     """The remote's entry for `key`, now in the local cache; None when it has none (or
-    only a corrupt one, which remote.fetch reports), or the remote failed."""
+    only one that fails a check, which remote.fetch reports), or the remote failed.
+    `expect` and `accept`: see remote.Remote.fetch (the lock's digest, the stage's checks)."""
     if sharing.url is None or sharing.url in _DROPPED or not cache.writable:
         return None
     try:
-        return _remote(sharing.url).fetch(cache, stage, key)
+        return _remote(sharing.url).fetch(cache, stage, key, expect, accept)
     except RemoteError as exc:
         _drop(sharing.url, exc)
         return None

@@ -26,6 +26,7 @@ import json
 import os
 from pathlib import Path
 
+from edgebuild.core import boundedjson
 from edgebuild.pipeline.cache import write_atomic
 
 NOT_FOLLOWED = frozenset({"edgebuild.pipeline.validation"})
@@ -138,7 +139,7 @@ def remembered_digests(stages: list[str], fingerprint: str, cache_root: Path) ->
     every module takes ~0.1 s; a source change changes the fingerprint)."""
     record = cache_root / "stat" / f"code-{fingerprint}.json"
     try:
-        saved = json.loads(record.read_text())
+        saved = boundedjson.read(record)
         if isinstance(saved, dict) and all(isinstance(saved.get(s), str) for s in stages):
             return {s: saved[s] for s in stages}
     except (OSError, ValueError):

@@ -7,11 +7,11 @@ was skipped). See pipeline/stages/ondevice_kat.py for the tolerances.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgebuild.core import boundedjson
 from edgebuild.pipeline.katresult import Skipped
 
 
@@ -95,4 +95,4 @@ class TrainingKat:
     @classmethod
     def load(cls, directory: Path) -> TrainingKat:
         """What the `ondevice_kat` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "ondevice_kat.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "ondevice_kat.json"))

@@ -8,10 +8,11 @@ trained nothing: no epochs, best epoch 0, test accuracy null and no test loss.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from edgebuild.core import boundedjson
 
 if TYPE_CHECKING:
     from edgebuild.train.loop import History
@@ -68,4 +69,4 @@ class Metrics:
     @classmethod
     def load(cls, directory: Path) -> Metrics:
         """What the `train` or `qat` stage wrote to `directory`."""
-        return cls.from_json(json.loads((directory / "metrics.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "metrics.json"))

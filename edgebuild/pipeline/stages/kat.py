@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.katresult import (
     OPTIMIZED,
@@ -184,7 +185,7 @@ def emulation_skip(plan_dir: Path) -> Skipped | None:
     path = plan_dir / emulation.FILE
     if not path.is_file():
         return None
-    fit = emulation.EmulationFit.from_json(json.loads(path.read_text()))
+    fit = emulation.EmulationFit.from_json(boundedjson.read(path))
     return None if fit.fits else Skipped(fit.reason())
 
 

@@ -5,11 +5,11 @@ as JSON and as a manifest `placement` section.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
+from edgebuild.core import boundedjson
 from edgebuild.targets.max7800x.placement.maps import bits, hexmap
 from edgebuild.targets.max7800x.placement.regions import Region, RegionJSON
 from edgebuild.targets.max7800x.placement.text import maps_text
@@ -261,7 +261,7 @@ class Placement:
     @classmethod
     def load(cls, directory: Path) -> Placement:
         """The placement the `plan` stage wrote to `directory` (accelerator targets)."""
-        return cls.from_json(json.loads((directory / "placement.json").read_text()))
+        return cls.from_json(boundedjson.read(directory / "placement.json"))
 
     def to_manifest(self) -> dict[str, EntryJSON]:
         """This placement as a manifest `placement` section (every field pinned)."""

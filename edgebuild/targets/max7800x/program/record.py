@@ -6,10 +6,11 @@ software emulation of the same network in `codegen/`) without reading C.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from edgebuild.core import boundedjson
 
 FILE = "accelerator.json"
 PROJECT = "max7800x"  # the MSDK project's directory, in the stage and in build/<name>/
@@ -52,4 +53,4 @@ class ProgramRecord:
 
     @classmethod
     def load(cls, directory: Path) -> ProgramRecord:
-        return cls.from_json(json.loads((directory / FILE).read_text()))
+        return cls.from_json(boundedjson.read(directory / FILE))

@@ -263,3 +263,22 @@ def test_a_lock_whose_digest_was_edited_says_so(origin, tmp_path):
     result = run_cli(["build", "--until", "qat"], project)
     assert result.returncode == 1
     assert "()" not in result.stderr and "inconsistent, was it edited" in result.stderr
+
+
+# -- other JSON readers ------------------------------------------------------------------------
+
+def test_compare_ai8x_stops_reading_a_gzip_bomb(tmp_path):
+    """A canonical program as .json.gz decompressing to 300 MiB is refused after reading
+    64 MiB of it (it was decompressed whole), and a deep one by the depth limit."""
+    import gzip
+
+    bomb = tmp_path / "bomb.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as handle:
+        for _ in range(300):
+            handle.write(b" " * (1 << 20))
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    for name, needle in (("bomb.json.gz", "larger than"), ("deep.json", "nested deeper")):
+        outcome = run_bounded(f"compare-ai8x {name}", ["compare-ai8x", name, name], tmp_path,
+                              seconds=SECONDS, mib=MIB)
+        assert_user_error(outcome, name, needle)

@@ -18,14 +18,15 @@ Anything else in the files (timers, clocks, printing) does not change the progra
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from pathlib import Path
 
+from edgebuild.core import boundedjson
 from edgebuild.targets.max7800x.program.program import JSONProgram
 
 SOURCES = ("cnn.c", "weights.h", "main.c", "sampledata.h", "sampleoutput.h")
 PARTS = ("registers", "start", "kernels", "bias", "input", "expected")
+MAX_SOURCE_BYTES = 64 * 1024 * 1024  # one C file of a project (the largest izer output: MBs)
 _NUMBER = r"(?:0[xX][0-9a-fA-F]+|\d+)"
 _STORE = re.compile(r"\*\s*\(\s*\(\s*volatile\s+uint32_t\s*\*\s*\)\s*(" + _NUMBER + r")\s*\)"
                     r"\s*=\s*(" + _NUMBER + r")[uUlL]*\s*;")
@@ -155,7 +156,7 @@ def read(project: Path) -> JSONProgram:
     missing = [name for name in SOURCES if not (project / name).is_file()]
     if missing:
         raise ProjectError(f"{project}: not an MSDK CNN project (no {', '.join(missing)})")
-    code = {name: _code((project / name).read_text(errors="replace")) for name in SOURCES}
+    code = {name: _code(_source(project / name)) for name in SOURCES}
     cnn, main = code["cnn.c"], code["main.c"]
     everything = "\n".join(code.values())
     return {"registers": _registers(cnn),
@@ -164,17 +165,30 @@ def read(project: Path) -> JSONProgram:
             "input": _input(main, everything), "expected": _expected(code["sampleoutput.h"])}
 
 
+def _source(path: Path) -> str:
+    """One C file of the project, refused above MAX_SOURCE_BYTES (izer writes a few MB for
+    the largest networks; the regexes below are linear, a gigabyte still takes minutes)."""
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_SOURCE_BYTES + 1)
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise ProjectError(f"{path}: larger than {MAX_SOURCE_BYTES} bytes; not a generated "
+                           "MSDK CNN file")
+    return raw.decode(errors="replace")
+
+
 def load(path: Path) -> JSONProgram:
     """A project directory, or a canonical program as JSON (`.json`, or gzip `.json.gz`)."""
     if path.is_dir():
         return read(path)
     if not path.is_file():
         raise ProjectError(f"{path}: no such project directory or JSON file")
-    raw = path.read_bytes()
     try:
-        document = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-    except (ValueError, OSError) as exc:
-        raise ProjectError(f"{path}: not a canonical program as JSON ({exc})") from None
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as handle:
+            raw = handle.read(boundedjson.MAX_BYTES + 1)  # a gzip bomb stops here, not at its end
+        document = boundedjson.loads(raw)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ProjectError(f"{path}: not a canonical program as JSON within the limits "
+                           f"({exc})") from None
     if not isinstance(document, dict) or not set(PARTS) <= set(document):
         raise ProjectError(f"{path}: not a canonical program (expected the keys "
                            f"{', '.join(PARTS)})")

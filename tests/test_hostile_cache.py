@@ -282,3 +282,38 @@ def test_compare_ai8x_stops_reading_a_gzip_bomb(tmp_path):
         outcome = run_bounded(f"compare-ai8x {name}", ["compare-ai8x", name, name], tmp_path,
                               seconds=SECONDS, mib=MIB)
         assert_user_error(outcome, name, needle)
+
+
+def test_an_npz_zip_bomb_is_refused_before_it_is_unpacked(tmp_path):
+    """data.npz whose `x` unpacks to 5 GiB of zeros (about 5 MB on disk): `check` reads it
+    and was killed unpacking it; now one line with the size, in bounded memory."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    header = io_header(np.dtype(np.float32), (5 * 1024**3 // 4,))
+    with zipfile.ZipFile(tmp_path / "data.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("x.npy", "w", force_zip64=True) as member:
+            member.write(header)
+            zeros = bytes(1 << 24)
+            for _ in range(5 * 64):
+                member.write(zeros)
+        labels = io.BytesIO()
+        np.save(labels, np.arange(60) % 3)
+        archive.writestr("y.npy", labels.getvalue())
+    write(tmp_path / "edgebuild.yaml", NPZ_MANIFEST)
+    outcome = run_bounded("npz zip bomb (5 GiB)", ["check"], tmp_path, seconds=SECONDS, mib=MIB)
+    assert_user_error(outcome, "data.npz", "unpacks to 5368709", "4294967296")
+
+
+def io_header(dtype, shape) -> bytes:
+    """A .npy header (magic, version 2.0, dict) for an array of `shape`; its data follows."""
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_2_0(buffer, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                  "fortran_order": False, "shape": shape})
+    return buffer.getvalue()

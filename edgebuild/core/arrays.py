@@ -26,6 +26,7 @@ PICKLE_PROTOCOL_2 = b"\x80"  # the first byte of a pickle of protocol 2 or later
 REFUSED = "which edgebuild never loads: unpickling can run arbitrary code"
 PLAIN_NPZ = "np.savez(path, x=x.astype(np.float32), y=y.astype(np.int64))"
 PLAIN_NPY = "np.save(path, a.astype(np.int64))"
+MAX_ARRAY_BYTES = 4 * 1024**3  # one array: Fashion-MNIST's 60000 images are 47 MB as uint8
 
 
 class PickledData(ValueError):
@@ -64,7 +65,10 @@ def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
             return loaded
         with loaded:
             arrays = {}
+            archive = loaded.zip
+            assert archive is not None  # an NpzFile open for reading holds its archive
             for name in loaded.files:
+                _check_size(archive.getinfo(f"{name}.npy").file_size, name)
                 arrays[name] = loaded[name]
             return arrays
     except ValueError as exc:
@@ -75,6 +79,15 @@ def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
         raise ValueError("the file is empty") from None
     except zipfile.BadZipFile as exc:
         raise ValueError(f"a broken .npz (zip) archive: {exc}") from None
+
+
+def _check_size(size: int, name: str) -> None:
+    """An .npz member is decompressed whole: one that unpacks to more than MAX_ARRAY_BYTES
+    (a zip bomb: gigabytes of zeros in a few kilobytes) is refused before it is read."""
+    if size > MAX_ARRAY_BYTES:
+        raise ValueError(f"array {name!r} unpacks to {size} bytes; edgebuild reads arrays of "
+                         f"up to {MAX_ARRAY_BYTES} bytes (tiny-ML datasets and weights are "
+                         "far smaller: subsample or split the data)")
 
 
 def _refused(source: Path | IO[bytes], name: str | None) -> ValueError:

@@ -513,3 +513,15 @@ def test_compiles_for_cortex_m4(tmp_path):
                              "-o", str(tmp_path / "eb_wof.o")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
+
+
+def test_a_file_far_larger_than_the_layout_is_refused_after_reading_what_it_could_hold(
+        tmp_path):
+    """A 3 GiB (sparse) file given as ondevice.weights: refused naming the size the layout
+    needs; read no further than that (it was read whole, then rejected by its size field)."""
+    path = tmp_path / "huge.wof"
+    with open(path, "wb") as handle:
+        handle.truncate(3 * 1024**3)
+    layout = [("fc.weight", (4, 16)), ("fc.bias", (4,))]
+    with pytest.raises(UserError, match=r"huge\.wof: larger than the \d+ bytes this model"):
+        wof.read(path, layout)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 import uuid
@@ -179,8 +180,14 @@ def _aligned(offset: int) -> int:
 def read(path: str | os.PathLike[str], expected: Layout) -> list[NDArray[np.float32] | None]:
     """`decode` of the file at `path`; errors name the file as given."""
     source = str(path)
+    most = HEADER.size + ENTRY.size * len(expected) + sum(
+        FLOAT.itemsize * math.prod(shape) + ALIGN for _, shape in expected)
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as handle:  # no more than the layout can hold, and one byte
+            data = handle.read(most + 1)
+        if len(data) > most:
+            _fail(source, f"larger than the {most} bytes this model's trainable tensors need "
+                  "(not its weight file)")
     except FileNotFoundError:
         _fail(source, "weight file not found")
     except OSError as exc:

@@ -317,3 +317,18 @@ def io_header(dtype, shape) -> bytes:
     np.lib.format.write_array_header_2_0(buffer, {"descr": np.lib.format.dtype_to_descr(dtype),
                                                   "fortran_order": False, "shape": shape})
     return buffer.getvalue()
+
+
+def test_an_npy_header_declaring_373_gib_is_refused_before_numpy_allocates_it(tmp_path):
+    """A known answer (`kat.input`) whose 100-byte .npy declares 10^11 floats: numpy
+    allocated 373 GiB first (MemoryError, an internal error)."""
+    import numpy as np
+
+    (tmp_path / "liar.npy").write_bytes(io_header(np.dtype(np.float32), (10**11,)) + bytes(64))
+    from edgebuild.core import arrays
+
+    with pytest.raises(ValueError, match="its header declares an array of 400000000000 bytes"):
+        arrays.read(tmp_path / "liar.npy")
+    (tmp_path / "short.npy").write_bytes(io_header(np.dtype(np.float32), (1000,)) + bytes(64))
+    with pytest.raises(ValueError, match="declares 4000 bytes of data"):
+        arrays.read(tmp_path / "short.npy")

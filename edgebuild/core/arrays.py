@@ -13,6 +13,7 @@ the user to "load it unsafely using allow_pickle=", which edgebuild never passes
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
 
     name = None
     try:
+        _check_npy(source)
         loaded = np.load(source, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):
             return loaded
@@ -68,7 +70,8 @@ def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
             archive = loaded.zip
             assert archive is not None  # an NpzFile open for reading holds its archive
             for name in loaded.files:
-                _check_size(archive.getinfo(f"{name}.npy").file_size, name)
+                _check_size(archive.getinfo(f"{name}.npy").file_size,
+                            f"array {name!r} unpacks to")
                 arrays[name] = loaded[name]
             return arrays
     except ValueError as exc:
@@ -81,11 +84,43 @@ def read(source: Path | IO[bytes]) -> NDArray[Any] | dict[str, NDArray[Any]]:
         raise ValueError(f"a broken .npz (zip) archive: {exc}") from None
 
 
-def _check_size(size: int, name: str) -> None:
+def _check_npy(source: Path | IO[bytes]) -> None:
+    """A .npy header declares its array's shape, and numpy allocates that much before it
+    reads the data: a 100-byte file declaring 10^11 floats asked for 373 GiB (MemoryError,
+    an internal error). The declared size must fit MAX_ARRAY_BYTES and the file."""
+    import numpy as np
+
+    handle = open(source, "rb") if isinstance(source, Path) else source  # noqa: SIM115
+    start = handle.tell()
+    try:
+        if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            return  # an .npz, or no NumPy file: np.load says which
+        handle.seek(start)
+        version = np.lib.format.read_magic(handle)
+        reader = {(1, 0): np.lib.format.read_array_header_1_0,
+                  (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if reader is None:
+            return  # version 3.0 (utf-8 field names): np.load reads and checks it
+        shape, _, dtype = reader(handle)
+        declared = math.prod(shape) * dtype.itemsize
+        data_start = handle.tell()
+        size = handle.seek(0, io.SEEK_END) - data_start
+    finally:
+        if handle is not source:
+            handle.close()
+        else:
+            handle.seek(start)
+    _check_size(declared, "its header declares an array of")
+    if not dtype.hasobject and declared > size:
+        raise ValueError(f"its header declares {declared} bytes of data ({shape}, "
+                         f"{dtype}) but the file holds {size}")
+
+
+def _check_size(size: int, what: str) -> None:
     """An .npz member is decompressed whole: one that unpacks to more than MAX_ARRAY_BYTES
     (a zip bomb: gigabytes of zeros in a few kilobytes) is refused before it is read."""
     if size > MAX_ARRAY_BYTES:
-        raise ValueError(f"array {name!r} unpacks to {size} bytes; edgebuild reads arrays of "
+        raise ValueError(f"{what} {size} bytes; edgebuild reads arrays of "
                          f"up to {MAX_ARRAY_BYTES} bytes (tiny-ML datasets and weights are "
                          "far smaller: subsample or split the data)")
 

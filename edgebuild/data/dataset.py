@@ -90,10 +90,13 @@ def framed(x: NDArray[Element], frames: int | None) -> NDArray[Element]:
 
 
 class DataFileError(Exception):
-    """A data file is missing or malformed; the message names the file."""
+    """A data file is missing or malformed; the message names the file. `field`: where in
+    the dataset section the problem is written (`("path",)`), when one field holds it;
+    empty: the section as a whole."""
 
-    def __init__(self, path: Path | str, message: str):
+    def __init__(self, path: Path | str, message: str, field: tuple[str, ...] = ()):
         self.path = str(path)
+        self.field = field
         super().__init__(f"{path}: {message}")
 
 
@@ -133,6 +136,12 @@ class Format(Protocol[SpecT]):
 DISTRIBUTIONS = {"sklearn": "scikit-learn"}
 
 
+def ref_field(name: str, ref: FileRef) -> tuple[str, ...]:
+    """Where the file reference in the dataset field `name` is written: a package file's
+    `path`, or the field itself."""
+    return (name, "path") if isinstance(ref, PackageFile) else (name,)
+
+
 def resolve(ref: FileRef, base: Path) -> Path:
     """A manifest path is relative to the manifest's folder; a PackageFile to its package."""
     if isinstance(ref, str):
@@ -149,7 +158,29 @@ def resolve(ref: FileRef, base: Path) -> Path:
     return root.joinpath(*ref.package.split(".")[1:], ref.path)
 
 
-def existing(path: Path) -> Path:
-    if not path.is_file():
+def existing(path: Path, field: tuple[str, ...] = ()) -> Path:
+    """`path`, a file. A path the system cannot look up (a name longer than the file
+    system allows, a directory that may not be searched) is not "not found":
+    `Path.is_file` raises for it, and a problem at `field` says why, with the path cut
+    short (a 5000-character path is no help in a message)."""
+    try:
+        found = path.is_file()
+    except OSError as exc:
+        raise DataFileError(_short(path), _unreadable(path, exc), field) from None
+    if not found:
         raise DataFileError(path, "data file not found")
     return path
+
+
+def _short(path: Path, limit: int = 120) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 3:]}"
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ENAMETOOLONG:
+        return (f"the path ({len(str(path))} characters) is too long for the file system "
+                f"({exc.strerror}); give a shorter one")
+    return f"cannot be looked up ({exc.strerror})"

@@ -21,6 +21,7 @@ from edgebuild.data.dataset import (
     Probe,
     Raw,
     existing,
+    ref_field,
     resolve,
 )
 
@@ -39,17 +40,19 @@ class IdxSpec(CommonFields):
     test_labels: FileRef | None = None
 
 
-def _refs(spec: IdxSpec) -> list[FileRef]:
-    refs = [spec.train_images, spec.train_labels]
+def _refs(spec: IdxSpec) -> dict[str, FileRef]:
+    """The files by field, in the order `load` reads them."""
+    refs = {"train_images": spec.train_images, "train_labels": spec.train_labels}
     if (spec.test_images is None) != (spec.test_labels is None):
         raise DataFileError("dataset", "give both test_images and test_labels, or neither")
     if spec.test_images is not None and spec.test_labels is not None:
-        refs += [spec.test_images, spec.test_labels]
+        refs |= {"test_images": spec.test_images, "test_labels": spec.test_labels}
     return refs
 
 
 def files(spec: IdxSpec, base: Path) -> list[Path]:
-    return [existing(resolve(ref, base)) for ref in _refs(spec)]
+    return [existing(resolve(ref, base), ref_field(name, ref))
+            for name, ref in _refs(spec).items()]
 
 
 def _open(path: Path) -> io.BufferedIOBase:

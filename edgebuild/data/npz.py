@@ -18,6 +18,7 @@ from edgebuild.data.dataset import (
     Probe,
     Raw,
     existing,
+    ref_field,
     resolve,
 )
 
@@ -35,7 +36,7 @@ class NpzSpec(CommonFields):
 
 
 def files(spec: NpzSpec, base: Path) -> list[Path]:
-    return [existing(resolve(spec.path, base))]
+    return [existing(resolve(spec.path, base), ref_field("path", spec.path))]
 
 
 def _arrays(path: Path) -> dict[str, NDArray[Any]]:

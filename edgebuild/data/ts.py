@@ -19,6 +19,7 @@ from edgebuild.data.dataset import (
     Probe,
     Raw,
     existing,
+    ref_field,
     resolve,
 )
 
@@ -34,8 +35,8 @@ class TsSpec(CommonFields):
 
 
 def files(spec: TsSpec, base: Path) -> list[Path]:
-    refs = [spec.train] + ([spec.test] if spec.test is not None else [])
-    return [existing(resolve(ref, base)) for ref in refs]
+    refs = {"train": spec.train, **({"test": spec.test} if spec.test is not None else {})}
+    return [existing(resolve(ref, base), ref_field(name, ref)) for name, ref in refs.items()]
 
 
 def _read_text(path: Path) -> list[str]:

@@ -126,7 +126,7 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     key = str(loc[-1])
     allowed = _allowed_keys(loc[:-1])
     hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    text = f"unknown key {key!r}"
+    text = f"unknown key {key!r}" if len(key) <= 40 else f"unknown key {key[:37]!r}..."
     homes = [] if hint else _homes(key, loc[:-1])
     if hint:
         text += f"; did you mean {hint[0]!r}?"

@@ -195,13 +195,35 @@ def _init(document: yamlsource.Document, manifest: Manifest, base: Path,
             "the model has pre-quantized `model.weights` and is not trained; remove one of "
             "the two"))]
     if train.init is not None:
-        return [document.diagnostic(("train", "init"), message) for message in
-                initial.check(base / train.init, manifest.model.layers, graph)]
+        found = initial.check(base / train.init, manifest.model.layers, graph)
+        return [document.diagnostic(("train", "init"), message)
+                for message in found or _not_finite(base / train.init)]
     if train.epochs == 0:
         return [document.diagnostic(("train", "epochs"), (
             "0 epochs train nothing: give the float weights to take as they are in "
             "`train.init` (e.g. from `edgebuild import-onnx`), or train at least one epoch"))]
     return []
+
+
+def _not_finite(path: Path) -> list[str]:
+    """A NaN or infinity in the float weights passes every shape check, then spreads
+    through training (or, with `epochs: 0`, quantization) into a model of garbage: one
+    message per array that holds any. The file was read once already (initial.check)."""
+    import numpy as np
+
+    from edgebuild.core import arrays
+
+    problems = []
+    for key, value in arrays.load(path).items():
+        if value.dtype.kind not in "fc":
+            continue
+        bad = int(np.count_nonzero(~np.isfinite(value)))
+        if bad:
+            kinds = " and ".join(k for k, test in (("NaN", np.isnan), ("infinite", np.isinf))
+                                 if test(value).any())
+            problems.append(f"{path.name}: array {key!r} holds {kinds} values ({bad} of "
+                            f"{value.size}); float weights must be finite numbers")
+    return problems
 
 
 def _wof(document: yamlsource.Document, manifest: Manifest, base: Path,
@@ -269,7 +291,7 @@ def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
     try:
         probe = FORMATS[spec.format].probe(spec, base)
     except DataFileError as exc:
-        return None, [document.diagnostic(("dataset",), str(exc))]
+        return None, [document.diagnostic(("dataset", *exc.field), str(exc))]
     try:
         shape = framed_shape(probe.sample_shape, spec.frames)
     except DataFileError as exc:

@@ -332,3 +332,14 @@ def test_an_npy_header_declaring_373_gib_is_refused_before_numpy_allocates_it(tm
     (tmp_path / "short.npy").write_bytes(io_header(np.dtype(np.float32), (1000,)) + bytes(64))
     with pytest.raises(ValueError, match="declares 4000 bytes of data"):
         arrays.read(tmp_path / "short.npy")
+
+
+@pytest.mark.parametrize("case", ["deep", "huge"])
+def test_a_hostile_settings_file_is_one_user_error(origin, tmp_path, case):
+    project = clone(origin, tmp_path)
+    text = "x = " + "[" * 30_000 + "]" * 30_000 if case == "deep" else \
+        "[cache]\nremote = '" + "s" * (10 << 20) + "'\n"
+    (project / "edgebuild.toml").write_text(text)
+    outcome = run_bounded(f"edgebuild.toml {case}", ["build", "--until", "data"], project)
+    assert_user_error(outcome, "edgebuild.toml",
+                      "nested too deeply" if case == "deep" else "larger than 65536 bytes")

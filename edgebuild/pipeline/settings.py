@@ -29,6 +29,7 @@ ENV = {"remote": "EDGEBUILD_REMOTE", "scheduler": "EDGEBUILD_SCHEDULER"}
 # by the committed edgebuild.toml: a developer's build reads the team's results and
 # writes none of its own (README, "Who may write the remote").
 PUSH_ENV = "EDGEBUILD_REMOTE_PUSH"
+MAX_BYTES = 64 * 1024  # the file has two settings: read no more than this
 
 
 @dataclass(frozen=True)
@@ -41,21 +42,7 @@ class Settings:
 def read(root: Path) -> Settings:
     """The project's settings file, checked key by key (absent file: no settings)."""
     path = root / FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return Settings()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML "
-                        "files are UTF-8") from None
-    import tomllib
-
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: {exc}") from None
+    raw = _parsed(path)
     values: dict[str, str] = {}
     for table, body in raw.items():
         if table not in ALLOWED or not isinstance(body, dict):
@@ -69,6 +56,30 @@ def read(root: Path) -> Settings:
                 raise UserError(f"{path}: [{table}] {key}: expected a non-empty string")
             values[key] = value.strip()
     return Settings(values.get("remote"), values.get("scheduler"))
+
+
+def _parsed(path: Path) -> dict[str, object]:
+    """The TOML document in `path` ({} without one), read within MAX_BYTES."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
+    if len(data) > MAX_BYTES:
+        raise UserError(f"{path}: larger than {MAX_BYTES} bytes; it holds two settings")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML "
+                        "files are UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise UserError(f"{path}: nested too deeply to be edgebuild's settings") from None
 
 
 def resolve(root: Path, remote: str | None, scheduler: str | None,

@@ -24,11 +24,14 @@ from conftest import edgebuild_cmd
 
 # The wrapper: runs argv[1:], then prints "<peak KiB> <seconds>" on its last stderr line.
 _WRAPPER = """\
-import resource, subprocess, sys, time
+import os, resource, signal, subprocess, sys, time
 start = time.monotonic()
+child = subprocess.Popen(sys.argv[2:], start_new_session=True)
 try:
-    code = subprocess.run(sys.argv[2:], timeout=float(sys.argv[1])).returncode
-except subprocess.TimeoutExpired:
+    code = child.wait(timeout=float(sys.argv[1]))
+except subprocess.TimeoutExpired:  # the whole tree: the CLI's stages run in its group
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
     code = -9
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 sys.stderr.write(f"\\n@@bounds {peak} {time.monotonic() - start:.3f}\\n")

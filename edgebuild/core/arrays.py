@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import zipfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -90,7 +91,7 @@ def _check_npy(source: Path | IO[bytes]) -> None:
     an internal error). The declared size must fit MAX_ARRAY_BYTES and the file."""
     import numpy as np
 
-    handle = open(source, "rb") if isinstance(source, Path) else source  # noqa: SIM115
+    handle = open(source, "rb") if isinstance(source, str | os.PathLike) else source  # noqa: SIM115
     start = handle.tell()
     try:
         if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:

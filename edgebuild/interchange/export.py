@@ -61,9 +61,15 @@ class Unexportable(Exception):
 
 def float_model(input_shape: Shape, layers: tuple[Layer, ...],
                 state: Mapping[str, NDArray[Any]], clamp: bool) -> bytes:
-    """The trained network (`layers` as the manifest gives them, `state` as float.npz)."""
+    """The trained network (`layers` as the manifest gives them, `state` as float.npz);
+    a layer a batchnorm folds into unclamped, as it trained (folding.fold_targets)."""
+    from edgebuild.model.folding import fold_targets
+
+    unclamped = fold_targets(layers)
+
     def details(layer: Layer) -> dict[str, Any]:
-        return {"tensors": _tensors(state, layer.name), "clamp": clamp}
+        return {"tensors": _tensors(state, layer.name),
+                "clamp": clamp and layer.name not in unclamped}
 
     return _model(Form.float, input_shape, layers, details, {})
 

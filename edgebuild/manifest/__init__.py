@@ -153,8 +153,14 @@ class Qat(Strict):
     lr: float = Field(default=0.0005, gt=0, le=10)
     batch: int | None = Field(strict=True, default=None, ge=1, le=65536, description="default: train.batch")
     weight_bits: WeightBits = 8
-    bias_bits: int = Field(strict=True, default=16, ge=2, le=32,
-                           description="bias range in accumulator units (saturated)")
+    # 24: a batchnorm folded into a layer gives biases of up to a few times the layer's
+    # output range, which 16 bits in accumulator units cut off (ACSF1: conv2's folded
+    # biases reached 15.4 where 16 bits hold 8; QAT began at 22 %). The CPU kernels add
+    # int32 biases; 24 bits leave 7 for the sum of products (a MAC count up to ~130,000
+    # per output stays inside int32). MAX7800x targets use the device's own format.
+    bias_bits: int = Field(strict=True, default=24, ge=2, le=32,
+                           description="bias range in accumulator units (saturated); CPU "
+                                       "targets (accelerators use the device's format)")
     shift_quantile: float = Field(default=1.0, gt=0, le=1,
                                   description="quantile of |w| that sets the weight scale")
     overrides: dict[Identifier, LayerQuant] = {}

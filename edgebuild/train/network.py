@@ -6,12 +6,14 @@ name. Batch-first tensors; per-sample shapes as in the graph (channels first).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 
 from edgebuild.core.geometry import Shape
+from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Mode
@@ -33,6 +35,8 @@ class Net(nn.Module):
         self.layers = tuple(layers)
         self.layer_specs = {layer.name: layer for layer in layers}
         self.wiring = [(node.name, node.inputs) for node in graph.nodes]
+        # what a batchnorm folds into is not clamped in float training (folding.fold_targets)
+        self.unclamped = folding.fold_targets(self.layers) if mode.kind == "float" else frozenset()
         modules: dict[str, nn.Module] = {}
         for node in graph.nodes:
             module = OPS[node.op].torch.module(self.layer_specs[node.name], list(node.in_shapes))
@@ -45,8 +49,9 @@ class Net(nn.Module):
         for name, inputs in self.wiring:
             layer = self.layer_specs[name]
             module = self.blocks[name] if name in self.blocks else None  # noqa: SIM401 (ModuleDict has no .get)
+            mode = replace(self.mode, clamp=False) if name in self.unclamped else self.mode
             values[name] = OPS[layer.op].torch.forward(layer, module,
-                                                       [values[i] for i in inputs], self.mode)
+                                                       [values[i] for i in inputs], mode)
         return values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

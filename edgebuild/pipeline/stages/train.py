@@ -116,7 +116,7 @@ def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split]
     metrics.json and curves. Returns the history and the test accuracy."""
     from edgebuild.core import arrays
     from edgebuild.train import loop as training
-    from edgebuild.train import network, plots
+    from edgebuild.train import network, plots, recalibration
     from edgebuild.train.metrics import Metrics
 
     try:
@@ -125,6 +125,9 @@ def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split]
         raise diverged(ctx, exc, stage) from None
     assert history.best_state is not None  # fit keeps the best of epochs >= 1 (validation)
     net.load_state_dict(history.best_state)
+    if recalibration.recalibrate(net, data["train"].x):  # the statistics folding will use
+        ctx.log(f"{stage}: batchnorm statistics measured on the {len(data['train'].y)} "
+                "training samples")
     test_acc, test_loss = training.evaluate(net, data["test"])
     arrays.save(ctx.out / checkpoint, **network.state_numpy(net))
     write_metrics(ctx.out, Metrics.of(history, test_acc, test_loss, enabled=enabled))

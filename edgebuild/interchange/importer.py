@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.core.geometry import Shape
-from edgebuild.interchange import onnxfile
+from edgebuild.interchange import limits, onnxfile
 from edgebuild.interchange.nodes import TRANSLATORS
 from edgebuild.interchange.translation import Rejected, Translation, computes, describe
 from edgebuild.model.graph import INPUT
@@ -97,30 +97,57 @@ def translate(source: onnxfile.Source) -> Translated:
                 name not in t.tensors and name not in source.constants
                 for name in node.input if name):
             continue  # listed above, or reads what a rejected node left undefined
-        try:
-            TRANSLATORS[node.op_type](t, node)
-        except Rejected as exc:
-            problems.append(f"node {describe(node)!r}: {exc}")
+        problem = _translate(t, node)
+        if problem is not None:
+            problems.append(f"node {describe(node)!r}: {problem}")
     problems += [] if problems else _output_problems(t)
     if problems:
-        raise UserError([Diagnostic(str(source.path), message) for message in problems])
+        raise UserError([Diagnostic(str(source.path), message)
+                         for message in _at_most(problems, SHOWN_PROBLEMS)])
     layers = _finish(t)
-    return Translated(source.input_shape, layers, {k: v for k, v in t.weights.items()
-                                                   if k.split(".")[0] in
-                                                   {layer["name"] for layer in layers}},
+    names = {layer["name"] for layer in layers}
+    return Translated(source.input_shape, layers,
+                      {k: v for k, v in t.weights.items() if k.split(".")[0] in names},
                       {layer["name"]: ", ".join(t.notes[layer["name"]]) for layer in layers},
                       tuple(t.warnings), source.producer, len(source.nodes))
 
 
+# Problems listed at most (the nodes of a model edgebuild cannot import at all could fill
+# thousands of lines); the last line counts the rest.
+SHOWN_PROBLEMS = 50
+
+
+def _at_most(problems: list[str], most: int) -> list[str]:
+    if len(problems) <= most:
+        return problems
+    return [*problems[:most], f"... and {len(problems) - most:,} more nodes edgebuild "
+                              "cannot import"]
+
+
+def _translate(t: Translation, node: onnx.NodeProto) -> str | None:
+    """Translate one node: None, or why it cannot be. A node whose attributes or inputs
+    are not of the kinds its operator takes (a file written by hand, or to break the
+    importer) makes a translator fail on them: that is this node's problem too."""
+    try:
+        TRANSLATORS[node.op_type](t, node)
+    except Rejected as exc:
+        return str(exc)
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError) as exc:
+        reason = limits.printable(f"{type(exc).__name__}: {exc}", 200)
+        return f"its attributes or inputs are not what {node.op_type} takes ({reason})"
+    return None
+
+
 def _kind(node: onnx.NodeProto) -> str:
-    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+    kind = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+    return limits.printable(kind)
 
 
 def _output_problems(t: Translation) -> list[str]:
     layer = t.tensors.get(t.source.output)
     if layer is None or layer == INPUT:
-        return [f"the output {t.source.output!r} is not computed by any layer edgebuild "
-                "imports"]
+        return [f"the output {limits.printable(t.source.output)!r} is not computed by any "
+                "layer edgebuild imports"]
     return []
 
 
@@ -133,6 +160,11 @@ def _finish(t: Translation) -> tuple[dict[str, Any], ...]:
     from edgebuild.ops import OPS
 
     needed = _needed(t.layers, t.tensors[t.source.output])
+    most = _most_layers()
+    if len(needed) > most:
+        raise UserError(Diagnostic(str(t.source.path), (
+            f"the model has {len(needed):,} layers; a manifest holds at most {most} (a model "
+            "a microcontroller runs has tens)")))
     if len(needed) < len(t.layers):
         t.warnings.append(f"{len(t.layers) - len(needed)} layer(s) not reaching the output "
                           "were left out")
@@ -153,6 +185,16 @@ def _finish(t: Translation) -> tuple[dict[str, Any], ...]:
     if problems:
         raise UserError([Diagnostic(str(t.source.path), message) for message in problems])
     return tuple(layers)
+
+
+def _most_layers() -> int:
+    """How many layers a manifest holds (manifest.Model.layers' maximum length)."""
+    from annotated_types import MaxLen
+
+    from edgebuild.manifest import Model
+
+    return next(rule.max_length for rule in Model.model_fields["layers"].metadata
+                if isinstance(rule, MaxLen))
 
 
 def _concise(layer: dict[str, Any], previous: str) -> dict[str, Any]:
@@ -190,7 +232,8 @@ def _flow(value: Any) -> str:
 def manifest_text(path: Path, name: str, model: Translated, weights: str,
                   data: str | None) -> str:
     """The manifest, commented: where it came from, what each layer was in the file."""
-    lines = [f"# Imported from {path.name} ({model.producer}) by `edgebuild import-onnx`: "
+    lines = [f"# Imported from {limits.printable(path.name)} ({model.producer}) by "
+             "`edgebuild import-onnx`: "
              f"{model.nodes} nodes, {len(model.layers)} layers.",
              f"# The float weights are {weights} (train.init), taken as they are (epochs: 0);",
              "# quantization and the C project follow as for a model edgebuild trained.",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.numerics import ACT_SCALE, INT8_MAX
+from edgebuild.interchange.limits import shown_list
 from edgebuild.interchange.translation import (
     Rejected,
     Translation,
@@ -56,8 +57,8 @@ def _pads(found: dict[str, Any], sizes: tuple[int, ...], kernel: list[int], stri
         return [total // 2 for total in totals]
     pads = list(found.get("pads", [0] * (2 * dims)))
     if pads[:dims] != pads[dims:]:
-        raise Rejected(f"pads {pads} differ between the two sides of an axis; edgebuild pads "
-                       "both sides alike")
+        raise Rejected(f"pads {shown_list(pads)} differ between the two sides of an axis; "
+                       "edgebuild pads both sides alike")
     return pads[:dims]
 
 
@@ -113,8 +114,8 @@ def conv_transpose(t: Translation, node: onnx.NodeProto) -> None:
 
 def _flat(t: Translation, node: onnx.NodeProto) -> None:
     if len(t.shape(node.input[0])) != 1:
-        raise Rejected(f"it multiplies a {list(t.shape(node.input[0]))} tensor per sample; "
-                       "edgebuild's linear layer reads flat features (Flatten first)")
+        raise Rejected(f"it multiplies a {shown_list(t.shape(node.input[0]))} tensor per "
+                       "sample; edgebuild's linear layer reads flat features (Flatten first)")
 
 
 def gemm(t: Translation, node: onnx.NodeProto) -> None:
@@ -127,7 +128,7 @@ def gemm(t: Translation, node: onnx.NodeProto) -> None:
     weight = (matrix if found.get("transB", 0) else matrix.T) * found.get("alpha", 1.0)
     out = int(weight.shape[0])
     if bias is not None and bias.size not in (1, out):
-        raise Rejected(f"a bias of shape {list(bias.shape)} for {out} outputs")
+        raise Rejected(f"a bias of shape {shown_list(bias.shape)} for {out} outputs")
     layer = t.add("linear", node, node.input[:1], out=out, bias=bias is not None)
     t.weights[f"{layer['name']}.weight"] = _f32(weight)
     if bias is not None:
@@ -175,8 +176,8 @@ def _bias(t: Translation, node: onnx.NodeProto, layer: dict[str, Any], tensor: s
         if value.ndim <= len(full) else value
     if padded.ndim != len(full) or padded.shape[1] not in (1, channels) or \
             any(d != 1 for i, d in enumerate(padded.shape) if i != 1):
-        raise Rejected(f"it adds a constant of shape {list(value.shape)}, not one value per "
-                       f"output channel of {layer['name']} ({channels})")
+        raise Rejected(f"it adds a constant of shape {shown_list(value.shape)}, not one value "
+                       f"per output channel of {layer['name']} ({channels})")
     key = f"{layer['name']}.bias"
     per_channel = np.broadcast_to(padded.reshape(-1), (channels,))
     t.weights[key] = _f32(t.weights.get(key, 0.0) + per_channel)
@@ -307,7 +308,8 @@ def view(t: Translation, node: onnx.NodeProto) -> None:
     elif len(after) <= 3:
         t.add("reshape", node, node.input[:1], shape=list(after))
     else:
-        raise Rejected(f"a {len(after)}-D sample {list(after)}; edgebuild's are 1-D to 3-D")
+        raise Rejected(f"a {len(after)}-D sample {shown_list(after)}; edgebuild's are 1-D to "
+                       "3-D")
 
 
 def identity(t: Translation, node: onnx.NodeProto) -> None:

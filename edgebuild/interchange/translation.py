@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.geometry import Shape
+from edgebuild.interchange.limits import describe
 from edgebuild.interchange.onnxfile import Source
 from edgebuild.model.graph import INPUT
 from edgebuild.ops import OPS
@@ -47,6 +48,10 @@ class Translation:
     tensors: dict[str, str] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # layers by name, and how many of each kind (conv, fc, ...) were named: so that naming
+    # and finding a layer cost the same for the 10,000th node as for the first
+    by_name: dict[str, dict[str, Any]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tensors[self.source.input] = INPUT
@@ -90,13 +95,15 @@ class Translation:
         """A new layer of `op` reading the layers holding the ONNX tensors `inputs`; the
         node's first output is its result."""
         kind = KINDS[op]
-        count = sum(1 for layer in self.layers if layer["name"].startswith(kind)) + 1
+        count = self.counts.get(kind, 0) + 1
         name = f"{kind}{count}"
-        while any(layer["name"] == name for layer in self.layers):
+        while name in self.by_name:
             count += 1
             name = f"{kind}{count}"
+        self.counts[kind] = count
         layer = {"name": name, "op": op, "inputs": [self.layer_of(t) for t in inputs], **fields}
         self.layers.append(layer)
+        self.by_name[name] = layer
         self.notes[name] = [describe(node)]
         self.produce(node.output[0], name)
         return layer
@@ -120,17 +127,12 @@ class Translation:
             return None
         if self.source.consumers.get(tensor, 0) != 1:
             return None
-        return next(layer for layer in self.layers if layer["name"] == name)
+        return self.by_name[name]
 
     def merge(self, node: onnx.NodeProto, layer: dict[str, Any]) -> None:
         """The node is now part of `layer` (its output is the layer's)."""
         self.notes[layer["name"]].append(describe(node))
         self.produce(node.output[0], layer["name"])
-
-
-def describe(node: onnx.NodeProto) -> str:
-    """`OpType name` as the manifest's comments and the error messages show a node."""
-    return f"{node.op_type} {node.name or node.output[0]}"
 
 
 def computes(layer: dict[str, Any]) -> bool:

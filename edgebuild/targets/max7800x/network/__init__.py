@@ -20,7 +20,8 @@ an import runs through them:
   `Reporter` that collects every problem with its position.
 - `layerkeys`, `buffers`, `description`: one layer's keys; data buffers; the document
   (top-level keys, sequence order, what each layer reads).
-- `checkpoint`: the quantized `.pth.tar`.
+- `checkpointfile`, `checkpoint`: the quantized `.pth.tar`: the file, read as untrusted
+  input (weights-only, size-bounded), and its layers.
 - `built`, `layers`, `compute`, `binding`, `hardware`, `channels`: the edgebuild layers of
   each network layer (those with weights in `compute`), bound to the checkpoint, cut into
   hardware layers with their placement entries; channel counts without a checkpoint.

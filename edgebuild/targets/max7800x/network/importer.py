@@ -25,6 +25,7 @@ from edgebuild.targets.max7800x.network.checkpoint import (
     checkpoint_layers,
     load_checkpoint,
 )
+from edgebuild.targets.max7800x.network.checkpointfile import shown
 from edgebuild.targets.max7800x.network.description import DATASETS, Top, dataset_key, parse
 from edgebuild.targets.max7800x.network.export import EXPORT_HEADER
 from edgebuild.targets.max7800x.network.files import npz_bytes, write_all
@@ -205,20 +206,27 @@ def _checkpoint(report: Reporter, top: Top, arch: Any, path: Path, specs: list[S
     wanted = sum(vocabulary.computes(spec.op) for spec in specs)
     layers, ignored = checkpoint_layers(path, state, wanted)
     if ignored:
+        listed = ", ".join(shown(key) for key in ignored[:_LISTED])
+        more = f" and {len(ignored) - _LISTED:,} more" if len(ignored) > _LISTED else ""
         report.warnings.append(Diagnostic(str(path), (
             f"the description has {wanted} layers with weights; as the toolchain does, the "
             f"checkpoint's first {wanted} weight tensors are used and {len(ignored)} after "
-            f"them ignored: {', '.join(ignored)}")))
+            f"them ignored: {listed}{more}")))
     if arch is not None and ck_arch is not None and str(arch).lower() != ck_arch.lower():
         if _exported_by_edgebuild(description):
             report.warn((top["arch"][0],), (
-                f"arch {arch!r} (an edgebuild export) is not the checkpoint's {ck_arch!r}; "
+                f"arch {arch!r} (an edgebuild export) is not the checkpoint's "
+                f"{shown(ck_arch)!r}; "
                 "the layers are checked against the checkpoint instead"))
         else:
             report.error((top["arch"][0],), (
-                f"arch {arch!r} does not match the checkpoint's arch {ck_arch!r}: the "
+                f"arch {arch!r} does not match the checkpoint's arch {shown(ck_arch)!r}: the "
                 "description and the checkpoint belong to different networks"))
     return layers
+
+
+# Weight tensors a warning names at most (a checkpoint could hold thousands after the N used)
+_LISTED = 20
 
 
 def _exported_by_edgebuild(description: Path) -> bool:

@@ -313,3 +313,16 @@ def test_libyaml_and_pyyaml_give_the_same_positions() -> None:
 
     fast, pure = document._LOADERS
     assert marks(fast) == marks(pure)
+
+
+def test_a_huge_unknown_key_in_a_network_description_is_quoted_short(tmp_path):
+    """A 100 kB unknown key (top level and in a layer) is named in one short line each."""
+    key = "k" * 100_000
+    (tmp_path / "net.yaml").write_text(  # `? key` (an explicit key: any length)
+        f"arch: x\ndataset: y\n? {key}\n: 1\nlayers:\n  - processors: 0x1\n"
+        f"    out_offset: 0\n    ? {key}\n    : 2\n")
+    outcome = run_bounded("ai8x 100 kB unknown keys", ["import-ai8x", "net.yaml", "--input",
+                          "1,8,8"], tmp_path, seconds=20, mib=512)
+    assert outcome.code == 2, outcome.stderr[-2000:]
+    assert all(len(line) < 1000 for line in outcome.lines()), max(map(len, outcome.lines()))
+    assert sum("unknown key 'kkkk" in line for line in outcome.lines()) == 2, outcome.stderr

@@ -108,7 +108,7 @@ def _top_level(report: Reporter, data: dict[Any, Any]) -> tuple[Top, dict[str, D
             report.warn((written,), f"`{written}` ignored (test data only in the toolchain; "
                         "weights come from the checkpoint)")
         elif key not in _GLOBAL_KEYS:
-            report.error((written,), f"unknown key {str(written)!r} (allowed: "
+            report.error((written,), f"unknown key {yamlsource.shown(str(written))} (allowed: "
                          f"{', '.join(k for k in _GLOBAL_KEYS)})")
         else:
             top[key] = (written, value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from edgebuild.core.document import shown
 from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.spec import Reporter, Spec
 from edgebuild.targets.max7800x.network.values import (
@@ -88,7 +89,7 @@ def _accepted(report: Reporter, spec: Spec, key: str, written: Any) -> bool:
         return False
     if key not in _LAYER_KEYS:
         report.error(("layers", index, written), f"layer {index}: unknown key "
-                     f"{str(written)!r} (allowed: {', '.join(sorted(_LAYER_KEYS))})")
+                     f"{shown(str(written))} (allowed: {', '.join(sorted(_LAYER_KEYS))})")
         return False
     if key in spec.keys:
         report.error(("layers", index, written), f"layer {index}: `{written}` repeats "

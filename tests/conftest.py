@@ -40,6 +40,7 @@ model:
     - {{name: conv1, op: conv2d, out: 8, kernel: 3, pad: 1, act: relu}}
     - {{name: fc, op: linear, out: 10, flatten: true, wide: true}}
 train: {{epochs: 2, batch: 64}}
+qat: {{epochs: 1}}
 target: {{device: host, memory: {{l1: 16KiB, l2: 128KiB, flash: 512KiB}}}}
 """
 
@@ -55,6 +56,7 @@ model:
   layers:
     - {name: fc, op: linear, out: 3, flatten: true}
 train: {epochs: 1, batch: 16}
+qat: {epochs: 1}
 target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}
 """
 

@@ -104,8 +104,14 @@ Schedule = Annotated[MultiStep | Cosine | Constant, Field(discriminator="type")]
 
 
 class Train(Strict):
-    epochs: int = Field(strict=True, default=10, ge=0, le=10000,
-                        description="0: no training, the float model is `init` as it is")
+    epochs: int | None = Field(
+        strict=True, default=None, ge=0, le=10000,
+        description="unset: sized to the data, about 2000 optimizer steps (3 to 500 epochs); "
+                    "0: no training, the float model is `init` as it is")
+    patience: int | None = Field(
+        strict=True, default=None, ge=1, le=10000,
+        description="stop after this many epochs without a better one (the kept epoch: best "
+                    "validation accuracy, or lowest training loss with `split.val: 0`)")
     init: str | None = Field(
         default=None, min_length=1,
         description="float weights to start from (.npz as the train stage's float.npz: "
@@ -149,7 +155,9 @@ class Qat(Strict):
     (post-training quantization, see `quantize.clip`) with the same bit widths."""
 
     enabled: bool = True
-    epochs: int = Field(strict=True, default=5, ge=1, le=10000)
+    epochs: int | None = Field(strict=True, default=None, ge=1, le=10000,
+                               description="unset: sized to the data, about 500 optimizer "
+                                           "steps (2 to 200 epochs)")
     lr: float = Field(default=0.0005, gt=0, le=10)
     batch: int | None = Field(strict=True, default=None, ge=1, le=65536, description="default: train.batch")
     weight_bits: WeightBits = 8

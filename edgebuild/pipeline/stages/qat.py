@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgebuild.pipeline.stage import Context, Stage
-from edgebuild.pipeline.stages.train import fit_and_keep_best, write_metrics
+from edgebuild.pipeline.stages.train import epochs_of, fit_and_keep_best, write_metrics
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.core.jsontypes import JSONObject
@@ -60,10 +60,13 @@ def run(ctx: Context) -> None:
                       Mode("qat", numbers.training_rounding(manifest), policy=policies))
     network.load_numpy(net, state)
     data = training.splits(arrays.load(ctx.inputs["data"] / "data.npz"))
+    batch = qat.batch or manifest.train.batch
+    epochs = epochs_of(ctx, qat.epochs, len(data["train"].y), batch, training.QAT_STEPS,
+                       training.QAT_EPOCHS, "qat")
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer, lr=qat.lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, qat.epochs)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     history, test_acc = fit_and_keep_best(ctx, net, data, lambda: training.fit(
-        net, data, epochs=qat.epochs, batch=qat.batch or manifest.train.batch, opt=opt,
+        net, data, epochs=epochs, batch=batch, opt=opt,
         schedule=schedule, seed=manifest.seed + 1, label="qat", log=ctx.log),
         "qat", "folded.npz", "QAT", enabled=True)
     ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")

@@ -58,15 +58,33 @@ def run(ctx: Context) -> None:
         if manifest.train.epochs == 0:
             keep(ctx, net, data)
             return
+    epochs = epochs_of(ctx, manifest.train.epochs, len(data["train"].y), manifest.train.batch,
+                       training.TRAIN_STEPS, training.TRAIN_EPOCHS, "train")
     opt = training.make_optimizer(net.parameters(), manifest.train.optimizer)
-    schedule = training.make_schedule(opt, manifest.train.schedule, manifest.train.epochs)
+    schedule = training.make_schedule(opt, manifest.train.schedule, epochs)
     history, test_acc = fit_and_keep_best(
         ctx, net, data, lambda: training.fit(
-            net, data, epochs=manifest.train.epochs, batch=manifest.train.batch, opt=opt,
-            schedule=schedule, seed=manifest.seed, label="train", log=ctx.log),
+            net, data, epochs=epochs, batch=manifest.train.batch, opt=opt,
+            schedule=schedule, seed=manifest.seed, label="train", log=ctx.log,
+            patience=manifest.train.patience),
         "train", "float.npz", "float training")
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
+    warn_near_chance(ctx, test_acc, data["test"].y)
     write_float_onnx(ctx, net)
+
+
+def epochs_of(ctx: Context, given: int | None, samples: int, batch: int, steps: int,
+              bounds: tuple[int, int], stage: str) -> int:
+    """The manifest's epochs, or when unset as many as give about `steps` optimizer steps
+    (training.auto_epochs), said in the log."""
+    from edgebuild.train import loop as training
+
+    if given is not None:
+        return given
+    epochs = training.auto_epochs(samples, batch, steps, bounds)
+    ctx.log(f"{stage}: epochs unset: {epochs} (about {steps} steps of batch {batch} over "
+            f"{samples} samples)")
+    return epochs
 
 
 def start_from(ctx: Context, net: torch.nn.Module, path: Path) -> None:
@@ -90,10 +108,36 @@ def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
     from edgebuild.train.metrics import Metrics
 
     test_acc, test_loss = training.evaluate(net, data["test"])
+    ctx.log(f"train: epochs 0, the weights of train.init kept; test accuracy {test_acc:.4f}")
+    warn_near_chance(ctx, test_acc, data["test"].y)
     arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
     write_metrics(ctx.out, Metrics.of(training.History(), test_acc, test_loss))
-    ctx.log(f"train: epochs 0, the weights of train.init kept; test accuracy {test_acc:.4f}")
     write_float_onnx(ctx, net)
+
+
+NEAR_CHANCE_POINTS = 5.0  # above the majority class's share: anything less learned nothing
+
+
+def warn_near_chance(ctx: Context, accuracy: float, labels: torch.Tensor) -> None:
+    """A float model that does no better than always answering the commonest class: for
+    imported weights, almost always inputs that do not follow the model's input contract
+    (an ONNX model trained on [0, 1] saw 2x-1 after the default minmax: 10.6 % where
+    PyTorch had 67.6 %)."""
+    import torch
+
+    if len(labels) == 0:
+        return
+    majority = float(torch.bincount(labels).max()) / len(labels)
+    if 100.0 * (accuracy - majority) > NEAR_CHANCE_POINTS:
+        return
+    imported = ctx.checked.manifest.train.init is not None
+    why = ("the weights were trained on inputs scaled otherwise than dataset.normalize "
+           "scales these (set it to what the model was trained with: method none, or scale "
+           "and offset), or the class order differs") if imported else \
+        "training learned nothing (more epochs, another learning rate, normalized inputs)"
+    ctx.warn(f"the float model scores {accuracy:.4f} on the test split, within "
+             f"{NEAR_CHANCE_POINTS:g} points of always answering the commonest class "
+             f"({majority:.4f}): {why}")
 
 
 def write_float_onnx(ctx: Context, net: torch.nn.Module) -> None:

@@ -38,7 +38,7 @@ def threads_per_stage(jobs: int) -> int:
     return max(1, cores() // workers(jobs))
 
 
-PRELOAD = ("numpy", "torch", "torch._inductor.config", "matplotlib.pyplot")
+PRELOAD = ("numpy", "torch", "torch._dynamo", "matplotlib.pyplot")  # dynamo: an optimizer's first step
 
 
 def preload(threads: int) -> None:

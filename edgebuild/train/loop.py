@@ -54,7 +54,14 @@ class Diverged(Exception):
 
 def deterministic(seed: int) -> None:
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True)
+    # torch.use_deterministic_algorithms(True) sets this flag and imports torch._inductor to
+    # set its compiler's flag as well: 2 s of imports (dynamo, inductor) per training stage,
+    # for a compiler edgebuild never runs. The eager ops read only this flag.
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:  # another torch: the public way, imports and all
+        torch.use_deterministic_algorithms(True)
+    else:
+        setter(True, warn_only=False)
     torch.set_num_threads(THREADS)
 
 

@@ -82,7 +82,7 @@ def test_the_header_turns_raw_test_samples_into_the_kat_inputs(built, tmp_path):
     spec = manifest.dataset
     raw = FORMATS[spec.format].load(spec, built / "manifests")
     rng = np.random.default_rng(manifest.seed)  # the data stage's split, step by step
-    splits = data_stage._limit(data_stage._split(raw, spec.split, rng), spec.limit, rng)
+    splits = data_stage._split(raw, spec.split, spec.limit, rng)
     with np.load(built / "build" / "tiny" / "data" / "data.npz") as arrays:
         expected = arrays["x_test"]
     project = tmp_path / "c"

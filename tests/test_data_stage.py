@@ -127,12 +127,14 @@ def test_seed_changes_the_split(digits_build, tmp_path):
 
 
 def test_limit(digits_build, tmp_path):
+    """limit.train caps what training reads, the validation split held out of it (it once
+    left the validation split at its full size: 143 samples beside 100 training ones)."""
     project = _digits_project(tmp_path, extra="  limit: {train: 100, test: 50}\n")
     _build(project)
     arrays, info = _artifacts(project, "small")
-    _, full = _artifacts(digits_build[0], "small")
-    assert info["counts"] == {"train": 100, "val": full["counts"]["val"], "test": 50}
-    assert len(arrays["x_train"]) == len(arrays["y_train"]) == 100
+    assert info["counts"] == {"train": 90, "val": 10, "test": 50}
+    assert len(arrays["x_train"]) == len(arrays["y_train"]) == 90
+    assert len(arrays["x_val"]) == len(arrays["y_val"]) == 10
     assert len(arrays["x_test"]) == len(arrays["y_test"]) == 50
 
 

@@ -109,12 +109,19 @@ def test_npz_user_split(tmp_path):
     assert npz.probe(spec, tmp_path).classes == 4
 
 
-def test_npz_split_keys_win_over_pool_keys(tmp_path):
+def test_npz_pool_keys_beside_split_keys_are_refused(tmp_path):
+    """Once the split keys won and `x`, `y` were left out without a word: a file holds one
+    key set, and an array edgebuild would not read is named (tests/test_dataset_contract.py
+    has the other key sets)."""
     pool = _pool()
     spec = _npz(tmp_path, x=pool["x"], y=pool["y"], x_train=pool["x"][:10],
                 y_train=pool["y"][:10], x_test=pool["x"][10:13], y_test=pool["y"][10:13])
-    raw = npz.load(spec, tmp_path)
-    assert len(raw.x_train) == 10 and len(raw.x_test) == 3
+    for call in (npz.probe, npz.load):
+        with pytest.raises(DataFileError) as info:
+            call(spec, tmp_path)
+        _assert_file_error(info, tmp_path / "d.npz", "`x`, `y` are not keys edgebuild reads "
+                           "beside `x_train`, `y_train`")
+        assert info.value.field == ("path",)
 
 
 def test_npz_labels_remapped_to_indices(tmp_path):
@@ -222,16 +229,20 @@ def test_npz_other_files_never_pass_numpy_pickle_advice(tmp_path, content):
     assert "pickled" not in str(info.value)
 
 
-@pytest.mark.parametrize("arrays", [
-    {"images": np.zeros((3, 2)), "labels": np.zeros(3, dtype=int)},
-    {"x": np.zeros((3, 2))},
-    {"x_train": np.zeros((3, 2)), "y_train": np.zeros(3, dtype=int), "x_test": np.zeros((1, 2))},
+@pytest.mark.parametrize(("arrays", "words"), [
+    ({"images": np.zeros((3, 2)), "targets": np.zeros(3, dtype=int)},
+     ["holds none of the arrays edgebuild reads", "`x`, `y`", "`x_train`, `y_train`",
+      "found `images`, `targets`"]),
+    ({"x": np.zeros((3, 2))}, ["`y` missing: `x` (inputs) and `y` (their labels) come together"]),
+    ({"x_train": np.zeros((3, 2)), "y_train": np.zeros(3, dtype=int), "x_test": np.zeros((1, 2))},
+     ["`y_test` missing: `x_test` (inputs) and `y_test` (their labels) come together"]),
 ])
-def test_npz_missing_keys(tmp_path, arrays):
+def test_npz_missing_keys(tmp_path, arrays, words):
     spec = _npz(tmp_path, **arrays)
     with pytest.raises(DataFileError) as info:
         npz.load(spec, tmp_path)
-    _assert_file_error(info, tmp_path / "d.npz", "needs arrays x, y", *sorted(arrays))
+    _assert_file_error(info, tmp_path / "d.npz", *words)
+    assert info.value.field == ("path",)
 
 
 def test_npz_float_labels(tmp_path):

@@ -13,9 +13,10 @@ from edgebuild.core import boundedjson
 
 @dataclass(frozen=True)
 class Normalization:
-    """x' = (x - offset) / scale, per channel or one value for all (training statistics)."""
+    """x' = (x - offset) / scale, per channel or one value for all: training statistics
+    (minmax, standard), offset 0 and scale 1 (none), or the manifest's values (scale)."""
 
-    method: str  # "minmax" | "standard"
+    method: str  # "minmax" | "standard" | "none" | "scale"
     offset: tuple[float, ...]
     scale: tuple[float, ...]
 

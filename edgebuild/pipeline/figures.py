@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 DPI = 100
 ERRORS_FULL = 0.5  # share of a true class predicted as one other class drawn in full red
+TICK_CHARS = 16  # a class name longer than this is cut in the confusion matrix's ticks
 
 
 class TileRow(TypedDict):
@@ -122,15 +123,22 @@ def _confusion_cell(ax: Axes, plt: ModuleType, at: tuple[int, int], value: int,
             color="white" if level > 0.55 else "black")
 
 
+def _tick(label: str) -> str:
+    """A class name as a tick label: the dataset's own names can be long (`Ankle boot`,
+    a sentence), and a long one would squeeze the matrix; cut to TICK_CHARS, the cut shown."""
+    return label if len(label) <= TICK_CHARS else label[:TICK_CHARS - 1] + "\u2026"
+
+
 def _confusion_axes(ax: Axes, labels: Sequence[str], cell: float) -> None:
     n = max(len(labels), 1)
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_aspect("equal")
     size = max(7.0, min(11.0, cell * 72 * 0.3))
-    turn = n > 12 or max(map(len, labels), default=0) > 3
-    ax.set_xticks(range(len(labels)), labels, fontsize=size, rotation=90 if turn else 0)
-    ax.set_yticks(range(len(labels)), labels, fontsize=size)
+    ticks = [_tick(label) for label in labels]
+    turn = n > 12 or max(map(len, ticks), default=0) > 3
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=size, rotation=90 if turn else 0)
+    ax.set_yticks(range(len(ticks)), ticks, fontsize=size)
     ax.set_xticks([k - 0.5 for k in range(1, n)], minor=True)
     ax.set_yticks([k - 0.5 for k in range(1, n)], minor=True)
     ax.grid(which="minor", color="#dddddd", linewidth=0.5)

@@ -202,12 +202,24 @@ def _section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{anchor}"><h2>{_e(title)}</h2>{body}</section>' if body else ""
 
 
+SHOWN_CLASS_NAMES = 100  # names listed in the data section; the rest are counted
+
+
 def data_html(report: dict[str, Any]) -> str:
+    """Samples per split and the classes, by name: the dataset's own names (npz `classes`,
+    a .ts file's labels) where it has them, so that the page speaks of `sandal`, not `5`."""
     data = report.get("data")
     if not data:
         return ""
     rows = [(split, count(n)) for split, n in data["counts"].items()]
-    return _section("Data", _pairs([*rows, ("classes", count(data["classes"]))]), "data")
+    rows.append(("classes", count(data["classes"])))
+    labels = (report.get("confusion") or {}).get("labels") or []
+    if labels:
+        shown = ", ".join(map(str, labels[:SHOWN_CLASS_NAMES]))
+        more = len(labels) - SHOWN_CLASS_NAMES
+        rows.append(("class names (output order)",
+                     _e(shown + (f", ... ({more} more)" if more > 0 else ""))))
+    return _section("Data", _pairs(rows), "data")
 
 
 def training_html(report: dict[str, Any], stage: str, title: str, accuracy: float | None,

@@ -22,7 +22,7 @@ from pathlib import Path
 from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
 from edgebuild.data import FORMATS
-from edgebuild.data.dataset import DataFileError, Probe, framed_shape
+from edgebuild.data.dataset import DataFileError, Probe, channelled_shape, framed_shape
 from edgebuild.manifest import Layer, Manifest, targets
 from edgebuild.model import graph as graphs
 from edgebuild.ops.operator import LayerBase
@@ -157,7 +157,8 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
 def _budgets(document: yamlsource.Document, manifest: Manifest, layers: tuple[Layer, ...],
              bits: Mapping[str, int]) -> tuple[list[Diagnostic], list[str]]:
     """The memory budgets: (problems, warnings). On an accelerator target the RAM of the
-    Cortex-M4 emulation is a warning only (targets.max7800x.emulation says why)."""
+    Cortex-M4 emulation is a warning only (targets.max7800x.emulation says why); so is an
+    L1 budget whose tiles need more RAM than the untiled build (memory.budget.warnings)."""
     from edgebuild.memory import budget
     from edgebuild.targets.max7800x import emulation
     from edgebuild.targets.max7800x import profile as devices
@@ -167,10 +168,12 @@ def _budgets(document: yamlsource.Document, manifest: Manifest, layers: tuple[La
     needs = budget.assess(manifest, layers, bits, optimized(manifest))
     problems = [document.diagnostic(path, message) for path, message in
                 budget.shortfalls(needs, manifest.target.memory, ram=not accelerated)]
+    costs = [document.diagnostic(path, f"warning: {message}").render()
+             for path, message in budget.warnings(needs, manifest.target.memory)]
     if not accelerated:
-        return problems, []
+        return problems, costs
     fit = emulation.fit(device, manifest.target.memory.l2, needs.ram.bytes)
-    return problems, [] if fit.fits else [document.diagnostic(
+    return problems, costs if fit.fits else [*costs, document.diagnostic(
         ("target", "memory", "l2"), f"warning: {fit.reason()}; the accelerator program and "
         "the host known-answer test still build, its Cortex-M4 (QEMU) run is skipped").render()]
 
@@ -273,13 +276,43 @@ def _sample_mismatch(shape: tuple[int, ...], expected: tuple[int, ...], manifest
         return (f"{have} (clips of dataset.frames={manifest.dataset.frames}) but the model has no "
                 "buffer layer to read clips; remove dataset.frames or add a buffer")
     if frames == 1:
-        return f"{have} but model.input is {list(manifest.model.input)}; set model.input: {list(shape)}"
+        return f"{have} but model.input is {list(manifest.model.input)}; " + _input_advice(
+            shape, tuple(manifest.model.input), manifest.dataset.channel_axis.value)
     if len(shape) == len(expected) and shape[0] == frames:
         return (f"{have}: clips of {frames} frames of {list(shape[1:])}, but model.input is "
                 f"{list(manifest.model.input)}; set model.input: {list(shape[1:])}")
     return (f"{have}, but the model's buffer needs clips of {frames} frames of "
             f"{list(manifest.model.input)}, i.e. {list(expected)}; set dataset.frames: {frames} to "
             "cut each sample's last axis into frames, or give clip-shaped samples")
+
+
+def _reading(shape: tuple[int, ...]) -> str:
+    """What model.input `shape` makes of a sample (channels first)."""
+    if len(shape) == 1:
+        return f"{shape[0]} features (linear layers)"
+    channels = "one channel" if shape[0] == 1 else f"{shape[0]} channels"
+    if len(shape) == 2:
+        return f"{channels} over {shape[1]} steps (a 1-D model: conv1d, pool1d)"
+    return f"{channels} of {shape[1]}x{shape[2]} (a 2-D model: conv2d, pool2d)"
+
+
+def _input_advice(shape: tuple[int, ...], wanted: tuple[int, ...], axis: str) -> str:
+    """What to set when the samples do not have model.input's shape: a channel axis the
+    samples lack or hold last (dataset.channel_axis), or model.input itself — saying what
+    each reading means, since [49, 10] as model.input is 49 channels, not one 49x10 image."""
+    as_is = (f"set model.input: {list(shape)} to read them as {_reading(shape)}"
+             if len(shape) <= 3 else "")
+    alternative = f"; or {as_is}" if as_is else ""
+    if axis == "first" and wanted == (1, *shape):
+        return ("the samples have no channel axis: set dataset.channel_axis: add to read them "
+                f"as {_reading(wanted)}, as model.input says{alternative}")
+    if axis == "first" and len(shape) > 1 and wanted == (shape[-1], *shape[:-1]):
+        return ("the samples hold their channels last: set dataset.channel_axis: last to read "
+                f"them as {_reading(wanted)}, as model.input says{alternative}")
+    if axis == "add" and shape[1:] == wanted:
+        return "remove dataset.channel_axis: add (without it the samples have the model's shape)"
+    return as_is or ("samples of more than 3 axes fit no model.input; reshape them to [C, L] "
+                     "or [C, H, W]")
 
 
 def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
@@ -293,10 +326,12 @@ def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
     except DataFileError as exc:
         return None, [document.diagnostic(("dataset", *exc.field), str(exc))]
     try:
-        shape = framed_shape(probe.sample_shape, spec.frames)
+        shape = framed_shape(channelled_shape(probe.sample_shape, spec.channel_axis),
+                             spec.frames)
     except DataFileError as exc:
         return None, [document.diagnostic(("dataset", "frames"), str(exc))]
-    problems = []
+    problems = _normalize_channels(document, manifest, channelled_shape(
+        probe.sample_shape, spec.channel_axis))
     expected = graphs.sample_shape(manifest.model.input, manifest.model.layers)
     if shape != expected:
         problems.append(document.diagnostic(("model", "input"), _sample_mismatch(
@@ -306,3 +341,19 @@ def _dataset(document: yamlsource.Document, manifest: Manifest, base: Path,
         problems.append(document.diagnostic(("model", "layers", len(graph.nodes) - 1), (
             f"the last layer has {outputs} outputs but the dataset has {probe.classes} classes")))
     return probe, problems
+
+
+def _normalize_channels(document: yamlsource.Document, manifest: Manifest,
+                        sample: tuple[int, ...]) -> list[Diagnostic]:
+    """`normalize: {method: scale}` with a value per channel: as many as a sample has
+    channels (its first axis, before frames are cut)."""
+    assert manifest.dataset is not None  # called for a manifest with a dataset only
+    normalize = manifest.dataset.normalize
+    given = normalize.channels()
+    if given is None or given == sample[0]:
+        return []
+    field = "scale" if isinstance(normalize.scale, tuple) else "offset"
+    channels = "one channel" if sample[0] == 1 else f"{sample[0]} channels"
+    return [document.diagnostic(("dataset", "normalize", field), (
+        f"{given} values, one per channel, but the samples ({list(sample)}) have {channels} "
+        "(their first axis); give a value per channel, or one for all"))]

@@ -210,7 +210,8 @@ def test_unknown_keys_did_you_mean(tmp_path: Path):
         "'kernal'; did you mean 'kernel'? (allowed: name, inputs, doc, out, groups, bias, act, "
         "pool, wide, op, kernel, stride, pad, dilation)",
         f"manifests/m.yaml:{position(text, 'epocs')}: train.epocs: unknown key 'epocs'; did "
-        "you mean 'epochs'? (allowed: epochs, init, batch, optimizer, schedule, clamp_activations, reproducible)",
+        "you mean 'epochs'? (allowed: epochs, patience, init, batch, optimizer, schedule, "
+        "clamp_activations, reproducible)",
     ]
 
 

@@ -24,7 +24,7 @@ class InputFormat:
     """What the data stage recorded of a model's inputs and classes (data.json, read by
     the codegen stage: data.info.DataInfo); a model without a dataset has neither."""
 
-    method: str  # "minmax" | "standard"
+    method: str  # "minmax" | "standard" (training-split statistics) | "none" | "scale"
     offset: tuple[float, ...]  # x' = (x - offset) / scale: one value, or one per channel
     scale: tuple[float, ...]
     labels: tuple[str, ...]  # class names in output order

@@ -229,6 +229,19 @@ def _flow(value: Any) -> str:
                               width=1 << 20)).strip().removesuffix("...").strip()
 
 
+# An imported network computes on the inputs it was trained with: the data is taken as
+# it is (method none: q = round(128 x), saturated to [-1, 127/128]), never re-mapped by the
+# default minmax, which showed a model trained on [0, 1] its inputs as 2x-1 (10.6 % where
+# PyTorch had 67.6 %). The ONNX file does not say what range that was: the note says how
+# to state it, and the train stage warns when the float model scores near chance.
+NORMALIZE = {"method": "none"}
+NORMALIZE_NOTE = [
+    "# Inputs: the network sees the dataset's values as they are (normalize: method none),",
+    "# as the values it was trained on. If it was trained on values scaled otherwise, say",
+    "# how: normalize: {method: scale, scale: S, offset: O} gives it (x - O) / S. The int8",
+    "# input range is [-1, 127/128]: values outside it saturate (the data stage warns)."]
+
+
 def manifest_text(path: Path, name: str, model: Translated, weights: str,
                   data: str | None) -> str:
     """The manifest, commented: where it came from, what each layer was in the file."""
@@ -238,11 +251,13 @@ def manifest_text(path: Path, name: str, model: Translated, weights: str,
              f"# The float weights are {weights} (train.init), taken as they are (epochs: 0);",
              "# quantization and the C project follow as for a model edgebuild trained.",
              f"name: {name}"]
+    lines += NORMALIZE_NOTE
     if data is None:
         lines += ["# dataset: the data to quantize and evaluate with, e.g.",
-                  "#   {format: npz, path: data.npz}  (x: samples as model.input, y: labels)"]
+                  "#   {format: npz, path: data.npz, normalize: {method: none}}",
+                  "#   (keys: x and y, or x_train/y_train/x_test/y_test; classes: names)"]
     else:
-        lines.append(f"dataset: {_flow({'format': 'npz', 'path': data})}")
+        lines.append(f"dataset: {_flow({'format': 'npz', 'path': data, 'normalize': NORMALIZE})}")
     lines += ["model:", f"  input: {_flow(list(model.input_shape))}", "  layers:"]
     lines += [f"    - {_flow(layer)}  # {model.notes[layer['name']]}" for layer in model.layers]
     lines += ["train:",

@@ -23,7 +23,8 @@ def _project(root, split: str = ""):
 
 
 def test_a_tiny_validation_split_is_warned_about(tmp_path):
-    result = run_cli(["build", "--until", "train"], _project(tmp_path))
+    result = run_cli(["build", "--until", "train"],
+                     _project(tmp_path, "\n  split: {val: 0.1, test: 0.2}"))
     assert result.returncode == 0, result.stderr
     warning = [line for line in result.stderr.splitlines() if "validation split holds" in line]
     assert len(warning) == 1 and "dataset.split: {val: 0}" in warning[0], result.stderr
@@ -108,3 +109,16 @@ def test_qat_holds_a_batchnorm_model_on_a_small_heavy_tailed_set(tmp_path):
     assert floating >= 0.70, floating
     assert int8 >= floating - 0.02, (floating, int8)
     assert "warning" not in result.stderr
+
+
+def test_an_unset_validation_split_holds_out_only_what_can_pick_an_epoch(tmp_path):
+    """Unset `split.val`: 10 % when that is 30 samples or more, else none (every sample
+    trains, epochs compared on the training loss); the tiny set (48 training samples)
+    gets no validation split and no warning."""
+    from edgebuild.pipeline.stages.data import validation_share
+
+    assert (validation_share(None, 299), validation_share(None, 300)) == (0.0, 0.1)
+    assert validation_share(0.25, 10) == 0.25  # written: as written
+    result = run_cli(["build", "--until", "train"], _project(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "validation split holds" not in result.stderr and "fit_acc" in result.stderr

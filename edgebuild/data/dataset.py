@@ -35,10 +35,11 @@ FileRef = str | PackageFile
 
 
 class Split(Strict):
-    val: float = Field(default=0.1, ge=0, lt=1, description=(
+    val: float | None = Field(default=None, ge=0, lt=1, description=(
         "fraction of the training data held out as the validation split (picks the best "
-        "epoch; 0: every sample trains). Not with a validation split in the file (npz "
-        "x_val/y_val), which is used as it is"))
+        "epoch; 0: every sample trains, epochs compared on the training loss). Unset: 0.1 "
+        "when that holds at least 30 samples, else 0. Not with a validation split in the "
+        "file (npz x_val/y_val), which is used as it is"))
     test: float = Field(default=0.2, gt=0, lt=1,
                         description="fraction held out for test when the source has no test split")
 

@@ -191,7 +191,7 @@ def _split(raw: Raw, split: Split, limit: Limit, rng: np.random.Generator
         parts = {"test": (raw.x_test, raw.y_test)}
     if raw.x_val is None:
         x, y = _capped((x, y), limit.train, rng)
-        keep, val = _stratified(y, split.val, rng)
+        keep, val = _stratified(y, validation_share(split.val, len(y)), rng)
         parts["train"], parts["val"] = (x[keep], y[keep]), (x[val], y[val])
     else:
         assert raw.y_val is not None  # a format gives validation labels with their inputs
@@ -201,6 +201,18 @@ def _split(raw: Raw, split: Split, limit: Limit, rng: np.random.Generator
     if len(parts["train"][1]) == 0 or len(parts["test"][1]) == 0:
         raise UserError("dataset too small: after splitting, the train or test set is empty")
     return {k: parts[k] for k in ("train", "val", "test")}
+
+
+AUTO_VAL = 0.1  # an unset split.val: this share, when it holds FEW_VALIDATION samples
+
+
+def validation_share(given: float | None, samples: int) -> float:
+    """`split.val`, or when unset 0.1 of the training data if that is at least
+    FEW_VALIDATION samples, else none: 10 % of 40 series is 4, one of which is 25 % of the
+    validation accuracy the best epoch was then picked on (the UCR examples set val: 0)."""
+    if given is not None:
+        return given
+    return AUTO_VAL if AUTO_VAL * samples >= FEW_VALIDATION else 0.0
 
 
 def _capped(part: Part, cap: int | None, rng: np.random.Generator) -> Part:

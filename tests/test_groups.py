@@ -93,7 +93,8 @@ def test_max78000_refuses_depthwise_with_its_profile_rule(tmp_path):
     found = layout.problems(manifest, folded, {"c1": 8, "dw": 8, "pw": 8, "fc": 8})
     assert [(path, message) for path, message in found if path[-1] == "groups"] == [(
         ("model", "layers", 1, "groups"), "layer 'dw': groups 16 with 16 input and 16 output "
-        "channels is not supported on max78000 (allowed: 1)")]
+        "channels is not supported on max78000 (allowed: 1); use groups: 1 (a dense "
+        "convolution); max78002 runs this layer as it is (`target.device: max78002`)")]
 
 
 def test_max78002_places_depthwise_and_the_description_round_trips(tmp_path):

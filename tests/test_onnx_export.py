@@ -237,6 +237,25 @@ ALL_OPS = {
           - {name: gap, op: pool2d, mode: avg, size: [4, 2]}
           - {name: out, op: conv2d, out: 5, kernel: 1, wide: true}
         """,
+    # global pooling of a 1-D map of 106 steps and of a 7x9 image, average and maximum
+    "global_1d": """
+        input: [3, 106]
+        layers:
+          - {name: c, op: conv1d, out: 8, kernel: 3, pad: 1, act: relu}
+          - {name: gap, op: global_pool, mode: avg}
+          - {name: gmp, op: global_pool, mode: max, inputs: [c]}
+          - {name: cat, op: concat, inputs: [gap, gmp]}
+          - {name: fc, op: linear, out: 5, flatten: true, wide: true}
+        """,
+    "global_2d": """
+        input: [2, 7, 9]
+        layers:
+          - {name: c, op: conv2d, out: 6, kernel: 3, pad: 1}
+          - {name: gap, op: global_pool, mode: avg}
+          - {name: gmp, op: global_pool, mode: max, inputs: [c]}
+          - {name: cat, op: concat, inputs: [gap, gmp]}
+          - {name: fc, op: linear, out: 5, flatten: true, wide: true}
+        """,
 }
 
 

@@ -273,8 +273,8 @@ def test_graph_totals_and_json():
 
 def test_every_op_is_registered():
     assert set(OPS) == {"conv1d", "conv2d", "conv_transpose2d", "linear", "pool1d", "pool2d",
-                        "flatten", "reshape", "add", "concat", "batchnorm", "dropout",
-                        "passthrough", "buffer"}
+                        "global_pool", "flatten", "reshape", "add", "concat", "batchnorm",
+                        "dropout", "passthrough", "buffer"}
 
 
 def test_passthrough_is_the_identity_in_shape_torch_and_reference():

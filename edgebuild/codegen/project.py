@@ -55,9 +55,9 @@ def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
     if cpu in OPTIMIZED_CPUS:
         sources.extend(("eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c"))
         headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h", "eb_gemm_asm.h"))
-        for path in sorted(set(paths) & PATH_FILES.keys()):
-            sources.extend(PATH_FILES[path][0])
-            headers.extend(PATH_FILES[path][1])
+    for path in sorted(set(paths) & PATH_FILES.keys()):  # any CPU (global_pool's are portable)
+        sources.extend(PATH_FILES[path][0])
+        headers.extend(PATH_FILES[path][1])
     if tiled:
         sources.append("eb_tiling.c")
         headers.append("eb_tiling.h")

@@ -23,6 +23,7 @@ from edgebuild.ops import (
     conv_transpose2d,
     dropout,
     flatten,
+    global_pool,
     linear,
     passthrough,
     pool,
@@ -39,6 +40,7 @@ OPS: dict[str, Operator] = {
         linear.OPERATOR,
         pool.OPERATOR_1D,
         pool.OPERATOR_2D,
+        global_pool.OPERATOR,
         flatten.OPERATOR,
         reshape.OPERATOR,
         passthrough.OPERATOR,
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     # listed (tests/test_typing.py checks that they agree).
     Layer = Annotated[
         conv1d.Conv1d | conv2d.Conv2d | conv_transpose2d.ConvTranspose2d | linear.Linear
-        | pool.Pool1d | pool.Pool2d | flatten.Flatten | reshape.Reshape
+        | pool.Pool1d | pool.Pool2d | global_pool.GlobalPool | flatten.Flatten | reshape.Reshape
         | passthrough.Passthrough | add.Add | concat.Concat | buffer.Buffer
         | batchnorm.BatchNorm | dropout.Dropout,
         Field(discriminator="op"),

@@ -108,6 +108,8 @@ OPTIONAL_PATHS = ("depthwise", "packed")
 # Kernel files a project gets only when a step runs their path: (sources, headers).
 PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions
+    # ops.global_pool, on every CPU: the reference and optimized kernels in one file
+    "global_pool": (("eb_global_pool.c",), ("eb_global_pool.h",)),
 }
 
 

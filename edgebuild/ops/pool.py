@@ -1,21 +1,37 @@
 """pool1d / pool2d: max or average pooling — standalone, and the rule every pooling fused
-into a convolution's input (`pool:`) follows too.
+into a convolution's input (`pool:`) and the global pooling of ops.global_pool follow too.
 
 Integer rule: max pooling is exact; average pooling divides the integer sum by the window
 size with the rounding mode's pooling rule (half_up, floor, or a device's trunc), see
 numerics.np_divide_round. The torch fake-quant path rounds avg * 128 the same way, which is
 exact in float64.
+
+A standalone pool's window may be as large as the C kernel's int16 fields hold (32767 per
+axis, MAX_WINDOW values in all: eb_pool2d's int32 sum and rounding, 2 x sum + count, stay in
+range); a convolution's fused `pool:` keeps the smaller limit of ops.operator.Pair. A device
+with smaller pooling hardware says so at `check` (targets.max7800x.limits).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol
 
 from pydantic import Field
 
 from edgebuild.core import numerics
-from edgebuild.core.geometry import Shape, Window, expect_rank, pool_plane, pooled, window_sizes
+from edgebuild.core.geometry import (
+    IntPair,
+    Shape,
+    ShapeError,
+    Window,
+    expect_rank,
+    pool_plane,
+    pooled,
+    window_sizes,
+)
 from edgebuild.ops.c import CCode, CStep, pool_call, pool_params
 from edgebuild.ops.onnxcode import (
     INT8,
@@ -30,16 +46,13 @@ from edgebuild.ops.onnxcode import (
 from edgebuild.ops.operator import (
     Accelerator,
     C,
-    FusedPool,
     G,
     LayerBase,
     Mode,
     Onnx,
     Operator,
-    Pair,
     PoolMode,
     Role,
-    Small,
     Torch,
     Train,
     TrainGeometry,
@@ -54,28 +67,90 @@ if TYPE_CHECKING:
 
     from edgebuild.ops.operator import Ints
 
+# The C kernel's eb_pool_params hold sizes and strides as int16 (eb_kernels.h).
+AXIS_LIMIT = 32767
+# Values in one window of eb_pool2d: its int32 rounding 2 x sum + count stays below 2^31
+# (|sum| <= 128 x count). A larger average is a global_pool's (64-bit where it must be).
+MAX_WINDOW = 1 << 23
+
+Size = Annotated[int, Field(strict=True, ge=1, le=AXIS_LIMIT)]
+SizePair = Size | tuple[Size, Size]
+
 
 class Pool1d(LayerBase):
     op: Literal["pool1d"]
     mode: PoolMode
-    size: Small
-    stride: Small | None = Field(default=None, description="defaults to size")
+    size: Size
+    stride: Size | None = Field(default=None, description="defaults to size")
 
 
 class Pool2d(LayerBase):
     op: Literal["pool2d"]
     mode: PoolMode
-    size: Pair
-    stride: Pair | None = Field(default=None, description="defaults to size")
+    size: SizePair
+    stride: SizePair | None = Field(default=None, description="defaults to size")
 
 
-def window(layer: Pool1d | Pool2d) -> FusedPool:
-    return FusedPool(mode=layer.mode, size=layer.size, stride=layer.stride)
+class PoolingWindow(Protocol):
+    """What the pooling rule reads of a window: a fused `pool:` (FusedPool), a pool
+    layer's (`window`) or a global pool's (ops.global_pool)."""
+
+    @property
+    def mode(self) -> PoolMode: ...
+
+    @property
+    def size(self) -> IntPair: ...
+
+    @property
+    def stride(self) -> IntPair | None: ...
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """A pooling window built in code (not read from a manifest, so not validated against
+    the fused pool's smaller limits)."""
+
+    mode: PoolMode
+    size: IntPair
+    stride: IntPair | None = None
+
+
+def window(layer: Pool1d | Pool2d) -> Pooling:
+    return Pooling(layer.mode, layer.size, layer.stride)
+
+
+def map_window(mode: PoolMode, in_shape: Shape) -> Pooling:
+    """The window of a global pool over `in_shape`: its whole map, one window. Its stride
+    moves it nowhere, so it is chosen square (the longest side) as pooling hardware with
+    one stride for both axes (MAX7800x) takes it."""
+    spatial = tuple(in_shape[1:])
+    if len(spatial) == 1:
+        return Pooling(mode, spatial[0])
+    side = max(spatial[0], spatial[1])
+    return Pooling(mode, (spatial[0], spatial[1]), (side, side))
+
+
+class GlobalPooling(Protocol):
+    """A global pool's layer record (ops.global_pool.GlobalPool; that module imports this
+    one)."""
+
+    @property
+    def mode(self) -> PoolMode: ...
+
+
+def pool_window(layer: Pool1d | Pool2d | GlobalPooling, in_shape: Shape) -> Pooling:
+    """The window of a standalone pooling layer over `in_shape`: a pool layer's own, or a
+    global pool's whole map (for code outside ops that handles both alike: the MAX7800x
+    layer mapping and network description)."""
+    if isinstance(layer, Pool1d | Pool2d):
+        return window(layer)
+    return map_window(layer.mode, in_shape)
 
 
 # --- the pooling rule (shared with fused pooling) -------------------------------------------
 
-def torch_pool(x: torch.Tensor, pool: FusedPool | None, dims: int, mode: Mode) -> torch.Tensor:
+def torch_pool(x: torch.Tensor, pool: PoolingWindow | None, dims: int,
+               mode: Mode) -> torch.Tensor:
     import torch.nn.functional as F
 
     if pool is None:
@@ -108,7 +183,7 @@ def windows(x: NDArray[G], sizes: Sequence[int], strides: Sequence[int],
     return view[index]
 
 
-def reference_pool(x: Ints, pool: FusedPool | None, dims: int, rounding: str) -> Ints:
+def reference_pool(x: Ints, pool: PoolingWindow | None, dims: int, rounding: str) -> Ints:
     if pool is None:
         return x
     sizes, strides = window_sizes(pool, dims)
@@ -122,7 +197,7 @@ def reference_pool(x: Ints, pool: FusedPool | None, dims: int, rounding: str) ->
     return numerics.np_divide_round(view.sum(axis=axes), count, rounding)
 
 
-def onnx_pool(code: OnnxCode, pool: FusedPool | None, dims: int, form: Form, rounding: str,
+def onnx_pool(code: OnnxCode, pool: PoolingWindow | None, dims: int, form: Form, rounding: str,
               channels: int) -> OnnxCode:
     """The pooling rule in ONNX: MaxPool in every form (exact on int8); average pooling
     AveragePool in float, rounded to the 1/128 grid by the mode's pooling rule in the
@@ -157,6 +232,10 @@ def _dims(layer: Pool1d | Pool2d) -> int:
 def out_shape(layer: Pool1d | Pool2d, shapes: Sequence[Shape]) -> Shape:
     dims = _dims(layer)
     expect_rank(shapes[0], dims + 1, layer.op)
+    sizes, _ = window_sizes(window(layer), dims)
+    if math.prod(sizes) > MAX_WINDOW:
+        raise ShapeError(f"a window of {math.prod(sizes)} values is more than a pool layer's "
+                         f"{MAX_WINDOW}; a global_pool averages any number")
     return pooled(shapes[0], window(layer), dims)
 
 

@@ -58,6 +58,7 @@ from edgebuild.model.graph import INPUT, Graph, Node
 from edgebuild.ops import OPS
 from edgebuild.ops.c import Activated
 from edgebuild.ops.operator import Accelerator, LayerBase, Role, Unsupported
+from edgebuild.ops.pool import pool_window
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from edgebuild.ops.conv1d import Conv1d
     from edgebuild.ops.conv2d import Conv2d
     from edgebuild.ops.conv_transpose2d import ConvTranspose2d
+    from edgebuild.ops.global_pool import GlobalPool
     from edgebuild.ops.linear import Linear
     from edgebuild.ops.pool import Pool1d, Pool2d
 
@@ -344,10 +346,13 @@ def _transposed_layer(layer: ConvTranspose2d, node: Node, common: _Fields,
                    | {"output_pad": pair(layer.output_pad)})
 
 
-def _pool_layer(layer: Pool1d | Pool2d, node: Node, common: _Fields,
+def _pool_layer(layer: Pool1d | Pool2d | GlobalPool, node: Node, common: _Fields,
                 flattened: dict[str, str], shapes: dict[str, Shape],
                 bits: dict[str, int]) -> HwLayer:
-    pool = _pool(layer.mode, layer.size, layer.stride, len(common["in_shape"]) - 1)
+    """A pool layer's window, or a global pool's: its whole input map (limits holds it to
+    the device's pool sizes)."""
+    window = pool_window(layer, common["in_shape"])
+    pool = _pool(layer.mode, window.size, window.stride, len(common["in_shape"]) - 1)
     return HwLayer(**common | {"pool": pool, "pooled_shape": tuple(node.out_shape)})
 
 

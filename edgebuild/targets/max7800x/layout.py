@@ -57,7 +57,7 @@ def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int],
     assert graph is not None  # the folded layers of a valid manifest build
     hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
                           processors=profile.processors, read_gap=profile.limits.read_gap)
-    found = [(p.path, p.message) for p in limits.check(hw, manifest, profile)]
+    found = [(p.path, p.text) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found
     sharing = None
@@ -68,7 +68,7 @@ def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int],
                    for layer in hw]
         sharing = duplicates.sharing(hw, weights, streamed(streams))
     result, problems = placement.resolve(hw, manifest, profile, sharing)
-    return hw, result, [(p.path, p.message) for p in problems]
+    return hw, result, [(p.path, p.text) for p in problems]
 
 
 def problems(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int]

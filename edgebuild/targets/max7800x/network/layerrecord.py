@@ -15,6 +15,7 @@ from edgebuild.core.errors import UserError
 from edgebuild.model.graph import Node
 from edgebuild.ops.c import Activated
 from edgebuild.ops.operator import ComputeLayer
+from edgebuild.ops.pool import pool_window
 from edgebuild.targets.max7800x.hwlayer import inputs_of
 from edgebuild.targets.max7800x.network import vocabulary
 from edgebuild.targets.max7800x.network.values import parse_processor_map
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from edgebuild.ops.conv1d import Conv1d
     from edgebuild.ops.conv2d import Conv2d
     from edgebuild.ops.conv_transpose2d import ConvTranspose2d
-    from edgebuild.ops.operator import FusedPool
-    from edgebuild.ops.pool import Pool1d, Pool2d
+    from edgebuild.ops.global_pool import GlobalPool
+    from edgebuild.ops.pool import Pool1d, Pool2d, PoolingWindow
 
 # A hardware layer's entry of placement.json (placement.records.LayerPlanJSON) or of a
 # document like it: processor maps as ints or hex strings, keys but `name` optional. Open.
@@ -101,7 +102,7 @@ def layer_record(hw: Hw, members: list[Layer], nodes: dict[str, Node], owner: di
         record["activate"] = _ACT_NAMES[cast(ComputeLayer, main).act.value]
     elif parts.adds:
         record["activate"] = _ACT_NAMES[cast(Activated, parts.adds[0]).act.value]
-    _pool_keys(record, hw["name"], parts)
+    _pool_keys(record, hw["name"], parts, nodes)
     if main is not None and vocabulary.fully_connected(main.op):
         in_shape = nodes[main.name].in_shapes[0]
         if len(in_shape) > 1 and math.prod(in_shape[1:]) > 1:
@@ -161,20 +162,23 @@ def _check_upsampling(name: str, layer: ConvTranspose2d) -> None:
                         f"stride {layer.stride} and output_pad {layer.output_pad}")
 
 
-def _pool_keys(record: Record, name: str, parts: _Members) -> None:
+def _pool_keys(record: Record, name: str, parts: _Members, nodes: dict[str, Node]) -> None:
     """The pooling window (the main operation's, else that of the pool layers, which must
-    agree) and the element-wise keys: `pool_first: false` when the add is pooled after."""
+    agree; a global pool's is its input map) and the element-wise keys: `pool_first:
+    false` when the add is pooled after."""
     main = parts.main
-    # the members of the "pool" hardware operation are pool layers
-    pools = cast("list[Pool1d | Pool2d]", parts.pools)
+    # the members of the "pool" hardware operation are pool and global pool layers
+    pools = parts.pools
+    windows = [pool_window(cast("Pool1d | Pool2d | GlobalPool", p), nodes[p.name].in_shapes[0])
+               for p in pools]
     # a main operation with a pool is a convolution's (ops.conv.ConvFields: a fused pool)
-    window: FusedPool | Pool1d | Pool2d | None = (
+    window: PoolingWindow | None = (
         cast("ConvFields", main).pool if main is not None
         and getattr(main, "pool", None) is not None else None)
-    if window is None and pools:
-        window = pools[0]
-        if any((p.mode, p.size, p.stride) != (window.mode, window.size, window.stride)
-               for p in pools):
+    if window is None and windows:
+        window = windows[0]
+        if any((w.mode, w.size, w.stride) != (window.mode, window.size, window.stride)
+               for w in windows):
             raise UserError(f"export: hardware layer {name!r} pools its operands with "
                             "different windows")
     if window is not None:

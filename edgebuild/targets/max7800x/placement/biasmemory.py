@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x.hwlayer import HwLayer, pixels
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.kernelmemory import passes, per_pass
@@ -191,7 +192,8 @@ class BiasMemory:
             if used[q] > size:
                 self.problem(self.path(layer), f"layer {layer.name!r}: bias memory runs "
                              f"out: its depthwise biases need {used[q]} bytes in quadrant "
-                             f"{q} ({self.profile.name} has {size} bytes per quadrant)")
+                             f"{q} ({self.profile.name} has {size} bytes per quadrant)",
+                             self._advice(used[q]))
         group, offset, length = parts[0]
         self.biases[layer.name] = BiasSlot(group, offset, length, 0, tuple(parts))
 
@@ -225,7 +227,13 @@ class BiasMemory:
                      f"runs out: {demand.length} bias bytes do not fit in quadrant"
                      f"{'s' if len(demand.allowed) > 1 else ''} "
                      f"{_listing(demand.allowed)} ({self.profile.name} has {size} bytes "
-                     "per quadrant)")
+                     "per quadrant)", self._advice(size + 1))
+
+    def _advice(self, need: int) -> str:
+        """Less bias, elsewhere, or a device with larger bias memories."""
+        return advice.bias_memory(advice.larger(self.profile.name, need,
+                                                lambda other: other.bias_memory.bytes,
+                                                "bias bytes per quadrant"))
 
 
 def _listing(values: Iterable[object]) -> str:

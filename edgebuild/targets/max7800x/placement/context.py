@@ -63,8 +63,9 @@ class Context:
             return ("placement", layer.name, key)
         return ("model", "layers", self.index[layer.anchor])
 
-    def problem(self, path: ManifestPath, message: str) -> None:
-        self.problems.append(Problem(path, message))
+    def problem(self, path: ManifestPath, message: str, advice: str = "") -> None:
+        """A problem at `path`: what is wrong, and what to do (limits.Problem)."""
+        self.problems.append(Problem(path, message, advice))
 
     def _entries(self) -> dict[str, LayerPlacement]:
         hw = {layer.name for layer in self.layers}

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from edgebuild.model.graph import INPUT
+from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved, pixels
 from edgebuild.targets.max7800x.limits import ManifestPath
 from edgebuild.targets.max7800x.overlap import clash
@@ -385,9 +386,13 @@ class DataMemory:
         why = (f"more than an instance holds ({size} bytes)" if need > size else
                f"but no free range of the {size}-byte instance is large enough"
                + (f" (still needed: {listing})" if listing else ""))
+        bigger = advice.larger(self.profile.name, need,
+                               lambda other: other.data_memory.instance_bytes,
+                               "bytes per data memory instance") if need > size else ""
         self.problem(self.path(writer), f"layer {writer.name!r}: data memory runs out: "
                      f"{names} need{'s' * (len(members) == 1)} {need} bytes in data memory "
-                     f"instance{'s' * (len(instances) > 1)} {spans(instances)}, {why}")
+                     f"instance{'s' * (len(instances) > 1)} {spans(instances)}, {why}",
+                     advice.data_memory(need > size, bigger))
 
     def offset(self, tensor: str) -> int:
         root, delta = self._root(tensor)

@@ -38,6 +38,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x.hwlayer import HwLayer
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, spans
@@ -481,4 +482,8 @@ class KernelMemory:
                      f"shared by all its processors (a multiple of {START_MULTIPLE}), but "
                      f"processor {p} has {free[p]} of {columns.widths[p]} words free on "
                      f"{self.profile.name}"
-                     + (f" (also processors {spans(short[1:])})" if len(short) > 1 else ""))
+                     + (f" (also processors {spans(short[1:])})" if len(short) > 1 else ""),
+                     advice.kernel_memory(layer.name, shape.weight_bits, advice.larger(
+                         self.profile.name, columns.widths[p] - free[p] + words,
+                         lambda other: other.kernel_memory.words_of(p),
+                         f"words on processor {p}")))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from edgebuild.model.graph import INPUT
+from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, first, hexmap, mask, spans
@@ -214,8 +215,11 @@ class ProcessorMaps:
             path = self.path(self.layers[self.step[source]], "output_processors")
         what = "the model input is loaded" if source == INPUT else \
             f"{source!r} writes its output"
+        how = (f"read it where it is loaded: placement.{layer.name}.processors: "
+               f"{hexmap(have)}" if source == INPUT else
+               advice.same_processors(layer.name, source, hexmap(want), hexmap(have)))
         self.problem(path, f"layer {layer.name!r} reads {source!r} on processors "
-                           f"{hexmap(want)}, but {what} on {hexmap(have)}")
+                           f"{hexmap(want)}, but {what} on {hexmap(have)}", how)
 
     def _concat_reads(self, layer: HwLayer) -> None:
         if self.multipass(layer):

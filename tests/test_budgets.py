@@ -132,7 +132,8 @@ def test_flash_below_the_weights(tmp_path):
 
 def test_every_budget_problem_at_once_with_the_other_semantic_errors(tmp_path):
     path = _digits(tmp_path, "{l1: 64, l2: 100, flash: 200}")
-    path.write_text(path.read_text() + "qat: {overrides: {nope: {weight_bits: 4}}}\n")
+    path.write_text(path.read_text().replace("qat: {epochs: 1}\n", "")  # last, below target
+                    + "qat: {epochs: 1, overrides: {nope: {weight_bits: 4}}}\n")
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr
     lines = _lines(result)

@@ -96,16 +96,23 @@ def test_the_c_workspace_is_the_plans_figure(tmp_path: Path, case: str, l1: int)
 
 
 def test_the_ram_budget_counts_the_workspace():
+    # the planner keeps the workspace within the L2 the arena leaves when some tiling does:
+    # the least such L2 is what check reports, and one byte less fails
     layers, shape = CASES["conv1d"]
     _, plan = _spec(layers, shape, 1024)
     assert plan.memory is not None
-    need = plan.arena_bytes + plan.memory.workspace_bytes
     folded, _ = folding.fold_layers(_manifest(layers, shape, 1024).model.layers)
+    [(path, message)] = budget.problems(_manifest(layers, shape, 1024, 1), folded, optimized=True)
+    assert path == ("target", "memory", "l2")
+    need = int(re.search(r"needs at least (\d+) bytes", message).group(1))
+    assert need <= plan.arena_bytes + plan.memory.workspace_bytes
     assert not budget.problems(_manifest(layers, shape, 1024, need), folded, optimized=True)
     problems = budget.problems(_manifest(layers, shape, 1024, need - 1), folded, optimized=True)
     assert [path for path, _ in problems] == [("target", "memory", "l2")]
     assert f"needs at least {need} bytes" in problems[0][1]
-    assert f"workspace: {plan.memory.workspace_bytes} bytes" in problems[0][1]
+    tight = budget.planned(_manifest(layers, shape, 1024, need), folded, optimized=True)
+    assert tight.memory is not None and need == tight.arena_bytes + tight.memory.workspace_bytes
+    assert f"workspace: {tight.memory.workspace_bytes} bytes" in problems[0][1]
     # a target without the optimized kernels needs no workspace
     assert not budget.problems(_manifest(layers, shape, 1024, plan.arena_bytes), folded)
 
@@ -179,5 +186,37 @@ def test_the_depthwise_copy_is_in_the_plans_workspace(tmp_path: Path, case: str)
     for flags in ((), ("-DEB_REFERENCE_KERNELS",)):
         assert _compiles(tmp_path, cnn, "-Imodel", *flags)
     # the C's own need (EB_DW_OPT_SCRATCH) is exactly the plan's: one int16 less fails
+    smaller = cnn.replace(f"values[{sizes[0]}]", f"values[{int(sizes[0]) - 1}]")
+    assert not _compiles(tmp_path, smaller, "-Imodel")
+
+
+# issue 29: a Fashion-MNIST CNN whose 4 KiB L1 tiles took conv2's 14 output rows at once,
+# 56,448 bytes of columns in a workspace the untiled build keeps at 3,136.
+FASHION = ([{"name": "conv1", "op": "conv2d", "out": 16, "kernel": 3, "pad": 1, "act": "relu"},
+            {"name": "conv2", "op": "conv2d", "out": 32, "kernel": 3, "pad": 1, "act": "relu",
+             "pool": {"mode": "max", "size": 2}},
+            {"name": "conv3", "op": "conv2d", "out": 32, "kernel": 3, "pad": 1, "act": "relu",
+             "pool": {"mode": "max", "size": 2}},
+            {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}],
+           (1, 28, 28))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
+def test_tiles_chosen_for_ram_keep_the_c_workspace_the_plans_figure(tmp_path: Path):
+    _, untiled = _spec(*FASHION, 1 << 16)
+    spec, plan = _spec(*FASHION, 4096)
+    assert plan.memory is not None and untiled.memory is not None
+    assert plan.memory.tiled_layers and not untiled.memory.tiled_layers
+    assert plan.memory.ram_bytes <= untiled.memory.ram_bytes  # old: 82,320 > 40,768
+    files = codegen.render(spec)
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    cnn = files["model/cnn.c"]
+    sizes = re.findall(r"int16_t values\[(\d+)\];", cnn)
+    assert [int(n) * 2 for n in sizes] == [plan.memory.workspace_bytes]
+    assert "EB_CONV_COLS_SCRATCH(" in cnn  # the tiled passes' columns are in the claim
+    for flags in ((), ("-DEB_REFERENCE_KERNELS",)):
+        assert _compiles(tmp_path, cnn, "-Imodel", *flags)
     smaller = cnn.replace(f"values[{sizes[0]}]", f"values[{int(sizes[0]) - 1}]")
     assert not _compiles(tmp_path, smaller, "-Imodel")

@@ -9,7 +9,9 @@ planner's own functions: the arena as memory.plan places it plus the buffer stat
 outside it, against `l2`; each tiled pass's `tiling.minimum_l1` (the budget below which
 `tiling.choose` finds no tile), against `l1`; the stored weights and biases, against
 `flash`. The plan stage reports its budget errors through `shortfalls` too: a budget equal
-to a need reported here passes both, one byte less fails both.
+to a need reported here passes both, one byte less fails both. On a target with the
+optimized kernels an L1 budget whose tiles need more RAM than the untiled build (a tiled
+convolution's im2col columns) is a warning (`warnings`), with the bytes and the layer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, cast
 from edgebuild.core import packing
 from edgebuild.core.geometry import Shape
 from edgebuild.memory import arena, tiling
-from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps
+from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps, untiled_peaks
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import ComputeLayer, Weights
@@ -94,12 +96,46 @@ class Ram:
 
 
 @dataclass(frozen=True)
+class TilingCost:
+    """A tiled plan that needs more RAM than the same layers untiled: by how much, and the
+    layer whose tiles make it so (see `tiling_cost`)."""
+
+    ram: int  # the plan's: arena + state + workspace + L1 peak
+    arena: int  # with the state
+    workspace: int
+    l1: int
+    untiled_workspace: int
+    untiled_l1: int  # also the L1 budget that runs every layer whole
+    layer: str
+    rows: int  # output rows of its tiles (0: the excess is L1, not its workspace)
+
+    @property
+    def untiled_ram(self) -> int:
+        return self.arena + self.untiled_workspace + self.untiled_l1
+
+    def describe(self, given: str) -> str:
+        why = (f"layer {self.layer} does not fit L1 whole, and its tiles of {self.rows} output "
+               f"row{'s' if self.rows > 1 else ''} build {self.workspace} bytes of im2col "
+               f"columns in the kernels' workspace (untiled, the largest workspace is "
+               f"{self.untiled_workspace} bytes)") if self.rows else (
+            f"layer {self.layer} needs an L1 peak of {self.l1} bytes")
+        return (f"{given} makes the model's RAM {self.ram - self.untiled_ram} bytes "
+                f"larger than untiled: {self.ram} bytes (arena and state {self.arena}, "
+                f"workspace {self.workspace}, L1 {self.l1}) against {self.untiled_ram} "
+                f"(workspace {self.untiled_workspace}, L1 {self.untiled_l1}): {why}; no tiling "
+                f"within this budget needs less. An l1 of {self.untiled_l1} B runs every "
+                "layer whole")
+
+
+@dataclass(frozen=True)
 class Needs:
-    """Per budget, what the model needs and which layers need it."""
+    """Per budget, what the model needs and which layers need it; on a target with the
+    optimized kernels, what the tiles cost in RAM beyond the untiled build (None: nothing)."""
 
     l1: tuple[PassL1, ...]
     ram: Ram
     flash: tuple[LayerWeights, ...]
+    tiling: TilingCost | None = None
 
     @property
     def flash_bytes(self) -> int:
@@ -175,7 +211,34 @@ def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
     weights at `bits` (by layer; see layer_weights), on a target with the split kernels or
     not (`split`)."""
     return Needs(l1_passes(input_shape, layers, double_buffer, split), ram(plan),
-                 layer_weights(input_shape, layers, bits))
+                 layer_weights(input_shape, layers, bits),
+                 tiling_cost(input_shape, layers, plan) if split else None)
+
+
+def tiling_cost(input_shape: Shape, layers: Sequence[Layer],
+                plan: MemoryPlan) -> TilingCost | None:
+    """The RAM the tiled `plan` (memory.plan.tile_steps, optimized kernels) needs beyond
+    the untiled build's, or None. The planner keeps within the untiled RAM whenever some
+    choice of tiles does (memory.selection), so this is what the budget truly costs: a
+    tiled convolution builds the im2col columns of a whole row of output pixels, where the
+    untiled kernels build four at a time."""
+    totals = plan.memory
+    if totals is None:
+        return None
+    untiled = untiled_peaks(input_shape, layers, plan, True)
+    arena = plan.arena_bytes + plan.state_bytes
+    if totals.ram_bytes <= arena + untiled.bytes:
+        return None
+    tiled = [step for step in plan.steps if step.tile() is not None]
+    widest = max(tiled, key=lambda step: step.workspace_bytes or 0, default=None)
+    if widest is not None and totals.workspace_bytes > untiled.workspace and \
+            widest.workspace_bytes == totals.workspace_bytes:
+        layer, rows = widest.layer, widest.tiles["tile"].rows
+    else:  # the L1 peak's layer
+        layer, rows = max(((step.layer, choice.l1_bytes) for step in plan.steps
+                           for choice in step.tiles.values()), key=lambda p: p[1])[0], 0
+    return TilingCost(totals.ram_bytes, arena, totals.workspace_bytes, totals.l1_peak,
+                      untiled.workspace, untiled.l1, layer, rows)
 
 
 def problems(manifest: Manifest, layers: Sequence[Layer],
@@ -192,14 +255,33 @@ def problems(manifest: Manifest, layers: Sequence[Layer],
 def assess(manifest: Manifest, layers: Sequence[Layer],
            bits: Mapping[str, int] | None = None, optimized: bool = False) -> Needs:
     """What the deployed `layers` need of each budget, as `problems` weighs them."""
+    plan = planned(manifest, layers, bits, optimized)
+    return needs(tuple(manifest.model.input), layers, plan,
+                 manifest.target.tiling.double_buffer, bits, optimized)
+
+
+def planned(manifest: Manifest, layers: Sequence[Layer],
+            bits: Mapping[str, int] | None = None, optimized: bool = False) -> MemoryPlan:
+    """The plan the `plan` stage makes of the deployed `layers` (weights stored at `bits`),
+    tiled on a target with the optimized kernels (`optimized`: the tiles decide their
+    workspace, which counts in RAM)."""
     shape = tuple(manifest.model.input)
     stored = sum(w.bytes for w in layer_weights(shape, layers, bits))
     memory = manifest.target.memory
-    double_buffer = manifest.target.tiling.double_buffer
     plan = make_plan(shape, layers, stored)
     if optimized:
-        plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2, double_buffer, True)
-    return needs(shape, layers, plan, double_buffer, bits, optimized)
+        plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2,
+                             manifest.target.tiling.double_buffer, True)
+    return plan
+
+
+def warnings(found: Needs, memory: Memory) -> list[Problem]:
+    """(path, message) for what a budget costs without being too small: an L1 budget whose
+    tiles need more RAM than the untiled build (`Needs.tiling`). Warnings, not problems:
+    the build fits its budgets; the user may rather give L1 or change the layer."""
+    if found.tiling is None or any(p.bytes > memory.l1 for p in found.l1):
+        return []  # an L1 too small is a problem of its own (`shortfalls`)
+    return [(("target", "memory", "l1"), found.tiling.describe(_given(memory, "l1")))]
 
 
 def shortfalls(found: Needs, memory: Memory, ram: bool = True) -> list[Problem]:

@@ -9,8 +9,12 @@ readers read the view's source. A layer that keeps state across inferences (a `b
 keeps it in its own static array outside the arena (`state_bytes`), because it must survive
 from one inference to the next.
 
-Every windowed step (its op's `windows` facet) gets an L1 tile (memory.tiling); a layer
-that runs between L2 tensors (`l2_traffic`: add, concat) moves each of its bytes once.
+Every windowed step (its op's `windows` facet) gets an L1 tile (memory.tiling), chosen
+with every other step's for little RAM in all — the L1 peak and the optimized kernels'
+workspace, which a tiled convolution's row tile sets — at few instructions
+(`choose_tiles`, memory.selection): never more RAM than the untiled build when some
+tiling within the budget keeps to it. A layer that runs between L2 tensors (`l2_traffic`:
+add, concat) moves each of its bytes once.
 `traffic_lower_bound` sums, per pass, what any tiling of it must move (tiling.lower_bound),
 and a streamed layer's own bytes, so `traffic_bytes` is never below it.
 """
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape, pooled
-from edgebuild.memory import arena, tiling
+from edgebuild.memory import arena, selection, tiling
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Role, Unsupported
@@ -285,46 +289,159 @@ def workspace(layer: Layer, node: graphs.Node, tile: TileChoice | None) -> int |
     return 2 * elements if elements else None
 
 
+@dataclass(frozen=True)
+class Pass:
+    """A windowed pass of a step (its op's `windows` facet) and the ways it can run."""
+
+    index: int  # of its step in the plan's steps
+    key: str  # "tile" / "pool_tile"
+    choices: tuple[selection.Choice, ...]
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The deployed layers' records by name, for the plan's steps."""
+
+    layers: dict[str, Layer]
+    nodes: dict[str, graphs.Node]
+
+    @classmethod
+    def of(cls, input_shape: Shape, layers: Sequence[Layer]) -> _Model:
+        graph, _ = graphs.build(tuple(input_shape), tuple(layers))
+        assert graph is not None
+        return cls({layer.name: layer for layer in layers},
+                   {node.name: node for node in graph.nodes})
+
+    def step_workspace(self, step: Step, tile: tiling.Tile | None) -> int:
+        """The workspace bytes of the step with its "tile" pass run as `tile`."""
+        return workspace(self.layers[step.layer], self.nodes[step.layer],
+                         None if tile is None else TileChoice.of(tile)) or 0
+
+
+def passes(model: _Model, plan: MemoryPlan, l1: int | None, double_buffer: bool, split: bool,
+           tile_fitting: bool = False) -> tuple[list[Pass], list[TooSmall]]:
+    """Every windowed pass with its options within `l1` (tiling.options; None: untiled), each
+    with its step's workspace on a target with the optimized kernels (`split`), and the
+    passes that fit `l1` in no way."""
+    found: list[Pass] = []
+    problems: list[TooSmall] = []
+    for index, step in enumerate(plan.steps):
+        layer, node = model.layers[step.layer], model.nodes[step.layer]
+        for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+            options = tiling.options(layer.name, window, l1, double_buffer, split, tile_fitting)
+            if not options:
+                assert l1 is not None  # every pass runs whole without a limit
+                problems.append(TooSmall(layer.name,
+                                         tiling.minimum_l1(window, double_buffer, split)))
+                continue
+            spaces: dict[tuple[int, bool], int] = {}  # by (rows, tiled): the C's figure
+            for option in options:
+                tile = option.tile
+                if split and key == "tile" and (tile.rows, tile.tiled) not in spaces:
+                    spaces[tile.rows, tile.tiled] = model.step_workspace(step, tile)
+            found.append(Pass(index, key, tuple(
+                selection.Choice(o, spaces.get((o.tile.rows, o.tile.tiled), 0))
+                for o in options)))
+    return found, problems
+
+
+def workspace_floor(model: _Model, plan: MemoryPlan, found: Sequence[Pass], split: bool) -> int:
+    """The workspace of the steps no "tile" pass accounts for (their kernels' own need)."""
+    if not split:
+        return 0
+    counted = {p.index for p in found if p.key == "tile"}
+    return max((model.step_workspace(step, None) for index, step in enumerate(plan.steps)
+                if index not in counted), default=0)
+
+
+def untiled_peaks(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
+                  split: bool) -> selection.Peaks:
+    """The L1 and workspace peaks of the untiled build: every pass whole (or, a linear
+    layer on the split kernels, streamed), as an L1 budget that fits them all plans it."""
+    model = _Model.of(input_shape, layers)
+    found, _ = passes(model, plan, None, False, split)
+    return selection.best_peaks([p.choices for p in found],
+                                workspace_floor(model, plan, found, split))
+
+
+def _above(peaks: selection.Peaks, untiled: int | None, budget: int | None) -> bool:
+    """Whether the peaks take more bytes than the untiled build's, or more workspace than
+    the budget holds: then tiling layers that fit L1 too may do better."""
+    return (untiled is not None and peaks.bytes > untiled) or \
+        (budget is not None and peaks.workspace > budget)
+
+
+def _better(a: selection.Peaks, b: selection.Peaks, budget: int | None) -> bool:
+    """Whether peaks `a` beat `b`: within the workspace budget, then less RAM (over it:
+    less workspace)."""
+    def score(peaks: selection.Peaks) -> tuple[int, int]:
+        over = budget is not None and peaks.workspace > budget
+        return (1, peaks.workspace) if over else (0, peaks.bytes)
+    return score(a) < score(b)
+
+
+def choose_tiles(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
+                 l2: int, double_buffer: bool,
+                 split: bool = False) -> tuple[dict[tuple[int, str], tiling.Tile], list[TooSmall]]:
+    """Each windowed pass's tile, by (step index, key), and the passes that cannot fit `l1`.
+    Little RAM for few instructions (memory.selection) with the workspace within the L2 the
+    arena and state leave and the RAM at most the untiled build's; a layer that fits L1 runs
+    whole unless only tiling it too keeps within those (then every pass may tile)."""
+    model = _Model.of(input_shape, layers)
+    budget = l2 - plan.arena_bytes - plan.state_bytes if split else None
+    untiled = untiled_peaks(input_shape, layers, plan, split).bytes if split else None
+    found, problems = passes(model, plan, l1, double_buffer, split)
+    floor = workspace_floor(model, plan, found, split)
+    peaks = selection.best_peaks([p.choices for p in found], floor, budget, untiled)
+    if split and not problems and _above(peaks, untiled, budget):
+        every, _ = passes(model, plan, l1, double_buffer, split, tile_fitting=True)
+        more = selection.best_peaks([p.choices for p in every], floor, budget, untiled)
+        if _better(more, peaks, budget):
+            found, peaks = every, more
+    return {(p.index, p.key): selection.cheapest(p.choices, peaks).option.tile
+            for p in found}, problems
+
+
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
                l2: int, double_buffer: bool,
                split: bool = False) -> tuple[MemoryPlan, list[TooSmall]]:
-    """The plan with an L1 tile on every windowed step, the optimized kernels' workspace of
-    every step (`workspace`) and its memory totals, and the layers that cannot fit `l1` at
-    all. `split`: the target's C has the optimized kernels, the split ones among them
-    (memory.tiling: the split layout)."""
-    graph, _ = graphs.build(tuple(input_shape), tuple(layers))
-    assert graph is not None
-    nodes = {node.name: node for node in graph.nodes}
-    specs = {layer.name: layer for layer in layers}
-    problems: list[TooSmall] = []
+    """The plan with an L1 tile on every windowed step (`choose_tiles`), the optimized
+    kernels' workspace of every step (`workspace`) and its memory totals, and the layers
+    that cannot fit `l1` at all. `split`: the target's C has the optimized kernels, the
+    split ones among them (memory.tiling: the split layout)."""
+    model = _Model.of(input_shape, layers)
+    chosen, problems = choose_tiles(input_shape, layers, plan, l1, l2, double_buffer, split)
     tiles: list[tiling.Tile] = []
     lower = 0
     new_steps = []
-    for step in plan.steps:
-        layer, node = specs[step.layer], nodes[step.layer]
-        chosen: dict[str, TileChoice] = {}
+    for index, step in enumerate(plan.steps):
+        layer, node = model.layers[step.layer], model.nodes[step.layer]
+        choices: dict[str, TileChoice] = {}
         for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
             lower += tiling.lower_bound(window, split)  # what any tiling of it moves at least
-            tile = tiling.choose(layer.name, window, l1, double_buffer, split)
-            if tile is None:
-                problems.append(TooSmall(layer.name,
-                                           tiling.minimum_l1(window, double_buffer, split)))
-                continue
-            chosen[key] = TileChoice.of(tile)
-            tiles.append(tile)
+            if (index, key) in chosen:
+                choices[key] = TileChoice.of(chosen[index, key])
+                tiles.append(chosen[index, key])
         if OPS[layer.op].l2_traffic:  # streamed between L2 tensors: its own bound
             streamed = tiling.Tile(layer.name, 0, 0, 1, 0, 0,
                                    sum(math.prod(s) for s in node.in_shapes),
                                    math.prod(node.out_shape), False)
             lower += streamed.bytes_in + streamed.bytes_out
             tiles.append(streamed)
-        new_steps.append(replace(step, tiles=chosen, double_buffer=double_buffer,
-                                 workspace_bytes=workspace(layer, node, chosen.get("tile"))
+        new_steps.append(replace(step, tiles=choices, double_buffer=double_buffer,
+                                 workspace_bytes=workspace(layer, node, choices.get("tile"))
                                  if split else None))
+    return replace(plan, steps=tuple(new_steps),
+                   memory=_totals(plan, new_steps, tiles, lower, l1, l2)), problems
+
+
+def _totals(plan: MemoryPlan, steps: Sequence[Step], tiles: Sequence[tiling.Tile], lower: int,
+            l1: int, l2: int) -> Totals:
+    """The plan's memory figures: RAM is the arena, the state, the largest step's workspace
+    and the L1 peak."""
     l1_peak = max((t.l1_bytes for t in tiles), default=0)
-    scratch = max((s.workspace_bytes or 0 for s in new_steps), default=0)
-    totals = Totals(plan.arena_bytes, plan.state_bytes, plan.arena_lower_bound, l2, l1_peak, l1,
-                    sum(t.bytes_in + t.bytes_out for t in tiles), lower,
-                    tuple(sorted({t.layer for t in tiles if t.tiled})), scratch,
-                    plan.arena_bytes + plan.state_bytes + scratch + l1_peak)
-    return replace(plan, steps=tuple(new_steps), memory=totals), problems
+    scratch = max((s.workspace_bytes or 0 for s in steps), default=0)
+    return Totals(plan.arena_bytes, plan.state_bytes, plan.arena_lower_bound, l2, l1_peak, l1,
+                  sum(t.bytes_in + t.bytes_out for t in tiles), lower,
+                  tuple(sorted({t.layer for t in tiles if t.tiled})), scratch,
+                  plan.arena_bytes + plan.state_bytes + scratch + l1_peak)

@@ -13,14 +13,19 @@ On a target with the split kernels (the optimized Cortex-M4 ones) a pass whose W
 split layout instead: the kernel needs a row tile's input only while it builds the tile's
 im2col columns (in its workspace, outside L1), so the input region and the double-buffered
 channel slots (weights, bias, output) share the same bytes — L1 = max(input, slots x slot),
-which lets far wider channel tiles fit (`split_parts`, `split_l1`).
+which lets far wider channel tiles fit (`split_parts`, `split_l1`). Its row tile's columns
+are the workspace's: 2 bytes per tap per output pixel of the row tile, where the untiled
+kernels build 4 pixels' at a time — so a tile's rows cost RAM outside L1.
 
-Which fitting tile wins is a cost (`cost`): the estimated Cortex-M4 instructions of the pass —
-the multiply-accumulates the dot runs (a row tile's pixels go in blocks of 4, so a tile of 6
-rows computes 8), a call per block and channel tile, a fixed cost per tile (loop, staging
-and write-back calls) and the bytes copied between L2 and L1 — then the fewest bytes moved.
-Fewer, wider tiles and row tiles of whole 4-pixel blocks win; traffic alone would take
-narrow tiles whose per-call setup dominates.
+`options` lists every way a pass runs within the budget, each ranked by a cost (`cost`): the
+estimated Cortex-M4 instructions of the pass — the multiply-accumulates the dot runs (a row
+tile's pixels go in blocks of 4, so a tile of 6 rows computes 8), a call per block and
+channel tile, a fixed cost per tile (loop, staging and write-back calls), the bytes copied
+between L2 and L1, the per-channel set-up of a kernel called per tile (`direct_cost`) —
+then the fewest bytes moved. Fewer, wider tiles and row tiles of whole 4-pixel blocks win;
+traffic alone would take narrow tiles whose per-call setup dominates. `choose` takes the
+cheapest option of one pass; the plan weighs all the passes' options together against the
+RAM they need, L1 and the workspace their tiles imply (memory.selection).
 
 A transposed convolution tiles the same way, but a block of output rows reads the input
 rows that reach it through some tap: at most (rows - 1 + dil*(k - 1)) // stride + 1 of them
@@ -238,6 +243,17 @@ BLOCK_INSN = 40  # a dot call and its stores: a 4-pixel block (linear: 2 rows) o
 TILE_INSN = 200  # a tile: the loop, the kernel call, its staging and write-back calls
 BYTE_INSN = 0.5  # a byte moved between L2 and L1 (word copies)
 POOL_INSN = 0.5  # a pooled input value (word-wide max / sums)
+# A row tile of 4n + 3 output pixels leaves its last 3 to a path the assembly rows do not
+# take: more per multiply-accumulate there — measured on the Cortex-M4: a dense 3x3 conv of
+# 32 channels in 1-row tiles of 7 pixels (0.38 more), kws_dscnn's pw1 in 3-row tiles of 75
+# (the pointwise kernels' tail: 3.1 more).
+TAIL_INSN = 0.4
+TAIL_PW_INSN = 3.0
+# A convolution the split kernels do not take (one input channel, not banded; grouped; or
+# transposed) runs its untiled optimized kernel once per tile, whose set-up is per output
+# channel: fitted on a 1-D conv of one input channel, kernel 7, 16 outputs, 1460 steps
+# (8.7k more instructions per extra tile, 2 to 73 tiles; benchmarks/l1_sweep.py's series).
+DIRECT_CHANNEL_INSN = 540
 
 
 def _chunks(total: int, size: int) -> list[int]:
@@ -255,13 +271,31 @@ def compute_cost(w: Window, rows: int, channels: int) -> float:
     if not w.weights:  # a pool: a call per channel and row tile, a compare or add per value
         n_rt = -(-w.out_h // rows)
         return w.out_c * (w.out_h * w.out_w * k * POOL_INSN + n_rt * BLOCK_INSN)
-    blocks = sum(-(-r * w.out_w // 4) for r in _chunks(w.out_h, rows))
-    return blocks * (4 * w.out_c * k * MAC_INSN + -(-w.out_c // channels) * BLOCK_INSN)
+    chunks = _chunks(w.out_h, rows)
+    blocks = sum(-(-r * w.out_w // 4) for r in chunks)
+    tails = sum(1 for r in chunks if r * w.out_w % 4 == 3)
+    return blocks * (4 * w.out_c * k * MAC_INSN + -(-w.out_c // channels) * BLOCK_INSN) + \
+        tails * 3 * w.out_c * k * (TAIL_PW_INSN if pointwise(w) else TAIL_INSN)
+
+
+def pointwise(w: Window) -> bool:
+    """A 1x1, stride-1, unpadded, dense convolution (the pointwise kernels' matrix product)."""
+    return w.weights and not w.transposed and (
+        w.k_h, w.k_w, w.stride_h, w.stride_w, w.pad_h, w.pad_w, w.groups) == (1, 1, 1, 1, 0, 0, 1)
 
 
 def cost(w: Window, rows: int, channels: int, tiles: int, moved: int) -> float:
     """Estimated instructions of the pass in `tiles` tiles moving `moved` bytes."""
     return compute_cost(w, rows, channels) + TILE_INSN * tiles + BYTE_INSN * moved
+
+
+def direct_cost(w: Window, rows: int, split: bool) -> float:
+    """On the optimized kernels (`split`), the per-call set-up of a convolution that runs its
+    untiled kernel on each tile (DIRECT_CHANNEL_INSN): every row tile sets up every output
+    channel once."""
+    if not split or not w.weights or w.split or w.banded:
+        return 0.0
+    return DIRECT_CHANNEL_INSN * -(-w.out_h // rows) * w.out_c
 
 
 def weight_bytes(w: Window) -> int:
@@ -300,30 +334,56 @@ def lower_bound(w: Window, split: bool = False) -> int:
     return scale * w.in_c * needed_rows(w) * w.in_w + weight_bytes(w) + output_bytes(w)
 
 
+@dataclass(frozen=True)
+class Option:
+    """One way a pass can run (`options`) and what ranks it among the others: the estimated
+    instructions (`cost`, `banded_cost`), then the bytes moved, then the tiles."""
+
+    tile: Tile
+    key: tuple[float, int, int]
+
+
 def choose(name: str, w: Window, l1: int, double_buffer: bool, split: bool = False) -> Tile | None:
     """The untiled layer if it fits, else the fitting tile of the least `cost`; None exactly
     when `l1` is below `minimum_l1` (what `edgebuild check` reports). `split`: the target
-    has the split kernels, so a `split` Window takes the split layout."""
+    has the split kernels, so a `split` Window takes the split layout. This is the pass on
+    its own; the plan (memory.selection) weighs every pass's `options` together, with the
+    workspace their tiles need."""
+    found = options(name, w, l1, double_buffer, split)
+    return min(found, key=lambda option: option.key).tile if found else None
+
+
+def options(name: str, w: Window, l1: int | None, double_buffer: bool, split: bool = False,
+            tile_fitting: bool = False) -> list[Option]:
+    """Every way the pass runs within `l1` (None: no limit), the untiled pass first when it
+    fits — then alone unless `tile_fitting`: a layer that fits runs whole, the cheapest, so
+    its tiles are only worth weighing when they save RAM (memory.selection). A linear layer
+    on the split kernels also streams (`streamed`: the same C as whole, no L1)."""
     if split and w.banded:
-        return banded_pass(name, w, l1)
-    if whole(w) <= l1:
-        _, moved_in, out = traffic(w, w.out_h, w.out_c)
-        return Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
+        return banded_options(name, w, l1, tile_fitting)
+    found = [whole_option(name, w, split)] if l1 is None or whole(w) <= l1 else []
     if split and w.split and w.linear:
-        return streamed(name, w)
-    if smallest_l1(w, double_buffer, split) > l1:
-        return None
-    best = None
+        return found + [Option(streamed(name, w), found[0].key if found else
+                               whole_option(name, w, split).key)]
+    if (found and not tile_fitting) or l1 is None or smallest_l1(w, double_buffer, split) > l1:
+        return found
     for channels in range(step(w), w.out_c + 1, step(w)):
         for rows in range(1, w.out_h + 1):
             tile = _candidate(name, w, rows, channels, double_buffer, split and w.split)
             if tile.l1_bytes > l1:
                 break
             moved = tile.bytes_in + tile.bytes_out
-            key = (cost(w, rows, channels, tile.tiles, moved), moved, tile.tiles)
-            if best is None or key < best[0]:
-                best = (key, tile)
-    return None if best is None else best[1]
+            found.append(Option(tile, (cost(w, rows, channels, tile.tiles, moved) +
+                                       direct_cost(w, rows, split), moved, tile.tiles)))
+    return found
+
+
+def whole_option(name: str, w: Window, split: bool = False) -> Option:
+    """The untiled pass: everything resident at once, one tile's fixed cost."""
+    _, moved_in, out = traffic(w, w.out_h, w.out_c)
+    tile = Tile(name, w.out_h, w.out_c, 1, whole(w), whole(w), moved_in, out, False)
+    return Option(tile, (cost(w, w.out_h, w.out_c, 1, moved_in + out) +
+                         direct_cost(w, w.out_h, split), moved_in + out, 1))
 
 
 def streamed(name: str, w: Window) -> Tile:
@@ -443,30 +503,35 @@ def banded_cost(w: Window, rows: int, fills: int, moved: int) -> float:
             DW_CHANNEL_INSN * w.out_c + BYTE_INSN * moved + DW_POOL_INSN * pooled)
 
 
-def banded_pass(name: str, w: Window, l1: int) -> Tile | None:
+def banded_options(name: str, w: Window, l1: int | None, tile_fitting: bool = False
+                   ) -> list[Option]:
     """A banded Window on the split kernels: its fused pool, no pass of its own (untiled, no
     L1, no bytes: the conv's pass pools); the conv whole when its working set fits (the
-    fused pool's input read in place of its output), else `banded`."""
+    fused pool's input read in place of its output; None: no limit), else — or as well,
+    with `tile_fitting` — every band that fits (`banded`)."""
     if not w.weights:
-        return Tile(name, w.out_h, w.out_c, 1, 0, 0, 0, 0, False)
+        return [Option(Tile(name, w.out_h, w.out_c, 1, 0, 0, 0, 0, False), (0.0, 0, 1))]
     scale = 4 if w.pooled else 1
     moved_in = scale * w.in_c * w.in_h * w.in_w + weight_bytes(w)
     need = whole(w) + (scale - 1) * w.in_c * w.in_h * w.in_w
-    if need <= l1:
-        return Tile(name, w.out_h, w.out_c, 1, need, need, moved_in, output_bytes(w), False)
-    return banded(name, w, l1)
+    moved = moved_in + output_bytes(w)
+    found = [Option(Tile(name, w.out_h, w.out_c, 1, need, need, moved_in, output_bytes(w),
+                         False), (banded_cost(w, w.out_h, w.in_c, moved), moved, 1))] \
+        if l1 is None or need <= l1 else []
+    if (found and not tile_fitting) or l1 is None:
+        return found
+    return found + banded(name, w, l1)
 
 
-def banded(name: str, w: Window, l1: int) -> Tile | None:
-    """The band of the least cost (then the fewest bytes moved) whose L1 fits `l1`."""
-    best = None
+def banded(name: str, w: Window, l1: int) -> list[Option]:
+    """Every band whose L1 fits `l1`, ranked by cost, then bytes moved."""
+    found = []
     for rows in sorted({*range(2, w.out_h, 2), w.out_h}):
         need = banded_l1(w, rows)
         if need > l1:
             break
         fills, moved_in, out = banded_traffic(w, rows)
-        key = (banded_cost(w, rows, fills, moved_in + out), moved_in + out)
-        if best is None or key < best[0]:
-            best = (key, Tile(name, band_rows(w, rows), 1, fills, need, need, moved_in, out,
-                              True))
-    return None if best is None else best[1]
+        found.append(Option(Tile(name, band_rows(w, rows), 1, fills, need, need, moved_in, out,
+                                 True),
+                            (banded_cost(w, rows, fills, moved_in + out), moved_in + out, fills)))
+    return found

@@ -125,6 +125,8 @@ def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
     if problems:
         raise UserError([ctx.checked.document.diagnostic(path, message)
                          for path, message in problems])
+    for path, message in budget.warnings(needs, manifest.target.memory):  # check said so too
+        ctx.warn(f"{'.'.join(path)}: {message}")
     if accelerated:  # the emulation's RAM: a fact the kat stage and the report read
         fit = emulation.fit(device, manifest.target.memory.l2, needs.ram.bytes)
         (ctx.out / emulation.FILE).write_text(json.dumps(fit.to_json(), sort_keys=True) + "\n")

@@ -10,9 +10,9 @@ vowels); 4-bit middle layers within 2 points; int_vs_fakequant_mismatches == 0.
 
 The datasets (benchmarks/baselines.py: three UCR sets, the two the examples use, and
 Fashion-MNIST): per dataset the 1-NN Euclidean baseline, then float and int8 accuracy of
-the README's model recipe built with every training setting unset (default) and with the
-README's small-data advice written out (tuned). Checks for the default: int8 >= 1-NN and
-within 2 points of float. Exit status 1 on a miss.
+the manifest guide's model recipe built with every training setting unset (default) and
+with its small-data advice written out (tuned; docs/guide/manifest.md, "Small datasets").
+Checks for the default: int8 >= 1-NN and within 2 points of float. Exit status 1 on a miss.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The datasets of benchmarks/accuracy.py's `datasets` mode: where their files are, the
 1-NN Euclidean baseline on them, and the two manifests built for each.
 
-Default: the README's model recipe for the shape (convolutions each followed by a
+Default: the manifest guide's model recipe for the shape (convolutions each followed by a
 batchnorm and ReLU, max pooling, a linear classifier) with every training setting unset.
-Tuned: the same model with the README's small-data advice written out (`val: 0`,
+Tuned: the same model with its small-data advice (docs/guide/manifest.md) written out (`val: 0`,
 standard per-channel normalization, batch 16, 150 float epochs and 15 QAT epochs; for
 Fashion-MNIST 10 and 3 epochs of its 60,000 images).
 """

@@ -50,7 +50,8 @@ on an idle machine for firmer ones.
 The 2-D CNNs (digits*, kws_dscnn) pay 1.25-2.1x; the small 1-D models (motions*, vowels*)
 train in 5-8 s either way, and three of them were slightly *faster* reproducible (0.90-0.95x,
 within this run's noise). Fast mode's train digests differ from the reproducible ones on
-every manifest (AVX2 kernels round differently), as README "Reproducible builds" says.
+every manifest (AVX2 kernels round differently), as docs/internals/cache.md
+("Reproducible builds") says.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The package structure (DESIGN §7) holds: packages by concern with a docstring saying what
-each owns and may import, dependencies that point one way, no import cycle, no oversized
-module, no function over ruff's complexity limit.
+"""The package structure (docs/internals/architecture.md) holds: packages by concern
+with a docstring saying what each owns and may import, dependencies that point one way,
+no import cycle, no oversized module, no function over ruff's complexity limit.
 
 The allowed dependencies are written here once, lowest package first; each package's
 `__init__` docstring says the same in words.

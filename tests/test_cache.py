@@ -1,4 +1,5 @@
-"""Unit tests of the content-hash cache (DESIGN §4), using edgebuild.pipeline.cache directly."""
+"""Unit tests of the content-hash cache (docs/internals/cache.md), using
+edgebuild.pipeline.cache directly."""
 
 from __future__ import annotations
 

@@ -95,7 +95,8 @@ target: {device: cortex-m4, memory: {l1: 16KiB, l2: 256KiB, flash: 512KiB}}
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("aeon") is None, reason="aeon's data files")
 def test_qat_holds_a_batchnorm_model_on_a_small_heavy_tailed_set(tmp_path):
-    """ACSF1 (10 classes, 100 series of 1460) with the README's small-data recipe, which
+    """ACSF1 (10 classes, 100 series of 1460) with the small-data recipe (docs/guide/manifest.md),
+    which
     collapsed: float 55 %, int8 37 % (1-NN Euclidean: 54 %). The causes, each measured:
     float training clamped each convolution's output before its batchnorm (folding.
     fold_targets), the batchnorm statistics were running averages over batches of 16

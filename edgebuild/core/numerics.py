@@ -1,4 +1,4 @@
-"""The numerics contract (DESIGN §5), written once and used by every implementation.
+"""The numerics contract (docs/internals/numerics.md), written once, used everywhere.
 
 Activations are int8 `q` meaning `q / 128` (Q7, as on MAX78000). A compute layer with
 `b`-bit weights has integer weights `w_q` in [-2^(b-1), 2^(b-1) - 1] and a power-of-two

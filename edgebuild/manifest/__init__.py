@@ -1,4 +1,5 @@
-"""The manifest: one YAML file, sections that map onto stages (DESIGN §2).
+"""The manifest: one YAML file, sections that map onto stages
+(docs/internals/design.md, "The manifest").
 
 These records are the single schema: `schemas/manifest.schema.json` is generated from them
 (`edgebuild schema`), and a test fails when the committed copy is stale. Model math

@@ -1,4 +1,5 @@
-"""The operator record: every fact about one op, in one place (DESIGN §7).
+"""The operator record: every fact about one op, in one place
+(docs/internals/architecture.md).
 
 An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and one
 `Operator` whose facets the rest of edgebuild looks up instead of keeping per-op tables:

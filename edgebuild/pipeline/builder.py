@@ -141,7 +141,7 @@ def _ask_version(path: str) -> str:
 
 def key_material(stage: Stage, resolved: Resolved, build_dir: Path, cache_root: Path,
                  upstream_digests: dict[str, str] | None = None) -> KeyMaterial:
-    """Everything that may change the stage's output, as plain JSON (DESIGN §4)."""
+    """Everything that may change the stage's output, as plain JSON (docs/internals/cache.md)."""
     if upstream_digests is None:
         upstream_digests = {}
         for name in upstream(stage, resolved.configs):

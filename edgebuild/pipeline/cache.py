@@ -1,4 +1,5 @@
-"""The content-hash cache (DESIGN §4): one key function, atomic publication, verification.
+"""The content-hash cache (docs/internals/cache.md): one key function, atomic
+publication, verification.
 
 Layout: `<root>/<stage>/<key[:2]>/<key>/` holding `out/` (the artifact, read-only files)
 and `meta.json`, written last — its presence is what "complete" means. An entry is built
@@ -35,7 +36,8 @@ RESERVED = frozenset({"tmp", "locks", "stat", "checked"})
 
 
 class KeyMaterial(TypedDict):
-    """Everything that may change a stage's output (DESIGN §4); its hash is the cache key."""
+    """Everything that may change a stage's output (docs/internals/cache.md); its hash is
+    the cache key."""
 
     stage: str
     code: str  # the digest of the stage's source files (pipeline.sources)

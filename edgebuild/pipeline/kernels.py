@@ -5,8 +5,8 @@ the baseline), and so do MKL and oneDNN beneath it; each choice rounds different
 same manifest trained on two machines gave two checkpoints — and `edgebuild build
 --locked`, whose lock promises output digests, failed on the second. edgebuild therefore
 pins all three to the baseline in its own processes, before torch runs anything, and the
-training stages check that the pin took. It costs some speed (see README, "Reproducible
-builds"); what it buys is the same bytes from the same inputs on any x86-64 machine.
+training stages check that the pin took. It costs some speed (see docs/internals/cache.md,
+"Reproducible builds"); what it buys is the same bytes from the same inputs on any x86-64 machine.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ A manifest says what to build; where results are shared and which machines build
 the same for every manifest of a project, so it lives here. The command line
 (`--remote`, `--scheduler`) and the environment (`EDGEBUILD_REMOTE`,
 `EDGEBUILD_SCHEDULER`) override it, in that order. Credentials never go here: fsspec
-reads them from its own configuration (README, "Sharing a cache").
+reads them from its own configuration (docs/guide/sharing.md, "Sharing a cache").
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ ALLOWED = {"cache": ("remote",), "cluster": ("scheduler",)}
 ENV = {"remote": "EDGEBUILD_REMOTE", "scheduler": "EDGEBUILD_SCHEDULER"}
 # Writing to the remote is asked for per machine (`--push`, or this variable in CI), never
 # by the committed edgebuild.toml: a developer's build reads the team's results and
-# writes none of its own (README, "Who may write the remote").
+# writes none of its own (docs/guide/sharing.md, "Who may write the remote").
 PUSH_ENV = "EDGEBUILD_REMOTE_PUSH"
 MAX_BYTES = 64 * 1024  # the file has two settings: read no more than this
 

@@ -1,4 +1,4 @@
-"""Accelerator targets (MAX7800x-style, see edgebuild/devices/): the checks a manifest must
+"""Accelerator targets (MAX7800x-style, see docs/targets/max7800x.md): the checks a manifest must
 pass before any training, and the placement the plan stage records.
 
 The order matters for the messages: the device's number format and operator limits are

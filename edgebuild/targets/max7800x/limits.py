@@ -1,6 +1,6 @@
 """The operator limits of a MAX7800x-style device, checked on the hardware layers at `check`.
 
-Every figure comes from the device profile (edgebuild/devices/<name>.yaml); this module
+Every figure comes from the device profile (targets/max7800x/profiles/<name>.yaml); this module
 holds only the rules that use them, so a new device is a data change. Every violated limit
 is reported, each naming the layer, the field, the value and the limit, at a path into the
 manifest document (`("model", "layers", 3, "kernel")`, `("placement", "conv1", "streaming")`),

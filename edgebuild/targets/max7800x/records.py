@@ -1,4 +1,5 @@
-"""The typed shape of a device profile (see edgebuild/device.py and edgebuild/devices/)."""
+"""The typed shape of a device profile (profile.py reads profiles/<name>.yaml;
+docs/targets/max7800x.md)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
 # torch is left out of main/test (--no-emit-package): the README installs torch==2.13.0 by
 # itself, a CPU build that pip takes from this machine's disk; it is resolved here as that
 # build (its metadata, from --find-links, names no CUDA packages) so its dependencies are
-# pinned like everything else. tests/test_lock.py fails when pyproject.toml and the lock disagree.
+# pinned like everything else. tests/test_requirements.py fails when pyproject.toml and the lock disagree.
 set -euo pipefail
 cd "$(dirname "$0")"
 TORCH=${EDGEBUILD_TORCH_WHEELS:-/opt/wheels}

@@ -753,11 +753,11 @@ def test_corrupt_state_record(ref, tmp_path, record):
 
 
 def test_corrupt_noop_index(ref, tmp_path):
-    """build/.edgebuild/index.json (the no-op index) unreadable or of another shape: the
+    """build/.edgebuild/index-*.json (the no-op index) unreadable or of another shape: the
     full up-to-date check answers instead."""
     project = _project(tmp_path, ref, warm=True)
     assert _run(["build"], project).returncode == 0
-    index = project / "build" / ".edgebuild" / "index.json"
+    index = next((project / "build" / ".edgebuild").glob("index-*.json"))
     text = index.read_text()
     for record in ("", "{}", "[]", "null", text[:100], '{"version": 1, "manifests": []}'):
         index.write_text(record)

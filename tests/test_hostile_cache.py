@@ -180,7 +180,7 @@ def _record(project: Path, where: str) -> Path:
     if where == "state":
         return project / "build" / "tiny" / ".state" / "train.json"
     if where == "index":
-        return project / "build" / ".edgebuild" / "index.json"
+        return next((project / "build" / ".edgebuild").glob("index-*.json"))  # one per environment
     return next((project / "cache" / "train").glob("*/*/meta.json"))  # "meta"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgebuild.cli import main
+from edgebuild.pipeline import index
 from edgebuild.pipeline import project as projects
 
 UNTIL = ["--until", "quantize"]  # validate/data/train/qat/quantize: seconds, several stages
@@ -103,12 +104,17 @@ def _rewrite_state(root: Path) -> None:
     state.write_text(state.read_text())
 
 
+def _index_file(root: Path) -> Path:
+    """This environment's index file (the fixture's copy also holds the original's)."""
+    return Path(index.path_of(root / "build", index.environment(root / "cache")))
+
+
 def _corrupt_index(root: Path) -> None:
-    (root / "build" / ".edgebuild" / "index.json").write_text("{not json")
+    _index_file(root).write_text("{not json")
 
 
 def _other_code(root: Path) -> None:
-    path = root / "build" / ".edgebuild" / "index.json"
+    path = _index_file(root)
     index = json.loads(path.read_text())
     index["environment"]["code"] = "0" * 64  # as after editing edgebuild's own sources
     path.write_text(json.dumps(index))
@@ -187,3 +193,86 @@ def test_every_target_of_a_manifest_is_answered(tmp_path, monkeypatch, capsys):
         code, result, _ = _build(capsys, *extra)
         assert code == 0 and loads.count == 0, extra  # answered from the index
         assert sorted(result["manifests"]) == ["two/big", "two/small"], extra
+
+
+class Answers:
+    """The index's own counters of answers (hits: from the index; misses: full path)."""
+
+    def __init__(self) -> None:
+        self.start = dict(index.counters)
+
+    def __call__(self) -> tuple[int, int]:
+        return (index.counters["hits"] - self.start["hits"],
+                index.counters["misses"] - self.start["misses"])
+
+
+@pytest.mark.parametrize("other", [
+    ["--until", "qat"],  # fewer stages
+    ["manifests/small.yaml"],  # a manifest named
+    ["--cache-dir", "../p/cache"],  # the same cache, spelled another way
+])
+def test_alternating_argument_sets_both_stay_on_the_fast_path(project, monkeypatch, capsys,
+                                                              other):
+    loads, answers = Loads(monkeypatch), Answers()
+    for _ in range(3):
+        for extra in ([], other):
+            code, result, _ = _build(capsys, *extra)
+            assert code == 0 and set(_statuses(result).values()) == {"uptodate"}, extra
+    assert answers() == (6, 0), index.last_miss
+    assert loads.count == 0
+
+
+def test_two_environments_keep_an_index_each(project, monkeypatch, capsys):
+    """Another cache directory is another environment: after one full check each, builds
+    alternating the two are answered from their own index files."""
+    loads, answers = Loads(monkeypatch), Answers()
+    other = ["--cache-dir", str(project / "other-cache")]
+    code, _, _ = _build(capsys, *other)  # the first build with it: a full check
+    assert code == 0 and loads.count == 1 and answers() == (0, 1)
+    assert index.last_miss == "no index for this environment"
+    for _ in range(2):
+        for extra in ([], other):
+            code, result, _ = _build(capsys, *extra)
+            assert code == 0 and set(_statuses(result).values()) == {"uptodate"}, extra
+    assert answers() == (4, 1) and loads.count == 1
+    assert _index_file(project).is_file()
+
+
+def test_index_files_are_bounded(project, monkeypatch, capsys):
+    for number in range(index.MAX_ENVIRONMENTS + 2):
+        code, _, _ = _build(capsys, "--cache-dir", str(project / f"cache{number}"))
+        assert code == 0
+    assert len(list((project / "build" / ".edgebuild").glob("index-*.json"))) == \
+        index.MAX_ENVIRONMENTS
+
+
+def test_a_mixed_project_takes_the_fast_path(project, monkeypatch, capsys):
+    """Host, two-target and MAX78000 manifests (imported weights) side by side: after one
+    full check the no-op of all of them, and of any of them, is answered from the index."""
+    import shutil
+
+    from conftest import EXAMPLES
+
+    manifests = project / "manifests"
+    shutil.copy(EXAMPLES / "mnist_extrasmall.yaml", manifests)
+    shutil.copytree(EXAMPLES / "mnist_extrasmall", manifests / "mnist_extrasmall")
+    two = (manifests / "small.yaml").read_text().replace("name: small", "name: two").replace(
+        "target: {device: host, memory: {l1: 16KiB, l2: 128KiB, flash: 512KiB}}",
+        "target:\n  - {name: big, device: host, memory: {l1: 16KiB, l2: 128KiB}}\n"
+        "  - {name: little, device: host, memory: {l1: 4KiB, l2: 128KiB}}")
+    (manifests / "two.yaml").write_text(two)
+    for number in range(3):
+        (manifests / f"copy{number}.yaml").write_text(
+            (manifests / "small.yaml").read_text().replace("name: small", f"name: c{number}"))
+    code, _, err = _build(capsys)
+    assert code == 0, err
+    loads, answers = Loads(monkeypatch), Answers()
+    names = {"small", "two/big", "two/little", "mnist_extrasmall", "c0", "c1", "c2"}
+    for extra in ([], ["manifests/mnist_extrasmall.yaml"], ["manifests/two.yaml"], []):
+        code, result, _ = _build(capsys, *extra)
+        assert code == 0
+        assert set(result["manifests"]) <= names and (extra or set(result["manifests"]) == names)
+        assert {v["status"] for stages in result["manifests"].values()
+                for v in stages.values()} == {"uptodate"}
+    assert answers() == (4, 0), index.last_miss
+    assert loads.count == 0

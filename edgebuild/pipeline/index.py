@@ -16,10 +16,21 @@ Stats are taken *before* the full check that vouches for them: a file changed af
 stat was taken differs from the recorded stat next time; one changed before fails the
 check. The index is a cache of a verdict, never a source of truth — deleting it only
 costs one full check.
+
+One index file per environment (`index-<digest of the environment>.json`): builds that
+differ in what every key depends on outside the manifests — another interpreter or
+virtual environment, another cache directory (`--cache-dir`, EDGEBUILD_CACHE), edited
+edgebuild sources — each keep their own, so alternating them (a CI job and a developer's
+shell, two cache directories) leaves both on the fast path, and a no-op reads only its own
+file, whatever the others hold. The newest MAX_ENVIRONMENTS files are kept. Builds that
+differ only in their arguments (which manifests, `--until`, `-j`, `--json`, `--locked`)
+share one file: its entries are per manifest file and per stage, and a build of some
+manifests or stages updates only theirs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -35,7 +46,9 @@ from edgebuild.pipeline.project import Project
 from edgebuild.pipeline.resolved import Resolved, code_fingerprint
 from edgebuild.pipeline.stages import STAGES
 
-VERSION = 2  # 2: a manifest file's entries are a list, one per target it lists
+VERSION = 3  # 2: a manifest file's entries are a list, one per target it lists; 3: a file
+# per environment
+MAX_ENVIRONMENTS = 4  # index files kept (the newest); a no-op reads only its own
 Stat: TypeAlias = list[int]  # [size, mtime_ns, inode]
 Records: TypeAlias = dict[str, dict[str, StageRecord]]  # manifest name -> stage -> record
 COMMANDS = sorted({tool[4:] for stage in STAGES.values() for tool in stage.tools
@@ -50,15 +63,27 @@ def stat(path: str) -> Stat | None:
     return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
-def path_of(build_root: Path) -> str:
-    return f"{build_root}/.edgebuild/index.json"
+# What the last `answer` in this process did (tests and benchmarks read these, never a
+# build): "hits" and "misses" count answers, `last_miss` says why the last miss missed.
+counters = {"hits": 0, "misses": 0}
+last_miss: str | None = None
+
+
+def path_of(build_root: Path, env: dict[str, object]) -> str:
+    """The index file of this environment."""
+    digest = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{build_root}/.edgebuild/index-{digest}.json"
 
 
 def environment(cache_root: Path) -> dict[str, object]:
     """What every key also depends on, outside the manifests: edgebuild itself, the
-    interpreter and its packages, the programs found on PATH, the cache location."""
-    return {"version": VERSION, "code": code_fingerprint(), "python": sys.executable,
-            "sites": builder.site_fingerprint(), "cache": str(cache_root),
+    interpreter and its packages, the programs found on PATH, the cache location.
+    Spellings of the same thing are one environment: `python` and `python3` of one
+    virtual environment (the interpreter's real path and its prefix), `../cache` and
+    the absolute path of the same directory."""
+    return {"version": VERSION, "code": code_fingerprint(),
+            "python": [os.path.realpath(sys.executable), sys.prefix],
+            "sites": builder.site_fingerprint(), "cache": os.path.abspath(cache_root),
             "commands": {name: _command(name) for name in COMMANDS}}
 
 
@@ -70,13 +95,21 @@ def _command(name: str) -> list[object] | None:
 def answer(build_root: Path, cache_root: Path, files: list[Path], stages: list[str],
            options: Options) -> Records | None:
     """Every stage's record if the index vouches that all are up to date, else None."""
+    global last_miss
+    env = environment(cache_root)
     try:
-        index = boundedjson.read(path_of(build_root))
-        if index["environment"] != environment(cache_root):
-            return None
-        return _answer(index["manifests"], build_root, files, stages, options)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+        index = boundedjson.read(path_of(build_root, env))
+        if index["environment"] != env:
+            found, last_miss = None, "environment"
+        else:
+            found = _answer(index["manifests"], build_root, files, stages, options)
+            last_miss = None if found is not None else "moved"
+    except FileNotFoundError:
+        found, last_miss = None, "no index for this environment"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        found, last_miss = None, f"unreadable: {type(exc).__name__}"
+    counters["hits" if found is not None else "misses"] += 1
+    return found
 
 
 def _answer(manifests: dict[str, dict], build_root: Path, files: list[Path], stages: list[str],
@@ -125,8 +158,8 @@ def _stages(entry: dict, build_dir: str, stages: list[str],
 def update(project: Project, options: Options) -> None:
     """Record the project's manifests whose every stage passes the full check now (run
     after a successful build); entries of other manifests stay, they carry their stats."""
-    target = path_of(project.build_root)
     env = environment(project.cache_root)
+    target = path_of(project.build_root, env)
     try:
         old = boundedjson.read(target)
         manifests = old["manifests"] if old["environment"] == env else {}
@@ -146,6 +179,20 @@ def update(project: Project, options: Options) -> None:
                                               separators=(",", ":")))
     except OSError:
         pass  # an optimization: the next build takes the full path
+    _prune(project.build_root)
+
+
+def _prune(build_root: Path) -> None:
+    """Keep the newest MAX_ENVIRONMENTS index files (and drop version 2's `index.json`)."""
+    folder = f"{build_root}/.edgebuild"
+    try:
+        found = [(entry.stat().st_mtime_ns, entry.path) for entry in os.scandir(folder)
+                 if entry.name.startswith("index-") and entry.name.endswith(".json")]
+        for _, path in sorted(found, reverse=True)[MAX_ENVIRONMENTS:]:
+            os.unlink(path)
+        os.unlink(f"{folder}/index.json")
+    except OSError:
+        pass  # gone already, or another build pruned it
 
 
 def _entry(project: Project, resolved: Resolved, options: Options) -> dict | None:

@@ -10,6 +10,7 @@ import pytest
 from edgebuild.manifest import Model
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
+from edgebuild.ops.operator import Role
 
 
 def build(input_shape, *layers):
@@ -271,10 +272,38 @@ def test_graph_totals_and_json():
     assert "conv1" in table and "5210" in table and "9728" in table
 
 
-def test_every_op_is_registered():
-    assert set(OPS) == {"conv1d", "conv2d", "conv_transpose2d", "linear", "pool1d", "pool2d",
-                        "global_pool", "flatten", "reshape", "add", "concat", "batchnorm",
-                        "dropout", "passthrough", "buffer"}
+def test_every_op_module_is_registered():
+    """Each `Operator` an ops/ module defines is in the registry (ops/__init__.py), under
+    its name: an op module that is not registered is never used."""
+    import importlib
+    import pkgutil
+
+    import edgebuild.ops
+    from edgebuild.ops.operator import Operator
+
+    registered = {id(op) for op in OPS.values()}
+    for info in pkgutil.iter_modules(edgebuild.ops.__path__):
+        module = importlib.import_module(f"edgebuild.ops.{info.name}")
+        for attribute, value in vars(module).items():
+            if isinstance(value, Operator):
+                assert id(value) in registered, (
+                    f"ops/{info.name}.py defines {attribute} (op {value.name!r}) but the "
+                    f"registry lacks it: add {info.name}.{attribute} to OPS in "
+                    "edgebuild/ops/__init__.py")
+    assert all(OPS[name].name == name for name in OPS)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_op_example_counts_params_and_macs_by_role(name):
+    """Each op's example (ops/operator.py: Example): a compute op has parameters and
+    multiply-accumulates, an op without weights neither (batchnorm's statistics fold)."""
+    op = OPS[name]
+    g = ok(op.example.input, *op.example.layers)
+    for n in g.nodes:
+        if n.op == name:
+            assert (n.params > 0) == (op.computes or op.role is Role.folded), (name, n.params)
+            assert (n.macs > 0) == op.computes, (name, n.macs)
+            assert all(d >= 1 for d in n.out_shape), n.out_shape
 
 
 def test_passthrough_is_the_identity_in_shape_torch_and_reference():

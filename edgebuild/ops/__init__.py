@@ -1,6 +1,7 @@
 """The operators: one module per op holding every fact about it (ops/operator.py lists the
-facets), registered explicitly here. Adding an op = its module, its C kernel, its tests,
-and one line here.
+facets) and its example model, registered explicitly here. Adding an op = its module, its
+C kernel, its tests, and its name here three times: the import, the registry and mypy's
+`Layer` union (tests/test_typing.py names what to add).
 
 `ops` owns the manifest fields of every layer, the operator records and what several ops
 share (conv: convolution arithmetic; pool: the pooling rule; c: the C kernel interface;

@@ -25,6 +25,7 @@ from edgebuild.ops.operator import (
     Accelerator,
     Activation,
     C,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -107,8 +108,16 @@ def onnx_emit(step: OnnxStep[Add]) -> OnnxCode:
     return code.named(step.output)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 4, 4), (
+    {"name": "c", "op": "conv2d", "out": 2, "kernel": 3, "pad": 1},
+    {"name": "sum", "op": "add", "inputs": ["input", "c"], "act": "relu"},
+))
+
+
 OPERATOR = Operator(
     "add", Add, "many", Role.data, out_shape, no_params, no_macs,
+    example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
     accelerator=Accelerator("add", ai8x=("add",)),
     train=Train(TrainKernel.add))

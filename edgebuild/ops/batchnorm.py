@@ -13,6 +13,7 @@ from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep, float_output
 from edgebuild.ops.operator import (
     FOLDED,
     Activation,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -92,7 +93,15 @@ def onnx_emit(step: OnnxStep[BatchNorm]) -> OnnxCode:
 
 _GONE = Unsupported(f"batchnorm: {FOLDED}")
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 6, 6), (
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+    {"name": "bn", "op": "batchnorm", "act": "relu"},
+))
+
+
 OPERATOR = Operator("batchnorm", BatchNorm, "one", Role.folded, one, param_count, no_macs,
+                    example=EXAMPLE,
                     torch=Torch(forward, torch_module), reference=_GONE, c=_GONE, train=_GONE,
                     onnx=Onnx(onnx_emit),
                     accelerator=_GONE)

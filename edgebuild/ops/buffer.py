@@ -29,6 +29,7 @@ from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -99,8 +100,17 @@ def state_bytes(layer: Buffer, out: Shape) -> int:
     return math.prod(out)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 6), (
+    {"name": "frame", "op": "conv1d", "out": 4, "kernel": 6},
+    {"name": "buf", "op": "buffer", "length": 5},
+    {"name": "t", "op": "conv1d", "out": 3, "kernel": 5},
+))
+
+
 OPERATOR = Operator(
     "buffer", Buffer, "one", Role.data, out_shape, no_params, no_macs,
+    example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     stream=Stream(lambda layer: layer.length, state_bytes),
     accelerator=Accelerator("buffer", copies=True),

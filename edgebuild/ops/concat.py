@@ -15,6 +15,7 @@ from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -74,8 +75,16 @@ def onnx_emit(step: OnnxStep[Concat]) -> OnnxCode:
     return step.start().then("Concat", *step.inputs[1:], axis=1).named(step.output)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 4, 4), (
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+    {"name": "cat", "op": "concat", "inputs": ["c", "input"]},
+))
+
+
 OPERATOR = Operator(
     "concat", Concat, "many", Role.data, out_shape, no_params, no_macs,
+    example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
     accelerator=Accelerator("concat", copies=True),
     train=Train(TrainKernel.concat))

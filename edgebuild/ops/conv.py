@@ -42,6 +42,7 @@ from edgebuild.ops.operator import (
     C,
     ComputeLayer,
     Count,
+    Example,
     FusedPool,
     LayerBase,
     Mode,
@@ -563,12 +564,14 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
 def convolution(name: str, params: type[Conv], axes: Axes[Conv],
                 shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
                 torch_facet: Torch, reference: Callable[..., Any],
-                accelerator: Accelerator) -> Operator:
+                accelerator: Accelerator,
+                example: Example) -> Operator:
     """The record of conv1d or conv2d: `shape` is (out_shape, param_count, macs); its C,
     L1 windows, training kernel and weight layout all follow from `axes`."""
     out_shape, param_count, macs = shape
     return Operator(
         name, params, "one", Role.compute, out_shape, param_count, macs,
+        example=example,
         torch=torch_facet, reference=reference,
         c=C(lambda step: emit_conv(step, axes),
             lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),

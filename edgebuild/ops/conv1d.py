@@ -10,6 +10,7 @@ from edgebuild.core.geometry import Shape, expect_rank, pooled, window_out
 from edgebuild.ops import conv
 from edgebuild.ops.operator import (
     Accelerator,
+    Example,
     Mode,
     Pad,
     Small,
@@ -74,7 +75,14 @@ def reference(layer: Conv1d, quant: QuantParams, inputs: Sequence[Ints], roundin
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 16), (
+    {"name": "c", "op": "conv1d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+))
+
+
 OPERATOR = conv.convolution(
     "conv1d", Conv1d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
     reference, Accelerator("conv1d", reads_concat=True, rules="conv1d", ai8x=("conv1d",),
-                            exports_as="conv1d"))
+                            exports_as="conv1d"),
+    example=EXAMPLE)

@@ -10,6 +10,7 @@ from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
 from edgebuild.ops import conv
 from edgebuild.ops.operator import (
     Accelerator,
+    Example,
     Mode,
     PadPair,
     Pair,
@@ -78,7 +79,14 @@ def reference(layer: Conv2d, quant: QuantParams, inputs: Sequence[Ints], roundin
     return conv.reference_compute(layer, quant, acc, rounding)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 6, 6), (
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu"},
+))
+
+
 OPERATOR = conv.convolution(
     "conv2d", Conv2d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
     reference, Accelerator("conv2d", reads_concat=True, inflight=True,
-                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"))
+                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"),
+    example=EXAMPLE)

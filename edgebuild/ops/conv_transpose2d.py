@@ -30,6 +30,7 @@ from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Example,
     G,
     Mode,
     Onnx,
@@ -268,8 +269,16 @@ def onnx_integer(code: OnnxCode, layer: ConvTranspose2d, weight: NDArray[np.inte
                      np.array([full[0] - ph, full[1] - pw], np.int64), np.array([2, 3], np.int64))
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 4, 4), (
+    {"name": "up", "op": "conv_transpose2d", "out": 3, "kernel": 3, "stride": 2, "pad": 1,
+         "output_pad": 1},
+))
+
+
 OPERATOR = Operator(
     "conv_transpose2d", ConvTranspose2d, "one", Role.compute, out_shape, param_count, macs,
+    example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     accelerator=Accelerator("conv_transpose2d", reads_concat=True,
                             rules="conv_transpose2d", ai8x=("convtranspose2d",),

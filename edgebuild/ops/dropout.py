@@ -10,6 +10,7 @@ from pydantic import Field
 from edgebuild.core.geometry import Shape
 from edgebuild.ops.onnxcode import view
 from edgebuild.ops.operator import (
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -52,7 +53,15 @@ def reference(layer: Dropout, quant: None, inputs: Sequence[Ints],
 _GONE = Unsupported("dropout is removed after training (the identity at inference), so it "
                     "never runs on its own")
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 6, 6), (
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+    {"name": "drop", "op": "dropout", "p": 0.25},
+))
+
+
 OPERATOR = Operator("dropout", Dropout, "one", Role.dropped, one, no_params, no_macs,
+                    example=EXAMPLE,
                     torch=Torch(forward, torch_module), reference=reference, c=_GONE,
                     onnx=Onnx(view),
                     train=_GONE, accelerator=_GONE)

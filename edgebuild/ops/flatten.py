@@ -11,6 +11,7 @@ from edgebuild.core.geometry import Shape
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -52,7 +53,15 @@ def onnx_emit(step: OnnxStep[Flatten]) -> OnnxCode:
     return step.start().then("Flatten", axis=1).named(step.output)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 4, 4), (
+    {"name": "flat", "op": "flatten"},
+    {"name": "fc", "op": "linear", "out": 10},
+))
+
+
 OPERATOR = Operator("flatten", Flatten, "one", Role.view, out_shape, no_params, no_macs,
+                    example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
                     onnx=Onnx(onnx_emit),
                     accelerator=Accelerator("flatten", view="flatten"),

@@ -31,6 +31,7 @@ from edgebuild.ops.onnxcode import INT8, INT64, Form, OnnxCode, OnnxStep, divide
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -149,8 +150,15 @@ def train_geometry(layer: GlobalPool, in_shapes: Sequence[Shape], out: Shape) ->
     return TrainGeometry(pool=plane, pool_mode=layer.mode.value)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((3, 5, 7), (
+    {"name": "g", "op": "global_pool", "mode": "avg"},
+))
+
+
 OPERATOR = Operator(
     "global_pool", GlobalPool, "one", Role.data, out_shape, no_params, no_macs,
+    example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     # the pooling hardware with the map as its window: targets.max7800x.limits holds it to
     # the device's pool sizes (16 x 16) and says how to shrink a larger map first

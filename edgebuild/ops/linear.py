@@ -17,6 +17,7 @@ from edgebuild.ops.operator import (
     Activation,
     C,
     Count,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -205,8 +206,13 @@ def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainG
     return TrainGeometry(conv=plane(layer, shapes[0]), fully_connected=True)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((16,), ({"name": "fc", "op": "linear", "out": 12},))
+
+
 OPERATOR = Operator(
     "linear", Linear, "one", Role.compute, out_shape, param_count, macs,
+    example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch, workspace),
     onnx=Onnx(onnx_emit),
     accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),

@@ -18,7 +18,9 @@ An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and
 - `onnx`: how it is written into an ONNX model, in the float, fake-quant and integer forms
   (ops.onnxcode; interchange.export);
 - `stream`: state kept across inferences (a model with such an op runs on frames);
-- `l2_traffic`: it runs between L2 tensors without an L1 tile.
+- `l2_traffic`: it runs between L2 tensors without an L1 tile;
+- `example`: a tiny model that uses the op (the tests that walk the registry build it:
+  shapes, every ONNX form, `check` on every device).
 
 A facet an op does not have is `Unsupported(reason)`: the reason is what `edgebuild check`
 tells a user who uses the op where that facet is needed (tests/test_operators.py walks the
@@ -272,6 +274,22 @@ class Stream:
 
 
 @dataclass(frozen=True)
+class Example:
+    """A tiny model that uses the op, as a manifest's `model:` section (`input` and the
+    layers' fields as YAML gives them): the op's layer and whatever it needs around it (a
+    batchnorm follows a convolution). The tests that walk the registry build it — its
+    shapes, every ONNX form, `check` on every target device — so a new op is tested by
+    them without a list to add it to."""
+
+    input: tuple[int, ...]
+    layers: tuple[dict[str, Any], ...]
+
+    def model(self) -> dict[str, Any]:
+        """The `model:` section (fresh lists and dicts: a caller may change them)."""
+        return {"input": list(self.input), "layers": [dict(layer) for layer in self.layers]}
+
+
+@dataclass(frozen=True)
 class Operator:
     """Everything edgebuild knows about one op, looked up by `op:` name (see the module
     docstring for the facets). The facets' functions take the op's own layer record, so
@@ -291,6 +309,7 @@ class Operator:
     train: Train | Unsupported
     accelerator: Accelerator | Unsupported
     onnx: Onnx | Unsupported
+    example: Example
     weights: Weights | Unsupported = Unsupported(
         "it has no weights; only compute layers (convolutions, linear) have weights")
     windows: Callable[[Any, Sequence[Shape], Shape], tuple[tuple[str, Window], ...]] = no_windows

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from edgebuild.ops.onnxcode import view
 from edgebuild.ops.operator import (
     Accelerator,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -46,7 +47,15 @@ def reference(layer: Passthrough, quant: None, inputs: Sequence[Ints],
     return inputs[0]
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 4, 4), (
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+    {"name": "same", "op": "passthrough"},
+))
+
+
 OPERATOR = Operator("passthrough", Passthrough, "one", Role.view, one, no_params, no_macs,
+                    example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
                     onnx=Onnx(view),
                     accelerator=Accelerator("passthrough", copies=True,

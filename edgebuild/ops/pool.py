@@ -46,6 +46,7 @@ from edgebuild.ops.onnxcode import (
 from edgebuild.ops.operator import (
     Accelerator,
     C,
+    Example,
     G,
     LayerBase,
     Mode,
@@ -275,13 +276,23 @@ def train_geometry(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
                          pool_mode=layer.mode.value)
 
 
-def _operator(name: str, params: type[LayerBase]) -> Operator:
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE_1D = Example((2, 16), (
+    {"name": "p", "op": "pool1d", "mode": "max", "size": 2},
+))
+EXAMPLE_2D = Example((2, 6, 6), (
+    {"name": "p", "op": "pool2d", "mode": "avg", "size": 2},
+))
+
+
+def _operator(name: str, params: type[LayerBase], example: Example) -> Operator:
     return Operator(
         name, params, "one", Role.data, out_shape, no_params, no_macs,
+        example=example,
         torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
         accelerator=Accelerator("pool", copies=True, reads_concat=True, rules="pool"),
         train=Train(TrainKernel.pool, train_geometry), windows=tile_windows)
 
 
-OPERATOR_1D = _operator("pool1d", Pool1d)
-OPERATOR_2D = _operator("pool2d", Pool2d)
+OPERATOR_1D = _operator("pool1d", Pool1d, EXAMPLE_1D)
+OPERATOR_2D = _operator("pool2d", Pool2d, EXAMPLE_2D)

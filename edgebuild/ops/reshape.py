@@ -22,6 +22,7 @@ from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
     Accelerator,
+    Example,
     LayerBase,
     Mode,
     Onnx,
@@ -75,7 +76,15 @@ def onnx_emit(step: OnnxStep[Reshape]) -> OnnxCode:
     return step.start().then("Reshape", shape).named(step.output)
 
 
+# The registry's tests build this model (ops/operator.py: Example).
+EXAMPLE = Example((2, 16), (
+    {"name": "r", "op": "reshape", "shape": [2, 4, 4]},
+    {"name": "c", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1},
+))
+
+
 OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, no_macs,
+                    example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
                     onnx=Onnx(onnx_emit),
                     accelerator=Accelerator("reshape", view="in_dim"),

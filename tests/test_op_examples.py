@@ -1,0 +1,94 @@
+"""Every op's example model (ops/operator.py: `Operator.example`), on every target device.
+
+The tests that walk the registry build these examples, so an op added to `ops/__init__.py`
+is tested by them with no list of op names to extend: here its example builds and uses it,
+and `edgebuild check` of it on every device either passes or is a user error (exit 2) that
+says why — the reason of the facet the device lacks when it lacks one — never an internal
+error. tests/test_ops_shapes.py and tests/test_onnx_export.py build the same examples.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from edgebuild.core.errors import UserError
+from edgebuild.manifest import Device, Model
+from edgebuild.model import graph as graphs
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import Example, Unsupported
+from edgebuild.pipeline import validation
+from edgebuild.targets.max7800x import profile as devices
+
+DEVICES = [device.value for device in Device]
+
+
+def example_model(name: str) -> Model:
+    return Model.model_validate(OPS[name].example.model())
+
+
+def refusal(name: str, device: str) -> str | None:
+    """Why `device` cannot run op `name`: the reason of the facet it needs and the op
+    lacks, or None. A CPU runs every deployed op's C (tests/test_operators.py); an
+    accelerator needs the op's accelerator facet; a folded or dropped op is gone before
+    either."""
+    if not devices.is_accelerator(device) or not OPS[name].deployed:
+        return None
+    facet = OPS[name].accelerator
+    return facet.reason if isinstance(facet, Unsupported) else None
+
+
+def write_project(tmp_path: Path, example: Example, device: str) -> Path:
+    """A manifest of the example for `device`, with an .npz dataset that fits it (samples
+    of the model's input, a class per output)."""
+    model = Model.model_validate(example.model())
+    graph, problems = graphs.build(model.input, model.layers)
+    assert graph is not None, problems
+    classes = math.prod(graph.output.out_shape)
+    sample = graphs.sample_shape(model.input, model.layers)
+    count = 4 * max(classes, 10)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "data.npz", x=rng.uniform(-1, 1, (count, *sample)).astype(np.float32),
+             y=np.arange(count) % classes)
+    manifest = {"name": "example", "dataset": {"format": "npz", "path": "data.npz"},
+                "model": example.model(), "target": {"device": device}}
+    path = tmp_path / "edgebuild.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_op_has_an_example_that_uses_it(name: str):
+    op = OPS[name]
+    assert isinstance(op.example, Example), (
+        f"op {name!r} has no example: give its module an EXAMPLE = Example(input, layers) "
+        "(a tiny model that uses the op) and pass example=EXAMPLE to its Operator")
+    model = example_model(name)
+    assert name in [layer.op for layer in model.layers], \
+        f"{name}'s example does not use {name}: {op.example.layers}"
+    graph, problems = graphs.build(model.input, model.layers)
+    assert problems == [] and graph is not None, problems
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_check_of_every_example_on_every_device(tmp_path: Path, name: str, device: str):
+    """`check` passes where the op runs; where the device lacks a facet the op needs, it is
+    a user error (exit 2) that says the facet's reason — never an internal error."""
+    path = write_project(tmp_path, OPS[name].example, device)
+    reason = refusal(name, device)
+    if reason is None:
+        try:
+            validation.load_all(path)
+        except UserError as exc:
+            pytest.fail(f"check refuses the example of {name} on {device}, a device that runs "
+                        f"{name}: make the example (ops/operator.py: Example) one it runs, or "
+                        f"fix the check:\n{exc}")
+    else:
+        with pytest.raises(UserError) as caught:
+            validation.load_all(path)
+        assert reason in str(caught.value), str(caught.value)

@@ -20,7 +20,7 @@ from edgebuild.core.errors import UserError
 from edgebuild.manifest import Device, Model
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import Example, Unsupported
+from edgebuild.ops.operator import Example, Role, Unsupported
 from edgebuild.pipeline import validation
 from edgebuild.targets.max7800x import profile as devices
 
@@ -92,3 +92,14 @@ def test_check_of_every_example_on_every_device(tmp_path: Path, name: str, devic
         with pytest.raises(UserError) as caught:
             validation.load_all(path)
         assert reason in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, op in OPS.items()
+                                        if op.role in (Role.view, Role.dropped)))
+def test_a_model_that_computes_nothing_is_a_user_error(tmp_path: Path, name: str):
+    """A model of views and dropouts alone deploys no step (its plan crashed on it)."""
+    layer = next(layer for layer in OPS[name].example.layers if layer["op"] == name)
+    path = write_project(tmp_path, Example(OPS[name].example.input, (layer,)), "cortex-m4")
+    with pytest.raises(UserError, match="the model computes nothing") as caught:
+        validation.load_all(path)
+    assert "model.layers" in str(caught.value)

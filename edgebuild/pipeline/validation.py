@@ -25,7 +25,8 @@ from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, channelled_shape, framed_shape
 from edgebuild.manifest import Layer, Manifest, targets
 from edgebuild.model import graph as graphs
-from edgebuild.ops.operator import LayerBase
+from edgebuild.ops import OPS
+from edgebuild.ops.operator import LayerBase, Role
 
 
 @dataclass(frozen=True)
@@ -254,12 +255,16 @@ def _graph(document: yamlsource.Document, manifest: Manifest) -> graphs.Graph:
             ("model", "layers", p.index, *((p.field,) if p.field else ())), p.message)
             for p in problems])
     assert graph is not None  # graphs.build gives a graph whenever it finds no problem
+    if not any(OPS[layer.op].role in (Role.compute, Role.data) for layer in manifest.model.layers):
+        ops = ", ".join(sorted({layer.op for layer in manifest.model.layers}))
+        raise UserError(document.diagnostic(("model", "layers"), (
+            f"the model computes nothing: its layers ({ops}) pass their input on as it is "
+            "or are gone once trained; add a layer that computes (a convolution, linear or "
+            "pooling layer)")))
     return graph
 
 
 def _overrides(document: yamlsource.Document, manifest: Manifest) -> list[Diagnostic]:
-    from edgebuild.ops import OPS
-
     ops = "/".join(op.name for op in OPS.values() if op.computes)
     compute = {layer.name for layer in manifest.model.layers if OPS[layer.op].computes}
     return [document.diagnostic(("qat", "overrides", name), (

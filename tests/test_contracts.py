@@ -101,10 +101,21 @@ def test_the_model_schema_is_generated_from_the_model_records():
     assert (SCHEMAS / "model.v1.schema.json").read_text() == \
         manifest_schema.render_model_artifact(), (
         "schemas/artifacts/model.v1.schema.json is stale: regenerate it with "
-        "`python -c \"from edgebuild.manifest import schema; "
-        "print(schema.render_model_artifact(), end='')\" > "
-        "schemas/artifacts/model.v1.schema.json` (a format change that breaks readers "
-        "adds model.v2 instead)")
+        "`python scripts/regen.py schemas` (a format change that breaks readers adds "
+        "model.v2 instead)")
+
+
+def test_a_stale_generated_schema_is_named_with_the_command_that_remakes_it(
+        tmp_path, monkeypatch):
+    """An op added without regenerating: the stage that writes model.json fails on the
+    committed schema, and says it is stale and how to remake it."""
+    message = _check(tmp_path, {"layers": []}, "model.json", "model.v1")
+    assert "regen" not in message  # the committed schema is the code's
+    monkeypatch.setattr(manifest_schema, "render_model_artifact", lambda: "{}")
+    message = _check(tmp_path, {"layers": []}, "model.json", "model.v1")
+    assert message.endswith("model.v1.schema.json is stale (the records it is generated from "
+                            "have changed): in edgebuild's repository, run "
+                            "`python scripts/regen.py schemas`"), message
 
 
 def test_stages_load_without_jsonschema():

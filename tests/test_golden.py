@@ -2,7 +2,8 @@
 
 The model's integer weights are synthetic and fixed (no training), so any change in the
 rendered output is a change in codegen or its templates. Regenerate deliberately with
-`pytest tests/test_golden.py --update-golden` and review the diff.
+`python scripts/regen.py golden` (which runs this file with `--update-golden`) and review
+the diff.
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ from edgebuild.model import folding, quantized
 from edgebuild.ops.operator import QuantParams
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny"
+REGENERATE = ("if intended, run `python scripts/regen.py golden` (it runs this file with "
+              "--update-golden) and review the diff")
+
+
+def update(root: Path, files: dict[str, str]) -> None:
+    """Write `files` under `root` and remove the files there it no longer renders."""
+    for path in root.rglob("*"):
+        if path.is_file() and path.relative_to(root).as_posix() not in files:
+            path.unlink()
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 LAYERS = [
     {"name": "conv", "op": "conv2d", "out": 4, "kernel": 3, "pad": 1, "act": "relu",
@@ -54,16 +68,12 @@ def tiny_spec() -> codegen.ProjectSpec:
 def test_rendered_c_matches_golden_files(request):
     files = codegen.render(tiny_spec())
     if request.config.getoption("--update-golden"):
-        for relative, text in files.items():
-            path = GOLDEN / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+        update(GOLDEN, files)
     committed = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
-    assert committed == set(files), "file set changed; run pytest --update-golden and review"
+    assert committed == set(files), f"file set changed; {REGENERATE}"
     for relative, text in files.items():
         assert (GOLDEN / relative).read_text() == text, (
-            f"{relative} differs from tests/golden/tiny; if intended, run "
-            "`pytest tests/test_golden.py --update-golden` and review the diff")
+            f"{relative} differs from tests/golden/tiny; {REGENERATE}")
 
 
 def test_rendering_is_deterministic():
@@ -81,12 +91,9 @@ def test_rendered_accelerator_program_matches_golden_files(request):
 
     files = render(CASES["mnist-extrasmall"], "mnist-extrasmall")
     if request.config.getoption("--update-golden"):
-        ACCELERATOR_GOLDEN.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (ACCELERATOR_GOLDEN / name).write_text(text)
+        update(ACCELERATOR_GOLDEN, files)
     committed = {p.name for p in ACCELERATOR_GOLDEN.iterdir() if p.is_file()}
-    assert committed == set(files), "file set changed; run pytest --update-golden and review"
+    assert committed == set(files), f"file set changed; {REGENERATE}"
     for name, text in files.items():
         assert (ACCELERATOR_GOLDEN / name).read_text() == text, (
-            f"{name} differs from {ACCELERATOR_GOLDEN.name}; if intended, run "
-            "`pytest tests/test_golden.py --update-golden` and review the diff")
+            f"{name} differs from {ACCELERATOR_GOLDEN.name}; {REGENERATE}")

@@ -35,8 +35,8 @@ def errors(validator, instance) -> list[str]:
 
 def test_committed_schema_is_current():
     assert COMMITTED.read_text() == schema.render(), (
-        "schemas/manifest.schema.json is stale: run "
-        "`edgebuild schema -o schemas/manifest.schema.json` and commit the result")
+        "schemas/manifest.schema.json is stale: run `python scripts/regen.py schemas` "
+        "(it writes what `edgebuild schema` prints) and commit the result")
 
 
 def test_schema_declares_draft_2020_12_and_forbids_unknown_top_level_keys():

@@ -104,4 +104,24 @@ def check(stage: str, artifacts: dict[str, str], out: Path) -> None:
         problem = violation(document, name)
         if problem is not None:
             raise StageFailed(f"stage {stage}: {filename} does not match schema {name} "
-                              f"({schema_path(name).name}) {problem}")
+                              f"({schema_path(name).name}) {problem}{stale(name)}")
+
+
+def generated(name: str) -> str | None:
+    """The text the code makes of an artifact schema generated from its records (model.v1:
+    the layer records of every op), or None for one written by hand."""
+    if name != "model.v1":
+        return None
+    from edgebuild.manifest import schema as manifest_schema
+
+    return manifest_schema.render_model_artifact()
+
+
+def stale(name: str) -> str:
+    """What to do when schema `name` is generated and its file is not what the code makes
+    now (a record changed, an op was added, without regenerating); else ''."""
+    text = generated(name)
+    if text is None or schema_path(name).read_text() == text:
+        return ""
+    return (f"; {schema_path(name).name} is stale (the records it is generated from have "
+            "changed): in edgebuild's repository, run `python scripts/regen.py schemas`")

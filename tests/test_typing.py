@@ -57,12 +57,29 @@ def test_spelled_out_dataset_spec_lists_every_format():
     assert _members(static) == tuple(module.Spec for module in edgebuild.data.FORMATS.values())
 
 
+def _spelled(record: type) -> str:
+    """How ops/__init__.py spells a layer record: `conv2d.Conv2d`."""
+    return f"{record.__module__.removeprefix('edgebuild.ops.')}.{record.__qualname__}"
+
+
 def test_spelled_out_layer_lists_every_operator():
+    """mypy cannot evaluate the `Layer` union built from the registry, and without it
+    (every layer a LayerBase) it finds ~70 errors: `layer.op` and the fields `isinstance`
+    narrows to. So ops/__init__.py spells the union out for mypy; it must list the
+    registry's records, in the registry's order."""
     import edgebuild.ops
 
-    static = _type_checking_view(edgebuild.ops)["Layer"]
-    assert _members(static) == _members(edgebuild.ops.Layer)
-    assert _members(static) == tuple(op.params for op in edgebuild.ops.OPS.values())
+    static = _members(_type_checking_view(edgebuild.ops)["Layer"])
+    registered = tuple(op.params for op in edgebuild.ops.OPS.values())
+    missing = [_spelled(r) for r in registered if r not in static]
+    extra = [_spelled(r) for r in static if r not in registered]
+    where = "the `if TYPE_CHECKING:` Layer union in edgebuild/ops/__init__.py"
+    assert not missing, f"add {' | '.join(missing)} to {where}"
+    assert not extra, f"remove {' | '.join(extra)} from {where} (no registered op has it)"
+    assert static == registered, (
+        f"list the records in {where} in the registry's order (OPS): "
+        f"{' | '.join(_spelled(r) for r in registered)}")
+    assert static == _members(edgebuild.ops.Layer)
     assert edgebuild.manifest.Layer is edgebuild.ops.Layer  # the manifest's layers are these
 
 

@@ -8,7 +8,7 @@ from edgebuild.model import graph as graphs
 from edgebuild.model import policy
 from edgebuild.model.folding import fold_layers
 from edgebuild.targets.max7800x import profile as device
-from edgebuild.targets.max7800x.hwlayer import map_layers
+from edgebuild.targets.max7800x.mapping import map_layers
 
 
 def conv(name: str, out: int, **fields) -> dict:

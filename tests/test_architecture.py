@@ -155,3 +155,33 @@ def test_ruff_is_clean_including_complexity():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "edgebuild", "tests",
                              "benchmarks"], cwd=PACKAGE.parent, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Words of one target's or training's vocabulary that the lowest layer must not use as a
+# name: what a target knows per op is in the target's own table (ops.extension.Extensions).
+TARGET_WORDS = ("accelerator", "ai8x", "max7800", "hwlayer")
+
+
+def test_ops_hold_no_target_vocabulary():
+    """No class, function, field, argument or attribute in `ops` is named after a target:
+    the MAX7800x accelerator's per-op records are targets/max7800x/operators.py's."""
+    found = []
+    for path in sorted((PACKAGE / "ops").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = _name(node)
+            if name and any(word in name.lower() for word in TARGET_WORDS):
+                found.append(f"{path.name}:{getattr(node, 'lineno', '?')}: {name}")
+    assert not found, "\n".join(found)
+
+
+def _name(node: ast.AST) -> str | None:
+    """The name a node gives or uses (a definition, a variable, an attribute, an argument)."""
+    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return node.name
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.keyword | ast.arg):
+        return node.arg
+    return None

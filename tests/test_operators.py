@@ -2,8 +2,8 @@
 with a reason a user can act on — and that reason is what `edgebuild check` says.
 
 Facets (edgebuild/ops/operator.py): shape (out_shape, param_count, macs), role, torch,
-reference, weights, c, windows, train, accelerator (MAX7800x) with its network-description
-mapping, onnx.
+reference, weights, c, windows, train, onnx. What one target knows per op is not a facet:
+it is in the target's own table (tests/test_extensions.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from edgebuild.ops.operator import Role, Unsupported
 
 # facet -> the roles for which it may be Unsupported (a folded or dropped op never runs
 # after training, so its deployment facets are unsupported by construction).
-DEPLOYED_FACETS = ("reference", "c", "train", "accelerator")
+DEPLOYED_FACETS = ("reference", "c", "train")
 OPTIONAL = {"stream"}  # None means the op has no such behaviour (no state across inferences)
 
 
@@ -53,7 +53,7 @@ def test_weights_exactly_on_compute_ops(name):
 def test_ops_gone_before_deployment_have_no_deployment_facets(name):
     op = OPS[name]
     if op.role in (Role.folded, Role.dropped):
-        for facet in ("c", "train", "accelerator"):
+        for facet in ("c", "train"):
             assert isinstance(getattr(op, facet), Unsupported), f"{name}.{facet}"
     else:
         assert not isinstance(op.c, Unsupported), f"deployed op {name} has no C"

@@ -22,7 +22,6 @@ from edgebuild.ops.onnxcode import (
     saturate,
 )
 from edgebuild.ops.operator import (
-    Accelerator,
     Activation,
     C,
     Example,
@@ -119,5 +118,4 @@ OPERATOR = Operator(
     "add", Add, "many", Role.data, out_shape, no_params, no_macs,
     example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
-    accelerator=Accelerator("add", ai8x=("add",)),
     train=Train(TrainKernel.add))

@@ -27,7 +27,6 @@ from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     C,
     Example,
     LayerBase,
@@ -113,7 +112,6 @@ OPERATOR = Operator(
     example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     stream=Stream(lambda layer: layer.length, state_bytes),
-    accelerator=Accelerator("buffer", copies=True),
     train=Unsupported("its window holds the features of earlier inferences, which a training "
                       "step does not keep; make the first trainable layer one after the buffer"))
 

@@ -13,7 +13,6 @@ from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     C,
     Example,
     LayerBase,
@@ -86,5 +85,4 @@ OPERATOR = Operator(
     "concat", Concat, "many", Role.data, out_shape, no_params, no_macs,
     example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
-    accelerator=Accelerator("concat", copies=True),
     train=Train(TrainKernel.concat))

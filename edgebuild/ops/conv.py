@@ -37,7 +37,6 @@ from edgebuild.ops.onnxcode import (
     requantize,
 )
 from edgebuild.ops.operator import (
-    Accelerator,
     Activation,
     C,
     ComputeLayer,
@@ -564,7 +563,6 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
 def convolution(name: str, params: type[Conv], axes: Axes[Conv],
                 shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
                 torch_facet: Torch, reference: Callable[..., Any],
-                accelerator: Accelerator,
                 example: Example) -> Operator:
     """The record of conv1d or conv2d: `shape` is (out_shape, param_count, macs); its C,
     L1 windows, training kernel and weight layout all follow from `axes`."""
@@ -577,7 +575,7 @@ def convolution(name: str, params: type[Conv], axes: Axes[Conv],
             lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
             lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
                                                             axes)),
-        accelerator=accelerator, onnx=Onnx(lambda step: onnx_conv(step, axes)),
+        onnx=Onnx(lambda step: onnx_conv(step, axes)),
         train=Train(TrainKernel.conv,
                     lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),
         weights=Weights(lambda layer, in_shape: weight_shape(layer, in_shape, axes)),

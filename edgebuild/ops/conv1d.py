@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Literal
 from edgebuild.core.geometry import Shape, expect_rank, pooled, window_out
 from edgebuild.ops import conv
 from edgebuild.ops.operator import (
-    Accelerator,
     Example,
     Mode,
     Pad,
@@ -83,6 +82,4 @@ EXAMPLE = Example((2, 16), (
 
 OPERATOR = conv.convolution(
     "conv1d", Conv1d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
-    reference, Accelerator("conv1d", reads_concat=True, rules="conv1d", ai8x=("conv1d",),
-                            exports_as="conv1d"),
-    example=EXAMPLE)
+    reference, example=EXAMPLE)

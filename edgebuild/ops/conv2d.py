@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Literal
 from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
 from edgebuild.ops import conv
 from edgebuild.ops.operator import (
-    Accelerator,
     Example,
     Mode,
     PadPair,
@@ -87,6 +86,4 @@ EXAMPLE = Example((2, 6, 6), (
 
 OPERATOR = conv.convolution(
     "conv2d", Conv2d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
-    reference, Accelerator("conv2d", reads_concat=True, inflight=True,
-                            rules="conv2d", ai8x=("conv2d",), exports_as="conv2d"),
-    example=EXAMPLE)
+    reference, example=EXAMPLE)

@@ -28,7 +28,6 @@ from edgebuild.ops import conv
 from edgebuild.ops.c import CCode, CStep, bias_symbol, conv_params, tile_decl
 from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     C,
     Example,
     G,
@@ -280,9 +279,6 @@ OPERATOR = Operator(
     "conv_transpose2d", ConvTranspose2d, "one", Role.compute, out_shape, param_count, macs,
     example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
-    accelerator=Accelerator("conv_transpose2d", reads_concat=True,
-                            rules="conv_transpose2d", ai8x=("convtranspose2d",),
-                            exports_as="convtranspose2d"),
     train=Unsupported("the training kernels have no transposed convolution; keep it frozen, "
                       "before the first trainable layer"),
     weights=Weights(weight_shape, to_out_major, from_out_major),

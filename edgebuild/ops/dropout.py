@@ -64,4 +64,4 @@ OPERATOR = Operator("dropout", Dropout, "one", Role.dropped, one, no_params, no_
                     example=EXAMPLE,
                     torch=Torch(forward, torch_module), reference=reference, c=_GONE,
                     onnx=Onnx(view),
-                    train=_GONE, accelerator=_GONE)
+                    train=_GONE)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Literal
 from edgebuild.core.geometry import Shape
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     Example,
     LayerBase,
     Mode,
@@ -64,5 +63,4 @@ OPERATOR = Operator("flatten", Flatten, "one", Role.view, out_shape, no_params, 
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
                     onnx=Onnx(onnx_emit),
-                    accelerator=Accelerator("flatten", view="flatten"),
     train=Train(TrainKernel.view))

@@ -29,7 +29,6 @@ from edgebuild.core.numerics import ACT_SCALE, pool_rounding
 from edgebuild.ops.c import CCode, CStep, initializer, pool_mode_name, rounding_name
 from edgebuild.ops.onnxcode import INT8, INT64, Form, OnnxCode, OnnxStep, divide_round, round_float
 from edgebuild.ops.operator import (
-    Accelerator,
     C,
     Example,
     LayerBase,
@@ -136,7 +135,7 @@ def onnx_emit(step: OnnxStep[GlobalPool]) -> OnnxCode:
     return code.then("Mul", np.array(1 / ACT_SCALE, np.float32)).named(step.output)
 
 
-# --- memory, training, accelerator --------------------------------------------------------
+# --- memory, training --------------------------------------------------------------------
 
 def no_windows(layer: GlobalPool, in_shapes: Sequence[Shape],
                out: Shape) -> tuple[tuple[str, Window], ...]:
@@ -162,5 +161,4 @@ OPERATOR = Operator(
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     # the pooling hardware with the map as its window: targets.max7800x.limits holds it to
     # the device's pool sizes (16 x 16) and says how to shrink a larger map first
-    accelerator=Accelerator("pool", copies=True, reads_concat=True, rules="pool"),
     train=Train(TrainKernel.pool, train_geometry), windows=no_windows, l2_traffic=True)

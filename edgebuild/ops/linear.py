@@ -13,7 +13,6 @@ from edgebuild.ops import conv
 from edgebuild.ops.c import CCode, CStep, bias_symbol, packed_bits, requantize, tile_decl
 from edgebuild.ops.onnxcode import Form, OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     Activation,
     C,
     Count,
@@ -215,8 +214,6 @@ OPERATOR = Operator(
     example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch, workspace),
     onnx=Onnx(onnx_emit),
-    accelerator=Accelerator("linear", flattens_input=True, ai8x=("linear", "fc", "mlp"),
-                            exports_as="mlp"),
     train=Train(TrainKernel.conv, train_geometry),
     weights=Weights(lambda layer, shape: (layer.out, math.prod(shape))),
     windows=tile_windows)

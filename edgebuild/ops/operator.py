@@ -13,14 +13,16 @@ An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and
 - `c`: the C calls, declarations and scratch of the generated project;
 - `windows`: the windows the L1 tiler cuts (memory.tiling);
 - `train`: how it runs in the float part of on-device training;
-- `accelerator`: how it runs on a MAX7800x CNN accelerator and how the vendor's network
-  description names it;
 - `onnx`: how it is written into an ONNX model, in the float, fake-quant and integer forms
   (ops.onnxcode; interchange.export);
 - `stream`: state kept across inferences (a model with such an op runs on frames);
 - `l2_traffic`: it runs between L2 tensors without an L1 tile;
 - `example`: a tiny model that uses the op (the tests that walk the registry build it:
   shapes, every ONNX form, `check` on every device).
+
+What only one target or number format knows about an op is not a facet: the target keeps
+it in its own table, op name -> its record (ops.extension.Extensions; the MAX7800x
+accelerator's is targets/max7800x/operators.py).
 
 A facet an op does not have is `Unsupported(reason)`: the reason is what `edgebuild check`
 tells a user who uses the op where that facet is needed (tests/test_operators.py walks the
@@ -237,23 +239,6 @@ class Train:
 
 
 @dataclass(frozen=True)
-class Accelerator:
-    """How the op runs on a MAX7800x-style CNN accelerator (targets/max7800x) and how the
-    vendor's network description (ai8x-synthesis YAML) names it."""
-
-    operation: str  # the hardware layer's operation (targets.max7800x.hwlayer.HwLayer.op)
-    copies: bool = False  # copies each channel to the same processors ("operation: none")
-    reads_concat: bool = False  # reads a concatenation of its inputs itself (`in_sequences`)
-    inflight: bool = False  # runs an element-wise add of its input in-flight (`eltwise`)
-    flattens_input: bool = False  # flattens its own input (the description's `flatten`)
-    view: str | None = None  # free on the device when its readers absorb it ("flatten": they
-    # flatten their input; "in_dim": they read it with another height and width)
-    rules: str | None = None  # the device profile section with its operator limits
-    ai8x: tuple[str, ...] = ()  # network-description `op` values that import as this op
-    exports_as: str | None = None  # its network-description `op` as a layer's main operation
-
-
-@dataclass(frozen=True)
 class Onnx:
     """How the op is written into an ONNX model (interchange.export): `emit(step)` gives
     one layer's nodes and initializers in the step's form (ops.onnxcode.Form), its last
@@ -307,7 +292,6 @@ class Operator:
     reference: Callable[[Any, Any, Sequence[Ints], str], Ints] | Unsupported
     c: C | Unsupported
     train: Train | Unsupported
-    accelerator: Accelerator | Unsupported
     onnx: Onnx | Unsupported
     example: Example
     weights: Weights | Unsupported = Unsupported(

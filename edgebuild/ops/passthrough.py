@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Literal
 
 from edgebuild.ops.onnxcode import view
 from edgebuild.ops.operator import (
-    Accelerator,
     Example,
     LayerBase,
     Mode,
@@ -57,7 +56,4 @@ EXAMPLE = Example((2, 4, 4), (
 OPERATOR = Operator("passthrough", Passthrough, "one", Role.view, one, no_params, no_macs,
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    onnx=Onnx(view),
-                    accelerator=Accelerator("passthrough", copies=True,
-                                            reads_concat=True, ai8x=("none", "passthrough")),
-    train=Train(TrainKernel.view))
+                    onnx=Onnx(view), train=Train(TrainKernel.view))

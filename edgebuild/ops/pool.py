@@ -44,7 +44,6 @@ from edgebuild.ops.onnxcode import (
     round_float,
 )
 from edgebuild.ops.operator import (
-    Accelerator,
     C,
     Example,
     G,
@@ -290,7 +289,6 @@ def _operator(name: str, params: type[LayerBase], example: Example) -> Operator:
         name, params, "one", Role.data, out_shape, no_params, no_macs,
         example=example,
         torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
-        accelerator=Accelerator("pool", copies=True, reads_concat=True, rules="pool"),
         train=Train(TrainKernel.pool, train_geometry), windows=tile_windows)
 
 

@@ -21,7 +21,6 @@ from pydantic import Field
 from edgebuild.core.geometry import Shape, ShapeError
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
 from edgebuild.ops.operator import (
-    Accelerator,
     Example,
     LayerBase,
     Mode,
@@ -87,5 +86,4 @@ OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, 
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
                     onnx=Onnx(onnx_emit),
-                    accelerator=Accelerator("reshape", view="in_dim"),
     train=Train(TrainKernel.view))

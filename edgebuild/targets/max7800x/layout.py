@@ -44,19 +44,41 @@ def number_rules(manifest: Manifest, profile: Profile) -> list[tuple[ManifestPat
     return found
 
 
+def unsupported_ops(manifest: Manifest, layers: tuple[Layer, ...]
+                    ) -> list[tuple[ManifestPath, str]]:
+    """The layers whose op the device has no hardware operation for (operators.OPERATORS),
+    at their `op` field."""
+    from edgebuild.targets.max7800x.hwlayer import manifest_index
+    from edgebuild.targets.max7800x.operators import unsupported
+
+    index = manifest_index(manifest.model.layers)
+    found: list[tuple[ManifestPath, str]] = []
+    for layer in layers:
+        reason = unsupported(layer)
+        if reason is not None:
+            path = ("model", "layers", index[layer.name], "op") if layer.name in index else (
+                "model", "layers")
+            found.append((path, f"layer {layer.name!r}: op {layer.op!r} cannot run on "
+                          f"{manifest.target.device.value}: {reason}"))
+    return found
+
+
 def layout(manifest: Manifest, layers: tuple[Layer, ...], bits: dict[str, int],
            weights: Mapping[str, np.ndarray] | None = None
            ) -> tuple[tuple[HwLayer, ...], Placement | None, list[tuple[ManifestPath, str]]]:
     """(hardware layers, placement or None, problems) for an accelerator manifest; with the
     quantized `weights` (the plan stage, the program), equal tensors share memory and
     all-zero biases take none, as in the program (placement.sharing)."""
-    from edgebuild.targets.max7800x import hwlayer, limits, placement
+    from edgebuild.targets.max7800x import limits, mapping, placement
 
+    refused = unsupported_ops(manifest, layers)
+    if refused:
+        return (), None, refused
     profile = devices.profile(manifest.target.device.value)
     graph, _ = graphs.build(manifest.model.input, layers)
     assert graph is not None  # the folded layers of a valid manifest build
-    hw = hwlayer.map_layers(layers, graph, bits, placed=manifest.placement,
-                          processors=profile.processors, read_gap=profile.limits.read_gap)
+    hw = mapping.map_layers(layers, graph, bits, placed=manifest.placement,
+                            processors=profile.processors, read_gap=profile.limits.read_gap)
     found = [(p.path, p.text) for p in limits.check(hw, manifest, profile)]
     if found:
         return hw, None, found

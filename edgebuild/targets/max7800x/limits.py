@@ -21,14 +21,8 @@ from typing import TYPE_CHECKING
 
 from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x import profile as profiles
-from edgebuild.targets.max7800x.hwlayer import (
-    HwLayer,
-    interleaved,
-    manifest_index,
-    pixels,
-    runnable,
-    runnable_operations,
-)
+from edgebuild.targets.max7800x.hwlayer import HwLayer, interleaved, manifest_index, pixels
+from edgebuild.targets.max7800x.operators import runnable, runnable_operations
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Manifest
@@ -90,7 +84,7 @@ ModelRule = Callable[[_Context], Iterator[Problem]]
 
 def check(hw_layers: tuple[HwLayer, ...], manifest: Manifest, profile: Profile
           ) -> list[Problem]:
-    """Every device limit `hw_layers` (from hwlayer.map_layers) violate, in layer order,
+    """Every device limit `hw_layers` (from mapping.map_layers) violate, in layer order,
     each advised with the other devices that allow it."""
     ctx = _Context(profile, manifest, manifest_index(manifest.model.layers), tuple(hw_layers))
     others = [ctx.on(profiles.profile(name)) for name in profiles.DEVICE_NAMES
@@ -156,7 +150,7 @@ def _op(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
 
 
 def _reshape_problem(layer: HwLayer) -> str:
-    """Why a reshape is not a view on the device (hwlayer keeps only those as layers)."""
+    """Why a reshape is not a view on the device (mapping keeps only those as layers)."""
     if layer.in_channels != layer.out_channels:
         return (f"a reshape from {layer.in_channels} to {layer.out_channels} channels (the "
                 "hardware reshapes only height x width = length, per channel: `in_dim`)")
@@ -168,7 +162,7 @@ def _conv_transpose2d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op != "conv_transpose2d":
         return
     rules = ctx.profile.conv_transpose2d
-    assert layer.output_pad is not None  # a transposed convolution's (hwlayer)
+    assert layer.output_pad is not None  # a transposed convolution's (operators)
     output_pad = _members(layer, ctx, "output_pad", layer.output_pad, rules.output_pad,
                           how=advice.output_pad(rules.output_pad))
     yield from _conv2d_rules(layer, ctx, rules, " for a transposed convolution", output_pad)
@@ -183,7 +177,7 @@ def _conv2d_rules(layer: HwLayer, ctx: _Context, rules: Conv2dRules | ConvTransp
                   what: str, extra: Iterator[Problem]) -> Iterator[Problem]:
     """Kernel, pad, stride, dilation and groups: the rules 2-D and transposed convolutions
     share (each with its own allowed values); `extra` problems come after the stride's."""
-    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    # a convolution's hardware layer has its whole geometry (operators._conv)
     assert layer.kernel is not None and layer.pad is not None
     assert layer.stride is not None and layer.dilation is not None
     name = ctx.profile.name
@@ -208,7 +202,7 @@ def _conv1d(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     if layer.op != "conv1d":
         return
     rules, name = ctx.profile.conv1d, ctx.profile.name
-    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    # a convolution's hardware layer has its whole geometry (operators._conv)
     assert layer.kernel is not None and layer.pad is not None
     assert layer.stride is not None and layer.dilation is not None
     (kernel,), (dilation,) = layer.kernel, layer.dilation
@@ -303,7 +297,7 @@ def _pool(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
 def _global_pool(layer: HwLayer, ctx: _Context) -> Iterator[Problem]:
     """A global pool runs as one window over its input map: within the pool sizes."""
     rules, pool = ctx.profile.pool, layer.pool
-    assert pool is not None  # a pool layer's (hwlayer)
+    assert pool is not None  # a pool layer's (operators.pool_layer)
     if not all(_in(s, rules.size) for s in pool.size):
         yield Problem(ctx.at(layer), f"layer {layer.name!r}: a global pool over a map of "
                       f"{_dims(pool.size)} is not supported on {ctx.profile.name} (its "

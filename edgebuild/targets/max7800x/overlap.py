@@ -62,7 +62,7 @@ def _taps(layer: HwLayer, axis: int, o: int) -> list[int]:
     """Pooled coordinates output coordinate `o` reads along `axis`."""
     if layer.kernel is None:
         return [o]
-    # a convolution's hardware layer has its whole geometry (hwlayer._conv)
+    # a convolution's hardware layer has its whole geometry (operators._conv)
     assert layer.stride is not None and layer.pad is not None and layer.dilation is not None
     k, s, p, d = (v[axis] for v in (layer.kernel, layer.stride, layer.pad, layer.dilation))
     if layer.op == "conv_transpose2d":

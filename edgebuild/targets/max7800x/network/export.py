@@ -102,7 +102,7 @@ def _owners(hw_layers: list[Hw], layers: tuple[Layer, ...], alias: dict[str, str
             owner[alias.get(member, member)] = hw["name"]
     for name, target in alias.items():  # a folded-away layer's readers read its source
         owner.setdefault(name, owner.get(target, target))
-    for layer in layers:  # a reshape the device reads through (hwlayer): its source's owner
+    for layer in layers:  # a reshape the device reads through (mapping): its source's owner
         if layer.op == "reshape" and layer.name not in owner:
             owner[layer.name] = owner.get(inputs_of(layer)[0], inputs_of(layer)[0])
     return owner

@@ -37,7 +37,7 @@ def hardware_groups(layers: list[LayerDocument]) -> list[list[LayerDocument]]:
     """The edgebuild layers of one network layer, cut into hardware layers: an `add` without
     activation runs in-flight in the conv2d right after it that reads it, the layer after
     an `in_dim` reshape reads through it, and a layer that can read a concatenation reads
-    the concat in front of it directly (see edgebuild.targets.max7800x.hwlayer); every
+    the concat in front of it directly (see edgebuild.targets.max7800x.mapping); every
     other layer (a pool of each operand, the pool before a linear layer) is a hardware
     layer of its own."""
     groups: list[list[LayerDocument]] = []

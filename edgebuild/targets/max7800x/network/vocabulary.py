@@ -1,5 +1,6 @@
 """The network description's operation names and edgebuild's ops, both ways — read from the
-operator records' accelerator facets (`ai8x`, `exports_as`), so no table here lists ops.
+target's own table of ops (operators.OPERATORS: `ai8x`, `exports_as`), so no table here
+lists ops.
 
 A description layer has at most one main operation with weights (conv1d, conv2d,
 convtranspose2d, mlp/linear/fc); `none` (or `passthrough`) means none: the layer copies,
@@ -12,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import Accelerator, Operator
+from edgebuild.ops.operator import Operator
+from edgebuild.targets.max7800x.operators import OPERATORS, HardwareOp
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
@@ -20,14 +22,13 @@ if TYPE_CHECKING:
 NO_OPERATION = "none"  # a spec without a main operation (the description's `none`)
 
 
-def _facet(op: Operator) -> Accelerator | None:
-    return op.accelerator if isinstance(op.accelerator, Accelerator) else None
+def _facet(op: Operator) -> HardwareOp | None:
+    return OPERATORS.get(op.name)
 
 
 def description_ops() -> dict[str, Operator]:
     """Description `op` value (lower case) -> the edgebuild op it imports as."""
-    return {name: op for op in OPS.values() if (facet := _facet(op)) is not None
-            for name in facet.ai8x}
+    return {name: OPS[op] for op, ext in OPERATORS.items() for name in ext.ai8x}
 
 
 def imported_op(text: str) -> tuple[str, str | None]:

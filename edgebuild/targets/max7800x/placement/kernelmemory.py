@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from edgebuild.targets.max7800x import advice
 from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.operators import of_operation
 from edgebuild.targets.max7800x.placement.context import Context
 from edgebuild.targets.max7800x.placement.maps import bits, spans
 from edgebuild.targets.max7800x.placement.records import KernelSlot
@@ -49,7 +50,13 @@ PROCESSORS = 64
 WORD_BYTES = 9
 START_MULTIPLE = 4
 MEMORY_GROUP = 4  # processors sharing one data memory instance
-OPERATORS = ("conv2d", "conv1d", "linear", "conv_transpose2d")  # layers that hold kernels
+
+
+def holds_kernels(layer: HwLayer) -> bool:
+    """A layer whose operation has a convolution operator keeps kernels in kernel memory
+    (operators.HardwareOp.holds_kernels)."""
+    ext = of_operation(layer.op)
+    return ext is not None and ext.holds_kernels
 
 
 def ffs(value: int) -> int:
@@ -426,7 +433,7 @@ def shape_of(layer: HwLayer, processors: int, output_processors: int,
              streamed: bool = False) -> KernelShape | None:
     """A hardware layer's kernel shape on its processors (None: it holds no kernels);
     `streamed`: see stored_elements."""
-    if not layer.has_weights or layer.op not in OPERATORS:
+    if not layer.has_weights or not holds_kernels(layer):
         return None
     pixels = _pixels(layer.pooled_shape)
     return KernelShape(processors, output_processors, layer.in_channels, layer.out_channels,

@@ -71,7 +71,7 @@ class ProcessorMaps:
 
     def multipass(self, layer: HwLayer) -> bool:
         """Reads a concatenation of more channels than there are processors: in passes,
-        one input per pass, interleaved in memory (see edgebuild.targets.max7800x.hwlayer)."""
+        one input per pass, interleaved in memory (see edgebuild.targets.max7800x.mapping)."""
         return interleaved(layer, self.profile.processors) and not layer.eltwise_operands
 
     def _concat_default(self, layer: HwLayer) -> int:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from edgebuild.targets.max7800x.placement.kernelmemory import OPERATORS
+from edgebuild.targets.max7800x.placement.kernelmemory import holds_kernels
 from edgebuild.targets.max7800x.placement.sharing import Sharing
 from edgebuild.targets.max7800x.program.geometry import layer_weights
 
@@ -46,7 +46,7 @@ def sharing(hw: Sequence[HwLayer], weights: Mapping[str, np.ndarray],
     kernel and an equal 1x1 kernel that does not stream are two kernels."""
     wide = streamed or [False] * len(hw)
     kernels = [stored_kernel(layer_weights(layer, weights[f"{layer.name}.weight"], square))
-               if layer.has_weights and layer.op in OPERATORS
+               if layer.has_weights and holds_kernels(layer)
                and f"{layer.name}.weight" in weights else None
                for layer, square in zip(hw, wide, strict=True)]
     biases = [stored_bias(weights.get(f"{layer.name}.bias")) for layer in hw]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from edgebuild.targets.max7800x.hwlayer import HwLayer
+from edgebuild.targets.max7800x.operators import of_operation
 from edgebuild.targets.max7800x.placement.datamemory import lead_bytes
 from edgebuild.targets.max7800x.placement.kernelmemory import MAX_1D_TAPS, ChannelPasses
 from edgebuild.targets.max7800x.placement.kernelmemory import PROCESSORS as PROCESSORS
@@ -146,8 +147,8 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
 
 def operator_of(layer: HwLayer) -> str:
     """The vendor tool's operator name of a hardware layer ("none": no convolution)."""
-    return {"conv2d": "conv2d", "conv1d": "conv1d", "linear": "linear",
-            "conv_transpose2d": "convtranspose2d"}.get(layer.op, "none")
+    ext = of_operation(layer.op)
+    return "none" if ext is None else ext.operator
 
 
 def geometry(layer: HwLayer, plan: LayerPlan, shift: int, relu: bool, first: bool) -> Geometry:

@@ -1,7 +1,7 @@
 """The order the accelerator runs the hardware layers in, where it is not the model's.
 
 A data buffer (a `buffer` layer: a window of the last `length` frames' features kept in data
-memory across inferences, hwlayer.py) is programmed as the vendor's tool describes it: its
+memory across inferences, mapping.py) is programmed as the vendor's tool describes it: its
 hardware layer is a passthrough that shifts words 1..length-1 one word down (`buffer_shift`),
 and the layer that computes the newest frame's features writes them into the last word
 (`buffer_insert`). The shift must run right before that producer: after it, it would move

@@ -1,4 +1,4 @@
-"""Hardware layers (edgebuild/hwlayer.py) and device operator limits (edgebuild/limits.py).
+"""Hardware layers (targets/max7800x/mapping.py) and device operator limits (limits.py).
 
 Manifests are Python dicts; every limit comes from the device profiles, so the expected
 messages quote the profile's figures for max78000 and max78002.

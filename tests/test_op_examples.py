@@ -20,8 +20,10 @@ from edgebuild.core.errors import UserError
 from edgebuild.manifest import Device, Model
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
+from edgebuild.ops.extension import Extensions
 from edgebuild.ops.operator import Example, Role, Unsupported
 from edgebuild.pipeline import validation
+from edgebuild.targets.max7800x import operators
 from edgebuild.targets.max7800x import profile as devices
 
 DEVICES = [device.value for device in Device]
@@ -34,11 +36,11 @@ def example_model(name: str) -> Model:
 def refusal(name: str, device: str) -> str | None:
     """Why `device` cannot run op `name`: the reason of the facet it needs and the op
     lacks, or None. A CPU runs every deployed op's C (tests/test_operators.py); an
-    accelerator needs the op's accelerator facet; a folded or dropped op is gone before
+    accelerator needs the op's entry in its table (targets/max7800x/operators.py); a folded or dropped op is gone before
     either."""
     if not devices.is_accelerator(device) or not OPS[name].deployed:
         return None
-    facet = OPS[name].accelerator
+    facet = operators.OPERATORS.for_op(name)
     return facet.reason if isinstance(facet, Unsupported) else None
 
 
@@ -92,6 +94,23 @@ def test_check_of_every_example_on_every_device(tmp_path: Path, name: str, devic
         with pytest.raises(UserError) as caught:
             validation.load_all(path)
         assert reason in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if devices.is_accelerator(d)])
+def test_an_op_the_accelerator_lacks_is_a_user_error_with_its_reason(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, device: str):
+    """The issue's crash: an op the accelerator does not run made `check` on a MAX7800x
+    target fail with an internal error; it is a user error with the reason, at the layer."""
+    reason = "the accelerator has no passthrough in this test's table, so it is refused"
+    table = {name: ext for name, ext in operators.OPERATORS.items() if name != "passthrough"}
+    monkeypatch.setattr(operators, "OPERATORS", Extensions("the test's accelerator", table,
+                                                           missing=reason))
+    path = write_project(tmp_path, OPS["passthrough"].example, device)
+    with pytest.raises(UserError) as caught:
+        validation.load_all(path)
+    message = str(caught.value)
+    assert reason in message and "layer 'same'" in message, message
+    assert "model.layers[1].op" in message, message
 
 
 @pytest.mark.parametrize("name", sorted(n for n, op in OPS.items()

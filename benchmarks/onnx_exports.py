@@ -69,7 +69,7 @@ def float_diff(manifest, build_dir: Path, x: np.ndarray) -> float:
     real = (x / 128.0).astype(np.float32)
     with torch.no_grad():
         expected = net.eval()(torch.as_tensor(real)).numpy()
-    return float(np.abs(session_run(build_dir / "train" / "float.onnx", real) - expected).max())
+    return float(np.abs(session_run(build_dir / "onnx" / "float.onnx", real) - expected).max())
 
 
 def qat_mismatches(manifest, build_dir: Path, x: np.ndarray) -> int:
@@ -90,7 +90,7 @@ def qat_mismatches(manifest, build_dir: Path, x: np.ndarray) -> int:
     real = (x / 128.0).astype(np.float32)
     with torch.no_grad():
         expected = net.eval()(torch.as_tensor(real)).numpy()
-    return int(np.sum(session_run(build_dir / "qat" / "qat.onnx", real) != expected))
+    return int(np.sum(session_run(build_dir / "onnx" / "qat.onnx", real) != expected))
 
 
 def int8_mismatches(manifest, build_dir: Path, x: np.ndarray) -> tuple[int, int]:
@@ -98,7 +98,7 @@ def int8_mismatches(manifest, build_dir: Path, x: np.ndarray) -> tuple[int, int]
 
     model = quantized.load(build_dir / "quantize", manifest)
     expected = quantized.run_batched(model, x).reshape(len(x), -1)
-    got = session_run(build_dir / "quantize" / "int8.onnx", x.astype(np.int8))
+    got = session_run(build_dir / "onnx" / "int8.onnx", x.astype(np.int8))
     return int(np.sum(got != expected)), int(expected.size)
 
 
@@ -108,10 +108,10 @@ def measure(project: Path, checked: Checked) -> tuple[str, str, str, str, bool]:
     x = inputs(checked, build_dir)
     ok = True
     diff = qat = "-"
-    if (build_dir / "train" / "float.onnx").is_file():
+    if (build_dir / "onnx" / "float.onnx").is_file():
         value = float_diff(manifest, build_dir, x)
         diff, ok = f"{value:.2e}", value < 1e-5
-    if (build_dir / "qat" / "qat.onnx").is_file():
+    if (build_dir / "onnx" / "qat.onnx").is_file():
         count = qat_mismatches(manifest, build_dir, x)
         qat, ok = str(count), ok and count == 0
     wrong, total = int8_mismatches(manifest, build_dir, x)

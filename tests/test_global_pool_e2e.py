@@ -156,7 +156,7 @@ def test_the_int8_onnx_equals_the_reference_layer_by_layer(project, name):
     model = quantized.load(build / "quantize", manifest)
     x = arrays.load(build / "data" / "data.npz")["x_test"]
     values = quantized.run_reference(model, x, keep_all=True)
-    got = run_onnx(build / "quantize" / "int8.onnx", x.astype(np.int8), POOLS[name])
+    got = run_onnx(build / "onnx" / "int8.onnx", x.astype(np.int8), POOLS[name])
     assert np.array_equal(got[0], values["fc"])
     for pool, tensor in zip(POOLS[name], got[1:], strict=True):
         assert tensor.dtype == np.int8 and np.array_equal(tensor, values[pool]), pool
@@ -173,7 +173,7 @@ def test_the_float_and_fake_quant_onnx_equal_their_networks(project, name):
     network.load_numpy(net, arrays.load(build / "train" / "float.npz"))
     with torch.no_grad():
         expected = net.eval()(torch.as_tensor(x)).numpy()
-    assert np.abs(run_onnx(build / "train" / "float.onnx", x)[0] - expected).max() < 1e-5
+    assert np.abs(run_onnx(build / "onnx" / "float.onnx", x)[0] - expected).max() < 1e-5
     layers, _ = folding.fold_layers(manifest.model.layers)
     policies = policy.resolve(manifest.qat, layers,
                               numbers.device_numbers(manifest.target.device.value))
@@ -182,7 +182,7 @@ def test_the_float_and_fake_quant_onnx_equal_their_networks(project, name):
     network.load_numpy(fake, arrays.load(build / "qat" / "folded.npz"))
     with torch.no_grad():
         expected = fake.eval()(torch.as_tensor(x)).numpy()
-    assert np.array_equal(run_onnx(build / "qat" / "qat.onnx", x)[0], expected)
+    assert np.array_equal(run_onnx(build / "onnx" / "qat.onnx", x)[0], expected)
 
 
 def test_on_device_training_steps_through_the_global_pools_as_pytorch(project):

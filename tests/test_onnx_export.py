@@ -1,4 +1,4 @@
-"""ONNX out (issue 19, item 8): train's float.onnx, qat's qat.onnx and quantize's int8.onnx,
+"""ONNX out (issue 19, item 8; the `onnx` stage since issue 30): float.onnx, qat.onnx and int8.onnx,
 run with onnxruntime against what they export — the float PyTorch network, the fake-quant
 network and the integer reference — on real samples (sklearn digits) from a built 2-D and
 1-D model, and on random-weight models covering every operator and rounding mode.
@@ -89,12 +89,12 @@ MODELS = {"two_d": TWO_D, "one_d": ONE_D}
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both manifests built through `quantize` (tiny epochs)."""
+    """Both manifests built through `onnx` (tiny epochs)."""
     root = tmp_path_factory.mktemp("onnx_export")
     (root / "manifests").mkdir()
     for name, text in MODELS.items():
         (root / "manifests" / f"{name}.yaml").write_text(text + COMMON)
-    result = run_cli(["build", "--until", "quantize", "--cache-dir", str(root / "cache")], root)
+    result = run_cli(["build", "--until", "onnx", "--cache-dir", str(root / "cache")], root)
     assert result.returncode == 0, result.stderr
     return root
 
@@ -136,7 +136,7 @@ def test_float_onnx_matches_the_pytorch_network(built: Path, name: str):
     x = (samples(built, name) / 128.0).astype(np.float32)
     with torch.no_grad():
         expected = net.eval()(torch.as_tensor(x)).numpy()
-    got = run(built / "build" / name / "train" / "float.onnx", x)
+    got = run(built / "build" / name / "onnx" / "float.onnx", x)
     assert got.shape == expected.shape and len(x) > 300
     assert np.abs(got - expected).max() < 1e-5
 
@@ -148,7 +148,7 @@ def test_qat_onnx_equals_the_fake_quant_network(built: Path, name: str):
     x = (samples(built, name) / 128.0).astype(np.float32)
     with torch.no_grad():
         expected = net(torch.as_tensor(x)).numpy()
-    got = run(built / "build" / name / "qat" / "qat.onnx", x)
+    got = run(built / "build" / name / "onnx" / "qat.onnx", x)
     assert np.array_equal(got, expected), np.abs(got - expected).max()
 
 
@@ -158,7 +158,7 @@ def test_int8_onnx_equals_the_integer_reference(built: Path, name: str):
     model = quantized.load(built / "build" / name / "quantize", ok.manifest)
     x = samples(built, name)
     expected = quantized.run_batched(model, x).reshape(len(x), -1)
-    got = run(built / "build" / name / "quantize" / "int8.onnx", x.astype(np.int8))
+    got = run(built / "build" / name / "onnx" / "int8.onnx", x.astype(np.int8))
     assert got.dtype == (np.int32 if name == "two_d" else np.int8)
     assert np.array_equal(got, expected)
     assert len(np.unique(got)) > 20  # not a saturated, trivially equal output
@@ -172,7 +172,7 @@ def test_exports_are_byte_reproducible(built: Path, name: str):
     float_bytes = export.float_model(manifest.model.input, manifest.model.layers,
                                      arrays.load(stage / "train" / "float.npz"),
                                      manifest.train.clamp_activations)
-    assert float_bytes == (stage / "train" / "float.onnx").read_bytes()
+    assert float_bytes == (stage / "onnx" / "float.onnx").read_bytes()
     state = arrays.load(stage / "qat" / "folded.npz")
     net, policies = fake_quant_net(manifest, state)
     exps = {layer: numerics.torch_scale_exponent(network.parameter(net, layer, "weight"),
@@ -180,31 +180,33 @@ def test_exports_are_byte_reproducible(built: Path, name: str):
             for layer, p in policies.items()}
     qat_bytes = export.qat_model(manifest.model.input, net.layers, state, exps, policies,
                                  numbers.training_rounding(manifest))
-    assert qat_bytes == (stage / "qat" / "qat.onnx").read_bytes()
+    assert qat_bytes == (stage / "onnx" / "qat.onnx").read_bytes()
     int8_bytes = export.int8_model(quantized.load(stage / "quantize", manifest))
-    assert int8_bytes == (stage / "quantize" / "int8.onnx").read_bytes()
+    assert int8_bytes == (stage / "onnx" / "int8.onnx").read_bytes()
 
 
 def test_the_files_say_what_they_are(built: Path):
     import onnx
 
-    model = onnx.load(built / "build" / "two_d" / "quantize" / "int8.onnx")
+    model = onnx.load(built / "build" / "two_d" / "onnx" / "int8.onnx")
     assert model.producer_name == "edgebuild" and model.opset_import[0].version >= 17
     assert {p.key: p.value for p in model.metadata_props} == {
         "edgebuild.form": "int8", "edgebuild.rounding": "half_up"}
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT8
     kinds = {node.op_type for node in model.graph.node}
     assert {"ConvInteger", "MatMulInteger"} <= kinds and "Conv" not in kinds
-    qat = onnx.load(built / "build" / "two_d" / "qat" / "qat.onnx")
+    qat = onnx.load(built / "build" / "two_d" / "onnx" / "qat.onnx")
     assert {"QuantizeLinear", "DequantizeLinear"} <= {node.op_type for node in qat.graph.node}
 
 
 def test_a_no_op_build_does_not_import_onnx(built: Path):
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "edgebuild", "build",
-                             "--cache-dir", str(built / "cache"), "--until", "quantize"],
+                             "--cache-dir", str(built / "cache"), "--until", "onnx"],
                             cwd=built, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "onnx" not in result.stderr.replace("edgebuild", "")
+    imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert not {m for m in imported if m.partition(".")[0] in ("onnx", "onnxruntime")}
 
 
 # --- every operator, every form, random weights --------------------------------------------

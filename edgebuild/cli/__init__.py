@@ -20,8 +20,9 @@ from edgebuild.core.errors import (
     describe,
 )
 
-STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "accelerator",
-               "codegen", "kat", "ondevice", "ondevice_kat", "report")  # == edgebuild.pipeline.stages.STAGES (tested)
+STAGE_NAMES = ("validate", "data", "train", "qat", "quantize", "onnx", "evaluate", "plan",
+               "accelerator", "codegen", "kat", "ondevice", "ondevice_kat",
+               "report")  # == edgebuild.pipeline.stages.STAGES (tested)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The model as ONNX, in its three forms (ops.onnxcode says what each computes): the float
-network (`train` writes float.onnx), the folded fake-quant network (`qat` writes qat.onnx)
-and the integer model (`quantize` writes int8.onnx).
+network (float.onnx, from train's checkpoint), the folded fake-quant network (qat.onnx,
+from qat's) and the integer model (int8.onnx, from quantize's): the `onnx` stage writes
+them.
 
 Each layer's nodes come from its op's `onnx` facet; this module only wires them by name
 and wraps them in a model. The graph reads `input` (N, *sample: a clip for a model with a

@@ -41,15 +41,11 @@ from edgebuild.ops.operator import (
     C,
     ComputeLayer,
     Count,
-    Example,
     FusedPool,
     LayerBase,
     Mode,
     Onnx,
-    Operator,
     PoolMode,
-    Role,
-    Torch,
     Train,
     TrainGeometry,
     TrainKernel,
@@ -560,23 +556,30 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
     return need
 
 
-def convolution(name: str, params: type[Conv], axes: Axes[Conv],
-                shape: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
-                torch_facet: Torch, reference: Callable[..., Any],
-                example: Example) -> Operator:
-    """The record of conv1d or conv2d: `shape` is (out_shape, param_count, macs); its C,
-    L1 windows, training kernel and weight layout all follow from `axes`."""
-    out_shape, param_count, macs = shape
-    return Operator(
-        name, params, "one", Role.compute, out_shape, param_count, macs,
-        example=example,
-        torch=torch_facet, reference=reference,
-        c=C(lambda step: emit_conv(step, axes),
-            lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
-            lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
-                                                            axes)),
-        onnx=Onnx(lambda step: onnx_conv(step, axes)),
-        train=Train(TrainKernel.conv,
-                    lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes)),
-        weights=Weights(lambda layer, in_shape: weight_shape(layer, in_shape, axes)),
-        windows=lambda layer, shapes, out: conv_windows(layer, tuple(shapes), out, axes))
+# The facets conv1d and conv2d share, each its own function so that each is its own
+# keyword of the op's `Operator(...)` call: a stage's cache key leaves out the facets it
+# never reads, and their code with them (pipeline.definitions).
+
+def c_facet(axes: Axes[Conv]) -> C:
+    """The C calls, the optimized kernel's scratch claim and the plan's workspace count."""
+    return C(lambda step: emit_conv(step, axes),
+             lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
+             lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
+                                                             axes))
+
+
+def onnx_facet(axes: Axes[Conv]) -> Onnx:
+    return Onnx(lambda step: onnx_conv(step, axes))
+
+
+def train_facet(axes: Axes[Conv]) -> Train:
+    return Train(TrainKernel.conv,
+                 lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes))
+
+
+def weights_facet(axes: Axes[Conv]) -> Weights:
+    return Weights(lambda layer, in_shape: weight_shape(layer, in_shape, axes))
+
+
+def windows_facet(axes: Axes[Conv]) -> Callable[..., tuple[tuple[str, Window], ...]]:
+    return lambda layer, shapes, out: conv_windows(layer, tuple(shapes), out, axes)

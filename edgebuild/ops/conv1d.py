@@ -11,7 +11,9 @@ from edgebuild.ops import conv
 from edgebuild.ops.operator import (
     Example,
     Mode,
+    Operator,
     Pad,
+    Role,
     Small,
     Torch,
 )
@@ -80,6 +82,9 @@ EXAMPLE = Example((2, 16), (
 ))
 
 
-OPERATOR = conv.convolution(
-    "conv1d", Conv1d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
-    reference, example=EXAMPLE)
+OPERATOR = Operator(
+    "conv1d", Conv1d, "one", Role.compute, out_shape, param_count, macs,
+    example=EXAMPLE,
+    torch=Torch(forward, torch_module), reference=reference, c=conv.c_facet(axes),
+    onnx=conv.onnx_facet(axes), train=conv.train_facet(axes),
+    weights=conv.weights_facet(axes), windows=conv.windows_facet(axes))

@@ -11,8 +11,10 @@ from edgebuild.ops import conv
 from edgebuild.ops.operator import (
     Example,
     Mode,
+    Operator,
     PadPair,
     Pair,
+    Role,
     Torch,
 )
 from edgebuild.ops.pool import reference_pool, torch_pool
@@ -84,6 +86,9 @@ EXAMPLE = Example((2, 6, 6), (
 ))
 
 
-OPERATOR = conv.convolution(
-    "conv2d", Conv2d, axes, (out_shape, param_count, macs), Torch(forward, torch_module),
-    reference, example=EXAMPLE)
+OPERATOR = Operator(
+    "conv2d", Conv2d, "one", Role.compute, out_shape, param_count, macs,
+    example=EXAMPLE,
+    torch=Torch(forward, torch_module), reference=reference, c=conv.c_facet(axes),
+    onnx=conv.onnx_facet(axes), train=conv.train_facet(axes),
+    weights=conv.weights_facet(axes), windows=conv.windows_facet(axes))

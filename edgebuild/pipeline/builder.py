@@ -48,7 +48,8 @@ class Outcome:
 def _code_digests(cache_root: Path) -> dict[str, str]:
     from edgebuild.pipeline.resolved import code_fingerprint
 
-    return sources.remembered_digests(list(STAGES), code_fingerprint(), cache_root)
+    return sources.remembered_digests({name: stage.cut() for name, stage in STAGES.items()},
+                                      code_fingerprint(), cache_root)
 
 
 def code_digest(stage: str, cache_root: Path) -> str:

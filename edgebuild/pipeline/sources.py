@@ -12,6 +12,9 @@ keyed by value:
   stage, so following it would make each stage depend on all others); an explicit import
   of a package (`from edgebuild.ops import OPS`) is followed like any other.
 Type-checking-only imports (`if TYPE_CHECKING:`) run nothing and are not followed.
+Within the modules reached, only the definitions the stage's code reaches count, and of
+the operator records only the facets the stage reads (pipeline.definitions): editing an
+op's C emitter does not move a `train` key.
 
 Editing the quantizer thus changes the key of `quantize` and of what reads its output, not
 of `train`. The digests are computed once per edgebuild source tree and remembered in the
@@ -24,10 +27,13 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from edgebuild.core import boundedjson
+from edgebuild.pipeline import definitions
 from edgebuild.pipeline.cache import write_atomic
+from edgebuild.pipeline.definitions import NO_CUT, Cut
 
 NOT_FOLLOWED = frozenset({"edgebuild.pipeline.validation"})
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -57,7 +63,7 @@ def imported(path: Path, name: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):  # `from P import x`: P.x if it is a module,
-            base = _absolute(node, name, is_package)  # else a name defined by P itself
+            base = definitions.absolute(node, name, is_package)  # else a name defined by P itself
             found.update(f"{base}.{alias.name}" for alias in node.names)
         pending += list(ast.iter_child_nodes(node))
     return found
@@ -66,14 +72,6 @@ def imported(path: Path, name: str) -> set[str]:
 def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _absolute(node: ast.ImportFrom, name: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = name.split(".") if is_package else name.split(".")[:-1]
-    base = base[:len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
@@ -102,16 +100,31 @@ def closure(edges: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def stage_digests(stages: list[str], package: Path = PACKAGE) -> dict[str, str]:
-    """Per stage, the sha256 of its code: module names with their files' bytes, and the
-    data files beside them."""
-    edges = graph(package)
+def stage_digests(stages: Mapping[str, Cut] | Sequence[str],
+                  package: Path = PACKAGE) -> dict[str, str]:
+    """Per stage, the sha256 of its code: the definitions its module reaches
+    (pipeline.definitions; a stage given by name alone cuts nothing) as source text, per
+    module, and the data files beside those modules."""
+    cuts = stages if isinstance(stages, Mapping) else {stage: NO_CUT for stage in stages}
+    return digests(parse(package), cuts, package)
+
+
+def parse(package: Path = PACKAGE) -> dict[str, definitions.Module]:
+    known = modules(package)
+    return {name: definitions.parse(name, path, known) for name, path in known.items()}
+
+
+def digests(parsed: dict[str, definitions.Module], cuts: Mapping[str, Cut],
+            package: Path = PACKAGE) -> dict[str, str]:
+    """`stage_digests` of parsed modules (a test swaps one for an edited copy)."""
     known = modules(package)
     found = {}
-    for stage in stages:
+    for stage, cut in cuts.items():
+        reached = definitions.reach(parsed, f"edgebuild.pipeline.stages.{stage}", cut,
+                                    NOT_FOLLOWED)
         digest = hashlib.sha256()
-        for module in sorted(closure(edges, f"edgebuild.pipeline.stages.{stage}")):
-            digest.update(f"{module}\0".encode() + known[module].read_bytes() + b"\0")
+        for module in sorted(reached.statements):
+            digest.update(f"{module}\0".encode() + reached.text(parsed[module]) + b"\0")
             for data in _data_files(known[module], package):
                 digest.update(f"{data.relative_to(package)}\0".encode() + data.read_bytes())
         found[stage] = digest.hexdigest()
@@ -134,17 +147,18 @@ def _data_files(module: Path, package: Path) -> list[Path]:
     return found
 
 
-def remembered_digests(stages: list[str], fingerprint: str, cache_root: Path) -> dict[str, str]:
+def remembered_digests(cuts: Mapping[str, Cut], fingerprint: str,
+                       cache_root: Path) -> dict[str, str]:
     """`stage_digests` of this installation, remembered under its fingerprint (parsing
-    every module takes ~0.1 s; a source change changes the fingerprint)."""
+    every module takes ~0.2 s; a source change changes the fingerprint)."""
     record = cache_root / "stat" / f"code-{fingerprint}.json"
     try:
         saved = boundedjson.read(record)
-        if isinstance(saved, dict) and all(isinstance(saved.get(s), str) for s in stages):
-            return {s: saved[s] for s in stages}
+        if isinstance(saved, dict) and all(isinstance(saved.get(s), str) for s in cuts):
+            return {s: saved[s] for s in cuts}
     except (OSError, ValueError):
         pass
-    found = stage_digests(stages)
+    found = stage_digests(cuts)
     try:
         write_atomic(record, json.dumps(found, sort_keys=True))
     except OSError:

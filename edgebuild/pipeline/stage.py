@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgebuild.core.jsontypes import JSONObject
+from edgebuild.pipeline.definitions import Cut
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.pipeline.validation import Checked
@@ -72,3 +73,19 @@ class Stage:
     # do not apply are simply absent from `Context.inputs`.
     applies: Callable[[Checked], bool] = lambda checked: True
     artifacts: dict[str, str] = field(default_factory=dict)
+    # The operator record's facets (ops.operator.Operator fields) the stage's code reads
+    # besides IDENTITY; the others are left out of its code key (pipeline.definitions).
+    # None: every facet. tests/test_facets.py runs the stages and fails on a facet read
+    # that is not declared.
+    facets: tuple[str, ...] | None = None
+
+    def cut(self) -> Cut:
+        """What of the operator records this stage's code key leaves out."""
+        keep = None if self.facets is None else IDENTITY | frozenset(self.facets)
+        return Cut("Operator", keep)
+
+
+# The fields of an operator record every stage may read: what a layer is (its op, record,
+# role, arity and shape arithmetic), not how a facet computes it.
+IDENTITY = frozenset({"name", "params", "arity", "role", "out_shape", "param_count", "macs",
+                      "l2_traffic"})

@@ -13,6 +13,7 @@ from edgebuild.pipeline.stages import (
     kat,
     ondevice,
     ondevice_kat,
+    onnx,
     plan,
     qat,
     quantize,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
-                  evaluate.STAGE, plan.STAGE, accelerator.STAGE,
+                  onnx.STAGE, evaluate.STAGE, plan.STAGE, accelerator.STAGE,
                   codegen.STAGE, kat.STAGE, ondevice.STAGE,
                   ondevice_kat.STAGE, report.STAGE)
 }

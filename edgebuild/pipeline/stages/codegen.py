@@ -77,7 +77,8 @@ def run(ctx: Context) -> None:
 
 STAGE = Stage("codegen", ("plan", "quantize", "evaluate", "data"), config, run,
               "C project: kernels, layer calls, const weights, KAT vectors, Makefile",
-              tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked))
+              tools=("jinja2",), files=lambda checked: template_files(checked) + kat_files(checked),
+              facets=("c", "stream"))
 
 
 def kat_files(checked: Checked) -> list[Path]:

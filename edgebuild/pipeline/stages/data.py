@@ -301,4 +301,4 @@ def _measured(x: NDArray[np.float64], normalize: Normalize
 STAGE = Stage("data", (), config, run,
               "load, split and quantize the dataset to int8 inputs", applies=lambda checked: checked.manifest.dataset is not None,
               tools=("numpy",),
-              files=files, artifacts={"data.json": "data.v1"})
+              files=files, artifacts={"data.json": "data.v1"}, facets=())

@@ -231,4 +231,5 @@ def _quant_rows(ctx: Context) -> tuple[LayerQuant, ...]:
 STAGE = Stage("evaluate", ("quantize", "qat", "train", "data"), config, run,
               "integer reference on the test set, checked against PyTorch fake-quant",
               tools=("numpy", "torch"), files=files,
-              artifacts={"evaluation.json": "evaluation.v1"})
+              artifacts={"evaluation.json": "evaluation.v1"},
+              facets=("reference", "stream", "torch"))

@@ -210,4 +210,5 @@ STAGE = Stage("ondevice", ("quantize", "data", "plan", "validate"), config, run,
               "PyTorch trace", tools=("torch", "numpy", "jinja2"), files=files, applies=applies,
               artifacts={"layout.json": "layout.v1", "backward.json": "backward.v1",
                          "trace.json": "trace.v1", "finetune.json": "finetune.v1",
-                         "memory.json": "memory.v1"})
+                         "memory.json": "memory.v1"},
+              facets=("reference", "stream", "train"))

@@ -213,4 +213,4 @@ STAGE = Stage("ondevice_kat", ("ondevice", "codegen"), config, run,
               "build and run the training code: losses vs PyTorch (host and Cortex-M4/QEMU)",
               tools=("numpy", "cmd:cc", "cmd:arm-none-eabi-gcc", "cmd:qemu-system-arm"),
               applies=lambda checked: checked.manifest.ondevice is not None,
-              artifacts={"ondevice_kat.json": "ondevice_kat.v1"})
+              artifacts={"ondevice_kat.json": "ondevice_kat.v1"}, facets=())

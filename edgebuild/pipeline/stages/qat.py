@@ -3,10 +3,9 @@
 A separate stage so that editing the QAT policy never reruns float training. Fake
 quantization follows numerics exactly; it always trains with round-half-up, so changing
 `quantize.rounding` does not invalidate QAT (the integer evaluation measures the mode
-actually deployed). The kept weights are written as folded.npz and as qat.onnx (the
-fake-quant network, interchange.export). With `qat.enabled: false` this stage only folds
-batchnorm (no qat.onnx: nothing was fake-quantized) and the `quantize` stage does
-post-training quantization.
+actually deployed). The kept weights are written as folded.npz (the `onnx` stage exports
+the fake-quant network as qat.onnx). With `qat.enabled: false` this stage only folds batchnorm and the
+`quantize` stage does post-training quantization.
 """
 
 from __future__ import annotations
@@ -18,9 +17,7 @@ from edgebuild.pipeline.stages.train import epochs_of, fit_and_keep_best, write_
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.core.jsontypes import JSONObject
-    from edgebuild.ops.operator import LayerPolicy
     from edgebuild.pipeline.validation import Checked
-    from edgebuild.train.network import Net
 
 
 def config(checked: Checked) -> JSONObject:
@@ -52,8 +49,8 @@ def run(ctx: Context) -> None:
     if not qat.enabled:
         arrays.save(ctx.out / "folded.npz", **state)
         write_metrics(ctx.out, Metrics.of(training.History(), None, enabled=False))
-        ctx.log("qat: no qat.onnx: qat.enabled is false, nothing is fake-quantized (quantize "
-                "writes int8.onnx)")
+        ctx.log("qat: qat.enabled is false: batchnorm folded, nothing fake-quantized "
+                "(quantize does post-training quantization)")
         return
     policies = policy.resolve(qat, layers, numbers.device_numbers(manifest.target.device.value))
     net = network.Net(manifest.model.input, layers,
@@ -70,28 +67,10 @@ def run(ctx: Context) -> None:
         schedule=schedule, seed=manifest.seed + 1, label="qat", log=ctx.log),
         "qat", "folded.npz", "QAT", enabled=True)
     ctx.log(f"qat: best epoch {history.best_epoch}, fake-quant test accuracy {test_acc:.4f}")
-    write_qat_onnx(ctx, net, policies)
-
-
-def write_qat_onnx(ctx: Context, net: Net, policies: dict[str, LayerPolicy]) -> None:
-    """qat.onnx: the kept weights with the weight scales the network computes from them
-    (numerics.torch_scale_exponent, as in its forward)."""
-    from edgebuild.core import numerics
-    from edgebuild.interchange import export
-    from edgebuild.targets import numbers
-    from edgebuild.train import network
-
-    manifest = ctx.checked.manifest
-    scale_exps = {name: numerics.torch_scale_exponent(
-        network.parameter(net, name, "weight"), p.shift_quantile, p.shift_limits)
-        for name, p in policies.items()}
-    state = network.state_numpy(net)
-    export.write(ctx.out, "qat.onnx", lambda: export.qat_model(
-        manifest.model.input, net.layers, state, scale_exps, policies,
-        numbers.training_rounding(manifest)), lambda line: ctx.log(f"qat: {line}"))
 
 
 STAGE = Stage("qat", ("train", "data"), config, run,
               "fold batchnorm; quantization-aware training (or pass-through for PTQ)",
               applies=lambda checked: checked.manifest.model.weights is None,
-              tools=("torch", "numpy", "onnx"), artifacts={"metrics.json": "metrics.v1"})
+              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"},
+              facets=("torch", "stream", "weights"))

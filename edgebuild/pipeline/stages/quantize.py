@@ -4,8 +4,8 @@ With QAT the weight scale of each layer is the one QAT trained with (a quantile 
 without QAT (post-training quantization) it comes from the clip method: `max` (max |w|),
 `scale` (max |w| x scale), `stddev` (stddevs x std(w)), `avgmax` (mean over output channels
 of each channel's max |w|). Weights round half up and saturate to the bit width; see
-numerics for the scale and shift conventions. The integer model is also written as
-int8.onnx (interchange.export), bit-exact with the integer reference.
+numerics for the scale and shift conventions. The `onnx` stage writes the integer model
+as int8.onnx.
 """
 
 from __future__ import annotations
@@ -171,14 +171,6 @@ def run(ctx: Context) -> None:
     (ctx.out / "quant.json").write_text(json.dumps(quant.to_json(), indent=1, sort_keys=True)
                                         + "\n")
     ctx.log(table(quant.layers))
-    write_int8_onnx(ctx, model)
-
-
-def write_int8_onnx(ctx: Context, model: QuantizedModel) -> None:
-    from edgebuild.interchange import export
-
-    export.write(ctx.out, "int8.onnx", lambda: export.int8_model(model),
-                 lambda line: ctx.log(f"quantize: {line}"))
 
 
 def _integers(ctx: Context) -> tuple[Integers, list[LayerQuant], str]:
@@ -236,4 +228,5 @@ def table(rows: Sequence[LayerQuant]) -> str:
 
 STAGE = Stage("quantize", ("qat", "data"), config, run,
               "integer weights, biases and shifts; saturation statistics",
-              tools=("numpy", "onnx"), files=files, artifacts={"quant.json": "quant.v1"})
+              tools=("numpy",), files=files, artifacts={"quant.json": "quant.v1"},
+              facets=("reference", "stream", "weights"))

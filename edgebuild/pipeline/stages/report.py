@@ -216,4 +216,5 @@ def _summary(report: dict[str, Any]) -> str:
 STAGE = Stage("report", ("validate", "data", "train", "qat", "quantize", "evaluate", "plan",
                            "accelerator", "kat", "ondevice", "ondevice_kat"), config,
               run, "report.json and report.html", tools=("matplotlib",),
-              exports=("report.json", "report.html"), artifacts={"report.json": "report.v1"})
+              exports=("report.json", "report.html"), artifacts={"report.json": "report.v1"},
+              facets=())

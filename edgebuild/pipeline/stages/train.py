@@ -2,7 +2,7 @@
 
 Activations are clamped to the Q7 range [-1, 127/128] (the hardware saturates there), the
 inputs are exactly the int8 data / 128, and the best epoch by validation accuracy is kept,
-as float.npz and as float.onnx (interchange.export). With `train.init` training starts
+as float.npz (the `onnx` stage exports it as float.onnx). With `train.init` training starts
 from those float weights (e.g. an imported ONNX model's); with `epochs: 0` they are kept
 as they are, measured on the test split (no curves: nothing was trained).
 A NaN loss stops training with a user error naming the epoch; the last good checkpoint is
@@ -70,7 +70,6 @@ def run(ctx: Context) -> None:
         "train", "float.npz", "float training")
     ctx.log(f"train: best epoch {history.best_epoch}, test accuracy {test_acc:.4f}")
     warn_near_chance(ctx, test_acc, data["test"].y)
-    write_float_onnx(ctx, net)
 
 
 def epochs_of(ctx: Context, given: int | None, samples: int, batch: int, steps: int,
@@ -101,7 +100,7 @@ def start_from(ctx: Context, net: torch.nn.Module, path: Path) -> None:
 
 
 def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
-    """`epochs: 0`: the initial weights are the float model: measured, written, exported."""
+    """`epochs: 0`: the initial weights are the float model: measured and written."""
     from edgebuild.core import arrays
     from edgebuild.train import loop as training
     from edgebuild.train import network
@@ -112,7 +111,6 @@ def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
     warn_near_chance(ctx, test_acc, data["test"].y)
     arrays.save(ctx.out / "float.npz", **network.state_numpy(net))
     write_metrics(ctx.out, Metrics.of(training.History(), test_acc, test_loss))
-    write_float_onnx(ctx, net)
 
 
 NEAR_CHANCE_POINTS = 5.0  # above the majority class's share: anything less learned nothing
@@ -138,18 +136,6 @@ def warn_near_chance(ctx: Context, accuracy: float, labels: torch.Tensor) -> Non
     ctx.warn(f"the float model scores {accuracy:.4f} on the test split, within "
              f"{NEAR_CHANCE_POINTS:g} points of always answering the commonest class "
              f"({majority:.4f}): {why}")
-
-
-def write_float_onnx(ctx: Context, net: torch.nn.Module) -> None:
-    """float.onnx: the kept weights as an ONNX model (interchange.export)."""
-    from edgebuild.interchange import export
-    from edgebuild.train import network
-
-    manifest = ctx.checked.manifest
-    state = network.state_numpy(net)
-    export.write(ctx.out, "float.onnx", lambda: export.float_model(
-        manifest.model.input, manifest.model.layers, state,
-        manifest.train.clamp_activations), lambda line: ctx.log(f"train: {line}"))
 
 
 def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split],
@@ -204,4 +190,5 @@ def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
 STAGE = Stage("train", ("data",), config, run,
               "float training (hardware-aware clamping), best checkpoint, curves",
               applies=lambda checked: checked.manifest.model.weights is None, files=files,
-              tools=("torch", "numpy", "onnx"), artifacts={"metrics.json": "metrics.v1"})
+              tools=("torch", "numpy"), artifacts={"metrics.json": "metrics.v1"},
+              facets=("torch", "stream"))

@@ -34,4 +34,4 @@ def _dumps(obj: JSON) -> str:
 
 STAGE = Stage("validate", (), config, run,
               "resolve defaults; infer each layer's shape, parameters and MACs",
-              artifacts={"graph.json": "graph.v1", "model.json": "model.v1"})
+              artifacts={"graph.json": "graph.v1", "model.json": "model.v1"}, facets=())

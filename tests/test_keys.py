@@ -112,7 +112,8 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
         edited[name].package = parsed[name].package
         after = sources.digests(edited, cuts)
         changed = {stage for stage in before if before[stage] != after[stage]}
-        assert changed, f"editing {facet} in {name} moved no key at all"
+        readers = {stage for stage, cut in cuts.items() if not cut.drops(facet)}
+        assert changed or not readers, f"editing {facet} in {name} moved no key at all"
         moved[facet] |= changed
     if os.environ.get("EDGEBUILD_KEYS_TABLE"):
         Path(os.environ["EDGEBUILD_KEYS_TABLE"]).write_text(json.dumps(

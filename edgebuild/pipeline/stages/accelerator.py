@@ -101,4 +101,4 @@ STAGE = Stage("accelerator", ("quantize", "evaluate", "plan", "data"), config, r
               "MAX7800x accelerator program: the MSDK project (cnn.c, weights.h, KAT)",
               tools=("jinja2", "numpy"), files=template_files, applies=applies,
               exports=tuple(f"{PROJECT}/{name}" for name in FILES),
-              artifacts={"accelerator.json": "accelerator.v1"})
+              artifacts={"accelerator.json": "accelerator.v1"}, facets=("stream",))

@@ -91,4 +91,4 @@ def int8_onnx(ctx: Context) -> None:
 
 STAGE = Stage("onnx", ("quantize", "qat", "train"), config, run,
               "the float, fake-quant and integer models as ONNX files",
-              tools=("torch", "numpy", "onnx"), facets=("onnx", "torch", "weights"))
+              tools=("torch", "numpy", "onnx"), facets=("onnx", "stream", "torch", "weights"))

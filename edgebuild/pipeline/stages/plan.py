@@ -137,4 +137,5 @@ def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
 STAGE = Stage("plan", ("validate", "quantize"), config, run,
               "static activation arena by tensor lifetimes; memory budgets; device placement",
               exports=("ai8x/network.yaml", "ai8x/checkpoint-q.pth.tar"),
-              artifacts={"plan.json": "plan.v1", "placement.json": "placement.v1"})
+              artifacts={"plan.json": "plan.v1", "placement.json": "placement.v1"},
+              facets=("c", "stream", "weights", "windows"))

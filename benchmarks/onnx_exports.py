@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def build(project: Path, manifests: list[Path]) -> None:
-    command = [sys.executable, "-m", "edgebuild", "build", "--until", "quantize",
+    command = [sys.executable, "-m", "edgebuild", "build", "--until", "onnx",
                *map(str, manifests)]
     result = subprocess.run(command, cwd=project, capture_output=True, text=True)
     if result.returncode != 0:

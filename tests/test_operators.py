@@ -2,8 +2,8 @@
 with a reason a user can act on — and that reason is what `edgebuild check` says.
 
 Facets (edgebuild/ops/operator.py): shape (out_shape, param_count, macs), role, torch,
-reference, weights, c, windows, train, onnx. What one target knows per op is not a facet:
-it is in the target's own table (tests/test_extensions.py).
+reference, weights, c, windows, onnx. What one target (or on-device training) knows per op
+is not a facet: it is in that target's own table (tests/test_extensions.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from edgebuild.ops.operator import Role, Unsupported
 
 # facet -> the roles for which it may be Unsupported (a folded or dropped op never runs
 # after training, so its deployment facets are unsupported by construction).
-DEPLOYED_FACETS = ("reference", "c", "train")
+DEPLOYED_FACETS = ("reference", "c")
 OPTIONAL = {"stream"}  # None means the op has no such behaviour (no state across inferences)
 
 
@@ -53,7 +53,7 @@ def test_weights_exactly_on_compute_ops(name):
 def test_ops_gone_before_deployment_have_no_deployment_facets(name):
     op = OPS[name]
     if op.role in (Role.folded, Role.dropped):
-        for facet in ("c", "train"):
+        for facet in ("c",):
             assert isinstance(getattr(op, facet), Unsupported), f"{name}.{facet}"
     else:
         assert not isinstance(op.c, Unsupported), f"deployed op {name} has no C"
@@ -88,6 +88,8 @@ def test_check_tells_the_unsupported_reason(tmp_path):
     path.write_text(UNTRAINABLE)
     with pytest.raises(UserError) as caught:
         validation.load(path)
-    reason = OPS["conv_transpose2d"].train.reason
+    from edgebuild.ondevice.operators import OPERATORS
+
+    reason = OPERATORS.for_op("conv_transpose2d").reason  # type: ignore[union-attr]
     assert reason in str(caught.value)
     assert "ondevice.trainable" in str(caught.value)

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 from edgebuild.core.geometry import Plane, Shape
 from edgebuild.model import graph as graphs
+from edgebuild.ondevice.operators import OPERATORS, TrainKernel, TrainOp
 from edgebuild.ondevice.schedule import Schedule, TrainStep
-from edgebuild.ops import OPS
-from edgebuild.ops.operator import ComputeLayer, Operator, Train, TrainKernel, Unsupported
+from edgebuild.ops.operator import ComputeLayer, Unsupported
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
@@ -40,9 +40,9 @@ class TrainGraphError(ValueError):
     """The manifest asks for something the trainable part cannot do; the message says why."""
 
 
-def train_facet(layer: Layer) -> Train:
-    """The op's training facet, or a TrainGraphError with the op's own reason."""
-    facet = OPS[layer.op].train
+def train_facet(layer: Layer) -> TrainOp:
+    """How the op trains (ondevice.operators), or a TrainGraphError with the reason."""
+    facet = OPERATORS.for_op(layer.op)
     if isinstance(facet, Unsupported):
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) cannot train on the device: "
                               f"{facet.reason}")
@@ -51,8 +51,8 @@ def train_facet(layer: Layer) -> Train:
 
 def weighted(layer: Layer) -> bool:
     """A layer whose weights the training kernels can train (a convolution kernel)."""
-    facet = OPS[layer.op].train
-    return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.conv
+    facet = OPERATORS.get(layer.op)
+    return facet is not None and facet.weighted
 
 
 @dataclass(frozen=True)
@@ -184,8 +184,8 @@ def build(layers: tuple[Layer, ...], input_shape: Shape, scopes: dict[str, str],
 
 
 def _is_view(layer: Layer) -> bool:
-    facet = OPS[layer.op].train
-    return not isinstance(facet, Unsupported) and facet.kernel is TrainKernel.view
+    facet = OPERATORS.get(layer.op)
+    return facet is not None and facet.kernel is TrainKernel.view
 
 
 class _Kernel(TypedDict):
@@ -198,7 +198,7 @@ class _Kernel(TypedDict):
     fully_connected: bool
 
 
-def _train_layer(layer: Layer, facet: Train, node: graphs.Node, inputs: tuple[str, ...],
+def _train_layer(layer: Layer, facet: TrainOp, node: graphs.Node, inputs: tuple[str, ...],
                  scope: str | None, batch: int, l1: int) -> TrainLayer:
     out_size = math.prod(node.out_shape)
     sizes = tuple(math.prod(s) for s in node.in_shapes)
@@ -221,13 +221,9 @@ def _train_layer(layer: Layer, facet: Train, node: graphs.Node, inputs: tuple[st
     if scope is not None:
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) has no weights to train; "
                               f"layers with weights: "
-                              f"{', '.join(op.name for op in OPS.values() if _trains(op))}")
+                              f"{', '.join(n for n, op in OPERATORS.items() if op.weighted)}")
     act = getattr(getattr(layer, "act", None), "value", "none")
     return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, act, **common)
-
-
-def _trains(op: Operator) -> bool:
-    return not isinstance(op.train, Unsupported) and op.train.kernel is TrainKernel.conv
 
 
 def _outputs(layer: TrainLayer) -> list[tuple[str, int]]:

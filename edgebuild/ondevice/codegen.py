@@ -19,8 +19,8 @@ from edgebuild.codegen.project import environment, global_symbols, prefix
 from edgebuild.core.resources import templates_dir
 from edgebuild.ondevice import backward
 from edgebuild.ondevice.memory import Buffer
+from edgebuild.ondevice.operators import TrainKernel
 from edgebuild.ops.c import initializer
-from edgebuild.ops.operator import TrainKernel
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -20,7 +20,7 @@ import numpy as np
 from edgebuild.core import boundedjson
 from edgebuild.model import quantized
 from edgebuild.ondevice import backward
-from edgebuild.ops.operator import TrainKernel
+from edgebuild.ondevice.operators import TrainKernel
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

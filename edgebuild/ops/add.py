@@ -31,8 +31,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -117,5 +115,4 @@ EXAMPLE = Example((2, 4, 4), (
 OPERATOR = Operator(
     "add", Add, "many", Role.data, out_shape, no_params, no_macs,
     example=EXAMPLE,
-    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
-    train=Train(TrainKernel.add))
+    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True)

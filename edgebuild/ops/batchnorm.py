@@ -102,5 +102,5 @@ EXAMPLE = Example((2, 6, 6), (
 
 OPERATOR = Operator("batchnorm", BatchNorm, "one", Role.folded, one, param_count, no_macs,
                     example=EXAMPLE,
-                    torch=Torch(forward, torch_module), reference=_GONE, c=_GONE, train=_GONE,
+                    torch=Torch(forward, torch_module), reference=_GONE, c=_GONE,
                     onnx=Onnx(onnx_emit))

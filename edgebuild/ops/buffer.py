@@ -36,7 +36,6 @@ from edgebuild.ops.operator import (
     Role,
     Stream,
     Torch,
-    Unsupported,
     no_macs,
     no_params,
 )
@@ -111,7 +110,5 @@ OPERATOR = Operator(
     "buffer", Buffer, "one", Role.data, out_shape, no_params, no_macs,
     example=EXAMPLE,
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
-    stream=Stream(lambda layer: layer.length, state_bytes),
-    train=Unsupported("its window holds the features of earlier inferences, which a training "
-                      "step does not keep; make the first trainable layer one after the buffer"))
+    stream=Stream(lambda layer: layer.length, state_bytes))
 

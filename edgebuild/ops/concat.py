@@ -21,8 +21,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -84,5 +82,4 @@ EXAMPLE = Example((2, 4, 4), (
 OPERATOR = Operator(
     "concat", Concat, "many", Role.data, out_shape, no_params, no_macs,
     example=EXAMPLE,
-    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True,
-    train=Train(TrainKernel.concat))
+    torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit), l2_traffic=True)

@@ -46,9 +46,6 @@ from edgebuild.ops.operator import (
     Mode,
     Onnx,
     PoolMode,
-    Train,
-    TrainGeometry,
-    TrainKernel,
     Weights,
 )
 
@@ -214,17 +211,6 @@ def split(conv: Plane) -> bool:
     with more than one input channel (one input channel takes the depthwise kernel)."""
     return conv.groups == 1 and conv.in_c > 1
 
-
-def train_geometry(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
-                   axes: Axes[Conv]) -> TrainGeometry:
-    """The training kernels lay 1-D signals as columns (L x 1), so row tiles are time spans."""
-    shape = in_shapes[0]
-    pool = None
-    if layer.pool is not None:
-        pool = pool_plane(layer.pool, shape, vertical=True)
-        shape = pooled(shape, layer.pool, len(shape) - 1)
-    conv = conv_plane(layer, shape, out_shape, axes, vertical=True)
-    return TrainGeometry(conv, pool, None if layer.pool is None else layer.pool.mode.value)
 
 
 # --- C -------------------------------------------------------------------------------------
@@ -571,10 +557,6 @@ def c_facet(axes: Axes[Conv]) -> C:
 def onnx_facet(axes: Axes[Conv]) -> Onnx:
     return Onnx(lambda step: onnx_conv(step, axes))
 
-
-def train_facet(axes: Axes[Conv]) -> Train:
-    return Train(TrainKernel.conv,
-                 lambda layer, shapes, out: train_geometry(layer, tuple(shapes), out, axes))
 
 
 def weights_facet(axes: Axes[Conv]) -> Weights:

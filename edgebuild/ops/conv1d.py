@@ -86,5 +86,4 @@ OPERATOR = Operator(
     "conv1d", Conv1d, "one", Role.compute, out_shape, param_count, macs,
     example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=conv.c_facet(axes),
-    onnx=conv.onnx_facet(axes), train=conv.train_facet(axes),
-    weights=conv.weights_facet(axes), windows=conv.windows_facet(axes))
+    onnx=conv.onnx_facet(axes), weights=conv.weights_facet(axes), windows=conv.windows_facet(axes))

@@ -38,7 +38,6 @@ from edgebuild.ops.operator import (
     Pair,
     Role,
     Torch,
-    Unsupported,
     Weights,
 )
 from edgebuild.ops.pool import onnx_pool, reference_pool, torch_pool
@@ -279,8 +278,6 @@ OPERATOR = Operator(
     "conv_transpose2d", ConvTranspose2d, "one", Role.compute, out_shape, param_count, macs,
     example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
-    train=Unsupported("the training kernels have no transposed convolution; keep it frozen, "
-                      "before the first trainable layer"),
     weights=Weights(weight_shape, to_out_major, from_out_major),
     windows=lambda layer, shapes, out: conv.conv_windows(layer, tuple(shapes), out, axes,
                                                          transposed=True))

@@ -63,5 +63,4 @@ EXAMPLE = Example((2, 6, 6), (
 OPERATOR = Operator("dropout", Dropout, "one", Role.dropped, one, no_params, no_macs,
                     example=EXAMPLE,
                     torch=Torch(forward, torch_module), reference=reference, c=_GONE,
-                    onnx=Onnx(view),
-                    train=_GONE)
+                    onnx=Onnx(view))

@@ -29,10 +29,13 @@ DROPPED = "it is the identity once trained and is removed before deployment, so 
 class Extensions(Generic[T]):
     """op name -> `T`, one target's record per op. `where` names the target in the reasons
     (`"the MAX7800x accelerator"`); `missing` is the reason for a deployed op the table
-    leaves out (default: `where` has no implementation of it)."""
+    leaves out (default: `where` has no implementation of it), `unsupported` an op's own
+    reason where it has one."""
 
-    def __init__(self, where: str, table: Mapping[str, T], missing: str | None = None):
-        unknown = sorted(set(table) - set(OPS))
+    def __init__(self, where: str, table: Mapping[str, T], missing: str | None = None,
+                 unsupported: Mapping[str, str] | None = None):
+        self._reasons = dict(unsupported or {})  # op -> why `where` cannot run it
+        unknown = sorted((set(table) | set(self._reasons)) - set(OPS))
         if unknown:
             raise ValueError(f"extensions of {where}: {', '.join(unknown)} "
                              f"{'is no op' if len(unknown) == 1 else 'are no ops'} "
@@ -45,6 +48,8 @@ class Extensions(Generic[T]):
         """The extension of op `name`, or why it has none (a whole sentence, no period)."""
         if name in self._table:
             return self._table[name]
+        if name in self._reasons:
+            return Unsupported(self._reasons[name])
         role = OPS[name].role if name in OPS else None
         if role is Role.folded:
             return Unsupported(FOLDED)

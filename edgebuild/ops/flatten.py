@@ -17,8 +17,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -62,5 +60,4 @@ EXAMPLE = Example((2, 4, 4), (
 OPERATOR = Operator("flatten", Flatten, "one", Role.view, out_shape, no_params, no_macs,
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    onnx=Onnx(onnx_emit),
-    train=Train(TrainKernel.view))
+                    onnx=Onnx(onnx_emit))

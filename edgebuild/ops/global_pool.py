@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from edgebuild.core.geometry import Shape, ShapeError, Window, pool_plane
+from edgebuild.core.geometry import Shape, ShapeError, Window
 from edgebuild.core.numerics import ACT_SCALE, pool_rounding
 from edgebuild.ops.c import CCode, CStep, initializer, pool_mode_name, rounding_name
 from edgebuild.ops.onnxcode import INT8, INT64, Form, OnnxCode, OnnxStep, divide_round, round_float
@@ -38,9 +38,6 @@ from edgebuild.ops.operator import (
     PoolMode,
     Role,
     Torch,
-    Train,
-    TrainGeometry,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -143,11 +140,6 @@ def no_windows(layer: GlobalPool, in_shapes: Sequence[Shape],
     return ()
 
 
-def train_geometry(layer: GlobalPool, in_shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
-    """ebt_pool with the whole map as its one window (a column for a 1-D map, as pool1d)."""
-    plane = pool_plane(map_window(layer.mode, in_shapes[0]), in_shapes[0], vertical=True)
-    return TrainGeometry(pool=plane, pool_mode=layer.mode.value)
-
 
 # The registry's tests build this model (ops/operator.py: Example).
 EXAMPLE = Example((3, 5, 7), (
@@ -161,4 +153,4 @@ OPERATOR = Operator(
     torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
     # the pooling hardware with the map as its window: targets.max7800x.limits holds it to
     # the device's pool sizes (16 x 16) and says how to shrink a larger map first
-    train=Train(TrainKernel.pool, train_geometry), windows=no_windows, l2_traffic=True)
+    windows=no_windows, l2_traffic=True)

@@ -23,9 +23,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainGeometry,
-    TrainKernel,
     Weights,
 )
 
@@ -201,9 +198,6 @@ def tile_windows(layer: Linear, shapes: Sequence[Shape], out: Shape) -> tuple[tu
                             bias=bool(layer.bias), linear=True, split=True)),)
 
 
-def train_geometry(layer: Linear, shapes: Sequence[Shape], out: Shape) -> TrainGeometry:
-    return TrainGeometry(conv=plane(layer, shapes[0]), fully_connected=True)
-
 
 # The registry's tests build this model (ops/operator.py: Example).
 EXAMPLE = Example((16,), ({"name": "fc", "op": "linear", "out": 12},))
@@ -214,6 +208,5 @@ OPERATOR = Operator(
     example=EXAMPLE,
     torch=Torch(forward, torch_module), reference=reference, c=C(emit, scratch, workspace),
     onnx=Onnx(onnx_emit),
-    train=Train(TrainKernel.conv, train_geometry),
     weights=Weights(lambda layer, shape: (layer.out, math.prod(shape))),
     windows=tile_windows)

@@ -12,7 +12,6 @@ An op module (`ops/<op>.py`) defines its manifest fields (a pydantic record) and
 - `weights`: how its weight tensor is laid out (output channels first or not);
 - `c`: the C calls, declarations and scratch of the generated project;
 - `windows`: the windows the L1 tiler cuts (memory.tiling);
-- `train`: how it runs in the float part of on-device training;
 - `onnx`: how it is written into an ONNX model, in the float, fake-quant and integer forms
   (ops.onnxcode; interchange.export);
 - `stream`: state kept across inferences (a model with such an op runs on frames);
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import Field
 
 from edgebuild.core.fields import Identifier, Strict
-from edgebuild.core.geometry import Plane, Shape, Window
+from edgebuild.core.geometry import Shape, Window
 from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.onnxcode import OnnxCode, OnnxStep
@@ -206,38 +205,6 @@ def no_windows(layer: LayerBase, in_shapes: Sequence[Shape],
     return ()
 
 
-class TrainKernel(StrEnum):
-    """The kernel of the training library (templates/train/eb_train.c) that runs an op."""
-
-    conv = "conv"  # ebt_conv_*: convolutions and linear layers (a 1 x 1 convolution)
-    pool = "pool"  # ebt_pool_*
-    add = "add"  # ebt_add_forward / ebt_accumulate
-    concat = "concat"  # ebt_concat_forward / per-part ebt_accumulate
-    view = "view"  # no kernel: the float tensor is the input's (float tensors are flat)
-
-
-@dataclass(frozen=True)
-class TrainGeometry:
-    """What a training kernel needs to know about a layer: the convolution's plane (None
-    for kernels without weights) and the pooling plane (a pool layer's, or a convolution's
-    fused input pooling)."""
-
-    conv: Plane | None = None
-    pool: Plane | None = None
-    pool_mode: str | None = None  # "max" / "avg" when there is a pool
-    fully_connected: bool = False  # the PyTorch reference of the step uses F.linear
-
-
-@dataclass(frozen=True)
-class Train:
-    """The op in the float32 part of on-device training (ondevice/): its kernel and the
-    geometry of a layer, `geometry(layer, in_shapes, out_shape)`."""
-
-    kernel: TrainKernel
-    geometry: Callable[[Any, Sequence[Shape], Shape], TrainGeometry] = (
-        lambda layer, shapes, out: TrainGeometry())
-
-
 @dataclass(frozen=True)
 class Onnx:
     """How the op is written into an ONNX model (interchange.export): `emit(step)` gives
@@ -291,7 +258,6 @@ class Operator:
     torch: Torch
     reference: Callable[[Any, Any, Sequence[Ints], str], Ints] | Unsupported
     c: C | Unsupported
-    train: Train | Unsupported
     onnx: Onnx | Unsupported
     example: Example
     weights: Weights | Unsupported = Unsupported(

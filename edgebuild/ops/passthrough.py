@@ -18,8 +18,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainKernel,
     no_macs,
     no_params,
     one,
@@ -56,4 +54,4 @@ EXAMPLE = Example((2, 4, 4), (
 OPERATOR = Operator("passthrough", Passthrough, "one", Role.view, one, no_params, no_macs,
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    onnx=Onnx(view), train=Train(TrainKernel.view))
+                    onnx=Onnx(view))

@@ -54,9 +54,6 @@ from edgebuild.ops.operator import (
     PoolMode,
     Role,
     Torch,
-    Train,
-    TrainGeometry,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -269,11 +266,6 @@ def tile_windows(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
     return (("tile", Window(**vars(plane), weights=False)),)
 
 
-def train_geometry(layer: Pool1d | Pool2d, in_shapes: Sequence[Shape],
-                   out: Shape) -> TrainGeometry:
-    return TrainGeometry(pool=pool_plane(window(layer), in_shapes[0], vertical=True),
-                         pool_mode=layer.mode.value)
-
 
 # The registry's tests build this model (ops/operator.py: Example).
 EXAMPLE_1D = Example((2, 16), (
@@ -289,7 +281,7 @@ def _operator(name: str, params: type[LayerBase], example: Example) -> Operator:
         name, params, "one", Role.data, out_shape, no_params, no_macs,
         example=example,
         torch=Torch(forward), reference=reference, c=C(emit), onnx=Onnx(onnx_emit),
-        train=Train(TrainKernel.pool, train_geometry), windows=tile_windows)
+        windows=tile_windows)
 
 
 OPERATOR_1D = _operator("pool1d", Pool1d, EXAMPLE_1D)

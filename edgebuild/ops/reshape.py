@@ -28,8 +28,6 @@ from edgebuild.ops.operator import (
     Operator,
     Role,
     Torch,
-    Train,
-    TrainKernel,
     no_macs,
     no_params,
 )
@@ -85,5 +83,4 @@ EXAMPLE = Example((2, 16), (
 OPERATOR = Operator("reshape", Reshape, "one", Role.view, out_shape, no_params, no_macs,
                     example=EXAMPLE,
                     torch=Torch(forward), reference=reference, c=VIEW_C,
-                    onnx=Onnx(onnx_emit),
-    train=Train(TrainKernel.view))
+                    onnx=Onnx(onnx_emit))

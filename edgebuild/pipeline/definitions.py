@@ -6,9 +6,11 @@ module holds all its facets. Here the unit is the top-level statement. Starting 
 stage module, a statement is reached when a reached statement names what it defines —
 through the module's own names or an import (`from m import f`: f's statement in m;
 `import m` then `m.f`: the same; a module used bare, not as `m.f`: all of it). A module's
-statements that define nothing (calls run at import) come with it; docstrings, comments
-and function annotations (never evaluated: `from __future__ import annotations`) do not
-count. The stage's `Cut` leaves out the arguments of one call (an operator record's facets
+statements that define nothing (calls run at import) come with it; the module's docstring,
+comments between top-level statements and function annotations (never evaluated: `from
+__future__ import annotations`) do not count. A reached statement counts as its source
+text: a comment inside a reached function moves the key (the price of hashing text, which
+is the same under every Python version, rather than a syntax tree, which is not). The stage's `Cut` leaves out the arguments of one call (an operator record's facets
 the stage never reads: pipeline.stage.Stage.facets): the names only they use are not
 followed and their text is not in the key.
 
@@ -195,7 +197,8 @@ class _Visitor:
         elif isinstance(node, ast.Attribute) and (chain := _chain(node)):
             self.uses.chains.add(chain)
         elif isinstance(node, ast.Name):
-            self.uses.chains.add((node.id,))
+            if isinstance(node.ctx, ast.Load):  # a name bound here is no use of another
+                self.uses.chains.add((node.id,))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self.uses.imports.append(node)
         elif isinstance(node, ast.Call) and self.fields and _callee(node.func) == self.callee:

@@ -211,4 +211,4 @@ STAGE = Stage("ondevice", ("quantize", "data", "plan", "validate"), config, run,
               artifacts={"layout.json": "layout.v1", "backward.json": "backward.v1",
                          "trace.json": "trace.v1", "finetune.json": "finetune.v1",
                          "memory.json": "memory.v1"},
-              facets=("reference", "stream", "train"))
+              facets=("reference", "stream"))

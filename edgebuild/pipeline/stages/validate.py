@@ -22,7 +22,11 @@ def config(checked: Checked) -> JSONObject:
 def run(ctx: Context) -> None:
     from edgebuild.model import graph as graphs
 
-    graph = ctx.checked.graph
+    # built here, not taken from validation (whose code keys no stage): the shape and MAC
+    # arithmetic that writes graph.json is then this stage's code
+    manifest = ctx.checked.manifest
+    graph, problems = graphs.build(manifest.model.input, manifest.model.layers)
+    assert graph is not None and not problems  # validation built the same graph
     (ctx.out / "graph.json").write_text(json.dumps(graph.to_json(), indent=1) + "\n")
     (ctx.out / "model.json").write_text(_dumps(ctx.checked.manifest.model.to_json()))
     print(graphs.table(graph), file=sys.stderr)

@@ -3,7 +3,9 @@ compare what came out, byte for byte.
 
     python benchmarks/compare_builds.py [--base REV] [--head REV] [MANIFEST ...]
 
-`--base` defaults to `HEAD~1`; `--head` defaults to the working tree (tracked and untracked,
+`--moved OLD=NEW` names a file the change relocates (paths under build/<name>/): it is
+compared at its two places, and the stages it leaves or enters are compared file by file
+instead of by output digest. `--base` defaults to `HEAD~1`; `--head` defaults to the working tree (tracked and untracked,
 not ignored, files as they are now). Each side is checked out into a temporary directory
 and built there with a cold cache by *its own* edgebuild source (the installed edgebuild,
 editable or not, is kept out of the way), sequentially, one job. Then, per manifest and
@@ -102,9 +104,14 @@ def json_paths(a, b, where: str = "") -> list[str]:
     return [] if a == b else [f"{where or '.'}: {json.dumps(a)[:60]} -> {json.dumps(b)[:60]}"]
 
 
-def compare_tree(name: str, old: Path, new: Path) -> list[str]:
+def compare_tree(name: str, old: Path, new: Path, moved: dict[str, str]) -> list[str]:
     before, after = files_of(old), files_of(new)
-    found = [f"{name}/{p}: only in base" for p in sorted(set(before) - set(after))]
+    found = []
+    for was, now in moved.items():  # a file the change relocated: same bytes, new place
+        if was in before and now in after:
+            if before.pop(was).read_bytes() != after.pop(now).read_bytes():
+                found.append(f"{name}/{was} -> {now}: moved and differs")
+    found += [f"{name}/{p}: only in base" for p in sorted(set(before) - set(after))]
     found += [f"{name}/{p}: only in head" for p in sorted(set(after) - set(before))]
     for path in sorted(set(before) & set(after)):
         a, b = before[path].read_bytes(), after[path].read_bytes()
@@ -116,16 +123,19 @@ def compare_tree(name: str, old: Path, new: Path) -> list[str]:
     return found
 
 
-def compare(base: dict, head: dict, old: Path, new: Path) -> list[str]:
+def compare(base: dict, head: dict, old: Path, new: Path, moved: dict[str, str]) -> list[str]:
+    """Per manifest: the stages' output digests (but of stages a moved file leaves or
+    enters: their files are compared one by one) and every file."""
+    relocated = {path.split("/")[0] for pair in moved.items() for path in pair}
     found = []
     for name in sorted(set(base) | set(head)):
         stages_a, stages_b = base.get(name, {}), head.get(name, {})
         for stage in sorted(set(stages_a) | set(stages_b)):
             a, b = stages_a.get(stage, {}), stages_b.get(stage, {})
-            if a.get("digest") != b.get("digest"):
+            if a.get("digest") != b.get("digest") and stage not in relocated:
                 found.append(f"{name}.{stage}: output digest {str(a.get('digest'))[:12]} -> "
                              f"{str(b.get('digest'))[:12]}")
-        found += compare_tree(name, old / "build" / name, new / "build" / name)
+        found += compare_tree(name, old / "build" / name, new / "build" / name, moved)
     return found
 
 
@@ -135,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", default=None, help="git revision (default: working tree)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="build under this directory and keep it (default: a temp dir)")
+    parser.add_argument("--moved", action="append", default=[], metavar="OLD=NEW",
+                        help="a file the change relocates, relative to build/<name>/ (e.g. "
+                             "train/float.onnx=onnx/float.onnx): compared at its two places")
     parser.add_argument("manifests", nargs="*", help="manifest paths (default: all examples)")
     args = parser.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="eb-compare-"))
@@ -149,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         if not base or not head:
             print("a build produced no result; nothing compared", file=sys.stderr)
             return 1
-        found = compare(base, head, old, new)
+        moved = dict(pair.split("=", 1) for pair in args.moved)
+        found = compare(base, head, old, new, moved)
         stages = sum(len(s) for s in head.values())
         if found:
             print("\n".join(found))

@@ -8,13 +8,16 @@ The parts, in the order they are made:
   schemas  schemas/manifest.schema.json (what `edgebuild schema` prints) and
            schemas/artifacts/model.v1.schema.json (edgebuild.manifest.schema: the layer
            records of every op); the other artifact schemas are written by hand
+  reference  docs/reference/manifest.md (the manifest reference, from the schema) and the
+           `check` example of docs/guide/manifest.md (its error names the ops): the
+           fast blocks of `docs/generate.py`, in a second
   golden   tests/golden/: the C the golden tests render (`pytest tests/test_golden.py
            --update-golden`)
   docs     README.md's and docs/'s generated blocks and pages (`python docs/generate.py`:
            it runs the commands they show, building the examples first when they are not
            built, which takes minutes)
 
-Adding an op changes the schemas (a new layer record) and, when it changes a shared C
+Adding an op changes the schemas and the reference (a new layer record) and, when it changes a shared C
 kernel or template, the golden files: review `git diff` before committing what this wrote.
 The tests that find a stale file name this command.
 """
@@ -63,15 +66,21 @@ def golden(check: bool) -> list[str]:
                   if before.get(p) != after.get(p))
 
 
-def docs(check: bool) -> list[str]:
+def docs(check: bool, blocks: tuple[str, ...] = ()) -> list[str]:
     """The generated documentation blocks (docs/generate.py says which are stale)."""
-    command = [sys.executable, str(REPO / "docs" / "generate.py"), *(["--check"] if check else [])]
+    command = [sys.executable, str(REPO / "docs" / "generate.py"), *blocks,
+               *(["--check"] if check else [])]
     result = subprocess.run(command, cwd=REPO)
-    return ["the generated blocks of README.md and docs/"] if result.returncode != 0 else []
+    return [f"the generated {' and '.join(blocks) or 'blocks'} of README.md and docs/"] \
+        if result.returncode != 0 else []
+
+
+def reference(check: bool) -> list[str]:
+    return docs(check, ("reference", "check"))
 
 
 PARTS: dict[str, Callable[[bool], list[str]]] = {
-    "schemas": schemas, "golden": golden, "docs": docs}
+    "schemas": schemas, "reference": reference, "golden": golden, "docs": docs}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -407,7 +407,7 @@ def example_rows(label: str, target: Path, fw: Firmware, cmsis: dict[str, tuple[
     from edgebuild.manifest import Model
     from edgebuild.model import folding
     from edgebuild.model.graph import Graph
-    from edgebuild.pipeline.katresult import FirmwareRun, KatResult
+    from edgebuild.report.katresult import FirmwareRun, KatResult
 
     m4 = KatResult.load(target / "kat").cortex_m4
     if not isinstance(m4, FirmwareRun) or not m4.layers:

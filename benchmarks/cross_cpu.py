@@ -11,7 +11,7 @@ operator and optimizer step the full training runs. Exit 1 on the first stage wh
 differ, naming its files; exit 0 with one line per stage otherwise.
 
 Why: edgebuild.lock promises a stage's output bytes for its key on any x86-64 machine
-(pipeline/kernels.py pins torch's kernels to the baseline). A lock written on an AMD EPYC
+(build/kernels.py pins torch's kernels to the baseline). A lock written on an AMD EPYC
 failed on an Intel Xeon because torch.optim.Adam's sqrt went through MKL's vector math,
 which rounds by CPU; this script found it (train/loop.py now takes the fused Adam).
 """
@@ -35,10 +35,11 @@ STAGES = ("validate", "data", "train", "qat", "quantize", "evaluate", "plan", "o
 
 def build(manifest: Path, out: Path) -> dict[str, dict[str, str]]:
     """Realize the torch stages of `manifest` in this process; {stage: {file: sha256}}."""
-    from edgebuild.pipeline import kernels
+    from edgebuild.build import kernels
 
     kernels.pin()
-    from edgebuild.pipeline import builder, validation
+    from edgebuild.build import builder
+    from edgebuild.pipeline import validation
     from edgebuild.pipeline.stages import STAGES as ALL
 
     checked = validation.load_all(manifest)[0]

@@ -12,7 +12,7 @@ manifest's) — and a summary per -j value (median wall time, ratio to -j 1, med
     python benchmarks/jobs.py [--runs N] [--jobs 1,2,4] [--epochs E] [--tolerance F]
 
 Background: each stage process gets cores // jobs torch/BLAS threads
-(edgebuild/pipeline/budget.py); without that, -j 4 on 2 cores was 1.7x slower than -j 1.
+(edgebuild/build/budget.py); without that, -j 4 on 2 cores was 1.7x slower than -j 1.
 The cpu column also shows what -j costs: every doit worker process that trains pays its
 own one-time imports (torch, torch._dynamo, matplotlib: about 5 s of CPU on this 2-core
 machine), which -j 1 pays once; on a busy machine that extra CPU is extra wall time.

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, build_json, run_cli
 
+from edgebuild.build import contracts
 from edgebuild.manifest import Manifest
-from edgebuild.pipeline import contracts, reportpage
 from edgebuild.pipeline.stages import STAGES
 from edgebuild.pipeline.stages import accelerator as stage
+from edgebuild.report import reportpage
 from edgebuild.targets.max7800x.program import build, reader, record, text
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "ai8x" / "mnist-extrasmall" / "program.json"

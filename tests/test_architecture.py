@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.pipeline import sources
+from edgebuild.build import sources
 
 PACKAGE = Path(__file__).resolve().parent.parent / "edgebuild"
 
@@ -33,16 +33,20 @@ ALLOWED: dict[str, set[str]] = {
     "codegen": {"core", "ops", "manifest", "model", "memory"},
     "targets": {"core", "ops", "data", "manifest", "model", "memory", "codegen"},
     "ondevice": {"core", "ops", "data", "manifest", "model", "train", "memory", "codegen"},
+    # The build engine: domain-free, it learns the stages by registration (build/registry.py).
+    "build": {"core"},
+    "report": {"core", "ops", "data", "manifest", "model", "train", "memory", "codegen",
+               "targets", "ondevice"},
     "pipeline": {"core", "ops", "data", "manifest", "model", "interchange", "train", "memory",
-                 "codegen", "targets", "ondevice"},
+                 "codegen", "targets", "ondevice", "build", "report"},
     "cli": {"core", "ops", "data", "manifest", "model", "interchange", "train", "memory",
-            "codegen", "targets", "ondevice", "pipeline"},
+            "codegen", "targets", "ondevice", "build", "report", "pipeline"},
 }
 MAX_MODULE_LINES = 600
 
 
 def modules() -> dict[str, Path]:
-    """Module name -> file, as the cache keys see them (pipeline/sources.py)."""
+    """Module name -> file, as the cache keys see them (build/sources.py)."""
     return sources.modules(PACKAGE)
 
 
@@ -116,6 +120,32 @@ def test_dependencies_point_one_way():
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {source} imports "
                              f"{module} ({target_package})")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_engine_imports_only_core():
+    """The fence: `edgebuild.build` names no module outside `core` and itself, not even
+    function-local or under TYPE_CHECKING (`imports` reads them all); it learns the stages
+    by registration (build/registry.py)."""
+    known = modules()
+    outside = [f"{name}:{line}: {target}"
+               for name, path in known.items() if name.startswith("edgebuild.build")
+               for line, target in imports(path, name)
+               if not target.startswith(("edgebuild.core", "edgebuild.build"))]
+    assert not outside, "\n".join(outside)
+
+
+def test_the_engine_loads_without_the_stages():
+    """Importing every engine module loads nothing outside `core` and `build`; the first
+    read of the stage registry loads the stage package named by `registry.PROVIDER`."""
+    engine = sorted(name for name in modules() if name.startswith("edgebuild.build"))
+    code = (f"import sys\nfor m in {engine!r}: __import__(m)\n"
+            "before = sorted(m for m in sys.modules if m.startswith('edgebuild.')\n"
+            "                and not m.startswith(('edgebuild.core', 'edgebuild.build')))\n"
+            "from edgebuild.build import registry\n"
+            "print(before, 'validate' in registry.STAGES, registry.PROVIDER in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["[]", "True", "True"], result.stdout + result.stderr
 
 
 def reachable(edges: dict[str, set[str]], start: str) -> set[str]:

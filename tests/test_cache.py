@@ -1,5 +1,5 @@
 """Unit tests of the content-hash cache (docs/internals/cache.md), using
-edgebuild.pipeline.cache directly."""
+edgebuild.build.cache directly."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.cache import Cache
+from edgebuild.build import cache as caches
+from edgebuild.build.cache import Cache
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -335,7 +335,7 @@ def test_a_killed_publication_leaves_a_temp_dir_gc_can_remove(tmp_path):
     cache = Cache(tmp_path / "cache")
     key = "c" * 64
     script = (f"import os, sys\nsys.path.insert(0, {str(REPO)!r})\n"
-              "from pathlib import Path\nfrom edgebuild.pipeline.cache import Cache\n"
+              "from pathlib import Path\nfrom edgebuild.build.cache import Cache\n"
               f"c = Cache(Path({str(cache.root)!r}))\n"
               f"c.publish('data', {key!r}, {{}}, lambda out: os._exit(9))\n")
     assert subprocess.run([sys.executable, "-c", script], timeout=60).returncode == 9

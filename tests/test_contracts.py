@@ -20,6 +20,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from edgebuild.build import contracts
 from edgebuild.core.errors import StageFailed
 from edgebuild.core.resources import schemas_dir
 from edgebuild.data.info import DataInfo
@@ -33,11 +34,10 @@ from edgebuild.ondevice.finetune import FineTune, LossTrace
 from edgebuild.ondevice.memory import TrainingMemory
 from edgebuild.ondevice.schedule import Schedule
 from edgebuild.ondevice.wof import FileLayout
-from edgebuild.pipeline import contracts
-from edgebuild.pipeline.katresult import KatResult, Skipped
-from edgebuild.pipeline.report import Report, headline_of
 from edgebuild.pipeline.stages import STAGES
-from edgebuild.pipeline.trainingkat import TrainingKat
+from edgebuild.report.katresult import KatResult, Skipped
+from edgebuild.report.report import Report, headline_of
+from edgebuild.report.trainingkat import TrainingKat
 from edgebuild.targets.max7800x.placement import Placement
 from edgebuild.targets.max7800x.placement.occupancy import occupancy
 from edgebuild.targets.max7800x.profile import profile
@@ -121,7 +121,7 @@ def test_a_stale_generated_schema_is_named_with_the_command_that_remakes_it(
 def test_stages_load_without_jsonschema():
     """A no-op build runs no stage: the schemas and jsonschema are loaded lazily."""
     probe = ("import sys\n"
-             "from edgebuild.pipeline import builder, contracts, runner\n"
+             "from edgebuild.build import builder, contracts, runner\n"
              "from edgebuild.pipeline.stages import STAGES\n"
              "assert 'jsonschema' not in sys.modules and 'referencing' not in sys.modules\n"
              "assert contracts.validator.cache_info().currsize == 0\n")
@@ -244,7 +244,8 @@ def test_a_declared_artifact_without_a_schema_is_a_stage_failure(tmp_path):
 
 def test_a_stage_writing_a_bad_artifact_fails_and_publishes_nothing(digits_project, tmp_path,
                                                                     monkeypatch):
-    from edgebuild.pipeline import builder, validation
+    from edgebuild.build import builder
+    from edgebuild.pipeline import validation
 
     checked = validation.load(digits_project / "manifests" / "small.yaml")
     stage = STAGES["validate"]

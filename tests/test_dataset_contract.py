@@ -209,7 +209,7 @@ def test_class_names_reach_data_json_and_every_report(named_build):
 
 
 def test_long_class_names_are_cut_in_the_confusion_ticks():
-    from edgebuild.pipeline import figures
+    from edgebuild.report import figures
 
     assert figures._tick("Ankle boot") == "Ankle boot"
     long = figures._tick("a class name far longer than any tick should be")

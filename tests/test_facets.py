@@ -1,4 +1,4 @@
-"""A stage's code key leaves out the operator facets it does not read (pipeline.definitions,
+"""A stage's code key leaves out the operator facets it does not read (build.definitions,
 Stage.facets): here the stages run with every operator record traced, and a facet a stage
 reads without declaring it fails the test — the declaration is what keeps its key honest.
 
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from edgebuild import cli
+from edgebuild.build.stage import IDENTITY
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Operator
-from edgebuild.pipeline.stage import IDENTITY
 from edgebuild.pipeline.stages import STAGES
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
-"""The report's headline (pipeline/headline.py, pipeline/report.py `headline_of`), its page
-(pipeline/reportpage.py) and the terminal summary that shows the same record: figures a
+"""The report's headline (report/headline.py, report/report.py `headline_of`), its page
+(report/reportpage.py) and the terminal summary that shows the same record: figures a
 build does not have are `—` (`-` in the terminal) and crash nothing, verdicts follow the
 thresholds, and the page groups the metrics by stage with units. Unit tier: hand-written
 report.json content, no build (tests/test_report_browser.py renders real builds)."""
@@ -15,10 +15,10 @@ import pytest
 
 from edgebuild.cli import summary
 from edgebuild.core.resources import schemas_dir
-from edgebuild.pipeline import headline as figures
-from edgebuild.pipeline import reportpage
-from edgebuild.pipeline.headline import FAIL, PASS, WARN, Accuracy, Headline, Kat, Usage
-from edgebuild.pipeline.report import ReportMetrics, headline_of
+from edgebuild.report import headline as figures
+from edgebuild.report import reportpage
+from edgebuild.report.headline import FAIL, PASS, WARN, Accuracy, Headline, Kat, Usage
+from edgebuild.report.report import ReportMetrics, headline_of
 from edgebuild.targets.max7800x.placement.occupancy import Occupancy, _bytes_used
 from edgebuild.targets.max7800x.placement.regions import Region
 
@@ -296,7 +296,7 @@ def test_the_processor_map_draws_each_layers_input_and_output_processors(tmp_pat
     import matplotlib.image as mpimg
     import numpy as np
 
-    from edgebuild.pipeline import figures as draw
+    from edgebuild.report import figures as draw
 
     layers = [{"name": "a", "processors": "0x000000000000000f", "output_processors": "0xf0"},
               {"name": "b", "processors": "0xf0", "output_processors": "0x000000000000000f"}]

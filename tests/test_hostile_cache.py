@@ -18,7 +18,7 @@ import pytest
 from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 from hostile import assert_user_error, run_bounded
 
-from edgebuild.pipeline.cache import canonical, digest_of
+from edgebuild.build.cache import canonical, digest_of
 
 pytestmark = pytest.mark.slow
 

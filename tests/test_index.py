@@ -1,4 +1,4 @@
-"""The no-op index (pipeline/index.py): a no-op is answered from stats alone, and anything
+"""The no-op index (build/index.py): a no-op is answered from stats alone, and anything
 that could change a verdict sends the build down the full path, which answers correctly."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from edgebuild.build import index
+from edgebuild.build import project as projects
 from edgebuild.cli import main
-from edgebuild.pipeline import index
-from edgebuild.pipeline import project as projects
 
 UNTIL = ["--until", "quantize"]  # validate/data/train/qat/quantize: seconds, several stages
 

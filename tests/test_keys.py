@@ -1,7 +1,7 @@
 """Keys as narrow as the outputs (issue 30): editing one facet of one operator moves the
 code key of the stages that run that facet, and no other. Each named function an
 operator's facet holds gets one statement more (in a copy of its module) and every
-stage's code digest is taken again (pipeline.sources, pipeline.definitions); the
+stage's code digest is taken again (build.sources, build.definitions); the
 facet's own argument in the record's call is edited the same way.
 
 `EDGEBUILD_KEYS_TABLE=FILE` writes the table facet -> stages whose key moved.
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from edgebuild.build import definitions, sources
+from edgebuild.build.stage import IDENTITY
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import Operator, Unsupported
-from edgebuild.pipeline import definitions, sources
-from edgebuild.pipeline.stage import IDENTITY
 from edgebuild.pipeline.stages import STAGES
 
 PACKAGE = sources.PACKAGE

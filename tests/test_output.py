@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import NPZ_MANIFEST, npz_data, run_cli, write
 
-from edgebuild.pipeline.console import Prefixed
+from edgebuild.build.console import Prefixed
 
 
 @pytest.fixture(scope="module")

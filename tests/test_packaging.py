@@ -29,7 +29,7 @@ from importlib.resources import files
 shipped = files("edgebuild.schemas").joinpath("manifest.schema.json").read_text()
 assert shipped == schema.render(), "the wheel ships a stale schema"
 from edgebuild.core.resources import schemas_dir
-from edgebuild.pipeline import contracts
+from edgebuild.build import contracts
 from edgebuild.pipeline.stages import STAGES
 assert str(schemas_dir()).startswith(sys.argv[1]), (schemas_dir(), sys.argv[1])
 for stage in STAGES.values():
@@ -46,7 +46,7 @@ assert not missing, f"the wheel lacks modules: {sorted(missing)}"
 for name in sorted(installed):
     if not name.endswith("__main__"):  # runs the command line
         importlib.import_module(name)
-from edgebuild.pipeline import sources
+from edgebuild.build import sources
 print(json.dumps(sources.stage_digests(list(STAGES))))  # keys: the same installed or not
 from edgebuild.core.resources import template_files
 print("ok", root)
@@ -80,7 +80,7 @@ def test_wheel_install_ships_templates(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]
     digests, output = probe.stdout.split("\n", 1)
-    from edgebuild.pipeline import sources
+    from edgebuild.build import sources
     from edgebuild.pipeline.stages import STAGES
 
     assert json.loads(digests) == sources.stage_digests(list(STAGES))

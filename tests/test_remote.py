@@ -1,4 +1,4 @@
-"""The shared remote cache (edgebuild/pipeline/remote.py) on a local directory, on fsspec's
+"""The shared remote cache (edgebuild/build/remote.py) on a local directory, on fsspec's
 in-memory filesystem and on S3 (moto's server mode, IAM enforced: tests/s3server.py).
 
 Read-only S3 is a real IAM user whose policy allows only s3:GetObject/ListBucket; wrong
@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from s3server import Keys, S3Server, configure, configured, running
 
-from edgebuild.pipeline.cache import Cache, Entry, digest_of, key_of
-from edgebuild.pipeline.remote import Remote, RemoteError
+from edgebuild.build.cache import Cache, Entry, digest_of, key_of
+from edgebuild.build.remote import Remote, RemoteError
 
 REPO = Path(__file__).resolve().parent.parent
 STAGE = "quantize"
@@ -443,7 +443,7 @@ def test_a_read_only_remote_restores_but_refuses_pushes(s3: S3Server, tmp_path: 
 
 
 def test_fsspec_configuration_overrides_the_fail_fast_defaults(s3: S3Server) -> None:
-    from edgebuild.pipeline import remote as remotes
+    from edgebuild.build import remote as remotes
 
     configure({**s3.env(), "FSSPEC_S3": json.dumps({"config_kwargs": {"read_timeout": 33},
                                                      "max_concurrency": 4})})
@@ -459,8 +459,8 @@ def test_a_fresh_process_finds_the_s3_remote_from_the_environment_alone(
     url = f"{s3.bucket_url}/{uuid.uuid4().hex}"
     entry = make_entry(tmp_path / "a")
     Remote(url).push(entry)
-    script = ("import sys; from pathlib import Path; from edgebuild.pipeline.cache import Cache;"
-              "from edgebuild.pipeline.remote import Remote; r = Remote(sys.argv[1]);"
+    script = ("import sys; from pathlib import Path; from edgebuild.build.cache import Cache;"
+              "from edgebuild.build.remote import Remote; r = Remote(sys.argv[1]);"
               "e = r.fetch(Cache(Path(sys.argv[2])), sys.argv[3], sys.argv[4]);"
               "print(r.probe(), e.digest)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_", "AWS_"))}
@@ -475,7 +475,7 @@ def test_a_fresh_process_finds_the_s3_remote_from_the_environment_alone(
 
 def test_importing_the_module_does_not_import_fsspec() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "import sys, edgebuild.pipeline.remote; "
+        [sys.executable, "-c", "import sys, edgebuild.build.remote; "
          "print(sorted(m for m in sys.modules if m.split('.')[0] in "
          "('fsspec', 's3fs', 'botocore', 'aiohttp')))"],
         capture_output=True, text=True, timeout=60, cwd=REPO)

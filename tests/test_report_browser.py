@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from edgebuild.pipeline import headline as figures
+from edgebuild.report import headline as figures
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed "
                                 "(pip install '.[test]')")

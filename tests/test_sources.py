@@ -1,4 +1,4 @@
-"""Code-aware cache keys (pipeline/sources.py): a stage's key covers the source files that
+"""Code-aware cache keys (build/sources.py): a stage's key covers the source files that
 compute it, found by import, so editing code reruns exactly the stages that use it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edgebuild.pipeline import sources
+from edgebuild.build import sources
 from edgebuild.pipeline.stages import STAGES
 
 PACKAGE = Path(sources.__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def test_type_checking_imports_are_not_followed(tmp_path):
 
 
 def test_the_key_material_names_the_code_not_a_version(tmp_path):
-    from edgebuild.pipeline import builder
+    from edgebuild.build import builder
 
     cache_root = tmp_path / "cache"
     digest = builder.code_digest("train", cache_root)

@@ -12,16 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.build import project as projects
+from edgebuild.build import settings
+from edgebuild.build.lock import Lock
+from edgebuild.build.outcome import Run
+from edgebuild.build.provenance import Provenance
 from edgebuild.cli import summary
 from edgebuild.core.errors import EXIT_OK, EXIT_STAGE_FAILED, EXIT_USER_ERROR, UserError
-from edgebuild.pipeline import project as projects
-from edgebuild.pipeline import settings
-from edgebuild.pipeline.lock import Lock
-from edgebuild.pipeline.outcome import Run
-from edgebuild.pipeline.provenance import Provenance
 
 if TYPE_CHECKING:
-    from edgebuild.pipeline.remote import Remote
+    from edgebuild.build.remote import Remote
 
 
 def _err(message: str) -> None:
@@ -29,8 +29,8 @@ def _err(message: str) -> None:
 
 
 def build(args: argparse.Namespace, cwd: Path) -> int:
-    from edgebuild.pipeline import lock as lockfile
-    from edgebuild.pipeline import runner as pipeline
+    from edgebuild.build import lock as lockfile
+    from edgebuild.build import runner as pipeline
 
     if args.jobs < 1:
         raise UserError("-j/--jobs must be at least 1")
@@ -92,8 +92,8 @@ def _write_lock(project: projects.Project, run: Run, previous: Lock,
                 record: Provenance | None, files: list[Path]) -> None:
     """Record this build's keys, digests, output files and provenance in edgebuild.lock
     (written only when something in it changed: a no-op leaves the file alone)."""
-    from edgebuild.pipeline import lock as lockfile
-    from edgebuild.pipeline import provenance
+    from edgebuild.build import lock as lockfile
+    from edgebuild.build import provenance
 
     results = _results(run, project)
     merged = lockfile.merge(previous, results, _kept(project.root, files, run, previous))
@@ -110,7 +110,7 @@ def _write_lock(project: projects.Project, run: Run, previous: Lock,
 
 def _results(run: Run, project: projects.Project) -> Lock:
     """The lock entries of the stages of this run, with their output files' digests."""
-    from edgebuild.pipeline import outputs
+    from edgebuild.build import outputs
 
     found: Lock = {}
     for name, stages in run.outcomes.items():
@@ -160,7 +160,7 @@ def check(args: argparse.Namespace, cwd: Path) -> int:
 
 
 def status(args: argparse.Namespace, cwd: Path) -> int:
-    from edgebuild.pipeline import status as statuses
+    from edgebuild.build import status as statuses
 
     project = projects.load(args.paths, cwd, args.cache_dir)
     labels = {"uptodate": "up to date", "restore": "would be restored from cache",
@@ -198,8 +198,8 @@ def export(args: argparse.Namespace, cwd: Path) -> int:
     """Bring codegen up to date (like a build --until codegen), then copy model files."""
     from dataclasses import replace
 
+    from edgebuild.build import runner as pipeline
     from edgebuild.codegen import export as exporting
-    from edgebuild.pipeline import runner as pipeline
 
     project = projects.load(args.paths, cwd, args.cache_dir)
     names = [m.name for m in project.manifests]
@@ -288,7 +288,7 @@ def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
 
 
 def clean(args: argparse.Namespace, cwd: Path) -> int:
-    from edgebuild.pipeline.cache import remove_tree
+    from edgebuild.build.cache import remove_tree
 
     root, _ = projects.locate(args.paths, cwd)
     remove_tree(root / "build")
@@ -307,7 +307,7 @@ def cache(args: argparse.Namespace, cwd: Path) -> int:
 
 def _remote_of(args: argparse.Namespace, cwd: Path) -> tuple[Remote, projects.Project]:
     """The remote cache named by --remote, EDGEBUILD_REMOTE or edgebuild.toml (required)."""
-    from edgebuild.pipeline.remote import Remote
+    from edgebuild.build.remote import Remote
 
     project = projects.load(args.paths, cwd, args.cache_dir)
     url = settings.resolve(project.root, args.remote, None).remote
@@ -320,7 +320,7 @@ def _remote_of(args: argparse.Namespace, cwd: Path) -> tuple[Remote, projects.Pr
 @contextlib.contextmanager
 def _remote_errors() -> Iterator[None]:
     """An explicit `cache push|pull|ls` whose remote fails is a user error (exit 2)."""
-    from edgebuild.pipeline.remote import RemoteError
+    from edgebuild.build.remote import RemoteError
 
     try:
         yield
@@ -330,7 +330,7 @@ def _remote_errors() -> Iterator[None]:
 
 def _push(args: argparse.Namespace, cwd: Path) -> int:
     """Upload local entries: those the manifests use (state records, lock), or --all."""
-    from edgebuild.pipeline import cache as caches
+    from edgebuild.build import cache as caches
 
     remote, project = _remote_of(args, cwd)
     local = caches.Cache(project.cache_root)
@@ -345,12 +345,12 @@ def _push(args: argparse.Namespace, cwd: Path) -> int:
 
 def _pull(args: argparse.Namespace, cwd: Path) -> int:
     """Download every entry edgebuild.lock names (then a build restores them locally)."""
-    from edgebuild.pipeline import cache as caches
-    from edgebuild.pipeline import lock as lockfile
+    from edgebuild.build import cache as caches
+    from edgebuild.build import lock as lockfile
 
     remote, project = _remote_of(args, cwd)
     local = caches.Cache(project.cache_root)
-    from edgebuild.pipeline import contracts
+    from edgebuild.build import contracts
     from edgebuild.pipeline.stages import STAGES
 
     wanted = {(stage, entry["key"]): entry["digest"]
@@ -388,8 +388,8 @@ def _ls(args: argparse.Namespace, cwd: Path) -> int:
 
 def _referenced(project: projects.Project) -> set[str]:
     """Keys the current manifests use: their materialized states and the lock file."""
-    from edgebuild.pipeline import lock as lockfile
-    from edgebuild.pipeline import outputs
+    from edgebuild.build import lock as lockfile
+    from edgebuild.build import outputs
     from edgebuild.pipeline.stages import STAGES
 
     keep = set()
@@ -404,8 +404,8 @@ def _referenced(project: projects.Project) -> set[str]:
 
 
 def _gc(args: argparse.Namespace, cwd: Path) -> int:
+    from edgebuild.build import cache as caches
     from edgebuild.core.fields import parse_bytes
-    from edgebuild.pipeline import cache as caches
 
     project = projects.load(args.paths, cwd, args.cache_dir)
     try:
@@ -429,8 +429,8 @@ def _verify(args: argparse.Namespace, cwd: Path) -> int:
     """Re-hash every entry; incomplete or unreadable ones, and ones whose bytes contradict
     edgebuild.lock under its key, count as corrupt (and --delete removes them too: the
     tool repairs its own cache)."""
-    from edgebuild.pipeline import cache as caches
-    from edgebuild.pipeline import lock as lockfile
+    from edgebuild.build import cache as caches
+    from edgebuild.build import lock as lockfile
 
     project = projects.load(args.paths, cwd, args.cache_dir)
     expected = {(stage, entry["key"]): entry["digest"]

@@ -2,7 +2,7 @@
 
 One row per manifest, read from what the build already wrote — the run's stage outcomes
 and the headline of `build/<name>/report.json` (accuracies, RAM and flash against their
-budgets, Cortex-M4 instructions, the known-answer test: pipeline/headline.py, the figures
+budgets, Cortex-M4 instructions, the known-answer test: report/headline.py, the figures
 report.html's headline shows, formatted by the same functions) — so it costs a few small
 reads, no parsing of manifests, and a no-op build's whole output is this table.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from edgebuild.build.outcome import Run
 from edgebuild.core import boundedjson
-from edgebuild.pipeline import headline as figures
-from edgebuild.pipeline.headline import Headline
-from edgebuild.pipeline.outcome import Run
+from edgebuild.report import headline as figures
+from edgebuild.report.headline import Headline
 
 MISSING = "-"  # a figure the build does not have (ASCII: terminals without UTF-8 too)
 

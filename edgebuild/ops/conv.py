@@ -544,7 +544,7 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
 
 # The facets conv1d and conv2d share, each its own function so that each is its own
 # keyword of the op's `Operator(...)` call: a stage's cache key leaves out the facets it
-# never reads, and their code with them (pipeline.definitions).
+# never reads, and their code with them (build.definitions).
 
 def c_facet(axes: Axes[Conv]) -> C:
     """The C calls, the optimized kernel's scratch claim and the plan's workspace count."""

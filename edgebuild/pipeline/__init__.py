@@ -1,5 +1,5 @@
-"""The build: checking manifests, the stages (one module each), the content-hash cache,
-the build tree, the lock file, status, and the doit runner (the only importer of doit).
+"""Checking manifests (`validation`) and the stages (one module each), registered with
+the build engine (`edgebuild.build`) when `pipeline.stages` is imported.
 
 May import every package but `cli`.
 """

@@ -1,10 +1,16 @@
-"""The stage registry, in pipeline order. Later stages plug in here with one line each."""
+"""The stage registry, in pipeline order. Later stages plug in here with one line each.
+
+Importing this package registers the stages with the engine (`build.registry`), with how
+to load a manifest (`pipeline.validation`, imported only when a manifest must be checked:
+a no-op build never loads pydantic). The engine imports this package by name on first
+use of its registry."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgebuild.pipeline.stage import Stage
+from edgebuild.build import registry
+from edgebuild.build.registry import STAGES, Provider, closure, upstream
 from edgebuild.pipeline.stages import (
     accelerator,
     codegen,
@@ -23,26 +29,42 @@ from edgebuild.pipeline.stages import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Container
+    from pathlib import Path
 
-STAGES: dict[str, Stage] = {
-    stage.name: stage
-    for stage in (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE,
-                  onnx.STAGE, evaluate.STAGE, plan.STAGE, accelerator.STAGE,
-                  codegen.STAGE, kat.STAGE, ondevice.STAGE,
-                  ondevice_kat.STAGE, report.STAGE)
-}
+    from edgebuild.pipeline.validation import Checked
 
+__all__ = ["STAGES", "closure", "upstream"]
 
-def upstream(stage: Stage, active: Container[str]) -> tuple[str, ...]:
-    """The stage's upstream stages that exist for a manifest (`active`: applicable names)."""
-    return tuple(name for name in stage.upstream if name in active)
+# The manifest checker: its result is each stage's config, keyed by value, so a stage's
+# code key does not follow it (build.sources).
+VALIDATION = "edgebuild.pipeline.validation"
 
 
-def closure(target: str) -> list[str]:
-    """`target` and everything upstream of it, in pipeline order."""
-    needed = {target}
-    for name in reversed(list(STAGES)):
-        if name in needed:
-            needed.update(STAGES[name].upstream)
-    return [name for name in STAGES if name in needed]
+def load(path: Path, display: str | None, target: str | None) -> Checked:
+    from edgebuild.pipeline import validation
+
+    return validation.load(path, display, target)
+
+
+def load_all(path: Path, display: str | None) -> tuple[Checked, ...]:
+    from edgebuild.pipeline import validation
+
+    return validation.load_all(path, display)
+
+
+def generated(name: str) -> str | None:
+    """The text the code makes of an artifact schema generated from its records (model.v1:
+    the layer records of every op), or None for one written by hand."""
+    if name != "model.v1":
+        return None
+    from edgebuild.manifest import schema as manifest_schema
+
+    return manifest_schema.render_model_artifact()
+
+
+registry.STAGES.register(
+    (validate.STAGE, data.STAGE, train.STAGE, qat.STAGE, quantize.STAGE, onnx.STAGE,
+     evaluate.STAGE, plan.STAGE, accelerator.STAGE, codegen.STAGE, kat.STAGE,
+     ondevice.STAGE, ondevice_kat.STAGE, report.STAGE),
+    Provider(load=load, load_all=load_all, stage_modules=__name__,
+             not_followed=frozenset({VALIDATION}), generated=generated))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads jinja2 or numpy
     from edgebuild.codegen.header import InputFormat

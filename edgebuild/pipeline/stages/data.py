@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.build.stage import Context, Stage
 from edgebuild.core import arrays as arrays_io
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     import numpy as np

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Sequence
@@ -203,8 +203,8 @@ def accuracy_drop(trained: float, int8: float, rows: Sequence[LayerQuant]) -> st
     naming the layers that sit at the int8 rails as the likely cause. Saturation alone is
     no warning: a layer may learn to use the rails (the float network clamps too), and the
     shipped examples lose nothing with a third of some layer's outputs there."""
-    from edgebuild.pipeline.headline import ACCURACY_DROP_WARN
     from edgebuild.pipeline.stages.quantize import saturated
+    from edgebuild.report.headline import ACCURACY_DROP_WARN
 
     drop = 100.0 * (trained - int8)
     if drop <= ACCURACY_DROP_WARN:

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.build.stage import Context, Stage, scratch
 from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
-from edgebuild.pipeline.katresult import (
+from edgebuild.report.katresult import (
     OPTIMIZED,
     REFERENCE,
     FirmwareRun,
@@ -37,7 +38,6 @@ from edgebuild.pipeline.katresult import (
     Skipped,
     per_mac,
 )
-from edgebuild.pipeline.stage import Context, Stage, scratch
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Callable

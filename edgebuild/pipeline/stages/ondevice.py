@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.build.stage import Context, Stage
 from edgebuild.core.errors import StageFailed
-from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or torch
     import numpy as np

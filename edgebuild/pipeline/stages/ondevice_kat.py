@@ -29,11 +29,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from edgebuild.build.stage import Context, Stage, scratch
 from edgebuild.core.errors import StageFailed
-from edgebuild.pipeline.katresult import Skipped
-from edgebuild.pipeline.stage import Context, Stage, scratch
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
-from edgebuild.pipeline.trainingkat import LossComparison, TrainingKat, TrainingRun
+from edgebuild.report.katresult import Skipped
+from edgebuild.report.trainingkat import LossComparison, TrainingKat, TrainingRun
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Callable, Mapping, Sequence

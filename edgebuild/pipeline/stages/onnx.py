@@ -4,7 +4,7 @@ float.onnx is train's float.npz (the float network), qat.onnx is qat's folded.np
 the fake quantization it was trained with (only when qat.enabled), int8.onnx is quantize's
 integer model (interchange.export). A stage of its own, after them, so that an operator's
 ONNX emitter is code of this stage only: editing it re-exports, it never retrains
-(pipeline.definitions). Nothing downstream reads these files: they are for people and
+(build.definitions). Nothing downstream reads these files: they are for people and
 other tools (onnxruntime, Netron).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.core.jsontypes import JSONObject

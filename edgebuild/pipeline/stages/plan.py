@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from edgebuild.build.stage import Context, Stage
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light (a no-op build imports no numpy)
     from edgebuild.core.jsontypes import JSONObject

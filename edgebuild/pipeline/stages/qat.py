@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 from edgebuild.pipeline.stages.train import epochs_of, fit_and_keep_best, write_metrics
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic

@@ -1,9 +1,9 @@
 """Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
 
 Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
-stage's record (read through its loader) into the report's record (pipeline/report.py),
+stage's record (read through its loader) into the report's record (report/report.py),
 which also judges the headline; nothing is recomputed or typed in here. report.html
-(pipeline/reportpage.py) and its figures (pipeline/figures.py) are rendered from the
+(report/reportpage.py) and its figures (report/figures.py) are rendered from the
 report's JSON form, what report.json holds.
 """
 
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Callable
@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads 
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model.evaluation import Evaluation
     from edgebuild.model.graph import Graph
-    from edgebuild.pipeline import report as reports
-    from edgebuild.pipeline.katresult import KatResult
     from edgebuild.pipeline.validation import Checked
+    from edgebuild.report import report as reports
+    from edgebuild.report.katresult import KatResult
     from edgebuild.train.metrics import Metrics
 
 T = TypeVar("T")  # an upstream stage's record
@@ -50,7 +50,7 @@ def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
 
 def accelerator(ctx: Context) -> reports.Accelerator | None:
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
-    from edgebuild.pipeline.report import Accelerator
+    from edgebuild.report.report import Accelerator
     from edgebuild.targets.max7800x import profile
     from edgebuild.targets.max7800x.placement import Placement
     from edgebuild.targets.max7800x.placement.occupancy import occupancy
@@ -70,8 +70,8 @@ def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
     """On-device training: the C-vs-PyTorch comparison, memory, accuracy before/after."""
     from edgebuild.ondevice.finetune import FineTune
     from edgebuild.ondevice.memory import TrainingMemory
-    from edgebuild.pipeline.report import OndeviceSummary, TrainingRam
-    from edgebuild.pipeline.trainingkat import TrainingKat, TrainingRun
+    from edgebuild.report.report import OndeviceSummary, TrainingRam
+    from edgebuild.report.trainingkat import TrainingKat, TrainingRun
 
     result = _optional(ctx, "ondevice_kat", TrainingKat.load, "ondevice_kat.json")
     if result is None:
@@ -92,7 +92,7 @@ def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
 
 def metrics(ctx: Context, graph: Graph, train: Metrics | None, qat: Metrics | None,
             evaluation: Evaluation, plan: MemoryPlan, kat: KatResult) -> reports.ReportMetrics:
-    from edgebuild.pipeline.report import HostTotals, MemoryFigures, ReportMetrics
+    from edgebuild.report.report import HostTotals, MemoryFigures, ReportMetrics
 
     assert plan.memory is not None  # the plan stage writes the memory totals (tile_steps)
     return ReportMetrics(
@@ -110,8 +110,8 @@ def collect(ctx: Context) -> reports.Report:
     from edgebuild.model.evaluation import Evaluation
     from edgebuild.model.graph import Graph
     from edgebuild.model.quantization import Quantization
-    from edgebuild.pipeline import report as reports
-    from edgebuild.pipeline.katresult import KatResult
+    from edgebuild.report import report as reports
+    from edgebuild.report.katresult import KatResult
     from edgebuild.train.metrics import Metrics
 
     graph, quant = Graph.load(ctx.inputs["validate"]), Quantization.load(ctx.inputs["quantize"])
@@ -137,14 +137,14 @@ def collect(ctx: Context) -> reports.Report:
 
 
 def _phase(metrics: Metrics | None) -> reports.Phase:
-    from edgebuild.pipeline.report import Phase
+    from edgebuild.report.report import Phase
 
     return Phase() if metrics is None else Phase(metrics.best_epoch, metrics.epochs)
 
 
 def tile_rows(plan: MemoryPlan) -> tuple[reports.TileRow, ...]:
     """Per layer (and per fused pool): tile shape, tiles, bytes moved, L1 in use."""
-    from edgebuild.pipeline.report import TileRow
+    from edgebuild.report.report import TileRow
 
     return tuple(TileRow(step.layer + suffix, step.tiles[key]) for step in plan.steps
                  for key, suffix in (("pool_tile", " (pool)"), ("tile", ""))
@@ -152,7 +152,7 @@ def tile_rows(plan: MemoryPlan) -> tuple[reports.TileRow, ...]:
 
 
 def run(ctx: Context) -> None:
-    from edgebuild.pipeline import reportpage
+    from edgebuild.report import reportpage
 
     report = collect(ctx).to_json()
     (ctx.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
@@ -162,8 +162,8 @@ def run(ctx: Context) -> None:
 
 def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
     """The figures report.html shows, by name: the training stages' curves as they drew
-    them, the rest drawn here from the report's content (pipeline/figures.py)."""
-    from edgebuild.pipeline import figures as draw
+    them, the rest drawn here from the report's content (report/figures.py)."""
+    from edgebuild.report import figures as draw
 
     images = {f"{stage}_curves": ctx.inputs[key] / "curves.png"
               for stage, key in (("float", "train"), ("qat", "qat"))
@@ -203,7 +203,7 @@ def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
 def _summary(report: dict[str, Any]) -> str:
     """The stage's log line: the headline's accuracies, memory, Cortex-M4 instructions and
     known-answer test (`-`: a figure the build does not have)."""
-    from edgebuild.pipeline import headline as headlines
+    from edgebuild.report import headline as headlines
 
     head, dash = headlines.Headline.from_json(report["headline"]), "-"
     return (f"float {headlines.percent(head.accuracy.floating, missing=dash)}  int8 "

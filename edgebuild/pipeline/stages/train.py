@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.build.stage import Context, Stage
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads torch
     import torch

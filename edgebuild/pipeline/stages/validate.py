@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from edgebuild.pipeline.stage import Context, Stage
+from edgebuild.build.stage import Context, Stage
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
     from edgebuild.core.jsontypes import JSON, JSONObject

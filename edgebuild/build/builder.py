@@ -1,6 +1,6 @@
 """Realizing one stage of one manifest: key it, then skip, restore or build it.
 
-This is the whole cache protocol, independent of the scheduler: `pipeline` (doit) only
+This is the whole cache protocol, independent of the scheduler: the runner (doit) only
 decides the order and parallelism and calls `realize` for each (manifest, stage).
 """
 
@@ -18,21 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgebuild.build import cache as caches
+from edgebuild.build import contracts, kernels, outputs, provenance, sharing, sources
+from edgebuild.build.cache import KeyMaterial
+from edgebuild.build.lock import LockEntry
+from edgebuild.build.outcome import Status
+from edgebuild.build.provenance import Provenance
+from edgebuild.build.registry import STAGES, upstream
+from edgebuild.build.resolved import Resolved
+from edgebuild.build.sharing import Sharing
+from edgebuild.build.stage import Context, Stage
 from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed, UserError
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline import contracts, kernels, outputs, provenance, sharing, sources
-from edgebuild.pipeline.cache import KeyMaterial
-from edgebuild.pipeline.lock import LockEntry
-from edgebuild.pipeline.outcome import Status
-from edgebuild.pipeline.provenance import Provenance
-from edgebuild.pipeline.resolved import Resolved
-from edgebuild.pipeline.sharing import Sharing
-from edgebuild.pipeline.stage import Context, Stage
-from edgebuild.pipeline.stages import STAGES, upstream
 
 if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it
-    from edgebuild.pipeline.validation import Checked
+    from edgebuild.build.checked import Checked
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,14 @@ class Outcome:
 
 @functools.cache
 def _code_digests(cache_root: Path) -> dict[str, str]:
-    from edgebuild.pipeline.resolved import code_fingerprint
+    from edgebuild.build.resolved import code_fingerprint
 
     return sources.remembered_digests({name: stage.cut() for name, stage in STAGES.items()},
                                       code_fingerprint(), cache_root)
 
 
 def code_digest(stage: str, cache_root: Path) -> str:
-    """The digest of the source files that compute the stage (pipeline.sources)."""
+    """The digest of the source files that compute the stage (build.sources)."""
     return _code_digests(cache_root)[stage]
 
 
@@ -174,13 +174,13 @@ def realize(checked: Checked, stage_name: str, build_dir: Path, cache_root: Path
     A transaction: the stage's lock is taken before its key is computed and held while it
     reads its inputs, and the inputs are hashed again before anything is published — the
     bytes a stage read are exactly the bytes its key names (the runner also keeps any other
-    edgebuild out of this build tree meanwhile: pipeline.claim). `promise` is what
+    edgebuild out of this build tree meanwhile: build.claim). `promise` is what
     edgebuild.lock says of the stage: its digest is a promise for its key (see
     `_keep_promise`); under --locked (`strict`) the key must match too. `shared` names
     the remote cache: a stage missing locally is pulled from it by key before it is
     computed, and one computed here is pushed to it. `compute=False` only restores:
     `NotCached` when the stage would have to run (a Dask worker runs it instead)."""
-    from edgebuild.pipeline.resolved import from_checked
+    from edgebuild.build.resolved import from_checked
 
     start = time.perf_counter()
     stage = STAGES[stage_name]
@@ -259,7 +259,7 @@ def _realize(checked: Checked, stage: Stage, key: str, material: KeyMaterial, bu
 
     def build(out: Path) -> None:
         if material["tools"].get("torch-kernels") == kernels.SIGNATURE:
-            kernels.check()  # the pin took (pipeline.kernels), else the key would lie
+            kernels.check()  # the pin took (build.kernels), else the key would lie
         active = [name for name, s in STAGES.items() if s.applies(checked)]
         stage.run(Context(checked, out, {u: build_dir / u for u in upstream(stage, active)},
                           cache_root, build_dir, stage.name))

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from edgebuild.pipeline.headline import share_of
+from edgebuild.report.headline import share_of
 from edgebuild.train.plots import METADATA
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The shared remote cache inside a build: pull a stage by key before computing it, push
-it after. The protocol (blobs, verification, atomic uploads) is pipeline.remote's; this
+it after. The protocol (blobs, verification, atomic uploads) is build.remote's; this
 module decides *when* the remote is used and what a failure costs.
 
 A remote is an accelerator, never a dependency: a build whose remote cannot be reached,
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from edgebuild.build.cache import Cache, Entry
+from edgebuild.build.outcome import Options
+from edgebuild.build.remote import Remote, RemoteError
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.cache import Cache, Entry
-from edgebuild.pipeline.outcome import Options
-from edgebuild.pipeline.remote import Remote, RemoteError
 
 _DROPPED: set[str] = set()  # remotes that failed in this process
 

@@ -19,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from edgebuild.build import builder, job, outputs, sharing
+from edgebuild.build import cache as caches
+from edgebuild.build.outcome import Options, StageRecord
+from edgebuild.build.registry import STAGES, upstream
+from edgebuild.build.sharing import Sharing
 from edgebuild.core.errors import StageFailed, UserError
-from edgebuild.pipeline import builder, job, outputs, sharing
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.outcome import Options, StageRecord
-from edgebuild.pipeline.sharing import Sharing
-from edgebuild.pipeline.stages import STAGES, upstream
 
 CONNECT_TIMEOUT_S = 10
 _CLIENT: Any = None  # the distributed.Client of this run (doit threads share it)
@@ -61,7 +61,7 @@ def _prepare_workers(client: Any, pinned: bool) -> None:
     the Dask threads of all workers there (two single-thread workers on two cores each
     took both cores for torch and thrashed) — and pin and import torch there now, as `-j`
     does before it forks: once per worker, not inside the first stage it runs."""
-    from edgebuild.pipeline import budget
+    from edgebuild.build import budget
 
     cores: dict[str, int] = client.run(budget.cores)
     nthreads: dict[str, int] = client.nthreads()
@@ -79,7 +79,7 @@ def _host(address: str) -> str:
 
 def _warm(threads: int, pinned: bool) -> None:
     """On a worker: its thread share, the kernel pin, torch and matplotlib imported."""
-    from edgebuild.pipeline import budget, kernels
+    from edgebuild.build import budget, kernels
 
     os.environ[THREADS_ENV] = str(threads)
     if pinned:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgebuild.core import boundedjson
-from edgebuild.pipeline.katresult import Skipped
+from edgebuild.report.katresult import Skipped
 
 
 @dataclass(frozen=True)

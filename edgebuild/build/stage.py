@@ -6,13 +6,15 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
+from edgebuild.build.checked import Checked
+from edgebuild.build.definitions import Cut
 from edgebuild.core.jsontypes import JSONObject
-from edgebuild.pipeline.definitions import Cut
 
-if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads pydantic
-    from edgebuild.pipeline.validation import Checked
+# The checked manifest's type: the engine knows only the `Checked` protocol; a stage
+# package's stages take its own, fuller record (pipeline.validation.Checked).
+C = TypeVar("C", bound=Checked)
 
 # A directory of this name anywhere in a stage's output belongs to the user: the generated
 # Makefiles put what `make` builds there. It is not part of the artifact — not tracked,
@@ -26,10 +28,10 @@ def scratch(directory: str, names: list[str]) -> set[str]:
 
 
 @dataclass(frozen=True)
-class Context:
+class Context(Generic[C]):
     """Everything a stage's `run` may read. It writes only below `out`."""
 
-    checked: Checked
+    checked: C
     out: Path
     inputs: dict[str, Path]
     cache_root: Path
@@ -53,28 +55,28 @@ def warning(where: str, message: str) -> str:
 
 
 @dataclass(frozen=True)
-class Stage:
+class Stage(Generic[C]):
     """`config` returns the plain-JSON settings that key the cache (defaults resolved,
     cosmetic fields left out); `files` the data files whose *content* also keys it;
     `tools` names packages whose versions change outputs; `artifacts` maps each JSON file
     the stage writes to the versioned schema it must match (`plan.json` -> `plan.v1`:
-    schemas/artifacts/plan.v1.schema.json), checked after `run` (pipeline.contracts)."""
+    schemas/artifacts/plan.v1.schema.json), checked after `run` (build.contracts)."""
 
     name: str
     upstream: tuple[str, ...]
-    config: Callable[[Checked], JSONObject]
-    run: Callable[[Context], None]
+    config: Callable[[C], JSONObject]
+    run: Callable[[Context[C]], None]
     summary: str
     tools: tuple[str, ...] = ()
-    files: Callable[[Checked], list[Path]] = lambda checked: []
+    files: Callable[[C], list[Path]] = lambda checked: []
     exports: tuple[str, ...] = ()  # files also copied to build/<name>/ itself
     # Whether the stage exists for a manifest: an imported model with pre-quantized weights
     # has no training stages, a model without a dataset no data stage. Upstream stages that
     # do not apply are simply absent from `Context.inputs`.
-    applies: Callable[[Checked], bool] = lambda checked: True
+    applies: Callable[[C], bool] = lambda checked: True
     artifacts: dict[str, str] = field(default_factory=dict)
     # The operator record's facets (ops.operator.Operator fields) the stage's code reads
-    # besides IDENTITY; the others are left out of its code key (pipeline.definitions).
+    # besides IDENTITY; the others are left out of its code key (build.definitions).
     # None: every facet. tests/test_facets.py runs the stages and fails on a facet read
     # that is not declared.
     facets: tuple[str, ...] | None = None

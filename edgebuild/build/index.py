@@ -1,6 +1,6 @@
 """The no-op index: a whole project answered "up to date" from stats alone.
 
-The full up-to-date check (pipeline.uptodate) re-derives every stage's key from the
+The full up-to-date check (build.uptodate) re-derives every stage's key from the
 manifest's resolved settings, data files, upstream digests and tool versions, then
 compares it with the stage's state record. Its answer only changes when one of those
 inputs changes, and every input is a file: so after a full check has passed, this index
@@ -38,20 +38,24 @@ import sys
 from pathlib import Path
 from typing import TypeAlias
 
+from edgebuild.build import builder, outputs, uptodate
+from edgebuild.build.cache import write_atomic
+from edgebuild.build.outcome import Options, StageRecord
+from edgebuild.build.project import Project
+from edgebuild.build.registry import STAGES
+from edgebuild.build.resolved import Resolved, code_fingerprint
 from edgebuild.core import boundedjson
-from edgebuild.pipeline import builder, outputs, uptodate
-from edgebuild.pipeline.cache import write_atomic
-from edgebuild.pipeline.outcome import Options, StageRecord
-from edgebuild.pipeline.project import Project
-from edgebuild.pipeline.resolved import Resolved, code_fingerprint
-from edgebuild.pipeline.stages import STAGES
 
 VERSION = 3  # 2: a manifest file's entries are a list, one per target it lists; 3: a file
 # per environment
 MAX_ENVIRONMENTS = 4  # index files kept (the newest); a no-op reads only its own
 Stat: TypeAlias = list[int]  # [size, mtime_ns, inode]
 Records: TypeAlias = dict[str, dict[str, StageRecord]]  # manifest name -> stage -> record
-COMMANDS = sorted({tool[4:] for stage in STAGES.values() for tool in stage.tools
+
+
+def commands() -> list[str]:
+    """The external commands some stage runs (`cmd:<name>` among its tools)."""
+    return sorted({tool[4:] for stage in STAGES.values() for tool in stage.tools
                    if tool.startswith("cmd:")})
 
 
@@ -84,7 +88,7 @@ def environment(cache_root: Path) -> dict[str, object]:
     return {"version": VERSION, "code": code_fingerprint(),
             "python": [os.path.realpath(sys.executable), sys.prefix],
             "sites": builder.site_fingerprint(), "cache": os.path.abspath(cache_root),
-            "commands": {name: _command(name) for name in COMMANDS}}
+            "commands": {name: _command(name) for name in commands()}}
 
 
 def _command(name: str) -> list[object] | None:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-from edgebuild.core import boundedjson
-from edgebuild.pipeline.cache import (
+from edgebuild.build.cache import (
     LOCK_TIMEOUT_S,
     Entry,
     KeyMaterial,
@@ -26,8 +25,9 @@ from edgebuild.pipeline.cache import (
     sha256_file,
     write_atomic,
 )
-from edgebuild.pipeline.flock import FileLock
-from edgebuild.pipeline.stage import SCRATCH
+from edgebuild.build.flock import FileLock
+from edgebuild.build.stage import SCRATCH
+from edgebuild.core import boundedjson
 
 FileStat: TypeAlias = list[int | str]  # [size, mtime_ns, sha256], a JSON list
 
@@ -95,7 +95,7 @@ def _listing(directory: str, prefix: str) -> list[str]:
         return found
     for entry in entries:
         if entry.name == SCRATCH and entry.is_dir(follow_symlinks=False):
-            continue  # the user's `make` products (pipeline.stage.SCRATCH)
+            continue  # the user's `make` products (build.stage.SCRATCH)
         if entry.is_dir(follow_symlinks=False):
             found += _listing(entry.path, f"{prefix}{entry.name}/")
         elif entry.is_file():

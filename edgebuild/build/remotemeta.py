@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import cast
 
+from edgebuild.build.cache import KeyMaterial, canonical, digest_of, key_of
 from edgebuild.core import boundedjson
-from edgebuild.pipeline.cache import KeyMaterial, canonical, digest_of, key_of
 
 FORMAT = 1
 KEY_ENV = "EDGEBUILD_REMOTE_KEY"  # the signing secret: from the environment only

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import time
 
+from edgebuild.build import builder, outputs
+from edgebuild.build import cache as caches
+from edgebuild.build.lock import LockEntry
+from edgebuild.build.outcome import Options, StageRecord
 from edgebuild.core.errors import StageFailed, UserError
-from edgebuild.pipeline import builder, outputs
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.lock import LockEntry
-from edgebuild.pipeline.outcome import Options, StageRecord
 
 __all__ = ["StageRecord", "check", "noop"]
-from edgebuild.pipeline.project import Project
-from edgebuild.pipeline.resolved import Resolved
-from edgebuild.pipeline.stages import STAGES, upstream
+from edgebuild.build.project import Project
+from edgebuild.build.registry import STAGES, upstream
+from edgebuild.build.resolved import Resolved
 
 
 def check(project: Project, resolved: Resolved, stage: str, options: Options,

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, cast
 
+from edgebuild.build.flock import FileLock, Timeout
 from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
 from edgebuild.core.jsontypes import JSONObject
-from edgebuild.pipeline.flock import FileLock, Timeout
 
 SCHEME = 1
 LOCK_TIMEOUT_S = 3600.0
@@ -40,7 +40,7 @@ class KeyMaterial(TypedDict):
     the cache key."""
 
     stage: str
-    code: str  # the digest of the stage's source files (pipeline.sources)
+    code: str  # the digest of the stage's source files (build.sources)
     config: JSONObject  # the stage's resolved settings, plus `files`: its data files' digests
     upstream: dict[str, str]  # upstream stage -> its output digest
     tools: dict[str, str]  # package or `cmd:NAME` -> version

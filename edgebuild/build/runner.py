@@ -13,20 +13,20 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from edgebuild.build import budget, index, uptodate
+from edgebuild.build import cache as caches
+from edgebuild.build.claim import claimed
+from edgebuild.build.outcome import Options, Run, StageRecord, status_line, task_name
+from edgebuild.build.project import Project
+from edgebuild.build.registry import STAGES, closure
 from edgebuild.core.errors import UserError, describe
-from edgebuild.pipeline import budget, index, uptodate
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.claim import claimed
-from edgebuild.pipeline.outcome import Options, Run, StageRecord, status_line, task_name
-from edgebuild.pipeline.project import Project
-from edgebuild.pipeline.stages import STAGES, closure
 
 __all__ = ["Options", "Run", "answer", "report", "run"]
 
 
 def answer(build_root: Path, cache_root: Path, files: list[Path], until: str | None,
            options: Options) -> Run | None:
-    """A no-op answered from the index alone (pipeline/index.py), before any manifest is
+    """A no-op answered from the index alone (build/index.py), before any manifest is
     parsed; None when anything moved (then `run` takes the full path)."""
     current = index.answer(build_root, cache_root, files, _stages(until), options)
     if current is None:
@@ -58,7 +58,7 @@ def run(project: Project, until: str | None = None, jobs: int = 1,
             print(f"edgebuild: cache {project.cache_root} is read-only (or cannot be "
                   "created): restoring from it only; stages that must run are built but not "
                   "cached", file=sys.stderr, flush=True)
-        from edgebuild.pipeline import scheduler, sharing
+        from edgebuild.build import scheduler, sharing
 
         options = sharing.prepare(options)
         if options.scheduler is not None and not (options.remote and options.push):

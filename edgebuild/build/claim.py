@@ -22,11 +22,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from edgebuild.build.cache import LOCK_TIMEOUT_S
+from edgebuild.build.flock import FileLock, Timeout
+from edgebuild.build.resolved import Resolved
 from edgebuild.core import boundedjson
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline.cache import LOCK_TIMEOUT_S
-from edgebuild.pipeline.flock import FileLock, Timeout
-from edgebuild.pipeline.resolved import Resolved
 
 
 @contextlib.contextmanager

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import TypeAlias, TypedDict
 
+from edgebuild.build import provenance
+from edgebuild.build.cache import write_atomic
+from edgebuild.build.provenance import Provenance
 from edgebuild.core import boundedjson
 from edgebuild.core.errors import UserError
-from edgebuild.pipeline import provenance
-from edgebuild.pipeline.cache import write_atomic
-from edgebuild.pipeline.provenance import Provenance
 
 VERSION = 1
 

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from edgebuild.build import budget, builder, kernels
+from edgebuild.build import cache as caches
+from edgebuild.build.outcome import Options, StageRecord
+from edgebuild.build.resolved import Resolved
 from edgebuild.core.errors import StageFailed, UserError, describe
-from edgebuild.pipeline import budget, builder, kernels
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.outcome import Options, StageRecord
-from edgebuild.pipeline.resolved import Resolved
 
 if TYPE_CHECKING:
-    from edgebuild.pipeline.validation import Checked
+    from edgebuild.build.checked import Checked
 
 Result = tuple[Literal["ok"], StageRecord] | tuple[Literal["user", "failed"], str]
 
@@ -36,10 +36,10 @@ def load(manifest_path: str, display: str, target: str | None, stage: str,
     """The manifest (for `target`, its label when it lists several), validated again in
     this process. If it was edited since the run began, the stage would build from other
     settings than the run checked: stop."""
-    from edgebuild.pipeline import validation
-    from edgebuild.pipeline.resolved import from_checked
+    from edgebuild.build import registry
+    from edgebuild.build.resolved import from_checked
 
-    checked = validation.load(Path(manifest_path), display, target)
+    checked = registry.provider().load(Path(manifest_path), display, target)
     now = from_checked(checked)
     if caches.canonical([now.configs.get(stage), now.files.get(stage)]).decode() != expected:
         raise UserError(f"{checked.document.path} changed while it was being built; "

@@ -12,7 +12,7 @@ after all its blobs, so a reader that sees a meta finds its blobs. Every upload 
 (one put on an object store; a temp file and a rename where there is a rename).
 
 Nothing read from the remote is trusted: `fetch` reads the meta within size and depth
-limits and checks it field by field (pipeline.remotemeta), checks its signature when a
+limits and checks it field by field (build.remotemeta), checks its signature when a
 signing key is set and its digest against edgebuild.lock's when the lock names the key,
 re-hashes every blob, runs the stage's own checks on the files (their schemas), and only
 then publishes into the local cache — a rejected remote entry is a miss (the stage is
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from edgebuild.pipeline import remotemeta
-from edgebuild.pipeline.cache import Cache, Entry, digest_of, manifest_of
-from edgebuild.pipeline.remotemeta import Corrupt, Meta
+from edgebuild.build import remotemeta
+from edgebuild.build.cache import Cache, Entry, digest_of, manifest_of
+from edgebuild.build.remotemeta import Corrupt, Meta
 
 _T = TypeVar("_T")
 # S3 fails fast. s3fs's defaults (5 tries of botocore's 5 attempts, 15 s read timeout)

@@ -6,14 +6,17 @@ function-local imports alike, read from the source (the stages import heavy libr
 inside their functions) — plus the data files shipped beside those modules (device
 profiles). Two kinds of edge are not followed, because what flows along them is already
 keyed by value:
-- `edgebuild.pipeline.validation`: it turns the manifest into the stage's config, and the
-  config itself is in the key;
-- the parent packages Python imports implicitly (`edgebuild.pipeline.stages` imports every
-  stage, so following it would make each stage depend on all others); an explicit import
-  of a package (`from edgebuild.ops import OPS`) is followed like any other.
+- the modules the stage package names as not followed (`Provider.not_followed`, the
+  manifest checker `edgebuild.pipeline.validation`): it turns the manifest into the
+  stage's config, and the config itself is in the key;
+- the parent packages Python imports implicitly (the stage package imports every stage,
+  so following it would make each stage depend on all others); an explicit import of a
+  package (`from edgebuild.ops import OPS`) is followed like any other.
+A stage's code starts at its module, `<Provider.stage_modules>.<stage>`: the engine knows
+the stage package only by what it registered (build.registry).
 Type-checking-only imports (`if TYPE_CHECKING:`) run nothing and are not followed.
 Within the modules reached, only the definitions the stage's code reaches count, and of
-the operator records only the facets the stage reads (pipeline.definitions): editing an
+the operator records only the facets the stage reads (build.definitions): editing an
 op's C emitter does not move a `train` key.
 
 Editing the quantizer thus changes the key of `quantize` and of what reads its output, not
@@ -30,12 +33,11 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from edgebuild.build import definitions, registry
+from edgebuild.build.cache import write_atomic
+from edgebuild.build.definitions import NO_CUT, Cut
 from edgebuild.core import boundedjson
-from edgebuild.pipeline import definitions
-from edgebuild.pipeline.cache import write_atomic
-from edgebuild.pipeline.definitions import NO_CUT, Cut
 
-NOT_FOLLOWED = frozenset({"edgebuild.pipeline.validation"})
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -74,8 +76,12 @@ def _type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """edgebuild module -> the edgebuild modules it imports explicitly."""
+def graph(package: Path = PACKAGE, not_followed: frozenset[str] | None = None
+          ) -> dict[str, set[str]]:
+    """edgebuild module -> the edgebuild modules it imports explicitly (none of
+    `not_followed`; by default the registered provider's)."""
+    if not_followed is None:
+        not_followed = registry.provider().not_followed
     known = modules(package)
     edges: dict[str, set[str]] = {}
     for name, path in known.items():
@@ -83,7 +89,7 @@ def graph(package: Path = PACKAGE) -> dict[str, set[str]]:
         for target in imported(path, name):
             while target and target not in known:
                 target = target.rpartition(".")[0]
-            if target and target != name and target not in NOT_FOLLOWED:
+            if target and target != name and target not in not_followed:
                 targets.add(target)
         edges[name] = targets
     return edges
@@ -103,7 +109,7 @@ def closure(edges: dict[str, set[str]], start: str) -> set[str]:
 def stage_digests(stages: Mapping[str, Cut] | Sequence[str],
                   package: Path = PACKAGE) -> dict[str, str]:
     """Per stage, the sha256 of its code: the definitions its module reaches
-    (pipeline.definitions; a stage given by name alone cuts nothing) as source text, per
+    (build.definitions; a stage given by name alone cuts nothing) as source text, per
     module, and the data files beside those modules."""
     cuts = stages if isinstance(stages, Mapping) else {stage: NO_CUT for stage in stages}
     return digests(parse(package), cuts, package)
@@ -118,10 +124,11 @@ def digests(parsed: dict[str, definitions.Module], cuts: Mapping[str, Cut],
             package: Path = PACKAGE) -> dict[str, str]:
     """`stage_digests` of parsed modules (a test swaps one for an edited copy)."""
     known = modules(package)
+    provided = registry.provider()
     found = {}
     for stage, cut in cuts.items():
-        reached = definitions.reach(parsed, f"edgebuild.pipeline.stages.{stage}", cut,
-                                    NOT_FOLLOWED)
+        reached = definitions.reach(parsed, f"{provided.stage_modules}.{stage}", cut,
+                                    provided.not_followed)
         digest = hashlib.sha256()
         for module in sorted(reached.statements):
             digest.update(f"{module}\0".encode() + reached.text(parsed[module]) + b"\0")

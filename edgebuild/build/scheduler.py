@@ -1,5 +1,5 @@
 """The DAG executor: doit, embedded. The only module that imports doit, and only when a
-stage must run (a no-op build never loads it: pipeline.uptodate answers first).
+stage must run (a no-op build never loads it: build.uptodate answers first).
 
 One doit task per (manifest, stage), named `<manifest>.<stage>`, depending on its upstream
 stages. doit orders them, runs independent ones in parallel (`-j N`, processes) and asks
@@ -22,12 +22,12 @@ from doit.exceptions import BaseFail, TaskFailed, UnmetDependency
 from doit.reporter import ConsoleReporter
 from doit.task import Task, dict_to_task
 
-from edgebuild.pipeline import budget, builder, console, job, kernels, uptodate
-from edgebuild.pipeline.outcome import Options, Run, StageRecord, split_task, status_line, task_name
-from edgebuild.pipeline.project import Project
-from edgebuild.pipeline.resolved import Resolved
-from edgebuild.pipeline.sharing import Sharing
-from edgebuild.pipeline.stages import STAGES, upstream
+from edgebuild.build import budget, builder, console, job, kernels, uptodate
+from edgebuild.build.outcome import Options, Run, StageRecord, split_task, status_line, task_name
+from edgebuild.build.project import Project
+from edgebuild.build.registry import STAGES, upstream
+from edgebuild.build.resolved import Resolved
+from edgebuild.build.sharing import Sharing
 
 
 class UserFailure(TaskFailed):
@@ -61,8 +61,8 @@ def cluster_action(manifest_path: str, display: str, target: str | None, stage: 
                    build_dir: str, cache_root: str, expected: str,
                    options: Options) -> StageRecord | TaskFailed:
     """Runs in a doit thread of this process: the stage is computed on a Dask worker
-    (pipeline.cluster) and restored here from the remote cache."""
-    from edgebuild.pipeline import cluster
+    (build.cluster) and restored here from the remote cache."""
+    from edgebuild.build import cluster
 
     return _returned(cluster.realize(manifest_path, display, target, stage, Path(build_dir),
                                      Path(cache_root), expected, options))
@@ -183,7 +183,7 @@ def execute(project: Project, stages: list[str], jobs: int, options: Options, ru
     if options.pinned:
         kernels.pin()  # before anything here or in a worker imports torch
     if options.scheduler is not None:  # Dask workers compute; doit threads wait for them
-        from edgebuild.pipeline import cluster
+        from edgebuild.build import cluster
 
         tasks = _tasks(project, stages, options, cluster_action)
         args = ["run", "--continue", "-n", str(cluster.connect(options.scheduler, options.pinned)), "-P", "thread"]

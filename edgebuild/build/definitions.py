@@ -11,7 +11,7 @@ comments between top-level statements and function annotations (never evaluated:
 __future__ import annotations`) do not count. A reached statement counts as its source
 text: a comment inside a reached function moves the key (the price of hashing text, which
 is the same under every Python version, rather than a syntax tree, which is not). The stage's `Cut` leaves out the arguments of one call (an operator record's facets
-the stage never reads: pipeline.stage.Stage.facets): the names only they use are not
+the stage never reads: build.stage.Stage.facets): the names only they use are not
 followed and their text is not in the key.
 
 What is reached is hashed as source text, per module: editing code a stage does not run

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from edgebuild.build.cache import file_digest, write_atomic
 from edgebuild.core import boundedjson
 from edgebuild.core.jsontypes import JSONObject
-from edgebuild.pipeline.cache import file_digest, write_atomic
 
 if TYPE_CHECKING:  # validation loads pydantic: a no-op build never imports it (see above)
-    from edgebuild.pipeline.validation import Checked
+    from edgebuild.build.checked import Checked
 
 RECORD_VERSION = 4
 
@@ -48,7 +48,7 @@ class Resolved:
 
     @property
     def reproducible(self) -> bool:
-        """`train.reproducible` (pipeline.kernels); a manifest without training is."""
+        """`train.reproducible` (build.kernels); a manifest without training is."""
         train = self.configs.get("train", {}).get("train")
         return not isinstance(train, dict) or train.get("reproducible", True) is not False
 
@@ -104,8 +104,8 @@ def remember(found: list[Resolved], cache_root: Path, fingerprint: str) -> None:
 
 
 def from_checked(checked: Checked) -> Resolved:
-    """Reduce a `validation.Checked` (full pydantic path) to plain data."""
-    from edgebuild.pipeline.stages import STAGES
+    """Reduce a checked manifest (the full pydantic path) to plain data."""
+    from edgebuild.build.registry import STAGES
 
     graph = checked.graph
     return Resolved(

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from edgebuild.build import resolved as resolutions
+from edgebuild.build.resolved import Resolved
 from edgebuild.core.errors import Diagnostic, UserError
-from edgebuild.pipeline import resolved as resolutions
-from edgebuild.pipeline.resolved import Resolved
 
 CACHE_ENV = "EDGEBUILD_CACHE"
 
@@ -114,9 +114,9 @@ def load(paths: list[str], cwd: Path, cache_dir: str | None = None) -> Project:
 
 
 def _validate(path: Path, display: str, cache: Path, fingerprint: str) -> list[Resolved]:
-    from edgebuild.pipeline import validation
+    from edgebuild.build import registry
 
-    found = [resolutions.from_checked(c) for c in validation.load_all(path, display)]
+    found = [resolutions.from_checked(c) for c in registry.provider().load_all(path, display)]
     resolutions.remember(found, cache, fingerprint)
     return found
 

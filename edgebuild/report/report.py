@@ -23,7 +23,7 @@ from edgebuild.memory.plan import TileChoice, Totals
 from edgebuild.model.graph import Node
 from edgebuild.model.quantization import LayerQuant
 from edgebuild.ondevice.memory import Choice
-from edgebuild.pipeline.headline import (
+from edgebuild.report.headline import (
     AcceleratorUse,
     Accuracy,
     Headline,
@@ -32,7 +32,7 @@ from edgebuild.pipeline.headline import (
     Ondevice,
     Usage,
 )
-from edgebuild.pipeline.katresult import FirmwareRun, Skipped, cortex_m4_from_json
+from edgebuild.report.katresult import FirmwareRun, Skipped, cortex_m4_from_json
 from edgebuild.targets.max7800x.placement import Placement
 from edgebuild.targets.max7800x.placement.occupancy import Occupancy
 from edgebuild.targets.max7800x.program.record import ProgramRecord
@@ -334,7 +334,7 @@ class Report:
 
 def headline_of(metrics: ReportMetrics, device: str, flash: int,
                 occupancy: Occupancy | None) -> Headline:
-    """The headline (pipeline/headline.py) from the report's metrics, the `target.memory`
+    """The headline (report/headline.py) from the report's metrics, the `target.memory`
     flash budget (the plan's totals hold the l2 budget) and an accelerator build's
     occupancy."""
     memory, m4 = metrics.memory, metrics.cortex_m4

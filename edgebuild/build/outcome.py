@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from edgebuild.pipeline.lock import Lock
-from edgebuild.pipeline.provenance import Provenance
+from edgebuild.build.lock import Lock
+from edgebuild.build.provenance import Provenance
 
 Status = Literal["uptodate", "restored", "fetched", "built"]
 # `--json` names: "restored" came from the local cache, "fetched" from the remote one
@@ -32,10 +32,10 @@ class Options:
     strict: bool = False  # --locked: keys must match the lock too
     relock: bool = False  # --relock: rebuild here what the lock contradicts, adopt nothing else
     provenance: Provenance | None = None  # what the lock's keys were made of (messages)
-    remote: str | None = None  # the shared remote cache's URL (pipeline.sharing)
+    remote: str | None = None  # the shared remote cache's URL (build.sharing)
     push: bool = False  # write to the remote: asked for (--push) and allowed (credentials)
-    scheduler: str | None = None  # a Dask scheduler's address (pipeline.cluster)
-    pinned: bool = True  # pin torch's kernels (pipeline.kernels): some manifest is reproducible
+    scheduler: str | None = None  # a Dask scheduler's address (build.cluster)
+    pinned: bool = True  # pin torch's kernels (build.kernels): some manifest is reproducible
     threads: int = 1  # torch/BLAS threads per stage process (the CPU budget)
     verbose: bool = False  # a line for every stage, also those up to date
     prefix: bool = False  # stage processes run side by side (-j): prefix their log lines

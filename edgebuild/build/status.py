@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
+from edgebuild.build import builder, outputs
+from edgebuild.build import cache as caches
+from edgebuild.build.cache import KeyMaterial
+from edgebuild.build.project import Project
+from edgebuild.build.registry import STAGES, upstream
+from edgebuild.build.resolved import Resolved
 from edgebuild.core.errors import StageFailed, UserError
-from edgebuild.pipeline import builder, outputs
-from edgebuild.pipeline import cache as caches
-from edgebuild.pipeline.cache import KeyMaterial
-from edgebuild.pipeline.project import Project
-from edgebuild.pipeline.resolved import Resolved
-from edgebuild.pipeline.stages import STAGES, upstream
 
 
 @dataclass(frozen=True)

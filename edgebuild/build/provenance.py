@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import TypedDict, cast
 
-from edgebuild.pipeline.cache import KeyMaterial, canonical
-from edgebuild.pipeline.outputs import read_state
+from edgebuild.build.cache import KeyMaterial, canonical
+from edgebuild.build.outputs import read_state
 
 SHORT = 16  # hex digits kept per digest: enough to tell values apart, short in diffs
 

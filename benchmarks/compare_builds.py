@@ -10,7 +10,7 @@ not ignored, files as they are now). Each side is checked out into a temporary d
 and built there with a cold cache by *its own* edgebuild source (the installed edgebuild,
 editable or not, is kept out of the way), sequentially, one job. Then, per manifest and
 stage, the output digests (a hash of every file of the stage's artifact, see
-build/cache.py) are compared, and every file under build/<name>/ (except the build's
+edgebuild/build/cache.py) are compared, and every file under build/<name>/ (except the build's
 private bookkeeping: `.state/`) is compared byte for byte. Differences are listed per file;
 a JSON file that differs is also shown as the paths of the values that differ.
 

@@ -11,7 +11,7 @@ operator and optimizer step the full training runs. Exit 1 on the first stage wh
 differ, naming its files; exit 0 with one line per stage otherwise.
 
 Why: edgebuild.lock promises a stage's output bytes for its key on any x86-64 machine
-(build/kernels.py pins torch's kernels to the baseline). A lock written on an AMD EPYC
+(edgebuild/build/kernels.py pins torch's kernels to the baseline). A lock written on an AMD EPYC
 failed on an Intel Xeon because torch.optim.Adam's sqrt went through MKL's vector math,
 which rounds by CPU; this script found it (train/loop.py now takes the fused Adam).
 """

@@ -73,7 +73,7 @@ REPO = Path(__file__).resolve().parent.parent
 UNTIL = "qat"
 TIMED = ("train", "qat")
 CHECKED = "digits"  # the small manifest the ATEN_CPU_CAPABILITY check builds
-PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")  # build/kernels.py
+PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")  # edgebuild/build/kernels.py
 
 
 def edgebuild_cmd() -> list[str]:

@@ -16,7 +16,7 @@ from hypothesis import settings
 from edgebuild.build import kernels
 
 # Builds pin torch's CPU kernels to the x86-64 baseline before torch computes
-# (build/kernels.py) and refuse to train in a process that chose others: tests that
+# (edgebuild/build/kernels.py) and refuse to train in a process that chose others: tests that
 # build in-process share this process with tests that use torch directly, so pin it first.
 kernels.pin()
 

@@ -33,7 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "codegen": {"core", "ops", "manifest", "model", "memory"},
     "targets": {"core", "ops", "data", "manifest", "model", "memory", "codegen"},
     "ondevice": {"core", "ops", "data", "manifest", "model", "train", "memory", "codegen"},
-    # The build engine: domain-free, it learns the stages by registration (build/registry.py).
+    # The build engine: domain-free, it learns the stages by registration
+    # (edgebuild/build/registry.py).
     "build": {"core"},
     "report": {"core", "ops", "data", "manifest", "model", "train", "memory", "codegen",
                "targets", "ondevice"},
@@ -46,7 +47,7 @@ MAX_MODULE_LINES = 600
 
 
 def modules() -> dict[str, Path]:
-    """Module name -> file, as the cache keys see them (build/sources.py)."""
+    """Module name -> file, as the cache keys see them (edgebuild/build/sources.py)."""
     return sources.modules(PACKAGE)
 
 
@@ -125,7 +126,7 @@ def test_dependencies_point_one_way():
 def test_the_engine_imports_only_core():
     """The fence: `edgebuild.build` names no module outside `core` and itself, not even
     function-local or under TYPE_CHECKING (`imports` reads them all); it learns the stages
-    by registration (build/registry.py)."""
+    by registration (edgebuild/build/registry.py)."""
     known = modules()
     outside = [f"{name}:{line}: {target}"
                for name, path in known.items() if name.startswith("edgebuild.build")

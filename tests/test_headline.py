@@ -1,5 +1,5 @@
-"""The report's headline (report/headline.py, report/report.py `headline_of`), its page
-(report/reportpage.py) and the terminal summary that shows the same record: figures a
+"""The report's headline (edgebuild/report/headline.py, edgebuild/report/report.py
+`headline_of`), its page (edgebuild/report/reportpage.py) and the terminal summary that shows the same record: figures a
 build does not have are `—` (`-` in the terminal) and crash nothing, verdicts follow the
 thresholds, and the page groups the metrics by stage with units. Unit tier: hand-written
 report.json content, no build (tests/test_report_browser.py renders real builds)."""

@@ -1,4 +1,4 @@
-"""The no-op index (build/index.py): a no-op is answered from stats alone, and anything
+"""The no-op index (edgebuild/build/index.py): a no-op is answered from stats alone, and anything
 that could change a verdict sends the build down the full path, which answers correctly."""
 
 from __future__ import annotations

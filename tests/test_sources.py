@@ -1,4 +1,4 @@
-"""Code-aware cache keys (build/sources.py): a stage's key covers the source files that
+"""Code-aware cache keys (edgebuild/build/sources.py): a stage's key covers the source files that
 compute it, found by import, so editing code reruns exactly the stages that use it."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ __all__ = ["Options", "Run", "answer", "report", "run"]
 
 def answer(build_root: Path, cache_root: Path, files: list[Path], until: str | None,
            options: Options) -> Run | None:
-    """A no-op answered from the index alone (build/index.py), before any manifest is
+    """A no-op answered from the index alone (edgebuild/build/index.py), before any manifest is
     parsed; None when anything moved (then `run` takes the full path)."""
     current = index.answer(build_root, cache_root, files, _stages(until), options)
     if current is None:

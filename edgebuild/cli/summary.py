@@ -2,7 +2,7 @@
 
 One row per manifest, read from what the build already wrote — the run's stage outcomes
 and the headline of `build/<name>/report.json` (accuracies, RAM and flash against their
-budgets, Cortex-M4 instructions, the known-answer test: report/headline.py, the figures
+budgets, Cortex-M4 instructions, the known-answer test: edgebuild/report/headline.py, the figures
 report.html's headline shows, formatted by the same functions) — so it costs a few small
 reads, no parsing of manifests, and a no-op build's whole output is this table.
 """

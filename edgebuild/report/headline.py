@@ -6,7 +6,7 @@ the build has them, on-device training and accelerator occupancy — each with a
 report.html's headline block and the terminal summary table (cli/summary.py) both show
 these records as report.json holds them, formatted by the functions here, so the page,
 the table and the JSON cannot disagree. The records are built from the report's metrics
-in report/report.py (`headline_of`).
+in edgebuild/report/report.py (`headline_of`).
 
 Verdicts: `pass` within budget / test passed, `fail` over budget / test failed, `warn`
 when int8 accuracy is more than ACCURACY_DROP_WARN percentage points below float; None

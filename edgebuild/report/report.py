@@ -334,7 +334,7 @@ class Report:
 
 def headline_of(metrics: ReportMetrics, device: str, flash: int,
                 occupancy: Occupancy | None) -> Headline:
-    """The headline (report/headline.py) from the report's metrics, the `target.memory`
+    """The headline (edgebuild/report/headline.py) from the report's metrics, the `target.memory`
     flash budget (the plan's totals hold the l2 budget) and an accelerator build's
     occupancy."""
     memory, m4 = metrics.memory, metrics.cortex_m4

@@ -1,6 +1,6 @@
 """report.html: the build's report for people, rendered from report.json's content.
 
-A headline block first (report/headline.py: the figures a newcomer looks for, coloured
+A headline block first (edgebuild/report/headline.py: the figures a newcomer looks for, coloured
 by their verdicts), then one section per stage — data, training, QAT, quantization and
 evaluation, the model's layers, the memory plan, the accelerator, the known-answer test
 and firmware, on-device training — each a table with units and the figures that go with
@@ -362,7 +362,7 @@ def layer_runs_html(m4: dict[str, Any], figure: Path | None) -> str:
 def firmware_html(m4: dict[str, Any]) -> str:
     """The Cortex-M4 firmware under QEMU: instructions of one inference, each count with its
     kernels (the optimized kernels where the C runs on a Cortex-M4, else the reference ones; see
-    report/katresult.py), and its sizes."""
+    edgebuild/report/katresult.py), and its sizes."""
     if "skipped" in m4:
         return f"<h3>Cortex-M4 (QEMU)</h3><p>skipped: {_e(m4['skipped'])}</p>"
     kernels = m4.get("kernels")

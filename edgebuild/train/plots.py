@@ -1,5 +1,5 @@
 """Figures of training for people: loss and accuracy curves (matplotlib, Agg backend);
-the report draws the rest (report/figures.py).
+the report draws the rest (edgebuild/report/figures.py).
 
 PNG metadata is pinned so identical data gives identical bytes.
 """

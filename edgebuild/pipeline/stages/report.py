@@ -1,9 +1,9 @@
 """Stage `report`: `report.json` (the contract tests and CI read) and `report.html`.
 
 Both are also exported to `build/<name>/` itself. Every number is copied from an upstream
-stage's record (read through its loader) into the report's record (report/report.py),
+stage's record (read through its loader) into the report's record (edgebuild/report/report.py),
 which also judges the headline; nothing is recomputed or typed in here. report.html
-(report/reportpage.py) and its figures (report/figures.py) are rendered from the
+(edgebuild/report/reportpage.py) and its figures (edgebuild/report/figures.py) are rendered from the
 report's JSON form, what report.json holds.
 """
 
@@ -162,7 +162,7 @@ def run(ctx: Context) -> None:
 
 def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
     """The figures report.html shows, by name: the training stages' curves as they drew
-    them, the rest drawn here from the report's content (report/figures.py)."""
+    them, the rest drawn here from the report's content (edgebuild/report/figures.py)."""
     from edgebuild.report import figures as draw
 
     images = {f"{stage}_curves": ctx.inputs[key] / "curves.png"

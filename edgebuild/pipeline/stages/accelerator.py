@@ -53,7 +53,7 @@ def template_files(checked: Checked) -> list[Path]:
     return sorted(root / f"{name}.j2" for name in FILES) + knownanswer.files(checked)
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import numpy as np
 
     from edgebuild.core import arrays
@@ -91,7 +91,7 @@ def run(ctx: Context) -> None:
             f"{PROJECT}/")
 
 
-def _write(ctx: Context, made: ProgramRecord) -> None:
+def _write(ctx: Context[Checked], made: ProgramRecord) -> None:
     from edgebuild.targets.max7800x.program.record import FILE
 
     (ctx.out / FILE).write_text(json.dumps(made.to_json(), indent=1, sort_keys=True) + "\n")

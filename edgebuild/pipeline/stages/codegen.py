@@ -35,7 +35,7 @@ def template_files(checked: Checked) -> list[Path]:
     return shipped()
 
 
-def spec_for(ctx: Context) -> ProjectSpec:
+def spec_for(ctx: Context[Checked]) -> ProjectSpec:
     from edgebuild.codegen import project as codegen
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model import knownanswer, quantized
@@ -52,7 +52,7 @@ def spec_for(ctx: Context) -> ProjectSpec:
         device=cpu(manifest.target.device.value), inputs=input_format(ctx))
 
 
-def input_format(ctx: Context) -> InputFormat | None:
+def input_format(ctx: Context[Checked]) -> InputFormat | None:
     """The data stage's normalization and class names, for cnn.h (no dataset: None)."""
     from edgebuild.codegen.header import InputFormat
     from edgebuild.data.info import DataInfo
@@ -64,7 +64,7 @@ def input_format(ctx: Context) -> InputFormat | None:
                        info.classes)
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     from edgebuild.codegen import project as codegen
 
     files = codegen.render(spec_for(ctx))

@@ -81,7 +81,7 @@ def files(checked: Checked) -> list[Path]:
         raise UserError(checked.document.diagnostic(("dataset", *exc.field), str(exc))) from None
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import numpy as np
 
     from edgebuild.core import numerics

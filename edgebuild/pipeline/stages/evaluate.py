@@ -109,7 +109,7 @@ def fakequant_outputs(manifest: Manifest, model: QuantizedModel, state: dict[str
     return integers.astype(np.int64)
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import numpy as np
 
     from edgebuild.core import arrays
@@ -171,7 +171,7 @@ def known_answer(outputs: NDArray[np.int64], expected: NDArray[np.integer[Any]] 
     return result
 
 
-def _warn(ctx: Context, manifest: Manifest, result: Evaluation) -> None:
+def _warn(ctx: Context[Checked], manifest: Manifest, result: Evaluation) -> None:
     if result.int_accuracy is not None:
         ctx.log(f"evaluate: integer accuracy {result.int_accuracy:.4f} on {result.samples} "
                 f"test samples; {result.int_vs_fakequant_mismatches} differ from fake-quant")
@@ -222,7 +222,7 @@ def accuracy_drop(trained: float, int8: float, rows: Sequence[LayerQuant]) -> st
             f"(qat.overrides.{layers[0].name}.weight_bits) usually lower it")
 
 
-def _quant_rows(ctx: Context) -> tuple[LayerQuant, ...]:
+def _quant_rows(ctx: Context[Checked]) -> tuple[LayerQuant, ...]:
     from edgebuild.model.quantization import Quantization
 
     return Quantization.load(ctx.inputs["quantize"]).layers

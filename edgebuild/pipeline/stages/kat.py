@@ -189,7 +189,7 @@ def emulation_skip(plan_dir: Path) -> Skipped | None:
     return None if fit.fits else Skipped(fit.reason())
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import numpy as np
 
     from edgebuild.core import arrays

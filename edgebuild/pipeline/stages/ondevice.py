@@ -54,7 +54,7 @@ def applies(checked: Checked) -> bool:
     return checked.manifest.ondevice is not None
 
 
-def _data(ctx: Context, spec: Ondevice) -> dict[str, Labeled]:
+def _data(ctx: Context[Checked], spec: Ondevice) -> dict[str, Labeled]:
     from edgebuild.core import arrays
     from edgebuild.ondevice import drift
 
@@ -64,7 +64,7 @@ def _data(ctx: Context, spec: Ondevice) -> dict[str, Labeled]:
             for part in ("train", "test")}
 
 
-def _starting_weights(ctx: Context, graph: TrainGraph, params: Floats) -> Floats:
+def _starting_weights(ctx: Context[Checked], graph: TrainGraph, params: Floats) -> Floats:
     """Dequantized weights, replaced by the manifest's .wof file when one is given."""
     from edgebuild.ondevice import wof
 
@@ -78,7 +78,7 @@ def _starting_weights(ctx: Context, graph: TrainGraph, params: Floats) -> Floats
                          if value is not None}}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import dataclasses
 
     from edgebuild.memory.plan import MemoryPlan
@@ -118,7 +118,7 @@ def run(ctx: Context) -> None:
             f"{tuned.accuracy_after}")
 
 
-def _write_layout(ctx: Context, graph: TrainGraph, params: Floats) -> int:
+def _write_layout(ctx: Context[Checked], graph: TrainGraph, params: Floats) -> int:
     """weights.wof with the starting trainable weights, its layout.json and the steps of
     one training step (backward.json); the layout id."""
     from edgebuild.ondevice import wof
@@ -132,7 +132,7 @@ def _write_layout(ctx: Context, graph: TrainGraph, params: Floats) -> int:
     return layout.layout_id
 
 
-def _write_trace(ctx: Context, graph: TrainGraph, params: Floats, boundary: Floats,
+def _write_trace(ctx: Context[Checked], graph: TrainGraph, params: Floats, boundary: Floats,
                  labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> None:
     """The PyTorch reference the C must reproduce: trace.npz (first-step gradients, final
     weights) and trace.json (losses, batches)."""
@@ -159,7 +159,7 @@ def _int8_accuracy(model: QuantizedModel, x: NDArray[np.integer[Any]],
     return round(float((outputs.reshape(len(y), -1).argmax(axis=1) == y).mean()), 4)
 
 
-def _memory(ctx: Context, resolved: Resolved, plan: MemoryPlan) -> None:
+def _memory(ctx: Context[Checked], resolved: Resolved, plan: MemoryPlan) -> None:
     from edgebuild.ondevice.memory import TrainingMemory
 
     memory = TrainingMemory.of(resolved.memory, plan.arena_bytes, resolved.names,
@@ -174,7 +174,7 @@ def _memory(ctx: Context, resolved: Resolved, plan: MemoryPlan) -> None:
     (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 
 
-def _render(ctx: Context, graph: TrainGraph, plan: MemoryPlan, params: Floats, layout_id: int,
+def _render(ctx: Context[Checked], graph: TrainGraph, plan: MemoryPlan, params: Floats, layout_id: int,
             x_train: NDArray[np.int8], y_train: NDArray[np.integer[Any]],
             batches: list[NDArray[np.int64]]) -> None:
     import math

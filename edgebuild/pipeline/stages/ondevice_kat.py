@@ -154,7 +154,7 @@ def cortex_m4(work: Path, torch_losses: Sequence[float], log: Callable[[str], No
                        sizes["bss"], compare(values, torch_losses))
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import numpy as np
 
     from edgebuild.core import arrays

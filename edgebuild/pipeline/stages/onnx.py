@@ -33,7 +33,7 @@ def config(checked: Checked) -> JSONObject:
             "rounding": numbers.training_rounding(manifest)}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     if "train" in ctx.inputs:
         float_onnx(ctx)
     if "qat" in ctx.inputs and ctx.checked.manifest.qat.enabled:
@@ -41,7 +41,7 @@ def run(ctx: Context) -> None:
     int8_onnx(ctx)
 
 
-def float_onnx(ctx: Context) -> None:
+def float_onnx(ctx: Context[Checked]) -> None:
     """float.onnx: train's kept weights."""
     from edgebuild.core import arrays
     from edgebuild.interchange import export
@@ -53,7 +53,7 @@ def float_onnx(ctx: Context) -> None:
         manifest.train.clamp_activations), lambda line: ctx.log(f"onnx: {line}"))
 
 
-def qat_onnx(ctx: Context) -> None:
+def qat_onnx(ctx: Context[Checked]) -> None:
     """qat.onnx: QAT's kept weights with the weight scales its network computes from them
     (numerics.torch_scale_exponent, as in its forward)."""
     from edgebuild.core import arrays, numerics
@@ -79,7 +79,7 @@ def qat_onnx(ctx: Context) -> None:
         lambda line: ctx.log(f"onnx: {line}"))
 
 
-def int8_onnx(ctx: Context) -> None:
+def int8_onnx(ctx: Context[Checked]) -> None:
     """int8.onnx: quantize's integer model, bit-exact with the integer reference."""
     from edgebuild.interchange import export
     from edgebuild.model import quantized

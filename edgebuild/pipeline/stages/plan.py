@@ -30,7 +30,7 @@ def config(checked: Checked) -> JSONObject:
                           for name, entry in sorted(manifest.placement.items())}}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     from edgebuild.codegen.project import OPTIMIZED_CPUS
     from edgebuild.memory import plan as plans
     from edgebuild.model import folding
@@ -53,7 +53,7 @@ def run(ctx: Context) -> None:
             f"{plan.arena_lower_bound}), weights {plan.weight_bytes} bytes")
 
 
-def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
+def _accelerator(ctx: Context[Checked], layers: tuple[Layer, ...]) -> None:
     """For MAX7800x-style devices: processors, data/kernel/bias memory maps, and the network
     description in that toolchain's format with its quantized checkpoint (`ai8x/network.yaml`,
     `ai8x/checkpoint-q.pth.tar`, exported to build/<name>/: ai8xize.py reads the pair)."""
@@ -87,7 +87,7 @@ def _accelerator(ctx: Context, layers: tuple[Layer, ...]) -> None:
     ctx.log(f"plan: {len(placed.layers)} {manifest.target.device.value} layers placed")
 
 
-def _stored_weights(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
+def _stored_weights(ctx: Context[Checked]) -> tuple[dict[str, int], dict[str, int]]:
     """(weight width, bytes in the generated C's flash) by layer, of the arrays in
     weights.npz (one int8 per weight there): 1-, 2-, 4-bit weights packed (core.packing),
     biases int32."""
@@ -104,7 +104,7 @@ def _stored_weights(ctx: Context) -> tuple[dict[str, int], dict[str, int]]:
     return bits, stored
 
 
-def _check_budgets(ctx: Context, layers: tuple[Layer, ...], plan: MemoryPlan,
+def _check_budgets(ctx: Context[Checked], layers: tuple[Layer, ...], plan: MemoryPlan,
                    bits: dict[str, int], optimized: bool) -> None:
     """`target.memory` against what the plan needs, by the functions `edgebuild check` uses
     before any training (memory.budget): it has reported these already. On an accelerator

@@ -29,7 +29,7 @@ def config(checked: Checked) -> JSONObject:
             "numbers": numbers.numbers_config(manifest)}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import torch
 
     from edgebuild.core import arrays

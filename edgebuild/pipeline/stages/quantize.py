@@ -150,7 +150,7 @@ def saturation(model: QuantizedModel, x: NDArray[np.integer[Any]]) -> dict[str, 
             for layer in model.layers if not getattr(layer, "wide", False)}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     import dataclasses
 
     from edgebuild.core import arrays
@@ -173,7 +173,7 @@ def run(ctx: Context) -> None:
     ctx.log(table(quant.layers))
 
 
-def _integers(ctx: Context) -> tuple[Integers, list[LayerQuant], str]:
+def _integers(ctx: Context[Checked]) -> tuple[Integers, list[LayerQuant], str]:
     """(integer weights, table rows, method): imported as given, or quantized from the
     QAT (or folded float) checkpoint."""
     from edgebuild.core import arrays
@@ -193,7 +193,7 @@ def _integers(ctx: Context) -> tuple[Integers, list[LayerQuant], str]:
     return weights, rows, "qat" if manifest.qat.enabled else f"ptq-{manifest.quantize.clip.value}"
 
 
-def calibration_inputs(ctx: Context) -> NDArray[np.integer[Any]]:
+def calibration_inputs(ctx: Context[Checked]) -> NDArray[np.integer[Any]]:
     """Training inputs, or for a model without a dataset its known-answer inputs."""
     from edgebuild.core import arrays
     from edgebuild.model import knownanswer

@@ -38,7 +38,7 @@ def config(checked: Checked) -> JSONObject:
             "flash": target.memory.flash}
 
 
-def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
+def _optional(ctx: Context[Checked], stage: str, load: Callable[[Path], T],
               name: str | None = None) -> T | None:
     """An upstream record of a stage that may not exist for this manifest (imported models
     have no training stages, models without a dataset no data stage), or a file a stage
@@ -48,7 +48,7 @@ def _optional(ctx: Context, stage: str, load: Callable[[Path], T],
     return load(ctx.inputs[stage])
 
 
-def accelerator(ctx: Context) -> reports.Accelerator | None:
+def accelerator(ctx: Context[Checked]) -> reports.Accelerator | None:
     """Processors, kernel and data memory maps of an accelerator build (plan stage)."""
     from edgebuild.report.report import Accelerator
     from edgebuild.targets.max7800x import profile
@@ -66,7 +66,7 @@ def accelerator(ctx: Context) -> reports.Accelerator | None:
                        "codegen/" if program is not None else None)
 
 
-def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
+def ondevice(ctx: Context[Checked]) -> reports.OndeviceSummary | None:
     """On-device training: the C-vs-PyTorch comparison, memory, accuracy before/after."""
     from edgebuild.ondevice.finetune import FineTune
     from edgebuild.ondevice.memory import TrainingMemory
@@ -90,7 +90,7 @@ def ondevice(ctx: Context) -> reports.OndeviceSummary | None:
         tuned.accuracy_before, tuned.accuracy_after, tuned.frozen_int8_accuracy, tuned.epochs)
 
 
-def metrics(ctx: Context, graph: Graph, train: Metrics | None, qat: Metrics | None,
+def metrics(ctx: Context[Checked], graph: Graph, train: Metrics | None, qat: Metrics | None,
             evaluation: Evaluation, plan: MemoryPlan, kat: KatResult) -> reports.ReportMetrics:
     from edgebuild.report.report import HostTotals, MemoryFigures, ReportMetrics
 
@@ -104,7 +104,7 @@ def metrics(ctx: Context, graph: Graph, train: Metrics | None, qat: Metrics | No
         evaluation.kat_samples, evaluation.kat_vs_reference_mismatches)
 
 
-def collect(ctx: Context) -> reports.Report:
+def collect(ctx: Context[Checked]) -> reports.Report:
     from edgebuild.data.info import DataInfo
     from edgebuild.memory.plan import MemoryPlan
     from edgebuild.model.evaluation import Evaluation
@@ -151,7 +151,7 @@ def tile_rows(plan: MemoryPlan) -> tuple[reports.TileRow, ...]:
                  if key in step.tiles)
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     from edgebuild.report import reportpage
 
     report = collect(ctx).to_json()
@@ -160,7 +160,7 @@ def run(ctx: Context) -> None:
     ctx.log(f"report: {_summary(report)}")
 
 
-def figures(ctx: Context, report: dict[str, Any]) -> dict[str, Path]:
+def figures(ctx: Context[Checked], report: dict[str, Any]) -> dict[str, Path]:
     """The figures report.html shows, by name: the training stages' curves as they drew
     them, the rest drawn here from the report's content (edgebuild/report/figures.py)."""
     from edgebuild.report import figures as draw

@@ -42,7 +42,7 @@ def files(checked: Checked) -> list[Path]:
     return [] if init is None else [checked.base / init]
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     from edgebuild.core import arrays
     from edgebuild.ops.operator import Mode
     from edgebuild.train import loop as training
@@ -72,7 +72,7 @@ def run(ctx: Context) -> None:
     warn_near_chance(ctx, test_acc, data["test"].y)
 
 
-def epochs_of(ctx: Context, given: int | None, samples: int, batch: int, steps: int,
+def epochs_of(ctx: Context[Checked], given: int | None, samples: int, batch: int, steps: int,
               bounds: tuple[int, int], stage: str) -> int:
     """The manifest's epochs, or when unset as many as give about `steps` optimizer steps
     (training.auto_epochs), said in the log."""
@@ -86,7 +86,7 @@ def epochs_of(ctx: Context, given: int | None, samples: int, batch: int, steps: 
     return epochs
 
 
-def start_from(ctx: Context, net: torch.nn.Module, path: Path) -> None:
+def start_from(ctx: Context[Checked], net: torch.nn.Module, path: Path) -> None:
     """Load `train.init` (checked against the layers by `check`; what it cannot see without
     torch, such as a batchnorm's statistics, is a user error here)."""
     from edgebuild.core import arrays
@@ -99,7 +99,7 @@ def start_from(ctx: Context, net: torch.nn.Module, path: Path) -> None:
                         f"model: {exc}") from None
 
 
-def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
+def keep(ctx: Context[Checked], net: torch.nn.Module, data: dict[str, Split]) -> None:
     """`epochs: 0`: the initial weights are the float model: measured and written."""
     from edgebuild.core import arrays
     from edgebuild.train import loop as training
@@ -116,7 +116,7 @@ def keep(ctx: Context, net: torch.nn.Module, data: dict[str, Split]) -> None:
 NEAR_CHANCE_POINTS = 5.0  # above the majority class's share: anything less learned nothing
 
 
-def warn_near_chance(ctx: Context, accuracy: float, labels: torch.Tensor) -> None:
+def warn_near_chance(ctx: Context[Checked], accuracy: float, labels: torch.Tensor) -> None:
     """A float model that does no better than always answering the commonest class: for
     imported weights, almost always inputs that do not follow the model's input contract
     (an ONNX model trained on [0, 1] saw 2x-1 after the default minmax: 10.6 % where
@@ -138,7 +138,7 @@ def warn_near_chance(ctx: Context, accuracy: float, labels: torch.Tensor) -> Non
              f"({majority:.4f}): {why}")
 
 
-def fit_and_keep_best(ctx: Context, net: torch.nn.Module, data: dict[str, Split],
+def fit_and_keep_best(ctx: Context[Checked], net: torch.nn.Module, data: dict[str, Split],
                       fit: Callable[[], History], stage: str, checkpoint: str, title: str,
                       enabled: bool | None = None) -> tuple[History, float]:
     """What `train` and `qat` share: fit (a NaN loss is a user error), keep the best epoch's
@@ -171,7 +171,7 @@ def write_metrics(out: Path, metrics: Metrics) -> None:
                                       + "\n")
 
 
-def diverged(ctx: Context, exc: Diverged, stage: str) -> UserError:
+def diverged(ctx: Context[Checked], exc: Diverged, stage: str) -> UserError:
     """Save the last good weights beside the build tree and explain what to change."""
     from edgebuild.core import arrays
 

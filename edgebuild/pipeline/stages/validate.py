@@ -19,7 +19,7 @@ def config(checked: Checked) -> JSONObject:
     return {"model": model}
 
 
-def run(ctx: Context) -> None:
+def run(ctx: Context[Checked]) -> None:
     from edgebuild.model import graph as graphs
 
     # built here, not taken from validation (whose code keys no stage): the shape and MAC

@@ -55,13 +55,22 @@ for path in template_files():
 """
 
 
+_SCRATCH = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", ".mypy_cache",
+                                  ".ruff_cache", ".pytest_cache", ".setuptools-build")
+
+
+def _not_source(directory: str, names: list[str]) -> set[str]:
+    """What a clean copy leaves behind: caches anywhere, and the build and cache trees at
+    the top only (`edgebuild/build/` is the build engine's package, not a build tree)."""
+    top = {"build", "cache"} & set(names) if Path(directory) == REPO else set()
+    return top | set(_SCRATCH(directory, names))
+
+
 def test_wheel_install_ships_templates(tmp_path):
     # Installed from a clean copy: setuptools reuses a checkout's build/lib and never removes
     # a file deleted from the sources, so an earlier install there would ship stale files.
     source = tmp_path / "source"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
-        "build", "cache", ".git", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache",
-        ".pytest_cache", ".setuptools-build"))
+    shutil.copytree(REPO, source, ignore=_not_source)
     target = tmp_path / "site"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
                              "--quiet", "--target", str(target), str(source)],

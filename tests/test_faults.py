@@ -65,8 +65,8 @@ quantize: {{calibration: 64}}
 target: {{device: host, memory: {{l1: 16KiB, l2: 128KiB, flash: 512KiB}}}}
 """
 NAME = "tiny"
-STAGES = ["validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen", "kat",
-          "report"]
+STAGES = ["validate", "data", "train", "qat", "quantize", "onnx", "evaluate", "plan", "codegen",
+          "kat", "report"]
 CACHE_OWN = ("tmp", "locks", "stat", "checked")  # the cache's directories that hold no entry
 NOT_COPIED = ("tmp", "locks", "checked")  # `stat/` (tool versions by binary stat) stays valid
 SEED = int(os.environ.get("EDGEBUILD_FAULT_SEED", "20240611"))

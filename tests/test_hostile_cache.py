@@ -147,7 +147,7 @@ def test_signed_entries_are_used_with_the_key(origin, tmp_path):
     result = run_cli(["build", "--json", "--remote", str(tmp_path / "remote")], project,
                      {"EDGEBUILD_REMOTE_KEY": "team-secret"})
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["tally"] == {"restored-remote": 10}
+    assert json.loads(result.stdout)["tally"] == {"restored-remote": 11}
 
 
 def test_cache_verify_removes_an_entry_that_contradicts_the_lock(origin, tmp_path):

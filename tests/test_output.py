@@ -45,7 +45,7 @@ def test_a_build_ends_with_the_summary_and_j_prefixes_stage_lines(two):
     table = _table(result.stderr)
     assert set(table) == {"one", "two"}
     row = table["one"]
-    assert row[1] in ("10 built", "10 restored") or re.fullmatch(r"\d+ \w+(, \d+ \w+)*", row[1])
+    assert row[1] in ("11 built", "11 restored") or re.fullmatch(r"\d+ \w+(, \d+ \w+)*", row[1])
     assert re.fullmatch(r"\d+\.\d%", row[3]) and re.fullmatch(r"\d+\.\d%", row[4])
     assert row[5].endswith("/ 128.0 KiB") and row[6].endswith("/ 512.0 KiB")
     assert row[9] == "pass"
@@ -60,7 +60,7 @@ def test_a_build_ends_with_the_summary_and_j_prefixes_stage_lines(two):
     assert not counted or lines[3].startswith("* estimated from the instruction mix"), lines
     assert all("up to date" in line for line in lines[1:3]), lines
     verbose = run_cli(["build", "-v"], two)
-    assert len([line for line in verbose.stderr.splitlines() if "up to date" in line]) == 22
+    assert len([line for line in verbose.stderr.splitlines() if "up to date" in line]) == 24
 
 
 def test_a_failed_build_s_table_names_the_failed_stage(two, tmp_path):

@@ -23,8 +23,8 @@ from s3server import Keys, S3Server, running
 
 pytestmark = pytest.mark.slow
 
-STAGES = ["validate", "data", "train", "qat", "quantize", "evaluate", "plan", "codegen", "kat",
-          "report"]
+STAGES = ["validate", "data", "train", "qat", "quantize", "onnx", "evaluate", "plan", "codegen",
+          "kat", "report"]
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from edgebuild.manifest import reading
 from edgebuild.memory import tiling
 from edgebuild.model import folding, policy
 from edgebuild.model import graph as graphs
+from edgebuild.ondevice.operators import OPERATORS as TRAINING
 from edgebuild.ops import OPS
 from edgebuild.targets.max7800x import layout, network
 
@@ -64,7 +65,7 @@ def test_tiles_and_training_kernels_see_the_groups():
     assert key == "tile" and window.groups == 16 and (window.in_h, window.in_w) == (40, 1)
     tile = tiling.choose("d", window, 300, True)
     assert tile is not None and tile.tiled and tile.channels % tiling.step(window) == 0
-    geometry = OPS["conv1d"].train.geometry(value, [(16, 40)], (32, 40))
+    geometry = TRAINING.for_op("conv1d").geometry(value, [(16, 40)], (32, 40))
     assert geometry.conv.groups == 16 and geometry.conv.in_c == 16
 
 

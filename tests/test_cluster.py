@@ -73,7 +73,7 @@ def test_a_cluster_build_gives_the_local_build_s_artifacts(s3, scheduler, tmp_pa
     again = run_cli(["build", "--json", "--scheduler", scheduler, "--remote", url], remote,
                     s3.env())
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["tally"] == {"restored-local": 20}
+    assert json.loads(again.stdout)["tally"] == {"restored-local": 22}
 
 
 def test_a_cluster_build_needs_a_remote_cache(scheduler, tmp_path):

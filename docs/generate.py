@@ -197,8 +197,8 @@ def _cell(text: str) -> str:
 
 
 def _prose(text: str) -> str:
-    """Schema text on one line, its `<name>` placeholders shown rather than read as HTML
-    (inside backticks they are shown as they are)."""
+    """Schema text on one line, its angle-bracketed words (`<layer>`) escaped so Markdown
+    shows them instead of reading them as HTML tags (inside backticks they need nothing)."""
     parts = " ".join(text.split()).split("`")
     return "`".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;")
                     for i, part in enumerate(parts))

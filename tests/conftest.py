@@ -139,6 +139,15 @@ def digits_project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def tool(name: str) -> str:
+    """The path of a program the README's set-up installs (gcc, arm-none-eabi-gcc, cc, ...).
+    Missing, the environment is not the one the README makes: the test fails, never skips."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: the README's set-up commands install it")
+    return path
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))

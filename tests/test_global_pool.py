@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels_opt import (
@@ -155,8 +156,7 @@ int eb_test_offsetof_mode(void) { return (int)offsetof(eb_global_pool_params, mo
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    if GCC is None:
-        pytest.skip("gcc not installed")
+    tool("gcc")
     build = tmp_path_factory.mktemp("eb_global_pool")
     (build / "probe.c").write_text(PROBE)
     so = build / "libgp.so"
@@ -275,10 +275,10 @@ def test_kernels_equal_the_rule_on_the_cortex_m4(m4_build):  # noqa: F811 (the f
     assert "eb_global_pool on M4: 0 mismatching calls" in result.stdout
 
 
-@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
 def test_the_m4_build_runs_the_word_wide_assembly(tmp_path):
     """The optimized kernel's loops on the M4 are the LDM + EOR/USADA8 and SSUB8/SEL ones
     (and compile without the frame pointer r7, at -O0 too)."""
+    tool("arm-none-eabi-gcc")
     for level in ("-O2", "-O0"):
         obj = tmp_path / f"gp{level}.o"
         result = subprocess.run([ARM_GCC, "-mcpu=cortex-m4", "-mthumb", *CFLAGS, level, "-c",

@@ -6,12 +6,12 @@ does not compile), and the RAM budget counts it."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import tool
 
 from edgebuild.codegen import project as codegen
 from edgebuild.manifest import Manifest
@@ -64,12 +64,11 @@ def _spec(layers, shape, l1: int) -> tuple[codegen.ProjectSpec, MemoryPlan]:
 
 def _compiles(root: Path, cnn: str, *flags: str) -> bool:
     (root / "model" / "cnn.c").write_text(cnn)
-    run = subprocess.run(["cc", "-std=c99", "-fsyntax-only", "-Werror", *flags, "model/cnn.c"],
+    run = subprocess.run([tool("cc"), "-std=c99", "-fsyntax-only", "-Werror", *flags, "model/cnn.c"],
                          cwd=root, capture_output=True, text=True, timeout=60)
     return run.returncode == 0
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("l1", [1100, 2048, 1 << 16])
 def test_the_c_workspace_is_the_plans_figure(tmp_path: Path, case: str, l1: int):
@@ -151,7 +150,6 @@ DW_TAIL = [{"name": "r", "op": "conv2d", "out": 2, "kernel": 3, "stride": 4},
            {"name": "fc", "op": "linear", "out": 3, "flatten": True}]
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
 @pytest.mark.parametrize("case", sorted(DW_CASES))
 def test_the_depthwise_copy_is_in_the_plans_workspace(tmp_path: Path, case: str):
     layers, shape = DW_CASES[case]
@@ -201,7 +199,6 @@ FASHION = ([{"name": "conv1", "op": "conv2d", "out": 16, "kernel": 3, "pad": 1, 
            (1, 28, 28))
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs cc to compile the generated C")
 def test_tiles_chosen_for_ram_keep_the_c_workspace_the_plans_figure(tmp_path: Path):
     _, untiled = _spec(*FASHION, 1 << 16)
     spec, plan = _spec(*FASHION, 4096)

@@ -8,6 +8,10 @@ through the known-answer test."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 from conftest import run_cli, write
 
@@ -16,20 +20,18 @@ from edgebuild.memory import budget, selection, tiling
 from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps, untiled_peaks
 from edgebuild.model import folding
 
-FASHION = [  # a Fashion-MNIST CNN: with a 4 KiB L1 it took 82,320 bytes, untiled 40,768
-    {"name": "conv1", "op": "conv2d", "out": 16, "kernel": 3, "pad": 1, "act": "relu"},
-    {"name": "conv2", "op": "conv2d", "out": 32, "kernel": 3, "pad": 1, "act": "relu",
-     "pool": {"mode": "max", "size": 2}},
-    {"name": "conv3", "op": "conv2d", "out": 32, "kernel": 3, "pad": 1, "act": "relu",
-     "pool": {"mode": "max", "size": 2}},
-    {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]
-SERIES = [  # a 1-D model over a long series: 4 KiB took 31,200 bytes, untiled 21,680
-    {"name": "conv1", "op": "conv1d", "out": 16, "kernel": 7, "pad": 3, "act": "relu"},
-    {"name": "conv2", "op": "conv1d", "out": 32, "kernel": 5, "pad": 2, "act": "relu",
-     "pool": {"mode": "max", "size": 4}},
-    {"name": "conv3", "op": "conv1d", "out": 32, "kernel": 3, "pad": 1, "act": "relu",
-     "pool": {"mode": "max", "size": 4}},
-    {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}]
+_SWEEP = Path(__file__).resolve().parent.parent / "benchmarks" / "l1_sweep.py"
+_spec = importlib.util.spec_from_file_location("l1_sweep", _SWEEP)
+assert _spec is not None and _spec.loader is not None
+l1_sweep = importlib.util.module_from_spec(_spec)
+sys.modules["l1_sweep"] = l1_sweep  # its dataclasses look their module up
+_spec.loader.exec_module(l1_sweep)
+
+# the sweep's two synthetic models (benchmarks/l1_sweep.py): a Fashion-MNIST CNN (with a
+# 4 KiB L1 it took 82,320 bytes, untiled 40,768) and a 1-D model over a long series (4 KiB
+# took 31,200 bytes, untiled 21,680)
+FASHION = l1_sweep.FASHION_LAYERS
+SERIES = l1_sweep.SERIES_LAYERS
 DIGITS_CONV = [  # manifests/digits_conv.yaml: 4 KiB took 44,876 bytes, untiled 19,840
     {"name": f"conv{i}", "op": "conv2d", "out": out, "kernel": 3, "pad": 1, "act": "relu"}
     for i, out in ((1, 16), (2, 32), (3, 32))] + [

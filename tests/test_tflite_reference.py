@@ -1,0 +1,226 @@
+"""TFLite's int8 number format in numpy (edgebuild/tflite, issue 31) against TensorFlow's
+own interpreter: every layer of the four MLPerf Tiny reference models, read with the
+`tflite` schema package and translated to edgebuild's channels-first layers, computes
+the integers LiteRT's reference kernels compute (BUILTIN_REF), on random inputs.
+
+- `test_mlperf_layers_bit_exact`: per layer, from LiteRT's own input tensors, so one
+  mismatch is not hidden or repeated by the layers after it; and end to end;
+- the fixed-point primitives against exact big-integer arithmetic (hypothesis);
+- the reader's user errors: a file that is no flatbuffer, a damaged one.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgebuild.core.errors import UserError
+from edgebuild.tflite import arith, flatbuffer, quant, reference, translation
+
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mlperf-tiny"
+MLPERF = ("kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8")
+FUNCTIONS = {"conv2d": reference.conv2d, "linear": reference.linear,
+             "pool2d": reference.pool2d, "add": reference.add, "softmax": reference.softmax}
+DEFAULTS = {"stride": 1, "pad": 0, "dilation": 1, "groups": 1, "pad_end": None}
+
+
+def record(layer: dict) -> types.SimpleNamespace:
+    """A translated layer as the reference reads it (the manifest's defaults filled in)."""
+    return types.SimpleNamespace(**{**DEFAULTS, **layer})
+
+
+def interpreter(path: Path):
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    it = litert.Interpreter(model_path=str(path),
+                            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF,
+                            experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    return it
+
+
+def layer_inputs(result: translation.Translated, layer: dict, it, graph) -> list[np.ndarray]:
+    """LiteRT's tensors the layer reads, channels first (a view's: its source's)."""
+    producers = {name: index for name, index in result.tensors.items()}
+    producers["input"] = graph.inputs[0]
+    values = []
+    for name in layer["inputs"]:
+        value = it.get_tensor(producers[name]).astype(np.int64)
+        values.append(translation.to_chw(value))
+    return values
+
+
+@pytest.mark.parametrize("model", MLPERF)
+def test_mlperf_layers_bit_exact(model):
+    path = MODELS / f"{model}.tflite"
+    graph = flatbuffer.read(path)
+    translator = translation.Translator(graph)
+    result = translator.translate()
+    assert translator.problems == []
+    it = interpreter(path)
+    rng = np.random.default_rng(31)
+    detail = it.get_input_details()[0]
+    for _ in range(2):
+        x = rng.integers(-128, 128, size=detail["shape"], dtype=np.int8)
+        it.set_tensor(detail["index"], x)
+        it.invoke()
+        chained = {"input": translation.to_chw(x.astype(np.int64))}
+        for layer in result.layers:
+            if layer["op"] == "flatten":
+                chained[layer["name"]] = chained[layer["inputs"][0]].reshape(1, -1)
+                continue
+            q = quant.layer_quant(result.arrays, layer["name"])
+            expected = translation.to_chw(it.get_tensor(result.tensors[layer["name"]]))
+            alone = FUNCTIONS[layer["op"]](record(layer), q, layer_inputs(result, layer, it, graph))
+            assert np.array_equal(alone.reshape(expected.shape), expected), layer["name"]
+            chained[layer["name"]] = FUNCTIONS[layer["op"]](
+                record(layer), q, [chained[name] for name in layer["inputs"]])
+        last = result.layers[-1]["name"]
+        output = it.get_tensor(it.get_output_details()[0]["index"])
+        assert np.array_equal(chained[last].reshape(output.shape), output)
+
+
+def test_translation_of_kws():
+    result = translation.Translator(flatbuffer.read(MODELS / "kws_ref_model.tflite")).translate()
+    assert result.input_shape == (1, 49, 10)
+    first = result.layers[0]
+    # conv 10x4 stride 2, SAME: 9 rows of padding, 4 above and 5 below (TensorFlow's rule)
+    assert (first["kernel"], first["stride"], first["pad"], first["pad_end"]) == \
+        ([10, 4], 2, [4, 1], [5, 1])
+    assert [layer["op"] for layer in result.layers].count("conv2d") == 9
+    assert result.layers[-1]["op"] == "softmax"
+    assert result.arrays["input.zero_points"].tolist() == [83]
+
+
+# --- fixed-point primitives against exact integer arithmetic ---------------------------------
+
+INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+
+
+def exact_round_away(numerator: int, denominator: int) -> int:
+    """numerator / denominator rounded half away from zero, exactly."""
+    q, r = divmod(abs(numerator), denominator)
+    q += 2 * r >= denominator
+    return q if numerator >= 0 else -q
+
+
+@settings(max_examples=300, deadline=None)
+@given(INT32, INT32)
+def test_srdhm_is_the_rounded_high_half(a, b):
+    """a * b / 2^31 rounded to nearest, ties up (gemmlowp's nudge: 1 - 2^30 below zero)."""
+    expected = (1 << 31) - 1 if a == b == -(1 << 31) else (2 * a * b + (1 << 31)) >> 32
+    assert int(arith.srdhm(np.array([a]), np.array([b]))[0]) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(INT32, st.integers(0, 31))
+def test_rdbpot_rounds_halves_away_from_zero(x, e):
+    assert int(arith.rdbpot(np.array([x]), e)[0]) == exact_round_away(x, 1 << e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(1 << 24), 1 << 24), st.integers(1 << 30, (1 << 31) - 1),
+       st.integers(-20, 0))
+def test_single_rounding_is_one_rounding_half_up(x, m, s):
+    total = x * m
+    expected = (total + (1 << (30 - s))) >> (31 - s)
+    assert int(arith.mbqm_single(np.array([x]), m, s)[0]) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-6, 1e6, allow_nan=False))
+def test_quantize_multiplier_represents_the_real_value(real):
+    m, s = arith.quantize_multiplier(real)
+    assert (1 << 30) <= m < (1 << 31)
+    assert abs(m * 2.0 ** (s - 31) - real) <= real * 2.0 ** -30
+
+
+def test_softmax_is_close_to_the_float_softmax():
+    rng = np.random.default_rng(3)
+    scale = 0.1
+    multiplier, left_shift, diff_min = arith.softmax_params(1.0, scale)
+    x = rng.integers(-128, 128, size=(50, 12))
+    out = arith.softmax(x, multiplier, left_shift, diff_min)
+    exp = np.exp((x - x.max(axis=1, keepdims=True)) * scale)
+    probabilities = exp / exp.sum(axis=1, keepdims=True)
+    assert np.abs((out + 128) / 256.0 - probabilities).max() <= 1.5 / 256
+
+
+# --- the reader's errors ---------------------------------------------------------------------
+
+def test_not_a_tflite_file_is_a_user_error(tmp_path):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"\x00" * 64)
+    with pytest.raises(UserError, match="not a TFLite model"):
+        flatbuffer.read(path)
+
+
+def test_a_damaged_flatbuffer_is_a_user_error(tmp_path):
+    data = bytearray((MODELS / "kws_ref_model.tflite").read_bytes())
+    data[0:4] = (len(data) + 1000).to_bytes(4, "little")  # the root table beyond the file
+    path = tmp_path / "damaged.tflite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(UserError, match="damaged"):
+        flatbuffer.read(path)
+
+
+# --- models the tests write (tests/tflite_models.py): shapes, strides, zero points unseen ------
+
+# random_add's model takes its two operands as two inputs (edgebuild models have one): ADD
+# is here in random_chain's residual connections and in the ResNet-8 above.
+GENERATORS = ("random_conv", "random_depthwise", "random_fc", "random_pool", "random_softmax",
+              "random_chain")
+POOL_PADDING = "SAME padding that pads the input"
+
+
+def chained(result: translation.Translated, x: np.ndarray) -> np.ndarray:
+    """The translated model through the reference, from int8 NHWC inputs."""
+    values = {"input": translation.to_chw(x.astype(np.int64))}
+    for layer in result.layers:
+        inputs = [values[name] for name in layer["inputs"]]
+        if layer["op"] == "flatten":
+            values[layer["name"]] = inputs[0].reshape(len(inputs[0]), -1)
+            continue
+        values[layer["name"]] = FUNCTIONS[layer["op"]](
+            record(layer), quant.layer_quant(result.arrays, layer["name"]), inputs)
+    return values[result.layers[-1]["name"]]
+
+
+@pytest.mark.parametrize("generator", GENERATORS)
+def test_written_models_bit_exact(generator, tmp_path):
+    import tflite_models
+
+    pytest.importorskip("ai_edge_litert.interpreter")
+    compared = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        graph = getattr(tflite_models, generator)(rng)
+        path = tflite_models.write_file(graph, tmp_path / f"{generator}-{seed}.tflite")
+        translator = translation.Translator(flatbuffer.read(path))
+        result = translator.translate()
+        if translator.problems:  # a pool whose SAME padding pads: refused, with the reason
+            assert all(POOL_PADDING in reason for _, reason in translator.problems)
+            continue
+        inputs = tflite_models.random_inputs(rng, graph, n=4)
+        expected = tflite_models.run_litert(tflite_models.write(graph), inputs)[0]
+        out = chained(result, inputs[0])
+        assert np.array_equal(translation.to_nhwc(out).reshape(expected.shape), expected), seed
+        compared += 1
+    assert compared >= 6  # most draws are imported
+
+
+def test_unsupported_operators_are_listed_together(tmp_path):
+    import tflite_models
+
+    rng = np.random.default_rng(0)
+    graph = tflite_models.random_unsupported(rng, "TANH")
+    path = tflite_models.write_file(graph, tmp_path / "tanh.tflite")
+    translator = translation.Translator(flatbuffer.read(path))
+    translator.translate()
+    kinds = [op.kind for op, _ in translator.problems]
+    assert kinds == ["TANH"]
+    assert "no implementation of this operator" in translator.problems[0][1]

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from edgebuild.core.errors import UserError
 from edgebuild.tflite import arith, flatbuffer, quant, reference, translation
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "mlperf-tiny"
+# The MLPerf Tiny reference models, in the repository (models/mlperf-tiny/PROVENANCE.md).
+MODELS = Path(__file__).resolve().parents[1] / "models" / "mlperf-tiny"
 MLPERF = ("kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8")
 FUNCTIONS = {"conv2d": reference.conv2d, "linear": reference.linear,
              "pool2d": reference.pool2d, "add": reference.add, "softmax": reference.softmax}

@@ -7,8 +7,9 @@ int64), element-wise, so the integer reference of a whole layer is one call. The
 TensorFlow's (tensorflow/lite/kernels/internal/common.h, quantization_util.cc and gemmlowp's
 fixedpoint.h), double rounding (TFLITE_SINGLE_ROUNDING unset, as TensorFlow builds LiteRT):
 
-- `srdhm(a, b)`: SaturatingRoundingDoublingHighMul, round(a * b / 2^31) with ties away from
-  zero, saturating the one overflow (INT32_MIN * INT32_MIN);
+- `srdhm(a, b)`: SaturatingRoundingDoublingHighMul, a * b / 2^31 rounded to nearest with
+  ties up (gemmlowp's nudge is 1 - 2^30 below zero), saturating the one overflow
+  (INT32_MIN * INT32_MIN);
 - `rdbpot(x, e)`: RoundingDivideByPOT, x / 2^e rounded half away from zero;
 - `mbqm(x, m, s)`: MultiplyByQuantizedMultiplier, x * m * 2^(s - 31): a left shift first
   (s > 0), then srdhm, then a rounding right shift (s < 0) — two roundings, as LiteRT's
@@ -196,10 +197,12 @@ def one_over_one_plus_x(a: Ints) -> Ints:
 def reciprocal(total: Ints, integer_bits: int) -> tuple[Ints, Ints]:
     """GetReciprocal: (1 / total in Q0.31 scaled into [0.5, 1), bits over unit)."""
     t = np.asarray(total, dtype=np.int64)
-    headroom_plus_one = np.array([32 - int(v).bit_length() for v in t.reshape(-1)],
+    # CountLeadingZeros of the sum as uint32 (a sum of more than 4096 exps wraps negative)
+    unsigned = t & 0xFFFFFFFF
+    headroom_plus_one = np.array([32 - int(v).bit_length() for v in unsigned.reshape(-1)],
                                  dtype=np.int64).reshape(t.shape)
     over = integer_bits - headroom_plus_one
-    shifted = wrap32(((t << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
+    shifted = wrap32(((unsigned << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
     return one_over_one_plus_x(shifted), over
 
 

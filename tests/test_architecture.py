@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"core", "ops", "data", "manifest"},
     "interchange": {"core", "ops", "data", "manifest", "model"},
     # TFLite's models and number format (issue 31): the reader's bounds are interchange's.
-    "tflite": {"core", "ops", "interchange"},
+    "tflite": {"core", "ops", "data", "manifest", "model", "interchange"},
     "train": {"core", "ops", "data", "manifest", "model"},
     "memory": {"core", "ops", "manifest", "model"},
     "codegen": {"core", "ops", "manifest", "model", "memory"},

@@ -182,7 +182,11 @@ def test_examples_meet_accuracy_targets(examples_build, tmp_path):
     assert {"digits", "vowels/cortex-m4", "digits_conv", "vowels/small_l1"} <= set(names)
     for name in names:
         metrics = json.loads((examples_build / name / "report.json").read_text())["metrics"]
-        assert metrics["int_vs_fakequant_mismatches"] == 0
+        report = json.loads((examples_build / name / "report.json").read_text())
+        if report["quantization"]["method"] == "imported-tflite":  # no fake-quant network:
+            assert metrics["int_vs_fakequant_mismatches"] is None  # LiteRT's answer checks it
+        else:
+            assert metrics["int_vs_fakequant_mismatches"] == 0
         assert metrics["c_vs_reference"]["mismatches"] == 0
         if metrics["float_accuracy"] is None:  # imported: checked by the toolchain's answer
             assert metrics["kat_vs_reference_mismatches"] == 0, (name, metrics)

@@ -208,7 +208,7 @@ def test_unknown_keys_did_you_mean(tmp_path: Path):
     assert lines(result.stderr) == [
         f"manifests/m.yaml:{position(text, 'kernal')}: model.layers[0].kernal: unknown key "
         "'kernal'; did you mean 'kernel'? (allowed: name, inputs, doc, out, groups, bias, act, "
-        "pool, wide, op, kernel, stride, pad, dilation)",
+        "pool, wide, op, kernel, stride, pad, pad_end, dilation)",
         f"manifests/m.yaml:{position(text, 'epocs')}: train.epocs: unknown key 'epocs'; did "
         "you mean 'epochs'? (allowed: epochs, patience, init, batch, optimizer, schedule, "
         "clamp_activations, reproducible)",

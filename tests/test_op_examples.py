@@ -35,10 +35,16 @@ def example_model(name: str) -> Model:
 
 def refusal(name: str, device: str) -> str | None:
     """Why `device` cannot run op `name`: the reason of the facet it needs and the op
-    lacks, or None. A CPU runs every deployed op's C (tests/test_operators.py); an
+    lacks, or None. A CPU runs every deployed op that has C in edgebuild's own number format
+    (the examples'; softmax has it only in TFLite's, ops.numbers); an
     accelerator needs the op's entry in its table (targets/max7800x/operators.py); a folded or dropped op is gone before
     either."""
-    if not devices.is_accelerator(device) or not OPS[name].deployed:
+    if not OPS[name].deployed:
+        return None
+    for own in (OPS[name].reference, OPS[name].c):  # the examples are in edgebuild's format
+        if isinstance(own, Unsupported):
+            return own.reason
+    if not devices.is_accelerator(device):
         return None
     facet = operators.OPERATORS.for_op(name)
     return facet.reason if isinstance(facet, Unsupported) else None

@@ -11,7 +11,6 @@ the integers LiteRT's reference kernels compute (BUILTIN_REF), on random inputs.
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgebuild.core.errors import UserError
-from edgebuild.tflite import arith, flatbuffer, quant, reference, translation
+from edgebuild.manifest import Model
+from edgebuild.ops import numbers
+from edgebuild.tflite import arith, flatbuffer, importer, quant, translation
 
 # The MLPerf Tiny reference models, in the repository (models/mlperf-tiny/PROVENANCE.md).
 MODELS = Path(__file__).resolve().parents[1] / "models" / "mlperf-tiny"
 MLPERF = ("kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8")
-FUNCTIONS = {"conv2d": reference.conv2d, "linear": reference.linear,
-             "pool2d": reference.pool2d, "add": reference.add, "softmax": reference.softmax}
-DEFAULTS = {"stride": 1, "pad": 0, "dilation": 1, "groups": 1, "pad_end": None}
 
 
-def record(layer: dict) -> types.SimpleNamespace:
-    """A translated layer as the reference reads it (the manifest's defaults filled in)."""
-    return types.SimpleNamespace(**{**DEFAULTS, **layer})
+def records(result: translation.Translated) -> tuple:
+    """The translated layers as the manifest's layer records."""
+    return Model.model_validate({"input": list(result.input_shape), "layers": result.layers,
+                                 "format": "tflite"}).layers
 
 
 def interpreter(path: Path):
@@ -69,20 +68,17 @@ def test_mlperf_layers_bit_exact(model):
         x = rng.integers(-128, 128, size=detail["shape"], dtype=np.int8)
         it.set_tensor(detail["index"], x)
         it.invoke()
-        chained = {"input": translation.to_chw(x.astype(np.int64))}
-        for layer in result.layers:
-            if layer["op"] == "flatten":
-                chained[layer["name"]] = chained[layer["inputs"][0]].reshape(1, -1)
+        for layer, fields in zip(records(result), result.layers, strict=True):
+            if layer.op == "flatten":
                 continue
-            q = quant.layer_quant(result.arrays, layer["name"])
-            expected = translation.to_chw(it.get_tensor(result.tensors[layer["name"]]))
-            alone = FUNCTIONS[layer["op"]](record(layer), q, layer_inputs(result, layer, it, graph))
-            assert np.array_equal(alone.reshape(expected.shape), expected), layer["name"]
-            chained[layer["name"]] = FUNCTIONS[layer["op"]](
-                record(layer), q, [chained[name] for name in layer["inputs"]])
-        last = result.layers[-1]["name"]
+            compute = numbers.reference(layer.op, "tflite")
+            expected = translation.to_chw(it.get_tensor(result.tensors[layer.name]))
+            alone = compute(layer, quant.layer_quant(result.arrays, layer.name),
+                            layer_inputs(result, fields, it, graph), "half_up")
+            assert np.array_equal(alone.reshape(expected.shape), expected), layer.name
         output = it.get_tensor(it.get_output_details()[0]["index"])
-        assert np.array_equal(chained[last].reshape(output.shape), output)
+        chained = importer.run_reference(result, x.astype(np.int64))
+        assert np.array_equal(translation.to_nhwc(chained).reshape(output.shape), output)
 
 
 def test_translation_of_kws():
@@ -178,19 +174,6 @@ GENERATORS = ("random_conv", "random_depthwise", "random_fc", "random_pool", "ra
 POOL_PADDING = "SAME padding that pads the input"
 
 
-def chained(result: translation.Translated, x: np.ndarray) -> np.ndarray:
-    """The translated model through the reference, from int8 NHWC inputs."""
-    values = {"input": translation.to_chw(x.astype(np.int64))}
-    for layer in result.layers:
-        inputs = [values[name] for name in layer["inputs"]]
-        if layer["op"] == "flatten":
-            values[layer["name"]] = inputs[0].reshape(len(inputs[0]), -1)
-            continue
-        values[layer["name"]] = FUNCTIONS[layer["op"]](
-            record(layer), quant.layer_quant(result.arrays, layer["name"]), inputs)
-    return values[result.layers[-1]["name"]]
-
-
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_written_models_bit_exact(generator, tmp_path):
     import tflite_models
@@ -208,7 +191,7 @@ def test_written_models_bit_exact(generator, tmp_path):
             continue
         inputs = tflite_models.random_inputs(rng, graph, n=4)
         expected = tflite_models.run_litert(tflite_models.write(graph), inputs)[0]
-        out = chained(result, inputs[0])
+        out = importer.run_reference(result, inputs[0].astype(np.int64))
         assert np.array_equal(translation.to_nhwc(out).reshape(expected.shape), expected), seed
         compared += 1
     assert compared >= 6  # most draws are imported

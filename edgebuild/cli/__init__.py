@@ -122,6 +122,20 @@ def _parser() -> argparse.ArgumentParser:
                       help="the dataset the manifest names (format npz: x, y or x_train, "
                       "y_train, x_test, y_test); without it, add a dataset before building")
 
+    tfl = commands.add_parser(
+        "import-tflite", help="turn an int8 TFLite model into a manifest in TFLite's number "
+        "format, its integers and a known answer")
+    tfl.add_argument("model", metavar="MODEL.tflite", help="the int8 model (one input)")
+    tfl.add_argument("-o", "--output", default=".", metavar="DIR",
+                     help="where the manifest and its folder go (default: .)")
+    tfl.add_argument("--name", help="manifest name (default: from the file name)")
+    tfl.add_argument("--device", default="host", choices=("host", "cortex-m4"),
+                     help="the target (default: host)")
+    tfl.add_argument("--sample", metavar="IN.npy", help="known-answer inputs as the "
+                     "interpreter takes them (N x NHWC, the model's input dtype)")
+    tfl.add_argument("--expected", metavar="OUT.npy", help="the interpreter's outputs for "
+                     "them (default: LiteRT's reference kernels compute them)")
+
     clean = commands.add_parser("clean", help="delete build outputs (the cache is kept)")
     _paths(clean)
     clean.add_argument("--cache", action="store_true", help="delete the whole cache as well")

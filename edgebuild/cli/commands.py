@@ -287,6 +287,29 @@ def import_onnx(args: argparse.Namespace, cwd: Path) -> int:
     return EXIT_OK
 
 
+def import_tflite(args: argparse.Namespace, cwd: Path) -> int:
+    """`edgebuild import-tflite`: a manifest in TFLite's number format, its integers and a
+    known answer from an int8 .tflite model; every operator it cannot import is named at
+    once (tflite.importer)."""
+    from edgebuild.interchange import importer as onnx_importer
+    from edgebuild.tflite import importer
+
+    source = cwd / args.model
+    name = args.name if args.name is not None else onnx_importer.default_name(source)
+    onnx_importer.check_name(name)
+
+    def path(value: str | None) -> Path | None:
+        return None if value is None else cwd / value
+
+    result = importer.import_tflite(source, cwd / args.output, name, args.device,
+                                    path(args.sample), path(args.expected))
+    for note in result.notes:
+        _err(f"import-tflite: {note}")
+    _err(f"import-tflite: wrote {result.manifest}; build it with "
+         f"`edgebuild build {result.manifest}`")
+    return EXIT_OK
+
+
 def clean(args: argparse.Namespace, cwd: Path) -> int:
     from edgebuild.build.cache import remove_tree
 

@@ -22,7 +22,7 @@ from edgebuild.memory import plan as plans
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
-from edgebuild.ops import OPS
+from edgebuild.ops import numbers
 from edgebuild.ops.c import OPTIONAL_PATHS, PATH_FILES, CStep, Tile, weight_symbol
 from edgebuild.ops.operator import Unsupported
 
@@ -132,7 +132,8 @@ def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
         quant = model.params.get(layer.name)
         if quant is None:
             continue
-        shape = f"shape {list(quant.weight.shape)}, scale 2^{quant.scale_exp}"
+        scale = "per-channel scales" if model.numbers != numbers.OWN else f"scale 2^{quant.scale_exp}"
+        shape = f"shape {list(quant.weight.shape)}, {scale}"
         if packing.packed(quant.bits):  # the bytes as int8 values (weights.h: the layout)
             stored = packing.pack(quant.weight, quant.bits).view("int8")
             comment = (f"{layer.name}: {quant.bits}-bit weights packed {8 // quant.bits} per "
@@ -146,7 +147,21 @@ def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
             arrays.append({"symbol": weight_symbol(prefix, "b", layer.name), "ctype": "int32_t",
                            "count": quant.bias.size, "lines": _lines(quant.bias.ravel()),
                            "comment": f"{layer.name}: bias, accumulator units", "packed": False})
+        arrays += requantization_arrays(model, layer.name, prefix)
     return arrays
+
+
+def requantization_arrays(model: QuantizedModel, layer: str, prefix: str) -> list[WeightArray]:
+    """In TFLite's number format, a compute layer's per-channel fixed-point multipliers
+    ("m") and shifts ("s"): x * m * 2^(s - 31) (tflite.arith)."""
+    record = model.records.get(layer)
+    if record is None or getattr(record, "multiplier", None) is None:
+        return []
+    return [{"symbol": weight_symbol(prefix, part, layer), "ctype": "int32_t",
+             "count": int(values.size), "lines": _lines(values.ravel()),
+             "comment": f"{layer}: per-channel {what}", "packed": False}
+            for part, values, what in (("m", record.multiplier, "multipliers (Q0.31)"),
+                                       ("s", record.shift, "shifts (positive: left)"))]
 
 
 def prefix(name: str) -> str:
@@ -179,6 +194,7 @@ def c_step(spec: ProjectSpec, step: Step, layer: Layer, node: graphs.Node) -> CS
     return CStep(
         layer=layer, in_shapes=node.in_shapes, out_shape=node.out_shape,
         quant=spec.model.params.get(layer.name), rounding=spec.model.rounding,
+        numbers=spec.model.records.get(layer.name),
         inputs=tuple(macro(name) for name in step.inputs), output=macro(step.output),
         scratch=None if step.scratch is None else macro(step.scratch.name),
         tile=_tile(step.tile()), pool_tile=_tile(step.tile("pool_tile")),
@@ -211,7 +227,7 @@ def c_steps(spec: ProjectSpec) -> Steps:
     paths: set[str] = set()
     for step in spec.plan.steps:
         layer, node = layers[step.layer], nodes[step.layer]
-        c = OPS[layer.op].c
+        c = numbers.c(layer.op, spec.model.numbers)
         if isinstance(c, Unsupported):  # validation refuses such a layer before any stage
             raise ValueError(f"layer {layer.name!r}: {c.reason}")
         code = c.emit(c_step(spec, step, layer, node))
@@ -248,7 +264,7 @@ def _workspace(spec: ProjectSpec, step: Step) -> int:
     assert graph is not None
     layer = next(layer for layer in spec.model.layers if layer.name == step.layer)
     node = next(node for node in graph.nodes if node.name == step.layer)
-    return plans.workspace(layer, node, step.tile()) or 0
+    return plans.workspace(layer, node, step.tile(), spec.model.numbers) or 0
 
 
 def workspace_context(spec: ProjectSpec, steps: Steps) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def import_onnx(path: Path, manifest: Path, name: str, data: Path | None) -> Imp
     import yaml
 
     Manifest.model_validate(yaml.safe_load(text))  # the importer's own output: a bug if not
-    _write_all({manifest: text.encode(), weights: _npz(translated.weights)})
+    write_all({manifest: text.encode(), weights: npz(translated.weights)})
     return Imported(manifest, weights, translated.warnings)
 
 
@@ -270,7 +270,7 @@ def manifest_text(path: Path, name: str, model: Translated, weights: str,
     return "\n".join(lines)
 
 
-def _npz(weights: dict[str, NDArray[Any]]) -> bytes:
+def npz(weights: dict[str, NDArray[Any]]) -> bytes:
     """The deterministic .npz of core.arrays.save."""
     from edgebuild.core import arrays
 
@@ -279,7 +279,7 @@ def _npz(weights: dict[str, NDArray[Any]]) -> bytes:
     return buffer.getvalue()
 
 
-def _write_all(outputs: dict[Path, bytes]) -> None:
+def write_all(outputs: dict[Path, bytes]) -> None:
     """Every file, or none: an existing file with other content is never overwritten."""
     clashes = [path for path, data in outputs.items()
                if path.exists() and (not path.is_file() or path.read_bytes() != data)]

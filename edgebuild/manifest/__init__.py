@@ -33,6 +33,13 @@ from edgebuild.ops import Layer
 SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
 
 
+class NumberFormat(StrEnum):
+    """The integer format the model computes in (ops.numbers)."""
+
+    edgebuild = "edgebuild"
+    tflite = "tflite"
+
+
 class Model(Strict):
     input: tuple[Annotated[int, Field(strict=True, ge=1, le=65536)], ...] = Field(
         min_length=1, max_length=3,
@@ -42,6 +49,12 @@ class Model(Strict):
         default=None, min_length=1,
         description="pre-quantized integer weights (.npz, e.g. from `edgebuild import-ai8x`), "
                     "relative to the manifest; the model is then not trained")
+    format: NumberFormat = Field(
+        default=NumberFormat.edgebuild,
+        description="the number format of the integer model: `edgebuild` (its own: "
+                    "power-of-two scales, no zero points) or `tflite` (TFLite's int8: zero "
+                    "points, per-channel multipliers; `model.weights` from `edgebuild "
+                    "import-tflite`; host and cortex-m4 targets)")
 
     def to_json(self) -> dict[str, Any]:
         """model.json (stage validate; schemas/artifacts/model.v1.schema.json): the section

@@ -25,7 +25,7 @@ from edgebuild.core.geometry import Shape
 from edgebuild.memory import arena, tiling
 from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps, untiled_peaks
 from edgebuild.model import graph as graphs
-from edgebuild.ops import OPS
+from edgebuild.ops import OPS, numbers
 from edgebuild.ops.operator import ComputeLayer, Weights
 
 if TYPE_CHECKING:
@@ -38,15 +38,17 @@ Problem = tuple[tuple[str, ...], str]  # (manifest path, message)
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """A compute layer's stored weights and bias in bytes (its arrays in weights.c)."""
+    """A compute layer's stored weights and bias in bytes (its arrays in weights.c), and in
+    TFLite's number format its per-channel multipliers and shifts (`requantization`)."""
 
     layer: str
     weights: int
     bias: int
+    requantization: int = 0
 
     @property
     def bytes(self) -> int:
-        return self.weights + self.bias
+        return self.weights + self.bias + self.requantization
 
 
 @dataclass(frozen=True)
@@ -149,10 +151,13 @@ def _nodes(input_shape: Shape, layers: Sequence[Layer]) -> dict[str, graphs.Node
 
 
 def layer_weights(input_shape: Shape, layers: Sequence[Layer],
-                  bits: Mapping[str, int] | None = None) -> tuple[LayerWeights, ...]:
+                  bits: Mapping[str, int] | None = None,
+                  number_format: str = numbers.OWN) -> tuple[LayerWeights, ...]:
     """The stored bytes of every compute layer of the deployed (folded) `layers`: its op's
     weight layout at its width (`bits` by layer, 8 when not given: one byte per weight;
-    1, 2, 4: packed), a bias (given, or from a folded batchnorm) in int32."""
+    1, 2, 4: packed), a bias (given, or from a folded batchnorm) in int32, and in another
+    number format than edgebuild's (TFLite's) an int32 multiplier and shift per output
+    channel."""
     nodes = _nodes(input_shape, layers)
     found = []
     for layer in layers:
@@ -163,19 +168,21 @@ def layer_weights(input_shape: Shape, layers: Sequence[Layer],
         shape = facet.shape(layer, tuple(nodes[layer.name].in_shapes[0]))
         width = (bits or {}).get(layer.name, 8)
         found.append(LayerWeights(layer.name, packing.stored_bytes(tuple(shape), width),
-                                  compute.out * BIAS_ITEM if compute.bias else 0))
+                                  compute.out * BIAS_ITEM if compute.bias else 0,
+                                  0 if number_format == numbers.OWN else 2 * 4 * compute.out))
     return tuple(found)
 
 
 def l1_passes(input_shape: Shape, layers: Sequence[Layer], double_buffer: bool,
-              split: bool = False) -> tuple[PassL1, ...]:
+              split: bool = False, number_format: str = numbers.OWN) -> tuple[PassL1, ...]:
     """Every windowed pass (the windows memory.plan.tile_steps tiles) at its smallest L1;
     `split`: the target has the split kernels (tiling.smallest_l1)."""
     nodes = _nodes(input_shape, layers)
     found = []
     for layer in layers:
         node = nodes[layer.name]
-        for key, w in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+        windows = numbers.windows(layer.op, number_format)
+        for key, w in windows(layer, node.in_shapes, node.out_shape):
             need = tiling.minimum_l1(w, double_buffer, split)
             tiled = need < tiling.whole(w)
             shared = split and w.split and tiled
@@ -206,17 +213,17 @@ def ram(plan: MemoryPlan) -> Ram:
 
 def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
           double_buffer: bool, bits: Mapping[str, int] | None = None,
-          split: bool = False) -> Needs:
+          split: bool = False, number_format: str = numbers.OWN) -> Needs:
     """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need, their
     weights at `bits` (by layer; see layer_weights), on a target with the split kernels or
-    not (`split`)."""
-    return Needs(l1_passes(input_shape, layers, double_buffer, split), ram(plan),
-                 layer_weights(input_shape, layers, bits),
-                 tiling_cost(input_shape, layers, plan) if split else None)
+    not (`split`), in a number format (ops.numbers)."""
+    return Needs(l1_passes(input_shape, layers, double_buffer, split, number_format), ram(plan),
+                 layer_weights(input_shape, layers, bits, number_format),
+                 tiling_cost(input_shape, layers, plan, number_format) if split else None)
 
 
 def tiling_cost(input_shape: Shape, layers: Sequence[Layer],
-                plan: MemoryPlan) -> TilingCost | None:
+                plan: MemoryPlan, number_format: str = numbers.OWN) -> TilingCost | None:
     """The RAM the tiled `plan` (memory.plan.tile_steps, optimized kernels) needs beyond
     the untiled build's, or None. The planner keeps within the untiled RAM whenever some
     choice of tiles does (memory.selection), so this is what the budget truly costs: a
@@ -225,7 +232,7 @@ def tiling_cost(input_shape: Shape, layers: Sequence[Layer],
     totals = plan.memory
     if totals is None:
         return None
-    untiled = untiled_peaks(input_shape, layers, plan, True)
+    untiled = untiled_peaks(input_shape, layers, plan, True, number_format)
     arena = plan.arena_bytes + plan.state_bytes
     if totals.ram_bytes <= arena + untiled.bytes:
         return None
@@ -257,7 +264,8 @@ def assess(manifest: Manifest, layers: Sequence[Layer],
     """What the deployed `layers` need of each budget, as `problems` weighs them."""
     plan = planned(manifest, layers, bits, optimized)
     return needs(tuple(manifest.model.input), layers, plan,
-                 manifest.target.tiling.double_buffer, bits, optimized)
+                 manifest.target.tiling.double_buffer, bits, optimized,
+                 manifest.model.format.value)
 
 
 def planned(manifest: Manifest, layers: Sequence[Layer],
@@ -266,12 +274,13 @@ def planned(manifest: Manifest, layers: Sequence[Layer],
     tiled on a target with the optimized kernels (`optimized`: the tiles decide their
     workspace, which counts in RAM)."""
     shape = tuple(manifest.model.input)
-    stored = sum(w.bytes for w in layer_weights(shape, layers, bits))
+    number_format = manifest.model.format.value
+    stored = sum(w.bytes for w in layer_weights(shape, layers, bits, number_format))
     memory = manifest.target.memory
     plan = make_plan(shape, layers, stored)
     if optimized:
         plan, _ = tile_steps(shape, layers, plan, memory.l1, memory.l2,
-                             manifest.target.tiling.double_buffer, True)
+                             manifest.target.tiling.double_buffer, True, number_format)
     return plan
 
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core import boundedjson
-from edgebuild.core.geometry import Shape, pooled
+from edgebuild.core.geometry import Shape, Window, pooled
 from edgebuild.memory import arena, selection, tiling
 from edgebuild.model import graph as graphs
-from edgebuild.ops import OPS
+from edgebuild.ops import OPS, numbers
 from edgebuild.ops.operator import Role, Unsupported
 
 if TYPE_CHECKING:
@@ -277,11 +277,13 @@ def with_weights(plan: MemoryPlan, stored: dict[str, int]) -> MemoryPlan:
     return replace(plan, steps=steps, weight_bytes=sum(stored.values()))
 
 
-def workspace(layer: Layer, node: graphs.Node, tile: TileChoice | None) -> int | None:
+def workspace(layer: Layer, node: graphs.Node, tile: TileChoice | None,
+              number_format: str = numbers.OWN) -> int | None:
     """Bytes of the optimized kernels' workspace (the generated C's eb_scratch) the layer
-    needs, by its op's C facet (`workspace`: int16 elements, for its row tile when tiled);
-    None for a layer whose kernels need none. The project's array holds the largest."""
-    c = OPS[layer.op].c
+    needs, by its op's C facet in the model's number format (`workspace`: int16 elements,
+    for its row tile when tiled); None for a layer whose kernels need none. The project's
+    array holds the largest."""
+    c = numbers.c(layer.op, number_format)
     if isinstance(c, Unsupported):  # validation refuses such a layer before any stage
         return None
     rows = tile.rows if tile is not None and tile.tiled else None
@@ -304,18 +306,26 @@ class _Model:
 
     layers: dict[str, Layer]
     nodes: dict[str, graphs.Node]
+    number_format: str = numbers.OWN
 
     @classmethod
-    def of(cls, input_shape: Shape, layers: Sequence[Layer]) -> _Model:
+    def of(cls, input_shape: Shape, layers: Sequence[Layer],
+           number_format: str = numbers.OWN) -> _Model:
         graph, _ = graphs.build(tuple(input_shape), tuple(layers))
         assert graph is not None
         return cls({layer.name: layer for layer in layers},
-                   {node.name: node for node in graph.nodes})
+                   {node.name: node for node in graph.nodes}, number_format)
+
+    def windows(self, layer: Layer) -> tuple[tuple[str, Window], ...]:
+        """The layer's windowed passes in the model's number format (none: untiled)."""
+        node = self.nodes[layer.name]
+        return numbers.windows(layer.op, self.number_format)(layer, node.in_shapes,
+                                                             node.out_shape)
 
     def step_workspace(self, step: Step, tile: tiling.Tile | None) -> int:
         """The workspace bytes of the step with its "tile" pass run as `tile`."""
         return workspace(self.layers[step.layer], self.nodes[step.layer],
-                         None if tile is None else TileChoice.of(tile)) or 0
+                         None if tile is None else TileChoice.of(tile), self.number_format) or 0
 
 
 def passes(model: _Model, plan: MemoryPlan, l1: int | None, double_buffer: bool, split: bool,
@@ -326,8 +336,8 @@ def passes(model: _Model, plan: MemoryPlan, l1: int | None, double_buffer: bool,
     found: list[Pass] = []
     problems: list[TooSmall] = []
     for index, step in enumerate(plan.steps):
-        layer, node = model.layers[step.layer], model.nodes[step.layer]
-        for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+        layer = model.layers[step.layer]
+        for key, window in model.windows(layer):
             options = tiling.options(layer.name, window, l1, double_buffer, split, tile_fitting)
             if not options:
                 assert l1 is not None  # every pass runs whole without a limit
@@ -355,10 +365,10 @@ def workspace_floor(model: _Model, plan: MemoryPlan, found: Sequence[Pass], spli
 
 
 def untiled_peaks(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
-                  split: bool) -> selection.Peaks:
+                  split: bool, number_format: str = numbers.OWN) -> selection.Peaks:
     """The L1 and workspace peaks of the untiled build: every pass whole (or, a linear
     layer on the split kernels, streamed), as an L1 budget that fits them all plans it."""
-    model = _Model.of(input_shape, layers)
+    model = _Model.of(input_shape, layers, number_format)
     found, _ = passes(model, plan, None, False, split)
     return selection.best_peaks([p.choices for p in found],
                                 workspace_floor(model, plan, found, split))
@@ -381,15 +391,17 @@ def _better(a: selection.Peaks, b: selection.Peaks, budget: int | None) -> bool:
 
 
 def choose_tiles(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
-                 l2: int, double_buffer: bool,
-                 split: bool = False) -> tuple[dict[tuple[int, str], tiling.Tile], list[TooSmall]]:
+                 l2: int, double_buffer: bool, split: bool = False,
+                 number_format: str = numbers.OWN
+                 ) -> tuple[dict[tuple[int, str], tiling.Tile], list[TooSmall]]:
     """Each windowed pass's tile, by (step index, key), and the passes that cannot fit `l1`.
     Little RAM for few instructions (memory.selection) with the workspace within the L2 the
     arena and state leave and the RAM at most the untiled build's; a layer that fits L1 runs
     whole unless only tiling it too keeps within those (then every pass may tile)."""
-    model = _Model.of(input_shape, layers)
+    model = _Model.of(input_shape, layers, number_format)
     budget = l2 - plan.arena_bytes - plan.state_bytes if split else None
-    untiled = untiled_peaks(input_shape, layers, plan, split).bytes if split else None
+    untiled = untiled_peaks(input_shape, layers, plan, split,
+                            number_format).bytes if split else None
     found, problems = passes(model, plan, l1, double_buffer, split)
     floor = workspace_floor(model, plan, found, split)
     peaks = selection.best_peaks([p.choices for p in found], floor, budget, untiled)
@@ -403,21 +415,22 @@ def choose_tiles(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, 
 
 
 def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1: int,
-               l2: int, double_buffer: bool,
-               split: bool = False) -> tuple[MemoryPlan, list[TooSmall]]:
+               l2: int, double_buffer: bool, split: bool = False,
+               number_format: str = numbers.OWN) -> tuple[MemoryPlan, list[TooSmall]]:
     """The plan with an L1 tile on every windowed step (`choose_tiles`), the optimized
     kernels' workspace of every step (`workspace`) and its memory totals, and the layers
     that cannot fit `l1` at all. `split`: the target's C has the optimized kernels, the
     split ones among them (memory.tiling: the split layout)."""
-    model = _Model.of(input_shape, layers)
-    chosen, problems = choose_tiles(input_shape, layers, plan, l1, l2, double_buffer, split)
+    model = _Model.of(input_shape, layers, number_format)
+    chosen, problems = choose_tiles(input_shape, layers, plan, l1, l2, double_buffer, split,
+                                    number_format)
     tiles: list[tiling.Tile] = []
     lower = 0
     new_steps = []
     for index, step in enumerate(plan.steps):
         layer, node = model.layers[step.layer], model.nodes[step.layer]
         choices: dict[str, TileChoice] = {}
-        for key, window in OPS[layer.op].windows(layer, node.in_shapes, node.out_shape):
+        for key, window in model.windows(layer):
             lower += tiling.lower_bound(window, split)  # what any tiling of it moves at least
             if (index, key) in chosen:
                 choices[key] = TileChoice.of(chosen[index, key])
@@ -429,8 +442,8 @@ def tile_steps(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan, l1
             lower += streamed.bytes_in + streamed.bytes_out
             tiles.append(streamed)
         new_steps.append(replace(step, tiles=choices, double_buffer=double_buffer,
-                                 workspace_bytes=workspace(layer, node, choices.get("tile"))
-                                 if split else None))
+                                 workspace_bytes=workspace(layer, node, choices.get("tile"),
+                                                           number_format) if split else None))
     return replace(plan, steps=tuple(new_steps),
                    memory=_totals(plan, new_steps, tiles, lower, l1, l2)), problems
 

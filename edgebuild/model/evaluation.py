@@ -16,7 +16,8 @@ from edgebuild.core import boundedjson
 @dataclass(frozen=True)
 class Evaluation:
     samples: int
-    int_vs_fakequant_mismatches: int
+    # None: the format has no fake-quant network (TFLite's: the known answer checks it)
+    int_vs_fakequant_mismatches: int | None
     first_mismatches: tuple[int, ...]  # the first (up to 10) sample indices that differ
     int_accuracy: float | None = None  # with labels (a dataset)
     confusion: tuple[tuple[int, ...], ...] | None = None  # with labels

@@ -45,7 +45,7 @@ class LayerQuant:
 class Quantization:
     rounding: str  # numerics rounding mode, e.g. "half_up" or "half_up/trunc"
     layers: tuple[LayerQuant, ...]
-    method: str  # "qat", "ptq-<clip>" or "imported"
+    method: str  # "qat", "ptq-<clip>", "imported" or "imported-tflite"
     device: str
     saturation: dict[str, float]  # layer -> % of int8 outputs at -128 or 127
 

@@ -8,14 +8,15 @@ model.quantization).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantization import Quantization
-from edgebuild.ops import OPS
+from edgebuild.ops import OPS, numbers
+from edgebuild.ops.numbers import OWN
 from edgebuild.ops.operator import QuantParams, Unsupported
 
 if TYPE_CHECKING:
@@ -28,10 +29,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class QuantizedModel:
+    """`numbers`: the number format (ops.numbers); in another format than edgebuild's own,
+    `records` holds each layer's record of that format (TFLite's: tflite.quant.TflQuant)."""
+
     input_shape: tuple[int, ...]
     layers: tuple[Layer, ...]  # folded: explicit inputs, no batchnorm/dropout
     params: dict[str, QuantParams]
     rounding: str
+    numbers: str = "edgebuild"
+    records: dict[str, Any] = field(default_factory=dict)
+
+    def quant(self, layer: str) -> Any:
+        """What the layer's integer reference takes: its format's record (None: none)."""
+        if self.numbers == OWN:
+            return self.params.get(layer)
+        return self.records.get(layer)
 
     @property
     def output(self) -> Layer:
@@ -42,12 +54,15 @@ class QuantizedModel:
         return None if quant is None else quant.shift
 
 
+FORMAT_FILE = "tflite.npz"  # a TFLite model's integers beyond weights.npz (tflite.quant)
+
+
 def load(directory: Path, manifest: Manifest) -> QuantizedModel:
     """The model the `quantize` stage wrote to `directory`."""
     from edgebuild.core import arrays
 
-    return assemble(manifest, Quantization.load(directory),
-                    arrays.load(directory / "weights.npz"))
+    name = FORMAT_FILE if manifest.model.format.value != OWN else "weights.npz"
+    return assemble(manifest, Quantization.load(directory), arrays.load(directory / name))
 
 
 def assemble(manifest: Manifest, quantization: Quantization,
@@ -55,6 +70,8 @@ def assemble(manifest: Manifest, quantization: Quantization,
     """The model from its quantization table and integer weights (`<layer>.weight`,
     `<layer>.bias` arrays)."""
     layers, _ = folding.fold_layers(manifest.model.layers)
+    if manifest.model.format.value != OWN:
+        return _assemble_format(manifest, quantization, weights, layers)
     params: dict[str, QuantParams] = {}
     for row in quantization.layers:
         bias = weights.get(f"{row.name}.bias")
@@ -62,6 +79,20 @@ def assemble(manifest: Manifest, quantization: Quantization,
                                        None if bias is None else bias.astype("int64"),
                                        row.scale_exp, row.bits)
     return QuantizedModel(tuple(manifest.model.input), layers, params, quantization.rounding)
+
+
+def _assemble_format(manifest: Manifest, quantization: Quantization,
+                     weights: dict[str, NDArray[Any]], layers: tuple[Layer, ...]) -> QuantizedModel:
+    """A model in TFLite's format: every computing layer's record from the weights file,
+    QuantParams of its compute layers for what reads weights by format-blind code (weights.c,
+    the flash budget)."""
+    records = numbers.records(manifest.model.format.value, weights,
+                              [layer.name for layer in layers])
+    params = {row.name: QuantParams(weights[f"{row.name}.weight"].astype("int64"),
+                                    records[row.name].bias, row.scale_exp, row.bits)
+              for row in quantization.layers}
+    return QuantizedModel(tuple(manifest.model.input), layers, params, quantization.rounding,
+                          manifest.model.format.value, records)
 
 
 @overload
@@ -84,11 +115,10 @@ def run_reference(model: QuantizedModel, x: NDArray[np.integer[Any]], *,
     for layer in model.layers:
         assert layer.inputs is not None  # folded layers name their inputs (folding)
         inputs = [values[name] for name in layer.inputs]
-        reference = OPS[layer.op].reference
+        reference = numbers.reference(layer.op, model.numbers)
         if isinstance(reference, Unsupported):  # the folded layers have none of these
             raise ValueError(f"layer {layer.name!r}: {reference.reason}")
-        values[layer.name] = reference(layer, model.params.get(layer.name), inputs,
-                                       model.rounding)
+        values[layer.name] = reference(layer, model.quant(layer.name), inputs, model.rounding)
     return values if keep_all else values[model.output.name]
 
 
@@ -118,11 +148,10 @@ def run_first_frames(model: QuantizedModel, x: NDArray[np.integer[Any]]) -> Ints
                               dtype=np.int64)
             window[:, -1] = inputs[0]
             inputs = [window.reshape(-1, *inputs[0].shape[1:])]
-        reference = OPS[layer.op].reference
+        reference = numbers.reference(layer.op, model.numbers)
         if isinstance(reference, Unsupported):
             raise ValueError(f"layer {layer.name!r}: {reference.reason}")
-        values[layer.name] = reference(layer, model.params.get(layer.name), inputs,
-                                       model.rounding)
+        values[layer.name] = reference(layer, model.quant(layer.name), inputs, model.rounding)
     return values[model.output.name]
 
 

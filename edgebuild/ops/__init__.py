@@ -29,6 +29,7 @@ from edgebuild.ops import (
     passthrough,
     pool,
     reshape,
+    softmax,
 )
 from edgebuild.ops.operator import Operator
 
@@ -44,6 +45,7 @@ OPS: dict[str, Operator] = {
         global_pool.OPERATOR,
         flatten.OPERATOR,
         reshape.OPERATOR,
+        softmax.OPERATOR,
         passthrough.OPERATOR,
         add.OPERATOR,
         concat.OPERATOR,
@@ -59,7 +61,7 @@ if TYPE_CHECKING:
     Layer = Annotated[
         conv1d.Conv1d | conv2d.Conv2d | conv_transpose2d.ConvTranspose2d | linear.Linear
         | pool.Pool1d | pool.Pool2d | global_pool.GlobalPool | flatten.Flatten | reshape.Reshape
-        | passthrough.Passthrough | add.Add | concat.Concat | buffer.Buffer
+        | softmax.Softmax | passthrough.Passthrough | add.Add | concat.Concat | buffer.Buffer
         | batchnorm.BatchNorm | dropout.Dropout,
         Field(discriminator="op"),
     ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import Field
+
 from edgebuild.core.geometry import Shape, expect_rank, pair, pooled, window_out
 from edgebuild.ops import conv
 from edgebuild.ops.operator import (
@@ -31,6 +33,9 @@ class Conv2d(conv.ConvFields):
     kernel: Pair = 3
     stride: Pair = 1
     pad: PadPair = 0
+    pad_end: PadPair | None = Field(
+        default=None, description="padding after (bottom, right) when it differs from `pad`, "
+        "as TensorFlow's SAME padding with an odd total; only in TFLite's number format")
     dilation: Pair = 1
 
 
@@ -39,12 +44,22 @@ def axes(layer: Conv2d) -> tuple[tuple[int, ...], ...]:
     return tuple(pair(v) for v in (layer.kernel, layer.stride, layer.pad, layer.dilation))
 
 
+def pad_end(layer: Conv2d) -> tuple[int, int]:
+    """The padding after each axis (bottom, right): `pad_end`, else `pad`."""
+    return pair(layer.pad if layer.pad_end is None else layer.pad_end)
+
+
 def out_shape(layer: Conv2d, shapes: Sequence[Shape]) -> Shape:
     expect_rank(shapes[0], 3, "conv2d")
     channels, height, width = pooled(shapes[0], layer.pool, 2)
     conv.check_groups(layer, channels)
     conv.validate_wide(layer)
-    return (layer.out, *(window_out(*d) for d in zip((height, width), *axes(layer), strict=True)))
+    kernel, stride, pad, dilation = axes(layer)
+    # Padding on both sides is `pad` + `pad_end`: window_out takes it as twice one side,
+    # so the odd total of an asymmetric pair adds its half to the size.
+    return (layer.out, *(window_out(size + end - start, k, s, start, d) for size, k, s, start, d, end
+                         in zip((height, width), kernel, stride, pad, dilation, pad_end(layer),
+                                strict=True)))
 
 
 def param_count(layer: Conv2d, shapes: Sequence[Shape]) -> int:

@@ -26,7 +26,7 @@ from edgebuild.data.dataset import DataFileError, Probe, channelled_shape, frame
 from edgebuild.manifest import Layer, Manifest, targets
 from edgebuild.model import graph as graphs
 from edgebuild.ops import OPS
-from edgebuild.ops.operator import LayerBase, Role
+from edgebuild.ops.operator import LayerBase, Role, Unsupported
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,16 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
             "kat: {input: sample.npy, expected: output.npy}")))
     layers, _ = folding.fold_layers(manifest.model.layers)
     bits = None
-    if manifest.model.weights is not None:
+    problems += _format_problems(document, manifest)
+    if manifest.model.weights is not None and manifest.model.format.value == "tflite":
+        from edgebuild.tflite import check as tflite_check
+
+        folded_graph, _ = graphs.build(manifest.model.input, layers)
+        found = tflite_check.check(base / manifest.model.weights, layers, folded_graph)
+        problems += [document.diagnostic(("model", "weights", *suffix), message)
+                     for suffix, message in found]
+        bits = {layer.name: 8 for layer in layers if OPS[layer.op].computes}
+    elif manifest.model.weights is not None:
         folded_graph, _ = graphs.build(manifest.model.input, layers)
         bits, found = imported.check(base / manifest.model.weights, layers, folded_graph,
                                      numbers.device_numbers(manifest.target.device.value))
@@ -153,6 +162,39 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
         problems += _wof(document, manifest, base, layers)
     budgets, warnings = _budgets(document, manifest, layers, bits)
     return problems + budgets, warnings
+
+
+def _format_problems(document: yamlsource.Document, manifest: Manifest) -> list[Diagnostic]:
+    """The number format (`model.format`, ops.numbers): every deployed layer has an integer
+    reference and C in it; TFLite's needs its weights file and a CPU target; asymmetric
+    padding is TFLite's only."""
+    from edgebuild.ops import numbers as formats
+    from edgebuild.targets.max7800x import profile as devices
+
+    fmt = manifest.model.format.value
+    problems = []
+    if fmt != formats.OWN and manifest.model.weights is None:
+        problems.append(document.diagnostic(("model", "format"), (
+            f"the {fmt} format computes with the integers of `model.weights` (a model "
+            f"`edgebuild import-{fmt}` wrote); give them, or leave the format out")))
+    device = manifest.target.device.value
+    if fmt != formats.OWN and devices.is_accelerator(device):
+        problems.append(document.diagnostic(("target", "device"), (
+            f"{device}: the accelerator computes in its own number format (power-of-two "
+            f"scales, no zero points), not {fmt}'s; build this model for host or cortex-m4")))
+    for index, layer in enumerate(manifest.model.layers):
+        if not OPS[layer.op].deployed:
+            continue
+        for facet in (formats.reference(layer.op, fmt), formats.c(layer.op, fmt)):
+            if isinstance(facet, Unsupported):
+                problems.append(document.diagnostic(("model", "layers", index, "op"),
+                                                    f"{layer.op}: {facet.reason}"))
+                break
+        if getattr(layer, "pad_end", None) is not None and fmt == formats.OWN:
+            problems.append(document.diagnostic(("model", "layers", index, "pad_end"), (
+                "asymmetric padding is computed only in TFLite's number format "
+                "(`model.format: tflite`); in edgebuild's own use `pad` alone")))
+    return problems
 
 
 def _budgets(document: yamlsource.Document, manifest: Manifest, layers: tuple[Layer, ...],

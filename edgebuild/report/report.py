@@ -145,7 +145,7 @@ class ReportMetrics:
     int_accuracy: float | None
     params: int
     macs: int
-    int_vs_fakequant_mismatches: int
+    int_vs_fakequant_mismatches: int | None  # None: no fake-quant network (TFLite's format)
     test_samples: int
     c_vs_reference: HostTotals
     cortex_m4: FirmwareRun | Skipped

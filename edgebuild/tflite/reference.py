@@ -62,18 +62,11 @@ def conv2d(layer: Conv2d, q: TflQuant, inputs: Sequence[Ints]) -> Ints:
 
     assert q.weight is not None
     kernel, stride, pad, dilation = ops_conv2d.axes(layer)
-    end = pad_end(layer)
+    end = ops_conv2d.pad_end(layer)
     x = inputs[0].astype(np.int64) - q.in_zp[0]
     x = np.pad(x, ((0, 0), (0, 0), (pad[0], end[0]), (pad[1], end[1])))
     acc = conv.reference_conv(x, q.weight, layer.groups, kernel, stride, (0, 0), dilation)
     return requantize(add_bias(acc, q), q)
-
-
-def pad_end(layer: Conv2d) -> tuple[int, int]:
-    """The padding after each axis (bottom, right): a layer's `pad_end` where it has one
-    (TensorFlow's SAME padding with an odd total), else `pad`."""
-    end = getattr(layer, "pad_end", None)
-    return pair(layer.pad if end is None else end)
 
 
 def linear(layer: Linear, q: TflQuant, inputs: Sequence[Ints]) -> Ints:

@@ -118,8 +118,6 @@ def run(ctx: Context[Checked]) -> None:
 
     manifest = ctx.checked.manifest
     model = quantized.load(ctx.inputs["quantize"], manifest)
-    state = arrays.load(ctx.inputs["qat"] / "folded.npz") if "qat" in ctx.inputs else \
-        real_state(model)
     known = knownanswer.load(ctx.checked)
     y: NDArray[np.integer[Any]] | None
     if "data" in ctx.inputs:
@@ -129,8 +127,7 @@ def run(ctx: Context[Checked]) -> None:
         assert known is not None  # validation requires a known answer of a model without a dataset
         x, y = knownanswer.clips(ctx.checked, known[0]), None
     reference = quantized.run_batched(model, x).reshape(len(x), -1)
-    fake = fakequant_outputs(manifest, model, state, x)
-    mismatched = np.any(reference != fake.reshape(len(x), -1), axis=1)
+    mismatched = _fakequant_mismatches(ctx, model, x, reference)
     found: Figures = {}
     if y is not None:
         found.update(accuracy(reference, y))
@@ -138,12 +135,32 @@ def run(ctx: Context[Checked]) -> None:
     if known is not None:
         extra["kat_outputs"] = quantized.run_known(model, known[0]).reshape(len(known[0]), -1)
         found.update(known_answer(extra["kat_outputs"], known[1]))
-    result = Evaluation(int(len(x)), int(mismatched.sum()),
+    result = Evaluation(int(len(x)), None if mismatched is None else int(mismatched.sum()),
+                        () if mismatched is None else
                         tuple(np.flatnonzero(mismatched)[:10].tolist()), **found)
     arrays.save(ctx.out / "reference_outputs.npz", outputs=reference, **extra)
     (ctx.out / "evaluation.json").write_text(json.dumps(result.to_json(), indent=1,
                                                         sort_keys=True) + "\n")
     _warn(ctx, manifest, result)
+
+
+def _fakequant_mismatches(ctx: Context[Checked], model: QuantizedModel,
+                          x: NDArray[np.integer[Any]], reference: NDArray[np.int64]
+                          ) -> NDArray[np.bool_] | None:
+    """Per sample, whether the torch fake-quant network's outputs differ from the
+    reference's; None in a number format without one (TFLite's: its known answer, LiteRT's
+    outputs, is the independent computation the reference is checked against)."""
+    import numpy as np
+
+    from edgebuild.core import arrays
+    from edgebuild.ops.numbers import OWN
+
+    if model.numbers != OWN:
+        return None
+    state = arrays.load(ctx.inputs["qat"] / "folded.npz") if "qat" in ctx.inputs else \
+        real_state(model)
+    fake = fakequant_outputs(ctx.checked.manifest, model, state, x)
+    return np.any(reference != fake.reshape(len(x), -1), axis=1)
 
 
 def accuracy(reference: NDArray[np.int64], y: NDArray[np.integer[Any]]) -> Figures:
@@ -175,6 +192,9 @@ def _warn(ctx: Context[Checked], manifest: Manifest, result: Evaluation) -> None
     if result.int_accuracy is not None:
         ctx.log(f"evaluate: integer accuracy {result.int_accuracy:.4f} on {result.samples} "
                 f"test samples; {result.int_vs_fakequant_mismatches} differ from fake-quant")
+    elif result.int_vs_fakequant_mismatches is None:
+        ctx.log(f"evaluate: {result.samples} known-answer sample(s) through the "
+                f"{manifest.model.format.value} integer reference")
     else:
         ctx.log(f"evaluate: {result.samples} known-answer sample(s); "
                 f"{result.int_vs_fakequant_mismatches} differ from fake-quant")

@@ -33,6 +33,12 @@ def config(checked: Checked) -> JSONObject:
             "rounding": numbers.training_rounding(manifest)}
 
 
+def in_own_format(checked: Checked) -> bool:
+    """ONNX's integer form is written of edgebuild's own number format (ops.onnxcode);
+    a model in TFLite's format came from a .tflite file and has no ONNX form here."""
+    return checked.manifest.model.format.value == "edgebuild"
+
+
 def run(ctx: Context[Checked]) -> None:
     if "train" in ctx.inputs:
         float_onnx(ctx)
@@ -90,5 +96,5 @@ def int8_onnx(ctx: Context[Checked]) -> None:
 
 
 STAGE = Stage("onnx", ("quantize", "qat", "train"), config, run,
-              "the float, fake-quant and integer models as ONNX files",
+              "the float, fake-quant and integer models as ONNX files", applies=in_own_format,
               tools=("torch", "numpy", "onnx"), facets=("onnx", "stream", "torch", "weights"))

@@ -44,7 +44,7 @@ def run(ctx: Context[Checked]) -> None:
                                               sum(stored.values())), stored)
     optimized = cpu(manifest.target.device.value) in OPTIMIZED_CPUS
     plan, too_small = plans.tile_steps(manifest.model.input, layers, plan, memory.l1, memory.l2,
-                                       tiling.double_buffer, optimized)
+                                       tiling.double_buffer, optimized, manifest.model.format.value)
     _check_budgets(ctx, layers, plan, bits, optimized)  # RAM: the chosen tiles' workspace
     assert not too_small, too_small  # no tile only below tiling.minimum_l1: checked above
     (ctx.out / "plan.json").write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
@@ -115,7 +115,7 @@ def _check_budgets(ctx: Context[Checked], layers: tuple[Layer, ...], plan: Memor
 
     manifest = ctx.checked.manifest
     needs = budget.needs(manifest.model.input, layers, plan, manifest.target.tiling.double_buffer,
-                         bits, optimized)
+                         bits, optimized, manifest.model.format.value)
     if needs.flash_bytes != plan.weight_bytes:  # check weighed other weights than these
         raise AssertionError(f"weights.npz stores {plan.weight_bytes} bytes, the layers' stored "
                              f"weights (memory.budget) {needs.flash_bytes}")

@@ -138,6 +138,30 @@ def imported_layers(layers: tuple[Layer, ...], source: dict[str, NDArray[Any]],
     return weights, rows
 
 
+def tflite_layers(layers: tuple[Layer, ...], source: dict[str, NDArray[Any]]
+                  ) -> tuple[Integers, list[LayerQuant]]:
+    """A TFLite model's compute layers: the arrays its C stores (int8 weights, int32 bias,
+    per-channel multiplier and shift: what weights.c holds and the flash budget counts);
+    its other integers (zero points, clamps) go to tflite.npz. A table row's scale
+    exponent and shift are 0: the per-channel multipliers stand for them."""
+    import dataclasses
+
+    import numpy as np
+
+    weights: Integers = {}
+    rows: list[LayerQuant] = []
+    for layer in layers:
+        if f"{layer.name}.weight" not in source:
+            continue
+        w_q = source[f"{layer.name}.weight"].astype(np.int64)
+        weights[f"{layer.name}.weight"] = w_q.astype(np.int8)
+        for part in ("bias", "multiplier", "shift"):
+            if f"{layer.name}.{part}" in source:
+                weights[f"{layer.name}.{part}"] = source[f"{layer.name}.{part}"].astype(np.int32)
+        rows.append(dataclasses.replace(row(layer, w_q, 8, 32, 0), shift=0))
+    return weights, rows
+
+
 def saturation(model: QuantizedModel, x: NDArray[np.integer[Any]]) -> dict[str, float]:
     """% of each layer's int8 outputs sitting at the rails (-128 or 127) on calibration data."""
     import numpy as np
@@ -161,9 +185,13 @@ def run(ctx: Context[Checked]) -> None:
     manifest = ctx.checked.manifest
     weights, rows, method = _integers(ctx)
     arrays.save(ctx.out / "weights.npz", **weights)
+    records = weights
+    if manifest.model.format.value == "tflite":  # the format's other integers, beside
+        records = arrays.load(ctx.checked.base / str(manifest.model.weights))
+        arrays.save(ctx.out / quantized.FORMAT_FILE, **records)
     uncalibrated = Quantization(numbers.rounding_mode(manifest), tuple(rows), method,
                                 manifest.target.device.value, {})
-    model = quantized.assemble(manifest, uncalibrated, weights)
+    model = quantized.assemble(manifest, uncalibrated, records)
     calibration = calibration_inputs(ctx)
     saturated = saturation(model, calibration[:manifest.quantize.calibration])
     quant = dataclasses.replace(uncalibrated, saturation=saturated, layers=tuple(
@@ -183,6 +211,9 @@ def _integers(ctx: Context[Checked]) -> tuple[Integers, list[LayerQuant], str]:
     manifest = ctx.checked.manifest
     layers, _ = folding.fold_layers(manifest.model.layers)
     device = numbers.device_numbers(manifest.target.device.value)
+    if manifest.model.weights is not None and manifest.model.format.value == "tflite":
+        weights, rows = tflite_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights))
+        return weights, rows, "imported-tflite"
     if manifest.model.weights is not None:
         weights, rows = imported_layers(layers, arrays.load(ctx.checked.base / manifest.model.weights),
                                         device)

@@ -14,7 +14,7 @@ Cortex-M4 results, CMSIS-NN's kernels on the same layers, and TFLite Micro's mem
    kernel (../shared/reference/cmsis-nn, as benchmarks/tfl_kernels.py builds it) on the same
    layer: same shape, stride, padding, zero points, the real weights, bias and per-channel
    multipliers/shifts from weights.npz, NHWC, and as input the layer's real input on the
-   first known-answer sample (TFLite's integer reference, edgebuild.tflite.reference), under
+   first known-answer sample (TFLite's integer reference, edgebuild.formats.tflite.reference), under
    the same counter. Each CMSIS-NN output is compared with the reference's (column `chk`:
    ok, or the number of differing bytes / the largest difference). Layers where we take more
    instructions or cycles than CMSIS-NN are marked.
@@ -234,8 +234,8 @@ def load_model(model: str) -> tuple[list[Any], dict[str, np.ndarray], dict[str, 
     """(layers, activations on KAT sample 0 by name, weights.npz arrays)."""
     import yaml
 
+    from edgebuild.formats.tflite import quant, reference
     from edgebuild.manifest import Model
-    from edgebuild.tflite import quant, reference
 
     manifest = REPO / "manifests" / f"mlperf_{model}.yaml"
     spec = yaml.safe_load(manifest.read_text())["model"]
@@ -417,7 +417,7 @@ def add_call(layer: Any, q: Any, a: np.ndarray, b: np.ndarray, y: np.ndarray) ->
 
 
 def layer_call(layer: Any, values: dict[str, np.ndarray], arrays: dict[str, Any]) -> Call:
-    from edgebuild.tflite import quant
+    from edgebuild.formats.tflite import quant
 
     q = quant.layer_quant(arrays, layer.name)
     inputs = [values[n] for n in layer.inputs]

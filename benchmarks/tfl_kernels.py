@@ -102,6 +102,20 @@ SHAPES: dict[str, tuple[Conv | Fc, str]] = {
                           "VWW MobileNet depthwise"),
     "conv 3x3 32->32 16x16": (Conv(32, 16, 16, 32, (3, 3), pad=(1, 1), pad_end=(1, 1)),
                               "ResNet-8 middle"),
+    # the MLPerf Tiny layers the brief names
+    "dw 3x3/2 16ch 48x48": (Conv(16, 48, 48, 16, (3, 3), stride=(2, 2), pad_end=(1, 1),
+                                 groups=16), "VWW depthwise, stride 2"),
+    "dw 3x3 128ch 6x6": (Conv(128, 6, 6, 128, (3, 3), pad=(1, 1), pad_end=(1, 1), groups=128),
+                         "VWW depthwise, 6x6"),
+    "dw 3x3 256ch 3x3": (Conv(256, 3, 3, 256, (3, 3), pad=(1, 1), pad_end=(1, 1), groups=256),
+                         "VWW depthwise, 3x3"),
+    "pw 128->128 6x6": (Conv(128, 6, 6, 128, (1, 1)), "VWW pointwise, 6x6"),
+    "pw 256->256 3x3": (Conv(256, 3, 3, 256, (1, 1)), "VWW pointwise, 3x3"),
+    "pw 8->16 48x48": (Conv(8, 48, 48, 16, (1, 1)), "VWW pointwise, first"),
+    "conv 3x3 64->64 8x8": (Conv(64, 8, 8, 64, (3, 3), pad=(1, 1), pad_end=(1, 1)),
+                            "ResNet-8 last"),
+    "fc 128->128": (Fc(128, 128), "AD fully connected"),
+    "fc 128->8": (Fc(128, 8), "AD output"),
 }
 
 COMMON = r"""
@@ -325,7 +339,7 @@ def source(layer: Conv | Fc) -> str:
 
 
 def scratch_of(layer: Conv) -> int:
-    from edgebuild.tflite import kernels
+    from edgebuild.formats.tflite import kernels
 
     oh, ow = layer.out_hw()
     return kernels.conv_scratch(layer.in_c, layer.in_h, layer.in_w, layer.out_c, oh, ow,

@@ -36,7 +36,7 @@ def example_model(name: str) -> Model:
 def refusal(name: str, device: str) -> str | None:
     """Why `device` cannot run op `name`: the reason of the facet it needs and the op
     lacks, or None. A CPU runs every deployed op that has C in edgebuild's own number format
-    (the examples'; softmax has it only in TFLite's, ops.numbers); an
+    (the examples'; softmax has it only in TFLite's, formats.numbers); an
     accelerator needs the op's entry in its table (targets/max7800x/operators.py); a folded or dropped op is gone before
     either."""
     if not OPS[name].deployed:

@@ -13,7 +13,8 @@ import textwrap
 
 import pytest
 
-from edgebuild.ops import OPS, numbers
+from edgebuild.formats import numbers
+from edgebuild.ops import OPS
 from edgebuild.ops.operator import Role, Unsupported
 
 # facet -> the roles for which it may be Unsupported (a folded or dropped op never runs
@@ -55,7 +56,7 @@ def test_ops_gone_before_deployment_have_no_deployment_facets(name):
     if op.role in (Role.folded, Role.dropped):
         for facet in ("c",):
             assert isinstance(getattr(op, facet), Unsupported), f"{name}.{facet}"
-    else:  # in edgebuild's own number format or another (ops.numbers: softmax is TFLite's)
+    else:  # in edgebuild's own number format or another (formats.numbers: softmax is TFLite's)
         assert any(not isinstance(numbers.c(name, fmt), Unsupported) for fmt in numbers.NAMES), \
             f"deployed op {name} has no C in any number format"
         assert any(not isinstance(numbers.reference(name, fmt), Unsupported)

@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgebuild.core.errors import UserError
+from edgebuild.formats import numbers
+from edgebuild.formats.tflite import arith, quant
 from edgebuild.manifest import Model
-from edgebuild.ops import numbers
-from edgebuild.tflite import arith, flatbuffer, importer, quant, translation
+from edgebuild.tflite import flatbuffer, importer, translation
 
 # The MLPerf Tiny reference models, in the repository (models/mlperf-tiny/PROVENANCE.md).
 MODELS = Path(__file__).resolve().parents[1] / "models" / "mlperf-tiny"

@@ -18,11 +18,11 @@ from edgebuild.codegen.header import InputFormat
 from edgebuild.codegen.header import context as header_context
 from edgebuild.core import packing
 from edgebuild.core.resources import templates_dir
+from edgebuild.formats import numbers
 from edgebuild.memory import plan as plans
 from edgebuild.memory.plan import MemoryPlan, Step, TileChoice
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantized import QuantizedModel
-from edgebuild.ops import numbers
 from edgebuild.ops.c import OPTIONAL_PATHS, PATH_FILES, CStep, Tile, weight_symbol
 from edgebuild.ops.operator import Unsupported
 

@@ -34,7 +34,7 @@ SCHEMA_ID = "https://edgebuild.dev/schemas/manifest.schema.json"
 
 
 class NumberFormat(StrEnum):
-    """The integer format the model computes in (ops.numbers)."""
+    """The integer format the model computes in (formats.numbers)."""
 
     edgebuild = "edgebuild"
     tflite = "tflite"

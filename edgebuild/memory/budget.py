@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, cast
 
 from edgebuild.core import packing
 from edgebuild.core.geometry import Shape
+from edgebuild.formats import numbers
 from edgebuild.memory import arena, tiling
 from edgebuild.memory.plan import MemoryPlan, make_plan, tile_steps, untiled_peaks
 from edgebuild.model import graph as graphs
-from edgebuild.ops import OPS, numbers
+from edgebuild.ops import OPS
 from edgebuild.ops.operator import ComputeLayer, Weights
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def needs(input_shape: Shape, layers: Sequence[Layer], plan: MemoryPlan,
           split: bool = False, number_format: str = numbers.OWN) -> Needs:
     """What the deployed `layers` (and their `plan`: memory.plan.make_plan) need, their
     weights at `bits` (by layer; see layer_weights), on a target with the split kernels or
-    not (`split`), in a number format (ops.numbers)."""
+    not (`split`), in a number format (formats.numbers)."""
     return Needs(l1_passes(input_shape, layers, double_buffer, split, number_format), ram(plan),
                  layer_weights(input_shape, layers, bits, number_format),
                  tiling_cost(input_shape, layers, plan, number_format) if split else None)

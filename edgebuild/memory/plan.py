@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape, Window, pooled
+from edgebuild.formats import numbers
 from edgebuild.memory import arena, selection, tiling
 from edgebuild.model import graph as graphs
-from edgebuild.ops import OPS, numbers
+from edgebuild.ops import OPS
 from edgebuild.ops.operator import Role, Unsupported
 
 if TYPE_CHECKING:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from edgebuild.formats import numbers
+from edgebuild.formats.numbers import OWN
 from edgebuild.model import folding
 from edgebuild.model import graph as graphs
 from edgebuild.model.quantization import Quantization
-from edgebuild.ops import OPS, numbers
-from edgebuild.ops.numbers import OWN
+from edgebuild.ops import OPS
 from edgebuild.ops.operator import QuantParams, Unsupported
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class QuantizedModel:
-    """`numbers`: the number format (ops.numbers); in another format than edgebuild's own,
+    """`numbers`: the number format (formats.numbers); in another format than edgebuild's own,
     `records` holds each layer's record of that format (TFLite's: tflite.quant.TflQuant)."""
 
     input_shape: tuple[int, ...]

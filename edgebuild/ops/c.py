@@ -65,7 +65,7 @@ class CStep(Generic[L]):
     optimized: bool
     state: str | None = None  # the static array of a layer's state kept across inferences
     prefix: str = ""  # of every global symbol: the model's name and "_"
-    numbers: Any = None  # another number format's record of the layer (ops.numbers)
+    numbers: Any = None  # another number format's record of the layer (formats.numbers)
 
     def symbol(self, kind: str) -> str:
         """The C name of this layer's file-local object `kind` (P params, T_TILE tile, ...)."""
@@ -111,7 +111,7 @@ PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions
     # ops.global_pool, on every CPU: the reference and optimized kernels in one file
     "global_pool": (("eb_global_pool.c",), ("eb_global_pool.h",)),
-    # TFLite's number format (edgebuild.tflite.operators): its kernels, and on a Cortex-M4
+    # TFLite's number format (edgebuild.formats.tflite.operators): its kernels, and on a Cortex-M4
     # the dual-MAC ones
     "tflite": (("eb_tfl.c",), ("eb_tfl.h",)),
     "tflite_opt": (("eb_tfl_opt.c",), ()),

@@ -165,10 +165,10 @@ def _sources(document: yamlsource.Document, manifest: Manifest, base: Path,
 
 
 def _format_problems(document: yamlsource.Document, manifest: Manifest) -> list[Diagnostic]:
-    """The number format (`model.format`, ops.numbers): every deployed layer has an integer
+    """The number format (`model.format`, formats.numbers): every deployed layer has an integer
     reference and C in it; TFLite's needs its weights file and a CPU target; asymmetric
     padding is TFLite's only."""
-    from edgebuild.ops import numbers as formats
+    from edgebuild.formats import numbers as formats
     from edgebuild.targets.max7800x import profile as devices
 
     fmt = manifest.model.format.value

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgebuild.core.errors import Diagnostic, UserError
+from edgebuild.formats.tflite import quant
 from edgebuild.interchange import limits
 from edgebuild.interchange.importer import npz, write_all
 from edgebuild.ops.operator import Unsupported
-from edgebuild.tflite import flatbuffer, quant, translation
+from edgebuild.tflite import flatbuffer, translation
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -144,10 +145,10 @@ def _int8_outputs(result: translation.Translated, values: NDArray[Any]) -> NDArr
 
 
 def run_reference(result: translation.Translated, x: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The translated model through TFLite's format's integer reference (ops.numbers), on
+    """The translated model through TFLite's format's integer reference (formats.numbers), on
     int8 inputs NHWC; its outputs channels first."""
+    from edgebuild.formats import numbers
     from edgebuild.manifest import Model
-    from edgebuild.ops import numbers
 
     model = Model.model_validate({"input": list(result.input_shape), "layers": result.layers,
                                   "format": "tflite"})

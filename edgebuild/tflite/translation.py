@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgebuild.tflite import arith
+from edgebuild.formats.tflite import arith
 from edgebuild.tflite.flatbuffer import ACTIVATIONS, PADDINGS, FbGraph, FbOp, FbTensor
 
 if TYPE_CHECKING:

@@ -32,7 +32,13 @@
  *    unrolled with a computed entry. The group's weights are expanded once per call into
  *    int16 records (doubled, zero-padded, with the channel's requantization constants) when
  *    they fit EB_TFL_WEXP_MAX elements, else read as int8 words and extended in the loop
- *    (13 instructions per 16 MACs). Columns: a 1x1 stride-1 unpadded conv reads a tap (an
+ *    (13 instructions per 16 MACs). On the M4, a group (or tile) whose channels all
+ *    requantize by a right shift and come in pairs is expanded into records of channel pairs
+ *    instead, and a GEMM of 2 output channels x 4 pixels runs on them: per 4 taps 4 weight
+ *    and 8 column words by pipelined LDRs and 16 SMLAD (32 cycles per 32 MACs). A 1x1
+ *    convolution whose weights exceed EB_TFL_WEXP_MAX expands them tile by tile (an even
+ *    number of channels, at least EB_TFL_TILE_MIN) when it has 4 blocks of pixels or
+ *    more, its columns built once per tile. Columns: a 1x1 stride-1 unpadded conv reads a tap (an
  *    input channel) of 4 neighbouring pixels as one word; any other conv copies the input
  *    rows of 1, 2 or 4 output rows (a multiple of 4 pixels) into a band padded with in_zp,
  *    where a per-tap offset table serves every block of 4 pixels: neighbours in one output
@@ -43,10 +49,15 @@
  *    (its multiplier's share) 4 output pixels at a time: 3x3 stride 1 by tap rows of pairs
  *    ([w0, w1], [w2, w1]: SMLAD, SMLABB, SMLATB, SMLADX give 12 MACs from one LDM of 3 pair
  *    words), a row's last column by blocks of 4 output rows, 3x3 stride 2 from LDMs of 5
- *    pair words; any other shape from a table of (offset, weight pair) taps.
+ *    pair words (3x3 of stride 1 or 2: the assembly's jobs made for the layer's first such
+ *    channel, then only their weights, constants and output updated per channel); any other
+ *    shape from a table of (offset, weight pair) taps.
  *  - Linear: the input as int16 (x - zp) chunks in scratch, 4 weight rows at a time
  *    against it (an LDRD of input pairs for 4 rows, per row LDR, 2 SXTB16, 2 SMLAD: 21
  *    instructions per 16 MACs); rounded once (eb_tfl_mbqm_single), as the portable kernel.
+ *    Word-aligned rows of a multiple of 8 weights: triples of rows (a last pair) against 8
+ *    inputs at a time (per row an LDRD, 4 SXTB16, 4 SMLAD; one LDM of the inputs for all),
+ *    up to 5 triples per call, requantized in C.
  * benchmarks/tfl_kernels.py measures the instructions per MAC under QEMU.
  *
  * Scratch (int16 elements, 4-byte aligned): eb_tfl_conv_scratch / eb_tfl_linear_scratch, a
@@ -67,6 +78,9 @@
 #ifndef EB_TFL_WEXP_MAX
 #define EB_TFL_WEXP_MAX 4096
 #endif
+/* Tiles of output channels of at least this many when a group's records exceed
+ * EB_TFL_WEXP_MAX (fewer: int8 weights in the loop). */
+#define EB_TFL_TILE_MIN 8
 /* Depthwise path up to this channel multiplier; larger ones run as grouped GEMMs. */
 #define EB_TFL_DW_MAX_MULT 4
 /* Requantization modes (eb_tfl_rq.e): 1..22 a right shift, <= 0 a left shift by -e. */
@@ -364,16 +378,36 @@ static eb_tfl_act eb_tfl_act_of(int32_t zp, int32_t lo, int32_t hi)
     return a;
 }
 
-/* The mode of a channel whose sums are bias + up to `taps` products (|x - zp| * |w| <= 255 *
- * 128); doubled: the sums are 2 * acc on the fast paths. */
-static eb_tfl_rq eb_tfl_rq_of(int32_t bias, int32_t m, int32_t shift, int32_t taps, int32_t zp,
-                              int doubled)
+/* The mode of a channel whose sums are bias + `taps` products of its weights `w` (a row of
+ * the layer's weights) with |x - zp| <= 255; doubled: the sums are 2 * acc on the fast paths.
+ * A channel whose weights are all zero (pruned: TensorFlow's converter leaves such rows with
+ * a bias of any size) computes a constant: it takes the fast path with m = 0, its sums 0 and
+ * c = 2 * that constant (SMMLAR(0, 0, c) = c, >> 1), so its bias never costs the slow path. */
+static eb_tfl_rq eb_tfl_rq_of(int32_t bias, int32_t m, int32_t shift, const int8_t *w,
+                              int32_t taps, int32_t zp, int doubled)
 {
-    const int64_t bound = (int64_t)(bias < 0 ? -(int64_t)bias : bias) + (int64_t)taps * 32640;
+    const int64_t size = (int64_t)(bias < 0 ? -(int64_t)bias : bias);
+    int64_t bound = size + (int64_t)taps * 32640;
+    int32_t i, magnitude = 1;
     eb_tfl_rq q;
+    if (bound >= EB_TFL_FAST_BOUND) { /* rare: the weights' own bound may still be small */
+        for (i = 0, magnitude = 0; i < taps; ++i) {
+            magnitude += w[i] < 0 ? -w[i] : w[i];
+        }
+        bound = size + (int64_t)magnitude * 255;
+    }
     q.m = m;
     q.e = EB_TFL_SLOW;
     q.c = 0;
+    if (magnitude == 0) {
+        int64_t v = (int64_t)eb_tfl_mbqm(bias, m, (int)shift) + zp; /* as eb_tfl_out8: no wrap */
+        v = v > 256 ? 256 : (v < -256 ? -256 : v);
+        q.m = 0;
+        q.e = 1;
+        q.c = 2 * (int32_t)v;
+        q.init = 0;
+        return q;
+    }
     if (m >= 0 && bound < EB_TFL_FAST_BOUND) {
         if (shift <= -1 && shift >= -22) {
             const int e = -shift;
@@ -449,8 +483,10 @@ typedef struct {
     int32_t band_w;    /* GEMM band: bytes per band row */
     int32_t band_r;    /* GEMM band: output rows per band (4 / gcd(out_w, 4)) */
     int32_t band_h;    /* GEMM band: input rows per band and channel */
-    int32_t wexp;      /* GEMM: the group's weight records, int16 elements (0: int8 weights
-                        * in the loop) */
+    int32_t wexp;      /* GEMM: the weight records of a tile of channels, int16 elements (0:
+                        * int8 weights in the loop) */
+    int32_t tile;      /* GEMM: output channels per tile (the group's, or EB_TFL_TILE_MIN.. of
+                        * them when the group's records exceed EB_TFL_WEXP_MAX) */
     int32_t dw_w, dw_h; /* depthwise: the padded plane (int16 elements) */
     int32_t dw_taps;   /* depthwise: (offset, weight pair) table entries */
     /* scratch regions, int16 elements from its start (each a multiple of 2) */
@@ -482,6 +518,7 @@ static eb_tfl_plan eb_tfl_plan_of(const eb_tfl_conv_params *p)
     eb_tfl_plan s;
     const int32_t ipg = p->in_c / p->groups, opg = p->out_c / p->groups;
     const int32_t r4 = eb_tfl_round4(p->out_w);
+    int32_t wexp_room;
     memset(&s, 0, sizeof s);
     if (eb_tfl_is_depthwise(p)) {
         /* rows and columns of every tap of blocks of 4 output rows and of 4 pixels (the
@@ -510,7 +547,23 @@ static eb_tfl_plan eb_tfl_plan_of(const eb_tfl_conv_params *p)
                  ? EB_TFL_GEMM_FLAT
                  : EB_TFL_GEMM_BAND;
     /* per output channel a record: [init][kp int16 weights][m][c][e] (kp / 2 + 4 words) */
+    s.tile = opg;
     s.wexp = opg * s.kp <= EB_TFL_WEXP_MAX ? opg * (s.kp + 8) : 0;
+    wexp_room = s.wexp;
+    if (s.wexp == 0 && (EB_TFL_WEXP_MAX / s.kp & ~1) >= EB_TFL_TILE_MIN && p->k_h == 1 &&
+        p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+        (int32_t)p->out_h * p->out_w >= 16) {
+        /* a 1x1 conv of 4 blocks of pixels or more: room for the records of a tile of an
+         * even number of channels; used (the columns built once per tile, the GEMM on int16
+         * records) when the layer takes the flat path (no padding) */
+        wexp_room = (EB_TFL_WEXP_MAX / s.kp & ~1) * (s.kp + 8);
+        if (s.path == EB_TFL_GEMM_FLAT) {
+            const int32_t most = EB_TFL_WEXP_MAX / s.kp & ~1;
+            const int32_t tiles = (opg + most - 1) / most;
+            s.tile = ((opg + tiles - 1) / tiles + 1) & ~1; /* balanced, even */
+            s.wexp = wexp_room;
+        }
+    }
     /* the layout does not depend on the padding (nor on the path): tflite/kernels.py
      * computes the same from the shape alone */
     s.at_rq = 0;
@@ -518,7 +571,7 @@ static eb_tfl_plan eb_tfl_plan_of(const eb_tfl_conv_params *p)
     s.at_cols = s.at_off + 2 * s.kp;
     s.at_aux = s.at_cols + 4 * s.kp;
     s.at_wx = s.at_aux + eb_tfl_even((ipg * s.band_h * s.band_w + 1) / 2);
-    s.total = s.at_wx + s.wexp;
+    s.total = s.at_wx + wexp_room;
     return s;
 }
 
@@ -814,6 +867,7 @@ typedef struct {
     eb_tfl_act act;
     int32_t hw;
     int all_fast; /* every channel requantizes by a right shift (e in 1..22) */
+    int pairs;    /* the records are pair records (eb_tfl_expand_pairs, the M4) */
 } eb_tfl_rows;
 
 /* The expanded weights: per output channel a record of kp / 2 + 4 words, [init] [kp int16:
@@ -956,6 +1010,202 @@ static void eb_tfl_copy_tmp(const int8_t *tmp, int n, int count, int8_t *out, in
     for (i = 0; i < n; ++i, tmp += 4, out += hw) {
         for (j = 0; j < count; ++j) {
             out[j] = tmp[j];
+        }
+    }
+}
+#endif
+
+#if EB_TFL_ASM
+/* Two channels x 4 pixels (eb_tfl_gemm4's sums for a pair of right-shift channels at once),
+ * on records of channel pairs (eb_tfl_expand_pairs): [init0] [init1], per chunk of 4 taps
+ * [ch0 (k1, k3)] [ch1 (k1, k3)] [ch0 (k0, k2)] [ch1 (k0, k2)], then [m0 c0 e0 m1 c1 e1]. Per
+ * chunk 4 weight and 8 column words by pipelined LDRs and 16 SMLAD (28 instructions, 32
+ * cycles per 32 MACs); 8 chunks unrolled with a computed entry. r0-r3 channel 0's sums,
+ * r4-r7 channel 1's, r8/r9 weight pairs, r10/r12 column words, r11 the records, lr the
+ * columns; the rest on the stack. */
+typedef struct {
+    const int32_t *rec;  /* 0: the first pair's record */
+    const int16_t *cols; /* 4 */
+    const int16_t *cend; /* 8 */
+    int8_t *out;         /* 12: the first channel's output (4 bytes) */
+    int32_t hw;          /* 16: output channels apart */
+    const int32_t *rend; /* 20: the end of the last pair's record */
+    uint32_t lo4, hi4;   /* 24, 28 */
+    int32_t nchunks;     /* 32: kp / 4 */
+    int32_t clamp;       /* 36: nonzero: clamp to [lo4, hi4] */
+} eb_tfl_pair_job;
+
+#define EB_TFL_PAIR_CHUNK                      \
+    "ldr.w  r8, [r11], #4\n\t"                 \
+    "ldr.w  r9, [r11], #4\n\t"                 \
+    "ldr.w  r10, [lr, #4]\n\t"                 \
+    "ldr.w  r12, [lr, #12]\n\t"                \
+    "smlad  r0, r8, r10, r0\n\t"               \
+    "smlad  r4, r9, r10, r4\n\t"               \
+    "smlad  r1, r8, r12, r1\n\t"               \
+    "smlad  r5, r9, r12, r5\n\t"               \
+    "ldr.w  r10, [lr, #20]\n\t"                \
+    "ldr.w  r12, [lr, #28]\n\t"                \
+    "smlad  r2, r8, r10, r2\n\t"               \
+    "smlad  r6, r9, r10, r6\n\t"               \
+    "smlad  r3, r8, r12, r3\n\t"               \
+    "smlad  r7, r9, r12, r7\n\t"               \
+    "ldr.w  r8, [r11], #4\n\t"                 \
+    "ldr.w  r9, [r11], #4\n\t"                 \
+    "ldr.w  r10, [lr, #16]\n\t"                \
+    "ldr.w  r12, [lr, #24]\n\t"                \
+    "smlad  r2, r8, r10, r2\n\t"               \
+    "smlad  r6, r9, r10, r6\n\t"               \
+    "smlad  r3, r8, r12, r3\n\t"               \
+    "smlad  r7, r9, r12, r7\n\t"               \
+    "ldr.w  r12, [lr, #8]\n\t"                 \
+    "ldr.w  r10, [lr], #32\n\t"                \
+    "smlad  r0, r8, r10, r0\n\t"               \
+    "smlad  r4, r9, r10, r4\n\t"               \
+    "smlad  r1, r8, r12, r1\n\t"               \
+    "smlad  r5, r9, r12, r5\n\t"
+#define EB_TFL_PAIR_CHUNK4 EB_TFL_PAIR_CHUNK EB_TFL_PAIR_CHUNK EB_TFL_PAIR_CHUNK EB_TFL_PAIR_CHUNK
+/* x = SSAT8(SMMLAR(x, m, c + (x >> 31)) >> e), m, c, e in r8, r9, r10 */
+#define EB_TFL_REQ_P(x)                        \
+    "add    r12, r9, " x ", asr #31\n\t"       \
+    "smmlar " x ", " x ", r8, r12\n\t"         \
+    "asr    " x ", " x ", r10\n\t"             \
+    "ssat   " x ", #8, " x "\n\t"
+
+static __attribute__((naked, noinline)) void eb_tfl_gemm_pairs(eb_tfl_pair_job *job
+                                                               __attribute__((unused)))
+{
+    __asm__ volatile(
+        "push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+        "sub    sp, sp, #40\n\t"
+        "ldr    r1, [r0, #4]\n\t"
+        "str    r1, [sp, #0]\n\t"    /* cols */
+        "ldr    r1, [r0, #16]\n\t"
+        "str    r1, [sp, #4]\n\t"    /* hw */
+        "ldr    r1, [r0, #20]\n\t"
+        "str    r1, [sp, #8]\n\t"    /* rend */
+        "ldrd   r1, r2, [r0, #24]\n\t"
+        "strd   r1, r2, [sp, #16]\n\t" /* lo4, hi4 */
+        "ldr    r1, [r0, #8]\n\t"
+        "str    r1, [sp, #24]\n\t"   /* cend */
+        "ldr    r1, [r0, #12]\n\t"
+        "str    r1, [sp, #28]\n\t"   /* out */
+        "ldr    r1, [r0, #36]\n\t"
+        "str    r1, [sp, #32]\n\t"   /* clamp */
+        "ldr    r1, [r0, #32]\n\t"
+        "and    r1, r1, #7\n\t"
+        "rsb    r1, r1, #8\n\t"
+        "and    r1, r1, #7\n\t"
+        "movs   r2, #112\n\t"
+        "mul    r1, r1, r2\n\t"
+        "adr    r2, 1f\n\t"
+        "add    r1, r1, r2\n\t"
+        "orr    r1, r1, #1\n\t"
+        "str    r1, [sp, #12]\n\t"   /* entry */
+        "ldr    r11, [r0, #0]\n"
+        "0:\n\t"
+        "ldrd   r0, r4, [r11], #8\n\t"
+        "mov    r1, r0\n\t"
+        "mov    r2, r0\n\t"
+        "mov    r3, r0\n\t"
+        "mov    r5, r4\n\t"
+        "mov    r6, r4\n\t"
+        "mov    r7, r4\n\t"
+        "ldr    lr, [sp, #0]\n\t"
+        "ldr    pc, [sp, #12]\n\t"
+        ".p2align 2\n"
+        "1:\n\t" EB_TFL_PAIR_CHUNK4 EB_TFL_PAIR_CHUNK4
+        "ldr    r8, [sp, #24]\n\t"
+        "cmp    lr, r8\n\t"
+        "bne    1b\n\t"
+        "ldmia  r11!, {r8, r9, r10}\n\t" EB_TFL_REQ_P("r0") EB_TFL_REQ_P("r1")
+            EB_TFL_REQ_P("r2") EB_TFL_REQ_P("r3")
+        "ldmia  r11!, {r8, r9, r10}\n\t" EB_TFL_REQ_P("r4") EB_TFL_REQ_P("r5")
+            EB_TFL_REQ_P("r6") EB_TFL_REQ_P("r7")
+        "bfi    r0, r1, #8, #8\n\t"
+        "bfi    r0, r2, #16, #8\n\t"
+        "bfi    r0, r3, #24, #8\n\t"
+        "bfi    r4, r5, #8, #8\n\t"
+        "bfi    r4, r6, #16, #8\n\t"
+        "bfi    r4, r7, #24, #8\n\t"
+        "ldr    r1, [sp, #32]\n\t"
+        "cbz    r1, 2f\n\t"
+        "ldrd   r1, r2, [sp, #16]\n\t"
+        "ssub8  r3, r0, r1\n\t"
+        "sel    r0, r0, r1\n\t"
+        "ssub8  r3, r0, r2\n\t"
+        "sel    r0, r2, r0\n\t"
+        "ssub8  r3, r4, r1\n\t"
+        "sel    r4, r4, r1\n\t"
+        "ssub8  r3, r4, r2\n\t"
+        "sel    r4, r2, r4\n"
+        "2:\n\t"
+        "ldrd   r1, r2, [sp, #28]\n\t" /* out, (clamp) */
+        "ldr    r3, [sp, #4]\n\t"
+        "str    r0, [r1]\n\t"
+        "str    r4, [r1, r3]\n\t"
+        "add    r1, r1, r3, lsl #1\n\t"
+        "str    r1, [sp, #28]\n\t"
+        "ldr    r3, [sp, #8]\n\t"
+        "cmp    r11, r3\n\t"
+        "bne    0b\n\t"
+        "add    sp, sp, #40\n\t"
+        "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n");
+}
+
+/* The group's n (even) rows of k int8 weights as pair records (eb_tfl_gemm_pairs), every
+ * channel fast (weights and bias doubled). */
+static EB_TFL_NOINLINE void eb_tfl_expand_pairs(const int8_t *w, int32_t k, int32_t kp,
+                                                const eb_tfl_rq *rq, int n, int32_t *rec)
+{
+    int o, h;
+    for (o = 0; o < n; o += 2, w += 2 * k) {
+        uint32_t *wx = (uint32_t *)(void *)(rec + 2);
+        int32_t i;
+        rec[0] = rq[o].init;
+        rec[1] = rq[o + 1].init;
+        for (i = 0; i < kp; i += 4, wx += 4) {
+            for (h = 0; h < 2; ++h) {
+                const int8_t *row = w + (int32_t)h * k;
+                const uint32_t wv = i + 4 <= k ? eb_tfl_ld(row + i) : eb_tfl_ld_n(row + i, k - i);
+                wx[h] = eb_tfl_halves_x2(eb_tfl_sxtb16_ror8(wv)); /* (k1, k3) */
+                wx[2 + h] = eb_tfl_halves_x2(eb_tfl_sxtb16(wv)); /* (k0, k2) */
+            }
+        }
+        rec += 2 + kp;
+        for (h = 0; h < 2; ++h) {
+            rec[3 * h] = rq[o + h].m;
+            rec[3 * h + 1] = rq[o + h].c;
+            rec[3 * h + 2] = rq[o + h].e;
+        }
+        rec += 6;
+    }
+}
+
+/* A 4-pixel block's rows on pair records: n (even) channels, 16 at a time through tmp for
+ * a partial block. */
+static EB_TFL_NOINLINE void eb_tfl_rows_pairs(const eb_tfl_rows *r, const int32_t *rec,
+                                              int32_t kp, const int16_t *cols, int n, int count,
+                                              int8_t *out)
+{
+    eb_tfl_pair_job job;
+    int o, last;
+    job.cols = cols;
+    job.cend = cols + 4 * kp;
+    job.lo4 = r->act.lo4;
+    job.hi4 = r->act.hi4;
+    job.nchunks = kp / 4;
+    job.clamp = !r->act.full;
+    for (o = 0; o < n; o = last) {
+        int8_t tmp[4 * 16];
+        last = count == 4 ? n : (n - o < 16 ? n : o + 16);
+        job.rec = rec + o * (kp / 2 + 4);
+        job.rend = rec + last * (kp / 2 + 4);
+        job.out = count == 4 ? out + (int32_t)o * r->hw : tmp;
+        job.hw = count == 4 ? r->hw : 4;
+        eb_tfl_gemm_pairs(&job);
+        if (count < 4) {
+            eb_tfl_copy_tmp(tmp, last - o, count, out + (int32_t)o * r->hw, r->hw);
         }
     }
 }
@@ -1225,6 +1475,12 @@ static void eb_tfl_rows_run(const eb_tfl_rows *r, const eb_tfl_plan *s, const in
                             const int16_t *wx, const int16_t *cols, int n, int count, int8_t *out)
 {
     if (s->wexp != 0) {
+#if EB_TFL_ASM
+        if (r->pairs) {
+            eb_tfl_rows_pairs(r, (const int32_t *)(const void *)wx, s->kp, cols, n, count, out);
+            return;
+        }
+#endif
         eb_tfl_rows_rec(r, (const int32_t *)(const void *)wx, s->kp, cols, n, count, out);
     } else {
 #if EB_TFL_ASM
@@ -1242,7 +1498,8 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
                                         const int32_t *mult, const int32_t *shift, int8_t *out,
                                         int16_t *scratch)
 {
-    const int ipg = p->in_c / p->groups, opg = p->out_c / p->groups;
+    const int ipg = p->in_c / p->groups, opg_all = p->out_c / p->groups;
+    const int tiles = (opg_all + s->tile - 1) / s->tile;
     const int32_t plane = (int32_t)p->in_h * p->in_w, hw = (int32_t)p->out_h * p->out_w;
     eb_tfl_rq *rq = (eb_tfl_rq *)(void *)(scratch + s->at_rq);
     int32_t *off = (int32_t *)(void *)(scratch + s->at_off);
@@ -1252,8 +1509,9 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
     int o, g, oy;
     int32_t px;
     for (o = 0; o < p->out_c; ++o) {
-        rq[o] = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o], s->k, p->out_zp,
-                             s->wexp != 0);
+        rq[o] = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o],
+                             w + (int32_t)o * ipg * p->k_h * p->k_w, ipg * p->k_h * p->k_w,
+                             p->out_zp, s->wexp != 0);
     }
     r.act = eb_tfl_act_of(p->out_zp, p->act_min, p->act_max);
     r.hw = hw;
@@ -1264,18 +1522,27 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
             off[o] = (int32_t)o * plane;
         }
     }
-    for (g = 0; g < p->groups; ++g) {
-        const int8_t *in_g = in + (int32_t)g * ipg * plane;
-        const int8_t *w_g = w + (int32_t)g * opg * s->k;
-        int8_t *out_g = out + (int32_t)g * opg * hw;
-        r.rq = rq + g * opg;
-        r.mult = mult + g * opg;
-        r.shift = shift + g * opg;
+    for (g = 0; g < p->groups * tiles; ++g) { /* tile g % tiles of group g / tiles */
+        const int t0 = g % tiles * s->tile;
+        const int opg = opg_all - t0 < s->tile ? opg_all - t0 : s->tile; /* the tile's */
+        const int8_t *in_g = in + (int32_t)(g / tiles) * ipg * plane;
+        const int8_t *w_g = w + ((int32_t)(g / tiles) * opg_all + t0) * s->k;
+        int8_t *out_g = out + ((int32_t)(g / tiles) * opg_all + t0) * hw;
+        r.rq = rq + g / tiles * opg_all + t0;
+        r.mult = mult + g / tiles * opg_all + t0;
+        r.shift = shift + g / tiles * opg_all + t0;
         r.all_fast = 1;
         for (o = 0; o < opg; ++o) {
             r.all_fast &= r.rq[o].e > 0 && r.rq[o].e <= 22;
         }
-        if (s->wexp != 0) {
+        r.pairs = 0;
+#if EB_TFL_ASM
+        r.pairs = r.all_fast && opg % 2 == 0 && s->wexp != 0;
+        if (r.pairs) {
+            eb_tfl_expand_pairs(w_g, s->k, s->kp, r.rq, opg, (int32_t *)(void *)wx);
+        }
+#endif
+        if (s->wexp != 0 && !r.pairs) {
             eb_tfl_expand_weights(w_g, s->k, s->kp, r.rq, opg, (int32_t *)(void *)wx);
         }
         if (s->path == EB_TFL_GEMM_BAND) {
@@ -1731,20 +1998,11 @@ EB_TFL_STRIP_FN(eb_tfl_dw3_strip_clamp, EB_TFL_DW_CLAMP)
 #endif
 
 #if EB_TFL_ASM
-/* The assembly's job for a 3x3 channel of stride `st` (1 or 2), weights w (doubled). */
-static void eb_tfl_dw_job_of(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
-                             const int16_t *plane, const int8_t *w, const eb_tfl_rq *q,
-                             const eb_tfl_act *act, int st, int8_t *out, eb_tfl_dw_job *job)
+/* A job's channel: the weight pairs (doubled) of w, the requantization, the output. */
+static void eb_tfl_dw_job_channel(eb_tfl_dw_job *job, const int8_t *w, const eb_tfl_rq *q,
+                                  int st, int8_t *out)
 {
     int ky;
-    job->row = plane;
-    job->stride = s->dw_w * (int32_t)sizeof *plane;
-    job->out = out;
-    job->out_skip = p->out_w - 4 * (p->out_w / 4);
-    job->rows = p->out_h;
-    job->blk_bytes = (int32_t)(p->out_w / 4) * 8 * st;
-    job->tail = p->out_w % 4;
-    job->in_skip = job->stride * st - job->blk_bytes;
     for (ky = 0; ky < 3; ++ky) {
         job->w[2 * ky] = eb_tfl_pair(2 * w[3 * ky], 2 * w[3 * ky + 1]);
         job->w[2 * ky + 1] = st == 1 ? eb_tfl_pair(2 * w[3 * ky + 2], 2 * w[3 * ky + 1])
@@ -1754,8 +2012,68 @@ static void eb_tfl_dw_job_of(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
     job->m = q->m;
     job->c = q->c;
     job->e = q->e;
+    job->out = out;
+}
+
+/* The assembly's job for a 3x3 channel of stride `st` (1 or 2), weights w (doubled). */
+static void eb_tfl_dw_job_of(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
+                             const int16_t *plane, const int8_t *w, const eb_tfl_rq *q,
+                             const eb_tfl_act *act, int st, int8_t *out, eb_tfl_dw_job *job)
+{
+    job->row = plane;
+    job->stride = s->dw_w * (int32_t)sizeof *plane;
+    job->out = out;
+    job->out_skip = p->out_w - 4 * (p->out_w / 4);
+    job->rows = p->out_h;
+    job->blk_bytes = (int32_t)(p->out_w / 4) * 8 * st;
+    job->tail = p->out_w % 4;
+    job->in_skip = job->stride * st - job->blk_bytes;
     job->lo4 = act->lo4;
     job->hi4 = act->hi4;
+    eb_tfl_dw_job_channel(job, w, q, st, out);
+}
+
+/* A layer's 3x3 channels of right-shift requantization, stride st (1 or 2), through jobs
+ * made for its first such channel (the geometry) and updated per channel: jobs[0] the
+ * rows' blocks, jobs[1] (stride 1, out_w % 4 == 1) the last column by blocks of 4 rows. */
+static EB_TFL_NOINLINE void eb_tfl_dw3_fast(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
+                                            const int16_t *plane, const int8_t *w,
+                                            const eb_tfl_rq *q, const eb_tfl_act *act, int st,
+                                            int8_t *out, eb_tfl_dw_job jobs[2], int *ready)
+{
+    const int strip = st == 1 && p->out_w % 4 == 1;
+    if (!*ready) {
+        eb_tfl_dw_job_of(p, s, plane, w, q, act, st, out, &jobs[0]);
+        if (strip) {
+            jobs[0].tail = 0;
+            eb_tfl_dw_job_of(p, s, plane + p->out_w - 1, w, q, act, 1, out + p->out_w - 1,
+                             &jobs[1]);
+            jobs[1].out_skip = p->out_w;
+            jobs[1].blk_bytes = p->out_h / 4;
+            jobs[1].tail = p->out_h % 4;
+        }
+        *ready = 1;
+    } else {
+        eb_tfl_dw_job_channel(&jobs[0], w, q, st, out);
+        if (strip) {
+            memcpy(jobs[1].w, jobs[0].w, sizeof jobs[0].w); /* the same weights, constants */
+            jobs[1].init = jobs[0].init;
+            jobs[1].m = jobs[0].m;
+            jobs[1].c = jobs[0].c;
+            jobs[1].e = jobs[0].e;
+            jobs[1].out = out + p->out_w - 1;
+        }
+    }
+    if (st == 2) {
+        (act->full ? eb_tfl_dw3_s2 : eb_tfl_dw3_s2_clamp)(&jobs[0]);
+        return;
+    }
+    if (!strip || jobs[0].blk_bytes != 0) {
+        (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(&jobs[0]);
+    }
+    if (strip) {
+        (act->full ? eb_tfl_dw3_strip : eb_tfl_dw3_strip_clamp)(&jobs[1]);
+    }
 }
 #endif
 
@@ -1881,13 +2199,29 @@ static EB_TFL_NOINLINE void eb_tfl_dw(const eb_tfl_conv_params *p, const eb_tfl_
     int16_t *plane = scratch + s->at_aux;
     int32_t *table = (int32_t *)(void *)(scratch + s->at_off);
     int c, j;
+#if EB_TFL_ASM
+    /* 3x3, dilation 1, stride 1 or 2 (both axes): the assembly through reused jobs */
+    const int st = p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1 &&
+                           p->stride_h == p->stride_w && p->stride_h <= 2
+                       ? p->stride_h
+                       : 0;
+    eb_tfl_dw_job jobs[2];
+    int ready = 0;
+#endif
     memset(plane, 0, (size_t)s->dw_h * (size_t)s->dw_w * sizeof *plane);
     for (c = 0; c < p->in_c; ++c) {
         eb_tfl_dw_plane(p, s, in + (int32_t)c * in_plane, plane);
         for (j = 0; j < mlt; ++j) {
             const int o = c * mlt + j;
-            const eb_tfl_rq q = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o], taps,
-                                             p->out_zp, 1);
+            const eb_tfl_rq q = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o],
+                                             w + (int32_t)o * taps, taps, p->out_zp, 1);
+#if EB_TFL_ASM
+            if (st != 0 && q.e > 0 && q.e <= 22) {
+                eb_tfl_dw3_fast(p, s, plane, w + (int32_t)o * taps, &q, &act, st,
+                                out + (int32_t)o * out_plane, jobs, &ready);
+                continue;
+            }
+#endif
             if (k3) {
                 eb_tfl_dw3x3(p, s, plane, w + (int32_t)o * taps, &q, &act, mult[o], shift[o],
                              out + (int32_t)o * out_plane);
@@ -2041,6 +2375,106 @@ static __attribute__((naked, noinline)) void eb_tfl_fc2(eb_tfl_fc2_job *job
 }
 #endif
 
+#if EB_TFL_ASM
+/* eb_tfl_fc2 over `pairs` consecutive row pairs in one call (rows k bytes apart, k a
+ * multiple of 8, word-aligned): sums[] holds the rows' biases in and their sums out. The
+ * row pointers run on from one pair to the next (the end of row 1 is the next row 0). */
+typedef struct {
+    const int8_t *w;     /* 0: row 0 of the first pair */
+    int32_t k;           /* 4: bytes per row */
+    const int16_t *x;    /* 8 */
+    const int16_t *xend; /* 12: x + k */
+    int32_t *sums;       /* 16: advanced by the assembly */
+    int32_t pairs;       /* 20: counted down by the assembly */
+} eb_tfl_fcn_job;
+
+static __attribute__((naked, noinline)) void eb_tfl_fc2n(eb_tfl_fcn_job *job
+                                                         __attribute__((unused)))
+{
+    __asm__ volatile("push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+                     "ldr    r12, [r0]\n\t"
+                     "ldr    r3, [r0, #4]\n\t"
+                     "ldr    r2, [r0, #12]\n\t"
+                     "push   {r0}\n"
+                     "0:\n\t"
+                     "ldr    r10, [sp]\n\t"
+                     "ldr    lr, [r10, #8]\n\t"
+                     "ldr    r9, [r10, #16]\n\t"
+                     "ldrd   r0, r1, [r9]\n\t"
+                     "mov    r11, r12\n\t"
+                     "add    r12, r11, r3\n\t"
+                     "sub    r10, r2, lr\n\t"     /* an odd number of 8-input blocks: one */
+                     "tst    r10, #16\n\t"
+                     "beq    1f\n\t" EB_TFL_FC2_BLOCK
+                     "cmp    lr, r2\n\t"
+                     "beq    2f\n"
+                     "1:\n\t" EB_TFL_FC2_BLOCK EB_TFL_FC2_BLOCK
+                     "cmp    lr, r2\n\t"
+                     "bne    1b\n"
+                     "2:\n\t"
+                     "ldr    r10, [sp]\n\t"
+                     "ldr    r9, [r10, #16]\n\t"
+                     "strd   r0, r1, [r9], #8\n\t"
+                     "str    r9, [r10, #16]\n\t"
+                     "ldr    r9, [r10, #20]\n\t"
+                     "subs   r9, r9, #1\n\t"
+                     "str    r9, [r10, #20]\n\t"
+                     "bne    0b\n\t"
+                     "pop    {r0}\n\t"
+                     "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n");
+}
+#endif
+
+#if EB_TFL_ASM
+/* eb_tfl_fc2n for triples of rows (the job's `pairs`: triples): per 8 inputs one LDM and
+ * per row an LDRD, 4 SXTB16, 4 SMLAD (38 cycles per 24 MACs). r0-r2 the sums, r3/r11/r12
+ * the rows, r4-r7 input pairs, r8/r9 weight words, r10 a weight pair, lr the input. */
+#define EB_TFL_FC3_BLOCK                                                                  \
+    "ldmia  lr!, {r4, r5, r6, r7}\n\t" EB_TFL_FC2_ROW("r11", "r0") EB_TFL_FC2_ROW("r12", "r1") \
+        EB_TFL_FC2_ROW("r3", "r2")
+
+static __attribute__((naked, noinline)) void eb_tfl_fc3n(eb_tfl_fcn_job *job
+                                                         __attribute__((unused)))
+{
+    __asm__ volatile("push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+                     "ldr    r3, [r0]\n\t"
+                     "push   {r0}\n"
+                     "0:\n\t"
+                     "ldr    r10, [sp]\n\t"
+                     "ldr    r8, [r10, #4]\n\t"    /* k */
+                     "mov    r11, r3\n\t"
+                     "add    r12, r11, r8\n\t"
+                     "add    r3, r12, r8\n\t"
+                     "ldr    lr, [r10, #8]\n\t"
+                     "ldr    r9, [r10, #16]\n\t"
+                     "ldmia  r9, {r0, r1, r2}\n\t"
+                     "ldr    r9, [r10, #12]\n\t"
+                     "sub    r9, r9, lr\n\t"       /* an odd number of 8-input blocks: one */
+                     "tst    r9, #16\n\t"
+                     "beq    1f\n\t" EB_TFL_FC3_BLOCK
+                     "ldr    r8, [sp]\n\t"
+                     "ldr    r8, [r8, #12]\n\t"
+                     "cmp    lr, r8\n\t"
+                     "beq    2f\n"
+                     "1:\n\t" EB_TFL_FC3_BLOCK EB_TFL_FC3_BLOCK
+                     "ldr    r8, [sp]\n\t"
+                     "ldr    r8, [r8, #12]\n\t"
+                     "cmp    lr, r8\n\t"
+                     "bne    1b\n"
+                     "2:\n\t"
+                     "ldr    r10, [sp]\n\t"
+                     "ldr    r9, [r10, #16]\n\t"
+                     "stmia  r9!, {r0, r1, r2}\n\t"
+                     "str    r9, [r10, #16]\n\t"
+                     "ldr    r9, [r10, #20]\n\t"
+                     "subs   r9, r9, #1\n\t"
+                     "str    r9, [r10, #20]\n\t"
+                     "bne    0b\n\t"
+                     "pop    {r0}\n\t"
+                     "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n");
+}
+#endif
+
 /* The sums of rows o .. o + n - 1 (n <= 4; the rest of the 4 lanes repeat row o) from
  * input chunk `from` on, added to acc[]: the last k % 4 weights never read past a row. */
 static void eb_tfl_fc_rest(const int8_t *w, int32_t k, int o, int n, const int16_t *x,
@@ -2115,9 +2549,11 @@ static void eb_tfl_fc_rows(const int8_t *w, int32_t k, int o, int n, const int16
  * stays below 2^63 and its quotient within int32). */
 static EB_TFL_INLINE int32_t eb_tfl_fc_requant(int32_t acc, int32_t m, int32_t shift)
 {
-    if (shift <= -1) {
-        const int64_t v = (int64_t)acc * (int64_t)m + ((int64_t)1 << (30 - shift));
-        return (int32_t)(v >> 32) >> (-shift - 1);
+    if (shift <= -1) { /* 2^(30 + e) as its high and low words: no 64-bit shift */
+        const int e = -shift;
+        const uint64_t r = e >= 2 ? (uint64_t)((uint32_t)1 << (e - 2)) << 32 : 0x80000000u;
+        const int64_t v = (int64_t)acc * (int64_t)m + (int64_t)r;
+        return (int32_t)(v >> 32) >> (e - 1);
     }
     return eb_tfl_mbqm_single(acc, m, (int)shift);
 }
@@ -2127,9 +2563,35 @@ void eb_tfl_linear_opt(const eb_tfl_fc_params *p, const int8_t *in, const int8_t
                        int8_t *out, int16_t *scratch)
 {
     const int32_t k = p->in_f;
-    int o, j;
+    int o = 0, j;
     eb_tfl_expand_input(in, k, p->in_zp, scratch);
-    for (o = 0; o < p->out_f; o += 4) {
+#if EB_TFL_ASM
+    if (((uintptr_t)w & 3u) == 0 && (k & 7) == 0 && k >= 8) {
+        /* row triples in batches of up to 15 rows by one call each (a last pair), requantized
+         * in C */
+        int32_t sums[16];
+        eb_tfl_fcn_job job;
+        for (; p->out_f - o >= 2; o += j) { /* triples of rows, then a last pair */
+            const int left = p->out_f - o;
+            const int n = left >= 3 ? (left < 15 ? left : 15) / 3 * 3 : 2;
+            for (j = 0; j < n; ++j) {
+                sums[j] = bias != NULL ? bias[o + j] : 0;
+            }
+            job.w = w + (int32_t)o * k;
+            job.k = k;
+            job.x = scratch;
+            job.xend = scratch + k;
+            job.sums = sums;
+            job.pairs = n == 2 ? 1 : n / 3;
+            (n == 2 ? eb_tfl_fc2n : eb_tfl_fc3n)(&job);
+            for (j = 0; j < n; ++j) {
+                out[o + j] = eb_tfl_out8(eb_tfl_fc_requant(sums[j], mult[o + j], shift[o + j]),
+                                         p->out_zp, p->act_min, p->act_max);
+            }
+        }
+    }
+#endif
+    for (; o < p->out_f; o += 4) {
         const int n = p->out_f - o < 4 ? p->out_f - o : 4;
         int32_t acc[4] = {0, 0, 0, 0};
         for (j = 0; j < n; ++j) {

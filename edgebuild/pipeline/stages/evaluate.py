@@ -153,7 +153,7 @@ def _fakequant_mismatches(ctx: Context[Checked], model: QuantizedModel,
     import numpy as np
 
     from edgebuild.core import arrays
-    from edgebuild.ops.numbers import OWN
+    from edgebuild.formats.numbers import OWN
 
     if model.numbers != OWN:
         return None

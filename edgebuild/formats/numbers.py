@@ -5,8 +5,8 @@ operator records' own `reference`, `c` and `windows` facets. Another format — 
 int8 (zero points, per-channel fixed-point multipliers: edgebuild.tflite) — keeps its
 integer reference and C emitter per op in its own table (ops.extension.Extensions), and
 registers it here by name; `model.format` in a manifest picks one. The build asks this
-module, never a format's table directly, so a format is one module and one line in
-FORMATS.
+module, never a format's table directly, so a format is one package (formats/<name>/) and
+one line in FORMATS. May import: core, ops (and the formats' packages).
 
 A format's reference takes (layer, the format's per-layer record, inputs, rounding); its C
 emitter a CStep whose `numbers` holds that record.
@@ -14,38 +14,23 @@ emitter a CStep whose `numbers` holds that record.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from edgebuild.formats.plugin import FormatOp, Reference, Windows
+from edgebuild.formats.tflite import operators as tflite_format
 from edgebuild.ops import OPS
 from edgebuild.ops.operator import C, Role, Unsupported
 
 if TYPE_CHECKING:
     from edgebuild.core.geometry import Shape, Window
     from edgebuild.ops.extension import Extensions
-    from edgebuild.ops.operator import Ints
 
 OWN = "edgebuild"
-# format name -> the module whose FORMAT is its table (imported on first use)
-FORMATS = {"tflite": "edgebuild.tflite.operators"}
+# format name -> its table, imported here by name so that every stage's code key follows
+# the format's reference and C (build.definitions reads static imports only)
+FORMATS: dict[str, Extensions[FormatOp]] = {"tflite": tflite_format.FORMAT}
 NAMES = (OWN, *FORMATS)
-
-Reference = Callable[[Any, Any, Sequence["Ints"], str], "Ints"]
-Windows = Callable[[Any, Sequence["Shape"], "Shape"], tuple[tuple[str, "Window"], ...]]
-
-
-@dataclass(frozen=True)
-class FormatOp:
-    """What a number format knows of one op: its integer reference and its C, and the
-    windows its L1-tiled kernels cut (None: it has none, memory.plan leaves the layer
-    untiled)."""
-
-    reference: Reference
-    c: C
-    windows: Windows | None = None
-
 
 def untiled(layer: Any, in_shapes: Sequence[Shape], out_shape: Shape
             ) -> tuple[tuple[str, Window], ...]:
@@ -54,17 +39,14 @@ def untiled(layer: Any, in_shapes: Sequence[Shape], out_shape: Shape
 
 
 def table(name: str) -> Extensions[FormatOp]:
-    module = importlib.import_module(FORMATS[name])
-    found: Extensions[FormatOp] = module.FORMAT
-    return found
+    return FORMATS[name]
 
 
 def records(name: str, arrays: dict[str, Any], layers: Sequence[str]) -> dict[str, Any]:
     """The format's per-layer records of `layers` from its weights file's arrays (the
     layers that have one: views have none)."""
-    module = importlib.import_module(FORMATS[name])
-    found: dict[str, Any] = module.records(arrays, layers)
-    return found
+    assert name == "tflite", name  # the one other format: its records
+    return dict(tflite_format.records(arrays, layers))
 
 
 def _view(op: str) -> bool:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgebuild.core.geometry import pair
+from edgebuild.formats.tflite import arith
+from edgebuild.formats.tflite.quant import TflQuant
 from edgebuild.ops import conv
 from edgebuild.ops import pool as pooling
-from edgebuild.tflite import arith
-from edgebuild.tflite.quant import TflQuant
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

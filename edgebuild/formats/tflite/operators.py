@@ -1,4 +1,4 @@
-"""TFLite's int8 number format as a plugin (ops.numbers): per op, its integer reference
+"""TFLite's int8 number format as a plugin (formats.numbers): per op, its integer reference
 (tflite.reference) and its C (templates/kernels/eb_tfl.h), in one table.
 
 The C emitters declare each layer's parameters as a static const struct and call the
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.geometry import pair
+from edgebuild.formats.plugin import FormatOp
+from edgebuild.formats.tflite import reference
+from edgebuild.formats.tflite.quant import TflQuant
 from edgebuild.ops.c import CCode, CStep, initializer
 from edgebuild.ops.extension import Extensions
-from edgebuild.ops.numbers import FormatOp
 from edgebuild.ops.operator import C
-from edgebuild.tflite import reference
-from edgebuild.tflite.quant import TflQuant
 
 if TYPE_CHECKING:
     from edgebuild.core.geometry import Shape
@@ -107,8 +107,8 @@ def conv_scratch(layer: Conv2d, shapes: Any) -> str | None:
 
 
 def conv_workspace(layer: Conv2d, shapes: Any, out: Shape, rows: int | None) -> int:
+    from edgebuild.formats.tflite import kernels
     from edgebuild.ops import conv2d
-    from edgebuild.tflite import kernels
 
     kernel, stride, _, dilation = conv2d.axes(layer)
     c, h, w = shapes[0]
@@ -130,14 +130,14 @@ def linear_emit(step: CStep[Linear]) -> CCode:
 
 
 def linear_scratch(layer: Linear, shapes: Any) -> str | None:
-    from edgebuild.tflite import kernels
+    from edgebuild.formats.tflite import kernels
 
     count = kernels.linear_scratch(math.prod(shapes[0]))
     return str(count) if count else None
 
 
 def linear_workspace(layer: Linear, shapes: Any, out: Shape, rows: int | None) -> int:
-    from edgebuild.tflite import kernels
+    from edgebuild.formats.tflite import kernels
 
     return kernels.linear_scratch(math.prod(shapes[0]))
 
@@ -190,15 +190,15 @@ def softmax_emit(step: CStep[Any]) -> CCode:
 
 
 def records(arrays: dict[str, Any], layers: Sequence[str]) -> dict[str, TflQuant]:
-    """ops.numbers.records: each layer's TflQuant (the layers with zero points: not views)."""
-    from edgebuild.tflite import quant
+    """formats.numbers.records: each layer's TflQuant (the layers with zero points: not views)."""
+    from edgebuild.formats.tflite import quant
 
     return {name: quant.layer_quant(arrays, name) for name in layers
             if f"{name}.zero_points" in arrays}
 
 
 def _ref(function: Any) -> Any:
-    """A reference of tflite.reference (layer, record, inputs) as ops.numbers calls it."""
+    """A reference of tflite.reference (layer, record, inputs) as formats.numbers calls it."""
     return lambda layer, quant, inputs, rounding: function(layer, quant, inputs)
 
 

@@ -116,3 +116,18 @@ dataset: {format: sklearn-digits}
     assert result.returncode == 2
     assert "softmax has an integer form only in TFLite's number format" in result.stderr
     assert "asymmetric padding" in result.stderr
+
+
+def test_a_model_with_float_input_and_output_builds(tmp_path):
+    """QUANTIZE on the input and DEQUANTIZE on the output: the manifest takes the int8
+    tensors between them; the known answer's floats are brought onto their int8 grids."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    graph = tflite_models.random_conv(np.random.default_rng(3), float_io=True)
+    model = tflite_models.write_file(graph, tmp_path / "f.tflite")
+    imported = run_cli(["import-tflite", str(model), "--name", "f"], tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "float32, quantized first" in (tmp_path / "f.yaml").read_text()
+    built = run_cli(["build", "f.yaml"], tmp_path)
+    assert built.returncode == 0, built.stderr
+    metrics = json.loads((tmp_path / "build" / "f" / "report.json").read_text())["metrics"]
+    assert metrics["c_vs_reference"]["mismatches"] == 0

@@ -318,6 +318,10 @@ def dw_path(k: tuple[int, int], pad: tuple[int, int], dil: tuple[int, int], mult
     return "arm_depthwise_conv_s8"
 
 
+class NoKernel(Exception):
+    """A layer CMSIS-NN has no kernel for (the table shows ours alone), and why."""
+
+
 def conv_call(layer: Any, q: Any, x: np.ndarray, y: np.ndarray) -> Call:
     from edgebuild.ops import conv2d
 
@@ -341,7 +345,7 @@ def conv_call(layer: Any, q: Any, x: np.ndarray, y: np.ndarray) -> Call:
                  f"static const cmsis_nn_dims F = {dims(1, *kernel, out_c)};\n")
         name, path = "arm_depthwise_conv_wrapper_s8", dw_path(kernel, pad, dil, out_c // in_c)
     else:
-        raise NotImplementedError(f"{layer.name}: grouped convolution (CMSIS-NN has none)")
+        raise NoKernel(f"{layer.name}: grouped convolution (CMSIS-NN has none)")
     decls += (f"static const cmsis_nn_dims I = {dims(1, in_h, in_w, in_c)};\n"
               f"static const cmsis_nn_dims B = {dims(1, 1, 1, out_c)};\n"
               f"static const cmsis_nn_dims O = {dims(1, out_h, out_w, out_c)};\n"
@@ -355,7 +359,8 @@ def conv_call(layer: Any, q: Any, x: np.ndarray, y: np.ndarray) -> Call:
 def fc_call(layer: Any, q: Any, x: np.ndarray, y: np.ndarray) -> Call:
     in_f, out_f = math.prod(x.shape[1:]), y.shape[1]
     if x.ndim == 4 and x.shape[2] * x.shape[3] != 1:
-        raise NotImplementedError(f"{layer.name}: flatten of a spatial input (layout)")
+        raise NoKernel(f"{layer.name}: a fully connected layer over an H x W x C map (CMSIS-NN "
+                       "reads it in HWC order, edgebuild's weights are in CHW order)")
     params = (f"static const cmsis_nn_fc_params P = {{.input_offset = {-q.in_zp[0]}, "
               f".filter_offset = 0, .output_offset = {q.out_zp}, "
               f".activation = {{.min = {q.act_min}, .max = {q.act_max}}}}};\n"
@@ -565,7 +570,11 @@ def run_cmsis(models: list[str], build: Path, jobs: int) -> dict[str, dict[str, 
     work: list[tuple[str, str, Call]] = []
     for model in models:
         layers, values, arrays = load_model(model)
-        work += [(model, layer.name, layer_call(layer, values, arrays)) for layer in layers]
+        for layer in layers:
+            try:
+                work.append((model, layer.name, layer_call(layer, values, arrays)))
+            except NoKernel as reason:  # the table says "no CMSIS-NN kernel"
+                print(f"note: {reason}", file=sys.stderr)
 
     def one(item: tuple[str, str, Call]) -> tuple[str, str, dict[str, Any]]:
         model, name, call = item

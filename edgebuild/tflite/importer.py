@@ -22,10 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgebuild.core.errors import Diagnostic, UserError
-from edgebuild.formats.tflite import quant
 from edgebuild.interchange import limits
 from edgebuild.interchange.importer import npz, write_all
-from edgebuild.ops.operator import Unsupported
 from edgebuild.tflite import flatbuffer, translation
 
 if TYPE_CHECKING:
@@ -145,23 +143,18 @@ def _int8_outputs(result: translation.Translated, values: NDArray[Any]) -> NDArr
 
 
 def run_reference(result: translation.Translated, x: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The translated model through TFLite's format's integer reference (formats.numbers), on
-    int8 inputs NHWC; its outputs channels first."""
+    """The translated model through model.quantized's integer reference in TFLite's format,
+    on int8 inputs NHWC; its outputs channels first."""
     from edgebuild.formats import numbers
     from edgebuild.manifest import Model
+    from edgebuild.model import quantized
 
     model = Model.model_validate({"input": list(result.input_shape), "layers": result.layers,
                                   "format": "tflite"})
-    values = {"input": translation.to_chw(x)}
-    for layer in model.layers:
-        assert layer.inputs is not None  # the translation names every layer's inputs
-        compute = numbers.reference(layer.op, "tflite")
-        assert not isinstance(compute, Unsupported)  # the translation writes only these ops
-        record = None if f"{layer.name}.zero_points" not in result.arrays else \
-            quant.layer_quant(result.arrays, layer.name)
-        values[layer.name] = compute(layer, record, [values[name] for name in layer.inputs],
-                                     "half_up")
-    return values[model.layers[-1].name]
+    names = [layer.name for layer in model.layers]
+    integer = quantized.QuantizedModel(tuple(model.input), model.layers, {}, "half_up",
+                                       "tflite", numbers.records("tflite", result.arrays, names))
+    return quantized.run_reference(integer, translation.to_chw(x))
 
 
 def _load(path: Path) -> NDArray[Any]:

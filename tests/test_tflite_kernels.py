@@ -126,13 +126,17 @@ def lib(tmp_path_factory):
     for name, args in {"eb_tfl_conv2d": conv, "eb_tfl_conv2d_opt": conv, "eb_tfl_linear": fc,
                        "eb_tfl_linear_opt": fc,
                        "eb_tfl_pool2d": [ctypes.POINTER(PoolParams), P8, P8],
+                       "eb_tfl_pool2d_opt": [ctypes.POINTER(PoolParams), P8, P8],
                        "eb_tfl_add": [ctypes.POINTER(AddParams), P8, P8, P8],
+                       "eb_tfl_add_opt": [ctypes.POINTER(AddParams), P8, P8, P8, P16],
                        "eb_tfl_softmax": [ctypes.POINTER(SoftmaxParams), P8, P8]}.items():
         getattr(handle, name).argtypes = args
         getattr(handle, name).restype = None
     handle.eb_tfl_conv_scratch.argtypes = [ctypes.POINTER(ConvParams)]
     handle.eb_tfl_linear_scratch.argtypes = [ctypes.POINTER(FcParams)]
+    handle.eb_tfl_add_scratch.argtypes = [ctypes.POINTER(AddParams)]
     handle.eb_tfl_conv_scratch.restype = handle.eb_tfl_linear_scratch.restype = I32
+    handle.eb_tfl_add_scratch.restype = I32
     for name in ("t_srdhm", "t_rdbpot", "t_mbqm", "t_mbqm_single"):
         getattr(handle, name).restype = I32
     return handle
@@ -382,6 +386,8 @@ def test_pool2d_equals_the_reference(lib, seed):
     rng = np.random.default_rng(seed)
     c, h, w = (int(v) for v in rng.integers(1, [5, 20, 20]))
     kh, kw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+    if rng.random() < 0.3:  # a global pool (one run of the whole plane)
+        kh, kw = h, w
     sh, sw = (int(v) for v in rng.integers(1, 4, 2))
     mode = str(rng.choice(["max", "avg"]))
     lo, hi = act_range(rng, int(rng.integers(-128, 128)))
@@ -390,17 +396,19 @@ def test_pool2d_equals_the_reference(lib, seed):
     ref = reference.pool2d(layer, TflQuant((0,), 0, lo, hi, 1.0), [x[None]])[0].reshape(-1)
     params = PoolParams(c, h, w, (h - kh) // sh + 1, (w - kw) // sw + 1, kh, kw, sh, sw,
                         0 if mode == "max" else 1, lo, hi)
-    out = np.full(ref.size + GUARD, SENTINEL, np.int8)
-    lib.eb_tfl_pool2d(ctypes.byref(params), ptr(placed(x, np.int8, 1), I8), ptr(out, I8))
-    np.testing.assert_array_equal(out[:ref.size], ref)
-    assert (out[ref.size:] == SENTINEL).all()
+    for kernel, offset in (("eb_tfl_pool2d", 1), ("eb_tfl_pool2d_opt", 1), ("eb_tfl_pool2d_opt", 2)):
+        out = np.full(ref.size + GUARD, SENTINEL, np.int8)
+        getattr(lib, kernel)(ctypes.byref(params), ptr(placed(x, np.int8, offset), I8),
+                             ptr(out, I8))
+        np.testing.assert_array_equal(out[:ref.size], ref, err_msg=kernel)
+        assert (out[ref.size:] == SENTINEL).all()
 
 
 @settings(max_examples=150, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_add_equals_the_reference(lib, seed):
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 300))
+    n = int(rng.integers(1, 300)) if rng.random() < 0.4 else int(rng.integers(256, 1500))
     zps = [int(v) for v in rng.integers(-128, 128, 3)]
     lo, hi = act_range(rng, zps[2])
     left = 20 if rng.random() < 0.7 else int(rng.integers(0, 32))
@@ -418,6 +426,15 @@ def test_add_equals_the_reference(lib, seed):
                    ptr(placed(b, np.int8, 3), I8), ptr(out, I8))
     np.testing.assert_array_equal(out[:n], ref)
     assert (out[n:] == SENTINEL).all()
+    need = lib.eb_tfl_add_scratch(ctypes.byref(params))
+    assert need == kernels.add_scratch(n)
+    scratch = np.full(need + GUARD, 0x5A5A, np.int16)
+    out = np.full(n + GUARD, SENTINEL, np.int8)
+    lib.eb_tfl_add_opt(ctypes.byref(params), ptr(placed(a, np.int8, 2), I8),
+                       ptr(placed(b, np.int8, 1), I8), ptr(out, I8),
+                       ptr(scratch, I16) if need else None)
+    np.testing.assert_array_equal(out[:n], ref, err_msg="eb_tfl_add_opt")
+    assert (out[n:] == SENTINEL).all() and (scratch[need:] == 0x5A5A).all()
 
 
 def softmax_case(rng) -> tuple[np.ndarray, int, int, int]:
@@ -637,6 +654,99 @@ def test_both_kernels_equal_the_reference_on_the_cortex_m4(m4_build, level):  # 
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "eb_tfl on M4: 0 mismatching layers" in result.stdout
 
+
+
+def add_case(rng, n: int, fast: bool) -> dict:
+    """An add of n values with TFLite's parameters (left shift 20, inputs' right shifts; the
+    tables' fast form) or with a left shift at the output (the exact fallback)."""
+    zps = [int(v) for v in rng.integers(-128, 128, 3)]
+    lo, hi = act_range(rng, zps[2])
+    mult, shift = requant(rng, 3, False)
+    shift = np.array([int(rng.integers(-12, -1)), int(rng.integers(-12, -1)),
+                      int(rng.integers(-22, -16)) if fast else 3])
+    a, b = int8(rng, (n,)), int8(rng, (n,))
+    q = TflQuant((zps[0], zps[1]), zps[2], lo, hi, 1.0, mult, shift, left_shift=20)
+    fields = [n, zps[0], zps[1], zps[2], lo, hi, 20,
+              *(int(v) for pair in zip(mult, shift, strict=True) for v in pair)]
+    return {"a": a, "b": b, "fields": fields, "ref": reference.add(None, q, [a, b])}
+
+
+def pool_case(rng, c: int, h: int, w: int, k: tuple[int, int], stride: int, mode: str) -> dict:
+    lo, hi = act_range(rng, int(rng.integers(-128, 128)))
+    x = int8(rng, (c, h, w))
+    layer = SimpleNamespace(size=k, stride=(stride, stride), mode=mode)
+    ref = reference.pool2d(layer, TflQuant((0,), 0, lo, hi, 1.0), [x[None]])[0].reshape(-1)
+    fields = [c, h, w, (h - k[0]) // stride + 1, (w - k[1]) // stride + 1, k[0], k[1], stride,
+              stride, 0 if mode == "max" else 1, lo, hi]
+    return {"x": x, "fields": fields, "ref": ref}
+
+
+ELEMENTWISE_MAIN = """
+static int16_t scratch[1024 + 16] __attribute__((aligned(4)));
+static int8_t out[OUT + 16], a_buf[OUT + 8], b_buf[OUT + 8];
+
+static int check(int id, const int8_t *want, int n)
+{
+    int i, bad = 0;
+    for (i = 0; i < n; ++i) bad |= out[i] != want[i];
+    for (i = n; i < n + 16; ++i) bad |= out[i] != 0x5A;
+    for (i = 1024; i < 1024 + 16; ++i) bad |= scratch[i] != 0x5A5A;
+    if (bad) printf("case %d: MISMATCH\\n", id);
+    return bad;
+}
+
+static int add(int id, const eb_tfl_add_params *p, const int8_t *a, const int8_t *b,
+               const int8_t *want)
+{
+    memcpy(a_buf + 1, a, (size_t)p->n);
+    memcpy(b_buf + 2, b, (size_t)p->n);
+    memset(out, 0x5A, sizeof out);
+    for (int i = 0; i < 1024 + 16; ++i) scratch[i] = 0x5A5A;
+    eb_tfl_add_opt(p, a_buf + 1, b_buf + 2, out, eb_tfl_add_scratch(p) ? scratch : NULL);
+    return check(id, want, p->n);
+}
+
+static int pool(int id, const eb_tfl_pool_params *p, const int8_t *x, int nx, const int8_t *want)
+{
+    memcpy(a_buf + 3, x, (size_t)nx);
+    memset(out, 0x5A, sizeof out);
+    eb_tfl_pool2d_opt(p, a_buf + 3, out);
+    return check(id, want, p->c * p->out_h * p->out_w);
+}
+"""
+
+
+@needs_m4
+def test_add_and_pool_equal_the_reference_on_the_cortex_m4(m4_build):  # noqa: F811
+    """eb_tfl_add_opt (tables: the fast output form and the exact fallback; the portable loop
+    below EB_TFL_ADD_TABLE_MIN) and eb_tfl_pool2d_opt (global averages short and long, windows,
+    maxima) with their DSP instructions, inputs at odd addresses."""
+    rng = np.random.default_rng(2031)
+    adds = [add_case(rng, n, fast) for n, fast in ((1000, True), (4099, True), (700, False),
+                                                   (255, True), (16384, True))]
+    pools = [pool_case(rng, *spec) for spec in (
+        (256, 3, 3, (3, 3), 1, "avg"), (9, 25, 5, (25, 5), 1, "avg"), (5, 8, 8, (8, 8), 1, "avg"),
+        (3, 11, 13, (2, 7), 2, "avg"), (4, 9, 20, (3, 18), 1, "avg"), (4, 17, 17, (17, 17), 1,
+                                                                        "max"),
+        (3, 12, 9, (2, 2), 2, "max"), (2, 6, 30, (5, 21), 3, "max"))]
+    parts = ['#include <stdio.h>\n#include <string.h>\n#include "eb_tfl.h"\n',
+             f"#define OUT {max(max(c['ref'].size for c in adds + pools), 9 * 256)}\n"]
+    calls = []
+    for i, case in enumerate(adds):
+        parts += [f"static const eb_tfl_add_params q{i} = {{{', '.join(map(str, case['fields']))}}};\n",
+                  c_array("int8_t", f"a{i}", case["a"]), c_array("int8_t", f"b{i}", case["b"]),
+                  c_array("int8_t", f"r{i}", case["ref"])]
+        calls.append(f"    bad += add({i}, &q{i}, a{i}, b{i}, r{i});\n")
+    for j, case in enumerate(pools, start=len(adds)):
+        parts += [f"static const eb_tfl_pool_params q{j} = {{{', '.join(map(str, case['fields']))}}};\n",
+                  c_array("int8_t", f"x{j}", case["x"]), c_array("int8_t", f"r{j}", case["ref"])]
+        calls.append(f"    bad += pool({j}, &q{j}, x{j}, {case['x'].size}, r{j});\n")
+    source = ("".join(parts) + ELEMENTWISE_MAIN + "int main(void)\n{\n    int bad = 0;\n"
+              + "".join(calls) + '    printf("eb_tfl add/pool on M4: %d mismatching\\n", bad);\n'
+              "    return bad != 0;\n}\n")
+    result = run_qemu(build_tfl(m4_build, "tfl_elementwise", source))
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "eb_tfl add/pool on M4: 0 mismatching" in result.stdout
 
 def test_the_m4_build_has_the_assembly_and_compiles_cleanly(tmp_path):
     """-Wall -Wextra -Werror with arm-none-eabi-gcc at -O2 (the assembly paths) and -O0

@@ -128,6 +128,12 @@ void eb_tfl_linear_opt(const eb_tfl_fc_params *p, const int8_t *in, const int8_t
                        int8_t *out, int16_t *scratch);
 int32_t eb_tfl_conv_scratch(const eb_tfl_conv_params *p);
 int32_t eb_tfl_linear_scratch(const eb_tfl_fc_params *p);
+/* pool2d and add, the same arguments as their portable twins (add: a scratch of
+ * eb_tfl_add_scratch(p) elements, NULL when that is 0). */
+void eb_tfl_pool2d_opt(const eb_tfl_pool_params *p, const int8_t *in, int8_t *out);
+void eb_tfl_add_opt(const eb_tfl_add_params *p, const int8_t *a, const int8_t *b, int8_t *out,
+                    int16_t *scratch);
+int32_t eb_tfl_add_scratch(const eb_tfl_add_params *p);
 
 /* ---- fixed-point primitives (tflite/arith.py), static inline ------------------------------ */
 

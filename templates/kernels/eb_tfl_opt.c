@@ -202,6 +202,19 @@ static EB_TFL_INLINE uint32_t eb_tfl_clamp4(uint32_t v, uint32_t lo, uint32_t hi
     (void)__ssub8((int8x4_t)v, (int8x4_t)hi);
     return __sel((uint8x4_t)hi, (uint8x4_t)v);
 }
+
+/* Per byte (signed): max(a, b). */
+static EB_TFL_INLINE uint32_t eb_tfl_max4(uint32_t a, uint32_t b)
+{
+    (void)__ssub8((int8x4_t)a, (int8x4_t)b);
+    return __sel((uint8x4_t)a, (uint8x4_t)b);
+}
+
+/* acc + the sum of the four bytes of x as unsigned values (USADA8 against 0). */
+static EB_TFL_INLINE uint32_t eb_tfl_usada8(uint32_t x, uint32_t acc)
+{
+    return __usada8((uint8x4_t)x, (uint8x4_t)0u, acc);
+}
 #else
 static EB_TFL_INLINE int32_t eb_tfl_lo16(uint32_t x)
 {
@@ -304,6 +317,22 @@ static EB_TFL_INLINE uint32_t eb_tfl_clamp4(uint32_t v, uint32_t lo, uint32_t hi
         r |= ((uint32_t)x & 0xFFu) << (8 * i);
     }
     return r;
+}
+
+static EB_TFL_INLINE uint32_t eb_tfl_max4(uint32_t a, uint32_t b)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 4; ++i) {
+        const int32_t x = eb_tfl_sb(a, i) > eb_tfl_sb(b, i) ? eb_tfl_sb(a, i) : eb_tfl_sb(b, i);
+        r |= ((uint32_t)x & 0xFFu) << (8 * i);
+    }
+    return r;
+}
+
+static EB_TFL_INLINE uint32_t eb_tfl_usada8(uint32_t x, uint32_t acc)
+{
+    return acc + (x & 0xFFu) + ((x >> 8) & 0xFFu) + ((x >> 16) & 0xFFu) + (x >> 24);
 }
 #endif
 
@@ -2605,3 +2634,216 @@ void eb_tfl_linear_opt(const eb_tfl_fc_params *p, const int8_t *in, const int8_t
     }
 }
 
+
+/* ---- add -------------------------------------------------------------------------------------
+ * Each input's rescaled term, MBQM((x - zp) * 2^left_shift, m, shift), is a function of its
+ * byte alone: two tables of its 256 values (computed by the portable arithmetic, in scratch)
+ * leave per element two byte loads, two table loads, an ADD and the output's requantization
+ * (SMMLAR, ADD, ASR, SSAT: the convolutions' form, the terms pre-shifted by the output's left
+ * shift and doubled) when its bound holds (checked from the tables' largest magnitudes), else
+ * the output's portable MBQM on the same exact sum. */
+#define EB_TFL_ADD_TABLE_MIN 256
+
+int32_t eb_tfl_add_scratch(const eb_tfl_add_params *p)
+{
+    return p->n >= EB_TFL_ADD_TABLE_MIN ? 1024 : 0; /* two tables of 256 int32 */
+}
+
+/* t[u] = the term of the int8 value whose byte is u; returns the largest |t[u]|. */
+static EB_TFL_NOINLINE uint32_t eb_tfl_add_table(int32_t *t, int32_t zp, int ls, int32_t m,
+                                                 int32_t shift)
+{
+    uint32_t most = 0;
+    int32_t u;
+    for (u = 0; u < 256; ++u) {
+        const int32_t x = u < 128 ? u : u - 256;
+        const int32_t v = eb_tfl_mbqm(eb_tfl_s32((uint32_t)(x - zp) << ls), m, (int)shift);
+        const uint32_t mag = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+        t[u] = v;
+        most = mag > most ? mag : most;
+    }
+    return most;
+}
+
+/* The fast output form applies: m >= 0, a right shift e in 1..30, and |2 * sum * 2^left| +
+ * |c| < 2^31 (c = 2^(e-1) + out_zp * 2^e; |SRDHM(x, m)| <= |x|). */
+static int eb_tfl_add_fast(const eb_tfl_add_params *p, uint64_t most)
+{
+    const int left = p->shift_out > 0 ? (int)p->shift_out : 0;
+    const int e = p->shift_out > 0 ? 0 : (int)-p->shift_out;
+    const int64_t limit = (int64_t)1 << 31;
+    int64_t sum, c;
+    if (p->mult_out < 0 || e < 1 || e > 30 || left > 30 || most >= (uint64_t)limit) {
+        return 0;
+    }
+    sum = (int64_t)most << (left + 1);
+    c = ((int64_t)1 << (e - 1)) + (int64_t)p->out_zp * ((int64_t)1 << e);
+    return sum < limit && sum + (c < 0 ? -c : c) < limit;
+}
+
+static EB_TFL_INLINE int32_t eb_tfl_add_clamp(int32_t v, int32_t lo, int32_t hi, int full)
+{
+    v = eb_tfl_ssat8(v);
+    if (!full) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+    }
+    return v;
+}
+
+/* One loop of the fast form; `full` a constant (the activation range is all of int8). */
+static EB_TFL_INLINE void eb_tfl_add_run(const int32_t *t1, const int32_t *t2, const uint8_t *a,
+                                         const uint8_t *b, int8_t *out, int32_t n, int32_t m,
+                                         int32_t c, int e, int32_t lo, int32_t hi, int full)
+{
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        const int32_t x = (int32_t)((uint32_t)t1[a[i]] + (uint32_t)t2[b[i]]);
+        out[i] = (int8_t)eb_tfl_add_clamp((eb_tfl_smmlar(x, m, c) + (x >> 31)) >> e, lo, hi,
+                                          full);
+    }
+}
+
+void eb_tfl_add_opt(const eb_tfl_add_params *p, const int8_t *a, const int8_t *b, int8_t *out,
+                    int16_t *scratch)
+{
+    int32_t *t1 = (int32_t *)(void *)scratch, *t2 = t1 + 256;
+    const uint8_t *ua = (const uint8_t *)a, *ub = (const uint8_t *)b;
+    uint64_t most;
+    int32_t i;
+    if (scratch == NULL || p->n < EB_TFL_ADD_TABLE_MIN) {
+        eb_tfl_add(p, a, b, out);
+        return;
+    }
+    most = eb_tfl_add_table(t1, p->in1_zp, p->left_shift, p->mult1, p->shift1);
+    most += eb_tfl_add_table(t2, p->in2_zp, p->left_shift, p->mult2, p->shift2);
+    if (eb_tfl_add_fast(p, most)) {
+        const int left = p->shift_out > 0 ? (int)p->shift_out : 0;
+        const int e = p->shift_out > 0 ? 0 : (int)-p->shift_out;
+        const int32_t c = ((int32_t)1 << (e - 1)) + p->out_zp * ((int32_t)1 << e);
+        for (i = 0; i < 512; ++i) {
+            t1[i] = (int32_t)((uint32_t)t1[i] << (left + 1));
+        }
+        if (p->act_min == -128 && p->act_max == 127) {
+            eb_tfl_add_run(t1, t2, ua, ub, out, p->n, p->mult_out, c, e, -128, 127, 1);
+        } else {
+            eb_tfl_add_run(t1, t2, ua, ub, out, p->n, p->mult_out, c, e, p->act_min, p->act_max,
+                           0);
+        }
+        return;
+    }
+    for (i = 0; i < p->n; ++i) {
+        const int32_t x = eb_tfl_add32(t1[ua[i]], t2[ub[i]]);
+        out[i] = eb_tfl_out8(eb_tfl_mbqm(x, p->mult_out, (int)p->shift_out), p->out_zp,
+                             p->act_min, p->act_max);
+    }
+}
+
+/* ---- pooling ---------------------------------------------------------------------------------
+ * A window is k_h runs of k_w bytes, or one run of k_h * k_w when it spans whole rows. A run
+ * is reduced a word at a time once aligned: the sum by USADA8 of the bytes offset by 128
+ * (EOR 0x80808080), the maximum by SSUB8/SEL; the average divided as TFLite's reference
+ * (halves away from zero) in int32 (windows up to 2^23 values). */
+static EB_TFL_INLINE int32_t eb_tfl_run_sum_short(const int8_t *x, int32_t n)
+{
+    int32_t sum = 0;
+    for (; n >= 4; n -= 4, x += 4) {
+        sum += (x[0] + x[1]) + (x[2] + x[3]);
+    }
+    for (; n > 0; --n) {
+        sum += *x++;
+    }
+    return sum;
+}
+
+static EB_TFL_NOINLINE int32_t eb_tfl_run_sum(const int8_t *x, int32_t n)
+{
+    uint32_t acc = 0;
+    int32_t sum = 0, words = 0;
+    for (; n > 0 && ((uintptr_t)x & 3u) != 0; --n) {
+        sum += *x++;
+    }
+    for (; n >= 8; n -= 8, x += 8, words += 2) {
+        const uint32_t v0 = eb_tfl_ld(x), v1 = eb_tfl_ld(x + 4);
+        acc = eb_tfl_usada8(v1 ^ 0x80808080u, eb_tfl_usada8(v0 ^ 0x80808080u, acc));
+    }
+    for (; n >= 4; n -= 4, x += 4, ++words) {
+        acc = eb_tfl_usada8(eb_tfl_ld(x) ^ 0x80808080u, acc);
+    }
+    for (; n > 0; --n) {
+        sum += *x++;
+    }
+    return sum + (int32_t)acc - 512 * words;
+}
+
+static EB_TFL_NOINLINE int32_t eb_tfl_run_max(const int8_t *x, int32_t n, int32_t best)
+{
+    uint32_t m4 = 0x80808080u;
+    int i;
+    for (; n > 0 && ((uintptr_t)x & 3u) != 0; --n, ++x) {
+        best = *x > best ? *x : best;
+    }
+    for (; n >= 4; n -= 4, x += 4) {
+        m4 = eb_tfl_max4(eb_tfl_ld(x), m4);
+    }
+    for (; n > 0; --n, ++x) {
+        best = *x > best ? *x : best;
+    }
+    for (i = 0; i < 4; ++i) {
+        const int32_t v = (int32_t)((m4 >> (8 * i)) & 0xFFu);
+        const int32_t sv = v < 128 ? v : v - 256;
+        best = sv > best ? sv : best;
+    }
+    return best;
+}
+
+/* Global average pooling (a window of the whole plane: the end of most CNNs), one run per
+ * channel. */
+static EB_TFL_NOINLINE void eb_tfl_avg_global(const int8_t *in, int32_t channels, int32_t plane,
+                                              int32_t lo, int32_t hi, int8_t *out)
+{
+    const int32_t half = plane / 2;
+    int32_t c;
+    for (c = 0; c < channels; ++c, in += plane) {
+        int32_t v = plane < 16 ? eb_tfl_run_sum_short(in, plane) : eb_tfl_run_sum(in, plane);
+        v = v > 0 ? (v + half) / plane : (v - half) / plane;
+        out[c] = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+    }
+}
+
+void eb_tfl_pool2d_opt(const eb_tfl_pool_params *p, const int8_t *in, int8_t *out)
+{
+    /* the parameters in locals: stores to out[] may alias *p as far as C knows */
+    const int32_t in_w = p->in_w, plane = (int32_t)p->in_h * in_w;
+    const int32_t count = (int32_t)p->k_h * p->k_w, half = count / 2;
+    const int32_t step_y = (int32_t)p->stride_h * in_w, step_x = p->stride_w;
+    const int whole = p->k_w == in_w, max = p->mode == EB_TFL_POOL_MAX;
+    const int32_t runs = whole ? 1 : p->k_h, run = whole ? count : p->k_w;
+    const int32_t lo = p->act_min, hi = p->act_max, out_h = p->out_h, out_w = p->out_w;
+    int32_t c, oy, ox, r;
+    if (count > ((int32_t)1 << 23)) {
+        eb_tfl_pool2d(p, in, out);
+        return;
+    }
+    if (!max && count == plane) {
+        eb_tfl_avg_global(in, p->c, plane, lo, hi, out);
+        return;
+    }
+    for (c = p->c; c > 0; --c, in += plane) {
+        for (oy = 0; oy < out_h; ++oy) {
+            for (ox = 0; ox < out_w; ++ox) {
+                const int8_t *win = in + oy * step_y + ox * step_x;
+                int32_t v = max ? -128 : 0;
+                for (r = 0; r < runs; ++r, win += in_w) {
+                    v = max ? eb_tfl_run_max(win, run, v)
+                            : v + (run < 16 ? eb_tfl_run_sum_short(win, run)
+                                            : eb_tfl_run_sum(win, run));
+                }
+                if (!max) {
+                    v = v > 0 ? (v + half) / count : (v - half) / count;
+                }
+                *out++ = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+            }
+        }
+    }
+}

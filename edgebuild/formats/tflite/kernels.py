@@ -65,3 +65,13 @@ def linear_scratch(in_f: int) -> int:
     """int16 scratch elements eb_tfl_linear_opt needs (eb_tfl_linear_scratch): the input,
     zero point applied, rounded up to a multiple of 4."""
     return _round4(in_f)
+
+
+# eb_tfl_opt.c's EB_TFL_ADD_TABLE_MIN: an add of fewer values runs the portable loop.
+ADD_TABLE_MIN = 256
+
+
+def add_scratch(n: int) -> int:
+    """int16 scratch elements eb_tfl_add_opt needs (eb_tfl_add_scratch): its two tables of
+    256 int32 terms when the add has ADD_TABLE_MIN values or more, else none."""
+    return 1024 if n >= ADD_TABLE_MIN else 0

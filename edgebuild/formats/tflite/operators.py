@@ -81,14 +81,19 @@ def prelude(step: CStep[Any]) -> tuple[int, str]:
     reference = ("#define EB_TFL_CONV2D(p, in, w, b, m, s, out, ws) "
                  "eb_tfl_conv2d(p, in, w, b, m, s, out, NULL)\n"
                  "#define EB_TFL_LINEAR(p, in, w, b, m, s, out, ws) "
-                 "eb_tfl_linear(p, in, w, b, m, s, out, NULL)\n")
+                 "eb_tfl_linear(p, in, w, b, m, s, out, NULL)\n"
+                 "#define EB_TFL_POOL2D(p, in, out) eb_tfl_pool2d(p, in, out)\n"
+                 "#define EB_TFL_ADD(p, a, b, out, ws) eb_tfl_add(p, a, b, out)\n")
     if not step.optimized:
         return (10, reference + "\n")
     return (10, "#ifdef EB_REFERENCE_KERNELS\n" + reference + "#else\n"
                 "#define EB_TFL_CONV2D(p, in, w, b, m, s, out, ws) "
                 "eb_tfl_conv2d_opt(p, in, w, b, m, s, out, ws)\n"
                 "#define EB_TFL_LINEAR(p, in, w, b, m, s, out, ws) "
-                "eb_tfl_linear_opt(p, in, w, b, m, s, out, ws)\n#endif\n\n")
+                "eb_tfl_linear_opt(p, in, w, b, m, s, out, ws)\n"
+                "#define EB_TFL_POOL2D(p, in, out) eb_tfl_pool2d_opt(p, in, out)\n"
+                "#define EB_TFL_ADD(p, a, b, out, ws) eb_tfl_add_opt(p, a, b, out, ws)\n"
+                "#endif\n\n")
 
 
 def workspace_arg(step: CStep[Any], claim: str | None) -> str:
@@ -156,8 +161,8 @@ def pool_emit(step: CStep[Pool2d]) -> CCode:
         ("act_min", q.act_min), ("act_max", q.act_max)]
     symbol = step.symbol("P")
     return CCode((initializer("eb_tfl_pool_params", symbol, fields),),
-                 (f"eb_tfl_pool2d(&{symbol}, {step.inputs[0]}, {step.output});",),
-                 paths=frozenset({"tflite"}))
+                 (f"EB_TFL_POOL2D(&{symbol}, {step.inputs[0]}, {step.output});",),
+                 preludes=(prelude(step),), paths=paths(step))
 
 
 def add_emit(step: CStep[Any]) -> CCode:
@@ -170,9 +175,24 @@ def add_emit(step: CStep[Any]) -> CCode:
         ("mult2", int(q.multiplier[1])), ("shift2", int(q.shift[1])),
         ("mult_out", int(q.multiplier[2])), ("shift_out", int(q.shift[2]))]
     symbol = step.symbol("P")
+    ws = workspace_arg(step, add_scratch(step.layer, step.in_shapes))
     return CCode((initializer("eb_tfl_add_params", symbol, fields),),
-                 (f"eb_tfl_add(&{symbol}, {step.inputs[0]}, {step.inputs[1]}, {step.output});",),
-                 paths=frozenset({"tflite"}))
+                 (f"EB_TFL_ADD(&{symbol}, {step.inputs[0]}, {step.inputs[1]}, {step.output}, "
+                  f"{ws});",), preludes=(prelude(step),), paths=paths(step))
+
+
+def add_scratch(layer: Any, shapes: Any) -> str | None:
+    """The optimized add's claim: its tables (tflite.kernels.add_scratch), a constant."""
+    from edgebuild.formats.tflite import kernels
+
+    count = kernels.add_scratch(math.prod(shapes[0]))
+    return str(count) if count else None
+
+
+def add_workspace(layer: Any, shapes: Any, out: Shape, rows: int | None) -> int:
+    from edgebuild.formats.tflite import kernels
+
+    return kernels.add_scratch(math.prod(shapes[0]))
 
 
 def softmax_emit(step: CStep[Any]) -> CCode:
@@ -206,7 +226,7 @@ FORMAT: Extensions[FormatOp] = Extensions(WHERE, {
     "conv2d": FormatOp(_ref(reference.conv2d), C(conv_emit, conv_scratch, conv_workspace)),
     "linear": FormatOp(_ref(reference.linear), C(linear_emit, linear_scratch, linear_workspace)),
     "pool2d": FormatOp(_ref(reference.pool2d), C(pool_emit)),
-    "add": FormatOp(_ref(reference.add), C(add_emit)),
+    "add": FormatOp(_ref(reference.add), C(add_emit, add_scratch, add_workspace)),
     "softmax": FormatOp(_ref(reference.softmax), C(softmax_emit)),
 }, missing=f"{WHERE} has no implementation of it (it runs conv2d, linear, pool2d, add, "
            "softmax and the views; `edgebuild import-tflite` writes only those)")

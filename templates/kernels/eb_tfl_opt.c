@@ -35,10 +35,13 @@
  *    (13 instructions per 16 MACs). On the M4, a group (or tile) whose channels all
  *    requantize by a right shift and come in pairs is expanded into records of channel pairs
  *    instead, and a GEMM of 2 output channels x 4 pixels runs on them: per 4 taps 4 weight
- *    and 8 column words by pipelined LDRs and 16 SMLAD (32 cycles per 32 MACs). A 1x1
- *    convolution whose weights exceed EB_TFL_WEXP_MAX expands them tile by tile (an even
- *    number of channels, at least EB_TFL_TILE_MIN) when it has 4 blocks of pixels or
- *    more, its columns built once per tile. Columns: a 1x1 stride-1 unpadded conv reads a tap (an
+ *    and 8 column words by pipelined LDRs and 16 SMLAD (32 cycles per 32 MACs); there a
+ *    1x1 convolution's channels whose weights are all zero (pruned or dead: TensorFlow's
+ *    converter keeps them) get no record, their planes filled with their constant, and its
+ *    last partial block of pixels is the last 4 pixels again. A 1x1 convolution whose
+ *    weights exceed EB_TFL_WEXP_MAX expands them tile by tile (an even number of channels,
+ *    at least EB_TFL_TILE_MIN) when it has a block of 4 pixels or more, its columns built
+ *    once per tile. Columns: a 1x1 stride-1 unpadded conv reads a tap (an
  *    input channel) of 4 neighbouring pixels as one word; any other conv copies the input
  *    rows of 1, 2 or 4 output rows (a multiple of 4 pixels) into a band padded with in_zp,
  *    where a per-tap offset table serves every block of 4 pixels: neighbours in one output
@@ -380,6 +383,24 @@ static EB_TFL_INLINE uint32_t eb_tfl_negzp(int32_t zp)
     return ((uint32_t)(-zp) & 0xFFFFu) * 0x00010001u;
 }
 
+/* Whether the k int8 weights at w are all zero (a pruned channel); stops at the first that
+ * is not. */
+static int eb_tfl_row_zero(const int8_t *w, int32_t k)
+{
+    int32_t i = 0;
+    for (; i + 4 <= k; i += 4) {
+        if (eb_tfl_ld(w + i) != 0) {
+            return 0;
+        }
+    }
+    for (; i < k; ++i) {
+        if (w[i] != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* ---- requantization ------------------------------------------------------------------------
  * Per output channel: the sums' start (the bias, doubled when the weights are), m and the
  * additive constant c (fast right shift: 2^(e-1) + out_zp * 2^e; fast left shift: out_zp),
@@ -420,8 +441,11 @@ static eb_tfl_rq eb_tfl_rq_of(int32_t bias, int32_t m, int32_t shift, const int8
     int32_t i, magnitude = 1;
     eb_tfl_rq q;
     if (bound >= EB_TFL_FAST_BOUND) { /* rare: the weights' own bound may still be small */
-        for (i = 0, magnitude = 0; i < taps; ++i) {
-            magnitude += w[i] < 0 ? -w[i] : w[i];
+        magnitude = 0;
+        if (!eb_tfl_row_zero(w, taps)) { /* a pruned row (the common case here): no sum */
+            for (i = 0; i < taps; ++i) {
+                magnitude += w[i] < 0 ? -w[i] : w[i];
+            }
         }
         bound = size + (int64_t)magnitude * 255;
     }
@@ -581,8 +605,8 @@ static eb_tfl_plan eb_tfl_plan_of(const eb_tfl_conv_params *p)
     wexp_room = s.wexp;
     if (s.wexp == 0 && (EB_TFL_WEXP_MAX / s.kp & ~1) >= EB_TFL_TILE_MIN && p->k_h == 1 &&
         p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-        (int32_t)p->out_h * p->out_w >= 16) {
-        /* a 1x1 conv of 4 blocks of pixels or more: room for the records of a tile of an
+        (int32_t)p->out_h * p->out_w >= 4) {
+        /* a 1x1 conv of a block of pixels or more: room for the records of a tile of an
          * even number of channels; used (the columns built once per tile, the GEMM on int16
          * records) when the layer takes the flat path (no padding) */
         wexp_room = (EB_TFL_WEXP_MAX / s.kp & ~1) * (s.kp + 8);
@@ -897,6 +921,8 @@ typedef struct {
     int32_t hw;
     int all_fast; /* every channel requantizes by a right shift (e in 1..22) */
     int pairs;    /* the records are pair records (eb_tfl_expand_pairs, the M4) */
+    int records;  /* pairs: the channels that have one (the others' outputs are constants,
+                   * written when the records were made) */
 } eb_tfl_rows;
 
 /* The expanded weights: per output channel a record of kp / 2 + 4 words, [init] [kp int16:
@@ -1047,7 +1073,9 @@ static void eb_tfl_copy_tmp(const int8_t *tmp, int n, int count, int8_t *out, in
 #if EB_TFL_ASM
 /* Two channels x 4 pixels (eb_tfl_gemm4's sums for a pair of right-shift channels at once),
  * on records of channel pairs (eb_tfl_expand_pairs): [init0] [init1], per chunk of 4 taps
- * [ch0 (k1, k3)] [ch1 (k1, k3)] [ch0 (k0, k2)] [ch1 (k0, k2)], then [m0 c0 e0 m1 c1 e1]. Per
+ * [ch0 (k1, k3)] [ch1 (k1, k3)] [ch0 (k0, k2)] [ch1 (k0, k2)], then [m0 c0 e0 m1 c1 e1],
+ * each e word holding the channel's index i above its shift (e | i << 8: ASR by a register
+ * reads its low byte alone); channel i's 4 bytes go to out + i * hw. Per
  * chunk 4 weight and 8 column words by pipelined LDRs and 16 SMLAD (28 instructions, 32
  * cycles per 32 MACs); 8 chunks unrolled with a computed entry. r0-r3 channel 0's sums,
  * r4-r7 channel 1's, r8/r9 weight pairs, r10/r12 column words, r11 the records, lr the
@@ -1056,7 +1084,7 @@ typedef struct {
     const int32_t *rec;  /* 0: the first pair's record */
     const int16_t *cols; /* 4 */
     const int16_t *cend; /* 8 */
-    int8_t *out;         /* 12: the first channel's output (4 bytes) */
+    uintptr_t out;       /* 12: channel index 0's output (4 bytes; an address) */
     int32_t hw;          /* 16: output channels apart */
     const int32_t *rend; /* 20: the end of the last pair's record */
     uint32_t lo4, hi4;   /* 24, 28 */
@@ -1149,8 +1177,10 @@ static __attribute__((naked, noinline)) void eb_tfl_gemm_pairs(eb_tfl_pair_job *
         "bne    1b\n\t"
         "ldmia  r11!, {r8, r9, r10}\n\t" EB_TFL_REQ_P("r0") EB_TFL_REQ_P("r1")
             EB_TFL_REQ_P("r2") EB_TFL_REQ_P("r3")
+        "lsr    lr, r10, #8\n\t"         /* channel 0's index */
         "ldmia  r11!, {r8, r9, r10}\n\t" EB_TFL_REQ_P("r4") EB_TFL_REQ_P("r5")
             EB_TFL_REQ_P("r6") EB_TFL_REQ_P("r7")
+        "lsr    r10, r10, #8\n\t"        /* channel 1's */
         "bfi    r0, r1, #8, #8\n\t"
         "bfi    r0, r2, #16, #8\n\t"
         "bfi    r0, r3, #24, #8\n\t"
@@ -1169,12 +1199,12 @@ static __attribute__((naked, noinline)) void eb_tfl_gemm_pairs(eb_tfl_pair_job *
         "ssub8  r3, r4, r2\n\t"
         "sel    r4, r2, r4\n"
         "2:\n\t"
-        "ldrd   r1, r2, [sp, #28]\n\t" /* out, (clamp) */
-        "ldr    r3, [sp, #4]\n\t"
-        "str    r0, [r1]\n\t"
-        "str    r4, [r1, r3]\n\t"
-        "add    r1, r1, r3, lsl #1\n\t"
-        "str    r1, [sp, #28]\n\t"
+        "ldr    r1, [sp, #28]\n\t"     /* out */
+        "ldr    r3, [sp, #4]\n\t"      /* hw */
+        "mla    r2, lr, r3, r1\n\t"
+        "str    r0, [r2]\n\t"
+        "mla    r2, r10, r3, r1\n\t"
+        "str    r4, [r2]\n\t"
         "ldr    r3, [sp, #8]\n\t"
         "cmp    r11, r3\n\t"
         "bne    0b\n\t"
@@ -1182,33 +1212,71 @@ static __attribute__((naked, noinline)) void eb_tfl_gemm_pairs(eb_tfl_pair_job *
         "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n");
 }
 
-/* The group's n (even) rows of k int8 weights as pair records (eb_tfl_gemm_pairs), every
- * channel fast (weights and bias doubled). */
-static EB_TFL_NOINLINE void eb_tfl_expand_pairs(const int8_t *w, int32_t k, int32_t kp,
-                                                const eb_tfl_rq *rq, int n, int32_t *rec)
+/* One pair record (eb_tfl_gemm_pairs) of the tile's channels a and b (indices, rows of k
+ * int8 weights from w; both fast: weights and bias doubled); returns its end. */
+static int32_t *eb_tfl_pair_record(const int8_t *w, int32_t k, int32_t kp, const eb_tfl_rq *rq,
+                                   int a, int b, int32_t *rec)
 {
-    int o, h;
-    for (o = 0; o < n; o += 2, w += 2 * k) {
-        uint32_t *wx = (uint32_t *)(void *)(rec + 2);
-        int32_t i;
-        rec[0] = rq[o].init;
-        rec[1] = rq[o + 1].init;
-        for (i = 0; i < kp; i += 4, wx += 4) {
-            for (h = 0; h < 2; ++h) {
-                const int8_t *row = w + (int32_t)h * k;
-                const uint32_t wv = i + 4 <= k ? eb_tfl_ld(row + i) : eb_tfl_ld_n(row + i, k - i);
-                wx[h] = eb_tfl_halves_x2(eb_tfl_sxtb16_ror8(wv)); /* (k1, k3) */
-                wx[2 + h] = eb_tfl_halves_x2(eb_tfl_sxtb16(wv)); /* (k0, k2) */
-            }
-        }
-        rec += 2 + kp;
+    uint32_t *wx = (uint32_t *)(void *)(rec + 2);
+    const int ch[2] = {a, b};
+    int32_t i;
+    int h;
+    rec[0] = rq[a].init;
+    rec[1] = rq[b].init;
+    for (i = 0; i < kp; i += 4, wx += 4) {
         for (h = 0; h < 2; ++h) {
-            rec[3 * h] = rq[o + h].m;
-            rec[3 * h + 1] = rq[o + h].c;
-            rec[3 * h + 2] = rq[o + h].e;
+            const int8_t *row = w + (int32_t)ch[h] * k;
+            const uint32_t wv = i + 4 <= k ? eb_tfl_ld(row + i) : eb_tfl_ld_n(row + i, k - i);
+            wx[h] = eb_tfl_halves_x2(eb_tfl_sxtb16_ror8(wv)); /* (k1, k3) */
+            wx[2 + h] = eb_tfl_halves_x2(eb_tfl_sxtb16(wv)); /* (k0, k2) */
         }
-        rec += 6;
     }
+    rec += 2 + kp;
+    for (h = 0; h < 2; ++h) {
+        rec[3 * h] = rq[ch[h]].m;
+        rec[3 * h + 1] = rq[ch[h]].c;
+        rec[3 * h + 2] = rq[ch[h]].e | (ch[h] << 8);
+    }
+    return rec + 6;
+}
+
+/* Pair records of the group's channels from `from` on, until `cap` (even) channels have one
+ * or the group's n channels end; returns the next channel and sets *made (even). With
+ * `prune`, a channel whose weights are all zero gets no record: its output plane (hw bytes
+ * at out + index * hw) is its constant, written here, and the GEMM skips it (TensorFlow's
+ * converter leaves pruned and dead channels so: most of a MobileNet's last layers); *spare
+ * keeps one such channel, which pairs with the group's last live channel when the live ones
+ * are odd (n is even, so then a pruned one exists). */
+static EB_TFL_NOINLINE int eb_tfl_expand_pairs(const int8_t *w, int32_t k, int32_t kp,
+                                               const eb_tfl_rq *rq, const eb_tfl_act *act,
+                                               int from, int n, int cap, int prune, int8_t *out,
+                                               int32_t hw, int *spare, int32_t *rec, int *made)
+{
+    int o, pending = -1;
+    *made = 0;
+    for (o = from; o < n && *made < cap; ++o) {
+        /* rq_of's constant form (m 0, no bias) is a zero row it has scanned already */
+        if (prune && ((rq[o].m == 0 && rq[o].init == 0) ||
+                      eb_tfl_row_zero(w + (int32_t)o * k, k))) {
+            const int32_t v = eb_tfl_rq_fast(rq + o, rq[o].init); /* the sum is the bias */
+            memset(out + (int32_t)o * hw, v < act->lo ? act->lo : (v > act->hi ? act->hi : v),
+                   (size_t)hw);
+            *spare = o;
+            continue;
+        }
+        if (pending < 0) {
+            pending = o;
+            continue;
+        }
+        rec = eb_tfl_pair_record(w, k, kp, rq, pending, o, rec);
+        pending = -1;
+        *made += 2;
+    }
+    if (pending >= 0) { /* the group's last live channel, an odd one: with a pruned one */
+        (void)eb_tfl_pair_record(w, k, kp, rq, pending, *spare, rec);
+        *made += 2;
+    }
+    return o;
 }
 
 /* A 4-pixel block's rows on pair records: n (even) channels, 16 at a time through tmp for
@@ -1227,14 +1295,17 @@ static EB_TFL_NOINLINE void eb_tfl_rows_pairs(const eb_tfl_rows *r, const int32_
     job.clamp = !r->act.full;
     for (o = 0; o < n; o = last) {
         int8_t tmp[4 * 16];
+        /* a partial block's records are of consecutive channels (never pruned): from the
+         * first one's index (its e word's bits 8..) on, to tmp + (index - first) * 4 */
+        const int32_t first = rec[o * (kp / 2 + 4) + 2 + kp + 2] >> 8;
         last = count == 4 ? n : (n - o < 16 ? n : o + 16);
         job.rec = rec + o * (kp / 2 + 4);
         job.rend = rec + last * (kp / 2 + 4);
-        job.out = count == 4 ? out + (int32_t)o * r->hw : tmp;
+        job.out = count == 4 ? (uintptr_t)out : (uintptr_t)tmp - 4u * (uint32_t)first;
         job.hw = count == 4 ? r->hw : 4;
         eb_tfl_gemm_pairs(&job);
         if (count < 4) {
-            eb_tfl_copy_tmp(tmp, last - o, count, out + (int32_t)o * r->hw, r->hw);
+            eb_tfl_copy_tmp(tmp, last - o, count, out + first * r->hw, r->hw);
         }
     }
 }
@@ -1506,7 +1577,8 @@ static void eb_tfl_rows_run(const eb_tfl_rows *r, const eb_tfl_plan *s, const in
     if (s->wexp != 0) {
 #if EB_TFL_ASM
         if (r->pairs) {
-            eb_tfl_rows_pairs(r, (const int32_t *)(const void *)wx, s->kp, cols, n, count, out);
+            eb_tfl_rows_pairs(r, (const int32_t *)(const void *)wx, s->kp, cols, r->records,
+                              count, out);
             return;
         }
 #endif
@@ -1528,7 +1600,6 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
                                         int16_t *scratch)
 {
     const int ipg = p->in_c / p->groups, opg_all = p->out_c / p->groups;
-    const int tiles = (opg_all + s->tile - 1) / s->tile;
     const int32_t plane = (int32_t)p->in_h * p->in_w, hw = (int32_t)p->out_h * p->out_w;
     eb_tfl_rq *rq = (eb_tfl_rq *)(void *)(scratch + s->at_rq);
     int32_t *off = (int32_t *)(void *)(scratch + s->at_off);
@@ -1551,64 +1622,96 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
             off[o] = (int32_t)o * plane;
         }
     }
-    for (g = 0; g < p->groups * tiles; ++g) { /* tile g % tiles of group g / tiles */
-        const int t0 = g % tiles * s->tile;
-        const int opg = opg_all - t0 < s->tile ? opg_all - t0 : s->tile; /* the tile's */
-        const int8_t *in_g = in + (int32_t)(g / tiles) * ipg * plane;
-        const int8_t *w_g = w + ((int32_t)(g / tiles) * opg_all + t0) * s->k;
-        int8_t *out_g = out + ((int32_t)(g / tiles) * opg_all + t0) * hw;
-        r.rq = rq + g / tiles * opg_all + t0;
-        r.mult = mult + g / tiles * opg_all + t0;
-        r.shift = shift + g / tiles * opg_all + t0;
-        r.all_fast = 1;
-        for (o = 0; o < opg; ++o) {
-            r.all_fast &= r.rq[o].e > 0 && r.rq[o].e <= 22;
-        }
-        r.pairs = 0;
+    for (g = 0; g < p->groups; ++g) {
+        const int8_t *in_g = in + (int32_t)g * ipg * plane;
+        const eb_tfl_rq *rq_grp = rq + g * opg_all;
+        int t0, t1, opg;
 #if EB_TFL_ASM
-        r.pairs = r.all_fast && opg % 2 == 0 && s->wexp != 0;
-        if (r.pairs) {
-            eb_tfl_expand_pairs(w_g, s->k, s->kp, r.rq, opg, (int32_t *)(void *)wx);
+        int group_pairs, spare = -1;
+        /* the M4: pair records for a group of fast channels in pairs, tile after tile */
+        group_pairs = s->wexp != 0 && opg_all % 2 == 0 && s->tile % 2 == 0;
+        for (o = 0; o < opg_all && group_pairs; ++o) {
+            group_pairs = rq_grp[o].e > 0 && rq_grp[o].e <= 22;
         }
 #endif
-        if (s->wexp != 0 && !r.pairs) {
-            eb_tfl_expand_weights(w_g, s->k, s->kp, r.rq, opg, (int32_t *)(void *)wx);
-        }
-        if (s->path == EB_TFL_GEMM_BAND) {
-            for (oy = 0; oy < p->out_h; oy += s->band_r) {
-                const int32_t first = (int32_t)oy * p->out_w;
-                const int32_t end = first + s->band_r * p->out_w;
-                const int32_t last = end < hw ? end : hw;
-                int32_t row = 0, col = 0; /* the block's first pixel in the band */
-                eb_tfl_band(p, s, in_g, oy, (int8_t *)aux);
-                for (px = first; px < last; px += 4) {
-                    const int count = last - px < 4 ? (int)(last - px) : 4;
-                    const int line = count == 4 && col + 4 <= p->out_w;
-                    int32_t base[4];
-                    int j;
-                    for (j = 0; j < 4; ++j) { /* lanes past count: lane 0 again */
-                        int32_t lane_row = row, lane_col = col + (j < count ? j : 0);
-                        while (lane_col >= p->out_w) {
-                            lane_col -= p->out_w;
-                            ++lane_row;
-                        }
-                        base[j] = lane_row * p->stride_h * s->band_w + lane_col * p->stride_w;
-                    }
-                    col += 4;
-                    while (col >= p->out_w) {
-                        col -= p->out_w;
-                        ++row;
-                    }
-                    eb_tfl_cols_band(p, s, (const int8_t *)aux, off, base, line, cols);
-                    eb_tfl_rows_run(&r, s, w_g, wx, cols, opg, count, out_g + px);
+        r.mult = mult + g * opg_all;
+        r.shift = shift + g * opg_all;
+        for (t0 = 0; t0 < opg_all; t0 = t1) {
+            const int8_t *w_g = w + (int32_t)g * opg_all * s->k;
+            int8_t *out_g = out + (int32_t)g * opg_all * hw;
+            r.rq = rq_grp;
+            r.all_fast = 1;
+            r.pairs = 0;
+#if EB_TFL_ASM
+            if (group_pairs) { /* records indexed from the group's first channel */
+                /* pruned channels skipped where no block is partial (the flat loop) */
+                t1 = eb_tfl_expand_pairs(w_g, s->k, s->kp, rq_grp, &r.act, t0, opg_all, s->tile,
+                                         s->path == EB_TFL_GEMM_FLAT && hw >= 4, out_g, hw,
+                                         &spare, (int32_t *)(void *)wx, &r.records);
+                r.pairs = 1;
+                opg = r.records;
+                if (opg == 0) {
+                    continue;
                 }
             }
-            continue;
-        }
-        for (px = 0; px < hw; px += 4) {
-            const int count = hw - px < 4 ? (int)(hw - px) : 4;
-            eb_tfl_cols_flat(in_g, off, s->k, s->kp, plane, px, p->in_zp, cols);
-            eb_tfl_rows_run(&r, s, w_g, wx, cols, opg, count, out_g + px);
+#endif
+            if (!r.pairs) { /* a tile of channels t0..t1 */
+                t1 = opg_all - t0 < s->tile ? opg_all : t0 + s->tile;
+                opg = t1 - t0;
+                w_g += (int32_t)t0 * s->k;
+                out_g += (int32_t)t0 * hw;
+                r.rq = rq_grp + t0;
+                r.mult = mult + g * opg_all + t0;
+                r.shift = shift + g * opg_all + t0;
+                r.records = opg;
+                for (o = 0; o < opg; ++o) {
+                    r.all_fast &= r.rq[o].e > 0 && r.rq[o].e <= 22;
+                }
+                if (s->wexp != 0) {
+                    eb_tfl_expand_weights(w_g, s->k, s->kp, r.rq, opg, (int32_t *)(void *)wx);
+                }
+            }
+            if (s->path == EB_TFL_GEMM_BAND) {
+                for (oy = 0; oy < p->out_h; oy += s->band_r) {
+                    const int32_t first = (int32_t)oy * p->out_w;
+                    const int32_t end = first + s->band_r * p->out_w;
+                    const int32_t last = end < hw ? end : hw;
+                    int32_t row = 0, col = 0; /* the block's first pixel in the band */
+                    eb_tfl_band(p, s, in_g, oy, (int8_t *)aux);
+                    for (px = first; px < last; px += 4) {
+                        const int count = last - px < 4 ? (int)(last - px) : 4;
+                        const int line = count == 4 && col + 4 <= p->out_w;
+                        int32_t base[4];
+                        int j;
+                        for (j = 0; j < 4; ++j) { /* lanes past count: lane 0 again */
+                            int32_t lane_row = row, lane_col = col + (j < count ? j : 0);
+                            while (lane_col >= p->out_w) {
+                                lane_col -= p->out_w;
+                                ++lane_row;
+                            }
+                            base[j] = lane_row * p->stride_h * s->band_w +
+                                      lane_col * p->stride_w;
+                        }
+                        col += 4;
+                        while (col >= p->out_w) {
+                            col -= p->out_w;
+                            ++row;
+                        }
+                        eb_tfl_cols_band(p, s, (const int8_t *)aux, off, base, line, cols);
+                        eb_tfl_rows_run(&r, s, w_g, wx, cols, opg, count, out_g + px);
+                    }
+                }
+                continue;
+            }
+            for (px = 0; px < hw; px += 4) {
+                int count = hw - px < 4 ? (int)(hw - px) : 4;
+                if (r.pairs && count < 4 && hw >= 4) { /* the last 4 pixels again, overlapping */
+                    px = hw - 4;
+                    count = 4;
+                }
+                eb_tfl_cols_flat(in_g, off, s->k, s->kp, plane, px, p->in_zp, cols);
+                eb_tfl_rows_run(&r, s, w_g, wx, cols, opg, count, out_g + px);
+            }
         }
     }
 }

@@ -11,7 +11,7 @@ A convolution takes one of two paths (eb_tfl_opt.c):
   channel), an int32 offset per tap, the 4-pixel columns, a band of input rows (those of
   1, 2 or 4 output rows: a multiple of 4 pixels) and the group's weights expanded to int16
   records ([bias, weights, m, c, e] per output channel) when the weights fit WEXP_MAX
-  elements, else (1x1 convolutions of 16 output pixels or more) those of a tile of an even
+  elements, else (1x1 convolutions of 4 output pixels or more) those of a tile of an even
   number (at least TILE_MIN) of output channels that fit, when there is one.
 The layout depends on the shape only, not on the padding, the zero points or the
 quantization. A linear layer needs its input as int16, zero point applied.
@@ -56,7 +56,7 @@ def conv_scratch(in_c: int, in_h: int, in_w: int, out_c: int, out_h: int, out_w:
     band = _even((ipg * band_h * band_w + 1) // 2)
     wexp = opg * (kp + 8) if opg * kp <= WEXP_MAX else 0  # [init] weights [m, c, e] per channel
     if wexp == 0 and (WEXP_MAX // kp) & ~1 >= TILE_MIN and (k_h, k_w, stride_h, stride_w) == (
-            1, 1, 1, 1) and out_h * out_w >= 16:  # a 1x1 conv of 4 pixel blocks: channel tiles
+            1, 1, 1, 1) and out_h * out_w >= 4:  # a 1x1 conv of a pixel block: channel tiles
         wexp = ((WEXP_MAX // kp) & ~1) * (kp + 8)
     return 8 * out_c + 2 * kp + 4 * kp + band + wexp
 

@@ -272,8 +272,8 @@ def prune(rng, case: dict) -> None:
 def linear_case(rng, in_f: int | None = None, out_f: int | None = None) -> dict:
     if in_f is None:
         in_f = int(rng.integers(1, 9)) if rng.random() < 0.3 else int(rng.integers(1, 700))
-    if out_f is None:
-        out_f = int(rng.integers(1, 24))
+    if out_f is None:  # one or two: the narrow path (no expanded input)
+        out_f = int(rng.integers(1, 3)) if rng.random() < 0.3 else int(rng.integers(1, 24))
     in_zp, out_zp = (int(v) for v in rng.integers(-128, 128, 2))
     lo, hi = act_range(rng, out_zp)
     mult, shift = requant(rng, out_f, rng.random() < 0.3)
@@ -657,7 +657,7 @@ def test_both_kernels_equal_the_reference_on_the_cortex_m4(m4_build, level):  # 
     # single row
     cases += [("linear", linear_case(rng, in_f, out_f))
               for in_f, out_f in ((8, 2), (16, 37), (128, 18), (640, 33), (24, 1), (64, 17),
-                                  (40, 5))]
+                                  (40, 5), (256, 2), (3, 2), (7, 1), (101, 2))]
     elf = build_tfl(m4_build, f"tfl_kat{level}", m4_source(cases), level)
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"

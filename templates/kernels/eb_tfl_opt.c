@@ -2690,12 +2690,54 @@ static EB_TFL_INLINE int32_t eb_tfl_fc_requant(int32_t acc, int32_t m, int32_t s
     return eb_tfl_mbqm_single(acc, m, (int)shift);
 }
 
+/* A layer of one or two outputs (a classifier's last): expanding the input would cost as
+ * much as the sums, so per 4 inputs one LDR, two SXTAB16 (x - zp) shared by the rows, and
+ * per row LDR, two SXTB16, two SMLAD; the last k % 4 from the words ending at the rows'
+ * ends, shifted down (byte loads when k < 4). */
+static EB_TFL_NOINLINE void eb_tfl_fc_narrow(const eb_tfl_fc_params *p, const int8_t *in,
+                                             const int8_t *w, const int32_t *bias,
+                                             const int32_t *mult, const int32_t *shift,
+                                             int8_t *out)
+{
+    const int32_t k = p->in_f, tail = k & 3;
+    const uint32_t nz = eb_tfl_negzp(p->in_zp);
+    const int8_t *w1 = p->out_f > 1 ? w + k : w;
+    int32_t a0 = bias != NULL ? bias[0] : 0, a1 = bias != NULL && p->out_f > 1 ? bias[1] : 0;
+    int32_t i = 0;
+    for (; i + 4 <= k; i += 4) {
+        const uint32_t x = eb_tfl_ld(in + i);
+        const uint32_t xa = eb_tfl_sxtab16(nz, x), xb = eb_tfl_sxtab16_ror8(nz, x);
+        const uint32_t v0 = eb_tfl_ld(w + i), v1 = eb_tfl_ld(w1 + i);
+        a0 = eb_tfl_smlad(xa, eb_tfl_sxtb16(v0), eb_tfl_smlad(xb, eb_tfl_sxtb16_ror8(v0), a0));
+        a1 = eb_tfl_smlad(xa, eb_tfl_sxtb16(v1), eb_tfl_smlad(xb, eb_tfl_sxtb16_ror8(v1), a1));
+    }
+    if (tail != 0) { /* zero weights beyond the row: the padded inputs add nothing */
+        const int sh = 8 * (4 - tail);
+        const uint32_t x = k >= 4 ? eb_tfl_ld(in + k - 4) >> sh : eb_tfl_ld_n(in + i, tail);
+        const uint32_t xa = eb_tfl_sxtab16(nz, x), xb = eb_tfl_sxtab16_ror8(nz, x);
+        const uint32_t v0 = k >= 4 ? eb_tfl_ld(w + k - 4) >> sh : eb_tfl_ld_n(w + i, tail);
+        const uint32_t v1 = k >= 4 ? eb_tfl_ld(w1 + k - 4) >> sh : eb_tfl_ld_n(w1 + i, tail);
+        a0 = eb_tfl_smlad(xa, eb_tfl_sxtb16(v0), eb_tfl_smlad(xb, eb_tfl_sxtb16_ror8(v0), a0));
+        a1 = eb_tfl_smlad(xa, eb_tfl_sxtb16(v1), eb_tfl_smlad(xb, eb_tfl_sxtb16_ror8(v1), a1));
+    }
+    out[0] = eb_tfl_out8(eb_tfl_fc_requant(a0, mult[0], shift[0]), p->out_zp, p->act_min,
+                         p->act_max);
+    if (p->out_f > 1) {
+        out[1] = eb_tfl_out8(eb_tfl_fc_requant(a1, mult[1], shift[1]), p->out_zp, p->act_min,
+                             p->act_max);
+    }
+}
+
 void eb_tfl_linear_opt(const eb_tfl_fc_params *p, const int8_t *in, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift,
                        int8_t *out, int16_t *scratch)
 {
     const int32_t k = p->in_f;
     int o = 0, j;
+    if (p->out_f <= 2) {
+        eb_tfl_fc_narrow(p, in, w, bias, mult, shift, out);
+        return;
+    }
     eb_tfl_expand_input(in, k, p->in_zp, scratch);
 #if EB_TFL_ASM
     if (((uintptr_t)w & 3u) == 0 && (k & 7) == 0 && k >= 8) {

@@ -156,15 +156,17 @@ static inline int32_t eb_tfl_sub32(int32_t a, int32_t b)
 }
 
 /* SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31 truncated toward zero, the nudge
- * 2^30 for a non-negative product and 1 - 2^30 otherwise; INT32_MIN * INT32_MIN saturates. */
+ * 2^30 for a non-negative product and 1 - 2^30 otherwise; INT32_MIN * INT32_MIN saturates.
+ * Computed as floor((a * b + 2^30) / 2^31), the same for either sign (a negative product:
+ * -floor((|ab| + 2^30 - 1) / 2^31) = floor((ab - 2^30 + 1 + 2^31 - 1) / 2^31)), a 64-bit
+ * add and shift instead of a division (the quotient fits int32 once the saturating case is
+ * out). */
 static inline int32_t eb_tfl_srdhm(int32_t a, int32_t b)
 {
-    const int64_t ab = (int64_t)a * (int64_t)b;
-    const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
     if (a == INT32_MIN && b == INT32_MIN) {
         return INT32_MAX;
     }
-    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 
 /* RoundingDivideByPOT: x / 2^e rounded half away from zero, e in 0..31. */

@@ -523,6 +523,9 @@ M4_LAYERS = (
     dict(kind="dense", in_c=6, h=7, w=9, out_c=8, k=3, dil=2, pad=2, groups=2),
     dict(kind="dense", in_c=4, h=10, w=11, out_c=5, k=(1, 5), stride=(1, 3), pad=(0, 2)),
     dict(kind="depthwise", in_c=6, h=9, w=8, out_c=6, k=3, pad=1),
+    # rows under 4 values (VWW's 3x3 maps): the word ending at the row's end, but the first
+    dict(kind="depthwise", in_c=7, h=3, w=3, out_c=7, k=3, pad=1),
+    dict(kind="depthwise", in_c=3, h=4, w=2, out_c=6, k=3, pad=1, clamp=True),
     dict(kind="depthwise", in_c=5, h=7, w=5, out_c=10, k=3, pad=1, clamp=True),
     dict(kind="depthwise", in_c=4, h=6, w=6, out_c=4, k=3, pad=1),
     dict(kind="depthwise", in_c=3, h=5, w=7, out_c=3, k=3, pad=(0, 1)),

@@ -1779,9 +1779,11 @@ static __attribute__((naked, noinline)) void eb_tfl_plane_rows(eb_tfl_plane_job 
 #endif
 
 /* Input channel `src` into the padded int16 plane (x - zp), whose padding is already 0: only
- * the input rows and columns the taps read are written (eb_tfl_dw zeroes the plane once). */
+ * the input rows and columns the taps read are written (eb_tfl_dw zeroes the plane once).
+ * `behind`: the input's bytes before src (a row's last 1..3 values come from the word ending
+ * at its end wherever that word is inside the input). */
 static EB_TFL_NOINLINE void eb_tfl_dw_plane(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
-                                            const int8_t *src, int16_t *plane)
+                                            const int8_t *src, int32_t behind, int16_t *plane)
 {
     const int32_t zp = p->in_zp, in_w = p->in_w, dw_w = s->dw_w;
     const uint32_t nz = eb_tfl_negzp(zp);
@@ -1816,8 +1818,9 @@ static EB_TFL_NOINLINE void eb_tfl_dw_plane(const eb_tfl_conv_params *p, const e
             eb_tfl_st(d + i + 2, eb_tfl_pack_hi(a, b));
         }
         if (rest > 0) { /* the last 1..3: one word ending at the row's end (or byte loads) */
-            const uint32_t v = n >= 4 ? eb_tfl_ld(src + n - 4) >> (8 * (4 - rest))
-                                      : eb_tfl_ld_n(src + full, rest);
+            const uint32_t v = n >= 4 || behind + iy * in_w + n >= 4
+                                   ? eb_tfl_ld(src + n - 4) >> (8 * (4 - rest))
+                                   : eb_tfl_ld_n(src + full, rest);
             const uint32_t a = eb_tfl_sxtab16(nz, v);
             d[full] = (int16_t)a;
             if (rest > 1) {
@@ -2342,7 +2345,7 @@ static EB_TFL_NOINLINE void eb_tfl_dw(const eb_tfl_conv_params *p, const eb_tfl_
 #endif
     memset(plane, 0, (size_t)s->dw_h * (size_t)s->dw_w * sizeof *plane);
     for (c = 0; c < p->in_c; ++c) {
-        eb_tfl_dw_plane(p, s, in + (int32_t)c * in_plane, plane);
+        eb_tfl_dw_plane(p, s, in + (int32_t)c * in_plane, (int32_t)c * in_plane, plane);
         for (j = 0; j < mlt; ++j) {
             const int o = c * mlt + j;
             const eb_tfl_rq q = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o],

@@ -548,7 +548,8 @@ def m4_case(spec: dict, index: int, pruned: bool = True) -> dict:
     groups = in_c if spec["kind"] == "depthwise" else spec.get("groups", 1)
     oh, ow = (h + 2 * pt - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pl - dw * (kw - 1) - 1) // sw + 1
     in_zp, out_zp = (int(v) for v in rng.integers(-128, 128, 2))
-    lo, hi = (int(out_zp), 127 - int(rng.integers(0, 20))) if spec.get("clamp") else (-128, 127)
+    lo, hi = (int(out_zp), max(int(out_zp), 127 - int(rng.integers(0, 20)))) \
+        if spec.get("clamp") else (-128, 127)  # act_min <= act_max, as eb_tfl.h requires
     mult, shift = requant(rng, out_c, False)
     bias = rng.integers(-(1 << 16), 1 << 16, out_c)
     if index % 3 == 0:

@@ -51,3 +51,26 @@ def test_search_beats_greedy_on_a_known_instance():
     assert not arena.conflicts(placed)
     assert arena.size(greedy) == 260
     assert arena.size(placed) == arena.lower_bound(tensors) == 200
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(1, 40000), min_size=2, max_size=40))
+def test_any_chain_of_layers_reaches_its_lower_bound(sizes):
+    """A chain (each output live beside its input only), as long as real models' (past
+    EXACT_LIMIT, where no order search runs): two-ended placement meets the bound."""
+    tensors = [arena.Tensor(f"t{i}", b, i, i + 1) for i, b in enumerate(sizes)]
+    placed = arena.place(tensors)
+    assert not arena.conflicts(placed)
+    assert all(p.offset % arena.ALIGN == 0 for p in placed)
+    assert arena.size(placed) == arena.lower_bound(tensors)
+
+
+def test_mobilenet_like_chain_beats_largest_first():
+    """MLPerf VWW's activations (input, then its 48x48 and 24x24 maps): largest-first greedy
+    needs 64,512 bytes, two-ended placement the bound, 55,296."""
+    sizes = [27648, 18432, 18432, 36864, 9216, 18432, 18432, 18432, 4608]
+    tensors = [arena.Tensor(f"t{i}", b, i, i + 1) for i, b in enumerate(sizes)]
+    greedy = arena.first_fit(sorted(tensors, key=lambda t: (-arena.aligned(t.bytes), t.first,
+                                                            t.name)))
+    assert arena.size(greedy) == 64512
+    assert arena.size(arena.place(tensors)) == arena.lower_bound(tensors) == 55296

@@ -2,9 +2,12 @@
 
 Tensors whose lifetimes (first producing step .. last reading step) overlap must not
 overlap in memory; the others share it. Placement is greedy by size, largest first, each
-at the lowest aligned offset that fits (the TensorFlow Lite Micro strategy). Small problems
-(up to EXACT_LIMIT tensors) try every placement order. The lower bound is the largest
-total size of tensors live at one step: no placement can beat it.
+at the lowest aligned offset that fits (the TensorFlow Lite Micro strategy). Where that
+misses the lower bound, two-ended placement within the bound is tried (in step order, each
+tensor at the end of the arena opposite the last one's: a chain of layers, where each
+output lives beside its input only, fits its bound so), and for small problems (up to
+EXACT_LIMIT tensors) every first-fit order. The lower bound is the largest total size of
+tensors live at one step: no placement can beat it.
 """
 
 from __future__ import annotations
@@ -43,9 +46,53 @@ def place(tensors: list[Tensor]) -> list[Placement]:
     """Greedy placement; for small problems the best of every first-fit order (stopping
     as soon as one reaches the lower bound, which no placement can beat)."""
     best = first_fit(sorted(tensors, key=lambda t: (-aligned(t.bytes), t.first, t.name)))
-    if len(tensors) > EXACT_LIMIT or size(best) == lower_bound(tensors):
+    bound = lower_bound(tensors)
+    if size(best) == bound:
+        return best
+    ends = two_ended(tensors, bound)
+    if ends is not None:
+        return ends
+    if len(tensors) > EXACT_LIMIT:
         return best
     return _search(tensors, best)
+
+
+def two_ended(tensors: list[Tensor], limit: int) -> list[Placement] | None:
+    """Every tensor within `limit` bytes, in step order, each at the lowest free offset or
+    the highest, the end away from the previous tensor's first; None if one does not fit."""
+    placed: list[Placement] = []
+    top = False  # the previous tensor went to the bottom
+    for tensor in sorted(tensors, key=lambda t: (t.first, t.last, t.name)):
+        busy = sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
+                      if _overlaps(p.tensor, tensor))
+        want = aligned(tensor.bytes)
+        low, high = _lowest(busy, want, limit), _highest(busy, want, limit)
+        choice = (high, low) if not top else (low, high)
+        offset = next((o for o in choice if o is not None), None)
+        if offset is None:
+            return None
+        top = offset == high and offset != low
+        placed.append(Placement(tensor, offset))
+    return sorted(placed, key=lambda p: (p.tensor.first, p.tensor.name))
+
+
+def _lowest(busy: list[tuple[int, int]], want: int, limit: int) -> int | None:
+    offset = 0
+    for start, end in busy:
+        if offset + want <= start:
+            break
+        offset = max(offset, end)
+    return offset if offset + want <= limit else None
+
+
+def _highest(busy: list[tuple[int, int]], want: int, limit: int) -> int | None:
+    """The highest aligned offset whose `want` bytes end by `limit` and meet no busy range."""
+    end = limit - limit % ALIGN
+    for start, stop in sorted(busy, key=lambda r: -r[1]):
+        if stop <= end - want:
+            break
+        end = min(end, start)
+    return end - want if end - want >= 0 else None
 
 
 def _search(tensors: list[Tensor], best: list[Placement]) -> list[Placement]:

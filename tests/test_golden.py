@@ -1,4 +1,5 @@
-"""Golden files: the rendered C of a tiny fixed model, compared with committed copies.
+"""Golden files: the rendered C of a tiny fixed model, and the project of a small
+.tflite imported in TFLite's number format, compared with committed copies.
 
 The model's integer weights are synthetic and fixed (no training), so any change in the
 rendered output is a change in codegen or its templates. Regenerate deliberately with
@@ -78,6 +79,39 @@ def test_rendered_c_matches_golden_files(request):
 
 def test_rendering_is_deterministic():
     assert codegen.render(tiny_spec()) == codegen.render(tiny_spec())
+
+
+GOLDEN_TFLITE = GOLDEN.parent / "tflite"
+
+
+def tflite_project(tmp_path: Path) -> dict[str, str]:
+    """The generated project of a small int8 .tflite the tests write (conv, depthwise,
+    residual ADD, max pool, reshape, fully connected, softmax: TFLite's number format),
+    imported and built for the Cortex-M4 up to codegen."""
+    import tflite_models
+    from conftest import run_cli
+
+    graph = tflite_models.random_chain(np.random.default_rng(2))
+    model = tflite_models.write_file(graph, tmp_path / "chain.tflite")
+    for args in (["import-tflite", str(model), "--name", "chain", "--device", "cortex-m4"],
+                 ["build", "chain.yaml", "--until", "codegen"]):
+        result = run_cli(args, tmp_path)
+        assert result.returncode == 0, result.stderr
+    root = tmp_path / "build" / "chain" / "codegen"
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_tflite_project_matches_golden_files(request, tmp_path):
+    files = tflite_project(tmp_path)
+    if request.config.getoption("--update-golden"):
+        update(GOLDEN_TFLITE, files)
+    committed = {p.relative_to(GOLDEN_TFLITE).as_posix() for p in GOLDEN_TFLITE.rglob("*")
+                 if p.is_file()}
+    assert committed == set(files), f"file set changed; {REGENERATE}"
+    for relative, text in files.items():
+        assert (GOLDEN_TFLITE / relative).read_text() == text, (
+            f"{relative} differs from tests/golden/tflite; {REGENERATE}")
 
 
 ACCELERATOR_GOLDEN = Path(__file__).resolve().parent / "golden" / "max7800x-mnist-extrasmall"

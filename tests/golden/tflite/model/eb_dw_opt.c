@@ -1,0 +1,1269 @@
+/* edgebuild optimized depthwise convolution (Cortex-M4 DSP extension; portable C elsewhere):
+ * eb_dw_conv_opt, the direct path eb_conv2d(_wide)_opt take for groups == in_c (see
+ * eb_kernels_opt.h for the method, eb_kernels.h for the numerics contract). Bit-identical to
+ * eb_conv2d / eb_conv2d_wide (eb_kernels.c). C99, no allocation; the padded path's channel
+ * copy goes in the caller's scratch (EB_DW_OPT_SCRATCH bytes, eb_kernels_opt.h). */
+#include "eb_dw_opt.h"
+#include "eb_kernels_opt.h"
+
+#include <string.h>
+
+#include "eb_simd.h"
+
+#if defined(__GNUC__)
+#define EB_NOINLINE __attribute__((noinline))
+#else
+#define EB_NOINLINE
+#endif
+
+/* The taps t in [0, k) with 0 <= start + t * dil < size: [*lo, *hi). */
+static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
+{
+    int l = 0, h = k;
+    if (size <= 0 || start >= size) {
+        l = h = 0;
+    } else {
+        if (start < 0) {
+            l = (-start + dil - 1) / dil;
+        }
+        if (start + (k - 1) * dil >= size) {
+            h = (size - 1 - start) / dil + 1;
+        }
+        if (l > h) {
+            l = h;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* Four input bytes row[ix .. ix + 3] as a word, those outside [0, in_w) as zero. */
+static uint32_t eb_row_word(const int8_t *row, int ix, int in_w)
+{
+    uint32_t v = 0;
+    int j;
+    for (j = 0; j < 4; ++j) {
+        if (ix + j >= 0 && ix + j < in_w) {
+            v |= (uint32_t)(uint8_t)row[ix + j] << (8 * j);
+        }
+    }
+    return v;
+}
+
+/* Where the results go: int8 (out8, requantized by shift, rounding, act) or int32 (out32). */
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int shift, rounding, act;
+} eb_dw_sink;
+
+/* ---- depthwise convolution ----------------------------------------------------------------
+ * groups == in_c (one input channel per group; 1 too), out_c = m * in_c: output channel oc
+ * reads input channel oc / m only, so there is no im2col and no scratch. Each output pixel
+ * is summed straight from the input rows of its tap rows with word loads: the word
+ * x = row[q .. q + 3] gives the int16 pairs SXTB16(x) = [x0, x2] and SXTB16_ROR8(x) =
+ * [x1, x3]. Offsets count from a pixel's first tap (tap kx at offset kx * dil_w).
+ *
+ * 3-tap rows (k_w == 3, stride_w == dil_w == 1, k_h 1 or 3 -- 3x3 and 1-D k = 3 -- with
+ * in_w >= 4 and pad_w <= 3) have their own kernels: two neighbouring pixels at a time, the
+ * weights in registers as [w0, w2] per tap row and the w1 of two rows in one word; per tap
+ * row one load, two SXTB16 and four MACs:
+ *   p0 += [w0, w2].[x0, x2] (SMLAD) + x1 * w1 (SMLABB/SMLABT),
+ *   p1 += [w0, w2].[x1, x3] (SMLAD) + x2 * w1 (SMLATB/SMLATT).
+ * Pairs start at x = 0, 2, ...; with an odd out_w the last pair is (out_w - 2, out_w - 1),
+ * one pixel computed twice. A 3x3 with stride_h == dil_h == 1, pad_h <= 1 and in_h >= 4
+ * goes by columns of pixel pairs, two output rows per step (input rows r .. r + 3, the middle
+ * two loaded once), the padding rows at both ends in the same call; an odd row out and
+ * every other 3-tap layer go row by row (tap rows in the padding: zero weights). A pair
+ * overhanging a row end (by 1..3 bytes, as pad_w <= 3) gets its words from the row's first
+ * or last word shifted so that zeros come in.
+ * Other shapes use a per-channel table of entries (ky * dil_h * in_w + 4i, W1, W2) over the
+ * tap rows in range, W1 = [w at offset 4i, w at 4i + 2], W2 = [w at 4i + 1, w at 4i + 3]
+ * (zero where no tap lands): one pixel is SMLAD(W1, SXTB16(x)) + SMLAD(W2, SXTB16_ROR8(x))
+ * per entry. With stride_w == 1 pixels go in pairs sharing loads: dil_w == 1,
+ * p1 += W1.[x1, x3] + W2.[x2, x4] ([x2, x4] = SXTB16 of the word at 4i + 2; in a row's last
+ * entry, when k_w % 4 != 0, x2 * w1 by SMLATB); even dil_w (taps at even offsets only),
+ * p1 += W1.[x1, x3]. Other strides and odd dilations > 1 go one pixel at a time. Pixels
+ * whose words leave the row go one by one, the words shifted as above (byte by byte when
+ * in_w < 4; a word wholly outside adds nothing). More than EB_DW_MAX_ENTRIES entries (e.g.
+ * 9x9): the generic grouped path.
+ * 1-D layers laid out vertically ([C][L][1], k_w == 1, pad_w == 0) are the same bytes as
+ * [C][1][L] and run as such.
+ * Requantization with a right shift (or none) and act none/relu/abs starts the sums at
+ * bias + 2^(s-1) (half up; when no sum can then overflow int32) and is an ASR and an
+ * SSAT #8 / USAT #7; the NONE and RELU loops are specialised, every other case (ABS, wide
+ * outputs, left shifts, biases near the int32 limits) stores through a call. */
+
+#define EB_DW_MAX_ENTRIES 16 /* table entries on the stack (16 bytes each) */
+
+/* Kernels: 3-tap rows; the table kernel with pixel pairs (dil_w 1, even dil_w) or single. */
+enum { EB_DW_K3, EB_DW_PAIR_D1, EB_DW_PAIR_EVEN, EB_DW_SINGLE };
+/* Outputs: int32; int8 by ASR and SSAT/USAT (act none, relu, abs); int8 by eb_requantize. */
+enum { EB_DW_WIDE, EB_DW_NONE, EB_DW_RELU, EB_DW_ABS, EB_DW_GENERIC };
+
+#if defined(__GNUC__)
+#define EB_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_INLINE static inline
+#endif
+
+typedef struct {
+    int32_t off, row; /* ky * dil_h * in_w + 4i, ky * dil_h * in_w */
+    uint32_t w1, w2;  /* weight pairs at offsets [4i, 4i + 2] and [4i + 1, 4i + 3] */
+} eb_dw_entry;
+
+typedef struct {
+    int in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int kind, odd; /* odd: a tap at an odd offset (W2 used) */
+    int nf, nl;    /* table entries per tap row: nf "full" ones, nl (0 or 1) "last" ones */
+    int ext;       /* bytes a pixel group reads per tap row, from its first pixel's offset 0 */
+    int x0, span;  /* table kernel: the output columns whose groups read inside the rows */
+    const eb_pool_params *pool; /* a fused 2x2 max pool before the conv (padded path), or NULL */
+} eb_dw_geom;
+
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int mode, s; /* s: the right shift of the NONE / RELU / ABS modes */
+    int shift, rounding, act;
+} eb_dw_out;
+
+/* The int8 result of acc in a narrow mode. */
+EB_INLINE int8_t eb_dw_q8(const int mode, int32_t acc, int s, int shift, int rounding, int act)
+{
+    int32_t v;
+    switch (mode) {
+    case EB_DW_NONE:
+        v = eb_ssat8(acc >> s);
+        break;
+    case EB_DW_RELU:
+        v = eb_usat7(acc >> s);
+        break;
+    case EB_DW_ABS:
+        v = eb_ssat8(acc >> s);
+        v = eb_usat7(v < 0 ? -v : v);
+        break;
+    default:
+        return eb_requantize(acc, shift, rounding, act);
+    }
+    return (int8_t)v;
+}
+
+static EB_NOINLINE void eb_dw_put(const eb_dw_out *o, int32_t index, int32_t acc)
+{
+    if (o->mode == EB_DW_WIDE) {
+        o->out32[index] = acc;
+    } else {
+        o->out8[index] = eb_dw_q8(o->mode, acc, o->s, o->shift, o->rounding, o->act);
+    }
+}
+
+/* ---- 3-tap rows ---- */
+
+/* Requantization modes of the specialised loops: EB_DW_NONE, EB_DW_RELU or, for every other
+ * mode (read from the eb_dw_out at run time, stored by a call), EB_DW_ANY. */
+#define EB_DW_ANY (-1)
+
+/* One tap row's word x against weights [w0, w2] (w02) and w1 (bottom or top half of w1). */
+EB_INLINE void eb_dw3_mac(uint32_t x, uint32_t w02, uint32_t w1, const int top, int32_t *a0,
+                          int32_t *a1)
+{
+    const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x); /* [x0, x2], [x1, x3] */
+    *a0 = eb_smlad(w02, lo, *a0);
+    *a1 = eb_smlad(w02, hi, *a1);
+    if (top) {
+        *a0 = eb_smlabt(hi, w1, *a0);
+        *a1 = eb_smlatt(lo, w1, *a1);
+    } else {
+        *a0 = eb_smlabb(hi, w1, *a0);
+        *a1 = eb_smlatb(lo, w1, *a1);
+    }
+}
+
+static EB_NOINLINE void eb_dw_put2(const eb_dw_out *o, int32_t index, int32_t a0, int32_t a1)
+{
+    eb_dw_put(o, index, a0);
+    eb_dw_put(o, index + 1, a1);
+}
+
+/* Results a0, a1 of a pixel pair at index: into d8 (o->out8, shift s) in the NONE and RELU
+ * modes, through eb_dw_put2 otherwise. */
+EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int s,
+                            int32_t index, int32_t a0, int32_t a1)
+{
+    if (mode == EB_DW_ANY) {
+        eb_dw_put2(o, index, a0, a1);
+    } else {
+        d8[index] = eb_dw_q8(mode, a0, s, 0, 0, 0);
+        d8[index + 1] = eb_dw_q8(mode, a1, s, 0, 0, 0);
+    }
+}
+
+/* ---- 3x3, stride 1: columns over a zero-padded copy ----
+ * A 3x3 layer with stride_h == stride_w == dil_h == dil_w == 1 and the NONE or RELU
+ * requantization copies each input channel, padding included, into the scratch (rows
+ * L = in_w + pad_w bytes apart, sharing their pad bytes, eb_dw_fill; up to EB_DW_PAD_BYTES,
+ * in bands of output rows when the whole plane does not fit), so that every output pixel pair
+ * (x, x + 1) is the word at column x of three buffer rows: no edge cases, no padding rows
+ * computed apart. Output pixels go in columns of pairs x = 0, 2, ... (with an odd out_w
+ * the last pair is (out_w - 2, out_w - 1), one pixel computed twice), two output rows per
+ * step: buffer rows r .. r + 3 feed output rows r (tap rows r .. r + 2) and r + 1 (tap rows
+ * r + 1 .. r + 3), the middle two loaded once (4 loads, 8 SXTB16 and 24 MACs for 36 MACs).
+ * With an odd out_h the last two rows go as one more step (one row computed twice). */
+/* EB_DW_PAD_BYTES, EB_DW_PAD_SLACK (bytes past them eb_dw_fill may write): eb_kernels_opt.h,
+ * whose EB_DW_OPT_SCRATCH is the bytes of buf this path uses (eb_dw3_band's rule). */
+
+/* The steps of one column: n2 >= 1 steps from p (buffer row 0's word at the column) into
+ * index, two output rows (out_w apart) per step. The C twin of eb_dw3_band_asm. */
+EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint32_t *w,
+                             int32_t init, const eb_dw_out *o, int32_t index, int32_t out_w,
+                             const int mode)
+{
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    int8_t *const d8 = o->out8;
+    const int s = o->s;
+    for (; n2 > 0; --n2, p += 2 * L, index += 2 * out_w) {
+        int32_t a0 = init, a1 = init, b0 = init, b1 = init;
+        uint32_t x = eb_load32(p + L);
+        eb_dw3_mac(x, w1, w01, 1, &a0, &a1);
+        eb_dw3_mac(x, w0, w01, 0, &b0, &b1);
+        x = eb_load32(p + 2 * L);
+        eb_dw3_mac(x, w2, w21, 0, &a0, &a1);
+        eb_dw3_mac(x, w1, w01, 1, &b0, &b1);
+        eb_dw3_mac(eb_load32(p), w0, w01, 0, &a0, &a1);
+        eb_dw_store2(mode, o, d8, s, index, a0, a1);
+        eb_dw3_mac(eb_load32(p + 3 * L), w2, w21, 0, &b0, &b1);
+        eb_dw_store2(mode, o, d8, s, index + out_w, b0, b1);
+    }
+}
+
+/* eb_dw3_column over ncols columns 2 bytes apart, on the M4 scheduled by hand (GCC spills
+ * its ~19 live values: init, the shift and the loop bounds are reloaded from the stack
+ * instead, 14 registers hold the rest). Per step rows 1, 0, 2, 3 (row 1 starting all four
+ * sums from init), the first output pair stored after row 2, the second after row 3; at a
+ * column's end p and dst step back up and 2 bytes right. Same sums as the C loop (int32
+ * wrapping adds in another order), same ASR + SSAT #8 / USAT #7. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
+    defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EB_OPT_PORTABLE)
+#define EB_DW3_ASM 1
+#define EB_DW3_BAND_ASM(sat)                                                                 \
+    __asm__ volatile(                                                                        \
+        "1:\n\t"                                                                             \
+        "ldr %[x], [%[p], %[L]]\n\t"                                                         \
+        "ldr %[a0], %[init]\n\t"                                                             \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a1], %[w1], %[x], %[a0]\n\t"                                                \
+        "smlatt %[a1], %[lo], %[w01], %[a1]\n\t"                                             \
+        "smlad %[b0], %[w0], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[b0], %[x], %[w01], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w0], %[x], %[a0]\n\t"                                                \
+        "smlatb %[b1], %[lo], %[w01], %[b1]\n\t"                                             \
+        "smlad %[a0], %[w1], %[lo], %[a0]\n\t"                                               \
+        "smlabt %[a0], %[x], %[w01], %[a0]\n\t"                                              \
+        "ldr %[x], [%[p]]\n\t"                                                               \
+        "add %[p], %[p], %[L], lsl #1\n\t"                                                   \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a0], %[w0], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[a0], %[x], %[w01], %[a0]\n\t"                                              \
+        "smlad %[a1], %[w0], %[x], %[a1]\n\t"                                                \
+        "smlatb %[a1], %[lo], %[w01], %[a1]\n\t"                                             \
+        "ldr %[x], [%[p]]\n\t"                                                               \
+        "sxtb16 %[lo], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[a0], %[w2], %[lo], %[a0]\n\t"                                               \
+        "smlabb %[a0], %[x], %[w21], %[a0]\n\t"                                              \
+        "smlad %[a1], %[w2], %[x], %[a1]\n\t"                                                \
+        "smlatb %[a1], %[lo], %[w21], %[a1]\n\t"                                             \
+        "smlad %[b0], %[w1], %[lo], %[b0]\n\t"                                               \
+        "smlabt %[b0], %[x], %[w01], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w1], %[x], %[b1]\n\t"                                                \
+        "smlatt %[b1], %[lo], %[w01], %[b1]\n\t"                                             \
+        "ldr %[lo], %[s]\n\t"                                                                \
+        "asr %[a0], %[a0], %[lo]\n\t"                                                        \
+        "asr %[a1], %[a1], %[lo]\n\t"                                                        \
+        sat("a0") sat("a1")                                                                  \
+        "strb %[a0], [%[dst]]\n\t"                                                           \
+        "strb %[a1], [%[dst], #1]\n\t"                                                       \
+        "ldr %[x], [%[p], %[L]]\n\t"                                                         \
+        "sxtb16 %[a0], %[x]\n\t"                                                             \
+        "sxtb16 %[x], %[x], ror #8\n\t"                                                      \
+        "smlad %[b0], %[w2], %[a0], %[b0]\n\t"                                               \
+        "smlabb %[b0], %[x], %[w21], %[b0]\n\t"                                              \
+        "smlad %[b1], %[w2], %[x], %[b1]\n\t"                                                \
+        "smlatb %[b1], %[a0], %[w21], %[b1]\n\t"                                             \
+        "asr %[b0], %[b0], %[lo]\n\t"                                                        \
+        "asr %[b1], %[b1], %[lo]\n\t"                                                        \
+        sat("b0") sat("b1")                                                                  \
+        "ldr %[a1], %[ow]\n\t"                                                               \
+        "add %[dst], %[dst], %[a1]\n\t"                                                      \
+        "strb %[b0], [%[dst]]\n\t"                                                           \
+        "strb %[b1], [%[dst], #1]\n\t"                                                       \
+        "add %[dst], %[dst], %[a1]\n\t"                                                      \
+        "ldr %[a1], %[end]\n\t"                                                              \
+        "cmp %[p], %[a1]\n\t"                                                                \
+        "bne 1b\n\t"                                                                         \
+        "adds %[a1], %[a1], #2\n\t"                                                          \
+        "str %[a1], %[end]\n\t"                                                              \
+        "ldr %[a1], %[bp]\n\t"                                                               \
+        "subs %[p], %[p], %[a1]\n\t"                                                         \
+        "ldr %[a1], %[bd]\n\t"                                                               \
+        "subs %[dst], %[dst], %[a1]\n\t"                                                     \
+        "ldr %[a1], %[cols]\n\t"                                                             \
+        "subs %[a1], %[a1], #1\n\t"                                                          \
+        "str %[a1], %[cols]\n\t"                                                             \
+        "bne 1b\n\t"                                                                         \
+        : [p] "+r"(p), [dst] "+r"(dst), [a0] "=&r"(a0), [a1] "=&r"(a1), [b0] "=&r"(b0),      \
+          [b1] "=&r"(b1), [x] "=&r"(x), [lo] "=&r"(lo), [end] "+m"(end), [cols] "+m"(ncols)  \
+        : [L] "r"(L), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w01] "r"(w01),              \
+          [w21] "r"(w21), [init] "m"(init), [s] "m"(s), [ow] "m"(ow), [bp] "m"(bp),          \
+          [bd] "m"(bd)                                                                       \
+        : "cc", "memory")
+#define EB_DW3_SSAT(r) "ssat %[" r "], #8, %[" r "]\n\t"
+#define EB_DW3_USAT(r) "usat %[" r "], #7, %[" r "]\n\t"
+
+static EB_NOINLINE void eb_dw3_band_asm(const int8_t *p, int32_t L, int32_t n2, int32_t ncols,
+                                        const uint32_t *w, int32_t init, int8_t *dst,
+                                        int32_t ow, int32_t s, const int mode)
+{
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    const int8_t *end = p + 2 * L * n2;
+    const int32_t bp = 2 * L * n2 - 2, bd = 2 * ow * n2 - 2;
+    uint32_t a0, a1, b0, b1, x, lo;
+    if (mode == EB_DW_RELU) {
+        EB_DW3_BAND_ASM(EB_DW3_USAT);
+    } else {
+        EB_DW3_BAND_ASM(EB_DW3_SSAT);
+    }
+    (void)a0, (void)a1, (void)b0, (void)b1, (void)x, (void)lo;
+}
+#else
+#define EB_DW3_ASM 0
+#endif
+
+/* n2 steps of every column of pixel pairs of an output band from index (out_w wide), the
+ * buffer rows at src (L apart). */
+EB_INLINE void eb_dw3_columns(const int8_t *src, int32_t L, int32_t n2,
+                                       const uint32_t *w, int32_t init, const eb_dw_out *o,
+                                       int32_t index, int32_t out_w)
+{
+#if EB_DW3_ASM
+    const int mode = o->mode;
+    eb_dw3_band_asm(src, L, n2, out_w / 2, w, init, o->out8 + index, out_w, o->s, mode);
+    if (out_w & 1) { /* the last pair overlaps the one before */
+        eb_dw3_band_asm(src + out_w - 2, L, n2, 1, w, init, o->out8 + index + out_w - 2, out_w,
+                        o->s, mode);
+    }
+#else
+    int x;
+    for (x = 0; x < out_w; x += 2) {
+        const int xp = x + 1 < out_w ? x : out_w - 2;
+        if (o->mode == EB_DW_NONE) {
+            eb_dw3_column(src + xp, L, n2, w, init, o, index + xp, out_w, EB_DW_NONE);
+        } else {
+            eb_dw3_column(src + xp, L, n2, w, init, o, index + xp, out_w, EB_DW_RELU);
+        }
+    }
+#endif
+}
+
+/* An empty asm that "changes" v: GCC then keeps a loop storing v a loop of word stores
+ * instead of a call to memset or memcpy (newlib-nano's go byte by byte). */
+#if defined(__GNUC__)
+#define EB_DW_OPAQUE(v) __asm__("" : "+r"(v))
+#else
+#define EB_DW_OPAQUE(v) ((void)0)
+#endif
+
+/* n (>= 0) zero bytes at d, as words (up to 3 more); returns d + n. */
+static int8_t *eb_dw_zero(int8_t *d, int32_t n)
+{
+    const uint32_t z = 0;
+    int8_t *q = d;
+    for (; q < d + n; q += 4) {
+        memcpy(q, &z, 4);
+        EB_DW_OPAQUE(q);
+    }
+    return d + n;
+}
+
+/* max of the four signed bytes of a and b, byte by byte (SSUB8 + SEL on the M4) */
+#if EB_OPT_DSP && defined(__GNUC__)
+static inline uint32_t eb_dw_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+    return r;
+}
+#else
+static inline uint32_t eb_dw_max8(uint32_t a, uint32_t b)
+{
+    uint32_t r = 0;
+    int i;
+    for (i = 0; i < 32; i += 8) {
+        const int32_t x = (int32_t)((a >> i) & 0xFFu) - (int32_t)((a >> i) & 0x80u) * 2;
+        const int32_t y = (int32_t)((b >> i) & 0xFFu) - (int32_t)((b >> i) & 0x80u) * 2;
+        r |= (uint32_t)((x > y ? x : y) & 0xFF) << i;
+    }
+    return r;
+}
+#endif
+
+/* Four outputs of a 2x2 stride-2 max pool from input rows r and r + stride (bytes 0..7 of
+ * each), as a word: the rows' byte-wise maxima V0 = [c0 c1 c2 c3] and V1 = [c4 c5 c6 c7]
+ * (the column maxima), regrouped into their even bytes E = [c0 c2 c4 c6] and odd ones
+ * O = [c1 c3 c5 c7], give max(E, O) = [max(c0, c1) .. max(c6, c7)]. On the M4: 4 loads,
+ * SSUB8 + SEL x 3, PKHBT/PKHTB (A = [c0 c1 c4 c5], B = [c2 c3 c6 c7]), UXTB16 x 4 and
+ * 2 ORRs (E = uxtb16(A) | uxtb16(B) << 8, O from both rotated by 8): 18 instructions. */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_DW_MAX4_ASM                   \
+    "ssub8 %[t], %[a], %[b]\n\t"          \
+    "sel %[a], %[a], %[b]\n\t"            \
+    "ssub8 %[t], %[c], %[d]\n\t"          \
+    "sel %[c], %[c], %[d]\n\t"            \
+    "pkhbt %[b], %[a], %[c], lsl #16\n\t" \
+    "pkhtb %[d], %[c], %[a], asr #16\n\t" \
+    "uxtb16 %[a], %[b]\n\t"               \
+    "uxtb16 %[t], %[d]\n\t"               \
+    "orr %[a], %[a], %[t], lsl #8\n\t"    \
+    "uxtb16 %[c], %[b], ror #8\n\t"       \
+    "uxtb16 %[t], %[d], ror #8\n\t"       \
+    "orr %[c], %[c], %[t], lsl #8\n\t"    \
+    "ssub8 %[t], %[a], %[c]\n\t"          \
+    "sel %[a], %[a], %[c]\n\t"
+
+EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
+{
+    uint32_t a = eb_load32(r), b = eb_load32(r + stride), c = eb_load32(r + 4),
+             d = eb_load32(r + stride + 4), t;
+    __asm__(EB_DW_MAX4_ASM
+            : [a] "+&r"(a), [b] "+&r"(b), [c] "+&r"(c), [d] "+&r"(d), [t] "=&r"(t)
+            :
+            : "cc");
+    return a;
+}
+#else
+EB_INLINE uint32_t eb_dw_max4(const int8_t *r, int32_t stride)
+{
+    const uint32_t v0 = eb_dw_max8(eb_load32(r), eb_load32(r + stride));
+    const uint32_t v1 = eb_dw_max8(eb_load32(r + 4), eb_load32(r + stride + 4));
+    uint32_t h0 = eb_dw_max8(v0, v0 >> 8) & 0x00FF00FFu, h1 = eb_dw_max8(v1, v1 >> 8) & 0x00FF00FFu;
+    h0 |= h0 >> 8;
+    h1 |= h1 >> 8;
+    return (h0 & 0xFFFFu) | (h1 << 16);
+}
+#endif
+
+/* k >= 1 groups of four outputs of a 2x2 stride-2 max pool (input rows q and q + stride,
+ * 8 bytes per group) into o: on the M4 one asm loop, both rows' words by post-incremented
+ * loads (21 instructions per group). */
+#if EB_OPT_DSP && defined(__GNUC__)
+EB_INLINE void eb_dw_pool_groups(const int8_t *q, int32_t stride, int8_t *o, int32_t k)
+{
+    const int8_t *q2 = q + stride;
+    const int8_t *const end = o + 4 * k;
+    uint32_t a, b, c, d, t;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[c], [%[q], #4]\n\t"
+                     "ldr %[a], [%[q]], #8\n\t"
+                     "ldr %[d], [%[q2], #4]\n\t"
+                     "ldr %[b], [%[q2]], #8\n\t" EB_DW_MAX4_ASM
+                     "str %[a], [%[o]], #4\n\t"
+                     "cmp %[o], %[end]\n\t"
+                     "bne 1b"
+                     : [q] "+r"(q), [q2] "+r"(q2), [o] "+r"(o), [a] "=&r"(a), [b] "=&r"(b),
+                       [c] "=&r"(c), [d] "=&r"(d), [t] "=&r"(t)
+                     : [end] "r"(end)
+                     : "cc", "memory");
+}
+#else
+EB_INLINE void eb_dw_pool_groups(const int8_t *q, int32_t stride, int8_t *o, int32_t k)
+{
+    uint32_t u;
+    for (; k > 0; --k, q += 8, o += 4) {
+        u = eb_dw_max4(q, stride);
+        memcpy(o, &u, 4);
+    }
+}
+#endif
+
+/* n >= 4 outputs of a 2x2 stride-2 max pool (input rows r and r + stride) into d: groups of
+ * four, the last group ending at output n - 1 (overlapping the one before); reads input
+ * bytes [0, 2 n) of both rows only. */
+EB_INLINE void eb_dw_pool_row(const int8_t *r, int32_t stride, int8_t *d, int32_t n)
+{
+    uint32_t u;
+    if ((n & 3) == 0) { /* whole groups only */
+        eb_dw_pool_groups(r, stride, d, n >> 2);
+        return;
+    }
+    if (n > 4) {
+        eb_dw_pool_groups(r, stride, d, (n - 1) >> 2);
+    }
+    u = eb_dw_max4(r + 2 * (n - 4), stride);
+    memcpy(d + n - 4, &u, 4);
+}
+
+/* n rows of in_w bytes (in_w >= 4) from src into d, rows L apart in d, each followed by
+ * L - in_w (<= 3) zeros: words only, the row's last word overlapping the one before. */
+static void eb_dw_copy_rows(const int8_t *src, int32_t in_w, int n, int8_t *d, int32_t L,
+                            int pad)
+{
+    const int32_t nw = (in_w - 1) >> 2;
+    const uint32_t z = 0;
+    for (; n > 0; --n, src += in_w, d += L) {
+        const int8_t *s = src;
+        int8_t *q = d;
+        uint32_t u;
+        int32_t i;
+        for (i = nw; i > 0; --i, s += 4, q += 4) {
+            u = eb_load32(s);
+            EB_DW_OPAQUE(u);
+            memcpy(q, &u, 4);
+        }
+        u = eb_load32(src + in_w - 4); /* the last word */
+        memcpy(d + in_w - 4, &u, 4);
+        if (pad) {
+            memcpy(d + in_w, &z, 4); /* the right padding */
+        }
+    }
+}
+
+/* eb_dw_copy_rows of n pooled rows: pooled row i (in_w >= 4 bytes) is the 2x2 stride-2 max
+ * pool of input rows 2 i and 2 i + 1 (stride bytes apart) from src. */
+static void eb_dw_pool_rows(const int8_t *src, int32_t stride, int32_t in_w, int n, int8_t *d,
+                            int32_t L)
+{
+    const uint32_t z = 0;
+    for (; n > 0; --n, src += 2 * stride, d += L) {
+        eb_dw_pool_row(src, stride, d, in_w);
+        memcpy(d + in_w, &z, 4); /* the right padding */
+    }
+}
+
+/* The padded rows [y, y + n) of a channel (plane: in_h x in_w; padded row y is input row
+ * y - pad_h, input column c at padded column pad_w + c) into buf, L = in_w + pad_w bytes
+ * apart: a row's right padding is the next row's left padding, so buf is a stream of pad_w
+ * zeros, then per row in_w bytes (an input row, or zeros outside the plane) and pad_w
+ * zeros: n L + pad_w bytes. Word stores only (pad_w <= 3 and in_w >= 4, as the 3-tap
+ * kernels take): each may spill up to 3 bytes past its part of the stream, which the next
+ * part then overwrites (buf has EB_DW_PAD_SLACK bytes for the last one); each input row is
+ * read as its words before the last byte and the word ending at its last byte, nothing
+ * outside it. With g->pool, plane is the unpooled channel and each row is pooled on the way
+ * (eb_dw_pool_row). */
+static EB_NOINLINE void eb_dw_fill(const eb_dw_geom *g, const int8_t *plane, int y, int n,
+                                   int8_t *d)
+{
+    const int32_t in_w = g->in_w, L = in_w + g->pad_w;
+    const int32_t step = g->pool ? 2 * (int32_t)g->pool->in_w : in_w; /* source row bytes */
+    const uint32_t z = 0;
+    const int iy = y - g->pad_h;
+    int top = iy < 0 ? -iy : 0, mid; /* rows above the plane, rows in it */
+    top = top < n ? top : n;
+    mid = g->in_h - (iy + top);
+    mid = mid < n - top ? mid : n - top;
+    mid = mid > 0 ? mid : 0;
+    memcpy(d, &z, 4); /* the first row's left padding */
+    d = eb_dw_zero(d + g->pad_w, (int32_t)top * L);
+    plane += (int32_t)(iy + top) * step;
+    if (g->pool) {
+        eb_dw_pool_rows(plane, g->pool->in_w, in_w, mid, d, L);
+    } else {
+        eb_dw_copy_rows(plane, in_w, mid, d, L, 1);
+    }
+    eb_dw_zero(d + (int32_t)mid * L, (int32_t)(n - top - mid) * L); /* rows below the plane */
+}
+
+/* The in-plane rows of a channel into buf that holds another channel's whole padded plane
+ * (eb_dw_fill of rows [0, out_h + 2)): the zeros of the padding stay, as the copied and the
+ * pooled rows write bytes [0, in_w) of their row only. */
+static EB_NOINLINE void eb_dw_refill(const eb_dw_geom *g, const int8_t *plane, int8_t *buf)
+{
+    const int32_t in_w = g->in_w, L = in_w + g->pad_w;
+    int8_t *d = buf + g->pad_w + (int32_t)g->pad_h * L;
+    int n;
+    if (g->pool) {
+        const int32_t stride = g->pool->in_w;
+        if ((in_w & 3) == 0) { /* whole groups of four (the test hoisted out of the rows) */
+            for (n = g->in_h; n > 0; --n, plane += 2 * stride, d += L) {
+                eb_dw_pool_groups(plane, stride, d, in_w >> 2);
+            }
+            return;
+        }
+        for (n = g->in_h; n > 0; --n, plane += 2 * stride, d += L) {
+            eb_dw_pool_row(plane, stride, d, in_w);
+        }
+    } else {
+        eb_dw_copy_rows(plane, in_w, g->in_h, d, L, 0);
+    }
+}
+
+/* Output rows per band of the padded path in a buffer of `bytes` (+ EB_DW_PAD_SLACK): out_h
+ * when the whole plane fits (out_h + 2 padded rows), else even and >= 2; 0 when the path
+ * does not take g. */
+static int eb_dw3_band(const eb_dw_geom *g, int32_t bytes)
+{
+    const int32_t L = (int32_t)g->in_w + g->pad_w;
+    int32_t band = (bytes - g->pad_w) / L - 2;
+    if (band < g->out_h) {
+        band &= ~(int32_t)1;
+    }
+    if (g->k_h != 3 || g->stride_h != 1 || g->dil_h != 1 || g->out_h < 2 || g->out_w < 2 ||
+        band < 2) {
+        return 0;
+    }
+    return (int)(band < g->out_h ? band : g->out_h);
+}
+
+/* What the padded path's buffer holds: nothing usable (or a band), another channel's whole
+ * padded plane (its padding zeros reused), this channel's. */
+enum { EB_DW_HELD_NONE, EB_DW_HELD_OTHER, EB_DW_HELD_THIS };
+
+/* One channel of the padded path into out from index (buf: band + 2 padded rows; filled:
+ * what it holds, EB_DW_HELD_*). */
+EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
+                                      int filled, const uint32_t wk[5], int32_t init,
+                                      const eb_dw_out *o, int32_t index, int8_t *buf,
+                                      const eb_dw3_spec *k)
+{
+    const int out_h = g->out_h, whole = out_h <= band;
+    const int32_t L = (int32_t)g->in_w + g->pad_w;
+    int y0, rows;
+    if (whole && filled == EB_DW_HELD_OTHER) {
+        eb_dw_refill(g, plane, buf);
+    } else if (whole && filled == EB_DW_HELD_NONE) {
+        eb_dw_fill(g, plane, 0, out_h + 2, buf);
+    }
+    if (k != NULL && whole) { /* the generation-time loop (eb_dw_layer checked k fits) */
+        k->run(buf, o->out8 + index, out_h >> 1, wk, init);
+        if (out_h & 1) { /* the last two rows, one computed twice */
+            y0 = out_h - 2;
+            k->run(buf + (int32_t)y0 * L, o->out8 + index + (int32_t)y0 * g->out_w, 1, wk, init);
+        }
+        return;
+    }
+    for (y0 = 0; y0 < out_h; y0 += rows) {
+        const int8_t *src = buf;
+        rows = (out_h - y0 < band ? out_h - y0 : band) & ~1;
+        if (rows == 0) { /* an odd out_h: the last two rows, one computed twice */
+            y0 = out_h - 2;
+            rows = 2;
+        }
+        if (whole) {
+            src += (int32_t)y0 * L;
+        } else {
+            eb_dw_fill(g, plane, y0, rows + 2, buf);
+        }
+        eb_dw3_columns(src, L, rows / 2, wk, init, o, index + (int32_t)y0 * g->out_w,
+                       g->out_w);
+    }
+}
+
+/* One output row of a 3-tap layer into index: tap row 0 of its pixels in the input row at r,
+ * tap rows 1 and 2 (rows == 3) at r + o1 and r + o2 (a row in the padding: zero weights and
+ * any row in range). Pixel pairs at x = 0, 2, ...; with an odd out_w the last pair is
+ * (out_w - 2, out_w - 1). in_w >= 4, pad_w <= 3: a pair's word overhangs at most one row end
+ * and by less than a word, and is then built from shifted in-row loads. */
+EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const uint32_t *w,
+                               int in_w, int out_w, int pad_w, int32_t init,
+                               const eb_dw_out *o, int32_t index, const int rows,
+                               const int mode)
+{
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    int8_t *const d8 = o->out8;
+    const int s = o->s;
+    int x = 0;
+    while (x < out_w) {
+        const int xp = x + 1 < out_w ? x : out_w - 2;
+        const int32_t b = xp - pad_w;
+        if (b >= 0 && b <= in_w - 4) { /* a run of pairs inside the row */
+            const int8_t *p = r + b;
+            int32_t n = (in_w - 4 - b) / 2 + 1, at = index + xp;
+            if (n > (out_w - xp) / 2) {
+                n = (out_w - xp) / 2;
+            }
+            x = xp + 2 * (int)n;
+            for (; n > 0; --n, p += 2, at += 2) {
+                int32_t a0 = init, a1 = init;
+                eb_dw3_mac(eb_load32(p), w0, w01, 0, &a0, &a1);
+                if (rows == 3) {
+                    eb_dw3_mac(eb_load32(p + o1), w1, w01, 1, &a0, &a1);
+                    eb_dw3_mac(eb_load32(p + o2), w2, w21, 0, &a0, &a1);
+                }
+                eb_dw_store2(mode, o, d8, s, at, a0, a1);
+            }
+        } else { /* one pair overhanging a row end */
+            const int32_t off = b < 0 ? 0 : in_w - 4;
+            const unsigned sl = b < 0 ? (unsigned)(-8 * b) : 0u;
+            const unsigned sr = b < 0 ? 0u : (unsigned)(8 * (b - off));
+            int32_t a0 = init, a1 = init;
+            eb_dw3_mac((eb_load32(r + off) << sl) >> sr, w0, w01, 0, &a0, &a1);
+            if (rows == 3) {
+                eb_dw3_mac((eb_load32(r + o1 + off) << sl) >> sr, w1, w01, 1, &a0, &a1);
+                eb_dw3_mac((eb_load32(r + o2 + off) << sl) >> sr, w2, w21, 0, &a0, &a1);
+            }
+            eb_dw_store2(mode, o, d8, s, index + xp, a0, a1);
+            x = xp + 2;
+        }
+    }
+}
+
+/* The specialisations: NONE and RELU (the usual requantizations) fixed, the rest read at
+ * run time. */
+#define EB_DW_MODES(call, ...)          \
+    switch (o->mode) {                  \
+    case EB_DW_NONE:                    \
+        call(__VA_ARGS__, EB_DW_NONE);  \
+        break;                          \
+    case EB_DW_RELU:                    \
+        call(__VA_ARGS__, EB_DW_RELU);  \
+        break;                          \
+    default:                            \
+        call(__VA_ARGS__, EB_DW_ANY);   \
+        break;                          \
+    }
+
+static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t o1,
+                                   int32_t o2, const uint32_t *w, int32_t init,
+                                   const eb_dw_out *o, int32_t index)
+{
+    if (g->k_h == 3) {
+        EB_DW_MODES(eb_dw3_row_body, r, o1, o2, w, g->in_w, g->out_w, g->pad_w, init, o,
+                    index, 3)
+    } else {
+        EB_DW_MODES(eb_dw3_row_body, r, 0, 0, w, g->in_w, g->out_w, g->pad_w, init, o, index,
+                    1)
+    }
+}
+
+/* The weights of one output channel (wt: k_h rows of 3) as the 3-tap kernels take them:
+ * [w00, w02], [w10, w12], [w20, w22], [w01, w11], [w21, 0] (rows past k_h zero). */
+static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
+{
+#define EB_U16(v) ((uint32_t)(uint16_t)(int16_t)(v))
+    w[0] = EB_U16(wt[0]) | EB_U16(wt[2]) << 16;
+    if (k_h == 3) {
+        w[1] = EB_U16(wt[3]) | EB_U16(wt[5]) << 16;
+        w[2] = EB_U16(wt[6]) | EB_U16(wt[8]) << 16;
+        w[3] = EB_U16(wt[1]) | EB_U16(wt[4]) << 16;
+        w[4] = EB_U16(wt[7]);
+    } else {
+        w[1] = w[2] = w[4] = 0;
+        w[3] = EB_U16(wt[1]);
+    }
+#undef EB_U16
+}
+
+/* Output rows with the same tap rows in range: [oy, oy + n), tap rows [lo, hi). */
+typedef struct {
+    int oy, n, lo, hi;
+} eb_dw_seg;
+
+#define EB_DW_MAX_SEGS 8 /* k_h <= 3: at most 2 * k_h + 1 */
+
+/* One channel of a 3-tap layer the padded path does not take (plane: its input channel,
+ * wk: eb_dw3_weights) into out from index: every output row by eb_dw3_row, in segments of
+ * equal tap-row ranges (seg, eb_dw_segments). */
+static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg,
+                                       int n_seg, const int8_t *plane, const uint32_t wk[5],
+                                       int32_t init, const eb_dw_out *o, int32_t index)
+{
+    const int in_w = g->in_w, out_w = g->out_w, k_h = g->k_h;
+    const int32_t in_step = (int32_t)g->stride_h * in_w;
+    for (; n_seg > 0; --n_seg, ++seg) {
+        const int32_t first = index + (int32_t)seg->oy * out_w;
+        const int iy0 = seg->oy * g->stride_h - g->pad_h;
+        const int8_t *r[3];
+        uint32_t w[5];
+        int ky, i;
+        if (seg->lo >= seg->hi) { /* every tap row in the padding */
+            for (i = 0; i < seg->n * out_w; ++i) {
+                eb_dw_put(o, first + i, init);
+            }
+            continue;
+        }
+        memcpy(w, wk, sizeof w);
+        for (ky = 0; ky < k_h; ++ky) {
+            if (ky >= seg->lo && ky < seg->hi) {
+                r[ky] = plane + (int32_t)(iy0 + ky * g->dil_h) * in_w;
+            } else { /* a row of the padding: zero weights, any row in range */
+                r[ky] = plane + (int32_t)(iy0 + seg->lo * g->dil_h) * in_w;
+                w[ky] = 0;
+                w[3 + ky / 2] &= ky & 1 ? 0x0000FFFFu : 0xFFFF0000u;
+            }
+        }
+        for (i = 0; i < seg->n; ++i) {
+            eb_dw3_row(g, r[0] + i * in_step, k_h == 3 ? (int32_t)(r[1] - r[0]) : 0,
+                       k_h == 3 ? (int32_t)(r[2] - r[0]) : 0, w, init, o, first + i * out_w);
+        }
+    }
+}
+
+/* The output rows of g in segments of equal tap-row ranges; returns their count. */
+static int eb_dw_segments(const eb_dw_geom *g, eb_dw_seg *seg)
+{
+    int n = 0, oy;
+    for (oy = 0; oy < g->out_h; ++oy) {
+        int lo, hi;
+        eb_tap_range(oy * g->stride_h - g->pad_h, g->dil_h, g->k_h, g->in_h, &lo, &hi);
+        if (lo >= hi) {
+            lo = hi = 0;
+        }
+        if (n > 0 && seg[n - 1].lo == lo && seg[n - 1].hi == hi) {
+            ++seg[n - 1].n;
+        } else {
+            seg[n].oy = oy;
+            seg[n].n = 1;
+            seg[n].lo = lo;
+            seg[n].hi = hi;
+            ++n;
+        }
+    }
+    return n;
+}
+
+/* ---- the table kernel ---- */
+
+/* One pixel whose words may overhang a row end (its first tap at column b of the rows):
+ * word i of the tap rows in range, entries f[i], f[i + nf], ... (rows of them; i == nf: the
+ * last entries l[0], l[1], ... when nl == 1), is the same part of each row, so its load
+ * offset and shifts are worked out once: (load(row + off) << sl) >> sr brings zeros in for
+ * the bytes outside [0, in_w) (byte by byte when in_w < 4); a word wholly outside contributes
+ * nothing. */
+static int32_t eb_dw_edge(const int8_t *plane, int32_t rowidx, int32_t b, int in_w,
+                          const eb_dw_entry *f, int nf, const eb_dw_entry *l, int nl, int rows,
+                          int32_t a0)
+{
+    int i, r;
+    for (i = 0; i < nf + nl; ++i) {
+        const int32_t q = b + 4 * i;
+        const eb_dw_entry *t = i < nf ? f + i : l;
+        const int step = i < nf ? nf : 1;
+        int32_t off = q;
+        unsigned sl = 0, sr = 0;
+        if (q <= -4 || q >= in_w) {
+            continue;
+        }
+        if (in_w < 4) { /* byte by byte */
+            for (r = rows; r > 0; --r, t += step) {
+                const uint32_t x = eb_row_word(plane + (rowidx + t->row), (int)q, in_w);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
+            }
+            continue;
+        }
+        if (q < 0) {
+            off = 0, sl = (unsigned)(-8 * q);
+        } else if (q > in_w - 4) {
+            off = in_w - 4, sr = (unsigned)(8 * (q - off));
+        }
+        for (r = rows; r > 0; --r, t += step) {
+            const uint32_t x = (eb_load32(plane + (rowidx + t->row + off)) << sl) >> sr;
+            a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+            a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
+        }
+    }
+    return a0;
+}
+
+/* count groups (pixel pairs, or pixels for EB_DW_SINGLE) of one output row whose words are
+ * all inside the rows: the first group's entries at plane + idx + off, the next group step
+ * bytes further (2, or stride_w); n entries at e (for EB_DW_PAIR_D1: n full ones, then
+ * n_last last ones at l). Results from out index. */
+EB_INLINE void eb_dw_run(const int8_t *plane, int32_t idx, int32_t step, const eb_dw_entry *e,
+                         int n, const eb_dw_entry *l, int n_last, int odd, int32_t count,
+                         int32_t init, const eb_dw_out *o, int32_t index, const int kind,
+                         const int mode)
+{
+    int8_t *const d8 = o->out8;
+    const int s = o->s;
+    for (; count > 0; --count, idx += step) {
+        const int8_t *q = plane + idx;
+        const eb_dw_entry *t = e;
+        int32_t a0 = init, a1 = init;
+        int i;
+        if (kind == EB_DW_PAIR_D1) {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off), x2 = eb_load32(q + t->off + 2);
+                const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
+                a0 = eb_smlad(t->w1, lo, a0);
+                a0 = eb_smlad(t->w2, hi, a0);
+                a1 = eb_smlad(t->w1, hi, a1);
+                a1 = eb_smlad(t->w2, eb_sxtb16(x2), a1);
+            }
+            for (i = n_last, t = l; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                const uint32_t lo = eb_sxtb16(x), hi = eb_sxtb16_ror8(x);
+                a0 = eb_smlad(t->w1, lo, a0);
+                a0 = eb_smlad(t->w2, hi, a0);
+                a1 = eb_smlad(t->w1, hi, a1);
+                a1 = eb_smlatb(lo, t->w2, a1);
+            }
+        } else if (kind == EB_DW_PAIR_EVEN) {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                a1 = eb_smlad(t->w1, eb_sxtb16_ror8(x), a1);
+            }
+        } else {
+            for (i = n; i > 0; --i, ++t) {
+                const uint32_t x = eb_load32(q + t->off);
+                a0 = eb_smlad(t->w1, eb_sxtb16(x), a0);
+                if (odd) {
+                    a0 = eb_smlad(t->w2, eb_sxtb16_ror8(x), a0);
+                }
+            }
+        }
+        if (kind == EB_DW_SINGLE) {
+            if (mode == EB_DW_ANY) {
+                eb_dw_put(o, index, a0);
+            } else {
+                d8[index] = eb_dw_q8(mode, a0, s, 0, 0, 0);
+            }
+            index += 1;
+        } else {
+            eb_dw_store2(mode, o, d8, s, index, a0, a1);
+            index += 2;
+        }
+    }
+}
+
+/* The table kernel's runs: RELU (the usual activation of a depthwise layer) specialised. */
+#define EB_DW_RUN(kind_)                                                                     \
+    if (o->mode == EB_DW_RELU) {                                                             \
+        eb_dw_run(plane, idx, step, e, n, l, n_last, odd, count, init, o, index, kind_,       \
+                  EB_DW_RELU);                                                               \
+    } else {                                                                                 \
+        eb_dw_run(plane, idx, step, e, n, l, n_last, odd, count, init, o, index, kind_,       \
+                  EB_DW_ANY);                                                                \
+    }
+
+static EB_NOINLINE void eb_dw_runs(const int8_t *plane, int32_t idx, int32_t step,
+                                   const eb_dw_entry *e, int n, const eb_dw_entry *l,
+                                   int n_last, int odd, int32_t count, int32_t init,
+                                   const eb_dw_out *o, int32_t index, int kind)
+{
+    if (kind == EB_DW_PAIR_D1) {
+        EB_DW_RUN(EB_DW_PAIR_D1)
+    } else if (kind == EB_DW_PAIR_EVEN) {
+        EB_DW_RUN(EB_DW_PAIR_EVEN)
+    } else {
+        EB_DW_RUN(EB_DW_SINGLE)
+    }
+}
+
+/* The table of one output channel (w: its k_h x k_w weights): per tap row nf full entries
+ * (k_h * nf of them first), then per tap row nl last ones. */
+static EB_NOINLINE void eb_dw_entries(const eb_dw_geom *g, const int8_t *w, eb_dw_entry *e)
+{
+    const int nf = g->nf, per_row = g->nf + g->nl;
+    int ky, kx, i;
+    memset(e, 0, sizeof *e * (size_t)g->k_h * (size_t)per_row);
+    for (ky = 0; ky < g->k_h; ++ky) {
+        for (i = 0; i < per_row; ++i) {
+            eb_dw_entry *t = i < nf ? e + ky * nf + i : e + g->k_h * nf + ky;
+            t->row = (int32_t)ky * g->dil_h * g->in_w;
+            t->off = t->row + 4 * i;
+        }
+        for (kx = 0; kx < g->k_w; ++kx) {
+            const int32_t pos = (int32_t)kx * g->dil_w;
+            const int i4 = (int)(pos >> 2);
+            eb_dw_entry *t = i4 < nf ? e + ky * nf + i4 : e + g->k_h * nf + ky;
+            const uint32_t v = (uint32_t)(uint16_t)(int16_t)w[ky * g->k_w + kx]
+                               << (16 * ((pos >> 1) & 1));
+            if (pos & 1) {
+                t->w2 |= v;
+            } else {
+                t->w1 |= v;
+            }
+        }
+    }
+}
+
+/* Output row oy of one channel (plane: its input channel, e: its table) with the table
+ * kernel, into out from index: pixels [0, x0) and [x0 + span, out_w) one by one (words
+ * possibly overhanging a row end), the span between in groups (eb_dw_run). */
+static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
+                                  const eb_dw_entry *e, int oy, int32_t init, const eb_dw_out *o,
+                                  int32_t index)
+{
+    const int in_w = g->in_w, nf = g->nf, nl = g->nl;
+    const int iy0 = oy * g->stride_h - g->pad_h;
+    const int32_t rowidx = (int32_t)iy0 * in_w;
+    int ky_lo, ky_hi, rows, x;
+
+    eb_tap_range(iy0, g->dil_h, g->k_h, g->in_h, &ky_lo, &ky_hi);
+    rows = ky_hi - ky_lo; /* tap rows in range: their entries only */
+    for (x = 0; x < g->out_w; ++x) {
+        const int32_t b = (int32_t)x * g->stride_w - g->pad_w;
+        int32_t acc;
+        if (x == g->x0 && g->span > 0) {
+            const int pairs = g->kind != EB_DW_SINGLE;
+            eb_dw_runs(plane, rowidx + b, pairs ? 2 : g->stride_w, e + ky_lo * nf, rows * nf,
+                       e + g->k_h * nf + ky_lo * nl, rows * nl, g->odd,
+                       pairs ? g->span / 2 : g->span, init, o, index + x, g->kind);
+            x += g->span - 1;
+            continue;
+        }
+        acc = eb_dw_edge(plane, rowidx, b, in_w, e + ky_lo * nf, nf,
+                         e + g->k_h * nf + ky_lo * nl, nl, rows, init);
+        eb_dw_put(o, index + x, acc);
+    }
+}
+
+/* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
+/* One channel (src) of the pool q into dst; returns dst. The reference loops: only a
+ * channel whose requantization the padded path does not take comes here. */
+static const int8_t *eb_dw_pool_channel(const eb_pool_params *q, const int8_t *src, int8_t *dst)
+{
+    eb_pool_params one = *q;
+    one.c = 1;
+    eb_pool2d(&one, src, dst);
+    return dst;
+}
+
+/* eb_dw_conv_opt, or with q (eb_dw_fusable) on the input of a 2x2 stride-2 max pool: its
+ * channels pooled into the padded path's buffer on the way, or into pooled (the pool's
+ * output) for a channel that path does not take; 0 (nothing written) when it takes neither
+ * the layer nor, with q, the layer through the padded path. */
+static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const int8_t *in,
+                       int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out8,
+                       int32_t *out32, int8_t *buf, int32_t buf_bytes, const eb_dw3_spec *k)
+{
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    const eb_dw_sink *const s = &sink;
+    eb_dw_entry table[EB_DW_MAX_ENTRIES];
+    int8_t unpacked[4 * EB_DW_MAX_ENTRIES]; /* one channel's taps, when packed */
+    eb_dw_seg seg[EB_DW_MAX_SEGS];
+    uint32_t w3[5];
+    eb_dw_geom g;
+    eb_dw_out o;
+    int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
+    int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
+    int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
+
+    if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
+        return 0;
+    }
+    if (p->in_w == 1 && p->k_w == 1 && p->pad_w == 0) {
+        /* [C][L][1]: the same bytes as [C][1][L], so run it horizontally */
+        g.in_h = p->in_w, g.in_w = p->in_h, g.out_h = p->out_w, g.out_w = p->out_h;
+        g.k_h = p->k_w, g.k_w = p->k_h, g.stride_h = p->stride_w, g.stride_w = p->stride_h;
+        g.pad_h = p->pad_w, g.pad_w = p->pad_h, g.dil_h = p->dil_w, g.dil_w = p->dil_h;
+    } else {
+        g.in_h = p->in_h, g.in_w = p->in_w, g.out_h = p->out_h, g.out_w = p->out_w;
+        g.k_h = p->k_h, g.k_w = p->k_w, g.stride_h = p->stride_h, g.stride_w = p->stride_w;
+        g.pad_h = p->pad_h, g.pad_w = p->pad_w, g.dil_h = p->dil_h, g.dil_w = p->dil_w;
+    }
+    nw = (int)(((int32_t)(g.k_w - 1) * g.dil_w + 4) >> 2); /* words per tap row */
+    g.odd = g.k_w > 1 && (g.dil_w & 1);
+    g.nf = nw;
+    g.nl = 0;
+    g.ext = 4 * nw;
+    if (g.k_w == 3 && g.stride_w == 1 && g.dil_w == 1 && (g.k_h == 1 || g.k_h == 3) &&
+        g.in_w >= 4 && g.pad_w <= 3) {
+        g.kind = EB_DW_K3;
+    } else if (g.stride_w == 1 && g.dil_w == 1) {
+        g.kind = EB_DW_PAIR_D1;
+        if (g.k_w & 3) { /* the last entry has no tap at 4i + 3 */
+            g.nf = nw - 1;
+            g.nl = 1;
+        } else {
+            g.ext = 4 * nw + 2;
+        }
+    } else {
+        g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
+    }
+    if (g.kind != EB_DW_K3) {
+        /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
+         * pad_w with 0 <= b and b + ext <= in_w; a pair's second pixel reads within ext */
+        const int32_t last = (int32_t)g.in_w - g.ext + g.pad_w; /* stride_w * x <= last */
+        if ((int32_t)g.k_h * nw > EB_DW_MAX_ENTRIES) {
+            return 0;
+        }
+        g.x0 = (g.pad_w + g.stride_w - 1) / g.stride_w;
+        if (g.kind != EB_DW_SINGLE) { /* stride_w == 1; pairs (x, x + 1), x <= out_w - 2 */
+            const int32_t xmax = last < g.out_w - 2 ? last : g.out_w - 2;
+            g.span = xmax >= g.x0 ? 2 * (int)((xmax - g.x0) / 2 + 1) : 0;
+        } else {
+            const int32_t xmax = last < 0 ? -1 : last / g.stride_w;
+            g.span = (int)((xmax < g.out_w - 1 ? xmax : g.out_w - 1) - g.x0 + 1);
+            if (g.span < 0) {
+                g.span = 0;
+            }
+        }
+    }
+    if (g.kind == EB_DW_K3) {
+        band = eb_dw3_band(&g, buf_bytes);
+        n_seg = eb_dw_segments(&g, seg);
+    }
+    g.pool = q;
+    if (q != NULL && (g.kind != EB_DW_K3 || band == 0 || p->in_w == 1)) {
+        return 0; /* the fused pool runs on the padded path only */
+    }
+    in_plane = (int32_t)g.in_h * g.in_w;
+    out_plane = (int32_t)g.out_h * g.out_w;
+    taps = (int32_t)g.k_h * g.k_w;
+
+    o.out8 = s->out8;
+    o.out32 = s->out32;
+    o.shift = s->shift;
+    o.rounding = s->rounding;
+    o.act = s->act;
+    o.s = -s->shift;
+    /* The fast requantization (acc >> s, SSAT/USAT) starts from bias + 2^(s-1) (half up):
+     * for a bias in [b_lo, b_hi] no sum can overflow with it (|w * x| <= 2^14 per tap). */
+    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
+        (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
+        const int64_t bound = (int64_t)taps << 14;
+        int64_t lo, hi;
+        half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0 ? (int32_t)1 << (-s->shift - 1)
+                                                                : 0;
+        lo = (int64_t)INT32_MIN + bound;
+        hi = (int64_t)INT32_MAX - bound - half;
+        fast = s->act == EB_ACT_RELU ? EB_DW_RELU : s->act == EB_ACT_ABS ? EB_DW_ABS : EB_DW_NONE;
+        if (lo > hi) { /* no bias qualifies */
+            fast = 0;
+        } else {
+            b_lo = (int32_t)lo;
+            b_hi = (int32_t)hi;
+        }
+    }
+    if (k != NULL && (k->run == NULL || g.kind != EB_DW_K3 || band < g.out_h || !fast ||
+                      (int32_t)g.in_w + g.pad_w != k->pitch || g.out_w != k->out_w ||
+                      -s->shift != k->s || s->act != k->act)) {
+        k = NULL; /* not the layer the spec was made for */
+    }
+    if (p->wbits != 0 && taps > (int32_t)sizeof unpacked) {
+        return 0; /* the im2col path reads packed rows of any length */
+    }
+    m = p->out_c / p->in_c;
+    for (oc = 0; oc < p->out_c; ++oc) {
+        const int8_t *plane = in + (int32_t)(oc / m) * (q ? (int32_t)q->in_h * q->in_w : in_plane);
+        const int8_t *w = weight + (int32_t)oc * taps;
+        const int32_t b = bias ? bias[oc] : 0;
+        int32_t init = b;
+        o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+        if (fast && b >= b_lo && b <= b_hi) {
+            init = b + half;
+            o.mode = fast;
+        }
+        if (p->wbits != 0) { /* packed: this channel's taps as int8 */
+            eb_unpack_weights(1, taps, p->wbits,
+                              weight + (int32_t)oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
+                              unpacked);
+            w = unpacked;
+        }
+        if (g.kind == EB_DW_K3) {
+            eb_dw3_weights(w, g.k_h, w3);
+            if (band && (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU)) {
+                eb_dw3_padded(&g, band, plane,
+                              held == oc / m ? EB_DW_HELD_THIS
+                              : held >= 0    ? EB_DW_HELD_OTHER
+                                             : EB_DW_HELD_NONE,
+                              w3, init, &o, (int32_t)oc * out_plane, buf,
+                              o.mode == fast ? k : NULL);
+                held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
+            } else {
+                if (q != NULL) { /* this channel pooled on its own */
+                    plane = eb_dw_pool_channel(q, plane, pooled + (int32_t)(oc / m) * in_plane);
+                }
+                eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
+            }
+        } else {
+            eb_dw_entries(&g, w, table);
+            for (oy = 0; oy < g.out_h; ++oy) {
+                eb_dw_row(&g, plane, table, oy, init, &o,
+                          (int32_t)oc * out_plane + (int32_t)oy * g.out_w);
+            }
+        }
+    }
+    return 1;
+}
+
+int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
+{
+    return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, (int8_t *)scratch,
+                       EB_DW_PAD_BYTES, NULL);
+}
+
+/* The padded rows of a band of `rows` output rows (the whole plane when rows >= out_h; else
+ * even, at least 2): out rows + 2, L = in_w + pad_w bytes apart, and pad_w bytes. */
+static int32_t eb_dw_band_bytes(const eb_conv_params *p, int rows_)
+{
+    int32_t rows = p->out_h;
+    if (rows_ < p->out_h) {
+        rows = rows_ < 2 ? 2 : rows_ & ~1;
+    }
+    return (rows + 2) * ((int32_t)p->in_w + p->pad_w) + p->pad_w;
+}
+
+int32_t eb_dw_band_l1_bytes(const eb_conv_params *p, int rows)
+{
+    return (eb_dw_band_bytes(p, rows) + EB_DW_PAD_SLACK + 3) & ~(int32_t)3;
+}
+
+void eb_dw_conv_banded_opt(const eb_conv_params *p, int rows, const int8_t *in,
+                           const int8_t *weight, const int32_t *bias, int8_t *out, int8_t *l1)
+{
+    if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, l1,
+                     eb_dw_band_bytes(p, rows), NULL)) {
+        eb_conv2d(p, in, weight, bias, out); /* a shape the padded path does not take */
+    }
+}
+
+/* q and p as the fused path takes them: a 2x2 stride-2 max pool whose output is p's input. */
+static int eb_dw_fusable(const eb_pool_params *q, const eb_conv_params *p)
+{
+    return q->mode == EB_POOL_MAX && q->k_h == 2 && q->k_w == 2 && q->stride_h == 2 &&
+           q->stride_w == 2 && q->c == p->in_c && q->out_h == p->in_h && q->out_w == p->in_w;
+}
+
+void eb_dw_pool_conv_opt(const eb_pool_params *q, const eb_conv_params *p, const int8_t *in,
+                         int8_t *pooled, const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch)
+{
+    eb_dw_pool_conv_spec_opt(q, p, NULL, in, pooled, weight, bias, out, scratch);
+}
+
+void eb_dw_conv_spec_opt(const eb_conv_params *p, const eb_dw3_spec *k, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, int8_t *out,
+                         int16_t *scratch)
+{
+    int8_t *const buf = (int8_t *)scratch; /* the padded path's channel copy */
+    if (!eb_dw_layer(p, NULL, in, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
+        eb_conv2d(p, in, weight, bias, out); /* a shape the depthwise path does not take */
+    }
+}
+
+void eb_dw_pool_conv_spec_opt(const eb_pool_params *q, const eb_conv_params *p,
+                              const eb_dw3_spec *k, const int8_t *in, int8_t *pooled,
+                              const int8_t *weight, const int32_t *bias, int8_t *out,
+                              int16_t *scratch)
+{
+    int8_t *const buf = (int8_t *)scratch; /* the padded path's channel copy */
+    if (eb_dw_fusable(q, p) &&
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
+        return;
+    }
+    eb_pool2d(q, in, pooled); /* (rows too long for the buffer, other pools) */
+    if (!eb_dw_layer(p, NULL, pooled, NULL, weight, bias, out, NULL, buf, EB_DW_PAD_BYTES, k)) {
+        eb_conv2d(p, pooled, weight, bias, out); /* a shape the depthwise path does not take */
+    }
+}
+
+void eb_dw_pool_conv_banded_opt(const eb_pool_params *q, const eb_conv_params *p, int rows,
+                                const int8_t *in, int8_t *pooled, const int8_t *weight,
+                                const int32_t *bias, int8_t *out, int8_t *l1)
+{
+    if (eb_dw_fusable(q, p) &&
+        eb_dw_layer(p, q, in, pooled, weight, bias, out, NULL, l1, eb_dw_band_bytes(p, rows),
+                    NULL)) {
+        return;
+    }
+    eb_pool2d(q, in, pooled);
+    eb_dw_conv_banded_opt(p, rows, pooled, weight, bias, out, l1);
+}

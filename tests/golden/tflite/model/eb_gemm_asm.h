@@ -1,0 +1,136 @@
+/* edgebuild optimized kernels, Cortex-M4 only: the im2col/GEMM convolution's row functions
+ * in assembly (naked, static), included by eb_kernels_opt.c where EB_GEMM_ASM is defined
+ * (GCC, Thumb-2, DSP extension, optimisation on); the portable C of eb_dot_block_q /
+ * eb_dot_block_q2 there is their twin. No global symbol. */
+#if !defined(EB_GEMM_ASM_H) && defined(EB_GEMM_ASM)
+#define EB_GEMM_ASM_H
+
+#include <stdint.h>
+
+/* eb_dot_block_q and eb_dot_block_q2 requantized (EB_Q_NONE / EB_Q_RELU), as hand-written
+ * functions per mode and pixel count (4; 1 or 2): the row loop too is in registers (the 13 of
+ * the word loop and the job's address; the rest stays in the job, updated in place), so a row
+ * costs its words (EB_GEMM_WORD_ASM; 9 instructions per word for two pixels), a tail word
+ * (K % 4 weights: the row's last word, shifted right so that only they remain, against
+ * zero-padded columns) and about 30 instructions: the bias plus the rounding addend, ASR and
+ * USAT #7 / SSAT #8 per pixel, the four bytes in one STR. It stops at a row whose bias
+ * exceeds lim (an exact row), the job then saying where the rest starts. k >= 4 (the tail
+ * word lies inside the row). */
+typedef struct {
+    const int8_t *w;
+    const int16_t *cols, *cend; /* cend: the end of the whole words' columns */
+    const int32_t *bias;
+    int8_t *out;
+    int32_t stride, n, r, s, tail, tsh, lim, count; /* tsh = 32 - 8 * tail */
+} eb_gemm_job;
+
+#define EB_GEMM4_WORD_ASM(ld)                                                             \
+    ld "sxtb16 r2, r1\n\t"                                                                \
+       "sxtb16 r1, r1, ror #8\n\t"                                                        \
+       "ldmia  r12!, {r3, r4, r5, r6}\n\t"                                                \
+       "smlad  r7, r2, r3, r7\n\t"                                                        \
+       "smlad  r7, r1, r4, r7\n\t"                                                        \
+       "smlad  r8, r2, r5, r8\n\t"                                                        \
+       "smlad  r8, r1, r6, r8\n\t"                                                        \
+       "ldmia  r12!, {r3, r4, r5, r6}\n\t"                                                \
+       "smlad  r9, r2, r3, r9\n\t"                                                        \
+       "smlad  r9, r1, r4, r9\n\t"                                                        \
+       "smlad  r10, r2, r5, r10\n\t"                                                      \
+       "smlad  r10, r1, r6, r10\n\t"
+/* One weight word against the first two pixels' chunk (one LDMIA, the other two skipped). */
+#define EB_GEMM2_WORD_ASM(ld)                                                             \
+    ld "sxtb16 r2, r1\n\t"                                                                \
+       "sxtb16 r1, r1, ror #8\n\t"                                                        \
+       "ldmia  r12, {r3, r4, r5, r6}\n\t"                                                 \
+       "add    r12, r12, #32\n\t"                                                         \
+       "smlad  r7, r2, r3, r7\n\t"                                                        \
+       "smlad  r7, r1, r4, r7\n\t"                                                        \
+       "smlad  r8, r2, r5, r8\n\t"                                                        \
+       "smlad  r8, r1, r6, r8\n\t"
+#define EB_GEMM_LDW "ldr    r1, [r11], #4\n\t"
+
+/* The shifted sums r7..r10 saturated (sat, bits) and stored from the job's out pointer (r2):
+ * four bytes in one STR, or the first one or two (the job's count). */
+#define EB_GEMM4_FIN(sat, bits)                                                           \
+    "asr    r8, r8, r2\n\t"                                                               \
+    "asr    r9, r9, r2\n\t"                                                               \
+    "asr    r10, r10, r2\n\t" sat " r7, " bits ", r7\n\t" sat " r8, " bits ", r8\n\t" sat \
+    " r9, " bits ", r9\n\t" sat " r10, " bits ", r10\n\t"                                 \
+    "bfi    r7, r8, #8, #8\n\t"                                                           \
+    "bfi    r7, r9, #16, #8\n\t"                                                          \
+    "bfi    r7, r10, #24, #8\n\t"                                                         \
+    "ldr    r2, [r0, #16]\n\t"                                                            \
+    "str    r7, [r2]\n\t"
+#define EB_GEMM2_FIN(sat, bits)                                                           \
+    "asr    r8, r8, r2\n\t" sat " r7, " bits ", r7\n\t" sat " r8, " bits ", r8\n\t"       \
+    "ldr    r2, [r0, #16]\n\t"                                                            \
+    "strb   r7, [r2]\n\t"                                                                 \
+    "ldr    r1, [r0, #48]\n\t"                                                            \
+    "cmp    r1, #2\n\t"                                                                   \
+    "it     eq\n\t"                                                                       \
+    "strbeq r8, [r2, #1]\n\t"
+
+/* r0: the job; r1, r2: weight word halves; r3-r6: column words; r7-r10: the sums (init:
+ * r7's copies); r11: w; r12: columns; lr: cend. WORD(ld): one weight word, FIN: the
+ * requantization and the store. */
+#define EB_GEMM_FN(name, init, WORD, FIN)                                                 \
+    static __attribute__((naked, noinline)) void name(eb_gemm_job *job                    \
+                                                      __attribute__((unused)))            \
+    {                                                                                     \
+        __asm__ volatile(                                                                 \
+            "push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                           \
+            "ldr    r11, [r0, #0]\n\t"                                                    \
+            "ldr    lr, [r0, #8]\n"                                                       \
+            "0:\n\t"                                                                      \
+            "ldr    r2, [r0, #12]\n\t"                                                    \
+            "ldr    r7, [r2], #4\n\t"                                                     \
+            "ldr    r1, [r0, #44]\n\t"                                                    \
+            "cmp    r7, r1\n\t"                                                           \
+            "bgt    9f\n\t"                                                               \
+            "str    r2, [r0, #12]\n\t"                                                    \
+            "ldr    r2, [r0, #28]\n\t"                                                    \
+            "add    r7, r7, r2\n\t" init                                                  \
+            "ldr    r12, [r0, #4]\n\t"                                                    \
+            "sub    r2, lr, r12\n\t"                                                      \
+            "cmp    r2, #128\n\t"                                                         \
+            "blt    2f\n"                                                                 \
+            "1:\n\t" WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)                \
+                WORD(EB_GEMM_LDW) "sub    r2, lr, r12\n\t"                                \
+            "cmp    r2, #128\n\t"                                                         \
+            "bge    1b\n"                                                                 \
+            "2:\n\t"                                                                      \
+            "tst    r2, #64\n\t"                                                          \
+            "beq    3f\n\t" WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)                           \
+            "sub    r2, lr, r12\n"                                                        \
+            "3:\n\t"                                                                      \
+            "tst    r2, #32\n\t"                                                          \
+            "beq    4f\n\t" WORD(EB_GEMM_LDW)                                             \
+            "4:\n\t"                                                                      \
+            "ldr    r2, [r0, #40]\n\t"                                                    \
+            "cmp    r2, #32\n\t"                                                          \
+            "beq    5f\n\t"                                                               \
+            "ldr    r1, [r0, #36]\n\t"                                                    \
+            "add    r11, r11, r1\n\t"                                                     \
+            "ldr    r1, [r11, #-4]\n\t"                                                   \
+            "lsr    r1, r1, r2\n\t" WORD("")                                              \
+            "5:\n\t"                                                                      \
+            "ldr    r2, [r0, #32]\n\t"                                                    \
+            "asr    r7, r7, r2\n\t" FIN                                                   \
+            "ldr    r1, [r0, #20]\n\t"                                                    \
+            "add    r2, r2, r1\n\t"                                                       \
+            "str    r2, [r0, #16]\n\t"                                                    \
+            "ldr    r2, [r0, #24]\n\t"                                                    \
+            "subs   r2, r2, #1\n\t"                                                       \
+            "str    r2, [r0, #24]\n\t"                                                    \
+            "bne    0b\n"                                                                 \
+            "9:\n\t"                                                                      \
+            "str    r11, [r0, #0]\n\t"                                                    \
+            "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                             \
+    }
+#define EB_GEMM4_INIT "mov    r8, r7\n\tmov    r9, r7\n\tmov    r10, r7\n\t"
+EB_GEMM_FN(eb_gemm4_relu, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("usat", "#7"))
+EB_GEMM_FN(eb_gemm4_none, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("ssat", "#8"))
+EB_GEMM_FN(eb_gemm2_relu, "mov    r8, r7\n\t", EB_GEMM2_WORD_ASM, EB_GEMM2_FIN("usat", "#7"))
+EB_GEMM_FN(eb_gemm2_none, "mov    r8, r7\n\t", EB_GEMM2_WORD_ASM, EB_GEMM2_FIN("ssat", "#8"))
+
+#endif

@@ -1,0 +1,1505 @@
+/* edgebuild optimized int8 kernels: see eb_kernels_opt.h for the method and the scratch
+ * sizes, eb_kernels.h for the numerics contract. The reference kernels (eb_kernels.c) are
+ * the definition: these must match them bit for bit. C99, no allocation. */
+#include "eb_kernels_opt.h"
+#include "eb_dw_opt.h"
+
+#include <string.h>
+
+#include "eb_simd.h"
+
+/* -DEB_OPT_NO_DEPTHWISE: depthwise layers take the generic grouped im2col path too (the
+ * tests build it to measure what the depthwise path gains). */
+#ifdef EB_OPT_NO_DEPTHWISE
+#define EB_OPT_DEPTHWISE 0
+#else
+#define EB_OPT_DEPTHWISE 1
+#endif
+
+/* Two adjacent column words at c + off int16 (c 4-byte aligned: the caller's scratch is, and
+ * chunks are 8 bytes). On the M4 one LDRD: GCC does not pair such loads itself for this core. */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD2X32(c, off, lo, hi)                                                      \
+    __asm__("ldrd %0, %1, [%2, %3]"                                                      \
+            : "=r"(lo), "=r"(hi)                                                         \
+            : "r"(c), "n"(2 * (off)), "m"(*(const char(*)[8])(const void *)((c) + (off))))
+#else
+#define EB_LOAD2X32(c, off, lo, hi)     \
+    do {                                \
+        (lo) = eb_load32((c) + (off));     \
+        (hi) = eb_load32((c) + (off) + 2); \
+    } while (0)
+#endif
+
+/* One group of 4 weights (word wv) against one reordered column group ([a0,a2], [a1,a3]). */
+#define EB_MAC4(acc, wlo, whi, c02, c13) \
+    (acc) = eb_smlad((whi), (c13), eb_smlad((wlo), (c02), (acc)))
+
+
+#if defined(__GNUC__)
+#define EB_NOINLINE __attribute__((noinline))
+#else
+#define EB_NOINLINE
+#endif
+
+/* ---- columns -----------------------------------------------------------------------------
+ * A column holds K input values (an output pixel's receptive field in weight order, or a
+ * linear layer's input) as int16, zero-padded to kp = EB_OPT_ROUND4(K), in chunks of 4
+ * stored as [a0, a2, a1, a3]: the words [a0, a2], [a1, a3] pair with SXTB16 and SXTB16 ROR 8
+ * of the weight word [w0, w1, w2, w3]. The conv kernel works on EB_OPT_PIXELS = 4 output
+ * pixels at once and keeps their columns interleaved chunk by chunk,
+ * [P0 chunk q][P1 chunk q][P2 chunk q][P3 chunk q] (16 int16 per chunk), so that one pointer
+ * walks all four.
+ *
+ * The conv columns are built in two steps. First the four receptive fields are gathered as
+ * int8 into a "tap" array T: one word per k, T[k] = [x_k(P0), x_k(P1), x_k(P2), x_k(P3)].
+ * When the four pixels are neighbours in one output row and stride_w is 1, T[k] is simply
+ * the input word at the tap's position (one unaligned LDR), otherwise it is filled byte by
+ * byte. Then eb_transpose turns each group of 4 words of T into the four pixels' chunks
+ * (SXTB16 and halfword packing: 16 instructions for 16 values). T lives in the upper half of
+ * the column area: chunk q of the columns is written only after the words it overlaps have
+ * been read. */
+
+#define EB_OPT_PIXELS 4
+#define EB_OPT_OC_BLOCK 8 /* output channels per eb_dot_block call (stack: 4 * 8 int32) */
+
+/* The taps t in [0, k) with 0 <= start + t * dil < size: [*lo, *hi). */
+static void eb_tap_range(int start, int dil, int k, int size, int *lo, int *hi)
+{
+    int l = 0, h = k;
+    if (size <= 0 || start >= size) {
+        l = h = 0;
+    } else {
+        if (start < 0) {
+            l = (-start + dil - 1) / dil;
+        }
+        if (start + (k - 1) * dil >= size) {
+            h = (size - 1 - start) / dil + 1;
+        }
+        if (l > h) {
+            l = h;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* The T word of the tap at column ix of any input row (in_w >= 4; lane j = byte ix + j, zero
+ * outside [0, in_w)): the row's word at o shifted, (word >> rs) << ls, or zero (none). Inside
+ * the row a plain load; overhanging its left or right end, its first or last word shifted so
+ * that zeros come in. */
+typedef struct {
+    int32_t o;
+    unsigned rs, ls;
+    int kind;
+} eb_tap_word;
+
+enum { EB_TAP_ZERO, EB_TAP_LOAD, EB_TAP_SHIFT };
+
+static eb_tap_word eb_tap_word_of(int ix, int in_w)
+{
+    eb_tap_word tw;
+    tw.o = 0;
+    tw.rs = 0;
+    tw.ls = 0;
+    tw.kind = EB_TAP_SHIFT;
+    if (ix <= -4 || ix >= in_w) {
+        tw.kind = EB_TAP_ZERO;
+    } else if (ix < 0) {
+        tw.ls = 8u * (unsigned)-ix;
+    } else if (ix > in_w - 4) {
+        tw.o = in_w - 4;
+        tw.rs = 8u * (unsigned)(ix + 4 - in_w);
+    } else {
+        tw.o = ix;
+        tw.kind = EB_TAP_LOAD;
+    }
+    return tw;
+}
+
+/* For every input channel and tap row in range: the word x at base + o (o = tw.o + ic * plane
+ * + row * row_step) as `expr`, to d (tap rows kw4 bytes apart, `skip` more per channel); one
+ * flat loop over the channels, two per step, when there is one tap row (1-D layers). */
+#define EB_TAP_COLUMN(expr)                                                      \
+    if (rows == 1) {                                                             \
+        const int8_t *s_ = base + tw.o;                                          \
+        const int32_t dstep_ = kw4 + skip;                                       \
+        for (ic = 0; ic + 2 <= ipg; ic += 2, s_ += 2 * plane, d += 2 * dstep_) { \
+            uint32_t x = eb_load32(s_);                                          \
+            eb_store32(d, (expr));                                               \
+            x = eb_load32(s_ + plane);                                           \
+            eb_store32(d + dstep_, (expr));                                      \
+        }                                                                        \
+        if (ic < ipg) {                                                          \
+            const uint32_t x = eb_load32(s_);                                    \
+            eb_store32(d, (expr));                                               \
+        }                                                                        \
+    } else {                                                                     \
+        for (ic = 0; ic < ipg; ++ic, d += skip) {                                \
+            int32_t o = tw.o + ic * plane;                                       \
+            for (ky = 0; ky < rows; ++ky, o += row_step, d += kw4) {             \
+                const uint32_t x = eb_load32(base + o);                          \
+                eb_store32(d, (expr));                                           \
+            }                                                                    \
+        }                                                                        \
+    }
+
+/* T for four neighbouring pixels (oy, ox .. ox + 3) of a stride_w == 1 conv, in_w >= 4: tap
+ * column by tap column (kx), whose word position in a row (eb_tap_word_of) is the same for
+ * every input channel and tap row, one load and store per T word (two shifts more at a row
+ * end); tap rows in the padding are zero words. */
+static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int8_t *t)
+{
+    const int in_h = p->in_h, in_w = p->in_w, k_h = p->k_h, k_w = p->k_w;
+    const int dil_h = p->dil_h;
+    const int iy0 = oy * p->stride_h - p->pad_h, ix0 = ox - p->pad_w;
+    const int32_t plane = (int32_t)in_h * in_w, row_step = (int32_t)dil_h * in_w;
+    const int32_t kw4 = 4 * (int32_t)k_w;
+    int ky_lo, ky_hi, rows;
+    int32_t skip;
+    const int8_t *base;
+    int ic, ky, kx;
+
+    eb_tap_range(iy0, dil_h, k_h, in_h, &ky_lo, &ky_hi);
+    if (ky_lo > 0 || ky_hi < k_h) {
+        int8_t *d = t;
+        for (ic = 0; ic < ipg; ++ic) {
+            for (ky = 0; ky < k_h; ++ky, d += kw4) {
+                if (ky < ky_lo || ky >= ky_hi) {
+                    memset(d, 0, (size_t)kw4);
+                }
+            }
+        }
+    }
+    if (ky_lo >= ky_hi) {
+        return;
+    }
+    rows = ky_hi - ky_lo;
+    skip = (int32_t)(k_h - rows) * kw4;
+    base = in_g + (int32_t)(iy0 + ky_lo * dil_h) * in_w;
+    for (kx = 0; kx < k_w; ++kx) {
+        const eb_tap_word tw = eb_tap_word_of(ix0 + kx * p->dil_w, in_w);
+        int8_t *d = t + (int32_t)ky_lo * kw4 + 4 * kx;
+        if (tw.kind == EB_TAP_LOAD) {
+            EB_TAP_COLUMN(x)
+        } else if (tw.kind == EB_TAP_SHIFT) {
+            EB_TAP_COLUMN((x >> tw.rs) << tw.ls)
+        } else {
+            EB_TAP_COLUMN(0u * x)
+        }
+    }
+}
+
+/* T for four consecutive pixels (px .. px + 3, `left` >= 1 of them in the output) whose
+ * block spans output rows, stride_w == 1: per output row, eb_taps_row4 builds the lanes of
+ * the pixels in that row (run from lane j0, started j0 pixels to the left so that lane j is
+ * pixel ox + j - j0), into t directly for the first row, else into `other` (k words, the
+ * column area, not yet in use) merged in by a byte mask. Lanes past the output repeat
+ * nothing useful and are not stored. */
+static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, int oy, int ox,
+                         int32_t left, int8_t *other, int8_t *t, int32_t k)
+{
+    const int out_w = p->out_w;
+    int j0 = out_w - ox; /* lanes of the first row */
+    eb_taps_row4(p, in_g, ipg, oy, ox, t);
+    while (j0 < EB_OPT_PIXELS && j0 < left && oy + 1 < p->out_h) {
+        const uint32_t mask = 0xFFFFFFFFu << (8 * j0);
+        int32_t q;
+        ++oy;
+        eb_taps_row4(p, in_g, ipg, oy, -j0, other);
+        for (q = 0; q < k; ++q) {
+            const uint32_t a = eb_load32(t + 4 * q), b = eb_load32(other + 4 * q);
+            eb_store32(t + 4 * q, (a & ~mask) | (b & mask));
+        }
+        j0 += out_w;
+    }
+}
+
+/* T for pixels px .. px + count - 1 of any conv (other strides, maps narrower than 4, blocks
+ * spanning rows of those), gathered byte by byte: per tap (ky, kx) the four pixels' offsets
+ * in a channel plane and the mask of the lanes inside the input (lanes past count: none) are
+ * worked out once and serve every input channel: 4 LDRB, the lanes merged and masked, one
+ * STR per T word. Lanes outside the input read offset 0 and are masked to zero. */
+static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
+                           int count, int8_t *t)
+{
+    const int in_h = p->in_h, in_w = p->in_w, k_w = p->k_w, out_w = p->out_w;
+    const int32_t plane = (int32_t)in_h * in_w, step = 4 * (int32_t)p->k_h * k_w;
+    int iy0[EB_OPT_PIXELS], ix0[EB_OPT_PIXELS];
+    int j, ky, kx, ic;
+
+    for (j = 0; j < EB_OPT_PIXELS; ++j) {
+        const int32_t pj = px + (j < count ? j : 0);
+        iy0[j] = (int)(pj / out_w) * p->stride_h - p->pad_h;
+        ix0[j] = (int)(pj % out_w) * p->stride_w - p->pad_w;
+    }
+    for (ky = 0; ky < p->k_h; ++ky) {
+        for (kx = 0; kx < k_w; ++kx) {
+            int32_t off[EB_OPT_PIXELS];
+            uint32_t mask = 0;
+            const int8_t *src = in_g;
+            int8_t *dst = t + 4 * (ky * k_w + kx);
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                const int iy = iy0[j] + ky * p->dil_h, ix = ix0[j] + kx * p->dil_w;
+                const int in = j < count && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w;
+                off[j] = in ? (int32_t)iy * in_w + ix : 0;
+                mask |= in ? 0xFFu << (8 * j) : 0u;
+            }
+            for (ic = 0; ic < ipg; ++ic, src += plane, dst += step) {
+                const uint32_t v = (uint32_t)(uint8_t)src[off[0]] |
+                                   (uint32_t)(uint8_t)src[off[1]] << 8 |
+                                   (uint32_t)(uint8_t)src[off[2]] << 16 |
+                                   (uint32_t)(uint8_t)src[off[3]] << 24;
+                eb_store32(dst, v & mask);
+            }
+        }
+    }
+}
+
+/* T (kp words at t, 4-byte aligned: the scratch) -> the four interleaved columns at cols (kp
+ * chunks of 16 int16). */
+static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
+{
+    const int16_t *tw = (const int16_t *)(const void *)t; /* 4-byte aligned (scratch) */
+    int32_t q;
+    for (q = 0; q < kp; q += 4, cols += 16) {
+        /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
+        uint32_t t0, t1, t2, t3;
+        uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+        EB_LOAD4X32(tw, t0, t1, t2, t3); /* one LDMIA on the M4 */
+        a0 = eb_sxtb16(t0);
+        b0 = eb_sxtb16_ror8(t0);
+        a1 = eb_sxtb16(t1);
+        b1 = eb_sxtb16_ror8(t1);
+        a2 = eb_sxtb16(t2);
+        b2 = eb_sxtb16_ror8(t2);
+        a3 = eb_sxtb16(t3);
+        b3 = eb_sxtb16_ror8(t3);
+        eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
+        eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
+        eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
+        eb_store32(cols + 6, eb_pack_lo(b1, b3));
+        eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
+        eb_store32(cols + 10, eb_pack_hi(a1, a3));
+        eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
+        eb_store32(cols + 14, eb_pack_hi(b1, b3));
+    }
+}
+
+/* n int8 values (n a multiple of 4) -> one column at dst (chunk stride 4). */
+static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
+{
+    int32_t q;
+    for (q = 0; q < n; q += 4, src += 4, dst += 4) {
+        const uint32_t u = eb_load32(src);
+        eb_store32(dst, eb_sxtb16(u));
+        eb_store32(dst + 2, eb_sxtb16_ror8(u));
+    }
+}
+
+/* ---- dot products -------------------------------------------------------------------------
+ * k values per weight row (rows byte-aligned int8, k apart in the reference layout). The
+ * last k % 4 weights of a row are read as a zero-padded word (never past the row); the
+ * columns are zero-padded anyway. eb_dot_block starts from the bias itself, eb_dot_2x1 and
+ * eb_dot_1x1 from the acc values passed in. Sums wrap like SMLAD (the reference's int32 sums
+ * are the same whenever they do not overflow, which the contract guarantees). */
+
+/* One weight word against the next chunk of the four interleaved columns (advances c). */
+#define EB_DOT_1X4_CHUNK(wv)                          \
+    do {                                              \
+        const uint32_t lo_ = eb_sxtb16(wv);           \
+        const uint32_t hi_ = eb_sxtb16_ror8(wv);      \
+        uint32_t x0_, x1_, x2_, x3_;                  \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a0, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a1, lo_, hi_, x2_, x3_);              \
+        EB_LOAD4X32(c, x0_, x1_, x2_, x3_);           \
+        EB_MAC4(a2, lo_, hi_, x0_, x1_);              \
+        EB_MAC4(a3, lo_, hi_, x2_, x3_);              \
+    } while (0)
+
+/* The M4 loop of eb_dot_block_q by hand, a row's whole weight words: per word one LDR
+ * (post-indexed), SXTB16 and SXTB16 ROR 8, two LDMIAs of the four pixels' column words (fixed
+ * registers r4, r5, r6, r8: an LDM needs ascending ones) and 8 SMLADs (13 instructions per 16
+ * MACs); 4 words per iteration of the loop (SUB, CMP, BGE on the column bytes left), then the
+ * last 2 and 1 words under TST of those bytes, so that no row's words go through C (GCC's
+ * loop spills). Needs GCC (register operands, Thumb-2) with optimisation (at -O0 r7 is the
+ * frame pointer and the 9 operands may not fit); the C loop of eb_dot_block_q is its twin. */
+#if EB_OPT_DSP && defined(__GNUC__) && defined(__OPTIMIZE__) && defined(__thumb2__)
+#define EB_GEMM_ASM 1
+#define EB_GEMM_WORD_ASM                         \
+    "ldr    %[wa], [%[w]], #4\n\t"               \
+    "sxtb16 %[lo], %[wa]\n\t"                    \
+    "sxtb16 %[wa], %[wa], ror #8\n\t"            \
+    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"         \
+    "smlad  %[a0], %[lo], r4, %[a0]\n\t"         \
+    "smlad  %[a0], %[wa], r5, %[a0]\n\t"         \
+    "smlad  %[a1], %[lo], r6, %[a1]\n\t"         \
+    "smlad  %[a1], %[wa], r8, %[a1]\n\t"         \
+    "ldmia  %[c]!, {r4, r5, r6, r8}\n\t"         \
+    "smlad  %[a2], %[lo], r4, %[a2]\n\t"         \
+    "smlad  %[a2], %[wa], r5, %[a2]\n\t"         \
+    "smlad  %[a3], %[lo], r6, %[a3]\n\t"         \
+    "smlad  %[a3], %[wa], r8, %[a3]\n\t"
+
+/* The weight words from *w against the columns from *c up to end (32 bytes of columns per
+ * word; both pointers advanced). */
+#define EB_GEMM_ROW_ASM(w, c, cend, a0, a1, a2, a3)                                         \
+    do {                                                                                   \
+        uint32_t wa_, lo_;                                                                 \
+        __asm__ volatile("sub    %[lo], %[end], %[c]\n\t"                                   \
+                         "cmp    %[lo], #128\n\t"                                          \
+                         "blt    2f\n"                                                     \
+                         "1:\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM        \
+                             EB_GEMM_WORD_ASM "sub    %[lo], %[end], %[c]\n\t"              \
+                         "cmp    %[lo], #128\n\t"                                          \
+                         "bge    1b\n"                                                     \
+                         "2:\n\t"                                                         \
+                         "tst    %[lo], #64\n\t"                                           \
+                         "beq    3f\n\t" EB_GEMM_WORD_ASM EB_GEMM_WORD_ASM                  \
+                         "sub    %[lo], %[end], %[c]\n"                                    \
+                         "3:\n\t"                                                         \
+                         "tst    %[lo], #32\n\t"                                           \
+                         "beq    4f\n\t" EB_GEMM_WORD_ASM "4:"                              \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),     \
+                           [w] "+r"(w), [c] "+r"(c), [wa] "=&r"(wa_), [lo] "=&r"(lo_)      \
+                         : [end] "r"(cend)                                                 \
+                         : "r4", "r5", "r6", "r8", "cc", "memory");                        \
+    } while (0)
+#endif
+
+/* Where a block of rows x pixels goes (eb_dot_block): requantized int8 (out8) with a right
+ * shift s, the rounding addend r = 2^(s-1) (half up, s > 0) or 0 folded into the starting sum
+ * (mode EB_Q_NONE / EB_Q_RELU: an ASR and SSAT #8 / USAT #7 per output); int32 (EB_Q_WIDE);
+ * or the raw sums into acc (EB_Q_ACC) for eb_store (left shifts, abs). A row whose bias exceeds
+ * lim (bias + r + the largest sum, K * 2^14, would overflow int32) is stored through
+ * eb_requantize instead. out8 / out32 point at the block's first pixel of its first row; rows
+ * are `stride` apart, `count` (1..4) pixels are stored. */
+enum { EB_Q_ACC, EB_Q_WIDE, EB_Q_NONE, EB_Q_RELU };
+
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int32_t *acc;
+    int32_t stride, r, lim;
+    int count, s, shift, rounding, act;
+} eb_qdst;
+
+#if defined(__GNUC__)
+#define EB_DOT_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_DOT_INLINE static inline
+#endif
+
+/* The count results of one row (a[0..3]) to d8 / d32 as `mode` says. */
+EB_DOT_INLINE void eb_q_row(const int mode, const eb_qdst *d, int8_t *d8, int32_t *d32,
+                            int32_t *acc, int exact, int32_t a0, int32_t a1, int32_t a2,
+                            int32_t a3)
+{
+    const int count = d->count;
+    if (mode == EB_Q_ACC) {
+        acc[0] = a0;
+        acc[1] = a1;
+        acc[2] = a2;
+        acc[3] = a3;
+    } else if (mode == EB_Q_WIDE) {
+        d32[0] = a0;
+        if (count > 1) {
+            d32[1] = a1;
+            if (count > 2) {
+                d32[2] = a2;
+                if (count > 3) {
+                    d32[3] = a3;
+                }
+            }
+        }
+    } else if (exact) { /* a bias near the int32 limit: the sums started without r */
+        int32_t v[4];
+        int j;
+        v[0] = a0;
+        v[1] = a1;
+        v[2] = a2;
+        v[3] = a3;
+        for (j = 0; j < count; ++j) {
+            d8[j] = eb_requantize(v[j], d->shift, d->rounding, d->act);
+        }
+    } else {
+        const int s = d->s;
+        if (count == 4) {
+            d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
+            d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
+            d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
+            d8[3] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a3 >> s) : eb_ssat8(a3 >> s));
+        } else {
+            d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
+            if (count > 1) {
+                d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
+                if (count > 2) {
+                    d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
+                }
+            }
+        }
+    }
+}
+
+/* Row w against the first two of the four interleaved columns at c: *s0 += w . P0,
+ * *s1 += w . P1 (half the loads and MACs of the four-pixel loop, for a last partial block). */
+EB_DOT_INLINE void eb_dot_1x2(int32_t k, const int8_t *w, const int16_t *c, int32_t *s0,
+                              int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1;
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x0, x1, x2, x3;
+    for (; n > 0; --n, w += 4, c += 16) {
+        const uint32_t wv = eb_load32(w);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    if (tail != 0) {
+        const uint32_t wv = eb_load_tail(w, tail);
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv);
+        EB_LOAD2X32(c, 0, x0, x1);
+        EB_LOAD2X32(c, 4, x2, x3);
+        EB_MAC4(a0, lo, hi, x0, x1);
+        EB_MAC4(a1, lo, hi, x2, x3);
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+/* eb_dot_block_q for a last block of 1 or 2 pixels (d->count): those lanes only (its own
+ * function: inlined into the four-pixel ones, it costs their loops registers). */
+static EB_NOINLINE void eb_dot_block_q2(const int mode, int32_t k, const int8_t *w,
+                                        const int16_t *cols, int n_oc, const int32_t *bias,
+                                        const eb_qdst *d)
+{
+    int8_t *d8 = d->out8;
+    int32_t *d32 = d->out32, *acc = d->acc;
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride, w += k) {
+        const int32_t b = bias ? bias[i] : 0;
+        const int exact = mode >= EB_Q_NONE && b > d->lim;
+        int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
+        int32_t a1 = a0;
+        eb_dot_1x2(k, w, cols, &a0, &a1);
+        eb_q_row(mode, d, d8, d32, acc, exact, a0, a1, a1, a1);
+    }
+}
+
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, each
+ * row's four sums started at its bias (0 without bias) and stored as d says. */
+EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
+                                  const int16_t *cols, int n_oc, const int32_t *bias,
+                                  const eb_qdst *d)
+{
+    const int32_t tail = k & 3;
+    int8_t *d8 = d->out8;
+    int32_t *d32 = d->out32, *acc = d->acc;
+#ifdef EB_GEMM_ASM
+    const int16_t *const cend = cols + 16 * (k >> 2);
+#endif
+    int i;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, d8 += d->stride, d32 += d->stride) {
+        const int16_t *c = cols;
+        const int32_t b = bias ? bias[i] : 0;
+        const int exact = mode >= EB_Q_NONE && b > d->lim;
+        int32_t a0 = mode >= EB_Q_NONE && !exact ? b + d->r : b;
+        int32_t a1 = a0, a2 = a0, a3 = a0;
+        int32_t n = k >> 2;
+#ifdef EB_GEMM_ASM
+        EB_GEMM_ROW_ASM(w, c, cend, a0, a1, a2, a3);
+        n = 0;
+#endif
+        for (; n >= 2; n -= 2, w += 8) { /* two chunks per iteration */
+            const uint32_t wv0 = eb_load32(w), wv1 = eb_load32(w + 4);
+            EB_DOT_1X4_CHUNK(wv0);
+            EB_DOT_1X4_CHUNK(wv1);
+        }
+        if (n != 0) {
+            const uint32_t wv = eb_load32(w);
+            EB_DOT_1X4_CHUNK(wv);
+            w += 4;
+        }
+        if (tail != 0) {
+            const uint32_t wv = eb_load_tail(w, tail);
+            EB_DOT_1X4_CHUNK(wv);
+            w += tail;
+        }
+        eb_q_row(mode, d, d8, d32, acc, exact, a0, a1, a2, a3);
+    }
+}
+
+static EB_NOINLINE void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+    }
+}
+
+static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
+    }
+}
+
+#ifdef EB_GEMM_ASM
+#include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_relu / _none, eb_gemm2_relu / _none */
+
+/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2) on the job's rows. */
+static void eb_gemm_run(int relu, eb_gemm_job *job)
+{
+    if (job->count == 4) {
+        if (relu) {
+            eb_gemm4_relu(job);
+        } else {
+            eb_gemm4_none(job);
+        }
+    } else if (relu) {
+        eb_gemm2_relu(job);
+    } else {
+        eb_gemm2_none(job);
+    }
+}
+
+/* eb_gemm_run over the rows it takes (k >= 4, count != 3; without a bias, 16 rows per call
+ * against zeros): *w, *bias and *out8 then point at the first row left, whose count is
+ * returned. */
+static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols, int n_oc,
+                     const int32_t **bias, const eb_qdst *d, int8_t **out8)
+{
+    static const int32_t zeros[16] = {0};
+    eb_gemm_job job;
+    if (d->count == 3 || k < 4 || n_oc < 1) {
+        return n_oc;
+    }
+    job.w = *w;
+    job.cols = cols;
+    job.cend = cols + 16 * (k >> 2);
+    job.out = d->out8;
+    job.stride = d->stride;
+    job.r = d->r;
+    job.s = d->s;
+    job.tail = k & 3;
+    job.tsh = 32 - 8 * (k & 3);
+    job.lim = d->lim;
+    job.count = d->count;
+    if (*bias != NULL) {
+        job.bias = *bias;
+        job.n = n_oc;
+        eb_gemm_run(relu, &job);
+        *bias = job.bias;
+    } else {
+        int left = n_oc;
+        do {
+            const int n = left < 16 ? left : 16;
+            job.bias = zeros;
+            job.n = n;
+            eb_gemm_run(relu, &job);
+            left -= n - job.n;
+        } while (job.n == 0 && left > 0);
+        n_oc = left;
+        job.n = left;
+    }
+    *w = job.w;
+    *out8 = job.out;
+    return job.n;
+}
+#endif
+
+static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+#ifdef EB_GEMM_ASM
+    eb_qdst rest;
+    int8_t *out8 = d->out8;
+    const int left = eb_gemm_q(0, k, &w, cols, n_oc, &bias, d, &out8);
+    if (left == 0) {
+        return;
+    }
+    if (left != n_oc) { /* an exact row: the rest as below */
+        rest = *d;
+        rest.out8 = out8;
+        d = &rest;
+        n_oc = left;
+    }
+#endif
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+    }
+}
+
+static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
+                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+#ifdef EB_GEMM_ASM
+    eb_qdst rest;
+    int8_t *out8 = d->out8;
+    const int left = eb_gemm_q(1, k, &w, cols, n_oc, &bias, d, &out8);
+    if (left == 0) {
+        return;
+    }
+    if (left != n_oc) { /* an exact row: the rest as below */
+        rest = *d;
+        rest.out8 = out8;
+        d = &rest;
+        n_oc = left;
+    }
+#endif
+    if (d->count <= 2) {
+        eb_dot_block_q2(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+    }
+}
+
+/* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */
+#define EB_DOT_4X1_STEP(wa_, wb_, wc_, wd_)                                   \
+    do {                                                                      \
+        EB_MAC4(a0, eb_sxtb16(wa_), eb_sxtb16_ror8(wa_), x, xb);              \
+        EB_MAC4(a1, eb_sxtb16(wb_), eb_sxtb16_ror8(wb_), x, xb);              \
+        EB_MAC4(a2, eb_sxtb16(wc_), eb_sxtb16_ror8(wc_), x, xb);              \
+        EB_MAC4(a3, eb_sxtb16(wd_), eb_sxtb16_ror8(wd_), x, xb);              \
+    } while (0)
+
+/* Rows w, w + k, w + 2k, w + 3k against one column at c: acc[i] += (w + i k) . c. The
+ * column words are loaded once for four rows (an LDRD per 16 MACs). */
+static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[4])
+{
+    const int8_t *w2 = w + 2 * k; /* rows 0, 1 at w, w + k; rows 2, 3 at w2, w2 + k */
+    const int16_t *const end = c + 4 * (k >> 2);
+    const int32_t tail = k & 3;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    uint32_t x, xb;
+#if EB_OPT_DSP && defined(__GNUC__)
+    /* By hand: GCC spills two accumulators here. 21 instructions per 16 MACs. */
+    while (c != end) {
+        uint32_t t0, t1, ta;
+        __asm__("ldrd   %[x], %[xb], [%[c]], #8\n\t"
+                "ldr    %[t0], [%[w], %[k]]\n\t"
+                "ldr    %[t1], [%[w]], #4\n\t"
+                "sxtb16 %[ta], %[t1]\n\t"
+                "smlad  %[a0], %[ta], %[x], %[a0]\n\t"
+                "sxtb16 %[t1], %[t1], ror #8\n\t"
+                "smlad  %[a0], %[t1], %[xb], %[a0]\n\t"
+                "sxtb16 %[ta], %[t0]\n\t"
+                "smlad  %[a1], %[ta], %[x], %[a1]\n\t"
+                "sxtb16 %[t0], %[t0], ror #8\n\t"
+                "smlad  %[a1], %[t0], %[xb], %[a1]\n\t"
+                "ldr    %[t0], [%[w2], %[k]]\n\t"
+                "ldr    %[t1], [%[w2]], #4\n\t"
+                "sxtb16 %[ta], %[t1]\n\t"
+                "smlad  %[a2], %[ta], %[x], %[a2]\n\t"
+                "sxtb16 %[t1], %[t1], ror #8\n\t"
+                "smlad  %[a2], %[t1], %[xb], %[a2]\n\t"
+                "sxtb16 %[ta], %[t0]\n\t"
+                "smlad  %[a3], %[ta], %[x], %[a3]\n\t"
+                "sxtb16 %[t0], %[t0], ror #8\n\t"
+                "smlad  %[a3], %[t0], %[xb], %[a3]"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w),
+                  [w2] "+r"(w2), [c] "+r"(c), [x] "=&r"(x), [xb] "=&r"(xb), [t0] "=&r"(t0),
+                  [t1] "=&r"(t1), [ta] "=&r"(ta)
+                : [k] "r"(k)
+                : "memory");
+    }
+#else
+    for (; c != end; c += 4, w += 4, w2 += 4) {
+        uint32_t wv;
+        EB_LOAD2X32(c, 0, x, xb);
+        wv = eb_load32(w);
+        EB_MAC4(a0, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w + k);
+        EB_MAC4(a1, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w2);
+        EB_MAC4(a2, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+        wv = eb_load32(w2 + k);
+        EB_MAC4(a3, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
+    }
+#endif
+    if (tail != 0) {
+        const uint32_t wa = eb_load_tail(w, tail), wb = eb_load_tail(w + k, tail);
+        const uint32_t wc = eb_load_tail(w2, tail), wd = eb_load_tail(w2 + k, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_DOT_4X1_STEP(wa, wb, wc, wd);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
+static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[2])
+{
+    const int8_t *w1 = w + k;
+    int32_t a0 = acc[0], a1 = acc[1];
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x, xb, wa, wb;
+    for (; n > 0; --n, w += 4, w1 += 4, c += 4) {
+        wa = eb_load32(w);
+        wb = eb_load32(w1);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
+    }
+    if (tail != 0) {
+        wa = eb_load_tail(w, tail);
+        wb = eb_load_tail(w1, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(a0, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+        EB_MAC4(a1, eb_sxtb16(wb), eb_sxtb16_ror8(wb), x, xb);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+}
+
+/* Row w against one column at c. */
+static int32_t eb_dot_1x1(int32_t k, const int8_t *w, const int16_t *c, int32_t acc)
+{
+    int32_t n = k >> 2;
+    const int32_t tail = k & 3;
+    uint32_t x, xb, wa;
+    for (; n > 0; --n, w += 4, c += 4) {
+        wa = eb_load32(w);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+    }
+    if (tail != 0) {
+        wa = eb_load_tail(w, tail);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_MAC4(acc, eb_sxtb16(wa), eb_sxtb16_ror8(wa), x, xb);
+    }
+    return acc;
+}
+
+/* ---- packed weights ------------------------------------------------------------------------
+ * 1-, 2- and 4-bit weights are packed G = 32 / b to a 32-bit word (eb_kernels.h): weights
+ * 4s .. 4s + 3 of a word are field s (bits [b s, b s + b)) of its bytes 0..3. Field s moved
+ * to the top of each byte and masked, (wv << (8 - b (s + 1))) & M (M: the top b bits of each
+ * byte), is the word of 4 int8 weights w * 2^(8-b): one shift-and-mask (a single Thumb-2
+ * AND with a shifted operand) replaces the load of an int8 weight word, and the same dual-MAC
+ * chunk code runs on it. The sums are 2^(8-b) times the true ones (no overflow where int8
+ * weights would not: |w| 2^(8-b) <= 128), so they start at 0 and the bias is added after the
+ * exact arithmetic shift back. A row of k weights has ceil(k / 4) chunks; the columns are
+ * zero-padded to as many, and so are the rows (whole words), so nothing past either is used.
+ * -DEB_OPT_NO_PACKED (a project without packed layers) leaves this out. */
+#ifndef EB_OPT_NO_PACKED
+#define EB_OPT_PACKED 1
+
+#if defined(__GNUC__)
+#define EB_PK_INLINE static inline __attribute__((always_inline))
+#else
+#define EB_PK_INLINE static inline
+#endif
+
+/* The mask of the top b bits of every byte. */
+#define EB_PK_MASK(b) ((b) == 4 ? 0xF0F0F0F0u : (b) == 2 ? 0xC0C0C0C0u : 0x80808080u)
+/* Field s of the packed word wv as 4 int8 weights times 2^(8-b). */
+#define EB_PK_FIELD(wv, b, s) (((wv) << (8 - (b) * ((s) + 1))) & EB_PK_MASK(b))
+
+/* An empty asm that "changes" v once `after` is computed: the fields of a word are then
+ * extracted one chunk at a time, not all at once (which runs GCC out of registers). */
+#if defined(__GNUC__)
+#define EB_PK_BARRIER(v, after) __asm__("" : "+r"(v) : "r"(after))
+#define EB_PK_BARRIER2(v, u, after) __asm__("" : "+r"(v), "+r"(u) : "r"(after))
+#else
+#define EB_PK_BARRIER(v, after) ((void)0)
+#define EB_PK_BARRIER2(v, u, after) ((void)0)
+#endif
+
+/* Every field of the packed word wv against the next 8 / b chunks of the four interleaved
+ * columns at c (EB_DOT_1X4_CHUNK: a0..a3, c), written out so that each shift is a constant. */
+#define EB_PK_CHUNK(wv, b, s)                       \
+    do {                                            \
+        const uint32_t x_ = EB_PK_FIELD(wv, b, s);  \
+        EB_DOT_1X4_CHUNK(x_);                       \
+        EB_PK_BARRIER(wv, a3);                      \
+    } while (0)
+#define EB_PK_WORD_1X4(wv, b)                                                          \
+    do {                                                                               \
+        if ((b) == 4) {                                                                \
+            EB_PK_CHUNK(wv, 4, 0); EB_PK_CHUNK(wv, 4, 1);                              \
+        } else if ((b) == 2) {                                                         \
+            EB_PK_CHUNK(wv, 2, 0); EB_PK_CHUNK(wv, 2, 1);                              \
+            EB_PK_CHUNK(wv, 2, 2); EB_PK_CHUNK(wv, 2, 3);                              \
+        } else {                                                                       \
+            EB_PK_CHUNK(wv, 1, 0); EB_PK_CHUNK(wv, 1, 1);                              \
+            EB_PK_CHUNK(wv, 1, 2); EB_PK_CHUNK(wv, 1, 3);                              \
+            EB_PK_CHUNK(wv, 1, 4); EB_PK_CHUNK(wv, 1, 5);                              \
+            EB_PK_CHUNK(wv, 1, 6); EB_PK_CHUNK(wv, 1, 7);                              \
+        }                                                                              \
+    } while (0)
+
+/* eb_dot_block over packed rows (row_bytes apart): acc[4 i + j] = bias[i] + row i . col j. */
+EB_PK_INLINE void eb_pk_dot_block(const int bits, int32_t k, const int8_t *w,
+                                  const int16_t *cols, int n_oc, const int32_t *bias,
+                                  int32_t *acc)
+{
+    const int per = 8 / bits; /* chunks per word */
+    const int32_t chunks = (k + 3) >> 2;
+    const int32_t words = chunks / per, rest = chunks % per;
+    const int32_t row_bytes = EB_PACKED_ROW_BYTES(k, bits);
+    const int down = 8 - bits;
+    int i, f;
+    for (i = 0; i < n_oc; ++i, acc += EB_OPT_PIXELS, w += row_bytes) {
+        const int16_t *c = cols;
+        const int8_t *q = w;
+        const int8_t *const end = w + 4 * words;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b;
+        for (; q != end; q += 4) {
+            uint32_t wv = eb_load32(q);
+            EB_PK_WORD_1X4(wv, bits);
+        }
+        if (rest != 0) { /* the row's last word: its first `rest` fields */
+            uint32_t wv = eb_load32(q);
+            for (f = 0; f < rest; ++f) {
+                const uint32_t x = (wv << (8 - bits * (f + 1))) & EB_PK_MASK(bits);
+                EB_DOT_1X4_CHUNK(x);
+            }
+        }
+        b = bias ? bias[i] : 0;
+        acc[0] = b + (a0 >> down);
+        acc[1] = b + (a1 >> down);
+        acc[2] = b + (a2 >> down);
+        acc[3] = b + (a3 >> down);
+    }
+}
+
+static EB_NOINLINE void eb_pk_dot_block4(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(4, k, w, cols, n_oc, bias, acc);
+}
+
+static EB_NOINLINE void eb_pk_dot_block2(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(2, k, w, cols, n_oc, bias, acc);
+}
+
+static EB_NOINLINE void eb_pk_dot_block1(int32_t k, const int8_t *w, const int16_t *cols,
+                                         int n_oc, const int32_t *bias, int32_t *acc)
+{
+    eb_pk_dot_block(1, k, w, cols, n_oc, bias, acc);
+}
+
+/* Field f of the packed words wa (and wb when n == 2) against the next chunk of one column
+ * at cp (advanced): a0 += row a . column, a1 += row b . column (times 2^(8-b)). */
+#define EB_PK_ROWS_FIELD(b, f)                                            \
+    do {                                                                  \
+        uint32_t x_, xb_;                                                 \
+        const uint32_t va_ = EB_PK_FIELD(wa, b, f);                       \
+        EB_LOAD2X32(cp, 0, x_, xb_);                                      \
+        cp += 4;                                                          \
+        EB_MAC4(a0, eb_sxtb16(va_), eb_sxtb16_ror8(va_), x_, xb_);        \
+        EB_PK_BARRIER2(wa, cp, a0);                                       \
+        if (n == 2) {                                                     \
+            const uint32_t vb_ = EB_PK_FIELD(wb, b, f);                   \
+            EB_MAC4(a1, eb_sxtb16(vb_), eb_sxtb16_ror8(vb_), x_, xb_);    \
+            EB_PK_BARRIER2(wb, cp, a1);                                   \
+        }                                                                 \
+    } while (0)
+
+/* Rows w and w + row_bytes (n: 1 or 2 of them) against one column at cols: acc[r] += row r
+ * . column (eb_dot_2x1 / eb_dot_1x1 over packed rows). */
+EB_PK_INLINE void eb_pk_dot_rows(const int bits, int32_t k, const int8_t *w, const int n,
+                                 const int16_t *cols, int32_t acc[2])
+{
+    const int per = 8 / bits;
+    const int32_t chunks = (k + 3) >> 2;
+    const int32_t words = chunks / per, rest = chunks % per;
+    const int32_t row_bytes = EB_PACKED_ROW_BYTES(k, bits);
+    const int down = 8 - bits;
+    const int16_t *cp = cols;
+    const int8_t *q = w;
+    const int8_t *const end = w + 4 * words;
+    int32_t a0 = 0, a1 = 0;
+    int f;
+    for (; q != end; q += 4) {
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        if (bits == 4) {
+            EB_PK_ROWS_FIELD(4, 0); EB_PK_ROWS_FIELD(4, 1);
+        } else if (bits == 2) {
+            EB_PK_ROWS_FIELD(2, 0); EB_PK_ROWS_FIELD(2, 1);
+            EB_PK_ROWS_FIELD(2, 2); EB_PK_ROWS_FIELD(2, 3);
+        } else {
+            EB_PK_ROWS_FIELD(1, 0); EB_PK_ROWS_FIELD(1, 1);
+            EB_PK_ROWS_FIELD(1, 2); EB_PK_ROWS_FIELD(1, 3);
+            EB_PK_ROWS_FIELD(1, 4); EB_PK_ROWS_FIELD(1, 5);
+            EB_PK_ROWS_FIELD(1, 6); EB_PK_ROWS_FIELD(1, 7);
+        }
+    }
+    if (rest != 0) { /* the rows' last words: their first `rest` fields */
+        uint32_t wa = eb_load32(q), wb = n == 2 ? eb_load32(q + row_bytes) : 0u;
+        for (f = 0; f < rest; ++f) {
+            EB_PK_ROWS_FIELD(bits, f);
+        }
+    }
+    acc[0] += a0 >> down;
+    if (n == 2) {
+        acc[1] += a1 >> down;
+    }
+}
+
+#define EB_PK_ROWS(b)                                                                  \
+    static EB_NOINLINE void eb_pk_dot_rows##b(int32_t k, const int8_t *w, int n,       \
+                                              const int16_t *cols, int32_t acc[2])     \
+    {                                                                                  \
+        if (n == 2) {                                                                  \
+            eb_pk_dot_rows(b, k, w, 2, cols, acc);                                     \
+        } else {                                                                       \
+            eb_pk_dot_rows(b, k, w, 1, cols, acc);                                     \
+        }                                                                              \
+    }
+EB_PK_ROWS(4)
+EB_PK_ROWS(2)
+EB_PK_ROWS(1)
+#undef EB_PK_ROWS
+
+/* The packed variant of eb_dot_block for `bits` (1, 2, 4). */
+static void eb_pk_dot(int bits, int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
+                      const int32_t *bias, int32_t *acc)
+{
+    if (bits == 4) {
+        eb_pk_dot_block4(k, w, cols, n_oc, bias, acc);
+    } else if (bits == 2) {
+        eb_pk_dot_block2(k, w, cols, n_oc, bias, acc);
+    } else {
+        eb_pk_dot_block1(k, w, cols, n_oc, bias, acc);
+    }
+}
+
+/* eb_pk_dot_rows for `bits`. */
+static void eb_pk_rows(int bits, int32_t k, const int8_t *w, int n, const int16_t *cols,
+                       int32_t acc[2])
+{
+    if (bits == 4) {
+        eb_pk_dot_rows4(k, w, n, cols, acc);
+    } else if (bits == 2) {
+        eb_pk_dot_rows2(k, w, n, cols, acc);
+    } else {
+        eb_pk_dot_rows1(k, w, n, cols, acc);
+    }
+}
+#else
+#define EB_OPT_PACKED 0
+#endif
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+/* Where results go: requantized int8 (out8) or the raw accumulator (out32). */
+typedef struct {
+    int8_t *out8;
+    int32_t *out32;
+    int shift, rounding, act;
+} eb_sink;
+
+/* The sink of out: int32 accumulators when wide (no requantization), else int8 requantized
+ * by shift, rounding and act. */
+static eb_sink eb_sink_of(void *out, int wide, int shift, int rounding, int act)
+{
+    eb_sink s;
+    s.out8 = wide ? NULL : (int8_t *)out;
+    s.out32 = wide ? (int32_t *)out : NULL;
+    s.shift = wide ? 0 : shift;
+    s.rounding = wide ? 0 : rounding;
+    s.act = wide ? 0 : act;
+    return s;
+}
+
+/* eb_requantize for a right shift by s = -shift in [0, 31], in 32 bits: with half up (s > 0)
+ * floor((acc + 2^(s-1)) / 2^s) = (acc >> s) + bit s - 1 of acc (acc = q * 2^s + r: r + 2^(s-1)
+ * carries into q exactly when r >= 2^(s-1)), which cannot overflow; floor (or s == 0) is
+ * acc >> s alone (rmask 0). Then SSAT #8 (none), USAT #7 (relu) or both around an abs. */
+static inline int32_t eb_rq_shift(int32_t acc, int s, int rbit, int32_t rmask)
+{
+    return (acc >> s) + ((acc >> rbit) & rmask);
+}
+
+static inline int8_t eb_rq_act(int32_t v, int act)
+{
+    if (act == EB_ACT_RELU) {
+        return (int8_t)eb_usat7(v);
+    }
+    if (act == EB_ACT_ABS) {
+        v = eb_ssat8(v);
+        return (int8_t)eb_usat7(v < 0 ? -v : v);
+    }
+    return (int8_t)eb_ssat8(v);
+}
+
+/* One inlined copy per constant act: the shift and rounding are in registers. */
+#define EB_REQUANTIZE_BLOCK(act_)                                                         \
+    for (i = 0; i < rows; ++i, out += row_stride, acc += acc_stride) {                    \
+        for (j = 0; j < count; ++j) {                                                     \
+            out[j] = eb_rq_act(eb_rq_shift(acc[j], sh, rbit, rmask), (act_));             \
+        }                                                                                 \
+    }
+
+/* out[index + i * row_stride + j] = result of acc[i * acc_stride + j], i < rows, j < count. */
+static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride,
+                     const int32_t *acc, int acc_stride, int rows, int count)
+{
+    int i, j;
+    if (s->out8 == NULL) {
+        int32_t *const out = s->out32 + index;
+        for (i = 0; i < rows; ++i) {
+            for (j = 0; j < count; ++j) {
+                out[i * row_stride + j] = acc[i * acc_stride + j];
+            }
+        }
+    } else {
+        int8_t *out = s->out8 + index;
+        const int shift = s->shift, act = s->act;
+        if (shift <= 0 && shift >= -31) { /* the usual case: a right shift (or none) */
+            const int sh = -shift;
+            const int rbit = sh > 0 ? sh - 1 : 0;
+            const int32_t rmask = (sh > 0 && s->rounding == EB_ROUND_HALF_UP) ? 1 : 0;
+            if (act == EB_ACT_RELU) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_RELU)
+            } else if (act == EB_ACT_NONE) {
+                EB_REQUANTIZE_BLOCK(EB_ACT_NONE)
+            } else {
+                EB_REQUANTIZE_BLOCK(EB_ACT_ABS)
+            }
+        } else { /* left shifts, shifts past 31: the reference arithmetic */
+            for (i = 0; i < rows; ++i) {
+                for (j = 0; j < count; ++j) {
+                    out[i * row_stride + j] =
+                        eb_requantize(acc[i * acc_stride + j], shift, s->rounding, act);
+                }
+            }
+        }
+    }
+}
+
+/* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, the
+ * results of count (1..4) pixels to s's output at index + i * hw + j: requantized or wide
+ * straight from the registers (eb_dot_block_*), else (left shifts, abs) through eb_store. */
+static void eb_dot_store(const eb_sink *s, int32_t k, const int8_t *w, const int16_t *cols,
+                         int n_oc, const int32_t *bias, int32_t index, int32_t hw, int count)
+{
+    eb_qdst d;
+    int oc;
+    d.out8 = NULL;
+    d.out32 = NULL;
+    d.acc = NULL;
+    d.stride = hw;
+    d.count = count;
+    d.s = 0;
+    d.r = 0;
+    d.lim = INT32_MAX;
+    if (s->out8 == NULL) {
+        d.out32 = s->out32 + index;
+        eb_dot_block_wide(k, w, cols, n_oc, bias, &d);
+        return;
+    }
+    if (s->shift <= 0 && s->shift >= -31 && (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU) &&
+        (s->rounding == EB_ROUND_HALF_UP || s->rounding == EB_ROUND_FLOOR)) {
+        const int64_t room = (int64_t)INT32_MAX - (int64_t)k * 16384; /* |w x| <= 2^14 */
+        d.s = -s->shift;
+        d.r = d.s > 0 && s->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (d.s - 1) : 0;
+        d.lim = room - d.r < INT32_MIN ? INT32_MIN : (int32_t)(room - d.r);
+        d.shift = s->shift;
+        d.rounding = s->rounding;
+        d.act = s->act;
+        d.out8 = s->out8 + index;
+        if (s->act == EB_ACT_RELU) {
+            eb_dot_block_relu(k, w, cols, n_oc, bias, &d);
+        } else {
+            eb_dot_block_none(k, w, cols, n_oc, bias, &d);
+        }
+        return;
+    }
+    for (oc = 0; oc < n_oc; oc += EB_OPT_OC_BLOCK) {
+        const int n = n_oc - oc < EB_OPT_OC_BLOCK ? n_oc - oc : EB_OPT_OC_BLOCK;
+        int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+        d.acc = acc;
+        eb_dot_block_acc(k, w + (int32_t)oc * k, cols, n, bias ? bias + oc : NULL, &d);
+        eb_store(s, index + (int32_t)oc * hw, hw, acc, EB_OPT_PIXELS, n, count);
+    }
+}
+
+/* ---- convolution ----------------------------------------------------------------------- */
+
+#if EB_OPT_PACKED
+/* Packed rows oc_begin .. oc_end - 1 against the columns, through eb_store. */
+static void eb_pk_store(const eb_sink *s, int bits, int32_t k, const int8_t *weight,
+                        const int16_t *cols, int oc_begin, int oc_end, const int32_t *bias,
+                        int32_t px, int32_t hw, int count)
+{
+    int oc;
+    for (oc = oc_begin; oc < oc_end; oc += EB_OPT_OC_BLOCK) {
+        const int n_oc = oc_end - oc < EB_OPT_OC_BLOCK ? oc_end - oc : EB_OPT_OC_BLOCK;
+        int32_t acc[EB_OPT_OC_BLOCK * EB_OPT_PIXELS];
+        eb_pk_dot(bits, k, weight + (int32_t)oc * EB_PACKED_ROW_BYTES(k, bits), cols, n_oc,
+                  bias ? bias + oc : NULL, acc);
+        eb_store(s, (int32_t)oc * hw + px, hw, acc, EB_OPT_PIXELS, n_oc, count);
+    }
+}
+#endif
+
+static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                         const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    const int groups = p->groups;
+    const int ipg = p->in_c / groups, opg = p->out_c / groups;
+    const int out_w = p->out_w;
+    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
+    const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w;
+    int16_t *const cols = scratch;                 /* 4 * kp int16: the interleaved columns */
+    int8_t *const taps = (int8_t *)(scratch + 2 * kp); /* kp words: T, in the upper half */
+    int g;
+
+    for (g = 0; g < groups; ++g) {
+        const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
+        const int oc_begin = g * opg;
+        int32_t px;
+        for (px = 0; px < hw; px += EB_OPT_PIXELS) {
+            /* pixels px .. px + 3; lanes past the end are not stored */
+            const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+            const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+            if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
+                eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+            } else if (row4 && out_w >= 2) {
+                eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
+            } else {
+                eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
+            }
+            if (kp > k) {
+                memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+            }
+            eb_transpose(taps, kp, cols);
+#if EB_OPT_PACKED
+            if (p->wbits != 0) {
+                eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_begin + opg, bias, px, hw,
+                            (int)count);
+                continue;
+            }
+#endif
+            eb_dot_store(s, k, weight + (int32_t)oc_begin * k, cols, opg,
+                         bias ? bias + oc_begin : NULL, (int32_t)oc_begin * hw + px, hw,
+                         (int)count);
+        }
+    }
+}
+
+/* ---- linear ---------------------------------------------------------------------------- */
+
+/* bits: 0 for int8 weights, else packed 1-, 2- or 4-bit ones. */
+static void eb_linear_core(int in_f, int out_f, int bits, const int8_t *in,
+                           const int8_t *weight, const int32_t *bias, const eb_sink *s,
+                           int16_t *scratch)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    int o;
+    eb_expand(in, full, scratch);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(scratch + full, eb_sxtb16(u));
+        eb_store32(scratch + full + 2, eb_sxtb16_ror8(u));
+    }
+#if EB_OPT_PACKED
+    if (bits != 0) {
+        const int32_t row_bytes = EB_PACKED_ROW_BYTES(in_f, bits);
+        for (o = 0; o < out_f; o += 2) {
+            const int n = out_f - o < 2 ? 1 : 2;
+            int32_t acc[2];
+            acc[0] = bias ? bias[o] : 0;
+            acc[1] = n == 2 && bias ? bias[o + 1] : 0;
+            eb_pk_rows(bits, in_f, weight + (int32_t)o * row_bytes, n, scratch, acc);
+            eb_store(s, o, 0, acc, 0, 1, n);
+        }
+        return;
+    }
+#else
+    (void)bits;
+#endif
+    for (o = 0; o + 3 < out_f; o += 4) {
+        int32_t acc[4];
+        int j;
+        for (j = 0; j < 4; ++j) {
+            acc[j] = bias ? bias[o + j] : 0;
+        }
+        eb_dot_4x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_store(s, o, 0, acc, 0, 1, 4);
+    }
+    for (; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_store(s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, scratch, bias ? bias[o] : 0);
+        eb_store(s, o, 0, &acc, 0, 1, 1);
+    }
+}
+
+/* A dense conv with one output pixel whose window is the whole unpadded input: the weight
+ * rows [oc][ic][k_h][k_w] line up with the input [ic][in_h][in_w], so it is a linear layer
+ * over in_c * in_h * in_w values (its scratch, round_up_4 of that, fits the conv's). */
+static int eb_conv_as_linear(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                             const int32_t *bias, const eb_sink *s, int16_t *scratch)
+{
+    if (p->groups != 1 || p->out_h != 1 || p->out_w != 1 || p->k_h != p->in_h ||
+        p->k_w != p->in_w || p->pad_h != 0 || p->pad_w != 0 || (p->k_h > 1 && p->dil_h != 1) ||
+        (p->k_w > 1 && p->dil_w != 1)) {
+        return 0;
+    }
+    eb_linear_core((int)((int32_t)p->in_c * p->in_h * p->in_w), p->out_c, p->wbits, in, weight,
+                   bias, s, scratch);  /* packed rows line up the same way */
+    return 1;
+}
+
+void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int8_t *out, int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 0, p->shift, p->rounding, p->act);
+    if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
+        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
+        return;
+    }
+    eb_conv_core(p, in, weight, bias, &s, scratch);
+}
+
+void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                        const int32_t *bias, int32_t *out, int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
+    if (eb_conv_as_linear(p, in, weight, bias, &s, scratch) ||
+        (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
+        return;
+    }
+    eb_conv_core(p, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                   int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 0, shift, rounding, act);
+    eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_wide_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
+                        const int32_t *bias, int32_t *out, int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
+    eb_linear_core(in_f, out_f, 0, in, weight, bias, &s, scratch);
+}
+
+#if EB_OPT_PACKED
+void eb_linear_packed_opt(int in_f, int out_f, int bits, const int8_t *in, const int8_t *weight,
+                          const int32_t *bias, int shift, int rounding, int act, int8_t *out,
+                          int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 0, shift, rounding, act);
+    eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
+}
+
+void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
+                               const int8_t *weight, const int32_t *bias, int32_t *out,
+                               int16_t *scratch)
+{
+    const eb_sink s = eb_sink_of(out, 1, 0, 0, 0);
+    eb_linear_core(in_f, out_f, bits, in, weight, bias, &s, scratch);
+}
+#endif
+
+/* ---- column blocks for the tiled driver (eb_tiling.c, eb_conv2d_tiled_cols) ---------------
+ * eb_conv_core split in two for a dense conv (groups == 1) whose weights stream through L1 in
+ * channel tiles: eb_conv_cols_build writes the interleaved columns of every 4-pixel block of
+ * the output (block b at cols + b * 4 * kp), eb_conv_cols_dot runs any channels' weights
+ * against them. Same arithmetic as eb_conv_core, so the same results. */
+
+void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
+{
+    const int out_w = p->out_w;
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
+    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
+    const int32_t kp = EB_OPT_ROUND4(k);
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    int32_t px;
+    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+        int8_t *const taps = (int8_t *)(cols + 2 * kp);
+        if (row4 && ox + count <= out_w) {
+            eb_taps_row4(p, in, p->in_c, oy, ox, taps);
+        } else {
+            eb_taps_gather(p, in, p->in_c, px, (int)count, taps);
+        }
+        if (kp > k) {
+            memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+        }
+        eb_transpose(taps, kp, cols);
+    }
+}
+
+/* The set-up of eb_conv_cols_run's blocks, once per row tile where eb_dot_store sets one up
+ * per block: fast when the asm rows can take them (int8 out, a bias, a right shift, relu or
+ * none, half-up or floor rounding, k >= 4); a row whose bias exceeds lim (an exact row) stops
+ * them, and eb_dot_store takes the block's rest. */
+void eb_conv_cols_prepare(const eb_conv_params *p, const int32_t *bias, int wide,
+                          eb_cols_job *job)
+{
+    const int s = -p->shift;
+    int64_t room;
+    job->p = p;
+    job->k = (int32_t)p->in_c * p->k_h * p->k_w;
+    job->kp = EB_OPT_ROUND4(job->k);
+    job->hw = (int32_t)p->out_h * p->out_w;
+    job->wide = (int8_t)(wide != 0);
+    job->s = s;
+    job->r = s > 0 && s <= 31 && p->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (s - 1) : 0;
+    room = (int64_t)INT32_MAX - (int64_t)job->k * 16384 - job->r; /* as eb_dot_store's lim */
+    job->lim = room < INT32_MIN ? INT32_MIN : (int32_t)room;
+#ifdef EB_GEMM_ASM
+    job->fast = (int8_t)(!wide && bias != NULL && job->k >= 4 && s >= 0 && s <= 31 &&
+                         (p->act == EB_ACT_NONE || p->act == EB_ACT_RELU) &&
+                         (p->rounding == EB_ROUND_HALF_UP || p->rounding == EB_ROUND_FLOOR));
+#else
+    (void)bias;
+    job->fast = 0;
+#endif
+}
+
+#ifdef EB_GEMM_ASM
+/* The job's blocks through the asm rows (eb_gemm4_*, a last block of 1 or 2 pixels
+ * eb_gemm2_*) from the first: returns the first pixel of the block it stopped at (an exact
+ * row, or 3 pixels left, which the asm rows do not take), hw when it did them all. */
+static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *cols,
+                                        const int8_t *weight, const int32_t *bias, int n_oc,
+                                        int8_t *out)
+{
+    const int relu = job->p->act == EB_ACT_RELU;
+    const int32_t hw = job->hw, block = 4 * job->kp, span = 16 * (job->k >> 2);
+    eb_gemm_job g;
+    int32_t px;
+    g.stride = hw;
+    g.r = job->r;
+    g.s = job->s;
+    g.tail = job->k & 3;
+    g.tsh = 32 - 8 * (job->k & 3);
+    g.lim = job->lim;
+    g.count = EB_OPT_PIXELS;
+    for (px = 0; px + EB_OPT_PIXELS <= hw; px += EB_OPT_PIXELS, cols += block) {
+        g.w = weight;
+        g.cols = cols;
+        g.cend = cols + span;
+        g.bias = bias;
+        g.out = out + px;
+        g.n = n_oc;
+        if (relu) {
+            eb_gemm4_relu(&g);
+        } else {
+            eb_gemm4_none(&g);
+        }
+        if (g.n != 0) {
+            return px;
+        }
+    }
+    if (px == hw || hw - px == 3) {
+        return px;
+    }
+    g.w = weight;
+    g.cols = cols;
+    g.cend = cols + span;
+    g.bias = bias;
+    g.out = out + px;
+    g.n = n_oc;
+    g.count = hw - px;
+    eb_gemm_run(relu, &g);
+    return g.n != 0 ? px : hw;
+}
+#endif
+
+/* n_oc rows of weights (and bias, NULL: none) against the columns the job was prepared
+ * for, the results to out (its first row; rows hw apart): the asm rows as far as they go,
+ * the rest (from the block they stopped at, again whole) through eb_dot_store. */
+void eb_conv_cols_run(const eb_cols_job *job, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int n_oc, void *out)
+{
+    const eb_conv_params *p = job->p;
+    const int32_t hw = job->hw, block = 4 * job->kp;
+    eb_sink s;
+    int32_t px = 0;
+#ifdef EB_GEMM_ASM
+    if (job->fast) {
+        px = eb_cols_fast(job, cols, weight, bias, n_oc, (int8_t *)out);
+        if (px == hw) {
+            return;
+        }
+        cols += (px / EB_OPT_PIXELS) * block;
+    }
+#endif
+    s = eb_sink_of(out, job->wide, p->shift, p->rounding, p->act);
+    for (; px < hw; px += EB_OPT_PIXELS, cols += block) {
+        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
+        eb_dot_store(&s, job->k, weight, cols, n_oc, bias, px, hw, (int)count);
+    }
+}
+
+void eb_conv_cols_dot(const eb_conv_params *p, const int16_t *cols, const int8_t *weight,
+                      const int32_t *bias, int wide, void *out)
+{
+    eb_cols_job job;
+    eb_conv_cols_prepare(p, bias, wide, &job);
+    eb_conv_cols_run(&job, cols, weight, bias, p->out_c, out);
+}
+
+/* eb_linear_core split in two for the tiled driver (eb_linear_tiled_cols): the input's
+ * column once (eb_linear_expand, EB_LINEAR_OPT_SCRATCH int16), then any output rows' weights
+ * against it (eb_linear_dot). Same arithmetic as eb_linear_core. */
+void eb_linear_expand(int in_f, const int8_t *in, int16_t *cols)
+{
+    const int32_t full = (int32_t)in_f & ~(int32_t)3;
+    eb_expand(in, full, cols);
+    if (full < in_f) { /* the last 1..3 inputs, zero-padded: never read past in[] */
+        const uint32_t u = eb_load_tail(in + full, in_f - full);
+        eb_store32(cols + full, eb_sxtb16(u));
+        eb_store32(cols + full + 2, eb_sxtb16_ror8(u));
+    }
+}
+
+void eb_linear_dot(int in_f, int out_f, const int16_t *cols, const int8_t *weight,
+                   const int32_t *bias, int shift, int rounding, int act, int wide, void *out)
+{
+    const eb_sink s = eb_sink_of(out, wide, shift, rounding, act);
+    int o;
+    for (o = 0; o + 1 < out_f; o += 2) {
+        int32_t acc[2];
+        acc[0] = bias ? bias[o] : 0;
+        acc[1] = bias ? bias[o + 1] : 0;
+        eb_dot_2x1(in_f, weight + (int32_t)o * in_f, cols, acc);
+        eb_store(&s, o, 0, acc, 0, 1, 2);
+    }
+    if (o < out_f) {
+        const int32_t acc =
+            eb_dot_1x1(in_f, weight + (int32_t)o * in_f, cols, bias ? bias[o] : 0);
+        eb_store(&s, o, 0, &acc, 0, 1, 1);
+    }
+}

@@ -1,0 +1,254 @@
+/* edgebuild's dual 16-bit MAC primitives and word loads, shared by the optimized kernels
+ * (eb_kernels_opt.c, eb_dw_opt.c): static inline, so each kernel file compiles them into
+ * its own loops. Single DSP-extension instructions on the Cortex-M4; portable C with the
+ * same results elsewhere (or with -DEB_OPT_PORTABLE), which is how the host tests exercise
+ * the same algorithms. */
+#ifndef EB_SIMD_H
+#define EB_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if (-1 >> 1) != -1
+#error "edgebuild kernels need arithmetic right shifts of negative integers"
+#endif
+
+/* ---- dual 16-bit MAC primitives ----------------------------------------------------------
+ * Packed values are uint32_t holding two 16-bit halves (or four bytes).
+ *   eb_sxtb16(x)      = [sext(byte 0), sext(byte 2)] as two int16 halves (low, high)
+ *   eb_sxtb16_ror8(x) = eb_sxtb16(x rotated right by 8) = [sext(byte 1), sext(byte 3)]
+ *   eb_smlad(a, b, c) = c + lo16(a) * lo16(b) + hi16(a) * hi16(b) (signed halves), wrapping
+ *   eb_smlaxy(a, b, c) = c + x16(a) * y16(b), x and y = b(ottom) or t(op) half, wrapping
+ * With the DSP extension these are single instructions (SXTB16, SXTB16 ROR #8, SMLAD,
+ * SMLABB/SMLABT/SMLATB/SMLATT);
+ * otherwise (or with -DEB_OPT_PORTABLE) portable C with the same results runs the same
+ * algorithm, which is how the host tests exercise it. */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(EB_OPT_PORTABLE)
+#include <arm_acle.h>
+#define EB_OPT_DSP 1
+
+static inline uint32_t eb_ror(uint32_t x, unsigned n)
+{
+    return (x >> n) | (x << ((32u - n) & 31u));
+}
+
+static inline uint32_t eb_sxtb16(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)x);
+}
+
+#if defined(__GNUC__)
+/* GCC does not fold the rotation into SXTB16's ROR operand: one instruction by hand. */
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+#else
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int32_t)eb_ror(x, 8));
+}
+#endif
+
+static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t eb_smlabb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlabb((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t eb_smlabt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlabt((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t eb_smlatb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlatb((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t eb_smlatt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlatt((int32_t)a, (int32_t)b, acc);
+}
+#else
+#define EB_OPT_DSP 0
+
+/* Two's-complement reinterpretation without implementation-defined conversions. */
+static inline int32_t eb_u32_to_s32(uint32_t u)
+{
+    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
+}
+
+static inline int32_t eb_lo16(uint32_t x)
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+static inline int32_t eb_hi16(uint32_t x)
+{
+    return eb_lo16(x >> 16);
+}
+
+static inline uint32_t eb_sxtb16(uint32_t x)
+{
+    const uint32_t lo = (x & 0xFFu) | ((x & 0x80u) ? 0xFF00u : 0u);
+    const uint32_t hi = ((x >> 16) & 0xFFu) | ((x & 0x800000u) ? 0xFF00u : 0u);
+    return lo | (hi << 16);
+}
+
+static inline uint32_t eb_sxtb16_ror8(uint32_t x)
+{
+    return eb_sxtb16((x >> 8) | (x << 24));
+}
+
+static inline int32_t eb_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    const uint32_t p0 = (uint32_t)(eb_lo16(a) * eb_lo16(b)); /* |product| <= 2^30: no overflow */
+    const uint32_t p1 = (uint32_t)(eb_hi16(a) * eb_hi16(b));
+    return eb_u32_to_s32((uint32_t)acc + p0 + p1);
+}
+
+static inline int32_t eb_smlabb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return eb_u32_to_s32((uint32_t)acc + (uint32_t)(eb_lo16(a) * eb_lo16(b)));
+}
+
+static inline int32_t eb_smlabt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return eb_u32_to_s32((uint32_t)acc + (uint32_t)(eb_lo16(a) * eb_hi16(b)));
+}
+
+static inline int32_t eb_smlatb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return eb_u32_to_s32((uint32_t)acc + (uint32_t)(eb_hi16(a) * eb_lo16(b)));
+}
+
+static inline int32_t eb_smlatt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return eb_u32_to_s32((uint32_t)acc + (uint32_t)(eb_hi16(a) * eb_hi16(b)));
+}
+#endif
+
+/* Saturation to int8 ([-128, 127]) and to [0, 127]: SSAT #8 and USAT #7 on ARM. */
+#if defined(__ARM_FEATURE_SAT) && !defined(EB_OPT_PORTABLE)
+#if !EB_OPT_DSP
+#include <arm_acle.h>
+#endif
+static inline int32_t eb_ssat8(int32_t v)
+{
+    return __ssat(v, 8);
+}
+
+static inline int32_t eb_usat7(int32_t v)
+{
+    return (int32_t)__usat(v, 7);
+}
+#else
+static inline int32_t eb_ssat8(int32_t v)
+{
+    return v < -128 ? -128 : (v > 127 ? 127 : v);
+}
+
+static inline int32_t eb_usat7(int32_t v)
+{
+    return v < 0 ? 0 : (v > 127 ? 127 : v);
+}
+#endif
+
+/* 32-bit loads of byte-aligned words (weights, input rows: an unaligned LDR on the M4; the
+ * scratch columns are 4-byte aligned). memcpy keeps this free of alignment and aliasing
+ * problems. */
+static inline uint32_t eb_load32(const void *src)
+{
+    uint32_t v;
+    memcpy(&v, src, sizeof v);
+    return v;
+}
+
+
+/* ---- column and weight word helpers (eb_kernels_opt.c, eb_pw_opt.c) ---------------------- */
+
+/* Stores of a word into the 4-byte-aligned scratch: memcpy keeps this free of alignment and
+ * aliasing problems; GCC makes a single STR of it. */
+static inline void eb_store32(void *dst, uint32_t v)
+{
+    memcpy(dst, &v, sizeof v);
+}
+
+/* The last n (1..3) weights of a row as a word, zero-padded (never reads past the row). */
+static inline uint32_t eb_load_tail(const int8_t *w, int32_t n)
+{
+    uint32_t v = (uint8_t)w[0];
+    if (n > 1) {
+        v |= (uint32_t)(uint8_t)w[1] << 8;
+    }
+    if (n > 2) {
+        v |= (uint32_t)(uint8_t)w[2] << 16;
+    }
+    return v;
+}
+
+/* Halfword packing: [lo16(a), lo16(b)] and [hi16(a), hi16(b)] (PKHBT / PKHTB; GCC does not
+ * emit these by itself). */
+#if EB_OPT_DSP && defined(__GNUC__)
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %2, %1, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#else
+static inline uint32_t eb_pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xFFFF0000u);
+}
+#endif
+
+/* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one
+ * LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers, hence fixed ones; r7 is left
+ * alone as it is Thumb's frame pointer at -O0). */
+#if EB_OPT_DSP && defined(__GNUC__)
+#define EB_LOAD4X32(c, x0, x1, x2, x3)                                                   \
+    do {                                                                                 \
+        register uint32_t r4_ __asm__("r4");                                             \
+        register uint32_t r5_ __asm__("r5");                                             \
+        register uint32_t r6_ __asm__("r6");                                             \
+        register uint32_t r8_ __asm__("r8");                                             \
+        __asm__("ldmia %0!, {%1, %2, %3, %4}"                                            \
+                : "+r"(c), "=r"(r4_), "=r"(r5_), "=r"(r6_), "=r"(r8_)                    \
+                : "m"(*(const char(*)[16])(const void *)(c)));                           \
+        (x0) = r4_;                                                                      \
+        (x1) = r5_;                                                                      \
+        (x2) = r6_;                                                                      \
+        (x3) = r8_;                                                                      \
+    } while (0)
+#else
+#define EB_LOAD4X32(c, x0, x1, x2, x3) \
+    do {                               \
+        (x0) = eb_load32(c);           \
+        (x1) = eb_load32((c) + 2);     \
+        (x2) = eb_load32((c) + 4);     \
+        (x3) = eb_load32((c) + 6);     \
+        (c) += 8;                      \
+    } while (0)
+#endif
+
+#endif /* EB_SIMD_H */

@@ -5,8 +5,9 @@ so the code generator can size one buffer, 4-byte aligned, for the largest layer
 portable kernels in eb_tfl.c need none). tests/test_tflite_kernels.py checks the two agree.
 
 A convolution takes one of two paths (eb_tfl_opt.c):
-- depthwise (in_c / groups == 1 and a channel multiplier up to DW_MAX_MULT): one input
-  channel's padded plane as int16, and a small (offset, weight pair) table;
+- depthwise (in_c / groups == 1 and a channel multiplier up to DW_MAX_MULT): the padded
+  int16 planes of a batch of input channels (dw_batch: many for small maps), a small
+  (offset, weight pair) table and a record per output channel of the batch;
 - im2col GEMM (every other convolution): a requantization table (4 int32 per output
   channel), an int32 offset per tap, the 4-pixel columns, a band of input rows (those of
   1, 2 or 4 output rows: a multiple of 4 pixels) and the group's weights expanded to int16
@@ -22,6 +23,8 @@ from __future__ import annotations
 WEXP_MAX = 4096  # EB_TFL_WEXP_MAX: expanded int16 weights of one group, at most
 DW_MAX_MULT = 4  # EB_TFL_DW_MAX_MULT: the depthwise path's largest channel multiplier
 TILE_MIN = 8  # EB_TFL_TILE_MIN: the smallest tile of output channels with int16 records
+DW_BATCH = 1536  # EB_TFL_DW_BATCH: int16 elements for a batch of depthwise planes, records
+DW_REC = 12  # EB_TFL_DW_REC: words of a depthwise channel's record (the assembly's)
 
 
 def _round4(n: int) -> int:
@@ -37,6 +40,12 @@ def is_depthwise(in_c: int, out_c: int, groups: int) -> bool:
     return in_c == groups and out_c // groups <= DW_MAX_MULT
 
 
+def dw_batch(plane: int, in_c: int, mult: int) -> int:
+    """Input channels whose padded planes (`plane` int16 each) and records are made at a
+    time (eb_tfl_dw_batch): as many as DW_BATCH elements hold, at least one."""
+    return max(1, min(in_c, DW_BATCH // (plane + DW_REC * 2 * mult)))
+
+
 def conv_scratch(in_c: int, in_h: int, in_w: int, out_c: int, out_h: int, out_w: int,
                  k_h: int, k_w: int, stride_h: int, stride_w: int, dil_h: int, dil_w: int,
                  groups: int) -> int:
@@ -47,7 +56,9 @@ def conv_scratch(in_c: int, in_h: int, in_w: int, out_c: int, out_h: int, out_w:
         plane_h = (_round4(out_h) - 1) * stride_h + (k_h - 1) * dil_h + 1
         plane_w = _even((r4 - 1) * stride_w + (k_w - 1) * dil_w + 2)
         taps = k_h * ((k_w + 1) // 2 if dil_w == 1 else k_w)
-        return plane_h * plane_w + 4 * taps
+        mult = out_c // in_c
+        batch = dw_batch(plane_h * plane_w, in_c, mult)
+        return batch * plane_h * plane_w + 4 * taps + DW_REC * 2 * batch * mult
     ipg, opg = in_c // groups, out_c // groups
     kp = _round4(ipg * k_h * k_w)
     band_r = 1 if out_w % 4 == 0 else (2 if out_w % 2 == 0 else 4)  # output rows per band

@@ -86,6 +86,10 @@
 #define EB_TFL_TILE_MIN 8
 /* Depthwise path up to this channel multiplier; larger ones run as grouped GEMMs. */
 #define EB_TFL_DW_MAX_MULT 4
+/* Depthwise: int16 elements of scratch for the planes and records of a batch of input
+ * channels (small maps: many channels per call of the assembly); a record's words. */
+#define EB_TFL_DW_BATCH 1536
+#define EB_TFL_DW_REC 12
 /* Requantization modes (eb_tfl_rq.e): 1..22 a right shift, <= 0 a left shift by -e. */
 #define EB_TFL_SLOW 64
 #define EB_TFL_FAST_BOUND ((int64_t)1 << 29)
@@ -542,6 +546,7 @@ typedef struct {
                         * them when the group's records exceed EB_TFL_WEXP_MAX) */
     int32_t dw_w, dw_h; /* depthwise: the padded plane (int16 elements) */
     int32_t dw_taps;   /* depthwise: (offset, weight pair) table entries */
+    int32_t dw_batch;  /* depthwise: input channels whose planes are made at a time */
     /* scratch regions, int16 elements from its start (each a multiple of 2) */
     int32_t at_rq, at_off, at_cols, at_aux, at_wx, total;
 } eb_tfl_plan;
@@ -559,6 +564,14 @@ static int32_t eb_tfl_round4(int32_t n)
 static int eb_tfl_is_depthwise(const eb_tfl_conv_params *p)
 {
     return p->in_c == p->groups && p->out_c / p->groups <= EB_TFL_DW_MAX_MULT;
+}
+
+/* Depthwise: the input channels whose planes (pe int16 each) and records (mult per plane)
+ * are made at a time: as many as EB_TFL_DW_BATCH int16 hold, at least 1. */
+static int32_t eb_tfl_dw_batch(int32_t pe, int32_t in_c, int32_t mult)
+{
+    const int32_t room = EB_TFL_DW_BATCH / (pe + EB_TFL_DW_REC * 2 * mult);
+    return room < 1 ? 1 : (room > in_c ? in_c : room);
 }
 
 static int32_t eb_tfl_dw_taps(const eb_tfl_conv_params *p)
@@ -580,9 +593,11 @@ static eb_tfl_plan eb_tfl_plan_of(const eb_tfl_conv_params *p)
         s.dw_h = (eb_tfl_round4(p->out_h) - 1) * p->stride_h + (int32_t)(p->k_h - 1) * p->dil_h + 1;
         s.dw_w = eb_tfl_even((r4 - 1) * p->stride_w + (int32_t)(p->k_w - 1) * p->dil_w + 2);
         s.dw_taps = eb_tfl_dw_taps(p);
-        s.at_aux = 0;                          /* the padded plane */
-        s.at_off = s.dw_h * s.dw_w;            /* the tap table: 2 int32 per entry */
-        s.total = s.at_off + 4 * s.dw_taps;
+        s.dw_batch = eb_tfl_dw_batch(s.dw_h * s.dw_w, p->in_c, p->out_c / p->in_c);
+        s.at_aux = 0;                          /* the padded planes */
+        s.at_off = s.dw_batch * s.dw_h * s.dw_w; /* the tap table: 2 int32 per entry */
+        s.at_rq = s.at_off + 4 * s.dw_taps;    /* the channels' records (the assembly's) */
+        s.total = s.at_rq + EB_TFL_DW_REC * 2 * s.dw_batch * (p->out_c / p->in_c);
         return s;
     }
     s.k = ipg * p->k_h * p->k_w;
@@ -1836,9 +1851,11 @@ static EB_TFL_NOINLINE void eb_tfl_dw_plane(const eb_tfl_conv_params *p, const e
 /* 3x3, stride 1, dilation 1: per tap row the pairs [w0, w1] and [w2, w1]; 4 pixels from the
  * pairs x01, x23, x45 of each input row. */
 #if EB_TFL_ASM
-/* A depthwise 3x3 channel of right-shift requantization on the M4, by hand: the job below
- * copied to the stack frame ([sp, #offset] = the field; [sp, #80] the row's block end of
- * stride 2); per output row, blocks of 4 pixels:
+/* Depthwise 3x3 channels of right-shift requantization on the M4, by hand: the job below
+ * copied to the stack frame ([sp, #offset] = the field; [sp, #92] the row's block end of
+ * stride 2), then per channel (the rows kernels: a batch of channels in one call, each
+ * record's weights and constants copied into the frame) per output row, blocks of 4
+ * pixels:
  *  - stride 1: per tap row one LDM of x0..x5 (int16 pairs x01, x23, x45) and LDRD of the
  *    row's weight pairs [w0, w1], [w2, w1]; SMLAD x01.W01 and SMLABB x23.W21 (pixel 0),
  *    SMLATB x01.W01 and SMLADX x23.W21 (pixel 1), the same from x23, x45 (pixels 2, 3): 8
@@ -1860,22 +1877,44 @@ typedef struct {
     uint32_t w[6];       /* 32: tap rows 0, 1, 2: [w0, w1], [w2, w1] (s1); [w0, w1], [w2, 0] (s2) */
     int32_t init, m, c, e; /* 56, 60, 64, 68 */
     uint32_t lo4, hi4;   /* 72, 76 */
+    const int32_t *chan; /* 80: the rows kernels: per channel a record (EB_TFL_DW_REC words:
+                          * w[6], init, m, c, e, its plane's `row`, its `out`); advanced */
+    int32_t nchan;       /* 84: records; counted down */
+    int32_t rows0;       /* 88: output rows per channel */
 } eb_tfl_dw_job;
 
 #define EB_TFL_DW_PROLOGUE                                                                \
     "push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                   \
-    "sub    sp, sp, #88\n\t"                                                              \
+    "sub    sp, sp, #96\n\t"                                                              \
     "mov    r9, sp\n\t"                                                                   \
     "ldmia  r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                    \
     "stmia  r9!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                    \
     "ldmia  r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                    \
     "stmia  r9!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                    \
-    "ldmia  r0!, {r1, r2, r3, r4}\n\t"                                                    \
-    "stmia  r9!, {r1, r2, r3, r4}\n\t"                                                    \
+    "ldmia  r0!, {r1, r2, r3, r4, r5, r6, r7}\n\t"                                        \
+    "stmia  r9!, {r1, r2, r3, r4, r5, r6, r7}\n\t"                                        \
     "ldr    r10, [sp, #4]\n"
 #define EB_TFL_DW_EPILOGUE                                                                \
-    "add    sp, sp, #88\n\t"                                                              \
+    "add    sp, sp, #96\n\t"                                                              \
     "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n"
+/* the rows kernels: the next channel's record into the frame (weights, constants), r9 its
+ * plane row, r12 its output, its rows */
+#define EB_TFL_DW_CHANNEL                                                                 \
+    "ldr    r0, [sp, #80]\n\t"                                                            \
+    "ldmia  r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                    \
+    "add    r9, sp, #32\n\t"                                                              \
+    "stmia  r9, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                     \
+    "ldmia  r0!, {r1, r2, r9, r12}\n\t"                                                   \
+    "strd   r1, r2, [sp, #64]\n\t"                                                        \
+    "str    r0, [sp, #80]\n\t"                                                            \
+    "ldr    r7, [sp, #88]\n\t"                                                            \
+    "str    r7, [sp, #16]\n"
+/* after a channel's rows: the next record while any is left */
+#define EB_TFL_DW_NEXT_CHANNEL                                                            \
+    "ldr    r7, [sp, #84]\n\t"                                                            \
+    "subs   r7, r7, #1\n\t"                                                               \
+    "str    r7, [sp, #84]\n\t"                                                            \
+    "bne    5b\n\t"
 /* after a row (r9, r12 past its full blocks): the next input and output rows; loop while
  * rows are left */
 #define EB_TFL_DW_NEXT_ROW                                                                \
@@ -1968,8 +2007,7 @@ typedef struct {
                                                       __attribute__((unused)))            \
     {                                                                                     \
         __asm__ volatile(EB_TFL_DW_PROLOGUE                                               \
-                         "ldr    r9, [sp, #0]\n\t"                                        \
-                         "ldr    r12, [sp, #8]\n"                                          \
+                         "5:\n\t" EB_TFL_DW_CHANNEL                                        \
                          "0:\n\t"                                                         \
                          "ldr    lr, [sp, #20]\n\t"                                       \
                          "add    lr, lr, r9\n\t"                                          \
@@ -1988,7 +2026,8 @@ typedef struct {
                          "beq    3f\n\t" EB_TFL_DW1_BLOCK2 clamp EB_TFL_DW_STORE_TAIL     \
                          "b      4f\n"                                                    \
                          "3:\n\t" EB_TFL_DW1_BLOCK4 clamp EB_TFL_DW_STORE_TAIL            \
-                         "4:\n\t" EB_TFL_DW_NEXT_ROW EB_TFL_DW_EPILOGUE);                 \
+                         "4:\n\t" EB_TFL_DW_NEXT_ROW EB_TFL_DW_NEXT_CHANNEL               \
+                             EB_TFL_DW_EPILOGUE);                                         \
     }
 EB_TFL_DW1_FN(eb_tfl_dw3_s1, "")
 EB_TFL_DW1_FN(eb_tfl_dw3_s1_clamp, EB_TFL_DW_CLAMP)
@@ -2023,25 +2062,25 @@ EB_TFL_DW1_FN(eb_tfl_dw3_s1_clamp, EB_TFL_DW_CLAMP)
                                                       __attribute__((unused)))            \
     {                                                                                     \
         __asm__ volatile(EB_TFL_DW_PROLOGUE                                               \
-                         "ldr    r9, [sp, #0]\n\t"                                        \
-                         "ldr    r12, [sp, #8]\n"                                          \
+                         "5:\n\t" EB_TFL_DW_CHANNEL                                        \
                          "0:\n\t"                                                         \
                          "ldr    r7, [sp, #20]\n\t"                                       \
                          "add    r7, r7, r9\n\t"                                          \
-                         "str    r7, [sp, #80]\n\t"                                       \
+                         "str    r7, [sp, #92]\n\t"                                       \
                          "cmp    r9, r7\n\t"                                              \
                          "beq    2f\n"                                                    \
                          "1:\n\t" EB_TFL_DW2_BLOCK4 clamp                                 \
                          "str    r0, [r12], #4\n\t"                                       \
                          "add    r9, r9, #16\n\t"                                         \
-                         "ldr    r7, [sp, #80]\n\t"                                       \
+                         "ldr    r7, [sp, #92]\n\t"                                       \
                          "cmp    r9, r7\n\t"                                              \
                          "bne    1b\n"                                                    \
                          "2:\n\t"                                                         \
                          "ldr    r7, [sp, #24]\n\t"                                       \
                          "cmp    r7, #0\n\t"                                              \
                          "beq    4f\n\t" EB_TFL_DW2_BLOCK4 clamp EB_TFL_DW_STORE_TAIL     \
-                         "4:\n\t" EB_TFL_DW_NEXT_ROW EB_TFL_DW_EPILOGUE);                 \
+                         "4:\n\t" EB_TFL_DW_NEXT_ROW EB_TFL_DW_NEXT_CHANNEL               \
+                             EB_TFL_DW_EPILOGUE);                                         \
     }
 EB_TFL_DW2_FN(eb_tfl_dw3_s2, "")
 EB_TFL_DW2_FN(eb_tfl_dw3_s2_clamp, EB_TFL_DW_CLAMP)
@@ -2133,81 +2172,79 @@ EB_TFL_STRIP_FN(eb_tfl_dw3_strip_clamp, EB_TFL_DW_CLAMP)
 #endif
 
 #if EB_TFL_ASM
-/* A job's channel: the weight pairs (doubled) of w, the requantization, the output. */
-static void eb_tfl_dw_job_channel(eb_tfl_dw_job *job, const int8_t *w, const eb_tfl_rq *q,
-                                  int st, int8_t *out)
+/* A channel's record for the rows kernels: its weight pairs (doubled), requantization,
+ * plane (the first tap row of output row 0) and output. */
+static void eb_tfl_dw_record(int32_t *rec, const int8_t *w, const eb_tfl_rq *q, int st,
+                             const int16_t *row, int8_t *out)
 {
     int ky;
     for (ky = 0; ky < 3; ++ky) {
-        job->w[2 * ky] = eb_tfl_pair(2 * w[3 * ky], 2 * w[3 * ky + 1]);
-        job->w[2 * ky + 1] = st == 1 ? eb_tfl_pair(2 * w[3 * ky + 2], 2 * w[3 * ky + 1])
-                                     : eb_tfl_pair(2 * w[3 * ky + 2], 0);
+        rec[2 * ky] = (int32_t)eb_tfl_pair(2 * w[3 * ky], 2 * w[3 * ky + 1]);
+        rec[2 * ky + 1] = (int32_t)(st == 1 ? eb_tfl_pair(2 * w[3 * ky + 2], 2 * w[3 * ky + 1])
+                                            : eb_tfl_pair(2 * w[3 * ky + 2], 0));
     }
-    job->init = q->init;
-    job->m = q->m;
-    job->c = q->c;
-    job->e = q->e;
-    job->out = out;
+    rec[6] = q->init;
+    rec[7] = q->m;
+    rec[8] = q->c;
+    rec[9] = q->e;
+    rec[10] = (int32_t)(uintptr_t)row;
+    rec[11] = (int32_t)(uintptr_t)out;
 }
 
-/* The assembly's job for a 3x3 channel of stride `st` (1 or 2), weights w (doubled). */
-static void eb_tfl_dw_job_of(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
-                             const int16_t *plane, const int8_t *w, const eb_tfl_rq *q,
-                             const eb_tfl_act *act, int st, int8_t *out, eb_tfl_dw_job *job)
+/* The rows kernels' job for a layer's 3x3 channels of stride `st` (1 or 2): the geometry
+ * (a stride-1 row's last column, out_w % 4 == 1, left to the strip kernel); the channels
+ * come as records. */
+static void eb_tfl_dw_rows_job(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
+                               const eb_tfl_act *act, int st, eb_tfl_dw_job *job)
 {
-    job->row = plane;
-    job->stride = s->dw_w * (int32_t)sizeof *plane;
-    job->out = out;
+    memset(job, 0, sizeof *job);
+    job->stride = s->dw_w * (int32_t)sizeof(int16_t);
     job->out_skip = p->out_w - 4 * (p->out_w / 4);
-    job->rows = p->out_h;
     job->blk_bytes = (int32_t)(p->out_w / 4) * 8 * st;
-    job->tail = p->out_w % 4;
+    job->tail = st == 1 && p->out_w % 4 == 1 ? 0 : p->out_w % 4;
     job->in_skip = job->stride * st - job->blk_bytes;
     job->lo4 = act->lo4;
     job->hi4 = act->hi4;
-    eb_tfl_dw_job_channel(job, w, q, st, out);
+    job->rows0 = p->out_h;
 }
 
-/* A layer's 3x3 channels of right-shift requantization, stride st (1 or 2), through jobs
- * made for its first such channel (the geometry) and updated per channel: jobs[0] the
- * rows' blocks, jobs[1] (stride 1, out_w % 4 == 1) the last column by blocks of 4 rows. */
-static EB_TFL_NOINLINE void eb_tfl_dw3_fast(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
-                                            const int16_t *plane, const int8_t *w,
-                                            const eb_tfl_rq *q, const eb_tfl_act *act, int st,
-                                            int8_t *out, eb_tfl_dw_job jobs[2], int *ready)
+/* Stride 1, out_w % 4 == 1: the channel's last column by blocks of 4 rows (its record's
+ * plane and output). */
+static void eb_tfl_dw3_column(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
+                              const int32_t *rec, const eb_tfl_act *act)
 {
-    const int strip = st == 1 && p->out_w % 4 == 1;
-    if (!*ready) {
-        eb_tfl_dw_job_of(p, s, plane, w, q, act, st, out, &jobs[0]);
-        if (strip) {
-            jobs[0].tail = 0;
-            eb_tfl_dw_job_of(p, s, plane + p->out_w - 1, w, q, act, 1, out + p->out_w - 1,
-                             &jobs[1]);
-            jobs[1].out_skip = p->out_w;
-            jobs[1].blk_bytes = p->out_h / 4;
-            jobs[1].tail = p->out_h % 4;
-        }
-        *ready = 1;
-    } else {
-        eb_tfl_dw_job_channel(&jobs[0], w, q, st, out);
-        if (strip) {
-            memcpy(jobs[1].w, jobs[0].w, sizeof jobs[0].w); /* the same weights, constants */
-            jobs[1].init = jobs[0].init;
-            jobs[1].m = jobs[0].m;
-            jobs[1].c = jobs[0].c;
-            jobs[1].e = jobs[0].e;
-            jobs[1].out = out + p->out_w - 1;
-        }
-    }
+    eb_tfl_dw_job job;
+    memcpy(job.w, rec, sizeof job.w);
+    job.init = rec[6];
+    job.m = rec[7];
+    job.c = rec[8];
+    job.e = rec[9];
+    job.row = (const int16_t *)(uintptr_t)(uint32_t)rec[10] + p->out_w - 1;
+    job.out = (int8_t *)(uintptr_t)(uint32_t)rec[11] + p->out_w - 1;
+    job.stride = s->dw_w * (int32_t)sizeof(int16_t);
+    job.out_skip = p->out_w;
+    job.blk_bytes = p->out_h / 4;
+    job.tail = p->out_h % 4;
+    job.lo4 = act->lo4;
+    job.hi4 = act->hi4;
+    job.rows = 0; /* unused by the strip kernel; every field defined (the frame copies all) */
+    job.in_skip = 0;
+    job.chan = NULL;
+    job.nchan = 0;
+    job.rows0 = 0;
+    (act->full ? eb_tfl_dw3_strip : eb_tfl_dw3_strip_clamp)(&job);
+}
+
+/* The rows of n channels' records by one call (stride st). */
+static void eb_tfl_dw3_rows(eb_tfl_dw_job *job, const eb_tfl_act *act, int st,
+                            const int32_t *rec, int n)
+{
+    job->chan = rec;
+    job->nchan = n;
     if (st == 2) {
-        (act->full ? eb_tfl_dw3_s2 : eb_tfl_dw3_s2_clamp)(&jobs[0]);
-        return;
-    }
-    if (!strip || jobs[0].blk_bytes != 0) {
-        (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(&jobs[0]);
-    }
-    if (strip) {
-        (act->full ? eb_tfl_dw3_strip : eb_tfl_dw3_strip_clamp)(&jobs[1]);
+        (act->full ? eb_tfl_dw3_s2 : eb_tfl_dw3_s2_clamp)(job);
+    } else {
+        (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(job);
     }
 }
 #endif
@@ -2222,26 +2259,6 @@ static EB_TFL_NOINLINE void eb_tfl_dw3x3(const eb_tfl_conv_params *p, const eb_t
     const int f = q->e != EB_TFL_SLOW ? 2 : 1;
     uint32_t w01[3], w21[3];
     int oy, ox, ky;
-#if EB_TFL_ASM
-    if (q->e > 0 && q->e <= 22) {
-        eb_tfl_dw_job job;
-        eb_tfl_dw_job_of(p, s, plane, w, q, act, 1, out, &job);
-        if (job.tail != 1) {
-            (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(&job);
-            return;
-        }
-        job.tail = 0; /* the full blocks, then the last column by blocks of 4 rows */
-        if (job.blk_bytes != 0) {
-            (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(&job);
-        }
-        eb_tfl_dw_job_of(p, s, plane + p->out_w - 1, w, q, act, 1, out + p->out_w - 1, &job);
-        job.out_skip = p->out_w;
-        job.blk_bytes = p->out_h / 4;
-        job.tail = p->out_h % 4;
-        (act->full ? eb_tfl_dw3_strip : eb_tfl_dw3_strip_clamp)(&job);
-        return;
-    }
-#endif
     for (ky = 0; ky < 3; ++ky) {
         w01[ky] = eb_tfl_pair(f * w[3 * ky], f * w[3 * ky + 1]);
         w21[ky] = eb_tfl_pair(f * w[3 * ky + 2], f * w[3 * ky + 1]);
@@ -2280,15 +2297,6 @@ static EB_TFL_NOINLINE void eb_tfl_dw_any(const eb_tfl_conv_params *p, const eb_
     const int32_t sw = p->stride_w;
     int32_t n = 0, t;
     int oy, ox, ky, kx, j;
-#if EB_TFL_ASM
-    if (q->e > 0 && q->e <= 22 && p->k_h == 3 && p->k_w == 3 && p->stride_h == 2 &&
-        p->stride_w == 2 && p->dil_h == 1 && p->dil_w == 1) {
-        eb_tfl_dw_job job;
-        eb_tfl_dw_job_of(p, s, plane, w, q, act, 2, out, &job);
-        (act->full ? eb_tfl_dw3_s2 : eb_tfl_dw3_s2_clamp)(&job);
-        return;
-    }
-#endif
     for (ky = 0; ky < p->k_h; ++ky) {
         for (kx = 0; kx < p->k_w; kx += step) {
             const int32_t w1 = step == 2 && kx + 1 < p->k_w ? w[ky * p->k_w + kx + 1] : 0;
@@ -2328,43 +2336,65 @@ static EB_TFL_NOINLINE void eb_tfl_dw(const eb_tfl_conv_params *p, const eb_tfl_
     const int32_t taps = (int32_t)p->k_h * p->k_w;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
     const int32_t out_plane = (int32_t)p->out_h * p->out_w;
+    const int32_t pe = s->dw_h * s->dw_w;
     const int k3 = p->k_h == 3 && p->k_w == 3 && p->stride_h == 1 && p->stride_w == 1 &&
                    p->dil_h == 1 && p->dil_w == 1;
     const eb_tfl_act act = eb_tfl_act_of(p->out_zp, p->act_min, p->act_max);
-    int16_t *plane = scratch + s->at_aux;
+    int16_t *planes = scratch + s->at_aux;
     int32_t *table = (int32_t *)(void *)(scratch + s->at_off);
-    int c, j;
+    int c0, i, j;
 #if EB_TFL_ASM
-    /* 3x3, dilation 1, stride 1 or 2 (both axes): the assembly through reused jobs */
+    /* 3x3, dilation 1, stride 1 or 2 (both axes): the assembly, a batch of channels' records
+     * per call */
     const int st = p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1 &&
                            p->stride_h == p->stride_w && p->stride_h <= 2
                        ? p->stride_h
                        : 0;
-    eb_tfl_dw_job jobs[2];
-    int ready = 0;
+    const int column = st == 1 && p->out_w % 4 == 1; /* a last column for the strip kernel */
+    int32_t *recs = (int32_t *)(void *)(scratch + s->at_rq);
+    eb_tfl_dw_job job;
+    if (st != 0) {
+        eb_tfl_dw_rows_job(p, s, &act, st, &job);
+    }
 #endif
-    memset(plane, 0, (size_t)s->dw_h * (size_t)s->dw_w * sizeof *plane);
-    for (c = 0; c < p->in_c; ++c) {
-        eb_tfl_dw_plane(p, s, in + (int32_t)c * in_plane, (int32_t)c * in_plane, plane);
-        for (j = 0; j < mlt; ++j) {
-            const int o = c * mlt + j;
-            const eb_tfl_rq q = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o],
-                                             w + (int32_t)o * taps, taps, p->out_zp, 1);
+    memset(planes, 0, (size_t)s->dw_batch * (size_t)pe * sizeof *planes);
+    for (c0 = 0; c0 < p->in_c; c0 += s->dw_batch) {
+        const int nb = p->in_c - c0 < s->dw_batch ? p->in_c - c0 : s->dw_batch;
 #if EB_TFL_ASM
-            if (st != 0 && q.e > 0 && q.e <= 22) {
-                eb_tfl_dw3_fast(p, s, plane, w + (int32_t)o * taps, &q, &act, st,
-                                out + (int32_t)o * out_plane, jobs, &ready);
-                continue;
-            }
+        int n = 0; /* records made */
 #endif
-            if (k3) {
-                eb_tfl_dw3x3(p, s, plane, w + (int32_t)o * taps, &q, &act, mult[o], shift[o],
-                             out + (int32_t)o * out_plane);
-            } else {
-                eb_tfl_dw_any(p, s, plane, w + (int32_t)o * taps, &q, &act, mult[o], shift[o],
-                              table, out + (int32_t)o * out_plane);
+        for (i = 0; i < nb; ++i) {
+            const int32_t c = c0 + i;
+            int16_t *plane = planes + (int32_t)i * pe;
+            eb_tfl_dw_plane(p, s, in + c * in_plane, c * in_plane, plane);
+            for (j = 0; j < mlt; ++j) {
+                const int32_t o = c * mlt + j;
+                const eb_tfl_rq q = eb_tfl_rq_of(bias != NULL ? bias[o] : 0, mult[o], shift[o],
+                                                 w + o * taps, taps, p->out_zp, 1);
+#if EB_TFL_ASM
+                if (st != 0 && q.e > 0 && q.e <= 22) {
+                    int32_t *rec = recs + (int32_t)n++ * EB_TFL_DW_REC;
+                    eb_tfl_dw_record(rec, w + o * taps, &q, st, plane, out + o * out_plane);
+                    if (column) {
+                        eb_tfl_dw3_column(p, s, rec, &act);
+                    }
+                    continue;
+                }
+#endif
+                if (k3) {
+                    eb_tfl_dw3x3(p, s, plane, w + o * taps, &q, &act, mult[o], shift[o],
+                                 out + o * out_plane);
+                } else {
+                    eb_tfl_dw_any(p, s, plane, w + o * taps, &q, &act, mult[o], shift[o],
+                                  table, out + o * out_plane);
+                }
             }
         }
+#if EB_TFL_ASM
+        if (n > 0 && (!column || job.blk_bytes != 0)) {
+            eb_tfl_dw3_rows(&job, &act, st, recs, n);
+        }
+#endif
     }
 }
 

@@ -24,6 +24,7 @@ WEXP_MAX = 4096  # EB_TFL_WEXP_MAX: expanded int16 weights of one group, at most
 DW_MAX_MULT = 4  # EB_TFL_DW_MAX_MULT: the depthwise path's largest channel multiplier
 TILE_MIN = 8  # EB_TFL_TILE_MIN: the smallest tile of output channels with int16 records
 DW_BATCH = 1536  # EB_TFL_DW_BATCH: int16 elements for a batch of depthwise planes, records
+DW_BATCH_MAX = 8  # EB_TFL_DW_BATCH_MAX: depthwise input channels per batch, at most
 DW_REC = 12  # EB_TFL_DW_REC: words of a depthwise channel's record (the assembly's)
 
 
@@ -42,8 +43,9 @@ def is_depthwise(in_c: int, out_c: int, groups: int) -> bool:
 
 def dw_batch(plane: int, in_c: int, mult: int) -> int:
     """Input channels whose padded planes (`plane` int16 each) and records are made at a
-    time (eb_tfl_dw_batch): as many as DW_BATCH elements hold, at least one."""
-    return max(1, min(in_c, DW_BATCH // (plane + DW_REC * 2 * mult)))
+    time (eb_tfl_dw_batch): as many as DW_BATCH elements hold, at least one, at most
+    DW_BATCH_MAX."""
+    return max(1, min(in_c, DW_BATCH_MAX, DW_BATCH // (plane + DW_REC * 2 * mult)))
 
 
 def conv_scratch(in_c: int, in_h: int, in_w: int, out_c: int, out_h: int, out_w: int,

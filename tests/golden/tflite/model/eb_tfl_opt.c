@@ -87,8 +87,11 @@
 /* Depthwise path up to this channel multiplier; larger ones run as grouped GEMMs. */
 #define EB_TFL_DW_MAX_MULT 4
 /* Depthwise: int16 elements of scratch for the planes and records of a batch of input
- * channels (small maps: many channels per call of the assembly); a record's words. */
+ * channels (small maps: several channels per call of the assembly), at most
+ * EB_TFL_DW_BATCH_MAX channels (past 8 the calls saved are few, the RAM is not); a
+ * record's words. */
 #define EB_TFL_DW_BATCH 1536
+#define EB_TFL_DW_BATCH_MAX 8
 #define EB_TFL_DW_REC 12
 /* Requantization modes (eb_tfl_rq.e): 1..22 a right shift, <= 0 a left shift by -e. */
 #define EB_TFL_SLOW 64
@@ -567,11 +570,13 @@ static int eb_tfl_is_depthwise(const eb_tfl_conv_params *p)
 }
 
 /* Depthwise: the input channels whose planes (pe int16 each) and records (mult per plane)
- * are made at a time: as many as EB_TFL_DW_BATCH int16 hold, at least 1. */
+ * are made at a time: as many as EB_TFL_DW_BATCH int16 hold, at least 1, at most
+ * EB_TFL_DW_BATCH_MAX. */
 static int32_t eb_tfl_dw_batch(int32_t pe, int32_t in_c, int32_t mult)
 {
     const int32_t room = EB_TFL_DW_BATCH / (pe + EB_TFL_DW_REC * 2 * mult);
-    return room < 1 ? 1 : (room > in_c ? in_c : room);
+    const int32_t most = in_c < EB_TFL_DW_BATCH_MAX ? in_c : EB_TFL_DW_BATCH_MAX;
+    return room < 1 ? 1 : (room > most ? most : room);
 }
 
 static int32_t eb_tfl_dw_taps(const eb_tfl_conv_params *p)

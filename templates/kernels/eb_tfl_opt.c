@@ -1,8 +1,9 @@
-/* edgebuild's Cortex-M4 kernels for TFLite's int8 number format (eb_tfl.h): eb_tfl_conv2d_opt
- * and eb_tfl_linear_opt, bit-identical to eb_tfl_conv2d / eb_tfl_linear (the portable
- * kernels in eb_tfl.c, and tflite/reference.py). With __ARM_FEATURE_DSP the DSP
+/* edgebuild's Cortex-M4 kernels for TFLite's int8 number format (eb_tfl.h): eb_tfl_conv2d_opt,
+ * eb_tfl_linear_opt, eb_tfl_pool2d_opt and eb_tfl_add_opt, bit-identical to their portable
+ * twins (eb_tfl.c, and tflite/reference.py). With __ARM_FEATURE_DSP the DSP
  * instructions; elsewhere (or with -DEB_TFL_OPT_PORTABLE) the same algorithm with portable
- * stand-ins for them: a Cortex-M4 project's host build and the host tests run it so. C99, no allocation; the inner loops are
+ * stand-ins for them: a Cortex-M4 project's host build and the host tests run it so. C99,
+ * no allocation; the inner loops are
  * hand-written Thumb-2 (GCC inline assembly in naked functions) where GCC optimizes for a
  * Thumb-2 DSP core, with C twins of the same algorithm elsewhere (-O0, the host).
  *
@@ -60,7 +61,10 @@
  *    instructions per 16 MACs); rounded once (eb_tfl_mbqm_single), as the portable kernel.
  *    Word-aligned rows of a multiple of 8 weights: triples of rows (a last pair) against 8
  *    inputs at a time (per row an LDRD, 4 SXTB16, 4 SMLAD; one LDM of the inputs for all),
- *    up to 5 triples per call, requantized in C.
+ *    up to 5 triples per call, requantized in C. One or two outputs: no expanded input
+ *    (per 4 inputs LDR, 2 SXTAB16 shared, per row LDR, 2 SXTB16, 2 SMLAD).
+ *  - Add and pooling: see their sections below (tables of each input's 256 terms; runs
+ *    summed by USADA8, maxima by SSUB8/SEL).
  * benchmarks/tfl_kernels.py measures the instructions per MAC under QEMU.
  *
  * Scratch (int16 elements, 4-byte aligned): eb_tfl_conv_scratch / eb_tfl_linear_scratch, a

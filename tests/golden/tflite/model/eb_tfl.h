@@ -35,14 +35,15 @@
  *    instructions; elsewhere (or with -DEB_TFL_OPT_PORTABLE) the same algorithm with
  *    portable stand-ins for them (a Cortex-M4 project's host build, the host tests); its inner
  *    loops are Thumb-2 assembly with GCC's optimizer on (C otherwise, same results).
- *    Pool, add and softmax have the one implementation. The optimized kernels need a
- *    4-BYTE-ALIGNED int16 scratch of eb_tfl_conv_scratch(p) / eb_tfl_linear_scratch(p)
+ *    eb_tfl_pool2d_opt and eb_tfl_add_opt likewise (softmax has the one implementation).
+ *    The optimized kernels need a 4-BYTE-ALIGNED int16 scratch of eb_tfl_conv_scratch(p) /
+ *    eb_tfl_linear_scratch(p) / eb_tfl_add_scratch(p)
  *    elements (a function of the layer's shape, not of its padding or quantization;
  *    edgebuild/tflite/kernels.py computes the same numbers for the code generator); its
  *    contents are not kept between calls, so one buffer sized for the largest layer serves
  *    all. They write nothing outside out[] and the scratch, read inputs and weights at any
  *    alignment (word-aligned weights with in_f % 4 == 0 take a faster linear loop), use
- *    about 0.7 KiB of stack and 20 KiB of code (arm-none-eabi-gcc 12 -O2). eb_tfl_opt.c
+ *    about 0.7 KiB of stack and 25 KiB of code (arm-none-eabi-gcc 12 -O2). eb_tfl_opt.c
  *    gives the method.
  *
  * Everything else here (the fixed-point primitives) is static inline: no global symbol. */

@@ -12,6 +12,7 @@ accelerator, softmax and asymmetric padding in edgebuild's own format.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,40 @@ def test_an_imported_model_builds_bit_exact_on_host_and_cortex_m4(tmp_path, seed
     assert metrics["c_vs_reference"] == {"samples": 8, "mismatches": 0}
     assert metrics["cortex_m4"]["kat"] == "pass"
     assert metrics["int_vs_fakequant_mismatches"] is None  # no fake-quant network here
+
+
+def pruned_pointwise(tmp_path: Path) -> Path:
+    """Two 1x1 convolutions whose first has all-zero weight rows (TensorFlow's converter
+    keeps pruned and dead channels so; MLPerf VWW has hundreds): two with a bias near 2^30,
+    as VWW's, three with small ones; 15 live channels of 20 (an odd number) on a 5x7 map
+    (a last partial block of pixels)."""
+    net = tflite_models._Net(np.random.default_rng(31), [(1, 5, 7, 24)])
+    x = net.conv("input", 20, (1, 1), (1, 1), "VALID", (1, 1), "RELU")
+    x = net.conv(x, 10, (1, 1), (1, 1), "VALID", (1, 1), "NONE")
+    graph = net.graph([x], False)
+    weights, bias = (graph.tensor(name) for name in graph.ops[0].inputs[1:3])
+    w, b = np.array(weights.data), np.array(bias.data)
+    w[[1, 2, 5, 11, 17]] = 0
+    b[[1, 2]] = (1 << 30) + np.array([12345, -6789])
+    changed = {weights.name: w, bias.name: b}
+    tensors = tuple(replace(t, data=changed[t.name]) if t.name in changed else t
+                    for t in graph.tensors)
+    return tflite_models.write_file(replace(graph, tensors=tensors), tmp_path / "pruned.tflite")
+
+
+def test_pruned_channels_build_bit_exact_on_host_and_cortex_m4(tmp_path):
+    """The optimized 1x1 convolution skips all-zero weight rows (their constant written
+    once): LiteRT's outputs on every sample, host and Cortex-M4."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    model = pruned_pointwise(tmp_path)
+    imported = run_cli(["import-tflite", str(model), "--name", "pruned", "--device",
+                        "cortex-m4"], tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    built = run_cli(["build", "pruned.yaml"], tmp_path)
+    assert built.returncode == 0, built.stderr
+    metrics = json.loads((tmp_path / "build" / "pruned" / "report.json").read_text())["metrics"]
+    assert metrics["c_vs_reference"] == {"samples": 8, "mismatches": 0}
+    assert metrics["cortex_m4"]["kat"] == "pass"
 
 
 def test_the_known_answer_is_litert_s(tmp_path):

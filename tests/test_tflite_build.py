@@ -80,6 +80,35 @@ def test_pruned_channels_build_bit_exact_on_host_and_cortex_m4(tmp_path):
     assert metrics["cortex_m4"]["kat"] == "pass"
 
 
+@pytest.mark.parametrize(("generator", "seed"), [("random_pool", 10), ("random_chain", 7)])
+def test_same_padded_pooling_builds_bit_exact(tmp_path, generator, seed):
+    """Pooling whose SAME padding pads the input (an average 3x3 stride (2, 1), a max 3x3
+    stride 1): windows count the input's values only, as TFLite's; host and Cortex-M4."""
+    pytest.importorskip("ai_edge_litert.interpreter")
+    graph = getattr(tflite_models, generator)(np.random.default_rng(seed))
+    model = tflite_models.write_file(graph, tmp_path / "padded.tflite")
+    imported = run_cli(["import-tflite", str(model), "--name", "padded", "--device",
+                        "cortex-m4"], tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "pad: 1" in (tmp_path / "padded.yaml").read_text()
+    built = run_cli(["build", "padded.yaml"], tmp_path)
+    assert built.returncode == 0, built.stderr
+    metrics = json.loads((tmp_path / "build" / "padded" / "report.json").read_text())["metrics"]
+    assert metrics["c_vs_reference"] == {"samples": 8, "mismatches": 0}
+    assert metrics["cortex_m4"]["kat"] == "pass"
+
+
+def test_padded_pooling_is_refused_in_edgebuild_s_own_format(tmp_path):
+    (tmp_path / "m.yaml").write_text(
+        "name: m\ndataset: {format: sklearn-digits}\nmodel:\n  input: [1, 8, 8]\n"
+        "  layers:\n    - {name: p, op: pool2d, mode: avg, size: 3, stride: 2, pad: 1}\n"
+        "    - {name: f, op: flatten}\n    - {name: o, op: linear, out: 10}\n")
+    result = run_cli(["check", "m.yaml"], tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "m.yaml:6:" in result.stderr and "model.layers[0].pad:" in result.stderr
+    assert "only in TFLite's number format" in result.stderr
+
+
 def test_the_known_answer_is_litert_s(tmp_path):
     """The expected outputs the import writes are LiteRT's for the samples it writes."""
     pytest.importorskip("ai_edge_litert.interpreter")

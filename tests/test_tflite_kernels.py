@@ -76,7 +76,8 @@ class PoolParams(ctypes.Structure):
 
     _fields_ = [*((name, I16) for name in ("c", "in_h", "in_w", "out_h", "out_w", "k_h", "k_w",
                                            "stride_h", "stride_w")),
-                ("mode", I8), ("act_min", I16), ("act_max", I16)]
+                ("mode", I8), ("act_min", I16), ("act_max", I16), ("pad_top", I16),
+                ("pad_left", I16)]
 
 
 class AddParams(ctypes.Structure):
@@ -389,13 +390,17 @@ def test_pool2d_equals_the_reference(lib, seed):
     if rng.random() < 0.3:  # a global pool (one run of the whole plane)
         kh, kw = h, w
     sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+    # padding (SAME's, or any less than the window) in half the cases
+    (pt, pb), (pl, pr) = ((int(v) for v in rng.integers(0, k, 2)) if rng.random() < 0.5
+                          else (0, 0) for k in (kh, kw))
     mode = str(rng.choice(["max", "avg"]))
     lo, hi = act_range(rng, int(rng.integers(-128, 128)))
     x = int8(rng, (c, h, w))
-    layer = SimpleNamespace(size=(kh, kw), stride=(sh, sw), mode=mode)
+    layer = SimpleNamespace(size=(kh, kw), stride=(sh, sw), mode=mode, pad=(pt, pl),
+                            pad_end=(pb, pr))
     ref = reference.pool2d(layer, TflQuant((0,), 0, lo, hi, 1.0), [x[None]])[0].reshape(-1)
-    params = PoolParams(c, h, w, (h - kh) // sh + 1, (w - kw) // sw + 1, kh, kw, sh, sw,
-                        0 if mode == "max" else 1, lo, hi)
+    params = PoolParams(c, h, w, (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1,
+                        kh, kw, sh, sw, 0 if mode == "max" else 1, lo, hi, pt, pl)
     for kernel, offset in (("eb_tfl_pool2d", 1), ("eb_tfl_pool2d_opt", 1), ("eb_tfl_pool2d_opt", 2)):
         out = np.full(ref.size + GUARD, SENTINEL, np.int8)
         getattr(lib, kernel)(ctypes.byref(params), ptr(placed(x, np.int8, offset), I8),
@@ -684,13 +689,17 @@ def add_case(rng, n: int, fast: bool) -> dict:
     return {"a": a, "b": b, "fields": fields, "ref": reference.add(None, q, [a, b])}
 
 
-def pool_case(rng, c: int, h: int, w: int, k: tuple[int, int], stride: int, mode: str) -> dict:
+def pool_case(rng, c: int, h: int, w: int, k: tuple[int, int], stride: int, mode: str,
+              pad: tuple[int, int, int, int] = (0, 0, 0, 0)) -> dict:
+    """A pool layer; pad: (top, left, bottom, right)."""
     lo, hi = act_range(rng, int(rng.integers(-128, 128)))
     x = int8(rng, (c, h, w))
-    layer = SimpleNamespace(size=k, stride=(stride, stride), mode=mode)
+    pt, pl, pb, pr = pad
+    layer = SimpleNamespace(size=k, stride=(stride, stride), mode=mode, pad=(pt, pl),
+                            pad_end=(pb, pr))
     ref = reference.pool2d(layer, TflQuant((0,), 0, lo, hi, 1.0), [x[None]])[0].reshape(-1)
-    fields = [c, h, w, (h - k[0]) // stride + 1, (w - k[1]) // stride + 1, k[0], k[1], stride,
-              stride, 0 if mode == "max" else 1, lo, hi]
+    fields = [c, h, w, (h + pt + pb - k[0]) // stride + 1, (w + pl + pr - k[1]) // stride + 1,
+              k[0], k[1], stride, stride, 0 if mode == "max" else 1, lo, hi, pt, pl]
     return {"x": x, "fields": fields, "ref": ref}
 
 
@@ -741,7 +750,11 @@ def test_add_and_pool_equal_the_reference_on_the_cortex_m4(m4_build):  # noqa: F
         (256, 3, 3, (3, 3), 1, "avg"), (9, 25, 5, (25, 5), 1, "avg"), (5, 8, 8, (8, 8), 1, "avg"),
         (3, 11, 13, (2, 7), 2, "avg"), (4, 9, 20, (3, 18), 1, "avg"), (4, 17, 17, (17, 17), 1,
                                                                         "max"),
-        (3, 12, 9, (2, 2), 2, "max"), (2, 6, 30, (5, 21), 3, "max"))]
+        (3, 12, 9, (2, 2), 2, "max"), (2, 6, 30, (5, 21), 3, "max"),
+        # SAME padding (odd sizes: more after than before), and padding before only
+        (3, 7, 9, (2, 2), 2, "max", (0, 0, 1, 1)), (4, 7, 9, (3, 3), 2, "avg", (1, 1, 1, 1)),
+        (2, 10, 11, (4, 5), 1, "avg", (1, 2, 2, 2)), (3, 5, 20, (3, 18), 1, "avg",
+                                                       (1, 0, 1, 0)))]
     parts = ['#include <stdio.h>\n#include <string.h>\n#include "eb_tfl.h"\n',
              f"#define OUT {max(max(c['ref'].size for c in adds + pools), 9 * 256)}\n"]
     calls = []

@@ -28,8 +28,10 @@ from edgebuild.core.geometry import (
     ShapeError,
     Window,
     expect_rank,
+    pair,
     pool_plane,
     pooled,
+    window_out,
     window_sizes,
 )
 from edgebuild.ops.c import CCode, CStep, pool_call, pool_params
@@ -51,6 +53,7 @@ from edgebuild.ops.operator import (
     Mode,
     Onnx,
     Operator,
+    PadPair,
     PoolMode,
     Role,
     Torch,
@@ -86,6 +89,12 @@ class Pool2d(LayerBase):
     mode: PoolMode
     size: SizePair
     stride: SizePair | None = Field(default=None, description="defaults to size")
+    pad: PadPair = Field(
+        default=0, description="padding before (top, left), as TensorFlow's SAME padding: a "
+        "window counts the input's values only; only in TFLite's number format")
+    pad_end: PadPair | None = Field(
+        default=None, description="padding after (bottom, right) when it differs from `pad`; "
+        "only in TFLite's number format")
 
 
 class PoolingWindow(Protocol):
@@ -226,14 +235,29 @@ def _dims(layer: Pool1d | Pool2d) -> int:
     return 1 if layer.op == "pool1d" else 2
 
 
+def pads(layer: Pool1d | Pool2d) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((top, left), (bottom, right)) padding of a pool2d (a pool1d has none)."""
+    start = getattr(layer, "pad", 0)
+    end = getattr(layer, "pad_end", None)
+    return pair(start), pair(start if end is None else end)
+
+
 def out_shape(layer: Pool1d | Pool2d, shapes: Sequence[Shape]) -> Shape:
     dims = _dims(layer)
     expect_rank(shapes[0], dims + 1, layer.op)
-    sizes, _ = window_sizes(window(layer), dims)
+    sizes, strides = window_sizes(window(layer), dims)
     if math.prod(sizes) > MAX_WINDOW:
         raise ShapeError(f"a window of {math.prod(sizes)} values is more than a pool layer's "
                          f"{MAX_WINDOW}; a global_pool averages any number")
-    return pooled(shapes[0], window(layer), dims)
+    start, end = pads(layer)
+    if dims == 1 or not any(start + end):
+        return pooled(shapes[0], window(layer), dims)
+    if any(b >= k or e >= k for b, e, k in zip(start, end, sizes, strict=True)):
+        raise ShapeError(f"padding {list(start)} before and {list(end)} after is not less than "
+                         f"the window {list(sizes)}: a window would hold padding only")
+    # padding on both sides: window_out takes `start` twice, so the size gains end - start
+    return (shapes[0][0], *(window_out(n + e - b, k, s, b) for n, k, s, b, e in
+                            zip(shapes[0][1:], sizes, strides, start, end, strict=True)))
 
 
 def forward(layer: Pool1d | Pool2d, module: None, inputs: Sequence[torch.Tensor],

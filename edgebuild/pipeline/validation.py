@@ -21,6 +21,7 @@ from pathlib import Path
 
 from edgebuild.core import document as yamlsource
 from edgebuild.core.errors import Diagnostic, UserError
+from edgebuild.core.geometry import pair
 from edgebuild.data import FORMATS
 from edgebuild.data.dataset import DataFileError, Probe, channelled_shape, framed_shape
 from edgebuild.manifest import Layer, Manifest, targets
@@ -194,6 +195,11 @@ def _format_problems(document: yamlsource.Document, manifest: Manifest) -> list[
             problems.append(document.diagnostic(("model", "layers", index, "pad_end"), (
                 "asymmetric padding is computed only in TFLite's number format "
                 "(`model.format: tflite`); in edgebuild's own use `pad` alone")))
+        if layer.op == "pool2d" and fmt == formats.OWN and any(pair(layer.pad)):
+            problems.append(document.diagnostic(("model", "layers", index, "pad"), (
+                "a padded pooling window (counting the input's values only) is computed "
+                "only in TFLite's number format (`model.format: tflite`); in edgebuild's own "
+                "the windows stay inside the input: leave `pad` out")))
     return problems
 
 

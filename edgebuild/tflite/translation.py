@@ -329,13 +329,15 @@ class Translator:
         stride = (int(op.options.get("stride_h", 1)), int(op.options.get("stride_w", 1)))
         same = PADDINGS.get(int(op.options.get("padding", 1))) == "same"
         pads = [padding(n, k, s, 1, same) for n, k, s in zip(x.shape[1:3], size, stride, strict=True)]
-        if any(p[0] or p[1] for p in pads):
-            raise Unsupported("SAME padding that pads the input: edgebuild's pooling windows "
-                              "stay inside the input")
         act, low, high = self.activation(op, out)
         name = self.name("pool")
         layer = {"name": name, "op": "pool2d", "mode": mode, "size": squeeze(size),
                  "stride": squeeze(stride), "inputs": [self.source(x.index)]}
+        start, end = tuple(p[0] for p in pads), tuple(p[1] for p in pads)
+        if any(start):  # SAME padding that pads: a window counts the input's values only
+            layer["pad"] = squeeze(start)
+        if end != start:
+            layer["pad_end"] = squeeze(end)
         self.emit(op, result, layer, out, self.common([x.zero_points[0]], out, low, high),
                   fused_note(op))
 

@@ -75,32 +75,37 @@ void eb_tfl_linear(const eb_tfl_fc_params *p, const int8_t *in, const int8_t *w,
 void eb_tfl_pool2d(const eb_tfl_pool_params *p, const int8_t *in, int8_t *out)
 {
     const int32_t plane = (int32_t)p->in_h * p->in_w;
-    const int64_t count = (int64_t)p->k_h * p->k_w;
-    int c, oy, ox, ky, kx;
+    int c, oy, ox, y, x;
     for (c = 0; c < p->c; ++c, in += plane) {
         for (oy = 0; oy < p->out_h; ++oy) {
+            const int y0 = oy * p->stride_h - p->pad_top;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + p->k_h < p->in_h ? y0 + p->k_h : p->in_h;
             for (ox = 0; ox < p->out_w; ++ox) {
-                const int8_t *win = in + (int32_t)oy * p->stride_h * p->in_w +
-                                    (int32_t)ox * p->stride_w;
+                const int x0 = ox * p->stride_w - p->pad_left;
+                const int xa = x0 < 0 ? 0 : x0;
+                const int xb = x0 + p->k_w < p->in_w ? x0 + p->k_w : p->in_w;
                 int64_t v;
                 if (p->mode == EB_TFL_POOL_MAX) {
                     int32_t best = -128;
-                    for (ky = 0; ky < p->k_h; ++ky) {
-                        for (kx = 0; kx < p->k_w; ++kx) {
-                            const int32_t x = win[(int32_t)ky * p->in_w + kx];
-                            best = x > best ? x : best;
+                    for (y = ya; y < yb; ++y) {
+                        for (x = xa; x < xb; ++x) {
+                            const int32_t value = in[(int32_t)y * p->in_w + x];
+                            best = value > best ? value : best;
                         }
                     }
                     v = best;
                 } else {
+                    const int64_t count = (int64_t)(yb - ya) * (xb - xa);
                     int64_t total = 0;
-                    for (ky = 0; ky < p->k_h; ++ky) {
-                        for (kx = 0; kx < p->k_w; ++kx) {
-                            total += win[(int32_t)ky * p->in_w + kx];
+                    for (y = ya; y < yb; ++y) {
+                        for (x = xa; x < xb; ++x) {
+                            total += in[(int32_t)y * p->in_w + x];
                         }
                     }
                     /* halves away from zero: (|sum| + count / 2) / count, the sign put back */
-                    v = total > 0 ? (total + count / 2) / count : -((-total + count / 2) / count);
+                    v = count == 0 ? 0 /* a window of padding only: no valid layer has one */
+                        : total > 0 ? (total + count / 2) / count
+                                    : -((-total + count / 2) / count);
                 }
                 v = v < p->act_min ? p->act_min : (v > p->act_max ? p->act_max : v);
                 *out++ = (int8_t)v;

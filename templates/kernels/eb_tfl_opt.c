@@ -3001,33 +3001,42 @@ static EB_TFL_NOINLINE void eb_tfl_avg_global(const int8_t *in, int32_t channels
 void eb_tfl_pool2d_opt(const eb_tfl_pool_params *p, const int8_t *in, int8_t *out)
 {
     /* the parameters in locals: stores to out[] may alias *p as far as C knows */
-    const int32_t in_w = p->in_w, plane = (int32_t)p->in_h * in_w;
-    const int32_t count = (int32_t)p->k_h * p->k_w, half = count / 2;
-    const int32_t step_y = (int32_t)p->stride_h * in_w, step_x = p->stride_w;
-    const int whole = p->k_w == in_w, max = p->mode == EB_TFL_POOL_MAX;
-    const int32_t runs = whole ? 1 : p->k_h, run = whole ? count : p->k_w;
+    const int32_t in_h = p->in_h, in_w = p->in_w, plane = in_h * in_w;
+    const int32_t k_h = p->k_h, k_w = p->k_w, s_h = p->stride_h, s_w = p->stride_w;
+    const int32_t pad_top = p->pad_top, pad_left = p->pad_left;
+    const int max = p->mode == EB_TFL_POOL_MAX;
     const int32_t lo = p->act_min, hi = p->act_max, out_h = p->out_h, out_w = p->out_w;
-    int32_t c, oy, ox, r;
-    if (count > ((int32_t)1 << 23)) {
+    int32_t c, oy, ox, y;
+    if (k_h * k_w > ((int32_t)1 << 23)) {
         eb_tfl_pool2d(p, in, out);
         return;
     }
-    if (!max && count == plane) {
+    if (!max && k_h == in_h && k_w == in_w && out_h == 1 && out_w == 1 && pad_top == 0 &&
+        pad_left == 0) { /* one window, the whole plane */
         eb_tfl_avg_global(in, p->c, plane, lo, hi, out);
         return;
     }
     for (c = p->c; c > 0; --c, in += plane) {
         for (oy = 0; oy < out_h; ++oy) {
+            const int32_t y0 = oy * s_h - pad_top; /* the window's rows inside the input */
+            const int32_t ya = y0 < 0 ? 0 : y0, yb = y0 + k_h < in_h ? y0 + k_h : in_h;
             for (ox = 0; ox < out_w; ++ox) {
-                const int8_t *win = in + oy * step_y + ox * step_x;
+                const int32_t x0 = ox * s_w - pad_left;
+                const int32_t xa = x0 < 0 ? 0 : x0, xb = x0 + k_w < in_w ? x0 + k_w : in_w;
+                const int32_t run = xb - xa, count = (yb - ya) * run;
+                /* whole rows: one run over them all */
+                const int whole = run == in_w;
+                const int32_t runs = whole ? (yb > ya ? 1 : 0) : yb - ya;
+                const int32_t length = whole ? count : run;
+                const int8_t *win = in + ya * in_w + xa;
                 int32_t v = max ? -128 : 0;
-                for (r = 0; r < runs; ++r, win += in_w) {
-                    v = max ? eb_tfl_run_max(win, run, v)
-                            : v + (run < 16 ? eb_tfl_run_sum_short(win, run)
-                                            : eb_tfl_run_sum(win, run));
+                for (y = 0; y < runs; ++y, win += in_w) {
+                    v = max ? eb_tfl_run_max(win, length, v)
+                            : v + (length < 16 ? eb_tfl_run_sum_short(win, length)
+                                               : eb_tfl_run_sum(win, length));
                 }
                 if (!max) {
-                    v = v > 0 ? (v + half) / count : (v - half) / count;
+                    v = count == 0 ? 0 : v > 0 ? (v + count / 2) / count : (v - count / 2) / count;
                 }
                 *out++ = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
             }

@@ -18,6 +18,7 @@ from edgebuild.core.geometry import pair
 from edgebuild.formats.plugin import FormatOp
 from edgebuild.formats.tflite import reference
 from edgebuild.formats.tflite.quant import TflQuant
+from edgebuild.ops import pool as pooling
 from edgebuild.ops.c import CCode, CStep, initializer
 from edgebuild.ops.extension import Extensions
 from edgebuild.ops.operator import C
@@ -158,7 +159,8 @@ def pool_emit(step: CStep[Pool2d]) -> CCode:
         ("out_w", step.out_shape[2]), ("k_h", size[0]), ("k_w", size[1]),
         ("stride_h", stride[0]), ("stride_w", stride[1]),
         ("mode", 0 if layer.mode.value == "max" else 1),
-        ("act_min", q.act_min), ("act_max", q.act_max)]
+        ("act_min", q.act_min), ("act_max", q.act_max),
+        ("pad_top", pooling.pads(layer)[0][0]), ("pad_left", pooling.pads(layer)[0][1])]
     symbol = step.symbol("P")
     return CCode((initializer("eb_tfl_pool_params", symbol, fields),),
                  (f"EB_TFL_POOL2D(&{symbol}, {step.inputs[0]}, {step.output});",),

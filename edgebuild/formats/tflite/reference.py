@@ -76,14 +76,21 @@ def linear(layer: Linear, q: TflQuant, inputs: Sequence[Ints]) -> Ints:
 
 
 def pool2d(layer: Pool2d, q: TflQuant, inputs: Sequence[Ints]) -> Ints:
+    """Max, or the sum over the window's values inside the input divided by their number
+    (TFLite's: padding counts for nothing; halves away from zero)."""
     size = pair(layer.size)
     stride = pair(layer.stride if layer.stride is not None else layer.size)
-    view = pooling.windows(inputs[0].astype(np.int64), size, stride)
+    start, end = pooling.pads(layer)
+    x = inputs[0].astype(np.int64)
+    widths = [(0, 0), (0, 0), (start[0], end[0]), (start[1], end[1])]
+    axes = (-2, -1)
     if str(getattr(layer.mode, "value", layer.mode)) == "max":
-        out = view.max(axis=(-2, -1))
+        padded = np.pad(x, widths, constant_values=np.iinfo(np.int64).min // 2)
+        out = pooling.windows(padded, size, stride).max(axis=axes)
     else:
-        count = size[0] * size[1]
-        total = view.sum(axis=(-2, -1))
+        total = pooling.windows(np.pad(x, widths), size, stride).sum(axis=axes)
+        inside = np.pad(np.ones((1, 1, *x.shape[2:]), np.int64), widths)
+        count = pooling.windows(inside, size, stride).sum(axis=axes)
         # C's integer division truncates: (sum +- count/2) / count rounds halves away from 0.
         out = np.where(total > 0, (total + count // 2) // count,
                        -((-total + count // 2) // count))

@@ -99,7 +99,7 @@ static const eb_tfl_add_params P_add0 = {
     .mult_out = 1217426512, .shift_out = -18};
 static const eb_tfl_pool_params P_pool0 = {
     .c = 16, .in_h = 5, .in_w = 5, .out_h = 2, .out_w = 5, .k_h = 1, .k_w = 1, .stride_h = 3,
-    .stride_w = 1, .mode = 0, .act_min = -128, .act_max = 127};
+    .stride_w = 1, .mode = 0, .act_min = -128, .act_max = 127, .pad_top = 0, .pad_left = 0};
 static const eb_tfl_fc_params P_fc0 = {
     .in_f = 160, .out_f = 4, .in_zp = -128, .out_zp = 3, .act_min = -128, .act_max = 127};
 static const eb_tfl_softmax_params P_softmax0 = {

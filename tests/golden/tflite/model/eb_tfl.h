@@ -15,8 +15,8 @@
  *    nudge), then RDBPOT by max(-s, 0) (RoundingDivideByPOT, halves away from zero);
  *    rounded once: (x * m + 2^(30 - s)) >> (31 - s) in 64 bits, wrapped to int32.
  *    m in [2^30, 2^31) or 0, s in [-31, 30] (positive: a left shift first);
- *  - pool2d: max, or the exact window sum divided by the window size with halves away from
- *    zero; no padding; then clamped;
+ *  - pool2d: max, or the exact sum of the window's values inside the input divided by their
+ *    number with halves away from zero (padding counts for nothing); then clamped;
  *  - add: (x - zp) * 2^left_shift rescaled by MBQM per input, summed (wrapping), MBQM to the
  *    output, + out_zp, clamped;
  *  - softmax over the channels of each position: gemmlowp's fixed-point exp (Q5.26 in,
@@ -78,13 +78,15 @@ typedef struct {
     int16_t in_f, out_f, in_zp, out_zp, act_min, act_max;
 } eb_tfl_fc_params;
 
-/* Pooling without padding; mode EB_TFL_POOL_MAX or EB_TFL_POOL_AVG. The zero point needs
- * no handling: max and mean commute with it (TFLite requires input and output to share
- * their quantization). */
+/* Pooling; mode EB_TFL_POOL_MAX or EB_TFL_POOL_AVG. pad_top / pad_left: padding before the
+ * first row / column (SAME padding), the padding after is whatever out_h / out_w imply; a
+ * window holds the input's values inside it only (the average divides by their number).
+ * The zero point needs no handling: max and mean commute with it (TFLite requires input
+ * and output to share their quantization). */
 typedef struct {
     int16_t c, in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w;
     int8_t mode;
-    int16_t act_min, act_max;
+    int16_t act_min, act_max, pad_top, pad_left;
 } eb_tfl_pool_params;
 
 #define EB_TFL_POOL_MAX 0

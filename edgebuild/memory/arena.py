@@ -63,8 +63,7 @@ def two_ended(tensors: list[Tensor], limit: int) -> list[Placement] | None:
     placed: list[Placement] = []
     top = False  # the previous tensor went to the bottom
     for tensor in sorted(tensors, key=lambda t: (t.first, t.last, t.name)):
-        busy = sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
-                      if _overlaps(p.tensor, tensor))
+        busy = _busy(placed, tensor)
         want = aligned(tensor.bytes)
         low, high = _lowest(busy, want, limit), _highest(busy, want, limit)
         choice = (high, low) if not top else (low, high)
@@ -76,13 +75,14 @@ def two_ended(tensors: list[Tensor], limit: int) -> list[Placement] | None:
     return sorted(placed, key=lambda p: (p.tensor.first, p.tensor.name))
 
 
-def _lowest(busy: list[tuple[int, int]], want: int, limit: int) -> int | None:
+def _lowest(busy: list[tuple[int, int]], want: int, limit: int | None) -> int | None:
+    """The lowest aligned offset whose `want` bytes meet no busy range (and end by `limit`)."""
     offset = 0
     for start, end in busy:
         if offset + want <= start:
             break
         offset = max(offset, end)
-    return offset if offset + want <= limit else None
+    return offset if limit is None or offset + want <= limit else None
 
 
 def _highest(busy: list[tuple[int, int]], want: int, limit: int) -> int | None:
@@ -112,15 +112,16 @@ def first_fit(order: list[Tensor]) -> list[Placement]:
     """Each tensor, in order, at the lowest aligned offset free for its whole lifetime."""
     placed: list[Placement] = []
     for tensor in order:
-        busy = sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
-                      if _overlaps(p.tensor, tensor))
-        offset = 0
-        for start, end in busy:
-            if offset + aligned(tensor.bytes) <= start:
-                break
-            offset = max(offset, end)
+        offset = _lowest(_busy(placed, tensor), aligned(tensor.bytes), None)
+        assert offset is not None  # no limit: always fits
         placed.append(Placement(tensor, offset))
     return sorted(placed, key=lambda p: (p.tensor.first, p.tensor.name))
+
+
+def _busy(placed: list[Placement], tensor: Tensor) -> list[tuple[int, int]]:
+    """The byte ranges of the placed tensors live with `tensor`, in order."""
+    return sorted((p.offset, p.offset + aligned(p.tensor.bytes)) for p in placed
+                  if _overlaps(p.tensor, tensor))
 
 
 def size(placements: list[Placement]) -> int:

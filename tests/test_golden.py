@@ -2,7 +2,8 @@
 .tflite imported in TFLite's number format, compared with committed copies.
 
 The model's integer weights are synthetic and fixed (no training), so any change in the
-rendered output is a change in codegen or its templates. Regenerate deliberately with
+rendered output is a change in codegen or its templates. Files the project copies verbatim
+from templates/ (kernel sources, startup code) are kept as one COPIES.txt line each. Regenerate deliberately with
 `python scripts/regen.py golden` (which runs this file with `--update-golden`) and review
 the diff.
 """
@@ -15,6 +16,7 @@ import numpy as np
 
 from edgebuild.codegen import project as codegen
 from edgebuild.codegen.header import InputFormat
+from edgebuild.core.resources import templates_dir
 from edgebuild.manifest import Manifest
 from edgebuild.memory.plan import make_plan
 from edgebuild.model import folding, quantized
@@ -23,6 +25,43 @@ from edgebuild.ops.operator import QuantParams
 GOLDEN = Path(__file__).resolve().parent / "golden" / "tiny"
 REGENERATE = ("if intended, run `python scripts/regen.py golden` (it runs this file with "
               "--update-golden) and review the diff")
+
+
+def verbatim(relative: str, text: str) -> str | None:
+    """The template a project file is a byte-for-byte copy of (a static kernel source, the
+    startup code), else None."""
+    root = templates_dir()
+    for candidate in (root / "kernels" / Path(relative).name, root / "project" / relative):
+        if candidate.is_file() and candidate.read_text() == text:
+            return candidate.relative_to(root).as_posix()
+    return None
+
+
+def golden_form(files: dict[str, str]) -> dict[str, str]:
+    """The rendered files as the golden directories keep them: the generated ones whole, the
+    verbatim copies of templates as one COPIES.txt line each (which template; the copy is
+    checked byte for byte here, and templates/kernels has its own tests)."""
+    kept: dict[str, str] = {}
+    copies = []
+    for relative, text in files.items():
+        source = verbatim(relative, text)
+        if source is None:
+            kept[relative] = text
+        else:
+            copies.append(f"{relative} = templates/{source}\n")
+    kept["COPIES.txt"] = "".join(sorted(copies))
+    return kept
+
+
+def check_golden(request, root: Path, rendered: dict[str, str]) -> None:
+    files = golden_form(rendered)
+    if request.config.getoption("--update-golden"):
+        update(root, files)
+    committed = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    assert committed == set(files), f"file set changed; {REGENERATE}"
+    for relative, text in files.items():
+        assert (root / relative).read_text() == text, (
+            f"{relative} differs from {root.relative_to(root.parent.parent)}; {REGENERATE}")
 
 
 def update(root: Path, files: dict[str, str]) -> None:
@@ -67,14 +106,7 @@ def tiny_spec() -> codegen.ProjectSpec:
 
 
 def test_rendered_c_matches_golden_files(request):
-    files = codegen.render(tiny_spec())
-    if request.config.getoption("--update-golden"):
-        update(GOLDEN, files)
-    committed = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
-    assert committed == set(files), f"file set changed; {REGENERATE}"
-    for relative, text in files.items():
-        assert (GOLDEN / relative).read_text() == text, (
-            f"{relative} differs from tests/golden/tiny; {REGENERATE}")
+    check_golden(request, GOLDEN, codegen.render(tiny_spec()))
 
 
 def test_rendering_is_deterministic():
@@ -103,15 +135,7 @@ def tflite_project(tmp_path: Path) -> dict[str, str]:
 
 
 def test_tflite_project_matches_golden_files(request, tmp_path):
-    files = tflite_project(tmp_path)
-    if request.config.getoption("--update-golden"):
-        update(GOLDEN_TFLITE, files)
-    committed = {p.relative_to(GOLDEN_TFLITE).as_posix() for p in GOLDEN_TFLITE.rglob("*")
-                 if p.is_file()}
-    assert committed == set(files), f"file set changed; {REGENERATE}"
-    for relative, text in files.items():
-        assert (GOLDEN_TFLITE / relative).read_text() == text, (
-            f"{relative} differs from tests/golden/tflite; {REGENERATE}")
+    check_golden(request, GOLDEN_TFLITE, tflite_project(tmp_path))
 
 
 ACCELERATOR_GOLDEN = Path(__file__).resolve().parent / "golden" / "max7800x-mnist-extrasmall"

@@ -136,12 +136,15 @@ def map_sizes(map_text: str) -> dict[str, int]:
 
 
 def model_code(model: str, work: Path) -> dict[str, int]:
-    """Flash of the KAT firmware by part: the model's code (cnn.c and kernels), its weights,
-    and the harness (main.c with its KAT vectors, startup, newlib); built as `make m4` does,
-    one object per source, with a link map."""
-    codegen = build_dir(model) / "codegen"
+    """Flash of the KAT firmware by part (codegen_code) of an MLPerf Tiny model."""
+    return codegen_code(build_dir(model) / "codegen", work / f"code_{model}")
+
+
+def codegen_code(codegen: Path, into: Path) -> dict[str, int]:
+    """Flash of a generated project's KAT firmware by part: the model's code (cnn.c and
+    kernels), its weights, and the harness (main.c with its KAT vectors, startup, newlib);
+    built as `make m4` does, one object per source into `into`, with a link map."""
     v = make_vars(codegen / "Makefile")
-    into = work / f"code_{model}"
     into.mkdir(parents=True, exist_ok=True)
     sources = ["startup_m4.c", "main.c", *v["MODEL"].split()]
     flags = [*v["M4_FLAGS"].split(), *v["M4_CFLAGS"].split(), *v["KAT_DEFS"].split(),

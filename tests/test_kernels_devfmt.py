@@ -268,8 +268,7 @@ def m4_layers(lib) -> list[tuple[str, dict, Any, Any, Any]]:
 def m4_conv_calls(lib, i: int, cfg: dict, x, w, bias) -> tuple[list[str], str, int, int]:
     ref8, _ = run_conv_pair(lib, cfg, x, w, bias, wide=False)
     ref32, _ = run_conv_pair(lib, cfg, x, w, bias, wide=True)
-    n, sn = ref8.size, lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"],
-                                                cfg["k_w"])
+    n, sn = ref8.size, test_kernels_opt.conv_scratch_elements(lib, cfg)
     fields = ", ".join(str(cfg[k]) for k in (*CONV_FIELDS, "shift", "rounding", "act")) + ", 0"  # wbits
     arrays = [f"static const eb_conv_params p{i} = {{{fields}}};\n", c_array("int8_t", f"x{i}", x),
               c_array("int8_t", f"w{i}", w), c_array("int8_t", f"e8_{i}", ref8),

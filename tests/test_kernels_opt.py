@@ -64,6 +64,7 @@ PROBE = """#include <stddef.h>
 int eb_test_conv_scratch(int ipg, int k_h, int k_w) { return EB_CONV_OPT_SCRATCH(ipg, k_h, k_w); }
 int eb_test_linear_scratch(int in_f) { return EB_LINEAR_OPT_SCRATCH(in_f); }
 int eb_test_dw_scratch(int in_w, int pad_w, int out_h) { return EB_DW_OPT_SCRATCH(in_w, pad_w, out_h); }
+int eb_test_dw_tile_scratch(void) { return EB_DW_TILE_SCRATCH; }
 int eb_test_sizeof_conv(void) { return (int)sizeof(eb_conv_params); }
 """ + "".join(f"int eb_test_offsetof_{f}(void) {{ return (int)offsetof(eb_conv_params, {f}); }}\n"
               for f, _ in ConvParams._fields_)
@@ -233,11 +234,22 @@ def dw_scratch_bytes(lib, cfg: dict) -> int:
         if padded_path_shape(cfg) else 0
 
 
+def tile_kernel_shape(cfg: dict) -> bool:
+    """A depthwise layer the tile kernel may take (edgebuild.ops.conv.dw_tile: the plan claims
+    EB_DW_TILE_SCRATCH for it)."""
+    from edgebuild.core.geometry import Plane
+    from edgebuild.ops.conv import dw_tile
+
+    return dw_tile(Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__}))
+
+
 def conv_scratch_elements(lib, cfg: dict) -> int:
     """int16 scratch of eb_conv2d(_wide)_opt for cfg: EB_CONV_OPT_SCRATCH, or for a depthwise
-    layer the padded path may take, EB_DW_OPT_SCRATCH if larger."""
+    layer the padded path may take, EB_DW_OPT_SCRATCH if larger, or the tile kernel's
+    EB_DW_TILE_SCRATCH."""
     return max(lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"]),
-               (dw_scratch_bytes(lib, cfg) + 1) // 2)
+               (dw_scratch_bytes(lib, cfg) + 1) // 2,
+               lib.eb_test_dw_tile_scratch() if tile_kernel_shape(cfg) else 0)
 
 
 def params_of(cfg: dict) -> ConvParams:
@@ -515,32 +527,43 @@ def test_depthwise_extreme_bias(lib):
 
 
 def test_depthwise_uses_exactly_its_counted_scratch(lib):
-    """The depthwise path's only scratch is the padded path's channel copy, EB_DW_OPT_SCRATCH
-    bytes (the plan counts them, tests/test_workspace.py): a 3x3 stride-1 layer writes its
-    last padded row there and nothing past it (the whole plane, or a band of a plane too big
-    for 1 KiB), other kernels (a 5x5, 1-D ones) leave the buffer alone."""
+    """The depthwise path's scratch is the padded path's channel copy, EB_DW_OPT_SCRATCH bytes,
+    or the tile kernel's patch, EB_DW_TILE_SCRATCH int16 (the plan counts either,
+    tests/test_workspace.py): a 3x3 stride-1 layer writes its last padded row there and
+    nothing past it (the whole plane, or a band of a plane too big for 1 KiB); other kernels
+    (a 5x5, 1-D ones, a 9x1 column) write their patch -- its last row's zero padding at the
+    end of the patch of its shape -- and nothing past the claim."""
     rng = np.random.default_rng([SEED, 58])
+    tile = 2 * lib.eb_test_dw_tile_scratch()
     for cfg in (dw_config(4, 25, 5, 3, pad=1), dw_config(2, 60, 50, 3, pad=1),
                 dw_config(2, 10, 12, 5, pad=2), dw_1d(4, 49, 3, pad=1, vertical=True),
-                dw_1d(2, 100, 7, pad=3, stride=3)):
+                dw_1d(2, 100, 7, pad=3, stride=3), dw_config(2, 20, 6, (9, 1))):
         x, w = dw_data(cfg, rng)
         count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
         need = dw_scratch_bytes(lib, cfg)
         pitch, fit = cfg["in_w"] + cfg["pad_w"], (1024 - cfg["pad_w"]) // (cfg["in_w"] +
                                                                             cfg["pad_w"]) - 2
         rows = cfg["out_h"] if cfg["out_h"] <= fit else fit & ~1
-        assert need == (((rows + 2) * pitch + cfg["pad_w"] + 4) if cfg["k_h"] == 3 and
-                        cfg["k_w"] == 3 else 0), cfg
-        scratch = scratch_buffer(max(lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]),
-                                     (need + 1) // 2))
+        k3 = cfg["k_h"] == 3 and cfg["k_w"] == 3
+        assert need == (((rows + 2) * pitch + cfg["pad_w"] + 4) if k3 else 0), cfg
+        three = k3 or (cfg["in_w"] == 1 and cfg["k_h"] == 3)  # a 1-D k = 3 (a column)
+        assert tile_kernel_shape(cfg) == (not three), cfg
+        claim = 2 * conv_scratch_elements(lib, cfg)
+        assert claim == max(2 * lib.eb_test_conv_scratch(1, cfg["k_h"], cfg["k_w"]),
+                            need + (need & 1), 0 if three else tile), cfg
+        scratch = scratch_buffer(claim // 2)
         out = guarded(count, np.int8)
         lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
                           ptr(out, I8), ptr(scratch, I16))
         written = scratch.view(np.uint8) != 0x5A
-        assert not written[max(need, 0):].any(), cfg
+        assert not written[claim:].any(), cfg
         if need:  # the last padded row's right padding (zeros) is written
             last = (rows + 2) * pitch + cfg["pad_w"]
             assert written[last - 1] and not written[need:].any(), cfg
+        elif not three:  # the patch: some of it, never past EB_DW_TILE_SCRATCH
+            assert written[:tile].any() and not written[tile:].any(), cfg
+        else:  # the 3-tap row kernels read the input in place
+            assert not written.any(), cfg
         ref = guarded(count, np.int8)
         lib.eb_conv2d(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None, ptr(ref, I8))
         np.testing.assert_array_equal(out, ref)
@@ -903,7 +926,7 @@ static int8_t weight[N_W];
 static int32_t bias[{out_c}];
 static int8_t out_ref[N_OUT], out_opt[N_OUT];
 static int16_t scratch[EB_CONV_OPT_SCRATCH(1, {k_h}, {k_w}) +
-                      (EB_DW_OPT_SCRATCH({in_w}, {pad_w}, {out_h}) + 1) / 2]
+                      (EB_DW_OPT_SCRATCH({in_w}, {pad_w}, {out_h}) + 1) / 2 + EB_DW_TILE_SCRATCH]
     __attribute__((aligned(4)));
 """
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams, Tile
 
 from edgebuild.core import numerics, packing
+from edgebuild.ops import dw_spec
 
 KERNELS = kopt.KERNELS
 BITS = packing.PACKED_BITS
@@ -248,6 +249,8 @@ def run_conv(lib, name: str, cfg: dict, wbits: int, x, w, bias, wide: bool,
             kopt.ptr(bias, I32), kopt.ptr(out, ctype)]
     if scratch:
         elements = 4 * -(-cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"] // 4) * 4
+        if kopt.tile_kernel_shape(cfg):  # the depthwise tile kernel's patch (EB_DW_TILE_SCRATCH)
+            elements = max(elements, (dw_spec.DW_PAD_BYTES + 1) // 2)
         buf = kopt.scratch_buffer(elements)
         args.append(kopt.ptr(buf, I16))
     getattr(lib, name)(*args)
@@ -440,7 +443,8 @@ def m4_program(lib) -> str:
         x, w, bias = conv_data(cfg, int(rng.integers(2**32)), i % 3 != 2)
         e8 = run_conv(lib, "eb_conv2d", cfg, 0, x, w, bias, False)
         e32 = run_conv(lib, "eb_conv2d_wide", cfg, 0, x, w, bias, True)
-        n, sn = e8.size, max(4 * -(-(in_c // groups) * k * k // 4) * 4, _dw_scratch(cfg))
+        n, sn = e8.size, max(4 * -(-(in_c // groups) * k * k // 4) * 4, _dw_scratch(cfg),
+                             (dw_spec.DW_PAD_BYTES + 1) // 2 if kopt.tile_kernel_shape(cfg) else 0)
         max_scratch, max_out = max(max_scratch, sn), max(max_out, n)
         fields = ", ".join(str(cfg[f]) for f in (*CONV_FIELDS, "shift", "rounding", "act"))
         parts.append(f"static const eb_conv_params p{i} = {{{fields}, {bits}}};\n")

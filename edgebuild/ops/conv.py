@@ -205,6 +205,29 @@ def banded(layer: ConvFields, conv: Plane) -> bool:
 
 
 
+DW_TILE_SCRATCH = "EB_DW_TILE_SCRATCH"  # eb_kernels_opt.h: the tile kernel's patch, int16
+
+
+def three_tap(conv: Plane) -> bool:
+    """Whether eb_dw_opt.c's 3-tap kernels take a depthwise conv (a 3x3 or 1-D k = 3, stride
+    and dilation 1 along the row, rows of at least 4, at most 3 of padding); a 1-D layer laid
+    as a column ([C][L][1]) counts as the row it is in memory."""
+    if conv.in_w == 1 and conv.k_w == 1 and conv.pad_w == 0:
+        conv = Plane(conv.in_c, conv.in_w, conv.in_h, conv.out_c, conv.out_w, conv.out_h,
+                     conv.k_w, conv.k_h, conv.stride_w, conv.stride_h, conv.pad_w, conv.pad_h,
+                     conv.dil_w, conv.dil_h, conv.groups)
+    return conv.k_w == 3 and conv.stride_w == 1 and conv.dil_w == 1 and conv.k_h in (1, 3) \
+        and conv.in_w >= 4 and conv.pad_w <= 3
+
+
+def dw_tile(conv: Plane) -> bool:
+    """Whether the optimized depthwise path may run a conv by its tile kernel (eb_dw_opt.c),
+    whose patch takes EB_DW_TILE_SCRATCH int16 of the scratch: a depthwise conv (one input
+    channel too) that the 3-tap kernels do not take. The kernel may still decline it (a
+    kernel too large for its tap table or patch); the claim holds either way."""
+    return conv.groups == conv.in_c and not three_tap(conv)
+
+
 def split(conv: Plane) -> bool:
     """Whether the optimized kernels run the tiled conv split (eb_conv2d_tiled_cols: columns
     built once per row tile, weights streamed; memory.tiling's split layout): a dense conv
@@ -433,7 +456,9 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     # packed weights: read packed by the optimized kernels (banded too), unpacked into L1
     # when tiled
     packed = step.optimized and (step.tile is None or band) and packed_bits(step) != 0
-    code = (CCode(code.decls) if fused else code) + CCode(
+    if step.optimized and dw_tile(conv):  # the tile kernel's patch in the scratch
+        code += CCode(scratch=(DW_TILE_SCRATCH,))
+    code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
         paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
             {"packed"} if packed else ()))
@@ -539,6 +564,8 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, cols_workspace(conv, rows))
     if rows is None and conv.banded:
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
+    if dw_tile(conv):
+        need = max(need, (dw_spec.DW_PAD_BYTES + 1) // 2)  # EB_DW_TILE_SCRATCH
     return need
 
 

@@ -1012,6 +1012,297 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
     }
 }
 
+/* ---- the tile kernel ----
+ * Any kernel, stride, dilation and multiplier the 3-tap kernels do not take: a tile of the
+ * output (R rows x C columns, C a multiple of 4) reads a patch of the input channel, copied
+ * as int16 with its zero padding into the scratch (EB_DW_TILE_ELEMS, rows pw apart), so that
+ * every tap pair [x(kx), x(kx + 1)] (dilation 1; one tap [x, 0] otherwise) of 4 neighbouring
+ * output pixels is one word load each: per tap pair and block of 4 pixels 4 LDR and 4 SMLAD.
+ * The kernel runs in the frame where its taps pair best: a column kernel (k_w == 1, k_h > 1,
+ * or generally fewer pairs so) transposed -- the patch copied transposed and the outputs
+ * stored down the columns -- so a 9x1 kernel costs 5 pairs a pixel, not 9 single taps. */
+#define EB_DW_TILE_TAPS 64                       /* tap pairs per output channel (stack) */
+#define EB_DW_TILE_ELEMS EB_DW_TILE_SCRATCH      /* int16 of patch in the scratch */
+
+typedef struct {
+    int32_t off; /* int16 elements from a block's first tap to this pair's first value */
+    uint32_t w;  /* [w_a, w_b] (w_b = 0: a single tap) */
+} eb_dw_tap;
+
+typedef struct {
+    int in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_h, p_w, d_h, d_w; /* the frame */
+    int32_t src_r, src_c; /* input bytes per frame row / column */
+    int32_t dst_r, dst_c; /* output elements per frame row / column */
+    int32_t w_r, w_c;     /* weights per frame tap row / column */
+    int pairs, ntaps;     /* SMLADs per tap row; k_h * pairs */
+    int rows, cols;       /* output rows, columns (a multiple of 4) per tile */
+    int32_t pw;           /* patch row pitch (int16, even) */
+} eb_dw_tf;
+
+static int eb_dw_npairs(int k, int d)
+{
+    return d == 1 ? (k + 1) / 2 : k;
+}
+
+/* Patch columns of `cols` output columns: every tap's value and one more (a pair's second
+ * value past an odd last tap), even. A block of 4 pixels past the last output column reads
+ * on into the next row (values it does not store), and past the last row at most
+ * EB_DW_TILE_SLACK(s) int16. */
+static int32_t eb_dw_tile_pitch(int32_t cols, int s, int k, int d)
+{
+    return ((cols - 1) * s + (int32_t)(k - 1) * d + 2 + 1) & ~(int32_t)1;
+}
+#define EB_DW_TILE_SLACK(s) (3 * (int32_t)(s) + 2)
+
+/* The tile kernel's frame and tile for g (1-D normalized, not a 3-tap kind); 0 when it does
+ * not take the layer (more than EB_DW_TILE_TAPS pairs, or no 1 x 4 tile fits). */
+static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
+{
+    /* SMLADs per output row: tap pairs x pixels computed (blocks of 4) */
+    const int32_t as_is = (int32_t)g->k_h * eb_dw_npairs(g->k_w, g->dil_w) *
+                          (((int32_t)g->out_w + 3) & ~3) * g->out_h;
+    const int32_t turned = (int32_t)g->k_w * eb_dw_npairs(g->k_h, g->dil_h) *
+                           (((int32_t)g->out_h + 3) & ~3) * g->out_w;
+    const int flip = turned < as_is;
+    int32_t band, cols, room;
+    if (flip) {
+        t->in_h = g->in_w, t->in_w = g->in_h, t->out_h = g->out_w, t->out_w = g->out_h;
+        t->k_h = g->k_w, t->k_w = g->k_h, t->s_h = g->stride_w, t->s_w = g->stride_h;
+        t->p_h = g->pad_w, t->p_w = g->pad_h, t->d_h = g->dil_w, t->d_w = g->dil_h;
+        t->src_r = 1, t->src_c = g->in_w, t->dst_r = 1, t->dst_c = g->out_w;
+        t->w_r = 1, t->w_c = g->k_w;
+    } else {
+        t->in_h = g->in_h, t->in_w = g->in_w, t->out_h = g->out_h, t->out_w = g->out_w;
+        t->k_h = g->k_h, t->k_w = g->k_w, t->s_h = g->stride_h, t->s_w = g->stride_w;
+        t->p_h = g->pad_h, t->p_w = g->pad_w, t->d_h = g->dil_h, t->d_w = g->dil_w;
+        t->src_r = g->in_w, t->src_c = 1, t->dst_r = g->out_w, t->dst_c = 1;
+        t->w_r = g->k_w, t->w_c = 1;
+    }
+    t->pairs = eb_dw_npairs(t->k_w, t->d_w);
+    t->ntaps = t->k_h * t->pairs;
+    band = (int32_t)(t->k_h - 1) * t->d_h + 1; /* patch rows of one output row */
+    room = EB_DW_TILE_ELEMS - EB_DW_TILE_SLACK(t->s_w);
+    cols = ((int32_t)t->out_w + 3) & ~(int32_t)3;
+    while (cols > 0 &&
+           band * eb_dw_tile_pitch(cols < t->out_w ? cols : t->out_w, t->s_w, t->k_w, t->d_w) >
+               room) {
+        cols -= 4;
+    }
+    if (t->ntaps > EB_DW_TILE_TAPS || cols == 0) {
+        return 0;
+    }
+    t->cols = (int)cols;
+    t->pw = eb_dw_tile_pitch(cols < t->out_w ? cols : t->out_w, t->s_w, t->k_w, t->d_w);
+    t->rows = (int)((room / t->pw - band) / t->s_h + 1);
+    if (t->rows > t->out_h) {
+        t->rows = t->out_h;
+    }
+    return 1;
+}
+
+/* GCC turns the zeroing loops below into memset calls, which cost more than the few
+ * columns of padding they zero. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EB_NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define EB_NO_MEMSET
+#endif
+
+/* The patch of the tile at output (oy0, ox0) of channel `plane`: rows (rows - 1) * s_h +
+ * band, pw int16 each, x or 0 outside the input; a row's bytes 4 at a time (LDR, two
+ * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const int8_t *plane,
+                                                     int oy0, int ox0, int rows,
+                                                     int16_t *patch)
+{
+    /* the frame's fields as locals: the patch's stores could alias *t for the compiler */
+    const int32_t iy0 = (int32_t)oy0 * t->s_h - t->p_h, ix0 = (int32_t)ox0 * t->s_w - t->p_w;
+    const int32_t ph = (int32_t)(rows - 1) * t->s_h + (int32_t)(t->k_h - 1) * t->d_h + 1;
+    const int32_t pw = t->pw, in_h = t->in_h, src_r = t->src_r, src_c = t->src_c;
+    const int32_t lo = ix0 < 0 ? (-ix0 < pw ? -ix0 : pw) : 0;
+    const int32_t hi = t->in_w - ix0 < pw ? t->in_w - ix0 : pw; /* columns [lo, hi) */
+    int32_t base = iy0 * src_r + ix0 * src_c; /* plane offset of the row's column 0 */
+    int32_t r, c;
+    for (r = 0; r < ph; ++r, patch += pw, base += src_r) {
+        const int32_t iy = iy0 + r;
+        if (iy < 0 || iy >= in_h || hi <= lo) {
+            for (c = 0; c < pw; c += 2) { /* pw is even, rows word-aligned */
+                eb_store32(patch + c, 0);
+            }
+            continue;
+        }
+        for (c = 0; c < lo; ++c) {
+            patch[c] = 0;
+        }
+        if (src_c == 1) {
+            for (; c + 4 <= hi; c += 4) {
+                const uint32_t v = eb_load32(plane + (base + c));
+                const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+                int16_t *d = patch + c;
+                eb_store32(d, eb_pack_lo(a, b));
+                eb_store32(d + 2, eb_pack_hi(a, b));
+            }
+            for (; c < hi; ++c) {
+                patch[c] = plane[base + c];
+            }
+        } else {
+            const int8_t *q = plane + (base + c * src_c);
+            for (; c < hi; ++c, q += src_c) {
+                patch[c] = *q;
+            }
+        }
+        for (; c < pw; ++c) {
+            patch[c] = 0;
+        }
+    }
+}
+
+/* The tap pairs of one output channel's weights w (k_h x k_w, the layer's order) in the
+ * frame. */
+static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *w, eb_dw_tap *tap)
+{
+    int ky, p;
+    for (ky = 0; ky < t->k_h; ++ky) {
+        for (p = 0; p < t->pairs; ++p, ++tap) {
+            const int kx = t->d_w == 1 ? 2 * p : p;
+            const int32_t a = w[ky * t->w_r + kx * t->w_c];
+            const int32_t b = t->d_w == 1 && kx + 1 < t->k_w ? w[ky * t->w_r + (kx + 1) * t->w_c]
+                                                             : 0;
+            tap->off = (int32_t)ky * t->d_h * t->pw + (int32_t)kx * t->d_w;
+            tap->w = (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+        }
+    }
+}
+
+/* The sums of 4 pixels s int16 apart from x (their first taps), two tap pairs a pass. */
+#define EB_DW_TILE_TAP(q_, w_)                                                               \
+    a0 = eb_smlad(eb_load32(q_), w_, a0);                                                    \
+    a1 = eb_smlad(eb_load32((q_) + s), w_, a1);                                              \
+    a2 = eb_smlad(eb_load32((q_) + 2 * s), w_, a2);                                          \
+    a3 = eb_smlad(eb_load32((q_) + 3 * s), w_, a3);
+
+/* One tile (its patch filled) of one output channel: `rows` output rows from oy0, columns
+ * from ox0, into the output channel at `index`; NONE / RELU stored inline (4 at a time). */
+EB_INLINE void eb_dw_tile_run(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                              int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
+                              int32_t index, const int s, const int32_t dc, const int mode)
+{
+    const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
+    const int32_t pitch = (int32_t)t->s_h * t->pw;
+    const int ntaps = t->ntaps, sh = o->s;
+    int8_t *const d8 = o->out8;
+    int r, x, j, n;
+    for (r = 0; r < rows; ++r) {
+        const int16_t *row = patch + (int32_t)r * pitch;
+        const int32_t at = index + (int32_t)(oy0 + r) * t->dst_r;
+        for (x = ox0; x < xend; x += 4, row += 4 * s) {
+            const eb_dw_tap *e = tap;
+            int32_t a0 = init, a1 = init, a2 = init, a3 = init, acc[4];
+            int32_t to = at + (int32_t)x * dc;
+            const int count = xend - x < 4 ? xend - x : 4;
+            for (n = ntaps; n >= 2; n -= 2, e += 2) {
+                const int16_t *q0 = row + e[0].off, *q1 = row + e[1].off;
+                const uint32_t w0 = e[0].w, w1 = e[1].w;
+                EB_DW_TILE_TAP(q0, w0)
+                EB_DW_TILE_TAP(q1, w1)
+            }
+            if (n) {
+                const int16_t *q0 = row + e[0].off;
+                const uint32_t w0 = e[0].w;
+                EB_DW_TILE_TAP(q0, w0)
+            }
+            if (mode != EB_DW_ANY && count == 4) {
+                d8[to] = eb_dw_q8(mode, a0, sh, 0, 0, 0);
+                d8[to + dc] = eb_dw_q8(mode, a1, sh, 0, 0, 0);
+                d8[to + 2 * dc] = eb_dw_q8(mode, a2, sh, 0, 0, 0);
+                d8[to + 3 * dc] = eb_dw_q8(mode, a3, sh, 0, 0, 0);
+                continue;
+            }
+            acc[0] = a0;
+            acc[1] = a1;
+            acc[2] = a2;
+            acc[3] = a3;
+            for (j = 0; j < count; ++j, to += dc) {
+                if (mode == EB_DW_ANY) {
+                    eb_dw_put(o, to, acc[j]);
+                } else {
+                    d8[to] = eb_dw_q8(mode, acc[j], sh, 0, 0, 0);
+                }
+            }
+        }
+    }
+}
+
+/* eb_dw_tile_run with stride 1 (outputs along the rows) or any, and the NONE / RELU
+ * stores specialised. */
+#define EB_DW_TILE_MODES(s_, dc_)                                                            \
+    if (o->mode == EB_DW_RELU) {                                                             \
+        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_RELU);  \
+    } else if (o->mode == EB_DW_NONE) {                                                      \
+        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_NONE);  \
+    } else {                                                                                 \
+        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_ANY);   \
+    }
+
+static EB_NOINLINE void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch,
+                                         const eb_dw_tap *tap, int oy0, int ox0, int rows,
+                                         int32_t init, const eb_dw_out *o, int32_t index)
+{
+    if (t->s_w == 1 && t->dst_c == 1) {
+        EB_DW_TILE_MODES(1, 1)
+    } else {
+        EB_DW_TILE_MODES(t->s_w, t->dst_c)
+    }
+}
+
+/* The requantization of the tile kernel's layer: the fast mode (EB_DW_NONE, _RELU, _ABS;
+ * 0: none) for biases in [b_lo, b_hi], its rounding term, and the mode of the rest. */
+typedef struct {
+    int fast, other;
+    int32_t half, b_lo, b_hi;
+} eb_dw_rq;
+
+/* The layer by tiles: per input channel and tile the patch once, then each of its m output
+ * channels (weights, packed or not; bias; mode) over it. */
+static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
+                                         const int8_t *in, int32_t in_plane,
+                                         const int8_t *weight, const int32_t *bias,
+                                         const eb_dw_rq *rq, eb_dw_out *o, int16_t *patch)
+{
+    eb_dw_tap tap[EB_DW_TILE_TAPS];
+    int8_t unpacked[2 * EB_DW_TILE_TAPS]; /* one channel's taps (at most 2 a pair), packed */
+    const int m = p->out_c / p->in_c;
+    const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w;
+    int ic, j, oy0, ox0;
+    for (ic = 0; ic < p->in_c; ++ic) {
+        for (oy0 = 0; oy0 < t->out_h; oy0 += t->rows) {
+            const int rows = t->out_h - oy0 < t->rows ? t->out_h - oy0 : t->rows;
+            for (ox0 = 0; ox0 < t->out_w; ox0 += t->cols) {
+                eb_dw_tile_fill(t, in + (int32_t)ic * in_plane, oy0, ox0, rows, patch);
+                for (j = 0; j < m; ++j) {
+                    const int32_t oc = (int32_t)ic * m + j;
+                    const int32_t b = bias ? bias[oc] : 0;
+                    const int8_t *w = weight + oc * taps;
+                    int32_t init = b;
+                    o->mode = rq->other;
+                    if (rq->fast && b >= rq->b_lo && b <= rq->b_hi) {
+                        init = b + rq->half;
+                        o->mode = rq->fast;
+                    }
+                    if (p->wbits != 0) { /* packed: this channel's taps as int8 */
+                        eb_unpack_weights(1, taps, p->wbits,
+                                          weight + oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
+                                          unpacked);
+                        w = unpacked;
+                    }
+                    eb_dw_tile_taps(t, w, tap);
+                    eb_dw_tile_block(t, patch, tap, oy0, ox0, rows, init, o, oc * out_plane);
+                }
+            }
+        }
+    }
+}
+
 /* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
 /* One channel (src) of the pool q into dst; returns dst. The reference loops: only a
  * channel whose requantization the padded path does not take comes here. */
@@ -1043,6 +1334,8 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
     int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
     int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
+    int tiled;    /* the tile kernel takes the layer (not a 3-tap kind) */
+    eb_dw_tf tf;
 
     if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
         return 0;
@@ -1076,7 +1369,9 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     } else {
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
-    if (g.kind != EB_DW_K3) {
+    tiled = g.kind != EB_DW_K3 && q == NULL && buf_bytes >= 2 * EB_DW_TILE_ELEMS &&
+            eb_dw_tile_plan(&g, &tf);
+    if (g.kind != EB_DW_K3 && !tiled) {
         /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
          * pad_w with 0 <= b and b + ext <= in_w; a pair's second pixel reads within ext */
         const int32_t last = (int32_t)g.in_w - g.ext + g.pad_w; /* stride_w * x <= last */
@@ -1138,6 +1433,12 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     }
     if (p->wbits != 0 && taps > (int32_t)sizeof unpacked) {
         return 0; /* the im2col path reads packed rows of any length */
+    }
+    if (tiled) {
+        const eb_dw_rq rq = {fast, s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC, half, b_lo,
+                             b_hi};
+        eb_dw_tile_layer(&tf, p, in, in_plane, weight, bias, &rq, &o, (int16_t *)(void *)buf);
+        return 1;
     }
     m = p->out_c / p->in_c;
     for (oc = 0; oc < p->out_c; ++oc) {

@@ -107,6 +107,12 @@ extern "C" {
          : (EB_DW_PAD_ROWS(in_w, pad_w, out_h) + 2) * ((int32_t)(in_w) + (pad_w)) + (pad_w) + \
                EB_DW_PAD_SLACK)
 
+/* The depthwise path's tile kernel (eb_dw_opt.c: any kernel the 3-tap kernels do not take)
+ * copies a patch of the input channel as int16 into the caller's scratch: at most
+ * EB_DW_TILE_SCRATCH elements, which a depthwise layer (one input channel too) the 3-tap
+ * kernels do not take claims beside EB_CONV_OPT_SCRATCH. */
+#define EB_DW_TILE_SCRATCH ((EB_DW_PAD_BYTES + 1) / 2)
+
 /* int16 elements of scratch needed by eb_linear_opt / eb_linear_wide_opt. */
 #define EB_LINEAR_OPT_SCRATCH(in_f) EB_OPT_ROUND4(in_f)
 

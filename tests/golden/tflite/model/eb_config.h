@@ -42,6 +42,7 @@
 #define eb_dw_q8 chain_eb_dw_q8
 #define eb_dw_run chain_eb_dw_run
 #define eb_dw_store2 chain_eb_dw_store2
+#define eb_dw_tile_run chain_eb_dw_tile_run
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot
 #define eb_linear_expand chain_eb_linear_expand

@@ -44,6 +44,7 @@
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_store2 tiny_eb_dw_store2
+#define eb_dw_tile_run tiny_eb_dw_tile_run
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot
 #define eb_linear_expand tiny_eb_linear_expand

@@ -21,7 +21,8 @@ p90 and the worst ten, against the issue's targets (p90 <= 2.0 insn/MAC, worst <
 the shapes where CMSIS-NN takes fewer instructions or cycles.
 
     python benchmarks/shapes.py [--count N] [--chains N] [--seed S] [--jobs J] [--keep DIR]
-                                [--no-cmsis] [--code] [--out PATH] [--plot PNG]
+                                [--no-cmsis] [--code] [--out PATH] [--plot PNG [--before OLD.json]]
+    python benchmarks/shapes.py --from-json OUT.json [--plot PNG [--before OLD.json]]
 
 Writes PATH.json (every row) and PATH.md (default ./shapes); prints the tables. Needs the
 README's tools (arm-none-eabi-gcc, qemu-system-arm, gcc for the plugin).
@@ -486,21 +487,34 @@ def summary_text(s: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """A histogram of insn/MAC over the counted layers, with the targets marked."""
+def counted_insn(rows: list[dict[str, Any]]) -> list[float]:
+    return [r["insn_per_mac"] for r in rows if r["status"] == "pass" and r["macs"] >= MIN_MACS]
+
+
+def plot(rows: list[dict[str, Any]], path: Path, before: list[dict[str, Any]] | None = None
+         ) -> None:
+    """The cumulative distribution of insn/MAC over the counted layers (and of an earlier
+    run's, `before`), with the targets marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    values = [r["insn_per_mac"] for r in rows if r["status"] == "pass" and r["macs"] >= MIN_MACS]
-    fig, ax = plt.subplots(figsize=(7, 3.2), dpi=100)
-    ax.hist(values, bins=40, color="#4a7ab8")
+    fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
+    for label, data, color in (("before", before, "#b0b0b0"), ("now", rows, "#4a7ab8")):
+        if data is None:
+            continue
+        values = sorted(counted_insn(data))
+        ax.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post",
+                color=color, label=f"{label} (median {quantile(values, 0.5):.2f}, p90 "
+                                   f"{quantile(values, 0.9):.2f})")
     ax.axvline(TARGET_P90, color="#c33", linestyle="--", label=f"p90 target {TARGET_P90}")
     ax.axvline(TARGET_WORST, color="#933", linestyle=":", label=f"worst target {TARGET_WORST}")
-    ax.set_xlabel("Cortex-M4 instructions per MAC (one layer)")
-    ax.set_ylabel("layers")
-    ax.legend()
+    ax.axhline(0.9, color="#ddd", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("Cortex-M4 instructions per MAC, one layer (log scale)")
+    ax.set_ylabel("fraction of layers")
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
@@ -552,24 +566,33 @@ def main() -> int:
                         help="also link each model with a map: the code it links (slower)")
     parser.add_argument("--out", type=Path, default=Path("shapes"),
                         help="write OUT.json and OUT.md (default: ./shapes)")
-    parser.add_argument("--plot", type=Path, help="write a histogram of insn/MAC (PNG)")
+    parser.add_argument("--plot", type=Path, help="write the distribution of insn/MAC (PNG)")
+    parser.add_argument("--before", type=Path,
+                        help="an earlier run's OUT.json to draw beside (with --plot)")
+    parser.add_argument("--from-json", type=Path,
+                        help="measure nothing: print and plot this earlier run's OUT.json")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    models = models_of(args.seed, args.count, args.chains)
-    with tempfile.TemporaryDirectory(prefix="edgebuild-shapes-") as temp:
-        project = args.keep or Path(temp)
-        project.mkdir(parents=True, exist_ok=True)
-        rows = measure(project, models, args)
+    if args.from_json is not None:
+        rows = json.loads(args.from_json.read_text())["rows"]
+    else:
+        models = models_of(args.seed, args.count, args.chains)
+        with tempfile.TemporaryDirectory(prefix="edgebuild-shapes-") as temp:
+            project = args.keep or Path(temp)
+            project.mkdir(parents=True, exist_ok=True)
+            rows = measure(project, models, args)
     s = summary(rows)
     print(table(rows))
     print()
     print(summary_text(s, rows))
-    args.out.with_suffix(".json").write_text(json.dumps({"summary": s, "rows": rows},
-                                                        indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(table(rows) + "\n\n```\n" + summary_text(s, rows)
-                                           + "\n```\n")
+    if args.from_json is None:
+        args.out.with_suffix(".json").write_text(json.dumps({"summary": s, "rows": rows},
+                                                            indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(table(rows) + "\n\n```\n" +
+                                               summary_text(s, rows) + "\n```\n")
     if args.plot:
-        plot(rows, args.plot)
+        before = json.loads(args.before.read_text())["rows"] if args.before else None
+        plot(rows, args.plot, before)
     return 1 if s["failed"] else 0
 
 

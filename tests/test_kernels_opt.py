@@ -478,6 +478,19 @@ DW_SHAPES = [
     dw_1d(2, 2, 3, pad=2, vertical=True),
     dw_1d(2, 17, 4, pad=3, dil=3, vertical=True),
     dw_1d(2, 100, 7, pad=3, stride=3),
+    # the tile kernel on layers of several tiles (its patch: 512 int16): long 1-D rows cut
+    # into column tiles, a column kernel transposed (14 x 1 over 14 rows, multiplier 2),
+    # blocks down the columns (narrow outputs, a last short tile taken again), big maps with
+    # strides, dilations and padding rows wholly skipped
+    dw_1d(2, 583, 15, pad=7),
+    dw_1d(2, 430, 11, m=2, pad=10, dil=2, vertical=True),
+    dw_config(2, 14, 100, (14, 1), m=2),
+    dw_config(3, 46, 11, (5, 1), pad=(2, 0)),
+    dw_config(2, 70, 3, (7, 3), m=3, pad=(3, 1)),
+    dw_config(2, 40, 70, 5, m=2, stride=2, pad=2),
+    dw_config(2, 3, 98, 7, stride=2, pad=3),
+    dw_config(2, 30, 30, 7, pad=6, dil=2),
+    dw_config(1, 26, 16, (12, 1), m=4, pad=(5, 0)),
 ]
 # (rounding, act, shift) per variant: every rounding x activation, right shifts of several
 # sizes, no shift and a left shift.
@@ -872,7 +885,8 @@ def test_m4_insn_per_mac(m4_build):
 M4_DW_CASES = ((0, 1), (0, 0), (1, 1), (2, 3), (3, 2), (5, 1), (7, 0), (8, 1), (9, 4),
                (10, 0), (12, 1), (13, 1), (14, 0), (15, 5), (19, 1), (21, 0), (26, 1), (29, 3),
                (31, 1), (35, 2), (38, 1), (41, 0), (42, 1), (44, 1), (46, 1), (48, 0), (49, 5),
-               (50, 0), (52, 3), (53, 1))
+               (50, 0), (52, 3), (53, 1), (54, 1), (55, 0), (56, 1), (57, 2), (58, 3),
+               (59, 1), (60, 0), (61, 5), (62, 1))
 
 
 @needs_m4

@@ -251,6 +251,7 @@ def run_conv(lib, name: str, cfg: dict, wbits: int, x, w, bias, wide: bool,
         elements = 4 * -(-cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"] // 4) * 4
         if kopt.tile_kernel_shape(cfg):  # the depthwise tile kernel's patch (EB_DW_TILE_SCRATCH)
             elements = max(elements, (dw_spec.DW_PAD_BYTES + 1) // 2)
+        elements = max(elements, _dw_scratch(cfg))  # the 3x3 padded path's copy
         buf = kopt.scratch_buffer(elements)
         args.append(kopt.ptr(buf, I16))
     getattr(lib, name)(*args)

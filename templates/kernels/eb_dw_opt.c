@@ -1255,6 +1255,41 @@ static EB_NOINLINE void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch
     }
 }
 
+/* A 1x1 kernel, stride 1, no padding (a per-channel scale): n outputs init + w * x, four
+ * inputs a word (SXTB16 twice, four SMLAxB), NONE / RELU stored inline. */
+EB_INLINE void eb_dw_scale_run(const int8_t *x, int32_t n, uint32_t w, int32_t init, int8_t *d,
+                               int s, const int mode)
+{
+    int32_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        const uint32_t v = eb_load32(x + i);
+        const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+        d[i] = eb_dw_q8(mode, eb_smlabb(a, w, init), s, 0, 0, 0);
+        d[i + 1] = eb_dw_q8(mode, eb_smlabb(b, w, init), s, 0, 0, 0);
+        d[i + 2] = eb_dw_q8(mode, eb_smlatb(a, w, init), s, 0, 0, 0);
+        d[i + 3] = eb_dw_q8(mode, eb_smlatb(b, w, init), s, 0, 0, 0);
+    }
+    for (; i < n; ++i) {
+        d[i] = eb_dw_q8(mode, init + (int32_t)x[i] * (int16_t)w, s, 0, 0, 0);
+    }
+}
+
+static EB_NOINLINE void eb_dw_scale(const int8_t *x, int32_t n, int32_t w, int32_t init,
+                                    const eb_dw_out *o, int32_t index)
+{
+    const uint32_t wv = (uint32_t)(uint16_t)(int16_t)w;
+    int32_t i;
+    if (o->mode == EB_DW_RELU) {
+        eb_dw_scale_run(x, n, wv, init, o->out8 + index, o->s, EB_DW_RELU);
+    } else if (o->mode == EB_DW_NONE) {
+        eb_dw_scale_run(x, n, wv, init, o->out8 + index, o->s, EB_DW_NONE);
+    } else {
+        for (i = 0; i < n; ++i) {
+            eb_dw_put(o, index + i, init + (int32_t)x[i] * w);
+        }
+    }
+}
+
 /* The requantization of the tile kernel's layer: the fast mode (EB_DW_NONE, _RELU, _ABS;
  * 0: none) for biases in [b_lo, b_hi], its rounding term, and the mode of the rest. */
 typedef struct {
@@ -1433,6 +1468,27 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     }
     if (p->wbits != 0 && taps > (int32_t)sizeof unpacked) {
         return 0; /* the im2col path reads packed rows of any length */
+    }
+    m = p->out_c / p->in_c;
+    if (g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
+        g.pad_w == 0 && q == NULL) { /* a per-channel scale */
+        for (oc = 0; oc < p->out_c; ++oc) {
+            const int32_t b = bias ? bias[oc] : 0;
+            int32_t init = b;
+            int8_t wq = weight[oc];
+            o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+            if (fast && b >= b_lo && b <= b_hi) {
+                init = b + half;
+                o.mode = fast;
+            }
+            if (p->wbits != 0) {
+                eb_unpack_weights(1, 1, p->wbits,
+                                  weight + (int32_t)oc * EB_PACKED_ROW_BYTES(1, p->wbits), &wq);
+            }
+            eb_dw_scale(in + (int32_t)(oc / m) * in_plane, in_plane, wq, init, &o,
+                        (int32_t)oc * out_plane);
+        }
+        return 1;
     }
     if (tiled) {
         const eb_dw_rq rq = {fast, s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC, half, b_lo,

@@ -41,6 +41,7 @@
 #define eb_dw_pool_row chain_eb_dw_pool_row
 #define eb_dw_q8 chain_eb_dw_q8
 #define eb_dw_run chain_eb_dw_run
+#define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_store2 chain_eb_dw_store2
 #define eb_dw_tile_run chain_eb_dw_tile_run
 #define eb_linear chain_eb_linear

@@ -43,6 +43,7 @@
 #define eb_dw_pool_row tiny_eb_dw_pool_row
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_run tiny_eb_dw_run
+#define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_dw_tile_run tiny_eb_dw_tile_run
 #define eb_linear tiny_eb_linear

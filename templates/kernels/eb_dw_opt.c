@@ -1020,7 +1020,8 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
  * output pixels is one word load each: per tap pair and block of 4 pixels 4 LDR and 4 SMLAD.
  * The kernel runs in the frame where its taps pair best: a column kernel (k_w == 1, k_h > 1,
  * or generally fewer pairs so) transposed -- the patch copied transposed and the outputs
- * stored down the columns -- so a 9x1 kernel costs 5 pairs a pixel, not 9 single taps. */
+ * stored down the columns -- so a 9x1 kernel costs 5 pairs a pixel, not 9 single taps.
+ * Tap rows wholly in the padding are left out (eb_dw_tile_segments). */
 #define EB_DW_TILE_TAPS 64                       /* tap pairs per output channel (stack) */
 #define EB_DW_TILE_ELEMS EB_DW_TILE_SCRATCH      /* int16 of patch in the scratch */
 
@@ -1290,6 +1291,40 @@ static EB_NOINLINE void eb_dw_scale(const int8_t *x, int32_t n, int32_t w, int32
     }
 }
 
+/* eb_dw_tile_block over the tile's rows in runs whose tap rows inside the input are the
+ * same: a run's tap rows wholly in the padding (zeros in the patch) are left out of its
+ * sums (a 7x7 stride-2 layer on a 3-row map reads 3 of its 7). */
+static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                                int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
+                                int32_t index)
+{
+    eb_dw_tf part;
+    int r = 0;
+    if (oy0 * t->s_h >= t->p_h &&
+        (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h) {
+        eb_dw_tile_block(t, patch, tap, oy0, ox0, rows, init, o, index); /* all inside */
+        return;
+    }
+    part = *t;
+    while (r < rows) {
+        int lo, hi, next = r + 1, lo2, hi2;
+        eb_tap_range((oy0 + r) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo, &hi);
+        if (hi < lo) {
+            hi = lo;
+        }
+        for (; next < rows; ++next) {
+            eb_tap_range((oy0 + next) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo2, &hi2);
+            if (lo2 != lo || (hi2 < lo2 ? lo2 : hi2) != hi) {
+                break;
+            }
+        }
+        part.ntaps = (hi - lo) * t->pairs;
+        eb_dw_tile_block(&part, patch + (int32_t)r * t->s_h * t->pw, tap + lo * t->pairs,
+                         oy0 + r, ox0, next - r, init, o, index);
+        r = next;
+    }
+}
+
 /* The requantization of the tile kernel's layer: the fast mode (EB_DW_NONE, _RELU, _ABS;
  * 0: none) for biases in [b_lo, b_hi], its rounding term, and the mode of the rest. */
 typedef struct {
@@ -1331,7 +1366,8 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                         w = unpacked;
                     }
                     eb_dw_tile_taps(t, w, tap);
-                    eb_dw_tile_block(t, patch, tap, oy0, ox0, rows, init, o, oc * out_plane);
+                    eb_dw_tile_segments(t, patch, tap, oy0, ox0, rows, init, o,
+                                        oc * out_plane);
                 }
             }
         }

@@ -39,13 +39,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cmsis_nn  # noqa: E402  (benchmarks/cmsis_nn.py: the CMSIS-NN harness)
 
 REPO = Path(__file__).resolve().parent.parent
 MIN_MACS = 4096             # the targets count layers of at least this many MACs
@@ -195,8 +196,6 @@ def _conv(rng: random.Random, one_d: bool) -> Layer | None:
 def _fit(layer: Layer) -> Layer | None:
     """Halve the spatial size, then the channels, until the layer's MACs, activations and
     weights fit the budgets; None if it has no output."""
-    from dataclasses import replace
-
     while True:
         oh, ow = layer.out_size()
         if oh < 1 or ow < 1:
@@ -366,10 +365,6 @@ def path_taken(codegen: Path, layer: str) -> str:
     return next(calls, "?")
 
 
-def _per(n: int | None, macs: int) -> float | None:
-    return None if n is None or macs <= 0 else round(n / macs, 3)
-
-
 def read_model(project: Path, name: str, layers: list[Layer], cmsis: dict[str, Any] | None,
                code: dict[str, int] | None) -> list[dict[str, Any]]:
     """One row per layer of a built model (or one FAILED row)."""
@@ -388,17 +383,17 @@ def read_model(project: Path, name: str, layers: list[Layer], cmsis: dict[str, A
             "model": name, "layer": run["layer"], "kind": layer.kind(), "shape": layer.text(),
             "chain": len(layers) > 1, "position": index, "status": "pass", "macs": macs,
             "instructions": run["instructions"], "cycles": run["cycles"],
-            "insn_per_mac": _per(run["instructions"], macs),
-            "cycles_per_mac": _per(run["cycles"], macs),
+            "insn_per_mac": cmsis_nn.per_mac(run["instructions"], macs),
+            "cycles_per_mac": cmsis_nn.per_mac(run["cycles"], macs),
             "insn_per_output": round(run["instructions"] / elements, 2),
-            "reference_insn_per_mac": _per(run.get("reference_instructions"), macs),
+            "reference_insn_per_mac": cmsis_nn.per_mac(run.get("reference_instructions"), macs),
             "path": path_taken(target / "codegen", run["layer"]),
             "code_bytes": m4["code_bytes"],
             "model_code_bytes": None if code is None else code["model_code_bytes"],
             "cmsis_instructions": None if theirs is None else theirs[0],
             "cmsis_cycles": None if theirs is None else theirs[1],
-            "cmsis_insn_per_mac": None if theirs is None else _per(theirs[0], macs),
-            "cmsis_cycles_per_mac": None if theirs is None else _per(theirs[1], macs),
+            "cmsis_insn_per_mac": None if theirs is None else cmsis_nn.per_mac(theirs[0], macs),
+            "cmsis_cycles_per_mac": None if theirs is None else cmsis_nn.per_mac(theirs[1], macs),
             "spec": asdict(layer)})
     return rows
 
@@ -406,8 +401,6 @@ def read_model(project: Path, name: str, layers: list[Layer], cmsis: dict[str, A
 def run_cmsis(bench: Any, target: Path, work: Path) -> dict[str, Any] | None:
     """CMSIS-NN's (instructions, cycles) per layer of a built model (cmsis_nn.py's harness);
     None when it cannot run the shape (a kernel refuses it, or its scratch is too small)."""
-    import cmsis_nn
-
     try:
         fw = cmsis_nn.firmware_for(target)
         return cmsis_nn.run_cmsis(bench, fw, work)
@@ -536,8 +529,6 @@ def measure(project: Path, models: dict[str, list[Layer]], args: argparse.Namesp
     (project / "build.log").write_text(log)
     bench = None
     if not args.no_cmsis:
-        import cmsis_nn
-
         bench = cmsis_nn.prepare(cmsis_nn.default_cmsis(), project / "cmsis")
     rows: list[dict[str, Any]] = []
     for name, layers in models.items():

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams, Tile
 
 from edgebuild.core import numerics, packing
-from edgebuild.ops import dw_spec
+from edgebuild.ops.conv import DW_TILE_ELEMENTS
 
 KERNELS = kopt.KERNELS
 BITS = packing.PACKED_BITS
@@ -248,10 +248,7 @@ def run_conv(lib, name: str, cfg: dict, wbits: int, x, w, bias, wide: bool,
     args = [ctypes.byref(params(cfg, wbits)), kopt.ptr(x, I8), kopt.ptr(w, I8),
             kopt.ptr(bias, I32), kopt.ptr(out, ctype)]
     if scratch:
-        elements = 4 * -(-cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"] // 4) * 4
-        if kopt.tile_kernel_shape(cfg):  # the depthwise tile kernel's patch (EB_DW_TILE_SCRATCH)
-            elements = max(elements, (dw_spec.DW_PAD_BYTES + 1) // 2)
-        elements = max(elements, _dw_scratch(cfg))  # the 3x3 padded path's copy
+        elements = _scratch_elements(cfg)
         buf = kopt.scratch_buffer(elements)
         args.append(kopt.ptr(buf, I16))
     getattr(lib, name)(*args)
@@ -429,6 +426,14 @@ def _dw_scratch(cfg: dict) -> int:
     return (dw_spec.padded_bytes(plane) + 1) // 2  # type: ignore[arg-type]
 
 
+def _scratch_elements(cfg: dict) -> int:
+    """int16 scratch of eb_conv2d(_wide)_opt for cfg, as the plan claims it: the im2col
+    columns (EB_CONV_OPT_SCRATCH), the 3x3 padded path's copy or the tile kernel's patch."""
+    cols = 4 * -(-cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"] // 4) * 4
+    return max(cols, _dw_scratch(cfg),
+               DW_TILE_ELEMENTS if kopt.tile_kernel_shape(cfg) else 0)
+
+
 def m4_program(lib) -> str:
     """Packed conv and linear cases with the host reference's (int8 weights) outputs; the
     firmware runs the DSP build of the optimized kernels on the packed weights."""
@@ -444,8 +449,7 @@ def m4_program(lib) -> str:
         x, w, bias = conv_data(cfg, int(rng.integers(2**32)), i % 3 != 2)
         e8 = run_conv(lib, "eb_conv2d", cfg, 0, x, w, bias, False)
         e32 = run_conv(lib, "eb_conv2d_wide", cfg, 0, x, w, bias, True)
-        n, sn = e8.size, max(4 * -(-(in_c // groups) * k * k // 4) * 4, _dw_scratch(cfg),
-                             (dw_spec.DW_PAD_BYTES + 1) // 2 if kopt.tile_kernel_shape(cfg) else 0)
+        n, sn = e8.size, _scratch_elements(cfg)
         max_scratch, max_out = max(max_scratch, sn), max(max_out, n)
         fields = ", ".join(str(cfg[f]) for f in (*CONV_FIELDS, "shift", "rounding", "act"))
         parts.append(f"static const eb_conv_params p{i} = {{{fields}, {bits}}};\n")

@@ -206,18 +206,20 @@ def banded(layer: ConvFields, conv: Plane) -> bool:
 
 
 DW_TILE_SCRATCH = "EB_DW_TILE_SCRATCH"  # eb_kernels_opt.h: the tile kernel's patch, int16
+DW_TILE_ELEMENTS = (dw_spec.DW_PAD_BYTES + 1) // 2  # its value
 
 
 def three_tap(conv: Plane) -> bool:
     """Whether eb_dw_opt.c's 3-tap kernels take a depthwise conv (a 3x3 or 1-D k = 3, stride
     and dilation 1 along the row, rows of at least 4, at most 3 of padding); a 1-D layer laid
     as a column ([C][L][1]) counts as the row it is in memory."""
-    if conv.in_w == 1 and conv.k_w == 1 and conv.pad_w == 0:
-        conv = Plane(conv.in_c, conv.in_w, conv.in_h, conv.out_c, conv.out_w, conv.out_h,
-                     conv.k_w, conv.k_h, conv.stride_w, conv.stride_h, conv.pad_w, conv.pad_h,
-                     conv.dil_w, conv.dil_h, conv.groups)
-    return conv.k_w == 3 and conv.stride_w == 1 and conv.dil_w == 1 and conv.k_h in (1, 3) \
-        and conv.in_w >= 4 and conv.pad_w <= 3
+    if conv.in_w == 1 and conv.k_w == 1 and conv.pad_w == 0:  # the row is the column
+        k, across, stride, dil, width, pad = (conv.k_h, conv.k_w, conv.stride_h, conv.dil_h,
+                                              conv.in_h, conv.pad_h)
+    else:
+        k, across, stride, dil, width, pad = (conv.k_w, conv.k_h, conv.stride_w, conv.dil_w,
+                                              conv.in_w, conv.pad_w)
+    return k == 3 and stride == 1 and dil == 1 and across in (1, 3) and width >= 4 and pad <= 3
 
 
 def dw_tile(conv: Plane) -> bool:
@@ -565,7 +567,7 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
     if rows is None and conv.banded:
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     if dw_tile(conv):
-        need = max(need, (dw_spec.DW_PAD_BYTES + 1) // 2)  # EB_DW_TILE_SCRATCH
+        need = max(need, DW_TILE_ELEMENTS)
     return need
 
 

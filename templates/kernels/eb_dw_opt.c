@@ -1015,7 +1015,7 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
 /* ---- the tile kernel ----
  * Any kernel, stride, dilation and multiplier the 3-tap kernels do not take: a tile of the
  * output (R rows x C columns, C a multiple of 4) reads a patch of the input channel, copied
- * as int16 with its zero padding into the scratch (EB_DW_TILE_ELEMS, rows pw apart), so that
+ * as int16 with its zero padding into the scratch (EB_DW_TILE_SCRATCH, rows pw apart), so that
  * every tap pair [x(kx), x(kx + 1)] (dilation 1; one tap [x, 0] otherwise) of 4 neighbouring
  * output pixels is one word load each: per tap pair and block of 4 pixels 4 LDR and 4 SMLAD.
  * The kernel runs in the frame where its taps pair best: a column kernel (k_w == 1, k_h > 1,
@@ -1023,7 +1023,6 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
  * stored down the columns -- so a 9x1 kernel costs 5 pairs a pixel, not 9 single taps.
  * Tap rows wholly in the padding are left out (eb_dw_tile_segments). */
 #define EB_DW_TILE_TAPS 64                       /* tap pairs per output channel (stack) */
-#define EB_DW_TILE_ELEMS EB_DW_TILE_SCRATCH      /* int16 of patch in the scratch */
 
 typedef struct {
     int32_t off; /* int16 elements from a block's first tap to this pair's first value */
@@ -1082,7 +1081,7 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
     t->pairs = eb_dw_npairs(t->k_w, t->d_w);
     t->ntaps = t->k_h * t->pairs;
     band = (int32_t)(t->k_h - 1) * t->d_h + 1; /* patch rows of one output row */
-    room = EB_DW_TILE_ELEMS - EB_DW_TILE_SLACK(t->s_w);
+    room = EB_DW_TILE_SCRATCH - EB_DW_TILE_SLACK(t->s_w);
     cols = ((int32_t)t->out_w + 3) & ~(int32_t)3;
     while (cols > 0 &&
            band * eb_dw_tile_pitch(cols < t->out_w ? cols : t->out_w, t->s_w, t->k_w, t->d_w) >
@@ -1309,12 +1308,9 @@ static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const e
     while (r < rows) {
         int lo, hi, next = r + 1, lo2, hi2;
         eb_tap_range((oy0 + r) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo, &hi);
-        if (hi < lo) {
-            hi = lo;
-        }
         for (; next < rows; ++next) {
             eb_tap_range((oy0 + next) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo2, &hi2);
-            if (lo2 != lo || (hi2 < lo2 ? lo2 : hi2) != hi) {
+            if (lo2 != lo || hi2 != hi) {
                 break;
             }
         }
@@ -1331,6 +1327,31 @@ typedef struct {
     int fast, other;
     int32_t half, b_lo, b_hi;
 } eb_dw_rq;
+
+/* Output channel oc's sums' start (its bias, with the rounding term in the fast mode) and
+ * its mode, into o->mode. */
+static int32_t eb_dw_init(const eb_dw_rq *rq, const int32_t *bias, int32_t oc, eb_dw_out *o)
+{
+    const int32_t b = bias ? bias[oc] : 0;
+    if (rq->fast && b >= rq->b_lo && b <= rq->b_hi) {
+        o->mode = rq->fast;
+        return b + rq->half;
+    }
+    o->mode = rq->other;
+    return b;
+}
+
+/* Output channel oc's `taps` weights as int8: in place, or unpacked into `unpacked`. */
+static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight, int32_t oc,
+                                   int32_t taps, int8_t *unpacked)
+{
+    if (p->wbits == 0) {
+        return weight + oc * taps;
+    }
+    eb_unpack_weights(1, taps, p->wbits, weight + oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
+                      unpacked);
+    return unpacked;
+}
 
 /* The layer by tiles: per input channel and tile the patch once, then each of its m output
  * channels (weights, packed or not; bias; mode) over it. */
@@ -1351,21 +1372,8 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                 eb_dw_tile_fill(t, in + (int32_t)ic * in_plane, oy0, ox0, rows, patch);
                 for (j = 0; j < m; ++j) {
                     const int32_t oc = (int32_t)ic * m + j;
-                    const int32_t b = bias ? bias[oc] : 0;
-                    const int8_t *w = weight + oc * taps;
-                    int32_t init = b;
-                    o->mode = rq->other;
-                    if (rq->fast && b >= rq->b_lo && b <= rq->b_hi) {
-                        init = b + rq->half;
-                        o->mode = rq->fast;
-                    }
-                    if (p->wbits != 0) { /* packed: this channel's taps as int8 */
-                        eb_unpack_weights(1, taps, p->wbits,
-                                          weight + oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
-                                          unpacked);
-                        w = unpacked;
-                    }
-                    eb_dw_tile_taps(t, w, tap);
+                    const int32_t init = eb_dw_init(rq, bias, oc, o);
+                    eb_dw_tile_taps(t, eb_dw_weights(p, weight, oc, taps, unpacked), tap);
                     eb_dw_tile_segments(t, patch, tap, oy0, ox0, rows, init, o,
                                         oc * out_plane);
                 }
@@ -1407,6 +1415,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
     int tiled;    /* the tile kernel takes the layer (not a 3-tap kind) */
     eb_dw_tf tf;
+    eb_dw_rq rq;
 
     if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
         return 0;
@@ -1440,7 +1449,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     } else {
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
-    tiled = g.kind != EB_DW_K3 && q == NULL && buf_bytes >= 2 * EB_DW_TILE_ELEMS &&
+    tiled = g.kind != EB_DW_K3 && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
             eb_dw_tile_plan(&g, &tf);
     if (g.kind != EB_DW_K3 && !tiled) {
         /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
@@ -1506,49 +1515,29 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         return 0; /* the im2col path reads packed rows of any length */
     }
     m = p->out_c / p->in_c;
+    rq.fast = fast;
+    rq.other = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+    rq.half = half;
+    rq.b_lo = b_lo;
+    rq.b_hi = b_hi;
     if (g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
         g.pad_w == 0 && q == NULL) { /* a per-channel scale */
         for (oc = 0; oc < p->out_c; ++oc) {
-            const int32_t b = bias ? bias[oc] : 0;
-            int32_t init = b;
-            int8_t wq = weight[oc];
-            o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
-            if (fast && b >= b_lo && b <= b_hi) {
-                init = b + half;
-                o.mode = fast;
-            }
-            if (p->wbits != 0) {
-                eb_unpack_weights(1, 1, p->wbits,
-                                  weight + (int32_t)oc * EB_PACKED_ROW_BYTES(1, p->wbits), &wq);
-            }
-            eb_dw_scale(in + (int32_t)(oc / m) * in_plane, in_plane, wq, init, &o,
+            const int32_t init = eb_dw_init(&rq, bias, oc, &o);
+            eb_dw_scale(in + (int32_t)(oc / m) * in_plane, in_plane,
+                        *eb_dw_weights(p, weight, oc, 1, unpacked), init, &o,
                         (int32_t)oc * out_plane);
         }
         return 1;
     }
     if (tiled) {
-        const eb_dw_rq rq = {fast, s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC, half, b_lo,
-                             b_hi};
         eb_dw_tile_layer(&tf, p, in, in_plane, weight, bias, &rq, &o, (int16_t *)(void *)buf);
         return 1;
     }
-    m = p->out_c / p->in_c;
     for (oc = 0; oc < p->out_c; ++oc) {
         const int8_t *plane = in + (int32_t)(oc / m) * (q ? (int32_t)q->in_h * q->in_w : in_plane);
-        const int8_t *w = weight + (int32_t)oc * taps;
-        const int32_t b = bias ? bias[oc] : 0;
-        int32_t init = b;
-        o.mode = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
-        if (fast && b >= b_lo && b <= b_hi) {
-            init = b + half;
-            o.mode = fast;
-        }
-        if (p->wbits != 0) { /* packed: this channel's taps as int8 */
-            eb_unpack_weights(1, taps, p->wbits,
-                              weight + (int32_t)oc * EB_PACKED_ROW_BYTES(taps, p->wbits),
-                              unpacked);
-            w = unpacked;
-        }
+        const int32_t init = eb_dw_init(&rq, bias, oc, &o);
+        const int8_t *w = eb_dw_weights(p, weight, oc, taps, unpacked);
         if (g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
             if (band && (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU)) {

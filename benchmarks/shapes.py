@@ -20,8 +20,9 @@ under the same counter. Then the distribution over layers of at least 4,096 MACs
 p90 and the worst ten, against the issue's targets (p90 <= 2.0 insn/MAC, worst <= 3.0), and
 the shapes where CMSIS-NN takes fewer instructions or cycles.
 
-    python benchmarks/shapes.py [--count N] [--chains N] [--seed S] [--jobs J] [--keep DIR]
-                                [--no-cmsis] [--code] [--out PATH] [--plot PNG [--before OLD.json]]
+    python benchmarks/shapes.py [--count N] [--chains N] [--seed S] [--only NAME ...] [--jobs J]
+                                [--keep DIR] [--no-cmsis] [--code] [--out PATH]
+                                [--plot PNG [--before OLD.json]]
     python benchmarks/shapes.py --from-json OUT.json [--plot PNG [--before OLD.json]]
 
 Writes PATH.json (every row) and PATH.md (default ./shapes); prints the tables. Needs the
@@ -560,6 +561,8 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, help="write the distribution of insn/MAC (PNG)")
     parser.add_argument("--before", type=Path,
                         help="an earlier run's OUT.json to draw beside (with --plot)")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="measure only these of the drawn models (s010 c04 ...)")
     parser.add_argument("--from-json", type=Path,
                         help="measure nothing: print and plot this earlier run's OUT.json")
     args = parser.parse_args()
@@ -568,6 +571,12 @@ def main() -> int:
         rows = json.loads(args.from_json.read_text())["rows"]
     else:
         models = models_of(args.seed, args.count, args.chains)
+        if args.only:
+            unknown = sorted(set(args.only) - set(models))
+            if unknown:
+                parser.error(f"--only: no drawn model {', '.join(unknown)} "
+                             f"(drawn: s000..s{args.count - 1:03d}, c00..c{args.chains - 1:02d})")
+            models = {name: models[name] for name in args.only}
         with tempfile.TemporaryDirectory(prefix="edgebuild-shapes-") as temp:
             project = args.keep or Path(temp)
             project.mkdir(parents=True, exist_ok=True)

@@ -500,8 +500,10 @@ DW_QUANT = [(0, 0, -7), (0, 1, -1), (0, 2, -12), (1, 0, 0), (1, 1, 2), (1, 2, -2
 
 
 def dw_data(cfg: dict, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Input and weights of a conv (depthwise or any grouping: in_c / groups per output)."""
     x = int8_data(rng, (cfg["in_c"], cfg["in_h"], cfg["in_w"]))
-    w, _ = int_weights(rng, (cfg["out_c"], 1, cfg["k_h"], cfg["k_w"]))
+    w, _ = int_weights(rng, (cfg["out_c"], cfg["in_c"] // cfg["groups"], cfg["k_h"],
+                             cfg["k_w"]))
     return x, w
 
 
@@ -529,7 +531,13 @@ def test_depthwise_extreme_bias(lib):
     room = 9 * 128 * 128
     bias = np.array([2**31 - 1 - room, -2**31 + room, 2**31 - 1 - room - (1 << 19), 5],
                     dtype=np.int32)
-    random_x, random_w = dw_data(cfg, rng)
+    check_extremes(lib, cfg, dw_data(cfg, rng), bias)
+
+
+def check_extremes(lib, cfg: dict, data, bias) -> None:
+    """cfg on data (x, w) and on every x at -128 with every w at -128 or 127 (the largest
+    sums), each activation and several shifts, narrow and wide: equal to the reference."""
+    random_x, random_w = data
     extreme_x = np.full_like(random_x, -128)
     for x, w in ((random_x, random_w), (extreme_x, np.full_like(random_w, -128)),
                  (extreme_x, np.full_like(random_w, 127))):

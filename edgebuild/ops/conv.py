@@ -230,6 +230,21 @@ def dw_tile(conv: Plane) -> bool:
     return conv.groups == conv.in_c and not three_tap(conv)
 
 
+COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs per group of a non-depthwise one
+
+
+def column(conv: Plane) -> bool:
+    """Whether eb_dw_opt.c's column kernels take a conv (eb_col_takes, but for packed
+    weights, which they leave to the other paths): a kernel one column wide (k_w == 1, no
+    width padding, stride_w 1 or 2) over rows of at least 4 outputs, depthwise or with at
+    most COLUMN_MAX_OUT outputs per group, and not a 1x1 stride-1 unpadded one (a
+    per-channel scale, or a pointwise product). A dense one links the depthwise file."""
+    cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
+    return conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and \
+        conv.out_w >= 4 and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
+        not (conv.k_h == 1 and conv.stride_h == 1 and conv.stride_w == 1 and conv.pad_h == 0)
+
+
 def split(conv: Plane) -> bool:
     """Whether the optimized kernels run the tiled conv split (eb_conv2d_tiled_cols: columns
     built once per row tile, weights streamed; memory.tiling's split layout): a dense conv
@@ -451,7 +466,8 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
-    depthwise = step.optimized and conv.groups == conv.in_c  # 1 input channel too
+    # 1 input channel too; the column kernels live in the same file
+    depthwise = step.optimized and (conv.groups == conv.in_c or column(conv))
     band = step.optimized and step.tile is not None and banded(layer, conv)
     fused = fused_depthwise_pool(step, conv) or band and layer.pool is not None and \
         fusable_pool(layer, pool_plane(layer.pool, step.in_shapes[0]))

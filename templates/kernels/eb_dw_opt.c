@@ -199,6 +199,23 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
     }
 }
 
+/* Four sums of neighbouring pixels from index: stored in o's mode (its NONE and RELU inline;
+ * one test a block, not a pixel). */
+EB_INLINE void eb_col_store4(const eb_dw_out *o, int32_t index, int32_t a0, int32_t a1,
+                             int32_t a2, int32_t a3)
+{
+    if (o->mode == EB_DW_RELU) {
+        eb_dw_store2(EB_DW_RELU, o, o->out8, o->s, index, a0, a1);
+        eb_dw_store2(EB_DW_RELU, o, o->out8, o->s, index + 2, a2, a3);
+    } else if (o->mode == EB_DW_NONE) {
+        eb_dw_store2(EB_DW_NONE, o, o->out8, o->s, index, a0, a1);
+        eb_dw_store2(EB_DW_NONE, o, o->out8, o->s, index + 2, a2, a3);
+    } else {
+        eb_dw_put2(o, index, a0, a1);
+        eb_dw_put2(o, index + 2, a2, a3);
+    }
+}
+
 /* ---- 3x3, stride 1: columns over a zero-padded copy ----
  * A 3x3 layer with stride_h == stride_w == dil_h == dil_w == 1 and the NONE or RELU
  * requantization copies each input channel, padding included, into the scratch (rows
@@ -1027,7 +1044,16 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
 typedef struct {
     int32_t off; /* int16 elements from a block's first tap to this pair's first value */
     uint32_t w;  /* [w_a, w_b] (w_b = 0: a single tap) */
+    uint32_t w2; /* the same of the second output channel of a pair (eb_dw_tile_pair) */
 } eb_dw_tap;
+
+/* The output channel(s) a tile kernel run computes: a, and b when ob is not NULL (two output
+ * channels of one input channel: the patch words loaded once for both). */
+typedef struct {
+    int32_t init_a, init_b; /* the sums' start */
+    const eb_dw_out *oa, *ob;
+    int32_t ia, ib; /* the output channels' first elements */
+} eb_dw_job;
 
 typedef struct {
     int in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_h, p_w, d_h, d_w; /* the frame */
@@ -1157,19 +1183,27 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     }
 }
 
-/* The tap pairs of one output channel's weights w (k_h x k_w, the layer's order) in the
- * frame. */
-static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *w, eb_dw_tap *tap)
+/* The pair [w(kx), w(kx + 1)] of tap row ky of one output channel's weights w (k_h x k_w, the
+ * layer's order) in the frame; w(kx + 1) = 0 past the row or with dilation. */
+static uint32_t eb_dw_tile_pair_word(const eb_dw_tf *t, const int8_t *w, int ky, int kx)
+{
+    const int32_t a = w[ky * t->w_r + kx * t->w_c];
+    const int32_t b = t->d_w == 1 && kx + 1 < t->k_w ? w[ky * t->w_r + (kx + 1) * t->w_c] : 0;
+    return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+}
+
+/* The tap pairs of one output channel's weights wa, and of a second one's wb (or NULL), in
+ * the frame. */
+static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
+                            eb_dw_tap *tap)
 {
     int ky, p;
     for (ky = 0; ky < t->k_h; ++ky) {
         for (p = 0; p < t->pairs; ++p, ++tap) {
             const int kx = t->d_w == 1 ? 2 * p : p;
-            const int32_t a = w[ky * t->w_r + kx * t->w_c];
-            const int32_t b = t->d_w == 1 && kx + 1 < t->k_w ? w[ky * t->w_r + (kx + 1) * t->w_c]
-                                                             : 0;
             tap->off = (int32_t)ky * t->d_h * t->pw + (int32_t)kx * t->d_w;
-            tap->w = (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+            tap->w = eb_dw_tile_pair_word(t, wa, ky, kx);
+            tap->w2 = wb ? eb_dw_tile_pair_word(t, wb, ky, kx) : 0;
         }
     }
 }
@@ -1244,14 +1278,135 @@ EB_INLINE void eb_dw_tile_run(const eb_dw_tf *t, const int16_t *patch, const eb_
         eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_ANY);   \
     }
 
-static EB_NOINLINE void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch,
-                                         const eb_dw_tap *tap, int oy0, int ox0, int rows,
-                                         int32_t init, const eb_dw_out *o, int32_t index)
+static EB_NOINLINE void eb_dw_tile_one(const eb_dw_tf *t, const int16_t *patch,
+                                       const eb_dw_tap *tap, int oy0, int ox0, int rows,
+                                       int32_t init, const eb_dw_out *o, int32_t index)
 {
     if (t->s_w == 1 && t->dst_c == 1) {
         EB_DW_TILE_MODES(1, 1)
     } else {
         EB_DW_TILE_MODES(t->s_w, t->dst_c)
+    }
+}
+
+/* Four sums of pixels dc apart from index, the first `count` of them, into o. */
+static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32_t dc,
+                                        int count, int32_t a0, int32_t a1, int32_t a2,
+                                        int32_t a3)
+{
+    const int32_t acc[4] = {a0, a1, a2, a3};
+    int j;
+    for (j = 0; j < count && j < 4; ++j) {
+        eb_dw_put(o, index + j * dc, acc[j]);
+    }
+}
+
+/* Two channels' tap pairs [e, end) (a whole number of two, at least two) of 4 pixels s int16
+ * apart from row, on the M4: the 8 sums, the 3 words of a tap and the pointers are all the
+ * registers there are, which GCC's C does not manage without spilling (end is read from
+ * the stack). Per tap pair 2 loads of the tap, an ADD, 4 LDR and 8 SMLAD: 15 instructions
+ * per 16 MACs, and 3 per two pairs for the loop. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && \
+    defined(__OPTIMIZE__) && !defined(EB_OPT_PORTABLE)
+#define EB_DW_PAIR_ASM 1
+#define EB_DW_PAIR_PX(a, b, at)                                                              \
+    "ldr %[v], [%[off], #" at "]\n\t"                                                        \
+    "smlad %[" a "], %[v], %[wa], %[" a "]\n\t"                                              \
+    "smlad %[" b "], %[v], %[wb], %[" b "]\n\t"
+#define EB_DW_PAIR_TAP(s2, s4, s6)                                                           \
+    "ldr %[wb], [%[e], #8]\n\t"                                                              \
+    "ldrd %[off], %[wa], [%[e]], #12\n\t"                                                    \
+    "add %[off], %[row], %[off], lsl #1\n\t"                                                 \
+    EB_DW_PAIR_PX("a0", "b0", "0") EB_DW_PAIR_PX("a1", "b1", s2)                             \
+    EB_DW_PAIR_PX("a2", "b2", s4) EB_DW_PAIR_PX("a3", "b3", s6)
+#define EB_DW_PAIR_LOOP(s2, s4, s6)                                                          \
+    do {                                                                                     \
+        uint32_t off, wa, wb, v;                                                             \
+        __asm__ volatile("1:\n\t" EB_DW_PAIR_TAP(s2, s4, s6) EB_DW_PAIR_TAP(s2, s4, s6)      \
+                         "ldr %[v], %[end]\n\t"                                              \
+                         "cmp %[e], %[v]\n\t"                                                \
+                         "bne 1b\n\t"                                                        \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),       \
+                           [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),       \
+                           [e] "+r"(e), [off] "=&r"(off), [wa] "=&r"(wa), [wb] "=&r"(wb),    \
+                           [v] "=&r"(v)                                                      \
+                         : [row] "r"(row), [end] "m"(end2)                                   \
+                         : "cc", "memory");                                                  \
+    } while (0)
+#else
+#define EB_DW_PAIR_ASM 0
+#endif
+
+/* eb_dw_tile_run for two output channels of one input channel (j->ob): each pixel's tap
+ * pair loaded once for both. */
+EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                               const eb_dw_job *j, int oy0, int ox0, int rows, const int s)
+{
+    const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
+    const int32_t pitch = (int32_t)t->s_h * t->pw, dc = t->dst_c;
+    const eb_dw_tap *const end = tap + t->ntaps;
+#if EB_DW_PAIR_ASM
+    const eb_dw_tap *const end2 = tap + (t->ntaps & ~1);
+#endif
+    int r, x;
+    for (r = 0; r < rows; ++r) {
+        const int16_t *row = patch + (int32_t)r * pitch;
+        const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
+        for (x = ox0; x < xend; x += 4, row += 4 * s) {
+            const eb_dw_tap *e = tap;
+            int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
+            int32_t b0 = j->init_b, b1 = j->init_b, b2 = j->init_b, b3 = j->init_b;
+#if EB_DW_PAIR_ASM
+            if (e < end2 && s == 1) {
+                EB_DW_PAIR_LOOP("2", "4", "6");
+            } else if (e < end2 && s == 2) {
+                EB_DW_PAIR_LOOP("4", "8", "12");
+            }
+#endif
+            for (; e < end; ++e) {
+                const int16_t *q = row + e->off;
+                const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
+                const uint32_t v2 = eb_load32(q + 2 * s), v3 = eb_load32(q + 3 * s);
+                a0 = eb_smlad(v0, e->w, a0);
+                a1 = eb_smlad(v1, e->w, a1);
+                a2 = eb_smlad(v2, e->w, a2);
+                a3 = eb_smlad(v3, e->w, a3);
+                b0 = eb_smlad(v0, e->w2, b0);
+                b1 = eb_smlad(v1, e->w2, b1);
+                b2 = eb_smlad(v2, e->w2, b2);
+                b3 = eb_smlad(v3, e->w2, b3);
+            }
+            if (dc == 1 && xend - x >= 4) {
+                eb_col_store4(j->oa, j->ia + at + x, a0, a1, a2, a3);
+                eb_col_store4(j->ob, j->ib + at + x, b0, b1, b2, b3);
+                continue;
+            }
+            eb_dw_tile_put4(j->oa, j->ia + at + x * dc, dc, xend - x, a0, a1, a2, a3);
+            eb_dw_tile_put4(j->ob, j->ib + at + x * dc, dc, xend - x, b0, b1, b2, b3);
+        }
+    }
+}
+
+/* Whether the tile kernel runs a layer's output channels two at a time: with at least two
+ * tap pairs (fewer: the stores, not the loads, are the cost), outputs along the rows and
+ * stride 1 or 2 (the pair loop's forms). */
+static int eb_dw_tile_pairs(const eb_dw_tf *t)
+{
+    return t->ntaps >= 2 && t->dst_c == 1 && (t->s_w == 1 || t->s_w == 2);
+}
+
+/* The tile's rows from oy0 for the job j: one channel (eb_dw_tile_one) or two (when
+ * eb_dw_tile_pairs), stride 1 and 2 specialised. */
+static EB_NOINLINE void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch,
+                                         const eb_dw_tap *tap, const eb_dw_job *j, int oy0,
+                                         int ox0, int rows)
+{
+    if (j->ob == NULL) {
+        eb_dw_tile_one(t, patch, tap, oy0, ox0, rows, j->init_a, j->oa, j->ia);
+    } else if (t->s_w == 1) {
+        eb_dw_tile_run2(t, patch, tap, j, oy0, ox0, rows, 1);
+    } else {
+        eb_dw_tile_run2(t, patch, tap, j, oy0, ox0, rows, 2);
     }
 }
 
@@ -1294,14 +1449,13 @@ static EB_NOINLINE void eb_dw_scale(const int8_t *x, int32_t n, int32_t w, int32
  * same: a run's tap rows wholly in the padding (zeros in the patch) are left out of its
  * sums (a 7x7 stride-2 layer on a 3-row map reads 3 of its 7). */
 static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
-                                int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
-                                int32_t index)
+                                const eb_dw_job *j, int oy0, int ox0, int rows)
 {
     eb_dw_tf part;
     int r = 0;
     if (oy0 * t->s_h >= t->p_h &&
         (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h) {
-        eb_dw_tile_block(t, patch, tap, oy0, ox0, rows, init, o, index); /* all inside */
+        eb_dw_tile_block(t, patch, tap, j, oy0, ox0, rows); /* all inside */
         return;
     }
     part = *t;
@@ -1315,8 +1469,8 @@ static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const e
             }
         }
         part.ntaps = (hi - lo) * t->pairs;
-        eb_dw_tile_block(&part, patch + (int32_t)r * t->s_h * t->pw, tap + lo * t->pairs,
-                         oy0 + r, ox0, next - r, init, o, index);
+        eb_dw_tile_block(&part, patch + (int32_t)r * t->s_h * t->pw, tap + lo * t->pairs, j,
+                         oy0 + r, ox0, next - r);
         r = next;
     }
 }
@@ -1327,6 +1481,39 @@ typedef struct {
     int fast, other;
     int32_t half, b_lo, b_hi;
 } eb_dw_rq;
+
+/* The outputs o and requantization rq of sums of `taps` products (|w * x| <= 2^14 each) into
+ * s. The fast requantization (acc >> s, SSAT/USAT) starts from bias + 2^(s-1) (half up): for
+ * a bias in [b_lo, b_hi] no sum can overflow with it. */
+static void eb_dw_setup(const eb_dw_sink *s, int32_t taps, eb_dw_out *o, eb_dw_rq *rq)
+{
+    o->out8 = s->out8;
+    o->out32 = s->out32;
+    o->shift = s->shift;
+    o->rounding = s->rounding;
+    o->act = s->act;
+    o->s = -s->shift;
+    o->mode = 0;
+    rq->fast = 0;
+    rq->other = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
+    rq->half = rq->b_lo = rq->b_hi = 0;
+    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
+        (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
+        const int64_t bound = (int64_t)taps << 14;
+        const int32_t half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0
+                                 ? (int32_t)1 << (-s->shift - 1)
+                                 : 0;
+        const int64_t lo = (int64_t)INT32_MIN + bound, hi = (int64_t)INT32_MAX - bound - half;
+        if (lo <= hi) { /* else no bias qualifies */
+            rq->fast = s->act == EB_ACT_RELU  ? EB_DW_RELU
+                       : s->act == EB_ACT_ABS ? EB_DW_ABS
+                                              : EB_DW_NONE;
+            rq->half = half;
+            rq->b_lo = (int32_t)lo;
+            rq->b_hi = (int32_t)hi;
+        }
+    }
+}
 
 /* Output channel oc's sums' start (its bias, with the rounding term in the fast mode) and
  * its mode, into o->mode. */
@@ -1358,11 +1545,14 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
 static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
                                          const int8_t *in, int32_t in_plane,
                                          const int8_t *weight, const int32_t *bias,
-                                         const eb_dw_rq *rq, eb_dw_out *o, int16_t *patch)
+                                         const eb_dw_rq *rq, const eb_dw_out *o,
+                                         int16_t *patch)
 {
     eb_dw_tap tap[EB_DW_TILE_TAPS];
     int8_t unpacked[2 * EB_DW_TILE_TAPS]; /* one channel's taps (at most 2 a pair), packed */
-    const int m = p->out_c / p->in_c;
+    int8_t unpacked2[2 * EB_DW_TILE_TAPS]; /* the pair's second channel's */
+    eb_dw_out oa = *o, ob = *o;
+    const int m = p->out_c / p->in_c, pairs = eb_dw_tile_pairs(t);
     const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w;
     int ic, j, oy0, ox0;
     for (ic = 0; ic < p->in_c; ++ic) {
@@ -1370,12 +1560,21 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
             const int rows = t->out_h - oy0 < t->rows ? t->out_h - oy0 : t->rows;
             for (ox0 = 0; ox0 < t->out_w; ox0 += t->cols) {
                 eb_dw_tile_fill(t, in + (int32_t)ic * in_plane, oy0, ox0, rows, patch);
-                for (j = 0; j < m; ++j) {
+                for (j = 0; j < m; j += pairs ? 2 : 1) {
                     const int32_t oc = (int32_t)ic * m + j;
-                    const int32_t init = eb_dw_init(rq, bias, oc, o);
-                    eb_dw_tile_taps(t, eb_dw_weights(p, weight, oc, taps, unpacked), tap);
-                    eb_dw_tile_segments(t, patch, tap, oy0, ox0, rows, init, o,
-                                        oc * out_plane);
+                    const int two = pairs && j + 1 < m;
+                    eb_dw_job job;
+                    job.init_a = eb_dw_init(rq, bias, oc, &oa);
+                    job.init_b = two ? eb_dw_init(rq, bias, oc + 1, &ob) : 0;
+                    job.oa = &oa;
+                    job.ob = two ? &ob : NULL;
+                    job.ia = oc * out_plane;
+                    job.ib = job.ia + out_plane;
+                    eb_dw_tile_taps(t, eb_dw_weights(p, weight, oc, taps, unpacked),
+                                    two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
+                                        : NULL,
+                                    tap);
+                    eb_dw_tile_segments(t, patch, tap, &job, oy0, ox0, rows);
                 }
             }
         }
@@ -1410,9 +1609,9 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     uint32_t w3[5];
     eb_dw_geom g;
     eb_dw_out o;
-    int32_t in_plane, out_plane, taps, half = 0, b_lo = 0, b_hi = 0;
+    int32_t in_plane, out_plane, taps;
     int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
-    int fast = 0; /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
+    int fast;     /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
     int tiled;    /* the tile kernel takes the layer (not a 3-tap kind) */
     eb_dw_tf tf;
     eb_dw_rq rq;
@@ -1482,30 +1681,8 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     out_plane = (int32_t)g.out_h * g.out_w;
     taps = (int32_t)g.k_h * g.k_w;
 
-    o.out8 = s->out8;
-    o.out32 = s->out32;
-    o.shift = s->shift;
-    o.rounding = s->rounding;
-    o.act = s->act;
-    o.s = -s->shift;
-    /* The fast requantization (acc >> s, SSAT/USAT) starts from bias + 2^(s-1) (half up):
-     * for a bias in [b_lo, b_hi] no sum can overflow with it (|w * x| <= 2^14 per tap). */
-    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
-        (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
-        const int64_t bound = (int64_t)taps << 14;
-        int64_t lo, hi;
-        half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0 ? (int32_t)1 << (-s->shift - 1)
-                                                                : 0;
-        lo = (int64_t)INT32_MIN + bound;
-        hi = (int64_t)INT32_MAX - bound - half;
-        fast = s->act == EB_ACT_RELU ? EB_DW_RELU : s->act == EB_ACT_ABS ? EB_DW_ABS : EB_DW_NONE;
-        if (lo > hi) { /* no bias qualifies */
-            fast = 0;
-        } else {
-            b_lo = (int32_t)lo;
-            b_hi = (int32_t)hi;
-        }
-    }
+    eb_dw_setup(s, taps, &o, &rq);
+    fast = rq.fast;
     if (k != NULL && (k->run == NULL || g.kind != EB_DW_K3 || band < g.out_h || !fast ||
                       (int32_t)g.in_w + g.pad_w != k->pitch || g.out_w != k->out_w ||
                       -s->shift != k->s || s->act != k->act)) {
@@ -1515,11 +1692,6 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         return 0; /* the im2col path reads packed rows of any length */
     }
     m = p->out_c / p->in_c;
-    rq.fast = fast;
-    rq.other = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
-    rq.half = half;
-    rq.b_lo = b_lo;
-    rq.b_hi = b_hi;
     if (g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
         g.pad_w == 0 && q == NULL) { /* a per-channel scale */
         for (oc = 0; oc < p->out_c; ++oc) {
@@ -1565,9 +1737,259 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     return 1;
 }
 
+/* ---- column kernels ----
+ * A kernel one column wide (k_w == 1, pad_w == 0, stride_w 1 or 2; any k_h, stride_h,
+ * dil_h, pad_h) of any grouping with few outputs per group: depthwise with any multiplier,
+ * grouped, or dense with at most EB_COL_MAX_OUT output channels. An output row is then a
+ * weighted sum of whole input rows -- tap (c, ky) adds w * row(c, oy * stride_h - pad_h +
+ * ky * dil_h) -- so there is nothing to copy: 4 neighbouring pixels of a tap row are one word
+ * (SXTB16 and SXTB16_ROR8 give [x0, x2] and [x1, x3]; at stride 2, the SXTB16 of the word
+ * at x0 and the SXTB16_ROR8 of the word at x3 are the pixels [x0, x2], [x4, x6], never a
+ * byte past x6) and each pixel one SMLAxy per output channel, two
+ * output channels' weights in one word [w_a, w_b] (SMLAxB, SMLAxT): 7 instructions per 4
+ * MACs for one channel, 11 per 8 for two. A per-pixel im2col (the generic path) costs more
+ * than the few dot products a dense layer with one or two outputs makes of it, and the tile
+ * kernel's patch turns such a kernel on its side. The taps (row offset, weight word) are a
+ * table in the caller's scratch (8 bytes a tap: EB_CONV_OPT_SCRATCH holds cin_g * k_h of
+ * them), rebuilt for output rows whose tap rows reach into the padding (those taps are left
+ * out). A row whose width is not a multiple of 4 ends with a block overlapping the one
+ * before it (its pixels computed twice, the same way): no pixel goes alone. */
+#define EB_COL_MAX_OUT 4
+
+typedef struct {
+    int32_t off; /* bytes from the block's first pixel in the first tap row in range */
+    uint32_t w;  /* [w_a, w_b]: the channel pair's weights (w_b = 0 for one channel) */
+} eb_col_tap;
+
+/* The taps of input channels [0, cin_g) rows [lo, hi) of output channels wa (and wb, or
+ * NULL: one channel), offsets from row lo of input channel 0. */
+static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                         const int8_t *wb, int lo, int hi, int32_t in_plane, eb_col_tap *t)
+{
+    const int32_t step = (int32_t)p->dil_h * p->in_w;
+    int c, k;
+    for (c = 0; c < cin_g; ++c) {
+        for (k = lo; k < hi; ++k, ++t) {
+            const int32_t i = (int32_t)c * p->k_h + k;
+            t->off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;
+            t->w = (uint32_t)(uint16_t)(int16_t)wa[i] |
+                   (wb ? (uint32_t)(uint16_t)(int16_t)wb[i] << 16 : 0u);
+        }
+    }
+}
+
+/* A tap's offset and weight word: one LDRD on the M4 (GCC does not pair the loads itself for
+ * this core). */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
+#define EB_COL_LOAD_TAP(e, off, w) \
+    __asm__("ldrd %0, %1, [%2]" : "=r"(off), "=r"(w) : "r"(e), "m"(*(const eb_col_tap *)(e)))
+#else
+#define EB_COL_LOAD_TAP(e, off, w) ((off) = (e)->off, (w) = (e)->w)
+#endif
+
+/* One tap e of 4 pixels from q into the sums of channel a (w's bottom half) and, with two,
+ * channel b (top half): stride 1, one word [x0 x1 x2 x3]; stride 2, two ([x0 . x2 .] and
+ * [. x4 . x6] from x3). */
+#define EB_COL_TAP(e)                                                                        \
+    do {                                                                                     \
+        int32_t off;                                                                         \
+        uint32_t w, lo, hi;                                                                  \
+        EB_COL_LOAD_TAP(e, off, w);                                                          \
+        if (s == 1) {                                                                        \
+            const uint32_t v = eb_load32(q + off);                                           \
+            lo = eb_sxtb16(v);      /* [x0, x2] */                                           \
+            hi = eb_sxtb16_ror8(v); /* [x1, x3] */                                           \
+        } else {                                                                             \
+            lo = eb_sxtb16(eb_load32(q + off));           /* [x0, x2]: pixels 0, 1 */        \
+            hi = eb_sxtb16_ror8(eb_load32(q + off + 3)); /* [x4, x6]: pixels 2, 3 */        \
+        }                                                                                    \
+        a0 = eb_smlabb(lo, w, a0);                                                           \
+        a1 = s == 1 ? eb_smlabb(hi, w, a1) : eb_smlatb(lo, w, a1);                           \
+        a2 = s == 1 ? eb_smlatb(lo, w, a2) : eb_smlabb(hi, w, a2);                           \
+        a3 = eb_smlatb(hi, w, a3);                                                           \
+        if (two) {                                                                           \
+            b0 = eb_smlabt(lo, w, b0);                                                       \
+            b1 = s == 1 ? eb_smlabt(hi, w, b1) : eb_smlatt(lo, w, b1);                       \
+            b2 = s == 1 ? eb_smlatt(lo, w, b2) : eb_smlabt(hi, w, b2);                       \
+            b3 = eb_smlatt(hi, w, b3);                                                       \
+        }                                                                                    \
+    } while (0)
+
+/* Two channels' taps [e, end) (a whole number of pairs, at least one) of 4 pixels from q on
+ * the M4: GCC keeps the 8 sums, the 2 pointers and the tap's 3 words in registers only when
+ * told (its C spills two sums a tap); end is read from the stack. Per tap pair 24 + 3
+ * instructions at stride 1 (LDRD, LDR, 2 SXTB16, 8 SMLAxy a tap), 28 + 3 at stride 2 (an
+ * ADD and a second LDR a tap). */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && \
+    defined(__OPTIMIZE__) && !defined(EB_OPT_PORTABLE)
+#define EB_COL2_ASM 1
+#define EB_COL2_MACS                                                                         \
+    "smlabb %[a0], %[lo], %[w], %[a0]\n\t"                                                   \
+    "smlabt %[b0], %[lo], %[w], %[b0]\n\t"
+#define EB_COL2_S1                                                                           \
+    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
+    "ldr %[lo], [%[q], %[lo]]\n\t"                                                           \
+    "sxtb16 %[hi], %[lo], ror #8\n\t"                                                        \
+    "sxtb16 %[lo], %[lo]\n\t"                                                                \
+    EB_COL2_MACS                                                                             \
+    "smlabb %[a1], %[hi], %[w], %[a1]\n\t"                                                   \
+    "smlatb %[a2], %[lo], %[w], %[a2]\n\t"                                                   \
+    "smlatb %[a3], %[hi], %[w], %[a3]\n\t"                                                   \
+    "smlabt %[b1], %[hi], %[w], %[b1]\n\t"                                                   \
+    "smlatt %[b2], %[lo], %[w], %[b2]\n\t"                                                   \
+    "smlatt %[b3], %[hi], %[w], %[b3]\n\t"
+#define EB_COL2_S2                                                                           \
+    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
+    "add %[lo], %[q], %[lo]\n\t"                                                             \
+    "ldr %[hi], [%[lo], #3]\n\t"                                                             \
+    "ldr %[lo], [%[lo]]\n\t"                                                                 \
+    "sxtb16 %[hi], %[hi], ror #8\n\t"                                                        \
+    "sxtb16 %[lo], %[lo]\n\t"                                                                \
+    EB_COL2_MACS                                                                             \
+    "smlatb %[a1], %[lo], %[w], %[a1]\n\t"                                                   \
+    "smlabb %[a2], %[hi], %[w], %[a2]\n\t"                                                   \
+    "smlatb %[a3], %[hi], %[w], %[a3]\n\t"                                                   \
+    "smlatt %[b1], %[lo], %[w], %[b1]\n\t"                                                   \
+    "smlabt %[b2], %[hi], %[w], %[b2]\n\t"                                                   \
+    "smlatt %[b3], %[hi], %[w], %[b3]\n\t"
+#define EB_COL2_LOOP(body)                                                                   \
+    do {                                                                                     \
+        uint32_t lo, hi, w;                                                                  \
+        __asm__ volatile("1:\n\t" body body "ldr %[w], %[end]\n\t"                          \
+                         "cmp %[e], %[w]\n\t"                                                \
+                         "bne 1b\n\t"                                                        \
+                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),       \
+                           [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),       \
+                           [e] "+r"(e), [lo] "=&r"(lo), [hi] "=&r"(hi), [w] "=&r"(w)         \
+                         : [q] "r"(q), [end] "m"(end2)                                       \
+                         : "cc", "memory");                                                  \
+    } while (0)
+#else
+#define EB_COL2_ASM 0
+#endif
+
+/* One output row of one channel (a) or two (a, b): sums from init_a / init_b over the n taps
+ * from row, two taps a loop pass; stored at ia / ib of oa / ob. */
+EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int out_w,
+                          int32_t init_a, int32_t init_b, const eb_dw_out *oa,
+                          const eb_dw_out *ob, int32_t ia, int32_t ib, const int s,
+                          const int two)
+{
+    const eb_col_tap *const end2 = tap + (n & ~1);
+    int x;
+    for (x = 0; x < out_w; x += 4) {
+        const eb_col_tap *e = tap;
+        const int8_t *q;
+        int32_t a0 = init_a, a1 = init_a, a2 = init_a, a3 = init_a;
+        int32_t b0 = init_b, b1 = init_b, b2 = init_b, b3 = init_b;
+        if (x > out_w - 4) { /* the last block overlaps the one before (out_w >= 4) */
+            x = out_w - 4;
+        }
+        q = row + s * x;
+#if EB_COL2_ASM
+        if (two && e < end2) {
+            if (s == 1) {
+                EB_COL2_LOOP(EB_COL2_S1);
+            } else {
+                EB_COL2_LOOP(EB_COL2_S2);
+            }
+        }
+#endif
+        for (; e < end2; e += 2) {
+            EB_COL_TAP(e);
+            EB_COL_TAP(e + 1);
+        }
+        if (n & 1) {
+            EB_COL_TAP(e);
+        }
+        eb_col_store4(oa, ia + x, a0, a1, a2, a3);
+        if (two) {
+            eb_col_store4(ob, ib + x, b0, b1, b2, b3);
+        }
+    }
+}
+
+/* eb_col_run with the stride (1, 2) and channel count (1, 2) specialised. */
+static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int n, int out_w,
+                                   int s, int32_t init_a, int32_t init_b,
+                                   const eb_dw_out *oa, const eb_dw_out *ob, int32_t ia,
+                                   int32_t ib)
+{
+    if (ob == NULL) {
+        if (s == 1) {
+            eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 1, 0);
+        } else {
+            eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 2, 0);
+        }
+    } else if (s == 1) {
+        eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 1, 1);
+    } else {
+        eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 2, 1);
+    }
+}
+
+/* Whether the column kernels take p (see above). */
+static int eb_col_takes(const eb_conv_params *p)
+{
+    const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
+    return p->k_w == 1 && p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) &&
+           p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
+           !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0);
+}
+
+/* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
+ * they do not take. */
+static int eb_col_layer(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                        const int32_t *bias, int8_t *out8, int32_t *out32, eb_col_tap *table)
+{
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
+    const int32_t taps = (int32_t)cin_g * p->k_h, in_plane = (int32_t)p->in_h * p->in_w;
+    const int32_t out_plane = (int32_t)p->out_h * p->out_w;
+    eb_dw_out oa, ob;
+    eb_dw_rq rq;
+    int gi, j, oy;
+    if (!eb_col_takes(p)) {
+        return 0;
+    }
+    eb_dw_setup(&sink, taps, &oa, &rq);
+    ob = oa;
+    for (gi = 0; gi < p->groups; ++gi) {
+        const int8_t *plane = in + (int32_t)gi * cin_g * in_plane;
+        for (j = 0; j < cout_g; j += 2) {
+            const int32_t oc = (int32_t)gi * cout_g + j;
+            const int two = j + 1 < cout_g;
+            const int8_t *wa = weight + oc * taps;
+            const int32_t init_a = eb_dw_init(&rq, bias, oc, &oa);
+            const int32_t init_b = two ? eb_dw_init(&rq, bias, oc + 1, &ob) : 0;
+            int tlo = -1, thi = -1;
+            for (oy = 0; oy < p->out_h; ++oy) {
+                const int iy0 = oy * p->stride_h - p->pad_h;
+                const int32_t at = oc * out_plane + (int32_t)oy * p->out_w;
+                int lo, hi;
+                eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
+                if (lo != tlo || hi != thi) {
+                    eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
+                                 table);
+                    tlo = lo;
+                    thi = hi;
+                }
+                eb_col_row(hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane,
+                           table, (hi - lo) * cin_g, p->out_w, p->stride_w, init_a,
+                           init_b, &oa, two ? &ob : NULL, at, at + out_plane);
+            }
+        }
+    }
+    return 1;
+}
+
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
+    if (eb_col_layer(p, in, weight, bias, out8, out32, (eb_col_tap *)(void *)scratch)) {
+        return 1;
+    }
     return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, (int8_t *)scratch,
                        EB_DW_PAD_BYTES, NULL);
 }

@@ -72,6 +72,23 @@ static int32_t eb_pool_floor_div(int32_t a, int32_t b)
     return q;
 }
 
+#if defined(__GNUC__)
+#define EB_POOL_NOINLINE __attribute__((noinline))
+#else
+#define EB_POOL_NOINLINE
+#endif
+
+/* k for n = 2^k (n > 0). */
+static int eb_pool_log2(int32_t n)
+{
+    int k = 0;
+    while (n > 1) {
+        n >>= 1;
+        ++k;
+    }
+    return k;
+}
+
 /* The int8 of byte 0 of x. */
 static inline int32_t eb_byte0(uint32_t x)
 {
@@ -236,12 +253,38 @@ static inline int32_t eb_window(const int8_t *r, int32_t in_w, int k_h, int k_w,
     return sum + (int32_t)usum - 128 * 4 * words * k_h;
 }
 
+/* One row of average windows of 1 x k_w (k_w <= 4, a power of two: 1, 2, 4) `stride` apart:
+ * the sums and the rounding shift (see eb_pool2d_opt) with the window's shape in registers,
+ * not read back from the parameters per output (the generic loop's cost on 1x2 windows). */
+static EB_POOL_NOINLINE void eb_avg_row_small(const int8_t *r, int k_w, int stride, int out_w,
+                                              int32_t half, int32_t trunc_bias, int log2,
+                                              int8_t *out)
+{
+    int ox, i;
+    for (ox = 0; ox < out_w; ++ox, r += stride) {
+        int32_t v = r[0];
+        if (k_w == 2) {
+            v += r[1];
+        } else {
+            for (i = 1; i < k_w; ++i) {
+                v += r[i];
+            }
+        }
+        out[ox] = (int8_t)((v + (v < 0 ? trunc_bias : 0) + half) >> log2);
+    }
+}
+
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
 {
     const int32_t in_w = p->in_w, plane = (int32_t)p->in_h * in_w;
     const int32_t row_step = (int32_t)p->stride_h * in_w;
     const int32_t count = (int32_t)p->k_h * p->k_w;
     const int max = p->mode == EB_POOL_MAX;
+    /* A power-of-two count 2^log2 (else log2 = -1): floor(v / 2^k) is v >> k, so half up is
+     * (v + 2^(k-1)) >> k and truncation (v + (v < 0 ? 2^k - 1 : 0)) >> k. */
+    const int log2 = (count & (count - 1)) == 0 ? eb_pool_log2(count) : -1;
+    const int32_t half = p->rounding == EB_ROUND_HALF_UP ? count >> 1 : 0;
+    const int32_t trunc_bias = p->rounding == EB_ROUND_TRUNC ? count - 1 : 0;
     int c, oy, ox;
     for (c = 0; c < p->c; ++c, in += plane) {
         const int8_t *r = in;
@@ -255,6 +298,10 @@ void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
                 }
                 continue;
             }
+            if (!max && p->k_h == 1 && p->k_w <= 4 && log2 >= 0) {
+                eb_avg_row_small(r, p->k_w, p->stride_w, p->out_w, half, trunc_bias, log2, out);
+                continue;
+            }
             if (max && p->k_w >= 4 && p->stride_w == p->k_w) {
                 ox = eb_max_row_side(r, in_w, p->k_h, p->k_w, p->out_w, out);
             }
@@ -264,6 +311,8 @@ void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
                                       : eb_window(w, in_w, p->k_h, p->k_w, 0);
                 if (max) {
                     out[ox] = (int8_t)v;
+                } else if (log2 >= 0) { /* a power-of-two count: shifts, no division */
+                    out[ox] = (int8_t)((v + (v < 0 ? trunc_bias : 0) + half) >> log2);
                 } else if (p->rounding == EB_ROUND_TRUNC) {
                     out[ox] = (int8_t)(v / count);
                 } else if (p->rounding == EB_ROUND_HALF_UP) {

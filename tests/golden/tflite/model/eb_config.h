@@ -11,6 +11,8 @@
 #define eb_add chain_eb_add
 #define eb_add_opt chain_eb_add_opt
 #define eb_buffer_push chain_eb_buffer_push
+#define eb_col_run chain_eb_col_run
+#define eb_col_store4 chain_eb_col_store4
 #define eb_conv2d chain_eb_conv2d
 #define eb_conv2d_opt chain_eb_conv2d_opt
 #define eb_conv2d_wide chain_eb_conv2d_wide
@@ -44,6 +46,7 @@
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_store2 chain_eb_dw_store2
 #define eb_dw_tile_run chain_eb_dw_tile_run
+#define eb_dw_tile_run2 chain_eb_dw_tile_run2
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot
 #define eb_linear_expand chain_eb_linear_expand

@@ -11,6 +11,8 @@
 #define eb_add tiny_eb_add
 #define eb_add_opt tiny_eb_add_opt
 #define eb_buffer_push tiny_eb_buffer_push
+#define eb_col_run tiny_eb_col_run
+#define eb_col_store4 tiny_eb_col_store4
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
 #define eb_conv2d_pw_opt tiny_eb_conv2d_pw_opt
@@ -46,6 +48,7 @@
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_dw_tile_run tiny_eb_dw_tile_run
+#define eb_dw_tile_run2 tiny_eb_dw_tile_run2
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot
 #define eb_linear_expand tiny_eb_linear_expand

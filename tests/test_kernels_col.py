@@ -1,0 +1,146 @@
+"""The column kernels (eb_dw_opt.c, "column kernels"): layers whose kernel is one column
+wide (k_w == 1, pad_w == 0, stride_w 1 or 2) with few outputs per group -- depthwise with
+any channel multiplier, grouped, dense with 1..4 output channels -- summed from whole input
+rows with a table of taps in the scratch. Drawn by hypothesis over kernel heights 1..15,
+strides, dilations and height padding (tap rows in the padding left out), odd widths (the
+scalar tail), stride 2 (words past the row end: pixels one at a time), every requantization
+(fast none/relu; abs, left shifts, biases near the int32 limits: the generic stores) and
+wide outputs; on the host (portable C) and on the Cortex-M4 under QEMU (the DSP
+intrinsics). Each layer's table stays inside EB_CONV_OPT_SCRATCH (run_conv_pair checks
+nothing is written past the claim)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_kernels_dw_m4 import m4_run
+from test_kernels_opt import (
+    I8,
+    I16,
+    check_extremes,
+    conv_out,
+    dw_data,
+    lib,  # noqa: F401 (the fixture)
+    m4_build,  # noqa: F401 (the fixture)
+    needs_m4,
+    params_of,
+    ptr,
+    run_conv_pair,
+    scratch_buffer,
+)
+from test_kernels_opt_paths import check_conv
+
+
+@st.composite
+def column_layers(draw, small: bool = False) -> dict:
+    """A k_h x 1 conv the column kernels take: depthwise (multiplier 1..4), grouped or dense
+    with 1..4 outputs per group."""
+    kind = draw(st.sampled_from(["depthwise", "grouped", "dense"]))
+    groups = draw(st.integers(1, 3 if small else 5))
+    cin_g = 1 if kind == "depthwise" else draw(st.integers(1 if kind == "grouped" else 2, 4))
+    cout_g = draw(st.integers(1, 4))
+    if kind == "dense":
+        groups = 1
+    k_h = draw(st.integers(1, 15))
+    stride_h, stride_w = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    dil_h, pad_h = draw(st.integers(1, 3)), draw(st.integers(0, 8))
+    shortest = max(1, dil_h * (k_h - 1) + 1 - 2 * pad_h)  # one output row
+    in_h = shortest + draw(st.integers(0, 6 if small else 24))
+    in_w = draw(st.integers(3 * stride_w + 1, 24 if small else 70))  # out_w >= 4
+    assume(not (k_h == 1 and stride_h == 1 and stride_w == 1 and pad_h == 0))
+    cfg = {"in_c": groups * cin_g, "in_h": in_h, "in_w": in_w, "out_c": groups * cout_g,
+           "k_h": k_h, "k_w": 1, "stride_h": stride_h, "stride_w": stride_w,
+           "pad_h": pad_h, "pad_w": 0, "dil_h": dil_h, "dil_w": 1, "groups": groups,
+           "shift": draw(st.sampled_from([-1, -7, -9, -12, -20, 0, 2])),
+           "rounding": draw(st.integers(0, 1)), "act": draw(st.sampled_from([0, 1, 1, 2]))}
+    cfg["out_h"] = conv_out(in_h, k_h, stride_h, pad_h, dil_h)
+    cfg["out_w"] = conv_out(in_w, 1, stride_w, 0, 1)
+    return cfg
+
+
+@settings(max_examples=300, deadline=None)
+@given(cfg=column_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_column_kernels_equal_reference(lib, cfg, seed, with_bias):  # noqa: F811
+    check_conv(lib, cfg, seed, with_bias)
+
+
+def test_column_kernels_extreme_sums(lib):  # noqa: F811
+    """A dense 8 -> 2 15x1 layer (8 x 15 taps) on random data and at the largest sums, with
+    biases so near the int32 limits that the rounding term cannot be folded in (the generic
+    stores): equal."""
+    cfg = {"in_c": 8, "in_h": 15, "in_w": 9, "out_c": 2, "k_h": 15, "k_w": 1, "stride_h": 1,
+           "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": 1,
+           "out_h": 1, "out_w": 9, "rounding": 0}
+    room = 8 * 15 * 128 * 128
+    bias = np.array([2**31 - 1 - room, -2**31 + room], dtype=np.int32)
+    check_extremes(lib, cfg, dw_data(cfg, np.random.default_rng(3)), bias)
+
+
+def test_column_table_is_in_the_scratch(lib):  # noqa: F811
+    """A dense 8 -> 1 k11x1 layer (no depthwise claim) writes its 88-tap table -- 8 bytes a
+    tap -- into EB_CONV_OPT_SCRATCH and nothing past it."""
+    cfg = {"in_c": 8, "in_h": 48, "in_w": 55, "out_c": 1, "k_h": 11, "k_w": 1, "stride_h": 2,
+           "stride_w": 2, "pad_h": 5, "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": 1,
+           "shift": -9, "rounding": 1, "act": 1}
+    cfg["out_h"], cfg["out_w"] = conv_out(48, 11, 2, 5, 1), conv_out(55, 1, 2, 0, 1)
+    rng = np.random.default_rng(7)
+    x, w = dw_data(cfg, rng)
+    elements = lib.eb_test_conv_scratch(8, 11, 1)
+    assert elements * 2 == 8 * ((88 + 3) & ~3)
+    scratch = scratch_buffer(elements)
+    out = np.zeros(cfg["out_h"] * cfg["out_w"], dtype=np.int8)
+    lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
+                      ptr(out, I8), ptr(scratch, I16))
+    written = scratch.view(np.uint8) != 0x5A
+    assert written[:8 * 88].any() and not written[2 * elements:].any()
+    ref, _ = run_conv_pair(lib, cfg, x, w, None, False)
+    np.testing.assert_array_equal(out, ref)
+
+
+@needs_m4
+@settings(max_examples=3, deadline=None)
+@given(cfgs=st.lists(column_layers(small=True), min_size=8, max_size=12),
+       seed=st.integers(0, 2**32 - 1))
+def test_m4_column_kernels_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    m4_run(lib, cfgs, seed, m4_build, "columns")
+
+
+@st.composite
+def pair_layers(draw) -> dict:
+    """A depthwise layer the tile kernel takes with a channel multiplier of 2..4 (one input
+    channel too: a first layer), output channels run two at a time: kernels 1..7 x 2..7,
+    strides 1..3 (2 and others), dilation, padding, small maps."""
+    in_c, m = draw(st.integers(1, 3)), draw(st.integers(2, 4))
+    k_h, k_w = draw(st.integers(1, 7)), draw(st.integers(2, 7))
+    stride_h, stride_w = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dil_h, dil_w = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pad_h, pad_w = draw(st.integers(0, k_h)), draw(st.integers(0, k_w))
+    in_h = max(1, dil_h * (k_h - 1) + 1 - 2 * pad_h) + draw(st.integers(0, 12))
+    in_w = max(1, dil_w * (k_w - 1) + 1 - 2 * pad_w) + draw(st.integers(0, 30))
+    assume(not (k_h == 3 and k_w == 3))  # the 3-tap kernels' layers
+    cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": m * in_c, "k_h": k_h,
+           "k_w": k_w, "stride_h": stride_h, "stride_w": stride_w, "pad_h": pad_h,
+           "pad_w": pad_w, "dil_h": dil_h, "dil_w": dil_w, "groups": in_c,
+           "shift": draw(st.sampled_from([-1, -7, -9, -12, 0, 2])),
+           "rounding": draw(st.integers(0, 1)), "act": draw(st.sampled_from([0, 1, 1, 2]))}
+    cfg["out_h"] = conv_out(in_h, k_h, stride_h, pad_h, dil_h)
+    cfg["out_w"] = conv_out(in_w, k_w, stride_w, pad_w, dil_w)
+    return cfg
+
+
+@settings(max_examples=200, deadline=None)
+@given(cfg=pair_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_tile_pairs_equal_reference(lib, cfg, seed, with_bias):  # noqa: F811
+    check_conv(lib, cfg, seed, with_bias)
+
+
+@needs_m4
+@settings(max_examples=3, deadline=None)
+@given(cfgs=st.lists(pair_layers(), min_size=8, max_size=12), seed=st.integers(0, 2**32 - 1))
+def test_m4_tile_pairs_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    """The pair loop is inline assembly on the M4 (stride 1 and 2; other strides and a single
+    tap pair take the one-channel loop)."""
+    m4_run(lib, cfgs, seed, m4_build, "tile_pairs")

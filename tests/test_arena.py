@@ -65,6 +65,15 @@ def test_any_chain_of_layers_reaches_its_lower_bound(sizes):
     assert arena.size(placed) == arena.lower_bound(tensors)
 
 
+def test_a_chain_whose_gap_is_both_ends_reaches_its_bound():
+    """A 4-byte tensor whose only gap is the arena's top (both ends give it the same
+    offset) counts as on top, so the next one goes to the bottom and the 8-byte one after it
+    fits: 12 bytes, the bound (found by the property above; 16 before)."""
+    sizes = [1, 1, 1, 5, 1, 1, 5, 1, 1]
+    tensors = [arena.Tensor(f"t{i}", b, i, i + 1) for i, b in enumerate(sizes)]
+    assert arena.size(arena.place(tensors)) == arena.lower_bound(tensors) == 12
+
+
 def test_mobilenet_like_chain_beats_largest_first():
     """MLPerf VWW's activations (input, then its 48x48 and 24x24 maps): largest-first greedy
     needs 64,512 bytes, two-ended placement the bound, 55,296."""

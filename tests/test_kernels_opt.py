@@ -235,10 +235,10 @@ def dw_scratch_bytes(lib, cfg: dict) -> int:
 
 
 def tile_kernel_shape(cfg: dict) -> bool:
-    """A depthwise layer the tile kernel may take (edgebuild.ops.conv.dw_tile: the plan claims
+    """A depthwise layer the tile kernel may take (edgebuild.ops.conv_path.dw_tile: the plan claims
     EB_DW_TILE_SCRATCH for it)."""
     from edgebuild.core.geometry import Plane
-    from edgebuild.ops.conv import dw_tile
+    from edgebuild.ops.conv_path import dw_tile
 
     return dw_tile(Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__}))
 

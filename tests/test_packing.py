@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams, Tile
 
 from edgebuild.core import numerics, packing
-from edgebuild.ops.conv import DW_TILE_ELEMENTS
+from edgebuild.ops.conv_path import DW_TILE_ELEMENTS
 
 KERNELS = kopt.KERNELS
 BITS = packing.PACKED_BITS

@@ -70,7 +70,9 @@ def two_ended(tensors: list[Tensor], limit: int) -> list[Placement] | None:
         offset = next((o for o in choice if o is not None), None)
         if offset is None:
             return None
-        top = offset == high and offset != low
+        # where it lies, not which end was asked: a tensor that both ends give the same
+        # offset (the only gap left) is at the end its middle is nearer to
+        top = 2 * offset + want > limit
         placed.append(Placement(tensor, offset))
     return sorted(placed, key=lambda p: (p.tensor.first, p.tensor.name))
 

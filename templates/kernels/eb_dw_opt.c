@@ -204,12 +204,16 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
 EB_INLINE void eb_col_store4(const eb_dw_out *o, int32_t index, int32_t a0, int32_t a1,
                              int32_t a2, int32_t a3)
 {
-    if (o->mode == EB_DW_RELU) {
-        eb_dw_store2(EB_DW_RELU, o, o->out8, o->s, index, a0, a1);
-        eb_dw_store2(EB_DW_RELU, o, o->out8, o->s, index + 2, a2, a3);
-    } else if (o->mode == EB_DW_NONE) {
-        eb_dw_store2(EB_DW_NONE, o, o->out8, o->s, index, a0, a1);
-        eb_dw_store2(EB_DW_NONE, o, o->out8, o->s, index + 2, a2, a3);
+    /* read before the stores: an int8 store may alias *o for the compiler */
+    const int mode = o->mode, s = o->s;
+    if (mode == EB_DW_RELU) {
+        int8_t *const d8 = o->out8 + index;
+        eb_dw_store2(EB_DW_RELU, o, d8, s, 0, a0, a1);
+        eb_dw_store2(EB_DW_RELU, o, d8, s, 2, a2, a3);
+    } else if (mode == EB_DW_NONE) {
+        int8_t *const d8 = o->out8 + index;
+        eb_dw_store2(EB_DW_NONE, o, d8, s, 0, a0, a1);
+        eb_dw_store2(EB_DW_NONE, o, d8, s, 2, a2, a3);
     } else {
         eb_dw_put2(o, index, a0, a1);
         eb_dw_put2(o, index + 2, a2, a3);

@@ -261,14 +261,17 @@ static EB_POOL_NOINLINE void eb_avg_row_small(const int8_t *r, int k_w, int stri
                                               int8_t *out)
 {
     int ox, i;
+    if (k_w == 2) { /* the usual one, its loop apart */
+        for (ox = 0; ox < out_w; ++ox, r += stride) {
+            const int32_t v = r[0] + r[1];
+            out[ox] = (int8_t)((v + (v < 0 ? trunc_bias : 0) + half) >> log2);
+        }
+        return;
+    }
     for (ox = 0; ox < out_w; ++ox, r += stride) {
         int32_t v = r[0];
-        if (k_w == 2) {
-            v += r[1];
-        } else {
-            for (i = 1; i < k_w; ++i) {
-                v += r[i];
-            }
+        for (i = 1; i < k_w; ++i) {
+            v += r[i];
         }
         out[ox] = (int8_t)((v + (v < 0 ? trunc_bias : 0) + half) >> log2);
     }

@@ -108,3 +108,15 @@ def test_generated_shapes_build_bit_exact_host_and_m4(tmp_path):
         if row["macs"]:
             assert row["insn_per_mac"] == pytest.approx(row["instructions"] / row["macs"],
                                                          abs=1e-3)
+
+
+def test_only_refuses_a_model_it_did_not_draw():
+    """`--only` measures some of the drawn models; a name not drawn is a usage error (exit 2,
+    the drawn names said), before anything is built."""
+    import subprocess
+
+    result = subprocess.run([sys.executable, str(BENCH / "shapes.py"), "--count", "5",
+                             "--chains", "2", "--only", "s001", "s005"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "--only: no drawn model s005 (drawn: s000..s004, c00..c01)" in result.stderr

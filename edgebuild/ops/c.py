@@ -103,9 +103,10 @@ class CCode:
 
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
-# EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution and the optimized
-# kernels' packed-weight loops (eb_kernels_opt.c).
-OPTIONAL_PATHS = ("depthwise", "packed")
+# EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
+# the 3-tap kernels and the others (tile, column, table, scale: ops.conv_path), and the
+# optimized kernels' packed-weight loops (eb_kernels_opt.c).
+OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_other", "packed")
 # Kernel files a project gets only when a step runs their path: (sources, headers).
 PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions

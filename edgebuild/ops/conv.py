@@ -26,7 +26,13 @@ from edgebuild.ops.c import (
     pool_params,
     tile_decl,
 )
-from edgebuild.ops.conv_path import DW_TILE_ELEMENTS, DW_TILE_SCRATCH, column, dw_tile, split
+from edgebuild.ops.conv_path import (
+    DW_TILE_ELEMENTS,
+    DW_TILE_SCRATCH,
+    depthwise_paths,
+    dw_tile,
+    split,
+)
 from edgebuild.ops.onnxcode import (
     Attribute,
     Form,
@@ -418,8 +424,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
-    # 1 input channel too; the column kernels live in the same file
-    depthwise = step.optimized and (conv.groups == conv.in_c or column(conv))
+    depthwise = depthwise_paths(conv) if step.optimized else frozenset()
     band = step.optimized and step.tile is not None and banded(layer, conv)
     fused = fused_depthwise_pool(step, conv) or band and layer.pool is not None and \
         fusable_pool(layer, pool_plane(layer.pool, step.in_shapes[0]))
@@ -430,7 +435,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
         code += CCode(scratch=(DW_TILE_SCRATCH,))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
-        paths=frozenset({"depthwise"} if depthwise else ()) | frozenset(
+        paths=depthwise | frozenset(
             {"packed"} if packed else ()))
     if band:
         return code + banded_call(step, source, step.inputs[0] if fused else None)

@@ -53,3 +53,16 @@ def split(conv: Plane) -> bool:
     built once per row tile, weights streamed; memory.tiling's split layout): a dense conv
     with more than one input channel (one input channel takes the depthwise kernel)."""
     return conv.groups == 1 and conv.in_c > 1
+
+
+def depthwise_paths(conv: Plane) -> frozenset[str]:
+    """The optional kernel paths (ops.c OPTIONAL_PATHS) of eb_dw_opt.c a conv may take:
+    "depthwise" (the file) for a depthwise or column conv, with "dw_three_tap" for a layer
+    the 3-tap kernels take and "dw_other" for one the tile, column, table or scale kernels
+    take; a model's eb_config.h leaves out the others (EB_OPT_NO_...), so it links the
+    kernels its layers run, not all of them."""
+    depthwise = conv.groups == conv.in_c  # one input channel too
+    if not (depthwise or column(conv)):
+        return frozenset()
+    return frozenset({"depthwise", "dw_three_tap" if depthwise and three_tap(conv)
+                      else "dw_other"})

@@ -96,6 +96,22 @@ typedef struct {
 
 #define EB_DW_MAX_ENTRIES 16 /* table entries on the stack (16 bytes each) */
 
+/* A project compiles the kernels its layers take (eb_config.h; edgebuild.ops.conv_path:
+ * depthwise_paths): EB_OPT_NO_DW_THREE_TAP leaves out the 3-tap kernels (3x3 and 1-D k = 3
+ * layers then take the others), EB_OPT_NO_DW_OTHER the tile, column, table and scale
+ * kernels (their layers then take the generic grouped path). Either way every layer stays
+ * exact: a kernel left out only sends its layers to the next path. */
+#ifdef EB_OPT_NO_DW_THREE_TAP
+#define EB_DW_THREE_TAP 0
+#else
+#define EB_DW_THREE_TAP 1
+#endif
+#ifdef EB_OPT_NO_DW_OTHER
+#define EB_DW_OTHER 0
+#else
+#define EB_DW_OTHER 1
+#endif
+
 /* Kernels: 3-tap rows; the table kernel with pixel pairs (dil_w 1, even dil_w) or single. */
 enum { EB_DW_K3, EB_DW_PAIR_D1, EB_DW_PAIR_EVEN, EB_DW_SINGLE };
 /* Outputs: int32; int8 by ASR and SSAT/USAT (act none, relu, abs); int8 by eb_requantize. */
@@ -1617,6 +1633,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     int nw, m, oc, oy, n_seg = 0, band = 0, held = -1;
     int fast;     /* the fast mode (EB_DW_NONE, _RELU or _ABS), 0 if none */
     int tiled;    /* the tile kernel takes the layer (not a 3-tap kind) */
+    int k3_shape; /* a layer of the 3-tap kernels' shape */
     eb_dw_tf tf;
     eb_dw_rq rq;
 
@@ -1638,8 +1655,11 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     g.nf = nw;
     g.nl = 0;
     g.ext = 4 * nw;
-    if (g.k_w == 3 && g.stride_w == 1 && g.dil_w == 1 && (g.k_h == 1 || g.k_h == 3) &&
-        g.in_w >= 4 && g.pad_w <= 3) {
+    /* a 3-tap layer whose kernels are left out takes the table kernel: the plan claims no
+     * tile patch for it (ops.conv_path.dw_tile) */
+    k3_shape = g.k_w == 3 && g.stride_w == 1 && g.dil_w == 1 && (g.k_h == 1 || g.k_h == 3) &&
+               g.in_w >= 4 && g.pad_w <= 3;
+    if (EB_DW_THREE_TAP && k3_shape) {
         g.kind = EB_DW_K3;
     } else if (g.stride_w == 1 && g.dil_w == 1) {
         g.kind = EB_DW_PAIR_D1;
@@ -1652,9 +1672,12 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     } else {
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
-    tiled = g.kind != EB_DW_K3 && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
+    tiled = EB_DW_OTHER && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
             eb_dw_tile_plan(&g, &tf);
     if (g.kind != EB_DW_K3 && !tiled) {
+        if (!EB_DW_OTHER) {
+            return 0; /* the table kernel is not in this project */
+        }
         /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
          * pad_w with 0 <= b and b + ext <= in_w; a pair's second pixel reads within ext */
         const int32_t last = (int32_t)g.in_w - g.ext + g.pad_w; /* stride_w * x <= last */
@@ -1673,7 +1696,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
             }
         }
     }
-    if (g.kind == EB_DW_K3) {
+    if (EB_DW_THREE_TAP && g.kind == EB_DW_K3) {
         band = eb_dw3_band(&g, buf_bytes);
         n_seg = eb_dw_segments(&g, seg);
     }
@@ -1696,8 +1719,8 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         return 0; /* the im2col path reads packed rows of any length */
     }
     m = p->out_c / p->in_c;
-    if (g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
-        g.pad_w == 0 && q == NULL) { /* a per-channel scale */
+    if (EB_DW_OTHER && g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+        g.pad_h == 0 && g.pad_w == 0 && q == NULL) { /* a per-channel scale */
         for (oc = 0; oc < p->out_c; ++oc) {
             const int32_t init = eb_dw_init(&rq, bias, oc, &o);
             eb_dw_scale(in + (int32_t)(oc / m) * in_plane, in_plane,
@@ -1714,7 +1737,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         const int8_t *plane = in + (int32_t)(oc / m) * (q ? (int32_t)q->in_h * q->in_w : in_plane);
         const int32_t init = eb_dw_init(&rq, bias, oc, &o);
         const int8_t *w = eb_dw_weights(p, weight, oc, taps, unpacked);
-        if (g.kind == EB_DW_K3) {
+        if (EB_DW_THREE_TAP && g.kind == EB_DW_K3) {
             eb_dw3_weights(w, g.k_h, w3);
             if (band && (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU)) {
                 eb_dw3_padded(&g, band, plane,
@@ -1730,7 +1753,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                 }
                 eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
             }
-        } else {
+        } else if (EB_DW_OTHER) {
             eb_dw_entries(&g, w, table);
             for (oy = 0; oy < g.out_h; ++oy) {
                 eb_dw_row(&g, plane, table, oy, init, &o,
@@ -1991,7 +2014,8 @@ static int eb_col_layer(const eb_conv_params *p, const int8_t *in, const int8_t 
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
-    if (eb_col_layer(p, in, weight, bias, out8, out32, (eb_col_tap *)(void *)scratch)) {
+    if (EB_DW_OTHER &&
+        eb_col_layer(p, in, weight, bias, out8, out32, (eb_col_tap *)(void *)scratch)) {
         return 1;
     }
     return eb_dw_layer(p, NULL, in, NULL, weight, bias, out8, out32, (int8_t *)scratch,

@@ -78,6 +78,8 @@
 #define eb_tfl_softmax chain_eb_tfl_softmax
 #define eb_unpack_weights chain_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
+#define EB_OPT_NO_DW_THREE_TAP
+#define EB_OPT_NO_DW_OTHER
 #define EB_OPT_NO_PACKED
 
 #endif

@@ -70,5 +70,7 @@
 #define eb_q_row tiny_eb_q_row
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
+#define EB_OPT_NO_DW_THREE_TAP
+#define EB_OPT_NO_DW_OTHER
 
 #endif

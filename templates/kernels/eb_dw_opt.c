@@ -1223,7 +1223,9 @@ static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *w
             const int kx = t->d_w == 1 ? 2 * p : p;
             tap->off = (int32_t)ky * t->d_h * t->pw + (int32_t)kx * t->d_w;
             tap->w = eb_dw_tile_pair_word(t, wa, ky, kx);
-            tap->w2 = wb ? eb_dw_tile_pair_word(t, wb, ky, kx) : 0;
+            if (wb != NULL) { /* one channel: w2 is not read */
+                tap->w2 = eb_dw_tile_pair_word(t, wb, ky, kx);
+            }
         }
     }
 }
@@ -1298,9 +1300,9 @@ EB_INLINE void eb_dw_tile_run(const eb_dw_tf *t, const int16_t *patch, const eb_
         eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_ANY);   \
     }
 
-static EB_NOINLINE void eb_dw_tile_one(const eb_dw_tf *t, const int16_t *patch,
-                                       const eb_dw_tap *tap, int oy0, int ox0, int rows,
-                                       int32_t init, const eb_dw_out *o, int32_t index)
+EB_INLINE void eb_dw_tile_one(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                              int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
+                              int32_t index)
 {
     if (t->s_w == 1 && t->dst_c == 1) {
         EB_DW_TILE_MODES(1, 1)

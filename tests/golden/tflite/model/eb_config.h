@@ -45,6 +45,7 @@
 #define eb_dw_run chain_eb_dw_run
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_store2 chain_eb_dw_store2
+#define eb_dw_tile_one chain_eb_dw_tile_one
 #define eb_dw_tile_run chain_eb_dw_tile_run
 #define eb_dw_tile_run2 chain_eb_dw_tile_run2
 #define eb_linear chain_eb_linear

@@ -47,6 +47,7 @@
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_store2 tiny_eb_dw_store2
+#define eb_dw_tile_one tiny_eb_dw_tile_one
 #define eb_dw_tile_run tiny_eb_dw_tile_run
 #define eb_dw_tile_run2 tiny_eb_dw_tile_run2
 #define eb_linear tiny_eb_linear

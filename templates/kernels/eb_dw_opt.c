@@ -1311,17 +1311,23 @@ EB_INLINE void eb_dw_tile_one(const eb_dw_tf *t, const int16_t *patch, const eb_
     }
 }
 
-/* Four sums of pixels dc apart from index, the first `count` of them, into o. */
-static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32_t dc,
-                                        int count, int32_t a0, int32_t a1, int32_t a2,
-                                        int32_t a3)
+/* The first `count` (< 4) of four sums of neighbouring pixels from index, into o: a row's
+ * last block. */
+static EB_NOINLINE void eb_dw_tile_tail(const eb_dw_out *o, int32_t index, int count,
+                                        int32_t a0, int32_t a1, int32_t a2)
 {
-    const int32_t acc[4] = {a0, a1, a2, a3};
+    const int32_t acc[3] = {a0, a1, a2};
     int j;
-    for (j = 0; j < count && j < 4; ++j) {
-        eb_dw_put(o, index + j * dc, acc[j]);
+    for (j = 0; j < count; ++j) {
+        eb_dw_put(o, index + j, acc[j]);
     }
 }
+
+/* The inline-assembly loops' operands for the sums of 4 pixels x 2 channels (a0..a3, b0..b3),
+ * read and written. */
+#define EB_ASM_SUMS8                                                                         \
+    [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), \
+        [b2] "+r"(b2), [b3] "+r"(b3)
 
 /* Two channels' tap pairs [e, end) (a whole number of two, at least two) of 4 pixels s int16
  * apart from row, on the M4: the 8 sums, the 3 words of a tap and the pointers are all the
@@ -1348,8 +1354,7 @@ static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32
                          "ldr %[v], %[end]\n\t"                                              \
                          "cmp %[e], %[v]\n\t"                                                \
                          "bne 1b\n\t"                                                        \
-                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),       \
-                           [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),       \
+                         : EB_ASM_SUMS8,                                                      \
                            [e] "+r"(e), [off] "=&r"(off), [wa] "=&r"(wa), [wb] "=&r"(wb),    \
                            [v] "=&r"(v)                                                      \
                          : [row] "r"(row), [end] "m"(end2)                                   \
@@ -1360,12 +1365,12 @@ static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32
 #endif
 
 /* eb_dw_tile_run for two output channels of one input channel (j->ob): each pixel's tap
- * pair loaded once for both. */
+ * pair loaded once for both; outputs along the rows (eb_dw_tile_pairs). */
 EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
                                const eb_dw_job *j, int oy0, int ox0, int rows, const int s)
 {
     const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
-    const int32_t pitch = (int32_t)t->s_h * t->pw, dc = t->dst_c;
+    const int32_t pitch = (int32_t)t->s_h * t->pw;
     const eb_dw_tap *const end = tap + t->ntaps;
 #if EB_DW_PAIR_ASM
     const eb_dw_tap *const end2 = tap + (t->ntaps & ~1);
@@ -1398,13 +1403,13 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                 b2 = eb_smlad(v2, e->w2, b2);
                 b3 = eb_smlad(v3, e->w2, b3);
             }
-            if (dc == 1 && xend - x >= 4) {
+            if (xend - x >= 4) {
                 eb_col_store4(j->oa, j->ia + at + x, a0, a1, a2, a3);
                 eb_col_store4(j->ob, j->ib + at + x, b0, b1, b2, b3);
                 continue;
             }
-            eb_dw_tile_put4(j->oa, j->ia + at + x * dc, dc, xend - x, a0, a1, a2, a3);
-            eb_dw_tile_put4(j->ob, j->ib + at + x * dc, dc, xend - x, b0, b1, b2, b3);
+            eb_dw_tile_tail(j->oa, j->ia + at + x, xend - x, a0, a1, a2);
+            eb_dw_tile_tail(j->ob, j->ib + at + x, xend - x, b0, b1, b2);
         }
     }
 }
@@ -1887,8 +1892,7 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
         __asm__ volatile("1:\n\t" body body "ldr %[w], %[end]\n\t"                          \
                          "cmp %[e], %[w]\n\t"                                                \
                          "bne 1b\n\t"                                                        \
-                         : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),       \
-                           [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),       \
+                         : EB_ASM_SUMS8,                                                      \
                            [e] "+r"(e), [lo] "=&r"(lo), [hi] "=&r"(hi), [w] "=&r"(w)         \
                          : [q] "r"(q), [end] "m"(end2)                                       \
                          : "cc", "memory");                                                  \

@@ -12,8 +12,6 @@ nothing is written past the claim)."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 from hypothesis import assume, given, settings
@@ -22,19 +20,15 @@ from test_kernels_dw_m4 import m4_run
 from test_kernels_opt import (
     I8,
     I16,
-    build_m4,
     check_extremes,
     conv_out,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_test_program,
     needs_m4,
     params_of,
     ptr,
-    random_bias,
     run_conv_pair,
-    run_qemu,
     scratch_buffer,
 )
 from test_kernels_opt_paths import check_conv
@@ -150,44 +144,3 @@ def test_m4_tile_pairs_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
     """The pair loop is inline assembly on the M4 (stride 1 and 2; other strides and a single
     tap pair take the one-channel loop)."""
     m4_run(lib, cfgs, seed, m4_build, "tile_pairs")
-
-
-def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1)) -> dict:
-    cfg = {"in_c": in_c, "in_h": hw[0], "in_w": hw[1], "out_c": out_c, "k_h": k[0],
-           "k_w": k[1], "stride_h": stride[0], "stride_w": stride[1], "pad_h": pad[0],
-           "pad_w": pad[1], "dil_h": 1, "dil_w": 1, "groups": groups, "shift": -9,
-           "rounding": 1, "act": 1}
-    cfg["out_h"] = conv_out(hw[0], k[0], stride[0], pad[0], 1)
-    cfg["out_w"] = conv_out(hw[1], k[1], stride[1], pad[1], 1)
-    return cfg
-
-
-# One layer of each depthwise-file kernel: 3-tap (3x3, padded), tile (5x5 x2), column (dense
-# 8 -> 1 5x1 stride 2), scale (1x1), table (a 15x7 kernel: more tap pairs than the tile holds)
-ARM_SIZE = shutil.which("arm-none-eabi-size")
-SUBPATH_LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
-                  _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
-                  _layer(8, (20, 12), (5, 1), 1, 1, pad=(2, 0), stride=(2, 2)),
-                  _layer(5, (6, 9), (1, 1), 5, 5),
-                  _layer(2, (20, 16), (15, 9), 2, 2, pad=(7, 4))]
-
-
-@needs_m4
-def test_m4_depthwise_subpaths_left_out_stay_exact(lib, m4_build):  # noqa: F811
-    """A project leaves out the depthwise file's kernels its layers do not take
-    (ops.conv_path.depthwise_paths -> eb_config.h): a layer of a left-out kernel still comes
-    out exact (the next path runs it), and the firmware is smaller by what was left out."""
-    rng = np.random.default_rng(5)
-    convs = [(cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"])) for cfg in SUBPATH_LAYERS]
-    source = m4_test_program(lib, convs, linears=False)
-    text = {}
-    for left_out in ("", "EB_OPT_NO_DW_THREE_TAP", "EB_OPT_NO_DW_OTHER"):
-        elf = build_m4(m4_build, f"subpaths{left_out[10:].lower()}", source,
-                       (f"-D{left_out}",) if left_out else ())
-        result = run_qemu(elf)
-        assert result.returncode == 0, f"{left_out}: exit {result.returncode}\n{result.stdout}"
-        assert "0 mismatching calls" in result.stdout, left_out
-        text[left_out] = int(subprocess.run([ARM_SIZE, str(elf)], capture_output=True, text=True,
-                                            check=True).stdout.splitlines()[1].split()[0])
-    assert text["EB_OPT_NO_DW_THREE_TAP"] < text[""] - 4000, text
-    assert text["EB_OPT_NO_DW_OTHER"] < text[""] - 10000, text

@@ -104,9 +104,13 @@ class CCode:
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
-# the 3-tap kernels and the others (tile, column, table, scale: ops.conv_path), and the
-# optimized kernels' packed-weight loops (eb_kernels_opt.c).
-OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_other", "packed")
+# the 3-tap, tile, column and table kernels (ops.conv_path.kernel_paths); the optimized
+# kernels' packed-weight loops and im2col conv (eb_kernels_opt.c); the dot blocks that
+# requantize from the registers to each output form, relu, none, abs or wide int32
+# (eb_kernels_opt.c, eb_pw_opt.c; ops.conv.optimized_paths); the max and average pooling
+# loops (eb_pool_opt.c; pool_call).
+OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_column", "dw_table", "packed",
+                  "im2col", "q_relu", "q_none", "q_abs", "q_wide", "pool_max", "pool_avg")
 # Kernel files a project gets only when a step runs their path: (sources, headers).
 PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions
@@ -193,17 +197,19 @@ def pool_params(symbol: str, plane: Plane, mode: StrEnum, rounding: str) -> str:
 
 
 def pool_call(symbol: str, tile_symbol: str, tile: Tile | None, double_buffer: bool,
-              source: str, target: str, optimized: bool = False) -> CCode:
+              source: str, target: str, optimized: bool = False, mode: str = "max") -> CCode:
     """eb_pool2d (EB_POOL2D: eb_pool2d_opt with the optimized kernels), whole or through
     eb_pool2d_tiled (eb_pool2d_tiled_k on EB_POOL2D_KERNEL with the optimized kernels; the
-    pool params are declared apart)."""
+    pool params are declared apart). `mode` ("max" or "avg") names the optimized loops the
+    call runs (path "pool_max" / "pool_avg": a project links those its pools take)."""
+    paths = frozenset({f"pool_{mode}"} if optimized else ())
     if tile is None:
         kernel = "EB_POOL2D" if optimized else "eb_pool2d"
-        return CCode(calls=(f"{kernel}(&{symbol}, {source}, {target});",))
+        return CCode(calls=(f"{kernel}(&{symbol}, {source}, {target});",), paths=paths)
     if optimized:  # EB_POOL2D_KERNEL: eb_pool2d_opt, or eb_pool2d (-DEB_REFERENCE_KERNELS)
         return CCode((tile_decl(tile_symbol, tile, double_buffer),),
                      (f"eb_pool2d_tiled_k(&{symbol}, &{tile_symbol}, EB_POOL2D_KERNEL, {source}, "
-                      f"{target}, eb_l1.bytes);",))
+                      f"{target}, eb_l1.bytes);",), paths=paths)
     return CCode((tile_decl(tile_symbol, tile, double_buffer),),
                  (f"eb_pool2d_tiled(&{symbol}, &{tile_symbol}, {source}, {target}, "
                   "eb_l1.bytes);",))

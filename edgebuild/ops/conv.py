@@ -29,8 +29,9 @@ from edgebuild.ops.c import (
 from edgebuild.ops.conv_path import (
     DW_TILE_ELEMENTS,
     DW_TILE_SCRATCH,
-    depthwise_paths,
+    as_linear,
     dw_tile,
+    kernel_paths,
     split,
 )
 from edgebuild.ops.onnxcode import (
@@ -223,7 +224,8 @@ def fused_pool(step: CStep[ConvFields]) -> tuple[CCode, str, Shape]:
     window = pool_plane(layer.pool, shape, vertical=step.pool_tile is not None)
     decl = pool_params(step.symbol("Q"), window, layer.pool.mode, step.rounding)
     code = CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("TP"), step.pool_tile,
-                                     step.double_buffer, source, step.scratch, step.optimized)
+                                     step.double_buffer, source, step.scratch, step.optimized,
+                                     layer.pool.mode.value)
     return code, step.scratch, pooled(shape, layer.pool, len(shape) - 1)
 
 
@@ -417,6 +419,27 @@ def banded_call(step: CStep[Conv], source: str, unpooled: str | None) -> CCode:
                  (_BANDED_PRELUDE,))
 
 
+def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) -> frozenset[str]:
+    """The optional kernel paths (ops.c OPTIONAL_PATHS) the step's calls run on the optimized
+    kernels: the pointwise or split-tiled ones, or those of conv_path.kernel_paths, with the
+    output form the layer requantizes to ("q_relu", "q_none", "q_abs", "q_wide"). A tiled
+    pass runs eb_conv2d_opt on its tiles, whose shapes may take the next path too; a banded
+    one, the 3-tap kernels."""
+    if not step.optimized:
+        return frozenset()
+    layer = step.layer
+    form = frozenset({"q_wide" if layer.wide else f"q_{layer.act.value}"})
+    if pointwise(conv) or (step.tile is not None and not band and split(conv)):
+        return form
+    if as_linear(conv):
+        return frozenset()
+    paths = kernel_paths(conv, packed)
+    if step.tile is not None and not band:
+        paths |= {"im2col"} | ({"dw_tile", "dw_table"} if "dw_column" not in paths and
+                               "depthwise" in paths else set())
+    return paths | form
+
+
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     """conv1d / conv2d: eb_conv2d(_wide), the optimized EB_CONV2D(_WIDE) on Cortex-M4 (a
     pointwise layer: EB_CONV2D_PW(_WIDE)), or eb_conv2d_tiled when the plan tiles it (1-D
@@ -424,7 +447,6 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layer = step.layer
     code, source, shape = fused_pool(step)
     conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
-    depthwise = depthwise_paths(conv) if step.optimized else frozenset()
     band = step.optimized and step.tile is not None and banded(layer, conv)
     fused = fused_depthwise_pool(step, conv) or band and layer.pool is not None and \
         fusable_pool(layer, pool_plane(layer.pool, step.in_shapes[0]))
@@ -435,7 +457,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
         code += CCode(scratch=(DW_TILE_SCRATCH,))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
-        paths=depthwise | frozenset(
+        paths=optimized_paths(step, conv, band, packed) | frozenset(
             {"packed"} if packed else ()))
     if band:
         return code + banded_call(step, source, step.inputs[0] if fused else None)

@@ -55,14 +55,81 @@ def split(conv: Plane) -> bool:
     return conv.groups == 1 and conv.in_c > 1
 
 
-def depthwise_paths(conv: Plane) -> frozenset[str]:
-    """The optional kernel paths (ops.c OPTIONAL_PATHS) of eb_dw_opt.c a conv may take:
-    "depthwise" (the file) for a depthwise or column conv, with "dw_three_tap" for a layer
-    the 3-tap kernels take and "dw_other" for one the tile, column, table or scale kernels
-    take; a model's eb_config.h leaves out the others (EB_OPT_NO_...), so it links the
-    kernels its layers run, not all of them."""
-    depthwise = conv.groups == conv.in_c  # one input channel too
-    if not (depthwise or column(conv)):
-        return frozenset()
-    return frozenset({"depthwise", "dw_three_tap" if depthwise and three_tap(conv)
-                      else "dw_other"})
+DW_TILE_TAPS = 64  # eb_dw_opt.c: EB_DW_TILE_TAPS, tap pairs per output channel
+DW_TILE_SLACK = 2  # eb_dw_opt.c: EB_DW_TILE_SLACK(s) = 3 s + 2
+DW_MAX_ENTRIES = 16  # eb_dw_opt.c: EB_DW_MAX_ENTRIES, the table kernel's entries
+DW_UNPACKED_TAPS = 4 * DW_MAX_ENTRIES  # eb_dw_layer: one channel's taps unpacked
+
+
+def _row_major(conv: Plane) -> Plane:
+    """The conv as eb_dw_layer sees it: a 1-D layer laid as a column ([C][L][1], k_w 1, no
+    width padding) is the row it is in memory."""
+    if not (conv.in_w == 1 and conv.k_w == 1 and conv.pad_w == 0):
+        return conv
+    return Plane(in_c=conv.in_c, out_c=conv.out_c, groups=conv.groups, in_h=conv.in_w,
+                 in_w=conv.in_h, out_h=conv.out_w, out_w=conv.out_h, k_h=conv.k_w,
+                 k_w=conv.k_h, stride_h=conv.stride_w, stride_w=conv.stride_h,
+                 pad_h=conv.pad_w, pad_w=conv.pad_h, dil_h=conv.dil_w, dil_w=conv.dil_h)
+
+
+def _pairs(k: int, dil: int) -> int:
+    return (k + 1) // 2 if dil == 1 else k  # eb_dw_npairs
+
+
+def tile_takes(conv: Plane) -> bool:
+    """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take: whether
+    the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a 4-column tile fits the patch),
+    the patch turned when that takes fewer SMLADs, as the C turns it."""
+    g = _row_major(conv)
+    as_is = g.k_h * _pairs(g.k_w, g.dil_w) * ((g.out_w + 3) & ~3) * g.out_h
+    turned = g.k_w * _pairs(g.k_h, g.dil_h) * ((g.out_h + 3) & ~3) * g.out_w
+    if turned < as_is:  # rows and columns swap
+        k_h, k_w, d_h, d_w, s_w, out_w = g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_h
+    else:
+        k_h, k_w, d_h, d_w, s_w, out_w = g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_w
+    band = (k_h - 1) * d_h + 1
+    room = DW_TILE_ELEMENTS - (3 * s_w + DW_TILE_SLACK)
+    cols = (out_w + 3) & ~3
+    while cols > 0 and band * _tile_pitch(min(cols, out_w), s_w, k_w, d_w) > room:
+        cols -= 4
+    return k_h * _pairs(k_w, d_w) <= DW_TILE_TAPS and cols > 0
+
+
+def _tile_pitch(cols: int, stride: int, k: int, dil: int) -> int:
+    return ((cols - 1) * stride + (k - 1) * dil + 2 + 1) & ~1  # eb_dw_tile_pitch
+
+
+def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
+    """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
+    kernels nor the linear one take runs on the optimized kernels, in the order
+    eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
+    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile") or the table kernel and the
+    per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
+    generic path, for a conv none of those take. A model's eb_config.h leaves out the paths
+    no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
+    path was left out would still run exact, on the next one."""
+    g = _row_major(conv)
+    if column(conv) and not packed:
+        return frozenset({"depthwise", "dw_column"})
+    if conv.groups != conv.in_c:  # one input channel counts as depthwise
+        return frozenset({"im2col"})
+    taps = conv.k_h * conv.k_w
+    if packed and taps > DW_UNPACKED_TAPS:
+        return frozenset({"im2col"})
+    if three_tap(conv):
+        return frozenset({"depthwise", "dw_three_tap"})
+    if (g.k_h, g.k_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w) == (1, 1, 1, 1, 0, 0):
+        return frozenset({"depthwise", "dw_table"})  # a per-channel scale
+    if tile_takes(conv):
+        return frozenset({"depthwise", "dw_tile"})
+    entries = g.k_h * (((g.k_w - 1) * g.dil_w + 4) >> 2)
+    return frozenset({"depthwise", "dw_table"} | ({"im2col"} if entries > DW_MAX_ENTRIES
+                                                 else set()))
+
+
+def as_linear(conv: Plane) -> bool:
+    """eb_conv_as_linear: a dense conv with one output pixel whose window is the whole
+    unpadded input runs as a linear layer (no column, no depthwise path)."""
+    return conv.groups == 1 and (conv.out_h, conv.out_w, conv.pad_h, conv.pad_w) == (1, 1, 0, 0) \
+        and (conv.k_h, conv.k_w) == (conv.in_h, conv.in_w) and \
+        (conv.k_h == 1 or conv.dil_h == 1) and (conv.k_w == 1 or conv.dil_w == 1)

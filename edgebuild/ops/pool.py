@@ -276,7 +276,7 @@ def emit(step: CStep[Pool1d | Pool2d]) -> CCode:
     decl = pool_params(step.symbol("Q"), plane, step.layer.mode, step.rounding)
     return CCode((decl,)) + pool_call(step.symbol("Q"), step.symbol("T_TILE"), step.tile,
                                      step.double_buffer, step.inputs[0], step.output,
-                                     step.optimized)
+                                     step.optimized, step.layer.mode.value)
 
 
 def onnx_emit(step: OnnxStep[Pool1d | Pool2d]) -> OnnxCode:

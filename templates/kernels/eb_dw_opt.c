@@ -98,18 +98,47 @@ typedef struct {
 
 /* A project compiles the kernels its layers take (eb_config.h; edgebuild.ops.conv_path:
  * depthwise_paths): EB_OPT_NO_DW_THREE_TAP leaves out the 3-tap kernels (3x3 and 1-D k = 3
- * layers then take the others), EB_OPT_NO_DW_OTHER the tile, column, table and scale
- * kernels (their layers then take the generic grouped path). Either way every layer stays
- * exact: a kernel left out only sends its layers to the next path. */
+ * layers then take the others), EB_OPT_NO_DW_TILE the tile kernel, EB_OPT_NO_DW_COLUMN the
+ * column kernels, EB_OPT_NO_DW_TABLE the table kernel and the per-channel scale (their
+ * layers then take the next of these, or the generic grouped path). Either way every layer
+ * stays exact: a kernel left out only sends its layers to the next path. */
 #ifdef EB_OPT_NO_DW_THREE_TAP
 #define EB_DW_THREE_TAP 0
 #else
 #define EB_DW_THREE_TAP 1
 #endif
-#ifdef EB_OPT_NO_DW_OTHER
-#define EB_DW_OTHER 0
+#ifdef EB_OPT_NO_DW_TILE
+#define EB_DW_TILE 0
 #else
-#define EB_DW_OTHER 1
+#define EB_DW_TILE 1
+#endif
+#ifdef EB_OPT_NO_DW_COLUMN
+#define EB_DW_COLUMN 0
+#else
+#define EB_DW_COLUMN 1
+#endif
+#ifdef EB_OPT_NO_DW_TABLE
+#define EB_DW_TABLE 0
+#else
+#define EB_DW_TABLE 1
+#endif
+/* The output forms whose stores the kernels specialise (eb_config.h: EB_OPT_NO_Q_RELU,
+ * _NONE, _ABS, as for eb_kernels_opt.c): a form no layer of the model has is stored by the
+ * generic code (eb_dw_put), its specialised loops left out. */
+#ifdef EB_OPT_NO_Q_RELU
+#define EB_DW_HAS_RELU 0
+#else
+#define EB_DW_HAS_RELU 1
+#endif
+#ifdef EB_OPT_NO_Q_NONE
+#define EB_DW_HAS_NONE 0
+#else
+#define EB_DW_HAS_NONE 1
+#endif
+#ifdef EB_OPT_NO_Q_ABS
+#define EB_DW_HAS_ABS 0
+#else
+#define EB_DW_HAS_ABS 1
 #endif
 
 /* Kernels: 3-tap rows; the table kernel with pixel pairs (dil_w 1, even dil_w) or single. */
@@ -222,11 +251,11 @@ EB_INLINE void eb_col_store4(const eb_dw_out *o, int32_t index, int32_t a0, int3
 {
     /* read before the stores: an int8 store may alias *o for the compiler */
     const int mode = o->mode, s = o->s;
-    if (mode == EB_DW_RELU) {
+    if (EB_DW_HAS_RELU && mode == EB_DW_RELU) {
         int8_t *const d8 = o->out8 + index;
         eb_dw_store2(EB_DW_RELU, o, d8, s, 0, a0, a1);
         eb_dw_store2(EB_DW_RELU, o, d8, s, 2, a2, a3);
-    } else if (mode == EB_DW_NONE) {
+    } else if (EB_DW_HAS_NONE && mode == EB_DW_NONE) {
         int8_t *const d8 = o->out8 + index;
         eb_dw_store2(EB_DW_NONE, o, d8, s, 0, a0, a1);
         eb_dw_store2(EB_DW_NONE, o, d8, s, 2, a2, a3);
@@ -1292,9 +1321,9 @@ EB_INLINE void eb_dw_tile_run(const eb_dw_tf *t, const int16_t *patch, const eb_
 /* eb_dw_tile_run with stride 1 (outputs along the rows) or any, and the NONE / RELU
  * stores specialised. */
 #define EB_DW_TILE_MODES(s_, dc_)                                                            \
-    if (o->mode == EB_DW_RELU) {                                                             \
+    if (EB_DW_HAS_RELU && o->mode == EB_DW_RELU) {                                           \
         eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_RELU);  \
-    } else if (o->mode == EB_DW_NONE) {                                                      \
+    } else if (EB_DW_HAS_NONE && o->mode == EB_DW_NONE) {                                    \
         eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_NONE);  \
     } else {                                                                                 \
         eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_ANY);   \
@@ -1525,7 +1554,8 @@ static void eb_dw_setup(const eb_dw_sink *s, int32_t taps, eb_dw_out *o, eb_dw_r
     rq->other = s->out8 == NULL ? EB_DW_WIDE : EB_DW_GENERIC;
     rq->half = rq->b_lo = rq->b_hi = 0;
     if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
-        (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU || s->act == EB_ACT_ABS)) {
+        ((EB_DW_HAS_NONE && s->act == EB_ACT_NONE) || (EB_DW_HAS_RELU && s->act == EB_ACT_RELU) ||
+         (EB_DW_HAS_ABS && s->act == EB_ACT_ABS))) {
         const int64_t bound = (int64_t)taps << 14;
         const int32_t half = s->rounding == EB_ROUND_HALF_UP && s->shift < 0
                                  ? (int32_t)1 << (-s->shift - 1)
@@ -1679,10 +1709,10 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     } else {
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
-    tiled = EB_DW_OTHER && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
+    tiled = EB_DW_TILE && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
             eb_dw_tile_plan(&g, &tf);
     if (g.kind != EB_DW_K3 && !tiled) {
-        if (!EB_DW_OTHER) {
+        if (!EB_DW_TABLE) {
             return 0; /* the table kernel is not in this project */
         }
         /* groups (pairs or pixels) that read inside the rows: first tap b = x * stride_w -
@@ -1726,7 +1756,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         return 0; /* the im2col path reads packed rows of any length */
     }
     m = p->out_c / p->in_c;
-    if (EB_DW_OTHER && g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+    if (EB_DW_TABLE && g.k_h == 1 && g.k_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
         g.pad_h == 0 && g.pad_w == 0 && q == NULL) { /* a per-channel scale */
         for (oc = 0; oc < p->out_c; ++oc) {
             const int32_t init = eb_dw_init(&rq, bias, oc, &o);
@@ -1760,7 +1790,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                 }
                 eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
             }
-        } else if (EB_DW_OTHER) {
+        } else if (EB_DW_TABLE) {
             eb_dw_entries(&g, w, table);
             for (oy = 0; oy < g.out_h; ++oy) {
                 eb_dw_row(&g, plane, table, oy, init, &o,
@@ -2020,7 +2050,7 @@ static int eb_col_layer(const eb_conv_params *p, const int8_t *in, const int8_t 
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
-    if (EB_DW_OTHER &&
+    if (EB_DW_COLUMN &&
         eb_col_layer(p, in, weight, bias, out8, out32, (eb_col_tap *)(void *)scratch)) {
         return 1;
     }

@@ -128,9 +128,13 @@ typedef struct {
             "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                             \
     }
 #define EB_GEMM4_INIT "mov    r8, r7\n\tmov    r9, r7\n\tmov    r10, r7\n\t"
+#if EB_HAS_Q_RELU
 EB_GEMM_FN(eb_gemm4_relu, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("usat", "#7"))
-EB_GEMM_FN(eb_gemm4_none, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("ssat", "#8"))
 EB_GEMM_FN(eb_gemm2_relu, "mov    r8, r7\n\t", EB_GEMM2_WORD_ASM, EB_GEMM2_FIN("usat", "#7"))
+#endif
+#if EB_HAS_Q_NONE
+EB_GEMM_FN(eb_gemm4_none, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("ssat", "#8"))
 EB_GEMM_FN(eb_gemm2_none, "mov    r8, r7\n\t", EB_GEMM2_WORD_ASM, EB_GEMM2_FIN("ssat", "#8"))
+#endif
 
 #endif

@@ -16,6 +16,33 @@
 #define EB_OPT_DEPTHWISE 1
 #endif
 
+/* The parts a model's layers take (eb_config.h; edgebuild.ops.conv_path.gemm_paths):
+ * EB_OPT_NO_Q_RELU / _NONE / _WIDE leave out the dot blocks that requantize (or store wide)
+ * from the registers in that form -- its layers then store through eb_dot_block_acc and
+ * eb_store --, EB_OPT_NO_IM2COL the im2col conv (a conv no other optimized path takes then
+ * runs the reference loops). The results are the same either way: only the code linked and
+ * the speed differ. */
+#ifdef EB_OPT_NO_Q_RELU
+#define EB_HAS_Q_RELU 0
+#else
+#define EB_HAS_Q_RELU 1
+#endif
+#ifdef EB_OPT_NO_Q_NONE
+#define EB_HAS_Q_NONE 0
+#else
+#define EB_HAS_Q_NONE 1
+#endif
+#ifdef EB_OPT_NO_Q_WIDE
+#define EB_HAS_Q_WIDE 0
+#else
+#define EB_HAS_Q_WIDE 1
+#endif
+#ifdef EB_OPT_NO_IM2COL
+#define EB_HAS_IM2COL 0
+#else
+#define EB_HAS_IM2COL 1
+#endif
+
 /* Two adjacent column words at c + off int16 (c 4-byte aligned: the caller's scratch is, and
  * chunks are 8 bytes). On the M4 one LDRD: GCC does not pair such loads itself for this core. */
 #if EB_OPT_DSP && defined(__GNUC__)
@@ -534,48 +561,65 @@ EB_DOT_INLINE void eb_dot_block_q(const int mode, int32_t k, const int8_t *w,
     }
 }
 
-static EB_NOINLINE void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols,
-                                         int n_oc, const int32_t *bias, const eb_qdst *d)
+/* eb_dot_block_q with the mode an argument: one copy of the C loop for the forms that are
+ * not the hot path of any layer -- the raw sums (EB_Q_ACC), wide convs, and on the M4 the
+ * rows the assembly rows leave (an exact row, a block of 3 pixels, k < 4) -- instead of one
+ * inlined copy each. */
+#if defined(__GNUC__)
+#define EB_NOCLONE __attribute__((noinline, noclone))
+#else
+#define EB_NOCLONE
+#endif
+static EB_NOCLONE void eb_dot_block_mode(int mode, int32_t k, const int8_t *w,
+                                         const int16_t *cols, int n_oc, const int32_t *bias,
+                                         const eb_qdst *d)
 {
     if (d->count <= 2) {
-        eb_dot_block_q2(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+        eb_dot_block_q2(mode, k, w, cols, n_oc, bias, d);
     } else {
-        eb_dot_block_q(EB_Q_ACC, k, w, cols, n_oc, bias, d);
+        eb_dot_block_q(mode, k, w, cols, n_oc, bias, d);
     }
 }
 
-static EB_NOINLINE void eb_dot_block_wide(int32_t k, const int8_t *w, const int16_t *cols,
-                                          int n_oc, const int32_t *bias, const eb_qdst *d)
+static void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols, int n_oc,
+                             const int32_t *bias, const eb_qdst *d)
 {
-    if (d->count <= 2) {
-        eb_dot_block_q2(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
-    } else {
-        eb_dot_block_q(EB_Q_WIDE, k, w, cols, n_oc, bias, d);
-    }
+    eb_dot_block_mode(EB_Q_ACC, k, w, cols, n_oc, bias, d);
 }
 
 #ifdef EB_GEMM_ASM
 #include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_relu / _none, eb_gemm2_relu / _none */
 
-/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2) on the job's rows. */
+/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2) on the job's rows; a form left out of the
+ * project (EB_OPT_NO_Q_*) does none of them (job->n stays: the callers' C path takes them). */
 static void eb_gemm_run(int relu, eb_gemm_job *job)
 {
-    if (job->count == 4) {
-        if (relu) {
+#if EB_HAS_Q_RELU
+    if (relu) {
+        if (job->count == 4) {
             eb_gemm4_relu(job);
         } else {
-            eb_gemm4_none(job);
+            eb_gemm2_relu(job);
         }
-    } else if (relu) {
-        eb_gemm2_relu(job);
-    } else {
-        eb_gemm2_none(job);
     }
+#endif
+#if EB_HAS_Q_NONE
+    if (!relu) {
+        if (job->count == 4) {
+            eb_gemm4_none(job);
+        } else {
+            eb_gemm2_none(job);
+        }
+    }
+#endif
+    (void)relu;
+    (void)job;
 }
 
 /* eb_gemm_run over the rows it takes (k >= 4, count != 3; without a bias, 16 rows per call
  * against zeros): *w, *bias and *out8 then point at the first row left, whose count is
  * returned. */
+#if EB_HAS_Q_RELU || EB_HAS_Q_NONE
 static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols, int n_oc,
                      const int32_t **bias, const eb_qdst *d, int8_t **out8)
 {
@@ -617,7 +661,9 @@ static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols,
     return job.n;
 }
 #endif
+#endif
 
+#if EB_HAS_Q_NONE
 static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
@@ -634,14 +680,18 @@ static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int1
         d = &rest;
         n_oc = left;
     }
-#endif
+    eb_dot_block_mode(EB_Q_NONE, k, w, cols, n_oc, bias, d);
+#else
     if (d->count <= 2) {
         eb_dot_block_q2(EB_Q_NONE, k, w, cols, n_oc, bias, d);
     } else {
         eb_dot_block_q(EB_Q_NONE, k, w, cols, n_oc, bias, d);
     }
+#endif
 }
+#endif
 
+#if EB_HAS_Q_RELU
 static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int16_t *cols,
                                           int n_oc, const int32_t *bias, const eb_qdst *d)
 {
@@ -658,13 +708,16 @@ static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int1
         d = &rest;
         n_oc = left;
     }
-#endif
+    eb_dot_block_mode(EB_Q_RELU, k, w, cols, n_oc, bias, d);
+#else
     if (d->count <= 2) {
         eb_dot_block_q2(EB_Q_RELU, k, w, cols, n_oc, bias, d);
     } else {
         eb_dot_block_q(EB_Q_RELU, k, w, cols, n_oc, bias, d);
     }
+#endif
 }
+#endif
 
 /* One word of each of four rows against the column pair (x, xb) = ([c0, c2], [c1, c3]). */
 #define EB_DOT_4X1_STEP(wa_, wb_, wc_, wd_)                                   \
@@ -1105,12 +1158,15 @@ static void eb_dot_store(const eb_sink *s, int32_t k, const int8_t *w, const int
     d.s = 0;
     d.r = 0;
     d.lim = INT32_MAX;
+#if EB_HAS_Q_WIDE
     if (s->out8 == NULL) {
         d.out32 = s->out32 + index;
-        eb_dot_block_wide(k, w, cols, n_oc, bias, &d);
+        eb_dot_block_mode(EB_Q_WIDE, k, w, cols, n_oc, bias, &d);
         return;
     }
-    if (s->shift <= 0 && s->shift >= -31 && (s->act == EB_ACT_NONE || s->act == EB_ACT_RELU) &&
+#endif
+    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
+        ((EB_HAS_Q_NONE && s->act == EB_ACT_NONE) || (EB_HAS_Q_RELU && s->act == EB_ACT_RELU)) &&
         (s->rounding == EB_ROUND_HALF_UP || s->rounding == EB_ROUND_FLOOR)) {
         const int64_t room = (int64_t)INT32_MAX - (int64_t)k * 16384; /* |w x| <= 2^14 */
         d.s = -s->shift;
@@ -1120,11 +1176,15 @@ static void eb_dot_store(const eb_sink *s, int32_t k, const int8_t *w, const int
         d.rounding = s->rounding;
         d.act = s->act;
         d.out8 = s->out8 + index;
+#if EB_HAS_Q_RELU
         if (s->act == EB_ACT_RELU) {
             eb_dot_block_relu(k, w, cols, n_oc, bias, &d);
-        } else {
-            eb_dot_block_none(k, w, cols, n_oc, bias, &d);
+            return;
         }
+#endif
+#if EB_HAS_Q_NONE
+        eb_dot_block_none(k, w, cols, n_oc, bias, &d);
+#endif
         return;
     }
     for (oc = 0; oc < n_oc; oc += EB_OPT_OC_BLOCK) {
@@ -1282,7 +1342,11 @@ void eb_conv2d_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
         return;
     }
-    eb_conv_core(p, in, weight, bias, &s, scratch);
+    if (EB_HAS_IM2COL) {
+        eb_conv_core(p, in, weight, bias, &s, scratch);
+    } else {
+        eb_conv2d(p, in, weight, bias, out);
+    }
 }
 
 void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
@@ -1293,7 +1357,11 @@ void eb_conv2d_wide_opt(const eb_conv_params *p, const int8_t *in, const int8_t 
         (EB_OPT_DEPTHWISE && eb_dw_conv_opt(p, in, weight, bias, s.out8, s.out32, scratch))) {
         return;
     }
-    eb_conv_core(p, in, weight, bias, &s, scratch);
+    if (EB_HAS_IM2COL) {
+        eb_conv_core(p, in, weight, bias, &s, scratch);
+    } else {
+        eb_conv2d_wide(p, in, weight, bias, out);
+    }
 }
 
 void eb_linear_opt(int in_f, int out_f, const int8_t *in, const int8_t *weight,
@@ -1379,7 +1447,8 @@ void eb_conv_cols_prepare(const eb_conv_params *p, const int32_t *bias, int wide
     job->lim = room < INT32_MIN ? INT32_MIN : (int32_t)room;
 #ifdef EB_GEMM_ASM
     job->fast = (int8_t)(!wide && bias != NULL && job->k >= 4 && s >= 0 && s <= 31 &&
-                         (p->act == EB_ACT_NONE || p->act == EB_ACT_RELU) &&
+                         ((EB_HAS_Q_NONE && p->act == EB_ACT_NONE) ||
+                          (EB_HAS_Q_RELU && p->act == EB_ACT_RELU)) &&
                          (p->rounding == EB_ROUND_HALF_UP || p->rounding == EB_ROUND_FLOOR));
 #else
     (void)bias;
@@ -1413,11 +1482,7 @@ static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *c
         g.bias = bias;
         g.out = out + px;
         g.n = n_oc;
-        if (relu) {
-            eb_gemm4_relu(&g);
-        } else {
-            eb_gemm4_none(&g);
-        }
+        eb_gemm_run(relu, &g);
         if (g.n != 0) {
             return px;
         }

@@ -277,18 +277,36 @@ static EB_POOL_NOINLINE void eb_avg_row_small(const int8_t *r, int k_w, int stri
     }
 }
 
+/* The loops of the pools a model has (eb_config.h; edgebuild.ops.c.pool_call):
+ * EB_OPT_NO_POOL_MAX / _AVG leave out the max or average ones (such a pool would run the
+ * reference loop). */
+#ifdef EB_OPT_NO_POOL_MAX
+#define EB_POOL_HAS_MAX 0
+#else
+#define EB_POOL_HAS_MAX 1
+#endif
+#ifdef EB_OPT_NO_POOL_AVG
+#define EB_POOL_HAS_AVG 0
+#else
+#define EB_POOL_HAS_AVG 1
+#endif
+
 void eb_pool2d_opt(const eb_pool_params *p, const int8_t *in, int8_t *out)
 {
     const int32_t in_w = p->in_w, plane = (int32_t)p->in_h * in_w;
     const int32_t row_step = (int32_t)p->stride_h * in_w;
     const int32_t count = (int32_t)p->k_h * p->k_w;
-    const int max = p->mode == EB_POOL_MAX;
+    const int max = EB_POOL_HAS_MAX && (!EB_POOL_HAS_AVG || p->mode == EB_POOL_MAX);
     /* A power-of-two count 2^log2 (else log2 = -1): floor(v / 2^k) is v >> k, so half up is
      * (v + 2^(k-1)) >> k and truncation (v + (v < 0 ? 2^k - 1 : 0)) >> k. */
     const int log2 = (count & (count - 1)) == 0 ? eb_pool_log2(count) : -1;
     const int32_t half = p->rounding == EB_ROUND_HALF_UP ? count >> 1 : 0;
     const int32_t trunc_bias = p->rounding == EB_ROUND_TRUNC ? count - 1 : 0;
     int c, oy, ox;
+    if ((p->mode == EB_POOL_MAX) != max) {
+        eb_pool2d(p, in, out); /* a pool whose loops this project left out */
+        return;
+    }
     for (c = 0; c < p->c; ++c, in += plane) {
         const int8_t *r = in;
         for (oy = 0; oy < p->out_h; ++oy, r += row_step, out += p->out_w) {

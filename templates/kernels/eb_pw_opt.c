@@ -399,10 +399,32 @@ static EB_PW_INLINE void eb_pw_rows(const eb_pw_layer *L, const int16_t *cols, i
     {                                                                                       \
         eb_pw_rows(L, cols, px, mode);                                                      \
     }
+/* One per output form a layer of the model takes (eb_config.h leaves out the others,
+ * EB_OPT_NO_Q_*: ops.conv_path.gemm_paths; their layers would take eb_pw_rows_any). */
+#ifndef EB_OPT_NO_Q_WIDE
 EB_PW_ROWS(eb_pw_rows_wide, EB_PW_WIDE)
+#define EB_PW_ROWS_WIDE eb_pw_rows_wide
+#else
+#define EB_PW_ROWS_WIDE NULL
+#endif
+#ifndef EB_OPT_NO_Q_RELU
 EB_PW_ROWS(eb_pw_rows_relu, EB_PW_RELU)
+#define EB_PW_ROWS_RELU eb_pw_rows_relu
+#else
+#define EB_PW_ROWS_RELU NULL
+#endif
+#ifndef EB_OPT_NO_Q_NONE
 EB_PW_ROWS(eb_pw_rows_none, EB_PW_NONE)
+#define EB_PW_ROWS_NONE eb_pw_rows_none
+#else
+#define EB_PW_ROWS_NONE NULL
+#endif
+#ifndef EB_OPT_NO_Q_ABS
 EB_PW_ROWS(eb_pw_rows_abs, EB_PW_ABS)
+#define EB_PW_ROWS_ABS eb_pw_rows_abs
+#else
+#define EB_PW_ROWS_ABS NULL
+#endif
 #undef EB_PW_ROWS
 
 /* Every output channel of pixels px .. px + count - 1 (count 1..4): the last pixels of a
@@ -433,10 +455,10 @@ typedef void (*eb_pw_rows_fn)(const eb_pw_layer *L, const int16_t *cols, int32_t
 /* The fast rows function of the layer, or NULL (eb_pw_rows_any for every block). */
 static eb_pw_rows_fn eb_pw_rows_of(const eb_pw_layer *L)
 {
-    return L->out32 != NULL ? eb_pw_rows_wide
+    return L->out32 != NULL ? EB_PW_ROWS_WIDE
            : !L->fast ? NULL
-           : L->act == EB_ACT_RELU ? eb_pw_rows_relu
-           : L->act == EB_ACT_NONE ? eb_pw_rows_none : eb_pw_rows_abs;
+           : L->act == EB_ACT_RELU ? EB_PW_ROWS_RELU
+           : L->act == EB_ACT_NONE ? EB_PW_ROWS_NONE : EB_PW_ROWS_ABS;
 }
 
 /* Every output channel of the 4-pixel block at px (fewer at the end), columns at cols. */

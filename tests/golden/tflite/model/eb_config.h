@@ -80,7 +80,16 @@
 #define eb_unpack_weights chain_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
-#define EB_OPT_NO_DW_OTHER
+#define EB_OPT_NO_DW_TILE
+#define EB_OPT_NO_DW_COLUMN
+#define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_PACKED
+#define EB_OPT_NO_IM2COL
+#define EB_OPT_NO_Q_RELU
+#define EB_OPT_NO_Q_NONE
+#define EB_OPT_NO_Q_ABS
+#define EB_OPT_NO_Q_WIDE
+#define EB_OPT_NO_POOL_MAX
+#define EB_OPT_NO_POOL_AVG
 
 #endif

@@ -72,6 +72,10 @@
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
-#define EB_OPT_NO_DW_OTHER
+#define EB_OPT_NO_DW_TILE
+#define EB_OPT_NO_DW_COLUMN
+#define EB_OPT_NO_DW_TABLE
+#define EB_OPT_NO_Q_ABS
+#define EB_OPT_NO_Q_WIDE
 
 #endif

@@ -1,0 +1,134 @@
+"""Which optimized kernels a project links (ops.c OPTIONAL_PATHS -> eb_config.h's
+EB_OPT_NO_<PATH>): the generator names, per layer, the paths it runs (ops.conv_path.
+kernel_paths, ops.conv.optimized_paths, ops.c.pool_call) and a model links only those
+(issue 32: the kernels a model links add at most 24 KiB of flash). Leaving a path out must
+never change a result -- its layers take the next path, at worst the reference loops -- and
+the prediction must name the path the C takes, or the layer would run slower than it can.
+On the Cortex-M4 under QEMU, one layer of each kernel."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+from test_kernels_opt import (
+    build_m4,
+    conv_out,
+    count_with_plugin,
+    dw_data,
+    lib,  # noqa: F401 (the fixture)
+    m4_build,  # noqa: F401 (the fixture)
+    m4_test_program,
+    needs_m4,
+    random_bias,
+    run_qemu,
+    symbol_addresses,
+)
+
+from edgebuild.core.geometry import Plane
+from edgebuild.ops.c import OPTIONAL_PATHS
+from edgebuild.ops.conv_path import kernel_paths
+
+ARM_SIZE = shutil.which("arm-none-eabi-size")
+# the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
+CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_column", "dw_table", "im2col",
+              "q_relu", "q_none", "q_abs", "q_wide")
+
+
+def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict:
+    cfg = {"in_c": in_c, "in_h": hw[0], "in_w": hw[1], "out_c": out_c, "k_h": k[0],
+           "k_w": k[1], "stride_h": stride[0], "stride_w": stride[1], "pad_h": pad[0],
+           "pad_w": pad[1], "dil_h": 1, "dil_w": 1, "groups": groups, "shift": -9,
+           "rounding": 1, "act": act}
+    cfg["out_h"] = conv_out(hw[0], k[0], stride[0], pad[0], 1)
+    cfg["out_w"] = conv_out(hw[1], k[1], stride[1], pad[1], 1)
+    return cfg
+
+
+# One layer of each kernel: 3-tap (3x3, padded), tile (5x5 x2), column (dense 8 -> 1 5x1
+# stride 2), scale (1x1), table (a 15x7 kernel: more tap pairs than the tile holds), im2col
+# (a dense 3x3, relu; a dense 1x3, act none)
+LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
+          _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
+          _layer(8, (20, 12), (5, 1), 1, 1, pad=(2, 0), stride=(2, 2)),
+          _layer(5, (6, 9), (1, 1), 5, 5),
+          _layer(2, (20, 16), (15, 9), 2, 2, pad=(7, 4)),
+          _layer(4, (7, 9), (3, 3), 8, 1, pad=(1, 1)),
+          _layer(3, (5, 11), (1, 3), 5, 1, act=0)]
+
+
+def _cases(cfgs, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    return [(cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"])) for cfg in cfgs]
+
+
+def _defines(paths) -> tuple[str, ...]:
+    return tuple(f"-DEB_OPT_NO_{path.upper()}" for path in paths)
+
+
+def _text(elf) -> int:
+    out = subprocess.run([ARM_SIZE, str(elf)], capture_output=True, text=True, check=True)
+    return int(out.stdout.splitlines()[1].split()[0])
+
+
+def _run_exact(elf, what: str) -> None:
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"{what}: exit {result.returncode}\n{result.stdout}"
+    assert "0 mismatching calls" in result.stdout, f"{what}\n{result.stdout}"
+
+
+def test_paths_name_files_the_kernels_know():
+    """Every conv path the generator names is one eb_config.h may define away, and one of
+    the kernel files tests for (a misspelt path would be left out nowhere)."""
+    assert set(CONV_PATHS) <= set(OPTIONAL_PATHS)
+    kernels = (lambda d: "".join(p.read_text() for p in d.glob("eb_*.[ch]")))(
+        __import__("pathlib").Path(__file__).resolve().parent.parent / "templates" / "kernels")
+    for path in OPTIONAL_PATHS:
+        assert f"EB_OPT_NO_{path.upper()}" in kernels, path
+    for cfg in LAYERS:
+        plane = Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
+        assert kernel_paths(plane) <= set(OPTIONAL_PATHS), cfg
+
+
+@needs_m4
+def test_m4_left_out_paths_stay_exact(lib, m4_build):  # noqa: F811
+    """Each path left out on its own, and all of them at once (every conv then runs the
+    reference loops): every layer still comes out exact, and the firmware is smaller by what
+    was left out."""
+    source = m4_test_program(lib, _cases(LAYERS, 5), linears=False)
+    text = {}
+    for left_out in ((), *((p,) for p in CONV_PATHS), CONV_PATHS):
+        name = "sel_" + ("_".join(left_out) if len(left_out) < 2 else "all")
+        elf = build_m4(m4_build, name, source, _defines(left_out))
+        _run_exact(elf, name)
+        text[left_out] = _text(elf)
+    assert text[("dw_three_tap",)] < text[()] - 4000, text
+    assert text[("dw_tile",)] < text[()] - 5000, text
+    assert text[("dw_column",)] < text[()] - 2000, text
+    assert text[("im2col",)] < text[()] - 1000, text
+    assert text[CONV_PATHS] < text[()] - 20000, text
+
+
+@needs_m4
+def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
+    """A layer built with only the paths kernel_paths names for it (the rest left out, as a
+    model of that one layer links them) runs as fast as with every path linked: the
+    prediction names the path the C takes, not a fallback (which would cost several times
+    the instructions)."""
+    for i, case in enumerate(_cases(LAYERS, 6)):
+        cfg = case[0]
+        plane = Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
+        # m4_test_program runs each conv narrow (its act) and wide
+        keep = kernel_paths(plane) | {"q_wide", "q_relu" if cfg["act"] == 1 else "q_none"}
+        source = m4_test_program(lib, [case], linears=False)
+        counts = []
+        for name, defines in ((f"all_{i}", ()),
+                              (f"only_{i}", _defines(p for p in CONV_PATHS if p not in keep))):
+            elf = build_m4(m4_build, name, source, defines)
+            _run_exact(elf, name)
+            sym = symbol_addresses(elf)
+            count = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
+            assert count is not None, "the insn_count plugin did not build or run"
+            counts.append(count)
+        assert counts[1] <= counts[0] * 1.02, (cfg, sorted(keep), counts)

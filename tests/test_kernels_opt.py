@@ -696,9 +696,10 @@ static int check(int c, const char *what, int n, int scratch_n, const int8_t *e8
 """
 
 
-def m4_test_program(lib, convs=None, linears: bool = True) -> str:
+def m4_test_program(lib, convs=None, linears: bool = True, linear_cases=None) -> str:
     """Reference outputs from the host library, embedded next to the inputs: conv cases
-    `convs` (default: random and edge ones) and, with `linears`, one linear case per conv."""
+    `convs` (default: random and edge ones) and, with `linears`, one linear case per conv
+    (or `linear_cases`: (in_f, out_f, x, w, bias, q) tuples as linear_case makes)."""
     parts = ['#include <stdio.h>\n#include "eb_kernels.h"\n#include "eb_kernels_opt.h"\n']
     calls, max_scratch, max_out = [], 16, 16
     if convs is None:
@@ -723,30 +724,39 @@ def m4_test_program(lib, convs=None, linears: bool = True) -> str:
                      f"bad += check({i}, \"conv\", {n}, {sn}, e8_{i}, NULL);\n"
                      f"fill({n}); eb_conv2d_wide_opt(&p{i}, x{i}, w{i}, {b}, out32, scratch);\n"
                      f"bad += check({i}, \"conv wide\", {n}, {sn}, NULL, e32_{i});\n")
-        if not linears:
-            continue
-        in_f, out_f, lx, lw, lb, q = linear_case("m4", i)
-        lref8, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=False)
-        lref32, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=True)
-        sn = lib.eb_test_linear_scratch(in_f)
+    if linear_cases is None:
+        linear_cases = [linear_case("m4", i) for i in range(len(convs))] if linears else []
+    for i, case in enumerate(linear_cases):
+        code, sn, out_f = _m4_linear(lib, i, *case)
+        parts += code[:-1]
+        calls.append(code[-1])
         max_scratch, max_out = max(max_scratch, sn), max(max_out, out_f)
-        parts += [c_array("int8_t", f"lx{i}", lx), c_array("int8_t", f"lw{i}", lw),
-                  c_array("int8_t", f"le8_{i}", lref8), c_array("int32_t", f"le32_{i}", lref32)]
-        b = "NULL"
-        if lb is not None:
-            parts.append(c_array("int32_t", f"lb{i}", lb))
-            b = f"lb{i}"
-        args = f"{in_f}, {out_f}, lx{i}, lw{i}, {b}"
-        calls.append(
-            f"fill({out_f}); eb_linear_opt({args}, {q['shift']}, {q['rounding']}, {q['act']}, "
-            f"out8, scratch);\nbad += check({i}, \"linear\", {out_f}, {sn}, le8_{i}, NULL);\n"
-            f"fill({out_f}); eb_linear_wide_opt({args}, out32, scratch);\n"
-            f"bad += check({i}, \"linear wide\", {out_f}, {sn}, NULL, le32_{i});\n")
     parts.append(f"#define SCRATCH {max_scratch}\n#define OUT {max_out}\n" + M4_MAIN)
     parts.append("int main(void)\n{\n    int bad = 0;\n" + "".join(calls) +
                  '    printf("eb_kernels_opt on M4: %d mismatching calls\\n", bad);\n'
                  "    return bad != 0;\n}\n")
     return "".join(parts)
+
+
+def _m4_linear(lib, i, in_f, out_f, lx, lw, lb, q) -> tuple[list[str], int, int]:
+    """One linear case of m4_test_program: its arrays, then its calls (the last string),
+    the scratch it needs and its output count."""
+    lref8, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=False)
+    lref32, _ = run_linear_pair(lib, in_f, out_f, lx, lw, lb, q, wide=True)
+    sn = lib.eb_test_linear_scratch(in_f)
+    code = [c_array("int8_t", f"lx{i}", lx), c_array("int8_t", f"lw{i}", lw),
+            c_array("int8_t", f"le8_{i}", lref8), c_array("int32_t", f"le32_{i}", lref32)]
+    b = "NULL"
+    if lb is not None:
+        code.append(c_array("int32_t", f"lb{i}", lb))
+        b = f"lb{i}"
+    args = f"{in_f}, {out_f}, lx{i}, lw{i}, {b}"
+    code.append(
+        f"fill({out_f}); eb_linear_opt({args}, {q['shift']}, {q['rounding']}, {q['act']}, "
+        f"out8, scratch);\nbad += check({i}, \"linear\", {out_f}, {sn}, le8_{i}, NULL);\n"
+        f"fill({out_f}); eb_linear_wide_opt({args}, out32, scratch);\n"
+        f"bad += check({i}, \"linear wide\", {out_f}, {sn}, NULL, le32_{i});\n")
+    return code, sn, out_f
 
 
 @needs_m4

@@ -728,15 +728,16 @@ static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int1
         EB_MAC4(a3, eb_sxtb16(wd_), eb_sxtb16_ror8(wd_), x, xb);              \
     } while (0)
 
-/* Rows w, w + k, w + 2k, w + 3k against one column at c: acc[i] += (w + i k) . c. The
- * column words are loaded once for four rows (an LDRD per 16 MACs). */
-static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
-                                   int32_t acc[4])
+/* Rows w, w + k, w + 2k, w + 3k against one column at c: a[i] += (w + i k) . c. The
+ * column words are loaded once for four rows (an LDRD per 16 MACs). `whole`: a row's last
+ * 1..3 weights are loaded as a whole word (the bytes past the row meet zeros in the column:
+ * where another row follows, so that nothing is read past the weights). */
+EB_DOT_INLINE void eb_dot4(int32_t k, const int8_t *w, const int16_t *c, int32_t a[4], int whole)
 {
     const int8_t *w2 = w + 2 * k; /* rows 0, 1 at w, w + k; rows 2, 3 at w2, w2 + k */
     const int16_t *const end = c + 4 * (k >> 2);
     const int32_t tail = k & 3;
-    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     uint32_t x, xb;
 #if EB_OPT_DSP && defined(__GNUC__)
     /* By hand: GCC spills two accumulators here. 21 instructions per 16 MACs. */
@@ -783,16 +784,68 @@ static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
         EB_MAC4(a3, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x, xb);
     }
 #endif
-    if (tail != 0) {
+    if (tail != 0 && whole) {
+        const uint32_t wa = eb_load32(w), wb = eb_load32(w + k);
+        const uint32_t wc = eb_load32(w2), wd = eb_load32(w2 + k);
+        EB_LOAD2X32(c, 0, x, xb);
+        EB_DOT_4X1_STEP(wa, wb, wc, wd);
+    } else if (tail != 0) {
         const uint32_t wa = eb_load_tail(w, tail), wb = eb_load_tail(w + k, tail);
         const uint32_t wc = eb_load_tail(w2, tail), wd = eb_load_tail(w2 + k, tail);
         EB_LOAD2X32(c, 0, x, xb);
         EB_DOT_4X1_STEP(wa, wb, wc, wd);
     }
-    acc[0] = a0;
-    acc[1] = a1;
-    acc[2] = a2;
-    acc[3] = a3;
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+}
+
+static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
+                                   int32_t acc[4], int whole)
+{
+    eb_dot4(k, w, c, acc, whole);
+}
+
+/* `blocks` blocks of 4 rows from w (4 k bytes each) against the column c, each row's sum
+ * started at its bias (NULL: 0) + r and stored to out as USAT #7 (relu) / SSAT #8 of the sum
+ * >> s, straight from the registers. `more`: a row follows the last block. */
+EB_DOT_INLINE void eb_linear_rows4(int32_t k, const int8_t *w, const int16_t *c,
+                                   const int32_t *bias, int32_t r, int s, int blocks, int more,
+                                   int8_t *out, const int relu)
+{
+    int b;
+    for (b = 0; b < blocks; ++b, w += 4 * k, out += 4) {
+        int32_t a[4];
+        if (bias != NULL) {
+            a[0] = bias[0] + r;
+            a[1] = bias[1] + r;
+            a[2] = bias[2] + r;
+            a[3] = bias[3] + r;
+            bias += 4;
+        } else {
+            a[0] = a[1] = a[2] = a[3] = r;
+        }
+        eb_dot4(k, w, c, a, more || b + 1 < blocks);
+        out[0] = (int8_t)(relu ? eb_usat7(a[0] >> s) : eb_ssat8(a[0] >> s));
+        out[1] = (int8_t)(relu ? eb_usat7(a[1] >> s) : eb_ssat8(a[1] >> s));
+        out[2] = (int8_t)(relu ? eb_usat7(a[2] >> s) : eb_ssat8(a[2] >> s));
+        out[3] = (int8_t)(relu ? eb_usat7(a[3] >> s) : eb_ssat8(a[3] >> s));
+    }
+}
+
+static EB_NOINLINE void eb_linear_rows4_relu(int32_t k, const int8_t *w, const int16_t *c,
+                                             const int32_t *bias, int32_t r, int s, int blocks,
+                                             int more, int8_t *out)
+{
+    eb_linear_rows4(k, w, c, bias, r, s, blocks, more, out, 1);
+}
+
+static EB_NOINLINE void eb_linear_rows4_none(int32_t k, const int8_t *w, const int16_t *c,
+                                             const int32_t *bias, int32_t r, int s, int blocks,
+                                             int more, int8_t *out)
+{
+    eb_linear_rows4(k, w, c, bias, r, s, blocks, more, out, 0);
 }
 
 /* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
@@ -1266,6 +1319,138 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
 
 /* ---- linear ---------------------------------------------------------------------------- */
 
+/* Rows of a layer of at most 4 n inputs (n words), one at a time with the whole column in
+ * registers ([c0, c2], [c1, c3] per word): per row n LDR of its weights (the bytes past a
+ * row meet zeros in the column, and the row after it exists: the caller leaves the last row
+ * out), 2n SXTB16 and 2n SMLAD, its bias, an ASR, a USAT / SSAT and a STRB -- about 5n + 7
+ * instructions for up to 4n MACs, where four rows at a time (eb_linear_rows4) reload the
+ * column and spill their state per block of a narrow layer. */
+EB_DOT_INLINE int eb_linear_short(const int n, int32_t k, const int8_t *w, const int16_t *c,
+                                  const int32_t *bias, int32_t r, int s, int rows, int8_t *out,
+                                  int32_t lo, uint32_t span, const int relu)
+{
+    uint32_t x0, xb0, x1 = 0, xb1 = 0, x2 = 0, xb2 = 0, x3 = 0, xb3 = 0;
+    int i;
+    EB_LOAD2X32(c, 0, x0, xb0);
+    if (n > 1) {
+        EB_LOAD2X32(c, 4, x1, xb1);
+    }
+    if (n > 2) {
+        EB_LOAD2X32(c, 8, x2, xb2);
+    }
+    if (n > 3) {
+        EB_LOAD2X32(c, 12, x3, xb3);
+    }
+    for (i = 0; i < rows; ++i, w += k) {
+        int32_t a = bias[i];
+        uint32_t wv;
+        if ((uint32_t)a - (uint32_t)lo > span) {
+            return i; /* a bias whose sums could overflow: the caller's loops take the rest */
+        }
+        a += r;
+        wv = eb_load32(w);
+        EB_MAC4(a, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x0, xb0);
+        if (n > 1) {
+            wv = eb_load32(w + 4);
+            EB_MAC4(a, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x1, xb1);
+        }
+        if (n > 2) {
+            wv = eb_load32(w + 8);
+            EB_MAC4(a, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x2, xb2);
+        }
+        if (n > 3) {
+            wv = eb_load32(w + 12);
+            EB_MAC4(a, eb_sxtb16(wv), eb_sxtb16_ror8(wv), x3, xb3);
+        }
+        out[i] = (int8_t)(relu ? eb_usat7(a >> s) : eb_ssat8(a >> s));
+    }
+    return rows;
+}
+
+#define EB_LINEAR_SHORT(name, relu_)                                                         \
+    static EB_NOINLINE int name(int32_t k, const int8_t *w, const int16_t *c,                \
+                                const int32_t *bias, int32_t r, int s, int rows, int8_t *out, \
+                                int32_t lo, uint32_t span)                                   \
+    {                                                                                        \
+        switch ((k + 3) >> 2) {                                                              \
+        case 1:                                                                              \
+            return eb_linear_short(1, k, w, c, bias, r, s, rows, out, lo, span, relu_);      \
+        case 2:                                                                              \
+            return eb_linear_short(2, k, w, c, bias, r, s, rows, out, lo, span, relu_);      \
+        case 3:                                                                              \
+            return eb_linear_short(3, k, w, c, bias, r, s, rows, out, lo, span, relu_);      \
+        default:                                                                             \
+            return eb_linear_short(4, k, w, c, bias, r, s, rows, out, lo, span, relu_);      \
+        }                                                                                    \
+    }
+#if EB_HAS_Q_RELU
+EB_LINEAR_SHORT(eb_linear_short_relu, 1)
+#endif
+#if EB_HAS_Q_NONE
+EB_LINEAR_SHORT(eb_linear_short_none, 0)
+#endif
+#undef EB_LINEAR_SHORT
+
+/* The rows of eb_linear_core (int8 weights) that the fast form takes, four at a time
+ * (eb_linear_rows4): int8 out, a right shift s <= 31, relu or none, half-up or floor
+ * rounding, and no bias whose sums could overflow (bias + 2^(s-1) + in_f 2^14 <= INT32_MAX,
+ * bias - in_f 2^14 >= INT32_MIN: checked once for the layer). eb_store's set-up per block
+ * cost more than a narrow layer's 4 x in_f MACs (5.5 instructions per MAC at 10 inputs).
+ * A layer of at most 16 inputs runs a row at a time (eb_linear_short). Returns the rows
+ * done: all but the last of a short layer, every block of 4 of another, or none. */
+static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
+                          const eb_sink *s, const int16_t *cols)
+{
+    const int sh = -s->shift;
+    const int32_t bound = (int32_t)in_f * 16384; /* |w x| <= 2^14 */
+    const int blocks = out_f >> 2;
+    int32_t r, hi, lo;
+    int o;
+    if (s->out8 == NULL || sh < 0 || sh > 31 || in_f > 65535 || blocks == 0 ||
+        (s->act != EB_ACT_RELU && s->act != EB_ACT_NONE) ||
+        (s->rounding != EB_ROUND_HALF_UP && s->rounding != EB_ROUND_FLOOR)) {
+        return 0;
+    }
+    r = sh > 0 && s->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (sh - 1) : 0;
+    hi = INT32_MAX - bound - r; /* bias + r + sum <= INT32_MAX */
+    lo = INT32_MIN + bound;     /* bias + sum >= INT32_MIN */
+    if (in_f <= 16 && bias != NULL) {
+        /* a row reads 4 ceil(in_f / 4) bytes: the last `last` rows are left to the caller,
+         * so that no read passes the weights' end; each row checks its bias */
+        const int last = (4 * ((in_f + 3) >> 2) + in_f - 1) / in_f - 1;
+        const int rows = out_f - last;
+        const uint32_t span = (uint32_t)hi - (uint32_t)lo;
+        (void)rows, (void)span;
+#if EB_HAS_Q_RELU
+        if (s->act == EB_ACT_RELU) {
+            return eb_linear_short_relu(in_f, weight, cols, bias, r, sh, rows, s->out8, lo,
+                                        span);
+        }
+#endif
+#if EB_HAS_Q_NONE
+        if (s->act == EB_ACT_NONE) {
+            return eb_linear_short_none(in_f, weight, cols, bias, r, sh, rows, s->out8, lo,
+                                        span);
+        }
+#endif
+    }
+    for (o = 0; bias != NULL && o < 4 * blocks; ++o) {
+        if (bias[o] > hi || bias[o] < lo) {
+            return 0;
+        }
+    }
+    if (EB_HAS_Q_RELU && s->act == EB_ACT_RELU) {
+        eb_linear_rows4_relu(in_f, weight, cols, bias, r, sh, blocks, out_f > 4 * blocks,
+                             s->out8);
+    } else if (EB_HAS_Q_NONE && s->act == EB_ACT_NONE) {
+        eb_linear_rows4_none(in_f, weight, cols, bias, r, sh, blocks, out_f > 4 * blocks,
+                             s->out8);
+    } else {
+        return 0;
+    }
+    return 4 * blocks;
+}
+
 /* bits: 0 for int8 weights, else packed 1-, 2- or 4-bit ones. */
 static void eb_linear_core(int in_f, int out_f, int bits, const int8_t *in,
                            const int8_t *weight, const int32_t *bias, const eb_sink *s,
@@ -1295,13 +1480,14 @@ static void eb_linear_core(int in_f, int out_f, int bits, const int8_t *in,
 #else
     (void)bits;
 #endif
-    for (o = 0; o + 3 < out_f; o += 4) {
+    o = eb_linear_fast(in_f, out_f, weight, bias, s, scratch);
+    for (; o + 3 < out_f; o += 4) {
         int32_t acc[4];
         int j;
         for (j = 0; j < 4; ++j) {
             acc[j] = bias ? bias[o + j] : 0;
         }
-        eb_dot_4x1(in_f, weight + (int32_t)o * in_f, scratch, acc);
+        eb_dot_4x1(in_f, weight + (int32_t)o * in_f, scratch, acc, o + 4 < out_f);
         eb_store(s, o, 0, acc, 0, 1, 4);
     }
     for (; o + 1 < out_f; o += 2) {

@@ -26,6 +26,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_dot4 tiny_eb_dot4
 #define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dw3_column tiny_eb_dw3_column
@@ -58,6 +59,8 @@
 #define eb_linear_packed_opt tiny_eb_linear_packed_opt
 #define eb_linear_packed_wide tiny_eb_linear_packed_wide
 #define eb_linear_packed_wide_opt tiny_eb_linear_packed_wide_opt
+#define eb_linear_rows4 tiny_eb_linear_rows4
+#define eb_linear_short tiny_eb_linear_short
 #define eb_linear_wide tiny_eb_linear_wide
 #define eb_linear_wide_opt tiny_eb_linear_wide_opt
 #define eb_max_row_2x tiny_eb_max_row_2x
@@ -77,5 +80,19 @@
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_Q_ABS
 #define EB_OPT_NO_Q_WIDE
+#define EB_OPT_NO_TFL_DEPTHWISE
+#define EB_OPT_NO_TFL_DW3_S1
+#define EB_OPT_NO_TFL_DW3_S2
+#define EB_OPT_NO_TFL_DW3_STRIP
+#define EB_OPT_NO_TFL_GEMM_PAIRS
+#define EB_OPT_NO_TFL_GEMM4
+#define EB_OPT_NO_TFL_GEMM8
+#define EB_OPT_NO_TFL_CLAMP
+#define EB_OPT_NO_TFL_FC_NARROW
+#define EB_OPT_NO_TFL_FC_ALIGNED
+#define EB_OPT_NO_TFL_FC4
+#define EB_OPT_NO_TFL_POOL_GLOBAL
+#define EB_OPT_NO_TFL_POOL_MAX
+#define EB_OPT_NO_TFL_POOL_AVG
 
 #endif

@@ -1,0 +1,72 @@
+"""Linear layers on the optimized kernels (eb_kernels_opt.c: eb_linear_core, its fast rows
+eb_linear_fast), against the reference kernel bit for bit: hypothesis over widths of 1..80
+inputs (a row's last 1..3 weights loaded as a whole word where another row follows: the
+bytes past the row meet zeros in the column) and 1..40 outputs (the last 1..3 rows after
+the blocks of 4), every requantization -- the fast forms (right shift, relu or none, half up
+or floor) and the rest (left shifts, abs) --, biases at the edges of the fast form's range
+(bias + 2^(s-1) + the largest sum at INT32_MAX, bias + the smallest sum at INT32_MIN) and
+wide outputs. On the host (portable C) and on the Cortex-M4 under QEMU."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_kernels_opt import (
+    build_m4,
+    lib,  # noqa: F401 (the fixture)
+    m4_build,  # noqa: F401 (the fixture)
+    m4_test_program,
+    needs_m4,
+    run_linear_pair,
+    run_qemu,
+)
+
+INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
+
+
+@st.composite
+def linear_layers(draw) -> tuple:
+    """(in_f, out_f, x, w, bias, q) as test_kernels_opt.linear_case makes them."""
+    in_f, out_f = draw(st.integers(1, 80)), draw(st.integers(1, 40))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, size=in_f).astype(np.int8)
+    w = rng.integers(-128, 128, size=(out_f, in_f)).astype(np.int8)
+    if draw(st.booleans()):  # the largest sums: every product 2^14
+        x[:] = -128
+        w[:] = -128
+    q = {"shift": draw(st.integers(-20, 3)), "rounding": draw(st.integers(0, 1)),
+         "act": draw(st.integers(0, 2))}
+    kind = draw(st.sampled_from(["none", "random", "edges"]))
+    bias = None
+    if kind == "random":
+        bias = rng.integers(-(1 << 22), 1 << 22, size=out_f).astype(np.int32)
+    elif kind == "edges":  # around the fast form's bounds (eb_linear_fast: hi, lo)
+        x[:] = -128  # every product 2^14: bias hi + 1 would overflow the fast sums
+        w[:] = -128
+        s = max(0, -q["shift"])
+        r = (1 << (s - 1)) if s > 0 and q["rounding"] == 0 else 0
+        hi, lo = INT32_MAX - in_f * 16384 - r, INT32_MIN + in_f * 16384
+        bias = np.array([int(rng.choice([hi, hi + 1, hi - 1, lo, lo - 1]))
+                         for _ in range(out_f)], dtype=np.int32)
+    return in_f, out_f, x, w, bias, q
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=linear_layers())
+def test_linear_opt_equals_reference(lib, case):  # noqa: F811
+    in_f, out_f, x, w, bias, q = case
+    for wide in (False, True):
+        ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {in_f}->{out_f} {q}")
+
+
+@needs_m4
+@settings(max_examples=3, deadline=None)
+@given(cases=st.lists(linear_layers(), min_size=12, max_size=16))
+def test_m4_linear_opt_equals_reference(lib, m4_build, cases):  # noqa: F811
+    elf = build_m4(m4_build, "linear", m4_test_program(lib, [], linear_cases=cases))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout, result.stdout

@@ -33,7 +33,7 @@ from edgebuild.ops.conv_path import kernel_paths
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
 CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_column", "dw_table", "im2col",
-              "q_relu", "q_none", "q_abs", "q_wide")
+              "im2col_s2", "q_relu", "q_none", "q_abs", "q_wide")
 
 
 def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict:
@@ -48,14 +48,15 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 
 # One layer of each kernel: 3-tap (3x3, padded), tile (5x5 x2), column (dense 8 -> 1 5x1
 # stride 2), scale (1x1), table (a 15x7 kernel: more tap pairs than the tile holds), im2col
-# (a dense 3x3, relu; a dense 1x3, act none)
+# (a dense 3x3, relu; a dense 1x3, act none; a dense 3x3 stride 2: its gather)
 LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
           _layer(8, (20, 12), (5, 1), 1, 1, pad=(2, 0), stride=(2, 2)),
           _layer(5, (6, 9), (1, 1), 5, 5),
           _layer(2, (20, 16), (15, 9), 2, 2, pad=(7, 4)),
           _layer(4, (7, 9), (3, 3), 8, 1, pad=(1, 1)),
-          _layer(3, (5, 11), (1, 3), 5, 1, act=0)]
+          _layer(3, (5, 11), (1, 3), 5, 1, act=0),
+          _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2))]
 
 
 def _cases(cfgs, seed: int) -> list:
@@ -120,7 +121,8 @@ def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
         cfg = case[0]
         plane = Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
         # m4_test_program runs each conv narrow (its act) and wide
-        keep = kernel_paths(plane) | {"q_wide", "q_relu" if cfg["act"] == 1 else "q_none"}
+        keep = kernel_paths(plane) | {"q_wide", "q_relu" if cfg["act"] == 1 else "q_none"} | (
+            {"im2col_s2"} if cfg["stride_w"] == 2 else set())
         source = m4_test_program(lib, [case], linears=False)
         counts = []
         for name, defines in ((f"all_{i}", ()),

@@ -279,6 +279,15 @@ def workspace_context(spec: ProjectSpec, steps: Steps) -> dict[str, Any]:
     return {"scratch": planned // 2, "scratch_check": scratch_expression(steps.scratch)}
 
 
+
+def left_out(paths: frozenset[str]) -> list[str]:
+    """The optional kernel paths (ops.c OPTIONAL_PATHS) no step runs, for eb_config.h's
+    EB_OPT_NO_<PATH>: of the TFLite kernels' paths ("tfl_...") only where the project has
+    those kernels (a define for a file it does not compile says nothing)."""
+    tflite = "tflite_opt" in paths
+    return [path for path in OPTIONAL_PATHS
+            if path not in paths and (tflite or not path.startswith("tfl_"))]
+
 def render(spec: ProjectSpec) -> dict[str, str]:
     """Every file of the C project: relative path -> text."""
     env = environment()
@@ -296,8 +305,7 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     context = {
         "name": spec.name, "p": prefix(spec.name), "P": prefix(spec.name).upper(),
         "kernel_symbols": global_symbols(list(kernels.values())), "config_guard": "EB_CONFIG_H",
-        "left_out": [path for path in OPTIONAL_PATHS if path not in steps.paths] if optimized
-        else [],
+        "left_out": left_out(steps.paths) if optimized else [],
         "input_size": input_size, **header_context(spec.inputs, input_size, outputs),
         "frames": graphs.frames(spec.model.layers),
         "kat_frames": kat_frames(spec, input_size),

@@ -105,12 +105,22 @@ class CCode:
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
 # the 3-tap, tile, column and table kernels (ops.conv_path.kernel_paths); the optimized
-# kernels' packed-weight loops and im2col conv (eb_kernels_opt.c); the dot blocks that
+# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2") and the
+# register-requantizing rows of linear layers ("linear_q") (eb_kernels_opt.c); the dot blocks that
 # requantize from the registers to each output form, relu, none, abs or wide int32
 # (eb_kernels_opt.c, eb_pw_opt.c; ops.conv.optimized_paths); the max and average pooling
-# loops (eb_pool_opt.c; pool_call).
+# loops (eb_pool_opt.c; pool_call). TFLite's number format (eb_tfl_opt.c;
+# formats.tflite.paths): its depthwise path, the 3x3 assembly of stride 1 and 2 and the
+# strip kernel, the pair, record and int8-weight GEMMs, the clamping assembly forms, the
+# linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
+# max and average window pools.
 OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_column", "dw_table", "packed",
-                  "im2col", "q_relu", "q_none", "q_abs", "q_wide", "pool_max", "pool_avg")
+                  "im2col", "im2col_s2", "linear_q", "q_relu", "q_none", "q_abs", "q_wide",
+                  "pool_max", "pool_avg",
+                  "tfl_depthwise", "tfl_dw3_s1", "tfl_dw3_s2", "tfl_dw3_strip",
+                  "tfl_gemm_pairs", "tfl_gemm4", "tfl_gemm8", "tfl_clamp", "tfl_fc_narrow",
+                  "tfl_fc_aligned", "tfl_fc4", "tfl_pool_global", "tfl_pool_max",
+                  "tfl_pool_avg")
 # Kernel files a project gets only when a step runs their path: (sources, headers).
 PATH_FILES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pointwise": (("eb_pw_opt.c",), ("eb_pw_opt.h",)),  # ops.conv: 1x1 convolutions

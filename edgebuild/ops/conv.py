@@ -429,15 +429,18 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
         return frozenset()
     layer = step.layer
     form = frozenset({"q_wide" if layer.wide else f"q_{layer.act.value}"})
-    if pointwise(conv) or (step.tile is not None and not band and split(conv)):
+    stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
+    if pointwise(conv):
         return form
+    if step.tile is not None and not band and split(conv):  # eb_conv_cols_build's gather
+        return form | stride2
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
     if step.tile is not None and not band:
         paths |= {"im2col"} | ({"dw_tile", "dw_table"} if "dw_column" not in paths and
                                "depthwise" in paths else set())
-    return paths | form
+    return paths | form | (stride2 if "im2col" in paths else frozenset())
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

@@ -160,7 +160,7 @@ def emit(step: CStep[Linear]) -> CCode:
         shape += f"{bits}, "
     paths = frozenset({"packed"} if bits and step.optimized else ())
     if step.optimized and not bits and not layer.wide:  # eb_linear_fast's rows of its form
-        paths |= {f"q_{layer.act.value}"}
+        paths |= {"linear_q", f"q_{layer.act.value}"}
     if layer.wide:
         return CCode(calls=(f"{wide}({shape}{source}, {weights}, {bias}, (int32_t *){out});",),
                      paths=paths)

@@ -245,17 +245,19 @@ EB_INLINE void eb_dw_store2(const int mode, const eb_dw_out *o, int8_t *d8, int 
 }
 
 /* Four sums of neighbouring pixels from index: stored in o's mode (its NONE and RELU inline;
- * one test a block, not a pixel). */
+ * one test a block, not a pixel). `gated`: the forms the model has no layer of are left to
+ * the generic store (EB_DW_HAS_*; the column kernels -- the tile kernel's pair loop keeps
+ * both, GCC schedules it worse without them). */
 EB_INLINE void eb_col_store4(const eb_dw_out *o, int32_t index, int32_t a0, int32_t a1,
-                             int32_t a2, int32_t a3)
+                             int32_t a2, int32_t a3, const int gated)
 {
     /* read before the stores: an int8 store may alias *o for the compiler */
     const int mode = o->mode, s = o->s;
-    if (EB_DW_HAS_RELU && mode == EB_DW_RELU) {
+    if ((!gated || EB_DW_HAS_RELU) && mode == EB_DW_RELU) {
         int8_t *const d8 = o->out8 + index;
         eb_dw_store2(EB_DW_RELU, o, d8, s, 0, a0, a1);
         eb_dw_store2(EB_DW_RELU, o, d8, s, 2, a2, a3);
-    } else if (EB_DW_HAS_NONE && mode == EB_DW_NONE) {
+    } else if ((!gated || EB_DW_HAS_NONE) && mode == EB_DW_NONE) {
         int8_t *const d8 = o->out8 + index;
         eb_dw_store2(EB_DW_NONE, o, d8, s, 0, a0, a1);
         eb_dw_store2(EB_DW_NONE, o, d8, s, 2, a2, a3);
@@ -1433,8 +1435,8 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                 b3 = eb_smlad(v3, e->w2, b3);
             }
             if (xend - x >= 4) {
-                eb_col_store4(j->oa, j->ia + at + x, a0, a1, a2, a3);
-                eb_col_store4(j->ob, j->ib + at + x, b0, b1, b2, b3);
+                eb_col_store4(j->oa, j->ia + at + x, a0, a1, a2, a3, 0);
+                eb_col_store4(j->ob, j->ib + at + x, b0, b1, b2, b3, 0);
                 continue;
             }
             eb_dw_tile_tail(j->oa, j->ia + at + x, xend - x, a0, a1, a2);
@@ -1965,9 +1967,9 @@ EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int o
         if (n & 1) {
             EB_COL_TAP(e);
         }
-        eb_col_store4(oa, ia + x, a0, a1, a2, a3);
+        eb_col_store4(oa, ia + x, a0, a1, a2, a3, 1);
         if (two) {
-            eb_col_store4(ob, ib + x, b0, b1, b2, b3);
+            eb_col_store4(ob, ib + x, b0, b1, b2, b3, 1);
         }
     }
 }

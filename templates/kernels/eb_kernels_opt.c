@@ -42,6 +42,16 @@
 #else
 #define EB_HAS_IM2COL 1
 #endif
+#ifdef EB_OPT_NO_IM2COL_S2 /* the stride-2 gather (eb_taps_row4s2) */
+#define EB_HAS_IM2COL_S2 0
+#else
+#define EB_HAS_IM2COL_S2 1
+#endif
+#ifdef EB_OPT_NO_LINEAR_Q /* linear layers' register-requantizing rows (eb_linear_fast) */
+#define EB_HAS_LINEAR_Q 0
+#else
+#define EB_HAS_LINEAR_Q 1
+#endif
 
 /* Two adjacent column words at c + off int16 (c 4-byte aligned: the caller's scratch is, and
  * chunks are 8 bytes). On the M4 one LDRD: GCC does not pair such loads itself for this core. */
@@ -1368,7 +1378,8 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
                 eb_taps_row4(p, in_g, ipg, oy, ox, taps);
             } else if (row4 && out_w >= 2) {
                 eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
-            } else if (p->stride_w == 2 && p->in_w >= 8 && ox + count <= out_w) {
+            } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 &&
+                       ox + count <= out_w) {
                 eb_taps_row4s2(p, in_g, ipg, oy, ox, taps); /* (narrower: all row ends) */
             } else {
                 eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
@@ -1480,7 +1491,7 @@ static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32
     const int blocks = out_f >> 2;
     int32_t r, hi, lo;
     int o;
-    if (s->out8 == NULL || sh < 0 || sh > 31 || in_f > 65535 || blocks == 0 ||
+    if (!EB_HAS_LINEAR_Q || s->out8 == NULL || sh < 0 || sh > 31 || in_f > 65535 || blocks == 0 ||
         (s->act != EB_ACT_RELU && s->act != EB_ACT_NONE) ||
         (s->rounding != EB_ROUND_HALF_UP && s->rounding != EB_ROUND_FLOOR)) {
         return 0;
@@ -1677,7 +1688,8 @@ void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols
         int8_t *const taps = (int8_t *)(cols + 2 * kp);
         if (row4 && ox + count <= out_w) {
             eb_taps_row4(p, in, p->in_c, oy, ox, taps);
-        } else if (p->stride_w == 2 && p->in_w >= 8 && ox + count <= out_w) {
+        } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 &&
+                   ox + count <= out_w) {
             eb_taps_row4s2(p, in, p->in_c, oy, ox, taps);
         } else {
             eb_taps_gather(p, in, p->in_c, px, (int)count, taps);

@@ -124,6 +124,95 @@
 #define EB_TFL_NOINLINE
 #endif
 
+/* ---- the paths a project links ---------------------------------------------------------------
+ * A model compiles the paths its layers take (eb_config.h: EB_OPT_NO_TFL_<PATH> for those no
+ * layer names; edgebuild/formats/tflite/paths.py mirrors the tests below that choose them).
+ * A path left out never changes a result: its layers take the next one, at worst the
+ * portable kernel of eb_tfl.c.
+ *  - DEPTHWISE: the depthwise path (eb_tfl_dw; else the portable convolution);
+ *  - DW3_S1, DW3_S2: the 3x3 assembly of stride 1 / 2 (else the C loops: eb_tfl_dw3x3,
+ *    eb_tfl_dw_any); DW3_STRIP: the strip kernel of a stride-1 row's last column (else the
+ *    rows kernel's 2-pixel tail);
+ *  - GEMM_PAIRS: pair records and the 2-channel GEMM; GEMM4: the 1-channel GEMM on records
+ *    (else eb_tfl_rows_x); GEMM8: the GEMM on int8 weights (else eb_tfl_rows_8);
+ *  - CLAMP: the assembly's forms that clamp to an activation range narrower than int8 (such
+ *    layers then run the C loops, which clamp);
+ *  - FC_NARROW: linear layers of 1 or 2 outputs (else the general path); FC_ALIGNED: the
+ *    assembly of word-aligned weight rows (row triples, pairs); FC4: that of any rows (else
+ *    the C loop);
+ *  - POOL_GLOBAL: global average pooling; POOL_MAX, POOL_AVG: the window loops (else
+ *    eb_tfl_pool2d). */
+#ifdef EB_OPT_NO_TFL_DEPTHWISE
+#define EB_TFL_HAS_DEPTHWISE 0
+#else
+#define EB_TFL_HAS_DEPTHWISE 1
+#endif
+#ifdef EB_OPT_NO_TFL_DW3_S1
+#define EB_TFL_HAS_DW3_S1 0
+#else
+#define EB_TFL_HAS_DW3_S1 1
+#endif
+#ifdef EB_OPT_NO_TFL_DW3_S2
+#define EB_TFL_HAS_DW3_S2 0
+#else
+#define EB_TFL_HAS_DW3_S2 1
+#endif
+#ifdef EB_OPT_NO_TFL_DW3_STRIP
+#define EB_TFL_HAS_DW3_STRIP 0
+#else
+#define EB_TFL_HAS_DW3_STRIP 1
+#endif
+#ifdef EB_OPT_NO_TFL_GEMM_PAIRS
+#define EB_TFL_HAS_GEMM_PAIRS 0
+#else
+#define EB_TFL_HAS_GEMM_PAIRS 1
+#endif
+#ifdef EB_OPT_NO_TFL_GEMM4
+#define EB_TFL_HAS_GEMM4 0
+#else
+#define EB_TFL_HAS_GEMM4 1
+#endif
+#ifdef EB_OPT_NO_TFL_GEMM8
+#define EB_TFL_HAS_GEMM8 0
+#else
+#define EB_TFL_HAS_GEMM8 1
+#endif
+#ifdef EB_OPT_NO_TFL_CLAMP
+#define EB_TFL_HAS_CLAMP 0
+#else
+#define EB_TFL_HAS_CLAMP 1
+#endif
+#ifdef EB_OPT_NO_TFL_FC_NARROW
+#define EB_TFL_HAS_FC_NARROW 0
+#else
+#define EB_TFL_HAS_FC_NARROW 1
+#endif
+#ifdef EB_OPT_NO_TFL_FC_ALIGNED
+#define EB_TFL_HAS_FC_ALIGNED 0
+#else
+#define EB_TFL_HAS_FC_ALIGNED 1
+#endif
+#ifdef EB_OPT_NO_TFL_FC4
+#define EB_TFL_HAS_FC4 0
+#else
+#define EB_TFL_HAS_FC4 1
+#endif
+#ifdef EB_OPT_NO_TFL_POOL_GLOBAL
+#define EB_TFL_HAS_POOL_GLOBAL 0
+#else
+#define EB_TFL_HAS_POOL_GLOBAL 1
+#endif
+#ifdef EB_OPT_NO_TFL_POOL_MAX
+#define EB_TFL_HAS_POOL_MAX 0
+#else
+#define EB_TFL_HAS_POOL_MAX 1
+#endif
+#ifdef EB_OPT_NO_TFL_POOL_AVG
+#define EB_TFL_HAS_POOL_AVG 0
+#else
+#define EB_TFL_HAS_POOL_AVG 1
+#endif
+
 /* ---- DSP instructions ----------------------------------------------------------------------
  * Packed values are uint32_t holding two int16 halves (lo, hi) or four bytes. */
 #if EB_TFL_DSP
@@ -1335,15 +1424,16 @@ static EB_TFL_NOINLINE void eb_tfl_rows_pairs(const eb_tfl_rows *r, const int32_
 }
 #endif
 
-/* A 4-pixel block's rows: runs of right-shift channels by the assembly where there is one,
- * the others (and partial blocks) in C. */
+/* A 4-pixel block's rows: runs of right-shift channels by the assembly where there is one
+ * (and the project has it, in the clamping form for a narrower range), the others (and
+ * partial blocks) in C. */
 static EB_TFL_NOINLINE void eb_tfl_rows_rec(const eb_tfl_rows *r, const int32_t *rec, int32_t kp,
                                             const int16_t *cols, int n, int count, int8_t *out)
 {
 #if EB_TFL_ASM
     const int32_t words = EB_TFL_REC_WORDS(kp);
     int o = 0, run, last;
-    {
+    if (EB_TFL_HAS_GEMM4 && (EB_TFL_HAS_CLAMP || r->act.full)) {
         eb_tfl_gemm_job job;
         job.cols = cols;
         job.cend = cols + 4 * kp;
@@ -1361,7 +1451,7 @@ static EB_TFL_NOINLINE void eb_tfl_rows_rec(const eb_tfl_rows *r, const int32_t 
                 job.rend = rec + last * words;
                 job.out = count == 4 ? out + (int32_t)o * r->hw : tmp;
                 job.hw = count == 4 ? r->hw : 4;
-                (r->act.full ? eb_tfl_gemm4 : eb_tfl_gemm4_clamp)(&job);
+                (EB_TFL_HAS_CLAMP && !r->act.full ? eb_tfl_gemm4_clamp : eb_tfl_gemm4)(&job);
                 if (count < 4) {
                     eb_tfl_copy_tmp(tmp, last - o, count, out + (int32_t)o * r->hw, r->hw);
                 }
@@ -1578,7 +1668,7 @@ static EB_TFL_NOINLINE void eb_tfl_rows_8_asm(const eb_tfl_rows *r, const int8_t
             job.rq_end = r->rq + last;
             job.out = count == 4 ? out + (int32_t)o * r->hw : tmp;
             job.hw = count == 4 ? r->hw : 4;
-            (r->act.full ? eb_tfl_gemm8 : eb_tfl_gemm8_clamp)(&job);
+            (EB_TFL_HAS_CLAMP && !r->act.full ? eb_tfl_gemm8_clamp : eb_tfl_gemm8)(&job);
             if (count < 4) {
                 eb_tfl_copy_tmp(tmp, last - o, count, out + (int32_t)o * r->hw, r->hw);
             }
@@ -1600,7 +1690,7 @@ static void eb_tfl_rows_run(const eb_tfl_rows *r, const eb_tfl_plan *s, const in
 {
     if (s->wexp != 0) {
 #if EB_TFL_ASM
-        if (r->pairs) {
+        if (EB_TFL_HAS_GEMM_PAIRS && r->pairs) {
             eb_tfl_rows_pairs(r, (const int32_t *)(const void *)wx, s->kp, cols, r->records,
                               count, out);
             return;
@@ -1609,7 +1699,7 @@ static void eb_tfl_rows_run(const eb_tfl_rows *r, const eb_tfl_plan *s, const in
         eb_tfl_rows_rec(r, (const int32_t *)(const void *)wx, s->kp, cols, n, count, out);
     } else {
 #if EB_TFL_ASM
-        if ((s->k & 3) == 0) {
+        if (EB_TFL_HAS_GEMM8 && (EB_TFL_HAS_CLAMP || r->act.full) && (s->k & 3) == 0) {
             eb_tfl_rows_8_asm(r, w_g, s->k, cols, n, count, out);
             return;
         }
@@ -1653,7 +1743,8 @@ static EB_TFL_NOINLINE void eb_tfl_gemm(const eb_tfl_conv_params *p, const eb_tf
 #if EB_TFL_ASM
         int group_pairs, spare = -1;
         /* the M4: pair records for a group of fast channels in pairs, tile after tile */
-        group_pairs = s->wexp != 0 && opg_all % 2 == 0 && s->tile % 2 == 0;
+        group_pairs = EB_TFL_HAS_GEMM_PAIRS && s->wexp != 0 && opg_all % 2 == 0 &&
+                      s->tile % 2 == 0;
         for (o = 0; o < opg_all && group_pairs; ++o) {
             group_pairs = rq_grp[o].e > 0 && rq_grp[o].e <= 22;
         }
@@ -2201,16 +2292,16 @@ static void eb_tfl_dw_record(int32_t *rec, const int8_t *w, const eb_tfl_rq *q, 
 }
 
 /* The rows kernels' job for a layer's 3x3 channels of stride `st` (1 or 2): the geometry
- * (a stride-1 row's last column, out_w % 4 == 1, left to the strip kernel); the channels
- * come as records. */
+ * (with `column`, a stride-1 row's last column, out_w % 4 == 1, left to the strip kernel;
+ * else the rows kernel's tail of 1..3 pixels); the channels come as records. */
 static void eb_tfl_dw_rows_job(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
-                               const eb_tfl_act *act, int st, eb_tfl_dw_job *job)
+                               const eb_tfl_act *act, int st, int column, eb_tfl_dw_job *job)
 {
     memset(job, 0, sizeof *job);
     job->stride = s->dw_w * (int32_t)sizeof(int16_t);
     job->out_skip = p->out_w - 4 * (p->out_w / 4);
     job->blk_bytes = (int32_t)(p->out_w / 4) * 8 * st;
-    job->tail = st == 1 && p->out_w % 4 == 1 ? 0 : p->out_w % 4;
+    job->tail = column ? 0 : p->out_w % 4;
     job->in_skip = job->stride * st - job->blk_bytes;
     job->lo4 = act->lo4;
     job->hi4 = act->hi4;
@@ -2241,7 +2332,20 @@ static void eb_tfl_dw3_column(const eb_tfl_conv_params *p, const eb_tfl_plan *s,
     job.chan = NULL;
     job.nchan = 0;
     job.rows0 = 0;
-    (act->full ? eb_tfl_dw3_strip : eb_tfl_dw3_strip_clamp)(&job);
+    (EB_TFL_HAS_CLAMP && !act->full ? eb_tfl_dw3_strip_clamp : eb_tfl_dw3_strip)(&job);
+}
+
+/* The stride (1 or 2) of a 3x3 layer the rows kernels take, else 0: dilation 1, the same
+ * stride along both axes, its kernel and (for a range narrower than int8) its clamping form
+ * in the project. */
+static int eb_tfl_dw3_stride(const eb_tfl_conv_params *p, const eb_tfl_act *act)
+{
+    const int st = p->stride_h;
+    if (p->k_h != 3 || p->k_w != 3 || p->dil_h != 1 || p->dil_w != 1 || p->stride_w != st ||
+        (!EB_TFL_HAS_CLAMP && !act->full)) {
+        return 0;
+    }
+    return (st == 1 && EB_TFL_HAS_DW3_S1) || (st == 2 && EB_TFL_HAS_DW3_S2) ? st : 0;
 }
 
 /* The rows of n channels' records by one call (stride st). */
@@ -2250,10 +2354,10 @@ static void eb_tfl_dw3_rows(eb_tfl_dw_job *job, const eb_tfl_act *act, int st,
 {
     job->chan = rec;
     job->nchan = n;
-    if (st == 2) {
-        (act->full ? eb_tfl_dw3_s2 : eb_tfl_dw3_s2_clamp)(job);
-    } else {
-        (act->full ? eb_tfl_dw3_s1 : eb_tfl_dw3_s1_clamp)(job);
+    if (EB_TFL_HAS_DW3_S2 && st == 2) {
+        (EB_TFL_HAS_CLAMP && !act->full ? eb_tfl_dw3_s2_clamp : eb_tfl_dw3_s2)(job);
+    } else if (EB_TFL_HAS_DW3_S1 && st == 1) {
+        (EB_TFL_HAS_CLAMP && !act->full ? eb_tfl_dw3_s1_clamp : eb_tfl_dw3_s1)(job);
     }
 }
 #endif
@@ -2354,16 +2458,14 @@ static EB_TFL_NOINLINE void eb_tfl_dw(const eb_tfl_conv_params *p, const eb_tfl_
     int c0, i, j;
 #if EB_TFL_ASM
     /* 3x3, dilation 1, stride 1 or 2 (both axes): the assembly, a batch of channels' records
-     * per call */
-    const int st = p->k_h == 3 && p->k_w == 3 && p->dil_h == 1 && p->dil_w == 1 &&
-                           p->stride_h == p->stride_w && p->stride_h <= 2
-                       ? p->stride_h
-                       : 0;
-    const int column = st == 1 && p->out_w % 4 == 1; /* a last column for the strip kernel */
+     * per call, where the project has it (and its clamping form for a narrow range) */
+    const int st = eb_tfl_dw3_stride(p, &act);
+    /* a last column for the strip kernel */
+    const int column = EB_TFL_HAS_DW3_STRIP && st == 1 && p->out_w % 4 == 1;
     int32_t *recs = (int32_t *)(void *)(scratch + s->at_rq);
     eb_tfl_dw_job job;
     if (st != 0) {
-        eb_tfl_dw_rows_job(p, s, &act, st, &job);
+        eb_tfl_dw_rows_job(p, s, &act, st, column, &job);
     }
 #endif
     memset(planes, 0, (size_t)s->dw_batch * (size_t)pe * sizeof *planes);
@@ -2412,7 +2514,9 @@ void eb_tfl_conv2d_opt(const eb_tfl_conv_params *p, const int8_t *in, const int8
                        int8_t *out, int16_t *scratch)
 {
     const eb_tfl_plan s = eb_tfl_plan_of(p);
-    if (s.path == EB_TFL_DW) {
+    if (s.path == EB_TFL_DW && !EB_TFL_HAS_DEPTHWISE) {
+        eb_tfl_conv2d(p, in, w, bias, mult, shift, out, NULL); /* not in this project */
+    } else if (s.path == EB_TFL_DW) {
         eb_tfl_dw(p, &s, in, w, bias, mult, shift, out, scratch);
     } else {
         eb_tfl_gemm(p, &s, in, w, bias, mult, shift, out, scratch);
@@ -2668,15 +2772,15 @@ static void eb_tfl_fc_rest(const int8_t *w, int32_t k, int o, int n, const int16
 }
 
 /* The sums of rows o .. o + n - 1 (n <= 4), acc[] holding their biases: on the M4 2 rows
- * at a time by eb_tfl_fc2 when the rows are word-aligned, else 4 by eb_tfl_fc4; the rest
- * (and everything elsewhere) in C. */
+ * at a time by eb_tfl_fc2 when the rows are word-aligned, else 4 by eb_tfl_fc4 (each where
+ * the project has it); the rest (and everything elsewhere) in C. */
 static void eb_tfl_fc_rows(const int8_t *w, int32_t k, int o, int n, const int16_t *x,
                            int32_t acc[4])
 {
     int32_t from = 0;
 #if EB_TFL_ASM
     int j;
-    if (((uintptr_t)w & 3u) == 0 && (k & 3) == 0 && k >= 8) {
+    if (EB_TFL_HAS_FC_ALIGNED && ((uintptr_t)w & 3u) == 0 && (k & 3) == 0 && k >= 8) {
         const int32_t k8 = k & ~(int32_t)7;
         for (j = 0; j < n; j += 2) { /* a last single row: twice, the copy not kept */
             const int two = n - j >= 2;
@@ -2698,7 +2802,7 @@ static void eb_tfl_fc_rows(const int8_t *w, int32_t k, int o, int n, const int16
         }
         return;
     }
-    if (k >= 4) {
+    if (EB_TFL_HAS_FC4 && k >= 4) {
         const int32_t full = k & ~(int32_t)3;
         eb_tfl_fc_job job;
         for (j = 0; j < 4; ++j) { /* rows past n: row o again, not stored */
@@ -2776,13 +2880,13 @@ void eb_tfl_linear_opt(const eb_tfl_fc_params *p, const int8_t *in, const int8_t
 {
     const int32_t k = p->in_f;
     int o = 0, j;
-    if (p->out_f <= 2) {
+    if (EB_TFL_HAS_FC_NARROW && p->out_f <= 2) {
         eb_tfl_fc_narrow(p, in, w, bias, mult, shift, out);
         return;
     }
     eb_tfl_expand_input(in, k, p->in_zp, scratch);
 #if EB_TFL_ASM
-    if (((uintptr_t)w & 3u) == 0 && (k & 7) == 0 && k >= 8) {
+    if (EB_TFL_HAS_FC_ALIGNED && ((uintptr_t)w & 3u) == 0 && (k & 7) == 0 && k >= 8) {
         /* row triples in batches of up to 15 rows by one call each (a last pair), requantized
          * in C */
         int32_t sums[16];
@@ -3004,16 +3108,19 @@ void eb_tfl_pool2d_opt(const eb_tfl_pool_params *p, const int8_t *in, int8_t *ou
     const int32_t in_h = p->in_h, in_w = p->in_w, plane = in_h * in_w;
     const int32_t k_h = p->k_h, k_w = p->k_w, s_h = p->stride_h, s_w = p->stride_w;
     const int32_t pad_top = p->pad_top, pad_left = p->pad_left;
-    const int max = p->mode == EB_TFL_POOL_MAX;
+    /* a constant where the project has the loops of one mode only */
+    const int max = EB_TFL_HAS_POOL_MAX && (!EB_TFL_HAS_POOL_AVG || p->mode == EB_TFL_POOL_MAX);
     const int32_t lo = p->act_min, hi = p->act_max, out_h = p->out_h, out_w = p->out_w;
     int32_t c, oy, ox, y;
-    if (k_h * k_w > ((int32_t)1 << 23)) {
-        eb_tfl_pool2d(p, in, out);
+    if (EB_TFL_HAS_POOL_GLOBAL && p->mode != EB_TFL_POOL_MAX && k_h == in_h && k_w == in_w &&
+        out_h == 1 && out_w == 1 && pad_top == 0 && pad_left == 0 &&
+        k_h * k_w <= ((int32_t)1 << 23)) { /* one window, the whole plane */
+        eb_tfl_avg_global(in, p->c, plane, lo, hi, out);
         return;
     }
-    if (!max && k_h == in_h && k_w == in_w && out_h == 1 && out_w == 1 && pad_top == 0 &&
-        pad_left == 0) { /* one window, the whole plane */
-        eb_tfl_avg_global(in, p->c, plane, lo, hi, out);
+    if (k_h * k_w > ((int32_t)1 << 23) || !(EB_TFL_HAS_POOL_MAX || EB_TFL_HAS_POOL_AVG) ||
+        (p->mode == EB_TFL_POOL_MAX) != max) {
+        eb_tfl_pool2d(p, in, out); /* a window past int32 sums, or loops left out */
         return;
     }
     for (c = p->c; c > 0; --c, in += plane) {

@@ -11,11 +11,12 @@ format has no L1-tiled kernels: its layers run whole between arena tensors.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgebuild.core.geometry import pair
 from edgebuild.formats.plugin import FormatOp
+from edgebuild.formats.tflite import paths as kernel_paths
 from edgebuild.formats.tflite import reference
 from edgebuild.formats.tflite.quant import TflQuant
 from edgebuild.ops import pool as pooling
@@ -63,17 +64,21 @@ def _arrays(step: CStep[Any]) -> str:
 def conv_emit(step: CStep[Conv2d]) -> CCode:
     q = _quant(step)
     symbol = step.symbol("P")
-    decl = initializer("eb_tfl_conv_params", symbol,
-                       conv_fields(step.layer, step.in_shapes[0], step.out_shape, q))
+    fields = conv_fields(step.layer, step.in_shapes[0], step.out_shape, q)
+    decl = initializer("eb_tfl_conv_params", symbol, fields)
     ws = workspace_arg(step, conv_scratch(step.layer, step.in_shapes))
     return CCode((decl,), (f"EB_TFL_CONV2D(&{symbol}, {step.inputs[0]}, {_arrays(step)}, "
                            f"{step.output}, {ws});",), preludes=(prelude(step),),
-                 paths=paths(step))
+                 paths=paths(step, lambda: kernel_paths.conv_paths(dict(fields), q)))
 
 
-def paths(step: CStep[Any]) -> frozenset[str]:
-    """The kernel files a compute step needs (ops.c.PATH_FILES)."""
-    return frozenset({"tflite", "tflite_opt"} if step.optimized else {"tflite"})
+def paths(step: CStep[Any], taken: Callable[[], frozenset[str]] | None = None
+          ) -> frozenset[str]:
+    """The kernel files a compute step needs (ops.c.PATH_FILES) and, with the optimized
+    kernels, the optional paths of eb_tfl_opt.c it runs (`taken`: tflite.paths)."""
+    if not step.optimized:
+        return frozenset({"tflite"})
+    return frozenset({"tflite", "tflite_opt"}) | (taken() if taken is not None else frozenset())
 
 
 def prelude(step: CStep[Any]) -> tuple[int, str]:
@@ -132,7 +137,7 @@ def linear_emit(step: CStep[Linear]) -> CCode:
     ws = workspace_arg(step, linear_scratch(step.layer, step.in_shapes))
     return CCode((decl,), (f"EB_TFL_LINEAR(&{symbol}, {step.inputs[0]}, {_arrays(step)}, "
                            f"{step.output}, {ws});",), preludes=(prelude(step),),
-                 paths=paths(step))
+                 paths=paths(step, lambda: kernel_paths.linear_paths(dict(fields))))
 
 
 def linear_scratch(layer: Linear, shapes: Any) -> str | None:
@@ -164,7 +169,8 @@ def pool_emit(step: CStep[Pool2d]) -> CCode:
     symbol = step.symbol("P")
     return CCode((initializer("eb_tfl_pool_params", symbol, fields),),
                  (f"EB_TFL_POOL2D(&{symbol}, {step.inputs[0]}, {step.output});",),
-                 preludes=(prelude(step),), paths=paths(step))
+                 preludes=(prelude(step),),
+                 paths=paths(step, lambda: kernel_paths.pool_paths(dict(fields))))
 
 
 def add_emit(step: CStep[Any]) -> CCode:

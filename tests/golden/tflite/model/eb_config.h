@@ -24,6 +24,7 @@
 #define eb_conv_transpose2d chain_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide chain_eb_conv_transpose2d_wide
 #define eb_copy chain_eb_copy
+#define eb_dot4 chain_eb_dot4
 #define eb_dot_1x2 chain_eb_dot_1x2
 #define eb_dot_block_q chain_eb_dot_block_q
 #define eb_dw3_column chain_eb_dw3_column
@@ -56,6 +57,8 @@
 #define eb_linear_packed_opt chain_eb_linear_packed_opt
 #define eb_linear_packed_wide chain_eb_linear_packed_wide
 #define eb_linear_packed_wide_opt chain_eb_linear_packed_wide_opt
+#define eb_linear_rows4 chain_eb_linear_rows4
+#define eb_linear_short chain_eb_linear_short
 #define eb_linear_wide chain_eb_linear_wide
 #define eb_linear_wide_opt chain_eb_linear_wide_opt
 #define eb_max_row_2x chain_eb_max_row_2x
@@ -85,11 +88,23 @@
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL
+#define EB_OPT_NO_IM2COL_S2
+#define EB_OPT_NO_LINEAR_Q
 #define EB_OPT_NO_Q_RELU
 #define EB_OPT_NO_Q_NONE
 #define EB_OPT_NO_Q_ABS
 #define EB_OPT_NO_Q_WIDE
 #define EB_OPT_NO_POOL_MAX
 #define EB_OPT_NO_POOL_AVG
+#define EB_OPT_NO_TFL_DW3_S1
+#define EB_OPT_NO_TFL_DW3_S2
+#define EB_OPT_NO_TFL_DW3_STRIP
+#define EB_OPT_NO_TFL_GEMM4
+#define EB_OPT_NO_TFL_GEMM8
+#define EB_OPT_NO_TFL_CLAMP
+#define EB_OPT_NO_TFL_FC_NARROW
+#define EB_OPT_NO_TFL_FC4
+#define EB_OPT_NO_TFL_POOL_GLOBAL
+#define EB_OPT_NO_TFL_POOL_AVG
 
 #endif

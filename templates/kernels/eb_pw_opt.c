@@ -405,25 +405,25 @@ static EB_PW_INLINE void eb_pw_rows(const eb_pw_layer *L, const int16_t *cols, i
 EB_PW_ROWS(eb_pw_rows_wide, EB_PW_WIDE)
 #define EB_PW_ROWS_WIDE eb_pw_rows_wide
 #else
-#define EB_PW_ROWS_WIDE NULL
+#define EB_PW_ROWS_WIDE ((eb_pw_rows_fn)0)
 #endif
 #ifndef EB_OPT_NO_Q_RELU
 EB_PW_ROWS(eb_pw_rows_relu, EB_PW_RELU)
 #define EB_PW_ROWS_RELU eb_pw_rows_relu
 #else
-#define EB_PW_ROWS_RELU NULL
+#define EB_PW_ROWS_RELU ((eb_pw_rows_fn)0)
 #endif
 #ifndef EB_OPT_NO_Q_NONE
 EB_PW_ROWS(eb_pw_rows_none, EB_PW_NONE)
 #define EB_PW_ROWS_NONE eb_pw_rows_none
 #else
-#define EB_PW_ROWS_NONE NULL
+#define EB_PW_ROWS_NONE ((eb_pw_rows_fn)0)
 #endif
 #ifndef EB_OPT_NO_Q_ABS
 EB_PW_ROWS(eb_pw_rows_abs, EB_PW_ABS)
 #define EB_PW_ROWS_ABS eb_pw_rows_abs
 #else
-#define EB_PW_ROWS_ABS NULL
+#define EB_PW_ROWS_ABS ((eb_pw_rows_fn)0)
 #endif
 #undef EB_PW_ROWS
 
@@ -456,7 +456,7 @@ typedef void (*eb_pw_rows_fn)(const eb_pw_layer *L, const int16_t *cols, int32_t
 static eb_pw_rows_fn eb_pw_rows_of(const eb_pw_layer *L)
 {
     return L->out32 != NULL ? EB_PW_ROWS_WIDE
-           : !L->fast ? NULL
+           : !L->fast ? (eb_pw_rows_fn)0
            : L->act == EB_ACT_RELU ? EB_PW_ROWS_RELU
            : L->act == EB_ACT_NONE ? EB_PW_ROWS_NONE : EB_PW_ROWS_ABS;
 }

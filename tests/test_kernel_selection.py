@@ -13,6 +13,7 @@ import subprocess
 
 import numpy as np
 from test_kernels_opt import (
+    KERNELS,
     build_m4,
     conv_out,
     count_with_plugin,
@@ -21,12 +22,12 @@ from test_kernels_opt import (
     m4_build,  # noqa: F401 (the fixture)
     m4_test_program,
     needs_m4,
+    plane_of,
     random_bias,
     run_qemu,
     symbol_addresses,
 )
 
-from edgebuild.core.geometry import Plane
 from edgebuild.ops.c import OPTIONAL_PATHS
 from edgebuild.ops.conv_path import kernel_paths
 
@@ -83,13 +84,11 @@ def test_paths_name_files_the_kernels_know():
     """Every conv path the generator names is one eb_config.h may define away, and one of
     the kernel files tests for (a misspelt path would be left out nowhere)."""
     assert set(CONV_PATHS) <= set(OPTIONAL_PATHS)
-    kernels = (lambda d: "".join(p.read_text() for p in d.glob("eb_*.[ch]")))(
-        __import__("pathlib").Path(__file__).resolve().parent.parent / "templates" / "kernels")
+    kernels = "".join(p.read_text() for p in KERNELS.glob("eb_*.[ch]"))
     for path in OPTIONAL_PATHS:
         assert f"EB_OPT_NO_{path.upper()}" in kernels, path
     for cfg in LAYERS:
-        plane = Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
-        assert kernel_paths(plane) <= set(OPTIONAL_PATHS), cfg
+        assert kernel_paths(plane_of(cfg)) <= set(OPTIONAL_PATHS), cfg
 
 
 @needs_m4
@@ -119,9 +118,9 @@ def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
     the instructions)."""
     for i, case in enumerate(_cases(LAYERS, 6)):
         cfg = case[0]
-        plane = Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
         # m4_test_program runs each conv narrow (its act) and wide
-        keep = kernel_paths(plane) | {"q_wide", "q_relu" if cfg["act"] == 1 else "q_none"} | (
+        keep = kernel_paths(plane_of(cfg)) | {"q_wide"} | (
+            {"q_relu" if cfg["act"] == 1 else "q_none"}) | (
             {"im2col_s2"} if cfg["stride_w"] == 2 else set())
         source = m4_test_program(lib, [case], linears=False)
         counts = []

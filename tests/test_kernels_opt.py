@@ -234,13 +234,19 @@ def dw_scratch_bytes(lib, cfg: dict) -> int:
         if padded_path_shape(cfg) else 0
 
 
+def plane_of(cfg: dict):
+    """The edgebuild.core.geometry.Plane of a test layer's config (its conv fields)."""
+    from edgebuild.core.geometry import Plane
+
+    return Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__})
+
+
 def tile_kernel_shape(cfg: dict) -> bool:
     """A depthwise layer the tile kernel may take (edgebuild.ops.conv_path.dw_tile: the plan claims
     EB_DW_TILE_SCRATCH for it)."""
-    from edgebuild.core.geometry import Plane
     from edgebuild.ops.conv_path import dw_tile
 
-    return dw_tile(Plane(**{f: cfg[f] for f in Plane.__dataclass_fields__}))
+    return dw_tile(plane_of(cfg))
 
 
 def conv_scratch_elements(lib, cfg: dict) -> int:

@@ -228,6 +228,14 @@ static void eb_taps_row4(const eb_conv_params *p, const int8_t *in_g, int ipg, i
     }
 }
 
+/* The bytes r[off[0..3]] as one T word (lane j: byte j): four pixels' values of a tap that
+ * the gathers (eb_taps_gather, eb_taps_row4s2 at a row end) read one by one. */
+static inline uint32_t eb_bytes4(const int8_t *r, const int32_t *off)
+{
+    return (uint32_t)(uint8_t)r[off[0]] | (uint32_t)(uint8_t)r[off[1]] << 8 |
+           (uint32_t)(uint8_t)r[off[2]] << 16 | (uint32_t)(uint8_t)r[off[3]] << 24;
+}
+
 /* Bytes 0 and 2 of a, then of b: [a0, a2, b0, b2], the lanes of four pixels two columns
  * apart from the words at x and x + 4: the even bytes as halfwords (an AND), paired by
  * PKHBT / PKHTB, interleaved by an ORR with a shift -- 5 instructions on the M4. */
@@ -289,11 +297,7 @@ static void eb_taps_row4s2(const eb_conv_params *p, const int8_t *in_g, int ipg,
                 const int8_t *r = r0;
                 int8_t *d = d0;
                 for (ky = ky_lo; ky < ky_hi; ++ky, r += row_step, d += kw4) {
-                    const uint32_t v = (uint32_t)(uint8_t)r[off[0]] |
-                                       (uint32_t)(uint8_t)r[off[1]] << 8 |
-                                       (uint32_t)(uint8_t)r[off[2]] << 16 |
-                                       (uint32_t)(uint8_t)r[off[3]] << 24;
-                    eb_store32(d, v & mask);
+                    eb_store32(d, eb_bytes4(r, off) & mask);
                 }
             }
         }
@@ -356,11 +360,7 @@ static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg,
                 mask |= in ? 0xFFu << (8 * j) : 0u;
             }
             for (ic = 0; ic < ipg; ++ic, src += plane, dst += step) {
-                const uint32_t v = (uint32_t)(uint8_t)src[off[0]] |
-                                   (uint32_t)(uint8_t)src[off[1]] << 8 |
-                                   (uint32_t)(uint8_t)src[off[2]] << 16 |
-                                   (uint32_t)(uint8_t)src[off[3]] << 24;
-                eb_store32(dst, v & mask);
+                eb_store32(dst, eb_bytes4(src, off) & mask);
             }
         }
     }

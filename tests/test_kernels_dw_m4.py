@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernels_opt import (
+    assert_conv_opt_exact,
     build_m4,
     conv_out,
     dw_data,
@@ -23,7 +24,6 @@ from test_kernels_opt import (
     m4_test_program,
     needs_m4,
     random_bias,
-    run_conv_pair,
     run_qemu,
 )
 
@@ -58,12 +58,7 @@ def column_layers(draw, wide: bool = False) -> dict:
 @settings(max_examples=200, deadline=None)
 @given(cfg=column_layers(wide=True), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
 def test_dw3_padded_equals_reference(lib, cfg, seed, with_bias):  # noqa: F811
-    rng = np.random.default_rng(seed)
-    x, w = dw_data(cfg, rng)
-    bias = random_bias(rng, cfg["out_c"]) if with_bias else None
-    for wide in (True, False):
-        ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
-        np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+    assert_conv_opt_exact(lib, cfg, seed, with_bias)
 
 
 def test_dw3_banded_shapes_are_drawn():

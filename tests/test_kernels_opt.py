@@ -598,38 +598,55 @@ def test_depthwise_uses_exactly_its_counted_scratch(lib):
         np.testing.assert_array_equal(out, ref)
 
 
+def quant_ranges() -> st.SearchStrategy[dict]:
+    """Any requantization: rounding, activation (none, relu, abs) and shift -16..2."""
+    return st.fixed_dictionaries({"rounding": st.integers(0, 1), "act": st.integers(0, 2),
+                                  "shift": st.integers(-16, 2)})
+
+
 @st.composite
-def dw_layers(draw) -> dict:
+def dw_layers(draw, in_c=(2, 6), m=None, quant=None, hw=(16, 16), k2=6, pad2=4, length=60,
+              k1=9, pad1=4) -> dict:
+    """A depthwise layer: 2-D (h x w up to hw, kernels up to k2 a side, padding up to pad2) or
+    1-D in both layouts (up to `length`, k1, pad1); strides and dilations 1-3; in_c in the
+    range, multiplier m (default 1-3) and requantization quant (default quant_ranges) drawn
+    from their strategies."""
     layout = draw(st.sampled_from(["2d", "1d", "1d-vertical"]))
-    in_c, m = draw(st.integers(2, 6)), draw(st.integers(1, 3))
-    quant = {"rounding": draw(st.integers(0, 1)), "act": draw(st.integers(0, 2)),
-             "shift": draw(st.integers(-16, 2))}
+    channels, mult = draw(st.integers(*in_c)), draw(m if m is not None else st.integers(1, 3))
+    q = draw(quant if quant is not None else quant_ranges())
     if layout == "2d":
         pair = st.tuples
-        h, w = draw(st.integers(1, 16)), draw(st.integers(1, 16))
-        k = draw(pair(st.integers(1, 6), st.integers(1, 6)))
+        h, w = draw(st.integers(1, hw[0])), draw(st.integers(1, hw[1]))
+        k = draw(pair(st.integers(1, k2), st.integers(1, k2)))
         stride = draw(pair(st.integers(1, 3), st.integers(1, 3)))
-        pad = draw(pair(st.integers(0, 4), st.integers(0, 4)))
+        pad = draw(pair(st.integers(0, pad2), st.integers(0, pad2)))
         dil = draw(pair(st.integers(1, 3), st.integers(1, 3)))
         assume(conv_out(h, k[0], stride[0], pad[0], dil[0]) >= 1)
         assume(conv_out(w, k[1], stride[1], pad[1], dil[1]) >= 1)
-        return dw_config(in_c, h, w, k, m, stride, pad, dil, **quant)
-    length, k = draw(st.integers(1, 60)), draw(st.integers(1, 9))
-    stride, pad, dil = draw(st.integers(1, 3)), draw(st.integers(0, 4)), draw(st.integers(1, 3))
-    assume(conv_out(length, k, stride, pad, dil) >= 1)
-    return dw_1d(in_c, length, k, m, stride, pad, dil, vertical=layout == "1d-vertical",
-                 **quant)
+        return dw_config(channels, h, w, k, mult, stride, pad, dil, **q)
+    size, k = draw(st.integers(1, length)), draw(st.integers(1, k1))
+    stride, pad, dil = (draw(st.integers(1, 3)), draw(st.integers(0, pad1)),
+                        draw(st.integers(1, 3)))
+    assume(conv_out(size, k, stride, pad, dil) >= 1)
+    return dw_1d(channels, size, k, mult, stride, pad, dil, vertical=layout == "1d-vertical",
+                 **q)
 
 
-@settings(max_examples=300, deadline=None)
-@given(cfg=dw_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
-def test_depthwise_opt_random_layers(lib, cfg, seed, with_bias):
+def assert_conv_opt_exact(lib, cfg: dict, seed: int, with_bias: bool) -> None:
+    """The optimized conv of cfg on seeded data (with a bias or not) equals the reference,
+    int8 and wide."""
     rng = np.random.default_rng(seed)
     x, w = dw_data(cfg, rng)
     bias = random_bias(rng, cfg["out_c"]) if with_bias else None
     for wide in (True, False):
         ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
         np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(cfg=dw_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_depthwise_opt_random_layers(lib, cfg, seed, with_bias):
+    assert_conv_opt_exact(lib, cfg, seed, with_bias)
 
 
 # ---- Cortex-M4 under QEMU ------------------------------------------------------------------

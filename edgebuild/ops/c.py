@@ -104,7 +104,8 @@ class CCode:
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
-# the 3-tap, tile, column and table kernels (ops.conv_path.kernel_paths); the optimized
+# the 3-tap, tile (and the tile kernel's loops specialised to a frame: conv_path.tile_paths),
+# column and table kernels (ops.conv_path.kernel_paths); the optimized
 # kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2") and the
 # register-requantizing rows of linear layers ("linear_q") (eb_kernels_opt.c); the dot blocks that
 # requantize from the registers to each output form, relu, none, abs or wide int32
@@ -114,7 +115,9 @@ class CCode:
 # strip kernel, the pair, record and int8-weight GEMMs, the clamping assembly forms, the
 # linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
 # max and average window pools.
-OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_column", "dw_table", "packed",
+OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_s1", "dw_tile_s2",
+                  "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column",
+                  "dw_table", "packed",
                   "im2col", "im2col_s2", "linear_q", "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",
                   "tfl_depthwise", "tfl_dw3_s1", "tfl_dw3_s2", "tfl_dw3_strip",

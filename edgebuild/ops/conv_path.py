@@ -5,6 +5,8 @@ scratch of the path its layer runs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from edgebuild.core.geometry import Plane
 from edgebuild.ops import dw_spec
 
@@ -76,23 +78,69 @@ def _pairs(k: int, dil: int) -> int:
     return (k + 1) // 2 if dil == 1 else k  # eb_dw_npairs
 
 
-def tile_takes(conv: Plane) -> bool:
-    """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take: whether
-    the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a 4-column tile fits the patch),
-    the patch turned when that takes fewer SMLADs, as the C turns it."""
+@dataclass(frozen=True)
+class TileFrame:
+    """The frame eb_dw_tile_plan runs a depthwise conv in: its rows and columns swapped
+    (`turned`: the patch copied transposed, outputs stored down the columns) when that takes
+    fewer SMLADs. k_h tap rows of `pairs` tap pairs each; columns stride s_w, dilation d_w."""
+
+    turned: bool
+    k_h: int
+    k_w: int
+    d_h: int
+    d_w: int
+    s_w: int
+    out_w: int
+    dst_c: int  # output elements from one frame column to the next
+
+    @property
+    def pairs(self) -> int:
+        return _pairs(self.k_w, self.d_w)
+
+    @property
+    def ntaps(self) -> int:
+        return self.k_h * self.pairs
+
+
+def tile_frame(conv: Plane) -> TileFrame:
+    """The tile kernel's frame of a depthwise conv (eb_dw_tile_plan's choice)."""
     g = _row_major(conv)
     as_is = g.k_h * _pairs(g.k_w, g.dil_w) * ((g.out_w + 3) & ~3) * g.out_h
     turned = g.k_w * _pairs(g.k_h, g.dil_h) * ((g.out_h + 3) & ~3) * g.out_w
     if turned < as_is:  # rows and columns swap
-        k_h, k_w, d_h, d_w, s_w, out_w = g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_h
-    else:
-        k_h, k_w, d_h, d_w, s_w, out_w = g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_w
-    band = (k_h - 1) * d_h + 1
-    room = DW_TILE_ELEMENTS - (3 * s_w + DW_TILE_SLACK)
-    cols = (out_w + 3) & ~3
-    while cols > 0 and band * _tile_pitch(min(cols, out_w), s_w, k_w, d_w) > room:
+        return TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_h, g.out_w)
+    return TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_w, 1)
+
+
+def tile_paths(conv: Plane) -> frozenset[str]:
+    """The tile kernel's specialised loops a depthwise conv it takes runs (eb_dw_opt.c:
+    eb_dw_tile_block): two channels at a time with a multiplier of 2 or more, at least two
+    tap pairs and stride 1 or 2 ("dw_tile_pair_s1" / "_s2" along the rows at stride 1 / 2,
+    else "dw_tile_pair"); one channel (a multiplier of 1, or an odd one's last channel) along the
+    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"). Any other frame runs the loop of
+    one channel in any frame, always linked with the kernel."""
+    f = tile_frame(conv)
+    m = conv.out_c // conv.in_c
+    paths = set()
+    pair = m >= 2 and f.ntaps >= 2 and f.s_w in (1, 2)
+    if pair:
+        paths.add(f"dw_tile_pair_s{f.s_w}" if f.dst_c == 1 else "dw_tile_pair")
+    if (not pair or m % 2) and f.dst_c == 1 and f.s_w in (1, 2):
+        paths.add(f"dw_tile_s{f.s_w}")
+    return frozenset(paths)
+
+
+def tile_takes(conv: Plane) -> bool:
+    """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take: whether
+    the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a 4-column tile fits the patch),
+    in its frame (tile_frame)."""
+    f = tile_frame(conv)
+    band = (f.k_h - 1) * f.d_h + 1
+    room = DW_TILE_ELEMENTS - (3 * f.s_w + DW_TILE_SLACK)
+    cols = (f.out_w + 3) & ~3
+    while cols > 0 and band * _tile_pitch(min(cols, f.out_w), f.s_w, f.k_w, f.d_w) > room:
         cols -= 4
-    return k_h * _pairs(k_w, d_w) <= DW_TILE_TAPS and cols > 0
+    return f.ntaps <= DW_TILE_TAPS and cols > 0
 
 
 def _tile_pitch(cols: int, stride: int, k: int, dil: int) -> int:
@@ -103,7 +151,8 @@ def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
-    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile") or the table kernel and the
+    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile", and its loops: tile_paths) or
+    the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
     generic path, for a conv none of those take. A model's eb_config.h leaves out the paths
     no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
@@ -121,7 +170,7 @@ def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
     if (g.k_h, g.k_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w) == (1, 1, 1, 1, 0, 0):
         return frozenset({"depthwise", "dw_table"})  # a per-channel scale
     if tile_takes(conv):
-        return frozenset({"depthwise", "dw_tile"})
+        return frozenset({"depthwise", "dw_tile"}) | tile_paths(conv)
     entries = g.k_h * (((g.k_w - 1) * g.dil_w + 4) >> 2)
     return frozenset({"depthwise", "dw_table"} | ({"im2col"} if entries > DW_MAX_ENTRIES
                                                  else set()))

@@ -112,6 +112,36 @@ typedef struct {
 #else
 #define EB_DW_TILE 1
 #endif
+/* Within the tile kernel, its loops specialised to a frame (ops.conv_path.tile_paths): one
+ * channel with outputs along the rows at stride 1 (EB_OPT_NO_DW_TILE_S1) or 2 (_S2), two
+ * channels of one input channel along the rows at stride 1 (_PAIR_S1) or 2 (_PAIR_S2) or in
+ * any frame (_PAIR). The loop of one channel in any frame is always there: the others' layers run on it
+ * (slower) when they are left out. */
+#ifdef EB_OPT_NO_DW_TILE_S1
+#define EB_DW_TILE_S1 0
+#else
+#define EB_DW_TILE_S1 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_S2
+#define EB_DW_TILE_S2 0
+#else
+#define EB_DW_TILE_S2 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_PAIR_S1
+#define EB_DW_TILE_PAIR_S1 0
+#else
+#define EB_DW_TILE_PAIR_S1 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_PAIR_S2
+#define EB_DW_TILE_PAIR_S2 0
+#else
+#define EB_DW_TILE_PAIR_S2 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_PAIR
+#define EB_DW_TILE_PAIR 0
+#else
+#define EB_DW_TILE_PAIR 1
+#endif
 #ifdef EB_OPT_NO_DW_COLUMN
 #define EB_DW_COLUMN 0
 #else
@@ -1234,29 +1264,46 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     }
 }
 
-/* The pair [w(kx), w(kx + 1)] of tap row ky of one output channel's weights w (k_h x k_w, the
- * layer's order) in the frame; w(kx + 1) = 0 past the row or with dilation. */
-static uint32_t eb_dw_tile_pair_word(const eb_dw_tf *t, const int8_t *w, int ky, int kx)
+/* The int16 pair [a, b] as one word (a in the bottom half). */
+static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
 {
-    const int32_t a = w[ky * t->w_r + kx * t->w_c];
-    const int32_t b = t->d_w == 1 && kx + 1 < t->k_w ? w[ky * t->w_r + (kx + 1) * t->w_c] : 0;
     return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
 }
 
-/* The tap pairs of one output channel's weights wa, and of a second one's wb (or NULL), in
- * the frame. */
-static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
-                            eb_dw_tap *tap)
+/* The weight words of one tap row of weights w (w_c apart) into the w (`second`: w2) field
+ * of its taps: `full` pairs [w(2p), w(2p + 1)] (dilation 1), then single taps [w, 0] up to
+ * `pairs`, each `wstep` weights on. */
+EB_INLINE void eb_dw_tile_row_words(const int8_t *w, int32_t w_c, int32_t wstep, int full,
+                                    int pairs, eb_dw_tap *tap, const int second)
 {
+    int p;
+    for (p = 0; p < full; ++p, w += wstep) {
+        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0], w[w_c]);
+    }
+    for (; p < pairs; ++p, w += wstep) {
+        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0], 0);
+    }
+}
+
+/* The tap pairs of one output channel's weights wa, and of a second one's wb (or NULL), in
+ * the frame: per tap row its offsets, d_w int16 apart (2 a pair with dilation 1), and words.
+ * Once per channel and tile: a short map's cost, kept to a few instructions a pair. */
+static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
+                                        eb_dw_tap *tap)
+{
+    const int32_t step = t->d_w == 1 ? 2 : t->d_w, row = (int32_t)t->d_h * t->pw;
+    const int32_t w_c = t->w_c, wstep = t->d_w == 1 ? 2 * w_c : w_c;
+    const int pairs = t->pairs, full = t->d_w == 1 ? t->k_w / 2 : 0;
     int ky, p;
-    for (ky = 0; ky < t->k_h; ++ky) {
-        for (p = 0; p < t->pairs; ++p, ++tap) {
-            const int kx = t->d_w == 1 ? 2 * p : p;
-            tap->off = (int32_t)ky * t->d_h * t->pw + (int32_t)kx * t->d_w;
-            tap->w = eb_dw_tile_pair_word(t, wa, ky, kx);
-            if (wb != NULL) { /* one channel: w2 is not read */
-                tap->w2 = eb_dw_tile_pair_word(t, wb, ky, kx);
-            }
+    for (ky = 0; ky < t->k_h; ++ky, tap += pairs) {
+        const int32_t at = (int32_t)ky * t->w_r;
+        int32_t off = (int32_t)ky * row;
+        for (p = 0; p < pairs; ++p, off += step) {
+            tap[p].off = off;
+        }
+        eb_dw_tile_row_words(wa + at, w_c, wstep, full, pairs, tap, 0);
+        if (wb != NULL) { /* one channel: w2 is not read */
+            eb_dw_tile_row_words(wb + at, w_c, wstep, full, pairs, tap, 1);
         }
     }
 }
@@ -1268,91 +1315,34 @@ static void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *w
     a2 = eb_smlad(eb_load32((q_) + 2 * s), w_, a2);                                          \
     a3 = eb_smlad(eb_load32((q_) + 3 * s), w_, a3);
 
-/* One tile (its patch filled) of one output channel: `rows` output rows from oy0, columns
- * from ox0, into the output channel at `index`; NONE / RELU stored inline (4 at a time). */
-EB_INLINE void eb_dw_tile_run(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
-                              int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
-                              int32_t index, const int s, const int32_t dc, const int mode)
+/* The first `count` (<= 4) of four sums of pixels dc apart from index, into o: a row's last
+ * block, or a block in a mode the loops do not store inline. */
+static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32_t dc, int count,
+                                        int32_t a0, int32_t a1, int32_t a2, int32_t a3)
 {
-    const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
-    const int32_t pitch = (int32_t)t->s_h * t->pw;
-    const int ntaps = t->ntaps, sh = o->s;
-    int8_t *const d8 = o->out8;
-    int r, x, j, n;
-    for (r = 0; r < rows; ++r) {
-        const int16_t *row = patch + (int32_t)r * pitch;
-        const int32_t at = index + (int32_t)(oy0 + r) * t->dst_r;
-        for (x = ox0; x < xend; x += 4, row += 4 * s) {
-            const eb_dw_tap *e = tap;
-            int32_t a0 = init, a1 = init, a2 = init, a3 = init, acc[4];
-            int32_t to = at + (int32_t)x * dc;
-            const int count = xend - x < 4 ? xend - x : 4;
-            for (n = ntaps; n >= 2; n -= 2, e += 2) {
-                const int16_t *q0 = row + e[0].off, *q1 = row + e[1].off;
-                const uint32_t w0 = e[0].w, w1 = e[1].w;
-                EB_DW_TILE_TAP(q0, w0)
-                EB_DW_TILE_TAP(q1, w1)
-            }
-            if (n) {
-                const int16_t *q0 = row + e[0].off;
-                const uint32_t w0 = e[0].w;
-                EB_DW_TILE_TAP(q0, w0)
-            }
-            if (mode != EB_DW_ANY && count == 4) {
-                d8[to] = eb_dw_q8(mode, a0, sh, 0, 0, 0);
-                d8[to + dc] = eb_dw_q8(mode, a1, sh, 0, 0, 0);
-                d8[to + 2 * dc] = eb_dw_q8(mode, a2, sh, 0, 0, 0);
-                d8[to + 3 * dc] = eb_dw_q8(mode, a3, sh, 0, 0, 0);
-                continue;
-            }
-            acc[0] = a0;
-            acc[1] = a1;
-            acc[2] = a2;
-            acc[3] = a3;
-            for (j = 0; j < count; ++j, to += dc) {
-                if (mode == EB_DW_ANY) {
-                    eb_dw_put(o, to, acc[j]);
-                } else {
-                    d8[to] = eb_dw_q8(mode, acc[j], sh, 0, 0, 0);
-                }
-            }
+    const int32_t acc[4] = {a0, a1, a2, a3};
+    const int mode = o->mode, s = o->s;
+    int8_t *const d = o->out8;
+    int j;
+    for (j = 0; j < count; ++j, index += dc) {
+        if (mode == EB_DW_RELU) {
+            d[index] = eb_dw_q8(EB_DW_RELU, acc[j], s, 0, 0, 0);
+        } else if (mode == EB_DW_NONE) {
+            d[index] = eb_dw_q8(EB_DW_NONE, acc[j], s, 0, 0, 0);
+        } else {
+            eb_dw_put(o, index, acc[j]);
         }
     }
 }
 
-/* eb_dw_tile_run with stride 1 (outputs along the rows) or any, and the NONE / RELU
- * stores specialised (both whatever forms the model has: GCC schedules the block 4 %
- * worse when one is left out). */
-#define EB_DW_TILE_MODES(s_, dc_)                                                            \
-    if (o->mode == EB_DW_RELU) {                                                             \
-        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_RELU);  \
-    } else if (o->mode == EB_DW_NONE) {                                                      \
-        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_NONE);  \
-    } else {                                                                                 \
-        eb_dw_tile_run(t, patch, tap, oy0, ox0, rows, init, o, index, s_, dc_, EB_DW_ANY);   \
-    }
-
-EB_INLINE void eb_dw_tile_one(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
-                              int oy0, int ox0, int rows, int32_t init, const eb_dw_out *o,
-                              int32_t index)
+/* Four sums of pixels dc apart from d (int8) in the NONE / RELU modes, shift s. */
+EB_INLINE void eb_dw_tile_q4(const int mode, int8_t *d, const int32_t dc, int s, int32_t a0,
+                             int32_t a1, int32_t a2, int32_t a3)
 {
-    if (t->s_w == 1 && t->dst_c == 1) {
-        EB_DW_TILE_MODES(1, 1)
-    } else {
-        EB_DW_TILE_MODES(t->s_w, t->dst_c)
-    }
-}
-
-/* The first `count` (< 4) of four sums of neighbouring pixels from index, into o: a row's
- * last block. */
-static EB_NOINLINE void eb_dw_tile_tail(const eb_dw_out *o, int32_t index, int count,
-                                        int32_t a0, int32_t a1, int32_t a2)
-{
-    const int32_t acc[3] = {a0, a1, a2};
-    int j;
-    for (j = 0; j < count; ++j) {
-        eb_dw_put(o, index + j, acc[j]);
-    }
+    d[0] = eb_dw_q8(mode, a0, s, 0, 0, 0);
+    d[dc] = eb_dw_q8(mode, a1, s, 0, 0, 0);
+    d[2 * dc] = eb_dw_q8(mode, a2, s, 0, 0, 0);
+    d[3 * dc] = eb_dw_q8(mode, a3, s, 0, 0, 0);
 }
 
 /* The inline-assembly loops' operands for the sums of 4 pixels x 2 channels (a0..a3, b0..b3),
@@ -1361,11 +1351,13 @@ static EB_NOINLINE void eb_dw_tile_tail(const eb_dw_out *o, int32_t index, int c
     [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1), \
         [b2] "+r"(b2), [b3] "+r"(b3)
 
-/* Two channels' tap pairs [e, end) (a whole number of two, at least two) of 4 pixels s int16
- * apart from row, on the M4: the 8 sums, the 3 words of a tap and the pointers are all the
- * registers there are, which GCC's C does not manage without spilling (end is read from
- * the stack). Per tap pair 2 loads of the tap, an ADD, 4 LDR and 8 SMLAD: 15 instructions
- * per 16 MACs, and 3 per two pairs for the loop. */
+/* Two channels' tap pairs [e, end) of 4 pixels s int16 apart from row, on the M4: the 8 sums,
+ * the 3 words of a tap and the pointers are all the registers there are, which GCC's C does
+ * not manage without spilling (end is read from the stack). Per tap pair 2 loads of the tap,
+ * an ADD, 4 LDR and 8 SMLAD: 15 instructions per 16 MACs, and 3 per two pairs for the loop;
+ * an odd count enters the loop at its second pair. The asm reads the patch and the taps,
+ * which nothing in this function writes (the "memory" clobber would make GCC reload every
+ * spilled value after it). At least one pair. */
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && \
     defined(__OPTIMIZE__) && !defined(EB_OPT_PORTABLE)
 #define EB_DW_PAIR_ASM 1
@@ -1379,49 +1371,59 @@ static EB_NOINLINE void eb_dw_tile_tail(const eb_dw_out *o, int32_t index, int c
     "add %[off], %[row], %[off], lsl #1\n\t"                                                 \
     EB_DW_PAIR_PX("a0", "b0", "0") EB_DW_PAIR_PX("a1", "b1", s2)                             \
     EB_DW_PAIR_PX("a2", "b2", s4) EB_DW_PAIR_PX("a3", "b3", s6)
+/* An odd count (bit 2 of 12 x count bytes) enters the loop at its second pair. */
 #define EB_DW_PAIR_LOOP(s2, s4, s6)                                                          \
     do {                                                                                     \
         uint32_t off, wa, wb, v;                                                             \
-        __asm__ volatile("1:\n\t" EB_DW_PAIR_TAP(s2, s4, s6) EB_DW_PAIR_TAP(s2, s4, s6)      \
+        __asm__ volatile("ldr %[v], %[end]\n\t"                                              \
+                         "sub %[v], %[v], %[e]\n\t"                                          \
+                         "tst %[v], #4\n\t"                                                  \
+                         "bne 2f\n\t"                                                        \
+                         "1:\n\t" EB_DW_PAIR_TAP(s2, s4, s6)                                 \
+                         "2:\n\t" EB_DW_PAIR_TAP(s2, s4, s6)                                 \
                          "ldr %[v], %[end]\n\t"                                              \
                          "cmp %[e], %[v]\n\t"                                                \
                          "bne 1b\n\t"                                                        \
-                         : EB_ASM_SUMS8,                                                      \
-                           [e] "+r"(e), [off] "=&r"(off), [wa] "=&r"(wa), [wb] "=&r"(wb),    \
-                           [v] "=&r"(v)                                                      \
-                         : [row] "r"(row), [end] "m"(end2)                                   \
-                         : "cc", "memory");                                                  \
+                         : EB_ASM_SUMS8, [e] "+r"(e), [off] "=&r"(off), [wa] "=&r"(wa),      \
+                           [wb] "=&r"(wb), [v] "=&r"(v)                                      \
+                         : [row] "r"(row), [end] "m"(end)                                    \
+                         : "cc");                                                            \
     } while (0)
 #else
 #define EB_DW_PAIR_ASM 0
 #endif
 
 /* eb_dw_tile_run for two output channels of one input channel (j->ob): each pixel's tap
- * pair loaded once for both; outputs along the rows (eb_dw_tile_pairs). */
+ * pair loaded once for both; pixels s apart in the patch, outputs dc apart. The NONE and
+ * RELU stores (both channels in one of them: `mode`) from their output pointers held here,
+ * not read through j each block. */
 EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
-                               const eb_dw_job *j, int oy0, int ox0, int rows, const int s)
+                               const eb_dw_job *j, int oy0, int ox0, int rows, const int s,
+                               const int32_t dc)
 {
     const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
     const int32_t pitch = (int32_t)t->s_h * t->pw;
     const eb_dw_tap *const end = tap + t->ntaps;
-#if EB_DW_PAIR_ASM
-    const eb_dw_tap *const end2 = tap + (t->ntaps & ~1);
-#endif
+    const int mode = j->oa->mode == j->ob->mode ? j->oa->mode : EB_DW_ANY;
+    const int fast = mode == EB_DW_NONE || mode == EB_DW_RELU, sh = j->oa->s;
+    int8_t *const da = fast ? j->oa->out8 + j->ia : NULL;
+    int8_t *const db = fast ? j->ob->out8 + j->ib : NULL;
     int r, x;
     for (r = 0; r < rows; ++r) {
         const int16_t *row = patch + (int32_t)r * pitch;
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
         for (x = ox0; x < xend; x += 4, row += 4 * s) {
             const eb_dw_tap *e = tap;
+            const int32_t to = at + (int32_t)x * dc;
             int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
             int32_t b0 = j->init_b, b1 = j->init_b, b2 = j->init_b, b3 = j->init_b;
 #if EB_DW_PAIR_ASM
-            if (e < end2 && s == 1) {
+            if (s == 1) {
                 EB_DW_PAIR_LOOP("2", "4", "6");
-            } else if (e < end2 && s == 2) {
+            } else {
                 EB_DW_PAIR_LOOP("4", "8", "12");
             }
-#endif
+#else
             for (; e < end; ++e) {
                 const int16_t *q = row + e->off;
                 const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
@@ -1435,38 +1437,382 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                 b2 = eb_smlad(v2, e->w2, b2);
                 b3 = eb_smlad(v3, e->w2, b3);
             }
-            if (xend - x >= 4) {
-                eb_col_store4(j->oa, j->ia + at + x, a0, a1, a2, a3, 0);
-                eb_col_store4(j->ob, j->ib + at + x, b0, b1, b2, b3, 0);
-                continue;
+#endif
+            if (xend - x >= 4 && mode == EB_DW_RELU) {
+                eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, a0, a1, a2, a3);
+                eb_dw_tile_q4(EB_DW_RELU, db + to, dc, sh, b0, b1, b2, b3);
+            } else if (xend - x >= 4 && mode == EB_DW_NONE) {
+                eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, a0, a1, a2, a3);
+                eb_dw_tile_q4(EB_DW_NONE, db + to, dc, sh, b0, b1, b2, b3);
+            } else {
+                const int count = xend - x < 4 ? xend - x : 4;
+                eb_dw_tile_put4(j->oa, j->ia + to, dc, count, a0, a1, a2, a3);
+                eb_dw_tile_put4(j->ob, j->ib + to, dc, count, b0, b1, b2, b3);
             }
-            eb_dw_tile_tail(j->oa, j->ia + at + x, xend - x, a0, a1, a2);
-            eb_dw_tile_tail(j->ob, j->ib + at + x, xend - x, b0, b1, b2);
         }
     }
 }
 
-/* Whether the tile kernel runs a layer's output channels two at a time: with at least two
- * tap pairs (fewer: the stores, not the loads, are the cost), outputs along the rows and
- * stride 1 or 2 (the pair loop's forms). */
-static int eb_dw_tile_pairs(const eb_dw_tf *t)
+/* A tap row's n pairs (weights e[0 .. n).w) of 4 pixels from q, 1 int16 apart: pixel i's
+ * pair p is the word at q + i + 2p, so a step loads the 2 words the last one did not (2 LDR,
+ * the weight and 4 SMLAD a pair, not 4 LDR). */
+EB_INLINE void eb_dw_slide1(const int16_t *q, const eb_dw_tap *e, int n, int32_t *acc)
 {
-    return t->ntaps >= 2 && t->dst_c == 1 && (t->s_w == 1 || t->s_w == 2);
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    uint32_t x0 = eb_load32(q), x1 = eb_load32(q + 1), x2, x3, w;
+    for (; n >= 2; n -= 2, e += 2, q += 4) {
+        x2 = eb_load32(q + 2), x3 = eb_load32(q + 3), w = e[0].w;
+        a0 = eb_smlad(x0, w, a0), a1 = eb_smlad(x1, w, a1);
+        a2 = eb_smlad(x2, w, a2), a3 = eb_smlad(x3, w, a3);
+        x0 = eb_load32(q + 4), x1 = eb_load32(q + 5), w = e[1].w;
+        a0 = eb_smlad(x2, w, a0), a1 = eb_smlad(x3, w, a1);
+        a2 = eb_smlad(x0, w, a2), a3 = eb_smlad(x1, w, a3);
+    }
+    if (n) {
+        x2 = eb_load32(q + 2), x3 = eb_load32(q + 3), w = e[0].w;
+        a0 = eb_smlad(x0, w, a0), a1 = eb_smlad(x1, w, a1);
+        a2 = eb_smlad(x2, w, a2), a3 = eb_smlad(x3, w, a3);
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
 }
 
-/* The tile's rows from oy0 for the job j: one channel (eb_dw_tile_one) or two (when
- * eb_dw_tile_pairs), stride 1 and 2 specialised. */
-static EB_NOINLINE void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch,
-                                         const eb_dw_tap *tap, const eb_dw_job *j, int oy0,
-                                         int ox0, int rows)
+/* The same with pixels 2 int16 apart (stride 2): pixel i's pair p is the word at
+ * q + 2i + 2p, so a step loads one new word (pixel 3's); four steps a pass, the registers
+ * renamed instead of moved. */
+EB_INLINE void eb_dw_slide2(const int16_t *q, const eb_dw_tap *e, int n, int32_t *acc)
 {
-    if (j->ob == NULL) {
-        eb_dw_tile_one(t, patch, tap, oy0, ox0, rows, j->init_a, j->oa, j->ia);
-    } else if (t->s_w == 1) {
-        eb_dw_tile_run2(t, patch, tap, j, oy0, ox0, rows, 1);
-    } else {
-        eb_dw_tile_run2(t, patch, tap, j, oy0, ox0, rows, 2);
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    uint32_t x0 = eb_load32(q), x1 = eb_load32(q + 2), x2 = eb_load32(q + 4), x3, w;
+    for (; n >= 4; n -= 4, e += 4, q += 8) {
+        x3 = eb_load32(q + 6), w = e[0].w;
+        a0 = eb_smlad(x0, w, a0), a1 = eb_smlad(x1, w, a1);
+        a2 = eb_smlad(x2, w, a2), a3 = eb_smlad(x3, w, a3);
+        x0 = eb_load32(q + 8), w = e[1].w;
+        a0 = eb_smlad(x1, w, a0), a1 = eb_smlad(x2, w, a1);
+        a2 = eb_smlad(x3, w, a2), a3 = eb_smlad(x0, w, a3);
+        x1 = eb_load32(q + 10), w = e[2].w;
+        a0 = eb_smlad(x2, w, a0), a1 = eb_smlad(x3, w, a1);
+        a2 = eb_smlad(x0, w, a2), a3 = eb_smlad(x1, w, a3);
+        x2 = eb_load32(q + 12), w = e[3].w;
+        a0 = eb_smlad(x3, w, a0), a1 = eb_smlad(x0, w, a1);
+        a2 = eb_smlad(x1, w, a2), a3 = eb_smlad(x2, w, a3);
     }
+    for (; n > 0; --n, ++e, q += 2) {
+        x3 = eb_load32(q + 6), w = e->w;
+        a0 = eb_smlad(x0, w, a0), a1 = eb_smlad(x1, w, a1);
+        a2 = eb_smlad(x2, w, a2), a3 = eb_smlad(x3, w, a3);
+        x0 = x1, x1 = x2, x2 = x3;
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+/* The sums of 4 pixels s int16 apart from x (their first taps), two tap pairs a pass. */
+#define EB_DW_TILE_TAP(q_, w_)                                                               \
+    a0 = eb_smlad(eb_load32(q_), w_, a0);                                                    \
+    a1 = eb_smlad(eb_load32((q_) + s), w_, a1);                                              \
+    a2 = eb_smlad(eb_load32((q_) + 2 * s), w_, a2);                                          \
+    a3 = eb_smlad(eb_load32((q_) + 3 * s), w_, a3);
+
+/* eb_dw_slide1 / eb_dw_slide2 over every tap row [e, end) (`pairs` a row) of 4 pixels from
+ * row, on the M4: 4 sums, 4 words, the weight and 4 pointers and counts are 13 registers,
+ * which GCC's C spills around the row loop (end and pairs are read from the stack). Per two
+ * pairs at stride 1: 4 LDR, 2 weights, 8 SMLAD and 4 for the loop; per four at stride 2:
+ * 4 LDR, 4 weights, 16 SMLAD and 4. The asm reads the patch and the taps, which nothing in
+ * this function writes. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && \
+    defined(__OPTIMIZE__) && !defined(EB_OPT_PORTABLE)
+#define EB_DW_SLIDE_ASM 1
+#define EB_DW_MAC4(w, p0, p1, p2, p3)                                                        \
+    "smlad %[a0], %[" p0 "], %[" w "], %[a0]\n\t"                                            \
+    "smlad %[a1], %[" p1 "], %[" w "], %[a1]\n\t"                                            \
+    "smlad %[a2], %[" p2 "], %[" w "], %[a2]\n\t"                                            \
+    "smlad %[a3], %[" p3 "], %[" w "], %[a3]\n\t"
+#define EB_DW_SLIDE_OPS                                                                      \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [e] "+r"(e),             \
+      [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [w] "=&r"(w),         \
+      [q] "=&r"(q), [n] "=&r"(n)                                                             \
+    : [row] "r"(row), [end] "m"(end), [pairs] "m"(pairs)                                     \
+    : "cc"
+#define EB_DW_SLIDE1_ASM                                                                     \
+    __asm__ volatile("0:\n\t"                                                                \
+                     "ldr %[q], [%[e]]\n\t"                                                  \
+                     "add %[q], %[row], %[q], lsl #1\n\t"                                    \
+                     "ldr %[n], %[pairs]\n\t"                                                \
+                     "ldr %[x0], [%[q]]\n\t"                                                 \
+                     "ldr %[x1], [%[q], #2]\n\t"                                             \
+                     "subs %[n], %[n], #2\n\t"                                               \
+                     "blt 2f\n\t"                                                            \
+                     "1:\n\t"                                                                \
+                     "ldr %[x2], [%[q], #4]\n\t"                                             \
+                     "ldr %[x3], [%[q], #6]\n\t"                                             \
+                     "ldr %[w], [%[e], #4]\n\t" EB_DW_MAC4("w", "x0", "x1", "x2", "x3")      \
+                     "ldr %[x0], [%[q], #8]\n\t"                                             \
+                     "ldr %[x1], [%[q], #10]\n\t"                                            \
+                     "ldr %[w], [%[e], #16]\n\t" EB_DW_MAC4("w", "x2", "x3", "x0", "x1")     \
+                     "adds %[q], %[q], #8\n\t"                                               \
+                     "adds %[e], %[e], #24\n\t"                                              \
+                     "subs %[n], %[n], #2\n\t"                                               \
+                     "bge 1b\n\t"                                                            \
+                     "2:\n\t"                                                                \
+                     "adds %[n], %[n], #2\n\t"                                               \
+                     "beq 3f\n\t"                                                            \
+                     "ldr %[x2], [%[q], #4]\n\t"                                             \
+                     "ldr %[x3], [%[q], #6]\n\t"                                             \
+                     "ldr %[w], [%[e], #4]\n\t" EB_DW_MAC4("w", "x0", "x1", "x2", "x3")      \
+                     "adds %[e], %[e], #12\n\t"                                              \
+                     "3:\n\t"                                                                \
+                     "ldr %[n], %[end]\n\t"                                                  \
+                     "cmp %[e], %[n]\n\t"                                                    \
+                     "bne 0b\n\t" EB_DW_SLIDE_OPS)
+#define EB_DW_SLIDE2_ASM                                                                     \
+    __asm__ volatile("0:\n\t"                                                                \
+                     "ldr %[q], [%[e]]\n\t"                                                  \
+                     "add %[q], %[row], %[q], lsl #1\n\t"                                    \
+                     "ldr %[n], %[pairs]\n\t"                                                \
+                     "ldr %[x0], [%[q]]\n\t"                                                 \
+                     "ldr %[x1], [%[q], #4]\n\t"                                             \
+                     "ldr %[x2], [%[q], #8]\n\t"                                             \
+                     "subs %[n], %[n], #4\n\t"                                               \
+                     "blt 2f\n\t"                                                            \
+                     "1:\n\t"                                                                \
+                     "ldr %[x3], [%[q], #12]\n\t"                                            \
+                     "ldr %[w], [%[e], #4]\n\t" EB_DW_MAC4("w", "x0", "x1", "x2", "x3")      \
+                     "ldr %[x0], [%[q], #16]\n\t"                                            \
+                     "ldr %[w], [%[e], #16]\n\t" EB_DW_MAC4("w", "x1", "x2", "x3", "x0")     \
+                     "ldr %[x1], [%[q], #20]\n\t"                                            \
+                     "ldr %[w], [%[e], #28]\n\t" EB_DW_MAC4("w", "x2", "x3", "x0", "x1")     \
+                     "ldr %[x2], [%[q], #24]\n\t"                                            \
+                     "ldr %[w], [%[e], #40]\n\t" EB_DW_MAC4("w", "x3", "x0", "x1", "x2")     \
+                     "adds %[q], %[q], #16\n\t"                                              \
+                     "adds %[e], %[e], #48\n\t"                                              \
+                     "subs %[n], %[n], #4\n\t"                                               \
+                     "bge 1b\n\t"                                                            \
+                     "2:\n\t"                                                                \
+                     "adds %[n], %[n], #4\n\t"                                               \
+                     "beq 3f\n\t"                                                            \
+                     "4:\n\t"                                                                \
+                     "ldr %[x3], [%[q], #12]\n\t"                                            \
+                     "ldr %[w], [%[e], #4]\n\t" EB_DW_MAC4("w", "x0", "x1", "x2", "x3")      \
+                     "mov %[x0], %[x1]\n\t"                                                  \
+                     "mov %[x1], %[x2]\n\t"                                                  \
+                     "mov %[x2], %[x3]\n\t"                                                  \
+                     "adds %[q], %[q], #4\n\t"                                               \
+                     "adds %[e], %[e], #12\n\t"                                              \
+                     "subs %[n], %[n], #1\n\t"                                               \
+                     "bne 4b\n\t"                                                            \
+                     "3:\n\t"                                                                \
+                     "ldr %[n], %[end]\n\t"                                                  \
+                     "cmp %[e], %[n]\n\t"                                                    \
+                     "bne 0b\n\t" EB_DW_SLIDE_OPS)
+#else
+#define EB_DW_SLIDE_ASM 0
+#endif
+
+/* The taps [tap, end) of 4 pixels s int16 apart from row, into acc: by tap rows sliding along
+ * them (`slide`: a row's pairs 2 int16 apart -- dilation 1 or 2 -- and s 1 or 2), else each
+ * pixel's pair loaded apart, two pairs a pass. */
+EB_INLINE void eb_dw_tile_sums(const int16_t *row, const eb_dw_tap *tap, const eb_dw_tap *end,
+                               int pairs, const int slide, const int s, int32_t *acc)
+{
+    const eb_dw_tap *e = tap;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    if (slide) {
+#if EB_DW_SLIDE_ASM
+        uint32_t x0, x1, x2, x3, w, n;
+        const int16_t *q;
+        if (s == 1) {
+            EB_DW_SLIDE1_ASM;
+        } else {
+            EB_DW_SLIDE2_ASM;
+        }
+        acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+#else
+        for (; e < end; e += pairs) {
+            if (s == 1) {
+                eb_dw_slide1(row + e->off, e, pairs, acc);
+            } else {
+                eb_dw_slide2(row + e->off, e, pairs, acc);
+            }
+        }
+#endif
+        return;
+    }
+    for (; end - e >= 2; e += 2) {
+        const int16_t *q0 = row + e[0].off, *q1 = row + e[1].off;
+        const uint32_t w0 = e[0].w, w1 = e[1].w;
+        EB_DW_TILE_TAP(q0, w0)
+        EB_DW_TILE_TAP(q1, w1)
+    }
+    if (e < end) {
+        const int16_t *q0 = row + e[0].off;
+        const uint32_t w0 = e[0].w;
+        EB_DW_TILE_TAP(q0, w0)
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+/* One output row of n pixels (s apart in the patch from q, dc apart from d) of a single tap
+ * pair (a 1x1 or 1x2 kernel in the frame), w, in a NONE / RELU mode: per 4 pixels 4 LDR,
+ * 4 SMLAD and the stores, the loop's state in registers. */
+EB_INLINE void eb_dw_tile_tap1(const int16_t *q, int32_t n, const int s, const int32_t dc,
+                               uint32_t w, int32_t init, int8_t *d, int sh, const int mode)
+{
+    for (; n >= 4; n -= 4, q += 4 * s, d += 4 * dc) {
+        eb_dw_tile_q4(mode, d, dc, sh, eb_smlad(eb_load32(q), w, init),
+                      eb_smlad(eb_load32(q + s), w, init), eb_smlad(eb_load32(q + 2 * s), w, init),
+                      eb_smlad(eb_load32(q + 3 * s), w, init));
+    }
+    for (; n > 0; --n, q += s, d += dc) {
+        *d = eb_dw_q8(mode, eb_smlad(eb_load32(q), w, init), sh, 0, 0, 0);
+    }
+}
+
+/* One tile (its patch filled) of one output channel (j->oa): `rows` output rows from oy0,
+ * columns from ox0; pixels s apart in the patch, outputs dc apart; NONE / RELU stored inline
+ * (4 at a time). */
+EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                               const eb_dw_job *j, int oy0, int ox0, int rows, const int s,
+                               const int32_t dc)
+{
+    const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
+    const int32_t pitch = (int32_t)t->s_h * t->pw, init = j->init_a;
+    const eb_dw_tap *const end = tap + t->ntaps;
+    const int pairs = t->pairs, mode = j->oa->mode, sh = j->oa->s;
+    const int slide = pairs >= 2 && (t->d_w == 1 || t->d_w == 2) && (s == 1 || s == 2);
+    int8_t *const da =
+        mode == EB_DW_NONE || mode == EB_DW_RELU ? j->oa->out8 + j->ia : NULL;
+    int r, x;
+    for (r = 0; r < rows; ++r) {
+        const int16_t *row = patch + (int32_t)r * pitch;
+        const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
+        if (t->ntaps == 1 && da != NULL) {
+            int8_t *const d = da + at + (int32_t)ox0 * dc;
+            if (mode == EB_DW_RELU) {
+                eb_dw_tile_tap1(row + tap->off, xend - ox0, s, dc, tap->w, init, d, sh,
+                                EB_DW_RELU);
+            } else {
+                eb_dw_tile_tap1(row + tap->off, xend - ox0, s, dc, tap->w, init, d, sh,
+                                EB_DW_NONE);
+            }
+            continue;
+        }
+        for (x = ox0; x < xend; x += 4, row += 4 * s) {
+            const int32_t to = at + (int32_t)x * dc;
+            int32_t acc[4];
+            acc[0] = acc[1] = acc[2] = acc[3] = init;
+            eb_dw_tile_sums(row, tap, end, pairs, slide, s, acc);
+            if (xend - x >= 4 && mode == EB_DW_RELU) {
+                eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
+            } else if (xend - x >= 4 && mode == EB_DW_NONE) {
+                eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
+            } else {
+                eb_dw_tile_put4(j->oa, j->ia + to, dc, xend - x < 4 ? xend - x : 4, acc[0],
+                                acc[1], acc[2], acc[3]);
+            }
+        }
+    }
+}
+
+/* The tile kernel's loops, each its own function (GCC allocates registers per function: one
+ * function of them all ran the stride-1 loops up to 15 % slower), each linked when a layer
+ * of the model runs it (EB_DW_TILE_S1 ...). */
+#define EB_DW_TILE_LOOP(name_, run_, s_, dc_)                                               \
+    static EB_NOINLINE void name_(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap, \
+                                  const eb_dw_job *j, int oy0, int ox0, int rows)            \
+    {                                                                                        \
+        run_(t, patch, tap, j, oy0, ox0, rows, s_, dc_);                                     \
+    }
+EB_DW_TILE_LOOP(eb_dw_tile_one_any, eb_dw_tile_run1, t->s_w, t->dst_c)
+#if EB_DW_TILE_S1
+EB_DW_TILE_LOOP(eb_dw_tile_one_s1, eb_dw_tile_run1, 1, 1)
+#endif
+#if EB_DW_TILE_S2
+EB_DW_TILE_LOOP(eb_dw_tile_one_s2, eb_dw_tile_run1, 2, 1)
+#endif
+#if EB_DW_TILE_PAIR_S1
+EB_DW_TILE_LOOP(eb_dw_tile_two_s1, eb_dw_tile_run2, 1, 1)
+#endif
+#if EB_DW_TILE_PAIR_S2
+EB_DW_TILE_LOOP(eb_dw_tile_two_s2, eb_dw_tile_run2, 2, 1)
+#endif
+#if EB_DW_TILE_PAIR
+EB_DW_TILE_LOOP(eb_dw_tile_two_any, eb_dw_tile_run2, t->s_w, t->dst_c)
+#endif
+
+/* Whether the frame's outputs run along its rows at stride s (a specialised loop's frame). */
+static int eb_dw_tile_along(const eb_dw_tf *t, int s)
+{
+    return t->s_w == s && t->dst_c == 1;
+}
+
+/* Whether the tile kernel runs a layer's output channels two at a time: with at least two
+ * tap pairs (fewer: the stores, not the loads, are the cost), stride 1 or 2 along the
+ * frame's rows (the pair loop's forms), and a pair loop linked for the frame. */
+static int eb_dw_tile_pairs(const eb_dw_tf *t)
+{
+    return t->ntaps >= 2 && (t->s_w == 1 || t->s_w == 2) &&
+           ((EB_DW_TILE_PAIR_S1 && eb_dw_tile_along(t, 1)) ||
+            (EB_DW_TILE_PAIR_S2 && eb_dw_tile_along(t, 2)) || EB_DW_TILE_PAIR);
+}
+
+/* The tile's rows from oy0 for the job j with no taps (every tap row in the padding,
+ * eb_dw_tile_segments): each output its channel's bias, requantized. */
+static EB_NOINLINE void eb_dw_tile_bias(const eb_dw_tf *t, const eb_dw_job *j, int oy0,
+                                        int ox0, int rows)
+{
+    const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
+    int r, x;
+    for (r = oy0; r < oy0 + rows; ++r) {
+        for (x = ox0; x < xend; ++x) {
+            const int32_t at = (int32_t)r * t->dst_r + (int32_t)x * t->dst_c;
+            eb_dw_put(j->oa, j->ia + at, j->init_a);
+            if (j->ob != NULL) {
+                eb_dw_put(j->ob, j->ib + at, j->init_b);
+            }
+        }
+    }
+}
+
+/* The tile's rows from oy0 for the job j: one channel or two (when eb_dw_tile_pairs), on the
+ * loop specialised to the frame when it is linked (they take at least one tap pair). */
+static void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                             const eb_dw_job *j, int oy0, int ox0, int rows)
+{
+    if (t->ntaps == 0) {
+        eb_dw_tile_bias(t, j, oy0, ox0, rows);
+        return;
+    }
+    if (j->ob == NULL) {
+#if EB_DW_TILE_S1
+        if (eb_dw_tile_along(t, 1)) {
+            eb_dw_tile_one_s1(t, patch, tap, j, oy0, ox0, rows);
+            return;
+        }
+#endif
+#if EB_DW_TILE_S2
+        if (eb_dw_tile_along(t, 2)) {
+            eb_dw_tile_one_s2(t, patch, tap, j, oy0, ox0, rows);
+            return;
+        }
+#endif
+        eb_dw_tile_one_any(t, patch, tap, j, oy0, ox0, rows);
+        return;
+    }
+#if EB_DW_TILE_PAIR_S1
+    if (eb_dw_tile_along(t, 1)) {
+        eb_dw_tile_two_s1(t, patch, tap, j, oy0, ox0, rows);
+        return;
+    }
+#endif
+#if EB_DW_TILE_PAIR_S2
+    if (eb_dw_tile_along(t, 2)) {
+        eb_dw_tile_two_s2(t, patch, tap, j, oy0, ox0, rows);
+        return;
+    }
+#endif
+#if EB_DW_TILE_PAIR
+    eb_dw_tile_two_any(t, patch, tap, j, oy0, ox0, rows);
+#endif
 }
 
 /* A 1x1 kernel, stride 1, no padding (a per-channel scale): n outputs init + w * x, four

@@ -45,10 +45,15 @@
 #define eb_dw_q8 chain_eb_dw_q8
 #define eb_dw_run chain_eb_dw_run
 #define eb_dw_scale_run chain_eb_dw_scale_run
+#define eb_dw_slide1 chain_eb_dw_slide1
+#define eb_dw_slide2 chain_eb_dw_slide2
 #define eb_dw_store2 chain_eb_dw_store2
-#define eb_dw_tile_one chain_eb_dw_tile_one
-#define eb_dw_tile_run chain_eb_dw_tile_run
+#define eb_dw_tile_q4 chain_eb_dw_tile_q4
+#define eb_dw_tile_row_words chain_eb_dw_tile_row_words
+#define eb_dw_tile_run1 chain_eb_dw_tile_run1
 #define eb_dw_tile_run2 chain_eb_dw_tile_run2
+#define eb_dw_tile_sums chain_eb_dw_tile_sums
+#define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot
 #define eb_linear_expand chain_eb_linear_expand
@@ -84,6 +89,11 @@
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
 #define EB_OPT_NO_DW_TILE
+#define EB_OPT_NO_DW_TILE_S1
+#define EB_OPT_NO_DW_TILE_S2
+#define EB_OPT_NO_DW_TILE_PAIR_S1
+#define EB_OPT_NO_DW_TILE_PAIR_S2
+#define EB_OPT_NO_DW_TILE_PAIR
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_PACKED

@@ -1,0 +1,106 @@
+"""The depthwise tile kernel's inner loops (eb_dw_opt.c) on drawn shapes, on the host (their
+portable C) and on the Cortex-M4 under QEMU, where four of them are inline assembly the host
+never runs: the two-channel loop (multiplier >= 2, an odd count of tap pairs entering it at its
+second pair), the sliding single-channel rows at stride 1 and 2 (a tap row's neighbouring pairs
+share loaded words), and the single-tap-pair loop of 1x1 / 1x2 kernels in the frame. Frames
+turned (a kernel taller than wide: outputs stored down the columns), dilation 1-3, tap rows
+wholly in the padding (no taps at all for some output rows), every requantization (none, relu,
+abs; left shifts: the generic store). Each M4 example is one firmware of several layers, each
+compared with the reference kernel."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_kernels_dw_m4 import m4_run
+from test_kernels_opt import (
+    assert_conv_opt_exact,
+    dw_1d,
+    dw_config,
+    dw_layers,
+    lib,  # noqa: F401 (the fixture)
+    m4_build,  # noqa: F401 (the fixture)
+    needs_m4,
+    plane_of,
+)
+
+from edgebuild.ops.conv_path import kernel_paths, tile_frame
+
+QUANTS = [{"rounding": r, "act": a, "shift": s}
+          for r, a, s in ((0, 0, -7), (1, 1, -9), (0, 2, -12), (1, 1, 2), (0, 0, 0), (1, 0, -1))]
+
+
+def tile_loop(cfg: dict) -> str:
+    """Which inner loop of the tile kernel a layer's channels run (its frame's whole tap
+    table; rows near the padding may run fewer taps): "tap1", "pair" (multiplier >= 2),
+    "slide1" / "slide2" (one channel, stride 1 / 2) or "generic"."""
+    f = tile_frame(plane_of(cfg))
+    if f.ntaps == 1:
+        return "tap1"
+    if cfg["out_c"] // cfg["in_c"] >= 2 and f.s_w in (1, 2):
+        return "pair"
+    if f.pairs >= 2 and f.d_w in (1, 2) and f.s_w in (1, 2):
+        return f"slide{f.s_w}"
+    return "generic"
+
+
+def takes_tile(cfg: dict) -> bool:
+    return "dw_tile" in kernel_paths(plane_of(cfg))
+
+
+def tile_layers() -> st.SearchStrategy[dict]:
+    """A depthwise layer the tile kernel takes: 2-D or 1-D (both layouts), multiplier 1-4,
+    long 1-D kernels and wide padding (rows wholly in it)."""
+    return dw_layers(in_c=(1, 3), m=st.sampled_from([1, 1, 2, 3, 4]),
+                     quant=st.sampled_from(QUANTS), hw=(18, 22), k2=7, pad2=5, length=90,
+                     k1=15, pad1=8).filter(takes_tile)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cfg=tile_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_tile_kernel_equals_reference(lib, cfg, seed, with_bias):  # noqa: F811
+    assert_conv_opt_exact(lib, cfg, seed, with_bias)
+
+
+# Layers chosen to take each loop, in both requantizations the loops store inline, with tap
+# rows in the padding and a turned frame for each loop that has one.
+LOOP_CASES = [
+    dw_config(3, 9, 23, (1, 2), 4, act=1),                        # tap1, multiplier 4
+    dw_config(2, 5, 17, (1, 1), 1, 1, (0, 1), act=0, shift=-3),   # tap1, 1x1 padded
+    dw_1d(2, 40, 5, 3, pad=2, act=1),                             # pair, 3 tap pairs (odd)
+    dw_1d(1, 37, 8, 4, stride=2, pad=3, act=0),                   # pair, stride 2, 4 pairs
+    dw_config(1, 21, 9, 3, 2, 2, 6, act=1),                       # pair, rows in the padding
+    dw_config(2, 19, 5, (5, 2), 2, (2, 1), (2, 0), act=0),        # pair, turned
+    dw_1d(3, 60, 15, 1, pad=7, act=1),                            # slide1, 8 pairs
+    dw_1d(2, 70, 11, 1, pad=10, dil=2, act=0),                    # slide1, dilation 2
+    dw_config(2, 6, 31, 7, 1, 2, 3, act=1),                       # slide2, 7x7 stride 2
+    dw_config(2, 4, 30, (3, 9), 1, (1, 2), (4, 4), act=0),        # slide2, rows all padding
+    dw_config(1, 25, 6, (7, 3), 1, 1, (3, 1), act=1),             # slide1, turned
+    dw_config(2, 11, 26, (2, 5), 1, 3, 1, act=0),                 # generic, stride 3
+    dw_config(2, 9, 24, (2, 3), 1, 1, 1, dil=3, act=2),           # generic, dilation 3, abs
+]
+
+
+def test_loop_cases_take_each_loop():
+    """The fixed cases reach every loop (so the M4 test below runs each assembly loop)."""
+    loops = [tile_loop(cfg) for cfg in LOOP_CASES]
+    assert all(takes_tile(cfg) for cfg in LOOP_CASES)
+    assert set(loops) == {"tap1", "pair", "slide1", "slide2", "generic"}, loops
+    turned = {tile_loop(c) for c in LOOP_CASES if tile_frame(plane_of(c)).turned}
+    assert {"pair", "slide1"} <= turned, turned
+
+
+@needs_m4
+@pytest.mark.parametrize("quant", [0, 3])
+def test_m4_tile_loops_equal_reference(lib, m4_build, quant):  # noqa: F811
+    """Each loop's case under QEMU, in its case's requantization and in a generic one."""
+    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in LOOP_CASES]
+    m4_run(lib, cfgs, 7 + quant, m4_build, f"dw_tile_loops{quant}")
+
+
+@needs_m4
+@settings(max_examples=5, deadline=None)
+@given(cfgs=st.lists(tile_layers(), min_size=6, max_size=10), seed=st.integers(0, 2**32 - 1))
+def test_m4_tile_kernel_equals_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    m4_run(lib, cfgs, seed, m4_build, "dw_tile")

@@ -47,7 +47,20 @@ def column(conv: Plane) -> bool:
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     return conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and \
         conv.out_w >= 4 and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
-        not (conv.k_h == 1 and conv.stride_h == 1 and conv.stride_w == 1 and conv.pad_h == 0)
+        not (conv.k_h == 1 and conv.stride_h == 1 and conv.stride_w == 1 and conv.pad_h == 0) \
+        and not tile_better(conv)
+
+
+def tile_better(conv: Plane) -> bool:
+    """eb_dw_tile_better: whether the tile kernel runs a depthwise conv (one the column
+    kernels also take) in under 3/4 of their multiply instructions -- theirs one per tap,
+    pixel and channel over rows in blocks of 4, the tile's one per tap pair in its frame (a
+    Kx1 kernel turned: its taps pair along the frame's rows)."""
+    if conv.groups != conv.in_c or not tile_takes(conv):
+        return False
+    f = tile_frame(conv)
+    column_macs = conv.k_h * ((conv.out_w + 3) & ~3) * conv.out_h
+    return 4 * f.ntaps * ((f.out_w + 3) & ~3) * f.out_h < 3 * column_macs
 
 
 def split(conv: Plane) -> bool:
@@ -90,6 +103,7 @@ class TileFrame:
     d_h: int
     d_w: int
     s_w: int
+    out_h: int
     out_w: int
     dst_c: int  # output elements from one frame column to the next
 
@@ -108,8 +122,9 @@ def tile_frame(conv: Plane) -> TileFrame:
     as_is = g.k_h * _pairs(g.k_w, g.dil_w) * ((g.out_w + 3) & ~3) * g.out_h
     turned = g.k_w * _pairs(g.k_h, g.dil_h) * ((g.out_h + 3) & ~3) * g.out_w
     if turned < as_is:  # rows and columns swap
-        return TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_h, g.out_w)
-    return TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_w, 1)
+        return TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_w, g.out_h,
+                         g.out_w)
+    return TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_h, g.out_w, 1)
 
 
 def tile_paths(conv: Plane) -> frozenset[str]:

@@ -1998,6 +1998,43 @@ static const int8_t *eb_dw_pool_channel(const eb_pool_params *q, const int8_t *s
     return dst;
 }
 
+/* The depthwise path's geometry of p: a 1-D layer laid as a column ([C][L][1]: the same bytes
+ * as [C][1][L]) turned into the row it is, so that it runs horizontally. */
+static void eb_dw_geom_of(const eb_conv_params *p, eb_dw_geom *g)
+{
+    if (p->in_w == 1 && p->k_w == 1 && p->pad_w == 0) {
+        g->in_h = p->in_w, g->in_w = p->in_h, g->out_h = p->out_w, g->out_w = p->out_h;
+        g->k_h = p->k_w, g->k_w = p->k_h, g->stride_h = p->stride_w, g->stride_w = p->stride_h;
+        g->pad_h = p->pad_w, g->pad_w = p->pad_h, g->dil_h = p->dil_w, g->dil_w = p->dil_h;
+    } else {
+        g->in_h = p->in_h, g->in_w = p->in_w, g->out_h = p->out_h, g->out_w = p->out_w;
+        g->k_h = p->k_h, g->k_w = p->k_w, g->stride_h = p->stride_h, g->stride_w = p->stride_w;
+        g->pad_h = p->pad_h, g->pad_w = p->pad_w, g->dil_h = p->dil_h, g->dil_w = p->dil_w;
+    }
+}
+
+/* Whether the tile kernel runs a depthwise layer the column kernels also take in under 3/4 of
+ * their multiply instructions: theirs one SMLAxy per tap, pixel and channel (rows in blocks of
+ * 4), the tile's one SMLAD per tap pair (k_h x 14 rows of 11: 5 x 12 against 3 x 12; a Kx1
+ * kernel turned, its taps pair along the frame's rows). The Python twin is
+ * ops.conv_path.tile_better. */
+static int eb_dw_tile_better(const eb_conv_params *p)
+{
+    eb_dw_geom g;
+    eb_dw_tf t;
+    int32_t col, tile;
+    if (!EB_DW_TILE || p->in_c != p->groups) {
+        return 0;
+    }
+    eb_dw_geom_of(p, &g);
+    if (!eb_dw_tile_plan(&g, &t)) {
+        return 0;
+    }
+    col = (int32_t)p->k_h * ((p->out_w + 3) & ~3) * p->out_h;
+    tile = (int32_t)t.ntaps * ((t.out_w + 3) & ~3) * t.out_h;
+    return 4 * (int64_t)tile < 3 * (int64_t)col;
+}
+
 /* eb_dw_conv_opt, or with q (eb_dw_fusable) on the input of a 2x2 stride-2 max pool: its
  * channels pooled into the padded path's buffer on the way, or into pooled (the pool's
  * output) for a channel that path does not take; 0 (nothing written) when it takes neither
@@ -2026,16 +2063,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     if (p->in_c != p->groups) { /* in_c == groups == 1 too: a first layer, m = out_c */
         return 0;
     }
-    if (p->in_w == 1 && p->k_w == 1 && p->pad_w == 0) {
-        /* [C][L][1]: the same bytes as [C][1][L], so run it horizontally */
-        g.in_h = p->in_w, g.in_w = p->in_h, g.out_h = p->out_w, g.out_w = p->out_h;
-        g.k_h = p->k_w, g.k_w = p->k_h, g.stride_h = p->stride_w, g.stride_w = p->stride_h;
-        g.pad_h = p->pad_w, g.pad_w = p->pad_h, g.dil_h = p->dil_w, g.dil_w = p->dil_h;
-    } else {
-        g.in_h = p->in_h, g.in_w = p->in_w, g.out_h = p->out_h, g.out_w = p->out_w;
-        g.k_h = p->k_h, g.k_w = p->k_w, g.stride_h = p->stride_h, g.stride_w = p->stride_w;
-        g.pad_h = p->pad_h, g.pad_w = p->pad_w, g.dil_h = p->dil_h, g.dil_w = p->dil_w;
-    }
+    eb_dw_geom_of(p, &g);
     nw = (int)(((int32_t)(g.k_w - 1) * g.dil_w + 4) >> 2); /* words per tap row */
     g.odd = g.k_w > 1 && (g.dil_w & 1);
     g.nf = nw;
@@ -2340,19 +2368,23 @@ static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int
     }
 }
 
-/* Whether the column kernels take p (see above). */
+/* Whether the column kernels take p (see above; a depthwise layer the tile kernel runs with
+ * fewer multiplies goes there: eb_dw_tile_better). */
 static int eb_col_takes(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     return p->k_w == 1 && p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) &&
            p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
-           !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0);
+           !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0) &&
+           !eb_dw_tile_better(p);
 }
 
 /* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
- * they do not take. */
-static int eb_col_layer(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
-                        const int32_t *bias, int8_t *out8, int32_t *out32, eb_col_tap *table)
+ * they do not take. Not inlined: GCC's code for its row loop was 45 % worse inlined into
+ * eb_dw_conv_opt (as it is when a model leaves the other depthwise kernels out). */
+static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
+                                    const int8_t *weight, const int32_t *bias, int8_t *out8,
+                                    int32_t *out32, eb_col_tap *table)
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};

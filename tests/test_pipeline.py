@@ -353,6 +353,14 @@ HANG_SCRIPT = textwrap.dedent("""\
     """)
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """For preexec_fn: SIGINT at its default, as a shell starts a program. An ignored SIGINT
+    is inherited across exec, and Python then never turns it into KeyboardInterrupt: run
+    under a pytest worker in which something earlier left SIGINT ignored, the hanging build
+    slept through the test's Ctrl-C (CI, twice)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_hanging_build(project: Path, scratch: Path, seconds: float = 60,
                          *extra: str) -> subprocess.Popen:
     """`build --until data` whose data stage writes its output, then sleeps `seconds`."""
@@ -362,7 +370,7 @@ def _start_hanging_build(project: Path, scratch: Path, seconds: float = 60,
     proc = subprocess.Popen([sys.executable, str(script), str(marker), str(seconds), *DATA,
                              *extra], cwd=project, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                            env=_env())
+                            env=_env(), preexec_fn=_sigint_as_a_terminal_gives_it)
     deadline = time.monotonic() + 60
     while not marker.exists():
         if proc.poll() is not None:

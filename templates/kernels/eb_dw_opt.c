@@ -1722,27 +1722,50 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     {                                                                                        \
         run_(t, patch, tap, j, oy0, ox0, rows, s_, dc_);                                     \
     }
+typedef void (*eb_dw_tile_fn)(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
+                              const eb_dw_job *j, int oy0, int ox0, int rows);
 EB_DW_TILE_LOOP(eb_dw_tile_one_any, eb_dw_tile_run1, t->s_w, t->dst_c)
 #if EB_DW_TILE_S1
 EB_DW_TILE_LOOP(eb_dw_tile_one_s1, eb_dw_tile_run1, 1, 1)
+#define EB_DW_ONE_S1 eb_dw_tile_one_s1
+#else
+#define EB_DW_ONE_S1 NULL
 #endif
 #if EB_DW_TILE_S2
 EB_DW_TILE_LOOP(eb_dw_tile_one_s2, eb_dw_tile_run1, 2, 1)
+#define EB_DW_ONE_S2 eb_dw_tile_one_s2
+#else
+#define EB_DW_ONE_S2 NULL
 #endif
 #if EB_DW_TILE_PAIR_S1
 EB_DW_TILE_LOOP(eb_dw_tile_two_s1, eb_dw_tile_run2, 1, 1)
+#define EB_DW_TWO_S1 eb_dw_tile_two_s1
+#else
+#define EB_DW_TWO_S1 NULL
 #endif
 #if EB_DW_TILE_PAIR_S2
 EB_DW_TILE_LOOP(eb_dw_tile_two_s2, eb_dw_tile_run2, 2, 1)
+#define EB_DW_TWO_S2 eb_dw_tile_two_s2
+#else
+#define EB_DW_TWO_S2 NULL
 #endif
 #if EB_DW_TILE_PAIR
 EB_DW_TILE_LOOP(eb_dw_tile_two_any, eb_dw_tile_run2, t->s_w, t->dst_c)
+#define EB_DW_TWO_ANY eb_dw_tile_two_any
+#else
+#define EB_DW_TWO_ANY NULL
 #endif
 
-/* Whether the frame's outputs run along its rows at stride s (a specialised loop's frame). */
-static int eb_dw_tile_along(const eb_dw_tf *t, int s)
+/* The loop of one channel (two = 0) or two for the frame: the one specialised to its
+ * stride along the rows when linked, else the one of any frame; NULL when no pair loop is
+ * linked for it. */
+static eb_dw_tile_fn eb_dw_tile_loop(const eb_dw_tf *t, int two)
 {
-    return t->s_w == s && t->dst_c == 1;
+    static const eb_dw_tile_fn one[3] = {eb_dw_tile_one_any, EB_DW_ONE_S1, EB_DW_ONE_S2};
+    static const eb_dw_tile_fn pair[3] = {EB_DW_TWO_ANY, EB_DW_TWO_S1, EB_DW_TWO_S2};
+    const eb_dw_tile_fn *const fn = two ? pair : one;
+    const int s = t->dst_c == 1 && (t->s_w == 1 || t->s_w == 2) ? t->s_w : 0; /* 0: any */
+    return fn[s] != NULL ? fn[s] : fn[0];
 }
 
 /* Whether the tile kernel runs a layer's output channels two at a time: with at least two
@@ -1750,9 +1773,7 @@ static int eb_dw_tile_along(const eb_dw_tf *t, int s)
  * frame's rows (the pair loop's forms), and a pair loop linked for the frame. */
 static int eb_dw_tile_pairs(const eb_dw_tf *t)
 {
-    return t->ntaps >= 2 && (t->s_w == 1 || t->s_w == 2) &&
-           ((EB_DW_TILE_PAIR_S1 && eb_dw_tile_along(t, 1)) ||
-            (EB_DW_TILE_PAIR_S2 && eb_dw_tile_along(t, 2)) || EB_DW_TILE_PAIR);
+    return t->ntaps >= 2 && (t->s_w == 1 || t->s_w == 2) && eb_dw_tile_loop(t, 1) != NULL;
 }
 
 /* The tile's rows from oy0 for the job j with no taps (every tap row in the padding,
@@ -1782,37 +1803,7 @@ static void eb_dw_tile_block(const eb_dw_tf *t, const int16_t *patch, const eb_d
         eb_dw_tile_bias(t, j, oy0, ox0, rows);
         return;
     }
-    if (j->ob == NULL) {
-#if EB_DW_TILE_S1
-        if (eb_dw_tile_along(t, 1)) {
-            eb_dw_tile_one_s1(t, patch, tap, j, oy0, ox0, rows);
-            return;
-        }
-#endif
-#if EB_DW_TILE_S2
-        if (eb_dw_tile_along(t, 2)) {
-            eb_dw_tile_one_s2(t, patch, tap, j, oy0, ox0, rows);
-            return;
-        }
-#endif
-        eb_dw_tile_one_any(t, patch, tap, j, oy0, ox0, rows);
-        return;
-    }
-#if EB_DW_TILE_PAIR_S1
-    if (eb_dw_tile_along(t, 1)) {
-        eb_dw_tile_two_s1(t, patch, tap, j, oy0, ox0, rows);
-        return;
-    }
-#endif
-#if EB_DW_TILE_PAIR_S2
-    if (eb_dw_tile_along(t, 2)) {
-        eb_dw_tile_two_s2(t, patch, tap, j, oy0, ox0, rows);
-        return;
-    }
-#endif
-#if EB_DW_TILE_PAIR
-    eb_dw_tile_two_any(t, patch, tap, j, oy0, ox0, rows);
-#endif
+    eb_dw_tile_loop(t, j->ob != NULL)(t, patch, tap, j, oy0, ox0, rows);
 }
 
 /* A 1x1 kernel, stride 1, no padding (a per-channel scale): n outputs init + w * x, four

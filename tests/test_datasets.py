@@ -9,16 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from edgebuild.data import FORMATS, digits, idx, npz, ts
-from edgebuild.data.dataset import DataFileError, PackageFile, resolve
+from edgebuild.data import FORMATS, digits, emg, idx, npz, ts
+from edgebuild.data.dataset import DataFileError, PackageFile, Probe, resolve
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 VOWELS = "datasets/data/JapaneseVowels/JapaneseVowels_eq_{}.ts"
 
 
 def test_registry_names_every_format():
-    assert {"sklearn-digits": digits, "npz": npz, "idx": idx, "ts": ts} == FORMATS
+    assert {"sklearn-digits": digits, "npz": npz, "idx": idx, "ts": ts,
+            "synthetic-emg": emg} == FORMATS
     for name, module in FORMATS.items():
         assert module.Spec.model_fields["format"].annotation.__args__ == (name,)
         for function in ("files", "probe", "load"):
@@ -720,3 +722,42 @@ def test_package_file_missing_inside_package(tmp_path):
 def test_package_file_name_is_validated():
     with pytest.raises(ValueError):
         PackageFile(package="not a package", path="x")
+
+
+# --- synthetic-emg ------------------------------------------------------------------------
+
+def emg_spec(**fields) -> emg.Spec:
+    return emg.Spec.model_validate({"format": "synthetic-emg", "train": 36, "test": 18,
+                                    "length": 120, **fields})
+
+
+def test_emg_generator_is_the_declared_shape_balanced_and_seeded():
+    spec = emg_spec()
+    raw = emg.load(spec, Path("."))
+    assert raw.x_train.shape == (36, 14, 120) and raw.x_test.shape == (18, 14, 120)
+    assert np.bincount(raw.y_train).tolist() == [4] * 9
+    assert np.bincount(raw.y_test).tolist() == [2] * 9
+    assert emg.probe(spec, Path(".")) == Probe((14, 120), 9)
+    assert emg.files(spec, Path(".")) == []  # generated: the fields key the build
+    again = emg.load(spec, Path("."))
+    assert np.array_equal(raw.x_train, again.x_train) and np.array_equal(raw.x_test, again.x_test)
+    other = emg.load(emg_spec(seed=1), Path("."))
+    assert not np.array_equal(raw.x_train, other.x_train)
+    assert np.isfinite(raw.x_train).all() and raw.x_train.std() > 0
+
+
+def test_emg_words_differ_in_where_their_energy_is():
+    """A class is its electrodes' energy over time: the mean envelope of one class is
+    closer to its own samples' than to another class's (what a model can learn)."""
+    raw = emg.load(emg_spec(train=180, noise=0.1), Path("."))
+    energy = (raw.x_train ** 2).reshape(180, 14, 12, 10).mean(axis=3).reshape(180, -1)
+    centroids = np.stack([energy[raw.y_train == k].mean(axis=0) for k in range(9)])
+    nearest = np.argmin(((energy[:, None, :] - centroids[None]) ** 2).sum(axis=2), axis=1)
+    assert (nearest == raw.y_train).mean() > 0.5  # chance is 1/9
+
+
+@pytest.mark.parametrize("field,value", [("channels", 0), ("classes", 1), ("length", 8),
+                                         ("noise", -1), ("seed", -1), ("phases", 0)])
+def test_emg_fields_out_of_range_are_refused(field, value):
+    with pytest.raises(ValidationError, match=field):
+        emg_spec(**{field: value})

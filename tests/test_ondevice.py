@@ -36,7 +36,7 @@ except ImportError:
 from edgebuild.manifest import Manifest
 from edgebuild.manifest.ondevice import Ondevice
 from edgebuild.model import folding
-from edgebuild.ondevice import backward, wof
+from edgebuild.ondevice import backward, finetune, wof
 from edgebuild.ondevice import memory as training_memory
 from edgebuild.ondevice import trainable as ondevice
 from edgebuild.pipeline.stages import ondevice_kat
@@ -638,18 +638,25 @@ def test_c_training_steps_match_pytorch(name, request, tmp_path):
     assert len(kat["loss_c"]) == len(kat["loss_torch"]) == steps
     assert all(math.isfinite(v) and v > 0 for v in kat["loss_c"] + kat["loss_torch"])
     assert kat["within_tolerance"] is True
-    assert kat["grad_max_rel_diff"] < 1e-4
+    assert kat["grad_max_rel_diff"] < 1e-4 and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
     assert kat["weight_max_abs_diff"] < 1e-5
-    # not vacuous: every trainable tensor has a gradient and moved
+    assert kat["weight_check"] <= ondevice_kat.WEIGHT_TOLERANCE
+    # not vacuous: every step has a loss, every trainable tensor a gradient, and moved
+    assert min(kat["loss_torch"]) >= finetune.LOSS_FLOOR
     layout, _ = layout_of(built)
     trace = np.load(built / "ondevice" / "trace.npz")
-    initial = wof.read(built / "ondevice" / "weights.wof", layout)
-    for (tensor, _), start in zip(layout, initial, strict=True):
-        assert np.abs(trace[f"grad:{tensor}"]).max() > 0, tensor
-        assert np.abs(trace[f"final:{tensor}"] - start).max() > 1e-6, tensor
+    before = wof.read(built / "ondevice" / "weights.wof", layout)
+    for step in range(steps):
+        after = [trace[f"weight:{step}:{tensor}"] for tensor, _ in layout]
+        for (tensor, _), start, end in zip(layout, before, after, strict=True):
+            assert np.abs(trace[f"grad:{step}:{tensor}"]).max() >= finetune.GRADIENT_FLOOR
+            assert np.abs(end - start).max() > 0, (step, tensor)
+        before = after
     m4 = kat["cortex_m4"]
     if HAS_M4:
         assert m4["m4_within_tolerance"] is True and len(m4["losses"]) == steps
+        assert m4["m4_grad_check"] <= ondevice_kat.GRAD_TOLERANCE
+        assert m4["m4_weight_check"] <= ondevice_kat.WEIGHT_TOLERANCE
         assert isinstance(kat["instructions_per_step"], int) and kat["instructions_per_step"] > 0
     else:
         assert "skipped" in m4 and kat["instructions_per_step"] is None
@@ -661,6 +668,97 @@ def test_c_training_steps_match_pytorch(name, request, tmp_path):
         memory = read_json(built / "ondevice" / "memory.json")
         assert memory["trainable"] == list(budget_pick.layers)
         assert memory["ram"] == budget_pick.ram <= budget
+
+
+# ---- 4b. checks that can fail; divergence is an error ---------------------------------
+
+def seq_float_part(seed: int = 0):
+    """The seq model's float part with every layer trainable, random weights, boundary
+    values and labels: (graph, params, boundary, labels)."""
+    graph = seq_graph({"conv2": "all", "conv3": "all", "conv4": "all", "fc": "all"})
+    rng = np.random.default_rng(seed)
+    params = {name: (0.5 * rng.standard_normal(shape)).astype(np.float32)
+              for name, shape in graph.parameters()}
+    boundary = {name: rng.uniform(0, 1, (24, size)).astype(np.float32)
+                for name, size in graph.boundary}
+    return graph, params, boundary, rng.integers(0, 3, 24)
+
+
+def seq_spec(**fields) -> Ondevice:
+    return Ondevice.model_validate({"trainable": ["conv2", "conv3", "conv4", "fc"],
+                                    "optimizer": {"sgd": {"lr": 0.01}}, "batch": 1,
+                                    "steps": 4, **fields})
+
+
+def test_verification_steps_take_samples_the_model_gets_wrong():
+    """A model sure of every sample but one (huge logits): the seeded batches would have a
+    loss of ~0 and compare zeros, so every step takes the one sample it gets wrong."""
+    graph, params, boundary, _ = seq_float_part()
+    params["fc.weight"] *= 1000
+    logits = finetune.Stepper(seq_spec(), graph, params, boundary, np.zeros(24, np.int64))
+    with torch_no_grad():
+        scores = logits.part.forward({n: torch_of(v) for n, v in boundary.items()}).numpy()
+    labels = scores.argmax(axis=1)
+    wrong = 5
+    labels[wrong] = (labels[wrong] + 1) % 3
+    spec = seq_spec(optimizer={"sgd": {"lr": 1e-6}})  # steps that keep the model as it is
+    seeded = finetune.fixed_batches(spec.steps, 1, 24, 3)
+    assert wrong not in np.concatenate(seeded)  # else the seeded order would find it
+    stepper = finetune.Stepper(spec, graph, params, boundary, labels)
+    assert finetune.informative(*stepper.gradients(seeded[0]))  # the seeded batch: ~0
+    batches, trace = finetune.verification_steps(spec, graph, params, boundary, labels, 3)
+    assert [b.tolist() for b in batches] == [[wrong]] * spec.steps
+    assert min(trace.losses) >= finetune.LOSS_FLOOR
+    for gradients in trace.gradients:
+        assert all(np.abs(g).max() >= finetune.GRADIENT_FLOOR for g in gradients.values())
+
+
+def test_verification_fails_when_no_batch_gives_a_gradient():
+    """conv3 off for every sample (its relu never fires): no batch gives its weights a
+    gradient, so the stage cannot prove them and says so."""
+    graph, params, boundary, labels = seq_float_part()
+    params["conv3.weight"][:] = 0
+    params["conv3.bias"][:] = -1
+    with pytest.raises(finetune.VerificationError,
+                       match=r"no gradient for conv3\.weight, no gradient for conv3\.bias"):
+        finetune.verification_steps(seq_spec(), graph, params, boundary, labels, 3)
+
+
+def test_divergence_is_a_non_finite_loss_or_a_tenfold_mean():
+    assert finetune.divergence([1.0, 0.5, 0.7], 1.0) is None
+    assert "nan at step 2 of 3" in finetune.divergence([1.0, float("nan"), 0.7], 1.0)
+    assert "inf at step 1" in finetune.divergence([float("inf")], 1.0)
+    rising = [1.0] * 50 + [12.0] * 50
+    assert "steps 51-100 is 12, 12x the 1 it started at" in finetune.divergence(rising, 1.0)
+    assert finetune.divergence([1.0] * 50 + [9.0] * 50, 1.0) is None
+    # one sample's loss alone is noise: a single high step in a window is not divergence
+    assert finetune.divergence([0.5] * 49 + [100.0], 0.5) is None
+
+
+def test_a_diverging_learning_rate_fails_the_build_with_one_line(seq_project, tmp_path):
+    section = ("  trainable: [conv2, conv3, conv4, fc]\n  optimizer: {sgd: {lr: 10}}\n"
+               "  batch: 1\n  steps: 2\n  epochs: 2\n")
+    project(tmp_path, "seq", manifest_text("seq", section))
+    result, outcome = build(tmp_path, "--cache-dir", str(seq_project / "cache"))
+    assert result.returncode == 1, result.stderr[-2000:]
+    status = statuses(outcome, "seq")
+    assert "ondevice" not in status and status["train"] in TRAINED, status  # not built
+    lines = [line for line in result.stderr.splitlines() if "fine-tuning diverged" in line]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert "sgd lr 10" in lines[0] and "try ondevice.optimizer lr 1" in lines[0]
+    assert not (out(tmp_path, "seq") / "ondevice" / "finetune.json").exists()
+
+
+def torch_no_grad():
+    import torch
+
+    return torch.no_grad()
+
+
+def torch_of(values: np.ndarray):
+    import torch
+
+    return torch.from_numpy(values)
 
 
 # ---- 5. tiled weight gradients; the classic bugs injected into the generated C ----------
@@ -717,28 +815,27 @@ class TrainProgram:
         return subprocess.run(["build/train_kat", *args], cwd=self.dir / "train",
                               capture_output=True, text=True, timeout=120)
 
-    def gradients(self) -> dict[str, np.ndarray]:
-        result = self.run("--grads", "g.bin")
+    def printed(self) -> ondevice_kat.Printed:
+        result = self.run()
         assert result.returncode == 0, result.stderr
-        raw = np.frombuffer((self.dir / "train" / "g.bin").read_bytes(), "<f4")
-        grads, offset = {}, 0
-        for name, shape in self.layout:
-            count = math.prod(shape)
-            grads[name] = raw[offset:offset + count].reshape(shape)
-            offset += count
-        assert offset == raw.size
-        return grads
+        return ondevice_kat.printed(result.stdout, self.layout, len(self.steps), "host")
+
+    @property
+    def steps(self) -> list[float]:
+        return read_json(self.built / "ondevice" / "trace.json")["losses"]
 
     def mismatching(self) -> set[str]:
-        """Tensors whose first-step gradient fails the ondevice_kat comparison with the
-        PyTorch trace (trace.npz grad:<name>)."""
+        """Tensors whose gradient at some step fails the ondevice_kat comparison with the
+        PyTorch trace (trace.npz grad:<step>:<name>)."""
         found = set()
-        for name, value in self.gradients().items():
-            rel = ondevice_kat._max_rel_diff(
-                {name: value}, {name: self.trace[f"grad:{name}"]},
-                ondevice_kat.GRAD_FLOOR / ondevice_kat.GRAD_TOLERANCE)
-            if rel > ondevice_kat.GRAD_TOLERANCE:
-                found.add(name)
+        for step, gradients in enumerate(self.printed()["gradients"]):
+            for name, value in gradients.items():
+                reference = self.trace[f"grad:{step}:{name}"]
+                rel = ondevice_kat._max_rel_diff(
+                    [{name: value}], [{name: reference}],
+                    ondevice_kat.GRAD_FLOOR / ondevice_kat.GRAD_TOLERANCE)
+                if rel > ondevice_kat.GRAD_TOLERANCE:
+                    found.add(name)
         return found
 
 

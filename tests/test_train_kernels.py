@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from kernel_abi import layout_probe
 
+from edgebuild.core import numerics
+
 TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
@@ -40,7 +42,7 @@ CASES = 25  # random configurations per kernel kind
 RTOL = 1e-5
 GUARD = 8
 SENTINEL = np.float32(-31415.5)
-ACT = {"none": 0, "relu": 1, "abs": 2}
+ACT = {"none": 0, "relu": 1, "abs": 2, "clamp": 4, "relu_clamp": 5, "abs_clamp": 6}
 POOL_MODE = {"max": 0, "avg": 1}
 
 PF = ctypes.POINTER(ctypes.c_float)
@@ -445,12 +447,19 @@ def test_max_pool_tie_rule_by_hand(lib, window, expected):
 # ---- elementwise: activations, add, concat ---------------------------------------------
 
 TORCH_ACT = {"none": lambda t: t * 1.0, "relu": F.relu, "abs": torch.abs}
+# the float part's clamp to the int8 range after the activation: float training's
+TORCH_ACT.update({f"{act}_clamp": (lambda t, act=act: numerics.torch_clamp_float(t, act))
+                  for act in ("relu", "abs")})
+TORCH_ACT["clamp"] = lambda t: numerics.torch_clamp_float(t, "none")
 
 
 @pytest.mark.parametrize("act", sorted(ACT))
 def test_activation_matches_torch(lib, act):
     rng = rng_for(f"act_{act}", 0)
-    x_np = np.concatenate([int8_like(rng, 200), normal(rng, 57), np.zeros(3, np.float32)])
+    # the clamp's ends and beyond, where its gradient is 0 (torch: strictly inside passes)
+    ends = np.array([-1.0, 127 / 128, 1.0, -1.5, 1.5, -127 / 128], np.float32)
+    x_np = np.concatenate([int8_like(rng, 200), normal(rng, 57), np.zeros(3, np.float32),
+                           ends, -ends])
     dy, init = normal(rng, x_np.shape), normal(rng, x_np.shape)
     x = leaf(x_np)
     y = TORCH_ACT[act](x)
@@ -465,7 +474,7 @@ def test_activation_matches_torch(lib, act):
     call(lib.ebt_act_backward, ACT[act], x_np.size, Buf(x_np), Buf(dy), dx)
     assert_close(dx.array(), init + x.grad.numpy())
     zero_grad = dx.array()[x_np == 0] - init[x_np == 0]
-    assert (zero_grad == 0).all() or act == "none"  # relu'(0) = sign(0) = 0
+    assert (zero_grad == 0).all() or act in ("none", "clamp")  # relu'(0) = sign(0) = 0
 
 
 def test_add_forward_and_backward(lib):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field
 
-from edgebuild.data import digits, idx, npz, ts
+from edgebuild.data import digits, emg, idx, npz, ts
 from edgebuild.data.dataset import Format
 
 FORMATS: dict[str, Format[Any]] = {
@@ -19,13 +19,14 @@ FORMATS: dict[str, Format[Any]] = {
     "npz": npz,
     "idx": idx,
     "ts": ts,
+    "synthetic-emg": emg,
 }
 
 if TYPE_CHECKING:
     # mypy cannot evaluate the union built from the registry below: the same formats, listed
     # (tests/test_typing.py checks that this list and FORMATS agree).
     DatasetSpec = Annotated[
-        digits.DigitsSpec | npz.NpzSpec | idx.IdxSpec | ts.TsSpec,
+        digits.DigitsSpec | npz.NpzSpec | idx.IdxSpec | ts.TsSpec | emg.EmgSpec,
         Field(discriminator="format"),
     ]
 else:

@@ -6,8 +6,13 @@ it is the *frozen prefix* and runs the int8 inference kernels; the tensors it ha
 (its *boundary*, possibly several with skip connections) are converted to float32 as
 q/128. Every layer from the cut on runs float32 with the dequantized weights
 w = w_int x 2^shift and b = b_acc x 2^shift / 128 (shift = scale_exp - (bits - 1)): the same
-real values the integer model approximates. The float part does not clamp or requantize,
-so training gradients are the exact gradients of that float function.
+real values the integer model approximates. Every layer whose deployed output is int8
+(all but `wide` ones and pools, whose outputs stay in their inputs' range) clamps to that
+range, [-1, 127/128], after its activation (`<act>_clamp`): the deployed layer saturates
+there and float training clamped there (numerics.torch_clamp_float), so without it the
+float part would be another function -- a layer saturating 28 % of its outputs in int8
+fed values of 5 or 10 onward, and the logits grew until the loss was 0 or 100. It does
+not requantize, so training gradients are the exact gradients of that float function.
 
 Gradient rules (the bugs the references describe are ruled out by construction):
 - a tensor read by several layers gets the *sum* of their input gradients: every
@@ -215,15 +220,38 @@ def _train_layer(layer: Layer, facet: TrainOp, node: graphs.Node, inputs: tuple[
             raise TrainGraphError(f"layer '{layer.name}' has no bias (bias: false), so "
                                   "`scope: bias` leaves nothing to train; use all")
         tiles = weight_tiles(conv, batch, l1) if scope == "all" else ()
-        return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, weights.act.value,
-                          scope, weight_shape=weight_shape, bias=weights.bias, tiles=tiles,
+        return TrainLayer(layer.name, layer.op, inputs, sizes, out_size,
+                          clamped(weights.act.value, not weights.wide), scope, weight_shape=weight_shape, bias=weights.bias, tiles=tiles,
                           **common)
     if scope is not None:
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) has no weights to train; "
                               f"layers with weights: "
                               f"{', '.join(n for n, op in OPERATORS.items() if op.weighted)}")
     act = getattr(getattr(layer, "act", None), "value", "none")
-    return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, act, **common)
+    # an add saturates its int8 sum (ops.add); pools and views keep their inputs' range
+    clamp = facet.kernel is TrainKernel.add and not getattr(layer, "wide", False)
+    return TrainLayer(layer.name, layer.op, inputs, sizes, out_size, clamped(act, clamp),
+                      **common)
+
+
+CLAMP = "clamp"
+
+
+def clamped(act: str, clamp: bool) -> str:
+    """The float part's activation of a layer: its own (`relu`, `abs`, `none`), followed
+    by the clamp to the int8 range when its deployed output saturates: `relu_clamp`,
+    `abs_clamp`, `clamp`."""
+    if not clamp:
+        return act
+    return CLAMP if act == "none" else f"{act}_{CLAMP}"
+
+
+def unclamped(act: str) -> tuple[str, bool]:
+    """(the layer's own activation, whether it clamps) of a float-part activation."""
+    if act == CLAMP:
+        return "none", True
+    base = act.removesuffix(f"_{CLAMP}")
+    return base, base != act
 
 
 def _outputs(layer: TrainLayer) -> list[tuple[str, int]]:

@@ -48,7 +48,7 @@ class TrainSpec:
 
 
 def act_name(act: str) -> str:
-    """EBT_ACT_NONE / EBT_ACT_RELU / EBT_ACT_ABS (eb_train.h)."""
+    """EBT_ACT_NONE / EBT_ACT_RELU / EBT_ACT_ABS, with _CLAMP (eb_train.h)."""
     return f"EBT_ACT_{act.upper()}"
 
 
@@ -183,7 +183,7 @@ def backward_calls(spec: TrainSpec) -> list[str]:
 def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
               index: int) -> list[str]:
     count = n * layer.out_size
-    if op in ("relu_grad", "abs_grad"):
+    if op == f"{layer.act}_grad" and layer.act != "none":
         return [f"ebt_act_backward({act_name(layer.act)}, {count}, {x(layer.pre)}, {d(layer.name)}, "
                 f"{d(layer.pre)});"]
     if op == "weight_grad":

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from edgebuild.core import boundedjson
+from edgebuild.core import boundedjson, numerics
 from edgebuild.model import quantized
 from edgebuild.ondevice import backward
 from edgebuild.ondevice.operators import TrainKernel
@@ -82,11 +82,8 @@ class FloatPart:
                 layer.conv.out_c, -1), self.tensors.get(f"{layer.name}.bias"))
         else:
             out = self._conv(F, layer, values[layer.inputs[0]])
-        if layer.act == "relu":
-            out = F.relu(out)
-        elif layer.act == "abs":
-            out = out.abs()
-        return out
+        act, clamp = backward.unclamped(layer.act)
+        return numerics.torch_clamp_float(out, act) if clamp else numerics.torch_activate(out, act)
 
     def _weight(self, layer: backward.TrainLayer) -> Tensor:
         return self.tensors[f"{layer.name}.weight"]
@@ -136,8 +133,18 @@ def optimizer_for(spec: Ondevice, tensors: list[Tensor], torch: ModuleType) -> O
 @dataclass(frozen=True)
 class Trace:
     losses: list[float]
-    first_gradients: Floats  # gradient of every trainable tensor, step 1
-    final: Floats  # trainable tensors after the last step
+    gradients: list[Floats]  # per step: the gradient of every trainable tensor
+    weights: list[Floats]  # per step: every trainable tensor after the update
+
+
+# A verification step proves something only if its loss and every gradient are well above
+# float32 noise: a loss of 0 compares zeros, and a zero gradient compares nothing.
+LOSS_FLOOR = 1e-4
+GRADIENT_FLOOR = 1e-5  # of a tensor's largest |gradient| (ondevice_kat's floor is 1e-6)
+
+
+class VerificationError(ValueError):
+    """No batch gives a verification step a loss and every trainable tensor a gradient."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,8 @@ class FineTune:
     accuracy_before: float
     accuracy_after: float
     final_loss: float | None  # None: no step was run (zero epochs)
+    start_loss: float | None = None  # the training split's mean loss before the first step
+    end_loss: float | None = None  # the mean loss of the last WINDOW steps
     frozen_int8_accuracy: float | None = None  # filled in by the stage
 
     def to_json(self) -> dict[str, Any]:
@@ -180,36 +189,116 @@ class FineTune:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FineTune:
         return cls(data["epochs"], data["steps"], data["accuracy_before"],
-                   data["accuracy_after"], data["final_loss"], data["frozen_int8_accuracy"])
+                   data["accuracy_after"], data["final_loss"], data["start_loss"],
+                   data["end_loss"], data["frozen_int8_accuracy"])
 
     @classmethod
     def load(cls, directory: Path) -> FineTune:
         return cls.from_json(boundedjson.read(directory / "finetune.json"))
 
 
-def run_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,
-              labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> Trace:
-    """The C program's steps: batch k is rows `batches[k]` of `boundary`/`labels`."""
-    import torch
+class Stepper:
+    """The C program's algorithm in torch: a batch's loss and gradients, then the update."""
 
-    part = FloatPart(graph, params, torch)
-    optimizer = optimizer_for(spec, part.trainable, torch)
-    loss_fn = loss_function(spec.loss.value, graph.output_size, torch)
-    losses: list[float] = []
-    first: Floats = {}
-    for index, rows in enumerate(batches):
-        optimizer.zero_grad(set_to_none=False)
-        inputs = {name: torch.from_numpy(values[rows]) for name, values in boundary.items()}
-        loss = loss_fn(part.forward(inputs), torch.from_numpy(labels[rows].astype(np.int64)))
+    def __init__(self, spec: Ondevice, graph: backward.TrainGraph, params: Floats,
+                 boundary: Floats, labels: NDArray[np.integer[Any]]):
+        import torch
+
+        self.torch, self.graph, self.boundary, self.labels = torch, graph, boundary, labels
+        self.part = FloatPart(graph, params, torch)
+        self.optimizer = optimizer_for(spec, self.part.trainable, torch)
+        self.loss_fn = loss_function(spec.loss.value, graph.output_size, torch)
+
+    def gradients(self, rows: NDArray[np.int64]) -> tuple[float, Floats]:
+        """The loss of batch `rows` and every trainable tensor's gradient (no update)."""
+        self.optimizer.zero_grad(set_to_none=False)
+        inputs = {name: self.torch.from_numpy(v[rows]) for name, v in self.boundary.items()}
+        labels = self.torch.from_numpy(self.labels[rows].astype(np.int64))
+        loss = self.loss_fn(self.part.forward(inputs), labels)
         loss.backward()
-        if index == 0:
-            first = {name: tensor.grad.detach().numpy().copy() for (name, _), tensor
-                     in zip(graph.parameters(), part.trainable, strict=True)}
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    final = {name: tensor.detach().numpy().copy()
-             for (name, _), tensor in zip(graph.parameters(), part.trainable, strict=True)}
-    return Trace(losses, first, final)
+        return float(loss.detach()), {
+            name: tensor.grad.detach().numpy().copy() for (name, _), tensor
+            in zip(self.graph.parameters(), self.part.trainable, strict=True)}
+
+    def update(self) -> Floats:
+        """Apply the gradients of the last `gradients`; the trainable tensors after it."""
+        self.optimizer.step()
+        return self.weights()
+
+    def weights(self) -> Floats:
+        return {name: tensor.detach().numpy().copy()
+                for (name, _), tensor in zip(self.graph.parameters(), self.part.trainable,
+                                             strict=True)}
+
+    def sample_losses(self) -> NDArray[np.float64]:
+        """Every sample's loss under the current weights (no gradients)."""
+        with self.torch.no_grad():
+            out = self.part.forward({name: self.torch.from_numpy(v)
+                                     for name, v in self.boundary.items()})
+            labels = self.torch.from_numpy(self.labels.astype(np.int64))
+            losses = [float(self.loss_fn(out[i:i + 1], labels[i:i + 1]))
+                      for i in range(len(self.labels))]
+        return np.asarray(losses, dtype=np.float64)
+
+
+def run_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,
+              labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]],
+              record: bool = True) -> Trace:
+    """The C program's steps: batch k is rows `batches[k]` of `boundary`/`labels`;
+    `record`: keep every step's gradients and weights (else only the last weights)."""
+    stepper = Stepper(spec, graph, params, boundary, labels)
+    losses: list[float] = []
+    gradients: list[Floats] = []
+    weights: list[Floats] = []
+    for rows in batches:
+        loss, grads = stepper.gradients(rows)
+        losses.append(loss)
+        stepper.optimizer.step()
+        if record:
+            gradients.append(grads)
+            weights.append(stepper.weights())
+    return Trace(losses, gradients, weights if record else [stepper.weights()])
+
+
+def informative(loss: float, gradients: Floats) -> list[str]:
+    """Why a step would prove nothing: a loss below LOSS_FLOOR, trainable tensors whose
+    gradient is below GRADIENT_FLOOR everywhere; empty when it proves something."""
+    found = [] if loss >= LOSS_FLOOR else [f"loss {loss:.3g}"]
+    return found + [f"no gradient for {name}" for name, g in gradients.items()
+                    if not float(np.max(np.abs(g), initial=0.0)) >= GRADIENT_FLOOR]
+
+
+def verification_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats,
+                       boundary: Floats, labels: NDArray[np.integer[Any]], seed: int
+                       ) -> tuple[list[NDArray[np.int64]], Trace]:
+    """The batches the C program runs and PyTorch's trace of them. Each step takes the
+    next rows of a seeded order; a batch whose loss or some tensor's gradient is ~0 (a
+    model sure of those samples, a layer all of whose units are off for them) would
+    compare zeros, so the step takes the samples the model gets most wrong instead, and
+    a VerificationError says why when even they give no gradient."""
+    stepper = Stepper(spec, graph, params, boundary, labels)
+    order = fixed_batches(spec.steps, spec.batch, len(labels), seed)
+    batches: list[NDArray[np.int64]] = []
+    losses: list[float] = []
+    gradients: list[Floats] = []
+    weights: list[Floats] = []
+    for step, rows in enumerate(order):
+        loss, grads = stepper.gradients(rows)
+        if informative(loss, grads):
+            rows = np.argsort(-stepper.sample_losses(), kind="stable")[:spec.batch]
+            loss, grads = stepper.gradients(rows)
+            if why := informative(loss, grads):
+                raise VerificationError(
+                    f"verification step {step + 1} of {spec.steps}: even the "
+                    f"{spec.batch} training sample(s) with the highest loss give "
+                    f"{', '.join(why)}, so comparing the C with PyTorch would compare zeros; "
+                    f"train layers whose units are active for the data, or give data the "
+                    f"model gets wrong (ondevice.drift)")
+        batches.append(rows.astype(np.int64))
+        losses.append(loss)
+        gradients.append(grads)
+        weights.append(stepper.update())
+    return batches, Trace(losses, gradients, weights)
 
 
 def fixed_batches(count: int, batch: int, samples: int, seed: int) -> list[NDArray[np.int64]]:
@@ -235,16 +324,62 @@ def accuracy(graph: backward.TrainGraph, params: Floats, boundary: Floats,
 Split = tuple[Floats, "NDArray[np.integer[Any]]"]
 
 
+# Fine-tuning has diverged when the loss is not finite, or when the mean loss over a window
+# of steps is GROWTH times what the training split's loss was before the first step.
+GROWTH = 10.0
+WINDOW = 50  # steps (one sample's loss alone is too noisy at batch 1)
+LOSS_REFERENCE_FLOOR = 0.01  # a nearly perfect start may double without diverging
+
+
+class Diverged(ValueError):
+    """Fine-tuning diverged; the message is one line with the settings and what to try."""
+
+
+def divergence(losses: list[float], start: float) -> str | None:
+    """How the losses of fine-tuning diverged from the split's loss `start`, or None."""
+    for step, loss in enumerate(losses):
+        if not np.isfinite(loss):
+            return f"the loss is {loss} at step {step + 1} of {len(losses)}"
+    reference = max(start, LOSS_REFERENCE_FLOOR)
+    width = min(WINDOW, len(losses))
+    ends = [*range(width, len(losses), width), len(losses)] if losses else []
+    for end in ends:
+        mean = float(np.mean(losses[end - width:end]))
+        if mean > GROWTH * reference:
+            return (f"the mean loss of steps {end - width + 1}-{end} is {mean:.3g}, "
+                    f"{mean / reference:.0f}x the {start:.3g} it started at")
+    return None
+
+
+def _diverged(spec: Ondevice, graph: backward.TrainGraph, why: str) -> Diverged:
+    settings = spec.optimizer.settings
+    lr = settings.lr
+    momentum = getattr(settings, "momentum", 0.0)
+    layers = len(graph.trainable)
+    return Diverged(
+        f"ondevice: fine-tuning diverged ({why}) with {spec.optimizer.kind} lr {lr:g}"
+        + (f" momentum {momentum:g}" if momentum else "")
+        + f", batch {spec.batch}, {layers} trainable layer{'s' if layers != 1 else ''}; try "
+          f"ondevice.optimizer lr {lr / 10:g}, a larger ondevice.batch or fewer trainable "
+          f"layers")
+
+
 def fine_tune(spec: Ondevice, graph: backward.TrainGraph, params: Floats, train: Split,
               test: Split, seed: int) -> FineTune:
     """Accuracy on the held-out split before and after `epochs` of on-device training on
     the training split (both with the field drift applied): the C code's algorithm, run in
-    torch because it is verified equal to the C step by step."""
+    torch because it is verified equal to the C step by step. Raises Diverged."""
     boundary, labels = train
     steps = spec.epochs * (-(-len(labels) // spec.batch))
     batches = fixed_batches(steps, spec.batch, len(labels), seed + 1)
     before = accuracy(graph, params, *test)
-    trace = run_steps(spec, graph, params, boundary, labels, batches) if steps else None
-    after = accuracy(graph, {**params, **trace.final}, *test) if trace else before
+    if not steps:
+        return FineTune(spec.epochs, steps, round(before, 4), round(before, 4), None)
+    start = float(Stepper(spec, graph, params, boundary, labels).sample_losses().mean())
+    trace = run_steps(spec, graph, params, boundary, labels, batches, record=False)
+    if why := divergence(trace.losses, start):
+        raise _diverged(spec, graph, why)
+    after = accuracy(graph, {**params, **trace.weights[-1]}, *test)
     return FineTune(spec.epochs, steps, round(before, 4), round(after, 4),
-                    round(trace.losses[-1], 6) if trace else None)
+                    round(trace.losses[-1], 6), round(start, 6),
+                    round(float(np.mean(trace.losses[-min(WINDOW, steps):])), 6))

@@ -154,8 +154,14 @@ class Ondevice:
     def verdict(self) -> str:
         return PASS if self.matches_pytorch and self.cortex_m4_matches is not False else FAIL
 
+    @property
+    def accuracy_verdict(self) -> str:
+        """Fine-tuning that lowers the held-out accuracy fails (the build warns too)."""
+        return FAIL if self.accuracy_after < self.accuracy_before else PASS
+
     def to_json(self) -> dict[str, Any]:
         return {"accuracy_before": self.accuracy_before, "accuracy_after": self.accuracy_after,
+                "accuracy_verdict": self.accuracy_verdict,
                 "ram": self.ram.to_json(), "instructions_per_step": self.instructions_per_step,
                 "matches_pytorch": self.matches_pytorch,
                 "cortex_m4_matches": self.cortex_m4_matches, "verdict": self.verdict}

@@ -172,7 +172,7 @@ def _ondevice_cards(h: Headline) -> list[str]:
     return [_card("ondevice-accuracy", "on-device training: accuracy",
                   f"{percent(trained.accuracy_before, 1)} → {percent(trained.accuracy_after, 1)}",
                   "held-out, under drift: before → after", "ondevice.accuracy_after",
-                  trained.accuracy_after),
+                  trained.accuracy_after, trained.accuracy_verdict),
             _usage_card("ondevice-ram", "on-device training: RAM", trained.ram, "ondevice.ram",
                         "target.memory.l2"),
             _card("ondevice-instructions", "instructions per training step",

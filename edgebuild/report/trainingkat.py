@@ -1,8 +1,7 @@
 """What the `ondevice_kat` stage proved (`ondevice_kat.json`, schema
 schemas/artifacts/ondevice_kat.v1.schema.json): the generated training code against the
-PyTorch trace — losses step by step, first-step gradients, final weights — on the host,
-and the Cortex-M4 build's losses and instructions per step under QEMU (or why that part
-was skipped). See pipeline/stages/ondevice_kat.py for the tolerances.
+PyTorch trace — every step's loss, gradients and updated weights — on the host and on the
+Cortex-M4 under QEMU (or why that part was skipped), and the instructions of a step. See pipeline/stages/ondevice_kat.py for the tolerances.
 """
 
 from __future__ import annotations
@@ -34,9 +33,31 @@ class LossComparison:
 
 
 @dataclass(frozen=True)
+class TensorChecks:
+    """Every step's gradients and updated weights of a build against PyTorch's: the
+    largest differences, and the relative figures the stage passes or fails on."""
+
+    grad_max_abs_diff: float
+    grad_max_rel_diff: float
+    grad_check: float  # the relative gradient difference with its floor (pass/fail)
+    weight_max_abs_diff: float
+    weight_check: float  # the relative weight difference with its floor (pass/fail)
+
+    def to_json(self, prefix: str = "") -> dict[str, Any]:
+        return {f"{prefix}{key}": value for key, value in vars(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], prefix: str = "") -> TensorChecks:
+        return cls(*(data[f"{prefix}{key}"] for key in (
+            "grad_max_abs_diff", "grad_max_rel_diff", "grad_check", "weight_max_abs_diff",
+            "weight_check")))
+
+
+@dataclass(frozen=True)
 class TrainingRun:
-    """The Cortex-M4 training build under QEMU: its losses, their comparison with PyTorch
-    (written with an `m4_` prefix), the instructions of one step and Berkeley sizes."""
+    """The Cortex-M4 training build under QEMU: its losses, their and its gradients' and
+    weights' comparison with PyTorch (written with an `m4_` prefix), the instructions of
+    one step and Berkeley sizes."""
 
     losses: tuple[float, ...]
     instructions_per_step: int | None
@@ -44,16 +65,18 @@ class TrainingRun:
     data: int
     bss: int
     comparison: LossComparison
+    tensors: TensorChecks
 
     def to_json(self) -> dict[str, Any]:
         return {"losses": list(self.losses), "instructions_per_step": self.instructions_per_step,
                 "text": self.text, "data": self.data, "bss": self.bss,
-                **self.comparison.to_json("m4_")}
+                **self.comparison.to_json("m4_"), **self.tensors.to_json("m4_")}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainingRun:
         return cls(tuple(data["losses"]), data["instructions_per_step"], data["text"],
-                   data["data"], data["bss"], LossComparison.from_json(data, "m4_"))
+                   data["data"], data["bss"], LossComparison.from_json(data, "m4_"),
+                   TensorChecks.from_json(data, "m4_"))
 
 
 @dataclass(frozen=True)
@@ -62,10 +85,7 @@ class TrainingKat:
     loss_c: tuple[float, ...]
     loss_torch: tuple[float, ...]
     losses: LossComparison  # written at the top level
-    grad_max_abs_diff: float
-    grad_max_rel_diff: float
-    grad_check: float  # the relative gradient difference with its floor (pass/fail)
-    weight_max_abs_diff: float
+    tensors: TensorChecks  # written at the top level
     memory_bytes: int  # training RAM (memory.json `ram`)
     cortex_m4: TrainingRun | Skipped
 
@@ -77,18 +97,14 @@ class TrainingKat:
     def to_json(self) -> dict[str, Any]:
         return {"steps": self.steps, "loss_c": list(self.loss_c),
                 "loss_torch": list(self.loss_torch), **self.losses.to_json(),
-                "grad_max_abs_diff": self.grad_max_abs_diff,
-                "grad_max_rel_diff": self.grad_max_rel_diff, "grad_check": self.grad_check,
-                "weight_max_abs_diff": self.weight_max_abs_diff,
-                "memory_bytes": self.memory_bytes, "cortex_m4": self.cortex_m4.to_json(),
+                **self.tensors.to_json(), "memory_bytes": self.memory_bytes, "cortex_m4": self.cortex_m4.to_json(),
                 "instructions_per_step": self.instructions_per_step}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainingKat:
         m4 = data["cortex_m4"]
         return cls(data["steps"], tuple(data["loss_c"]), tuple(data["loss_torch"]),
-                   LossComparison.from_json(data), data["grad_max_abs_diff"],
-                   data["grad_max_rel_diff"], data["grad_check"], data["weight_max_abs_diff"],
+                   LossComparison.from_json(data), TensorChecks.from_json(data),
                    data["memory_bytes"],
                    Skipped(m4["skipped"]) if "skipped" in m4 else TrainingRun.from_json(m4))
 

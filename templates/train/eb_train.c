@@ -259,7 +259,7 @@ void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float
 
 /* ---- elementwise ------------------------------------------------------------------------ */
 
-static float act_apply(int act, float v)
+static float act_base(int act, float v)
 {
     if (act == EBT_ACT_RELU) {
         return v > 0.0f ? v : 0.0f;
@@ -270,13 +270,30 @@ static float act_apply(int act, float v)
     return v;
 }
 
-/* act'(v) * g with relu'(0) = 0 and sign(0) = 0, as torch's threshold/sgn backward. */
+static float act_apply(int act, float v)
+{
+    const float r = act_base(act & ~EBT_ACT_CLAMP, v);
+    if (act & EBT_ACT_CLAMP) {
+        return r < EBT_CLAMP_LOW ? EBT_CLAMP_LOW : (r > EBT_CLAMP_HIGH ? EBT_CLAMP_HIGH : r);
+    }
+    return r;
+}
+
+/* act'(v) * g with relu'(0) = 0 and sign(0) = 0, as torch's threshold/sgn backward; the
+ * clamp's gradient is 1 strictly inside its range and 0 on and beyond its ends (hardtanh). */
 static float act_grad(int act, float v, float g)
 {
-    if (act == EBT_ACT_RELU) {
+    const int base = act & ~EBT_ACT_CLAMP;
+    if (act & EBT_ACT_CLAMP) {
+        const float r = act_base(base, v);
+        if (!(r > EBT_CLAMP_LOW && r < EBT_CLAMP_HIGH)) {
+            return 0.0f;
+        }
+    }
+    if (base == EBT_ACT_RELU) {
         return v > 0.0f ? g : 0.0f;
     }
-    if (act == EBT_ACT_ABS) {
+    if (base == EBT_ACT_ABS) {
         return v > 0.0f ? g : (v < 0.0f ? -g : 0.0f);
     }
     return g;

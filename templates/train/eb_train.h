@@ -80,11 +80,19 @@ void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float
 #define EBT_ACT_NONE 0
 #define EBT_ACT_RELU 1
 #define EBT_ACT_ABS 2
+/* Or'ed into an activation: then clamp to the int8 output range [-1, 127/128] in real
+ * units, as the deployed layer saturates and as float training clamps (F.hardtanh). */
+#define EBT_ACT_CLAMP 4
+#define EBT_ACT_RELU_CLAMP (EBT_ACT_RELU | EBT_ACT_CLAMP)
+#define EBT_ACT_ABS_CLAMP (EBT_ACT_ABS | EBT_ACT_CLAMP)
+#define EBT_CLAMP_LOW (-1.0f)
+#define EBT_CLAMP_HIGH 0.9921875f
 
 /* y = act(x), elementwise; y may be x (in place). */
 void ebt_act_forward(int act, int count, const float *x, float *y);
 /* dx += dy * act'(x), x the pre-activation; relu'(0) = 0 and abs'(x) = sign(x) with
- * sign(0) = 0, like torch. */
+ * sign(0) = 0, like torch; the clamp passes dy only strictly inside its range (torch's
+ * hardtanh backward). */
 void ebt_act_backward(int act, int count, const float *x, const float *dy, float *dx);
 /* dst += src: the backward of an add (once per operand) and of a branch. */
 void ebt_accumulate(int count, const float *src, float *dst);

@@ -1,11 +1,13 @@
 """Stage `ondevice`: the host half of on-device training (as in onert-micro's two-stage
 proposal) — the backward graph of the trainable part, its memory, the weight-only file
-with the starting trainable weights, the PyTorch trace the device must reproduce, the
-before/after accuracy under field drift, and the generated C training code.
+with the starting trainable weights, the PyTorch trace the device must reproduce (on
+batches that give every step a loss and every trainable tensor a gradient), the
+before/after accuracy under field drift (fine-tuning that diverges fails the stage), and
+the generated C training code.
 
 Artifacts: backward.json (forward/backward steps, zeroing, tiles), memory.json (this
 choice and every "last N" choice), weights.wof + layout.json, trace.json + trace.npz
-(losses, first-step gradients, final weights), finetune.json, train/ (C sources).
+(losses, every step's gradients and updated weights), finetune.json, train/ (C sources).
 """
 
 from __future__ import annotations
@@ -103,11 +105,18 @@ def run(ctx: Context[Checked]) -> None:
     data = _data(ctx, spec)
     boundary = {part: finetune.boundary_values(model, graph, x) for part, (x, _) in data.items()}
     x_train, y_train = data["train"]
-    batches = finetune.fixed_batches(spec.steps, spec.batch, len(y_train), manifest.seed)
-    _write_trace(ctx, graph, params, boundary["train"], y_train, batches)
-    tuned = finetune.fine_tune(spec, graph, params, (boundary["train"], y_train),
-                               (boundary["test"], data["test"][1]), manifest.seed)
+    try:
+        batches = _write_trace(ctx, graph, params, boundary["train"], y_train)
+        tuned = finetune.fine_tune(spec, graph, params, (boundary["train"], y_train),
+                                   (boundary["test"], data["test"][1]), manifest.seed)
+    except (finetune.VerificationError, finetune.Diverged) as exc:
+        raise StageFailed(str(exc)) from None
     tuned = dataclasses.replace(tuned, frozen_int8_accuracy=_int8_accuracy(model, *data["test"]))
+    if tuned.accuracy_after < tuned.accuracy_before:
+        ctx.warn(f"on-device fine-tuning lowered the held-out accuracy "
+                 f"{tuned.accuracy_before} -> {tuned.accuracy_after} (loss {tuned.start_loss} "
+                 f"-> {tuned.end_loss}); try a smaller ondevice.optimizer lr or fewer "
+                 f"trainable layers")
     (ctx.out / "finetune.json").write_text(json.dumps(tuned.to_json(), indent=1, sort_keys=True)
                                            + "\n")
     plan = MemoryPlan.load(ctx.inputs["plan"])
@@ -133,22 +142,26 @@ def _write_layout(ctx: Context[Checked], graph: TrainGraph, params: Floats) -> i
 
 
 def _write_trace(ctx: Context[Checked], graph: TrainGraph, params: Floats, boundary: Floats,
-                 labels: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> None:
-    """The PyTorch reference the C must reproduce: trace.npz (first-step gradients, final
-    weights) and trace.json (losses, batches)."""
+                 labels: NDArray[np.integer[Any]]) -> list[NDArray[np.int64]]:
+    """The PyTorch reference the C must reproduce: trace.npz (every step's gradients and
+    updated weights, `grad:<step>:<tensor>`, `weight:<step>:<tensor>`) and trace.json
+    (losses, batches); the batches."""
     import numpy as np
 
     from edgebuild.ondevice import finetune
 
     spec = ctx.checked.manifest.ondevice
     assert spec is not None  # the stage applies only to a manifest with `ondevice`
-    trace = finetune.run_steps(spec, graph, params, boundary, labels, batches)
-    saved = {**{f"grad:{k}": v for k, v in trace.first_gradients.items()},
-             **{f"final:{k}": v for k, v in trace.final.items()}}
+    batches, trace = finetune.verification_steps(spec, graph, params, boundary, labels,
+                                                 ctx.checked.manifest.seed)
+    saved = {f"{kind}:{step}:{name}": value
+             for kind, per_step in (("grad", trace.gradients), ("weight", trace.weights))
+             for step, tensors in enumerate(per_step) for name, value in tensors.items()}
     # numpy's stub also matches `**saved` against savez's `allow_pickle: bool`
     np.savez(ctx.out / "trace.npz", **saved)  # type: ignore[arg-type]
     steps = finetune.LossTrace(tuple(trace.losses), tuple(tuple(b.tolist()) for b in batches))
     (ctx.out / "trace.json").write_text(json.dumps(steps.to_json(), indent=1) + "\n")
+    return batches
 
 
 def _int8_accuracy(model: QuantizedModel, x: NDArray[np.integer[Any]],

@@ -8,15 +8,20 @@ weights after the last step (saved by the C in the weight-only file format and r
 edgebuild.ondevice.wof). Under QEMU the Cortex-M4 build (hard float) runs the same steps; its
 losses are compared too and the instructions of one training step are counted.
 
-Pass/fail (float32 summation order is the only allowed difference):
+Every step is compared on both builds: its loss, the gradient of every trainable tensor
+and every trainable tensor after the update (the program prints them as float32 bits; the
+PyTorch trace picked batches on which no step's loss or gradient is ~0, so the comparison
+can fail). Pass/fail (float32 summation order is the only allowed difference):
 - a NaN or a missing step fails;
 - a loss further than LOSS_TOLERANCE x max(|loss|, 1) from PyTorch fails; `meets_target`
   also records the strict figure, LOSS_TOLERANCE x the largest loss of the trace (a nearly
   converged model's loss is a small difference of large logits, so its relative error
   grows without any bug; the floor keeps such a build passing);
-- a first-step gradient further than GRAD_TOLERANCE x that tensor's largest magnitude
-  (+ GRAD_FLOOR) fails: a gradient bug (a re-zeroed tile, a branch overwritten) shows here whatever the
-  loss scale.
+- a gradient further than GRAD_TOLERANCE x that tensor's largest magnitude (+ GRAD_FLOOR)
+  fails: a gradient bug (a re-zeroed tile, a branch overwritten) shows here whatever the
+  loss scale;
+- an updated weight further than WEIGHT_TOLERANCE x that tensor's largest magnitude (+
+  WEIGHT_FLOOR) fails: a wrong optimizer step shows here.
 """
 
 from __future__ import annotations
@@ -27,16 +32,16 @@ import shutil
 import struct
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from edgebuild.build.stage import Context, Stage, scratch
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
 from edgebuild.report.katresult import Skipped
-from edgebuild.report.trainingkat import LossComparison, TrainingKat, TrainingRun
+from edgebuild.report.trainingkat import LossComparison, TensorChecks, TrainingKat, TrainingRun
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy as np
     from numpy.typing import NDArray
@@ -50,15 +55,22 @@ GRAD_TOLERANCE = 1e-4
 # softmax - onehot of a confident prediction cancels (1 - p), leaving float32 noise of a
 # few 1e-8 on gradients that may themselves be 1e-5: an absolute floor keeps that a pass.
 GRAD_FLOOR = 1e-6
+WEIGHT_TOLERANCE = 1e-5
+WEIGHT_FLOOR = 1e-7
 STEP = re.compile(r"^step (\d+) loss ([0-9a-f]{8})$", re.MULTILINE)
+TENSOR = re.compile(r"^(grad|weight) (\d+) (\d+) ((?:[0-9a-f]{8})*)$", re.MULTILINE)
 
 
-class HostRun(TypedDict):
-    """What the host build of the training code computed."""
+Tensors = list[dict[str, "NDArray[np.float32]"]]  # per step: tensor name -> array
 
-    losses: list[float]  # per step
-    gradients: dict[str, NDArray[np.float32]]  # first step, name -> array
-    final: dict[str, NDArray[np.float32]]  # after the last step, name -> array
+
+class Printed(TypedDict):
+    """What a build of the training code printed: per step, its loss, every trainable
+    tensor's gradient and its value after the update."""
+
+    losses: list[float]
+    gradients: Tensors
+    weights: Tensors
 
 
 def config(checked: Checked) -> JSONObject:
@@ -87,48 +99,72 @@ def compare(c: Sequence[float], torch: Sequence[float]) -> LossComparison:
                           max(diffs) <= LOSS_TOLERANCE * max(scale, 1.0))
 
 
-def _max_diff(a: Mapping[str, NDArray[np.floating[Any]]],
-              b: Mapping[str, NDArray[np.floating[Any]]]) -> float:
+def _max_diff(a: Tensors, b: Tensors) -> float:
     import numpy as np
 
-    return max(float(np.max(np.abs(a[k].ravel() - b[k].ravel()))) for k in a)
+    return max((float(np.max(np.abs(x[k].ravel() - y[k].ravel()), initial=0.0))
+                for x, y in zip(a, b, strict=True) for k in x), default=0.0)
 
 
-def _max_rel_diff(a: Mapping[str, NDArray[np.floating[Any]]],
-                  b: Mapping[str, NDArray[np.floating[Any]]], floor: float = 0.0) -> float:
-    """Largest |a - b| per tensor over (that tensor's largest |b| + floor); the worst."""
+def _max_rel_diff(a: Tensors, b: Tensors, floor: float = 0.0) -> float:
+    """Largest |a - b| per tensor and step over (that tensor's largest |b| + floor); the
+    worst."""
     import numpy as np
 
-    return max(float(np.max(np.abs(a[k].ravel() - b[k].ravel())) /
-                     max(float(np.max(np.abs(b[k]))) + floor, 1e-30)) for k in a)
+    return max((float(np.max(np.abs(x[k].ravel() - y[k].ravel()), initial=0.0)) /
+                max(float(np.max(np.abs(y[k]), initial=0.0)) + floor, 1e-30)
+                for x, y in zip(a, b, strict=True) for k in x), default=0.0)
 
 
-def host(work: Path, layout: Layout, steps: int) -> HostRun:
-    """The host build's losses, first-step gradients and final weights (name -> array)."""
+def printed(stdout: str, layout: Layout, steps: int, where: str) -> Printed:
+    """The losses, gradients and updated weights a build printed; a missing one fails."""
     import numpy as np
 
+    values = losses(stdout, steps, where)
+    found: dict[tuple[str, int, int], str] = {
+        (kind, int(step), int(t)): bits for kind, step, t, bits in TENSOR.findall(stdout)}
+    per_kind: dict[str, Tensors] = {"grad": [], "weight": []}
+    for kind, per_step in per_kind.items():
+        for step in range(steps):
+            tensors = {}
+            for t, (name, shape) in enumerate(layout):
+                bits = found.get((kind, step, t))
+                if bits is None or len(bits) != 8 * int(np.prod(shape)):
+                    raise StageFailed(f"ondevice_kat: {where}: step {step} printed no {kind} "
+                                      f"of {name} (or a wrong number of elements)")
+                tensors[name] = np.frombuffer(bytes.fromhex(bits), ">f4").astype(
+                    np.float32).reshape(shape)
+            per_step.append(tensors)
+    return {"losses": values, "gradients": per_kind["grad"], "weights": per_kind["weight"]}
+
+
+def host(work: Path, layout: Layout, steps: int) -> tuple[Printed, dict[str, NDArray[np.float32]]]:
+    """What the host build printed, and the weights it saved in the weight-only file."""
     from edgebuild.ondevice import wof
 
     train = work / "train"
     _run(["make", "-s", "train_kat"], train, "training code host build")
-    result = _run(["build/train_kat", "--save", "updated.wof", "--grads", "grads.bin"], train,
+    result = _run(["build/train_kat", "--save", "updated.wof"], train,
                   "training known-answer test", RUN_TIMEOUT_S)
-    values = losses(result.stdout, steps, "host")
-    raw = np.frombuffer((train / "grads.bin").read_bytes(), dtype="<f4")
-    grads: dict[str, NDArray[np.float32]] = {}
-    offset = 0
-    for name, shape in layout:
-        count = int(np.prod(shape))
-        grads[name] = raw[offset:offset + count].reshape(shape)
-        offset += count
-    final: dict[str, NDArray[np.float32]] = {}
+    run = printed(result.stdout, layout, steps, "host")
+    saved: dict[str, NDArray[np.float32]] = {}
     for (name, _), value in zip(layout, wof.read(train / "updated.wof", layout), strict=True):
         assert value is not None  # the training code saves every trainable tensor
-        final[name] = value
-    return {"losses": values, "gradients": grads, "final": final}
+        saved[name] = value
+    return run, saved
 
 
-def cortex_m4(work: Path, torch_losses: Sequence[float], log: Callable[[str], None]
+def checks(run: Printed, reference: Printed) -> TensorChecks:
+    """How far a build's gradients and weights are from PyTorch's, every step."""
+    return TensorChecks(
+        _max_diff(run["gradients"], reference["gradients"]),
+        _max_rel_diff(run["gradients"], reference["gradients"]),
+        _max_rel_diff(run["gradients"], reference["gradients"], GRAD_FLOOR / GRAD_TOLERANCE),
+        _max_diff(run["weights"], reference["weights"]),
+        _max_rel_diff(run["weights"], reference["weights"], WEIGHT_FLOOR / WEIGHT_TOLERANCE))
+
+
+def cortex_m4(work: Path, layout: Layout, reference: Printed, log: Callable[[str], None]
               ) -> TrainingRun | Skipped:
     from edgebuild.targets import toolchain
 
@@ -148,10 +184,11 @@ def cortex_m4(work: Path, torch_losses: Sequence[float], log: Callable[[str], No
     if run.exit_code != 0:
         raise StageFailed(f"ondevice_kat: Cortex-M4 training run failed under QEMU (exit "
                           f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
-    values = losses(run.stdout, len(torch_losses), "Cortex-M4")
+    m4 = printed(run.stdout, layout, len(reference["losses"]), "Cortex-M4")
     sizes = toolchain.elf_size(tools, elf)
-    return TrainingRun(tuple(values), run.instructions, sizes["text"], sizes["data"],
-                       sizes["bss"], compare(values, torch_losses))
+    return TrainingRun(tuple(m4["losses"]), run.instructions, sizes["text"], sizes["data"],
+                       sizes["bss"], compare(m4["losses"], reference["losses"]),
+                       checks(m4, reference))
 
 
 def run(ctx: Context[Checked]) -> None:
@@ -165,48 +202,57 @@ def run(ctx: Context[Checked]) -> None:
     trace = LossTrace.load(ctx.inputs["ondevice"])
     torch_arrays = arrays.load(ctx.inputs["ondevice"] / "trace.npz")
     layout = FileLayout.load(ctx.inputs["ondevice"]).layout()
+    steps = len(trace.losses)
+    reference: Printed = {
+        "losses": list(trace.losses),
+        "gradients": [{n: torch_arrays[f"grad:{k}:{n}"] for n, _ in layout} for k in range(steps)],
+        "weights": [{n: torch_arrays[f"weight:{k}:{n}"] for n, _ in layout}
+                    for k in range(steps)]}
     with tempfile.TemporaryDirectory(prefix="edgebuild-ondevice-") as temp:
         work = Path(temp) / "c"
         shutil.copytree(ctx.inputs["codegen"], work, ignore=scratch)
         shutil.copytree(ctx.inputs["ondevice"] / "train", work / "train", ignore=scratch)
         for path in work.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
-        c = host(work, layout, len(trace.losses))
-        m4 = cortex_m4(work, trace.losses, ctx.log)
-    torch_grads = {n: torch_arrays[f"grad:{n}"] for n, _ in layout}
-    torch_final = {n: torch_arrays[f"final:{n}"] for n, _ in layout}
-    result = TrainingKat(
-        len(trace.losses), tuple(c["losses"]), trace.losses, compare(c["losses"], trace.losses),
-        _max_diff(c["gradients"], torch_grads), _max_rel_diff(c["gradients"], torch_grads),
-        _max_rel_diff(c["gradients"], torch_grads, GRAD_FLOOR / GRAD_TOLERANCE),
-        _max_diff(c["final"], torch_final), TrainingMemory.load(ctx.inputs["ondevice"]).ram, m4)
+        c, saved = host(work, layout, steps)
+        m4 = cortex_m4(work, layout, reference, ctx.log)
+    if steps and any(not np.array_equal(saved[n], c["weights"][-1][n]) for n, _ in layout):
+        raise StageFailed("ondevice_kat: the weight-only file the host build saved differs "
+                          "from the weights it printed after the last step")
+    result = TrainingKat(steps, tuple(c["losses"]), trace.losses,
+                         compare(c["losses"], trace.losses), checks(c, reference),
+                         TrainingMemory.load(ctx.inputs["ondevice"]).ram, m4)
     np.save(ctx.out / "losses.npy", np.asarray(c["losses"], dtype=np.float32))
     (ctx.out / "ondevice_kat.json").write_text(json.dumps(result.to_json(), indent=1,
                                                           sort_keys=True) + "\n")
     _verdict(result)
     counted = m4.reason if isinstance(m4, Skipped) else m4.instructions_per_step
     ctx.log(f"ondevice_kat: {result.steps} steps, loss max |C - torch| "
-            f"{result.losses.loss_max_abs_diff:.3g}; cortex-m4 "
-            f"{counted} instructions per step")
+            f"{result.losses.loss_max_abs_diff:.3g}, gradients and weights of every step "
+            f"within tolerance; cortex-m4 {counted} instructions per step")
 
 
 def _verdict(result: TrainingKat) -> None:
     """Fail when the C does not compute what PyTorch computes (host or Cortex-M4)."""
-    if not result.losses.within_tolerance:
-        raise StageFailed(
-            f"ondevice_kat: the C training losses differ from PyTorch by up to "
-            f"{result.losses.loss_max_abs_diff:.3g} (allowed {LOSS_TOLERANCE} x max(|loss|, 1)): "
-            f"C {list(result.loss_c)} vs torch {list(result.loss_torch)}")
-    if result.grad_check > GRAD_TOLERANCE:
-        raise StageFailed(
-            f"ondevice_kat: the C gradients of the first step differ from PyTorch's by up to "
-            f"{result.grad_max_rel_diff:.3g} of the tensor's magnitude (allowed "
-            f"{GRAD_TOLERANCE} x magnitude + {GRAD_FLOOR})")
+    runs = [("", result.losses, result.tensors)]
     m4 = result.cortex_m4
-    if isinstance(m4, TrainingRun) and not m4.comparison.within_tolerance:
-        raise StageFailed(f"ondevice_kat: the Cortex-M4 training losses differ from PyTorch "
-                          f"by up to {m4.comparison.loss_max_abs_diff:.3g}: C {list(m4.losses)} "
-                          f"vs torch {list(result.loss_torch)}")
+    if isinstance(m4, TrainingRun):
+        runs.append(("Cortex-M4 ", m4.comparison, m4.tensors))
+    for where, losses_, tensors in runs:
+        if not losses_.within_tolerance:
+            raise StageFailed(
+                f"ondevice_kat: the {where}C training losses differ from PyTorch by up to "
+                f"{losses_.loss_max_abs_diff:.3g} (allowed {LOSS_TOLERANCE} x max(|loss|, 1))")
+        if tensors.grad_check > GRAD_TOLERANCE:
+            raise StageFailed(
+                f"ondevice_kat: the {where}C gradients differ from PyTorch's by up to "
+                f"{tensors.grad_max_rel_diff:.3g} of the tensor's magnitude (allowed "
+                f"{GRAD_TOLERANCE} x magnitude + {GRAD_FLOOR})")
+        if tensors.weight_check > WEIGHT_TOLERANCE:
+            raise StageFailed(
+                f"ondevice_kat: the {where}C updated weights differ from PyTorch's by up to "
+                f"{tensors.weight_max_abs_diff:.3g} (allowed {WEIGHT_TOLERANCE} x the "
+                f"tensor's magnitude + {WEIGHT_FLOOR})")
 
 
 STAGE = Stage("ondevice_kat", ("ondevice", "codegen"), config, run,

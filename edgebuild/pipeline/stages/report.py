@@ -82,7 +82,8 @@ def ondevice(ctx: Context[Checked]) -> reports.OndeviceSummary | None:
     return OndeviceSummary(
         result.steps, result.losses.loss_max_abs_diff, result.losses.loss_max_rel_diff,
         result.loss_c, result.loss_torch, result.memory_bytes, result.instructions_per_step,
-        result.grad_max_abs_diff, result.grad_max_rel_diff, result.weight_max_abs_diff,
+        result.tensors.grad_max_abs_diff, result.tensors.grad_max_rel_diff,
+        result.tensors.weight_max_abs_diff,
         result.losses.within_tolerance, result.losses.meets_target, memory.trainable,
         TrainingRam(memory.by_kind, memory.flash, memory.arena, memory.total_ram),
         memory.choices,

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = ("motions_ondevice", "vowels_residual")
+EXAMPLES = ("motions_ondevice", "vowels_residual", "speechnet")
 
 
 def build(project: Path, names) -> None:
@@ -71,7 +71,10 @@ def budget_sweep(project: Path, name: str, choices: list[dict]) -> list[str]:
 def _with_budget(text: str, budget: int) -> str:
     lines = [f"  trainable: {{budget: {budget}}}" if line.startswith("  trainable:") else line
              for line in text.splitlines()]
-    return "\n".join(lines).replace("l2: 96KiB", "l2: 4MiB").replace("l2: 256KiB", "l2: 4MiB") + "\n"
+    text = "\n".join(lines) + "\n"
+    for l2 in ("l2: 96KiB", "l2: 256KiB", "l2: 2000000"):
+        text = text.replace(l2, "l2: 4MiB")
+    return text
 
 
 def main() -> int:

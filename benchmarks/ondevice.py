@@ -3,8 +3,9 @@
 Builds the examples with an `ondevice` section in a temporary project and prints, from each
 report.json: C-vs-PyTorch loss difference over the verification steps (target: at most
 1e-5 of the loss), held-out accuracy under drift before/after fine-tuning (target: after >
-before), training RAM and Cortex-M4 instructions per step, and the memory of every "last N"
-choice of trainable layers. Then, for a range of budgets, lets edgebuild choose the layers
+before), training RAM and Cortex-M4 instructions per step, the step per layer and phase
+(forward, input gradient, weight gradient: instructions, estimated cycles, MAC-equivalents;
+ondevice_kat.json), and the memory of every "last N" choice of trainable layers. Then, for a range of budgets, lets edgebuild choose the layers
 (`trainable: {budget: B}`, `edgebuild check`) and confirms the choice never exceeds B.
 Exit status 1 on a miss.
 
@@ -68,6 +69,25 @@ def budget_sweep(project: Path, name: str, choices: list[dict]) -> list[str]:
     return misses
 
 
+def step_table(project: Path, name: str) -> list[str]:
+    """The Cortex-M4 training step per layer and phase (ondevice_kat.json `segments`):
+    instructions, estimated cycles, MAC-equivalents and their ratio."""
+    kat = json.loads((project / "build" / name / "ondevice_kat" / "ondevice_kat.json")
+                     .read_text())["cortex_m4"]
+    if "skipped" in kat:
+        return [f"{name}: Cortex-M4 skipped ({kat['skipped']})"]
+    print(f"  {'layer':<10} {'phase':<8} {'MACs':>10} {'insn':>12} {'cycles':>12} "
+          f"{'insn/MAC':>8}")
+    for seg in kat["segments"]:
+        ratio = f"{seg['instructions'] / seg['macs']:.2f}" if seg["macs"] else "-"
+        print(f"  {seg['layer'] or '(step)':<10} {seg['phase']:<8} {seg['macs']:>10,} "
+              f"{seg['instructions']:>12,} {seg['cycles']:>12,} {ratio:>8}")
+    print(f"  {'step':<10} {'':<8} {kat['macs_per_step']:>10,} "
+          f"{kat['instructions_per_step']:>12,} {kat['cycles_per_step']:>12,} "
+          f"{kat['insn_per_mac']:>8}")
+    return []
+
+
 def _with_budget(text: str, budget: int) -> str:
     lines = [f"  trainable: {{budget: {budget}}}" if line.startswith("  trainable:") else line
              for line in text.splitlines()]
@@ -98,6 +118,7 @@ def main() -> int:
             misses.append(f"{name}: loss differs by {m['loss_max_rel_diff']:.3g} of the loss")
         if not m["accuracy_after"] > m["accuracy_before"]:
             misses.append(f"{name}: no accuracy gain")
+        misses += step_table(project, name)
         for choice in m["memory_choices"]:
             print(f"  train {', '.join(choice['layers']):<34} needs {choice['ram']:>7} bytes")
         misses += budget_sweep(project, name, m["memory_choices"])

@@ -153,6 +153,11 @@ def read_json(path: Path):
     return json.loads(path.read_text())
 
 
+def memory_layers(built: Path) -> list[str]:
+    """The layers the build trains (memory.json `trainable`)."""
+    return read_json(built / "ondevice" / "memory.json")["trainable"]
+
+
 def layout_of(built: Path) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
     data = read_json(built / "ondevice" / "layout.json")
     return [(n, tuple(s)) for n, s in data["tensors"]], data["layout_id"]
@@ -657,6 +662,19 @@ def test_c_training_steps_match_pytorch(name, request, tmp_path):
         assert m4["m4_within_tolerance"] is True and len(m4["losses"]) == steps
         assert m4["m4_grad_check"] <= ondevice_kat.GRAD_TOLERANCE
         assert m4["m4_weight_check"] <= ondevice_kat.WEIGHT_TOLERANCE
+        # the step counted per stretch: every stretch segments.json names, in its order,
+        # adding up to the step but for the call into it
+        names = read_json(built / "ondevice" / "train" / "segments.json")
+        counted = m4["segments"]
+        assert [(c["layer"], c["phase"], c["macs"]) for c in counted] == \
+            [(n["layer"], n["phase"], n["macs"]) for n in names]
+        assert all(c["instructions"] > 0 and c["cycles"] >= c["instructions"] for c in counted)
+        total = sum(c["instructions"] for c in counted)
+        assert 0.99 * m4["instructions_per_step"] <= total <= m4["instructions_per_step"]
+        trained = {layer for layer in manifest.ondevice.trainable} \
+            if isinstance(manifest.ondevice.trainable, list) else set(memory_layers(built))
+        weight_phases = {c["layer"] for c in counted if c["phase"] == "weight"}
+        assert weight_phases == trained and m4["macs_per_step"] == sum(c["macs"] for c in counted)
         assert isinstance(kat["instructions_per_step"], int) and kat["instructions_per_step"] > 0
     else:
         assert "skipped" in m4 and kat["instructions_per_step"] is None

@@ -203,13 +203,25 @@ def groups_and_out_c(rng, in_c: int, layout: str) -> tuple[int, int]:
 
 
 def conv_config(rng, kind: str) -> dict:
-    """ebt_conv fields for kind conv1d / conv2d / grouped (conv2d) / linear."""
+    """ebt_conv fields for kind conv1d / conv2d / grouped (conv2d) / linear / long (conv1d
+    on rows of 11 to 79 with kernels of 3 to 15)."""
     one = {"k_h": 1, "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0,
            "dil_h": 1, "dil_w": 1}
     n, in_c = int(rng.integers(1, 5)), int(rng.integers(1, 9))
     if kind == "linear":
         return {"n": n, "in_c": int(rng.integers(1, 40)), "in_h": 1, "in_w": 1,
                 "out_c": int(rng.integers(1, 12)), "out_h": 1, "out_w": 1, "groups": 1, **one}
+    if kind == "long":  # rows long enough for the 4-output blocks and 4-tap groups
+        k_w = int(rng.integers(3, 16))
+        cfg = {"n": n, "in_c": in_c, "out_c": int(rng.integers(1, 5)), "groups": 1, **one,
+               "in_h": 1, "in_w": int(rng.integers(k_w + 8, 80)), "k_w": k_w,
+               "stride_w": int(rng.integers(1, 3)), "pad_w": int(rng.integers(0, k_w // 2 + 1)),
+               "dil_w": int(rng.integers(1, 3))}
+        if rng.random() < 0.5:  # depthwise with a multiplier, as SpeechNet's blocks
+            cfg.update(groups=in_c, out_c=in_c * int(rng.integers(1, 3)))
+        cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
+        cfg["out_h"] = 1
+        return cfg
     layout = str(rng.choice(["depthwise", "grouped"] if kind == "grouped"
                             else ["dense", "dense", "depthwise", "grouped"]))
     groups, out_c = groups_and_out_c(rng, in_c, layout)
@@ -233,7 +245,7 @@ def conv_shapes(kind: str, cfg: dict) -> tuple[tuple, tuple, tuple]:
     n, in_c, out_c, in_g = cfg["n"], cfg["in_c"], cfg["out_c"], cfg["in_c"] // cfg["groups"]
     if kind == "linear":
         return (n, in_c), (out_c, in_c), (n, out_c)
-    if kind == "conv1d":
+    if kind in ("conv1d", "long"):
         return (n, in_c, cfg["in_w"]), (out_c, in_g, cfg["k_w"]), (n, out_c, cfg["out_w"])
     return ((n, in_c, cfg["in_h"], cfg["in_w"]), (out_c, in_g, cfg["k_h"], cfg["k_w"]),
             (n, out_c, cfg["out_h"], cfg["out_w"]))
@@ -242,7 +254,7 @@ def conv_shapes(kind: str, cfg: dict) -> tuple[tuple, tuple, tuple]:
 def torch_conv(kind: str, cfg: dict, x, w, b):
     if kind == "linear":
         return F.linear(x, w, b)
-    if kind == "conv1d":
+    if kind in ("conv1d", "long"):
         return F.conv1d(x, w, b, cfg["stride_w"], cfg["pad_w"], cfg["dil_w"], cfg["groups"])
     return F.conv2d(x, w, b, (cfg["stride_h"], cfg["stride_w"]), (cfg["pad_h"], cfg["pad_w"]),
                     (cfg["dil_h"], cfg["dil_w"]), cfg["groups"])
@@ -283,7 +295,7 @@ def c_backward_bias(lib, cfg: dict, dy, db_init) -> np.ndarray:
     return db.array()
 
 
-@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear"])
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long"])
 def test_conv_forward_and_gradients_match_torch(lib, kind):
     for index in range(CASES):
         rng = rng_for(kind, index)

@@ -8,6 +8,7 @@ its inputs: no clocks, no paths, sorted everything.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -153,31 +154,85 @@ FORWARD = {TrainKernel.conv: _conv_forward, TrainKernel.pool: _pool_forward,
            TrainKernel.add: _add_forward, TrainKernel.concat: _concat_forward}
 
 
-def forward_calls(spec: TrainSpec) -> list[str]:
+class Segment(TypedDict):
+    """A stretch of one training step that the Cortex-M4 count reports apart
+    (`train/segments.json`): a layer's forward pass, its input gradient (with its
+    activation's and pooling's) or its weight gradient (with its bias's), or the step's
+    own parts -- the int8 prefix, zeroing the gradients, the loss, the optimizer -- and
+    the multiply-accumulates of its convolution (0 for the rest)."""
+
+    layer: str
+    phase: str  # forward / input / weight / prefix / zero / loss / update
+    macs: int
+
+
+SEGMENT = "EBT_SEGMENT();"  # train_model.c: eb_train_segment() in counted builds
+
+
+def _macs(layer: backward.TrainLayer, n: int) -> int:
+    """Multiply-accumulates of a layer's convolution (or linear layer) over a batch."""
+    c = layer.conv
+    if c is None:
+        return 0
+    return n * c.out_c * c.out_h * c.out_w * (c.in_c // c.groups) * c.k_h * c.k_w
+
+
+def _forward_groups(spec: TrainSpec) -> list[tuple[Segment, list[str]]]:
     n = spec.batch
-    calls = []
+    groups = []
     for layer in spec.graph.layers:
-        calls.append(f"/* {layer.name}: {layer.op} */")
-        calls += FORWARD[layer.kernel](layer, n)
+        calls = [f"/* {layer.name}: {layer.op} */", *FORWARD[layer.kernel](layer, n)]
         if layer.act != "none":
             calls.append(f"ebt_act_forward({act_name(layer.act)}, {n * layer.out_size}, "
                          f"{x(layer.pre)}, {x(layer.name)});")
-    return calls
+        groups.append((Segment(layer=layer.name, phase="forward", macs=_macs(layer, n)), calls))
+    return groups
 
 
-def backward_calls(spec: TrainSpec) -> list[str]:
+def _backward_groups(spec: TrainSpec) -> list[tuple[Segment, list[str]]]:
+    """The backward steps, a group per layer and phase in the order they run."""
     layers = {layer.name: layer for layer in spec.graph.layers}
     n = spec.batch
-    calls = []
+    groups: list[tuple[Segment, list[str]]] = []
     for step in backward.backward_steps(spec.graph):
         if step.op == "loss_grad":
-            calls += _loss(spec)
+            groups.append((Segment(layer=spec.graph.output, phase="loss", macs=0), _loss(spec)))
             continue
         assert step.layer is not None and step.output is not None  # every gradient step has both
         layer = layers[step.layer]
-        target = step.output[2:]
-        calls += _backward(step.op, layer, target, n, step.input or 0)
-    return calls
+        phase = "weight" if step.op in ("weight_grad", "bias_grad") else "input"
+        macs = _macs(layer, n) if step.op in ("weight_grad", "input_grad") else 0
+        calls = _backward(step.op, layer, step.output[2:], n, step.input or 0)
+        if groups and (groups[-1][0]["layer"], groups[-1][0]["phase"]) == (layer.name, phase):
+            last, before = groups[-1]
+            groups[-1] = (Segment(layer=layer.name, phase=phase, macs=last["macs"] + macs),
+                          before + calls)
+        else:
+            groups.append((Segment(layer=layer.name, phase=phase, macs=macs), calls))
+    return groups
+
+
+def _marked(groups: list[tuple[Segment, list[str]]]) -> list[str]:
+    return [call for _, calls in groups for call in (SEGMENT, *calls)]
+
+
+def forward_calls(spec: TrainSpec) -> list[str]:
+    return _marked(_forward_groups(spec))
+
+
+def backward_calls(spec: TrainSpec) -> list[str]:
+    return _marked(_backward_groups(spec))
+
+
+def segments(spec: TrainSpec) -> list[Segment]:
+    """The counted stretches of a training step in order: each starts at an
+    EBT_SEGMENT() of train_model.c (the prefix's in train_forward, the zeroing's and the
+    optimizer's in train_step)."""
+    return [Segment(layer="", phase="prefix", macs=0),
+            *(segment for segment, _ in _forward_groups(spec)),
+            Segment(layer="", phase="zero", macs=0),
+            *(segment for segment, _ in _backward_groups(spec)),
+            Segment(layer="", phase="update", macs=0)]
 
 
 def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
@@ -337,6 +392,7 @@ def render(spec: TrainSpec) -> dict[str, str]:
     root = templates_dir() / "train"
     for name in STATIC:
         files[name] = (root / name).read_text()
+    files["segments.json"] = json.dumps(segments(spec), indent=1) + "\n"
     files["eb_train_config.h"] = env.get_template("project/eb_config.h.j2").render(
         values, kernel_symbols=global_symbols([files[name] for name in STATIC]),
         config_guard="EBT_CONFIG_H", left_out=[])

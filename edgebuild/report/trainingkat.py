@@ -54,6 +54,27 @@ class TensorChecks:
 
 
 @dataclass(frozen=True)
+class SegmentCount:
+    """One counted stretch of a Cortex-M4 training step (train/segments.json): a layer's
+    forward pass, input gradient or weight gradient, or the prefix, zeroing, loss or
+    update; its convolution's multiply-accumulates, instructions and estimated cycles."""
+
+    layer: str
+    phase: str
+    macs: int
+    instructions: int
+    cycles: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SegmentCount:
+        return cls(data["layer"], data["phase"], data["macs"], data["instructions"],
+                   data["cycles"])
+
+
+@dataclass(frozen=True)
 class TrainingRun:
     """The Cortex-M4 training build under QEMU: its losses, their and its gradients' and
     weights' comparison with PyTorch (written with an `m4_` prefix), the instructions of
@@ -66,9 +87,21 @@ class TrainingRun:
     bss: int
     comparison: LossComparison
     tensors: TensorChecks
+    cycles_per_step: int | None = None  # estimated (no wait states)
+    segments: tuple[SegmentCount, ...] = ()
+
+    @property
+    def macs_per_step(self) -> int:
+        """MAC-equivalents of a step: forward, input-gradient and weight-gradient MACs."""
+        return sum(segment.macs for segment in self.segments)
 
     def to_json(self) -> dict[str, Any]:
+        macs = self.macs_per_step
         return {"losses": list(self.losses), "instructions_per_step": self.instructions_per_step,
+                "cycles_per_step": self.cycles_per_step, "macs_per_step": macs,
+                "insn_per_mac": None if not macs or self.instructions_per_step is None
+                else round(self.instructions_per_step / macs, 3),
+                "segments": [segment.to_json() for segment in self.segments],
                 "text": self.text, "data": self.data, "bss": self.bss,
                 **self.comparison.to_json("m4_"), **self.tensors.to_json("m4_")}
 
@@ -76,7 +109,8 @@ class TrainingRun:
     def from_json(cls, data: dict[str, Any]) -> TrainingRun:
         return cls(tuple(data["losses"]), data["instructions_per_step"], data["text"],
                    data["data"], data["bss"], LossComparison.from_json(data, "m4_"),
-                   TensorChecks.from_json(data, "m4_"))
+                   TensorChecks.from_json(data, "m4_"), data["cycles_per_step"],
+                   tuple(SegmentCount.from_json(s) for s in data["segments"]))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,22 @@
 #include <math.h>
 #include <stddef.h>
 
+/* acc + w * x: one fused multiply-add on an FPU that has it (the Cortex-M4F's VFMA, one
+ * rounding), else a multiply and an add; either is torch's value up to summation order. */
+#if defined(__ARM_FEATURE_FMA)
+#define EBT_FMA(acc, w, x) __builtin_fmaf((w), (x), (acc))
+#else
+#define EBT_FMA(acc, w, x) ((acc) + (w) * (x))
+#endif
+
+/* The row loops below are small functions so that each says one thing; inlined, their
+ * accumulators stay in registers across the taps of a block. */
+#if defined(__GNUC__)
+#define EBT_INLINE static inline __attribute__((always_inline))
+#else
+#define EBT_INLINE static inline
+#endif
+
 /* ---- convolution ------------------------------------------------------------------------ */
 
 /* Input row (or column) read by output position o at kernel tap k; may be outside [0, size). */
@@ -44,7 +60,8 @@ static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc
             for (kx = 0; kx < p->k_w; ++kx) {
                 const int ix = conv_src(ox, kx, p->stride_w, p->pad_w, p->dil_w);
                 if (ix >= 0 && ix < p->in_w) {
-                    acc += wo[(ic * p->k_h + ky) * p->k_w + kx] * plane[iy * p->in_w + ix];
+                    acc = EBT_FMA(acc, wo[(ic * p->k_h + ky) * p->k_w + kx],
+                                  plane[iy * p->in_w + ix]);
                 }
             }
         }
@@ -52,17 +69,140 @@ static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc
     return acc;
 }
 
+/* Output columns [*lo, *hi) whose every tap reads inside the input row (or column): from
+ * the first o with o * stride - pad >= 0 to the last with o * stride - pad + (k - 1) * dil
+ * <= in - 1. The others ("edges", within pad of the border) read padding. */
+static void conv_inside(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+{
+    const int last = in - 1 + pad - (k - 1) * dil; /* o * stride <= last */
+    int a = (pad + stride - 1) / stride, b = last < 0 ? 0 : last / stride + 1;
+    if (b > out) {
+        b = out;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+/* The sums of four consecutive outputs of one row, taps in conv_dot's order (so each is the
+ * same sum as conv_dot's): every tap of the row reads inside the input. xr: the input row at
+ * the first output's first tap; wr: the row's first tap, the next wstep floats on (-1: the
+ * taps backwards, for an input gradient); step: between two outputs' inputs (the stride);
+ * dil: between two taps' inputs. Stride and dilation 1 slide a window of inputs along the
+ * row: 4 taps of 4 outputs read 7 inputs, not 16. */
+EBT_INLINE void conv_row4(const float *xr, const float *wr, int wstep, int k, int step,
+                          int dil, float a[4])
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+    int kx = 0;
+    if (step == 1 && dil == 1) {
+        for (; kx + 4 <= k; kx += 4, wr += 4 * wstep) {
+            const float *xp = xr + kx;
+            const float w0 = wr[0], w1 = wr[wstep], w2 = wr[2 * wstep], w3 = wr[3 * wstep];
+            const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4],
+                        x5 = xp[5], x6 = xp[6];
+            a0 = EBT_FMA(a0, w0, x0);
+            a1 = EBT_FMA(a1, w0, x1);
+            a2 = EBT_FMA(a2, w0, x2);
+            a3 = EBT_FMA(a3, w0, x3);
+            a0 = EBT_FMA(a0, w1, x1);
+            a1 = EBT_FMA(a1, w1, x2);
+            a2 = EBT_FMA(a2, w1, x3);
+            a3 = EBT_FMA(a3, w1, x4);
+            a0 = EBT_FMA(a0, w2, x2);
+            a1 = EBT_FMA(a1, w2, x3);
+            a2 = EBT_FMA(a2, w2, x4);
+            a3 = EBT_FMA(a3, w2, x5);
+            a0 = EBT_FMA(a0, w3, x3);
+            a1 = EBT_FMA(a1, w3, x4);
+            a2 = EBT_FMA(a2, w3, x5);
+            a3 = EBT_FMA(a3, w3, x6);
+        }
+    }
+    for (; kx < k; ++kx, wr += wstep) {
+        const float *xp = xr + kx * dil;
+        const float wv = wr[0];
+        a0 = EBT_FMA(a0, wv, xp[0]);
+        a1 = EBT_FMA(a1, wv, xp[step]);
+        a2 = EBT_FMA(a2, wv, xp[2 * step]);
+        a3 = EBT_FMA(a3, wv, xp[3 * step]);
+    }
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+}
+
+/* Kernel rows [*lo, *hi) that read inside the input for output row o. */
+static void rows_inside(int o, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+{
+    const int first = o * stride - pad; /* input row of kernel row 0 */
+    const int a = first >= 0 ? 0 : (-first + dil - 1) / dil;
+    int b = first > in - 1 ? 0 : (in - 1 - first) / dil + 1;
+    if (b > k) {
+        b = k;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+/* One output row's geometry, fixed while its blocks run: the group's input planes (xg), the
+ * channel's weights (wo), the kernel rows inside the input [ky0, ky1) and the input row of
+ * kernel row ky0. */
+typedef struct {
+    const float *xg, *wo;
+    int ky0, ky1, iy0;
+} conv_rowset;
+
+/* Outputs [ox, ox + 4) of a row whose taps all read inside the input along the row:
+ * conv_dot's sums, four at a time. */
+EBT_INLINE void conv_block4(const ebt_conv *p, const conv_rowset *r, int ox, float a[4])
+{
+    const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
+    const int rows = r->ky1 - r->ky0, step = p->dil_h * p->in_w;
+    const float *xc = r->xg + r->iy0 * p->in_w + ox * p->stride_w - p->pad_w;
+    const float *wc = r->wo + r->ky0 * p->k_w;
+    int ic, ky;
+    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += p->k_h * p->k_w) {
+        const float *xr = xc, *wr = wc;
+        for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
+            conv_row4(xr, wr, 1, p->k_w, p->stride_w, p->dil_w, a);
+        }
+    }
+}
+
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
                       float *y)
 {
-    int s, oc, oy, ox;
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int in_plane = p->in_h * p->in_w;
+    int s, oc, oy, ox, lo, hi;
+    conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
     for (s = 0; s < p->n; ++s) {
-        const float *xs = x + s * p->in_c * p->in_h * p->in_w;
+        const float *xs = x + s * p->in_c * in_plane;
         for (oc = 0; oc < p->out_c; ++oc) {
             const float bias = b ? b[oc] : 0.0f;
+            conv_rowset r;
+            r.xg = xs + (oc / out_g) * in_g * in_plane;
+            r.wo = w + oc * in_g * p->k_h * p->k_w;
             for (oy = 0; oy < p->out_h; ++oy) {
-                for (ox = 0; ox < p->out_w; ++ox) {
-                    *y++ = conv_dot(p, xs, w, oc, oy, ox) + bias;
+                rows_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &r.ky0,
+                            &r.ky1);
+                r.iy0 = oy * p->stride_h - p->pad_h + r.ky0 * p->dil_h;
+                for (ox = 0; ox < p->out_w;) {
+                    if (ox >= lo && ox + 4 <= hi) {
+                        float a[4];
+                        conv_block4(p, &r, ox, a);
+                        y[0] = a[0] + bias;
+                        y[1] = a[1] + bias;
+                        y[2] = a[2] + bias;
+                        y[3] = a[3] + bias;
+                        y += 4;
+                        ox += 4;
+                    } else {
+                        *y++ = conv_dot(p, xs, w, oc, oy, ox) + bias;
+                        ++ox;
+                    }
                 }
             }
         }
@@ -93,7 +233,10 @@ static void conv_scatter(const ebt_conv *p, const float *w, float g, int oc, int
     }
 }
 
-void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+/* dx += conv_transpose(dy, w) output by output of dy: each dy value spread over its
+ * window. Any stride; the general form, and what strided layers run. */
+static void conv_backward_input_scatter(const ebt_conv *p, const float *dy, const float *w,
+                                        float *dx)
 {
     int s, oc, oy, ox;
     for (s = 0; s < p->n; ++s) {
@@ -109,51 +252,299 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     }
 }
 
-static int clamp_int(int v, int lo, int hi)
+/* The input gradient at (ic, iy, ix) of one sample (dys) of a stride-1 convolution: the sum
+ * over the output channels of ic's group and the taps that read it of w * dy. */
+static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w, int ic, int iy,
+                            int ix)
 {
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-
-/* Sum over output rows [row0, row1) of one sample of dy[oc] * (the input tap (ic, ky, kx)). */
-static float conv_weight_tap(const ebt_conv *p, const float *dyc, const float *plane, int ky,
-                             int kx, int row0, int row1)
-{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int first = (ic / in_g) * out_g, icg = ic % in_g;
     float acc = 0.0f;
-    int oy, ox;
-    for (oy = row0; oy < row1; ++oy) {
-        const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
-        if (iy < 0 || iy >= p->in_h) {
-            continue;
-        }
-        for (ox = 0; ox < p->out_w; ++ox) {
-            const int ix = conv_src(ox, kx, p->stride_w, p->pad_w, p->dil_w);
-            if (ix >= 0 && ix < p->in_w) {
-                acc += dyc[oy * p->out_w + ox] * plane[iy * p->in_w + ix];
+    int oc, ky, kx;
+    for (oc = first; oc < first + out_g; ++oc) {
+        const float *wo = w + ((oc * in_g + icg) * p->k_h) * p->k_w;
+        for (ky = 0; ky < p->k_h; ++ky) {
+            const int oy = iy + p->pad_h - ky * p->dil_h;
+            if (oy < 0 || oy >= p->out_h) {
+                continue;
+            }
+            for (kx = 0; kx < p->k_w; ++kx) {
+                const int ox = ix + p->pad_w - kx * p->dil_w;
+                if (ox >= 0 && ox < p->out_w) {
+                    acc = EBT_FMA(acc, wo[ky * p->k_w + kx],
+                                  dys[(oc * p->out_h + oy) * p->out_w + ox]);
+                }
             }
         }
     }
     return acc;
 }
 
+/* Input gradients [ix, ix + 4) of row iy of channel ic (r: dy's planes of ic's group, ic's
+ * taps of the group's first output channel, the kernel rows whose dy row exists [ky0, ky1)
+ * and the dy row of ky0), every tap inside dy's row: a stride-1 convolution's input
+ * gradient is a correlation of dy with the taps backwards. */
+EBT_INLINE void conv_input_block4(const ebt_conv *p, const conv_rowset *r, int ix, float a[4])
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
+    const int step = p->dil_h * p->out_w, kk = p->k_h * p->k_w;
+    /* dy column of the last tap; dy rows go down as kernel rows go up */
+    const float *dc = r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1) * p->dil_w;
+    const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
+    int oc, ky;
+    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
+        const float *dr = dc, *wr = wc;
+        for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
+            conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
+        }
+    }
+}
+
+/* Kernel rows [*lo, *hi) whose dy row exists for input row iy of a stride-1 convolution:
+ * kernel row ky reads dy row iy + pad - ky * dil, in [0, out_h). */
+static void grad_rows_inside(const ebt_conv *p, int iy, int *lo, int *hi)
+{
+    const int first = iy + p->pad_h, dil = p->dil_h; /* dy row of kernel row 0 */
+    const int a = first - (p->out_h - 1) <= 0 ? 0 : (first - (p->out_h - 1) + dil - 1) / dil;
+    int b = first < 0 ? 0 : first / dil + 1;
+    if (b > p->k_h) {
+        b = p->k_h;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+{
+    /* input columns whose every tap reads inside dy's row: ox = ix + pad - kx * dil */
+    const int lo = (p->k_w - 1) * p->dil_w - p->pad_w, hi = p->out_w - p->pad_w;
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int out_plane = p->out_h * p->out_w;
+    int s, ic, iy, ix;
+    if (p->stride_h != 1 || p->stride_w != 1) {
+        conv_backward_input_scatter(p, dy, w, dx);
+        return;
+    }
+    for (s = 0; s < p->n; ++s) {
+        const float *dys = dy + s * p->out_c * out_plane;
+        for (ic = 0; ic < p->in_c; ++ic) {
+            conv_rowset r;
+            r.xg = dys + (ic / in_g) * out_g * out_plane;
+            r.wo = w + ((ic / in_g) * out_g * in_g + ic % in_g) * p->k_h * p->k_w;
+            for (iy = 0; iy < p->in_h; ++iy) {
+                float *dxr = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
+                grad_rows_inside(p, iy, &r.ky0, &r.ky1);
+                r.iy0 = iy + p->pad_h - r.ky0 * p->dil_h;
+                for (ix = 0; ix < p->in_w;) {
+                    if (ix >= lo && ix + 4 <= hi && ix + 4 <= p->in_w) {
+                        float a[4];
+                        conv_input_block4(p, &r, ix, a);
+                        dxr[ix] += a[0];
+                        dxr[ix + 1] += a[1];
+                        dxr[ix + 2] += a[2];
+                        dxr[ix + 3] += a[3];
+                        ix += 4;
+                    } else {
+                        dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
+                        ++ix;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static int clamp_int(int v, int lo, int hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* Outputs [*lo, *hi) whose tap k reads inside the input: 0 <= o * stride - pad + k * dil
+ * <= in - 1. */
+static void tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+{
+    const int first = pad - k * dil, last = in - 1 + pad - k * dil;
+    const int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int b = last < 0 ? 0 : last / stride + 1;
+    if (b > out) {
+        b = out;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+/* sum of dyr[o] * xr[o * stride - pad + k * dil] over outputs [lo, hi). */
+static float conv_tap_dot(const ebt_conv *p, const float *dyr, const float *xr, int k, int lo,
+                          int hi)
+{
+    const float *xp = xr + lo * p->stride_w - p->pad_w + k * p->dil_w;
+    float acc = 0.0f;
+    int o;
+    for (o = lo; o < hi; ++o, xp += p->stride_w) {
+        acc = EBT_FMA(acc, dyr[o], *xp);
+    }
+    return acc;
+}
+
+/* a[t] += the weight gradient of taps k0 + t (t < 4) of one row pair: the sum over the
+ * outputs of dyr[o] * xr[o * stride - pad + (k0 + t) * dil] where the tap reads inside
+ * (tl[t] <= o < th[t]). The outputs all four taps read inside run together (stride 1: a
+ * window of 7 inputs for 4 outputs); the few near the edges, per tap. */
+EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const float *xr, int k0,
+                                 const int tl[4], const int th[4], float a[4])
+{
+    const int st = p->stride_w, dil = p->dil_w, lo = tl[0], hi = th[3];
+    int t, o;
+    if (lo >= hi) {
+        for (t = 0; t < 4; ++t) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], th[t]);
+        }
+        return;
+    }
+    for (t = 1; t < 4; ++t) {
+        a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], lo);
+    }
+    for (t = 0; t < 3; ++t) {
+        a[t] += conv_tap_dot(p, dyr, xr, k0 + t, hi, th[t]);
+    }
+    {
+        const float *xp = xr + lo * st - p->pad_w + k0 * dil;
+        float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        o = lo;
+        if (st == 1 && dil == 1) {
+            for (; o + 4 <= hi; o += 4, xp += 4) {
+                const float g0 = dyr[o], g1 = dyr[o + 1], g2 = dyr[o + 2], g3 = dyr[o + 3];
+                const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4],
+                            x5 = xp[5], x6 = xp[6];
+                a0 = EBT_FMA(a0, g0, x0);
+                a1 = EBT_FMA(a1, g0, x1);
+                a2 = EBT_FMA(a2, g0, x2);
+                a3 = EBT_FMA(a3, g0, x3);
+                a0 = EBT_FMA(a0, g1, x1);
+                a1 = EBT_FMA(a1, g1, x2);
+                a2 = EBT_FMA(a2, g1, x3);
+                a3 = EBT_FMA(a3, g1, x4);
+                a0 = EBT_FMA(a0, g2, x2);
+                a1 = EBT_FMA(a1, g2, x3);
+                a2 = EBT_FMA(a2, g2, x4);
+                a3 = EBT_FMA(a3, g2, x5);
+                a0 = EBT_FMA(a0, g3, x3);
+                a1 = EBT_FMA(a1, g3, x4);
+                a2 = EBT_FMA(a2, g3, x5);
+                a3 = EBT_FMA(a3, g3, x6);
+            }
+        }
+        for (; o < hi; ++o, xp += st) {
+            const float g = dyr[o];
+            a0 = EBT_FMA(a0, g, xp[0]);
+            a1 = EBT_FMA(a1, g, xp[dil]);
+            a2 = EBT_FMA(a2, g, xp[2 * dil]);
+            a3 = EBT_FMA(a3, g, xp[3 * dil]);
+        }
+        a[0] = a0;
+        a[1] = a1;
+        a[2] = a2;
+        a[3] = a3;
+    }
+}
+
+/* The weight gradients of taps [k0, k0 + n) (n <= 4) of kernel row (oc, ic, ky) over output
+ * rows [r0, r1) of every sample, into a. The taps' output ranges and the rows that read
+ * inside the input are worked out once, not per row. */
+static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x, int oc, int ic,
+                             int ky, int k0, int n, int r0, int r1, float a[4])
+{
+    const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
+    const int first_in = conv_first_in(p, oc);
+    int s, oy, t, tl[4], th[4], y0, y1;
+    for (t = 0; t < n; ++t) {
+        tap_range(p->out_w, p->in_w, k0 + t, p->stride_w, p->pad_w, p->dil_w, &tl[t], &th[t]);
+    }
+    tap_range(p->out_h, p->in_h, ky, p->stride_h, p->pad_h, p->dil_h, &y0, &y1);
+    y0 = y0 > r0 ? y0 : r0;
+    y1 = y1 < r1 ? y1 : r1;
+    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    for (s = 0; s < p->n; ++s) {
+        const float *dyc = dy + (s * p->out_c + oc) * out_plane;
+        const float *plane = x + (s * p->in_c + first_in + ic) * in_plane;
+        for (oy = y0; oy < y1; ++oy) {
+            const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
+            const float *dyr = dyc + oy * p->out_w, *xr = plane + iy * p->in_w;
+            if (n == 4) {
+                conv_weight_row4(p, dyr, xr, k0, tl, th, a);
+                continue;
+            }
+            for (t = 0; t < n; ++t) {
+                a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], th[t]);
+            }
+        }
+    }
+}
+
+/* sum of a[i] * b[i], i < count, four products a loop. */
+static float dot(const float *a, const float *b, int count)
+{
+    float acc = 0.0f;
+    int i = 0;
+    for (; i + 4 <= count; i += 4) {
+        acc = EBT_FMA(acc, a[i], b[i]);
+        acc = EBT_FMA(acc, a[i + 1], b[i + 1]);
+        acc = EBT_FMA(acc, a[i + 2], b[i + 2]);
+        acc = EBT_FMA(acc, a[i + 3], b[i + 3]);
+    }
+    for (; i < count; ++i) {
+        acc = EBT_FMA(acc, a[i], b[i]);
+    }
+    return acc;
+}
+
+/* A pointwise convolution (1x1, stride 1, no padding: output and input planes line up) or
+ * a linear layer: each weight's gradient is a dot product of dy's and x's rows [r0, r1). */
+static int conv_weight_pointwise(const ebt_conv *p, const float *dy, const float *x, float *dw,
+                                 int r0, int r1)
+{
+    const int in_g = conv_in_per_group(p), plane = p->in_h * p->in_w;
+    int oc, ic, s;
+    if (p->k_h != 1 || p->k_w != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h != 0 ||
+        p->pad_w != 0) {
+        return 0;
+    }
+    for (oc = 0; oc < p->out_c; ++oc) {
+        const int first_in = conv_first_in(p, oc);
+        for (ic = 0; ic < in_g; ++ic) {
+            float acc = 0.0f;
+            for (s = 0; s < p->n; ++s) {
+                acc += dot(dy + (s * p->out_c + oc) * plane + r0 * p->out_w,
+                           x + (s * p->in_c + first_in + ic) * plane + r0 * p->in_w,
+                           (r1 - r0) * p->out_w);
+            }
+            *dw++ += acc;
+        }
+    }
+    return 1;
+}
+
 void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
                               int row0, int row1)
 {
     const int in_g = conv_in_per_group(p);
-    const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
     const int r0 = clamp_int(row0, 0, p->out_h), r1 = clamp_int(row1, r0, p->out_h);
-    int oc, ic, ky, kx, s;
+    int oc, ic, ky, k0, t;
+    if (conv_weight_pointwise(p, dy, x, dw, r0, r1)) {
+        return;
+    }
     for (oc = 0; oc < p->out_c; ++oc) {
-        const int first_in = conv_first_in(p, oc);
         for (ic = 0; ic < in_g; ++ic) {
             for (ky = 0; ky < p->k_h; ++ky) {
-                for (kx = 0; kx < p->k_w; ++kx) {
-                    float acc = 0.0f;
-                    for (s = 0; s < p->n; ++s) {
-                        const float *dyc = dy + (s * p->out_c + oc) * out_plane;
-                        const float *plane = x + (s * p->in_c + first_in + ic) * in_plane;
-                        acc += conv_weight_tap(p, dyc, plane, ky, kx, r0, r1);
+                for (k0 = 0; k0 < p->k_w; k0 += 4) {
+                    const int n = p->k_w - k0 < 4 ? p->k_w - k0 : 4;
+                    float a[4];
+                    conv_weight_taps(p, dy, x, oc, ic, ky, k0, n, r0, r1, a);
+                    for (t = 0; t < n; ++t) {
+                        *dw++ += a[t];
                     }
-                    *dw++ += acc;
                 }
             }
         }

@@ -35,10 +35,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from edgebuild.build.stage import Context, Stage, scratch
+from edgebuild.core import boundedjson
 from edgebuild.core.errors import StageFailed
 from edgebuild.pipeline.stages.kat import RUN_TIMEOUT_S, _run
 from edgebuild.report.katresult import Skipped
-from edgebuild.report.trainingkat import LossComparison, TensorChecks, TrainingKat, TrainingRun
+from edgebuild.report.trainingkat import (
+    LossComparison,
+    SegmentCount,
+    TensorChecks,
+    TrainingKat,
+    TrainingRun,
+)
 
 if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads numpy or pydantic
     from collections.abc import Callable, Sequence
@@ -49,6 +56,7 @@ if TYPE_CHECKING:  # stage modules stay import-light: a no-op build never loads 
     from edgebuild.core.jsontypes import JSONObject
     from edgebuild.ondevice.wof import Layout
     from edgebuild.pipeline.validation import Checked
+    from edgebuild.targets.toolchain import QemuRun
 
 LOSS_TOLERANCE = 1e-5
 GRAD_TOLERANCE = 1e-4
@@ -179,8 +187,9 @@ def cortex_m4(work: Path, layout: Layout, reference: Printed, log: Callable[[str
     elf = train / "build" / "train_kat_m4.elf"
     start = toolchain.symbol_address(tools.nm, elf, "eb_marker_start")
     stop = toolchain.symbol_address(tools.nm, elf, "eb_marker_stop")
+    segment = toolchain.symbol_address(tools.nm, elf, "eb_train_segment")
     run = toolchain.run_qemu(tools, elf, timeout=RUN_TIMEOUT_S, plugin=plugin, start=start,
-                             stop=stop)
+                             stop=stop, layer=segment)
     if run.exit_code != 0:
         raise StageFailed(f"ondevice_kat: Cortex-M4 training run failed under QEMU (exit "
                           f"{run.exit_code}):\n{(run.stdout + run.stderr).strip()[-3000:]}")
@@ -188,7 +197,20 @@ def cortex_m4(work: Path, layout: Layout, reference: Printed, log: Callable[[str
     sizes = toolchain.elf_size(tools, elf)
     return TrainingRun(tuple(m4["losses"]), run.instructions, sizes["text"], sizes["data"],
                        sizes["bss"], compare(m4["losses"], reference["losses"]),
-                       checks(m4, reference))
+                       checks(m4, reference), run.cycles, counted_segments(train, run))
+
+
+def counted_segments(train: Path, run: QemuRun) -> tuple[SegmentCount, ...]:
+    """The count of each stretch segments.json names: the counter's first segment is the
+    call into the step, up to the first mark; the others follow the marks in order."""
+    names = boundedjson.read(train / "segments.json")
+    if len(run.segments) != len(names) + 1:
+        raise StageFailed(f"ondevice_kat: the Cortex-M4 training step marked "
+                          f"{len(run.segments) - 1} stretches, segments.json names "
+                          f"{len(names)}")
+    return tuple(SegmentCount(name["layer"], name["phase"], name["macs"], count.instructions,
+                              count.cycles)
+                 for name, count in zip(names, run.segments[1:], strict=True))
 
 
 def run(ctx: Context[Checked]) -> None:
@@ -226,10 +248,13 @@ def run(ctx: Context[Checked]) -> None:
     (ctx.out / "ondevice_kat.json").write_text(json.dumps(result.to_json(), indent=1,
                                                           sort_keys=True) + "\n")
     _verdict(result)
-    counted = m4.reason if isinstance(m4, Skipped) else m4.instructions_per_step
+    counted = m4.reason if isinstance(m4, Skipped) else (
+        f"{m4.instructions_per_step:,} instructions per step" + (
+            f" ({m4.instructions_per_step / m4.macs_per_step:.2f} per MAC-equivalent)"
+            if m4.instructions_per_step and m4.macs_per_step else ""))
     ctx.log(f"ondevice_kat: {result.steps} steps, loss max |C - torch| "
             f"{result.losses.loss_max_abs_diff:.3g}, gradients and weights of every step "
-            f"within tolerance; cortex-m4 {counted} instructions per step")
+            f"within tolerance; cortex-m4 {counted}")
 
 
 def _verdict(result: TrainingKat) -> None:

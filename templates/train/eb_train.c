@@ -132,6 +132,60 @@ EBT_INLINE void conv_row4(const float *xr, const float *wr, int wstep, int k, in
     a[3] = a3;
 }
 
+/* conv_row4 for eight consecutive outputs at stride 1: 4 taps of 8 outputs read 11 inputs
+ * (dilation 1), and a tap's weight is loaded once for 8 outputs. */
+EBT_INLINE void conv_row8(const float *xr, const float *wr, int wstep, int k, int dil,
+                          float a[8])
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
+          a7 = a[7];
+    int kx = 0;
+    if (dil == 1) {
+        for (; kx + 2 <= k; kx += 2, wr += 2 * wstep) {
+            const float *xp = xr + kx;
+            const float w0 = wr[0], w1 = wr[wstep];
+            const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4],
+                        x5 = xp[5], x6 = xp[6], x7 = xp[7], x8 = xp[8];
+            a0 = EBT_FMA(a0, w0, x0);
+            a1 = EBT_FMA(a1, w0, x1);
+            a2 = EBT_FMA(a2, w0, x2);
+            a3 = EBT_FMA(a3, w0, x3);
+            a4 = EBT_FMA(a4, w0, x4);
+            a5 = EBT_FMA(a5, w0, x5);
+            a6 = EBT_FMA(a6, w0, x6);
+            a7 = EBT_FMA(a7, w0, x7);
+            a0 = EBT_FMA(a0, w1, x1);
+            a1 = EBT_FMA(a1, w1, x2);
+            a2 = EBT_FMA(a2, w1, x3);
+            a3 = EBT_FMA(a3, w1, x4);
+            a4 = EBT_FMA(a4, w1, x5);
+            a5 = EBT_FMA(a5, w1, x6);
+            a6 = EBT_FMA(a6, w1, x7);
+            a7 = EBT_FMA(a7, w1, x8);
+        }
+    }
+    for (; kx < k; ++kx, wr += wstep) {
+        const float *xp = xr + kx * dil;
+        const float wv = wr[0];
+        a0 = EBT_FMA(a0, wv, xp[0]);
+        a1 = EBT_FMA(a1, wv, xp[1]);
+        a2 = EBT_FMA(a2, wv, xp[2]);
+        a3 = EBT_FMA(a3, wv, xp[3]);
+        a4 = EBT_FMA(a4, wv, xp[4]);
+        a5 = EBT_FMA(a5, wv, xp[5]);
+        a6 = EBT_FMA(a6, wv, xp[6]);
+        a7 = EBT_FMA(a7, wv, xp[7]);
+    }
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+    a[4] = a4;
+    a[5] = a5;
+    a[6] = a6;
+    a[7] = a7;
+}
+
 /* Kernel rows [*lo, *hi) that read inside the input for output row o. */
 static void rows_inside(int o, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
 {
@@ -153,22 +207,37 @@ typedef struct {
     int ky0, ky1, iy0;
 } conv_rowset;
 
-/* Outputs [ox, ox + 4) of a row whose taps all read inside the input along the row:
- * conv_dot's sums, four at a time. */
-EBT_INLINE void conv_block4(const ebt_conv *p, const conv_rowset *r, int ox, float a[4])
+/* Outputs [ox, ox + width) (width 4, or 8 at stride 1) of a row whose taps all read
+ * inside the input along the row: conv_dot's sums, a block at a time. */
+EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int width,
+                           float a[8])
 {
     const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
     const int rows = r->ky1 - r->ky0, step = p->dil_h * p->in_w;
     const float *xc = r->xg + r->iy0 * p->in_w + ox * p->stride_w - p->pad_w;
     const float *wc = r->wo + r->ky0 * p->k_w;
     int ic, ky;
-    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
     for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += p->k_h * p->k_w) {
         const float *xr = xc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
-            conv_row4(xr, wr, 1, p->k_w, p->stride_w, p->dil_w, a);
+            if (width == 8) {
+                conv_row8(xr, wr, 1, p->k_w, p->dil_w, a);
+            } else {
+                conv_row4(xr, wr, 1, p->k_w, p->stride_w, p->dil_w, a);
+            }
         }
     }
+}
+
+/* y[0..width) = a + bias; the next output. */
+static float *conv_put(float *y, const float *a, int width, float bias)
+{
+    int j;
+    for (j = 0; j < width; ++j) {
+        y[j] = a[j] + bias;
+    }
+    return y + width;
 }
 
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
@@ -190,14 +259,14 @@ void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const f
                             &r.ky1);
                 r.iy0 = oy * p->stride_h - p->pad_h + r.ky0 * p->dil_h;
                 for (ox = 0; ox < p->out_w;) {
-                    if (ox >= lo && ox + 4 <= hi) {
-                        float a[4];
-                        conv_block4(p, &r, ox, a);
-                        y[0] = a[0] + bias;
-                        y[1] = a[1] + bias;
-                        y[2] = a[2] + bias;
-                        y[3] = a[3] + bias;
-                        y += 4;
+                    float a[8];
+                    if (ox >= lo && ox + 8 <= hi && p->stride_w == 1) {
+                        conv_block(p, &r, ox, 8, a);
+                        y = conv_put(y, a, 8, bias);
+                        ox += 8;
+                    } else if (ox >= lo && ox + 4 <= hi) {
+                        conv_block(p, &r, ox, 4, a);
+                        y = conv_put(y, a, 4, bias);
                         ox += 4;
                     } else {
                         *y++ = conv_dot(p, xs, w, oc, oy, ox) + bias;
@@ -280,11 +349,12 @@ static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w,
     return acc;
 }
 
-/* Input gradients [ix, ix + 4) of row iy of channel ic (r: dy's planes of ic's group, ic's
+/* Input gradients [ix, ix + width) of row iy of channel ic (r: dy's planes of ic's group, ic's
  * taps of the group's first output channel, the kernel rows whose dy row exists [ky0, ky1)
  * and the dy row of ky0), every tap inside dy's row: a stride-1 convolution's input
  * gradient is a correlation of dy with the taps backwards. */
-EBT_INLINE void conv_input_block4(const ebt_conv *p, const conv_rowset *r, int ix, float a[4])
+EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix, int width,
+                                 float a[8])
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
@@ -293,11 +363,15 @@ EBT_INLINE void conv_input_block4(const ebt_conv *p, const conv_rowset *r, int i
     const float *dc = r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1) * p->dil_w;
     const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
     int oc, ky;
-    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
     for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
         const float *dr = dc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
-            conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
+            if (width == 8) {
+                conv_row8(dr, wr, -1, p->k_w, p->dil_w, a);
+            } else {
+                conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
+            }
         }
     }
 }
@@ -338,14 +412,15 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
                 grad_rows_inside(p, iy, &r.ky0, &r.ky1);
                 r.iy0 = iy + p->pad_h - r.ky0 * p->dil_h;
                 for (ix = 0; ix < p->in_w;) {
-                    if (ix >= lo && ix + 4 <= hi && ix + 4 <= p->in_w) {
-                        float a[4];
-                        conv_input_block4(p, &r, ix, a);
-                        dxr[ix] += a[0];
-                        dxr[ix + 1] += a[1];
-                        dxr[ix + 2] += a[2];
-                        dxr[ix + 3] += a[3];
-                        ix += 4;
+                    const int width = ix + 8 <= hi && ix + 8 <= p->in_w ? 8 : 4;
+                    if (ix >= lo && ix + width <= hi && ix + width <= p->in_w) {
+                        float a[8];
+                        int j;
+                        conv_input_block(p, &r, ix, width, a);
+                        for (j = 0; j < width; ++j) {
+                            dxr[ix + j] += a[j];
+                        }
+                        ix += width;
                     } else {
                         dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
                         ++ix;
@@ -693,6 +768,13 @@ static float act_grad(int act, float v, float g)
 void ebt_act_forward(int act, int count, const float *x, float *y)
 {
     int i;
+    if (act == EBT_ACT_RELU_CLAMP) { /* the common case, without a call per element */
+        for (i = 0; i < count; ++i) {
+            const float v = x[i];
+            y[i] = v > 0.0f ? (v < EBT_CLAMP_HIGH ? v : EBT_CLAMP_HIGH) : 0.0f;
+        }
+        return;
+    }
     for (i = 0; i < count; ++i) {
         y[i] = act_apply(act, x[i]);
     }
@@ -701,6 +783,15 @@ void ebt_act_forward(int act, int count, const float *x, float *y)
 void ebt_act_backward(int act, int count, const float *x, const float *dy, float *dx)
 {
     int i;
+    if (act == EBT_ACT_RELU_CLAMP) { /* dy passes where 0 < x < 127/128 */
+        for (i = 0; i < count; ++i) {
+            const float v = x[i];
+            if (v > 0.0f && v < EBT_CLAMP_HIGH) {
+                dx[i] += dy[i];
+            }
+        }
+        return;
+    }
     for (i = 0; i < count; ++i) {
         dx[i] += act_grad(act, x[i], dy[i]);
     }

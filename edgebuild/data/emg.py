@@ -38,7 +38,7 @@ class EmgSpec(CommonFields):
     length: int = Field(strict=True, default=700, ge=16, le=65536,
                         description="samples per window")
     classes: int = Field(strict=True, default=9, ge=2, le=256, description="words")
-    train: int = Field(strict=True, default=360, ge=1, le=100_000,
+    train: int = Field(strict=True, default=720, ge=1, le=100_000,
                        description="training samples (classes in turn)")
     test: int = Field(strict=True, default=180, ge=1, le=100_000,
                       description="test samples (classes in turn)")
@@ -46,7 +46,7 @@ class EmgSpec(CommonFields):
                         description="muscle activations per word")
     noise: float = Field(strict=True, default=0.3, ge=0, le=10,
                          description="background noise, relative to an activation's strength")
-    jitter: float = Field(strict=True, default=0.05, ge=0, le=0.5,
+    jitter: float = Field(strict=True, default=0.03, ge=0, le=0.5,
                           description="onset jitter, as a fraction of the window")
     seed: int = Field(strict=True, default=0, ge=0, le=2**32 - 1,
                       description="the words and the samples are drawn from this seed")

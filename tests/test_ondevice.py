@@ -34,7 +34,7 @@ except ImportError:
     from conftest import run_cli
 
 from edgebuild.manifest import Manifest
-from edgebuild.manifest.ondevice import Ondevice
+from edgebuild.manifest.ondevice import AUTO_LEARNING_RATES, Ondevice
 from edgebuild.model import folding
 from edgebuild.ondevice import backward, finetune, wof
 from edgebuild.ondevice import memory as training_memory
@@ -609,6 +609,8 @@ VARIANTS = {
     "seq-mse-sgd-from-wof": ("seq", "  trainable: [conv2, conv3, conv4, fc]\n  loss: mse\n"
                                     "  optimizer: {sgd: {lr: 0.1}}\n  batch: 3\n  steps: 3\n"
                                     "  epochs: 1\n  weights: start.wof\n"),
+    "seq-ce-sgd-auto-lr": ("seq", "  trainable: [conv3, conv4, fc]\n  batch: 4\n  steps: 3\n"
+                                  "  epochs: 1\n"),  # the default optimizer: sgd, lr auto
     "seq-ce-adam-budget": ("seq", "  trainable: {budget: @BUDGET@}\n"
                                   "  optimizer: {adam: {lr: 0.01, betas: [0.8, 0.99]}}\n"
                                   "  batch: 4\n  steps: 3\n  epochs: 1\n"),
@@ -680,6 +682,15 @@ def test_c_training_steps_match_pytorch(name, request, tmp_path):
         assert "skipped" in m4 and kat["instructions_per_step"] is None
     report = read_json(built / "report.json")["metrics"]["ondevice"]
     assert report["steps"] == steps and report["loss_c"] == kat["loss_c"]
+    tuned = read_json(built / "ondevice" / "finetune.json")
+    if section is not None and "optimizer" not in section:  # lr auto: one of the grid's
+        tried = tuned["learning_rates_tried"]
+        assert sorted(float(lr) for lr in tried) == sorted(AUTO_LEARNING_RATES)
+        assert tuned["learning_rate"] in AUTO_LEARNING_RATES
+        assert tried[f"{tuned['learning_rate']:g}"] is not None
+    else:
+        assert tuned["learning_rates_tried"] is None
+        assert tuned["learning_rate"] == manifest.ondevice.optimizer.settings.lr
     if files:  # the given starting weights are what both sides started from
         assert (built / "ondevice" / "weights.wof").read_bytes() == files["start.wof"]
     if budget_pick is not None:
@@ -740,6 +751,24 @@ def test_verification_fails_when_no_batch_gives_a_gradient():
     with pytest.raises(finetune.VerificationError,
                        match=r"no gradient for conv3\.weight, no gradient for conv3\.bias"):
         finetune.verification_steps(seq_spec(), graph, params, boundary, labels, 3)
+
+
+def test_auto_learning_rate_is_the_largest_near_the_lowest_trial_loss():
+    graph, params, boundary, labels = seq_float_part()
+    spec = seq_spec(optimizer={"sgd": {}}, batch=4)
+    assert spec.optimizer.settings.lr == "auto"
+    chosen, tried = finetune.with_learning_rate(spec, graph, params, (boundary, labels), 3)
+    assert [float(lr) for lr in tried] == list(AUTO_LEARNING_RATES)
+    lr = finetune.learning_rate(chosen)
+    finite = {float(k): v for k, v in tried.items() if v is not None}
+    assert lr in finite and finite[lr] <= finetune.NEAR * min(finite.values())
+    assert all(rate <= lr for rate, loss in finite.items()
+               if loss <= finetune.NEAR * min(finite.values()))
+    # given by the manifest: kept, nothing tried
+    given = seq_spec(optimizer={"sgd": {"lr": 0.02}})
+    assert finetune.with_learning_rate(given, graph, params, (boundary, labels), 3) == (given, {})
+    with pytest.raises(ValueError, match="auto"):
+        finetune.learning_rate(spec)
 
 
 def test_divergence_is_a_non_finite_loss_or_a_tenfold_mean():

@@ -13,7 +13,7 @@ forward and backward passes generated from this section (see edgebuild/backward.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
@@ -35,15 +35,25 @@ class Scope(StrEnum):
     bias = "bias"
 
 
+# `lr: auto` (the default): the ondevice stage tries these on the training split and keeps
+# the largest whose training loss after a short run is within 5 % of the lowest
+# (edgebuild.ondevice.finetune.with_learning_rate).
+AUTO_LEARNING_RATES = (0.1, 0.03, 0.01, 0.003, 0.001)
+LR_DESCRIPTION = ("learning rate; auto: the build tries " + ", ".join(map(str, AUTO_LEARNING_RATES))
+                  + " on the training split and keeps the largest whose loss after a short "
+                    "run is within 5 % of the lowest (finetune.json says which)")
+LearningRate = Annotated[float, Field(gt=0, le=10)] | Literal["auto"]
+
+
 class DeviceSgd(Strict):
-    lr: float = Field(default=0.01, gt=0, le=10)
+    lr: LearningRate = Field(default="auto", description=LR_DESCRIPTION)
     momentum: float = Field(default=0.0, ge=0, lt=1)
     nesterov: bool = Field(default=False, description="not supported on the device")
     weight_decay: float = Field(default=0.0, ge=0, le=1, description="not supported on the device")
 
 
 class DeviceAdam(Strict):
-    lr: float = Field(default=0.001, gt=0, le=10)
+    lr: LearningRate = Field(default="auto", description=LR_DESCRIPTION)
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (
         0.9, 0.999)
     eps: float = Field(default=1e-8, gt=0, le=1)

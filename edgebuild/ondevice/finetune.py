@@ -118,16 +118,73 @@ def loss_function(kind: str, classes: int, torch: ModuleType
     return F.cross_entropy
 
 
+def learning_rate(spec: Ondevice) -> float:
+    """The optimizer's learning rate, once `auto` has been resolved (with_learning_rate)."""
+    lr = spec.optimizer.settings.lr
+    if lr == "auto":
+        raise ValueError("ondevice.optimizer lr is auto: resolve it first (with_learning_rate)")
+    return lr
+
+
 def optimizer_for(spec: Ondevice, tensors: list[Tensor], torch: ModuleType) -> Optimizer:
     settings = spec.optimizer.settings
+    lr = learning_rate(spec)
     if spec.optimizer.kind == "adam":
         adam = cast("DeviceAdam", settings)  # the `adam` key's settings
         # fused: its sqrt is the correctly rounded one; the unfused step's goes through MKL's
         # vector math, which rounds by CPU vendor (train.loop.make_optimizer)
-        return torch.optim.Adam(tensors, lr=adam.lr, betas=tuple(adam.betas),
-                                eps=adam.eps, fused=True)
+        return torch.optim.Adam(tensors, lr=lr, betas=tuple(adam.betas), eps=adam.eps,
+                                fused=True)
     sgd = cast("DeviceSgd", settings)  # `sgd`, the other form the device runs (unsupported())
-    return torch.optim.SGD(tensors, lr=sgd.lr, momentum=sgd.momentum, foreach=False)
+    return torch.optim.SGD(tensors, lr=lr, momentum=sgd.momentum, foreach=False)
+
+
+TRIAL_STEPS = 200  # steps of each learning rate's trial run (at most one epoch)
+NEAR = 1.05  # losses within 5 % of the lowest count as equally good
+
+
+def with_learning_rate(spec: Ondevice, graph: backward.TrainGraph, params: Floats,
+                       train: Split, seed: int) -> tuple[Ondevice, dict[str, float | None]]:
+    """`spec` with a learning rate: its own, or for `auto` the largest of
+    AUTO_LEARNING_RATES whose short run on the training split (the C's algorithm, in torch)
+    ends with a mean training loss within 5 % of the lowest; and that loss per rate tried
+    (None: it diverged), empty when the manifest gave the rate. A rate that diverges on the
+    trial is never picked."""
+    from edgebuild.manifest.ondevice import AUTO_LEARNING_RATES
+
+    if spec.optimizer.settings.lr != "auto":
+        return spec, {}
+    boundary, labels = train
+    steps = min(TRIAL_STEPS, -(-len(labels) // spec.batch))
+    batches = fixed_batches(steps, spec.batch, len(labels), seed + 2)
+    start = float(Stepper(_with_lr(spec, AUTO_LEARNING_RATES[0]), graph, params, boundary,
+                          labels).sample_losses().mean())
+    tried: dict[str, float | None] = {}
+    for lr in AUTO_LEARNING_RATES:
+        candidate = _with_lr(spec, lr)
+        trace = run_steps(candidate, graph, params, boundary, labels, batches, record=False)
+        end = None
+        if divergence(trace.losses, start) is None:
+            weights = {**params, **trace.weights[-1]}
+            end = float(Stepper(candidate, graph, weights, boundary, labels)
+                        .sample_losses().mean())
+        tried[f"{lr:g}"] = None if end is None or not np.isfinite(end) else round(end, 6)
+    finite = {lr: loss for lr, loss in tried.items() if loss is not None}
+    if not finite:
+        raise Diverged(f"ondevice: fine-tuning diverged with every learning rate tried "
+                       f"({', '.join(tried)}, {spec.optimizer.kind}, batch {spec.batch}); give "
+                       f"ondevice.optimizer a smaller lr, a larger ondevice.batch or train "
+                       f"fewer layers")
+    # the largest rate within NEAR of the lowest loss: as good on the trial, faster after it
+    lowest = min(finite.values())
+    best = max((lr for lr, loss in finite.items() if loss <= NEAR * lowest), key=float)
+    return _with_lr(spec, float(best)), tried
+
+
+def _with_lr(spec: Ondevice, lr: float) -> Ondevice:
+    optimizer = spec.optimizer.model_copy(update={
+        spec.optimizer.kind: spec.optimizer.settings.model_copy(update={"lr": lr})})
+    return spec.model_copy(update={"optimizer": optimizer})
 
 
 @dataclass(frozen=True)
@@ -182,6 +239,8 @@ class FineTune:
     start_loss: float | None = None  # the training split's mean loss before the first step
     end_loss: float | None = None  # the mean loss of the last WINDOW steps
     frozen_int8_accuracy: float | None = None  # filled in by the stage
+    learning_rate: float | None = None  # filled in by the stage: the rate trained with
+    learning_rates_tried: dict[str, float | None] | None = None  # `auto`: loss per rate
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -190,7 +249,8 @@ class FineTune:
     def from_json(cls, data: dict[str, Any]) -> FineTune:
         return cls(data["epochs"], data["steps"], data["accuracy_before"],
                    data["accuracy_after"], data["final_loss"], data["start_loss"],
-                   data["end_loss"], data["frozen_int8_accuracy"])
+                   data["end_loss"], data["frozen_int8_accuracy"], data["learning_rate"],
+                   data["learning_rates_tried"])
 
     @classmethod
     def load(cls, directory: Path) -> FineTune:
@@ -353,7 +413,7 @@ def divergence(losses: list[float], start: float) -> str | None:
 
 def _diverged(spec: Ondevice, graph: backward.TrainGraph, why: str) -> Diverged:
     settings = spec.optimizer.settings
-    lr = settings.lr
+    lr = learning_rate(spec)
     momentum = getattr(settings, "momentum", 0.0)
     layers = len(graph.trainable)
     return Diverged(

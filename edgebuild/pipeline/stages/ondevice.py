@@ -106,12 +106,21 @@ def run(ctx: Context[Checked]) -> None:
     boundary = {part: finetune.boundary_values(model, graph, x) for part, (x, _) in data.items()}
     x_train, y_train = data["train"]
     try:
-        batches = _write_trace(ctx, graph, params, boundary["train"], y_train)
+        spec, tried = finetune.with_learning_rate(spec, graph, params,
+                                                  (boundary["train"], y_train), manifest.seed)
+        batches = _write_trace(ctx, spec, graph, params, boundary["train"], y_train)
         tuned = finetune.fine_tune(spec, graph, params, (boundary["train"], y_train),
                                    (boundary["test"], data["test"][1]), manifest.seed)
     except (finetune.VerificationError, finetune.Diverged) as exc:
         raise StageFailed(str(exc)) from None
-    tuned = dataclasses.replace(tuned, frozen_int8_accuracy=_int8_accuracy(model, *data["test"]))
+    lr = finetune.learning_rate(spec)
+    if tried:
+        ctx.log(f"ondevice: learning rate {lr:g} (auto: mean training loss after "
+                f"{finetune.TRIAL_STEPS} steps at most, per rate: "
+                + ", ".join(f"{rate} {'diverged' if loss is None else f'{loss:.4g}'}"
+                            for rate, loss in tried.items()) + ")")
+    tuned = dataclasses.replace(tuned, frozen_int8_accuracy=_int8_accuracy(model, *data["test"]),
+                                learning_rate=lr, learning_rates_tried=tried or None)
     if tuned.accuracy_after < tuned.accuracy_before:
         ctx.warn(f"on-device fine-tuning lowered the held-out accuracy "
                  f"{tuned.accuracy_before} -> {tuned.accuracy_after} (loss {tuned.start_loss} "
@@ -121,7 +130,7 @@ def run(ctx: Context[Checked]) -> None:
                                            + "\n")
     plan = MemoryPlan.load(ctx.inputs["plan"])
     _memory(ctx, resolved, plan)
-    _render(ctx, graph, plan, params, layout_id, x_train, y_train, batches)
+    _render(ctx, spec, graph, plan, params, layout_id, x_train, y_train, batches)
     ctx.log(f"ondevice: training {', '.join(resolved.names)}; {resolved.memory['ram']} bytes "
             f"of RAM; accuracy under drift {tuned.accuracy_before} -> "
             f"{tuned.accuracy_after}")
@@ -141,8 +150,8 @@ def _write_layout(ctx: Context[Checked], graph: TrainGraph, params: Floats) -> i
     return layout.layout_id
 
 
-def _write_trace(ctx: Context[Checked], graph: TrainGraph, params: Floats, boundary: Floats,
-                 labels: NDArray[np.integer[Any]]) -> list[NDArray[np.int64]]:
+def _write_trace(ctx: Context[Checked], spec: Ondevice, graph: TrainGraph, params: Floats,
+                 boundary: Floats, labels: NDArray[np.integer[Any]]) -> list[NDArray[np.int64]]:
     """The PyTorch reference the C must reproduce: trace.npz (every step's gradients and
     updated weights, `grad:<step>:<tensor>`, `weight:<step>:<tensor>`) and trace.json
     (losses, batches); the batches."""
@@ -150,8 +159,6 @@ def _write_trace(ctx: Context[Checked], graph: TrainGraph, params: Floats, bound
 
     from edgebuild.ondevice import finetune
 
-    spec = ctx.checked.manifest.ondevice
-    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     batches, trace = finetune.verification_steps(spec, graph, params, boundary, labels,
                                                  ctx.checked.manifest.seed)
     saved = {f"{kind}:{step}:{name}": value
@@ -187,9 +194,10 @@ def _memory(ctx: Context[Checked], resolved: Resolved, plan: MemoryPlan) -> None
     (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 
 
-def _render(ctx: Context[Checked], graph: TrainGraph, plan: MemoryPlan, params: Floats, layout_id: int,
-            x_train: NDArray[np.int8], y_train: NDArray[np.integer[Any]],
-            batches: list[NDArray[np.int64]]) -> None:
+def _render(ctx: Context[Checked], spec: Ondevice, graph: TrainGraph, plan: MemoryPlan,
+            params: Floats, layout_id: int, x_train: NDArray[np.int8],
+            y_train: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> None:
+    """The C training code of `spec` (its learning rate resolved)."""
     import math
 
     import numpy as np
@@ -199,8 +207,6 @@ def _render(ctx: Context[Checked], graph: TrainGraph, plan: MemoryPlan, params: 
     from edgebuild.ondevice import trainable as ondevice
 
     manifest = ctx.checked.manifest
-    spec = manifest.ondevice
-    assert spec is not None  # the stage applies only to a manifest with `ondevice`
     offsets = {t.name: t.offset for t in plan.tensors}
     settings = ondevice.settings(spec, manifest.target.memory.l1)
     buffers = training_memory.buffers(graph, spec.batch, settings.slots,

@@ -204,13 +204,27 @@ def groups_and_out_c(rng, in_c: int, layout: str) -> tuple[int, int]:
 
 def conv_config(rng, kind: str) -> dict:
     """ebt_conv fields for kind conv1d / conv2d / grouped (conv2d) / linear / long (conv1d
-    on rows of 11 to 79 with kernels of 3 to 15)."""
+    on rows of 11 to 79 with kernels of 3 to 15) / column (conv2d with a Kx1 kernel)."""
     one = {"k_h": 1, "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0,
            "dil_h": 1, "dil_w": 1}
     n, in_c = int(rng.integers(1, 5)), int(rng.integers(1, 9))
     if kind == "linear":
         return {"n": n, "in_c": int(rng.integers(1, 40)), "in_h": 1, "in_w": 1,
                 "out_c": int(rng.integers(1, 12)), "out_h": 1, "out_w": 1, "groups": 1, **one}
+    if kind == "column":  # Kx1 kernels (SpeechNet's 14x1 across electrodes): whole rows
+        in_h = int(rng.integers(2, 15))
+        cfg = {"n": n, "in_c": in_c, "out_c": in_c * int(rng.integers(1, 3)), "groups": in_c,
+               **one, "in_h": in_h, "in_w": int(rng.integers(2, 40)),
+               "k_h": int(rng.integers(2, in_h + 1)), "pad_h": int(rng.integers(0, 2)),
+               "dil_h": int(rng.integers(1, 3)), "stride_w": int(rng.integers(1, 3))}
+        if rng.random() < 0.5:  # dense across the channels
+            cfg.update(groups=1, out_c=int(rng.integers(1, 5)))
+        cfg["out_h"] = conv_out(*(cfg[f] for f in ("in_h", "k_h", "stride_h", "pad_h", "dil_h")))
+        cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
+        if cfg["out_h"] < 1:
+            cfg.update(pad_h=cfg["k_h"], out_h=conv_out(in_h, cfg["k_h"], 1, cfg["k_h"],
+                                                         cfg["dil_h"]))
+        return cfg
     if kind == "long":  # rows long enough for the 4-output blocks and 4-tap groups
         k_w = int(rng.integers(3, 16))
         cfg = {"n": n, "in_c": in_c, "out_c": int(rng.integers(1, 5)), "groups": 1, **one,
@@ -295,7 +309,7 @@ def c_backward_bias(lib, cfg: dict, dy, db_init) -> np.ndarray:
     return db.array()
 
 
-@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long"])
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column"])
 def test_conv_forward_and_gradients_match_torch(lib, kind):
     for index in range(CASES):
         rng = rng_for(kind, index)

@@ -230,14 +230,96 @@ EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int 
     }
 }
 
-/* y[0..width) = a + bias; the next output. */
-static float *conv_put(float *y, const float *a, int width, float bias)
+/* y[0..width) = a + bias (width 4 or 8); the next output. Written out element by element
+ * (no loop over a), so that the block's sums stay in registers. */
+EBT_INLINE float *conv_put(float *y, const float *a, int width, float bias)
 {
-    int j;
-    for (j = 0; j < width; ++j) {
-        y[j] = a[j] + bias;
+    y[0] = a[0] + bias;
+    y[1] = a[1] + bias;
+    y[2] = a[2] + bias;
+    y[3] = a[3] + bias;
+    if (width == 8) {
+        y[4] = a[4] + bias;
+        y[5] = a[5] + bias;
+        y[6] = a[6] + bias;
+        y[7] = a[7] + bias;
     }
     return y + width;
+}
+
+/* out[j] += w0 * a[j * step] + w1 * b[j * step], j < count (b NULL: the first term only):
+ * whole rows at once, two terms a pass, for kernels one column wide, whose taps share no
+ * inputs along the row for a block to reuse. */
+static void row_axpy2(float *out, int count, float w0, const float *a, float w1, const float *b,
+                      int step)
+{
+    int j;
+    if (b == NULL) {
+        for (j = 0; j < count; ++j) {
+            out[j] = EBT_FMA(out[j], w0, a[j * step]);
+        }
+        return;
+    }
+    for (j = 0; j < count; ++j) {
+        out[j] = EBT_FMA(EBT_FMA(out[j], w0, a[j * step]), w1, b[j * step]);
+    }
+}
+
+/* A row's terms for row_axpy2, a pair at a time: term t is w[t] times the row at rows[t]. */
+static void rows_axpy(float *out, int count, const float *w, const float *const *rows, int n,
+                      int step)
+{
+    int t;
+    for (t = 0; t + 2 <= n; t += 2) {
+        row_axpy2(out, count, w[t], rows[t], w[t + 1], rows[t + 1], step);
+    }
+    if (t < n) {
+        row_axpy2(out, count, w[t], rows[t], 0.0f, NULL, step);
+    }
+}
+
+#define EBT_COLUMN_TERMS 16 /* terms gathered before a pass over the row */
+
+/* The forward pass of a convolution one column wide (k_w == 1): each output row is its bias
+ * plus, for every input channel of the group and kernel row inside the input, a weight
+ * times an input row (at the stride). */
+static void conv_forward_columns(const ebt_conv *p, const float *x, const float *w,
+                                 const float *b, float *y)
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int in_plane = p->in_h * p->in_w;
+    int lo, hi, s, oc, oy, ic, ky, ox;
+    conv_inside(p->out_w, p->in_w, 1, p->stride_w, p->pad_w, 1, &lo, &hi);
+    for (s = 0; s < p->n; ++s) {
+        for (oc = 0; oc < p->out_c; ++oc) {
+            const float *xg = x + (s * p->in_c + (oc / out_g) * in_g) * in_plane;
+            const float *wo = w + oc * in_g * p->k_h;
+            for (oy = 0; oy < p->out_h; ++oy, y += p->out_w) {
+                float wt[EBT_COLUMN_TERMS];
+                const float *rows[EBT_COLUMN_TERMS];
+                int n = 0;
+                for (ox = 0; ox < p->out_w; ++ox) {
+                    y[ox] = b ? b[oc] : 0.0f;
+                }
+                for (ic = 0; ic < in_g; ++ic) {
+                    for (ky = 0; ky < p->k_h; ++ky) {
+                        const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
+                        if (iy < 0 || iy >= p->in_h) {
+                            continue;
+                        }
+                        wt[n] = wo[ic * p->k_h + ky];
+                        rows[n++] = xg + ic * in_plane + iy * p->in_w + lo * p->stride_w -
+                                    p->pad_w;
+                        if (n == EBT_COLUMN_TERMS) {
+                            rows_axpy(y + lo, hi - lo, wt, rows, n, p->stride_w);
+                            n = 0;
+                        }
+                    }
+                }
+                rows_axpy(y + lo, hi - lo, wt, rows, n, p->stride_w);
+            }
+        }
+    }
 }
 
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
@@ -246,6 +328,10 @@ void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const f
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int in_plane = p->in_h * p->in_w;
     int s, oc, oy, ox, lo, hi;
+    if (p->k_w == 1 && p->pad_w == 0 && p->out_w > 1) {
+        conv_forward_columns(p, x, w, b, y);
+        return;
+    }
     conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
     for (s = 0; s < p->n; ++s) {
         const float *xs = x + s * p->in_c * in_plane;
@@ -376,6 +462,21 @@ EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix
     }
 }
 
+/* dx[0..width) += a (width 4 or 8), element by element as conv_put. */
+EBT_INLINE void conv_add(float *dx, const float *a, int width)
+{
+    dx[0] += a[0];
+    dx[1] += a[1];
+    dx[2] += a[2];
+    dx[3] += a[3];
+    if (width == 8) {
+        dx[4] += a[4];
+        dx[5] += a[5];
+        dx[6] += a[6];
+        dx[7] += a[7];
+    }
+}
+
 /* Kernel rows [*lo, *hi) whose dy row exists for input row iy of a stride-1 convolution:
  * kernel row ky reads dy row iy + pad - ky * dil, in [0, out_h). */
 static void grad_rows_inside(const ebt_conv *p, int iy, int *lo, int *hi)
@@ -390,6 +491,40 @@ static void grad_rows_inside(const ebt_conv *p, int iy, int *lo, int *hi)
     *hi = b;
 }
 
+/* The input gradient of a stride-1 convolution one column wide without padding along the
+ * row (dy rows and dx rows line up): each dx row gains, for every output channel of its
+ * group and kernel row whose dy row exists, a weight times that dy row. */
+static void conv_input_columns(const ebt_conv *p, const float *dy, const float *w, float *dx)
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int out_plane = p->out_h * p->out_w;
+    int s, ic, iy, oc, ky;
+    for (s = 0; s < p->n; ++s) {
+        for (ic = 0; ic < p->in_c; ++ic) {
+            const int first = (ic / in_g) * out_g, icg = ic % in_g;
+            for (iy = 0; iy < p->in_h; ++iy) {
+                float *dxr = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
+                float wt[EBT_COLUMN_TERMS];
+                const float *rows[EBT_COLUMN_TERMS];
+                int n = 0, k0, k1;
+                grad_rows_inside(p, iy, &k0, &k1);
+                for (oc = first; oc < first + out_g; ++oc) {
+                    for (ky = k0; ky < k1; ++ky) {
+                        wt[n] = w[(oc * in_g + icg) * p->k_h + ky];
+                        rows[n++] = dy + (s * p->out_c + oc) * out_plane +
+                                    (iy + p->pad_h - ky * p->dil_h) * p->out_w;
+                        if (n == EBT_COLUMN_TERMS) {
+                            rows_axpy(dxr, p->in_w, wt, rows, n, 1);
+                            n = 0;
+                        }
+                    }
+                }
+                rows_axpy(dxr, p->in_w, wt, rows, n, 1);
+            }
+        }
+    }
+}
+
 void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
 {
     /* input columns whose every tap reads inside dy's row: ox = ix + pad - kx * dil */
@@ -399,6 +534,10 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     int s, ic, iy, ix;
     if (p->stride_h != 1 || p->stride_w != 1) {
         conv_backward_input_scatter(p, dy, w, dx);
+        return;
+    }
+    if (p->k_w == 1 && p->pad_w == 0) {
+        conv_input_columns(p, dy, w, dx);
         return;
     }
     for (s = 0; s < p->n; ++s) {
@@ -415,11 +554,8 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
                     const int width = ix + 8 <= hi && ix + 8 <= p->in_w ? 8 : 4;
                     if (ix >= lo && ix + width <= hi && ix + width <= p->in_w) {
                         float a[8];
-                        int j;
                         conv_input_block(p, &r, ix, width, a);
-                        for (j = 0; j < width; ++j) {
-                            dxr[ix + j] += a[j];
-                        }
+                        conv_add(dxr + ix, a, width);
                         ix += width;
                     } else {
                         dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
@@ -454,10 +590,17 @@ static void tap_range(int out, int in, int k, int stride, int pad, int dil, int 
 static float conv_tap_dot(const ebt_conv *p, const float *dyr, const float *xr, int k, int lo,
                           int hi)
 {
-    const float *xp = xr + lo * p->stride_w - p->pad_w + k * p->dil_w;
+    const int st = p->stride_w;
+    const float *xp = xr + lo * st - p->pad_w + k * p->dil_w;
     float acc = 0.0f;
-    int o;
-    for (o = lo; o < hi; ++o, xp += p->stride_w) {
+    int o = lo;
+    for (; o + 4 <= hi; o += 4, xp += 4 * st) {
+        acc = EBT_FMA(acc, dyr[o], xp[0]);
+        acc = EBT_FMA(acc, dyr[o + 1], xp[st]);
+        acc = EBT_FMA(acc, dyr[o + 2], xp[2 * st]);
+        acc = EBT_FMA(acc, dyr[o + 3], xp[3 * st]);
+    }
+    for (; o < hi; ++o, xp += st) {
         acc = EBT_FMA(acc, dyr[o], *xp);
     }
     return acc;

@@ -42,6 +42,35 @@ static int conv_first_in(const ebt_conv *p, int oc)
     return (oc / (p->out_c / p->groups)) * conv_in_per_group(p);
 }
 
+/* Kernel taps [*lo, *hi) along one axis that read inside the input for output o (rows or
+ * columns alike). */
+static void taps_inside(int o, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+{
+    const int first = o * stride - pad; /* input row of kernel row 0 */
+    const int a = first >= 0 ? 0 : (-first + dil - 1) / dil;
+    int b = first > in - 1 ? 0 : (in - 1 - first) / dil + 1;
+    if (b > k) {
+        b = k;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+/* Kernel taps [*lo, *hi) along one axis (padding pad, dilation dil, k taps, out outputs)
+ * whose output exists for input i of a stride-1 convolution: tap t reads output
+ * i + pad - t * dil, in [0, out). */
+static void grad_taps_inside(int i, int pad, int dil, int out, int k, int *lo, int *hi)
+{
+    const int first = i + pad; /* output of tap 0 */
+    const int a = first - (out - 1) <= 0 ? 0 : (first - (out - 1) + dil - 1) / dil;
+    int b = first < 0 ? 0 : first / dil + 1;
+    if (b > k) {
+        b = k;
+    }
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
 /* One output value of one sample (xs = that sample's input), without bias. */
 static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc, int oy, int ox)
 {
@@ -49,20 +78,16 @@ static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc
     const float *wo = w + oc * in_g * p->k_h * p->k_w;
     const float *xg = xs + conv_first_in(p, oc) * p->in_h * p->in_w;
     float acc = 0.0f;
-    int ic, ky, kx;
+    int ic, ky, kx, ky0, ky1, kx0, kx1;
+    taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
+    taps_inside(ox, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &kx0, &kx1);
     for (ic = 0; ic < in_g; ++ic) {
         const float *plane = xg + ic * p->in_h * p->in_w;
-        for (ky = 0; ky < p->k_h; ++ky) {
-            const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
-            if (iy < 0 || iy >= p->in_h) {
-                continue;
-            }
-            for (kx = 0; kx < p->k_w; ++kx) {
-                const int ix = conv_src(ox, kx, p->stride_w, p->pad_w, p->dil_w);
-                if (ix >= 0 && ix < p->in_w) {
-                    acc = EBT_FMA(acc, wo[(ic * p->k_h + ky) * p->k_w + kx],
-                                  plane[iy * p->in_w + ix]);
-                }
+        for (ky = ky0; ky < ky1; ++ky) {
+            const float *xr = plane + conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h) * p->in_w;
+            const float *wr = wo + (ic * p->k_h + ky) * p->k_w;
+            for (kx = kx0; kx < kx1; ++kx) {
+                acc = EBT_FMA(acc, wr[kx], xr[conv_src(ox, kx, p->stride_w, p->pad_w, p->dil_w)]);
             }
         }
     }
@@ -186,18 +211,6 @@ EBT_INLINE void conv_row8(const float *xr, const float *wr, int wstep, int k, in
     a[7] = a7;
 }
 
-/* Kernel rows [*lo, *hi) that read inside the input for output row o. */
-static void rows_inside(int o, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
-{
-    const int first = o * stride - pad; /* input row of kernel row 0 */
-    const int a = first >= 0 ? 0 : (-first + dil - 1) / dil;
-    int b = first > in - 1 ? 0 : (in - 1 - first) / dil + 1;
-    if (b > k) {
-        b = k;
-    }
-    *lo = a < b ? a : b;
-    *hi = b;
-}
 
 /* One output row's geometry, fixed while its blocks run: the group's input planes (xg), the
  * channel's weights (wo), the kernel rows inside the input [ky0, ky1) and the input row of
@@ -260,17 +273,41 @@ static void row_axpy2(float *out, int count, float w0, const float *a, float w1,
         }
         return;
     }
+    if (step == 1) { /* the common case: plain pointer walks */
+        for (j = 0; j < count; ++j) {
+            out[j] = EBT_FMA(EBT_FMA(out[j], w0, a[j]), w1, b[j]);
+        }
+        return;
+    }
     for (j = 0; j < count; ++j) {
         out[j] = EBT_FMA(EBT_FMA(out[j], w0, a[j * step]), w1, b[j * step]);
     }
 }
 
-/* A row's terms for row_axpy2, a pair at a time: term t is w[t] times the row at rows[t]. */
+/* out[j] += the four terms w[t] * rows[t][j], t < 4, j < count: rows side by side. */
+static void row_axpy4(float *out, int count, const float *w, const float *const *rows)
+{
+    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    const float *a = rows[0], *b = rows[1], *c = rows[2], *d = rows[3];
+    int j;
+    for (j = 0; j < count; ++j) {
+        out[j] = EBT_FMA(EBT_FMA(EBT_FMA(EBT_FMA(out[j], w0, a[j]), w1, b[j]), w2, c[j]), w3,
+                         d[j]);
+    }
+}
+
+/* A row's terms, four (stride 1) or two at a time: term t is w[t] times the row at
+ * rows[t], read every step floats. */
 static void rows_axpy(float *out, int count, const float *w, const float *const *rows, int n,
                       int step)
 {
-    int t;
-    for (t = 0; t + 2 <= n; t += 2) {
+    int t = 0;
+    if (step == 1) {
+        for (; t + 4 <= n; t += 4) {
+            row_axpy4(out, count, w + t, rows + t);
+        }
+    }
+    for (; t + 2 <= n; t += 2) {
         row_axpy2(out, count, w[t], rows[t], w[t + 1], rows[t + 1], step);
     }
     if (t < n) {
@@ -341,7 +378,7 @@ void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const f
             r.xg = xs + (oc / out_g) * in_g * in_plane;
             r.wo = w + oc * in_g * p->k_h * p->k_w;
             for (oy = 0; oy < p->out_h; ++oy) {
-                rows_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &r.ky0,
+                taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &r.ky0,
                             &r.ky1);
                 r.iy0 = oy * p->stride_h - p->pad_h + r.ky0 * p->dil_h;
                 for (ox = 0; ox < p->out_w;) {
@@ -415,20 +452,16 @@ static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w,
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int first = (ic / in_g) * out_g, icg = ic % in_g;
     float acc = 0.0f;
-    int oc, ky, kx;
+    int oc, ky, kx, ky0, ky1, kx0, kx1;
+    grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &ky0, &ky1);
+    grad_taps_inside(ix, p->pad_w, p->dil_w, p->out_w, p->k_w, &kx0, &kx1);
     for (oc = first; oc < first + out_g; ++oc) {
         const float *wo = w + ((oc * in_g + icg) * p->k_h) * p->k_w;
-        for (ky = 0; ky < p->k_h; ++ky) {
-            const int oy = iy + p->pad_h - ky * p->dil_h;
-            if (oy < 0 || oy >= p->out_h) {
-                continue;
-            }
-            for (kx = 0; kx < p->k_w; ++kx) {
-                const int ox = ix + p->pad_w - kx * p->dil_w;
-                if (ox >= 0 && ox < p->out_w) {
-                    acc = EBT_FMA(acc, wo[ky * p->k_w + kx],
-                                  dys[(oc * p->out_h + oy) * p->out_w + ox]);
-                }
+        const float *dyc = dys + oc * p->out_h * p->out_w;
+        for (ky = ky0; ky < ky1; ++ky) {
+            const float *dr = dyc + (iy + p->pad_h - ky * p->dil_h) * p->out_w;
+            for (kx = kx0; kx < kx1; ++kx) {
+                acc = EBT_FMA(acc, wo[ky * p->k_w + kx], dr[ix + p->pad_w - kx * p->dil_w]);
             }
         }
     }
@@ -477,19 +510,6 @@ EBT_INLINE void conv_add(float *dx, const float *a, int width)
     }
 }
 
-/* Kernel rows [*lo, *hi) whose dy row exists for input row iy of a stride-1 convolution:
- * kernel row ky reads dy row iy + pad - ky * dil, in [0, out_h). */
-static void grad_rows_inside(const ebt_conv *p, int iy, int *lo, int *hi)
-{
-    const int first = iy + p->pad_h, dil = p->dil_h; /* dy row of kernel row 0 */
-    const int a = first - (p->out_h - 1) <= 0 ? 0 : (first - (p->out_h - 1) + dil - 1) / dil;
-    int b = first < 0 ? 0 : first / dil + 1;
-    if (b > p->k_h) {
-        b = p->k_h;
-    }
-    *lo = a < b ? a : b;
-    *hi = b;
-}
 
 /* The input gradient of a stride-1 convolution one column wide without padding along the
  * row (dy rows and dx rows line up): each dx row gains, for every output channel of its
@@ -507,7 +527,7 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
                 float wt[EBT_COLUMN_TERMS];
                 const float *rows[EBT_COLUMN_TERMS];
                 int n = 0, k0, k1;
-                grad_rows_inside(p, iy, &k0, &k1);
+                grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &k0, &k1);
                 for (oc = first; oc < first + out_g; ++oc) {
                     for (ky = k0; ky < k1; ++ky) {
                         wt[n] = w[(oc * in_g + icg) * p->k_h + ky];
@@ -548,7 +568,8 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
             r.wo = w + ((ic / in_g) * out_g * in_g + ic % in_g) * p->k_h * p->k_w;
             for (iy = 0; iy < p->in_h; ++iy) {
                 float *dxr = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
-                grad_rows_inside(p, iy, &r.ky0, &r.ky1);
+                grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &r.ky0,
+                                 &r.ky1);
                 r.iy0 = iy + p->pad_h - r.ky0 * p->dil_h;
                 for (ix = 0; ix < p->in_w;) {
                     const int width = ix + 8 <= hi && ix + 8 <= p->in_w ? 8 : 4;

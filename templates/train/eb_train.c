@@ -220,6 +220,76 @@ typedef struct {
     int ky0, ky1, iy0;
 } conv_rowset;
 
+/* conv_row8 for two output channels of one group at once (their taps wr and vr read the
+ * same inputs): each input is loaded once for both, and a block's set-up serves 16 sums. */
+EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, int k, int dil,
+                            float a[8], float c[8])
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
+          a7 = a[7];
+    float c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6],
+          c7 = c[7];
+    int kx;
+    for (kx = 0; kx < k; ++kx) {
+        const float *xp = xr + kx * dil;
+        const float wv = wr[kx], vv = vr[kx];
+        const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],
+                    x6 = xp[6], x7 = xp[7];
+        a0 = EBT_FMA(a0, wv, x0);
+        c0 = EBT_FMA(c0, vv, x0);
+        a1 = EBT_FMA(a1, wv, x1);
+        c1 = EBT_FMA(c1, vv, x1);
+        a2 = EBT_FMA(a2, wv, x2);
+        c2 = EBT_FMA(c2, vv, x2);
+        a3 = EBT_FMA(a3, wv, x3);
+        c3 = EBT_FMA(c3, vv, x3);
+        a4 = EBT_FMA(a4, wv, x4);
+        c4 = EBT_FMA(c4, vv, x4);
+        a5 = EBT_FMA(a5, wv, x5);
+        c5 = EBT_FMA(c5, vv, x5);
+        a6 = EBT_FMA(a6, wv, x6);
+        c6 = EBT_FMA(c6, vv, x6);
+        a7 = EBT_FMA(a7, wv, x7);
+        c7 = EBT_FMA(c7, vv, x7);
+    }
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+    a[4] = a4;
+    a[5] = a5;
+    a[6] = a6;
+    a[7] = a7;
+    c[0] = c0;
+    c[1] = c1;
+    c[2] = c2;
+    c[3] = c3;
+    c[4] = c4;
+    c[5] = c5;
+    c[6] = c6;
+    c[7] = c7;
+}
+
+/* Outputs [ox, ox + 8) of the same row of output channels r's and r's next one (one group:
+ * the same inputs, the next channel's taps in_g * k_h * k_w floats on), at stride 1. */
+EBT_INLINE void conv_block_pair(const ebt_conv *p, const conv_rowset *r, int ox, float a[8],
+                                float c[8])
+{
+    const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
+    const int rows = r->ky1 - r->ky0, step = p->dil_h * p->in_w, kk = p->k_h * p->k_w;
+    const float *xc = r->xg + r->iy0 * p->in_w + ox - p->pad_w;
+    const float *wc = r->wo + r->ky0 * p->k_w;
+    int ic, ky;
+    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
+    c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
+    for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += kk) {
+        const float *xr = xc, *wr = wc;
+        for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
+            conv_row8x2(xr, wr, wr + in_g * kk, p->k_w, p->dil_w, a, c);
+        }
+    }
+}
+
 /* Outputs [ox, ox + width) (width 4, or 8 at stride 1) of a row whose taps all read
  * inside the input along the row: conv_dot's sums, a block at a time. */
 EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int width,
@@ -359,44 +429,85 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
     }
 }
 
+/* Outputs [from, to) of output row oy of channel oc of one sample (xs; r: the row's
+ * geometry), into y: blocks of 8 (stride 1) or 4 where every tap reads inside the input
+ * along the row ([lo, hi)), single outputs elsewhere. */
+static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const float *xs,
+                             const float *w, int oc, int oy, int from, int to, float bias,
+                             float *y)
+{
+    int lo, hi, ox;
+    conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
+    for (ox = from; ox < to;) {
+        float a[8];
+        if (ox >= lo && ox + 8 <= hi && ox + 8 <= to && p->stride_w == 1) {
+            conv_block(p, r, ox, 8, a);
+            conv_put(y + ox, a, 8, bias);
+            ox += 8;
+        } else if (ox >= lo && ox + 4 <= hi && ox + 4 <= to) {
+            conv_block(p, r, ox, 4, a);
+            conv_put(y + ox, a, 4, bias);
+            ox += 4;
+        } else {
+            y[ox] = conv_dot(p, xs, w, oc, oy, ox) + bias;
+            ++ox;
+        }
+    }
+}
+
+/* Rows oy of output channels oc and oc + 1 (one group) of one sample: their inside
+ * blocks of 8 together (conv_block_pair), the rest per channel. */
+static void conv_forward_pair(const ebt_conv *p, const conv_rowset *r, const float *xs,
+                              const float *w, int oc, int oy, const float *b, float *y0,
+                              float *y1)
+{
+    const float b0 = b ? b[oc] : 0.0f, b1 = b ? b[oc + 1] : 0.0f;
+    conv_rowset next = *r;
+    int lo, hi, ox;
+    conv_inside(p->out_w, p->in_w, p->k_w, 1, p->pad_w, p->dil_w, &lo, &hi);
+    next.wo = r->wo + conv_in_per_group(p) * p->k_h * p->k_w;
+    for (ox = lo; ox + 8 <= hi; ox += 8) {
+        float a[8], c[8];
+        conv_block_pair(p, r, ox, a, c);
+        conv_put(y0 + ox, a, 8, b0);
+        conv_put(y1 + ox, c, 8, b1);
+    }
+    conv_forward_row(p, r, xs, w, oc, oy, 0, lo, b0, y0);
+    conv_forward_row(p, r, xs, w, oc, oy, ox, p->out_w, b0, y0);
+    conv_forward_row(p, &next, xs, w, oc + 1, oy, 0, lo, b1, y1);
+    conv_forward_row(p, &next, xs, w, oc + 1, oy, ox, p->out_w, b1, y1);
+}
+
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
                       float *y)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
-    const int in_plane = p->in_h * p->in_w;
-    int s, oc, oy, ox, lo, hi;
+    const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
+    int s, oc, oy;
     if (p->k_w == 1 && p->pad_w == 0 && p->out_w > 1) {
         conv_forward_columns(p, x, w, b, y);
         return;
     }
-    conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
     for (s = 0; s < p->n; ++s) {
         const float *xs = x + s * p->in_c * in_plane;
-        for (oc = 0; oc < p->out_c; ++oc) {
-            const float bias = b ? b[oc] : 0.0f;
+        for (oc = 0; oc < p->out_c;) {
+            /* two channels of one group share their inputs: at stride 1 they run together */
+            const int span = p->stride_w == 1 && oc % out_g + 1 < out_g ? 2 : 1;
+            float *yc = y + (s * p->out_c + oc) * out_plane;
             conv_rowset r;
             r.xg = xs + (oc / out_g) * in_g * in_plane;
             r.wo = w + oc * in_g * p->k_h * p->k_w;
-            for (oy = 0; oy < p->out_h; ++oy) {
+            for (oy = 0; oy < p->out_h; ++oy, yc += p->out_w) {
                 taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &r.ky0,
                             &r.ky1);
                 r.iy0 = oy * p->stride_h - p->pad_h + r.ky0 * p->dil_h;
-                for (ox = 0; ox < p->out_w;) {
-                    float a[8];
-                    if (ox >= lo && ox + 8 <= hi && p->stride_w == 1) {
-                        conv_block(p, &r, ox, 8, a);
-                        y = conv_put(y, a, 8, bias);
-                        ox += 8;
-                    } else if (ox >= lo && ox + 4 <= hi) {
-                        conv_block(p, &r, ox, 4, a);
-                        y = conv_put(y, a, 4, bias);
-                        ox += 4;
-                    } else {
-                        *y++ = conv_dot(p, xs, w, oc, oy, ox) + bias;
-                        ++ox;
-                    }
+                if (span == 2) {
+                    conv_forward_pair(p, &r, xs, w, oc, oy, b, yc, yc + out_plane);
+                } else {
+                    conv_forward_row(p, &r, xs, w, oc, oy, 0, p->out_w, b ? b[oc] : 0.0f, yc);
                 }
             }
+            oc += span;
         }
     }
 }

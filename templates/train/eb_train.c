@@ -718,6 +718,23 @@ static void tap_range(int out, int in, int k, int stride, int pad, int dil, int 
     *hi = b;
 }
 
+/* sum of a[i] * b[i], i < count, four products a loop. */
+static float dot(const float *a, const float *b, int count)
+{
+    float acc = 0.0f;
+    int i = 0;
+    for (; i + 4 <= count; i += 4) {
+        acc = EBT_FMA(acc, a[i], b[i]);
+        acc = EBT_FMA(acc, a[i + 1], b[i + 1]);
+        acc = EBT_FMA(acc, a[i + 2], b[i + 2]);
+        acc = EBT_FMA(acc, a[i + 3], b[i + 3]);
+    }
+    for (; i < count; ++i) {
+        acc = EBT_FMA(acc, a[i], b[i]);
+    }
+    return acc;
+}
+
 /* sum of dyr[o] * xr[o * stride - pad + k * dil] over outputs [lo, hi). */
 static float conv_tap_dot(const ebt_conv *p, const float *dyr, const float *xr, int k, int lo,
                           int hi)
@@ -726,6 +743,9 @@ static float conv_tap_dot(const ebt_conv *p, const float *dyr, const float *xr, 
     const float *xp = xr + lo * st - p->pad_w + k * p->dil_w;
     float acc = 0.0f;
     int o = lo;
+    if (st == 1) {
+        return dot(dyr + lo, xp, hi - lo);
+    }
     for (; o + 4 <= hi; o += 4, xp += 4 * st) {
         acc = EBT_FMA(acc, dyr[o], xp[0]);
         acc = EBT_FMA(acc, dyr[o + 1], xp[st]);
@@ -754,10 +774,14 @@ EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const floa
         return;
     }
     for (t = 1; t < 4; ++t) {
-        a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], lo);
+        if (tl[t] < lo) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], lo);
+        }
     }
     for (t = 0; t < 3; ++t) {
-        a[t] += conv_tap_dot(p, dyr, xr, k0 + t, hi, th[t]);
+        if (hi < th[t]) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, hi, th[t]);
+        }
     }
     {
         const float *xp = xr + lo * st - p->pad_w + k0 * dil;
@@ -800,55 +824,53 @@ EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const floa
     }
 }
 
-/* The weight gradients of taps [k0, k0 + n) (n <= 4) of kernel row (oc, ic, ky) over output
- * rows [r0, r1) of every sample, into a. The taps' output ranges and the rows that read
- * inside the input are worked out once, not per row. */
+/* Where the taps [k0, k0 + n) (n <= 4) of kernel row ky read inside the input, the same
+ * for every channel: their output columns [tl[t], th[t]) and the output rows [y0, y1)
+ * (within the tile's rows) whose input row exists. */
+typedef struct {
+    int k0, n, ky, tl[4], th[4], y0, y1;
+} conv_taps;
+
+static void conv_taps_of(const ebt_conv *p, int ky, int k0, int r0, int r1, conv_taps *g)
+{
+    int t;
+    g->k0 = k0;
+    g->n = p->k_w - k0 < 4 ? p->k_w - k0 : 4;
+    g->ky = ky;
+    for (t = 0; t < g->n; ++t) {
+        tap_range(p->out_w, p->in_w, k0 + t, p->stride_w, p->pad_w, p->dil_w, &g->tl[t],
+                  &g->th[t]);
+    }
+    tap_range(p->out_h, p->in_h, ky, p->stride_h, p->pad_h, p->dil_h, &g->y0, &g->y1);
+    g->y0 = g->y0 > r0 ? g->y0 : r0;
+    g->y1 = g->y1 < r1 ? g->y1 : r1;
+}
+
+/* The weight gradients of the taps g of kernel row (oc, ic) over every sample, into a. */
 static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x, int oc, int ic,
-                             int ky, int k0, int n, int r0, int r1, float a[4])
+                             const conv_taps *g, float a[4])
 {
     const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
     const int first_in = conv_first_in(p, oc);
-    int s, oy, t, tl[4], th[4], y0, y1;
-    for (t = 0; t < n; ++t) {
-        tap_range(p->out_w, p->in_w, k0 + t, p->stride_w, p->pad_w, p->dil_w, &tl[t], &th[t]);
-    }
-    tap_range(p->out_h, p->in_h, ky, p->stride_h, p->pad_h, p->dil_h, &y0, &y1);
-    y0 = y0 > r0 ? y0 : r0;
-    y1 = y1 < r1 ? y1 : r1;
+    int s, oy, t;
     a[0] = a[1] = a[2] = a[3] = 0.0f;
     for (s = 0; s < p->n; ++s) {
         const float *dyc = dy + (s * p->out_c + oc) * out_plane;
         const float *plane = x + (s * p->in_c + first_in + ic) * in_plane;
-        for (oy = y0; oy < y1; ++oy) {
-            const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
+        for (oy = g->y0; oy < g->y1; ++oy) {
+            const int iy = conv_src(oy, g->ky, p->stride_h, p->pad_h, p->dil_h);
             const float *dyr = dyc + oy * p->out_w, *xr = plane + iy * p->in_w;
-            if (n == 4) {
-                conv_weight_row4(p, dyr, xr, k0, tl, th, a);
+            if (g->n == 4) {
+                conv_weight_row4(p, dyr, xr, g->k0, g->tl, g->th, a);
                 continue;
             }
-            for (t = 0; t < n; ++t) {
-                a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], th[t]);
+            for (t = 0; t < g->n; ++t) {
+                a[t] += conv_tap_dot(p, dyr, xr, g->k0 + t, g->tl[t], g->th[t]);
             }
         }
     }
 }
 
-/* sum of a[i] * b[i], i < count, four products a loop. */
-static float dot(const float *a, const float *b, int count)
-{
-    float acc = 0.0f;
-    int i = 0;
-    for (; i + 4 <= count; i += 4) {
-        acc = EBT_FMA(acc, a[i], b[i]);
-        acc = EBT_FMA(acc, a[i + 1], b[i + 1]);
-        acc = EBT_FMA(acc, a[i + 2], b[i + 2]);
-        acc = EBT_FMA(acc, a[i + 3], b[i + 3]);
-    }
-    for (; i < count; ++i) {
-        acc = EBT_FMA(acc, a[i], b[i]);
-    }
-    return acc;
-}
 
 /* A pointwise convolution (1x1, stride 1, no padding: output and input planes line up) or
  * a linear layer: each weight's gradient is a dot product of dy's and x's rows [r0, r1). */
@@ -885,15 +907,18 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
     if (conv_weight_pointwise(p, dy, x, dw, r0, r1)) {
         return;
     }
-    for (oc = 0; oc < p->out_c; ++oc) {
-        for (ic = 0; ic < in_g; ++ic) {
-            for (ky = 0; ky < p->k_h; ++ky) {
-                for (k0 = 0; k0 < p->k_w; k0 += 4) {
-                    const int n = p->k_w - k0 < 4 ? p->k_w - k0 : 4;
+    /* tap groups outermost: where they read inside is worked out once for every channel */
+    for (ky = 0; ky < p->k_h; ++ky) {
+        for (k0 = 0; k0 < p->k_w; k0 += 4) {
+            conv_taps g;
+            conv_taps_of(p, ky, k0, r0, r1, &g);
+            for (oc = 0; oc < p->out_c; ++oc) {
+                for (ic = 0; ic < in_g; ++ic) {
+                    float *into = dw + ((oc * in_g + ic) * p->k_h + ky) * p->k_w + k0;
                     float a[4];
-                    conv_weight_taps(p, dy, x, oc, ic, ky, k0, n, r0, r1, a);
-                    for (t = 0; t < n; ++t) {
-                        *dw++ += a[t];
+                    conv_weight_taps(p, dy, x, oc, ic, &g, a);
+                    for (t = 0; t < g.n; ++t) {
+                        into[t] += a[t];
                     }
                 }
             }

@@ -2,11 +2,11 @@
 it computes what PyTorch computes.
 
 The C project (codegen) plus the training code (ondevice/train) are compiled for the host
-and run: the per-step losses (printed as float32 bits, exact) are compared with the
-PyTorch trace of the `ondevice` stage, and so are the first step's gradients and the
-weights after the last step (saved by the C in the weight-only file format and read with
-edgebuild.ondevice.wof). Under QEMU the Cortex-M4 build (hard float) runs the same steps; its
-losses are compared too and the instructions of one training step are counted.
+and run, and under QEMU the Cortex-M4 build (hard float) runs the same steps; both are
+compared with the PyTorch trace of the `ondevice` stage. The host's weights saved in the
+weight-only file must equal the ones it printed after the last step. The Cortex-M4 build
+counts the instructions (and estimated cycles) of the first step, per stretch of it
+(train/segments.json: each layer's forward pass, input gradient and weight gradient).
 
 Every step is compared on both builds: its loss, the gradient of every trainable tensor
 and every trainable tensor after the update (the program prints them as float32 bits; the

@@ -1052,3 +1052,27 @@ def test_examples_meet_the_targets(name, examples_build):
         assert metrics["cortex_m4_losses_match"] is True
     else:
         assert metrics["instructions_per_step"] is None
+
+
+@pytest.mark.slow
+def test_speechnet_trains_every_block_within_the_references_budgets(examples_build):
+    """The reference's case (issue 33): every block and the classifier train; 4 steps, each
+    with a loss and every tensor's gradient well above float noise, C == PyTorch on the
+    host and the Cortex-M4; the training RAM and the arena within L2 = 2,000,000 B."""
+    built = examples_build / "speechnet"
+    metrics = read_json(built / "report.json")["metrics"]["ondevice"]
+    assert metrics["trainable"] == ["b0", "b1", "b2", "b3", "b4", "fc"]
+    assert metrics["steps"] == 4 and min(metrics["loss_torch"]) >= finetune.LOSS_FLOOR
+    kat = read_json(built / "ondevice_kat" / "ondevice_kat.json")
+    assert kat["within_tolerance"] and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
+    assert kat["weight_check"] <= ondevice_kat.WEIGHT_TOLERANCE
+    memory = read_json(built / "ondevice" / "memory.json")
+    assert memory["total_ram"] <= 2_000_000
+    tuned = read_json(built / "ondevice" / "finetune.json")
+    assert tuned["accuracy_after"] > tuned["accuracy_before"]
+    assert tuned["learning_rates_tried"] is not None  # lr auto
+    if HAS_M4:
+        m4 = kat["cortex_m4"]
+        assert m4["m4_within_tolerance"] and m4["m4_grad_check"] <= ondevice_kat.GRAD_TOLERANCE
+        phases = {(seg["layer"], seg["phase"]) for seg in m4["segments"]}
+        assert {(name, "weight") for name in metrics["trainable"]} <= phases

@@ -220,10 +220,12 @@ typedef struct {
     int ky0, ky1, iy0;
 } conv_rowset;
 
-/* conv_row8 for two output channels of one group at once (their taps wr and vr read the
- * same inputs): each input is loaded once for both, and a block's set-up serves 16 sums. */
-EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, int k, int dil,
-                            float a[8], float c[8])
+/* conv_row8 for two channels' taps at once, wr and vr, that read the same inputs (two
+ * output channels of one group; for an input gradient, two input channels' taps of one
+ * output channel, backwards): each input is loaded once for both, and a block's set-up
+ * serves 16 sums. */
+EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, int wstep, int k,
+                            int dil, float a[8], float c[8])
 {
     float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
           a7 = a[7];
@@ -232,7 +234,7 @@ EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, i
     int kx;
     for (kx = 0; kx < k; ++kx) {
         const float *xp = xr + kx * dil;
-        const float wv = wr[kx], vv = vr[kx];
+        const float wv = wr[kx * wstep], vv = vr[kx * wstep];
         const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],
                     x6 = xp[6], x7 = xp[7];
         a0 = EBT_FMA(a0, wv, x0);
@@ -285,7 +287,7 @@ EBT_INLINE void conv_block_pair(const ebt_conv *p, const conv_rowset *r, int ox,
     for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += kk) {
         const float *xr = xc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
-            conv_row8x2(xr, wr, wr + in_g * kk, p->k_w, p->dil_w, a, c);
+            conv_row8x2(xr, wr, wr + in_g * kk, 1, p->k_w, p->dil_w, a, c);
         }
     }
 }
@@ -606,6 +608,27 @@ EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix
     }
 }
 
+/* Input gradients [ix, ix + 8) of row iy of input channels r's and the next one of its
+ * group: the same dy rows, the next channel's taps k_h * k_w floats on. */
+EBT_INLINE void conv_input_block_pair(const ebt_conv *p, const conv_rowset *r, int ix,
+                                      float a[8], float c[8])
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
+    const int step = p->dil_h * p->out_w, kk = p->k_h * p->k_w;
+    const float *dc = r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1) * p->dil_w;
+    const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
+    int oc, ky;
+    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
+    c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
+    for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
+        const float *dr = dc, *wr = wc;
+        for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
+            conv_row8x2(dr, wr, wr + kk, -1, p->k_w, p->dil_w, a, c);
+        }
+    }
+}
+
 /* dx[0..width) += a (width 4 or 8), element by element as conv_put. */
 EBT_INLINE void conv_add(float *dx, const float *a, int width)
 {
@@ -656,13 +679,64 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
     }
 }
 
+/* Input columns [*lo, *hi) of a stride-1 convolution whose every tap reads inside dy's
+ * row: ox = ix + pad - kx * dil in [0, out_w) for every kx. */
+static void grad_inside(const ebt_conv *p, int *lo, int *hi)
+{
+    *lo = (p->k_w - 1) * p->dil_w - p->pad_w;
+    *hi = p->out_w - p->pad_w < p->in_w ? p->out_w - p->pad_w : p->in_w;
+    if (*lo < 0) {
+        *lo = 0;
+    }
+}
+
+/* dx columns [from, to) of row iy of input channel ic (r: its geometry) += their input
+ * gradients: blocks of 8 or 4 inside, single columns elsewhere. */
+static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float *dys,
+                           const float *w, int ic, int iy, int from, int to, float *dxr)
+{
+    int lo, hi, ix;
+    grad_inside(p, &lo, &hi);
+    for (ix = from; ix < to;) {
+        const int width = ix + 8 <= hi && ix + 8 <= to ? 8 : 4;
+        if (ix >= lo && ix + width <= hi && ix + width <= to) {
+            float a[8];
+            conv_input_block(p, r, ix, width, a);
+            conv_add(dxr + ix, a, width);
+            ix += width;
+        } else {
+            dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
+            ++ix;
+        }
+    }
+}
+
+/* Rows iy of input channels ic and ic + 1 (one group): their inside blocks of 8 together
+ * (conv_input_block_pair), the rest per channel. */
+static void conv_input_pair(const ebt_conv *p, const conv_rowset *r, const float *dys,
+                            const float *w, int ic, int iy, float *dx0, float *dx1)
+{
+    conv_rowset next = *r;
+    int lo, hi, ix;
+    grad_inside(p, &lo, &hi);
+    next.wo = r->wo + p->k_h * p->k_w;
+    for (ix = lo; ix + 8 <= hi; ix += 8) {
+        float a[8], c[8];
+        conv_input_block_pair(p, r, ix, a, c);
+        conv_add(dx0 + ix, a, 8);
+        conv_add(dx1 + ix, c, 8);
+    }
+    conv_input_row(p, r, dys, w, ic, iy, 0, lo < hi ? lo : 0, dx0);
+    conv_input_row(p, r, dys, w, ic, iy, lo < hi ? ix : 0, p->in_w, dx0);
+    conv_input_row(p, &next, dys, w, ic + 1, iy, 0, lo < hi ? lo : 0, dx1);
+    conv_input_row(p, &next, dys, w, ic + 1, iy, lo < hi ? ix : 0, p->in_w, dx1);
+}
+
 void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
 {
-    /* input columns whose every tap reads inside dy's row: ox = ix + pad - kx * dil */
-    const int lo = (p->k_w - 1) * p->dil_w - p->pad_w, hi = p->out_w - p->pad_w;
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w;
-    int s, ic, iy, ix;
+    int s, ic, iy;
     if (p->stride_h != 1 || p->stride_w != 1) {
         conv_backward_input_scatter(p, dy, w, dx);
         return;
@@ -673,7 +747,9 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     }
     for (s = 0; s < p->n; ++s) {
         const float *dys = dy + s * p->out_c * out_plane;
-        for (ic = 0; ic < p->in_c; ++ic) {
+        for (ic = 0; ic < p->in_c;) {
+            /* two input channels of one group read the same dy rows: they run together */
+            const int span = ic % in_g + 1 < in_g ? 2 : 1;
             conv_rowset r;
             r.xg = dys + (ic / in_g) * out_g * out_plane;
             r.wo = w + ((ic / in_g) * out_g * in_g + ic % in_g) * p->k_h * p->k_w;
@@ -682,19 +758,13 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
                 grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &r.ky0,
                                  &r.ky1);
                 r.iy0 = iy + p->pad_h - r.ky0 * p->dil_h;
-                for (ix = 0; ix < p->in_w;) {
-                    const int width = ix + 8 <= hi && ix + 8 <= p->in_w ? 8 : 4;
-                    if (ix >= lo && ix + width <= hi && ix + width <= p->in_w) {
-                        float a[8];
-                        conv_input_block(p, &r, ix, width, a);
-                        conv_add(dxr + ix, a, width);
-                        ix += width;
-                    } else {
-                        dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
-                        ++ix;
-                    }
+                if (span == 2) {
+                    conv_input_pair(p, &r, dys, w, ic, iy, dxr, dxr + p->in_h * p->in_w);
+                } else {
+                    conv_input_row(p, &r, dys, w, ic, iy, 0, p->in_w, dxr);
                 }
             }
+            ic += span;
         }
     }
 }

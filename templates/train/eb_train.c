@@ -584,9 +584,10 @@ static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w,
 /* Input gradients [ix, ix + width) of row iy of channel ic (r: dy's planes of ic's group, ic's
  * taps of the group's first output channel, the kernel rows whose dy row exists [ky0, ky1)
  * and the dy row of ky0), every tap inside dy's row: a stride-1 convolution's input
- * gradient is a correlation of dy with the taps backwards. */
+ * gradient is a correlation of dy with the taps backwards. With c (width 8), the next
+ * input channel's into c as well: the same dy rows, its taps k_h * k_w floats on. */
 EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix, int width,
-                                 float a[8])
+                                 float a[8], float *c)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
@@ -596,35 +597,19 @@ EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix
     const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
     int oc, ky;
     a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
+    if (c != NULL) {
+        c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
+    }
     for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
         const float *dr = dc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
-            if (width == 8) {
+            if (c != NULL) {
+                conv_row8x2(dr, wr, wr + kk, -1, p->k_w, p->dil_w, a, c);
+            } else if (width == 8) {
                 conv_row8(dr, wr, -1, p->k_w, p->dil_w, a);
             } else {
                 conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
             }
-        }
-    }
-}
-
-/* Input gradients [ix, ix + 8) of row iy of input channels r's and the next one of its
- * group: the same dy rows, the next channel's taps k_h * k_w floats on. */
-EBT_INLINE void conv_input_block_pair(const ebt_conv *p, const conv_rowset *r, int ix,
-                                      float a[8], float c[8])
-{
-    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
-    const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
-    const int step = p->dil_h * p->out_w, kk = p->k_h * p->k_w;
-    const float *dc = r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1) * p->dil_w;
-    const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
-    int oc, ky;
-    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
-    c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
-    for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
-        const float *dr = dc, *wr = wc;
-        for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
-            conv_row8x2(dr, wr, wr + kk, -1, p->k_w, p->dil_w, a, c);
         }
     }
 }
@@ -701,7 +686,7 @@ static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float 
         const int width = ix + 8 <= hi && ix + 8 <= to ? 8 : 4;
         if (ix >= lo && ix + width <= hi && ix + width <= to) {
             float a[8];
-            conv_input_block(p, r, ix, width, a);
+            conv_input_block(p, r, ix, width, a, NULL);
             conv_add(dxr + ix, a, width);
             ix += width;
         } else {
@@ -712,7 +697,8 @@ static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float 
 }
 
 /* Rows iy of input channels ic and ic + 1 (one group): their inside blocks of 8 together
- * (conv_input_block_pair), the rest per channel. */
+ * (conv_input_block with c: the same dy rows, the next channel's taps k_h * k_w floats
+ * on), the rest per channel. */
 static void conv_input_pair(const ebt_conv *p, const conv_rowset *r, const float *dys,
                             const float *w, int ic, int iy, float *dx0, float *dx1)
 {
@@ -722,7 +708,7 @@ static void conv_input_pair(const ebt_conv *p, const conv_rowset *r, const float
     next.wo = r->wo + p->k_h * p->k_w;
     for (ix = lo; ix + 8 <= hi; ix += 8) {
         float a[8], c[8];
-        conv_input_block_pair(p, r, ix, a, c);
+        conv_input_block(p, r, ix, 8, a, c);
         conv_add(dx0 + ix, a, 8);
         conv_add(dx1 + ix, c, 8);
     }

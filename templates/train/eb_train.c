@@ -94,18 +94,31 @@ static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc
     return acc;
 }
 
-/* Output columns [*lo, *hi) whose every tap reads inside the input row (or column): from
- * the first o with o * stride - pad >= 0 to the last with o * stride - pad + (k - 1) * dil
- * <= in - 1. The others ("edges", within pad of the border) read padding. */
-static void conv_inside(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+/* Outputs [*lo, *hi) whose tap k reads inside the input: 0 <= o * stride - pad + k * dil
+ * <= in - 1. */
+static void tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
 {
-    const int last = in - 1 + pad - (k - 1) * dil; /* o * stride <= last */
-    int a = (pad + stride - 1) / stride, b = last < 0 ? 0 : last / stride + 1;
+    const int first = pad - k * dil, last = in - 1 + pad - k * dil;
+    const int a = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int b = last < 0 ? 0 : last / stride + 1;
     if (b > out) {
         b = out;
     }
     *lo = a < b ? a : b;
     *hi = b;
+}
+
+/* Output columns [*lo, *hi) whose every tap reads inside the input row (or column): from
+ * the first where tap 0 does to the last where tap k - 1 does. The others ("edges", within
+ * pad of the border) read padding. */
+static void conv_inside(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
+{
+    int unused;
+    tap_range(out, in, 0, stride, pad, dil, lo, &unused);
+    tap_range(out, in, k - 1, stride, pad, dil, &unused, hi);
+    if (*lo > *hi) {
+        *lo = *hi;
+    }
 }
 
 /* The sums of four consecutive outputs of one row, taps in conv_dot's order (so each is the
@@ -315,9 +328,9 @@ EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int 
     }
 }
 
-/* y[0..width) = a + bias (width 4 or 8); the next output. Written out element by element
- * (no loop over a), so that the block's sums stay in registers. */
-EBT_INLINE float *conv_put(float *y, const float *a, int width, float bias)
+/* y[0..width) = a + bias (width 4 or 8). Written out element by element (no loop over a),
+ * so that the block's sums stay in registers. */
+EBT_INLINE void conv_put(float *y, const float *a, int width, float bias)
 {
     y[0] = a[0] + bias;
     y[1] = a[1] + bias;
@@ -329,7 +342,6 @@ EBT_INLINE float *conv_put(float *y, const float *a, int width, float bias)
         y[6] = a[6] + bias;
         y[7] = a[7] + bias;
     }
-    return y + width;
 }
 
 /* out[j] += w0 * a[j * step] + w1 * b[j * step], j < count (b NULL: the first term only):
@@ -389,6 +401,30 @@ static void rows_axpy(float *out, int count, const float *w, const float *const 
 
 #define EBT_COLUMN_TERMS 16 /* terms gathered before a pass over the row */
 
+/* An output row (count floats) summing terms weight x row (read every step floats),
+ * gathered and added EBT_COLUMN_TERMS at a time. */
+typedef struct {
+    float *out;
+    int count, step, n;
+    float w[EBT_COLUMN_TERMS];
+    const float *rows[EBT_COLUMN_TERMS];
+} row_sum;
+
+static void row_sum_flush(row_sum *r)
+{
+    rows_axpy(r->out, r->count, r->w, r->rows, r->n, r->step);
+    r->n = 0;
+}
+
+static void row_sum_add(row_sum *r, float w, const float *row)
+{
+    r->w[r->n] = w;
+    r->rows[r->n++] = row;
+    if (r->n == EBT_COLUMN_TERMS) {
+        row_sum_flush(r);
+    }
+}
+
 /* The forward pass of a convolution one column wide (k_w == 1): each output row is its bias
  * plus, for every input channel of the group and kernel row inside the input, a weight
  * times an input row (at the stride). */
@@ -397,35 +433,30 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int in_plane = p->in_h * p->in_w;
-    int lo, hi, s, oc, oy, ic, ky, ox;
+    int lo, hi, s, oc, oy, ic, ky, ky0, ky1, ox;
     conv_inside(p->out_w, p->in_w, 1, p->stride_w, p->pad_w, 1, &lo, &hi);
     for (s = 0; s < p->n; ++s) {
         for (oc = 0; oc < p->out_c; ++oc) {
             const float *xg = x + (s * p->in_c + (oc / out_g) * in_g) * in_plane;
             const float *wo = w + oc * in_g * p->k_h;
             for (oy = 0; oy < p->out_h; ++oy, y += p->out_w) {
-                float wt[EBT_COLUMN_TERMS];
-                const float *rows[EBT_COLUMN_TERMS];
-                int n = 0;
+                row_sum r;
+                r.out = y + lo;
+                r.count = hi - lo;
+                r.step = p->stride_w;
+                r.n = 0;
                 for (ox = 0; ox < p->out_w; ++ox) {
                     y[ox] = b ? b[oc] : 0.0f;
                 }
+                taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
                 for (ic = 0; ic < in_g; ++ic) {
-                    for (ky = 0; ky < p->k_h; ++ky) {
+                    for (ky = ky0; ky < ky1; ++ky) {
                         const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
-                        if (iy < 0 || iy >= p->in_h) {
-                            continue;
-                        }
-                        wt[n] = wo[ic * p->k_h + ky];
-                        rows[n++] = xg + ic * in_plane + iy * p->in_w + lo * p->stride_w -
-                                    p->pad_w;
-                        if (n == EBT_COLUMN_TERMS) {
-                            rows_axpy(y + lo, hi - lo, wt, rows, n, p->stride_w);
-                            n = 0;
-                        }
+                        row_sum_add(&r, wo[ic * p->k_h + ky], xg + ic * in_plane +
+                                    iy * p->in_w + lo * p->stride_w - p->pad_w);
                     }
                 }
-                rows_axpy(y + lo, hi - lo, wt, rows, n, p->stride_w);
+                row_sum_flush(&r);
             }
         }
     }
@@ -637,28 +668,25 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w;
-    int s, ic, iy, oc, ky;
+    int s, ic, iy, oc, ky, k0, k1;
     for (s = 0; s < p->n; ++s) {
         for (ic = 0; ic < p->in_c; ++ic) {
             const int first = (ic / in_g) * out_g, icg = ic % in_g;
             for (iy = 0; iy < p->in_h; ++iy) {
-                float *dxr = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
-                float wt[EBT_COLUMN_TERMS];
-                const float *rows[EBT_COLUMN_TERMS];
-                int n = 0, k0, k1;
+                row_sum r;
+                r.out = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
+                r.count = p->in_w;
+                r.step = 1;
+                r.n = 0;
                 grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &k0, &k1);
                 for (oc = first; oc < first + out_g; ++oc) {
                     for (ky = k0; ky < k1; ++ky) {
-                        wt[n] = w[(oc * in_g + icg) * p->k_h + ky];
-                        rows[n++] = dy + (s * p->out_c + oc) * out_plane +
-                                    (iy + p->pad_h - ky * p->dil_h) * p->out_w;
-                        if (n == EBT_COLUMN_TERMS) {
-                            rows_axpy(dxr, p->in_w, wt, rows, n, 1);
-                            n = 0;
-                        }
+                        row_sum_add(&r, w[(oc * in_g + icg) * p->k_h + ky],
+                                    dy + (s * p->out_c + oc) * out_plane +
+                                        (iy + p->pad_h - ky * p->dil_h) * p->out_w);
                     }
                 }
-                rows_axpy(dxr, p->in_w, wt, rows, n, 1);
+                row_sum_flush(&r);
             }
         }
     }
@@ -760,19 +788,6 @@ static int clamp_int(int v, int lo, int hi)
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
-/* Outputs [*lo, *hi) whose tap k reads inside the input: 0 <= o * stride - pad + k * dil
- * <= in - 1. */
-static void tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo, int *hi)
-{
-    const int first = pad - k * dil, last = in - 1 + pad - k * dil;
-    const int a = first <= 0 ? 0 : (first + stride - 1) / stride;
-    int b = last < 0 ? 0 : last / stride + 1;
-    if (b > out) {
-        b = out;
-    }
-    *lo = a < b ? a : b;
-    *hi = b;
-}
 
 /* sum of a[i] * b[i], i < count, four products a loop. */
 static float dot(const float *a, const float *b, int count)

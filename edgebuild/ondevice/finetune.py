@@ -157,17 +157,14 @@ def with_learning_rate(spec: Ondevice, graph: backward.TrainGraph, params: Float
     boundary, labels = train
     steps = min(TRIAL_STEPS, -(-len(labels) // spec.batch))
     batches = fixed_batches(steps, spec.batch, len(labels), seed + 2)
-    start = float(Stepper(_with_lr(spec, AUTO_LEARNING_RATES[0]), graph, params, boundary,
-                          labels).sample_losses().mean())
+    start = split_loss(spec, graph, params, boundary, labels)
     tried: dict[str, float | None] = {}
     for lr in AUTO_LEARNING_RATES:
         candidate = _with_lr(spec, lr)
         trace = run_steps(candidate, graph, params, boundary, labels, batches, record=False)
         end = None
         if divergence(trace.losses, start) is None:
-            weights = {**params, **trace.weights[-1]}
-            end = float(Stepper(candidate, graph, weights, boundary, labels)
-                        .sample_losses().mean())
+            end = split_loss(spec, graph, {**params, **trace.weights[-1]}, boundary, labels)
         tried[f"{lr:g}"] = None if end is None or not np.isfinite(end) else round(end, 6)
     finite = {lr: loss for lr, loss in tried.items() if loss is not None}
     if not finite:
@@ -292,13 +289,27 @@ class Stepper:
 
     def sample_losses(self) -> NDArray[np.float64]:
         """Every sample's loss under the current weights (no gradients)."""
-        with self.torch.no_grad():
-            out = self.part.forward({name: self.torch.from_numpy(v)
-                                     for name, v in self.boundary.items()})
-            labels = self.torch.from_numpy(self.labels.astype(np.int64))
-            losses = [float(self.loss_fn(out[i:i + 1], labels[i:i + 1]))
-                      for i in range(len(self.labels))]
-        return np.asarray(losses, dtype=np.float64)
+        return _sample_losses(self.part, self.loss_fn, self.boundary, self.labels)
+
+
+def _sample_losses(part: FloatPart, loss_fn: Callable[[Tensor, Tensor], Tensor],
+                   boundary: Floats, labels: NDArray[np.integer[Any]]) -> NDArray[np.float64]:
+    torch = part.torch
+    with torch.no_grad():
+        out = part.forward({name: torch.from_numpy(v) for name, v in boundary.items()})
+        targets = torch.from_numpy(labels.astype(np.int64))
+        losses = [float(loss_fn(out[i:i + 1], targets[i:i + 1])) for i in range(len(labels))]
+    return np.asarray(losses, dtype=np.float64)
+
+
+def split_loss(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,
+               labels: NDArray[np.integer[Any]]) -> float:
+    """The mean loss of a split under `params` (no optimizer: any learning rate, auto too)."""
+    import torch
+
+    part = FloatPart(graph, params, torch)
+    loss_fn = loss_function(spec.loss.value, graph.output_size, torch)
+    return float(_sample_losses(part, loss_fn, boundary, labels).mean())
 
 
 def run_steps(spec: Ondevice, graph: backward.TrainGraph, params: Floats, boundary: Floats,
@@ -435,7 +446,7 @@ def fine_tune(spec: Ondevice, graph: backward.TrainGraph, params: Floats, train:
     before = accuracy(graph, params, *test)
     if not steps:
         return FineTune(spec.epochs, steps, round(before, 4), round(before, 4), None)
-    start = float(Stepper(spec, graph, params, boundary, labels).sample_losses().mean())
+    start = split_loss(spec, graph, params, boundary, labels)
     trace = run_steps(spec, graph, params, boundary, labels, batches, record=False)
     if why := divergence(trace.losses, start):
         raise _diverged(spec, graph, why)

@@ -87,8 +87,8 @@ class TrainingRun:
     bss: int
     comparison: LossComparison
     tensors: TensorChecks
-    cycles_per_step: int | None = None  # estimated (no wait states)
-    segments: tuple[SegmentCount, ...] = ()
+    cycles_per_step: int | None  # estimated (no wait states)
+    segments: tuple[SegmentCount, ...]
 
     @property
     def macs_per_step(self) -> int:

@@ -5,7 +5,9 @@ report.json: C-vs-PyTorch loss difference over the verification steps (target: a
 1e-5 of the loss), held-out accuracy under drift before/after fine-tuning (target: after >
 before), training RAM and Cortex-M4 instructions per step, the step per layer and phase
 (forward, input gradient, weight gradient: instructions, estimated cycles, MAC-equivalents;
-ondevice_kat.json), and the memory of every "last N" choice of trainable layers. Then, for a range of budgets, lets edgebuild choose the layers
+ondevice_kat.json), the memory plan (memory.json: L1 peak and L2 bytes against their
+budgets, each pass's L1 working set and tiles), and the memory of every "last N" choice
+of trainable layers. Then, for a range of budgets, lets edgebuild choose the layers
 (`trainable: {budget: B}`, `edgebuild check`) and confirms the choice never exceeds B.
 Exit status 1 on a miss.
 
@@ -88,6 +90,25 @@ def step_table(project: Path, name: str) -> list[str]:
     return []
 
 
+def memory_table(project: Path, name: str) -> list[str]:
+    """The training memory plan (memory.json): L1 and L2 against the budgets, per pass."""
+    memory = json.loads((project / "build" / name / "ondevice" / "memory.json").read_text())
+    print(f"  L1 peak {memory['l1_peak']:,} of {memory['l1_budget']:,} B; L2 "
+          f"{memory['l2_bytes']:,} of {memory['l2_budget']:,} B; L2 <-> L1 "
+          f"{memory['traffic']:,} B per step (lower bound {memory['traffic_lower_bound']:,})")
+    print(f"  {'layer':<10} {'pass':<12} {'L1 bytes':>9} {'tiles':>5} {'tile':>9}")
+    for p in memory["passes"]:
+        tile = f"{p['rows']}x{p['channels']}" if p["tiled"] else "whole"
+        print(f"  {p['layer']:<10} {p['phase']:<12} {p['l1_bytes']:>9,} {p['tiles']:>5} "
+              f"{tile:>9}")
+    misses = []
+    if memory["l1_peak"] > memory["l1_budget"]:
+        misses.append(f"{name}: L1 peak {memory['l1_peak']} over {memory['l1_budget']}")
+    if memory["l2_bytes"] > memory["l2_budget"]:
+        misses.append(f"{name}: L2 {memory['l2_bytes']} over {memory['l2_budget']}")
+    return misses
+
+
 def _with_budget(text: str, budget: int) -> str:
     lines = [f"  trainable: {{budget: {budget}}}" if line.startswith("  trainable:") else line
              for line in text.splitlines()]
@@ -119,6 +140,7 @@ def main() -> int:
         if not m["accuracy_after"] > m["accuracy_before"]:
             misses.append(f"{name}: no accuracy gain")
         misses += step_table(project, name)
+        misses += memory_table(project, name)
         for choice in m["memory_choices"]:
             print(f"  train {', '.join(choice['layers']):<34} needs {choice['ram']:>7} bytes")
         misses += budget_sweep(project, name, m["memory_choices"])

@@ -20,7 +20,6 @@ import re
 import shutil
 import subprocess
 from functools import cache
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -210,7 +209,7 @@ def bad_cases(memory: dict, layout, layout_id: int) -> dict[str, tuple[str, dict
     """name -> (manifest text, extra files, field, message fragments)."""
     smallest = memory["choices"][0]
     assert smallest["layers"] == ["fc"]
-    need, full = smallest["ram"], memory["ram"]
+    need, full = smallest["ram"], memory["l2_bytes"] - memory["arena"]
     good = wof.encode([np.full(math.prod(s), 0.25, np.float32) for _, s in layout], layout_id)
     version = bytearray(good)
     version[4:6] = (2).to_bytes(2, "little")
@@ -266,8 +265,15 @@ def bad_cases(memory: dict, layout, layout_id: int) -> dict[str, tuple[str, dict
             "ondevice.loss", ["cross_entropy needs raw class scores", "'fc' applies relu",
                               "use `act: none` on it or loss: mse"]),
         "over_l2": case([("l2: 64KiB", f"l2: {full - 1}")], "ondevice.trainable",
-                        [f"training conv2, conv3, conv4, fc needs {full} bytes of RAM besides the",
+                        [f"training conv2, conv3, conv4, fc needs {full} bytes of L2 RAM besides "
+                         "the",
                          f"but target.memory.l2 is {full - 1}", f"training only fc needs {need} + "]),
+        # fc's smallest forward tile: one sample's 32 inputs, one row of 32 weights, a bias
+        # and an output, 4 x 66 bytes
+        "l1_too_small": case([("l1: 1KiB", "l1: 200")], "target.memory.l1",
+                             ["layer 'fc': its forward pass needs 264 bytes of L1 for its "
+                              "smallest tile (1 output row of 1 channel)",
+                              "more than target.memory.l1 = 200", "raise target.memory.l1"]),
         "wof_magic": case([(TRAINABLE, weights)], "ondevice.weights",
                           ["magic is 58 42 57 46", "expected 45 42 57 46 (EBWF)",
                            "not an edgebuild weight file"],
@@ -312,7 +318,7 @@ def bad_run(seq_project, tmp_path_factory):
 BAD_CASES = ["unknown_layer", "last_too_many", "budget_too_small", "adamw", "sgd_nesterov",
              "adam_amsgrad", "sgd_weight_decay", "adam_weight_decay", "scope_unknown",
              "scope_bias_without_bias", "scope_not_trained", "cross_entropy_after_relu", "over_l2",
-             "wof_magic",
+             "l1_too_small", "wof_magic",
              "wof_version", "wof_truncated", "wof_other_model"]
 
 
@@ -353,8 +359,8 @@ def test_budget_message_states_what_the_smallest_choice_needs(seq_project, bad_r
 
 def test_check_refuses_training_plus_arena_over_l2(seq_project, tmp_path):
     memory = read_json(out(seq_project, "seq") / "ondevice" / "memory.json")
-    l2 = memory["ram"] + memory["arena"] - 1
-    assert memory["ram"] <= l2
+    l2 = memory["l2_bytes"] - 1
+    assert memory["ram"] - memory["by_kind"].get("l1", 0) <= l2
     project(tmp_path, "seq", manifest_text("seq", None, ("l2: 64KiB", f"l2: {l2}")))
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -584,9 +590,9 @@ def test_generated_c_zeroes_each_gradient_exactly_once_per_step(model, request):
 def test_the_zeroing_check_catches_a_second_memset(seq_project):
     """The parser above is not vacuous: a memset inside a tile loop is found."""
     c_text = (out(seq_project, "seq") / "ondevice" / "train" / "train_model.c").read_text()
-    bad = c_text.replace("    ebt_conv_backward_weight(&K_conv3,",
-                         "    memset(g_conv3__weight, 0, sizeof g_conv3__weight);\n"
-                         "    ebt_conv_backward_weight(&K_conv3,", 1)
+    bad = re.sub(r"^(\s*)(ebt_conv_backward_weight(_tiled)?\(&K_conv3,)",
+                 r"\1memset(g_conv3__weight, 0, sizeof g_conv3__weight);\n\1\2", c_text,
+                 count=1, flags=re.M)
     assert bad != c_text
     with pytest.raises(AssertionError):
         check_zeroed_once(bad)
@@ -810,44 +816,84 @@ def torch_of(values: np.ndarray):
 
 # ---- 5. tiled weight gradients; the classic bugs injected into the generated C ----------
 
-def test_weight_gradients_are_tiled_and_match_torch(seq_project):
+def tile_count(p: dict, plane) -> int:
+    """Tiles of a pass of rows x channels over a batch of 4 (the seq project's)."""
+    return 4 * -(-plane.out_c // p["channels"]) * -(-plane.out_h // p["rows"])
+
+
+def test_passes_are_tiled_through_l1_and_match_torch(seq_project):
+    """With l1 = 1 KiB the conv passes do not fit whole: memory.json says how each is tiled,
+    every tile fits L1, the C stages exactly those tiles through a buffer of the planned
+    size, and the gradients still match torch."""
     built = out(seq_project, "seq")
-    steps = read_json(built / "ondevice" / "backward.json")["backward"]
+    memory = read_json(built / "ondevice" / "memory.json")
     c_text = (built / "ondevice" / "train" / "train_model.c").read_text()
-    rows = {layer.name: layer.conv.out_h for layer in seq_graph(
+    planes = {layer.name: layer.conv for layer in seq_graph(
         {"conv2": "all", "conv3": "all", "conv4": "all", "fc": "all"}).layers if layer.weighted}
-    tiled = {}
-    for step in steps:
-        if step["op"] != "weight_grad":
-            continue
-        tiles = step["tiles"]  # contiguous, non-empty, covering every output row once
-        assert tiles[0][0] == 0 and tiles[-1][1] == rows[step["layer"]]
-        assert all(a[1] == b[0] for a, b in pairwise(tiles))
-        assert all(start < end for start, end in tiles)
-        calls = re.findall(rf"ebt_conv_backward_weight\(&K_{step['layer']}, .*, (\d+), (\d+)\);",
-                           c_text)
-        assert [[int(a), int(b)] for a, b in calls] == tiles
-        tiled[step["layer"]] = len(tiles)
-    assert tiled["fc"] == 1 and min(tiled[n] for n in ("conv2", "conv3", "conv4")) > 1
+    passes = [p for p in memory["passes"] if p["kernel"] == "conv"]
+    assert {(p["layer"], p["phase"]) for p in passes} >= {
+        (n, phase) for n in ("conv2", "conv3", "conv4", "fc") for phase in ("forward", "weight")}
+    assert all(p["l1_bytes"] <= memory["l1_budget"] == 1024 for p in memory["passes"])
+    assert memory["l1_peak"] == max(p["l1_bytes"] for p in memory["passes"])
+    assert memory["l1_buffer"] == max(p["l1_bytes"] for p in memory["passes"] if p["tiled"])
+    assert f"static float ebt_l1[{memory['l1_buffer'] // 4}];" in c_text
+    assert memory["traffic"] >= memory["traffic_lower_bound"] > 0
+    call = {"forward": "ebt_conv_forward", "weight": "ebt_conv_backward_weight",
+            "input": "ebt_conv_backward_input"}
+    for p in passes:
+        name = call[p["phase"]]
+        if p["tiled"]:
+            assert p["tiles"] == tile_count(p, planes[p["layer"]]) > 1
+            tile = f"T_{p['layer']}_{p['phase']}"
+            assert re.search(rf"ebt_tile {tile} = \{{\s*\.rows = {p['rows']},\s*"
+                             rf"\.channels = {p['channels']},?\s*\}};", c_text), tile
+            assert len(re.findall(rf"{name}_tiled\(&K_{p['layer']}, &{tile}, .*ebt_l1\);",
+                                  c_text)) == 1
+        else:
+            assert p["tiles"] == 1 and p["l1_bytes"] <= 1024
+            assert len(re.findall(rf"{name}\(&K_{p['layer']}, ", c_text)) == 1
+    assert sum(p["tiled"] for p in passes if p["phase"] == "weight") >= 3
     kat = read_json(built / "ondevice_kat" / "ondevice_kat.json")
     assert kat["within_tolerance"] and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
 
 
+def test_the_training_buffers_are_what_the_plan_says(seq_program):
+    """The linked program's training arrays (nm sizes) add up to memory.json: the L1
+    buffer is `l1_buffer` bytes, the rest `ram` minus the caller's batch and L1."""
+    memory = read_json(seq_program.built / "ondevice" / "memory.json")
+    nm = subprocess.run(["nm", "-S", "--defined-only", "build/train_kat"],
+                        cwd=seq_program.dir / "train", capture_output=True, text=True,
+                        check=True)
+    sizes = {}
+    for line in nm.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "bBdD":
+            sizes[parts[3]] = int(parts[1], 16)
+    assert sizes["ebt_l1"] == memory["l1_buffer"]
+    training = sum(size for name, size in sizes.items()
+                   if re.match(r"(x|d|p|g|s\d)_\w+$", name))
+    by_kind = memory["by_kind"]
+    assert training == memory["ram"] - by_kind["batch"] - by_kind["l1"]
+    assert memory["l2_bytes"] == memory["ram"] - by_kind["l1"] + memory["arena"]
+
+
 class TrainProgram:
     """The C project of a build (codegen + ondevice/train as train/) copied to `where`,
-    its train_model.c optionally edited, and `train_kat` built with its Makefile."""
+    one of its training files (train_model.c by default) optionally edited, and
+    `train_kat` built with its Makefile."""
 
-    def __init__(self, built: Path, where: Path, edit=None):
+    def __init__(self, built: Path, where: Path, edit=None, file: str = "train_model.c"):
         self.built, self.dir = built, where
         shutil.copytree(built / "codegen", where)
         shutil.copytree(built / "ondevice" / "train", where / "train")
         for path in where.rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         if edit is not None:
-            original = self.source.read_text()
+            edited = where / "train" / file
+            original = edited.read_text()
             changed = edit(original)
             assert changed != original, "the edit did not apply"
-            self.source.write_text(changed)
+            edited.write_text(changed)
         self.layout, self.layout_id = layout_of(built)
         self.trace = np.load(built / "ondevice" / "trace.npz")
         made = subprocess.run(["make", "-s", "-C", "train", "train_kat"], cwd=where,
@@ -897,17 +943,18 @@ def test_generated_gradients_pass_the_comparison(seq_program):
 
 
 def test_a_weight_gradient_rezeroed_per_tile_is_caught(seq_project, tmp_path):
+    """A tiled weight gradient that overwrites instead of accumulating (its tile's dw not
+    staged in, so each tile starts from zero) keeps only the last tile's sum: every layer
+    whose weight pass has several tiles is caught, no other."""
     def rezero_each_tile(text: str) -> str:
-        return re.sub(r"^(\s*)(ebt_conv_backward_weight\(&K_\w+, [^,]+, [^,]+, (g_\w+), )",
-                      r"\1memset(\3, 0, sizeof \3);\n\1\2", text, flags=re.M)
+        return text.replace("ebt_stage(ldw, dw + it.c0 * conv_weights(p), weights);",
+                            "memset(ldw, 0, sizeof(float) * (size_t)weights);")
 
-    program = TrainProgram(out(seq_project, "seq"), tmp_path / "c", rezero_each_tile)
-    tiles = {s["layer"]: len(s["tiles"]) for s in read_json(
-        out(seq_project, "seq") / "ondevice" / "backward.json")["backward"]
-        if s["op"] == "weight_grad"}
-    assert program.mismatching() == {f"{n}.weight" for n, count in tiles.items() if count > 1}
-    with pytest.raises(AssertionError):
-        check_zeroed_once(program.source.read_text())
+    program = TrainProgram(out(seq_project, "seq"), tmp_path / "c", rezero_each_tile,
+                           "eb_train_tiles.c")
+    memory = read_json(out(seq_project, "seq") / "ondevice" / "memory.json")
+    tiled = {p["layer"] for p in memory["passes"] if p["phase"] == "weight" and p["tiles"] > 1}
+    assert tiled and program.mismatching() == {f"{n}.weight" for n in tiled}
 
 
 def test_a_shared_gradient_overwritten_instead_of_summed_is_caught(seq_project, tmp_path):
@@ -916,7 +963,8 @@ def test_a_shared_gradient_overwritten_instead_of_summed_is_caught(seq_project, 
     def overwrite_second_branch(text: str) -> str:
         lines = text.splitlines(keepends=True)
         into = [i for i, line in enumerate(lines)
-                if re.search(r"\b(ebt_accumulate|ebt_conv_backward_input)\(.*\bd_conv2\);", line)]
+                if re.search(r"\b(ebt_accumulate|ebt_conv_backward_input(_tiled)?)\(.*"
+                             r"\bd_conv2(, ebt_l1)?\);", line)]
         assert len(into) == 2, into
         indent = re.match(r"\s*", lines[into[1]]).group(0)
         lines.insert(into[1], f"{indent}memset(d_conv2, 0, sizeof d_conv2);\n")
@@ -1039,9 +1087,8 @@ def test_examples_meet_the_targets(name, examples_build):
         fitting = [c for c in memory["choices"] if c["ram"] <= budget]
         assert metrics["trainable"] == fitting[-1]["layers"]
         assert len(fitting) < len(memory["choices"])  # the budget actually limits
-        tiles = [len(s["tiles"]) for s in read_json(built / "ondevice" / "backward.json")[
-            "backward"] if s["op"] == "weight_grad"]
-        assert max(tiles) > 1
+        tiles = [p["tiles"] for p in memory["passes"] if p["phase"] == "weight"]
+        assert max(tiles) > 1 and memory["l1_peak"] <= memory["l1_budget"]
     else:
         steps = read_json(built / "ondevice" / "backward.json")["backward"]
         assert len(writers(steps, "conv2")) == 2
@@ -1067,7 +1114,10 @@ def test_speechnet_trains_every_block_within_the_references_budgets(examples_bui
     assert kat["within_tolerance"] and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
     assert kat["weight_check"] <= ondevice_kat.WEIGHT_TOLERANCE
     memory = read_json(built / "ondevice" / "memory.json")
-    assert memory["total_ram"] <= 2_000_000
+    assert memory["l2_bytes"] <= memory["l2_budget"] == 2_000_000
+    assert memory["l1_peak"] <= memory["l1_budget"] == 128_000
+    b0 = {p["phase"]: p for p in memory["passes"] if p["layer"] == "b0"}
+    assert b0["forward"]["tiles"] > 1 and b0["weight"]["tiles"] > 1  # its 314 KB output
     tuned = read_json(built / "ondevice" / "finetune.json")
     assert tuned["accuracy_after"] > tuned["accuracy_before"]
     assert tuned["learning_rates_tried"] is not None  # lr auto

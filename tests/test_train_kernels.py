@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from kernel_abi import layout_probe
 
 from edgebuild.core import numerics
+from edgebuild.core.geometry import Plane
+from edgebuild.ondevice import tiling
 
 TRAIN = Path(__file__).resolve().parent.parent / "templates" / "train"
 GCC = shutil.which("gcc")
@@ -64,9 +66,21 @@ class Pool(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int) for name in POOL_FIELDS]
 
 
-STRUCTS = {"conv": ("ebt_conv", Conv), "pool": ("ebt_pool", Pool)}
+class Tile(ctypes.Structure):
+    """Mirror of ebt_tile (eb_train_tiles.h)."""
+
+    _fields_ = [("rows", ctypes.c_int), ("channels", ctypes.c_int)]
+
+
+STRUCTS = {"conv": ("ebt_conv", Conv), "pool": ("ebt_pool", Pool), "tile": ("ebt_tile", Tile)}
 INT, FL, PC, PP = ctypes.c_int, ctypes.c_float, ctypes.POINTER(Conv), ctypes.POINTER(Pool)
+PT = ctypes.POINTER(Tile)
 SIGNATURES = {
+    "ebt_conv_forward_tiled": (None, [PC, PT, PF, PF, PF, PF, PF]),
+    "ebt_conv_backward_input_tiled": (None, [PC, PT, PF, PF, PF, PF]),
+    "ebt_conv_backward_weight_tiled": (None, [PC, PT, PF, PF, PF, PF, PF]),
+    "ebt_pool_forward_tiled": (None, [PP, PT, PF, PF, PF]),
+    "ebt_pool_backward_tiled": (None, [PP, PT, PF, PF, PF, PF]),
     "ebt_conv_forward": (None, [PC, PF, PF, PF, PF]),
     "ebt_conv_backward_input": (None, [PC, PF, PF, PF]),
     "ebt_conv_backward_weight": (None, [PC, PF, PF, PF, INT, INT]),
@@ -90,12 +104,13 @@ SIGNATURES = {
 def lib(tmp_path_factory):
     build = tmp_path_factory.mktemp("eb_train")
     probe = build / "ebt_probe.c"
-    probe.write_text("\n".join(["#include <stddef.h>", '#include "eb_train.h"',
+    probe.write_text("\n".join(["#include <stddef.h>", '#include "eb_train_tiles.h"',
                                 *layout_probe(STRUCTS, "ebt_test")]) + "\n")
     shared = build / "libeb_train.so"
     result = subprocess.run(
         [GCC, *WARN_FLAGS, "-shared", "-fPIC", f"-I{TRAIN}", str(TRAIN / "eb_train.c"),
-         str(probe), "-lm", "-o", str(shared)], capture_output=True, text=True, timeout=120)
+         str(TRAIN / "eb_train_tiles.c"), str(probe), "-lm", "-o", str(shared)],
+        capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"gcc failed:\n{result.stderr}"
     so = ctypes.CDLL(str(shared))
     for name, (restype, argtypes) in SIGNATURES.items():
@@ -374,6 +389,104 @@ def test_weight_gradient_tiles_by_hand(lib):
     assert c_backward_weight(lib, cfg, dy, x, start, [(0, 1)]).tolist() == [1.5]
     assert c_backward_weight(lib, cfg, dy, x, start, [(1, 3)]).tolist() == [110.5]
     assert c_backward_weight(lib, cfg, dy, x, start, [(0, 1), (1, 3)]).tolist() == [111.5]
+
+
+# ---- passes tiled through L1 (eb_train_tiles.h) -----------------------------------------
+
+def conv_plane(cfg: dict) -> Plane:
+    return Plane(**{k: v for k, v in cfg.items() if k != "n"})
+
+
+def tile_for(rng, geometry: tiling.Geometry) -> tuple[int, int]:
+    """A random tile the planner may choose: any rows, a channel count it would try."""
+    rows = int(rng.integers(1, geometry.plane.out_h + 1))
+    return rows, int(rng.choice(geometry.channel_counts()))
+
+
+def l1_for(geometry: tiling.Geometry, rows: int, channels: int, ops: tiling.Operands) -> Buf:
+    """An L1 buffer exactly as large as the planner says the largest tile is: a tile that
+    staged past it would hit the guard."""
+    return out((geometry.tile(rows, channels, ops)[0],))
+
+
+def same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert (got.view(np.uint32) == want.view(np.uint32)).all(), what
+
+
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column"])
+def test_tiled_conv_passes_equal_the_untiled_kernels(lib, kind):
+    """Every conv pass run tile by tile through an L1 buffer of the planner's size: the
+    forward pass bit for bit, the gradients up to float32 summation order."""
+    for index in range(CASES):
+        rng = rng_for(f"tiles-{kind}", index)
+        cfg = conv_config(rng, kind)
+        d = conv_data(rng, kind, cfg)
+        geometry = tiling.Geometry.conv(conv_plane(cfg), cfg["n"])
+        rows, channels = tile_for(rng, geometry)
+        tile, conv = ctypes.byref(Tile(rows, channels)), ctypes.byref(Conv(**cfg))
+        context = f"{kind} #{index}: {cfg} tile {rows} x {channels}"
+        b = None if d["b"] is None else Buf(d["b"])
+        y = out(d["dy"].shape)
+        call(lib.ebt_conv_forward_tiled, conv, tile, Buf(d["x"]), Buf(d["w"]), b, y,
+             l1_for(geometry, rows, channels, tiling.conv_operands("forward", b is not None)))
+        same_bits(y.array(), c_conv_forward(lib, cfg, d["x"], d["w"], d["b"], d["dy"].shape),
+                  f"forward {context}")
+        init_x, init_w = normal(rng, d["x"].shape), normal(rng, d["w"].shape)
+        dx = out(init_x)
+        call(lib.ebt_conv_backward_input_tiled, conv, tile, Buf(d["dy"]), Buf(d["w"]), dx,
+             l1_for(geometry, rows, channels, tiling.conv_operands("input", False)))
+        assert_close(dx.array(), c_backward_input(lib, cfg, d["dy"], d["w"], init_x),
+                     f"dx {context}")
+        init_b = normal(rng, (cfg["out_c"],))
+        dw, db = out(init_w), out(init_b)
+        call(lib.ebt_conv_backward_weight_tiled, conv, tile, Buf(d["dy"]), Buf(d["x"]), dw, db,
+             l1_for(geometry, rows, channels, tiling.conv_operands("weight", True)))
+        assert_close(dw.array(), c_backward_weight(lib, cfg, d["dy"], d["x"], init_w,
+                                                   [(0, cfg["out_h"])]), f"dw {context}")
+        assert_close(db.array(), c_backward_bias(lib, cfg, d["dy"], init_b), f"db {context}")
+        only_bias = out(init_b)  # scope bias: no dw, no x staged
+        call(lib.ebt_conv_backward_weight_tiled, conv, tile, Buf(d["dy"]), None, None,
+             only_bias, l1_for(geometry, rows, channels,
+                               tiling.conv_operands("weight", True, weights=False)))
+        assert_close(only_bias.array(), db.array(), f"db alone {context}")
+
+
+@pytest.mark.parametrize("mode", sorted(POOL_MODE))
+def test_tiled_pool_passes_equal_the_untiled_kernels(lib, mode):
+    for index in range(CASES):
+        rng = rng_for(f"pool-tiles-{mode}", index)
+        cfg = pool_config(rng, mode)
+        plane = Plane(cfg["c"], cfg["in_h"], cfg["in_w"], cfg["c"], cfg["out_h"], cfg["out_w"],
+                      cfg["k_h"], cfg["k_w"], cfg["stride_h"], cfg["stride_w"], groups=cfg["c"])
+        geometry = tiling.Geometry.pool(plane, cfg["n"])
+        rows, channels = tile_for(rng, geometry)
+        x = int8_like(rng, (cfg["n"], cfg["c"], cfg["in_h"], cfg["in_w"]))
+        dy = normal(rng, (cfg["n"], cfg["c"], cfg["out_h"], cfg["out_w"]))
+        init = normal(rng, x.shape)
+        want_y, want_dx = c_pool(lib, cfg, x, dy, init)
+        tile, pool = ctypes.byref(Tile(rows, channels)), ctypes.byref(Pool(**cfg))
+        y, dx = out(dy.shape), out(init)
+        call(lib.ebt_pool_forward_tiled, pool, tile, Buf(x), y,
+             l1_for(geometry, rows, channels, tiling.pool_operands("pool_forward", mode)))
+        call(lib.ebt_pool_backward_tiled, pool, tile, Buf(x), Buf(dy), dx,
+             l1_for(geometry, rows, channels, tiling.pool_operands("pool_input", mode)))
+        context = f"{mode} #{index}: {cfg} tile {rows} x {channels}"
+        same_bits(y.array(), want_y, f"forward {context}")
+        assert_close(dx.array(), want_dx, f"dx {context}")
+
+
+def test_a_tile_past_its_l1_size_is_caught(lib):
+    """The guard check above is not vacuous: one float less of L1 than planned is hit."""
+    cfg = {"n": 1, "in_c": 2, "in_h": 6, "in_w": 5, "out_c": 3, "out_h": 6, "out_w": 5,
+           "k_h": 3, "k_w": 3, "stride_h": 1, "stride_w": 1, "pad_h": 1, "pad_w": 1,
+           "dil_h": 1, "dil_w": 1, "groups": 1}
+    geometry = tiling.Geometry.conv(conv_plane(cfg), 1)
+    ops = tiling.conv_operands("forward", False)
+    short = out((geometry.tile(2, 3, ops)[0] - 1,))
+    x, w = np.ones((1, 2, 6, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+    with pytest.raises(AssertionError, match="outside its buffer"):
+        call(lib.ebt_conv_forward_tiled, ctypes.byref(Conv(**cfg)), ctypes.byref(Tile(2, 3)),
+             Buf(x), Buf(w), None, out((1, 3, 6, 5)), short)
 
 
 def with_out_size(cfg: dict) -> dict:

@@ -18,8 +18,9 @@ Gradient rules (the bugs the references describe are ruled out by construction):
 - a tensor read by several layers gets the *sum* of their input gradients: every
   backward kernel accumulates (`+=`), and every gradient buffer is zeroed exactly once,
   at the start of the step (`zero` below), never inside a layer or a tile;
-- a weight gradient is accumulated over row tiles when the layer's saved input and
-  output gradient do not fit L1 (`tiles`), into the same once-zeroed buffer.
+- a pass that does not fit L1 runs in tiles (ondevice.tiling, `passes`): a weight
+  gradient adds each tile's partial sum into the same once-zeroed buffer, an input
+  gradient each tile's into its input window.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ from edgebuild.core.geometry import Plane, Shape
 from edgebuild.model import graph as graphs
 from edgebuild.ondevice.operators import OPERATORS, TrainKernel, TrainOp
 from edgebuild.ondevice.schedule import Schedule, TrainStep
+from edgebuild.ondevice.tiling import (
+    Geometry,
+    Pass,
+    TilingError,
+    conv_operands,
+    plan,
+    pool_operands,
+)
 from edgebuild.ops.operator import ComputeLayer, Unsupported
 
 if TYPE_CHECKING:
@@ -43,6 +52,10 @@ FLOAT = 4  # bytes per float32
 
 class TrainGraphError(ValueError):
     """The manifest asks for something the trainable part cannot do; the message says why."""
+
+
+class TrainTilingError(TrainGraphError, TilingError):
+    """A pass of the trainable part does not fit L1 even in its smallest tile."""
 
 
 def train_facet(layer: Layer) -> TrainOp:
@@ -79,7 +92,6 @@ class TrainLayer:
     fully_connected: bool = False  # the PyTorch reference computes it with F.linear
     weight_shape: tuple[int, ...] = ()
     bias: bool = False
-    tiles: tuple[tuple[int, int], ...] = ()  # weight-gradient row tiles
 
     @property
     def weighted(self) -> bool:
@@ -105,6 +117,11 @@ class TrainGraph:
     output_size: int
     needs_grad: frozenset[str]  # tensors that carry a gradient
     tensors: dict[str, int] = field(default_factory=dict)  # float tensor -> elements per sample
+    passes: tuple[Pass, ...] = ()  # how each convolution and pooling pass fits L1
+
+    def tiling(self, layer: str, phase: str) -> Pass:
+        """The plan of one pass (ondevice.tiling)."""
+        return next(p for p in self.passes if (p.layer, p.phase) == (layer, phase))
 
     @property
     def trainable(self) -> tuple[TrainLayer, ...]:
@@ -133,15 +150,6 @@ class TrainGraph:
 
 def weighted_layers(layers: Iterable[Layer]) -> list[str]:
     return [layer.name for layer in layers if weighted(layer)]
-
-
-def weight_tiles(conv: Plane, batch: int, l1: int) -> tuple[tuple[int, int], ...]:
-    """Output-row tiles of a weight gradient: the rows whose output gradient and input
-    rows (for the whole batch) fit `l1` bytes together; one tile when all fit."""
-    per_row = batch * FLOAT * (conv.out_c * conv.out_w + conv.in_c * conv.stride_h * conv.in_w)
-    halo = batch * FLOAT * conv.in_c * conv.dil_h * (conv.k_h - 1) * conv.in_w
-    rows = max(1, min(conv.out_h, (l1 - halo) // per_row if l1 > halo else 1))
-    return tuple((r, min(r + rows, conv.out_h)) for r in range(0, conv.out_h, rows))
 
 
 def build(layers: tuple[Layer, ...], input_shape: Shape, scopes: dict[str, str],
@@ -176,16 +184,16 @@ def build(layers: tuple[Layer, ...], input_shape: Shape, scopes: dict[str, str],
         if facet.kernel is TrainKernel.view:
             alias[layer.name] = inputs[0]
             continue
-        train_layers.append(_train_layer(layer, facet, node, inputs, scopes.get(layer.name),
-                                         batch, l1))
+        train_layers.append(_train_layer(layer, facet, node, inputs, scopes.get(layer.name)))
         for name, size in _outputs(train_layers[-1]):
             tensors[name] = size
     if not train_layers:
         raise TrainGraphError("nothing to train after the cut")
     output = alias.get(order[-1], order[-1])
-    needs = _needs_grad(train_layers)
+    needs = frozenset(_needs_grad(train_layers))
     return TrainGraph(tuple(frozen), first, tuple(boundary.items()), tuple(train_layers),
-                      output, tensors[output], frozenset(needs), tensors)
+                      output, tensors[output], needs, tensors,
+                      tile_passes(train_layers, needs, batch, l1))
 
 
 def _is_view(layer: Layer) -> bool:
@@ -204,7 +212,7 @@ class _Kernel(TypedDict):
 
 
 def _train_layer(layer: Layer, facet: TrainOp, node: graphs.Node, inputs: tuple[str, ...],
-                 scope: str | None, batch: int, l1: int) -> TrainLayer:
+                 scope: str | None) -> TrainLayer:
     out_size = math.prod(node.out_shape)
     sizes = tuple(math.prod(s) for s in node.in_shapes)
     geometry = facet.geometry(layer, node.in_shapes, node.out_shape)
@@ -219,10 +227,9 @@ def _train_layer(layer: Layer, facet: TrainOp, node: graphs.Node, inputs: tuple[
         if scope == "bias" and not weights.bias:
             raise TrainGraphError(f"layer '{layer.name}' has no bias (bias: false), so "
                                   "`scope: bias` leaves nothing to train; use all")
-        tiles = weight_tiles(conv, batch, l1) if scope == "all" else ()
         return TrainLayer(layer.name, layer.op, inputs, sizes, out_size,
-                          clamped(weights.act.value, not weights.wide), scope, weight_shape=weight_shape, bias=weights.bias, tiles=tiles,
-                          **common)
+                          clamped(weights.act.value, not weights.wide), scope,
+                          weight_shape=weight_shape, bias=weights.bias, **common)
     if scope is not None:
         raise TrainGraphError(f"layer '{layer.name}' ({layer.op}) has no weights to train; "
                               f"layers with weights: "
@@ -304,7 +311,7 @@ def _layer_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]
     dy = f"d:{layer.pre}"
     if layer.scope == "all":
         steps.append(TrainStep("weight_grad", f"d:{layer.name}.weight", layer.name,
-                               reads=(dy, layer.conv_input), tiles=layer.tiles))
+                               reads=(dy, layer.conv_input)))
     if layer.scope is not None and layer.bias:
         steps.append(TrainStep("bias_grad", f"d:{layer.name}.bias", layer.name, reads=(dy,)))
     return steps + (_conv_input_backward(layer, needs) if layer.weighted
@@ -325,3 +332,41 @@ def _input_backward(layer: TrainLayer, needs: frozenset[str]) -> list[TrainStep]
     """One gradient step per input read (a tensor may be an input twice)."""
     return [TrainStep(f"{layer.op}_grad", f"d:{name}", layer.name, input=index)
             for index, name in enumerate(layer.inputs) if name in needs]
+
+
+def tile_passes(layers: list[TrainLayer], needs: frozenset[str], batch: int,
+                l1: int) -> tuple[Pass, ...]:
+    """The L1 plan of every convolution and pooling pass a step runs (ondevice.tiling):
+    forward passes of every layer, backward passes of the layers a gradient reaches.
+    TrainTilingError when one cannot fit."""
+    try:
+        return tuple(_passes(layers, needs, batch, l1))
+    except TilingError as error:
+        raise TrainTilingError(str(error)) from None
+
+
+def _passes(layers: list[TrainLayer], needs: frozenset[str], batch: int,
+            l1: int) -> list[Pass]:
+    found = []
+    for layer in layers:
+        backward = layer.name in needs
+        if layer.pool is not None:
+            pooling = Geometry.pool(layer.pool, batch)
+            mode = layer.pool_mode or "max"
+            found.append(plan(layer.name, "pool_forward", "pool", pooling,
+                              pool_operands("pool_forward", mode), l1))
+            if backward and layer.inputs[0] in needs:
+                found.append(plan(layer.name, "pool_input", "pool", pooling,
+                                  pool_operands("pool_input", mode), l1))
+        if layer.conv is None:
+            continue
+        conv = Geometry.conv(layer.conv, batch)
+        found.append(plan(layer.name, "forward", "conv", conv,
+                          conv_operands("forward", layer.bias), l1))
+        if backward and layer.scope is not None:
+            found.append(plan(layer.name, "weight", "conv", conv,
+                              conv_operands("weight", layer.bias, layer.scope == "all"), l1))
+        if backward and layer.conv_input in needs:
+            found.append(plan(layer.name, "input", "conv", conv,
+                              conv_operands("input", False), l1))
+    return found

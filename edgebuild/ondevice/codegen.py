@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 POOL = {"max": 0, "avg": 1}
 VALUES_PER_LINE = 8
-STATIC = ("eb_train.c", "eb_train.h", "eb_wof.c", "eb_wof.h")
+STATIC = ("eb_train.c", "eb_train.h", "eb_train_tiles.c", "eb_train_tiles.h", "eb_wof.c",
+          "eb_wof.h")
+L1 = "ebt_l1"  # the L1 buffer tiled passes stage through (memory.L1_BUFFER)
 
 
 @dataclass(frozen=True)
@@ -117,24 +119,51 @@ def declarations(spec: TrainSpec) -> list[str]:
         if layer.kernel is TrainKernel.concat:
             elems = ", ".join(str(s) for s in layer.sizes)
             found.append(f"static const int E_{layer.name}[{len(layer.sizes)}] = {{{elems}}};")
+    found += [initializer("ebt_tile", p.symbol, [("rows", p.rows), ("channels", p.channels)])
+              + f"  /* {p.tiles} tiles, {p.l1_bytes} bytes of L1 */"
+              for p in spec.graph.passes if p.tiled]
     return found
 
 
-def _conv_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+def _tiled(graph: backward.TrainGraph, layer: backward.TrainLayer, phase: str) -> str | None:
+    """`&T_<layer>_<phase>` when the pass runs in tiles, else None."""
+    found = graph.tiling(layer.name, phase)
+    return f"&{found.symbol}" if found.tiled else None
+
+
+def _pool_call(graph: backward.TrainGraph, layer: backward.TrainLayer, x_in: str,
+               y_out: str) -> str:
+    tile = _tiled(graph, layer, "pool_forward")
+    if tile is None:
+        return f"ebt_pool_forward(&Q_{layer.name}, {x_in}, {y_out});"
+    return f"ebt_pool_forward_tiled(&Q_{layer.name}, {tile}, {x_in}, {y_out}, {L1});"
+
+
+def _pool_gradient_call(graph: backward.TrainGraph, layer: backward.TrainLayer, x_in: str,
+                        dy: str, dx: str) -> str:
+    tile = _tiled(graph, layer, "pool_input")
+    if tile is None:
+        return f"ebt_pool_backward(&Q_{layer.name}, {x_in}, {dy}, {dx});"
+    return f"ebt_pool_backward_tiled(&Q_{layer.name}, {tile}, {x_in}, {dy}, {dx}, {L1});"
+
+
+def _conv_forward(graph: backward.TrainGraph, layer: backward.TrainLayer, n: int) -> list[str]:
     calls = []
     if layer.pool is not None:
-        calls.append(f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, "
-                     f"{x(layer.conv_input)});")
-    calls.append(f"ebt_conv_forward(&K_{layer.name}, {x(layer.conv_input)}, "
-                 f"{weight_symbol(layer, 'weight')}, {_bias(layer)}, {x(layer.pre)});")
+        calls.append(_pool_call(graph, layer, x(layer.inputs[0]), x(layer.conv_input)))
+    args = (f"{x(layer.conv_input)}, {weight_symbol(layer, 'weight')}, {_bias(layer)}, "
+            f"{x(layer.pre)}")
+    tile = _tiled(graph, layer, "forward")
+    calls.append(f"ebt_conv_forward(&K_{layer.name}, {args});" if tile is None else
+                 f"ebt_conv_forward_tiled(&K_{layer.name}, {tile}, {args}, {L1});")
     return calls
 
 
-def _pool_forward(layer: backward.TrainLayer, n: int) -> list[str]:
-    return [f"ebt_pool_forward(&Q_{layer.name}, {x(layer.inputs[0])}, {x(layer.name)});"]
+def _pool_forward(graph: backward.TrainGraph, layer: backward.TrainLayer, n: int) -> list[str]:
+    return [_pool_call(graph, layer, x(layer.inputs[0]), x(layer.name))]
 
 
-def _add_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+def _add_forward(graph: backward.TrainGraph, layer: backward.TrainLayer, n: int) -> list[str]:
     count = n * layer.out_size
     first, second, *rest = layer.inputs
     return [f"ebt_add_forward({count}, {x(first)}, {x(second)}, {x(layer.pre)});"] + [
@@ -142,7 +171,8 @@ def _add_forward(layer: backward.TrainLayer, n: int) -> list[str]:
         for other in rest]
 
 
-def _concat_forward(layer: backward.TrainLayer, n: int) -> list[str]:
+def _concat_forward(graph: backward.TrainGraph, layer: backward.TrainLayer,
+                    n: int) -> list[str]:
     parts = ", ".join(x(name) for name in layer.inputs)
     return [f"{{ const float *const xs[{len(layer.inputs)}] = {{{parts}}}; "
             f"ebt_concat_forward({n}, {len(layer.inputs)}, E_{layer.name}, xs, "
@@ -181,7 +211,8 @@ def _forward_groups(spec: TrainSpec) -> list[tuple[Segment, list[str]]]:
     n = spec.batch
     groups = []
     for layer in spec.graph.layers:
-        calls = [f"/* {layer.name}: {layer.op} */", *FORWARD[layer.kernel](layer, n)]
+        calls = [f"/* {layer.name}: {layer.op} */",
+                 *FORWARD[layer.kernel](spec.graph, layer, n)]
         if layer.act != "none":
             calls.append(f"ebt_act_forward({act_name(layer.act)}, {n * layer.out_size}, "
                          f"{x(layer.pre)}, {x(layer.name)});")
@@ -202,7 +233,7 @@ def _backward_groups(spec: TrainSpec) -> list[tuple[Segment, list[str]]]:
         layer = layers[step.layer]
         phase = "weight" if step.op in ("weight_grad", "bias_grad") else "input"
         macs = _macs(layer, n) if step.op in ("weight_grad", "input_grad") else 0
-        calls = _backward(step.op, layer, step.output[2:], n, step.input or 0)
+        calls = _backward(spec.graph, step.op, layer, step.output[2:], n, step.input or 0)
         if groups and (groups[-1][0]["layer"], groups[-1][0]["phase"]) == (layer.name, phase):
             last, before = groups[-1]
             groups[-1] = (Segment(layer=layer.name, phase=phase, macs=last["macs"] + macs),
@@ -235,37 +266,57 @@ def segments(spec: TrainSpec) -> list[Segment]:
             Segment(layer="", phase="update", macs=0)]
 
 
-def _backward(op: str, layer: backward.TrainLayer, target: str, n: int,
-              index: int) -> list[str]:
+def _backward(graph: backward.TrainGraph, op: str, layer: backward.TrainLayer, target: str,
+              n: int, index: int) -> list[str]:
     count = n * layer.out_size
     if op == f"{layer.act}_grad" and layer.act != "none":
-        return [f"ebt_act_backward({act_name(layer.act)}, {count}, {x(layer.pre)}, {d(layer.name)}, "
-                f"{d(layer.pre)});"]
-    if op == "weight_grad":
-        return [f"ebt_conv_backward_weight(&K_{layer.name}, {d(layer.pre)}, {x(layer.conv_input)}, "
-                f"{symbol('g', target)}, {r0}, {r1});" for r0, r1 in layer.tiles]
-    if op == "bias_grad":
-        return [f"ebt_conv_backward_bias(&K_{layer.name}, {d(layer.pre)}, {symbol('g', target)});"]
+        return [f"ebt_act_backward({act_name(layer.act)}, {count}, {x(layer.pre)}, "
+                f"{d(layer.name)}, {d(layer.pre)});"]
+    if op in ("weight_grad", "bias_grad"):
+        return _parameter_gradient(graph, op, layer)
     if op == "input_grad":
-        return [f"ebt_conv_backward_input(&K_{layer.name}, {d(layer.pre)}, "
-                f"{weight_symbol(layer, 'weight')}, {d(target)});"]
+        args = f"{d(layer.pre)}, {weight_symbol(layer, 'weight')}, {d(target)}"
+        tile = _tiled(graph, layer, "input")
+        return [f"ebt_conv_backward_input(&K_{layer.name}, {args});" if tile is None else
+                f"ebt_conv_backward_input_tiled(&K_{layer.name}, {tile}, {args}, {L1});"]
     if op == "pool_grad":
-        return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.conv_input)}, "
-                f"{d(target)});"]
+        return [_pool_gradient_call(graph, layer, x(target), d(layer.conv_input), d(target))]
     if op == f"{layer.op}_grad" and layer.kernel in INPUT_GRADIENT:
-        return INPUT_GRADIENT[layer.kernel](layer, target, n, index)
+        return INPUT_GRADIENT[layer.kernel](graph, layer, target, n, index)
     raise ValueError(f"no C for backward step {op}")
 
 
-def _pool_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
-    return [f"ebt_pool_backward(&Q_{layer.name}, {x(target)}, {d(layer.name)}, {d(target)});"]
+def _parameter_gradient(graph: backward.TrainGraph, op: str,
+                        layer: backward.TrainLayer) -> list[str]:
+    """A weight or bias gradient; a tiled pass computes both in one walk over its tiles,
+    at the first of the two steps."""
+    dy, x_in = d(layer.pre), x(layer.conv_input)
+    weight = symbol("g", f"{layer.name}.weight") if layer.scope == "all" else "NULL"
+    bias = symbol("g", f"{layer.name}.bias") if layer.bias else "NULL"
+    tile = _tiled(graph, layer, "weight")
+    if tile is not None:
+        first = "weight_grad" if layer.scope == "all" else "bias_grad"
+        return [f"ebt_conv_backward_weight_tiled(&K_{layer.name}, {tile}, {dy}, {x_in}, "
+                f"{weight}, {bias}, {L1});"] if op == first else []
+    if op == "weight_grad":
+        assert layer.conv is not None
+        return [f"ebt_conv_backward_weight(&K_{layer.name}, {dy}, {x_in}, {weight}, 0, "
+                f"{layer.conv.out_h});"]
+    return [f"ebt_conv_backward_bias(&K_{layer.name}, {dy}, {bias});"]
 
 
-def _add_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
+def _pool_gradient(graph: backward.TrainGraph, layer: backward.TrainLayer, target: str, n: int,
+                   index: int) -> list[str]:
+    return [_pool_gradient_call(graph, layer, x(target), d(layer.name), d(target))]
+
+
+def _add_gradient(graph: backward.TrainGraph, layer: backward.TrainLayer, target: str, n: int,
+                  index: int) -> list[str]:
     return [f"ebt_accumulate({n * layer.out_size}, {d(layer.pre)}, {d(target)});"]
 
 
-def _concat_gradient(layer: backward.TrainLayer, target: str, n: int, index: int) -> list[str]:
+def _concat_gradient(graph: backward.TrainGraph, layer: backward.TrainLayer, target: str,
+                     n: int, index: int) -> list[str]:
     offset, size = sum(layer.sizes[:index]), layer.sizes[index]
     return [f"for (s = 0; s < {n}; ++s) ebt_accumulate({size}, {d(layer.name)} + s * "
             f"{layer.out_size} + {offset}, {d(target)} + s * {size});"]

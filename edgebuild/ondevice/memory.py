@@ -9,7 +9,14 @@ estimate is the RAM the training code adds on top of the inference arena, not a 
   stay const in flash and are counted under `flash`;
 - optimizer state: SGD momentum 1x the trainable parameters (none without momentum),
   Adam 2x (first and second moments);
-- the int8 input batch, its labels, and the one-hot target of an MSE loss.
+- the int8 input batch, its labels, and the one-hot target of an MSE loss;
+- the L1 buffer the tiled passes stage through (`l1`, ondevice.tiling): the largest tile
+  of any pass that does not fit L1 whole; none when every pass fits.
+
+The plan's L1 and L2 figures (`TrainingMemory`): the L1 peak is the largest working set of
+any pass (a tile's, or a whole pass's that fits), the L2 bytes are every training buffer
+but the L1 one plus the inference arena, and the traffic is what the passes move between
+the two, next to what any tiling moves at least.
 
 `choose` turns the manifest's `trainable` (names, last N, or a budget) into per-layer scopes.
 """
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from edgebuild.core import boundedjson
 from edgebuild.core.geometry import Shape
 from edgebuild.ondevice import backward
+from edgebuild.ondevice.tiling import Pass
 
 if TYPE_CHECKING:
     from edgebuild.manifest import Layer
@@ -37,7 +45,7 @@ FLOAT = 4
 class Buffer:
     name: str  # C symbol stem
     elements: int
-    kind: str  # activation, gradient, weight, weight_gradient, optimizer, batch, frozen
+    kind: str  # activation, gradient, weight, weight_gradient, optimizer, batch, frozen, l1
     bytes_per: int = FLOAT
 
     @property
@@ -72,7 +80,18 @@ def buffers(graph: backward.TrainGraph, batch: int, slots: int, input_size: int,
               Buffer("batch_labels", batch, "batch")]
     if loss == "mse":
         found.append(Buffer("batch_target", batch * graph.output_size, "batch"))
+    staged = l1_buffer(graph)
+    if staged:
+        found.append(Buffer(L1_BUFFER, staged // FLOAT, "l1"))
     return found
+
+
+L1_BUFFER = "ebt_l1"  # the generated code's L1 buffer (codegen.L1)
+
+
+def l1_buffer(graph: backward.TrainGraph) -> int:
+    """Bytes of the L1 buffer: the largest tile of a tiled pass (0: nothing is tiled)."""
+    return max((p.l1_bytes for p in graph.passes if p.tiled), default=0)
 
 
 class Summary(TypedDict):
@@ -82,15 +101,38 @@ class Summary(TypedDict):
     ram: int
     flash: int
     by_kind: dict[str, int]
+    l1: L1Plan
 
 
-def summary(found: list[Buffer]) -> Summary:
+def l2_ram(found: Summary) -> int:
+    """The training buffers in L2: all but the frozen weights and the L1 buffer."""
+    return found["ram"] - found["l1"]["l1_buffer"]
+
+
+class L1Plan(TypedDict):
+    """How the passes fit L1 (memory.json's `l1_*`, `traffic*` and `passes`)."""
+
+    l1_peak: int
+    l1_buffer: int
+    traffic: int
+    traffic_lower_bound: int
+    passes: list[dict[str, Any]]
+
+
+def summary(found: list[Buffer], graph: backward.TrainGraph) -> Summary:
     """Bytes per kind; `ram` is everything but the frozen (flash) weights."""
     kinds: dict[str, int] = {}
     for buffer in found:
         kinds[buffer.kind] = kinds.get(buffer.kind, 0) + buffer.bytes
     ram = sum(b.bytes for b in found if b.kind != "frozen")
-    return {"ram": ram, "flash": kinds.get("frozen", 0), "by_kind": dict(sorted(kinds.items()))}
+    passes = graph.passes
+    l1: L1Plan = {"l1_peak": max((p.l1_bytes for p in passes), default=0),
+                  "l1_buffer": l1_buffer(graph),
+                  "traffic": sum(p.traffic for p in passes),
+                  "traffic_lower_bound": sum(p.lower_bound for p in passes),
+                  "passes": [p.to_json() for p in passes]}
+    return {"ram": ram, "flash": kinds.get("frozen", 0), "by_kind": dict(sorted(kinds.items())),
+            "l1": l1}
 
 
 @dataclass(frozen=True)
@@ -114,32 +156,53 @@ class TrainingMemory:
     (`memory.json` of the `ondevice` stage, schema schemas/artifacts/memory.v1.schema.json),
     and what every "last N" choice would need (the report's table)."""
 
-    ram: int  # training buffers, on top of the arena
+    ram: int  # training buffers (the L1 one too), on top of the arena
     flash: int  # frozen float weights of the trainable part
     by_kind: dict[str, int]  # buffer kind -> bytes (see `buffers`), sorted by kind
     arena: int  # the inference arena (plan.json)
     total_ram: int
     trainable: tuple[str, ...]
     choices: tuple[Choice, ...]
+    l1_budget: int  # target.memory.l1
+    l1_peak: int  # the largest working set of any pass
+    l1_buffer: int  # the L1 buffer of the generated code (by_kind l1)
+    l2_budget: int  # target.memory.l2
+    l2_bytes: int  # everything else: training buffers but the L1 one, and the arena
+    traffic: int  # bytes the passes move between L2 and L1 in one step
+    traffic_lower_bound: int  # what any tiling of them moves at least
+    passes: tuple[Pass, ...]
 
     @classmethod
     def of(cls, summary: Summary, arena: int, trainable: Sequence[str],
-           choices: Sequence[Choice]) -> TrainingMemory:
-        """From `summary` of the chosen buffers and the plan's arena."""
+           choices: Sequence[Choice], l1: int, l2: int) -> TrainingMemory:
+        """From `summary` of the chosen buffers, the plan's arena and the budgets."""
+        plan = summary["l1"]
         return cls(summary["ram"], summary["flash"], dict(summary["by_kind"]), arena,
-                   summary["ram"] + arena, tuple(trainable), tuple(choices))
+                   summary["ram"] + arena, tuple(trainable), tuple(choices), l1,
+                   plan["l1_peak"], plan["l1_buffer"], l2,
+                   summary["ram"] - plan["l1_buffer"] + arena, plan["traffic"],
+                   plan["traffic_lower_bound"],
+                   tuple(Pass.from_json(p) for p in plan["passes"]))
 
     def to_json(self) -> dict[str, Any]:
         return {"ram": self.ram, "flash": self.flash, "by_kind": dict(self.by_kind),
                 "arena": self.arena, "total_ram": self.total_ram,
                 "trainable": list(self.trainable),
-                "choices": [choice.to_json() for choice in self.choices]}
+                "choices": [choice.to_json() for choice in self.choices],
+                "l1_budget": self.l1_budget, "l1_peak": self.l1_peak,
+                "l1_buffer": self.l1_buffer, "l2_budget": self.l2_budget,
+                "l2_bytes": self.l2_bytes, "traffic": self.traffic,
+                "traffic_lower_bound": self.traffic_lower_bound,
+                "passes": [p.to_json() for p in self.passes]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrainingMemory:
         return cls(data["ram"], data["flash"], dict(data["by_kind"]), data["arena"],
                    data["total_ram"], tuple(data["trainable"]),
-                   tuple(Choice.from_json(c) for c in data["choices"]))
+                   tuple(Choice.from_json(c) for c in data["choices"]), data["l1_budget"],
+                   data["l1_peak"], data["l1_buffer"], data["l2_budget"], data["l2_bytes"],
+                   data["traffic"], data["traffic_lower_bound"],
+                   tuple(Pass.from_json(p) for p in data["passes"]))
 
     @classmethod
     def load(cls, directory: Path) -> TrainingMemory:
@@ -157,7 +220,7 @@ def evaluate(layers: tuple[Layer, ...], input_shape: Shape, names: Iterable[str]
     graph = backward.build(layers, input_shape, scopes_for(names, scope_map), settings.batch,
                            settings.l1)
     found = buffers(graph, settings.batch, settings.slots, math.prod(input_shape), settings.loss)
-    return graph, summary(found)
+    return graph, summary(found, graph)
 
 
 @dataclass(frozen=True)

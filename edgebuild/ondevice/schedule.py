@@ -17,7 +17,7 @@ from typing import Any
 from edgebuild.core import boundedjson
 
 # The keys a step may have, in the order a step writes them (the file is not key-sorted).
-STEP_KEYS = ("op", "layer", "tensor", "inputs", "input", "reads", "output", "tiles")
+STEP_KEYS = ("op", "layer", "tensor", "inputs", "input", "reads", "output")
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,12 @@ class TrainStep:
     inputs: tuple[str, ...] | None = None  # a forward operator's inputs
     input: int | None = None  # `<op>_grad`: which of the layer's inputs
     reads: tuple[str, ...] | None = None  # weight_grad / bias_grad: the tensors read
-    tiles: tuple[tuple[int, int], ...] | None = None  # weight_grad: row tiles [start, stop)
 
     def to_json(self) -> dict[str, Any]:
         values = {"op": self.op, "layer": self.layer, "tensor": self.tensor,
                   "inputs": None if self.inputs is None else list(self.inputs),
                   "input": self.input, "reads": None if self.reads is None else list(self.reads),
-                  "output": self.output,
-                  "tiles": None if self.tiles is None else [list(t) for t in self.tiles]}
+                  "output": self.output}
         return {key: values[key] for key in STEP_KEYS if values[key] is not None}
 
     @classmethod
@@ -48,10 +46,8 @@ class TrainStep:
         def tupled(key: str) -> tuple[Any, ...] | None:
             return None if key not in data else tuple(data[key])
 
-        tiles = data.get("tiles")
         return cls(data["op"], data.get("output"), data.get("layer"), data.get("tensor"),
-                   tupled("inputs"), data.get("input"), tupled("reads"),
-                   None if tiles is None else tuple((a, b) for a, b in tiles))
+                   tupled("inputs"), data.get("input"), tupled("reads"))
 
 
 @dataclass(frozen=True)

@@ -126,16 +126,19 @@ def _resolution(manifest: Manifest, layers: tuple[Layer, ...]) -> list[Problem]:
         resolved = resolve(spec, layers, tuple(manifest.model.input), memory.l1)
     except training_memory.SelectionError as exc:
         return [(("ondevice", "trainable"), str(exc))]
+    except backward.TrainTilingError as exc:
+        return [(("target", "memory", "l1"), str(exc))]
     except backward.TrainGraphError as exc:
         return [(("ondevice", "trainable"), str(exc))]
     arena = inference_arena(layers, tuple(manifest.model.input))
-    if resolved.memory["ram"] + arena > memory.l2:
+    l2 = training_memory.l2_ram(resolved.memory)
+    if l2 + arena > memory.l2:
         smallest = resolved.choices[0]
         return [(("ondevice", "trainable"), (
-            f"training {', '.join(resolved.names)} needs {resolved.memory['ram']} bytes of RAM "
-            f"besides the {arena}-byte inference arena, {resolved.memory['ram'] + arena} in "
-            f"all, but target.memory.l2 is {memory.l2}; training only {smallest.layers[0]} "
-            f"needs {smallest.ram} + {arena} bytes"))]
+            f"training {', '.join(resolved.names)} needs {l2} bytes of L2 RAM besides the "
+            f"{arena}-byte inference arena, {l2 + arena} in all, but target.memory.l2 is "
+            f"{memory.l2}; training only {smallest.layers[0]} needs {smallest.ram} + {arena} "
+            f"bytes"))]
     return []
 
 

@@ -80,16 +80,27 @@ class MemoryFigures:
 
 @dataclass(frozen=True)
 class TrainingRam:
-    """On-device training memory (ondevice.memory.TrainingMemory without the choices)."""
+    """On-device training memory (ondevice.memory.TrainingMemory without the choices; its
+    tiled passes only)."""
 
     by_kind: dict[str, int]
     flash: int
     arena: int
     total_ram: int
+    l1_peak: int
+    l1_budget: int
+    l2_bytes: int
+    l2_budget: int
+    traffic: int
+    traffic_lower_bound: int
+    tiled: tuple[dict[str, Any], ...]  # memory.json `passes` that run in tiles
 
     def to_json(self) -> dict[str, Any]:
         return {"by_kind": dict(self.by_kind), "flash": self.flash, "arena": self.arena,
-                "total_ram": self.total_ram}
+                "total_ram": self.total_ram, "l1_peak": self.l1_peak,
+                "l1_budget": self.l1_budget, "l2_bytes": self.l2_bytes,
+                "l2_budget": self.l2_budget, "traffic": self.traffic,
+                "traffic_lower_bound": self.traffic_lower_bound, "tiled": list(self.tiled)}
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,8 @@ class OndeviceSummary:
         return cls(**{**data, "loss_c": tuple(data["loss_c"]),
                       "loss_torch": tuple(data["loss_torch"]),
                       "trainable": tuple(data["trainable"]),
-                      "memory": TrainingRam(**data["memory"]),
+                      "memory": TrainingRam(**{**data["memory"],
+                                               "tiled": tuple(data["memory"]["tiled"])}),
                       "memory_choices": tuple(Choice.from_json(c)
                                               for c in data["memory_choices"])})
 
@@ -368,7 +380,7 @@ def _instructions(m4: FirmwareRun | Skipped) -> Instructions:
 
 def _ondevice(trained: OndeviceSummary, l2: int) -> Ondevice:
     return Ondevice(trained.accuracy_before, trained.accuracy_after,
-                    Usage(trained.memory.total_ram, l2), trained.instructions_per_step,
+                    Usage(trained.memory.l2_bytes, l2), trained.instructions_per_step,
                     trained.within_tolerance, trained.cortex_m4_losses_match)
 
 

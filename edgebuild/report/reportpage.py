@@ -393,8 +393,18 @@ def ondevice_html(report: dict[str, Any], losses: Path | None) -> str:
         ("largest gradient difference (absolute)", f"{trained['grad_max_abs_diff']:.3g}"),
         ("largest weight difference (absolute)", f"{trained['weight_max_abs_diff']:.3g}"),
         ("within float32 tolerance", "yes" if trained["within_tolerance"] else "no"),
-        ("training RAM (buffers and arena)", _bytes(trained["memory"]["total_ram"])),
         ("instructions per step (Cortex-M4)", count(trained["instructions_per_step"]))])
+    memory = trained["memory"]
+    plan = _pairs([
+        ("L2: training buffers and the inference arena",
+         f"{_bytes(memory['l2_bytes'])} of {_bytes(memory['l2_budget'])}"),
+        ("L1 peak (the largest pass or tile)",
+         f"{_bytes(memory['l1_peak'])} of {_bytes(memory['l1_budget'])}"),
+        ("L2 <-> L1 per step (lower bound)",
+         f"{_bytes(memory['traffic'])} ({_bytes(memory['traffic_lower_bound'])})")])
+    tiled = table(("layer", "pass", "tile (rows × channels)", "tiles", "L1 in use"), [
+        (_e(p["layer"]), _e(p["phase"]), f"{p['rows']} × {p['channels']}", count(p["tiles"]),
+         _bytes(p["l1_bytes"])) for p in memory["tiled"]]) if memory["tiled"] else ""
     choices = table(("trainable layers", "RAM"), [(_e(", ".join(c["layers"])), _bytes(c["ram"]))
                                                    for c in trained["memory_choices"]])
     steps = table(("step", "loss (C)", "loss (PyTorch)"), [
@@ -402,6 +412,7 @@ def ondevice_html(report: dict[str, Any], losses: Path | None) -> str:
         enumerate(zip(trained["loss_c"], trained["loss_torch"], strict=True))])
     body = ("<h3>Held-out accuracy under field drift</h3>" + accuracy
             + "<h3>Generated training code against PyTorch</h3>" + check
+            + "<h3>Training memory plan</h3>" + plan + tiled
             + "<h3>Training memory per choice of trainable layers</h3>" + choices
             + "<h3>Loss per step</h3>" + steps + _image(losses, "on-device training losses"))
     return _section(f"On-device training ({', '.join(trained['trainable'])})", body, "ondevice")

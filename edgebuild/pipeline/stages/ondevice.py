@@ -182,14 +182,15 @@ def _int8_accuracy(model: QuantizedModel, x: NDArray[np.integer[Any]],
 def _memory(ctx: Context[Checked], resolved: Resolved, plan: MemoryPlan) -> None:
     from edgebuild.ondevice.memory import TrainingMemory
 
+    budgets = ctx.checked.manifest.target.memory
     memory = TrainingMemory.of(resolved.memory, plan.arena_bytes, resolved.names,
-                               resolved.choices)
-    l2 = ctx.checked.manifest.target.memory.l2
-    if memory.total_ram > l2:
+                               resolved.choices, budgets.l1, budgets.l2)
+    l2 = budgets.l2
+    if memory.l2_bytes > l2:
         raise StageFailed(
-            f"ondevice: training needs {memory.ram} bytes of RAM on top of the "
-            f"{plan.arena_bytes}-byte inference arena, {memory.total_ram} in all, but "
-            f"target.memory.l2 is {l2}; train fewer layers (sizes per choice: "
+            f"ondevice: training needs {memory.l2_bytes - plan.arena_bytes} bytes of L2 RAM "
+            f"on top of the {plan.arena_bytes}-byte inference arena, {memory.l2_bytes} in all, "
+            f"but target.memory.l2 is {l2}; train fewer layers (sizes per choice: "
             + ", ".join(f"{c.layers[0]}..: {c.ram}" for c in resolved.choices) + ")")
     (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 

@@ -85,7 +85,10 @@ def ondevice(ctx: Context[Checked]) -> reports.OndeviceSummary | None:
         result.tensors.grad_max_abs_diff, result.tensors.grad_max_rel_diff,
         result.tensors.weight_max_abs_diff,
         result.losses.within_tolerance, result.losses.meets_target, memory.trainable,
-        TrainingRam(memory.by_kind, memory.flash, memory.arena, memory.total_ram),
+        TrainingRam(memory.by_kind, memory.flash, memory.arena, memory.total_ram,
+                    memory.l1_peak, memory.l1_budget, memory.l2_bytes, memory.l2_budget,
+                    memory.traffic, memory.traffic_lower_bound,
+                    tuple(p.to_json() for p in memory.passes if p.tiled)),
         memory.choices,
         m4.comparison.within_tolerance if isinstance(m4, TrainingRun) else None,
         tuned.accuracy_before, tuned.accuracy_after, tuned.frozen_int8_accuracy, tuned.epochs)

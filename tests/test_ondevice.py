@@ -35,7 +35,7 @@ except ImportError:
 from edgebuild.manifest import Manifest
 from edgebuild.manifest.ondevice import AUTO_LEARNING_RATES, Ondevice
 from edgebuild.model import folding
-from edgebuild.ondevice import backward, finetune, wof
+from edgebuild.ondevice import backward, finetune, lifetime, wof
 from edgebuild.ondevice import memory as training_memory
 from edgebuild.ondevice import trainable as ondevice
 from edgebuild.pipeline.stages import ondevice_kat
@@ -459,6 +459,46 @@ def test_memory_per_choice_is_reported_and_is_what_the_c_allocates(seq_project):
 def seq_graph(scopes: dict[str, str]) -> backward.TrainGraph:
     _, layers = seq_layers()
     return backward.build(layers, (3, 16), scopes, 4, 1024)
+
+
+@pytest.mark.parametrize("model, scopes, input_shape", [
+    ("seq", {"conv2": "all", "conv3": "all", "conv4": "all", "fc": "all"}, (3, 16)),
+    ("seq", {"conv3": "bias", "fc": "all"}, (3, 16)),
+    ("img", {"dw": "all", "side": "all", "fc": "all"}, (2, 6, 6))])
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+def test_l2_lower_bound_follows_the_buffers_lifetimes(model, scopes, input_shape, loss):
+    """The events name exactly the buffers the code declares (but the persistent ones and
+    L1), so none is left out of the bound; the bound lies between the busiest single event
+    and everything held for the whole step."""
+    _, layers = folded_layers(manifest_text(model))
+    graph = backward.build(layers, input_shape, scopes, 4, 1024)
+    found = training_memory.buffers(graph, 4, 1, math.prod(input_shape), loss)
+    events = lifetime.events(graph, loss == "mse")
+    named = set().union(*events) - {lifetime.ARENA}
+    assert named == {b.name for b in found
+                     if not lifetime.persistent(b) and b.kind not in ("frozen", "l1")}
+    size = {b.name: b.bytes for b in found} | {lifetime.ARENA: 1000}
+    always = sum(b.bytes for b in found if lifetime.persistent(b))
+    bound = lifetime.lower_bound(graph, found, 1000, loss == "mse")
+    everything = sum(b.bytes for b in found if b.kind not in ("frozen", "l1")) + 1000
+    assert always + max(sum(size[n] for n in e) for e in events) <= bound < everything
+
+
+def test_l2_lower_bound_by_hand():
+    """fc alone (32 inputs -> 3, batch 4, SGD without momentum): the prefix holds the arena
+    and the boundary tensor; then the logits, their gradient and the weight gradient."""
+    _, layers = seq_layers()
+    graph = backward.build(layers, (3, 16), {"fc": "all"}, 4, 1024)
+    found = training_memory.buffers(graph, 4, 0, 48, "cross_entropy")
+    size = {b.name: b.bytes for b in found}
+    batch = size["batch_inputs"] + size["batch_labels"]
+    weights = size["p_fc.weight"] + size["p_fc.bias"]
+    # the busiest event: the weight gradient reads x_conv4 and d_fc while g_fc.weight is
+    # written and g_fc.bias (written later) is not yet needed; x_fc is dead by then
+    busiest = size["x_conv4"] + size["d_fc"] + size["g_fc.weight"]
+    prefix = 5000 + size["x_conv4"]
+    assert lifetime.lower_bound(graph, found, 5000, False) == batch + weights + max(busiest,
+                                                                                    prefix)
 
 
 def writers(steps: list[dict], tensor: str) -> list[dict]:
@@ -1116,6 +1156,7 @@ def test_speechnet_trains_every_block_within_the_references_budgets(examples_bui
     memory = read_json(built / "ondevice" / "memory.json")
     assert memory["l2_bytes"] <= memory["l2_budget"] == 2_000_000
     assert memory["l1_peak"] <= memory["l1_budget"] == 128_000
+    assert memory["l2_lower_bound"] < memory["l2_bytes"]
     b0 = {p["phase"]: p for p in memory["passes"] if p["layer"] == "b0"}
     assert b0["forward"]["tiles"] > 1 and b0["weight"]["tiles"] > 1  # its 314 KB output
     tuned = read_json(built / "ondevice" / "finetune.json")

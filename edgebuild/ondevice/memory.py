@@ -15,8 +15,9 @@ estimate is the RAM the training code adds on top of the inference arena, not a 
 
 The plan's L1 and L2 figures (`TrainingMemory`): the L1 peak is the largest working set of
 any pass (a tile's, or a whole pass's that fits), the L2 bytes are every training buffer
-but the L1 one plus the inference arena, and the traffic is what the passes move between
-the two, next to what any tiling moves at least.
+but the L1 one plus the inference arena (next to the most of them a step needs at once,
+ondevice.lifetime), and the traffic is what the passes move between the two, next to what
+any tiling moves at least.
 
 `choose` turns the manifest's `trainable` (names, last N, or a budget) into per-layer scopes.
 """
@@ -168,19 +169,21 @@ class TrainingMemory:
     l1_buffer: int  # the L1 buffer of the generated code (by_kind l1)
     l2_budget: int  # target.memory.l2
     l2_bytes: int  # everything else: training buffers but the L1 one, and the arena
+    l2_lower_bound: int  # the most of it needed at once (ondevice.lifetime)
     traffic: int  # bytes the passes move between L2 and L1 in one step
     traffic_lower_bound: int  # what any tiling of them moves at least
     passes: tuple[Pass, ...]
 
     @classmethod
     def of(cls, summary: Summary, arena: int, trainable: Sequence[str],
-           choices: Sequence[Choice], l1: int, l2: int) -> TrainingMemory:
-        """From `summary` of the chosen buffers, the plan's arena and the budgets."""
+           choices: Sequence[Choice], l1: int, l2: int, l2_lower_bound: int) -> TrainingMemory:
+        """From `summary` of the chosen buffers, the plan's arena, the budgets and the L2
+        lower bound (ondevice.lifetime)."""
         plan = summary["l1"]
         return cls(summary["ram"], summary["flash"], dict(summary["by_kind"]), arena,
                    summary["ram"] + arena, tuple(trainable), tuple(choices), l1,
                    plan["l1_peak"], plan["l1_buffer"], l2,
-                   summary["ram"] - plan["l1_buffer"] + arena, plan["traffic"],
+                   summary["ram"] - plan["l1_buffer"] + arena, l2_lower_bound, plan["traffic"],
                    plan["traffic_lower_bound"],
                    tuple(Pass.from_json(p) for p in plan["passes"]))
 
@@ -191,7 +194,8 @@ class TrainingMemory:
                 "choices": [choice.to_json() for choice in self.choices],
                 "l1_budget": self.l1_budget, "l1_peak": self.l1_peak,
                 "l1_buffer": self.l1_buffer, "l2_budget": self.l2_budget,
-                "l2_bytes": self.l2_bytes, "traffic": self.traffic,
+                "l2_bytes": self.l2_bytes, "l2_lower_bound": self.l2_lower_bound,
+                "traffic": self.traffic,
                 "traffic_lower_bound": self.traffic_lower_bound,
                 "passes": [p.to_json() for p in self.passes]}
 
@@ -201,7 +205,7 @@ class TrainingMemory:
                    data["total_ram"], tuple(data["trainable"]),
                    tuple(Choice.from_json(c) for c in data["choices"]), data["l1_budget"],
                    data["l1_peak"], data["l1_buffer"], data["l2_budget"], data["l2_bytes"],
-                   data["traffic"], data["traffic_lower_bound"],
+                   data["l2_lower_bound"], data["traffic"], data["traffic_lower_bound"],
                    tuple(Pass.from_json(p) for p in data["passes"]))
 
     @classmethod

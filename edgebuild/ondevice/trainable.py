@@ -4,6 +4,7 @@ and in the `ondevice` stage."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -32,6 +33,7 @@ class Resolved:
     graph: backward.TrainGraph
     memory: training_memory.Summary
     choices: list[training_memory.Choice]
+    buffers: list[training_memory.Buffer]  # what the generated code declares
 
 
 def settings(spec: Ondevice, l1: int) -> training_memory.Settings:
@@ -51,7 +53,10 @@ def resolve(spec: Ondevice, layers: tuple[LayerBase, ...], input_shape: Shape,
     names = training_memory.choose(spec.trainable, layers, input_shape, scope_map, chosen)
     graph, memory = training_memory.evaluate(layers, input_shape, names, scope_map, chosen)
     options = training_memory.choices(layers, input_shape, scope_map, chosen)
-    return Resolved(names, training_memory.scopes_for(names, scope_map), graph, memory, options)
+    found = training_memory.buffers(graph, chosen.batch, chosen.slots, math.prod(input_shape),
+                                    chosen.loss)
+    return Resolved(names, training_memory.scopes_for(names, scope_map), graph, memory, options,
+                    found)
 
 
 def problems(manifest: Manifest, layers: tuple[Layer, ...]) -> list[Problem]:

@@ -90,6 +90,7 @@ class TrainingRam:
     l1_peak: int
     l1_budget: int
     l2_bytes: int
+    l2_lower_bound: int
     l2_budget: int
     traffic: int
     traffic_lower_bound: int
@@ -99,6 +100,7 @@ class TrainingRam:
         return {"by_kind": dict(self.by_kind), "flash": self.flash, "arena": self.arena,
                 "total_ram": self.total_ram, "l1_peak": self.l1_peak,
                 "l1_budget": self.l1_budget, "l2_bytes": self.l2_bytes,
+                "l2_lower_bound": self.l2_lower_bound,
                 "l2_budget": self.l2_budget, "traffic": self.traffic,
                 "traffic_lower_bound": self.traffic_lower_bound, "tiled": list(self.tiled)}
 

@@ -398,6 +398,7 @@ def ondevice_html(report: dict[str, Any], losses: Path | None) -> str:
     plan = _pairs([
         ("L2: training buffers and the inference arena",
          f"{_bytes(memory['l2_bytes'])} of {_bytes(memory['l2_budget'])}"),
+        ("L2 needed at once (lower bound)", _bytes(memory["l2_lower_bound"])),
         ("L1 peak (the largest pass or tile)",
          f"{_bytes(memory['l1_peak'])} of {_bytes(memory['l1_budget'])}"),
         ("L2 <-> L1 per step (lower bound)",

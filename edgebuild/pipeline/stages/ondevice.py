@@ -180,11 +180,16 @@ def _int8_accuracy(model: QuantizedModel, x: NDArray[np.integer[Any]],
 
 
 def _memory(ctx: Context[Checked], resolved: Resolved, plan: MemoryPlan) -> None:
+    from edgebuild.ondevice import lifetime
     from edgebuild.ondevice.memory import TrainingMemory
 
-    budgets = ctx.checked.manifest.target.memory
+    manifest = ctx.checked.manifest
+    assert manifest.ondevice is not None  # the stage applies only to a manifest with `ondevice`
+    budgets = manifest.target.memory
+    lower = lifetime.lower_bound(resolved.graph, resolved.buffers, plan.arena_bytes,
+                                 manifest.ondevice.loss.value == "mse")
     memory = TrainingMemory.of(resolved.memory, plan.arena_bytes, resolved.names,
-                               resolved.choices, budgets.l1, budgets.l2)
+                               resolved.choices, budgets.l1, budgets.l2, lower)
     l2 = budgets.l2
     if memory.l2_bytes > l2:
         raise StageFailed(

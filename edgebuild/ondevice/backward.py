@@ -17,7 +17,8 @@ not requantize, so training gradients are the exact gradients of that float func
 Gradient rules (the bugs the references describe are ruled out by construction):
 - a tensor read by several layers gets the *sum* of their input gradients: every
   backward kernel accumulates (`+=`), and every gradient buffer is zeroed exactly once,
-  at the start of the step (`zero` below), never inside a layer or a tile;
+  at the start of the step (`zeroed`), never inside a layer or a tile -- but a
+  pre-activation's, which its activation writes (its one contribution);
 - a pass that does not fit L1 runs in tiles (ondevice.tiling, `passes`): a weight
   gradient adds each tile's partial sum into the same once-zeroed buffer, an input
   gradient each tile's into its input window.
@@ -137,6 +138,12 @@ class TrainGraph:
                 found.append((f"{layer.name}.bias", (layer.weight_shape[0],)))
         return found
 
+    @property
+    def zeroed(self) -> frozenset[str]:
+        """Tensors whose gradient is zeroed once per step: every one a gradient reaches but
+        the pre-activations, whose one contribution (the activation's) is written."""
+        return self.needs_grad - {layer.pre for layer in self.layers if layer.act != "none"}
+
     def schedule(self) -> Schedule:
         """What one training step runs (backward.json)."""
         return Schedule(self.frozen, self.frozen_steps, self.boundary, self.output,
@@ -144,7 +151,7 @@ class TrainGraph:
                          if layer.scope is not None},
                         tuple(self.parameters()), tuple(forward_steps(self)),
                         tuple(backward_steps(self)),
-                        tuple(sorted(f"d:{t}" for t in self.needs_grad))
+                        tuple(sorted(f"d:{t}" for t in self.zeroed))
                         + tuple(f"d:{n}" for n, _ in self.parameters()))
 
 

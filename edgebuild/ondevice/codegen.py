@@ -408,7 +408,7 @@ def context(spec: TrainSpec) -> dict[str, Any]:
         "ram": ram, "flash": flash, "decls": declarations(spec),
         "forward": forward_calls(spec), "backward": backward_calls(spec),
         "optimizer": optimizer_calls(spec), "parameters": parameters,
-        "gradients": [d(name) for name in sorted(spec.graph.needs_grad)],
+        "gradients": [d(name) for name in sorted(spec.graph.zeroed)],
         "output": x(spec.graph.output), "mse": spec.loss == "mse",
         "layout_id": f"0x{spec.layout_id:08x}u",
         "wof_bytes": _wof_bytes(spec),

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 /* acc + w * x: one fused multiply-add on an FPU that has it (the Cortex-M4F's VFMA, one
  * rounding), else a multiply and an add; either is torch's value up to summation order. */
@@ -1136,13 +1137,21 @@ static float act_grad(int act, float v, float g)
     return g;
 }
 
+/* 127/128 as float32 bits: a positive float's bits order as the float does. */
+#define EBT_CLAMP_HIGH_BITS 0x3F7E0000u
+
 void ebt_act_forward(int act, int count, const float *x, float *y)
 {
     int i;
-    if (act == EBT_ACT_RELU_CLAMP) { /* the common case, without a call per element */
+    if (act == EBT_ACT_RELU_CLAMP) {
+        /* the common case, on the bits (EBT_CLAMP_HIGH_BITS): x <= 0 (a zero or the sign
+         * bit set) gives 0, a positive x its smaller of itself and 127/128 -- the same
+         * values as the float compares, without an FPU compare and flag transfer each */
         for (i = 0; i < count; ++i) {
-            const float v = x[i];
-            y[i] = v > 0.0f ? (v < EBT_CLAMP_HIGH ? v : EBT_CLAMP_HIGH) : 0.0f;
+            int32_t v;
+            memcpy(&v, x + i, sizeof v);
+            v = v <= 0 ? 0 : (v < (int32_t)EBT_CLAMP_HIGH_BITS ? v : (int32_t)EBT_CLAMP_HIGH_BITS);
+            memcpy(y + i, &v, sizeof v);
         }
         return;
     }
@@ -1154,17 +1163,21 @@ void ebt_act_forward(int act, int count, const float *x, float *y)
 void ebt_act_backward(int act, int count, const float *x, const float *dy, float *dx)
 {
     int i;
-    if (act == EBT_ACT_RELU_CLAMP) { /* dy passes where 0 < x < 127/128 */
+    if (act == EBT_ACT_RELU_CLAMP) {
+        /* dy passes where 0 < x < 127/128, i.e. where x's bits are in [1, HIGH - 1] (a
+         * negative x has the sign bit set): two integer compares and a select per element,
+         * no FPU compare and flag transfer */
         for (i = 0; i < count; ++i) {
-            const float v = x[i];
-            if (v > 0.0f && v < EBT_CLAMP_HIGH) {
-                dx[i] += dy[i];
-            }
+            uint32_t v, g;
+            memcpy(&v, x + i, sizeof v);
+            memcpy(&g, dy + i, sizeof g);
+            g = v - 1u < EBT_CLAMP_HIGH_BITS - 1u ? g : 0u;
+            memcpy(dx + i, &g, sizeof g);
         }
         return;
     }
     for (i = 0; i < count; ++i) {
-        dx[i] += act_grad(act, x[i], dy[i]);
+        dx[i] = act_grad(act, x[i], dy[i]);
     }
 }
 

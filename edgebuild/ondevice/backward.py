@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from edgebuild.manifest import Layer
 
 FLOAT = 4  # bytes per float32
+KEEPS_PRE = frozenset({"abs", "abs_clamp"})  # activations whose gradient needs their input
 
 
 class TrainGraphError(ValueError):
@@ -76,8 +77,8 @@ def weighted(layer: Layer) -> bool:
 
 @dataclass(frozen=True)
 class TrainLayer:
-    """One float-part layer. Tensor names: `input`, a layer name, `<layer>.pre` (before the
-    activation) or `<layer>.pooled` (fused input pooling)."""
+    """One float-part layer. Tensor names: `input`, a layer name, `<layer>.pre` (before an
+    activation that needs it, see `pre`) or `<layer>.pooled` (fused input pooling)."""
 
     name: str
     op: str
@@ -100,8 +101,17 @@ class TrainLayer:
 
     @property
     def pre(self) -> str:
-        """The tensor the activation reads (the layer output when there is none)."""
-        return f"{self.name}.pre" if self.act != "none" else self.name
+        """The tensor the activation reads: `<layer>.pre` when its gradient needs the value
+        before it (abs: the sign); otherwise the layer's output, the activation running in
+        place (relu and the clamps give the same gradient mask from their output: 0 < y and
+        y strictly inside the clamp's range exactly where the input is), which spares a
+        tensor and its gradient the size of the output."""
+        return f"{self.name}.pre" if self.act in KEEPS_PRE else self.name
+
+    @property
+    def in_place(self) -> bool:
+        """The activation runs on the layer's output (`pre`): forward and backward."""
+        return self.act != "none" and self.pre == self.name
 
     @property
     def conv_input(self) -> str:
@@ -142,7 +152,7 @@ class TrainGraph:
     def zeroed(self) -> frozenset[str]:
         """Tensors whose gradient is zeroed once per step: every one a gradient reaches but
         the pre-activations, whose one contribution (the activation's) is written."""
-        return self.needs_grad - {layer.pre for layer in self.layers if layer.act != "none"}
+        return self.needs_grad - {layer.pre for layer in self.layers if layer.act in KEEPS_PRE}
 
     def schedule(self) -> Schedule:
         """What one training step runs (backward.json)."""
@@ -271,7 +281,7 @@ def unclamped(act: str) -> tuple[str, bool]:
 def _outputs(layer: TrainLayer) -> list[tuple[str, int]]:
     """Float tensors a layer writes: output, pre-activation, pooled input."""
     found = [(layer.name, layer.out_size)]
-    if layer.act != "none":
+    if layer.pre != layer.name:
         found.append((layer.pre, layer.out_size))
     if layer.pool is not None and layer.weighted:
         found.append((layer.conv_input, layer.pool.in_c * layer.pool.out_h * layer.pool.out_w))

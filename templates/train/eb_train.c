@@ -998,17 +998,31 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
     }
 }
 
+/* acc + a[0] + a[1] + ... in this order (one accumulator: the plain loop's sum), four
+ * terms a pass to spare the loop's compare and branch. */
+static float row_total(float acc, const float *a, int count)
+{
+    int i = 0;
+    for (; i + 4 <= count; i += 4) {
+        acc += a[i];
+        acc += a[i + 1];
+        acc += a[i + 2];
+        acc += a[i + 3];
+    }
+    for (; i < count; ++i) {
+        acc += a[i];
+    }
+    return acc;
+}
+
 void ebt_conv_backward_bias(const ebt_conv *p, const float *dy, float *db)
 {
     const int out_plane = p->out_h * p->out_w;
-    int oc, s, i;
+    int oc, s;
     for (oc = 0; oc < p->out_c; ++oc) {
         float acc = 0.0f;
         for (s = 0; s < p->n; ++s) {
-            const float *dyc = dy + (s * p->out_c + oc) * out_plane;
-            for (i = 0; i < out_plane; ++i) {
-                acc += dyc[i];
-            }
+            acc = row_total(acc, dy + (s * p->out_c + oc) * out_plane, out_plane);
         }
         db[oc] += acc;
     }
@@ -1034,42 +1048,59 @@ static int pool_argmax(const ebt_pool *p, const float *plane, int oy, int ox)
     return best;
 }
 
-static float pool_sum(const ebt_pool *p, const float *plane, int oy, int ox)
+/* An average pool's plane: each window's sum (rows, then columns) over the area. */
+static void pool_avg_plane(const ebt_pool *p, const float *plane, float *y, float area)
 {
-    const int y0 = oy * p->stride_h, x0 = ox * p->stride_w;
-    float acc = 0.0f;
-    int ky, kx;
-    for (ky = 0; ky < p->k_h; ++ky) {
-        for (kx = 0; kx < p->k_w; ++kx) {
-            acc += plane[(y0 + ky) * p->in_w + x0 + kx];
+    int oy, ox, ky, kx;
+    for (oy = 0; oy < p->out_h; ++oy) {
+        const float *window = plane + oy * p->stride_h * p->in_w;
+        for (ox = 0; ox < p->out_w; ++ox, window += p->stride_w) {
+            const float *row = window;
+            float acc = 0.0f;
+            for (ky = 0; ky < p->k_h; ++ky, row += p->in_w) {
+                for (kx = 0; kx < p->k_w; ++kx) {
+                    acc += row[kx];
+                }
+            }
+            *y++ = acc / area;
         }
     }
-    return acc;
 }
 
-void ebt_pool_forward(const ebt_pool *p, const float *x, float *y)
+/* Its gradient: each window's dy / area added to every element of the window. */
+static void pool_avg_spread(const ebt_pool *p, const float *dy, float *dplane, float area)
 {
-    const float area = (float)(p->k_h * p->k_w);
-    int plane_i, oy, ox;
-    for (plane_i = 0; plane_i < p->n * p->c; ++plane_i) {
-        const float *plane = x + plane_i * p->in_h * p->in_w;
-        for (oy = 0; oy < p->out_h; ++oy) {
-            for (ox = 0; ox < p->out_w; ++ox) {
-                *y++ = p->mode == EBT_POOL_MAX ? plane[pool_argmax(p, plane, oy, ox)]
-                                               : pool_sum(p, plane, oy, ox) / area;
+    int oy, ox, ky, kx;
+    for (oy = 0; oy < p->out_h; ++oy) {
+        float *window = dplane + oy * p->stride_h * p->in_w;
+        for (ox = 0; ox < p->out_w; ++ox, window += p->stride_w) {
+            const float g = *dy++ / area;
+            float *row = window;
+            for (ky = 0; ky < p->k_h; ++ky, row += p->in_w) {
+                for (kx = 0; kx < p->k_w; ++kx) {
+                    row[kx] += g;
+                }
             }
         }
     }
 }
 
-/* Every element of window (oy, ox) += g. */
-static void pool_spread(const ebt_pool *p, float g, int oy, int ox, float *dplane)
+void ebt_pool_forward(const ebt_pool *p, const float *x, float *y)
 {
-    const int y0 = oy * p->stride_h, x0 = ox * p->stride_w;
-    int ky, kx;
-    for (ky = 0; ky < p->k_h; ++ky) {
-        for (kx = 0; kx < p->k_w; ++kx) {
-            dplane[(y0 + ky) * p->in_w + x0 + kx] += g;
+    const float area = (float)(p->k_h * p->k_w);
+    const int out_plane = p->out_h * p->out_w;
+    int plane_i, oy, ox;
+    for (plane_i = 0; plane_i < p->n * p->c; ++plane_i) {
+        const float *plane = x + plane_i * p->in_h * p->in_w;
+        if (p->mode != EBT_POOL_MAX) {
+            pool_avg_plane(p, plane, y, area);
+            y += out_plane;
+            continue;
+        }
+        for (oy = 0; oy < p->out_h; ++oy) {
+            for (ox = 0; ox < p->out_w; ++ox) {
+                *y++ = plane[pool_argmax(p, plane, oy, ox)];
+            }
         }
     }
 }
@@ -1077,19 +1108,19 @@ static void pool_spread(const ebt_pool *p, float g, int oy, int ox, float *dplan
 void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float *dx)
 {
     const float area = (float)(p->k_h * p->k_w);
-    const int in_plane = p->in_h * p->in_w;
+    const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
     int plane_i, oy, ox;
     for (plane_i = 0; plane_i < p->n * p->c; ++plane_i) {
         const float *plane = x + plane_i * in_plane;
         float *dplane = dx + plane_i * in_plane;
+        if (p->mode != EBT_POOL_MAX) {
+            pool_avg_spread(p, dy, dplane, area);
+            dy += out_plane;
+            continue;
+        }
         for (oy = 0; oy < p->out_h; ++oy) {
             for (ox = 0; ox < p->out_w; ++ox) {
-                const float g = *dy++;
-                if (p->mode == EBT_POOL_MAX) {
-                    dplane[pool_argmax(p, plane, oy, ox)] += g;
-                } else {
-                    pool_spread(p, g / area, oy, ox, dplane);
-                }
+                dplane[pool_argmax(p, plane, oy, ox)] += *dy++;
             }
         }
     }
@@ -1140,18 +1171,49 @@ static float act_grad(int act, float v, float g)
 /* 127/128 as float32 bits: a positive float's bits order as the float does. */
 #define EBT_CLAMP_HIGH_BITS 0x3F7E0000u
 
+static uint32_t bits_of(const float *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void put_bits(float *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* relu then the clamp to 127/128 on a float's bits: a sign bit (or zero) gives +0, a
+ * positive value its smaller of itself and 127/128. */
+static uint32_t relu_clamp_bits(uint32_t v)
+{
+    if (v >= 0x80000000u) {
+        return 0u;
+    }
+    return v < EBT_CLAMP_HIGH_BITS ? v : EBT_CLAMP_HIGH_BITS;
+}
+
+/* g where x (its bits v) is strictly inside (0, 127/128), else +0. */
+static uint32_t relu_clamp_pass(uint32_t v, uint32_t g)
+{
+    return v - 1u < EBT_CLAMP_HIGH_BITS - 1u ? g : 0u;
+}
+
 void ebt_act_forward(int act, int count, const float *x, float *y)
 {
     int i;
     if (act == EBT_ACT_RELU_CLAMP) {
         /* the common case, on the bits (EBT_CLAMP_HIGH_BITS): x <= 0 (a zero or the sign
-         * bit set) gives 0, a positive x its smaller of itself and 127/128 -- the same
+         * bit set) gives 0, a positive x the smaller of itself and 127/128 -- the same
          * values as the float compares, without an FPU compare and flag transfer each */
-        for (i = 0; i < count; ++i) {
-            int32_t v;
-            memcpy(&v, x + i, sizeof v);
-            v = v <= 0 ? 0 : (v < (int32_t)EBT_CLAMP_HIGH_BITS ? v : (int32_t)EBT_CLAMP_HIGH_BITS);
-            memcpy(y + i, &v, sizeof v);
+        for (i = 0; i + 4 <= count; i += 4) {
+            put_bits(y + i, relu_clamp_bits(bits_of(x + i)));
+            put_bits(y + i + 1, relu_clamp_bits(bits_of(x + i + 1)));
+            put_bits(y + i + 2, relu_clamp_bits(bits_of(x + i + 2)));
+            put_bits(y + i + 3, relu_clamp_bits(bits_of(x + i + 3)));
+        }
+        for (; i < count; ++i) {
+            put_bits(y + i, relu_clamp_bits(bits_of(x + i)));
         }
         return;
     }
@@ -1165,14 +1227,18 @@ void ebt_act_backward(int act, int count, const float *x, const float *dy, float
     int i;
     if (act == EBT_ACT_RELU_CLAMP) {
         /* dy passes where 0 < x < 127/128, i.e. where x's bits are in [1, HIGH - 1] (a
-         * negative x has the sign bit set): two integer compares and a select per element,
-         * no FPU compare and flag transfer */
-        for (i = 0; i < count; ++i) {
-            uint32_t v, g;
-            memcpy(&v, x + i, sizeof v);
-            memcpy(&g, dy + i, sizeof g);
-            g = v - 1u < EBT_CLAMP_HIGH_BITS - 1u ? g : 0u;
-            memcpy(dx + i, &g, sizeof g);
+         * negative x has the sign bit set): integer compares and a select per element, no
+         * FPU compare and flag transfer */
+        for (i = 0; i + 4 <= count; i += 4) {
+            const uint32_t g0 = bits_of(dy + i), g1 = bits_of(dy + i + 1);
+            const uint32_t g2 = bits_of(dy + i + 2), g3 = bits_of(dy + i + 3);
+            put_bits(dx + i, relu_clamp_pass(bits_of(x + i), g0));
+            put_bits(dx + i + 1, relu_clamp_pass(bits_of(x + i + 1), g1));
+            put_bits(dx + i + 2, relu_clamp_pass(bits_of(x + i + 2), g2));
+            put_bits(dx + i + 3, relu_clamp_pass(bits_of(x + i + 3), g3));
+        }
+        for (; i < count; ++i) {
+            put_bits(dx + i, relu_clamp_pass(bits_of(x + i), bits_of(dy + i)));
         }
         return;
     }

@@ -19,9 +19,9 @@
  *  - a weight gradient computed tile by tile (ebt_conv_backward_weight over output-row tiles)
  *    is the sum over the tiles. Zeroing per call would keep only the last contribution.
  * The losses and the activations are the exceptions: they WRITE the gradient of their input.
- * A loss starts the backward pass; an activation's input is its layer's pre-activation
- * (`<layer>.pre`), which nothing else reads, so its gradient has this one contribution and
- * is not zeroed.
+ * A loss starts the backward pass; an activation's gradient is its input's one
+ * contribution: the pre-activation's (`<layer>.pre`, which nothing else reads), or, in
+ * place, the layer output's gradient, which it masks after every consumer has added to it.
  *
  * The max-pool tie rule: the whole gradient of a window goes to the FIRST maximum in window
  * scan order (rows, then columns), which is PyTorch's CPU rule. Ties are the normal case here:
@@ -92,9 +92,12 @@ void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float
 
 /* y = act(x), elementwise; y may be x (in place). */
 void ebt_act_forward(int act, int count, const float *x, float *y);
-/* dx = dy * act'(x) (written, see the accumulate rule), x the pre-activation; relu'(0) = 0
- * and abs'(x) = sign(x) with sign(0) = 0, like torch; the clamp passes dy only strictly
- * inside its range (torch's hardtanh backward). */
+/* dx = dy * act'(x) (written, see the accumulate rule); relu'(0) = 0 and abs'(x) = sign(x)
+ * with sign(0) = 0, like torch; the clamp passes dy only strictly inside its range (torch's
+ * hardtanh backward). x is the pre-activation, or for relu and the clamps without abs the
+ * activation's output, which gives the same mask (0 < y, and y strictly inside the clamp's
+ * range, exactly where the input is): the generated code runs those in place. dx may be
+ * dy (in place). */
 void ebt_act_backward(int act, int count, const float *x, const float *dy, float *dx);
 /* dst += src: the backward of an add (once per operand) and of a branch. */
 void ebt_accumulate(int count, const float *src, float *dst);

@@ -7,7 +7,8 @@ Two tiny models (generated `npz` data, 2-3 epochs) are built once per module and
 - `seq`: conv1d with a residual block (conv2 feeds conv3 and the add `res`), a conv1d
   with a fused max pool, and target.memory.l1 = 1 KiB so the weight gradients are tiled;
 - `img`: conv2d, a depthwise conv2d (groups = channels), avg pooling (standalone and
-  fused) and a concat.
+  fused) and a concat, with l1 = 1 KiB so that the depthwise and linear layers run in
+  channel tiles and the pools in tiles per sample.
 Variants edit only the `ondevice` section and build against the shared cache, so training
 and QAT are restored, never rerun.
 """
@@ -89,7 +90,7 @@ model:
     - {name: side, op: conv2d, out: 4, kernel: 1, inputs: [conv1], pool: {mode: avg, size: 2}, act: abs}
     - {name: cat, op: concat, inputs: [pool, side]}
     - {name: fc, op: linear, out: 3, flatten: true, wide: true}
-""" + TRAINING.replace("@L1@", "16KiB")
+""" + TRAINING.replace("@L1@", "1KiB")
 IMG_ONDEVICE = """\
   trainable: [dw, side, fc]
   optimizer: {sgd: {lr: 0.05}}
@@ -912,6 +913,21 @@ def test_passes_are_tiled_through_l1_and_match_torch(seq_project):
             assert p["tiles"] == 1 and p["l1_bytes"] <= 1024
             assert len(re.findall(rf"{name}\(&K_{p['layer']}, ", c_text)) == 1
     assert sum(p["tiled"] for p in passes if p["phase"] == "weight") >= 3
+    kat = read_json(built / "ondevice_kat" / "ondevice_kat.json")
+    assert kat["within_tolerance"] and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
+
+
+def test_channel_tiles_of_grouped_linear_and_pool_passes_match_torch(img_project):
+    """img under l1 = 1 KiB: the depthwise layer's passes in tiles of some of its channels,
+    the linear layer's in tiles whose last one is smaller, the pools' tiled; the C still
+    equals PyTorch on every step."""
+    built = out(img_project, "img")
+    memory = read_json(built / "ondevice" / "memory.json")
+    tiled = {(p["layer"], p["phase"]): p for p in memory["passes"] if p["tiled"]}
+    assert tiled[("dw", "forward")]["channels"] < 4 and tiled[("dw", "weight")]["tiles"] > 4
+    assert 3 % tiled[("fc", "input")]["channels"] != 0  # a remainder tile
+    assert {("pool", "pool_forward"), ("pool", "pool_input")} <= set(tiled)
+    assert all(p["l1_bytes"] <= 1024 for p in memory["passes"])
     kat = read_json(built / "ondevice_kat" / "ondevice_kat.json")
     assert kat["within_tolerance"] and kat["grad_check"] <= ondevice_kat.GRAD_TOLERANCE
 

@@ -245,8 +245,50 @@ EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, i
           a7 = a[7];
     float c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6],
           c7 = c[7];
-    int kx;
-    for (kx = 0; kx < k; ++kx) {
+    int kx = 0;
+    if (dil == 1) { /* two taps a pass: 9 inputs serve 32 sums */
+        for (; kx + 2 <= k; kx += 2) {
+            const float *xp = xr + kx;
+            const float w0 = wr[kx * wstep], v0 = vr[kx * wstep];
+            const float w1 = wr[(kx + 1) * wstep], v1 = vr[(kx + 1) * wstep];
+            float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],
+                  x6 = xp[6], x7 = xp[7];
+            a0 = EBT_FMA(a0, w0, x0);
+            c0 = EBT_FMA(c0, v0, x0);
+            a1 = EBT_FMA(a1, w0, x1);
+            c1 = EBT_FMA(c1, v0, x1);
+            a2 = EBT_FMA(a2, w0, x2);
+            c2 = EBT_FMA(c2, v0, x2);
+            a3 = EBT_FMA(a3, w0, x3);
+            c3 = EBT_FMA(c3, v0, x3);
+            a4 = EBT_FMA(a4, w0, x4);
+            c4 = EBT_FMA(c4, v0, x4);
+            a5 = EBT_FMA(a5, w0, x5);
+            c5 = EBT_FMA(c5, v0, x5);
+            a6 = EBT_FMA(a6, w0, x6);
+            c6 = EBT_FMA(c6, v0, x6);
+            a7 = EBT_FMA(a7, w0, x7);
+            c7 = EBT_FMA(c7, v0, x7);
+            x0 = xp[8];
+            a0 = EBT_FMA(a0, w1, x1);
+            c0 = EBT_FMA(c0, v1, x1);
+            a1 = EBT_FMA(a1, w1, x2);
+            c1 = EBT_FMA(c1, v1, x2);
+            a2 = EBT_FMA(a2, w1, x3);
+            c2 = EBT_FMA(c2, v1, x3);
+            a3 = EBT_FMA(a3, w1, x4);
+            c3 = EBT_FMA(c3, v1, x4);
+            a4 = EBT_FMA(a4, w1, x5);
+            c4 = EBT_FMA(c4, v1, x5);
+            a5 = EBT_FMA(a5, w1, x6);
+            c5 = EBT_FMA(c5, v1, x6);
+            a6 = EBT_FMA(a6, w1, x7);
+            c6 = EBT_FMA(c6, v1, x7);
+            a7 = EBT_FMA(a7, w1, x0);
+            c7 = EBT_FMA(c7, v1, x0);
+        }
+    }
+    for (; kx < k; ++kx) {
         const float *xp = xr + kx * dil;
         const float wv = wr[kx * wstep], vv = vr[kx * wstep];
         const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],

@@ -350,6 +350,17 @@ EBT_INLINE void conv_block_pair(const ebt_conv *p, const conv_rowset *r, int ox,
 
 /* Outputs [ox, ox + width) (width 4, or 8 at stride 1) of a row whose taps all read
  * inside the input along the row: conv_dot's sums, a block at a time. */
+/* acc + the taps of one output along a row that every tap reads inside, in conv_dot's
+ * order. */
+EBT_INLINE float conv_row1(const float *xr, const float *wr, int k, int dil, float acc)
+{
+    int kx;
+    for (kx = 0; kx < k; ++kx) {
+        acc = EBT_FMA(acc, wr[kx], xr[kx * dil]);
+    }
+    return acc;
+}
+
 EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int width,
                            float a[8])
 {
@@ -364,8 +375,10 @@ EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int 
         for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
             if (width == 8) {
                 conv_row8(xr, wr, 1, p->k_w, p->dil_w, a);
-            } else {
+            } else if (width == 4) {
                 conv_row4(xr, wr, 1, p->k_w, p->stride_w, p->dil_w, a);
+            } else {
+                a[0] = conv_row1(xr, wr, p->k_w, p->dil_w, a[0]);
             }
         }
     }
@@ -524,6 +537,10 @@ static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const floa
             conv_block(p, r, ox, 4, a);
             conv_put(y + ox, a, 4, bias);
             ox += 4;
+        } else if (ox >= lo && ox < hi) {
+            conv_block(p, r, ox, 1, a);
+            y[ox] = a[0] + bias;
+            ++ox;
         } else {
             y[ox] = conv_dot(p, xs, w, oc, oy, ox) + bias;
             ++ox;

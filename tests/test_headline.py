@@ -33,7 +33,13 @@ ONDEVICE = {
     "frozen_int8_accuracy": 0.675, "grad_max_abs_diff": 1.2e-07, "grad_max_rel_diff": 1.1e-07,
     "instructions_per_step": 5874092, "loss_c": [0.54, 0.08], "loss_torch": [0.54, 0.08],
     "loss_max_abs_diff": 1.2e-07, "loss_max_rel_diff": 1.5e-07, "meets_target": True,
-    "memory": {"arena": 2400, "by_kind": {"activation": 15456}, "flash": 0, "total_ram": 38712},
+    "memory": {"arena": 2400, "by_kind": {"activation": 15456, "l1": 2048}, "flash": 0,
+               "total_ram": 40760, "l1_peak": 2048, "l1_budget": 2048, "l2_bytes": 38712,
+               "l2_lower_bound": 30104, "l2_budget": 131072, "traffic": 52000,
+               "traffic_lower_bound": 48000,
+               "tiled": [{"layer": "conv3", "phase": "weight", "kernel": "conv", "tiled": True,
+                          "rows": 10, "channels": 8, "tiles": 8, "l1_bytes": 2048,
+                          "traffic": 30000, "lower_bound": 26000}]},
     "memory_bytes": 36312, "memory_choices": [{"layers": ["fc"], "ram": 9624}], "steps": 2,
     "trainable": ["conv3", "fc"], "weight_max_abs_diff": 1.2e-07, "within_tolerance": True}
 

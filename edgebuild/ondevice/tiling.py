@@ -132,7 +132,8 @@ class Geometry:
 
     @property
     def grouped(self) -> bool:
-        return self.plane.groups > 1 or self.taps == 0
+        """Channel tiles keep to groups; a pool's plane has a group per channel."""
+        return self.plane.groups > 1
 
     def inputs_of(self, channels: int) -> int:
         """Input channels a tile of `channels` output channels reads."""

@@ -348,8 +348,6 @@ EBT_INLINE void conv_block_pair(const ebt_conv *p, const conv_rowset *r, int ox,
     }
 }
 
-/* Outputs [ox, ox + width) (width 4, or 8 at stride 1) of a row whose taps all read
- * inside the input along the row: conv_dot's sums, a block at a time. */
 /* acc + the taps of one output along a row that every tap reads inside, in conv_dot's
  * order. */
 EBT_INLINE float conv_row1(const float *xr, const float *wr, int k, int dil, float acc)
@@ -360,6 +358,9 @@ EBT_INLINE float conv_row1(const float *xr, const float *wr, int k, int dil, flo
     }
     return acc;
 }
+
+/* Outputs [ox, ox + width) (width 4, or 8 at stride 1, or 1) of a row whose taps all read
+ * inside the input along the row: conv_dot's sums, a block at a time. */
 
 EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int width,
                            float a[8])

@@ -109,11 +109,6 @@ class TrainLayer:
         return f"{self.name}.pre" if self.act in KEEPS_PRE else self.name
 
     @property
-    def in_place(self) -> bool:
-        """The activation runs on the layer's output (`pre`): forward and backward."""
-        return self.act != "none" and self.pre == self.name
-
-    @property
     def conv_input(self) -> str:
         return f"{self.name}.pooled" if self.pool is not None and self.weighted else self.inputs[0]
 

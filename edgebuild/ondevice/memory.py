@@ -183,7 +183,7 @@ class TrainingMemory:
         return cls(summary["ram"], summary["flash"], dict(summary["by_kind"]), arena,
                    summary["ram"] + arena, tuple(trainable), tuple(choices), l1,
                    plan["l1_peak"], plan["l1_buffer"], l2,
-                   summary["ram"] - plan["l1_buffer"] + arena, l2_lower_bound, plan["traffic"],
+                   l2_ram(summary) + arena, l2_lower_bound, plan["traffic"],
                    plan["traffic_lower_bound"],
                    tuple(Pass.from_json(p) for p in plan["passes"]))
 

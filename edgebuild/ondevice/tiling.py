@@ -202,6 +202,10 @@ def _powers(n: int) -> set[int]:
     return {1 << k for k in range(n.bit_length()) if 1 << k <= n}
 
 
+_PHASES = {"forward": "forward pass", "input": "input gradient", "weight": "weight gradient",
+           "pool_forward": "pooling", "pool_input": "pooling's input gradient"}
+
+
 def plan(layer: str, phase: str, kernel: str, geometry: Geometry, ops: Operands,
          l1: int) -> Pass:
     """The pass untiled when it fits `l1` bytes, else its cheapest tiling."""
@@ -230,10 +234,6 @@ def plan(layer: str, phase: str, kernel: str, geometry: Geometry, ops: Operands,
             f"target.memory.l1 = {l1}; raise target.memory.l1 or train fewer layers "
             f"(ondevice.trainable)")
     return best[2]
-
-
-_PHASES = {"forward": "forward pass", "input": "input gradient", "weight": "weight gradient",
-           "pool_forward": "pooling", "pool_input": "pooling's input gradient"}
 
 
 def _most_rows(geometry: Geometry, channels: int, ops: Operands, l1: int) -> int:

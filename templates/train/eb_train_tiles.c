@@ -128,16 +128,24 @@ static int conv_weights(const ebt_conv *p)
     return p->in_c / p->groups * p->k_h * p->k_w;
 }
 
+/* Rows from `row` on of plane `plane` of sample `s` of a [n][planes][rows][width] tensor in
+ * L2: a tile's window (input side) or its block of output rows. */
+static float *rows_at(const float *t, int s, int planes, int plane, int rows, int row,
+                      int width)
+{
+    return (float *)t + ((s * planes + plane) * rows + row) * width;
+}
+
 /* The tile's input window (or input-gradient window) in L2. */
 static float *conv_window(const ebt_conv *p, const tile_at *it, const float *x)
 {
-    return (float *)x + ((it->s * p->in_c + it->cin0) * p->in_h + it->a) * p->in_w;
+    return rows_at(x, it->s, p->in_c, it->cin0, p->in_h, it->a, p->in_w);
 }
 
 /* The tile's output (or output-gradient) rows in L2. */
 static float *conv_rows(const ebt_conv *p, const tile_at *it, const float *y)
 {
-    return (float *)y + ((it->s * p->out_c + it->c0) * p->out_h + it->r0) * p->out_w;
+    return rows_at(y, it->s, p->out_c, it->c0, p->out_h, it->r0, p->out_w);
 }
 
 void ebt_conv_forward_tiled(const ebt_conv *p, const ebt_tile *t, const float *x,
@@ -228,12 +236,12 @@ static ebt_pool pool_sub(const ebt_pool *p, const tile_at *it)
 
 static float *pool_window(const ebt_pool *p, const tile_at *it, const float *x)
 {
-    return (float *)x + ((it->s * p->c + it->c0) * p->in_h + it->a) * p->in_w;
+    return rows_at(x, it->s, p->c, it->c0, p->in_h, it->a, p->in_w);
 }
 
 static float *pool_rows(const ebt_pool *p, const tile_at *it, const float *y)
 {
-    return (float *)y + ((it->s * p->c + it->c0) * p->out_h + it->r0) * p->out_w;
+    return rows_at(y, it->s, p->c, it->c0, p->out_h, it->r0, p->out_w);
 }
 
 void ebt_pool_forward_tiled(const ebt_pool *p, const ebt_tile *t, const float *x, float *y,

@@ -130,7 +130,7 @@ def run(ctx: Context[Checked]) -> None:
                                            + "\n")
     plan = MemoryPlan.load(ctx.inputs["plan"])
     _memory(ctx, resolved, plan)
-    _render(ctx, spec, graph, plan, params, layout_id, x_train, y_train, batches)
+    _render(ctx, spec, resolved, plan, params, layout_id, x_train, y_train, batches)
     ctx.log(f"ondevice: training {', '.join(resolved.names)}; {resolved.memory['ram']} bytes "
             f"of RAM; accuracy under drift {tuned.accuracy_before} -> "
             f"{tuned.accuracy_after}")
@@ -200,26 +200,22 @@ def _memory(ctx: Context[Checked], resolved: Resolved, plan: MemoryPlan) -> None
     (ctx.out / "memory.json").write_text(json.dumps(memory.to_json(), indent=1) + "\n")
 
 
-def _render(ctx: Context[Checked], spec: Ondevice, graph: TrainGraph, plan: MemoryPlan,
+def _render(ctx: Context[Checked], spec: Ondevice, resolved: Resolved, plan: MemoryPlan,
             params: Floats, layout_id: int, x_train: NDArray[np.int8],
             y_train: NDArray[np.integer[Any]], batches: list[NDArray[np.int64]]) -> None:
-    """The C training code of `spec` (its learning rate resolved)."""
+    """The C training code of `spec` (its learning rate resolved) over the buffers the plan
+    chose (`resolved.buffers`, as memory.json counts them)."""
     import math
 
     import numpy as np
 
     from edgebuild.ondevice import codegen as traincode
-    from edgebuild.ondevice import memory as training_memory
-    from edgebuild.ondevice import trainable as ondevice
 
     manifest = ctx.checked.manifest
     offsets = {t.name: t.offset for t in plan.tensors}
-    settings = ondevice.settings(spec, manifest.target.memory.l1)
-    buffers = training_memory.buffers(graph, spec.batch, settings.slots,
-                                      math.prod(manifest.model.input), spec.loss.value)
     hyper = spec.optimizer.settings.model_dump(mode="json")
     train_spec = traincode.TrainSpec(
-        name=manifest.name, graph=graph, buffers=buffers, params=params,
+        name=manifest.name, graph=resolved.graph, buffers=resolved.buffers, params=params,
         optimizer=spec.optimizer.kind, hyper=hyper, loss=spec.loss.value, batch=spec.batch,
         inputs=np.stack([x_train[b].reshape(len(b), -1) for b in batches]),
         labels=np.stack([y_train[b] for b in batches]), offsets=offsets,

@@ -40,7 +40,7 @@ def _record(target: Path) -> dict[str, Any]:
 # The training files a firmware needs; train_main.c, train_data.h (the known-answer test)
 # and the Makefile stay in the build.
 TRAINING_FILES = ("train_model.c", "train_model.h", "eb_train.c", "eb_train.h",
-                  "eb_train_tiles.c", "eb_train_tiles.h", "eb_wof.c", "eb_wof.h",
+                  "eb_train_asm.h", "eb_train_tiles.c", "eb_train_tiles.h", "eb_wof.c", "eb_wof.h",
                   "eb_train_config.h")
 
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 POOL = {"max": 0, "avg": 1}
 VALUES_PER_LINE = 8
-STATIC = ("eb_train.c", "eb_train.h", "eb_train_tiles.c", "eb_train_tiles.h", "eb_wof.c",
-          "eb_wof.h")
+STATIC = ("eb_train.c", "eb_train.h", "eb_train_asm.h", "eb_train_tiles.c", "eb_train_tiles.h",
+          "eb_wof.c", "eb_wof.h")
 L1 = "ebt_l1"  # the L1 buffer tiled passes stage through (memory.L1_BUFFER)
 
 

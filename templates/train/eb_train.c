@@ -24,6 +24,31 @@
 #define EBT_INLINE static inline
 #endif
 
+/* A row of a block's sum (rows8): its input row, floats from the block's first input, and
+ * its taps. The assembly reads it as two words (a 32-bit target). */
+typedef struct {
+    int32_t x;
+    const float *w;
+} ebt_tap_row;
+
+/* The rows a block's 8 outputs sum over, their number of taps each, and how far apart two
+ * blocks' starting values are (0: the same 8 for every block, 8: the outputs' own). The
+ * assembly reads the fields by offset: rows 0, n_rows 4, taps 8, init_step 12. */
+typedef struct {
+    const ebt_tap_row *rows;
+    int32_t n_rows, taps, init_step;
+} ebt_rows8;
+
+/* On the Cortex-M4F the correlation under every convolution pass runs in assembly
+ * (eb_train_asm.h; EBT_NO_ASM turns it off): it needs GCC's register constraints, Thumb-2
+ * and the FPU's fused multiply-add, and optimisation on for its eight register operands.
+ * Its sums are the portable code's, term for term and in the same order. */
+#if defined(__GNUC__) && defined(__thumb2__) && defined(__ARM_FEATURE_FMA) && \
+    defined(__OPTIMIZE__) && !defined(EBT_NO_ASM)
+#define EBT_ASM 1
+#include "eb_train_asm.h"
+#endif
+
 /* ---- convolution ------------------------------------------------------------------------ */
 
 /* Input row (or column) read by output position o at kernel tap k; may be outside [0, size). */
@@ -72,13 +97,14 @@ static void grad_taps_inside(int i, int pad, int dil, int out, int k, int *lo, i
     *hi = b;
 }
 
-/* One output value of one sample (xs = that sample's input), without bias. */
-static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc, int oy, int ox)
+/* One output value of one sample (xs = that sample's input): init plus its terms. */
+static float conv_dot(const ebt_conv *p, const float *xs, const float *w, int oc, int oy, int ox,
+                      float init)
 {
     const int in_g = conv_in_per_group(p);
     const float *wo = w + oc * in_g * p->k_h * p->k_w;
     const float *xg = xs + conv_first_in(p, oc) * p->in_h * p->in_w;
-    float acc = 0.0f;
+    float acc = init;
     int ic, ky, kx, ky0, ky1, kx0, kx1;
     taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
     taps_inside(ox, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &kx0, &kx1);
@@ -226,6 +252,112 @@ EBT_INLINE void conv_row8(const float *xr, const float *wr, int wstep, int k, in
 }
 
 
+/* a[i] += sum over t < n of s[t] * x[t + i], i < 8, t in order: a correlation of 8 sums
+ * (conv_row8's, dilation 1), in assembly where there is one. */
+EBT_INLINE void corr8(float a[8], const float *s, const float *x, int n)
+{
+#if defined(EBT_ASM)
+    ebt_corr8_up(a, s, x, n);
+#else
+    conv_row8(x, s, 1, n, 1, a);
+#endif
+}
+
+#if !defined(EBT_ASM)
+/* The portable twin of ebt_rows8_up/down (eb_train_asm.h): for each block b < blocks, the
+ * 8 outputs out[8b..] = the 8 values at init (init_step floats on per block), plus for each
+ * row of the table in order its taps' correlation with the input row x + 8b + row.x, taps
+ * walking up from row.w (up) or down from row.w - 1. */
+static void rows8_c(const ebt_rows8 *job, float *out, const float *init, const float *x,
+                    int blocks, int up)
+{
+    int b, r, i;
+    for (b = 0; b < blocks; ++b, out += 8, x += 8, init += job->init_step) {
+        float a[8];
+        for (i = 0; i < 8; ++i) {
+            a[i] = init[i];
+        }
+        for (r = 0; r < job->n_rows; ++r) {
+            const ebt_tap_row *row = job->rows + r;
+            conv_row8(x + row->x, up ? row->w : row->w - 1, up ? 1 : -1, job->taps, 1, a);
+        }
+        for (i = 0; i < 8; ++i) {
+            out[i] = a[i];
+        }
+    }
+}
+#endif
+
+static void rows8(const ebt_rows8 *job, float *out, const float *init, const float *x,
+                  int blocks, int up)
+{
+#if defined(EBT_ASM)
+    if (up) {
+        ebt_rows8_up(job, out, init, x, blocks);
+    } else {
+        ebt_rows8_down(job, out, init, x, blocks);
+    }
+#else
+    rows8_c(job, out, init, x, blocks, up);
+#endif
+}
+
+#define EBT_TABLE_ROWS 32 /* rows a table holds; a longer sum runs in several passes */
+
+/* One row of outputs' blocks of 8 summed over rows (input channel x kernel row), gathered
+ * EBT_TABLE_ROWS at a time: the first pass starts from init, later ones from out. */
+typedef struct {
+    ebt_tap_row rows[EBT_TABLE_ROWS];
+    ebt_rows8 job;
+    float init[8];
+    float *out;
+    const float *x;
+    int blocks, up, passes;
+} rows8_sum;
+
+static void rows8_start(rows8_sum *r, float *out, const float *x, int blocks, int taps, int up)
+{
+    r->job.rows = r->rows;
+    r->job.n_rows = 0;
+    r->job.taps = taps;
+    r->out = out;
+    r->x = x;
+    r->blocks = blocks;
+    r->up = up;
+    r->passes = 0;
+}
+
+static void rows8_flush(rows8_sum *r)
+{
+    if (r->job.n_rows > 0) {
+        r->job.init_step = r->passes > 0 ? 8 : 0;
+        rows8(&r->job, r->out, r->passes > 0 ? r->out : r->init, r->x, r->blocks, r->up);
+        r->passes++;
+        r->job.n_rows = 0;
+    }
+}
+
+static void rows8_add(rows8_sum *r, int x, const float *w)
+{
+    r->rows[r->job.n_rows].x = x;
+    r->rows[r->job.n_rows++].w = w;
+    if (r->job.n_rows == EBT_TABLE_ROWS) {
+        rows8_flush(r);
+    }
+}
+
+/* The last pass; with no row at all, every output is init. */
+static void rows8_finish(rows8_sum *r)
+{
+    int b, i;
+    rows8_flush(r);
+    for (b = 0; r->passes == 0 && b < r->blocks; ++b) {
+        for (i = 0; i < 8; ++i) {
+            r->out[8 * b + i] = r->init[i];
+        }
+    }
+}
+
 /* One output row's geometry, fixed while its blocks run: the group's input planes (xg), the
  * channel's weights (wo), the kernel rows inside the input [ky0, ky1) and the input row of
  * kernel row ky0. */
@@ -233,120 +365,6 @@ typedef struct {
     const float *xg, *wo;
     int ky0, ky1, iy0;
 } conv_rowset;
-
-/* conv_row8 for two channels' taps at once, wr and vr, that read the same inputs (two
- * output channels of one group; for an input gradient, two input channels' taps of one
- * output channel, backwards): each input is loaded once for both, and a block's set-up
- * serves 16 sums. */
-EBT_INLINE void conv_row8x2(const float *xr, const float *wr, const float *vr, int wstep, int k,
-                            int dil, float a[8], float c[8])
-{
-    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
-          a7 = a[7];
-    float c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3], c4 = c[4], c5 = c[5], c6 = c[6],
-          c7 = c[7];
-    int kx = 0;
-    if (dil == 1) { /* two taps a pass: 9 inputs serve 32 sums */
-        for (; kx + 2 <= k; kx += 2) {
-            const float *xp = xr + kx;
-            const float w0 = wr[kx * wstep], v0 = vr[kx * wstep];
-            const float w1 = wr[(kx + 1) * wstep], v1 = vr[(kx + 1) * wstep];
-            float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],
-                  x6 = xp[6], x7 = xp[7];
-            a0 = EBT_FMA(a0, w0, x0);
-            c0 = EBT_FMA(c0, v0, x0);
-            a1 = EBT_FMA(a1, w0, x1);
-            c1 = EBT_FMA(c1, v0, x1);
-            a2 = EBT_FMA(a2, w0, x2);
-            c2 = EBT_FMA(c2, v0, x2);
-            a3 = EBT_FMA(a3, w0, x3);
-            c3 = EBT_FMA(c3, v0, x3);
-            a4 = EBT_FMA(a4, w0, x4);
-            c4 = EBT_FMA(c4, v0, x4);
-            a5 = EBT_FMA(a5, w0, x5);
-            c5 = EBT_FMA(c5, v0, x5);
-            a6 = EBT_FMA(a6, w0, x6);
-            c6 = EBT_FMA(c6, v0, x6);
-            a7 = EBT_FMA(a7, w0, x7);
-            c7 = EBT_FMA(c7, v0, x7);
-            x0 = xp[8];
-            a0 = EBT_FMA(a0, w1, x1);
-            c0 = EBT_FMA(c0, v1, x1);
-            a1 = EBT_FMA(a1, w1, x2);
-            c1 = EBT_FMA(c1, v1, x2);
-            a2 = EBT_FMA(a2, w1, x3);
-            c2 = EBT_FMA(c2, v1, x3);
-            a3 = EBT_FMA(a3, w1, x4);
-            c3 = EBT_FMA(c3, v1, x4);
-            a4 = EBT_FMA(a4, w1, x5);
-            c4 = EBT_FMA(c4, v1, x5);
-            a5 = EBT_FMA(a5, w1, x6);
-            c5 = EBT_FMA(c5, v1, x6);
-            a6 = EBT_FMA(a6, w1, x7);
-            c6 = EBT_FMA(c6, v1, x7);
-            a7 = EBT_FMA(a7, w1, x0);
-            c7 = EBT_FMA(c7, v1, x0);
-        }
-    }
-    for (; kx < k; ++kx) {
-        const float *xp = xr + kx * dil;
-        const float wv = wr[kx * wstep], vv = vr[kx * wstep];
-        const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4], x5 = xp[5],
-                    x6 = xp[6], x7 = xp[7];
-        a0 = EBT_FMA(a0, wv, x0);
-        c0 = EBT_FMA(c0, vv, x0);
-        a1 = EBT_FMA(a1, wv, x1);
-        c1 = EBT_FMA(c1, vv, x1);
-        a2 = EBT_FMA(a2, wv, x2);
-        c2 = EBT_FMA(c2, vv, x2);
-        a3 = EBT_FMA(a3, wv, x3);
-        c3 = EBT_FMA(c3, vv, x3);
-        a4 = EBT_FMA(a4, wv, x4);
-        c4 = EBT_FMA(c4, vv, x4);
-        a5 = EBT_FMA(a5, wv, x5);
-        c5 = EBT_FMA(c5, vv, x5);
-        a6 = EBT_FMA(a6, wv, x6);
-        c6 = EBT_FMA(c6, vv, x6);
-        a7 = EBT_FMA(a7, wv, x7);
-        c7 = EBT_FMA(c7, vv, x7);
-    }
-    a[0] = a0;
-    a[1] = a1;
-    a[2] = a2;
-    a[3] = a3;
-    a[4] = a4;
-    a[5] = a5;
-    a[6] = a6;
-    a[7] = a7;
-    c[0] = c0;
-    c[1] = c1;
-    c[2] = c2;
-    c[3] = c3;
-    c[4] = c4;
-    c[5] = c5;
-    c[6] = c6;
-    c[7] = c7;
-}
-
-/* Outputs [ox, ox + 8) of the same row of output channels r's and r's next one (one group:
- * the same inputs, the next channel's taps in_g * k_h * k_w floats on), at stride 1. */
-EBT_INLINE void conv_block_pair(const ebt_conv *p, const conv_rowset *r, int ox, float a[8],
-                                float c[8])
-{
-    const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
-    const int rows = r->ky1 - r->ky0, step = p->dil_h * p->in_w, kk = p->k_h * p->k_w;
-    const float *xc = r->xg + r->iy0 * p->in_w + ox - p->pad_w;
-    const float *wc = r->wo + r->ky0 * p->k_w;
-    int ic, ky;
-    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
-    c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
-    for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += kk) {
-        const float *xr = xc, *wr = wc;
-        for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
-            conv_row8x2(xr, wr, wr + in_g * kk, 1, p->k_w, p->dil_w, a, c);
-        }
-    }
-}
 
 /* acc + the taps of one output along a row that every tap reads inside, in conv_dot's
  * order. */
@@ -359,24 +377,21 @@ EBT_INLINE float conv_row1(const float *xr, const float *wr, int k, int dil, flo
     return acc;
 }
 
-/* Outputs [ox, ox + width) (width 4, or 8 at stride 1, or 1) of a row whose taps all read
- * inside the input along the row: conv_dot's sums, a block at a time. */
-
+/* Outputs [ox, ox + width) (width 4 or 1) of a row whose taps all read inside the input
+ * along the row: init plus conv_dot's terms, a block at a time. */
 EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int width,
-                           float a[8])
+                           float init, float a[4])
 {
     const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
     const int rows = r->ky1 - r->ky0, step = p->dil_h * p->in_w;
     const float *xc = r->xg + r->iy0 * p->in_w + ox * p->stride_w - p->pad_w;
     const float *wc = r->wo + r->ky0 * p->k_w;
     int ic, ky;
-    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
+    a[0] = a[1] = a[2] = a[3] = init;
     for (ic = 0; ic < in_g; ++ic, xc += in_plane, wc += p->k_h * p->k_w) {
         const float *xr = xc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, xr += step, wr += p->k_w) {
-            if (width == 8) {
-                conv_row8(xr, wr, 1, p->k_w, p->dil_w, a);
-            } else if (width == 4) {
+            if (width == 4) {
                 conv_row4(xr, wr, 1, p->k_w, p->stride_w, p->dil_w, a);
             } else {
                 a[0] = conv_row1(xr, wr, p->k_w, p->dil_w, a[0]);
@@ -385,19 +400,14 @@ EBT_INLINE void conv_block(const ebt_conv *p, const conv_rowset *r, int ox, int 
     }
 }
 
-/* y[0..width) = a + bias (width 4 or 8). Written out element by element (no loop over a),
- * so that the block's sums stay in registers. */
-EBT_INLINE void conv_put(float *y, const float *a, int width, float bias)
+/* y[0..width) = a (width 4 or 1). */
+EBT_INLINE void conv_put(float *y, const float *a, int width)
 {
-    y[0] = a[0] + bias;
-    y[1] = a[1] + bias;
-    y[2] = a[2] + bias;
-    y[3] = a[3] + bias;
-    if (width == 8) {
-        y[4] = a[4] + bias;
-        y[5] = a[5] + bias;
-        y[6] = a[6] + bias;
-        y[7] = a[7] + bias;
+    y[0] = a[0];
+    if (width == 4) {
+        y[1] = a[1];
+        y[2] = a[2];
+        y[3] = a[3];
     }
 }
 
@@ -519,57 +529,72 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
     }
 }
 
+/* Outputs [lo, lo + 8 * blocks) of an output row (r: its geometry) whose every tap along
+ * the row reads inside the input, at stride and dilation 1: the bias, then each input
+ * channel's kernel rows in order, every one a correlation of its taps with its input row
+ * (rows8). */
+static void conv_forward_blocks(const ebt_conv *p, const conv_rowset *r, int lo, int blocks,
+                                float bias, float *y)
+{
+    const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
+    rows8_sum sum;
+    int ic, ky, i;
+    rows8_start(&sum, y + lo, r->xg + r->iy0 * p->in_w + lo - p->pad_w, blocks, p->k_w, 1);
+    for (i = 0; i < 8; ++i) {
+        sum.init[i] = bias;
+    }
+    for (ic = 0; ic < in_g; ++ic) {
+        for (ky = r->ky0; ky < r->ky1; ++ky) {
+            rows8_add(&sum, ic * in_plane + (ky - r->ky0) * p->dil_h * p->in_w,
+                      r->wo + (ic * p->k_h + ky) * p->k_w);
+        }
+    }
+    rows8_finish(&sum);
+}
+
 /* Outputs [from, to) of output row oy of channel oc of one sample (xs; r: the row's
- * geometry), into y: blocks of 8 (stride 1) or 4 where every tap reads inside the input
- * along the row ([lo, hi)), single outputs elsewhere. */
-static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const float *xs,
-                             const float *w, int oc, int oy, int from, int to, float bias,
-                             float *y)
+ * geometry), into y: blocks of 4 where every tap reads inside the input along the row
+ * ([lo, hi)), single outputs elsewhere. */
+static void conv_forward_span(const ebt_conv *p, const conv_rowset *r, const float *xs,
+                              const float *w, int oc, int oy, int from, int to, float bias,
+                              float *y)
 {
     int lo, hi, ox;
     conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
     for (ox = from; ox < to;) {
-        float a[8];
-        if (ox >= lo && ox + 8 <= hi && ox + 8 <= to && p->stride_w == 1) {
-            conv_block(p, r, ox, 8, a);
-            conv_put(y + ox, a, 8, bias);
-            ox += 8;
-        } else if (ox >= lo && ox + 4 <= hi && ox + 4 <= to) {
-            conv_block(p, r, ox, 4, a);
-            conv_put(y + ox, a, 4, bias);
+        float a[4];
+        if (ox >= lo && ox + 4 <= hi && ox + 4 <= to) {
+            conv_block(p, r, ox, 4, bias, a);
+            conv_put(y + ox, a, 4);
             ox += 4;
         } else if (ox >= lo && ox < hi) {
-            conv_block(p, r, ox, 1, a);
-            y[ox] = a[0] + bias;
+            conv_block(p, r, ox, 1, bias, a);
+            y[ox] = a[0];
             ++ox;
         } else {
-            y[ox] = conv_dot(p, xs, w, oc, oy, ox) + bias;
+            y[ox] = conv_dot(p, xs, w, oc, oy, ox, bias);
             ++ox;
         }
     }
 }
 
-/* Rows oy of output channels oc and oc + 1 (one group) of one sample: their inside
- * blocks of 8 together (conv_block_pair), the rest per channel. */
-static void conv_forward_pair(const ebt_conv *p, const conv_rowset *r, const float *xs,
-                              const float *w, int oc, int oy, const float *b, float *y0,
-                              float *y1)
+/* Output row oy of channel oc: at stride and dilation 1 the inside outputs in blocks of 8
+ * (conv_forward_blocks), the rest and every other geometry by conv_forward_span. */
+static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const float *xs,
+                             const float *w, int oc, int oy, float bias, float *y)
 {
-    const float b0 = b ? b[oc] : 0.0f, b1 = b ? b[oc + 1] : 0.0f;
-    conv_rowset next = *r;
-    int lo, hi, ox;
-    conv_inside(p->out_w, p->in_w, p->k_w, 1, p->pad_w, p->dil_w, &lo, &hi);
-    next.wo = r->wo + conv_in_per_group(p) * p->k_h * p->k_w;
-    for (ox = lo; ox + 8 <= hi; ox += 8) {
-        float a[8], c[8];
-        conv_block_pair(p, r, ox, a, c);
-        conv_put(y0 + ox, a, 8, b0);
-        conv_put(y1 + ox, c, 8, b1);
+    int lo, hi, blocks = 0;
+    conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
+    if (p->stride_w == 1 && p->dil_w == 1) {
+        blocks = (hi - lo) / 8;
     }
-    conv_forward_row(p, r, xs, w, oc, oy, 0, lo, b0, y0);
-    conv_forward_row(p, r, xs, w, oc, oy, ox, p->out_w, b0, y0);
-    conv_forward_row(p, &next, xs, w, oc + 1, oy, 0, lo, b1, y1);
-    conv_forward_row(p, &next, xs, w, oc + 1, oy, ox, p->out_w, b1, y1);
+    if (blocks == 0) {
+        conv_forward_span(p, r, xs, w, oc, oy, 0, p->out_w, bias, y);
+        return;
+    }
+    conv_forward_span(p, r, xs, w, oc, oy, 0, lo, bias, y);
+    conv_forward_blocks(p, r, lo, blocks, bias, y);
+    conv_forward_span(p, r, xs, w, oc, oy, lo + 8 * blocks, p->out_w, bias, y);
 }
 
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
@@ -584,9 +609,7 @@ void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const f
     }
     for (s = 0; s < p->n; ++s) {
         const float *xs = x + s * p->in_c * in_plane;
-        for (oc = 0; oc < p->out_c;) {
-            /* two channels of one group share their inputs: at stride 1 they run together */
-            const int span = p->stride_w == 1 && oc % out_g + 1 < out_g ? 2 : 1;
+        for (oc = 0; oc < p->out_c; ++oc) {
             float *yc = y + (s * p->out_c + oc) * out_plane;
             conv_rowset r;
             r.xg = xs + (oc / out_g) * in_g * in_plane;
@@ -595,13 +618,8 @@ void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const f
                 taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &r.ky0,
                             &r.ky1);
                 r.iy0 = oy * p->stride_h - p->pad_h + r.ky0 * p->dil_h;
-                if (span == 2) {
-                    conv_forward_pair(p, &r, xs, w, oc, oy, b, yc, yc + out_plane);
-                } else {
-                    conv_forward_row(p, &r, xs, w, oc, oy, 0, p->out_w, b ? b[oc] : 0.0f, yc);
-                }
+                conv_forward_row(p, &r, xs, w, oc, oy, b ? b[oc] : 0.0f, yc);
             }
-            oc += span;
         }
     }
 }
@@ -652,11 +670,11 @@ static void conv_backward_input_scatter(const ebt_conv *p, const float *dy, cons
 /* The input gradient at (ic, iy, ix) of one sample (dys) of a stride-1 convolution: the sum
  * over the output channels of ic's group and the taps that read it of w * dy. */
 static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w, int ic, int iy,
-                            int ix)
+                            int ix, float init)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int first = (ic / in_g) * out_g, icg = ic % in_g;
-    float acc = 0.0f;
+    float acc = init;
     int oc, ky, kx, ky0, ky1, kx0, kx1;
     grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &ky0, &ky1);
     grad_taps_inside(ix, p->pad_w, p->dil_w, p->out_w, p->k_w, &kx0, &kx1);
@@ -673,13 +691,12 @@ static float conv_input_dot(const ebt_conv *p, const float *dys, const float *w,
     return acc;
 }
 
-/* Input gradients [ix, ix + width) of row iy of channel ic (r: dy's planes of ic's group, ic's
+/* Input gradients [ix, ix + 4) of row iy of channel ic (r: dy's planes of ic's group, ic's
  * taps of the group's first output channel, the kernel rows whose dy row exists [ky0, ky1)
  * and the dy row of ky0), every tap inside dy's row: a stride-1 convolution's input
- * gradient is a correlation of dy with the taps backwards. With c (width 8), the next
- * input channel's into c as well: the same dy rows, its taps k_h * k_w floats on. */
-EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix, int width,
-                                 float a[8], float *c)
+ * gradient is a correlation of dy with the taps backwards. a starts from dx. */
+EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix,
+                                 const float *dx, float a[4])
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w, rows = r->ky1 - r->ky0;
@@ -688,39 +705,39 @@ EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix
     const float *dc = r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1) * p->dil_w;
     const float *wc = r->wo + r->ky0 * p->k_w + p->k_w - 1;
     int oc, ky;
-    a[0] = a[1] = a[2] = a[3] = a[4] = a[5] = a[6] = a[7] = 0.0f;
-    if (c != NULL) {
-        c[0] = c[1] = c[2] = c[3] = c[4] = c[5] = c[6] = c[7] = 0.0f;
-    }
+    a[0] = dx[0];
+    a[1] = dx[1];
+    a[2] = dx[2];
+    a[3] = dx[3];
     for (oc = 0; oc < out_g; ++oc, dc += out_plane, wc += in_g * kk) {
         const float *dr = dc, *wr = wc;
         for (ky = 0; ky < rows; ++ky, dr -= step, wr += p->k_w) {
-            if (c != NULL) {
-                conv_row8x2(dr, wr, wr + kk, -1, p->k_w, p->dil_w, a, c);
-            } else if (width == 8) {
-                conv_row8(dr, wr, -1, p->k_w, p->dil_w, a);
-            } else {
-                conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
-            }
+            conv_row4(dr, wr, -1, p->k_w, 1, p->dil_w, a);
         }
     }
 }
 
-/* dx[0..width) += a (width 4 or 8), element by element as conv_put. */
-EBT_INLINE void conv_add(float *dx, const float *a, int width)
+/* Input gradients [ix, ix + 8 * blocks) of a row (r as conv_input_block) at dilation 1,
+ * every tap inside dy's row: dx plus, for each output channel of the group and kernel row
+ * in order, the correlation of its taps backwards with its dy row (rows8). */
+static void conv_input_blocks(const ebt_conv *p, const conv_rowset *r, int ix, int blocks,
+                              float *dx)
 {
-    dx[0] += a[0];
-    dx[1] += a[1];
-    dx[2] += a[2];
-    dx[3] += a[3];
-    if (width == 8) {
-        dx[4] += a[4];
-        dx[5] += a[5];
-        dx[6] += a[6];
-        dx[7] += a[7];
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int out_plane = p->out_h * p->out_w, kk = p->k_h * p->k_w;
+    rows8_sum sum;
+    int oc, ky;
+    rows8_start(&sum, dx + ix, r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1),
+                blocks, p->k_w, 0);
+    sum.passes = 1; /* dx is the start */
+    for (oc = 0; oc < out_g; ++oc) {
+        for (ky = r->ky0; ky < r->ky1; ++ky) {
+            rows8_add(&sum, oc * out_plane - (ky - r->ky0) * p->dil_h * p->out_w,
+                      r->wo + oc * in_g * kk + (ky + 1) * p->k_w);
+        }
     }
+    rows8_flush(&sum);
 }
-
 
 /* The input gradient of a stride-1 convolution one column wide without padding along the
  * row (dy rows and dx rows line up): each dx row gains, for every output channel of its
@@ -765,46 +782,42 @@ static void grad_inside(const ebt_conv *p, int *lo, int *hi)
 }
 
 /* dx columns [from, to) of row iy of input channel ic (r: its geometry) += their input
- * gradients: blocks of 8 or 4 inside, single columns elsewhere. */
-static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float *dys,
-                           const float *w, int ic, int iy, int from, int to, float *dxr)
+ * gradients: blocks of 4 inside, single columns elsewhere. */
+static void conv_input_span(const ebt_conv *p, const conv_rowset *r, const float *dys,
+                            const float *w, int ic, int iy, int from, int to, float *dxr)
 {
     int lo, hi, ix;
     grad_inside(p, &lo, &hi);
     for (ix = from; ix < to;) {
-        const int width = ix + 8 <= hi && ix + 8 <= to ? 8 : 4;
-        if (ix >= lo && ix + width <= hi && ix + width <= to) {
-            float a[8];
-            conv_input_block(p, r, ix, width, a, NULL);
-            conv_add(dxr + ix, a, width);
-            ix += width;
+        if (ix >= lo && ix + 4 <= hi && ix + 4 <= to) {
+            float a[4];
+            conv_input_block(p, r, ix, dxr + ix, a);
+            conv_put(dxr + ix, a, 4);
+            ix += 4;
         } else {
-            dxr[ix] += conv_input_dot(p, dys, w, ic, iy, ix);
+            dxr[ix] = conv_input_dot(p, dys, w, ic, iy, ix, dxr[ix]);
             ++ix;
         }
     }
 }
 
-/* Rows iy of input channels ic and ic + 1 (one group): their inside blocks of 8 together
- * (conv_input_block with c: the same dy rows, the next channel's taps k_h * k_w floats
- * on), the rest per channel. */
-static void conv_input_pair(const ebt_conv *p, const conv_rowset *r, const float *dys,
-                            const float *w, int ic, int iy, float *dx0, float *dx1)
+/* dx row iy of input channel ic += its input gradients: at dilation 1 the inside columns in
+ * blocks of 8 (conv_input_blocks), the rest by conv_input_span. */
+static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float *dys,
+                           const float *w, int ic, int iy, float *dxr)
 {
-    conv_rowset next = *r;
-    int lo, hi, ix;
+    int lo, hi, blocks = 0;
     grad_inside(p, &lo, &hi);
-    next.wo = r->wo + p->k_h * p->k_w;
-    for (ix = lo; ix + 8 <= hi; ix += 8) {
-        float a[8], c[8];
-        conv_input_block(p, r, ix, 8, a, c);
-        conv_add(dx0 + ix, a, 8);
-        conv_add(dx1 + ix, c, 8);
+    if (p->dil_w == 1 && lo < hi) {
+        blocks = (hi - lo) / 8;
     }
-    conv_input_row(p, r, dys, w, ic, iy, 0, lo < hi ? lo : 0, dx0);
-    conv_input_row(p, r, dys, w, ic, iy, lo < hi ? ix : 0, p->in_w, dx0);
-    conv_input_row(p, &next, dys, w, ic + 1, iy, 0, lo < hi ? lo : 0, dx1);
-    conv_input_row(p, &next, dys, w, ic + 1, iy, lo < hi ? ix : 0, p->in_w, dx1);
+    if (blocks == 0) {
+        conv_input_span(p, r, dys, w, ic, iy, 0, p->in_w, dxr);
+        return;
+    }
+    conv_input_span(p, r, dys, w, ic, iy, 0, lo, dxr);
+    conv_input_blocks(p, r, lo, blocks, dxr);
+    conv_input_span(p, r, dys, w, ic, iy, lo + 8 * blocks, p->in_w, dxr);
 }
 
 void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
@@ -822,9 +835,7 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     }
     for (s = 0; s < p->n; ++s) {
         const float *dys = dy + s * p->out_c * out_plane;
-        for (ic = 0; ic < p->in_c;) {
-            /* two input channels of one group read the same dy rows: they run together */
-            const int span = ic % in_g + 1 < in_g ? 2 : 1;
+        for (ic = 0; ic < p->in_c; ++ic) {
             conv_rowset r;
             r.xg = dys + (ic / in_g) * out_g * out_plane;
             r.wo = w + ((ic / in_g) * out_g * in_g + ic % in_g) * p->k_h * p->k_w;
@@ -833,13 +844,8 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
                 grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &r.ky0,
                                  &r.ky1);
                 r.iy0 = iy + p->pad_h - r.ky0 * p->dil_h;
-                if (span == 2) {
-                    conv_input_pair(p, &r, dys, w, ic, iy, dxr, dxr + p->in_h * p->in_w);
-                } else {
-                    conv_input_row(p, &r, dys, w, ic, iy, 0, p->in_w, dxr);
-                }
+                conv_input_row(p, &r, dys, w, ic, iy, dxr);
             }
-            ic += span;
         }
     }
 }
@@ -956,20 +962,52 @@ EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const floa
     }
 }
 
-/* Where the taps [k0, k0 + n) (n <= 4) of kernel row ky read inside the input, the same
- * for every channel: their output columns [tl[t], th[t]) and the output rows [y0, y1)
- * (within the tile's rows) whose input row exists. */
+/* a[t] += the weight gradient of taps k0 + t (t < n <= 8) of one row pair at stride and
+ * dilation 1, as conv_weight_row4: the outputs where 8 taps read inside in one correlation
+ * (corr8: dy's values step along the inputs, 8 taps' sums at once; with n < 8, the taps
+ * past the kernel's last are summed too, inside the row, and dropped); the few near the
+ * edges, per tap. tl, th: the 8 taps' output ranges. */
+EBT_INLINE void conv_weight_row8(const ebt_conv *p, const float *dyr, const float *xr, int k0,
+                                 int n, const int tl[8], const int th[8], float a[8])
+{
+    const int lo = tl[0], hi = th[7];
+    int t;
+    if (lo >= hi) {
+        for (t = 0; t < n; ++t) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], th[t]);
+        }
+        return;
+    }
+    for (t = 1; t < n; ++t) {
+        if (tl[t] < lo) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], lo);
+        }
+    }
+    for (t = 0; t < n; ++t) {
+        if (hi < th[t]) {
+            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, hi, th[t]);
+        }
+    }
+    corr8(a, dyr + lo, xr + lo - p->pad_w + k0, hi - lo);
+}
+
+/* Where the taps [k0, k0 + n) (n <= 8) of kernel row ky read inside the input, the same
+ * for every channel: their output columns [tl[t], th[t]) (a group of 8 has the ranges of
+ * all 8 taps from k0, past the kernel's end too) and the output rows [y0, y1) (within the
+ * tile's rows) whose input row exists. */
 typedef struct {
-    int k0, n, ky, tl[4], th[4], y0, y1;
+    int k0, n, ky, eight, tl[8], th[8], y0, y1;
 } conv_taps;
 
-static void conv_taps_of(const ebt_conv *p, int ky, int k0, int r0, int r1, conv_taps *g)
+static void conv_taps_of(const ebt_conv *p, int ky, int k0, int n, int eight, int r0, int r1,
+                         conv_taps *g)
 {
     int t;
     g->k0 = k0;
-    g->n = p->k_w - k0 < 4 ? p->k_w - k0 : 4;
+    g->n = n;
     g->ky = ky;
-    for (t = 0; t < g->n; ++t) {
+    g->eight = eight;
+    for (t = 0; t < (eight ? 8 : n); ++t) {
         tap_range(p->out_w, p->in_w, k0 + t, p->stride_w, p->pad_w, p->dil_w, &g->tl[t],
                   &g->th[t]);
     }
@@ -980,18 +1018,24 @@ static void conv_taps_of(const ebt_conv *p, int ky, int k0, int r0, int r1, conv
 
 /* The weight gradients of the taps g of kernel row (oc, ic) over every sample, into a. */
 static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x, int oc, int ic,
-                             const conv_taps *g, float a[4])
+                             const conv_taps *g, float a[8])
 {
     const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
     const int first_in = conv_first_in(p, oc);
     int s, oy, t;
-    a[0] = a[1] = a[2] = a[3] = 0.0f;
+    for (t = 0; t < 8; ++t) {
+        a[t] = 0.0f;
+    }
     for (s = 0; s < p->n; ++s) {
         const float *dyc = dy + (s * p->out_c + oc) * out_plane;
         const float *plane = x + (s * p->in_c + first_in + ic) * in_plane;
         for (oy = g->y0; oy < g->y1; ++oy) {
             const int iy = conv_src(oy, g->ky, p->stride_h, p->pad_h, p->dil_h);
             const float *dyr = dyc + oy * p->out_w, *xr = plane + iy * p->in_w;
+            if (g->eight) {
+                conv_weight_row8(p, dyr, xr, g->k0, g->n, g->tl, g->th, a);
+                continue;
+            }
             if (g->n == 4) {
                 conv_weight_row4(p, dyr, xr, g->k0, g->tl, g->th, a);
                 continue;
@@ -1002,7 +1046,6 @@ static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x,
         }
     }
 }
-
 
 /* A pointwise convolution (1x1, stride 1, no padding: output and input planes line up) or
  * a linear layer: each weight's gradient is a dot product of dy's and x's rows [r0, r1). */
@@ -1035,21 +1078,28 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
 {
     const int in_g = conv_in_per_group(p);
     const int r0 = clamp_int(row0, 0, p->out_h), r1 = clamp_int(row1, r0, p->out_h);
-    int oc, ic, ky, k0, t;
+    int oc, ic, ky, k, t;
     if (conv_weight_pointwise(p, dy, x, dw, r0, r1)) {
         return;
     }
-    /* tap groups outermost: where they read inside is worked out once for every channel */
+    /* tap groups outermost: where they read inside is worked out once for every channel.
+     * At stride and dilation 1, groups of 8 (the last one ends at the last tap and skips
+     * the taps the one before did; a kernel of 4 to 7 taps is one group, summing past its
+     * end); else groups of 4 and a last smaller one. */
+    const int eight = p->stride_w == 1 && p->dil_w == 1 && p->k_w >= 4;
+    const int width = eight ? 8 : 4;
     for (ky = 0; ky < p->k_h; ++ky) {
-        for (k0 = 0; k0 < p->k_w; k0 += 4) {
+        for (k = 0; k < p->k_w; k += width) {
+            const int k0 = eight && k + 8 > p->k_w && p->k_w >= 8 ? p->k_w - 8 : k;
             conv_taps g;
-            conv_taps_of(p, ky, k0, r0, r1, &g);
+            conv_taps_of(p, ky, k0, p->k_w - k0 < width ? p->k_w - k0 : width, eight, r0, r1,
+                         &g);
             for (oc = 0; oc < p->out_c; ++oc) {
                 for (ic = 0; ic < in_g; ++ic) {
                     float *into = dw + ((oc * in_g + ic) * p->k_h + ky) * p->k_w + k0;
-                    float a[4];
+                    float a[8];
                     conv_weight_taps(p, dy, x, oc, ic, &g, a);
-                    for (t = 0; t < g.n; ++t) {
+                    for (t = k - k0; t < g.n; ++t) {
                         into[t] += a[t];
                     }
                 }

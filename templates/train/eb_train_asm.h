@@ -1,0 +1,188 @@
+/* edgebuild float32 training kernels, Cortex-M4F only: the correlation at the heart of every
+ * convolution pass in assembly, included by eb_train.c where EBT_ASM is defined (GCC,
+ * Thumb-2, a single-precision FPU with fused multiply-add). Portable C elsewhere does the
+ * same sums in the same order (conv_row8 in eb_train.c is its twin). No global symbol.
+ *
+ * Why assembly: VLDM loads up to 16 consecutive floats in ONE instruction, and GCC never
+ * merges float loads into it. A block of 8 sums over 8 steps needs 8 step values and the
+ * 15 inputs they slide over: two VLDMs for 64 VFMAs, about 1.08 instructions per
+ * multiply-add, where the compiled C loads each float on its own (and moves registers to
+ * slide its window), about 1.7. */
+#if !defined(EB_TRAIN_ASM_H) && defined(EBT_ASM)
+#define EB_TRAIN_ASM_H
+
+/* One step t of the 8 sums: a[i] += S * x[t + i], S the step's value, X0..X7 the registers
+ * holding x[t .. t + 8). */
+#define EBT_STEP(S, X0, X1, X2, X3, X4, X5, X6, X7)                                      \
+    "vfma.f32 %[a0], " S ", " X0 "\n\t"                                                   \
+    "vfma.f32 %[a1], " S ", " X1 "\n\t"                                                   \
+    "vfma.f32 %[a2], " S ", " X2 "\n\t"                                                   \
+    "vfma.f32 %[a3], " S ", " X3 "\n\t"                                                   \
+    "vfma.f32 %[a4], " S ", " X4 "\n\t"                                                   \
+    "vfma.f32 %[a5], " S ", " X5 "\n\t"                                                   \
+    "vfma.f32 %[a6], " S ", " X6 "\n\t"                                                   \
+    "vfma.f32 %[a7], " S ", " X7 "\n\t"
+
+/* Four steps (R0..R3: the registers of their values, in step order) over x in s0..s10. */
+#define EBT_STEPS4(R0, R1, R2, R3)                                                        \
+    EBT_STEP(R0, "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7")                          \
+    EBT_STEP(R1, "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8")                          \
+    EBT_STEP(R2, "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9")                          \
+    EBT_STEP(R3, "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10")
+
+/* Eight steps over x in s0..s14. */
+#define EBT_STEPS8(R0, R1, R2, R3, R4, R5, R6, R7)                                        \
+    EBT_STEPS4(R0, R1, R2, R3)                                                            \
+    EBT_STEP(R4, "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11")                        \
+    EBT_STEP(R5, "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12")                       \
+    EBT_STEP(R6, "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13")                      \
+    EBT_STEP(R7, "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14")
+
+/* The whole correlation: steps 8 at a time, then 4, then one by one (n >= 0; after the
+ * first SUBS, n's low three bits stay the steps left). LD loads the step values: VLDMIA
+ * walks them up, VLDMDB down (the value of step t is then the register loaded t from the
+ * top): STEPS8 and STEPS4 name them in step order, R4 the four registers a 4-step loads,
+ * ONE the register of a single step. The 8 sums stay in the registers GCC gives them (s15,
+ * s24..s31: the rest are taken). */
+#define EBT_CORR8(LD, STEPS8, R4, STEPS4, ONE)                                            \
+    "subs    %[n], %[n], #8\n\t"                                                          \
+    "blt     2f\n"                                                                        \
+    "1:\n\t" LD " %[s]!, {s16-s23}\n\t"                                                   \
+    "vldmia  %[x], {s0-s14}\n\t"                                                          \
+    "adds    %[x], %[x], #32\n\t" STEPS8                                                  \
+    "subs    %[n], %[n], #8\n\t"                                                          \
+    "bge     1b\n"                                                                        \
+    "2:\n\t"                                                                              \
+    "tst     %[n], #4\n\t"                                                                \
+    "beq     3f\n\t" LD " %[s]!, {" R4 "}\n\t"                                            \
+    "vldmia  %[x], {s0-s10}\n\t"                                                          \
+    "adds    %[x], %[x], #16\n\t" STEPS4                                                  \
+    "3:\n\t"                                                                              \
+    "ands    %[n], %[n], #3\n\t"                                                          \
+    "beq     5f\n"                                                                        \
+    "4:\n\t" LD " %[s]!, {" ONE "}\n\t"                                                   \
+    "vldmia  %[x], {s0-s7}\n\t"                                                           \
+    "adds    %[x], %[x], #4\n\t"                                                          \
+    EBT_STEP(ONE, "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7")                         \
+    "subs    %[n], %[n], #1\n\t"                                                          \
+    "bne     4b\n"                                                                        \
+    "5:\n"
+
+#define EBT_CORR8_OPERANDS                                                                \
+    : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [a4] "+t"(a4),          \
+      [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7), [s] "+r"(s), [x] "+r"(x), [n] "+r"(n)  \
+    :                                                                                     \
+    : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",    \
+      "s13", "s14", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "cc", "memory"
+
+/* a[i] += sum over t < n of s[t] * x[t + i], i < 8, t in order (one rounding each: VFMA).
+ * s walks up. */
+EBT_INLINE void ebt_corr8_up(float a[8], const float *s, const float *x, int n)
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
+          a7 = a[7];
+    __asm__ volatile(
+        EBT_CORR8("vldmia ", EBT_STEPS8("s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"),
+                  "s16-s19", EBT_STEPS4("s16", "s17", "s18", "s19"), "s16")
+        EBT_CORR8_OPERANDS);
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+    a[4] = a4;
+    a[5] = a5;
+    a[6] = a6;
+    a[7] = a7;
+}
+
+/* The same with the step values walking down from s[-1]: a[i] += sum over t < n of
+ * s[-1 - t] * x[t + i] (an input gradient's taps backwards; s is one past the first). */
+EBT_INLINE void ebt_corr8_down(float a[8], const float *s, const float *x, int n)
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
+          a7 = a[7];
+    __asm__ volatile(
+        EBT_CORR8("vldmdb ", EBT_STEPS8("s23", "s22", "s21", "s20", "s19", "s18", "s17", "s16"),
+                  "s20-s23", EBT_STEPS4("s23", "s22", "s21", "s20"), "s23")
+        EBT_CORR8_OPERANDS);
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+    a[4] = a4;
+    a[5] = a5;
+    a[6] = a6;
+    a[7] = a7;
+}
+
+/* Blocks of 8 outputs of a row, each the sum over the rows of a table of a correlation
+ * (eb_train.c's ebt_rows8 and its portable twin rows8_c): the block loop, the row loop and
+ * the 8 sums all stay in registers (s24..s31), so that a block costs its taps and about 10
+ * instructions, where a loop in C around ebt_corr8_up spends over a hundred per block on
+ * its geometry. A block starts from 8 values at init (init_step floats on per block: 0 or
+ * 8) and ends in one VSTM. */
+#define EBT_ROWS8(LD, STEPS8, R4, STEPS4, ONE)                                            \
+    "6:\n\t"                                                                              \
+    "vldmia  %[init], {s24-s31}\n\t"                                                      \
+    "ldr     %[t], [%[job], #12]\n\t"                                                     \
+    "add     %[init], %[init], %[t], lsl #2\n\t"                                          \
+    "ldr     %[t], [%[job]]\n\t"                                                          \
+    "ldr     %[e], [%[job], #4]\n"                                                        \
+    "7:\n\t"                                                                              \
+    "ldrd    %[x], %[s], [%[t]], #8\n\t"                                                  \
+    "add     %[x], %[xb], %[x], lsl #2\n\t"                                               \
+    "ldr     %[n], [%[job], #8]\n\t" EBT_CORR8(LD, STEPS8, R4, STEPS4, ONE)                \
+    "subs    %[e], %[e], #1\n\t"                                                          \
+    "bne     7b\n\t"                                                                      \
+    "vstmia  %[out]!, {s24-s31}\n\t"                                                      \
+    "adds    %[xb], %[xb], #32\n\t"                                                       \
+    "subs    %[nb], %[nb], #1\n\t"                                                        \
+    "bne     6b\n"
+
+#define EBT_ROWS8_OPERANDS                                                                \
+    : [a0] "=&t"(a0), [a1] "=&t"(a1), [a2] "=&t"(a2), [a3] "=&t"(a3), [a4] "=&t"(a4),     \
+      [a5] "=&t"(a5), [a6] "=&t"(a6), [a7] "=&t"(a7), [out] "+r"(out), [init] "+r"(init), \
+      [xb] "+r"(x), [nb] "+r"(blocks), [t] "=&r"(t), [e] "=&r"(e), [x] "=&r"(xr),        \
+      [s] "=&r"(sr), [n] "=&r"(n)                                                         \
+    : [job] "r"(job)                                                                      \
+    : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",    \
+      "s13", "s14", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "cc", "memory"
+
+/* The 8 sums pinned to s24..s31, the registers the block's VLDM and VSTM name. */
+#define EBT_ROWS8_SUMS                                                                    \
+    register float a0 __asm__("s24");                                                     \
+    register float a1 __asm__("s25");                                                     \
+    register float a2 __asm__("s26");                                                     \
+    register float a3 __asm__("s27");                                                     \
+    register float a4 __asm__("s28");                                                     \
+    register float a5 __asm__("s29");                                                     \
+    register float a6 __asm__("s30");                                                     \
+    register float a7 __asm__("s31");                                                     \
+    const float *xr, *sr;                                                                 \
+    int t, e, n
+
+/* blocks >= 1, job->n_rows >= 1: rows8_c's sums with the taps walking up. */
+EBT_INLINE void ebt_rows8_up(const ebt_rows8 *job, float *out, const float *init,
+                             const float *x, int blocks)
+{
+    EBT_ROWS8_SUMS;
+    __asm__ volatile(
+        EBT_ROWS8("vldmia ", EBT_STEPS8("s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"),
+                  "s16-s19", EBT_STEPS4("s16", "s17", "s18", "s19"), "s16")
+        EBT_ROWS8_OPERANDS);
+    (void)a0, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
+}
+
+/* The same with each row's taps walking down from its address (one past the first). */
+EBT_INLINE void ebt_rows8_down(const ebt_rows8 *job, float *out, const float *init,
+                               const float *x, int blocks)
+{
+    EBT_ROWS8_SUMS;
+    __asm__ volatile(
+        EBT_ROWS8("vldmdb ", EBT_STEPS8("s23", "s22", "s21", "s20", "s19", "s18", "s17", "s16"),
+                  "s20-s23", EBT_STEPS4("s23", "s22", "s21", "s20"), "s23")
+        EBT_ROWS8_OPERANDS);
+    (void)a0, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
+}
+
+#endif

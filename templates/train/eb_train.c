@@ -302,24 +302,67 @@ static void rows8(const ebt_rows8 *job, float *out, const float *init, const flo
 #endif
 }
 
+#if !defined(EBT_ASM)
+/* The portable twin of ebt_cols16_up/down (eb_train_asm.h): rows8_c for rows of one tap,
+ * in blocks of 16 (init_step 0 or 16); a row's weight is at row.w (up) or just below it. */
+static void cols16_c(const ebt_rows8 *job, float *out, const float *init, const float *x,
+                     int blocks, int up)
+{
+    int b, r, i;
+    for (b = 0; b < blocks; ++b, out += 16, x += 16, init += job->init_step) {
+        float a[16];
+        for (i = 0; i < 16; ++i) {
+            a[i] = init[i];
+        }
+        for (r = 0; r < job->n_rows; ++r) {
+            const float wv = up ? job->rows[r].w[0] : job->rows[r].w[-1];
+            const float *xr = x + job->rows[r].x;
+            for (i = 0; i < 16; ++i) {
+                a[i] = EBT_FMA(a[i], wv, xr[i]);
+            }
+        }
+        for (i = 0; i < 16; ++i) {
+            out[i] = a[i];
+        }
+    }
+}
+#endif
+
+static void cols16(const ebt_rows8 *job, float *out, const float *init, const float *x,
+                   int blocks, int up)
+{
+#if defined(EBT_ASM)
+    if (up) {
+        ebt_cols16_up(job, out, init, x, blocks);
+    } else {
+        ebt_cols16_down(job, out, init, x, blocks);
+    }
+#else
+    cols16_c(job, out, init, x, blocks, up);
+#endif
+}
+
 #define EBT_TABLE_ROWS 32 /* rows a table holds; a longer sum runs in several passes */
 
-/* One row of outputs' blocks of 8 summed over rows (input channel x kernel row), gathered
- * EBT_TABLE_ROWS at a time: the first pass starts from init, later ones from out. */
+/* A row of outputs' blocks summed over rows (input channel x kernel row), gathered
+ * EBT_TABLE_ROWS at a time: blocks of 8 through rows8, or of 16 through cols16 (rows of one
+ * tap). The first pass starts from init, later ones from out. */
 typedef struct {
     ebt_tap_row rows[EBT_TABLE_ROWS];
     ebt_rows8 job;
-    float init[8];
+    float init[16];
     float *out;
     const float *x;
-    int blocks, up, passes;
-} rows8_sum;
+    int width, blocks, up, passes;
+} block_sum;
 
-static void rows8_start(rows8_sum *r, float *out, const float *x, int blocks, int taps, int up)
+static void block_sum_start(block_sum *r, int width, float *out, const float *x, int blocks,
+                            int taps, int up)
 {
     r->job.rows = r->rows;
     r->job.n_rows = 0;
     r->job.taps = taps;
+    r->width = width;
     r->out = out;
     r->x = x;
     r->blocks = blocks;
@@ -327,34 +370,37 @@ static void rows8_start(rows8_sum *r, float *out, const float *x, int blocks, in
     r->passes = 0;
 }
 
-static void rows8_flush(rows8_sum *r)
+static void block_sum_flush(block_sum *r)
 {
     if (r->job.n_rows > 0) {
-        r->job.init_step = r->passes > 0 ? 8 : 0;
-        rows8(&r->job, r->out, r->passes > 0 ? r->out : r->init, r->x, r->blocks, r->up);
+        const float *init = r->passes > 0 ? r->out : r->init;
+        r->job.init_step = r->passes > 0 ? r->width : 0;
+        if (r->width == 16) {
+            cols16(&r->job, r->out, init, r->x, r->blocks, r->up);
+        } else {
+            rows8(&r->job, r->out, init, r->x, r->blocks, r->up);
+        }
         r->passes++;
         r->job.n_rows = 0;
     }
 }
 
-static void rows8_add(rows8_sum *r, int x, const float *w)
+static void block_sum_add(block_sum *r, int x, const float *w)
 {
     r->rows[r->job.n_rows].x = x;
     r->rows[r->job.n_rows++].w = w;
     if (r->job.n_rows == EBT_TABLE_ROWS) {
-        rows8_flush(r);
+        block_sum_flush(r);
     }
 }
 
 /* The last pass; with no row at all, every output is init. */
-static void rows8_finish(rows8_sum *r)
+static void block_sum_finish(block_sum *r)
 {
-    int b, i;
-    rows8_flush(r);
-    for (b = 0; r->passes == 0 && b < r->blocks; ++b) {
-        for (i = 0; i < 8; ++i) {
-            r->out[8 * b + i] = r->init[i];
-        }
+    int i;
+    block_sum_flush(r);
+    for (i = 0; r->passes == 0 && i < r->blocks * r->width; ++i) {
+        r->out[i] = r->init[i % r->width];
     }
 }
 
@@ -500,28 +546,43 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int in_plane = p->in_h * p->in_w;
-    int lo, hi, s, oc, oy, ic, ky, ky0, ky1, ox;
+    int lo, hi, s, oc, oy, ic, ky, ky0, ky1, ox, i;
     conv_inside(p->out_w, p->in_w, 1, p->stride_w, p->pad_w, 1, &lo, &hi);
     for (s = 0; s < p->n; ++s) {
         for (oc = 0; oc < p->out_c; ++oc) {
             const float *xg = x + (s * p->in_c + (oc / out_g) * in_g) * in_plane;
             const float *wo = w + oc * in_g * p->k_h;
+            const float bias = b ? b[oc] : 0.0f;
+            /* at stride 1 the outputs from lo in blocks of 16 (cols16), the rest row_sum */
+            const int blocks = p->stride_w == 1 ? (hi - lo) / 16 : 0, rest = lo + 16 * blocks;
             for (oy = 0; oy < p->out_h; ++oy, y += p->out_w) {
+                block_sum sum;
                 row_sum r;
-                r.out = y + lo;
-                r.count = hi - lo;
+                block_sum_start(&sum, 16, y + lo, xg + lo - p->pad_w, blocks, 1, 1);
+                for (i = 0; i < 16; ++i) {
+                    sum.init[i] = bias;
+                }
+                r.out = y + rest;
+                r.count = hi - rest;
                 r.step = p->stride_w;
                 r.n = 0;
                 for (ox = 0; ox < p->out_w; ++ox) {
-                    y[ox] = b ? b[oc] : 0.0f;
+                    y[ox] = bias;
                 }
                 taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
                 for (ic = 0; ic < in_g; ++ic) {
                     for (ky = ky0; ky < ky1; ++ky) {
-                        const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
-                        row_sum_add(&r, wo[ic * p->k_h + ky], xg + ic * in_plane +
-                                    iy * p->in_w + lo * p->stride_w - p->pad_w);
+                        const int row = ic * in_plane +
+                                        conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h) * p->in_w;
+                        if (blocks > 0) {
+                            block_sum_add(&sum, row, wo + ic * p->k_h + ky);
+                        }
+                        row_sum_add(&r, wo[ic * p->k_h + ky],
+                                    xg + row + rest * p->stride_w - p->pad_w);
                     }
+                }
+                if (blocks > 0) {
+                    block_sum_finish(&sum);
                 }
                 row_sum_flush(&r);
             }
@@ -537,19 +598,19 @@ static void conv_forward_blocks(const ebt_conv *p, const conv_rowset *r, int lo,
                                 float bias, float *y)
 {
     const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
-    rows8_sum sum;
+    block_sum sum;
     int ic, ky, i;
-    rows8_start(&sum, y + lo, r->xg + r->iy0 * p->in_w + lo - p->pad_w, blocks, p->k_w, 1);
+    block_sum_start(&sum, 8, y + lo, r->xg + r->iy0 * p->in_w + lo - p->pad_w, blocks, p->k_w, 1);
     for (i = 0; i < 8; ++i) {
         sum.init[i] = bias;
     }
     for (ic = 0; ic < in_g; ++ic) {
         for (ky = r->ky0; ky < r->ky1; ++ky) {
-            rows8_add(&sum, ic * in_plane + (ky - r->ky0) * p->dil_h * p->in_w,
+            block_sum_add(&sum, ic * in_plane + (ky - r->ky0) * p->dil_h * p->in_w,
                       r->wo + (ic * p->k_h + ky) * p->k_w);
         }
     }
-    rows8_finish(&sum);
+    block_sum_finish(&sum);
 }
 
 /* Outputs [from, to) of output row oy of channel oc of one sample (xs; r: the row's
@@ -725,18 +786,18 @@ static void conv_input_blocks(const ebt_conv *p, const conv_rowset *r, int ix, i
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w, kk = p->k_h * p->k_w;
-    rows8_sum sum;
+    block_sum sum;
     int oc, ky;
-    rows8_start(&sum, dx + ix, r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1),
+    block_sum_start(&sum, 8, dx + ix, r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1),
                 blocks, p->k_w, 0);
     sum.passes = 1; /* dx is the start */
     for (oc = 0; oc < out_g; ++oc) {
         for (ky = r->ky0; ky < r->ky1; ++ky) {
-            rows8_add(&sum, oc * out_plane - (ky - r->ky0) * p->dil_h * p->out_w,
+            block_sum_add(&sum, oc * out_plane - (ky - r->ky0) * p->dil_h * p->out_w,
                       r->wo + oc * in_g * kk + (ky + 1) * p->k_w);
         }
     }
-    rows8_flush(&sum);
+    block_sum_flush(&sum);
 }
 
 /* The input gradient of a stride-1 convolution one column wide without padding along the
@@ -746,24 +807,35 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w;
+    /* each dx row in blocks of 16 (cols16, from dx itself), the rest row_sum */
+    const int blocks = p->in_w / 16, rest = 16 * blocks;
     int s, ic, iy, oc, ky, k0, k1;
     for (s = 0; s < p->n; ++s) {
+        const float *dys = dy + s * p->out_c * out_plane;
         for (ic = 0; ic < p->in_c; ++ic) {
             const int first = (ic / in_g) * out_g, icg = ic % in_g;
             for (iy = 0; iy < p->in_h; ++iy) {
+                float *out = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
+                block_sum sum;
                 row_sum r;
-                r.out = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
-                r.count = p->in_w;
+                block_sum_start(&sum, 16, out, dys, blocks, 1, 1);
+                sum.passes = 1; /* dx is the start */
+                r.out = out + rest;
+                r.count = p->in_w - rest;
                 r.step = 1;
                 r.n = 0;
                 grad_taps_inside(iy, p->pad_h, p->dil_h, p->out_h, p->k_h, &k0, &k1);
                 for (oc = first; oc < first + out_g; ++oc) {
                     for (ky = k0; ky < k1; ++ky) {
-                        row_sum_add(&r, w[(oc * in_g + icg) * p->k_h + ky],
-                                    dy + (s * p->out_c + oc) * out_plane +
-                                        (iy + p->pad_h - ky * p->dil_h) * p->out_w);
+                        const int row = oc * out_plane + (iy + p->pad_h - ky * p->dil_h) * p->out_w;
+                        const float *wv = w + (oc * in_g + icg) * p->k_h + ky;
+                        if (blocks > 0) {
+                            block_sum_add(&sum, row, wv);
+                        }
+                        row_sum_add(&r, *wv, dys + row + rest);
                     }
                 }
+                block_sum_flush(&sum);
                 row_sum_flush(&r);
             }
         }
@@ -1047,27 +1119,88 @@ static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x,
     }
 }
 
-/* A pointwise convolution (1x1, stride 1, no padding: output and input planes line up) or
- * a linear layer: each weight's gradient is a dot product of dy's and x's rows [r0, r1). */
-static int conv_weight_pointwise(const ebt_conv *p, const float *dy, const float *x, float *dw,
-                                 int r0, int r1)
+/* a[j] += sum over o < n of s[o] * x[j * step + o], j < 8, o in order: one row's dot
+ * products with 8 rows step floats apart, the multiples of 8 in assembly where there is
+ * one (ebt_dots8), the rest (or all) in C. */
+static void dots8(float a[8], const float *s, const float *x, int step, int n)
 {
-    const int in_g = conv_in_per_group(p), plane = p->in_h * p->in_w;
-    int oc, ic, s;
-    if (p->k_h != 1 || p->k_w != 1 || p->stride_h != 1 || p->stride_w != 1 || p->pad_h != 0 ||
-        p->pad_w != 0) {
+    int o = 0, j;
+#if defined(EBT_ASM)
+    o = n & ~7;
+    if (o > 0) {
+        ebt_dots8(a, s, x, step, o);
+    }
+#endif
+    for (j = 0; j < 8; ++j) {
+        const float *xr = x + j * step;
+        float acc = a[j];
+        int i;
+        for (i = o; i < n; ++i) {
+            acc = EBT_FMA(acc, s[i], xr[i]);
+        }
+        a[j] = acc;
+    }
+}
+
+/* dw[q * qstep] += the dot products of the row dyr (n floats) with the rows xr + q * step,
+ * q < rows: 8 rows at a time (dots8), the last 8 ending at the last row (the rows the 8
+ * before did are dropped); fewer than 8 one by one. */
+static void row_dots(float *dw, int qstep, const float *dyr, const float *xr, int step, int rows,
+                     int n)
+{
+    int q, j;
+    if (rows < 8) {
+        for (q = 0; q < rows; ++q) {
+            dw[q * qstep] += dot(dyr, xr + q * step, n);
+        }
+        return;
+    }
+    for (q = 0; q < rows; q += 8) {
+        const int first = q + 8 > rows ? rows - 8 : q;
+        float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        dots8(a, dyr, xr + first * step, step, n);
+        for (j = q - first; j < 8; ++j) {
+            dw[(first + j) * qstep] += a[j];
+        }
+    }
+}
+
+/* A convolution one column wide at stride 1 without padding along the row (dy and x
+ * columns line up): each weight's gradient is a sum of dot products of dy's rows with
+ * input rows. A dy row against the input rows of its kernel rows (or, for a pointwise
+ * kernel whose planes line up, the rows [r0, r1) as one row against every input channel)
+ * runs through row_dots. Returns 0 for any other geometry. */
+static int conv_weight_columns(const ebt_conv *p, const float *dy, const float *x, float *dw,
+                               int r0, int r1)
+{
+    const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
+    const int out_plane = p->out_h * p->out_w;
+    const int flat = p->k_h == 1 && p->stride_h == 1 && p->pad_h == 0;
+    int oc, ic, s, oy, ky0, ky1;
+    if (p->k_w != 1 || p->stride_w != 1 || p->pad_w != 0) {
         return 0;
     }
     for (oc = 0; oc < p->out_c; ++oc) {
         const int first_in = conv_first_in(p, oc);
-        for (ic = 0; ic < in_g; ++ic) {
-            float acc = 0.0f;
-            for (s = 0; s < p->n; ++s) {
-                acc += dot(dy + (s * p->out_c + oc) * plane + r0 * p->out_w,
-                           x + (s * p->in_c + first_in + ic) * plane + r0 * p->in_w,
-                           (r1 - r0) * p->out_w);
+        float *dwo = dw + oc * in_g * p->k_h;
+        for (s = 0; s < p->n; ++s) {
+            const float *dyc = dy + (s * p->out_c + oc) * out_plane;
+            const float *xs = x + (s * p->in_c + first_in) * in_plane;
+            if (flat) {
+                row_dots(dwo, 1, dyc + r0 * p->out_w, xs + r0 * p->in_w, in_plane, in_g,
+                         (r1 - r0) * p->out_w);
+                continue;
             }
-            *dw++ += acc;
+            for (ic = 0; ic < in_g; ++ic) {
+                for (oy = r0; oy < r1; ++oy) {
+                    const int iy0 = oy * p->stride_h - p->pad_h;
+                    taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0,
+                                &ky1);
+                    row_dots(dwo + ic * p->k_h + ky0, 1, dyc + oy * p->out_w,
+                             xs + ic * in_plane + (iy0 + ky0 * p->dil_h) * p->in_w,
+                             p->dil_h * p->in_w, ky1 - ky0, p->out_w);
+                }
+            }
         }
     }
     return 1;
@@ -1079,7 +1212,7 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
     const int in_g = conv_in_per_group(p);
     const int r0 = clamp_int(row0, 0, p->out_h), r1 = clamp_int(row1, r0, p->out_h);
     int oc, ic, ky, k, t;
-    if (conv_weight_pointwise(p, dy, x, dw, r0, r1)) {
+    if (conv_weight_columns(p, dy, x, dw, r0, r1)) {
         return;
     }
     /* tap groups outermost: where they read inside is worked out once for every channel.

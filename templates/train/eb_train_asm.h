@@ -185,4 +185,118 @@ EBT_INLINE void ebt_rows8_down(const ebt_rows8 *job, float *out, const float *in
     (void)a0, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
 }
 
+/* Blocks of 16 outputs of a row, each the sum over the rows of a table of one weight times
+ * 16 inputs (ebt_rows8's job with one tap a row: a kernel one column wide, whose rows share
+ * no inputs to slide over). The 16 sums are s16..s31; a row costs its two VLDMs, its
+ * weight's VLDR, 16 VFMAs and 5 instructions. LDS loads the row's weight into s8: at its
+ * address (up) or just below it (down, the address one past). init_step: 0 or 16. */
+#define EBT_COLS16(LDS)                                                                   \
+    "6:\n\t"                                                                              \
+    "vldmia  %[init], {s16-s31}\n\t"                                                      \
+    "ldr     %[t], [%[job], #12]\n\t"                                                     \
+    "add     %[init], %[init], %[t], lsl #2\n\t"                                          \
+    "ldr     %[t], [%[job]]\n\t"                                                          \
+    "ldr     %[e], [%[job], #4]\n"                                                        \
+    "7:\n\t"                                                                              \
+    "ldrd    %[x], %[s], [%[t]], #8\n\t"                                                  \
+    "add     %[x], %[xb], %[x], lsl #2\n\t" LDS "\n\t"                                    \
+    "vldmia  %[x]!, {s0-s7}\n\t"                                                          \
+    "vfma.f32 s16, s8, s0\n\t"                                                            \
+    "vfma.f32 s17, s8, s1\n\t"                                                            \
+    "vfma.f32 s18, s8, s2\n\t"                                                            \
+    "vfma.f32 s19, s8, s3\n\t"                                                            \
+    "vfma.f32 s20, s8, s4\n\t"                                                            \
+    "vfma.f32 s21, s8, s5\n\t"                                                            \
+    "vfma.f32 s22, s8, s6\n\t"                                                            \
+    "vfma.f32 s23, s8, s7\n\t"                                                            \
+    "vldmia  %[x], {s0-s7}\n\t"                                                           \
+    "vfma.f32 s24, s8, s0\n\t"                                                            \
+    "vfma.f32 s25, s8, s1\n\t"                                                            \
+    "vfma.f32 s26, s8, s2\n\t"                                                            \
+    "vfma.f32 s27, s8, s3\n\t"                                                            \
+    "vfma.f32 s28, s8, s4\n\t"                                                            \
+    "vfma.f32 s29, s8, s5\n\t"                                                            \
+    "vfma.f32 s30, s8, s6\n\t"                                                            \
+    "vfma.f32 s31, s8, s7\n\t"                                                            \
+    "subs    %[e], %[e], #1\n\t"                                                          \
+    "bne     7b\n\t"                                                                      \
+    "vstmia  %[out]!, {s16-s31}\n\t"                                                      \
+    "adds    %[xb], %[xb], #64\n\t"                                                       \
+    "subs    %[nb], %[nb], #1\n\t"                                                        \
+    "bne     6b\n"
+
+#define EBT_COLS16_OPERANDS                                                               \
+    : [out] "+r"(out), [init] "+r"(init), [xb] "+r"(x), [nb] "+r"(blocks), [t] "=&r"(t),  \
+      [e] "=&r"(e), [x] "=&r"(xr), [s] "=&r"(sr)                                          \
+    : [job] "r"(job)                                                                      \
+    : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s16", "s17", "s18", "s19",   \
+      "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31", \
+      "cc", "memory"
+
+/* blocks >= 1, job->n_rows >= 1, job->taps == 1: cols16_c's sums, weights at row.w. */
+EBT_INLINE void ebt_cols16_up(const ebt_rows8 *job, float *out, const float *init,
+                              const float *x, int blocks)
+{
+    const float *xr, *sr;
+    int t, e;
+    __asm__ volatile(EBT_COLS16("vldr    s8, [%[s]]") EBT_COLS16_OPERANDS);
+}
+
+/* The same with each row's weight just below row.w. */
+EBT_INLINE void ebt_cols16_down(const ebt_rows8 *job, float *out, const float *init,
+                                const float *x, int blocks)
+{
+    const float *xr, *sr;
+    int t, e;
+    __asm__ volatile(EBT_COLS16("vldr    s8, [%[s], #-4]") EBT_COLS16_OPERANDS);
+}
+
+/* One input row's 8 products with the 8 values s16..s23 into the sum A. */
+#define EBT_DOT8(A)                                                                       \
+    "vldmia  %[t], {s0-s7}\n\t"                                                           \
+    "add     %[t], %[t], %[step]\n\t"                                                     \
+    "vfma.f32 " A ", s16, s0\n\t"                                                         \
+    "vfma.f32 " A ", s17, s1\n\t"                                                         \
+    "vfma.f32 " A ", s18, s2\n\t"                                                         \
+    "vfma.f32 " A ", s19, s3\n\t"                                                         \
+    "vfma.f32 " A ", s20, s4\n\t"                                                         \
+    "vfma.f32 " A ", s21, s5\n\t"                                                         \
+    "vfma.f32 " A ", s22, s6\n\t"                                                         \
+    "vfma.f32 " A ", s23, s7\n\t"
+
+/* a[j] += sum over o < n of s[o] * x[j * step + o], j < 8, o in order (n a positive
+ * multiple of 8): eight dot products with one vector, 8 of its values at a time (a kernel
+ * one column wide: dy's row against 8 input rows). step in floats. */
+EBT_INLINE void ebt_dots8(float a[8], const float *s, const float *x, int step, int n)
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
+          a7 = a[7];
+    const float *t;
+    const int bytes = step * 4;
+    n >>= 3;
+    __asm__ volatile(
+        "1:\n\t"
+        "vldmia  %[s]!, {s16-s23}\n\t"
+        "mov     %[t], %[x]\n\t"
+        EBT_DOT8("%[a0]") EBT_DOT8("%[a1]") EBT_DOT8("%[a2]") EBT_DOT8("%[a3]")
+        EBT_DOT8("%[a4]") EBT_DOT8("%[a5]") EBT_DOT8("%[a6]") EBT_DOT8("%[a7]")
+        "adds    %[x], %[x], #32\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [a4] "+t"(a4),
+          [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7), [s] "+r"(s), [x] "+r"(x), [n] "+r"(n),
+          [t] "=&r"(t)
+        : [step] "r"(bytes)
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s16", "s17", "s18", "s19", "s20",
+          "s21", "s22", "s23", "cc", "memory");
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+    a[4] = a4;
+    a[5] = a5;
+    a[6] = a6;
+    a[7] = a7;
+}
+
 #endif

@@ -10,7 +10,9 @@ terms in the same order, the same fused multiply-adds), and the two runs must pr
 same hashes: the assembly's sums are the C's bit for bit, and it writes nothing else.
 The geometries reach every path: kernels of 1 to 19 taps (the 8-, 4- and 1-step loops, 4-7
 tap weight gradients summed past the kernel's end), rows narrower than a block, padding,
-strides and dilations (the C paths), groups, tables longer than one pass (EBT_TABLE_ROWS)."""
+strides and dilations (the C paths), groups, tables longer than one pass (EBT_TABLE_ROWS).
+The relu_clamp activation's bit paths run on counts below, at and past a pass of 4, with the
+float bit patterns at its edges (-0, denormals, the neighbours of 127/128, inf, NaN)."""
 
 from __future__ import annotations
 
@@ -81,8 +83,38 @@ static void run(int i, const ebt_conv *p, int r0, int r1)
            (unsigned long)hash(dx, nx), (unsigned long)hash(dw, nw));
 }
 
+/* relu_clamp forward and backward (out of place and in place) on n floats: random ones
+ * around the clamp's ends and the bit patterns at its edges */
+static void act(int n)
+{
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
+                                       0x3F7DFFFFu, 0x3F7E0000u, 0x3F7E0001u, 0x3F800000u,
+                                       0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x3C000000u};
+    int i;
+    state = 777u + (uint32_t)n;
+    fill(x, n);
+    fill(dy, n);
+    for (i = 0; i < n; ++i) {
+        x[i] *= 1.5f;
+    }
+    for (i = 0; i < 48; ++i) { /* each special value in each lane of a pass of 4 */
+        memcpy(x + (i * 5) %% n, special + i / 4, sizeof special[0]);
+    }
+    ebt_act_forward(EBT_ACT_RELU_CLAMP, n, x, y);
+    ebt_act_backward(EBT_ACT_RELU_CLAMP, n, x, dy, dx);
+    printf("act %%d: forward %%08lx backward %%08lx", n, (unsigned long)hash(y, n),
+           (unsigned long)hash(dx, n));
+    ebt_act_backward(EBT_ACT_RELU_CLAMP, n, x, dy, dy);
+    ebt_act_forward(EBT_ACT_RELU_CLAMP, n, x, x);
+    printf(" in place %%08lx %%08lx\n", (unsigned long)hash(x, n), (unsigned long)hash(dy, n));
+}
+
 int main(void)
 {
+    act(1);
+    act(4);
+    act(39);
+    act(1001);
 %(calls)s
     printf("done\n");
     return 0;
@@ -175,5 +207,5 @@ def test_m4_assembly_equals_its_c_twin(m4_build, cases):  # noqa: F811
     twin = build(m4_build, "train_twin", source, ("-DEBT_NO_ASM",))
     assert "{s0-s14}" in objdump(asm) and "{s0-s14}" not in objdump(twin)
     got, expected = hashes(asm), hashes(twin)
-    assert len(got) == len(cases) + 2
+    assert len(got) == len(cases) + 6
     assert got == expected

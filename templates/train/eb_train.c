@@ -1449,7 +1449,14 @@ void ebt_act_forward(int act, int count, const float *x, float *y)
         /* the common case, on the bits (EBT_CLAMP_HIGH_BITS): x <= 0 (a zero or the sign
          * bit set) gives 0, a positive x the smaller of itself and 127/128 -- the same
          * values as the float compares, without an FPU compare and flag transfer each */
-        for (i = 0; i + 4 <= count; i += 4) {
+        i = 0;
+#if defined(EBT_ASM)
+        if (count >= 4) {
+            ebt_relu_clamp4(x, y, count / 4, EBT_CLAMP_HIGH_BITS);
+            i = count & ~3;
+        }
+#endif
+        for (; i + 4 <= count; i += 4) {
             put_bits(y + i, relu_clamp_bits(bits_of(x + i)));
             put_bits(y + i + 1, relu_clamp_bits(bits_of(x + i + 1)));
             put_bits(y + i + 2, relu_clamp_bits(bits_of(x + i + 2)));
@@ -1472,7 +1479,14 @@ void ebt_act_backward(int act, int count, const float *x, const float *dy, float
         /* dy passes where 0 < x < 127/128, i.e. where x's bits are in [1, HIGH - 1] (a
          * negative x has the sign bit set): integer compares and a select per element, no
          * FPU compare and flag transfer */
-        for (i = 0; i + 4 <= count; i += 4) {
+        i = 0;
+#if defined(EBT_ASM)
+        if (count >= 4) {
+            ebt_relu_clamp_pass4(x, dy, dx, count / 4, EBT_CLAMP_HIGH_BITS);
+            i = count & ~3;
+        }
+#endif
+        for (; i + 4 <= count; i += 4) {
             const uint32_t g0 = bits_of(dy + i), g1 = bits_of(dy + i + 1);
             const uint32_t g2 = bits_of(dy + i + 2), g3 = bits_of(dy + i + 3);
             put_bits(dx + i, relu_clamp_pass(bits_of(x + i), g0));

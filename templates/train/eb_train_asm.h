@@ -299,4 +299,70 @@ EBT_INLINE void ebt_dots8(float a[8], const float *s, const float *x, int step, 
     a[7] = a7;
 }
 
+/* relu then the clamp to 127/128 on float bits (eb_train.c's relu_clamp_bits), 4 floats a
+ * pass (n4 > 0 passes): one LDM, per float a BIC of its sign (a negative float or -0 gives
+ * +0) and an unsigned minimum with high's bits, one STM. In place is fine. */
+EBT_INLINE void ebt_relu_clamp4(const float *x, float *y, int n4, uint32_t high)
+{
+    __asm__ volatile(
+        "1:\n\t"
+        "ldmia   %[x]!, {r4, r5, r6, r8}\n\t"
+        "bic     r4, r4, r4, asr #31\n\t"
+        "bic     r5, r5, r5, asr #31\n\t"
+        "bic     r6, r6, r6, asr #31\n\t"
+        "bic     r8, r8, r8, asr #31\n\t"
+        "cmp     r4, %[h]\n\t"
+        "it      hi\n\t"
+        "movhi   r4, %[h]\n\t"
+        "cmp     r5, %[h]\n\t"
+        "it      hi\n\t"
+        "movhi   r5, %[h]\n\t"
+        "cmp     r6, %[h]\n\t"
+        "it      hi\n\t"
+        "movhi   r6, %[h]\n\t"
+        "cmp     r8, %[h]\n\t"
+        "it      hi\n\t"
+        "movhi   r8, %[h]\n\t"
+        "stmia   %[y]!, {r4, r5, r6, r8}\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [x] "+r"(x), [y] "+r"(y), [n] "+r"(n4)
+        : [h] "r"(high)
+        : "r4", "r5", "r6", "r8", "cc", "memory");
+}
+
+/* Its gradient (eb_train.c's relu_clamp_pass): dy's bits where x's bits less one are below
+ * high's less one (0 < x < 127/128), else +0; 4 floats a pass (n4 > 0). dx may be dy. */
+EBT_INLINE void ebt_relu_clamp_pass4(const float *x, const float *dy, float *dx, int n4,
+                                     uint32_t high)
+{
+    const uint32_t h1 = high - 1u;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldmia   %[x]!, {r4, r5, r6, r8}\n\t"
+        "ldmia   %[g]!, {r9, r10, r11, r12}\n\t"
+        "sub     r4, r4, #1\n\t"
+        "sub     r5, r5, #1\n\t"
+        "sub     r6, r6, #1\n\t"
+        "sub     r8, r8, #1\n\t"
+        "cmp     r4, %[h]\n\t"
+        "it      cs\n\t"
+        "movcs   r9, #0\n\t"
+        "cmp     r5, %[h]\n\t"
+        "it      cs\n\t"
+        "movcs   r10, #0\n\t"
+        "cmp     r6, %[h]\n\t"
+        "it      cs\n\t"
+        "movcs   r11, #0\n\t"
+        "cmp     r8, %[h]\n\t"
+        "it      cs\n\t"
+        "movcs   r12, #0\n\t"
+        "stmia   %[d]!, {r9, r10, r11, r12}\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [x] "+r"(x), [g] "+r"(dy), [d] "+r"(dx), [n] "+r"(n4)
+        : [h] "r"(h1)
+        : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "cc", "memory");
+}
+
 #endif

@@ -404,6 +404,144 @@ static void block_sum_finish(block_sum *r)
     }
 }
 
+#define EBT_EDGE_FLOATS 256 /* the stack scratch of an edge block's zero-padded rows */
+
+/* One output row of a stride-1, dilation-1 convolution pass as a correlation: out[o]
+ * (o < n_out) is its start (the 8 values at init, or out's own) plus, for every row of the
+ * table in order, its taps' correlation with X[o - lead ..], X the len inputs of the row at
+ * x + row.x, zero outside them (the padding). The rows come EBT_TABLE_ROWS at a time; each
+ * pass runs the outputs whose taps all read inside X in blocks of 8 (rows8), and the rest
+ * (the edges, and the last outputs short of a block) as blocks of 8 of their own over
+ * zero-padded copies of the inputs they read, keeping the outputs that exist. */
+typedef struct {
+    ebt_tap_row rows[EBT_TABLE_ROWS];
+    ebt_rows8 job;
+    float init[8];
+    const float *x;
+    float *out;
+    int n_out, len, lead, up, from_init, passes;
+} corr_row;
+
+static void corr_start(corr_row *c, float *out, int n_out, const float *x, int len, int lead,
+                       int taps, int up, int from_init)
+{
+    c->job.rows = c->rows;
+    c->job.n_rows = 0;
+    c->job.taps = taps;
+    c->out = out;
+    c->n_out = n_out;
+    c->x = x;
+    c->len = len;
+    c->lead = lead;
+    c->up = up;
+    c->from_init = from_init;
+    c->passes = 0;
+}
+
+/* The block of 8 from input first of every row of the pass, zero outside [0, len), copied
+ * into the scratch as many rows at a time as it holds, into a. */
+static void corr_padded(const corr_row *c, int first, float a[8])
+{
+    const int span = 7 + c->job.taps, per = EBT_EDGE_FLOATS / span;
+    const int t0 = first < 0 ? -first : 0;
+    const int t1 = c->len - first < span ? c->len - first : span;
+    float scratch[EBT_EDGE_FLOATS];
+    ebt_tap_row rows[EBT_TABLE_ROWS];
+    ebt_rows8 job;
+    int r0, r, t;
+    job.rows = rows;
+    job.taps = c->job.taps;
+    job.init_step = 0;
+    for (r0 = 0; r0 < c->job.n_rows; r0 += per) {
+        job.n_rows = c->job.n_rows - r0 < per ? c->job.n_rows - r0 : per;
+        for (r = 0; r < job.n_rows; ++r) {
+            const float *xr = c->x + c->rows[r0 + r].x + first;
+            float *into = scratch + r * span;
+            for (t = 0; t < span; ++t) {
+                into[t] = 0.0f;
+            }
+            for (t = t0; t < t1; ++t) {
+                into[t] = xr[t];
+            }
+            rows[r].x = r * span;
+            rows[r].w = c->rows[r0 + r].w;
+        }
+        rows8(&job, a, a, scratch, 1, c->up);
+    }
+}
+
+/* Outputs [o0, o0 + count) of the pass, through one block of 8 from output start (start <=
+ * o0, o0 + count <= start + 8): over the rows themselves where the block reads inside
+ * them, else over zero-padded copies. The block's other outputs are dropped. */
+static void corr_block(corr_row *c, int o0, int count, int start, const float *init)
+{
+    const int first = start - c->lead;
+    float a[8];
+    int j;
+    for (j = 0; j < 8; ++j) {
+        a[j] = init ? init[j] : (start + j < c->n_out ? c->out[start + j] : 0.0f);
+    }
+    if (first >= 0 && first + 7 + c->job.taps <= c->len) {
+        c->job.init_step = 0;
+        rows8(&c->job, a, a, c->x + first, 1, c->up);
+    } else {
+        corr_padded(c, first, a);
+    }
+    for (j = o0 - start; j < o0 - start + count; ++j) {
+        c->out[start + j] = a[j];
+    }
+}
+
+/* One pass: the outputs whose taps all read inside [lo, hi) in blocks of 8, the few short
+ * of a block as one block ending at hi, the edges in blocks of their own. */
+static void corr_flush(corr_row *c)
+{
+    const float *init = c->from_init && c->passes == 0 ? c->init : NULL;
+    int lo = c->lead > 0 ? c->lead : 0, hi = c->len + c->lead - c->job.taps + 1, blocks, o;
+    if (c->job.n_rows == 0) {
+        return;
+    }
+    lo = lo < c->n_out ? lo : c->n_out;
+    hi = hi < c->n_out ? hi : c->n_out;
+    hi = hi > lo ? hi : lo;
+    blocks = (hi - lo) / 8;
+    if (blocks > 0) {
+        c->job.init_step = init ? 0 : 8;
+        rows8(&c->job, c->out + lo, init ? init : c->out + lo, c->x + lo - c->lead, blocks,
+              c->up);
+    }
+    if (lo + 8 * blocks < hi) {
+        corr_block(c, lo + 8 * blocks, hi - lo - 8 * blocks, hi - 8 > 0 ? hi - 8 : 0, init);
+    }
+    for (o = 0; o < lo; o += 8) {
+        corr_block(c, o, lo - o < 8 ? lo - o : 8, o, init);
+    }
+    for (o = hi; o < c->n_out; o += 8) {
+        corr_block(c, o, c->n_out - o < 8 ? c->n_out - o : 8, o, init);
+    }
+    c->passes++;
+    c->job.n_rows = 0;
+}
+
+static void corr_add(corr_row *c, int x, const float *w)
+{
+    c->rows[c->job.n_rows].x = x;
+    c->rows[c->job.n_rows++].w = w;
+    if (c->job.n_rows == EBT_TABLE_ROWS) {
+        corr_flush(c);
+    }
+}
+
+/* The last pass; with no row at all, every output is its start. */
+static void corr_finish(corr_row *c)
+{
+    int o;
+    corr_flush(c);
+    for (o = 0; c->passes == 0 && c->from_init && o < c->n_out; ++o) {
+        c->out[o] = c->init[o % 8];
+    }
+}
+
 /* One output row's geometry, fixed while its blocks run: the group's input planes (xg), the
  * channel's weights (wo), the kernel rows inside the input [ky0, ky1) and the input row of
  * kernel row ky0. */
@@ -590,27 +728,25 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
     }
 }
 
-/* Outputs [lo, lo + 8 * blocks) of an output row (r: its geometry) whose every tap along
- * the row reads inside the input, at stride and dilation 1: the bias, then each input
- * channel's kernel rows in order, every one a correlation of its taps with its input row
- * (rows8). */
-static void conv_forward_blocks(const ebt_conv *p, const conv_rowset *r, int lo, int blocks,
-                                float bias, float *y)
+/* An output row (r: its geometry) at stride and dilation 1 as a correlation (corr_row): the
+ * bias, then each input channel's kernel rows in order, every one its taps' correlation
+ * with its input row. */
+static void conv_forward_corr(const ebt_conv *p, const conv_rowset *r, float bias, float *y)
 {
     const int in_g = conv_in_per_group(p), in_plane = p->in_h * p->in_w;
-    block_sum sum;
+    corr_row c;
     int ic, ky, i;
-    block_sum_start(&sum, 8, y + lo, r->xg + r->iy0 * p->in_w + lo - p->pad_w, blocks, p->k_w, 1);
+    corr_start(&c, y, p->out_w, r->xg + r->iy0 * p->in_w, p->in_w, p->pad_w, p->k_w, 1, 1);
     for (i = 0; i < 8; ++i) {
-        sum.init[i] = bias;
+        c.init[i] = bias;
     }
     for (ic = 0; ic < in_g; ++ic) {
         for (ky = r->ky0; ky < r->ky1; ++ky) {
-            block_sum_add(&sum, ic * in_plane + (ky - r->ky0) * p->dil_h * p->in_w,
-                      r->wo + (ic * p->k_h + ky) * p->k_w);
+            corr_add(&c, ic * in_plane + (ky - r->ky0) * p->dil_h * p->in_w,
+                     r->wo + (ic * p->k_h + ky) * p->k_w);
         }
     }
-    block_sum_finish(&sum);
+    corr_finish(&c);
 }
 
 /* Outputs [from, to) of output row oy of channel oc of one sample (xs; r: the row's
@@ -639,23 +775,17 @@ static void conv_forward_span(const ebt_conv *p, const conv_rowset *r, const flo
     }
 }
 
-/* Output row oy of channel oc: at stride and dilation 1 the inside outputs in blocks of 8
- * (conv_forward_blocks), the rest and every other geometry by conv_forward_span. */
+/* Output row oy of channel oc: at stride and dilation 1 a correlation (conv_forward_corr),
+ * every other geometry (or a row narrower than a block, or a kernel too wide for an edge
+ * block's scratch) by conv_forward_span. */
 static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const float *xs,
                              const float *w, int oc, int oy, float bias, float *y)
 {
-    int lo, hi, blocks = 0;
-    conv_inside(p->out_w, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &lo, &hi);
-    if (p->stride_w == 1 && p->dil_w == 1) {
-        blocks = (hi - lo) / 8;
-    }
-    if (blocks == 0) {
-        conv_forward_span(p, r, xs, w, oc, oy, 0, p->out_w, bias, y);
+    if (p->stride_w == 1 && p->dil_w == 1 && p->out_w >= 8 && 7 + p->k_w <= EBT_EDGE_FLOATS) {
+        conv_forward_corr(p, r, bias, y);
         return;
     }
-    conv_forward_span(p, r, xs, w, oc, oy, 0, lo, bias, y);
-    conv_forward_blocks(p, r, lo, blocks, bias, y);
-    conv_forward_span(p, r, xs, w, oc, oy, lo + 8 * blocks, p->out_w, bias, y);
+    conv_forward_span(p, r, xs, w, oc, oy, 0, p->out_w, bias, y);
 }
 
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
@@ -778,26 +908,24 @@ EBT_INLINE void conv_input_block(const ebt_conv *p, const conv_rowset *r, int ix
     }
 }
 
-/* Input gradients [ix, ix + 8 * blocks) of a row (r as conv_input_block) at dilation 1,
- * every tap inside dy's row: dx plus, for each output channel of the group and kernel row
- * in order, the correlation of its taps backwards with its dy row (rows8). */
-static void conv_input_blocks(const ebt_conv *p, const conv_rowset *r, int ix, int blocks,
-                              float *dx)
+/* The input gradients of a row (r as conv_input_block) at dilation 1 as a correlation
+ * (corr_row): dx plus, for each output channel of the group and kernel row in order, the
+ * correlation of its taps backwards with its dy row. */
+static void conv_input_corr(const ebt_conv *p, const conv_rowset *r, float *dx)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w, kk = p->k_h * p->k_w;
-    block_sum sum;
+    corr_row c;
     int oc, ky;
-    block_sum_start(&sum, 8, dx + ix, r->xg + r->iy0 * p->out_w + ix + p->pad_w - (p->k_w - 1),
-                blocks, p->k_w, 0);
-    sum.passes = 1; /* dx is the start */
+    corr_start(&c, dx, p->in_w, r->xg + r->iy0 * p->out_w, p->out_w, p->k_w - 1 - p->pad_w,
+               p->k_w, 0, 0);
     for (oc = 0; oc < out_g; ++oc) {
         for (ky = r->ky0; ky < r->ky1; ++ky) {
-            block_sum_add(&sum, oc * out_plane - (ky - r->ky0) * p->dil_h * p->out_w,
-                      r->wo + oc * in_g * kk + (ky + 1) * p->k_w);
+            corr_add(&c, oc * out_plane - (ky - r->ky0) * p->dil_h * p->out_w,
+                     r->wo + oc * in_g * kk + (ky + 1) * p->k_w);
         }
     }
-    block_sum_flush(&sum);
+    corr_finish(&c);
 }
 
 /* The input gradient of a stride-1 convolution one column wide without padding along the
@@ -873,23 +1001,17 @@ static void conv_input_span(const ebt_conv *p, const conv_rowset *r, const float
     }
 }
 
-/* dx row iy of input channel ic += its input gradients: at dilation 1 the inside columns in
- * blocks of 8 (conv_input_blocks), the rest by conv_input_span. */
+/* dx row iy of input channel ic += its input gradients: at dilation 1 a correlation
+ * (conv_input_corr), else (or for a row narrower than a block, or a kernel too wide for an
+ * edge block's scratch) conv_input_span. */
 static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float *dys,
                            const float *w, int ic, int iy, float *dxr)
 {
-    int lo, hi, blocks = 0;
-    grad_inside(p, &lo, &hi);
-    if (p->dil_w == 1 && lo < hi) {
-        blocks = (hi - lo) / 8;
-    }
-    if (blocks == 0) {
-        conv_input_span(p, r, dys, w, ic, iy, 0, p->in_w, dxr);
+    if (p->dil_w == 1 && p->in_w >= 8 && 7 + p->k_w <= EBT_EDGE_FLOATS) {
+        conv_input_corr(p, r, dxr);
         return;
     }
-    conv_input_span(p, r, dys, w, ic, iy, 0, lo, dxr);
-    conv_input_blocks(p, r, lo, blocks, dxr);
-    conv_input_span(p, r, dys, w, ic, iy, lo + 8 * blocks, p->in_w, dxr);
+    conv_input_span(p, r, dys, w, ic, iy, 0, p->in_w, dxr);
 }
 
 void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)

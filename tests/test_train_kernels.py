@@ -549,12 +549,25 @@ def c_pool(lib, cfg: dict, x, dy, dx_init) -> tuple[np.ndarray, np.ndarray]:
     return y.array(), dx.array()
 
 
+# Windows two columns wide at stride 2 (eb_train.c's pool_pairs: a row of outputs without
+# the window loops): 1x2 and 2x2, rows apart or overlapping, odd widths (a column left over)
+PAIR_POOLS = [(1, 2, 1, 2, 3, 9), (1, 2, 1, 2, 1, 2), (2, 2, 2, 2, 4, 7), (2, 2, 1, 2, 5, 6)]
+
+
+def pair_pool_config(index: int, mode: str) -> dict:
+    k_h, k_w, stride_h, stride_w, in_h, in_w = PAIR_POOLS[index]
+    return {"n": 2, "c": 3, "in_h": in_h, "in_w": in_w, "k_h": k_h, "k_w": k_w,
+            "stride_h": stride_h, "stride_w": stride_w, "mode": POOL_MODE[mode],
+            "out_h": (in_h - k_h) // stride_h + 1, "out_w": (in_w - k_w) // stride_w + 1}
+
+
 @pytest.mark.parametrize("mode", sorted(POOL_MODE))
 def test_pool_matches_torch_with_ties(lib, mode):
     pool = F.max_pool2d if mode == "max" else F.avg_pool2d
-    for index in range(2 * CASES):
+    for index in range(2 * CASES + len(PAIR_POOLS)):
         rng = rng_for(f"pool_{mode}", index)
-        cfg = pool_config(rng, mode)
+        cfg = pool_config(rng, mode) if index < 2 * CASES else \
+            pair_pool_config(index - 2 * CASES, mode)
         x_np = int8_like(rng, (cfg["n"], cfg["c"], cfg["in_h"], cfg["in_w"]), high=2)
         dy = normal(rng, (cfg["n"], cfg["c"], cfg["out_h"], cfg["out_w"]))
         x = leaf(x_np)

@@ -49,6 +49,14 @@ typedef struct {
 #include "eb_train_asm.h"
 #endif
 
+/* Short copy and clearing loops (a few floats of an edge's zero-padded window) stay loops:
+ * GCC would otherwise call memcpy and memset, whose call costs more than the copy. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EBT_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define EBT_LOOPS
+#endif
+
 /* ---- convolution ------------------------------------------------------------------------ */
 
 /* Input row (or column) read by output position o at kernel tap k; may be outside [0, size). */
@@ -303,10 +311,10 @@ static void rows8(const ebt_rows8 *job, float *out, const float *init, const flo
 }
 
 #if !defined(EBT_ASM)
-/* The portable twin of ebt_cols16_up/down (eb_train_asm.h): rows8_c for rows of one tap,
- * in blocks of 16 (init_step 0 or 16); a row's weight is at row.w (up) or just below it. */
+/* The portable twin of ebt_cols16 (eb_train_asm.h): rows8_c for rows of one tap, in blocks
+ * of 16 (init_step 0 or 16). */
 static void cols16_c(const ebt_rows8 *job, float *out, const float *init, const float *x,
-                     int blocks, int up)
+                     int blocks)
 {
     int b, r, i;
     for (b = 0; b < blocks; ++b, out += 16, x += 16, init += job->init_step) {
@@ -315,7 +323,7 @@ static void cols16_c(const ebt_rows8 *job, float *out, const float *init, const 
             a[i] = init[i];
         }
         for (r = 0; r < job->n_rows; ++r) {
-            const float wv = up ? job->rows[r].w[0] : job->rows[r].w[-1];
+            const float wv = job->rows[r].w[0];
             const float *xr = x + job->rows[r].x;
             for (i = 0; i < 16; ++i) {
                 a[i] = EBT_FMA(a[i], wv, xr[i]);
@@ -329,78 +337,66 @@ static void cols16_c(const ebt_rows8 *job, float *out, const float *init, const 
 #endif
 
 static void cols16(const ebt_rows8 *job, float *out, const float *init, const float *x,
-                   int blocks, int up)
+                   int blocks)
 {
 #if defined(EBT_ASM)
-    if (up) {
-        ebt_cols16_up(job, out, init, x, blocks);
-    } else {
-        ebt_cols16_down(job, out, init, x, blocks);
-    }
+    ebt_cols16(job, out, init, x, blocks);
 #else
-    cols16_c(job, out, init, x, blocks, up);
+    cols16_c(job, out, init, x, blocks);
 #endif
 }
 
 #define EBT_TABLE_ROWS 32 /* rows a table holds; a longer sum runs in several passes */
 
-/* A row of outputs' blocks summed over rows (input channel x kernel row), gathered
- * EBT_TABLE_ROWS at a time: blocks of 8 through rows8, or of 16 through cols16 (rows of one
- * tap). The first pass starts from init, later ones from out. */
+/* A row's blocks of 16 outputs of a convolution one column wide, summed over rows (input
+ * channel x kernel row, one weight each) through cols16, the rows gathered EBT_TABLE_ROWS
+ * at a time: the first pass starts from init, later ones from out. */
 typedef struct {
     ebt_tap_row rows[EBT_TABLE_ROWS];
     ebt_rows8 job;
     float init[16];
     float *out;
     const float *x;
-    int width, blocks, up, passes;
-} block_sum;
+    int blocks, passes;
+} column_sum;
 
-static void block_sum_start(block_sum *r, int width, float *out, const float *x, int blocks,
-                            int taps, int up)
+static void column_sum_start(column_sum *r, float *out, const float *x, int blocks)
 {
     r->job.rows = r->rows;
     r->job.n_rows = 0;
-    r->job.taps = taps;
-    r->width = width;
+    r->job.taps = 1;
     r->out = out;
     r->x = x;
     r->blocks = blocks;
-    r->up = up;
     r->passes = 0;
 }
 
-static void block_sum_flush(block_sum *r)
+static void column_sum_flush(column_sum *r)
 {
     if (r->job.n_rows > 0) {
-        const float *init = r->passes > 0 ? r->out : r->init;
-        r->job.init_step = r->passes > 0 ? r->width : 0;
-        if (r->width == 16) {
-            cols16(&r->job, r->out, init, r->x, r->blocks, r->up);
-        } else {
-            rows8(&r->job, r->out, init, r->x, r->blocks, r->up);
-        }
+        r->job.init_step = r->passes > 0 ? 16 : 0;
+        cols16(&r->job, r->out, r->passes > 0 ? r->out : r->init, r->x, r->blocks);
         r->passes++;
         r->job.n_rows = 0;
     }
 }
 
-static void block_sum_add(block_sum *r, int x, const float *w)
+static void column_sum_add(column_sum *r, int x, const float *w)
 {
     r->rows[r->job.n_rows].x = x;
     r->rows[r->job.n_rows++].w = w;
     if (r->job.n_rows == EBT_TABLE_ROWS) {
-        block_sum_flush(r);
+        column_sum_flush(r);
     }
 }
 
 /* The last pass; with no row at all, every output is init. */
-static void block_sum_finish(block_sum *r)
+static void column_sum_finish(column_sum *r)
 {
     int i;
-    block_sum_flush(r);
-    for (i = 0; r->passes == 0 && i < r->blocks * r->width; ++i) {
-        r->out[i] = r->init[i % r->width];
+    column_sum_flush(r);
+    for (i = 0; r->passes == 0 && i < r->blocks * 16; ++i) {
+        r->out[i] = r->init[i % 16];
     }
 }
 
@@ -440,7 +436,7 @@ static void corr_start(corr_row *c, float *out, int n_out, const float *x, int l
 
 /* The block of 8 from input first of every row of the pass, zero outside [0, len), copied
  * into the scratch as many rows at a time as it holds, into a. */
-static void corr_padded(const corr_row *c, int first, float a[8])
+EBT_LOOPS static void corr_padded(const corr_row *c, int first, float a[8])
 {
     const int span = 7 + c->job.taps, per = EBT_EDGE_FLOATS / span;
     const int t0 = first < 0 ? -first : 0;
@@ -694,9 +690,9 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
             /* at stride 1 the outputs from lo in blocks of 16 (cols16), the rest row_sum */
             const int blocks = p->stride_w == 1 ? (hi - lo) / 16 : 0, rest = lo + 16 * blocks;
             for (oy = 0; oy < p->out_h; ++oy, y += p->out_w) {
-                block_sum sum;
+                column_sum sum;
                 row_sum r;
-                block_sum_start(&sum, 16, y + lo, xg + lo - p->pad_w, blocks, 1, 1);
+                column_sum_start(&sum, y + lo, xg + lo - p->pad_w, blocks);
                 for (i = 0; i < 16; ++i) {
                     sum.init[i] = bias;
                 }
@@ -713,14 +709,14 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
                         const int row = ic * in_plane +
                                         conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h) * p->in_w;
                         if (blocks > 0) {
-                            block_sum_add(&sum, row, wo + ic * p->k_h + ky);
+                            column_sum_add(&sum, row, wo + ic * p->k_h + ky);
                         }
                         row_sum_add(&r, wo[ic * p->k_h + ky],
                                     xg + row + rest * p->stride_w - p->pad_w);
                     }
                 }
                 if (blocks > 0) {
-                    block_sum_finish(&sum);
+                    column_sum_finish(&sum);
                 }
                 row_sum_flush(&r);
             }
@@ -944,9 +940,9 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
             const int first = (ic / in_g) * out_g, icg = ic % in_g;
             for (iy = 0; iy < p->in_h; ++iy) {
                 float *out = dx + ((s * p->in_c + ic) * p->in_h + iy) * p->in_w;
-                block_sum sum;
+                column_sum sum;
                 row_sum r;
-                block_sum_start(&sum, 16, out, dys, blocks, 1, 1);
+                column_sum_start(&sum, out, dys, blocks);
                 sum.passes = 1; /* dx is the start */
                 r.out = out + rest;
                 r.count = p->in_w - rest;
@@ -958,12 +954,12 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
                         const int row = oc * out_plane + (iy + p->pad_h - ky * p->dil_h) * p->out_w;
                         const float *wv = w + (oc * in_g + icg) * p->k_h + ky;
                         if (blocks > 0) {
-                            block_sum_add(&sum, row, wv);
+                            column_sum_add(&sum, row, wv);
                         }
                         row_sum_add(&r, *wv, dys + row + rest);
                     }
                 }
-                block_sum_flush(&sum);
+                column_sum_flush(&sum);
                 row_sum_flush(&r);
             }
         }
@@ -1156,33 +1152,56 @@ EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const floa
     }
 }
 
+#define EBT_WEIGHT_EDGE 64 /* outputs one zero-padded window of a weight-gradient edge serves */
+
+/* a[t] += the sum over outputs [o0, o1) of dyr[o] * X[o - o0 + first + t], t < 8, X the
+ * in_w inputs at xr and zero outside them: corr8 over zero-padded copies of the inputs,
+ * EBT_WEIGHT_EDGE outputs at a time. */
+EBT_LOOPS static void weight_edge(const float *dyr, const float *xr, int in_w, int first, int o0, int o1,
+                        float a[8])
+{
+    float win[EBT_WEIGHT_EDGE + 7];
+    int o, t;
+    for (o = o0; o < o1; o += EBT_WEIGHT_EDGE) {
+        const int n = o1 - o < EBT_WEIGHT_EDGE ? o1 - o : EBT_WEIGHT_EDGE;
+        const int f = first + o - o0;
+        const int t0 = f < 0 ? (-f < n + 7 ? -f : n + 7) : 0;
+        const int t1 = in_w - f < n + 7 ? (in_w - f > t0 ? in_w - f : t0) : n + 7;
+        for (t = 0; t < t0; ++t) {
+            win[t] = 0.0f;
+        }
+        for (; t < t1; ++t) {
+            win[t] = xr[f + t];
+        }
+        for (; t < n + 7; ++t) {
+            win[t] = 0.0f;
+        }
+        corr8(a, dyr + o, win, n);
+    }
+}
+
 /* a[t] += the weight gradient of taps k0 + t (t < n <= 8) of one row pair at stride and
- * dilation 1, as conv_weight_row4: the outputs where 8 taps read inside in one correlation
- * (corr8: dy's values step along the inputs, 8 taps' sums at once; with n < 8, the taps
- * past the kernel's last are summed too, inside the row, and dropped); the few near the
- * edges, per tap. tl, th: the 8 taps' output ranges. */
+ * dilation 1, as conv_weight_row4: the outputs where all 8 taps read inside in one
+ * correlation (corr8: dy's values step along the inputs, 8 taps' sums at once; with n < 8,
+ * the taps past the kernel's last are summed too, inside the row, and dropped), the
+ * outputs where only some of the kernel's taps read inside (the edges) over zero-padded
+ * copies (weight_edge). tl, th: the 8 taps' output ranges. */
 EBT_INLINE void conv_weight_row8(const ebt_conv *p, const float *dyr, const float *xr, int k0,
                                  int n, const int tl[8], const int th[8], float a[8])
 {
-    const int lo = tl[0], hi = th[7];
-    int t;
+    const int lo = tl[0], hi = th[7], e0 = tl[n - 1], e1 = th[0];
+    const int first = k0 - p->pad_w; /* the input of output 0's tap k0 */
     if (lo >= hi) {
-        for (t = 0; t < n; ++t) {
-            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], th[t]);
-        }
+        weight_edge(dyr, xr, p->in_w, first + e0, e0, e1, a);
         return;
     }
-    for (t = 1; t < n; ++t) {
-        if (tl[t] < lo) {
-            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, tl[t], lo);
-        }
+    if (e0 < lo) {
+        weight_edge(dyr, xr, p->in_w, first + e0, e0, lo, a);
     }
-    for (t = 0; t < n; ++t) {
-        if (hi < th[t]) {
-            a[t] += conv_tap_dot(p, dyr, xr, k0 + t, hi, th[t]);
-        }
+    if (hi < e1) {
+        weight_edge(dyr, xr, p->in_w, first + hi, hi, e1, a);
     }
-    corr8(a, dyr + lo, xr + lo - p->pad_w + k0, hi - lo);
+    corr8(a, dyr + lo, xr + lo + first, hi - lo);
 }
 
 /* Where the taps [k0, k0 + n) (n <= 8) of kernel row ky read inside the input, the same
@@ -1413,12 +1432,33 @@ static int pool_argmax(const ebt_pool *p, const float *plane, int oy, int ox)
     return best;
 }
 
-/* An average pool's plane: each window's sum (rows, then columns) over the area. */
+/* Windows two columns wide at stride 2 and one or two rows high (1x2 and 2x2 pools) run a
+ * row of outputs at a time without the window loops; the sums are the same. */
+static int pool_pairs(const ebt_pool *p)
+{
+    return p->k_w == 2 && p->stride_w == 2 && p->k_h <= 2;
+}
+
+/* An average pool's plane: each window's sum (from 0, rows, then columns) over the area. */
 static void pool_avg_plane(const ebt_pool *p, const float *plane, float *y, float area)
 {
     int oy, ox, ky, kx;
     for (oy = 0; oy < p->out_h; ++oy) {
         const float *window = plane + oy * p->stride_h * p->in_w;
+        const float *below = window + (p->k_h == 2 ? p->in_w : 0);
+        if (pool_pairs(p) && p->k_h == 1) {
+            for (ox = 0; ox < p->out_w; ++ox) {
+                *y++ = (0.0f + window[2 * ox] + window[2 * ox + 1]) / area;
+            }
+            continue;
+        }
+        if (pool_pairs(p)) {
+            for (ox = 0; ox < p->out_w; ++ox) {
+                *y++ = (0.0f + window[2 * ox] + window[2 * ox + 1] + below[2 * ox] +
+                        below[2 * ox + 1]) / area;
+            }
+            continue;
+        }
         for (ox = 0; ox < p->out_w; ++ox, window += p->stride_w) {
             const float *row = window;
             float acc = 0.0f;
@@ -1438,6 +1478,19 @@ static void pool_avg_spread(const ebt_pool *p, const float *dy, float *dplane, f
     int oy, ox, ky, kx;
     for (oy = 0; oy < p->out_h; ++oy) {
         float *window = dplane + oy * p->stride_h * p->in_w;
+        if (pool_pairs(p)) {
+            float *below = window + p->in_w;
+            for (ox = 0; ox < p->out_w; ++ox) {
+                const float g = *dy++ / area;
+                window[2 * ox] += g;
+                window[2 * ox + 1] += g;
+                if (p->k_h == 2) {
+                    below[2 * ox] += g;
+                    below[2 * ox + 1] += g;
+                }
+            }
+            continue;
+        }
         for (ox = 0; ox < p->out_w; ++ox, window += p->stride_w) {
             const float g = *dy++ / area;
             float *row = window;

@@ -188,9 +188,8 @@ EBT_INLINE void ebt_rows8_down(const ebt_rows8 *job, float *out, const float *in
 /* Blocks of 16 outputs of a row, each the sum over the rows of a table of one weight times
  * 16 inputs (ebt_rows8's job with one tap a row: a kernel one column wide, whose rows share
  * no inputs to slide over). The 16 sums are s16..s31; a row costs its two VLDMs, its
- * weight's VLDR, 16 VFMAs and 5 instructions. LDS loads the row's weight into s8: at its
- * address (up) or just below it (down, the address one past). init_step: 0 or 16. */
-#define EBT_COLS16(LDS)                                                                   \
+ * weight's VLDR (into s8, from row.w), 16 VFMAs and 5 instructions. init_step: 0 or 16. */
+#define EBT_COLS16                                                                        \
     "6:\n\t"                                                                              \
     "vldmia  %[init], {s16-s31}\n\t"                                                      \
     "ldr     %[t], [%[job], #12]\n\t"                                                     \
@@ -199,7 +198,8 @@ EBT_INLINE void ebt_rows8_down(const ebt_rows8 *job, float *out, const float *in
     "ldr     %[e], [%[job], #4]\n"                                                        \
     "7:\n\t"                                                                              \
     "ldrd    %[x], %[s], [%[t]], #8\n\t"                                                  \
-    "add     %[x], %[xb], %[x], lsl #2\n\t" LDS "\n\t"                                    \
+    "add     %[x], %[xb], %[x], lsl #2\n\t"                                              \
+    "vldr    s8, [%[s]]\n\t"                                                              \
     "vldmia  %[x]!, {s0-s7}\n\t"                                                          \
     "vfma.f32 s16, s8, s0\n\t"                                                            \
     "vfma.f32 s17, s8, s1\n\t"                                                            \
@@ -233,22 +233,13 @@ EBT_INLINE void ebt_rows8_down(const ebt_rows8 *job, float *out, const float *in
       "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31", \
       "cc", "memory"
 
-/* blocks >= 1, job->n_rows >= 1, job->taps == 1: cols16_c's sums, weights at row.w. */
-EBT_INLINE void ebt_cols16_up(const ebt_rows8 *job, float *out, const float *init,
-                              const float *x, int blocks)
+/* blocks >= 1, job->n_rows >= 1, job->taps == 1: cols16_c's sums. */
+EBT_INLINE void ebt_cols16(const ebt_rows8 *job, float *out, const float *init, const float *x,
+                           int blocks)
 {
     const float *xr, *sr;
     int t, e;
-    __asm__ volatile(EBT_COLS16("vldr    s8, [%[s]]") EBT_COLS16_OPERANDS);
-}
-
-/* The same with each row's weight just below row.w. */
-EBT_INLINE void ebt_cols16_down(const ebt_rows8 *job, float *out, const float *init,
-                                const float *x, int blocks)
-{
-    const float *xr, *sr;
-    int t, e;
-    __asm__ volatile(EBT_COLS16("vldr    s8, [%[s], #-4]") EBT_COLS16_OPERANDS);
+    __asm__ volatile(EBT_COLS16 EBT_COLS16_OPERANDS);
 }
 
 /* One input row's 8 products with the 8 values s16..s23 into the sum A. */

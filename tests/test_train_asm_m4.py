@@ -165,6 +165,17 @@ LONG_TABLES = [
     {"n": 1, "in_c": 12, "in_h": 3, "in_w": 29, "out_c": 3, "out_h": 1, "out_w": 29, "k_h": 3,
      "k_w": 19, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 9, "dil_h": 1, "dil_w": 1,
      "groups": 1, "rows": (0, 1)},
+    # a conv1d as the generated code lays it out (along the rows, one column wide: run as a
+    # row), its weight gradient whole and over a tile of rows; a linear layer
+    {"n": 2, "in_c": 4, "in_h": 60, "in_w": 1, "out_c": 3, "out_h": 60, "out_w": 1, "k_h": 5,
+     "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 2, "pad_w": 0, "dil_h": 1, "dil_w": 1,
+     "groups": 1, "rows": (0, 60)},
+    {"n": 1, "in_c": 6, "in_h": 50, "in_w": 1, "out_c": 6, "out_h": 48, "out_w": 1, "k_h": 3,
+     "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": 1, "dil_w": 1,
+     "groups": 6, "rows": (7, 31)},
+    {"n": 3, "in_c": 40, "in_h": 1, "in_w": 1, "out_c": 11, "out_h": 1, "out_w": 1, "k_h": 1,
+     "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": 1, "dil_w": 1,
+     "groups": 1, "rows": (0, 1)},
 ]
 
 

@@ -217,45 +217,79 @@ def groups_and_out_c(rng, in_c: int, layout: str) -> tuple[int, int]:
     return groups, groups * int(rng.integers(1, 4))
 
 
+ONE_BY_ONE = {"k_h": 1, "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0,
+              "dil_h": 1, "dil_w": 1}
+
+
+def linear_config(rng, n: int, in_c: int) -> dict:
+    return {"n": n, "in_c": int(rng.integers(1, 40)), "in_h": 1, "in_w": 1,
+            "out_c": int(rng.integers(1, 12)), "out_h": 1, "out_w": 1, "groups": 1,
+            **ONE_BY_ONE}
+
+
+def column_config(rng, n: int, in_c: int) -> dict:
+    """Kx1 kernels (SpeechNet's 14x1 across electrodes): whole rows."""
+    in_h = int(rng.integers(2, 15))
+    cfg = {"n": n, "in_c": in_c, "out_c": in_c * int(rng.integers(1, 3)), "groups": in_c,
+           **ONE_BY_ONE, "in_h": in_h, "in_w": int(rng.integers(2, 40)),
+           "k_h": int(rng.integers(2, in_h + 1)), "pad_h": int(rng.integers(0, 2)),
+           "dil_h": int(rng.integers(1, 3)), "stride_w": int(rng.integers(1, 3))}
+    if rng.random() < 0.5:  # dense across the channels
+        cfg.update(groups=1, out_c=int(rng.integers(1, 5)))
+    cfg["out_h"] = conv_out(*(cfg[f] for f in ("in_h", "k_h", "stride_h", "pad_h", "dil_h")))
+    cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
+    if cfg["out_h"] < 1:
+        cfg.update(pad_h=cfg["k_h"], out_h=conv_out(in_h, cfg["k_h"], 1, cfg["k_h"],
+                                                     cfg["dil_h"]))
+    return cfg
+
+
+def lengthwise_config(rng, n: int, in_c: int) -> dict:
+    """conv1d as the training code lays it out: along the rows, one column wide."""
+    k_h = int(rng.integers(1, 16))
+    cfg = {"n": n, "in_c": in_c, "out_c": int(rng.integers(1, 5)), "groups": 1, **ONE_BY_ONE,
+           "in_h": int(rng.integers(k_h, 80)), "in_w": 1, "k_h": k_h,
+           "stride_h": int(rng.integers(1, 3)), "pad_h": int(rng.integers(0, k_h // 2 + 1)),
+           "dil_h": 1 if k_h * 2 > 80 else int(rng.integers(1, 3))}
+    if rng.random() < 0.5:  # depthwise with a multiplier
+        cfg.update(groups=in_c, out_c=in_c * int(rng.integers(1, 3)))
+    cfg["out_h"] = conv_out(*(cfg[f] for f in ("in_h", "k_h", "stride_h", "pad_h", "dil_h")))
+    cfg["out_w"] = 1
+    if cfg["out_h"] < 1:
+        cfg.update(dil_h=1, out_h=conv_out(cfg["in_h"], k_h, cfg["stride_h"], cfg["pad_h"], 1))
+    return cfg
+
+
+def long_config(rng, n: int, in_c: int) -> dict:
+    """Rows long enough for the blocks of 8 and groups of 8 taps."""
+    k_w = int(rng.integers(3, 16))
+    cfg = {"n": n, "in_c": in_c, "out_c": int(rng.integers(1, 5)), "groups": 1, **ONE_BY_ONE,
+           "in_h": 1, "in_w": int(rng.integers(k_w + 8, 80)), "k_w": k_w,
+           "stride_w": int(rng.integers(1, 3)), "pad_w": int(rng.integers(0, k_w // 2 + 1)),
+           "dil_w": int(rng.integers(1, 3))}
+    if rng.random() < 0.5:  # depthwise with a multiplier, as SpeechNet's blocks
+        cfg.update(groups=in_c, out_c=in_c * int(rng.integers(1, 3)))
+    cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
+    cfg["out_h"] = 1
+    return cfg
+
+
+SHAPED_CONFIGS = {"linear": linear_config, "column": column_config,
+                  "lengthwise": lengthwise_config, "long": long_config}
+
+
 def conv_config(rng, kind: str) -> dict:
     """ebt_conv fields for kind conv1d / conv2d / grouped (conv2d) / linear / long (conv1d
-    on rows of 11 to 79 with kernels of 3 to 15) / column (conv2d with a Kx1 kernel)."""
-    one = {"k_h": 1, "k_w": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0,
-           "dil_h": 1, "dil_w": 1}
+    on rows of 11 to 79 with kernels of 3 to 15) / column (conv2d with a Kx1 kernel) /
+    lengthwise (conv1d along the rows, in_w = k_w = 1: how the generated code lays it out)."""
     n, in_c = int(rng.integers(1, 5)), int(rng.integers(1, 9))
-    if kind == "linear":
-        return {"n": n, "in_c": int(rng.integers(1, 40)), "in_h": 1, "in_w": 1,
-                "out_c": int(rng.integers(1, 12)), "out_h": 1, "out_w": 1, "groups": 1, **one}
-    if kind == "column":  # Kx1 kernels (SpeechNet's 14x1 across electrodes): whole rows
-        in_h = int(rng.integers(2, 15))
-        cfg = {"n": n, "in_c": in_c, "out_c": in_c * int(rng.integers(1, 3)), "groups": in_c,
-               **one, "in_h": in_h, "in_w": int(rng.integers(2, 40)),
-               "k_h": int(rng.integers(2, in_h + 1)), "pad_h": int(rng.integers(0, 2)),
-               "dil_h": int(rng.integers(1, 3)), "stride_w": int(rng.integers(1, 3))}
-        if rng.random() < 0.5:  # dense across the channels
-            cfg.update(groups=1, out_c=int(rng.integers(1, 5)))
-        cfg["out_h"] = conv_out(*(cfg[f] for f in ("in_h", "k_h", "stride_h", "pad_h", "dil_h")))
-        cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
-        if cfg["out_h"] < 1:
-            cfg.update(pad_h=cfg["k_h"], out_h=conv_out(in_h, cfg["k_h"], 1, cfg["k_h"],
-                                                         cfg["dil_h"]))
-        return cfg
-    if kind == "long":  # rows long enough for the 4-output blocks and 4-tap groups
-        k_w = int(rng.integers(3, 16))
-        cfg = {"n": n, "in_c": in_c, "out_c": int(rng.integers(1, 5)), "groups": 1, **one,
-               "in_h": 1, "in_w": int(rng.integers(k_w + 8, 80)), "k_w": k_w,
-               "stride_w": int(rng.integers(1, 3)), "pad_w": int(rng.integers(0, k_w // 2 + 1)),
-               "dil_w": int(rng.integers(1, 3))}
-        if rng.random() < 0.5:  # depthwise with a multiplier, as SpeechNet's blocks
-            cfg.update(groups=in_c, out_c=in_c * int(rng.integers(1, 3)))
-        cfg["out_w"] = conv_out(*(cfg[f] for f in ("in_w", "k_w", "stride_w", "pad_w", "dil_w")))
-        cfg["out_h"] = 1
-        return cfg
+    if kind in SHAPED_CONFIGS:
+        return SHAPED_CONFIGS[kind](rng, n, in_c)
     layout = str(rng.choice(["depthwise", "grouped"] if kind == "grouped"
                             else ["dense", "dense", "depthwise", "grouped"]))
     groups, out_c = groups_and_out_c(rng, in_c, layout)
     while True:
-        cfg = {"n": n, "in_c": in_c, "out_c": out_c, "groups": groups, **one,
+        cfg = {"n": n, "in_c": in_c, "out_c": out_c, "groups": groups, **ONE_BY_ONE,
                "in_h": 1, "in_w": int(rng.integers(1, 14)),
                "k_w": int(rng.integers(1, 6)), "stride_w": int(rng.integers(1, 4)),
                "pad_w": int(rng.integers(0, 3)), "dil_w": int(rng.integers(1, 3))}
@@ -324,7 +358,8 @@ def c_backward_bias(lib, cfg: dict, dy, db_init) -> np.ndarray:
     return db.array()
 
 
-@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column"])
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column",
+                                  "lengthwise"])
 def test_conv_forward_and_gradients_match_torch(lib, kind):
     for index in range(CASES):
         rng = rng_for(kind, index)
@@ -413,7 +448,8 @@ def same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
     assert (got.view(np.uint32) == want.view(np.uint32)).all(), what
 
 
-@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column"])
+@pytest.mark.parametrize("kind", ["conv1d", "conv2d", "grouped", "linear", "long", "column",
+                                  "lengthwise"])
 def test_tiled_conv_passes_equal_the_untiled_kernels(lib, kind):
     """Every conv pass run tile by tile through an L1 buffer of the planner's size: the
     forward pass bit for bit, the gradients up to float32 summation order."""
@@ -550,8 +586,10 @@ def c_pool(lib, cfg: dict, x, dy, dx_init) -> tuple[np.ndarray, np.ndarray]:
 
 
 # Windows two columns wide at stride 2 (eb_train.c's pool_pairs: a row of outputs without
-# the window loops): 1x2 and 2x2, rows apart or overlapping, odd widths (a column left over)
-PAIR_POOLS = [(1, 2, 1, 2, 3, 9), (1, 2, 1, 2, 1, 2), (2, 2, 2, 2, 4, 7), (2, 2, 1, 2, 5, 6)]
+# the window loops): 1x2 and 2x2, rows apart or overlapping, odd widths (a column left
+# over); and one column wide (a conv1d's pool as the generated code lays it out: pool_rowwise)
+PAIR_POOLS = [(1, 2, 1, 2, 3, 9), (1, 2, 1, 2, 1, 2), (2, 2, 2, 2, 4, 7), (2, 2, 1, 2, 5, 6),
+              (2, 1, 2, 1, 9, 1), (4, 1, 4, 1, 17, 1), (5, 1, 5, 1, 25, 1), (3, 1, 2, 1, 10, 1)]
 
 
 def pair_pool_config(index: int, mode: str) -> dict:

@@ -156,6 +156,35 @@ static void conv_inside(int out, int in, int k, int stride, int pad, int dil, in
     }
 }
 
+/* A convolution along its rows only (one column wide: in_w == out_w == k_w == 1, how a
+ * conv1d lays out its length) is the same convolution along a row: [..][H][1] and [..][1][H]
+ * are the same memory, the weights' [k_h][1] and [1][k_h] too. Returned as q so that the
+ * row paths' blocks serve it; any other geometry is p itself. */
+static const ebt_conv *conv_rowwise(const ebt_conv *p, ebt_conv *q)
+{
+    if (p->in_w != 1 || p->out_w != 1 || p->k_w != 1 || p->pad_w != 0 || p->in_h == 1) {
+        return p;
+    }
+    *q = *p;
+    q->in_h = q->out_h = q->k_h = 1;
+    q->stride_h = q->dil_h = 1;
+    q->pad_h = 0;
+    q->in_w = p->in_h;
+    q->out_w = p->out_h;
+    q->k_w = p->k_h;
+    q->stride_w = p->stride_h;
+    q->pad_w = p->pad_h;
+    q->dil_w = p->dil_h;
+    return q;
+}
+
+/* A linear layer: a 1x1 convolution of 1x1 planes, one group (eb_train.h). */
+static int conv_is_linear(const ebt_conv *p)
+{
+    return p->in_h == 1 && p->in_w == 1 && p->out_h == 1 && p->out_w == 1 && p->k_h == 1 &&
+           p->k_w == 1 && p->pad_h == 0 && p->pad_w == 0 && p->groups == 1;
+}
+
 /* The sums of four consecutive outputs of one row, taps in conv_dot's order (so each is the
  * same sum as conv_dot's): every tap of the row reads inside the input. xr: the input row at
  * the first output's first tap; wr: the row's first tap, the next wstep floats on (-1: the
@@ -784,8 +813,8 @@ static void conv_forward_row(const ebt_conv *p, const conv_rowset *r, const floa
     conv_forward_span(p, r, xs, w, oc, oy, 0, p->out_w, bias, y);
 }
 
-void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
-                      float *y)
+static void conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
+                         float *y)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
@@ -1010,7 +1039,7 @@ static void conv_input_row(const ebt_conv *p, const conv_rowset *r, const float 
     conv_input_span(p, r, dys, w, ic, iy, 0, p->in_w, dxr);
 }
 
-void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+static void conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
 {
     const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
     const int out_plane = p->out_h * p->out_w;
@@ -1347,8 +1376,8 @@ static int conv_weight_columns(const ebt_conv *p, const float *dy, const float *
     return 1;
 }
 
-void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
-                              int row0, int row1)
+static void conv_backward_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
+                                 int row0, int row1)
 {
     const int in_g = conv_in_per_group(p);
     const int r0 = clamp_int(row0, 0, p->out_h), r1 = clamp_int(row1, r0, p->out_h);
@@ -1410,6 +1439,106 @@ void ebt_conv_backward_bias(const ebt_conv *p, const float *dy, float *db)
         }
         db[oc] += acc;
     }
+}
+
+/* out[0..count) += the sum over t < terms of wv[t * wstep] * rows[t * rstep ..]: blocks of
+ * 16 through cols16 (from out itself), the rest row_sum. */
+static void rows_into(float *out, int count, const float *wv, int wstep, const float *rows,
+                      int rstep, int terms)
+{
+    const int blocks = count / 16, rest = 16 * blocks;
+    column_sum sum;
+    row_sum r;
+    int t;
+    column_sum_start(&sum, out, rows, blocks);
+    sum.passes = 1; /* out is the start */
+    r.out = out + rest;
+    r.count = count - rest;
+    r.step = 1;
+    r.n = 0;
+    for (t = 0; t < terms; ++t) {
+        if (blocks > 0) {
+            column_sum_add(&sum, t * rstep, wv + t * wstep);
+        }
+        row_sum_add(&r, wv[t * wstep], rows + t * rstep + rest);
+    }
+    column_sum_flush(&sum);
+    row_sum_flush(&r);
+}
+
+/* A linear layer's passes (conv_is_linear; weights [out][in]): the outputs each a bias plus
+ * a dot product with a weight row, 8 at a time (row_dots); the input gradient a sample's dy
+ * times the weight rows, the weight gradient each weight row plus the samples' inputs times
+ * their dy (rows_into). */
+static void linear_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
+                           float *y)
+{
+    int s, o;
+    for (s = 0; s < p->n; ++s, x += p->in_c, y += p->out_c) {
+        for (o = 0; o < p->out_c; ++o) {
+            y[o] = b ? b[o] : 0.0f;
+        }
+        row_dots(y, 1, x, w, p->in_c, p->out_c, p->in_c);
+    }
+}
+
+static void linear_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+{
+    int s;
+    for (s = 0; s < p->n; ++s) {
+        rows_into(dx + s * p->in_c, p->in_c, dy + s * p->out_c, 1, w, p->in_c, p->out_c);
+    }
+}
+
+static void linear_weight(const ebt_conv *p, const float *dy, const float *x, float *dw)
+{
+    int o;
+    for (o = 0; o < p->out_c; ++o) {
+        rows_into(dw + o * p->in_c, p->in_c, dy + o, p->out_c, x, p->in_c, p->n);
+    }
+}
+
+/* The passes: a linear layer by its own, a convolution along its rows only as one along a
+ * row (conv_rowwise; the weight gradient when it covers every output row, as the untiled
+ * and the tiled calls do). */
+void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
+                      float *y)
+{
+    ebt_conv q;
+    if (conv_is_linear(p)) {
+        linear_forward(p, x, w, b, y);
+        return;
+    }
+    conv_forward(conv_rowwise(p, &q), x, w, b, y);
+}
+
+void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+{
+    ebt_conv q;
+    if (conv_is_linear(p)) {
+        linear_input(p, dy, w, dx);
+        return;
+    }
+    conv_backward_input(conv_rowwise(p, &q), dy, w, dx);
+}
+
+void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
+                              int row0, int row1)
+{
+    ebt_conv q;
+    const ebt_conv *along = conv_rowwise(p, &q);
+    const int whole = row0 <= 0 && row1 >= p->out_h;
+    if (conv_is_linear(p)) {
+        if (whole) {
+            linear_weight(p, dy, x, dw);
+        }
+        return;
+    }
+    if (whole) {
+        conv_backward_weight(along, dy, x, dw, 0, along->out_h);
+        return;
+    }
+    conv_backward_weight(p, dy, x, dw, row0, row1);
 }
 
 /* ---- pooling ---------------------------------------------------------------------------- */
@@ -1503,7 +1632,7 @@ static void pool_avg_spread(const ebt_pool *p, const float *dy, float *dplane, f
     }
 }
 
-void ebt_pool_forward(const ebt_pool *p, const float *x, float *y)
+static void pool_forward(const ebt_pool *p, const float *x, float *y)
 {
     const float area = (float)(p->k_h * p->k_w);
     const int out_plane = p->out_h * p->out_w;
@@ -1523,7 +1652,7 @@ void ebt_pool_forward(const ebt_pool *p, const float *x, float *y)
     }
 }
 
-void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float *dx)
+static void pool_backward(const ebt_pool *p, const float *x, const float *dy, float *dx)
 {
     const float area = (float)(p->k_h * p->k_w);
     const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
@@ -1542,6 +1671,35 @@ void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float
             }
         }
     }
+}
+
+/* A pool along its rows only (one column wide, as a conv1d's length is laid out) as the
+ * same pool along a row: the same memory, and a one-column window scanned down its rows is
+ * the one-row window scanned along its columns (the tie rule holds). */
+static const ebt_pool *pool_rowwise(const ebt_pool *p, ebt_pool *q)
+{
+    if (p->in_w != 1 || p->out_w != 1 || p->k_w != 1 || p->in_h == 1) {
+        return p;
+    }
+    *q = *p;
+    q->in_h = q->out_h = q->k_h = q->stride_h = 1;
+    q->in_w = p->in_h;
+    q->out_w = p->out_h;
+    q->k_w = p->k_h;
+    q->stride_w = p->stride_h;
+    return q;
+}
+
+void ebt_pool_forward(const ebt_pool *p, const float *x, float *y)
+{
+    ebt_pool q;
+    pool_forward(pool_rowwise(p, &q), x, y);
+}
+
+void ebt_pool_backward(const ebt_pool *p, const float *x, const float *dy, float *dx)
+{
+    ebt_pool q;
+    pool_backward(pool_rowwise(p, &q), x, dy, dx);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */

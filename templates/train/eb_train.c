@@ -495,14 +495,39 @@ EBT_LOOPS static void corr_padded(const corr_row *c, int first, float a[8])
     }
 }
 
+/* Output o of the pass on its own, in C: its start plus every row's taps that read inside
+ * X, rows and taps in order (the block's sums without the padding's zero terms). */
+static void corr_single(corr_row *c, int o, float start)
+{
+    int r, t;
+    for (r = 0; r < c->job.n_rows; ++r) {
+        const float *xr = c->x + c->rows[r].x + o - c->lead;
+        const float *w = c->rows[r].w;
+        for (t = 0; t < c->job.taps; ++t) {
+            const int i = o - c->lead + t;
+            if (i >= 0 && i < c->len) {
+                start = EBT_FMA(start, c->up ? w[t] : w[-1 - t], xr[t]);
+            }
+        }
+    }
+    c->out[o] = start;
+}
+
 /* Outputs [o0, o0 + count) of the pass, through one block of 8 from output start (start <=
  * o0, o0 + count <= start + 8): over the rows themselves where the block reads inside
- * them, else over zero-padded copies. The block's other outputs are dropped. */
+ * them, else over zero-padded copies. The block's other outputs are dropped. One or two
+ * outputs cost less one by one (corr_single) than a block's 8. */
 static void corr_block(corr_row *c, int o0, int count, int start, const float *init)
 {
     const int first = start - c->lead;
     float a[8];
     int j;
+    if (count <= 2) {
+        for (j = o0; j < o0 + count; ++j) {
+            corr_single(c, j, init ? init[0] : c->out[j]);
+        }
+        return;
+    }
     for (j = 0; j < 8; ++j) {
         a[j] = init ? init[j] : (start + j < c->n_out ? c->out[start + j] : 0.0f);
     }
@@ -1183,73 +1208,127 @@ EBT_INLINE void conv_weight_row4(const ebt_conv *p, const float *dyr, const floa
 
 #define EBT_WEIGHT_EDGE 64 /* outputs one zero-padded window of a weight-gradient edge serves */
 
-/* a[t] += the sum over outputs [o0, o1) of dyr[o] * X[o - o0 + first + t], t < 8, X the
- * in_w inputs at xr and zero outside them: corr8 over zero-padded copies of the inputs,
- * EBT_WEIGHT_EDGE outputs at a time. */
-EBT_LOOPS static void weight_edge(const float *dyr, const float *xr, int in_w, int first, int o0, int o1,
-                        float a[8])
+/* a[i] += sum over t < n of s[t] * x[t + i], i < width (8, 4 or 1), t in order: a weight
+ * gradient's taps at once, in assembly where there is one. */
+EBT_INLINE void corr_width(float a[8], const float *s, const float *x, int n, int width)
+{
+    int t;
+    if (width == 8) {
+        corr8(a, s, x, n);
+        return;
+    }
+#if defined(EBT_ASM)
+    (void)t;
+    if (width == 4) {
+        ebt_corr4_up(a, s, x, n);
+        return;
+    }
+    a[0] = ebt_dot1(a[0], s, x, n);
+#else
+    if (width == 4) {
+        conv_row4(x, s, 1, n, 1, 1, a);
+        return;
+    }
+    for (t = 0; t < n; ++t) {
+        a[0] = EBT_FMA(a[0], s[t], x[t]);
+    }
+#endif
+}
+
+/* a[t] += the sum over outputs [o0, o1) of dyr[o] * X[o - o0 + first + t], t < width, X the
+ * in_w inputs at xr and zero outside them: corr_width over zero-padded copies of the
+ * inputs, EBT_WEIGHT_EDGE outputs at a time. */
+EBT_LOOPS static void weight_edge(const float *dyr, const float *xr, int in_w, int first,
+                                  int o0, int o1, int width, float a[8])
 {
     float win[EBT_WEIGHT_EDGE + 7];
     int o, t;
     for (o = o0; o < o1; o += EBT_WEIGHT_EDGE) {
-        const int n = o1 - o < EBT_WEIGHT_EDGE ? o1 - o : EBT_WEIGHT_EDGE;
+        const int n = o1 - o < EBT_WEIGHT_EDGE ? o1 - o : EBT_WEIGHT_EDGE, span = n + width - 1;
         const int f = first + o - o0;
-        const int t0 = f < 0 ? (-f < n + 7 ? -f : n + 7) : 0;
-        const int t1 = in_w - f < n + 7 ? (in_w - f > t0 ? in_w - f : t0) : n + 7;
+        const int t0 = f < 0 ? (-f < span ? -f : span) : 0;
+        const int t1 = in_w - f < span ? (in_w - f > t0 ? in_w - f : t0) : span;
         for (t = 0; t < t0; ++t) {
             win[t] = 0.0f;
         }
         for (; t < t1; ++t) {
             win[t] = xr[f + t];
         }
-        for (; t < n + 7; ++t) {
+        for (; t < span; ++t) {
             win[t] = 0.0f;
         }
-        corr8(a, dyr + o, win, n);
+        corr_width(a, dyr + o, win, n, width);
     }
 }
 
-/* a[t] += the weight gradient of taps k0 + t (t < n <= 8) of one row pair at stride and
- * dilation 1, as conv_weight_row4: the outputs where all 8 taps read inside in one
- * correlation (corr8: dy's values step along the inputs, 8 taps' sums at once; with n < 8,
- * the taps past the kernel's last are summed too, inside the row, and dropped), the
- * outputs where only some of the kernel's taps read inside (the edges) over zero-padded
- * copies (weight_edge). tl, th: the 8 taps' output ranges. */
-EBT_INLINE void conv_weight_row8(const ebt_conv *p, const float *dyr, const float *xr, int k0,
-                                 int n, const int tl[8], const int th[8], float a[8])
+/* a[t] += the weight gradient of taps k0 + t (t < n <= width) of one row pair at stride and
+ * dilation 1, as conv_weight_row4: the outputs where all width taps read inside in one
+ * correlation (corr_width: dy's values step along the inputs, the taps' sums at once; with
+ * n < width, the taps past the kernel's last are summed too, inside the row, and dropped),
+ * the outputs where only some of the kernel's taps read inside (the edges) over
+ * zero-padded copies (weight_edge). tl, th: the width taps' output ranges. */
+EBT_INLINE void conv_weight_row(const ebt_conv *p, const float *dyr, const float *xr, int k0,
+                                int n, int width, const int tl[8], const int th[8], float a[8])
 {
-    const int lo = tl[0], hi = th[7], e0 = tl[n - 1], e1 = th[0];
+    const int lo = tl[0], hi = th[width - 1], e0 = tl[n - 1], e1 = th[0];
     const int first = k0 - p->pad_w; /* the input of output 0's tap k0 */
     if (lo >= hi) {
-        weight_edge(dyr, xr, p->in_w, first + e0, e0, e1, a);
+        weight_edge(dyr, xr, p->in_w, first + e0, e0, e1, width, a);
         return;
     }
     if (e0 < lo) {
-        weight_edge(dyr, xr, p->in_w, first + e0, e0, lo, a);
+        weight_edge(dyr, xr, p->in_w, first + e0, e0, lo, width, a);
     }
     if (hi < e1) {
-        weight_edge(dyr, xr, p->in_w, first + hi, hi, e1, a);
+        weight_edge(dyr, xr, p->in_w, first + hi, hi, e1, width, a);
     }
-    corr8(a, dyr + lo, xr + lo + first, hi - lo);
+    corr_width(a, dyr + lo, xr + lo + first, hi - lo, width);
+}
+
+/* The next group of a kernel row's taps from k on: its first tap k0 (<= k: a last group of
+ * 8 ends at the kernel's last tap, repeating taps before k, which are dropped), its n taps
+ * and the width its sums run at: at stride and dilation 1 the correlations' 8 (every 8
+ * taps, and 7), 4 (4 to 6 taps, and 3) and 1 (the rest); else (or on rows of fewer than
+ * 16 outputs, mostly edges) 0, groups of 4 in C. Returns the first tap after the group. */
+static int weight_group(const ebt_conv *p, int k, int *k0, int *n, int *width)
+{
+    const int left = p->k_w - k;
+    *k0 = k;
+    if (p->stride_w != 1 || p->dil_w != 1 || p->out_w < 16) {
+        *width = 0;
+        *n = left < 4 ? left : 4;
+    } else if (p->k_w >= 8) {
+        *width = *n = 8;
+        *k0 = left < 8 ? p->k_w - 8 : k;
+    } else if (left == 7) {
+        *width = 8;
+        *n = 7;
+    } else if (left >= 3) {
+        *width = 4;
+        *n = left < 4 ? left : 4;
+    } else {
+        *width = *n = 1;
+    }
+    return *k0 + *n;
 }
 
 /* Where the taps [k0, k0 + n) (n <= 8) of kernel row ky read inside the input, the same
- * for every channel: their output columns [tl[t], th[t]) (a group of 8 has the ranges of
- * all 8 taps from k0, past the kernel's end too) and the output rows [y0, y1) (within the
- * tile's rows) whose input row exists. */
+ * for every channel: their output columns [tl[t], th[t]) (a correlation's group has the
+ * ranges of all its width taps from k0, past the kernel's end too) and the output rows
+ * [y0, y1) (within the tile's rows) whose input row exists. */
 typedef struct {
-    int k0, n, ky, eight, tl[8], th[8], y0, y1;
+    int k0, n, width, ky, tl[8], th[8], y0, y1;
 } conv_taps;
 
-static void conv_taps_of(const ebt_conv *p, int ky, int k0, int n, int eight, int r0, int r1,
+static void conv_taps_of(const ebt_conv *p, int ky, int k0, int n, int width, int r0, int r1,
                          conv_taps *g)
 {
     int t;
     g->k0 = k0;
     g->n = n;
+    g->width = width;
     g->ky = ky;
-    g->eight = eight;
-    for (t = 0; t < (eight ? 8 : n); ++t) {
+    for (t = 0; t < (width > 0 ? width : n); ++t) {
         tap_range(p->out_w, p->in_w, k0 + t, p->stride_w, p->pad_w, p->dil_w, &g->tl[t],
                   &g->th[t]);
     }
@@ -1274,8 +1353,8 @@ static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x,
         for (oy = g->y0; oy < g->y1; ++oy) {
             const int iy = conv_src(oy, g->ky, p->stride_h, p->pad_h, p->dil_h);
             const float *dyr = dyc + oy * p->out_w, *xr = plane + iy * p->in_w;
-            if (g->eight) {
-                conv_weight_row8(p, dyr, xr, g->k0, g->n, g->tl, g->th, a);
+            if (g->width > 0) {
+                conv_weight_row(p, dyr, xr, g->k0, g->n, g->width, g->tl, g->th, a);
                 continue;
             }
             if (g->n == 4) {
@@ -1381,22 +1460,18 @@ static void conv_backward_weight(const ebt_conv *p, const float *dy, const float
 {
     const int in_g = conv_in_per_group(p);
     const int r0 = clamp_int(row0, 0, p->out_h), r1 = clamp_int(row1, r0, p->out_h);
-    int oc, ic, ky, k, t;
+    int oc, ic, ky, k, t, next;
     if (conv_weight_columns(p, dy, x, dw, r0, r1)) {
         return;
     }
-    /* tap groups outermost: where they read inside is worked out once for every channel.
-     * At stride and dilation 1, groups of 8 (the last one ends at the last tap and skips
-     * the taps the one before did; a kernel of 4 to 7 taps is one group, summing past its
-     * end); else groups of 4 and a last smaller one. */
-    const int eight = p->stride_w == 1 && p->dil_w == 1 && p->k_w >= 4;
-    const int width = eight ? 8 : 4;
+    /* tap groups outermost (weight_group): where they read inside is worked out once for
+     * every channel */
     for (ky = 0; ky < p->k_h; ++ky) {
-        for (k = 0; k < p->k_w; k += width) {
-            const int k0 = eight && k + 8 > p->k_w && p->k_w >= 8 ? p->k_w - 8 : k;
+        for (k = 0; k < p->k_w; k = next) {
+            int k0, n, width;
             conv_taps g;
-            conv_taps_of(p, ky, k0, p->k_w - k0 < width ? p->k_w - k0 : width, eight, r0, r1,
-                         &g);
+            next = weight_group(p, k, &k0, &n, &width);
+            conv_taps_of(p, ky, k0, n, width, r0, r1, &g);
             for (oc = 0; oc < p->out_c; ++oc) {
                 for (ic = 0; ic < in_g; ++ic) {
                     float *into = dw + ((oc * in_g + ic) * p->k_h + ky) * p->k_w + k0;

@@ -356,4 +356,96 @@ EBT_INLINE void ebt_relu_clamp_pass4(const float *x, const float *dy, float *dx,
         : "r4", "r5", "r6", "r8", "r9", "r10", "r11", "r12", "cc", "memory");
 }
 
+/* One step of 4 sums: a[i] += S * x[t + i], i < 4. */
+#define EBT_Q(S, X0, X1, X2, X3)                                                          \
+    "vfma.f32 %[a0], " S ", " X0 "\n\t"                                                   \
+    "vfma.f32 %[a1], " S ", " X1 "\n\t"                                                   \
+    "vfma.f32 %[a2], " S ", " X2 "\n\t"                                                   \
+    "vfma.f32 %[a3], " S ", " X3 "\n\t"
+
+/* a[i] += sum over t < n of s[t] * x[t + i], i < 4, t in order: ebt_corr8_up with 4 sums
+ * (a weight gradient of 3 to 6 taps), 8 steps over 11 inputs, then 4, then one by one. */
+EBT_INLINE void ebt_corr4_up(float a[4], const float *s, const float *x, int n)
+{
+    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+    __asm__ volatile(
+        "subs    %[n], %[n], #8\n\t"
+        "blt     2f\n"
+        "1:\n\t"
+        "vldmia  %[s]!, {s16-s23}\n\t"
+        "vldmia  %[x], {s0-s10}\n\t"
+        "adds    %[x], %[x], #32\n\t"
+        EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
+        EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6")
+        EBT_Q("s20", "s4", "s5", "s6", "s7") EBT_Q("s21", "s5", "s6", "s7", "s8")
+        EBT_Q("s22", "s6", "s7", "s8", "s9") EBT_Q("s23", "s7", "s8", "s9", "s10")
+        "subs    %[n], %[n], #8\n\t"
+        "bge     1b\n"
+        "2:\n\t"
+        "tst     %[n], #4\n\t"
+        "beq     3f\n\t"
+        "vldmia  %[s]!, {s16-s19}\n\t"
+        "vldmia  %[x], {s0-s6}\n\t"
+        "adds    %[x], %[x], #16\n\t"
+        EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
+        EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6")
+        "3:\n\t"
+        "ands    %[n], %[n], #3\n\t"
+        "beq     5f\n"
+        "4:\n\t"
+        "vldmia  %[s]!, {s16}\n\t"
+        "vldmia  %[x], {s0-s3}\n\t"
+        "adds    %[x], %[x], #4\n\t"
+        EBT_Q("s16", "s0", "s1", "s2", "s3")
+        "subs    %[n], %[n], #1\n\t"
+        "bne     4b\n"
+        "5:\n"
+        : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [s] "+r"(s), [x] "+r"(x),
+          [n] "+r"(n)
+        :
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s16", "s17",
+          "s18", "s19", "s20", "s21", "s22", "s23", "cc", "memory");
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+}
+
+/* acc + the sum over t < n of s[t] * x[t], t in order: one dot product, 8 products a pass
+ * (a weight gradient's single taps). */
+EBT_INLINE float ebt_dot1(float acc, const float *s, const float *x, int n)
+{
+    __asm__ volatile(
+        "subs    %[n], %[n], #8\n\t"
+        "blt     2f\n"
+        "1:\n\t"
+        "vldmia  %[s]!, {s16-s23}\n\t"
+        "vldmia  %[x]!, {s0-s7}\n\t"
+        "vfma.f32 %[a0], s16, s0\n\t"
+        "vfma.f32 %[a0], s17, s1\n\t"
+        "vfma.f32 %[a0], s18, s2\n\t"
+        "vfma.f32 %[a0], s19, s3\n\t"
+        "vfma.f32 %[a0], s20, s4\n\t"
+        "vfma.f32 %[a0], s21, s5\n\t"
+        "vfma.f32 %[a0], s22, s6\n\t"
+        "vfma.f32 %[a0], s23, s7\n\t"
+        "subs    %[n], %[n], #8\n\t"
+        "bge     1b\n"
+        "2:\n\t"
+        "ands    %[n], %[n], #7\n\t"
+        "beq     5f\n"
+        "4:\n\t"
+        "vldmia  %[s]!, {s16}\n\t"
+        "vldmia  %[x]!, {s0}\n\t"
+        "vfma.f32 %[a0], s16, s0\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     4b\n"
+        "5:\n"
+        : [a0] "+t"(acc), [s] "+r"(s), [x] "+r"(x), [n] "+r"(n)
+        :
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s16", "s17", "s18", "s19", "s20",
+          "s21", "s22", "s23", "cc", "memory");
+    return acc;
+}
+
 #endif

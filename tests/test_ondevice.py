@@ -615,7 +615,8 @@ def check_zeroed_once(c_text: str) -> list[str]:
     first_backward = BACKWARD_CALL.search(code, start, end)
     assert first_backward, "train_step has no backward call"
     for name in buffers:
-        zeroing = [m.start() for m in re.finditer(rf"\bmemset\s*\(\s*{name}\s*,", code)]
+        zeroing = [m.start() for m in re.finditer(rf"\b(?:memset|ebt_zero)\s*\(\s*{name}\s*,",
+                                                  code)]
         if name.endswith("__pre"):  # a pre-activation's: its activation writes it, once
             writes = [m.start() for m in re.finditer(
                 rf"\bebt_act_backward\([^;]*,\s*{name}\s*\);", code)]

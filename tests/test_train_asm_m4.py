@@ -12,7 +12,8 @@ The geometries reach every path: kernels of 1 to 19 taps (the 8-, 4- and 1-step 
 tap weight gradients summed past the kernel's end), rows narrower than a block, padding,
 strides and dilations (the C paths), groups, tables longer than one pass (EBT_TABLE_ROWS).
 The relu_clamp activation's bit paths run on counts below, at and past a pass of 4, with the
-float bit patterns at its edges (-0, denormals, the neighbours of 127/128, inf, NaN)."""
+float bit patterns at its edges (-0, denormals, the neighbours of 127/128, inf, NaN); the
+copies and the clearing on counts below, at and past a pass of 16."""
 
 from __future__ import annotations
 
@@ -109,8 +110,24 @@ static void act(int n)
     printf(" in place %%08lx %%08lx\n", (unsigned long)hash(x, n), (unsigned long)hash(dy, n));
 }
 
+/* ebt_copy and ebt_zero on n floats (the guard words past them must stay) */
+static void copies(int n)
+{
+    state = 999u + (uint32_t)n;
+    fill(x, n);
+    fill(y, n);
+    fill(dx, n);
+    ebt_copy(y, x, n);
+    ebt_zero(dx, n);
+    printf("copy %%d: %%08lx zero %%08lx\n", n, (unsigned long)hash(y, n), (unsigned long)hash(dx, n));
+}
+
 int main(void)
 {
+    copies(1);
+    copies(16);
+    copies(33);
+    copies(1001);
     act(1);
     act(4);
     act(39);
@@ -224,5 +241,5 @@ def test_m4_assembly_equals_its_c_twin(m4_build, cases):  # noqa: F811
     twin = build(m4_build, "train_twin", source, ("-DEBT_NO_ASM",))
     assert "{s0-s14}" in objdump(asm) and "{s0-s14}" not in objdump(twin)
     got, expected = hashes(asm), hashes(twin)
-    assert len(got) == len(cases) + len(LONG_TABLES) + 5
+    assert len(got) == len(cases) + len(LONG_TABLES) + 9
     assert got == expected

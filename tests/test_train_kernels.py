@@ -90,6 +90,8 @@ SIGNATURES = {
     "ebt_act_forward": (None, [INT, INT, PF, PF]),
     "ebt_act_backward": (None, [INT, INT, PF, PF, PF]),
     "ebt_accumulate": (None, [INT, PF, PF]),
+    "ebt_copy": (None, [PF, PF, INT]),
+    "ebt_zero": (None, [PF, INT]),
     "ebt_add_forward": (None, [INT, PF, PF, PF]),
     "ebt_concat_forward": (None, [INT, INT, ctypes.POINTER(INT), ctypes.POINTER(PF), PF]),
     "ebt_concat_backward": (None, [INT, INT, ctypes.POINTER(INT), PF, ctypes.POINTER(PF)]),
@@ -688,6 +690,19 @@ def test_add_forward_and_backward(lib):
     call(lib.ebt_accumulate, b_np.size, Buf(dy), db)
     assert_close(da.array(), init_a + a.grad.numpy())
     assert_close(db.array(), init_b + b.grad.numpy())
+
+
+@pytest.mark.parametrize("count", [1, 15, 16, 17, 100])
+def test_copy_and_zero(lib, count):
+    """ebt_copy (the tiles' staging) and ebt_zero (the per-step clearing): exactly count
+    floats (the guards around each buffer catch a float too many)."""
+    src = normal(rng_for("copy", count), (count,))
+    dst = out(normal(rng_for("copy_dst", count), (count,)))
+    call(lib.ebt_copy, dst, Buf(src), count)
+    np.testing.assert_array_equal(dst.array(), src)
+    cleared = out(src)
+    call(lib.ebt_zero, cleared, count)
+    assert not cleared.array().any() and not np.signbit(cleared.array()).any()
 
 
 @pytest.mark.parametrize("index", range(8))

@@ -1956,6 +1956,36 @@ void ebt_concat_backward(int n, int parts, const int *part_elems, const float *d
     }
 }
 
+/* ---- copies ------------------------------------------------------------------------------ */
+
+EBT_LOOPS void ebt_copy(float *dst, const float *src, int count)
+{
+    int i = 0;
+#if defined(EBT_ASM)
+    if (count >= 16) {
+        ebt_copy16(dst, src, count / 16);
+        i = count & ~15;
+    }
+#endif
+    for (; i < count; ++i) {
+        dst[i] = src[i];
+    }
+}
+
+EBT_LOOPS void ebt_zero(float *p, int count)
+{
+    int i = 0;
+#if defined(EBT_ASM)
+    if (count >= 16) {
+        ebt_zero16(p, count / 16);
+        i = count & ~15;
+    }
+#endif
+    for (; i < count; ++i) {
+        p[i] = 0.0f;
+    }
+}
+
 /* ---- losses ----------------------------------------------------------------------------- */
 
 /* -log_softmax(row)[label] of one sample; d receives softmax(row) - onehot(label), scaled by

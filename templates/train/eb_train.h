@@ -101,6 +101,10 @@ void ebt_act_forward(int act, int count, const float *x, float *y);
 void ebt_act_backward(int act, int count, const float *x, const float *dy, float *dx);
 /* dst += src: the backward of an add (once per operand) and of a branch. */
 void ebt_accumulate(int count, const float *src, float *dst);
+/* dst[0..count) = src[0..count), not overlapping: the tiles' copies between L2 and L1. */
+void ebt_copy(float *dst, const float *src, int count);
+/* p[0..count) = +0.0f: a training step's clearing of its gradient buffers. */
+void ebt_zero(float *p, int count);
 /* y = a + b; y may alias a or b. */
 void ebt_add_forward(int count, const float *a, const float *b, float *y);
 /* Concatenation along channels of `parts` inputs, per sample: input i holds part_elems[i]

@@ -448,4 +448,36 @@ EBT_INLINE float ebt_dot1(float acc, const float *s, const float *x, int n)
     return acc;
 }
 
+/* dst[0 .. 16 * n16) = src[..] (n16 > 0, no overlap): 16 floats a pass through s0..s15, one
+ * VLDM and one VSTM (the tiles' copies between L2 and L1). */
+EBT_INLINE void ebt_copy16(float *dst, const float *src, int n16)
+{
+    __asm__ volatile(
+        "1:\n\t"
+        "vldmia  %[s]!, {s0-s15}\n\t"
+        "vstmia  %[d]!, {s0-s15}\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [d] "+r"(dst), [s] "+r"(src), [n] "+r"(n16)
+        :
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",
+          "s13", "s14", "s15", "cc", "memory");
+}
+
+/* p[0 .. 16 * n16) = +0.0f (n16 > 0): 16 zeros a VSTM (the gradients' clearing each step). */
+EBT_INLINE void ebt_zero16(float *p, int n16)
+{
+    static const float zeros[16] = {0.0f};
+    __asm__ volatile(
+        "vldmia  %[z], {s0-s15}\n"
+        "1:\n\t"
+        "vstmia  %[p]!, {s0-s15}\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [p] "+r"(p), [n] "+r"(n16)
+        : [z] "r"(zeros)
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",
+          "s13", "s14", "s15", "cc", "memory");
+}
+
 #endif

@@ -1,16 +1,18 @@
 """The training kernels' Cortex-M4F assembly (templates/train/eb_train_asm.h: the
-correlations under the convolution passes) against their portable C twin, under QEMU, on
-hypothesis-drawn convolutions: the host never runs that code.
+correlations under the convolution passes, the activation, copies, clearing and sums)
+against their portable C twin, under QEMU, on hypothesis-drawn convolutions: the host never
+runs that code.
 
-One firmware per example runs every drawn convolution's forward pass, input gradient and
-weight gradient (over a random range of output rows, as a row tile does) on data from a
-fixed generator, and prints a hash of each output buffer including guard words past its
-end. It is built twice, with the assembly and with -DEBT_NO_ASM (the C twin: the same
-terms in the same order, the same fused multiply-adds), and the two runs must print the
-same hashes: the assembly's sums are the C's bit for bit, and it writes nothing else.
-The geometries reach every path: kernels of 1 to 19 taps (the 8-, 4- and 1-step loops, 4-7
-tap weight gradients summed past the kernel's end), rows narrower than a block, padding,
-strides and dilations (the C paths), groups, tables longer than one pass (EBT_TABLE_ROWS).
+One firmware per example runs every drawn convolution's forward pass, input gradient,
+weight gradient (over a random range of output rows, as a row tile does) and bias gradient
+on data from a fixed generator, and prints a hash of each output buffer including guard
+words past its end. It is built twice, with the assembly and with -DEBT_NO_ASM (the C twin:
+the same terms in the same order, the same fused multiply-adds), and the two runs must
+print the same hashes: the assembly's sums are the C's bit for bit, and it writes nothing
+else. The geometries reach every path: kernels of 1 to 19 taps (the 8-, 4- and 1-step
+loops; weight gradients in eights, fours past a short kernel's end, and single taps), rows
+narrower than a block, padding, strides and dilations (the C paths), groups, tables longer
+than one pass (EBT_TABLE_ROWS), conv1d laid out along the rows, linear layers.
 The relu_clamp activation's bit paths run on counts below, at and past a pass of 4, with the
 float bit patterns at its edges (-0, denormals, the neighbours of 127/128, inf, NaN); the
 copies and the clearing on counts below, at and past a pass of 16."""
@@ -80,8 +82,10 @@ static void run(int i, const ebt_conv *p, int r0, int r1)
     ebt_conv_forward(p, x, w, b, y);
     ebt_conv_backward_input(p, dy, w, dx);
     ebt_conv_backward_weight(p, dy, x, dw, r0, r1);
-    printf("conv %%d: forward %%08lx input %%08lx weight %%08lx\n", i, (unsigned long)hash(y, ny),
-           (unsigned long)hash(dx, nx), (unsigned long)hash(dw, nw));
+    ebt_conv_backward_bias(p, dy, b);
+    printf("conv %%d: forward %%08lx input %%08lx weight %%08lx bias %%08lx\n", i,
+           (unsigned long)hash(y, ny), (unsigned long)hash(dx, nx), (unsigned long)hash(dw, nw),
+           (unsigned long)hash(b, p->out_c));
 }
 
 /* relu_clamp forward and backward (out of place and in place) on n floats: random ones

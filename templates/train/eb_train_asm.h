@@ -480,4 +480,27 @@ EBT_INLINE void ebt_zero16(float *p, int n16)
           "s13", "s14", "s15", "cc", "memory");
 }
 
+/* acc + a[0] + a[1] + ... + a[8 * n8 - 1] in this order (n8 > 0): one VLDM and 8 VADDs a
+ * pass (a bias gradient's sum over a plane of dy). */
+EBT_INLINE float ebt_sum8(float acc, const float *a, int n8)
+{
+    __asm__ volatile(
+        "1:\n\t"
+        "vldmia  %[a]!, {s0-s7}\n\t"
+        "vadd.f32 %[acc], %[acc], s0\n\t"
+        "vadd.f32 %[acc], %[acc], s1\n\t"
+        "vadd.f32 %[acc], %[acc], s2\n\t"
+        "vadd.f32 %[acc], %[acc], s3\n\t"
+        "vadd.f32 %[acc], %[acc], s4\n\t"
+        "vadd.f32 %[acc], %[acc], s5\n\t"
+        "vadd.f32 %[acc], %[acc], s6\n\t"
+        "vadd.f32 %[acc], %[acc], s7\n\t"
+        "subs    %[n], %[n], #1\n\t"
+        "bne     1b\n"
+        : [acc] "+t"(acc), [a] "+r"(a), [n] "+r"(n8)
+        :
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "cc", "memory");
+    return acc;
+}
+
 #endif

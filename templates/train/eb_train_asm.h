@@ -1,7 +1,10 @@
-/* edgebuild float32 training kernels, Cortex-M4F only: the correlation at the heart of every
- * convolution pass in assembly, included by eb_train.c where EBT_ASM is defined (GCC,
- * Thumb-2, a single-precision FPU with fused multiply-add). Portable C elsewhere does the
- * same sums in the same order (conv_row8 in eb_train.c is its twin). No global symbol.
+/* edgebuild float32 training kernels, Cortex-M4F only: the loops under the training passes
+ * in assembly, included by eb_train.c where EBT_ASM is defined (GCC, Thumb-2, a
+ * single-precision FPU with fused multiply-add, optimisation on). Each has a portable twin
+ * in eb_train.c that does the same operations in the same order (named at each: conv_row8
+ * for the correlations, rows8_c, cols16_c, dots8's loop, relu_clamp_bits...); the host
+ * runs the twins, tests/test_train_asm_m4.py holds the two to the same bits. No global
+ * symbol.
  *
  * Why assembly: VLDM loads up to 16 consecutive floats in ONE instruction, and GCC never
  * merges float loads into it. A block of 8 sums over 8 steps needs 8 step values and the
@@ -84,26 +87,6 @@ EBT_INLINE void ebt_corr8_up(float a[8], const float *s, const float *x, int n)
     __asm__ volatile(
         EBT_CORR8("vldmia ", EBT_STEPS8("s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"),
                   "s16-s19", EBT_STEPS4("s16", "s17", "s18", "s19"), "s16")
-        EBT_CORR8_OPERANDS);
-    a[0] = a0;
-    a[1] = a1;
-    a[2] = a2;
-    a[3] = a3;
-    a[4] = a4;
-    a[5] = a5;
-    a[6] = a6;
-    a[7] = a7;
-}
-
-/* The same with the step values walking down from s[-1]: a[i] += sum over t < n of
- * s[-1 - t] * x[t + i] (an input gradient's taps backwards; s is one past the first). */
-EBT_INLINE void ebt_corr8_down(float a[8], const float *s, const float *x, int n)
-{
-    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
-          a7 = a[7];
-    __asm__ volatile(
-        EBT_CORR8("vldmdb ", EBT_STEPS8("s23", "s22", "s21", "s20", "s19", "s18", "s17", "s16"),
-                  "s20-s23", EBT_STEPS4("s23", "s22", "s21", "s20"), "s23")
         EBT_CORR8_OPERANDS);
     a[0] = a0;
     a[1] = a1;

@@ -158,10 +158,19 @@ static void conv_inside(int out, int in, int k, int stride, int pad, int dil, in
 
 /* A convolution along its rows only (one column wide: in_w == out_w == k_w == 1, how a
  * conv1d lays out its length) is the same convolution along a row: [..][H][1] and [..][1][H]
- * are the same memory, the weights' [k_h][1] and [1][k_h] too. Returned as q so that the
- * row paths' blocks serve it; any other geometry is p itself. */
+ * are the same memory, the weights' [k_h][1] and [1][k_h] too. A pointwise one (1x1,
+ * stride 1, no padding) is the same convolution of planes flattened to one row. Returned
+ * as q so that the row paths' blocks serve it; any other geometry is p itself. */
 static const ebt_conv *conv_rowwise(const ebt_conv *p, ebt_conv *q)
 {
+    if (p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
+        p->pad_w == 0 && p->in_h > 1) {
+        /* a pointwise kernel: its planes line up with its outputs' as one row */
+        *q = *p;
+        q->in_w = q->out_w = p->in_h * p->in_w;
+        q->in_h = q->out_h = 1;
+        return q;
+    }
     if (p->in_w != 1 || p->out_w != 1 || p->k_w != 1 || p->pad_w != 0 || p->in_h == 1) {
         return p;
     }
@@ -754,7 +763,10 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
                 r.count = hi - rest;
                 r.step = p->stride_w;
                 r.n = 0;
-                for (ox = 0; ox < p->out_w; ++ox) {
+                for (ox = 0; ox < lo; ++ox) { /* the blocks write their own */
+                    y[ox] = bias;
+                }
+                for (ox = rest; ox < p->out_w; ++ox) {
                     y[ox] = bias;
                 }
                 taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
@@ -765,8 +777,10 @@ static void conv_forward_columns(const ebt_conv *p, const float *x, const float 
                         if (blocks > 0) {
                             column_sum_add(&sum, row, wo + ic * p->k_h + ky);
                         }
-                        row_sum_add(&r, wo[ic * p->k_h + ky],
-                                    xg + row + rest * p->stride_w - p->pad_w);
+                        if (r.count > 0) {
+                            row_sum_add(&r, wo[ic * p->k_h + ky],
+                                        xg + row + rest * p->stride_w - p->pad_w);
+                        }
                     }
                 }
                 if (blocks > 0) {
@@ -1010,7 +1024,9 @@ static void conv_input_columns(const ebt_conv *p, const float *dy, const float *
                         if (blocks > 0) {
                             column_sum_add(&sum, row, wv);
                         }
-                        row_sum_add(&r, *wv, dys + row + rest);
+                        if (r.count > 0) {
+                            row_sum_add(&r, *wv, dys + row + rest);
+                        }
                     }
                 }
                 column_sum_flush(&sum);
@@ -1542,7 +1558,9 @@ static void rows_into(float *out, int count, const float *wv, int wstep, const f
         if (blocks > 0) {
             column_sum_add(&sum, t * rstep, wv + t * wstep);
         }
-        row_sum_add(&r, wv[t * wstep], rows + t * rstep + rest);
+        if (r.count > 0) {
+            row_sum_add(&r, wv[t * wstep], rows + t * rstep + rest);
+        }
     }
     column_sum_flush(&sum);
     row_sum_flush(&r);

@@ -1,15 +1,15 @@
 """Instructions (and estimated Cortex-M4 cycles) per MAC of the float32 training kernels
-(templates/train/eb_train.c) on layer shapes: SpeechNet's, and common 1-D and 2-D ones that
-no example has. Each pass (forward, input gradient, weight gradient) of each shape is one
+(templates/train/eb_train.c) on layer shapes: SpeechNet's, common 1-D and 2-D ones that no
+example has, and (--generated N) layers of benchmarks/shapes.py's generator. Each pass (forward, input gradient, weight gradient) of each shape is one
 firmware, counted under QEMU (mps2-an386) by edgebuild's instruction-count plugin between
 two markers around the one call; cycles are the plugin's model (zero wait states), not a
-measurement. MACs count the taps that read inside the input, as ondevice_kat.json's
-MAC-equivalents do.
+measurement. MACs count every tap of the kernel, padding included, as ondevice_kat.json's
+MAC-equivalents and benchmarks/shapes.py do. Last, the median, p90 and worst over every pass.
 
 With --twin each pass is also built with -DEBT_NO_ASM (the portable C twin of the assembly
 in eb_train_asm.h, the same sums in the same order) to show what the assembly buys.
 
-    python benchmarks/train_kernels.py [--twin] [--only NAME ...]
+    python benchmarks/train_kernels.py [--twin] [--only NAME ...] [--generated N [--seed S]]
 
 Needs arm-none-eabi-gcc (newlib), qemu-system-arm and gcc (for the plugin); prints a table.
 """
@@ -20,12 +20,15 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from edgebuild.targets import toolchain
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shapes  # noqa: E402  (benchmarks/shapes.py: issue 32's layer record and generator)
+from shapes import Layer  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "templates" / "train"
@@ -63,58 +66,40 @@ CALLS = {"forward": "ebt_conv_forward(&K, x, w, b, y)",
          "weight": "ebt_conv_backward_weight(&K, dy, x, dw, 0, K.out_h)"}
 
 
-@dataclass(frozen=True)
-class Shape:
-    """One convolution (batch 1) in ebt_conv's terms; a conv1d along a row has in_h 1."""
+def fields(layer: Layer) -> tuple[int, ...]:
+    """ebt_conv's fields (batch 1) for a generated layer: a linear one is a 1x1 convolution
+    of 1x1 planes, a conv1d one row."""
+    if layer.op == "linear":
+        return (1, layer.cin, 1, 1, layer.cout, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1)
+    return (1, layer.cin, *layer.size, layer.cout, *layer.out_size(), *layer.kernel,
+            *layer.stride, *layer.pad, *layer.dilation, layer.groups)
 
-    in_c: int
-    in_h: int
-    in_w: int
-    out_c: int
-    k: tuple[int, int]
-    stride: tuple[int, int] = (1, 1)
-    pad: tuple[int, int] = (0, 0)
-    groups: int = 1
 
-    def out(self, axis: int) -> int:
-        size = (self.in_h, self.in_w)[axis]
-        return (size + 2 * self.pad[axis] - self.k[axis]) // self.stride[axis] + 1
-
-    def fields(self) -> tuple[int, ...]:
-        return (1, self.in_c, self.in_h, self.in_w, self.out_c, self.out(0), self.out(1),
-                *self.k, *self.stride, *self.pad, 1, 1, self.groups)
-
-    def macs(self) -> int:
-        """Multiply-adds whose input exists (padding taps left out)."""
-        total = 0
-        for oy in range(self.out(0)):
-            rows = sum(0 <= oy * self.stride[0] - self.pad[0] + ky < self.in_h
-                       for ky in range(self.k[0]))
-            for ox in range(self.out(1)):
-                cols = sum(0 <= ox * self.stride[1] - self.pad[1] + kx < self.in_w
-                           for kx in range(self.k[1]))
-                total += rows * cols
-        return total * self.out_c * (self.in_c // self.groups)
+def conv(cin: int, size: tuple[int, int], cout: int, kernel: tuple[int, int],
+         stride: tuple[int, int] = (1, 1), pad: tuple[int, int] = (0, 0), groups: int = 1,
+         one_d: bool = False) -> Layer:
+    return Layer("conv1d" if one_d else "conv2d", cin, cout, size, kernel, stride, (1, 1), pad,
+                 groups)
 
 
 SHAPES = {
     # SpeechNet's blocks (manifests/speechnet.yaml), batch 1
-    "speechnet b0": Shape(1, 14, 700, 8, (1, 15), pad=(0, 7)),
-    "speechnet b1": Shape(8, 14, 700, 16, (14, 1), groups=8),
-    "speechnet b2": Shape(16, 1, 350, 16, (1, 15), pad=(0, 7), groups=16),
-    "speechnet b3": Shape(16, 1, 175, 16, (1, 1)),
-    "speechnet b4": Shape(16, 1, 87, 64, (1, 5)),
-    "speechnet fc": Shape(64, 1, 1, 9, (1, 1)),
-    # 1-D along a row, and as conv1d is laid out by the training code (along the rows)
-    "conv1d k3 row": Shape(16, 1, 128, 32, (1, 3), pad=(0, 1)),
-    "conv1d k3 rows": Shape(16, 128, 1, 32, (3, 1), pad=(1, 0)),
-    "conv1d k9 dw": Shape(32, 1, 250, 32, (1, 9), pad=(0, 4), groups=32),
+    "speechnet b0": conv(1, (14, 700), 8, (1, 15), pad=(0, 7)),
+    "speechnet b1": conv(8, (14, 700), 16, (14, 1), groups=8),
+    "speechnet b2": conv(16, (1, 350), 16, (1, 15), pad=(0, 7), groups=16, one_d=True),
+    "speechnet b3": conv(16, (1, 175), 16, (1, 1), one_d=True),
+    "speechnet b4": conv(16, (1, 87), 64, (1, 5), one_d=True),
+    "speechnet fc": Layer("linear", 64, 9),
+    # 1-D along a row, and as the training code lays a conv1d out (along the rows)
+    "conv1d k3 row": conv(16, (1, 128), 32, (1, 3), pad=(0, 1), one_d=True),
+    "conv1d k3 rows": conv(16, (128, 1), 32, (3, 1), pad=(1, 0)),
+    "conv1d k9 dw": conv(32, (1, 250), 32, (1, 9), pad=(0, 4), groups=32, one_d=True),
     # 2-D
-    "conv 3x3 16x16": Shape(16, 16, 16, 16, (3, 3), pad=(1, 1)),
-    "conv 3x3 s2": Shape(8, 32, 32, 16, (3, 3), stride=(2, 2), pad=(1, 1)),
-    "dw 3x3 16x16": Shape(32, 16, 16, 32, (3, 3), pad=(1, 1), groups=32),
-    "pw 8x8": Shape(32, 8, 8, 64, (1, 1)),
-    "linear 256-64": Shape(256, 1, 1, 64, (1, 1)),
+    "conv 3x3 16x16": conv(16, (16, 16), 16, (3, 3), pad=(1, 1)),
+    "conv 3x3 s2": conv(8, (32, 32), 16, (3, 3), stride=(2, 2), pad=(1, 1)),
+    "dw 3x3 16x16": conv(32, (16, 16), 32, (3, 3), pad=(1, 1), groups=32),
+    "pw 8x8": conv(32, (8, 8), 64, (1, 1)),
+    "linear 256-64": Layer("linear", 256, 64),
 }
 
 
@@ -127,12 +112,12 @@ def prepare(build: Path) -> Path:
     return toolchain.build_plugin(build)
 
 
-def firmware(build: Path, tools: toolchain.ArmTools, name: str, shape: Shape, phase: str, twin: bool) -> Path:
-    fields = shape.fields()
-    sizes = {"x": fields[1] * fields[2] * fields[3], "y": fields[4] * fields[5] * fields[6],
-             "w": fields[4] * (fields[1] // fields[15]) * fields[7] * fields[8],
-             "c": fields[4]}
-    text = MAIN % {"geometry": ", ".join(map(str, fields)), "call": CALLS[phase], **sizes}
+def firmware(build: Path, tools: toolchain.ArmTools, name: str, layer: Layer, phase: str,
+             twin: bool) -> Path:
+    f = fields(layer)
+    sizes = {"x": f[1] * f[2] * f[3], "y": f[4] * f[5] * f[6],
+             "w": f[4] * (f[1] // f[15]) * f[7] * f[8], "c": f[4]}
+    text = MAIN % {"geometry": ", ".join(map(str, f)), "call": CALLS[phase], **sizes}
     stem = f"{name.replace(' ', '_')}_{phase}{'_twin' if twin else ''}"
     (build / f"{stem}.c").write_text(text)
     elf = build / f"{stem}.elf"
@@ -146,9 +131,9 @@ def firmware(build: Path, tools: toolchain.ArmTools, name: str, shape: Shape, ph
     return elf
 
 
-def measure(build: Path, tools: toolchain.ArmTools, plugin: Path, name: str, phase: str,
-            twin: bool) -> tuple[int, int]:
-    elf = firmware(build, tools, name, SHAPES[name], phase, twin)
+def measure(build: Path, tools: toolchain.ArmTools, plugin: Path, name: str, layer: Layer,
+            phase: str, twin: bool) -> tuple[int, int]:
+    elf = firmware(build, tools, name, layer, phase, twin)
     start = toolchain.symbol_address(tools.nm, elf, "bench_begin")
     stop = toolchain.symbol_address(tools.nm, elf, "bench_end")
     run = toolchain.run_qemu(tools, elf, timeout=600, plugin=plugin, start=start, stop=stop)
@@ -157,32 +142,50 @@ def measure(build: Path, tools: toolchain.ArmTools, plugin: Path, name: str, pha
     return run.instructions, run.cycles
 
 
+def generated(seed: int, count: int) -> dict[str, Layer]:
+    """benchmarks/shapes.py's convolutions and linear layers (issue 32's generator) whose
+    tensors fit the firmware."""
+    layers = [layer for layer in shapes.generate(seed, count)
+              if not layer.op.startswith("pool") and layer.macs() >= 4096
+              and layer.activation_bytes() + layer.weight_count() <= 120_000]
+    return {f"g{i} {layer.kind()}": layer for i, layer in enumerate(layers)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--twin", action="store_true", help="also the portable C twin")
     parser.add_argument("--only", nargs="*", choices=sorted(SHAPES), help="these shapes")
+    parser.add_argument("--generated", type=int, default=0, metavar="N",
+                        help="also N layers of benchmarks/shapes.py's generator")
+    parser.add_argument("--seed", type=int, default=1, help="the generator's seed")
     args = parser.parse_args()
     tools = toolchain.arm_toolchain()
     if tools is None:
         sys.exit("needs arm-none-eabi-gcc and qemu-system-arm")
-    names = args.only or list(SHAPES)
+    layers = {name: SHAPES[name] for name in args.only or SHAPES}
+    layers.update(generated(args.seed, args.generated) if args.generated else {})
     print("Cortex-M4 instructions per MAC (estimated cycles per MAC), one call of each pass, "
           "batch 1" + ("; C twin after the slash" if args.twin else ""))
-    print(f"{'shape':<16} {'MACs':>9}  " + "  ".join(f"{p:>22}" for p in PASSES))
+    print(f"{'shape':<26} {'MACs':>9}  " + "  ".join(f"{p:>22}" for p in PASSES))
+    per_mac: list[float] = []
     with tempfile.TemporaryDirectory(prefix="train-kernels-") as temp:
         build = Path(temp)
         plugin = prepare(build)
-        for name in names:
-            macs = SHAPES[name].macs()
+        for name, layer in layers.items():
+            macs = layer.macs()
             cells = []
             for phase in PASSES:
-                insn, cycles = measure(build, tools, plugin, name, phase, False)
+                insn, cycles = measure(build, tools, plugin, name, layer, phase, False)
+                per_mac.append(insn / macs)
                 cell = f"{insn / macs:.2f} ({cycles / macs:.2f})"
                 if args.twin:
-                    twin, _ = measure(build, tools, plugin, name, phase, True)
+                    twin, _ = measure(build, tools, plugin, name, layer, phase, True)
                     cell += f" / {twin / macs:.2f}"
                 cells.append(f"{cell:>22}")
-            print(f"{name:<16} {macs:>9}  " + "  ".join(cells), flush=True)
+            print(f"{name[:26]:<26} {macs:>9}  " + "  ".join(cells), flush=True)
+    print(f"passes: {len(per_mac)}; instructions per MAC: median "
+          f"{shapes.quantile(per_mac, 0.5):.2f}, p90 {shapes.quantile(per_mac, 0.9):.2f}, "
+          f"worst {max(per_mac):.2f}")
     return 0
 
 

@@ -879,25 +879,26 @@ static void conv_forward(const ebt_conv *p, const float *x, const float *w, cons
     }
 }
 
-/* dx (one sample, the channels of oc's group) += g * w[oc] placed at output (oy, ox). */
+/* dx (one sample, the channels of oc's group) += g * w[oc] placed at output (oy, ox): over
+ * the kernel rows and columns that land inside the input (worked out once), each row of
+ * taps a run of multiply-adds. */
 static void conv_scatter(const ebt_conv *p, const float *w, float g, int oc, int oy, int ox,
                          float *dxg)
 {
-    const int in_g = conv_in_per_group(p);
-    const float *wo = w + oc * in_g * p->k_h * p->k_w;
-    int ic, ky, kx;
-    for (ic = 0; ic < in_g; ++ic) {
-        float *plane = dxg + ic * p->in_h * p->in_w;
-        for (ky = 0; ky < p->k_h; ++ky) {
-            const int iy = conv_src(oy, ky, p->stride_h, p->pad_h, p->dil_h);
-            if (iy < 0 || iy >= p->in_h) {
-                continue;
-            }
-            for (kx = 0; kx < p->k_w; ++kx) {
-                const int ix = conv_src(ox, kx, p->stride_w, p->pad_w, p->dil_w);
-                if (ix >= 0 && ix < p->in_w) {
-                    plane[iy * p->in_w + ix] += wo[(ic * p->k_h + ky) * p->k_w + kx] * g;
-                }
+    const int in_g = conv_in_per_group(p), kk = p->k_h * p->k_w;
+    const int in_plane = p->in_h * p->in_w, step = p->dil_h * p->in_w;
+    int ic, ky, kx, ky0, ky1, kx0, kx1, n;
+    taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &ky0, &ky1);
+    taps_inside(ox, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &kx0, &kx1);
+    n = kx1 - kx0;
+    for (ic = 0; ic < in_g && n > 0; ++ic) {
+        float *row = dxg + ic * in_plane +
+                     conv_src(oy, ky0, p->stride_h, p->pad_h, p->dil_h) * p->in_w +
+                     conv_src(ox, kx0, p->stride_w, p->pad_w, p->dil_w);
+        const float *wr = w + (oc * in_g + ic) * kk + ky0 * p->k_w + kx0;
+        for (ky = ky0; ky < ky1; ++ky, row += step, wr += p->k_w) {
+            for (kx = 0; kx < n; ++kx) {
+                row[kx * p->dil_w] = EBT_FMA(row[kx * p->dil_w], wr[kx], g);
             }
         }
     }

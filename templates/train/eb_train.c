@@ -1355,8 +1355,8 @@ static void conv_taps_of(const ebt_conv *p, int ky, int k0, int n, int width, in
 }
 
 /* The weight gradients of the taps g of kernel row (oc, ic) over every sample, into a. */
-static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x, int oc, int ic,
-                             const conv_taps *g, float a[8])
+EBT_LOOPS static void conv_weight_taps(const ebt_conv *p, const float *dy, const float *x, int oc,
+                                       int ic, const conv_taps *g, float a[8])
 {
     const int in_plane = p->in_h * p->in_w, out_plane = p->out_h * p->out_w;
     const int first_in = conv_first_in(p, oc);
@@ -1567,6 +1567,225 @@ static void rows_into(float *out, int count, const float *wv, int wstep, const f
     row_sum_flush(&r);
 }
 
+/* y[q * qstep] += the dot products of s (n floats) with the rows xr + q * step, q < rows,
+ * each summed onto y's value in order (as the row paths sum an output: from its start,
+ * term by term): 8 rows at a time (dots8, the last 8 ending at the last row), fewer one by
+ * one. */
+static void row_dots_onto(float *y, int qstep, const float *s, const float *xr, int step,
+                          int rows, int n)
+{
+    int q, j, t;
+    if (rows < 8) {
+        for (q = 0; q < rows; ++q) {
+            const float *row = xr + q * step;
+            float acc = y[q * qstep];
+            for (t = 0; t < n; ++t) {
+                acc = EBT_FMA(acc, s[t], row[t]);
+            }
+            y[q * qstep] = acc;
+        }
+        return;
+    }
+    for (q = 0; q < rows; q += 8) {
+        const int first = q + 8 > rows ? rows - 8 : q;
+        float a[8];
+        for (j = 0; j < 8; ++j) {
+            a[j] = y[(first + j) * qstep];
+        }
+        dots8(a, s, xr + first * step, step, n);
+        for (j = q - first; j < 8; ++j) {
+            y[(first + j) * qstep] = a[j];
+        }
+    }
+}
+
+/* ---- patches: one output position's input window as a vector ------------------------- */
+
+#define EBT_PATCH 256 /* floats of a patch's stack chunk: whole input channels' windows */
+
+/* Rows whose outputs are few (narrow planes) or strided leave the row paths little to
+ * block. A dense or grouped convolution with several output channels a group, a window of
+ * 16 or more terms and a kernel at most twice the input (a window of mostly padding is
+ * cheaper skipped, tap by tap) then runs position by position: the window an output reads (its patch: input channel, kernel row,
+ * kernel column, zero outside the input) is a vector, each output channel's weights
+ * another, and the three passes are dot products and weighted sums of rows (row_dots,
+ * rows_into) over EBT_PATCH floats at a time. */
+static int conv_by_patches(const ebt_conv *p)
+{
+    const int out_g = p->out_c / p->groups, kk = p->k_h * p->k_w;
+    return out_g >= 4 && kk > 1 && kk <= EBT_PATCH && conv_in_per_group(p) * kk >= 16 &&
+           p->k_h <= 2 * p->in_h && p->k_w <= 2 * p->in_w &&
+           (p->out_w < 16 || p->stride_w != 1);
+}
+
+/* Input channels per patch chunk, and where output (oy, ox)'s window lies: its kernel rows
+ * and columns inside the input [ky0, ky1) x [kx0, kx1), and its first input (row, column). */
+typedef struct {
+    int channels, ky0, ky1, kx0, kx1, iy, ix;
+} patch_at;
+
+static void patch_locate(const ebt_conv *p, int oy, int ox, patch_at *at)
+{
+    at->channels = EBT_PATCH / (p->k_h * p->k_w);
+    taps_inside(oy, p->in_h, p->k_h, p->stride_h, p->pad_h, p->dil_h, &at->ky0, &at->ky1);
+    taps_inside(ox, p->in_w, p->k_w, p->stride_w, p->pad_w, p->dil_w, &at->kx0, &at->kx1);
+    at->iy = oy * p->stride_h - p->pad_h;
+    at->ix = ox * p->stride_w - p->pad_w;
+}
+
+/* The patch of channels [c0, c0 + cn) of the group's planes xg, into patch. */
+EBT_LOOPS static void patch_gather(const ebt_conv *p, const patch_at *at, const float *xg,
+                                   int c0, int cn, float *patch)
+{
+    const int kk = p->k_h * p->k_w;
+    int c, ky, kx;
+    for (c = 0; c < cn * kk; ++c) {
+        patch[c] = 0.0f;
+    }
+    for (c = 0; c < cn; ++c) {
+        const float *plane = xg + (c0 + c) * p->in_h * p->in_w;
+        for (ky = at->ky0; ky < at->ky1; ++ky) {
+            const float *row = plane + (at->iy + ky * p->dil_h) * p->in_w + at->ix;
+            float *into = patch + c * kk + ky * p->k_w;
+            for (kx = at->kx0; kx < at->kx1; ++kx) {
+                into[kx] = row[kx * p->dil_w];
+            }
+        }
+    }
+}
+
+/* The patch of channels [c0, c0 + cn) added into the group's planes dxg (its terms outside
+ * the input are dropped). */
+static void patch_scatter(const ebt_conv *p, const patch_at *at, const float *patch, int c0,
+                          int cn, float *dxg)
+{
+    const int kk = p->k_h * p->k_w;
+    int c, ky, kx;
+    for (c = 0; c < cn; ++c) {
+        float *plane = dxg + (c0 + c) * p->in_h * p->in_w;
+        for (ky = at->ky0; ky < at->ky1; ++ky) {
+            float *row = plane + (at->iy + ky * p->dil_h) * p->in_w + at->ix;
+            const float *from = patch + c * kk + ky * p->k_w;
+            for (kx = at->kx0; kx < at->kx1; ++kx) {
+                row[kx * p->dil_w] += from[kx];
+            }
+        }
+    }
+}
+
+/* Forward: each output channel of the group its bias plus its weights' dot product with
+ * the patch, term by term in the row paths' order (a tile of fewer channels takes those,
+ * and its outputs are these bits), a chunk at a time (row_dots_onto: 8 channels at once). */
+static void patches_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
+                            float *y)
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int kk = p->k_h * p->k_w, plane = p->out_h * p->out_w, k = in_g * kk;
+    float patch[EBT_PATCH];
+    int s, g, oy, ox, oc, c0;
+    for (s = 0; s < p->n; ++s) {
+        for (g = 0; g < p->groups; ++g) {
+            const float *xg = x + (s * p->in_c + g * in_g) * p->in_h * p->in_w;
+            float *yg = y + (s * p->out_c + g * out_g) * plane;
+            const float *wg = w + g * out_g * k;
+            for (oy = 0; oy < p->out_h; ++oy) {
+                for (ox = 0; ox < p->out_w; ++ox) {
+                    float *yo = yg + oy * p->out_w + ox;
+                    patch_at at;
+                    patch_locate(p, oy, ox, &at);
+                    for (oc = 0; oc < out_g; ++oc) {
+                        yo[oc * plane] = b ? b[g * out_g + oc] : 0.0f;
+                    }
+                    for (c0 = 0; c0 < in_g; c0 += at.channels) {
+                        const int cn = in_g - c0 < at.channels ? in_g - c0 : at.channels;
+                        patch_gather(p, &at, xg, c0, cn, patch);
+                        row_dots_onto(yo, plane, patch, wg + c0 * kk, k, out_g, cn * kk);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Input gradient: the patch's gradient is the sum over the group's output channels of
+ * their dy times their weights (rows_into), added back where the patch came from. */
+static void patches_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int kk = p->k_h * p->k_w, plane = p->out_h * p->out_w, k = in_g * kk;
+    float patch[EBT_PATCH];
+    int s, g, oy, ox, c0, i;
+    for (s = 0; s < p->n; ++s) {
+        for (g = 0; g < p->groups; ++g) {
+            float *dxg = dx + (s * p->in_c + g * in_g) * p->in_h * p->in_w;
+            const float *dyg = dy + (s * p->out_c + g * out_g) * plane;
+            const float *wg = w + g * out_g * k;
+            for (oy = 0; oy < p->out_h; ++oy) {
+                for (ox = 0; ox < p->out_w; ++ox) {
+                    patch_at at;
+                    patch_locate(p, oy, ox, &at);
+                    for (c0 = 0; c0 < in_g && at.ky0 < at.ky1 && at.kx0 < at.kx1;
+                         c0 += at.channels) {
+                        const int cn = in_g - c0 < at.channels ? in_g - c0 : at.channels;
+                        for (i = 0; i < cn * kk; ++i) {
+                            patch[i] = 0.0f;
+                        }
+                        rows_into(patch, cn * kk, dyg + oy * p->out_w + ox, plane, wg + c0 * kk,
+                                  k, out_g);
+                        patch_scatter(p, &at, patch, c0, cn, dxg);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* dw[0..n) += g * patch[0..n): in blocks of 16 (rows_into, one row) where there are
+ * several, else in C. */
+static void weight_onto(float *dw, int n, float g, const float *patch)
+{
+    int t;
+    if (n >= 48) {
+        rows_into(dw, n, &g, 0, patch, 0, 1);
+        return;
+    }
+    for (t = 0; t < n; ++t) {
+        dw[t] = EBT_FMA(dw[t], g, patch[t]);
+    }
+}
+
+/* Weight gradient over output rows [r0, r1): each output channel's weights plus its dy
+ * times the patch (weight_onto). */
+static void patches_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
+                           int r0, int r1)
+{
+    const int in_g = conv_in_per_group(p), out_g = p->out_c / p->groups;
+    const int kk = p->k_h * p->k_w, plane = p->out_h * p->out_w, k = in_g * kk;
+    float patch[EBT_PATCH];
+    int s, g, oy, ox, oc, c0;
+    for (s = 0; s < p->n; ++s) {
+        for (g = 0; g < p->groups; ++g) {
+            const float *xg = x + (s * p->in_c + g * in_g) * p->in_h * p->in_w;
+            const float *dyg = dy + (s * p->out_c + g * out_g) * plane;
+            float *dwg = dw + g * out_g * k;
+            for (oy = r0; oy < r1; ++oy) {
+                for (ox = 0; ox < p->out_w; ++ox) {
+                    patch_at at;
+                    patch_locate(p, oy, ox, &at);
+                    for (c0 = 0; c0 < in_g; c0 += at.channels) {
+                        const int cn = in_g - c0 < at.channels ? in_g - c0 : at.channels;
+                        patch_gather(p, &at, xg, c0, cn, patch);
+                        for (oc = 0; oc < out_g; ++oc) {
+                            weight_onto(dwg + oc * k + c0 * kk, cn * kk,
+                                        dyg[oc * plane + oy * p->out_w + ox], patch);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* A linear layer's passes (conv_is_linear; weights [out][in]): the outputs each a bias plus
  * a dot product with a weight row, 8 at a time (row_dots); the input gradient a sample's dy
  * times the weight rows, the weight gradient each weight row plus the samples' inputs times
@@ -1599,28 +1818,35 @@ static void linear_weight(const ebt_conv *p, const float *dy, const float *x, fl
     }
 }
 
-/* The passes: a linear layer by its own, a convolution along its rows only as one along a
- * row (conv_rowwise; the weight gradient when it covers every output row, as the untiled
- * and the tiled calls do). */
+/* The passes: a linear layer by its own, a convolution along its rows only (or pointwise)
+ * as one along a row (conv_rowwise; the weight gradient when it covers every output row, as
+ * the untiled and the tiled calls do), a narrow or strided one by patches
+ * (conv_by_patches). */
 void ebt_conv_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
                       float *y)
 {
     ebt_conv q;
+    const ebt_conv *along = conv_rowwise(p, &q);
     if (conv_is_linear(p)) {
         linear_forward(p, x, w, b, y);
-        return;
+    } else if (conv_by_patches(along)) {
+        patches_forward(along, x, w, b, y);
+    } else {
+        conv_forward(along, x, w, b, y);
     }
-    conv_forward(conv_rowwise(p, &q), x, w, b, y);
 }
 
 void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w, float *dx)
 {
     ebt_conv q;
+    const ebt_conv *along = conv_rowwise(p, &q);
     if (conv_is_linear(p)) {
         linear_input(p, dy, w, dx);
-        return;
+    } else if (conv_by_patches(along)) {
+        patches_input(along, dy, w, dx);
+    } else {
+        conv_backward_input(along, dy, w, dx);
     }
-    conv_backward_input(conv_rowwise(p, &q), dy, w, dx);
 }
 
 void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x, float *dw,
@@ -1635,11 +1861,16 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
         }
         return;
     }
-    if (whole) {
-        conv_backward_weight(along, dy, x, dw, 0, along->out_h);
-        return;
+    if (!whole) {
+        along = p; /* rows [row0, row1) are p's */
     }
-    conv_backward_weight(p, dy, x, dw, row0, row1);
+    if (conv_by_patches(along)) {
+        patches_weight(along, dy, x, dw, whole ? 0 : clamp_int(row0, 0, p->out_h),
+                       whole ? along->out_h : clamp_int(row1, clamp_int(row0, 0, p->out_h),
+                                                        p->out_h));
+    } else {
+        conv_backward_weight(along, dy, x, dw, whole ? 0 : row0, whole ? along->out_h : row1);
+    }
 }
 
 /* ---- pooling ---------------------------------------------------------------------------- */

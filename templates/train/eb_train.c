@@ -1615,7 +1615,16 @@ static int conv_by_patches(const ebt_conv *p)
     const int out_g = p->out_c / p->groups, kk = p->k_h * p->k_w;
     return out_g >= 4 && kk > 1 && kk <= EBT_PATCH && conv_in_per_group(p) * kk >= 16 &&
            p->k_h <= 2 * p->in_h && p->k_w <= 2 * p->in_w &&
-           (p->out_w < 16 || p->stride_w != 1);
+           (p->out_w < 32 || p->stride_w != 1);
+}
+
+/* A strided input gradient with several output channels a group: otherwise it scatters
+ * each dy value over its window, one multiply-add at a time; by patches it is a weighted
+ * sum of weight rows however short. */
+static int conv_strided(const ebt_conv *p)
+{
+    return (p->stride_h != 1 || p->stride_w != 1) && p->out_c >= 4 * p->groups &&
+           p->k_h * p->k_w <= EBT_PATCH;
 }
 
 /* Input channels per patch chunk, and where output (oy, ox)'s window lies: its kernel rows
@@ -1842,7 +1851,7 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     const ebt_conv *along = conv_rowwise(p, &q);
     if (conv_is_linear(p)) {
         linear_input(p, dy, w, dx);
-    } else if (conv_by_patches(along)) {
+    } else if (conv_by_patches(along) || conv_strided(along)) {
         patches_input(along, dy, w, dx);
     } else {
         conv_backward_input(along, dy, w, dx);

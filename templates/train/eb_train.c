@@ -243,40 +243,38 @@ EBT_INLINE void conv_row4(const float *xr, const float *wr, int wstep, int k, in
     a[3] = a3;
 }
 
-/* conv_row4 for eight consecutive outputs at stride 1: 4 taps of 8 outputs read 11 inputs
- * (dilation 1), and a tap's weight is loaded once for 8 outputs. */
-EBT_INLINE void conv_row8(const float *xr, const float *wr, int wstep, int k, int dil,
-                          float a[8])
+/* a[i] += the sum over taps t < k of wr[t * wstep] * xr[t + i], i < 8, t in order: eight
+ * consecutive outputs at stride and dilation 1, two taps a pass over 9 inputs. The
+ * portable twin of the assembly's correlations (eb_train_asm.h). */
+EBT_INLINE void conv_row8(const float *xr, const float *wr, int wstep, int k, float a[8])
 {
     float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
           a7 = a[7];
     int kx = 0;
-    if (dil == 1) {
-        for (; kx + 2 <= k; kx += 2, wr += 2 * wstep) {
-            const float *xp = xr + kx;
-            const float w0 = wr[0], w1 = wr[wstep];
-            const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4],
-                        x5 = xp[5], x6 = xp[6], x7 = xp[7], x8 = xp[8];
-            a0 = EBT_FMA(a0, w0, x0);
-            a1 = EBT_FMA(a1, w0, x1);
-            a2 = EBT_FMA(a2, w0, x2);
-            a3 = EBT_FMA(a3, w0, x3);
-            a4 = EBT_FMA(a4, w0, x4);
-            a5 = EBT_FMA(a5, w0, x5);
-            a6 = EBT_FMA(a6, w0, x6);
-            a7 = EBT_FMA(a7, w0, x7);
-            a0 = EBT_FMA(a0, w1, x1);
-            a1 = EBT_FMA(a1, w1, x2);
-            a2 = EBT_FMA(a2, w1, x3);
-            a3 = EBT_FMA(a3, w1, x4);
-            a4 = EBT_FMA(a4, w1, x5);
-            a5 = EBT_FMA(a5, w1, x6);
-            a6 = EBT_FMA(a6, w1, x7);
-            a7 = EBT_FMA(a7, w1, x8);
-        }
+    for (; kx + 2 <= k; kx += 2, wr += 2 * wstep) {
+        const float *xp = xr + kx;
+        const float w0 = wr[0], w1 = wr[wstep];
+        const float x0 = xp[0], x1 = xp[1], x2 = xp[2], x3 = xp[3], x4 = xp[4],
+                    x5 = xp[5], x6 = xp[6], x7 = xp[7], x8 = xp[8];
+        a0 = EBT_FMA(a0, w0, x0);
+        a1 = EBT_FMA(a1, w0, x1);
+        a2 = EBT_FMA(a2, w0, x2);
+        a3 = EBT_FMA(a3, w0, x3);
+        a4 = EBT_FMA(a4, w0, x4);
+        a5 = EBT_FMA(a5, w0, x5);
+        a6 = EBT_FMA(a6, w0, x6);
+        a7 = EBT_FMA(a7, w0, x7);
+        a0 = EBT_FMA(a0, w1, x1);
+        a1 = EBT_FMA(a1, w1, x2);
+        a2 = EBT_FMA(a2, w1, x3);
+        a3 = EBT_FMA(a3, w1, x4);
+        a4 = EBT_FMA(a4, w1, x5);
+        a5 = EBT_FMA(a5, w1, x6);
+        a6 = EBT_FMA(a6, w1, x7);
+        a7 = EBT_FMA(a7, w1, x8);
     }
     for (; kx < k; ++kx, wr += wstep) {
-        const float *xp = xr + kx * dil;
+        const float *xp = xr + kx;
         const float wv = wr[0];
         a0 = EBT_FMA(a0, wv, xp[0]);
         a1 = EBT_FMA(a1, wv, xp[1]);
@@ -305,7 +303,7 @@ EBT_INLINE void corr8(float a[8], const float *s, const float *x, int n)
 #if defined(EBT_ASM)
     ebt_corr8_up(a, s, x, n);
 #else
-    conv_row8(x, s, 1, n, 1, a);
+    conv_row8(x, s, 1, n, a);
 #endif
 }
 
@@ -325,7 +323,7 @@ static void rows8_c(const ebt_rows8 *job, float *out, const float *init, const f
         }
         for (r = 0; r < job->n_rows; ++r) {
             const ebt_tap_row *row = job->rows + r;
-            conv_row8(x + row->x, up ? row->w : row->w - 1, up ? 1 : -1, job->taps, 1, a);
+            conv_row8(x + row->x, up ? row->w : row->w - 1, up ? 1 : -1, job->taps, a);
         }
         for (i = 0; i < 8; ++i) {
             out[i] = a[i];
@@ -386,12 +384,32 @@ static void cols16(const ebt_rows8 *job, float *out, const float *init, const fl
 
 #define EBT_TABLE_ROWS 32 /* rows a table holds; a longer sum runs in several passes */
 
+/* Rows gathered for a pass of rows8 or cols16: the table and the job over it. */
+typedef struct {
+    ebt_tap_row rows[EBT_TABLE_ROWS];
+    ebt_rows8 job;
+} row_table;
+
+EBT_INLINE void table_start(row_table *t, int taps)
+{
+    t->job.rows = t->rows;
+    t->job.n_rows = 0;
+    t->job.taps = taps;
+}
+
+/* Appends a row; nonzero when the table is full (time for a pass). */
+EBT_INLINE int table_add(row_table *t, int x, const float *w)
+{
+    t->rows[t->job.n_rows].x = x;
+    t->rows[t->job.n_rows++].w = w;
+    return t->job.n_rows == EBT_TABLE_ROWS;
+}
+
 /* A row's blocks of 16 outputs of a convolution one column wide, summed over rows (input
  * channel x kernel row, one weight each) through cols16, the rows gathered EBT_TABLE_ROWS
  * at a time: the first pass starts from init, later ones from out. */
 typedef struct {
-    ebt_tap_row rows[EBT_TABLE_ROWS];
-    ebt_rows8 job;
+    row_table t;
     float init[16];
     float *out;
     const float *x;
@@ -400,9 +418,7 @@ typedef struct {
 
 static void column_sum_start(column_sum *r, float *out, const float *x, int blocks)
 {
-    r->job.rows = r->rows;
-    r->job.n_rows = 0;
-    r->job.taps = 1;
+    table_start(&r->t, 1);
     r->out = out;
     r->x = x;
     r->blocks = blocks;
@@ -411,19 +427,17 @@ static void column_sum_start(column_sum *r, float *out, const float *x, int bloc
 
 static void column_sum_flush(column_sum *r)
 {
-    if (r->job.n_rows > 0) {
-        r->job.init_step = r->passes > 0 ? 16 : 0;
-        cols16(&r->job, r->out, r->passes > 0 ? r->out : r->init, r->x, r->blocks);
+    if (r->t.job.n_rows > 0) {
+        r->t.job.init_step = r->passes > 0 ? 16 : 0;
+        cols16(&r->t.job, r->out, r->passes > 0 ? r->out : r->init, r->x, r->blocks);
         r->passes++;
-        r->job.n_rows = 0;
+        r->t.job.n_rows = 0;
     }
 }
 
 static void column_sum_add(column_sum *r, int x, const float *w)
 {
-    r->rows[r->job.n_rows].x = x;
-    r->rows[r->job.n_rows++].w = w;
-    if (r->job.n_rows == EBT_TABLE_ROWS) {
+    if (table_add(&r->t, x, w)) {
         column_sum_flush(r);
     }
 }
@@ -448,8 +462,7 @@ static void column_sum_finish(column_sum *r)
  * (the edges, and the last outputs short of a block) as blocks of 8 of their own over
  * zero-padded copies of the inputs they read, keeping the outputs that exist. */
 typedef struct {
-    ebt_tap_row rows[EBT_TABLE_ROWS];
-    ebt_rows8 job;
+    row_table t;
     float init[8];
     const float *x;
     float *out;
@@ -459,9 +472,7 @@ typedef struct {
 static void corr_start(corr_row *c, float *out, int n_out, const float *x, int len, int lead,
                        int taps, int up, int from_init)
 {
-    c->job.rows = c->rows;
-    c->job.n_rows = 0;
-    c->job.taps = taps;
+    table_start(&c->t, taps);
     c->out = out;
     c->n_out = n_out;
     c->x = x;
@@ -476,20 +487,18 @@ static void corr_start(corr_row *c, float *out, int n_out, const float *x, int l
  * into the scratch as many rows at a time as it holds, into a. */
 EBT_LOOPS static void corr_padded(const corr_row *c, int first, float a[8])
 {
-    const int span = 7 + c->job.taps, per = EBT_EDGE_FLOATS / span;
+    const int span = 7 + c->t.job.taps, per = EBT_EDGE_FLOATS / span;
     const int t0 = first < 0 ? -first : 0;
     const int t1 = c->len - first < span ? c->len - first : span;
     float scratch[EBT_EDGE_FLOATS];
-    ebt_tap_row rows[EBT_TABLE_ROWS];
-    ebt_rows8 job;
+    row_table padded;
     int r0, r, t;
-    job.rows = rows;
-    job.taps = c->job.taps;
-    job.init_step = 0;
-    for (r0 = 0; r0 < c->job.n_rows; r0 += per) {
-        job.n_rows = c->job.n_rows - r0 < per ? c->job.n_rows - r0 : per;
-        for (r = 0; r < job.n_rows; ++r) {
-            const float *xr = c->x + c->rows[r0 + r].x + first;
+    table_start(&padded, c->t.job.taps);
+    padded.job.init_step = 0;
+    for (r0 = 0; r0 < c->t.job.n_rows; r0 += per) {
+        padded.job.n_rows = c->t.job.n_rows - r0 < per ? c->t.job.n_rows - r0 : per;
+        for (r = 0; r < padded.job.n_rows; ++r) {
+            const float *xr = c->x + c->t.rows[r0 + r].x + first;
             float *into = scratch + r * span;
             for (t = 0; t < span; ++t) {
                 into[t] = 0.0f;
@@ -497,10 +506,10 @@ EBT_LOOPS static void corr_padded(const corr_row *c, int first, float a[8])
             for (t = t0; t < t1; ++t) {
                 into[t] = xr[t];
             }
-            rows[r].x = r * span;
-            rows[r].w = c->rows[r0 + r].w;
+            padded.rows[r].x = r * span;
+            padded.rows[r].w = c->t.rows[r0 + r].w;
         }
-        rows8(&job, a, a, scratch, 1, c->up);
+        rows8(&padded.job, a, a, scratch, 1, c->up);
     }
 }
 
@@ -509,10 +518,10 @@ EBT_LOOPS static void corr_padded(const corr_row *c, int first, float a[8])
 static void corr_single(corr_row *c, int o, float start)
 {
     int r, t;
-    for (r = 0; r < c->job.n_rows; ++r) {
-        const float *xr = c->x + c->rows[r].x + o - c->lead;
-        const float *w = c->rows[r].w;
-        for (t = 0; t < c->job.taps; ++t) {
+    for (r = 0; r < c->t.job.n_rows; ++r) {
+        const float *xr = c->x + c->t.rows[r].x + o - c->lead;
+        const float *w = c->t.rows[r].w;
+        for (t = 0; t < c->t.job.taps; ++t) {
             const int i = o - c->lead + t;
             if (i >= 0 && i < c->len) {
                 start = EBT_FMA(start, c->up ? w[t] : w[-1 - t], xr[t]);
@@ -540,9 +549,9 @@ static void corr_block(corr_row *c, int o0, int count, int start, const float *i
     for (j = 0; j < 8; ++j) {
         a[j] = init ? init[j] : (start + j < c->n_out ? c->out[start + j] : 0.0f);
     }
-    if (first >= 0 && first + 7 + c->job.taps <= c->len) {
-        c->job.init_step = 0;
-        rows8(&c->job, a, a, c->x + first, 1, c->up);
+    if (first >= 0 && first + 7 + c->t.job.taps <= c->len) {
+        c->t.job.init_step = 0;
+        rows8(&c->t.job, a, a, c->x + first, 1, c->up);
     } else {
         corr_padded(c, first, a);
     }
@@ -556,8 +565,8 @@ static void corr_block(corr_row *c, int o0, int count, int start, const float *i
 static void corr_flush(corr_row *c)
 {
     const float *init = c->from_init && c->passes == 0 ? c->init : NULL;
-    int lo = c->lead > 0 ? c->lead : 0, hi = c->len + c->lead - c->job.taps + 1, blocks, o;
-    if (c->job.n_rows == 0) {
+    int lo = c->lead > 0 ? c->lead : 0, hi = c->len + c->lead - c->t.job.taps + 1, blocks, o;
+    if (c->t.job.n_rows == 0) {
         return;
     }
     lo = lo < c->n_out ? lo : c->n_out;
@@ -565,8 +574,8 @@ static void corr_flush(corr_row *c)
     hi = hi > lo ? hi : lo;
     blocks = (hi - lo) / 8;
     if (blocks > 0) {
-        c->job.init_step = init ? 0 : 8;
-        rows8(&c->job, c->out + lo, init ? init : c->out + lo, c->x + lo - c->lead, blocks,
+        c->t.job.init_step = init ? 0 : 8;
+        rows8(&c->t.job, c->out + lo, init ? init : c->out + lo, c->x + lo - c->lead, blocks,
               c->up);
     }
     if (lo + 8 * blocks < hi) {
@@ -579,14 +588,12 @@ static void corr_flush(corr_row *c)
         corr_block(c, o, c->n_out - o < 8 ? c->n_out - o : 8, o, init);
     }
     c->passes++;
-    c->job.n_rows = 0;
+    c->t.job.n_rows = 0;
 }
 
 static void corr_add(corr_row *c, int x, const float *w)
 {
-    c->rows[c->job.n_rows].x = x;
-    c->rows[c->job.n_rows++].w = w;
-    if (c->job.n_rows == EBT_TABLE_ROWS) {
+    if (table_add(&c->t, x, w)) {
         corr_flush(c);
     }
 }
@@ -1117,10 +1124,9 @@ static int clamp_int(int v, int lo, int hi)
 }
 
 
-/* sum of a[i] * b[i], i < count, four products a loop. */
-static float dot(const float *a, const float *b, int count)
+/* acc + the sum of a[i] * b[i], i < count, in order, four products a loop. */
+static float dot(float acc, const float *a, const float *b, int count)
 {
-    float acc = 0.0f;
     int i = 0;
     for (; i + 4 <= count; i += 4) {
         acc = EBT_FMA(acc, a[i], b[i]);
@@ -1143,7 +1149,7 @@ static float conv_tap_dot(const ebt_conv *p, const float *dyr, const float *xr, 
     float acc = 0.0f;
     int o = lo;
     if (st == 1) {
-        return dot(dyr + lo, xp, hi - lo);
+        return dot(0.0f, dyr + lo, xp, hi - lo);
     }
     for (; o + 4 <= hi; o += 4, xp += 4 * st) {
         acc = EBT_FMA(acc, dyr[o], xp[0]);
@@ -1408,25 +1414,32 @@ static void dots8(float a[8], const float *s, const float *x, int step, int n)
     }
 }
 
-/* dw[q * qstep] += the dot products of the row dyr (n floats) with the rows xr + q * step,
- * q < rows: 8 rows at a time (dots8), the last 8 ending at the last row (the rows the 8
- * before did are dropped); fewer than 8 one by one. */
-static void row_dots(float *dw, int qstep, const float *dyr, const float *xr, int step, int rows,
-                     int n)
+/* y[q * qstep] plus the dot product of s (n floats) with the row xr + q * step, q < rows:
+ * summed on its own and added (onto 0), or summed onto y's value term by term in order
+ * (onto 1: as the row paths sum an output, from its start). 8 rows at a time (dots8), the
+ * last 8 ending at the last row (the rows the 8 before did are dropped); fewer than 8 one
+ * by one. */
+EBT_INLINE void row_dots(float *y, int qstep, const float *s, const float *xr, int step, int rows,
+                     int n, int onto)
 {
     int q, j;
     if (rows < 8) {
         for (q = 0; q < rows; ++q) {
-            dw[q * qstep] += dot(dyr, xr + q * step, n);
+            float *into = y + q * qstep;
+            const float *row = xr + q * step;
+            *into = onto ? dot(*into, s, row, n) : *into + dot(0.0f, s, row, n);
         }
         return;
     }
     for (q = 0; q < rows; q += 8) {
         const int first = q + 8 > rows ? rows - 8 : q;
-        float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        dots8(a, dyr, xr + first * step, step, n);
+        float a[8];
+        for (j = 0; j < 8; ++j) {
+            a[j] = onto ? y[(first + j) * qstep] : 0.0f;
+        }
+        dots8(a, s, xr + first * step, step, n);
         for (j = q - first; j < 8; ++j) {
-            dw[(first + j) * qstep] += a[j];
+            y[(first + j) * qstep] = onto ? a[j] : y[(first + j) * qstep] + a[j];
         }
     }
 }
@@ -1454,7 +1467,7 @@ static int conv_weight_columns(const ebt_conv *p, const float *dy, const float *
             const float *xs = x + (s * p->in_c + first_in) * in_plane;
             if (flat) {
                 row_dots(dwo, 1, dyc + r0 * p->out_w, xs + r0 * p->in_w, in_plane, in_g,
-                         (r1 - r0) * p->out_w);
+                         (r1 - r0) * p->out_w, 0);
                 continue;
             }
             for (ic = 0; ic < in_g; ++ic) {
@@ -1464,7 +1477,7 @@ static int conv_weight_columns(const ebt_conv *p, const float *dy, const float *
                                 &ky1);
                     row_dots(dwo + ic * p->k_h + ky0, 1, dyc + oy * p->out_w,
                              xs + ic * in_plane + (iy0 + ky0 * p->dil_h) * p->in_w,
-                             p->dil_h * p->in_w, ky1 - ky0, p->out_w);
+                             p->dil_h * p->in_w, ky1 - ky0, p->out_w, 0);
                 }
             }
         }
@@ -1567,38 +1580,6 @@ static void rows_into(float *out, int count, const float *wv, int wstep, const f
     row_sum_flush(&r);
 }
 
-/* y[q * qstep] += the dot products of s (n floats) with the rows xr + q * step, q < rows,
- * each summed onto y's value in order (as the row paths sum an output: from its start,
- * term by term): 8 rows at a time (dots8, the last 8 ending at the last row), fewer one by
- * one. */
-static void row_dots_onto(float *y, int qstep, const float *s, const float *xr, int step,
-                          int rows, int n)
-{
-    int q, j, t;
-    if (rows < 8) {
-        for (q = 0; q < rows; ++q) {
-            const float *row = xr + q * step;
-            float acc = y[q * qstep];
-            for (t = 0; t < n; ++t) {
-                acc = EBT_FMA(acc, s[t], row[t]);
-            }
-            y[q * qstep] = acc;
-        }
-        return;
-    }
-    for (q = 0; q < rows; q += 8) {
-        const int first = q + 8 > rows ? rows - 8 : q;
-        float a[8];
-        for (j = 0; j < 8; ++j) {
-            a[j] = y[(first + j) * qstep];
-        }
-        dots8(a, s, xr + first * step, step, n);
-        for (j = q - first; j < 8; ++j) {
-            y[(first + j) * qstep] = a[j];
-        }
-    }
-}
-
 /* ---- patches: one output position's input window as a vector ------------------------- */
 
 #define EBT_PATCH 256 /* floats of a patch's stack chunk: whole input channels' windows */
@@ -1606,10 +1587,10 @@ static void row_dots_onto(float *y, int qstep, const float *s, const float *xr, 
 /* Rows whose outputs are few (narrow planes) or strided leave the row paths little to
  * block. A dense or grouped convolution with several output channels a group, a window of
  * 16 or more terms and a kernel at most twice the input (a window of mostly padding is
- * cheaper skipped, tap by tap) then runs position by position: the window an output reads (its patch: input channel, kernel row,
- * kernel column, zero outside the input) is a vector, each output channel's weights
- * another, and the three passes are dot products and weighted sums of rows (row_dots,
- * rows_into) over EBT_PATCH floats at a time. */
+ * cheaper skipped, tap by tap) then runs position by position: the window an output
+ * reads (its patch: input channel, kernel row, kernel column, zero outside the input) is a
+ * vector, each output channel's weights another, and the three passes are dot products
+ * and weighted sums of rows (row_dots, rows_into) over EBT_PATCH floats at a time. */
 static int conv_by_patches(const ebt_conv *p)
 {
     const int out_g = p->out_c / p->groups, kk = p->k_h * p->k_w;
@@ -1618,13 +1599,13 @@ static int conv_by_patches(const ebt_conv *p)
            (p->out_w < 32 || p->stride_w != 1);
 }
 
-/* A strided input gradient with several output channels a group: otherwise it scatters
- * each dy value over its window, one multiply-add at a time; by patches it is a weighted
- * sum of weight rows however short. */
-static int conv_strided(const ebt_conv *p)
+/* The input gradient by patches too where it is strided with several output channels a
+ * group: otherwise it scatters each dy value over its window, one multiply-add at a time;
+ * by patches it is a weighted sum of weight rows however short. */
+static int conv_input_by_patches(const ebt_conv *p)
 {
-    return (p->stride_h != 1 || p->stride_w != 1) && p->out_c >= 4 * p->groups &&
-           p->k_h * p->k_w <= EBT_PATCH;
+    return conv_by_patches(p) || ((p->stride_h != 1 || p->stride_w != 1) &&
+                                  p->out_c >= 4 * p->groups && p->k_h * p->k_w <= EBT_PATCH);
 }
 
 /* Input channels per patch chunk, and where output (oy, ox)'s window lies: its kernel rows
@@ -1684,7 +1665,7 @@ static void patch_scatter(const ebt_conv *p, const patch_at *at, const float *pa
 
 /* Forward: each output channel of the group its bias plus its weights' dot product with
  * the patch, term by term in the row paths' order (a tile of fewer channels takes those,
- * and its outputs are these bits), a chunk at a time (row_dots_onto: 8 channels at once). */
+ * and its outputs are these bits), a chunk at a time (row_dots: 8 channels at once). */
 static void patches_forward(const ebt_conv *p, const float *x, const float *w, const float *b,
                             float *y)
 {
@@ -1708,7 +1689,7 @@ static void patches_forward(const ebt_conv *p, const float *x, const float *w, c
                     for (c0 = 0; c0 < in_g; c0 += at.channels) {
                         const int cn = in_g - c0 < at.channels ? in_g - c0 : at.channels;
                         patch_gather(p, &at, xg, c0, cn, patch);
-                        row_dots_onto(yo, plane, patch, wg + c0 * kk, k, out_g, cn * kk);
+                        row_dots(yo, plane, patch, wg + c0 * kk, k, out_g, cn * kk, 1);
                     }
                 }
             }
@@ -1807,7 +1788,7 @@ static void linear_forward(const ebt_conv *p, const float *x, const float *w, co
         for (o = 0; o < p->out_c; ++o) {
             y[o] = b ? b[o] : 0.0f;
         }
-        row_dots(y, 1, x, w, p->in_c, p->out_c, p->in_c);
+        row_dots(y, 1, x, w, p->in_c, p->out_c, p->in_c, 0);
     }
 }
 
@@ -1851,7 +1832,7 @@ void ebt_conv_backward_input(const ebt_conv *p, const float *dy, const float *w,
     const ebt_conv *along = conv_rowwise(p, &q);
     if (conv_is_linear(p)) {
         linear_input(p, dy, w, dx);
-    } else if (conv_by_patches(along) || conv_strided(along)) {
+    } else if (conv_input_by_patches(along)) {
         patches_input(along, dy, w, dx);
     } else {
         conv_backward_input(along, dy, w, dx);
@@ -1862,23 +1843,19 @@ void ebt_conv_backward_weight(const ebt_conv *p, const float *dy, const float *x
                               int row0, int row1)
 {
     ebt_conv q;
-    const ebt_conv *along = conv_rowwise(p, &q);
     const int whole = row0 <= 0 && row1 >= p->out_h;
+    /* rows [row0, row1) are p's own: only the whole runs along a row */
+    const ebt_conv *along = whole ? conv_rowwise(p, &q) : p;
+    const int r0 = whole ? 0 : clamp_int(row0, 0, p->out_h);
+    const int r1 = whole ? along->out_h : clamp_int(row1, r0, p->out_h);
     if (conv_is_linear(p)) {
         if (whole) {
             linear_weight(p, dy, x, dw);
         }
-        return;
-    }
-    if (!whole) {
-        along = p; /* rows [row0, row1) are p's */
-    }
-    if (conv_by_patches(along)) {
-        patches_weight(along, dy, x, dw, whole ? 0 : clamp_int(row0, 0, p->out_h),
-                       whole ? along->out_h : clamp_int(row1, clamp_int(row0, 0, p->out_h),
-                                                        p->out_h));
+    } else if (conv_by_patches(along)) {
+        patches_weight(along, dy, x, dw, r0, r1);
     } else {
-        conv_backward_weight(along, dy, x, dw, whole ? 0 : row0, whole ? along->out_h : row1);
+        conv_backward_weight(along, dy, x, dw, r0, r1);
     }
 }
 

@@ -45,57 +45,60 @@
  * first SUBS, n's low three bits stay the steps left). LD loads the step values: VLDMIA
  * walks them up, VLDMDB down (the value of step t is then the register loaded t from the
  * top): STEPS8 and STEPS4 name them in step order, R4 the four registers a 4-step loads,
- * ONE the register of a single step. The 8 sums stay in the registers GCC gives them (s15,
- * s24..s31: the rest are taken). */
-#define EBT_CORR8(LD, STEPS8, R4, STEPS4, ONE)                                            \
+ * ONE the register of a single step, STEP1 that step. X8, X4, X1: the inputs each kind of
+ * step loads (8 sums: s0-s14, s0-s10, s0-s7; 4 sums: s0-s10, s0-s6, s0-s3). The sums stay
+ * in the registers GCC gives them. */
+#define EBT_CORR(LD, X8, STEPS8, R4, X4, STEPS4, ONE, X1, STEP1)                          \
     "subs    %[n], %[n], #8\n\t"                                                          \
     "blt     2f\n"                                                                        \
     "1:\n\t" LD " %[s]!, {s16-s23}\n\t"                                                   \
-    "vldmia  %[x], {s0-s14}\n\t"                                                          \
+    "vldmia  %[x], {" X8 "}\n\t"                                                          \
     "adds    %[x], %[x], #32\n\t" STEPS8                                                  \
     "subs    %[n], %[n], #8\n\t"                                                          \
     "bge     1b\n"                                                                        \
     "2:\n\t"                                                                              \
     "tst     %[n], #4\n\t"                                                                \
     "beq     3f\n\t" LD " %[s]!, {" R4 "}\n\t"                                            \
-    "vldmia  %[x], {s0-s10}\n\t"                                                          \
+    "vldmia  %[x], {" X4 "}\n\t"                                                          \
     "adds    %[x], %[x], #16\n\t" STEPS4                                                  \
     "3:\n\t"                                                                              \
     "ands    %[n], %[n], #3\n\t"                                                          \
     "beq     5f\n"                                                                        \
     "4:\n\t" LD " %[s]!, {" ONE "}\n\t"                                                   \
-    "vldmia  %[x], {s0-s7}\n\t"                                                           \
-    "adds    %[x], %[x], #4\n\t"                                                          \
-    EBT_STEP(ONE, "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7")                         \
+    "vldmia  %[x], {" X1 "}\n\t"                                                          \
+    "adds    %[x], %[x], #4\n\t" STEP1                                                    \
     "subs    %[n], %[n], #1\n\t"                                                          \
     "bne     4b\n"                                                                        \
     "5:\n"
 
-#define EBT_CORR8_OPERANDS                                                                \
-    : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [a4] "+t"(a4),          \
-      [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7), [s] "+r"(s), [x] "+r"(x), [n] "+r"(n)  \
-    :                                                                                     \
-    : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",    \
-      "s13", "s14", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "cc", "memory"
+/* The correlation of 8 sums (GCC's registers for them: s15, s24..s31, the rest taken). */
+#define EBT_CORR8(LD, STEPS8, R4, STEPS4, ONE)                                            \
+    EBT_CORR(LD, "s0-s14", STEPS8, R4, "s0-s10", STEPS4, ONE, "s0-s7",                    \
+             EBT_STEP(ONE, "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"))
+
+/* The 8 sums a[0..8) in and out of the variables a0..a7 the assembly names. */
+#define EBT_SUMS8_IN(a)                                                                   \
+    float a0 = (a)[0], a1 = (a)[1], a2 = (a)[2], a3 = (a)[3], a4 = (a)[4], a5 = (a)[5],   \
+          a6 = (a)[6], a7 = (a)[7]
+#define EBT_SUMS8_OUT(a)                                                                  \
+    ((a)[0] = a0, (a)[1] = a1, (a)[2] = a2, (a)[3] = a3, (a)[4] = a4, (a)[5] = a5,        \
+     (a)[6] = a6, (a)[7] = a7)
 
 /* a[i] += sum over t < n of s[t] * x[t + i], i < 8, t in order (one rounding each: VFMA).
  * s walks up. */
 EBT_INLINE void ebt_corr8_up(float a[8], const float *s, const float *x, int n)
 {
-    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
-          a7 = a[7];
+    EBT_SUMS8_IN(a);
     __asm__ volatile(
         EBT_CORR8("vldmia ", EBT_STEPS8("s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"),
                   "s16-s19", EBT_STEPS4("s16", "s17", "s18", "s19"), "s16")
-        EBT_CORR8_OPERANDS);
-    a[0] = a0;
-    a[1] = a1;
-    a[2] = a2;
-    a[3] = a3;
-    a[4] = a4;
-    a[5] = a5;
-    a[6] = a6;
-    a[7] = a7;
+        : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [a4] "+t"(a4),
+          [a5] "+t"(a5), [a6] "+t"(a6), [a7] "+t"(a7), [s] "+r"(s), [x] "+r"(x), [n] "+r"(n)
+        :
+        : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12",
+          "s13", "s14", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "cc",
+          "memory");
+    EBT_SUMS8_OUT(a);
 }
 
 /* Blocks of 8 outputs of a row, each the sum over the rows of a table of a correlation
@@ -243,8 +246,7 @@ EBT_INLINE void ebt_cols16(const ebt_rows8 *job, float *out, const float *init, 
  * one column wide: dy's row against 8 input rows). step in floats. */
 EBT_INLINE void ebt_dots8(float a[8], const float *s, const float *x, int step, int n)
 {
-    float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
-          a7 = a[7];
+    EBT_SUMS8_IN(a);
     const float *t;
     const int bytes = step * 4;
     n >>= 3;
@@ -263,15 +265,12 @@ EBT_INLINE void ebt_dots8(float a[8], const float *s, const float *x, int step, 
         : [step] "r"(bytes)
         : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s16", "s17", "s18", "s19", "s20",
           "s21", "s22", "s23", "cc", "memory");
-    a[0] = a0;
-    a[1] = a1;
-    a[2] = a2;
-    a[3] = a3;
-    a[4] = a4;
-    a[5] = a5;
-    a[6] = a6;
-    a[7] = a7;
+    EBT_SUMS8_OUT(a);
 }
+
+/* R = the smaller of R and h (unsigned); G = 0 where X >= h (unsigned). */
+#define EBT_AT_MOST_H(R) "cmp     " R ", %[h]\n\tit      hi\n\tmovhi   " R ", %[h]\n\t"
+#define EBT_ZERO_FROM_H(X, G) "cmp     " X ", %[h]\n\tit      cs\n\tmovcs   " G ", #0\n\t"
 
 /* relu then the clamp to 127/128 on float bits (eb_train.c's relu_clamp_bits), 4 floats a
  * pass (n4 > 0 passes): one LDM, per float a BIC of its sign (a negative float or -0 gives
@@ -285,18 +284,7 @@ EBT_INLINE void ebt_relu_clamp4(const float *x, float *y, int n4, uint32_t high)
         "bic     r5, r5, r5, asr #31\n\t"
         "bic     r6, r6, r6, asr #31\n\t"
         "bic     r8, r8, r8, asr #31\n\t"
-        "cmp     r4, %[h]\n\t"
-        "it      hi\n\t"
-        "movhi   r4, %[h]\n\t"
-        "cmp     r5, %[h]\n\t"
-        "it      hi\n\t"
-        "movhi   r5, %[h]\n\t"
-        "cmp     r6, %[h]\n\t"
-        "it      hi\n\t"
-        "movhi   r6, %[h]\n\t"
-        "cmp     r8, %[h]\n\t"
-        "it      hi\n\t"
-        "movhi   r8, %[h]\n\t"
+        EBT_AT_MOST_H("r4") EBT_AT_MOST_H("r5") EBT_AT_MOST_H("r6") EBT_AT_MOST_H("r8")
         "stmia   %[y]!, {r4, r5, r6, r8}\n\t"
         "subs    %[n], %[n], #1\n\t"
         "bne     1b\n"
@@ -319,18 +307,8 @@ EBT_INLINE void ebt_relu_clamp_pass4(const float *x, const float *dy, float *dx,
         "sub     r5, r5, #1\n\t"
         "sub     r6, r6, #1\n\t"
         "sub     r8, r8, #1\n\t"
-        "cmp     r4, %[h]\n\t"
-        "it      cs\n\t"
-        "movcs   r9, #0\n\t"
-        "cmp     r5, %[h]\n\t"
-        "it      cs\n\t"
-        "movcs   r10, #0\n\t"
-        "cmp     r6, %[h]\n\t"
-        "it      cs\n\t"
-        "movcs   r11, #0\n\t"
-        "cmp     r8, %[h]\n\t"
-        "it      cs\n\t"
-        "movcs   r12, #0\n\t"
+        EBT_ZERO_FROM_H("r4", "r9") EBT_ZERO_FROM_H("r5", "r10") EBT_ZERO_FROM_H("r6", "r11")
+        EBT_ZERO_FROM_H("r8", "r12")
         "stmia   %[d]!, {r9, r10, r11, r12}\n\t"
         "subs    %[n], %[n], #1\n\t"
         "bne     1b\n"
@@ -352,37 +330,15 @@ EBT_INLINE void ebt_corr4_up(float a[4], const float *s, const float *x, int n)
 {
     float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     __asm__ volatile(
-        "subs    %[n], %[n], #8\n\t"
-        "blt     2f\n"
-        "1:\n\t"
-        "vldmia  %[s]!, {s16-s23}\n\t"
-        "vldmia  %[x], {s0-s10}\n\t"
-        "adds    %[x], %[x], #32\n\t"
-        EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
-        EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6")
-        EBT_Q("s20", "s4", "s5", "s6", "s7") EBT_Q("s21", "s5", "s6", "s7", "s8")
-        EBT_Q("s22", "s6", "s7", "s8", "s9") EBT_Q("s23", "s7", "s8", "s9", "s10")
-        "subs    %[n], %[n], #8\n\t"
-        "bge     1b\n"
-        "2:\n\t"
-        "tst     %[n], #4\n\t"
-        "beq     3f\n\t"
-        "vldmia  %[s]!, {s16-s19}\n\t"
-        "vldmia  %[x], {s0-s6}\n\t"
-        "adds    %[x], %[x], #16\n\t"
-        EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
-        EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6")
-        "3:\n\t"
-        "ands    %[n], %[n], #3\n\t"
-        "beq     5f\n"
-        "4:\n\t"
-        "vldmia  %[s]!, {s16}\n\t"
-        "vldmia  %[x], {s0-s3}\n\t"
-        "adds    %[x], %[x], #4\n\t"
-        EBT_Q("s16", "s0", "s1", "s2", "s3")
-        "subs    %[n], %[n], #1\n\t"
-        "bne     4b\n"
-        "5:\n"
+        EBT_CORR("vldmia ", "s0-s10",
+                 EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
+                 EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6")
+                 EBT_Q("s20", "s4", "s5", "s6", "s7") EBT_Q("s21", "s5", "s6", "s7", "s8")
+                 EBT_Q("s22", "s6", "s7", "s8", "s9") EBT_Q("s23", "s7", "s8", "s9", "s10"),
+                 "s16-s19", "s0-s6",
+                 EBT_Q("s16", "s0", "s1", "s2", "s3") EBT_Q("s17", "s1", "s2", "s3", "s4")
+                 EBT_Q("s18", "s2", "s3", "s4", "s5") EBT_Q("s19", "s3", "s4", "s5", "s6"),
+                 "s16", "s0-s3", EBT_Q("s16", "s0", "s1", "s2", "s3"))
         : [a0] "+t"(a0), [a1] "+t"(a1), [a2] "+t"(a2), [a3] "+t"(a3), [s] "+r"(s), [x] "+r"(x),
           [n] "+r"(n)
         :

@@ -22,21 +22,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import jinja2
-
 from edgebuild.targets import toolchain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shapes  # noqa: E402  (benchmarks/shapes.py: issue 32's layer record and generator)
 from shapes import Layer  # noqa: E402
+from tfl_kernels import prepare  # noqa: E402  (startup, link.ld and the counting plugin)
 
 REPO = Path(__file__).resolve().parent.parent
 TRAIN = REPO / "templates" / "train"
-PROJECT = REPO / "templates" / "project"
 M4 = ("-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-std=c99", "-O2",
       "-DEB_STANDALONE", "-nostartfiles", "--specs=nano.specs", "--specs=rdimon.specs")
-LINK_VARS = {"flash_bytes": 4194304, "ram_bytes": 4194304, "stack_bytes": 16384,
-             "heap_bytes": 4096}
 PASSES = ("forward", "input", "weight")
 
 MAIN = r"""
@@ -101,15 +97,6 @@ SHAPES = {
     "pw 8x8": conv(32, (8, 8), 64, (1, 1)),
     "linear 256-64": Layer("linear", 256, 64),
 }
-
-
-def prepare(build: Path) -> Path:
-    """startup_m4.c and the rendered link.ld in build/; returns the plugin."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    (build / "link.ld").write_text(
-        env.from_string((PROJECT / "link.ld.j2").read_text()).render(**LINK_VARS))
-    (build / "startup_m4.c").write_text((PROJECT / "startup_m4.c").read_text())
-    return toolchain.build_plugin(build)
 
 
 def firmware(build: Path, tools: toolchain.ArmTools, name: str, layer: Layer, phase: str,

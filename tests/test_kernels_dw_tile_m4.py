@@ -79,6 +79,10 @@ LOOP_CASES = [
     dw_config(1, 25, 6, (7, 3), 1, 1, (3, 1), act=1),             # slide1, turned
     dw_config(2, 11, 26, (2, 5), 1, 3, 1, act=0),                 # generic, stride 3
     dw_config(2, 9, 24, (2, 3), 1, 1, 1, dil=3, act=2),           # generic, dilation 3, abs
+    # maps shorter than the kernel: most patch rows in the padding, left unwritten, and only
+    # the tap rows some output row reads inside built
+    dw_config(3, 2, 18, 7, 1, 1, 6, dil=2, act=1),                # slide1, 2-row map, d 2
+    dw_config(2, 3, 40, 7, 2, 2, 3, act=0),                       # pair, 3-row map, stride 2
 ]
 
 

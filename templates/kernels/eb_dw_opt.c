@@ -1217,7 +1217,10 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
 
 /* The patch of the tile at output (oy0, ox0) of channel `plane`: rows (rows - 1) * s_h +
  * band, pw int16 each, x or 0 outside the input; a row's bytes 4 at a time (LDR, two
- * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. */
+ * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. Rows wholly in the padding are
+ * not written: eb_dw_tile_segments leaves the tap rows that would read them out of the sums
+ * (a 7x7 dilation-2 layer on a 2-row map zeroed 12 of its 14 patch rows per channel). Only a
+ * block's lanes past the last output column, which are not stored, may read them. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const int8_t *plane,
                                                      int oy0, int ox0, int rows,
                                                      int16_t *patch)
@@ -1232,7 +1235,10 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     int32_t r, c;
     for (r = 0; r < ph; ++r, patch += pw, base += src_r) {
         const int32_t iy = iy0 + r;
-        if (iy < 0 || iy >= in_h || hi <= lo) {
+        if (iy < 0 || iy >= in_h) {
+            continue; /* a row in the padding: no tap reads it (eb_dw_tile_segments) */
+        }
+        if (hi <= lo) {
             for (c = 0; c < pw; c += 2) { /* pw is even, rows word-aligned */
                 eb_store32(patch + c, 0);
             }
@@ -1287,15 +1293,17 @@ EB_INLINE void eb_dw_tile_row_words(const int8_t *w, int32_t w_c, int32_t wstep,
 
 /* The tap pairs of one output channel's weights wa, and of a second one's wb (or NULL), in
  * the frame: per tap row its offsets, d_w int16 apart (2 a pair with dilation 1), and words.
- * Once per channel and tile: a short map's cost, kept to a few instructions a pair. */
+ * Once per channel and tile: a short map's cost, kept to a few instructions a pair. Only the
+ * tap rows [ky_lo, ky_hi) that some output row of the tile reads inside the input
+ * (eb_dw_tile_rows): eb_dw_tile_segments leaves the others out of the sums. */
 static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
-                                        eb_dw_tap *tap)
+                                        int ky_lo, int ky_hi, eb_dw_tap *tap)
 {
     const int32_t step = t->d_w == 1 ? 2 : t->d_w, row = (int32_t)t->d_h * t->pw;
     const int32_t w_c = t->w_c, wstep = t->d_w == 1 ? 2 * w_c : w_c;
     const int pairs = t->pairs, full = t->d_w == 1 ? t->k_w / 2 : 0;
     int ky, p;
-    for (ky = 0; ky < t->k_h; ++ky, tap += pairs) {
+    for (ky = ky_lo, tap += ky_lo * pairs; ky < ky_hi; ++ky, tap += pairs) {
         const int32_t at = (int32_t)ky * t->w_r;
         int32_t off = (int32_t)ky * row;
         for (p = 0; p < pairs; ++p, off += step) {
@@ -1393,6 +1401,131 @@ EB_INLINE void eb_dw_tile_q4(const int mode, int8_t *d, const int32_t dc, int s,
 #define EB_DW_PAIR_ASM 0
 #endif
 
+/* A row's whole blocks of 4 pixels x two channels on the M4, in a NONE / RELU mode both share:
+ * the block loop, the tap loop (as EB_DW_PAIR_LOOP) and the stores in one naked function,
+ * its state in the 14 registers and its counters and pointers in its own stack frame (a copy
+ * of the job). The C block loop around EB_DW_PAIR_LOOP spent about 40 instructions a block on
+ * spilled state (GCC has no register left beside the asm's 14): here a block costs about
+ * 47 beside its tap pairs (15 instructions per 16 MACs each). Pixels s int16 apart in the
+ * patch (s 1 or 2: the loads' immediates), outputs dc apart. */
+#if EB_DW_PAIR_ASM && (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR)
+#define EB_DW_ROW_ASM 1
+typedef struct {
+    int32_t init_a, init_b;         /* 0, 4: the sums' start */
+    const eb_dw_tap *tap, *end;     /* 8, 12: the tap pairs */
+    int32_t s;                      /* 16: the right shift */
+    int8_t *da, *db;                /* 20, 24: the first block's outputs (advanced) */
+    int32_t dc, n, unused;          /* 28, 32, 36: output stride, blocks */
+    const int16_t *row;             /* 40: the first block's first tap */
+} eb_dw_row_job;
+
+#define EB_DW_ROW_PX(a, b, at)                                                               \
+    "ldr r12, [r9, #" at "]\n\t"                                                            \
+    "smlad " a ", r12, r10, " a "\n\t"                                                      \
+    "smlad " b ", r12, r11, " b "\n\t"
+#define EB_DW_ROW_TAP(s2, s4, s6)                                                            \
+    "ldr r11, [r8, #8]\n\t"                                                                 \
+    "ldrd r9, r10, [r8], #12\n\t"                                                           \
+    "add r9, lr, r9, lsl #1\n\t" EB_DW_ROW_PX("r0", "r4", "0") EB_DW_ROW_PX("r1", "r5", s2)  \
+        EB_DW_ROW_PX("r2", "r6", s4) EB_DW_ROW_PX("r3", "r7", s6)
+#define EB_DW_ROW_STORE4(d, x0, x1, x2, x3)                                                  \
+    "strb " x0 ", [" d "]\n\t"                                                              \
+    "strb " x1 ", [" d ", r11]\n\t"                                                         \
+    "add " d ", " d ", r11, lsl #1\n\t"                                                     \
+    "strb " x2 ", [" d "]\n\t"                                                              \
+    "strb " x3 ", [" d ", r11]\n\t"                                                         \
+    "add " d ", " d ", r11, lsl #1\n\t"
+#define EB_DW_ROW_SAT8(sat, bits)                                                            \
+    sat " r0, " bits ", r0\n\t" sat " r1, " bits ", r1\n\t" sat " r2, " bits ", r2\n\t"     \
+    sat " r3, " bits ", r3\n\t" sat " r4, " bits ", r4\n\t" sat " r5, " bits ", r5\n\t"     \
+    sat " r6, " bits ", r6\n\t" sat " r7, " bits ", r7\n\t"
+#define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits)                                      \
+    static __attribute__((naked, noinline)) void name(const eb_dw_row_job *job              \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
+                         "sub sp, sp, #40\n\t"                                              \
+                         "ldr lr, [r0, #40]\n\t"                                            \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}\n\t"           \
+                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}\n"              \
+                         "1:\n\t"                                                            \
+                         "ldrd r12, r11, [sp, #0]\n\t"                                      \
+                         "mov r0, r12\n\tmov r1, r12\n\tmov r2, r12\n\tmov r3, r12\n\t"      \
+                         "mov r4, r11\n\tmov r5, r11\n\tmov r6, r11\n\tmov r7, r11\n\t"      \
+                         "ldrd r8, r12, [sp, #8]\n\t"                                       \
+                         "sub r12, r12, r8\n\t"                                             \
+                         "tst r12, #4\n\t"                                                  \
+                         "bne 3f\n"                                                          \
+                         "2:\n\t" EB_DW_ROW_TAP(s2, s4, s6)                                  \
+                         "3:\n\t" EB_DW_ROW_TAP(s2, s4, s6)                                  \
+                         "ldr r12, [sp, #12]\n\t"                                           \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 2b\n\t"                                                       \
+                         "ldr r12, [sp, #16]\n\t"                                           \
+                         "asr r0, r0, r12\n\tasr r1, r1, r12\n\tasr r2, r2, r12\n\t"        \
+                         "asr r3, r3, r12\n\tasr r4, r4, r12\n\tasr r5, r5, r12\n\t"        \
+                         "asr r6, r6, r12\n\tasr r7, r7, r12\n\t" EB_DW_ROW_SAT8(sat, bits)  \
+                         "ldrd r9, r10, [sp, #20]\n\t"                                      \
+                         "ldr r11, [sp, #28]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
+                                                                   "r3")                     \
+                             EB_DW_ROW_STORE4("r10", "r4", "r5", "r6", "r7")                 \
+                         "strd r9, r10, [sp, #20]\n\t"                                      \
+                         "add lr, lr, #" step "\n\t"                                        \
+                         "ldr r12, [sp, #32]\n\t"                                           \
+                         "subs r12, r12, #1\n\t"                                            \
+                         "str r12, [sp, #32]\n\t"                                           \
+                         "bne 1b\n\t"                                                       \
+                         "add sp, sp, #40\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
+    }
+#if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
+#if EB_DW_HAS_RELU
+EB_DW_ROW_FN(eb_dw_row_s1_relu, "2", "4", "6", "8", "usat", "#7")
+#endif
+#if EB_DW_HAS_NONE
+EB_DW_ROW_FN(eb_dw_row_s1_none, "2", "4", "6", "8", "ssat", "#8")
+#endif
+#endif
+#if EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR
+#if EB_DW_HAS_RELU
+EB_DW_ROW_FN(eb_dw_row_s2_relu, "4", "8", "12", "16", "usat", "#7")
+#endif
+#if EB_DW_HAS_NONE
+EB_DW_ROW_FN(eb_dw_row_s2_none, "4", "8", "12", "16", "ssat", "#8")
+#endif
+#endif
+
+/* The row function for stride s and mode (NULL when it is not linked: the C loop runs). */
+static void (*eb_dw_row_fn(int s, int mode))(const eb_dw_row_job *)
+{
+#if (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR) && EB_DW_HAS_RELU
+    if (s == 1 && mode == EB_DW_RELU) {
+        return eb_dw_row_s1_relu;
+    }
+#endif
+#if (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR) && EB_DW_HAS_NONE
+    if (s == 1 && mode == EB_DW_NONE) {
+        return eb_dw_row_s1_none;
+    }
+#endif
+#if (EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR) && EB_DW_HAS_RELU
+    if (s == 2 && mode == EB_DW_RELU) {
+        return eb_dw_row_s2_relu;
+    }
+#endif
+#if (EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR) && EB_DW_HAS_NONE
+    if (s == 2 && mode == EB_DW_NONE) {
+        return eb_dw_row_s2_none;
+    }
+#endif
+    (void)s;
+    (void)mode;
+    return NULL;
+}
+#else
+#define EB_DW_ROW_ASM 0
+#endif
+
 /* eb_dw_tile_run for two output channels of one input channel (j->ob): each pixel's tap
  * pair loaded once for both; pixels s apart in the patch, outputs dc apart. The NONE and
  * RELU stores (both channels in one of them: `mode`) from their output pointers held here,
@@ -1409,10 +1542,34 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     int8_t *const da = fast ? j->oa->out8 + j->ia : NULL;
     int8_t *const db = fast ? j->ob->out8 + j->ib : NULL;
     int r, x;
+#if EB_DW_ROW_ASM
+    void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode) : NULL;
+    eb_dw_row_job rj;
+    rj.init_a = j->init_a;
+    rj.init_b = j->init_b;
+    rj.tap = tap;
+    rj.end = end;
+    rj.s = sh;
+    rj.dc = dc;
+    rj.unused = 0;
+#endif
     for (r = 0; r < rows; ++r) {
         const int16_t *row = patch + (int32_t)r * pitch;
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
-        for (x = ox0; x < xend; x += 4, row += 4 * s) {
+        x = ox0;
+#if EB_DW_ROW_ASM
+        if (fn != NULL && xend - x >= 4) { /* the whole blocks */
+            const int32_t n = (xend - x) >> 2, to = at + (int32_t)x * dc;
+            rj.da = da + to;
+            rj.db = db + to;
+            rj.n = n;
+            rj.row = row;
+            fn(&rj);
+            x += 4 * n;
+            row += 4 * s * n;
+        }
+#endif
+        for (; x < xend; x += 4, row += 4 * s) {
             const eb_dw_tap *e = tap;
             const int32_t to = at + (int32_t)x * dc;
             int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
@@ -1937,6 +2094,26 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
     return unpacked;
 }
 
+/* The tap rows [*lo, *hi) that output rows oy0 .. oy0 + rows - 1 read inside the input (the
+ * union of eb_dw_tile_segments' runs: the first row's range reaches lowest, the last's
+ * starts highest; every row if none does). */
+static void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, int *lo, int *hi)
+{
+    int lo0, hi0, lo1, hi1;
+    *lo = 0;
+    *hi = t->k_h;
+    if (oy0 * t->s_h >= t->p_h &&
+        (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h) {
+        return; /* all inside (eb_dw_tile_segments' test) */
+    }
+    eb_tap_range(oy0 * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo0, &hi0);
+    eb_tap_range((oy0 + rows - 1) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo1, &hi1);
+    if ((lo1 < lo0 ? lo1 : lo0) < (hi1 > hi0 ? hi1 : hi0)) {
+        *lo = lo1 < lo0 ? lo1 : lo0;
+        *hi = hi1 > hi0 ? hi1 : hi0;
+    }
+}
+
 /* The layer by tiles: per input channel and tile the patch once, then each of its m output
  * channels (weights, packed or not; bias; mode) over it. */
 static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
@@ -1951,12 +2128,13 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     eb_dw_out oa = *o, ob = *o;
     const int m = p->out_c / p->in_c, pairs = eb_dw_tile_pairs(t);
     const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w;
-    int ic, j, oy0, ox0;
+    int ic, j, oy0, ox0, ky_lo, ky_hi;
     for (ic = 0; ic < p->in_c; ++ic) {
         for (oy0 = 0; oy0 < t->out_h; oy0 += t->rows) {
             const int rows = t->out_h - oy0 < t->rows ? t->out_h - oy0 : t->rows;
             for (ox0 = 0; ox0 < t->out_w; ox0 += t->cols) {
                 eb_dw_tile_fill(t, in + (int32_t)ic * in_plane, oy0, ox0, rows, patch);
+                eb_dw_tile_rows(t, oy0, rows, &ky_lo, &ky_hi);
                 for (j = 0; j < m; j += pairs ? 2 : 1) {
                     const int32_t oc = (int32_t)ic * m + j;
                     const int two = pairs && j + 1 < m;
@@ -1970,7 +2148,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                     eb_dw_tile_taps(t, eb_dw_weights(p, weight, oc, taps, unpacked),
                                     two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
                                         : NULL,
-                                    tap);
+                                    ky_lo, ky_hi, tap);
                     eb_dw_tile_segments(t, patch, tap, &job, oy0, ox0, rows);
                 }
             }

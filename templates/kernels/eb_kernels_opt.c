@@ -373,28 +373,63 @@ static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
     const int16_t *tw = (const int16_t *)(const void *)t; /* 4-byte aligned (scratch) */
     int32_t q;
     for (q = 0; q < kp; q += 4, cols += 16) {
-        /* T words of taps k0..k3, bytes = pixels 0..3; a: pixels 0, 2; b: pixels 1, 3 */
-        uint32_t t0, t1, t2, t3;
-        uint32_t a0, a1, a2, a3, b0, b1, b2, b3;
+        uint32_t t0, t1, t2, t3; /* T words of taps k0..k3, bytes = pixels 0..3 */
         EB_LOAD4X32(tw, t0, t1, t2, t3); /* one LDMIA on the M4 */
-        a0 = eb_sxtb16(t0);
-        b0 = eb_sxtb16_ror8(t0);
-        a1 = eb_sxtb16(t1);
-        b1 = eb_sxtb16_ror8(t1);
-        a2 = eb_sxtb16(t2);
-        b2 = eb_sxtb16_ror8(t2);
-        a3 = eb_sxtb16(t3);
-        b3 = eb_sxtb16_ror8(t3);
-        eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
-        eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
-        eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
-        eb_store32(cols + 6, eb_pack_lo(b1, b3));
-        eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
-        eb_store32(cols + 10, eb_pack_hi(a1, a3));
-        eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
-        eb_store32(cols + 14, eb_pack_hi(b1, b3));
+        eb_cols_chunk(t0, t1, t2, t3, cols);
     }
 }
+
+#if !defined(EB_OPT_NO_IM2COL_DIRECT)
+#define EB_IM2COL_DIRECT 1
+/* Whether the stride-1 block of 4 pixels (oy, ox .. ox + 3) reads every tap inside the input
+ * (no padding row or column): its T words are then the input bytes at fixed offsets from
+ * the block's first pixel, the same for every such block of the row (eb_tap_offsets). */
+static int eb_block_inside(const eb_conv_params *p, int oy, int ox)
+{
+    const int iy = oy * p->stride_h - p->pad_h, ix = ox - p->pad_w;
+    return iy >= 0 && iy + (p->k_h - 1) * p->dil_h < p->in_h && ix >= 0 &&
+           ix + 3 + (p->k_w - 1) * p->dil_w < p->in_w;
+}
+
+/* Per tap (input channel, kernel row, kernel column; the weights' order) of output row oy of
+ * a stride-1 conv: the offset of its input byte from pixel (oy, 0)'s position in the row, so
+ * that a block at ox inside the input reads tap t's 4 pixels at in_g + ox + off[t]. */
+static void eb_tap_offsets(const eb_conv_params *p, int ipg, int oy, int32_t *off)
+{
+    const int32_t plane = (int32_t)p->in_h * p->in_w, row = (int32_t)p->dil_h * p->in_w;
+    const int32_t first = (int32_t)(oy * p->stride_h - p->pad_h) * p->in_w - p->pad_w;
+    int ic, ky, kx;
+    for (ic = 0; ic < ipg; ++ic) {
+        for (ky = 0; ky < p->k_h; ++ky) {
+            const int32_t o = first + (int32_t)ic * plane + (int32_t)ky * row;
+            for (kx = 0; kx < p->k_w; ++kx) {
+                *off++ = o + (int32_t)kx * p->dil_w;
+            }
+        }
+    }
+}
+
+/* The columns of a block inside the input (eb_block_inside) straight from the input: per 4
+ * taps 4 word loads at the row's offsets and eb_cols_chunk, where the T words cost a load
+ * and a store each (with a row's set-up per tap column) and the transpose a load more; the
+ * taps past k (to kp) zero, as eb_conv_core clears them. */
+static EB_NOINLINE void eb_cols_direct(const int8_t *at, const int32_t *off, int32_t k,
+                                       int16_t *cols)
+{
+    int32_t q;
+    for (q = 0; q + 4 <= k; q += 4, off += 4, cols += 16) {
+        eb_cols_chunk(eb_load32(at + off[0]), eb_load32(at + off[1]), eb_load32(at + off[2]),
+                      eb_load32(at + off[3]), cols);
+    }
+    if (q < k) {
+        const int32_t n = k - q;
+        eb_cols_chunk(eb_load32(at + off[0]), n > 1 ? eb_load32(at + off[1]) : 0u,
+                      n > 2 ? eb_load32(at + off[2]) : 0u, 0u, cols);
+    }
+}
+#else
+#define EB_IM2COL_DIRECT 0
+#endif
 
 /* n int8 values (n a multiple of 4) -> one column at dst (chunk stride 4). */
 static void eb_expand(const int8_t *src, int32_t n, int16_t *dst)
@@ -1350,22 +1385,69 @@ static void eb_pk_store(const eb_sink *s, int bits, int32_t k, const int8_t *wei
 }
 #endif
 
+/* The tap offsets eb_block_cols keeps for the direct columns: on the stack (the scratch
+ * holds the columns and the T words, which overlap), so for at most EB_DIRECT_TAPS taps. */
+#define EB_DIRECT_TAPS 128
+typedef struct {
+    int32_t off[EB_DIRECT_TAPS];
+    int row; /* the output row they are for; -1: none */
+} eb_tap_table;
+
+/* The interleaved columns of the block of pixels px .. px + count - 1 of group input in_g
+ * into cols (4 * kp int16), through the T words in taps (kp words, the upper half of cols)
+ * or, for a stride-1 block inside the input, straight from the input at the tap offsets of
+ * its row (table, worked out once a row; NULL: a layer of more taps). */
+static void eb_block_cols(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
+                          int32_t count, int16_t *cols, int8_t *taps, eb_tap_table *table)
+{
+    const int out_w = p->out_w;
+    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
+    const int row4 = p->stride_w == 1 && p->in_w >= 4;
+    const int32_t hw = (int32_t)p->out_h * out_w;
+    const int32_t k = (int32_t)ipg * p->k_h * p->k_w, kp = EB_OPT_ROUND4(k);
+    const int oy = (int)(px / out_w), ox = (int)(px % out_w);
+#if EB_IM2COL_DIRECT
+    if (table != NULL && row4 && ox + EB_OPT_PIXELS <= out_w && eb_block_inside(p, oy, ox)) {
+        if (table->row != oy) {
+            eb_tap_offsets(p, ipg, oy, table->off);
+            table->row = oy;
+        }
+        eb_cols_direct(in_g + ox, table->off, k, cols);
+        return;
+    }
+#else
+    (void)table;
+#endif
+    if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
+        eb_taps_row4(p, in_g, ipg, oy, ox, taps);
+    } else if (row4 && out_w >= 2) {
+        eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
+    } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 && ox + count <= out_w) {
+        eb_taps_row4s2(p, in_g, ipg, oy, ox, taps); /* (narrower: all row ends) */
+    } else {
+        eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
+    }
+    if (kp > k) {
+        memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
+    }
+    eb_transpose(taps, kp, cols);
+}
+
 static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                          const int32_t *bias, const eb_sink *s, int16_t *scratch)
 {
     const int groups = p->groups;
     const int ipg = p->in_c / groups, opg = p->out_c / groups;
-    const int out_w = p->out_w;
-    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
-    const int row4 = p->stride_w == 1 && p->in_w >= 4;
     const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
     const int32_t kp = EB_OPT_ROUND4(k);
-    const int32_t hw = (int32_t)p->out_h * out_w;
+    const int32_t hw = (int32_t)p->out_h * p->out_w;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
     int16_t *const cols = scratch;                 /* 4 * kp int16: the interleaved columns */
     int8_t *const taps = (int8_t *)(scratch + 2 * kp); /* kp words: T, in the upper half */
+    eb_tap_table table;
     int g;
 
+    table.row = -1; /* offsets from a group's input: the same for every group */
     for (g = 0; g < groups; ++g) {
         const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
         const int oc_begin = g * opg;
@@ -1373,21 +1455,8 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
         for (px = 0; px < hw; px += EB_OPT_PIXELS) {
             /* pixels px .. px + 3; lanes past the end are not stored */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-            const int oy = (int)(px / out_w), ox = (int)(px % out_w);
-            if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
-                eb_taps_row4(p, in_g, ipg, oy, ox, taps);
-            } else if (row4 && out_w >= 2) {
-                eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
-            } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 &&
-                       ox + count <= out_w) {
-                eb_taps_row4s2(p, in_g, ipg, oy, ox, taps); /* (narrower: all row ends) */
-            } else {
-                eb_taps_gather(p, in_g, ipg, px, (int)count, taps);
-            }
-            if (kp > k) {
-                memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
-            }
-            eb_transpose(taps, kp, cols);
+            eb_block_cols(p, in_g, ipg, px, count, cols, taps,
+                          k <= EB_DIRECT_TAPS ? &table : NULL);
 #if EB_OPT_PACKED
             if (p->wbits != 0) {
                 eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_begin + opg, bias, px, hw,
@@ -1676,28 +1745,15 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
 
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
 {
-    const int out_w = p->out_w;
-    const int row4 = p->stride_w == 1 && p->in_w >= 4;
-    const int32_t k = (int32_t)p->in_c * p->k_h * p->k_w;
-    const int32_t kp = EB_OPT_ROUND4(k);
-    const int32_t hw = (int32_t)p->out_h * out_w;
+    const int32_t kp = EB_OPT_ROUND4((int32_t)p->in_c * p->k_h * p->k_w);
+    const int32_t hw = (int32_t)p->out_h * p->out_w;
+    eb_tap_table table;
     int32_t px;
+    table.row = -1;
     for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
         const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-        const int oy = (int)(px / out_w), ox = (int)(px % out_w);
-        int8_t *const taps = (int8_t *)(cols + 2 * kp);
-        if (row4 && ox + count <= out_w) {
-            eb_taps_row4(p, in, p->in_c, oy, ox, taps);
-        } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 &&
-                   ox + count <= out_w) {
-            eb_taps_row4s2(p, in, p->in_c, oy, ox, taps);
-        } else {
-            eb_taps_gather(p, in, p->in_c, px, (int)count, taps);
-        }
-        if (kp > k) {
-            memset(taps + 4 * k, 0, (size_t)(4 * (kp - k)));
-        }
-        eb_transpose(taps, kp, cols);
+        eb_block_cols(p, in, p->in_c, px, count, cols, (int8_t *)(cols + 2 * kp),
+                      p->in_c * p->k_h * p->k_w <= EB_DIRECT_TAPS ? &table : NULL);
     }
 }
 

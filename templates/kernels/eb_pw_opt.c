@@ -55,25 +55,7 @@ typedef struct {
 
 /* ---- columns -------------------------------------------------------------------------------
  * The 4 pixels' columns of chunk q from the words t_i = in[4q + i][px .. px + 3] (byte j:
- * pixel j): a_i = SXTB16(t_i) = [P0, P2] of channel i, b_i = SXTB16(t_i ROR 8) = [P1, P3];
- * pixel 0's column words are [c0, c2] = PKHBT(a0, a2), [c1, c3] = PKHBT(a1, a3), and so on
- * (eb_kernels_opt.c's eb_transpose, straight from the input words). */
-static inline void eb_pw_chunk(uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3,
-                               int16_t *cols)
-{
-    const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
-    const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
-    const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
-    const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
-    eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [c0, c2] */
-    eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [c1, c3] */
-    eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
-    eb_store32(cols + 6, eb_pack_lo(b1, b3));
-    eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
-    eb_store32(cols + 10, eb_pack_hi(a1, a3));
-    eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
-    eb_store32(cols + 14, eb_pack_hi(b1, b3));
-}
+ * pixel j): eb_cols_chunk (eb_simd.h), straight from the input words. */
 
 /* The first `count` (1..4) bytes of a channel plane at pixel px as a word, the rest zero. */
 static uint32_t eb_pw_word(const int8_t *at, int count)
@@ -100,12 +82,12 @@ static EB_PW_NOINLINE void eb_pw_columns(const eb_pw_layer *L, const int8_t *in,
     int ic;
     if (count == 4) {
         for (ic = 0; ic < full; ic += 4, off += 4 * n, cols += 16) {
-            eb_pw_chunk(eb_load32(in + off), eb_load32(in + off + n),
+            eb_cols_chunk(eb_load32(in + off), eb_load32(in + off + n),
                         eb_load32(in + off + 2 * n), eb_load32(in + off + 3 * n), cols);
         }
     } else {
         for (ic = 0; ic < full; ic += 4, off += 4 * n, cols += 16) {
-            eb_pw_chunk(eb_pw_word(in + off, count), eb_pw_word(in + off + n, count),
+            eb_cols_chunk(eb_pw_word(in + off, count), eb_pw_word(in + off + n, count),
                         eb_pw_word(in + off + 2 * n, count),
                         eb_pw_word(in + off + 3 * n, count), cols);
         }
@@ -115,7 +97,7 @@ static EB_PW_NOINLINE void eb_pw_columns(const eb_pw_layer *L, const int8_t *in,
         const uint32_t t0 = eb_pw_word(in + off, count);
         const uint32_t t1 = rest > 1 ? eb_pw_word(in + off + n, count) : 0u;
         const uint32_t t2 = rest > 2 ? eb_pw_word(in + off + 2 * n, count) : 0u;
-        eb_pw_chunk(t0, t1, t2, 0u, cols);
+        eb_cols_chunk(t0, t1, t2, 0u, cols);
     }
 }
 

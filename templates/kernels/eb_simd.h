@@ -222,6 +222,28 @@ static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
 }
 #endif
 
+/* Four taps of four pixels -> their interleaved columns (16 int16 at cols): t_i holds tap i
+ * of pixels 0..3 (byte j: pixel j); a_i = SXTB16(t_i) = [P0, P2] of tap i, b_i =
+ * SXTB16(t_i ROR 8) = [P1, P3]; pixel 0's column words are [k0, k2] = PKHBT(a0, a2), [k1, k3]
+ * = PKHBT(a1, a3), and so on: the order the GEMM rows read (a weight word's SXTB16 halves
+ * against a pixel's two words). */
+static inline void eb_cols_chunk(uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3,
+                                 int16_t *cols)
+{
+    const uint32_t a0 = eb_sxtb16(t0), b0 = eb_sxtb16_ror8(t0);
+    const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
+    const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
+    const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
+    eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
+    eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
+    eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
+    eb_store32(cols + 6, eb_pack_lo(b1, b3));
+    eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
+    eb_store32(cols + 10, eb_pack_hi(a1, a3));
+    eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
+    eb_store32(cols + 14, eb_pack_hi(b1, b3));
+}
+
 /* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one
  * LDMIA into r4, r5, r6, r8 (an LDM needs ascending registers, hence fixed ones; r7 is left
  * alone as it is Thumb's frame pointer at -O0). */

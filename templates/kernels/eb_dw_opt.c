@@ -1526,6 +1526,7 @@ static void (*eb_dw_row_fn(int s, int mode))(const eb_dw_row_job *)
 #define EB_DW_ROW_ASM 0
 #endif
 
+
 /* eb_dw_tile_run for two output channels of one input channel (j->ob): each pixel's tap
  * pair loaded once for both; pixels s apart in the patch, outputs dc apart. The NONE and
  * RELU stores (both channels in one of them: `mode`) from their output pointers held here,
@@ -1558,54 +1559,73 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
         x = ox0;
 #if EB_DW_ROW_ASM
-        if (fn != NULL && xend - x >= 4) { /* the whole blocks */
-            const int32_t n = (xend - x) >> 2, to = at + (int32_t)x * dc;
+        if (fn != NULL && xend - x >= 4) { /* the whole blocks, the last overlapping */
+            const int32_t n = (xend - x + 3) >> 2, to = at + (int32_t)x * dc;
             rj.da = da + to;
             rj.db = db + to;
-            rj.n = n;
+            rj.n = n - ((xend - x) & 3 ? 1 : 0);
             rj.row = row;
-            fn(&rj);
-            x += 4 * n;
-            row += 4 * s * n;
+            if (rj.n > 0) {
+                fn(&rj);
+            }
+            if ((xend - x) & 3) {
+                const int32_t last = xend - 4 - x; /* pixels from x */
+                rj.da = da + to + last * dc;
+                rj.db = db + to + last * dc;
+                rj.n = 1;
+                rj.row = row + last * s;
+                fn(&rj);
+            }
+            continue;
         }
 #endif
-        for (; x < xend; x += 4, row += 4 * s) {
-            const eb_dw_tap *e = tap;
-            const int32_t to = at + (int32_t)x * dc;
-            int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
-            int32_t b0 = j->init_b, b1 = j->init_b, b2 = j->init_b, b3 = j->init_b;
-#if EB_DW_PAIR_ASM
-            if (s == 1) {
-                EB_DW_PAIR_LOOP("2", "4", "6");
-            } else {
-                EB_DW_PAIR_LOOP("4", "8", "12");
+        for (; x + 4 <= xend; x += 4, row += 4 * s) {
+        block:
+            {
+                const eb_dw_tap *e = tap;
+                const int32_t to = at + (int32_t)x * dc;
+                int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
+                int32_t b0 = j->init_b, b1 = j->init_b, b2 = j->init_b, b3 = j->init_b;
+    #if EB_DW_PAIR_ASM
+                if (s == 1) {
+                    EB_DW_PAIR_LOOP("2", "4", "6");
+                } else {
+                    EB_DW_PAIR_LOOP("4", "8", "12");
+                }
+    #else
+                for (; e < end; ++e) {
+                    const int16_t *q = row + e->off;
+                    const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
+                    const uint32_t v2 = eb_load32(q + 2 * s), v3 = eb_load32(q + 3 * s);
+                    a0 = eb_smlad(v0, e->w, a0);
+                    a1 = eb_smlad(v1, e->w, a1);
+                    a2 = eb_smlad(v2, e->w, a2);
+                    a3 = eb_smlad(v3, e->w, a3);
+                    b0 = eb_smlad(v0, e->w2, b0);
+                    b1 = eb_smlad(v1, e->w2, b1);
+                    b2 = eb_smlad(v2, e->w2, b2);
+                    b3 = eb_smlad(v3, e->w2, b3);
+                }
+    #endif
+                if (xend - x >= 4 && mode == EB_DW_RELU) {
+                    eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, a0, a1, a2, a3);
+                    eb_dw_tile_q4(EB_DW_RELU, db + to, dc, sh, b0, b1, b2, b3);
+                } else if (xend - x >= 4 && mode == EB_DW_NONE) {
+                    eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, a0, a1, a2, a3);
+                    eb_dw_tile_q4(EB_DW_NONE, db + to, dc, sh, b0, b1, b2, b3);
+                } else {
+                    const int count = xend - x < 4 ? xend - x : 4;
+                    eb_dw_tile_put4(j->oa, j->ia + to, dc, count, a0, a1, a2, a3);
+                    eb_dw_tile_put4(j->ob, j->ib + to, dc, count, b0, b1, b2, b3);
+                }
             }
-#else
-            for (; e < end; ++e) {
-                const int16_t *q = row + e->off;
-                const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
-                const uint32_t v2 = eb_load32(q + 2 * s), v3 = eb_load32(q + 3 * s);
-                a0 = eb_smlad(v0, e->w, a0);
-                a1 = eb_smlad(v1, e->w, a1);
-                a2 = eb_smlad(v2, e->w, a2);
-                a3 = eb_smlad(v3, e->w, a3);
-                b0 = eb_smlad(v0, e->w2, b0);
-                b1 = eb_smlad(v1, e->w2, b1);
-                b2 = eb_smlad(v2, e->w2, b2);
-                b3 = eb_smlad(v3, e->w2, b3);
+        }
+        if (x < xend) { /* a last block of fewer than 4: when the row has 4, overlapping */
+            if (xend - ox0 >= 4) { /* the one before (its pixels stored again, the same) */
+                row -= (int32_t)(x - (xend - 4)) * s;
+                x = xend - 4;
             }
-#endif
-            if (xend - x >= 4 && mode == EB_DW_RELU) {
-                eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, a0, a1, a2, a3);
-                eb_dw_tile_q4(EB_DW_RELU, db + to, dc, sh, b0, b1, b2, b3);
-            } else if (xend - x >= 4 && mode == EB_DW_NONE) {
-                eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, a0, a1, a2, a3);
-                eb_dw_tile_q4(EB_DW_NONE, db + to, dc, sh, b0, b1, b2, b3);
-            } else {
-                const int count = xend - x < 4 ? xend - x : 4;
-                eb_dw_tile_put4(j->oa, j->ia + to, dc, count, a0, a1, a2, a3);
-                eb_dw_tile_put4(j->ob, j->ib + to, dc, count, b0, b1, b2, b3);
-            }
+            goto block;
         }
     }
 }
@@ -1765,6 +1785,183 @@ EB_INLINE void eb_dw_slide2(const int16_t *q, const eb_dw_tap *e, int n, int32_t
 #define EB_DW_SLIDE_ASM 0
 #endif
 
+/* A row's whole blocks of 4 pixels of one channel on the M4, sliding along the tap rows
+ * (EB_DW_SLIDE1_ASM / EB_DW_SLIDE2_ASM's loops, the same order), in a NONE / RELU mode: the
+ * block loop, the tap rows and the stores in one naked function, its counters and pointers in
+ * its own stack frame (a copy of the job), as eb_dw_row_s1_relu ... do for two channels. The
+ * C block loop around the slide assembly spent about 35 instructions a block on spilled state
+ * and its stores: here about 25. Pixels s int16 apart in the patch (s 1 or 2), outputs dc
+ * apart. Registers: sums r0-r3, the row's words r4-r7, the weight r8, the tap row's pointer
+ * r9, its pair count r10, the tap r11, the block's patch row lr. */
+#if EB_DW_SLIDE_ASM && (EB_DW_TILE_S1 || EB_DW_TILE_S2)
+#define EB_DW_ROW1_ASM 1
+typedef struct {
+    int32_t init;               /* 0: the sums' start */
+    const eb_dw_tap *tap, *end; /* 4, 8: the tap pairs */
+    int32_t pairs, s;           /* 12, 16: pairs a tap row; the right shift */
+    int8_t *d;                  /* 20: the first block's outputs (advanced) */
+    int32_t dc, n;              /* 24, 28: output stride, blocks */
+    const int16_t *row;         /* 32: the first block's first tap */
+} eb_dw_row1_job;
+
+#define EB_DW_R1_MAC4(p0, p1, p2, p3)                                                        \
+    "smlad r0, " p0 ", r8, r0\n\t"                                                           \
+    "smlad r1, " p1 ", r8, r1\n\t"                                                           \
+    "smlad r2, " p2 ", r8, r2\n\t"                                                           \
+    "smlad r3, " p3 ", r8, r3\n\t"
+#define EB_DW_R1_SLIDE1                                                                      \
+    "0:\n\t"                                                                                 \
+    "ldr r9, [r11]\n\t"                                                                      \
+    "add r9, lr, r9, lsl #1\n\t"                                                             \
+    "ldr r10, [sp, #12]\n\t"                                                                 \
+    "ldr r4, [r9]\n\t"                                                                       \
+    "ldr r5, [r9, #2]\n\t"                                                                   \
+    "subs r10, r10, #2\n\t"                                                                  \
+    "blt 2f\n"                                                                               \
+    "1:\n\t"                                                                                 \
+    "ldr r6, [r9, #4]\n\t"                                                                   \
+    "ldr r7, [r9, #6]\n\t"                                                                   \
+    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                             \
+    "ldr r4, [r9, #8]\n\t"                                                                   \
+    "ldr r5, [r9, #10]\n\t"                                                                  \
+    "ldr r8, [r11, #16]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                            \
+    "adds r9, r9, #8\n\t"                                                                    \
+    "adds r11, r11, #24\n\t"                                                                 \
+    "subs r10, r10, #2\n\t"                                                                  \
+    "bge 1b\n"                                                                               \
+    "2:\n\t"                                                                                 \
+    "adds r10, r10, #2\n\t"                                                                  \
+    "beq 3f\n\t"                                                                             \
+    "ldr r6, [r9, #4]\n\t"                                                                   \
+    "ldr r7, [r9, #6]\n\t"                                                                   \
+    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                             \
+    "adds r11, r11, #12\n"                                                                   \
+    "3:\n\t"                                                                                 \
+    "ldr r10, [sp, #8]\n\t"                                                                  \
+    "cmp r11, r10\n\t"                                                                       \
+    "bne 0b\n\t"
+#define EB_DW_R1_SLIDE2                                                                      \
+    "0:\n\t"                                                                                 \
+    "ldr r9, [r11]\n\t"                                                                      \
+    "add r9, lr, r9, lsl #1\n\t"                                                             \
+    "ldr r10, [sp, #12]\n\t"                                                                 \
+    "ldr r4, [r9]\n\t"                                                                       \
+    "ldr r5, [r9, #4]\n\t"                                                                   \
+    "ldr r6, [r9, #8]\n\t"                                                                   \
+    "subs r10, r10, #4\n\t"                                                                  \
+    "blt 2f\n"                                                                               \
+    "1:\n\t"                                                                                 \
+    "ldr r7, [r9, #12]\n\t"                                                                  \
+    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                             \
+    "ldr r4, [r9, #16]\n\t"                                                                  \
+    "ldr r8, [r11, #16]\n\t" EB_DW_R1_MAC4("r5", "r6", "r7", "r4")                            \
+    "ldr r5, [r9, #20]\n\t"                                                                  \
+    "ldr r8, [r11, #28]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                            \
+    "ldr r6, [r9, #24]\n\t"                                                                  \
+    "ldr r8, [r11, #40]\n\t" EB_DW_R1_MAC4("r7", "r4", "r5", "r6")                            \
+    "adds r9, r9, #16\n\t"                                                                   \
+    "adds r11, r11, #48\n\t"                                                                 \
+    "subs r10, r10, #4\n\t"                                                                  \
+    "bge 1b\n"                                                                               \
+    "2:\n\t"                                                                                 \
+    "adds r10, r10, #4\n\t"                                                                  \
+    "beq 3f\n"                                                                               \
+    "4:\n\t"                                                                                 \
+    "ldr r7, [r9, #12]\n\t"                                                                  \
+    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                             \
+    "mov r4, r5\n\t"                                                                         \
+    "mov r5, r6\n\t"                                                                         \
+    "mov r6, r7\n\t"                                                                         \
+    "adds r9, r9, #4\n\t"                                                                    \
+    "adds r11, r11, #12\n\t"                                                                 \
+    "subs r10, r10, #1\n\t"                                                                  \
+    "bne 4b\n"                                                                               \
+    "3:\n\t"                                                                                 \
+    "ldr r10, [sp, #8]\n\t"                                                                  \
+    "cmp r11, r10\n\t"                                                                       \
+    "bne 0b\n\t"
+#define EB_DW_ROW1_FN(name, SLIDE, step, sat, bits)                                          \
+    static __attribute__((naked, noinline)) void name(const eb_dw_row1_job *job             \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
+                         "sub sp, sp, #32\n\t"                                              \
+                         "ldr lr, [r0, #32]\n\t"                                            \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
+                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n"                     \
+                         "5:\n\t"                                                            \
+                         "ldr r0, [sp]\n\t"                                                 \
+                         "mov r1, r0\n\t"                                                   \
+                         "mov r2, r0\n\t"                                                   \
+                         "mov r3, r0\n\t"                                                   \
+                         "ldr r11, [sp, #4]\n\t" SLIDE                                      \
+                         "ldr r12, [sp, #16]\n\t"                                           \
+                         "asr r0, r0, r12\n\t"                                              \
+                         "asr r1, r1, r12\n\t"                                              \
+                         "asr r2, r2, r12\n\t"                                              \
+                         "asr r3, r3, r12\n\t" sat " r0, " bits ", r0\n\t" sat " r1, " bits \
+                         ", r1\n\t" sat " r2, " bits ", r2\n\t" sat " r3, " bits ", r3\n\t"   \
+                         "ldr r9, [sp, #20]\n\t"                                            \
+                         "ldr r12, [sp, #24]\n\t"                                           \
+                         "strb r0, [r9]\n\t"                                                \
+                         "strb r1, [r9, r12]\n\t"                                           \
+                         "add r9, r9, r12, lsl #1\n\t"                                      \
+                         "strb r2, [r9]\n\t"                                                \
+                         "strb r3, [r9, r12]\n\t"                                           \
+                         "add r9, r9, r12, lsl #1\n\t"                                      \
+                         "str r9, [sp, #20]\n\t"                                            \
+                         "add lr, lr, #" step "\n\t"                                        \
+                         "ldr r12, [sp, #28]\n\t"                                           \
+                         "subs r12, r12, #1\n\t"                                            \
+                         "str r12, [sp, #28]\n\t"                                           \
+                         "bne 5b\n\t"                                                       \
+                         "add sp, sp, #32\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
+    }
+#if EB_DW_TILE_S1 && EB_DW_HAS_RELU
+EB_DW_ROW1_FN(eb_dw_row1_s1_relu, EB_DW_R1_SLIDE1, "8", "usat", "#7")
+#endif
+#if EB_DW_TILE_S1 && EB_DW_HAS_NONE
+EB_DW_ROW1_FN(eb_dw_row1_s1_none, EB_DW_R1_SLIDE1, "8", "ssat", "#8")
+#endif
+#if EB_DW_TILE_S2 && EB_DW_HAS_RELU
+EB_DW_ROW1_FN(eb_dw_row1_s2_relu, EB_DW_R1_SLIDE2, "16", "usat", "#7")
+#endif
+#if EB_DW_TILE_S2 && EB_DW_HAS_NONE
+EB_DW_ROW1_FN(eb_dw_row1_s2_none, EB_DW_R1_SLIDE2, "16", "ssat", "#8")
+#endif
+
+/* The one-channel row function for stride s and mode (NULL when it is not linked). */
+static void (*eb_dw_row1_fn(int s, int mode))(const eb_dw_row1_job *)
+{
+#if EB_DW_TILE_S1 && EB_DW_HAS_RELU
+    if (s == 1 && mode == EB_DW_RELU) {
+        return eb_dw_row1_s1_relu;
+    }
+#endif
+#if EB_DW_TILE_S1 && EB_DW_HAS_NONE
+    if (s == 1 && mode == EB_DW_NONE) {
+        return eb_dw_row1_s1_none;
+    }
+#endif
+#if EB_DW_TILE_S2 && EB_DW_HAS_RELU
+    if (s == 2 && mode == EB_DW_RELU) {
+        return eb_dw_row1_s2_relu;
+    }
+#endif
+#if EB_DW_TILE_S2 && EB_DW_HAS_NONE
+    if (s == 2 && mode == EB_DW_NONE) {
+        return eb_dw_row1_s2_none;
+    }
+#endif
+    (void)s;
+    (void)mode;
+    return NULL;
+}
+#else
+#define EB_DW_ROW1_ASM 0
+#endif
+
 /* The taps [tap, end) of 4 pixels s int16 apart from row, into acc: by tap rows sliding along
  * them (`slide`: a row's pairs 2 int16 apart -- dilation 1 or 2 -- and s 1 or 2), else each
  * pixel's pair loaded apart, two pairs a pass. */
@@ -1824,6 +2021,24 @@ EB_INLINE void eb_dw_tile_tap1(const int16_t *q, int32_t n, const int s, const i
     }
 }
 
+/* eb_dw_tile_tap1 over `rows` tile rows (pitch int16 apart in the patch, dst_r outputs apart):
+ * a loop of its own, out of the tile loop's, so that GCC keeps its state in registers (inside
+ * the tile loop's it cost about 60 instructions a row: a 1x2 kernel's row of 23 outputs has
+ * 46 MACs). */
+EB_INLINE void eb_dw_tile_tap1_rows(const int16_t *q, int rows, int32_t pitch, int32_t n,
+                                    const int s, const int32_t dc, uint32_t w, int32_t init,
+                                    int8_t *d, int32_t dst_r, int sh, const int mode)
+{
+    int r;
+    for (r = 0; r < rows; ++r, q += pitch, d += dst_r) {
+        if (mode == EB_DW_RELU) {
+            eb_dw_tile_tap1(q, n, s, dc, w, init, d, sh, EB_DW_RELU);
+        } else {
+            eb_dw_tile_tap1(q, n, s, dc, w, init, d, sh, EB_DW_NONE);
+        }
+    }
+}
+
 /* One tile (its patch filled) of one output channel (j->oa): `rows` output rows from oy0,
  * columns from ox0; pixels s apart in the patch, outputs dc apart; NONE / RELU stored inline
  * (4 at a time). */
@@ -1839,33 +2054,64 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     int8_t *const da =
         mode == EB_DW_NONE || mode == EB_DW_RELU ? j->oa->out8 + j->ia : NULL;
     int r, x;
+#if EB_DW_ROW1_ASM
+    void (*const fn)(const eb_dw_row1_job *) =
+        slide && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode) : NULL;
+    eb_dw_row1_job rj;
+    rj.init = init;
+    rj.tap = tap;
+    rj.end = end;
+    rj.pairs = pairs;
+    rj.s = sh;
+    rj.dc = dc;
+#endif
     for (r = 0; r < rows; ++r) {
         const int16_t *row = patch + (int32_t)r * pitch;
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
-        if (t->ntaps == 1 && da != NULL) {
-            int8_t *const d = da + at + (int32_t)ox0 * dc;
-            if (mode == EB_DW_RELU) {
-                eb_dw_tile_tap1(row + tap->off, xend - ox0, s, dc, tap->w, init, d, sh,
-                                EB_DW_RELU);
-            } else {
-                eb_dw_tile_tap1(row + tap->off, xend - ox0, s, dc, tap->w, init, d, sh,
-                                EB_DW_NONE);
+#if EB_DW_ROW1_ASM
+        if (fn != NULL && xend - ox0 >= 4) { /* the whole blocks, the last overlapping */
+            const int32_t n = xend - ox0, last = n - 4;
+            rj.d = da + at + (int32_t)ox0 * dc;
+            rj.n = n >> 2;
+            rj.row = row;
+            fn(&rj);
+            if (n & 3) {
+                rj.d = da + at + (int32_t)(ox0 + last) * dc;
+                rj.n = 1;
+                rj.row = row + last * s;
+                fn(&rj);
             }
             continue;
         }
-        for (x = ox0; x < xend; x += 4, row += 4 * s) {
-            const int32_t to = at + (int32_t)x * dc;
-            int32_t acc[4];
-            acc[0] = acc[1] = acc[2] = acc[3] = init;
-            eb_dw_tile_sums(row, tap, end, pairs, slide, s, acc);
-            if (xend - x >= 4 && mode == EB_DW_RELU) {
-                eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
-            } else if (xend - x >= 4 && mode == EB_DW_NONE) {
-                eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
-            } else {
-                eb_dw_tile_put4(j->oa, j->ia + to, dc, xend - x < 4 ? xend - x : 4, acc[0],
-                                acc[1], acc[2], acc[3]);
+#endif
+        if (t->ntaps == 1 && da != NULL) { /* every row of the tile at once */
+            eb_dw_tile_tap1_rows(row + tap->off, rows - r, pitch, xend - ox0, s, dc, tap->w,
+                                 init, da + at + (int32_t)ox0 * dc, t->dst_r, sh, mode);
+            break;
+        }
+        for (x = ox0; x + 4 <= xend; x += 4, row += 4 * s) {
+        block:
+            {
+                const int32_t to = at + (int32_t)x * dc;
+                int32_t acc[4];
+                acc[0] = acc[1] = acc[2] = acc[3] = init;
+                eb_dw_tile_sums(row, tap, end, pairs, slide, s, acc);
+                if (xend - x >= 4 && mode == EB_DW_RELU) {
+                    eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
+                } else if (xend - x >= 4 && mode == EB_DW_NONE) {
+                    eb_dw_tile_q4(EB_DW_NONE, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
+                } else {
+                    eb_dw_tile_put4(j->oa, j->ia + to, dc, xend - x < 4 ? xend - x : 4, acc[0],
+                                    acc[1], acc[2], acc[3]);
+                }
             }
+        }
+        if (x < xend) { /* a last block of fewer than 4: when the row has 4, overlapping */
+            if (xend - ox0 >= 4) { /* the one before (its pixels stored again, the same) */
+                row -= (int32_t)(x - (xend - 4)) * s;
+                x = xend - 4;
+            }
+            goto block;
         }
     }
 }

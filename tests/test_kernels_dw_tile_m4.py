@@ -83,6 +83,7 @@ LOOP_CASES = [
     # the tap rows some output row reads inside built
     dw_config(3, 2, 18, 7, 1, 1, 6, dil=2, act=1),                # slide1, 2-row map, d 2
     dw_config(2, 3, 40, 7, 2, 2, 3, act=0),                       # pair, 3-row map, stride 2
+    dw_config(2, 3, 45, (13, 10), 2, 1, (6, 4), act=1),           # pair, 65 tap pairs
 ]
 
 

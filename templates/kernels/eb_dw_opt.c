@@ -1533,7 +1533,7 @@ static void (*eb_dw_row_fn(int s, int mode))(const eb_dw_row_job *)
  * not read through j each block. */
 EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
                                const eb_dw_job *j, int oy0, int ox0, int rows, const int s,
-                               const int32_t dc)
+                               const int32_t dc, const int inner_asm)
 {
     const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
     const int32_t pitch = (int32_t)t->s_h * t->pw;
@@ -1543,6 +1543,7 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     int8_t *const da = fast ? j->oa->out8 + j->ia : NULL;
     int8_t *const db = fast ? j->ob->out8 + j->ib : NULL;
     int r, x;
+    (void)inner_asm;
 #if EB_DW_ROW_ASM
     void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode) : NULL;
     eb_dw_row_job rj;
@@ -1586,14 +1587,14 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                 const int32_t to = at + (int32_t)x * dc;
                 int32_t a0 = j->init_a, a1 = j->init_a, a2 = j->init_a, a3 = j->init_a;
                 int32_t b0 = j->init_b, b1 = j->init_b, b2 = j->init_b, b3 = j->init_b;
-    #if EB_DW_PAIR_ASM
-                if (s == 1) {
+#if EB_DW_PAIR_ASM
+                if (inner_asm && s == 1) {
                     EB_DW_PAIR_LOOP("2", "4", "6");
-                } else {
+                } else if (inner_asm) {
                     EB_DW_PAIR_LOOP("4", "8", "12");
                 }
-    #else
-                for (; e < end; ++e) {
+#endif
+                for (; e < end; ++e) { /* (after the asm: none left) */
                     const int16_t *q = row + e->off;
                     const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
                     const uint32_t v2 = eb_load32(q + 2 * s), v3 = eb_load32(q + 3 * s);
@@ -1606,7 +1607,6 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                     b2 = eb_smlad(v2, e->w2, b2);
                     b3 = eb_smlad(v3, e->w2, b3);
                 }
-    #endif
                 if (xend - x >= 4 && mode == EB_DW_RELU) {
                     eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, a0, a1, a2, a3);
                     eb_dw_tile_q4(EB_DW_RELU, db + to, dc, sh, b0, b1, b2, b3);
@@ -1790,10 +1790,12 @@ EB_INLINE void eb_dw_slide2(const int16_t *q, const eb_dw_tap *e, int n, int32_t
  * block loop, the tap rows and the stores in one naked function, its counters and pointers in
  * its own stack frame (a copy of the job), as eb_dw_row_s1_relu ... do for two channels. The
  * C block loop around the slide assembly spent about 35 instructions a block on spilled state
- * and its stores: here about 25. Pixels s int16 apart in the patch (s 1 or 2), outputs dc
+ * and its stores: here about 25. Both strides are linked with the tile kernel, so every frame
+ * the one-channel loops run has one, and their C block loops inline no assembly (it cost
+ * more code than these functions). Pixels s int16 apart in the patch (s 1 or 2), outputs dc
  * apart. Registers: sums r0-r3, the row's words r4-r7, the weight r8, the tap row's pointer
  * r9, its pair count r10, the tap r11, the block's patch row lr. */
-#if EB_DW_SLIDE_ASM && (EB_DW_TILE_S1 || EB_DW_TILE_S2)
+#if EB_DW_SLIDE_ASM && EB_DW_TILE
 #define EB_DW_ROW1_ASM 1
 typedef struct {
     int32_t init;               /* 0: the sums' start */
@@ -1918,38 +1920,38 @@ typedef struct {
                          "add sp, sp, #32\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-#if EB_DW_TILE_S1 && EB_DW_HAS_RELU
+#if EB_DW_HAS_RELU
 EB_DW_ROW1_FN(eb_dw_row1_s1_relu, EB_DW_R1_SLIDE1, "8", "usat", "#7")
 #endif
-#if EB_DW_TILE_S1 && EB_DW_HAS_NONE
+#if EB_DW_HAS_NONE
 EB_DW_ROW1_FN(eb_dw_row1_s1_none, EB_DW_R1_SLIDE1, "8", "ssat", "#8")
 #endif
-#if EB_DW_TILE_S2 && EB_DW_HAS_RELU
+#if EB_DW_HAS_RELU
 EB_DW_ROW1_FN(eb_dw_row1_s2_relu, EB_DW_R1_SLIDE2, "16", "usat", "#7")
 #endif
-#if EB_DW_TILE_S2 && EB_DW_HAS_NONE
+#if EB_DW_HAS_NONE
 EB_DW_ROW1_FN(eb_dw_row1_s2_none, EB_DW_R1_SLIDE2, "16", "ssat", "#8")
 #endif
 
 /* The one-channel row function for stride s and mode (NULL when it is not linked). */
 static void (*eb_dw_row1_fn(int s, int mode))(const eb_dw_row1_job *)
 {
-#if EB_DW_TILE_S1 && EB_DW_HAS_RELU
+#if EB_DW_HAS_RELU
     if (s == 1 && mode == EB_DW_RELU) {
         return eb_dw_row1_s1_relu;
     }
 #endif
-#if EB_DW_TILE_S1 && EB_DW_HAS_NONE
+#if EB_DW_HAS_NONE
     if (s == 1 && mode == EB_DW_NONE) {
         return eb_dw_row1_s1_none;
     }
 #endif
-#if EB_DW_TILE_S2 && EB_DW_HAS_RELU
+#if EB_DW_HAS_RELU
     if (s == 2 && mode == EB_DW_RELU) {
         return eb_dw_row1_s2_relu;
     }
 #endif
-#if EB_DW_TILE_S2 && EB_DW_HAS_NONE
+#if EB_DW_HAS_NONE
     if (s == 2 && mode == EB_DW_NONE) {
         return eb_dw_row1_s2_none;
     }
@@ -1966,21 +1968,26 @@ static void (*eb_dw_row1_fn(int s, int mode))(const eb_dw_row1_job *)
  * them (`slide`: a row's pairs 2 int16 apart -- dilation 1 or 2 -- and s 1 or 2), else each
  * pixel's pair loaded apart, two pairs a pass. */
 EB_INLINE void eb_dw_tile_sums(const int16_t *row, const eb_dw_tap *tap, const eb_dw_tap *end,
-                               int pairs, const int slide, const int s, int32_t *acc)
+                               int pairs, const int slide, const int s, int32_t *acc,
+                               const int inner_asm)
 {
     const eb_dw_tap *e = tap;
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    (void)inner_asm;
     if (slide) {
 #if EB_DW_SLIDE_ASM
-        uint32_t x0, x1, x2, x3, w, n;
-        const int16_t *q;
-        if (s == 1) {
-            EB_DW_SLIDE1_ASM;
-        } else {
-            EB_DW_SLIDE2_ASM;
+        if (inner_asm) {
+            uint32_t x0, x1, x2, x3, w, n;
+            const int16_t *q;
+            if (s == 1) {
+                EB_DW_SLIDE1_ASM;
+            } else {
+                EB_DW_SLIDE2_ASM;
+            }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+            return;
         }
-        acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
-#else
+#endif
         for (; e < end; e += pairs) {
             if (s == 1) {
                 eb_dw_slide1(row + e->off, e, pairs, acc);
@@ -1988,7 +1995,6 @@ EB_INLINE void eb_dw_tile_sums(const int16_t *row, const eb_dw_tap *tap, const e
                 eb_dw_slide2(row + e->off, e, pairs, acc);
             }
         }
-#endif
         return;
     }
     for (; end - e >= 2; e += 2) {
@@ -2044,19 +2050,22 @@ EB_INLINE void eb_dw_tile_tap1_rows(const int16_t *q, int rows, int32_t pitch, i
  * (4 at a time). */
 EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
                                const eb_dw_job *j, int oy0, int ox0, int rows, const int s,
-                               const int32_t dc)
+                               const int32_t dc, const int inner_asm)
 {
     const int xend = ox0 + t->cols < t->out_w ? ox0 + t->cols : t->out_w;
     const int32_t pitch = (int32_t)t->s_h * t->pw, init = j->init_a;
     const eb_dw_tap *const end = tap + t->ntaps;
     const int pairs = t->pairs, mode = j->oa->mode, sh = j->oa->s;
-    const int slide = pairs >= 2 && (t->d_w == 1 || t->d_w == 2) && (s == 1 || s == 2);
+    const int slidable = pairs >= 2 && (t->d_w == 1 || t->d_w == 2) && (s == 1 || s == 2);
+    /* the C block loop slides too unless a row function runs the sliding rows (it then takes
+     * only rows of fewer than 4 pixels and the rare modes, plainly: smaller code) */
+    const int slide = slidable && (inner_asm || !EB_DW_ROW1_ASM);
     int8_t *const da =
         mode == EB_DW_NONE || mode == EB_DW_RELU ? j->oa->out8 + j->ia : NULL;
     int r, x;
 #if EB_DW_ROW1_ASM
     void (*const fn)(const eb_dw_row1_job *) =
-        slide && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode) : NULL;
+        slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode) : NULL;
     eb_dw_row1_job rj;
     rj.init = init;
     rj.tap = tap;
@@ -2095,7 +2104,7 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
                 const int32_t to = at + (int32_t)x * dc;
                 int32_t acc[4];
                 acc[0] = acc[1] = acc[2] = acc[3] = init;
-                eb_dw_tile_sums(row, tap, end, pairs, slide, s, acc);
+                eb_dw_tile_sums(row, tap, end, pairs, slide, s, acc, inner_asm);
                 if (xend - x >= 4 && mode == EB_DW_RELU) {
                     eb_dw_tile_q4(EB_DW_RELU, da + to, dc, sh, acc[0], acc[1], acc[2], acc[3]);
                 } else if (xend - x >= 4 && mode == EB_DW_NONE) {
@@ -2118,42 +2127,44 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
 
 /* The tile kernel's loops, each its own function (GCC allocates registers per function: one
  * function of them all ran the stride-1 loops up to 15 % slower), each linked when a layer
- * of the model runs it (EB_DW_TILE_S1 ...). */
-#define EB_DW_TILE_LOOP(name_, run_, s_, dc_)                                               \
+ * of the model runs it (EB_DW_TILE_S1 ...). asm_: whether its C block loop inlines the
+ * assembly tap loops -- not where the naked row functions run every whole block (the C loop
+ * then takes only rows of fewer than 4 pixels and the rare modes: smaller code). */
+#define EB_DW_TILE_LOOP(name_, run_, s_, dc_, asm_)                                         \
     static EB_NOINLINE void name_(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap, \
                                   const eb_dw_job *j, int oy0, int ox0, int rows)            \
     {                                                                                        \
-        run_(t, patch, tap, j, oy0, ox0, rows, s_, dc_);                                     \
+        run_(t, patch, tap, j, oy0, ox0, rows, s_, dc_, asm_);                               \
     }
 typedef void (*eb_dw_tile_fn)(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
                               const eb_dw_job *j, int oy0, int ox0, int rows);
-EB_DW_TILE_LOOP(eb_dw_tile_one_any, eb_dw_tile_run1, t->s_w, t->dst_c)
+EB_DW_TILE_LOOP(eb_dw_tile_one_any, eb_dw_tile_run1, t->s_w, t->dst_c, !EB_DW_ROW1_ASM)
 #if EB_DW_TILE_S1
-EB_DW_TILE_LOOP(eb_dw_tile_one_s1, eb_dw_tile_run1, 1, 1)
+EB_DW_TILE_LOOP(eb_dw_tile_one_s1, eb_dw_tile_run1, 1, 1, !EB_DW_ROW1_ASM)
 #define EB_DW_ONE_S1 eb_dw_tile_one_s1
 #else
 #define EB_DW_ONE_S1 NULL
 #endif
 #if EB_DW_TILE_S2
-EB_DW_TILE_LOOP(eb_dw_tile_one_s2, eb_dw_tile_run1, 2, 1)
+EB_DW_TILE_LOOP(eb_dw_tile_one_s2, eb_dw_tile_run1, 2, 1, !EB_DW_ROW1_ASM)
 #define EB_DW_ONE_S2 eb_dw_tile_one_s2
 #else
 #define EB_DW_ONE_S2 NULL
 #endif
 #if EB_DW_TILE_PAIR_S1
-EB_DW_TILE_LOOP(eb_dw_tile_two_s1, eb_dw_tile_run2, 1, 1)
+EB_DW_TILE_LOOP(eb_dw_tile_two_s1, eb_dw_tile_run2, 1, 1, !EB_DW_ROW_ASM)
 #define EB_DW_TWO_S1 eb_dw_tile_two_s1
 #else
 #define EB_DW_TWO_S1 NULL
 #endif
 #if EB_DW_TILE_PAIR_S2
-EB_DW_TILE_LOOP(eb_dw_tile_two_s2, eb_dw_tile_run2, 2, 1)
+EB_DW_TILE_LOOP(eb_dw_tile_two_s2, eb_dw_tile_run2, 2, 1, !EB_DW_ROW_ASM)
 #define EB_DW_TWO_S2 eb_dw_tile_two_s2
 #else
 #define EB_DW_TWO_S2 NULL
 #endif
 #if EB_DW_TILE_PAIR
-EB_DW_TILE_LOOP(eb_dw_tile_two_any, eb_dw_tile_run2, t->s_w, t->dst_c)
+EB_DW_TILE_LOOP(eb_dw_tile_two_any, eb_dw_tile_run2, t->s_w, t->dst_c, !EB_DW_ROW_ASM)
 #define EB_DW_TWO_ANY eb_dw_tile_two_any
 #else
 #define EB_DW_TWO_ANY NULL
@@ -2343,7 +2354,7 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
 /* The tap rows [*lo, *hi) that output rows oy0 .. oy0 + rows - 1 read inside the input (the
  * union of eb_dw_tile_segments' runs: the first row's range reaches lowest, the last's
  * starts highest; every row if none does). */
-static void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, int *lo, int *hi)
+static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, int *lo, int *hi)
 {
     int lo0, hi0, lo1, hi1;
     *lo = 0;

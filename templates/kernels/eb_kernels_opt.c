@@ -334,8 +334,8 @@ static void eb_taps_rows(const eb_conv_params *p, const int8_t *in_g, int ipg, i
  * in a channel plane and the mask of the lanes inside the input (lanes past count: none) are
  * worked out once and serve every input channel: 4 LDRB, the lanes merged and masked, one
  * STR per T word. Lanes outside the input read offset 0 and are masked to zero. */
-static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
-                           int count, int8_t *t)
+static EB_NOINLINE void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg,
+                                       int32_t px, int count, int8_t *t)
 {
     const int in_h = p->in_h, in_w = p->in_w, k_w = p->k_w, out_w = p->out_w;
     const int32_t plane = (int32_t)in_h * in_w, step = 4 * (int32_t)p->k_h * k_w;
@@ -368,7 +368,7 @@ static void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg,
 
 /* T (kp words at t, 4-byte aligned: the scratch) -> the four interleaved columns at cols (kp
  * chunks of 16 int16). */
-static void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
+static EB_NOINLINE void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
 {
     const int16_t *tw = (const int16_t *)(const void *)t; /* 4-byte aligned (scratch) */
     int32_t q;

@@ -1543,10 +1543,10 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     int8_t *const da = fast ? j->oa->out8 + j->ia : NULL;
     int8_t *const db = fast ? j->ob->out8 + j->ib : NULL;
     int r, x;
-    (void)inner_asm;
 #if EB_DW_ROW_ASM
     void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode) : NULL;
     eb_dw_row_job rj;
+    (void)inner_asm;
     rj.init_a = j->init_a;
     rj.init_b = j->init_b;
     rj.tap = tap;
@@ -1554,6 +1554,8 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     rj.s = sh;
     rj.dc = dc;
     rj.unused = 0;
+#else
+    (void)inner_asm;
 #endif
     for (r = 0; r < rows; ++r) {
         const int16_t *row = patch + (int32_t)r * pitch;
@@ -1561,14 +1563,12 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
         x = ox0;
 #if EB_DW_ROW_ASM
         if (fn != NULL && xend - x >= 4) { /* the whole blocks, the last overlapping */
-            const int32_t n = (xend - x + 3) >> 2, to = at + (int32_t)x * dc;
+            const int32_t to = at + (int32_t)x * dc;
             rj.da = da + to;
             rj.db = db + to;
-            rj.n = n - ((xend - x) & 3 ? 1 : 0);
+            rj.n = (xend - x) >> 2;
             rj.row = row;
-            if (rj.n > 0) {
-                fn(&rj);
-            }
+            fn(&rj);
             if ((xend - x) & 3) {
                 const int32_t last = xend - 4 - x; /* pixels from x */
                 rj.da = da + to + last * dc;
@@ -1594,7 +1594,7 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
                     EB_DW_PAIR_LOOP("4", "8", "12");
                 }
 #endif
-                for (; e < end; ++e) { /* (after the asm: none left) */
+                for (; e < end; ++e) { /* none left after the asm */
                     const int16_t *q = row + e->off;
                     const uint32_t v0 = eb_load32(q), v1 = eb_load32(q + s);
                     const uint32_t v2 = eb_load32(q + 2 * s), v3 = eb_load32(q + 3 * s);

@@ -2255,6 +2255,13 @@ static EB_NOINLINE void eb_dw_scale(const int8_t *x, int32_t n, int32_t w, int32
     }
 }
 
+/* Whether every tap row of output rows oy0 .. oy0 + rows - 1 lies inside the input. */
+EB_INLINE int eb_dw_tile_inside(const eb_dw_tf *t, int oy0, int rows)
+{
+    return oy0 * t->s_h >= t->p_h &&
+           (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h;
+}
+
 /* eb_dw_tile_block over the tile's rows in runs whose tap rows inside the input are the
  * same: a run's tap rows wholly in the padding (zeros in the patch) are left out of its
  * sums (a 7x7 stride-2 layer on a 3-row map reads 3 of its 7). */
@@ -2263,9 +2270,8 @@ static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const e
 {
     eb_dw_tf part;
     int r = 0;
-    if (oy0 * t->s_h >= t->p_h &&
-        (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h) {
-        eb_dw_tile_block(t, patch, tap, j, oy0, ox0, rows); /* all inside */
+    if (eb_dw_tile_inside(t, oy0, rows)) {
+        eb_dw_tile_block(t, patch, tap, j, oy0, ox0, rows);
         return;
     }
     part = *t;
@@ -2359,9 +2365,8 @@ static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, in
     int lo0, hi0, lo1, hi1;
     *lo = 0;
     *hi = t->k_h;
-    if (oy0 * t->s_h >= t->p_h &&
-        (oy0 + rows - 1) * t->s_h - t->p_h + (t->k_h - 1) * t->d_h < t->in_h) {
-        return; /* all inside (eb_dw_tile_segments' test) */
+    if (eb_dw_tile_inside(t, oy0, rows)) {
+        return;
     }
     eb_tap_range(oy0 * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo0, &hi0);
     eb_tap_range((oy0 + rows - 1) * t->s_h - t->p_h, t->d_h, t->k_h, t->in_h, &lo1, &hi1);

@@ -48,6 +48,7 @@
 #define eb_dw_slide1 chain_eb_dw_slide1
 #define eb_dw_slide2 chain_eb_dw_slide2
 #define eb_dw_store2 chain_eb_dw_store2
+#define eb_dw_tile_inside chain_eb_dw_tile_inside
 #define eb_dw_tile_q4 chain_eb_dw_tile_q4
 #define eb_dw_tile_row_words chain_eb_dw_tile_row_words
 #define eb_dw_tile_run1 chain_eb_dw_tile_run1

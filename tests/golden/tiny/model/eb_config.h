@@ -50,6 +50,7 @@
 #define eb_dw_slide1 tiny_eb_dw_slide1
 #define eb_dw_slide2 tiny_eb_dw_slide2
 #define eb_dw_store2 tiny_eb_dw_store2
+#define eb_dw_tile_inside tiny_eb_dw_tile_inside
 #define eb_dw_tile_q4 tiny_eb_dw_tile_q4
 #define eb_dw_tile_row_words tiny_eb_dw_tile_row_words
 #define eb_dw_tile_run1 tiny_eb_dw_tile_run1

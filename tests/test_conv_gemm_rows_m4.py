@@ -63,3 +63,47 @@ def test_m4_gemm_rows_equal_reference(lib, m4_build, cfgs, seed, kinds):  # noqa
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+def _two_pixel_layer(in_c: int, k_w: int, out_c: int, in_h: int, act: int, groups: int = 1):
+    """A dense (or grouped) 1 x k_w conv whose out_h x 2 (or x 6) outputs end in a block of 2
+    pixels: in_w = k_w + 1, so each output row is 2 wide (in_h odd: 2 mod 4 in all)."""
+    return {"in_c": in_c, "in_h": in_h, "in_w": k_w + 1, "out_c": out_c, "out_h": in_h,
+            "out_w": 2, "k_h": 1, "k_w": k_w, "stride_h": 1, "stride_w": 1, "pad_h": 0,
+            "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": groups, "shift": -9,
+            "rounding": 0, "act": act}
+
+
+@needs_m4
+def test_m4_two_pixel_rows_equal_reference(lib, m4_build):  # noqa: F811
+    """eb_gemm22_relu / _none (blocks of exactly 2 pixels, two rows at a time): K % 4 = 0..3
+    and 1..7 whole weight words beside longer rows, even and odd row counts (the last row
+    alone through eb_gemm2_*), grouped rows, and exact rows (bias near the int32 limit) as
+    the first or the second row of a pair -- where the pair loop must stop
+    (the C loop then takes the rest from the right row)."""
+    rng = np.random.default_rng(22)
+    convs = []
+    shapes = [(4, 1, 1), (1, 5, 2), (3, 3, 5), (2, 3, 8), (5, 7, 7), (24, 13, 6), (7, 5, 3),
+              (16, 13, 4), (9, 3, 9)]
+    for i, (in_c, k_w, out_c) in enumerate(shapes):
+        for act in (0, 1):
+            cfg = _two_pixel_layer(in_c, k_w, out_c, in_h=1 + 2 * (i % 2), act=act)
+            x = int8_data(rng, (in_c, cfg["in_h"], cfg["in_w"]))
+            w, _ = int_weights(rng, (out_c, in_c, 1, k_w))
+            bias = rng.integers(-2**16, 2**16, size=out_c).astype(np.int32)
+            if i % 3 == 2:  # an exact row, a pair's second (row 1) or first (row 2): with
+                # the rounding addend (half up) its sum overflows int32 unless computed
+                # exactly (inputs and weights -128); the rows before it run in the pair loop,
+                # from it on the C loop
+                exact = [1 + act]
+                bias[exact] = 2**31 - 1 - in_c * k_w * 16384 - 5
+                w[exact] = -128
+                x[:] = -128
+            convs.append((cfg, x, w, bias))
+    grouped = _two_pixel_layer(6, 5, 8, in_h=1, act=1, groups=2)
+    convs.append((grouped, int8_data(rng, (6, 1, 6)), int_weights(rng, (8, 3, 1, 5))[0],
+                  rng.integers(-2**12, 2**12, size=8).astype(np.int32)))
+    elf = build_m4(m4_build, "gemm_2px", m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout

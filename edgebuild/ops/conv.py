@@ -33,6 +33,7 @@ from edgebuild.ops.conv_path import (
     dw_tile,
     kernel_paths,
     split,
+    two_pixel_block,
 )
 from edgebuild.ops.onnxcode import (
     Attribute,
@@ -432,14 +433,16 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
     if pointwise(conv):
         return form
+    two_px = frozenset({"gemm_2px"} if step.tile is not None and
+                       two_pixel_block(conv, step.tile.rows) else ())
     if step.tile is not None and not band and split(conv):  # eb_conv_cols_build's gather
-        return form | stride2
+        return form | stride2 | two_px
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
     if step.tile is not None and not band:
-        paths |= {"im2col"} | ({"dw_tile", "dw_table"} if "dw_column" not in paths and
-                               "depthwise" in paths else set())
+        paths |= {"im2col"} | two_px | ({"dw_tile", "dw_table"} if "dw_column" not in paths
+                                        and "depthwise" in paths else set())
     return paths | form | (stride2 if "im2col" in paths else frozenset())
 
 

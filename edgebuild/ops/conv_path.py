@@ -162,7 +162,24 @@ def _tile_pitch(cols: int, stride: int, k: int, dil: int) -> int:
     return ((cols - 1) * stride + (k - 1) * dil + 2 + 1) & ~1  # eb_dw_tile_pitch
 
 
+def two_pixel_block(conv: Plane, rows: int | None = None) -> bool:
+    """Whether the im2col/GEMM rows meet a block of exactly 2 pixels, which eb_gemm22_* take
+    two rows at a time ("gemm_2px"): the blocks run over a pass's pixels 4 at a time, so a
+    pass -- the whole plane, or (tiled) a tile of `rows` output rows and the last, shorter
+    one -- whose pixel count is 2 mod 4."""
+    counts = {conv.out_h} if rows is None else {min(rows, conv.out_h), conv.out_h % rows}
+    return any(r * conv.out_w % 4 == 2 for r in counts if r)
+
+
 def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
+    """kernel_choice, and with "im2col" the GEMM rows' 2-pixel path where a block of 2
+    pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv)."""
+    paths = kernel_choice(conv, packed)
+    return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
+                    else frozenset())
+
+
+def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the

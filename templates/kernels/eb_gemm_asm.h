@@ -127,6 +127,132 @@ typedef struct {
             "str    r11, [r0, #0]\n\t"                                                    \
             "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                             \
     }
+/* Two rows against a block of 2 pixels: one weight word of row A (r11) and row B (lr) against
+ * the pixels' chunk at r12 + off (r3-r6), loaded once for both rows by four LDRs, which
+ * pipeline behind the weight's (6 cycles for the five, where LDR + LDM take 7): 18
+ * instructions and 20 cycles for 16 MACs, where two calls of EB_GEMM2_WORD_ASM take 18 and
+ * 28. The callers advance r12 past the words they unroll. */
+#define EB_GEMM22_WORD_ASM(lda, ldb, off)                                                 \
+    lda "ldr    r3, [r12, #" #off "]\n\t"                                                 \
+        "ldr    r4, [r12, #" #off " + 4]\n\t"                                             \
+        "ldr    r5, [r12, #" #off " + 8]\n\t"                                             \
+        "ldr    r6, [r12, #" #off " + 12]\n\t"                                            \
+        "sxtb16 r2, r1\n\t"                                                               \
+        "sxtb16 r1, r1, ror #8\n\t"                                                       \
+        "smlad  r7, r2, r3, r7\n\t"                                                       \
+        "smlad  r7, r1, r4, r7\n\t"                                                       \
+        "smlad  r8, r2, r5, r8\n\t"                                                       \
+        "smlad  r8, r1, r6, r8\n\t" ldb                                                   \
+        "sxtb16 r2, r1\n\t"                                                               \
+        "sxtb16 r1, r1, ror #8\n\t"                                                       \
+        "smlad  r9, r2, r3, r9\n\t"                                                       \
+        "smlad  r9, r1, r4, r9\n\t"                                                       \
+        "smlad  r10, r2, r5, r10\n\t"                                                     \
+        "smlad  r10, r1, r6, r10\n\t"
+#define EB_GEMM22_WORD(off)                                                               \
+    EB_GEMM22_WORD_ASM("ldr    r1, [r11], #4\n\t", "ldr    r1, [lr], #4\n\t", off)
+/* The tail words (the rows' last, shifted right by tsh = r2; r11 and lr at the rows' ends). */
+#define EB_GEMM22_TAIL                                                                    \
+    EB_GEMM22_WORD_ASM("ldr    r1, [r11, #-4]\n\tlsr    r1, r1, r2\n\t",                \
+                       "ldr    r2, [r0, #40]\n\tldr    r1, [lr, #-4]\n\tlsr    r1, r1, r2\n\t", \
+                       0)
+
+/* eb_gemm2_* for a block of exactly 2 pixels, two rows at a time (A, then B = A + k): the
+ * sums r7, r8 (A) and r9, r10 (B); the row loop as EB_GEMM_FN's, with cend on the stack (no
+ * register left). It stops before a pair with a row whose bias exceeds lim, or with fewer
+ * than 2 rows left: eb_gemm2_* then takes the rest. */
+#define EB_GEMM22_FN(name, sat, bits)                                                     \
+    static __attribute__((naked, noinline)) void name(eb_gemm_job *job                    \
+                                                      __attribute__((unused)))            \
+    {                                                                                     \
+        __asm__ volatile(                                                                 \
+            "push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                           \
+            "sub    sp, sp, #4\n\t"                                                       \
+            "ldr    r11, [r0, #0]\n\t"                                                    \
+            "ldr    r2, [r0, #8]\n\t"                                                     \
+            "str    r2, [sp]\n"                                                           \
+            "0:\n\t"                                                                      \
+            "ldr    r1, [r0, #24]\n\t"                                                    \
+            "cmp    r1, #2\n\t"                                                           \
+            "blt    9f\n\t"                                                               \
+            "ldr    r2, [r0, #12]\n\t"                                                    \
+            "ldr    r7, [r2]\n\t"                                                         \
+            "ldr    r9, [r2, #4]\n\t"                                                     \
+            "ldr    r1, [r0, #44]\n\t"                                                    \
+            "cmp    r7, r1\n\t"                                                           \
+            "bgt    9f\n\t"                                                               \
+            "cmp    r9, r1\n\t"                                                           \
+            "bgt    9f\n\t"                                                               \
+            "add    r2, r2, #8\n\t"                                                       \
+            "str    r2, [r0, #12]\n\t"                                                    \
+            "ldr    r2, [r0, #28]\n\t"                                                    \
+            "add    r7, r7, r2\n\t"                                                       \
+            "add    r9, r9, r2\n\t"                                                       \
+            "mov    r8, r7\n\t"                                                           \
+            "mov    r10, r9\n\t"                                                          \
+            "ldr    r12, [r0, #4]\n\t"                                                    \
+            "ldr    r2, [sp]\n\t"                                                         \
+            "sub    r2, r2, r12\n\t"                                                      \
+            "ldr    r1, [r0, #36]\n\t"                                                    \
+            "add    lr, r11, r1\n\t"                                                      \
+            "add    lr, lr, r2, lsr #3\n\t"                                               \
+            "cmp    r2, #128\n\t"                                                         \
+            "blt    2f\n"                                                                 \
+            "1:\n\t" EB_GEMM22_WORD(0) EB_GEMM22_WORD(32) EB_GEMM22_WORD(64)              \
+                EB_GEMM22_WORD(96) "add    r12, r12, #128\n\t"                              \
+            "ldr    r2, [sp]\n\t"                                                         \
+            "sub    r2, r2, r12\n\t"                                                      \
+            "cmp    r2, #128\n\t"                                                         \
+            "bge    1b\n"                                                                 \
+            "2:\n\t"                                                                      \
+            "tst    r2, #64\n\t"                                                          \
+            "beq    3f\n\t" EB_GEMM22_WORD(0) EB_GEMM22_WORD(32)                          \
+            "add    r12, r12, #64\n\t"                                                    \
+            "ldr    r2, [sp]\n\t"                                                         \
+            "sub    r2, r2, r12\n"                                                        \
+            "3:\n\t"                                                                      \
+            "tst    r2, #32\n\t"                                                          \
+            "beq    4f\n\t" EB_GEMM22_WORD(0) "add    r12, r12, #32\n\t"                      \
+            "4:\n\t"                                                                      \
+            "ldr    r2, [r0, #40]\n\t"                                                    \
+            "cmp    r2, #32\n\t"                                                          \
+            "beq    5f\n\t"                                                               \
+            "ldr    r1, [r0, #36]\n\t"                                                    \
+            "add    r11, r11, r1\n\t"                                                     \
+            "add    lr, lr, r1\n\t" EB_GEMM22_TAIL                                        \
+            "5:\n\t"                                                                      \
+            "ldr    r2, [r0, #32]\n\t"                                                    \
+            "asr    r7, r7, r2\n\t"                                                       \
+            "asr    r8, r8, r2\n\t"                                                       \
+            "asr    r9, r9, r2\n\t"                                                       \
+            "asr    r10, r10, r2\n\t" sat " r7, " bits ", r7\n\t" sat " r8, " bits        \
+            ", r8\n\t" sat " r9, " bits ", r9\n\t" sat " r10, " bits ", r10\n\t"          \
+            "ldr    r2, [r0, #16]\n\t"                                                    \
+            "ldr    r1, [r0, #20]\n\t"                                                    \
+            "strb   r7, [r2]\n\t"                                                         \
+            "strb   r8, [r2, #1]\n\t"                                                     \
+            "add    r2, r2, r1\n\t"                                                       \
+            "strb   r9, [r2]\n\t"                                                         \
+            "strb   r10, [r2, #1]\n\t"                                                    \
+            "add    r2, r2, r1\n\t"                                                       \
+            "str    r2, [r0, #16]\n\t"                                                    \
+            "ldr    r1, [r0, #24]\n\t"                                                    \
+            "sub    r1, r1, #2\n\t"                                                       \
+            "str    r1, [r0, #24]\n\t"                                                    \
+            "mov    r11, lr\n\t"                                                          \
+            "b      0b\n"                                                                 \
+            "9:\n\t"                                                                      \
+            "str    r11, [r0, #0]\n\t"                                                    \
+            "add    sp, sp, #4\n\t"                                                       \
+            "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                             \
+    }
+#if EB_HAS_GEMM_2PX && EB_HAS_Q_RELU
+EB_GEMM22_FN(eb_gemm22_relu, "usat", "#7")
+#endif
+#if EB_HAS_GEMM_2PX && EB_HAS_Q_NONE
+EB_GEMM22_FN(eb_gemm22_none, "ssat", "#8")
+#endif
+
 #define EB_GEMM4_INIT "mov    r8, r7\n\tmov    r9, r7\n\tmov    r10, r7\n\t"
 #if EB_HAS_Q_RELU
 EB_GEMM_FN(eb_gemm4_relu, EB_GEMM4_INIT, EB_GEMM4_WORD_ASM, EB_GEMM4_FIN("usat", "#7"))

@@ -47,6 +47,11 @@
 #else
 #define EB_HAS_IM2COL_S2 1
 #endif
+#ifdef EB_OPT_NO_GEMM_2PX /* the asm rows for blocks of 2 pixels, two rows at a time */
+#define EB_HAS_GEMM_2PX 0
+#else
+#define EB_HAS_GEMM_2PX 1
+#endif
 #ifdef EB_OPT_NO_LINEAR_Q /* linear layers' register-requantizing rows (eb_linear_fast) */
 #define EB_HAS_LINEAR_Q 0
 #else
@@ -707,8 +712,9 @@ static void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols, in
 #ifdef EB_GEMM_ASM
 #include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_relu / _none, eb_gemm2_relu / _none */
 
-/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2) on the job's rows; a form left out of the
- * project (EB_OPT_NO_Q_*) does none of them (job->n stays: the callers' C path takes them). */
+/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2; 2 pixels first in row pairs, eb_gemm22_*) on
+ * the job's rows; a form left out of the project (EB_OPT_NO_Q_*) does none of them (job->n
+ * stays: the callers' C path takes them). */
 static void eb_gemm_run(int relu, eb_gemm_job *job)
 {
 #if EB_HAS_Q_RELU
@@ -716,6 +722,14 @@ static void eb_gemm_run(int relu, eb_gemm_job *job)
         if (job->count == 4) {
             eb_gemm4_relu(job);
         } else {
+#if EB_HAS_GEMM_2PX
+            if (job->count == 2) {
+                eb_gemm22_relu(job);
+                if (job->n == 0) {
+                    return;
+                }
+            }
+#endif
             eb_gemm2_relu(job);
         }
     }
@@ -725,6 +739,14 @@ static void eb_gemm_run(int relu, eb_gemm_job *job)
         if (job->count == 4) {
             eb_gemm4_none(job);
         } else {
+#if EB_HAS_GEMM_2PX
+            if (job->count == 2) {
+                eb_gemm22_none(job);
+                if (job->n == 0) {
+                    return;
+                }
+            }
+#endif
             eb_gemm2_none(job);
         }
     }

@@ -101,6 +101,7 @@
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL
 #define EB_OPT_NO_IM2COL_S2
+#define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_LINEAR_Q
 #define EB_OPT_NO_Q_RELU
 #define EB_OPT_NO_Q_NONE

@@ -91,6 +91,7 @@
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2
+#define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_LINEAR_Q
 #define EB_OPT_NO_Q_ABS
 #define EB_OPT_NO_Q_WIDE

@@ -29,7 +29,7 @@ from test_kernels_opt import (
 )
 
 from edgebuild.ops.c import OPTIONAL_PATHS
-from edgebuild.ops.conv_path import kernel_paths
+from edgebuild.ops.conv_path import kernel_paths, two_pixel_block
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
@@ -100,6 +100,23 @@ def test_paths_name_files_the_kernels_know():
         assert f"EB_OPT_NO_{path.upper()}" in kernels, path
     for cfg in LAYERS:
         assert kernel_paths(plane_of(cfg)) <= set(OPTIONAL_PATHS), cfg
+
+
+def test_two_pixel_blocks_predicted_per_pass():
+    """"gemm_2px" where a pass's pixel count is 2 mod 4: the whole plane untiled, each row
+    tile (and the last, shorter one) tiled."""
+    wide2 = plane_of(_layer(8, (5, 4), (1, 3), 8, 1))  # 5 rows of 2 outputs: 10 pixels
+    assert two_pixel_block(wide2) and "gemm_2px" in kernel_paths(wide2)
+    assert two_pixel_block(wide2, rows=2)  # tiles of 2, 2 and 1 rows: 4, 4, 2 pixels
+    even = plane_of(_layer(8, (6, 4), (1, 3), 8, 1))  # 6 rows of 2 outputs: 12 pixels
+    assert not two_pixel_block(even) and "gemm_2px" not in kernel_paths(even)
+    assert not two_pixel_block(even, rows=2) and not two_pixel_block(even, rows=4)
+    assert two_pixel_block(even, rows=3)  # tiles of 3 rows: 6 pixels
+    wide4 = plane_of(_layer(8, (6, 6), (1, 3), 8, 1))  # 6 rows of 4 outputs
+    assert not any(two_pixel_block(wide4, rows) for rows in (None, 1, 2, 3, 4, 5))
+    assert "gemm_2px" not in kernel_paths(wide4)
+    odd = plane_of(_layer(8, (3, 1), (1, 1), 8, 1, pad=(0, 0)))  # 3 pixels in all
+    assert not two_pixel_block(odd) and two_pixel_block(odd, rows=2)
 
 
 @needs_m4

@@ -70,3 +70,33 @@ def test_m4_linear_opt_equals_reference(lib, m4_build, cases):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout, result.stdout
+
+
+def _top_cases() -> list[tuple]:
+    """Sums at INT32_MAX itself: every product 2^14 and the bias the rest, so that a = the
+    sum + bias = INT32_MAX. Requantized half up by 1 (q + 1 overflows unless saturated:
+    eb_half's QADD) or more, relu and none, row-at-a-time (10 inputs) and blocks of 4 (26)."""
+    cases = []
+    for in_f in (10, 26):
+        for shift in (-1, -2, -9):
+            for act in (0, 1):
+                x = np.full(in_f, -128, dtype=np.int8)
+                w = np.full((9, in_f), -128, dtype=np.int8)
+                bias = np.full(9, INT32_MAX - in_f * 16384, dtype=np.int32)
+                bias[::2] -= np.arange(5, dtype=np.int32)  # and just below it
+                cases.append((in_f, 9, x, w, bias, {"shift": shift, "rounding": 0, "act": act}))
+    return cases
+
+
+def test_linear_opt_sums_at_int32_max(lib):  # noqa: F811
+    for in_f, out_f, x, w, bias, q in _top_cases():
+        ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide=False)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"{in_f}->{out_f} {q}")
+
+
+@needs_m4
+def test_m4_linear_opt_sums_at_int32_max(lib, m4_build):  # noqa: F811
+    elf = build_m4(m4_build, "linear_top", m4_test_program(lib, [], linear_cases=_top_cases()))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout, result.stdout

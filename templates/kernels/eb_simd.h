@@ -161,6 +161,25 @@ static inline int32_t eb_usat7(int32_t v)
 }
 #endif
 
+/* The right shift by s >= 1 of eb_requantize, with no addend that could overflow int32:
+ * (a + h 2^(s-1)) >> s (h = 1: half up; h = 0: floor) equals the halved, rounded
+ * eb_half(a >> (s - 1), h) >> 1 for every int32 a -- floor((q + h) / 2), q = a >> (s - 1),
+ * is floor((a / 2^(s-1) + h) / 2) since q + h is an integer -- where q + h saturates (QADD:
+ * q = INT32_MAX only when s = 1, and its output saturates either way). So a kernel that
+ * requantizes this way needs no check of its biases against the overflow limit. The
+ * callers saturate `eb_half(...) >> 1`, which GCC folds into SSAT / USAT's ASR #1. */
+#if EB_OPT_DSP
+static inline int32_t eb_half(int32_t q, int32_t h)
+{
+    return __qadd(q, h);
+}
+#else
+static inline int32_t eb_half(int32_t q, int32_t h)
+{
+    return q > INT32_MAX - h ? INT32_MAX : q + h;
+}
+#endif
+
 /* 32-bit loads of byte-aligned words (weights, input rows: an unaligned LDR on the M4; the
  * scratch columns are 4-byte aligned). memcpy keeps this free of alignment and aliasing
  * problems. */

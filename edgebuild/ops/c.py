@@ -116,7 +116,8 @@ class CCode:
 # strip kernel, the pair, record and int8-weight GEMMs, the clamping assembly forms, the
 # linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
 # max and average window pools.
-OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_s1", "dw_tile_s2",
+OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
+                  "dw_tile_s2",
                   "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column",
                   "dw_table", "packed",
                   "im2col", "im2col_s2", "gemm_2px", "linear_q", "q_relu", "q_none", "q_abs", "q_wide",

@@ -440,9 +440,10 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
-    if step.tile is not None and not band:
-        paths |= {"im2col"} | two_px | ({"dw_tile", "dw_table"} if "dw_column" not in paths
-                                        and "depthwise" in paths else set())
+    if step.tile is not None and not band:  # a tile's frame may differ from the layer's
+        paths |= {"im2col"} | two_px | ({"dw_tile", "dw_tile_one", "dw_table"}
+                                        if "dw_column" not in paths and "depthwise" in paths
+                                        else set())
     return paths | form | (stride2 if "im2col" in paths else frozenset())
 
 

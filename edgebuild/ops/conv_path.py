@@ -132,16 +132,15 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     eb_dw_tile_block): two channels at a time with a multiplier of 2 or more, at least two
     tap pairs and stride 1 or 2 ("dw_tile_pair_s1" / "_s2" along the rows at stride 1 / 2,
     else "dw_tile_pair"); one channel (a multiplier of 1, or an odd one's last channel) along the
-    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"). Any other frame runs the loop of
-    one channel in any frame, always linked with the kernel."""
+    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one"."""
     f = tile_frame(conv)
     m = conv.out_c // conv.in_c
     paths = set()
     pair = m >= 2 and f.ntaps >= 2 and f.s_w in (1, 2)
     if pair:
         paths.add(f"dw_tile_pair_s{f.s_w}" if f.dst_c == 1 else "dw_tile_pair")
-    if (not pair or m % 2) and f.dst_c == 1 and f.s_w in (1, 2):
-        paths.add(f"dw_tile_s{f.s_w}")
+    if not pair or m % 2:
+        paths.add(f"dw_tile_s{f.s_w}" if f.dst_c == 1 and f.s_w in (1, 2) else "dw_tile_one")
     return frozenset(paths)
 
 

@@ -113,10 +113,16 @@ typedef struct {
 #define EB_DW_TILE 1
 #endif
 /* Within the tile kernel, its loops specialised to a frame (ops.conv_path.tile_paths): one
- * channel with outputs along the rows at stride 1 (EB_OPT_NO_DW_TILE_S1) or 2 (_S2), two
- * channels of one input channel along the rows at stride 1 (_PAIR_S1) or 2 (_PAIR_S2) or in
- * any frame (_PAIR). The loop of one channel in any frame is always there: the others' layers run on it
- * (slower) when they are left out. */
+ * channel with outputs along the rows at stride 1 (EB_OPT_NO_DW_TILE_S1) or 2 (_S2) or in
+ * any frame (_ONE), two channels of one input channel along the rows at stride 1 (_PAIR_S1)
+ * or 2 (_PAIR_S2) or in any frame (_PAIR). A specialised loop left out sends its layers to
+ * the loop of any frame; with no loop for a layer's frame the tile kernel declines it
+ * (eb_dw_tile_runs: it then takes the table kernel or im2col). */
+#ifdef EB_OPT_NO_DW_TILE_ONE
+#define EB_DW_TILE_ONE 0
+#else
+#define EB_DW_TILE_ONE 1
+#endif
 #ifdef EB_OPT_NO_DW_TILE_S1
 #define EB_DW_TILE_S1 0
 #else
@@ -1332,6 +1338,13 @@ static EB_NOINLINE void eb_dw_tile_put4(const eb_dw_out *o, int32_t index, int32
     const int mode = o->mode, s = o->s;
     int8_t *const d = o->out8;
     int j;
+    if (mode == EB_DW_WIDE) { /* stored here, not by a call per value: how fast that call
+                               * loop ran depended on which other loops were linked */
+        for (j = 0; j < count; ++j, index += dc) {
+            o->out32[index] = acc[j];
+        }
+        return;
+    }
     for (j = 0; j < count; ++j, index += dc) {
         if (mode == EB_DW_RELU) {
             d[index] = eb_dw_q8(EB_DW_RELU, acc[j], s, 0, 0, 0);
@@ -2138,7 +2151,12 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     }
 typedef void (*eb_dw_tile_fn)(const eb_dw_tf *t, const int16_t *patch, const eb_dw_tap *tap,
                               const eb_dw_job *j, int oy0, int ox0, int rows);
+#if EB_DW_TILE_ONE
 EB_DW_TILE_LOOP(eb_dw_tile_one_any, eb_dw_tile_run1, t->s_w, t->dst_c, !EB_DW_ROW1_ASM)
+#define EB_DW_ONE_ANY eb_dw_tile_one_any
+#else
+#define EB_DW_ONE_ANY NULL
+#endif
 #if EB_DW_TILE_S1
 EB_DW_TILE_LOOP(eb_dw_tile_one_s1, eb_dw_tile_run1, 1, 1, !EB_DW_ROW1_ASM)
 #define EB_DW_ONE_S1 eb_dw_tile_one_s1
@@ -2171,11 +2189,11 @@ EB_DW_TILE_LOOP(eb_dw_tile_two_any, eb_dw_tile_run2, t->s_w, t->dst_c, !EB_DW_RO
 #endif
 
 /* The loop of one channel (two = 0) or two for the frame: the one specialised to its
- * stride along the rows when linked, else the one of any frame; NULL when no pair loop is
- * linked for it. */
+ * stride along the rows when linked, else the one of any frame; NULL when none is linked
+ * for it. */
 static eb_dw_tile_fn eb_dw_tile_loop(const eb_dw_tf *t, int two)
 {
-    static const eb_dw_tile_fn one[3] = {eb_dw_tile_one_any, EB_DW_ONE_S1, EB_DW_ONE_S2};
+    static const eb_dw_tile_fn one[3] = {EB_DW_ONE_ANY, EB_DW_ONE_S1, EB_DW_ONE_S2};
     static const eb_dw_tile_fn pair[3] = {EB_DW_TWO_ANY, EB_DW_TWO_S1, EB_DW_TWO_S2};
     const eb_dw_tile_fn *const fn = two ? pair : one;
     const int s = t->dst_c == 1 && (t->s_w == 1 || t->s_w == 2) ? t->s_w : 0; /* 0: any */
@@ -2188,6 +2206,15 @@ static eb_dw_tile_fn eb_dw_tile_loop(const eb_dw_tf *t, int two)
 static int eb_dw_tile_pairs(const eb_dw_tf *t)
 {
     return t->ntaps >= 2 && (t->s_w == 1 || t->s_w == 2) && eb_dw_tile_loop(t, 1) != NULL;
+}
+
+/* Whether the tile kernel has the loops a layer of multiplier m needs in frame t: the pair
+ * loop for its channel pairs (eb_dw_tile_pairs) and, for a lone channel (m odd, or no
+ * pairs), a loop of one channel. */
+static int eb_dw_tile_runs(const eb_dw_tf *t, int m)
+{
+    const int pairs = m >= 2 && eb_dw_tile_pairs(t);
+    return (pairs && !(m & 1)) || eb_dw_tile_loop(t, 0) != NULL;
 }
 
 /* The tile's rows from oy0 for the job j with no taps (every tap row in the padding,
@@ -2458,7 +2485,7 @@ static int eb_dw_tile_better(const eb_conv_params *p)
         return 0;
     }
     eb_dw_geom_of(p, &g);
-    if (!eb_dw_tile_plan(&g, &t)) {
+    if (!eb_dw_tile_plan(&g, &t) || !eb_dw_tile_runs(&t, p->out_c / p->in_c)) {
         return 0;
     }
     col = (int32_t)p->k_h * ((p->out_w + 3) & ~3) * p->out_h;
@@ -2518,7 +2545,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
     tiled = EB_DW_TILE && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
-            eb_dw_tile_plan(&g, &tf);
+            eb_dw_tile_plan(&g, &tf) && eb_dw_tile_runs(&tf, p->out_c / p->in_c);
     if (g.kind != EB_DW_K3 && !tiled) {
         if (!EB_DW_TABLE) {
             return 0; /* the table kernel is not in this project */

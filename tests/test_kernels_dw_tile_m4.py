@@ -84,7 +84,21 @@ LOOP_CASES = [
     dw_config(3, 2, 18, 7, 1, 1, 6, dil=2, act=1),                # slide1, 2-row map, d 2
     dw_config(2, 3, 40, 7, 2, 2, 3, act=0),                       # pair, 3-row map, stride 2
     dw_config(2, 3, 45, (13, 10), 2, 1, (6, 4), act=1),           # pair, 65 tap pairs
+    # a dilation along the rows at stride 1 split into phases (eb_dw_tile_phase): padding
+    # of either parity, 3 phases, channel pairs, a turned frame, a row not a multiple of D
+    dw_1d(2, 64, 5, 1, pad=6, dil=3, act=1),                      # slide1, 3 phases
+    dw_1d(2, 51, 7, 2, pad=5, dil=2, act=0),                      # pair, 2 phases, odd pad
+    dw_config(2, 41, 6, (9, 1), 1, 1, (8, 0), dil=(2, 1), act=1), # slide1, turned, 2 phases
 ]
+
+
+def test_phase_cases_split():
+    """The phase cases (and the dilation-2 k11 one) run split into phases, in dilation-1
+    frames whose taps pair; a dilation at stride 2 is not split."""
+    phases = [tile_frame(plane_of(c)).phases for c in LOOP_CASES]
+    assert phases[-3:] == [3, 2, 2] and phases[7] == 2, phases
+    assert all(tile_frame(plane_of(c)).d_w == 1 for c in LOOP_CASES[-3:])
+    assert tile_frame(plane_of(dw_1d(2, 64, 5, 1, stride=2, pad=4, dil=2))).phases == 1
 
 
 def test_loop_cases_take_each_loop():

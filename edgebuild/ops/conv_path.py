@@ -5,7 +5,7 @@ scratch of the path its layer runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from edgebuild.core.geometry import Plane
 from edgebuild.ops import dw_spec
@@ -60,7 +60,7 @@ def tile_better(conv: Plane) -> bool:
         return False
     f = tile_frame(conv)
     column_macs = conv.k_h * ((conv.out_w + 3) & ~3) * conv.out_h
-    return 4 * f.ntaps * ((f.out_w + 3) & ~3) * f.out_h < 3 * column_macs
+    return 4 * f.ntaps * f.phases * ((f.out_w + 3) & ~3) * f.out_h < 3 * column_macs
 
 
 def split(conv: Plane) -> bool:
@@ -106,6 +106,7 @@ class TileFrame:
     out_h: int
     out_w: int
     dst_c: int  # output elements from one frame column to the next
+    phases: int = 1  # a dilation split into phases: the fields are phase 0's (split_phases)
 
     @property
     def pairs(self) -> int:
@@ -116,15 +117,30 @@ class TileFrame:
         return self.k_h * self.pairs
 
 
+TILE_PHASES = 8  # eb_dw_opt.c: EB_DW_TILE_PHASES, the largest dilation split into phases
+
+
+def split_phases(f: TileFrame) -> TileFrame:
+    """eb_dw_tile_plan's phases: a dilation D (2..TILE_PHASES) along the frame's rows at
+    stride 1, a kernel wider than 1 and at least 4 outputs a phase run as D dilation-1
+    convs over every D-th column (eb_dw_tile_phase), whose taps pair; the frame is phase
+    0's (the most outputs: ceil(out_w / D)), its outputs D apart."""
+    d = f.d_w
+    if not (1 < d <= TILE_PHASES and f.s_w == 1 and f.k_w > 1 and f.out_w >= 4 * d):
+        return f
+    return replace(f, d_w=1, out_w=-(-f.out_w // d), dst_c=d * f.dst_c, phases=d)
+
+
 def tile_frame(conv: Plane) -> TileFrame:
     """The tile kernel's frame of a depthwise conv (eb_dw_tile_plan's choice)."""
     g = _row_major(conv)
     as_is = g.k_h * _pairs(g.k_w, g.dil_w) * ((g.out_w + 3) & ~3) * g.out_h
     turned = g.k_w * _pairs(g.k_h, g.dil_h) * ((g.out_h + 3) & ~3) * g.out_w
     if turned < as_is:  # rows and columns swap
-        return TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h, g.out_w, g.out_h,
-                         g.out_w)
-    return TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_h, g.out_w, 1)
+        return split_phases(TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h,
+                                      g.out_w, g.out_h, g.out_w))
+    return split_phases(TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_h,
+                                  g.out_w, 1))
 
 
 def tile_paths(conv: Plane) -> frozenset[str]:

@@ -1150,7 +1150,16 @@ typedef struct {
     int pairs, ntaps;     /* SMLADs per tap row; k_h * pairs */
     int rows, cols;       /* output rows, columns (a multiple of 4) per tile */
     int32_t pw;           /* patch row pitch (int16, even) */
+    /* A dilation D > 1 along the rows at stride 1 runs as D phases (eb_dw_tile_phase): the
+     * outputs x = D j + ph read the inputs of one residue mod D only, so each phase is a
+     * dilation-1 conv over every D-th input column, whose taps pair for SMLAD (a k11
+     * dilation-2 kernel: 6 pairs a pixel, not 11 single taps). The frame above is then
+     * phase 0's; the layer's own row: */
+    int phases;
+    int32_t in_w0, out_w0, p_w0, src_c0, dst_c0;
 } eb_dw_tf;
+
+#define EB_DW_TILE_PHASES 8 /* the largest dilation split into phases */
 
 static int eb_dw_npairs(int k, int d)
 {
@@ -1166,6 +1175,28 @@ static int32_t eb_dw_tile_pitch(int32_t cols, int s, int k, int d)
     return ((cols - 1) * s + (int32_t)(k - 1) * d + 2 + 1) & ~(int32_t)1;
 }
 #define EB_DW_TILE_SLACK(s) (3 * (int32_t)(s) + 2)
+
+/* Phase ph of a frame split into t->phases (eb_dw_tf), into f (f may be t): outputs
+ * x = D j + ph (D = t->phases) read inputs x - p_w0 + D kx = D (j + kx + a) + q, with
+ * ph - p_w0 = D a + q, 0 <= q < D: the columns of residue q, as a row of their own padded by
+ * -a, dilation 1, its outputs D apart. Returns the phase's offsets into the layer's input
+ * and output planes (q and ph columns of the layer's row). */
+static int32_t eb_dw_tile_phase(const eb_dw_tf *t, int ph, eb_dw_tf *f, int32_t *out_off)
+{
+    const int32_t d = t->phases, c0 = (int32_t)ph - t->p_w0;
+    const int32_t a = c0 >= 0 ? c0 / d : -((-c0 + d - 1) / d), q = c0 - a * d;
+    if (f != t) {
+        *f = *t;
+    }
+    f->in_w = (int)((t->in_w0 - q + d - 1) / d);
+    f->out_w = (int)((t->out_w0 - ph + d - 1) / d);
+    f->p_w = (int)-a;
+    f->d_w = 1;
+    f->src_c = d * t->src_c0;
+    f->dst_c = d * t->dst_c0;
+    *out_off = ph * t->dst_c0;
+    return q * t->src_c0;
+}
 
 /* The tile kernel's frame and tile for g (1-D normalized, not a 3-tap kind); 0 when it does
  * not take the layer (more than EB_DW_TILE_TAPS pairs, or no 1 x 4 tile fits). */
@@ -1190,6 +1221,15 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
         t->p_h = g->pad_h, t->p_w = g->pad_w, t->d_h = g->dil_h, t->d_w = g->dil_w;
         t->src_r = g->in_w, t->src_c = 1, t->dst_r = g->out_w, t->dst_c = 1;
         t->w_r = g->k_w, t->w_c = 1;
+    }
+    t->phases = 1;
+    t->in_w0 = t->in_w, t->out_w0 = t->out_w, t->p_w0 = t->p_w;
+    t->src_c0 = t->src_c, t->dst_c0 = t->dst_c;
+    if (t->d_w > 1 && t->d_w <= EB_DW_TILE_PHASES && t->s_w == 1 && t->k_w > 1 &&
+        t->out_w >= 4 * t->d_w) {
+        int32_t unused;
+        t->phases = t->d_w;
+        (void)eb_dw_tile_phase(t, 0, t, &unused);
     }
     t->pairs = eb_dw_npairs(t->k_w, t->d_w);
     t->ntaps = t->k_h * t->pairs;
@@ -1266,6 +1306,12 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
             }
         } else {
             const int8_t *q = plane + (base + c * src_c);
+            if (src_c == 2) { /* a dilation-2 phase: one SXTB16 takes two of a word's bytes
+                               * (while a third column follows: no read past the row) */
+                for (; c + 3 <= hi; c += 2, q += 4) {
+                    eb_store32(patch + c, eb_sxtb16(eb_load32(q)));
+                }
+            }
             for (; c < hi; ++c, q += src_c) {
                 patch[c] = *q;
             }
@@ -2404,7 +2450,8 @@ static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, in
 }
 
 /* The layer by tiles: per input channel and tile the patch once, then each of its m output
- * channels (weights, packed or not; bias; mode) over it. */
+ * channels (weights, packed or not; bias; mode) over it -- per phase of a frame split by its
+ * dilation (eb_dw_tile_phase), the phase's columns. */
 static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
                                          const int8_t *in, int32_t in_plane,
                                          const int8_t *weight, const int32_t *bias,
@@ -2415,30 +2462,38 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     int8_t unpacked[2 * EB_DW_TILE_TAPS]; /* one channel's taps (at most 2 a pair), packed */
     int8_t unpacked2[2 * EB_DW_TILE_TAPS]; /* the pair's second channel's */
     eb_dw_out oa = *o, ob = *o;
+    eb_dw_tf f = *t;
     const int m = p->out_c / p->in_c, pairs = eb_dw_tile_pairs(t);
-    const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w;
-    int ic, j, oy0, ox0, ky_lo, ky_hi;
-    for (ic = 0; ic < p->in_c; ++ic) {
-        for (oy0 = 0; oy0 < t->out_h; oy0 += t->rows) {
-            const int rows = t->out_h - oy0 < t->rows ? t->out_h - oy0 : t->rows;
-            for (ox0 = 0; ox0 < t->out_w; ox0 += t->cols) {
-                eb_dw_tile_fill(t, in + (int32_t)ic * in_plane, oy0, ox0, rows, patch);
-                eb_dw_tile_rows(t, oy0, rows, &ky_lo, &ky_hi);
-                for (j = 0; j < m; j += pairs ? 2 : 1) {
-                    const int32_t oc = (int32_t)ic * m + j;
-                    const int two = pairs && j + 1 < m;
-                    eb_dw_job job;
-                    job.init_a = eb_dw_init(rq, bias, oc, &oa);
-                    job.init_b = two ? eb_dw_init(rq, bias, oc + 1, &ob) : 0;
-                    job.oa = &oa;
-                    job.ob = two ? &ob : NULL;
-                    job.ia = oc * out_plane;
-                    job.ib = job.ia + out_plane;
-                    eb_dw_tile_taps(t, eb_dw_weights(p, weight, oc, taps, unpacked),
-                                    two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
-                                        : NULL,
-                                    ky_lo, ky_hi, tap);
-                    eb_dw_tile_segments(t, patch, tap, &job, oy0, ox0, rows);
+    const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w0;
+    int32_t in_off = 0, out_off = 0;
+    int ph, ic, j, oy0, ox0, ky_lo, ky_hi;
+    for (ph = 0; ph < t->phases; ++ph) {
+        if (t->phases > 1) {
+            in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
+        }
+        for (ic = 0; ic < p->in_c; ++ic) {
+            for (oy0 = 0; oy0 < f.out_h; oy0 += f.rows) {
+                const int rows = f.out_h - oy0 < f.rows ? f.out_h - oy0 : f.rows;
+                for (ox0 = 0; ox0 < f.out_w; ox0 += f.cols) {
+                    eb_dw_tile_fill(&f, in + (int32_t)ic * in_plane + in_off, oy0, ox0, rows,
+                                    patch);
+                    eb_dw_tile_rows(&f, oy0, rows, &ky_lo, &ky_hi);
+                    for (j = 0; j < m; j += pairs ? 2 : 1) {
+                        const int32_t oc = (int32_t)ic * m + j;
+                        const int two = pairs && j + 1 < m;
+                        eb_dw_job job;
+                        job.init_a = eb_dw_init(rq, bias, oc, &oa);
+                        job.init_b = two ? eb_dw_init(rq, bias, oc + 1, &ob) : 0;
+                        job.oa = &oa;
+                        job.ob = two ? &ob : NULL;
+                        job.ia = oc * out_plane + out_off;
+                        job.ib = job.ia + out_plane;
+                        eb_dw_tile_taps(&f, eb_dw_weights(p, weight, oc, taps, unpacked),
+                                        two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
+                                            : NULL,
+                                        ky_lo, ky_hi, tap);
+                        eb_dw_tile_segments(&f, patch, tap, &job, oy0, ox0, rows);
+                    }
                 }
             }
         }
@@ -2489,7 +2544,7 @@ static int eb_dw_tile_better(const eb_conv_params *p)
         return 0;
     }
     col = (int32_t)p->k_h * ((p->out_w + 3) & ~3) * p->out_h;
-    tile = (int32_t)t.ntaps * ((t.out_w + 3) & ~3) * t.out_h;
+    tile = (int32_t)t.ntaps * t.phases * ((t.out_w + 3) & ~3) * t.out_h;
     return 4 * (int64_t)tile < 3 * (int64_t)col;
 }
 

@@ -99,6 +99,8 @@ def test_phase_cases_split():
     assert phases[-3:] == [3, 2, 2] and phases[7] == 2, phases
     assert all(tile_frame(plane_of(c)).d_w == 1 for c in LOOP_CASES[-3:])
     assert tile_frame(plane_of(dw_1d(2, 64, 5, 1, stride=2, pad=4, dil=2))).phases == 1
+    # nor a short row: fewer than 16 outputs a phase (a 7x7 dilation-2 on 2 x 18 maps)
+    assert tile_frame(plane_of(dw_config(3, 2, 18, 7, 1, 1, 6, dil=2))).phases == 1
 
 
 def test_loop_cases_take_each_loop():

@@ -122,11 +122,11 @@ TILE_PHASES = 8  # eb_dw_opt.c: EB_DW_TILE_PHASES, the largest dilation split in
 
 def split_phases(f: TileFrame) -> TileFrame:
     """eb_dw_tile_plan's phases: a dilation D (2..TILE_PHASES) along the frame's rows at
-    stride 1, a kernel wider than 1 and at least 4 outputs a phase run as D dilation-1
+    stride 1, a kernel wider than 1 and at least 16 outputs a phase run as D dilation-1
     convs over every D-th column (eb_dw_tile_phase), whose taps pair; the frame is phase
     0's (the most outputs: ceil(out_w / D)), its outputs D apart."""
     d = f.d_w
-    if not (1 < d <= TILE_PHASES and f.s_w == 1 and f.k_w > 1 and f.out_w >= 4 * d):
+    if not (1 < d <= TILE_PHASES and f.s_w == 1 and f.k_w > 1 and f.out_w >= 16 * d):
         return f
     return replace(f, d_w=1, out_w=-(-f.out_w // d), dst_c=d * f.dst_c, phases=d)
 

@@ -33,9 +33,10 @@ from edgebuild.ops.conv_path import kernel_paths, two_pixel_block
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
-CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1", "dw_tile_s2",
-              "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column", "dw_table",
-              "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs", "q_wide")
+CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
+              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column",
+              "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
+              "q_wide")
 
 
 def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict:

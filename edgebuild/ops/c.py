@@ -106,9 +106,9 @@ class CCode:
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
 # the 3-tap, tile (and the tile kernel's loops specialised to a frame: conv_path.tile_paths),
 # column and table kernels (ops.conv_path.kernel_paths); the optimized
-# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2", its GEMM rows for
-# blocks of 2 pixels: "gemm_2px") and the
-# register-requantizing rows of linear layers ("linear_q") (eb_kernels_opt.c); the dot blocks that
+# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; its GEMM rows
+# for blocks of 2 pixels: "gemm_2px") and the register-requantizing rows of linear layers
+# ("linear_q") (eb_kernels_opt.c); the dot blocks that
 # requantize from the registers to each output form, relu, none, abs or wide int32
 # (eb_kernels_opt.c, eb_pw_opt.c; ops.conv.optimized_paths); the max and average pooling
 # loops (eb_pool_opt.c; pool_call). TFLite's number format (eb_tfl_opt.c;
@@ -117,10 +117,10 @@ class CCode:
 # linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
 # max and average window pools.
 OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
-                  "dw_tile_s2",
-                  "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column",
-                  "dw_table", "packed",
-                  "im2col", "im2col_s2", "gemm_2px", "linear_q", "q_relu", "q_none", "q_abs", "q_wide",
+                  "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair",
+                  "dw_column", "dw_table", "packed",
+                  "im2col", "im2col_s2", "gemm_2px", "linear_q",
+                  "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",
                   "tfl_depthwise", "tfl_dw3_s1", "tfl_dw3_s2", "tfl_dw3_strip",
                   "tfl_gemm_pairs", "tfl_gemm4", "tfl_gemm8", "tfl_clamp", "tfl_fc_narrow",

@@ -710,45 +710,47 @@ static void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols, in
 }
 
 #ifdef EB_GEMM_ASM
-#include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_relu / _none, eb_gemm2_relu / _none */
+#include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_*, eb_gemm22_*, eb_gemm2_* (relu / none) */
 
-/* eb_gemm4_* (4 pixels) or eb_gemm2_* (1 or 2; 2 pixels first in row pairs, eb_gemm22_*) on
- * the job's rows; a form left out of the project (EB_OPT_NO_Q_*) does none of them (job->n
- * stays: the callers' C path takes them). */
+/* The row functions of one output form: 4 pixels, 2 pixels in row pairs (NULL where the
+ * project leaves "gemm_2px" out), 1 or 2 pixels a row at a time. */
+typedef void (*eb_gemm_fn)(eb_gemm_job *job);
+#if EB_HAS_GEMM_2PX
+#define EB_GEMM22(form) eb_gemm22_##form
+#else
+#define EB_GEMM22(form) NULL
+#endif
+
+/* The job's rows through one form's functions: g4 for a block of 4 pixels, else a block of 2
+ * first in row pairs (g22) and the rows those leave one at a time (g2). Inlined with its
+ * functions constant: direct calls. */
+EB_DOT_INLINE void eb_gemm_form(eb_gemm_job *job, eb_gemm_fn g4, eb_gemm_fn g22, eb_gemm_fn g2)
+{
+    if (job->count == 4) {
+        g4(job);
+        return;
+    }
+    if (g22 != NULL && job->count == 2) {
+        g22(job);
+        if (job->n == 0) {
+            return;
+        }
+    }
+    g2(job);
+}
+
+/* The job's rows in its output form (relu or none); a form left out of the project
+ * (EB_OPT_NO_Q_*) does none of them (job->n stays: the callers' C path takes them). */
 static void eb_gemm_run(int relu, eb_gemm_job *job)
 {
 #if EB_HAS_Q_RELU
     if (relu) {
-        if (job->count == 4) {
-            eb_gemm4_relu(job);
-        } else {
-#if EB_HAS_GEMM_2PX
-            if (job->count == 2) {
-                eb_gemm22_relu(job);
-                if (job->n == 0) {
-                    return;
-                }
-            }
-#endif
-            eb_gemm2_relu(job);
-        }
+        eb_gemm_form(job, eb_gemm4_relu, EB_GEMM22(relu), eb_gemm2_relu);
     }
 #endif
 #if EB_HAS_Q_NONE
     if (!relu) {
-        if (job->count == 4) {
-            eb_gemm4_none(job);
-        } else {
-#if EB_HAS_GEMM_2PX
-            if (job->count == 2) {
-                eb_gemm22_none(job);
-                if (job->n == 0) {
-                    return;
-                }
-            }
-#endif
-            eb_gemm2_none(job);
-        }
+        eb_gemm_form(job, eb_gemm4_none, EB_GEMM22(none), eb_gemm2_none);
     }
 #endif
     (void)relu;

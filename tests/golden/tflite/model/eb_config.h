@@ -56,6 +56,7 @@
 #define eb_dw_tile_sums chain_eb_dw_tile_sums
 #define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows chain_eb_dw_tile_tap1_rows
+#define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot
 #define eb_linear_expand chain_eb_linear_expand

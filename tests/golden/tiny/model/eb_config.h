@@ -58,6 +58,7 @@
 #define eb_dw_tile_sums tiny_eb_dw_tile_sums
 #define eb_dw_tile_tap1 tiny_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows tiny_eb_dw_tile_tap1_rows
+#define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot
 #define eb_linear_expand tiny_eb_linear_expand

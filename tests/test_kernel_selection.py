@@ -34,8 +34,8 @@ from edgebuild.ops.conv_path import kernel_paths, two_pixel_block
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
 CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
-              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_column",
-              "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
+              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_fan",
+              "dw_column", "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
               "q_wide")
 
 
@@ -50,17 +50,18 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 
 
 # One layer of each kernel: 3-tap (3x3, padded); tile (5x5 x2, turned, and one input channel
-# to 6, 3x3 stride 2: its pair loop of any frame; 1-D k = 5, one input channel to 16 / 24 at
-# stride 1 / 2: its pair loops along the rows; 1-D k = 15, and k = 7 stride 2: its
-# one-channel loops along the rows); column (dense 8 -> 1 5x1 stride 2); scale (1x1); table
+# to 6, 3x3 stride 2: its pair loop of any frame; 1-D k = 5, multiplier 2 at stride 1 / 2:
+# its pair loops along the rows; 1-D k = 15, and k = 7 stride 2: its one-channel loops along
+# the rows; one input channel to 16, 1-D k = 5, and to 12, 3x3 stride 2: the fan, two pixels
+# and one at a time); column (dense 8 -> 1 5x1 stride 2); scale (1x1); table
 # (a 15x7 kernel: more tap pairs than the tile holds); im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone)
 LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
           _layer(2, (1, 200), (1, 15), 2, 2, pad=(0, 7)),
-          _layer(1, (1, 128), (1, 5), 16, 1, pad=(0, 2)),
-          _layer(1, (1, 183), (1, 5), 24, 1, pad=(0, 2), stride=(1, 2)),
+          _layer(2, (1, 128), (1, 5), 4, 2, pad=(0, 2)),
+          _layer(2, (1, 183), (1, 5), 4, 2, pad=(0, 2), stride=(1, 2)),
           _layer(2, (1, 200), (1, 7), 2, 2, pad=(0, 3), stride=(1, 2), act=0),
           _layer(1, (21, 20), (3, 3), 6, 1, stride=(2, 2)),
           _layer(8, (20, 12), (5, 1), 1, 1, pad=(2, 0), stride=(2, 2)),
@@ -69,7 +70,9 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(4, (7, 9), (3, 3), 8, 1, pad=(1, 1)),
           _layer(3, (5, 11), (1, 3), 5, 1, act=0),
           _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2)),
-          _layer(24, (1, 14), (1, 13), 7, 1)]
+          _layer(24, (1, 14), (1, 13), 7, 1),
+          _layer(1, (1, 128), (1, 5), 16, 1, pad=(0, 2)),
+          _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2))]
 
 
 def _cases(cfgs, seed: int) -> list:

@@ -10,22 +10,29 @@ compared with the reference kernel."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels_dw_m4 import m4_run
+from test_kernels_dw_refill import mixed_bias
 from test_kernels_opt import (
     assert_conv_opt_exact,
+    build_m4,
     dw_1d,
     dw_config,
+    dw_data,
     dw_layers,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
+    m4_test_program,
     needs_m4,
     plane_of,
+    run_conv_pair,
+    run_qemu,
 )
 
-from edgebuild.ops.conv_path import kernel_paths, tile_frame
+from edgebuild.ops.conv_path import fan, kernel_paths, tile_frame
 
 QUANTS = [{"rounding": r, "act": a, "shift": s}
           for r, a, s in ((0, 0, -7), (1, 1, -9), (0, 2, -12), (1, 1, 2), (0, 0, 0), (1, 0, -1))]
@@ -33,9 +40,12 @@ QUANTS = [{"rounding": r, "act": a, "shift": s}
 
 def tile_loop(cfg: dict) -> str:
     """Which inner loop of the tile kernel a layer's channels run (its frame's whole tap
-    table; rows near the padding may run fewer taps): "tap1", "pair" (multiplier >= 2),
+    table; rows near the padding may run fewer taps): "fan" (many channels of one input
+    channel, few tap pairs), "tap1", "pair" (multiplier >= 2),
     "slide1" / "slide2" (one channel, stride 1 / 2) or "generic"."""
     f = tile_frame(plane_of(cfg))
+    if fan(plane_of(cfg)):
+        return "fan"
     if f.ntaps == 1:
         return "tap1"
     if cfg["out_c"] // cfg["in_c"] >= 2 and f.s_w in (1, 2):
@@ -52,7 +62,7 @@ def takes_tile(cfg: dict) -> bool:
 def tile_layers() -> st.SearchStrategy[dict]:
     """A depthwise layer the tile kernel takes: 2-D or 1-D (both layouts), multiplier 1-4,
     long 1-D kernels and wide padding (rows wholly in it)."""
-    return dw_layers(in_c=(1, 3), m=st.sampled_from([1, 1, 2, 3, 4]),
+    return dw_layers(in_c=(1, 3), m=st.sampled_from([1, 1, 2, 3, 4, 8]),
                      quant=st.sampled_from(QUANTS), hw=(18, 22), k2=7, pad2=5, length=90,
                      k1=15, pad1=8).filter(takes_tile)
 
@@ -90,6 +100,58 @@ LOOP_CASES = [
     dw_1d(2, 51, 7, 2, pad=5, dil=2, act=0),                      # pair, 2 phases, odd pad
     dw_config(2, 41, 6, (9, 1), 1, 1, (8, 0), dil=(2, 1), act=1), # slide1, turned, 2 phases
 ]
+# The fan (one input channel's many outputs over 1-6 tap pairs): two pixels at a time with
+# an odd last one, more channels than a chunk of records (16), stride 2, a turned frame
+# (outputs down the columns), an odd multiplier, tiles near the padding (the other loops),
+# a dilation split into phases; one pixel at a time over 5 and 6 pairs.
+FAN_CASES = [
+    dw_1d(1, 45, 5, 20, pad=2, act=1),                            # 3 pairs, 20 channels
+    dw_1d(2, 38, 3, 8, stride=2, pad=1, act=0),                   # 2 pairs, stride 2
+    dw_config(1, 17, 9, (5, 1), 8, 1, (2, 0), act=1),             # 3 pairs, turned
+    dw_1d(1, 30, 2, 9, act=0),                                    # 1 pair, 9 channels
+    dw_config(1, 10, 20, (2, 4), 5, 1, 1, act=1),                 # 4 pairs, rows padded
+    dw_1d(1, 70, 3, 6, pad=2, dil=2, act=0),                      # 2 pairs, 2 phases
+    dw_1d(1, 33, 9, 8, pad=4, act=1),                             # 5 pairs, one pixel
+    dw_config(1, 15, 13, 3, 12, 2, 0, act=0),                     # 6 pairs, 3x3 stride 2
+]
+ALL_CASES = LOOP_CASES + FAN_CASES
+
+
+def test_fan_cases_take_the_fan():
+    """The fan cases run by the fan, over every count of tap pairs it has, in a turned
+    frame and split into phases; a pair loop's case with too few channels a pair does not."""
+    assert all(tile_loop(c) == "fan" for c in FAN_CASES)
+    frames = [tile_frame(plane_of(c)) for c in FAN_CASES]
+    assert {f.ntaps for f in frames} == set(range(1, 7))
+    assert any(f.turned for f in frames) and any(f.phases > 1 for f in frames)
+    assert tile_loop(dw_config(3, 9, 23, (1, 2), 4)) == "tap1"  # 1 pair, 4 channels
+    assert tile_loop(dw_1d(1, 33, 9, 4, pad=4)) == "pair"  # 5 pairs, 4 channels
+
+
+def fan_mixed(seed: int) -> list:
+    """The fan cases with biases near the int32 limits on about one channel in three (the
+    fast requantization does not take them: the fan stops at the first and the other loops
+    run the rest of the channels), data drawn from seed."""
+    rng = np.random.default_rng(seed)
+    convs = []
+    for cfg in FAN_CASES:
+        x, w = dw_data(cfg, rng)
+        convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
+    return convs
+
+
+def test_fan_mixed_biases_equal_reference(lib):  # noqa: F811
+    for cfg, x, w, bias in fan_mixed(32):
+        ref, opt = run_conv_pair(lib, cfg, x, w, bias, False)
+        np.testing.assert_array_equal(opt, ref, err_msg=str(cfg))
+
+
+@needs_m4
+def test_m4_fan_mixed_biases_equal_reference(lib, m4_build):  # noqa: F811
+    elf = build_m4(m4_build, "dw_fan_mixed", m4_test_program(lib, fan_mixed(33), linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
 
 
 def test_phase_cases_split():
@@ -105,18 +167,18 @@ def test_phase_cases_split():
 
 def test_loop_cases_take_each_loop():
     """The fixed cases reach every loop (so the M4 test below runs each assembly loop)."""
-    loops = [tile_loop(cfg) for cfg in LOOP_CASES]
-    assert all(takes_tile(cfg) for cfg in LOOP_CASES)
-    assert set(loops) == {"tap1", "pair", "slide1", "slide2", "generic"}, loops
-    turned = {tile_loop(c) for c in LOOP_CASES if tile_frame(plane_of(c)).turned}
-    assert {"pair", "slide1"} <= turned, turned
+    loops = [tile_loop(cfg) for cfg in ALL_CASES]
+    assert all(takes_tile(cfg) for cfg in ALL_CASES)
+    assert set(loops) == {"fan", "tap1", "pair", "slide1", "slide2", "generic"}, loops
+    turned = {tile_loop(c) for c in ALL_CASES if tile_frame(plane_of(c)).turned}
+    assert {"pair", "slide1", "fan"} <= turned, turned
 
 
 @needs_m4
 @pytest.mark.parametrize("quant", [0, 3])
 def test_m4_tile_loops_equal_reference(lib, m4_build, quant):  # noqa: F811
     """Each loop's case under QEMU, in its case's requantization and in a generic one."""
-    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in LOOP_CASES]
+    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in ALL_CASES]
     m4_run(lib, cfgs, 7 + quant, m4_build, f"dw_tile_loops{quant}")
 
 

@@ -117,7 +117,7 @@ class CCode:
 # linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
 # max and average window pools.
 OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
-                  "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair",
+                  "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_fan",
                   "dw_column", "dw_table", "packed",
                   "im2col", "im2col_s2", "gemm_2px", "linear_q",
                   "q_relu", "q_none", "q_abs", "q_wide",

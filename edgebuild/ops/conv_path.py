@@ -148,7 +148,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     eb_dw_tile_block): two channels at a time with a multiplier of 2 or more, at least two
     tap pairs and stride 1 or 2 ("dw_tile_pair_s1" / "_s2" along the rows at stride 1 / 2,
     else "dw_tile_pair"); one channel (a multiplier of 1, or an odd one's last channel) along the
-    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one"."""
+    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one";
+    with the fan ("dw_fan") where it runs."""
     f = tile_frame(conv)
     m = conv.out_c // conv.in_c
     paths = set()
@@ -157,7 +158,26 @@ def tile_paths(conv: Plane) -> frozenset[str]:
         paths.add(f"dw_tile_pair_s{f.s_w}" if f.dst_c == 1 else "dw_tile_pair")
     if not pair or m % 2:
         paths.add(f"dw_tile_s{f.s_w}" if f.dst_c == 1 and f.s_w in (1, 2) else "dw_tile_one")
+    if fan(conv):
+        paths.add("dw_fan")
     return frozenset(paths)
+
+
+FAN_MIN = 4  # eb_dw_opt.c: EB_DW_FAN_MIN, the multiplier from which the fan runs
+FAN_TAPS = 6  # eb_dw_opt.c: EB_DW_FAN_TAPS, its most tap pairs a pixel (over 4: one pixel)
+
+
+def fan(conv: Plane) -> bool:
+    """Whether the tile kernel runs a depthwise conv it takes by the fan (eb_dw_fan_tile:
+    a multiplier of FAN_MIN or more -- one input channel's many outputs -- over at most
+    FAN_TAPS tap pairs a pixel; one tap pair, or more than 4 (one pixel at a time), only
+    from 2 * FAN_MIN channels, below which the pair loop costs less; eb_dw_fan_takes):
+    its tiles whose tap rows lie inside the input, and
+    channels in the fast requantization; the rest (tiles near the padding, a bias near the
+    int32 limits) still take the loops of tile_paths, which stay linked."""
+    f = tile_frame(conv)
+    m, n = conv.out_c // conv.in_c, f.ntaps
+    return 0 < n <= FAN_TAPS and m >= FAN_MIN and m * (1 if n > 4 else n) >= 2 * FAN_MIN
 
 
 def tile_takes(conv: Plane) -> bool:

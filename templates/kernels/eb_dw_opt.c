@@ -148,6 +148,15 @@ typedef struct {
 #else
 #define EB_DW_TILE_PAIR 1
 #endif
+/* The fan (EB_OPT_NO_DW_FAN): the many output channels of one input channel (a dense conv
+ * of one input channel, a multiplier of 4 or more) over a tap pair or four, the pixels' tap
+ * words held while the channels' weights stream (eb_dw_fan_tile). Left out, such a layer
+ * takes the tile kernel's other loops. */
+#ifdef EB_OPT_NO_DW_FAN
+#define EB_DW_FAN 0
+#else
+#define EB_DW_FAN 1
+#endif
 #ifdef EB_OPT_NO_DW_COLUMN
 #define EB_DW_COLUMN 0
 #else
@@ -2432,6 +2441,333 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
     return unpacked;
 }
 
+/* ---- the fan: many output channels of one input channel ----
+ * A layer of the tile kernel with a multiplier of EB_DW_FAN_MIN or more (a dense conv of one
+ * input channel: a first layer's 1 -> 32) and at most EB_DW_FAN_TAPS tap pairs a pixel: the
+ * tap words of two neighbouring pixels (2 x ntaps) are loaded once, into registers, and each
+ * output channel's record [init, w0 .. w(n-1)] streams past them: per channel one or two LDM,
+ * 2 SMLAD a pair, per pixel ASR, SSAT / USAT and STRB. The pair loop (two channels x 4
+ * pixels) reloads each tap's weights and offset per block and spends about 6 instructions an
+ * output on its block's start and stores: at 3 tap pairs it costs about 13 instructions an
+ * output, the fan 9.5 (19 a channel and pixel pair; a 1 -> 32 k5 layer went 2.93 -> 2.0
+ * insn/MAC). Tiles whose tap rows all lie inside the input, channels in the fast NONE / RELU
+ * requantization, EB_DW_FAN_CHUNK channels' records at a time (on the stack); a channel
+ * that is not (a bias near the int32 limits) and the rest after it take the other loops. */
+#define EB_DW_FAN_MIN 4
+#define EB_DW_FAN_TAPS 6 /* 1..4 tap pairs: two pixels at a time; 5, 6: one */
+#define EB_DW_FAN_CHUNK 16
+
+typedef struct {
+    int32_t sh, dc, plane;   /* 0, 4, 8: right shift; pixel 2's output; the next channel's */
+    const uint32_t *wend;    /* 12: the records' end */
+    const uint32_t *w;       /* 16: the records, n + 1 words each */
+    int8_t *out;             /* 20: the first pixel's output of the first channel (advanced) */
+    const uint8_t *q;        /* 24: the first pixel's first tap in the patch (advanced) */
+    int32_t sb, qstep, ostep; /* 28, 32, 36: bytes to pixel 2; to the next pair, its output */
+    int32_t npx;             /* 40: pixel pairs (n > 4: pixels) */
+    int32_t off[6];          /* 44: the tap pairs' byte offsets */
+} eb_dw_fan_job;
+
+typedef void (*eb_dw_fan_fn)(eb_dw_fan_job *);
+
+/* The portable twin of the assembly: npx pixel pairs, each with its 2 x n tap words against
+ * the records. */
+EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
+{
+    for (; j->npx > 0; --j->npx, j->q += j->qstep, j->out += j->ostep) {
+        const uint32_t *w = j->w;
+        int8_t *o = j->out;
+        for (; w < j->wend; w += n + 1, o += j->plane) {
+            int32_t a = (int32_t)w[0], b = a;
+            int p;
+            for (p = 0; p < n; ++p) {
+                a = eb_smlad(eb_load32(j->q + j->off[p]), w[1 + p], a);
+                b = eb_smlad(eb_load32(j->q + j->sb + j->off[p]), w[1 + p], b);
+            }
+            o[0] = eb_dw_q8(mode, a, j->sh, 0, 0, 0);
+            o[j->dc] = eb_dw_q8(mode, b, j->sh, 0, 0, 0);
+        }
+    }
+}
+
+#if EB_DW_FAN && EB_DW_PAIR_ASM
+/* On the M4, per mode and n (1..4), naked, the pixel loop too (a C loop around a call per
+ * pixel pair cost 69 instructions a pair). In the channel loop r0-r7 hold the tap words
+ * (c0, d0, c1, d1, ..), r8 and r9 the two pixels' sums (from the record's init), r10 / r11
+ * the weights, r12 the records, lr the output; for n <= 3 r6 the plane and r7 the end. The
+ * job's copy on the stack holds the rest. */
+#define EB_FAN_FIRST "smlad r9, r1, r10, r8\n\tsmlad r8, r0, r10, r8\n\t"
+#define EB_FAN_PAIR(c, d, w) "smlad r9, " d ", " w ", r9\n\tsmlad r8, " c ", " w ", r8\n\t"
+#define EB_FAN_BODY1 "ldmia r12!, {r8, r10}\n\t" EB_FAN_FIRST
+#define EB_FAN_BODY2 "ldmia r12!, {r8, r10, r11}\n\t" EB_FAN_FIRST EB_FAN_PAIR("r2", "r3", "r11")
+#define EB_FAN_BODY3 EB_FAN_BODY2 "ldr r10, [r12], #4\n\t" EB_FAN_PAIR("r4", "r5", "r10")
+#define EB_FAN_BODY4                                                                         \
+    EB_FAN_BODY2 "ldmia r12!, {r10, r11}\n\t" EB_FAN_PAIR("r4", "r5", "r10")                 \
+        EB_FAN_PAIR("r6", "r7", "r11")
+/* A pixel pair's tap words: pixel 1 at r8, pixel 2 at r9 (r8 + sb), offsets r10-r12, lr. */
+#define EB_FAN_LD(c, d, o) "ldr " c ", [r8, " o "]\n\tldr " d ", [r9, " o "]\n\t"
+#define EB_FAN_COL1 EB_FAN_LD("r0", "r1", "r10")
+#define EB_FAN_COL2 EB_FAN_COL1 EB_FAN_LD("r2", "r3", "r11")
+#define EB_FAN_COL3 EB_FAN_COL2 EB_FAN_LD("r4", "r5", "r12")
+#define EB_FAN_COL4 EB_FAN_COL3 EB_FAN_LD("r6", "r7", "lr")
+#define EB_FAN_Q(sat, bits)                                                                  \
+    "ldmia sp, {r10, r11}\n\t"                                                               \
+    "asr r8, r8, r10\n\t"                                                                    \
+    "asr r9, r9, r10\n\t" sat " r8, " bits ", r8\n\t" sat " r9, " bits ", r9\n\t"            \
+    "strb r8, [lr]\n\t"                                                                      \
+    "strb r9, [lr, r11]\n\t"
+#define EB_FAN_KEEP "ldrd r6, r7, [sp, #8]\n\t"
+#define EB_FAN_NEXT_REG "add lr, lr, r6\n\tcmp r12, r7\n\tbne 1b\n\t"
+#define EB_FAN_NEXT_STACK "ldrd r10, r11, [sp, #8]\n\tadd lr, lr, r10\n\tcmp r12, r11\n\tbne 1b\n\t"
+/* Both forms' entry: the job copied to the stack (17 words), and their exit: the next pixel
+ * (pair) -- q and out advanced, the count down -- and the return. */
+#define EB_FAN_ENTER                                                                         \
+    "push {r0, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                    \
+    "sub sp, sp, #68\n\t"                                                                    \
+    "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
+    "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
+    "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
+    "add r9, sp, #32\n\t"                                                                    \
+    "stmia r9, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
+    "ldr r1, [r0]\n\t"                                                                       \
+    "str r1, [sp, #64]\n"
+#define EB_FAN_LEAVE                                                                         \
+    "ldrd r8, r9, [sp, #20]\n\t"                                                             \
+    "ldrd r10, r11, [sp, #32]\n\t"                                                           \
+    "add r9, r9, r10\n\t"                                                                    \
+    "add r8, r8, r11\n\t"                                                                    \
+    "strd r8, r9, [sp, #20]\n\t"                                                             \
+    "ldr r8, [sp, #40]\n\t"                                                                  \
+    "subs r8, r8, #1\n\t"                                                                    \
+    "str r8, [sp, #40]\n\t"                                                                  \
+    "bne 2b\n\t"                                                                             \
+    "add sp, sp, #68\n\t"                                                                    \
+    "pop {r0, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
+#define EB_FAN_FN(name, col, keep, body, next, sat, bits)                                    \
+    static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile(EB_FAN_ENTER "2:\n\t"                                               \
+                         "ldrd r8, r9, [sp, #24]\n\t"                                       \
+                         "add r9, r8, r9\n\t"                                               \
+                         "add r10, sp, #44\n\t"                                             \
+                         "ldmia r10, {r10, r11, r12, lr}\n\t" col keep                      \
+                         "ldrd r12, lr, [sp, #16]\n"                                        \
+                         "1:\n\t" body EB_FAN_Q(sat, bits) next EB_FAN_LEAVE);               \
+    }
+#define EB_FAN_FNS(mode, sat, bits)                                                          \
+    EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP, EB_FAN_BODY1, EB_FAN_NEXT_REG,   \
+              sat, bits)                                                                     \
+    EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP, EB_FAN_BODY2, EB_FAN_NEXT_REG,   \
+              sat, bits)                                                                     \
+    EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP, EB_FAN_BODY3, EB_FAN_NEXT_REG,   \
+              sat, bits)                                                                     \
+    EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_NEXT_STACK, sat,     \
+              bits)
+/* Five or six tap pairs, one pixel at a time: r0-r5 its tap words, r6 the sum, r7-r10 the
+ * weights, r11 the shift, r12 the records, lr the output. */
+#define EB_FAN1_BODY5                                                                        \
+    "ldmia r12!, {r6, r7, r8, r9, r10}\n\t"                                                  \
+    "smlad r6, r0, r7, r6\n\tsmlad r6, r1, r8, r6\n\t"                                       \
+    "smlad r6, r2, r9, r6\n\tsmlad r6, r3, r10, r6\n\t"
+#define EB_FAN1_BODY6 EB_FAN1_BODY5 "ldmia r12!, {r7, r8}\n\tsmlad r6, r4, r7, r6\n\t"      \
+                                    "smlad r6, r5, r8, r6\n\t"
+#define EB_FAN1_FN(name, body, sat, bits)                                                    \
+    static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile(EB_FAN_ENTER "2:\n\t"                                               \
+                         "ldr r8, [sp, #24]\n\t"                                            \
+                         "add r9, sp, #44\n\t"                                              \
+                         "ldmia r9, {r6, r7, r9, r10, r11, r12}\n\t"                        \
+                         "ldr r0, [r8, r6]\n\tldr r1, [r8, r7]\n\tldr r2, [r8, r9]\n\t"     \
+                         "ldr r3, [r8, r10]\n\tldr r4, [r8, r11]\n\tldr r5, [r8, r12]\n\t"  \
+                         "ldr r11, [sp]\n\t"                                                \
+                         "ldrd r12, lr, [sp, #16]\n"                                        \
+                         "1:\n\t" body                                                       \
+                         "asr r6, r6, r11\n\t" sat " r6, " bits ", r6\n\t"                  \
+                         "strb r6, [lr]\n\t"                                                \
+                         "ldrd r7, r8, [sp, #8]\n\t"                                        \
+                         "add lr, lr, r7\n\t"                                               \
+                         "cmp r12, r8\n\t"                                                  \
+                         "bne 1b\n\t" EB_FAN_LEAVE);                                         \
+    }
+#if EB_DW_HAS_RELU
+EB_FAN_FNS(relu, "usat", "#7")
+EB_FAN1_FN(eb_dw_fan5_relu, EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t",
+           "usat", "#7")
+EB_FAN1_FN(eb_dw_fan6_relu, EB_FAN1_BODY6, "usat", "#7")
+#endif
+#if EB_DW_HAS_NONE
+EB_FAN_FNS(none, "ssat", "#8")
+EB_FAN1_FN(eb_dw_fan5_none, EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t",
+           "ssat", "#8")
+EB_FAN1_FN(eb_dw_fan6_none, EB_FAN1_BODY6, "ssat", "#8")
+#endif
+#define EB_DW_FAN_ASM 1
+#else
+#define EB_DW_FAN_ASM 0
+#endif
+
+#if EB_DW_FAN
+#if !EB_DW_FAN_ASM
+#define EB_FAN_C(name, n, mode)                                                              \
+    static EB_NOINLINE void name(eb_dw_fan_job *j)                                           \
+    {                                                                                        \
+        eb_dw_fan_run(j, n, mode);                                                           \
+    }
+#define EB_FAN_CS(mode, MODE)                                                                \
+    EB_FAN_C(eb_dw_fan1_##mode, 1, MODE)                                                     \
+    EB_FAN_C(eb_dw_fan2_##mode, 2, MODE)                                                     \
+    EB_FAN_C(eb_dw_fan3_##mode, 3, MODE)                                                     \
+    EB_FAN_C(eb_dw_fan4_##mode, 4, MODE)                                                     \
+    EB_FAN_C(eb_dw_fan5_##mode, 5, MODE)                                                     \
+    EB_FAN_C(eb_dw_fan6_##mode, 6, MODE)
+#if EB_DW_HAS_RELU
+EB_FAN_CS(relu, EB_DW_RELU)
+#endif
+#if EB_DW_HAS_NONE
+EB_FAN_CS(none, EB_DW_NONE)
+#endif
+#endif
+
+/* The fan of n tap pairs (1..EB_DW_FAN_TAPS) in mode (NULL: not linked). */
+static eb_dw_fan_fn eb_dw_fan_of(int n, int mode)
+{
+#if EB_DW_HAS_RELU
+    static const eb_dw_fan_fn relu[EB_DW_FAN_TAPS] = {eb_dw_fan1_relu, eb_dw_fan2_relu,
+                                                      eb_dw_fan3_relu, eb_dw_fan4_relu,
+                                                      eb_dw_fan5_relu, eb_dw_fan6_relu};
+    if (mode == EB_DW_RELU) {
+        return relu[n - 1];
+    }
+#endif
+#if EB_DW_HAS_NONE
+    static const eb_dw_fan_fn none[EB_DW_FAN_TAPS] = {eb_dw_fan1_none, eb_dw_fan2_none,
+                                                      eb_dw_fan3_none, eb_dw_fan4_none,
+                                                      eb_dw_fan5_none, eb_dw_fan6_none};
+    if (mode == EB_DW_NONE) {
+        return none[n - 1];
+    }
+#endif
+    (void)n;
+    (void)mode;
+    return NULL;
+}
+
+/* Whether a layer of multiplier m and n tap pairs a pixel runs by the fan: up to 4 pairs
+ * from 4 channels (one pair from 8: below, the pair loop costs less), 5 or 6 (one pixel at
+ * a time) from 8. The Python twin is ops.conv_path.fan. */
+static int eb_dw_fan_takes(int m, int n)
+{
+    return n > 0 && n <= EB_DW_FAN_TAPS && m >= EB_DW_FAN_MIN &&
+           m * (n > 4 ? 1 : n) >= 2 * EB_DW_FAN_MIN;
+}
+
+/* Records of `count` output channels from oc (their init and tap words, in the frame's
+ * order of eb_dw_tile_taps) into rec; the number built: fewer when a channel's
+ * requantization is not the fast mode `mode`. */
+static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const int8_t *weight,
+                             const int32_t *bias, const eb_dw_rq *rq, int32_t oc, int count,
+                             int mode, uint32_t *rec)
+{
+    int8_t unpacked[2 * EB_DW_FAN_TAPS]; /* k_h * k_w <= 2 * ntaps */
+    const int32_t taps = (int32_t)p->k_h * p->k_w, w_c = f->w_c;
+    const int32_t wstep = f->d_w == 1 ? 2 * w_c : w_c;
+    const int pairs = f->pairs, full = f->d_w == 1 ? f->k_w / 2 : 0;
+    int c, ky, k;
+    for (c = 0; c < count; ++c) {
+        eb_dw_out o;
+        const int32_t init = eb_dw_init(rq, bias, oc + c, &o);
+        const int8_t *w = eb_dw_weights(p, weight, oc + c, taps, unpacked);
+        if (o.mode != mode) {
+            break;
+        }
+        *rec++ = (uint32_t)init;
+        for (ky = 0; ky < f->k_h; ++ky) {
+            const int8_t *q = w + (int32_t)ky * f->w_r;
+            for (k = 0; k < full; ++k, q += wstep) {
+                *rec++ = eb_dw_pair_word(q[0], q[w_c]);
+            }
+            for (; k < pairs; ++k, q += wstep) {
+                *rec++ = eb_dw_pair_word(q[0], 0);
+            }
+        }
+    }
+    return c;
+}
+
+/* Output channels oc0 .. oc0 + m - 1 (of one input channel) of the tile at (oy0, ox0) by the
+ * fan, `rows` rows all of whose tap rows lie inside the input; returns how many it computed
+ * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset. */
+static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p,
+                                      const int8_t *weight, const int32_t *bias,
+                                      const eb_dw_rq *rq, int8_t *out, int32_t out_plane,
+                                      const int16_t *patch, int32_t oc0, int m, int oy0,
+                                      int ox0, int rows, int sh)
+{
+    uint32_t rec[EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)];
+    const int n = f->ntaps, mode = rq->fast;
+    const eb_dw_fan_fn fn = eb_dw_fan_of(n, mode);
+    const int cols = (ox0 + f->cols < f->out_w ? ox0 + f->cols : f->out_w) - ox0;
+    const int32_t pitch = (int32_t)f->s_h * f->pw, dc = f->dst_c;
+    eb_dw_fan_job job;
+    int j0, count, r, k;
+    if (fn == NULL) {
+        return 0;
+    }
+    for (k = 0; k < EB_DW_FAN_TAPS; ++k) { /* bytes; eb_dw_tile_taps' offsets, in its order */
+        const int32_t step = f->d_w == 1 ? 2 : f->d_w, row = (int32_t)f->d_h * f->pw;
+        job.off[k] = k < n ? 2 * ((k / f->pairs) * row + (k % f->pairs) * step) : 0;
+    }
+    job.sh = sh;
+    job.plane = out_plane;
+    job.w = rec;
+    for (j0 = 0; j0 < m; j0 += count) {
+        const int want = m - j0 < EB_DW_FAN_CHUNK ? m - j0 : EB_DW_FAN_CHUNK;
+        count = eb_dw_fan_records(f, p, weight, bias, rq, oc0 + j0, want, mode, rec);
+        if (count == 0) {
+            break;
+        }
+        job.wend = rec + count * (n + 1);
+        for (r = 0; r < rows; ++r) {
+            const int16_t *row = patch + (int32_t)r * pitch;
+            int8_t *const d = out + (oc0 + j0) * out_plane + (int32_t)(oy0 + r) * f->dst_r +
+                              (int32_t)ox0 * dc;
+            job.q = (const uint8_t *)row;
+            job.out = d;
+            if (n > 4) { /* one pixel at a time (its "pixel 2" for the portable twin) */
+                job.dc = job.sb = 0;
+                job.qstep = 2 * f->s_w;
+                job.ostep = dc;
+                job.npx = cols;
+                fn(&job);
+                continue;
+            }
+            job.dc = dc;
+            job.sb = 2 * f->s_w;
+            job.qstep = 4 * f->s_w;
+            job.ostep = 2 * dc;
+            job.npx = cols >> 1;
+            if (job.npx > 0) {
+                fn(&job);
+            }
+            if (cols & 1) { /* the last pixel alone: its pixel 2 is itself, stored again */
+                job.q = (const uint8_t *)(row + (int32_t)(cols - 1) * f->s_w);
+                job.out = d + (int32_t)(cols - 1) * dc;
+                job.dc = job.sb = 0;
+                job.npx = 1;
+                fn(&job);
+            }
+        }
+        if (count < want) {
+            return j0 + count;
+        }
+    }
+    return j0;
+}
+#endif
+
 /* The tap rows [*lo, *hi) that output rows oy0 .. oy0 + rows - 1 read inside the input (the
  * union of eb_dw_tile_segments' runs: the first row's range reaches lowest, the last's
  * starts highest; every row if none does). */
@@ -2480,7 +2816,16 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                     eb_dw_tile_fill(&f, in + (int32_t)ic * in_plane + in_off, oy0, ox0, rows,
                                     patch);
                     eb_dw_tile_rows(&f, oy0, rows, &ky_lo, &ky_hi);
-                    for (j = 0; j < m; j += pairs ? 2 : 1) {
+                    j = 0;
+#if EB_DW_FAN
+                    if (eb_dw_fan_takes(m, f.ntaps) &&
+                        o->out8 != NULL && eb_dw_tile_inside(&f, oy0, rows)) {
+                        j = eb_dw_fan_tile(&f, p, weight, bias, rq, o->out8 + out_off,
+                                           out_plane, patch, (int32_t)ic * m, m, oy0, ox0,
+                                           rows, o->s);
+                    }
+#endif
+                    for (; j < m; j += pairs ? 2 : 1) {
                         const int32_t oc = (int32_t)ic * m + j;
                         const int two = pairs && j + 1 < m;
                         eb_dw_job job;

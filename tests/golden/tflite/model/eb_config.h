@@ -36,6 +36,7 @@
 #define eb_dw_conv_banded_opt chain_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt chain_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt chain_eb_dw_conv_spec_opt
+#define eb_dw_fan_run chain_eb_dw_fan_run
 #define eb_dw_max4 chain_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt chain_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt chain_eb_dw_pool_conv_opt
@@ -98,6 +99,7 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
+#define EB_OPT_NO_DW_FAN
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_PACKED

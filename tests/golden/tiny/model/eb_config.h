@@ -38,6 +38,7 @@
 #define eb_dw_conv_banded_opt tiny_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
+#define eb_dw_fan_run tiny_eb_dw_fan_run
 #define eb_dw_max4 tiny_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt
@@ -90,6 +91,7 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
+#define EB_OPT_NO_DW_FAN
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2

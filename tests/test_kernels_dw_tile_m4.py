@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_kernels_dw_m4 import m4_run
 from test_kernels_dw_refill import mixed_bias
@@ -32,7 +32,7 @@ from test_kernels_opt import (
     run_qemu,
 )
 
-from edgebuild.ops.conv_path import fan, kernel_paths, tile_frame
+from edgebuild.ops.conv_path import fan, group_tile, kernel_paths, tile_frame
 
 QUANTS = [{"rounding": r, "act": a, "shift": s}
           for r, a, s in ((0, 0, -7), (1, 1, -9), (0, 2, -12), (1, 1, 2), (0, 0, 0), (1, 0, -1))]
@@ -48,7 +48,7 @@ def tile_loop(cfg: dict) -> str:
         return "fan"
     if f.ntaps == 1:
         return "tap1"
-    if cfg["out_c"] // cfg["in_c"] >= 2 and f.s_w in (1, 2):
+    if cfg["out_c"] // cfg["groups"] >= 2 and f.s_w in (1, 2):
         return "pair"
     if f.pairs >= 2 and f.d_w in (1, 2) and f.s_w in (1, 2):
         return f"slide{f.s_w}"
@@ -187,3 +187,83 @@ def test_m4_tile_loops_equal_reference(lib, m4_build, quant):  # noqa: F811
 @given(cfgs=st.lists(tile_layers(), min_size=6, max_size=10), seed=st.integers(0, 2**32 - 1))
 def test_m4_tile_kernel_equals_reference(lib, m4_build, cfgs, seed):  # noqa: F811
     m4_run(lib, cfgs, seed, m4_build, "dw_tile")
+
+
+# ---- dense and grouped convs on the tile kernel (a group's input channels in the patch) ----
+
+def grouped(cfg: dict, groups: int, out_c: int) -> dict:
+    """cfg (a depthwise layer's shape) with `groups` groups and out_c outputs."""
+    return {**cfg, "groups": groups, "out_c": out_c}
+
+
+# One of each loop the tile kernel runs them on: one channel turned (a Kx1 kernel, 3 and 2
+# input channels), along the rows at stride 1 (1-D, padded), the fan (3 -> 32 2x1 turned,
+# 2 -> 16 3x1, a 1-D layer laid as a column), the pair loop (8 channels in 2 groups -> 4,
+# 9x1); a 2x2 kernel padded on all sides (tap rows in the padding: the table's rows of
+# chans x pairs left out).
+GROUP_CASES = [
+    grouped(dw_config(3, 30, 6, (15, 1), 1, act=1), 1, 1),
+    grouped(dw_config(3, 26, 16, (12, 1), 1, 1, (5, 0), act=0), 1, 1),
+    grouped(dw_1d(2, 60, 15, 1, pad=7, act=1), 1, 1),
+    grouped(dw_config(3, 14, 11, (2, 1), 1, act=1), 1, 32),
+    grouped(dw_config(2, 20, 9, (3, 1), 1, 1, (1, 0), act=0), 1, 16),
+    grouped(dw_1d(2, 40, 3, 1, pad=1, vertical=True, act=1), 1, 24),
+    grouped(dw_config(8, 25, 7, (9, 1), 1, 1, (4, 0), act=0), 2, 4),
+    grouped(dw_config(4, 9, 10, 2, 1, 1, 1, act=1), 2, 8),
+]
+
+
+def test_group_cases_take_the_tile_kernel():
+    """The grouped cases run on the tile kernel, over each of its loops and frames; a conv
+    the GEMM or the column kernels run cheaper does not."""
+    assert all(group_tile(plane_of(c)) for c in GROUP_CASES)
+    loops = {tile_loop(c) for c in GROUP_CASES}
+    assert {"fan", "pair", "slide1"} <= loops, loops
+    assert {tile_frame(plane_of(c)).turned for c in GROUP_CASES} == {False, True}
+    assert tile_frame(plane_of(GROUP_CASES[-1])).chans == 2
+    big = grouped(dw_config(6, 10, 15, 5, 1, 1, 2), 1, 96)  # K = 150 over 96 rows: GEMM
+    strided = grouped(dw_config(8, 102, 12, (5, 1), 1, 2, (2, 0)), 1, 1)  # 5x1 stride 2
+    assert not group_tile(plane_of(big)) and not group_tile(plane_of(strided))
+    assert "dw_column" in kernel_paths(plane_of(strided))
+
+
+@pytest.mark.parametrize("index", range(len(GROUP_CASES)))
+def test_group_cases_equal_reference(lib, index):  # noqa: F811
+    for quant in QUANTS:
+        assert_conv_opt_exact(lib, {**GROUP_CASES[index], **quant}, 32 + index, True)
+
+
+def group_layers() -> st.SearchStrategy[dict]:
+    """A dense or grouped conv the tile kernel takes: a depthwise shape with 1-4 input
+    channels a group, 1-2 groups and 1-32 outputs a group."""
+    def build(cfg, ipg, groups, m):
+        return {**cfg, "in_c": ipg * groups, "groups": groups, "out_c": m * groups}
+    return st.builds(build, dw_layers(in_c=(1, 1), m=st.just(1), quant=st.sampled_from(QUANTS),
+                                      hw=(18, 22), k2=7, pad2=5, length=90, k1=15, pad1=8),
+                     st.integers(2, 4), st.integers(1, 2),
+                     st.sampled_from([1, 1, 2, 3, 4, 8, 32])).filter(
+                         lambda c: group_tile(plane_of(c)))
+
+
+# about one drawn shape in four is one the tile kernel takes (the others: GEMM, column)
+FILTERED = [HealthCheck.filter_too_much, HealthCheck.too_slow]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=FILTERED)
+@given(cfg=group_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
+def test_group_tile_equals_reference(lib, cfg, seed, with_bias):  # noqa: F811
+    assert_conv_opt_exact(lib, cfg, seed, with_bias)
+
+
+@needs_m4
+@pytest.mark.parametrize("quant", [0, 3])
+def test_m4_group_cases_equal_reference(lib, m4_build, quant):  # noqa: F811
+    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in GROUP_CASES]
+    m4_run(lib, cfgs, 11 + quant, m4_build, f"dw_group{quant}")
+
+
+@needs_m4
+@settings(max_examples=3, deadline=None, suppress_health_check=FILTERED)
+@given(cfgs=st.lists(group_layers(), min_size=4, max_size=6), seed=st.integers(0, 2**32 - 1))
+def test_m4_group_tile_equals_reference(lib, m4_build, cfgs, seed):  # noqa: F811
+    m4_run(lib, cfgs, seed, m4_build, "dw_group")

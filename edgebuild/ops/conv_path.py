@@ -30,9 +30,10 @@ def three_tap(conv: Plane) -> bool:
 def dw_tile(conv: Plane) -> bool:
     """Whether the optimized depthwise path may run a conv by its tile kernel (eb_dw_opt.c),
     whose patch takes EB_DW_TILE_SCRATCH int16 of the scratch: a depthwise conv (one input
-    channel too) that the 3-tap kernels do not take. The kernel may still decline it (a
-    kernel too large for its tap table or patch); the claim holds either way."""
-    return conv.groups == conv.in_c and not three_tap(conv)
+    channel too) that the 3-tap kernels do not take, or a dense or grouped one that claims
+    it (group_claims). The kernel may still decline it (a kernel too large for its tap
+    table or patch); the claim holds either way."""
+    return (conv.groups == conv.in_c and not three_tap(conv)) or group_claims(conv)
 
 
 COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs per group of a non-depthwise one
@@ -107,6 +108,8 @@ class TileFrame:
     out_w: int
     dst_c: int  # output elements from one frame column to the next
     phases: int = 1  # a dilation split into phases: the fields are phase 0's (split_phases)
+    chans: int = 1  # a group's input channels side by side in the patch (a dense conv's)
+    s_h: int = 1  # the stride from one frame row to the next
 
     @property
     def pairs(self) -> int:
@@ -114,7 +117,7 @@ class TileFrame:
 
     @property
     def ntaps(self) -> int:
-        return self.k_h * self.pairs
+        return self.k_h * self.pairs * self.chans
 
 
 TILE_PHASES = 8  # eb_dw_opt.c: EB_DW_TILE_PHASES, the largest dilation split into phases
@@ -132,15 +135,18 @@ def split_phases(f: TileFrame) -> TileFrame:
 
 
 def tile_frame(conv: Plane) -> TileFrame:
-    """The tile kernel's frame of a depthwise conv (eb_dw_tile_plan's choice)."""
+    """The tile kernel's frame of a depthwise conv, or of a group's input channels
+    (eb_dw_tile_plan's choice)."""
     g = _row_major(conv)
+    chans = conv.in_c // conv.groups
     as_is = g.k_h * _pairs(g.k_w, g.dil_w) * ((g.out_w + 3) & ~3) * g.out_h
     turned = g.k_w * _pairs(g.k_h, g.dil_h) * ((g.out_h + 3) & ~3) * g.out_w
     if turned < as_is:  # rows and columns swap
         return split_phases(TileFrame(True, g.k_w, g.k_h, g.dil_w, g.dil_h, g.stride_h,
-                                      g.out_w, g.out_h, g.out_w))
+                                      g.out_w, g.out_h, g.out_w, chans=chans,
+                                      s_h=g.stride_w))
     return split_phases(TileFrame(False, g.k_h, g.k_w, g.dil_h, g.dil_w, g.stride_w, g.out_h,
-                                  g.out_w, 1))
+                                  g.out_w, 1, chans=chans, s_h=g.stride_h))
 
 
 def tile_paths(conv: Plane) -> frozenset[str]:
@@ -151,7 +157,7 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one";
     with the fan ("dw_fan") where it runs."""
     f = tile_frame(conv)
-    m = conv.out_c // conv.in_c
+    m = conv.out_c // conv.groups
     paths = set()
     pair = m >= 2 and f.ntaps >= 2 and f.s_w in (1, 2)
     if pair:
@@ -176,21 +182,30 @@ def fan(conv: Plane) -> bool:
     channels in the fast requantization; the rest (tiles near the padding, a bias near the
     int32 limits) still take the loops of tile_paths, which stay linked."""
     f = tile_frame(conv)
-    m, n = conv.out_c // conv.in_c, f.ntaps
+    m, n = conv.out_c // conv.groups, f.ntaps
     return 0 < n <= FAN_TAPS and m >= FAN_MIN and m * (1 if n > 4 else n) >= 2 * FAN_MIN
 
 
 def tile_takes(conv: Plane) -> bool:
-    """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take: whether
-    the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a 4-column tile fits the patch),
-    in its frame (tile_frame)."""
+    """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take (or a
+    group's channels): whether the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a
+    4-column tile fits the patch), in its frame (tile_frame)."""
+    return tile_frame(conv).ntaps <= DW_TILE_TAPS and tile_shape(conv)[1] > 0
+
+
+def tile_shape(conv: Plane) -> tuple[int, int]:
+    """eb_dw_tile_plan's tile: (rows, columns) of output in the frame, each channel's share
+    of the patch holding their inputs; no columns when not even 4 fit."""
     f = tile_frame(conv)
     band = (f.k_h - 1) * f.d_h + 1
-    room = DW_TILE_ELEMENTS - (3 * f.s_w + DW_TILE_SLACK)
+    room = (DW_TILE_ELEMENTS - (3 * f.s_w + DW_TILE_SLACK)) // f.chans
     cols = (f.out_w + 3) & ~3
     while cols > 0 and band * _tile_pitch(min(cols, f.out_w), f.s_w, f.k_w, f.d_w) > room:
         cols -= 4
-    return f.ntaps <= DW_TILE_TAPS and cols > 0
+    if cols == 0:
+        return 0, 0
+    pitch = _tile_pitch(min(cols, f.out_w), f.s_w, f.k_w, f.d_w)
+    return min((room // pitch - band) // f.s_h + 1, f.out_h), cols
 
 
 def _tile_pitch(cols: int, stride: int, k: int, dil: int) -> int:
@@ -218,13 +233,16 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
-    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile", and its loops: tile_paths) or
+    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile", and its loops: tile_paths; for
+    a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
     generic path, for a conv none of those take. A model's eb_config.h leaves out the paths
     no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
     path was left out would still run exact, on the next one."""
     g = _row_major(conv)
+    if group_tile(conv, packed):
+        return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
     if column(conv) and not packed:
         return frozenset({"depthwise", "dw_column"})
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
@@ -249,3 +267,65 @@ def as_linear(conv: Plane) -> bool:
     return conv.groups == 1 and (conv.out_h, conv.out_w, conv.pad_h, conv.pad_w) == (1, 1, 0, 0) \
         and (conv.k_h, conv.k_w) == (conv.in_h, conv.in_w) and \
         (conv.k_h == 1 or conv.dil_h == 1) and (conv.k_w == 1 or conv.dil_w == 1)
+
+
+GROUP_CHANS = 8  # eb_dw_opt.c: EB_DW_GROUP_CHANS, a group's most input channels in the patch
+
+
+def tile_cost(conv: Plane, n: int, turned: bool) -> int:
+    """eb_dw_tile_cost: the tile kernel's estimated instructions an output (x10) over n tap
+    pairs with m outputs a group (the fan, the pair loop, one channel), and its patch's
+    copy (along the rows, or turned)."""
+    m = conv.out_c // conv.groups
+    fill = (60 if turned else 15) * (conv.in_c // conv.groups) * conv.stride_h * \
+        conv.stride_w // m
+    fans = 0 < n <= FAN_TAPS and m >= FAN_MIN and m * (1 if n > 4 else n) >= 2 * FAN_MIN
+    return fill + (10 * n + 85 if fans else 28 * n + 60 if m >= 2 else 30 * n + 100)
+
+
+def gemm_cost(k: int, m: int) -> int:
+    """eb_dw_gemm_cost: the im2col/GEMM path's (columns of k values, rows of m outputs)."""
+    return 9 * k + 160 + 45 * k // m
+
+
+def col_cost(k: int, stride: int) -> int:
+    """eb_dw_col_cost: the column kernels' (k taps)."""
+    return k * (30 if stride == 1 else 35)
+
+
+def group_claims(conv: Plane) -> bool:
+    """eb_dw_group_claims: whether a dense or grouped conv (at most GROUP_CHANS input
+    channels a group, a kernel of more than one tap) claims the tile kernel's patch -- in its frame of fewer tap pairs, the
+    tile's estimated cost under 4/5 of the costlier path it could otherwise take. Channels,
+    kernel and strides only: every tile of the layer claims it alike."""
+    ipg, m = conv.in_c // conv.groups, conv.out_c // conv.groups
+    k = ipg * conv.k_h * conv.k_w
+    n = ipg * min(conv.k_h * _pairs(conv.k_w, conv.dil_w),
+                  conv.k_w * _pairs(conv.k_h, conv.dil_h))
+    if conv.groups == conv.in_c or ipg > GROUP_CHANS or n > DW_TILE_TAPS or k == ipg:
+        return False
+    other = gemm_cost(k, m)
+    if conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and m <= COLUMN_MAX_OUT:
+        other = max(other, col_cost(k, conv.stride_w))
+    return 5 * tile_cost(conv, n, False) < 4 * other
+
+
+def group_tile(conv: Plane, packed: bool = False) -> bool:
+    """eb_dw_group_tile: whether the tile kernel runs a dense or grouped conv -- it claims
+    the patch, the kernel takes its frame, and there its estimated cost is under 4/5 of the
+    column kernels' (where they take it) or else the GEMM's."""
+    ipg, m = conv.in_c // conv.groups, conv.out_c // conv.groups
+    k = ipg * conv.k_h * conv.k_w
+    if not group_claims(conv) or (packed and k > 2 * DW_TILE_TAPS) or not tile_takes(conv):
+        return False
+    other = col_cost(k, conv.stride_w) if column(conv) and not packed else gemm_cost(k, m)
+    f = tile_frame(conv)
+    return 5 * (tile_cost(conv, f.ntaps, f.turned) + tile_fixed(conv)) < 4 * other
+
+
+def tile_fixed(conv: Plane) -> int:
+    """eb_dw_tile_fixed: the tile's cost per output channel and tile (x10), spread over the
+    tile's outputs."""
+    f = tile_frame(conv)
+    rows, cols = tile_shape(conv)
+    return (120 * f.ntaps + 1000) // min(f.out_h * f.out_w, rows * cols)

@@ -157,6 +157,14 @@ typedef struct {
 #else
 #define EB_DW_FAN 1
 #endif
+/* Dense and grouped convs on the tile kernel (EB_OPT_NO_DW_GROUP; eb_dw_group_tile): left
+ * out, the kernel's patch holds one channel (EB_DW_CHANS), its loops those of before. */
+#ifdef EB_OPT_NO_DW_GROUP
+#define EB_DW_GROUP 0
+#else
+#define EB_DW_GROUP 1
+#endif
+#define EB_DW_CHANS(t) (EB_DW_GROUP ? (t)->chans : 1)
 #ifdef EB_OPT_NO_DW_COLUMN
 #define EB_DW_COLUMN 0
 #else
@@ -1168,6 +1176,12 @@ typedef struct {
      * layer's own row: */
     int phases;
     int32_t in_w0, out_w0, p_w0, src_c0, dst_c0;
+    /* A group's input channels (a dense or grouped conv: eb_dw_group_tile) side by side in
+     * the patch, csz int16 apart; a tap row of the table is then chans x pairs tap pairs
+     * (rowtaps), channel by channel. */
+    int chans, rowtaps;
+    int32_t csz;
+    int turned; /* rows and columns swapped */
 } eb_dw_tf;
 
 #define EB_DW_TILE_PHASES 8 /* the largest dilation split into phases */
@@ -1209,9 +1223,10 @@ static int32_t eb_dw_tile_phase(const eb_dw_tf *t, int ph, eb_dw_tf *f, int32_t 
     return q * t->src_c0;
 }
 
-/* The tile kernel's frame and tile for g (1-D normalized, not a 3-tap kind); 0 when it does
- * not take the layer (more than EB_DW_TILE_TAPS pairs, or no 1 x 4 tile fits). */
-static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
+/* The tile kernel's frame and tile for g (1-D normalized, not a 3-tap kind) over `chans`
+ * input channels (1: depthwise), each its share of the scratch; 0 when it does not take the
+ * layer (more than EB_DW_TILE_TAPS pairs, or no 1 x 4 tile fits). */
+static int eb_dw_tile_plan(const eb_dw_geom *g, int chans, eb_dw_tf *t)
 {
     /* SMLADs per output row: tap pairs x pixels computed (blocks of 4) */
     const int32_t as_is = (int32_t)g->k_h * eb_dw_npairs(g->k_w, g->dil_w) *
@@ -1233,6 +1248,7 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
         t->src_r = g->in_w, t->src_c = 1, t->dst_r = g->out_w, t->dst_c = 1;
         t->w_r = g->k_w, t->w_c = 1;
     }
+    t->turned = flip;
     t->phases = 1;
     t->in_w0 = t->in_w, t->out_w0 = t->out_w, t->p_w0 = t->p_w;
     t->src_c0 = t->src_c, t->dst_c0 = t->dst_c;
@@ -1243,9 +1259,12 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
         (void)eb_dw_tile_phase(t, 0, t, &unused);
     }
     t->pairs = eb_dw_npairs(t->k_w, t->d_w);
-    t->ntaps = t->k_h * t->pairs;
+    t->chans = chans;
+    t->rowtaps = chans * t->pairs;
+    t->ntaps = t->k_h * t->rowtaps;
     band = (int32_t)(t->k_h - 1) * t->d_h + 1; /* patch rows of one output row */
-    room = EB_DW_TILE_SCRATCH - EB_DW_TILE_SLACK(t->s_w);
+    /* a channel's reads past its patch land in the next one's (lanes not stored) */
+    room = (EB_DW_TILE_SCRATCH - EB_DW_TILE_SLACK(t->s_w)) / (EB_DW_GROUP ? chans : 1);
     cols = ((int32_t)t->out_w + 3) & ~(int32_t)3;
     while (cols > 0 &&
            band * eb_dw_tile_pitch(cols < t->out_w ? cols : t->out_w, t->s_w, t->k_w, t->d_w) >
@@ -1261,6 +1280,7 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, eb_dw_tf *t)
     if (t->rows > t->out_h) {
         t->rows = t->out_h;
     }
+    t->csz = ((int32_t)(t->rows - 1) * t->s_h + band) * t->pw;
     return 1;
 }
 
@@ -1365,16 +1385,19 @@ static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, con
     const int32_t step = t->d_w == 1 ? 2 : t->d_w, row = (int32_t)t->d_h * t->pw;
     const int32_t w_c = t->w_c, wstep = t->d_w == 1 ? 2 * w_c : w_c;
     const int pairs = t->pairs, full = t->d_w == 1 ? t->k_w / 2 : 0;
-    int ky, p;
-    for (ky = ky_lo, tap += ky_lo * pairs; ky < ky_hi; ++ky, tap += pairs) {
-        const int32_t at = (int32_t)ky * t->w_r;
-        int32_t off = (int32_t)ky * row;
-        for (p = 0; p < pairs; ++p, off += step) {
-            tap[p].off = off;
-        }
-        eb_dw_tile_row_words(wa + at, w_c, wstep, full, pairs, tap, 0);
-        if (wb != NULL) { /* one channel: w2 is not read */
-            eb_dw_tile_row_words(wb + at, w_c, wstep, full, pairs, tap, 1);
+    const int32_t cw = (int32_t)t->k_h * t->k_w; /* weights per input channel */
+    int ky, c, p;
+    for (ky = ky_lo, tap += ky_lo * t->rowtaps; ky < ky_hi; ++ky) {
+        for (c = 0; c < EB_DW_CHANS(t); ++c, tap += pairs) {
+            const int32_t at = (int32_t)ky * t->w_r + c * cw;
+            int32_t off = (int32_t)ky * row + c * t->csz;
+            for (p = 0; p < pairs; ++p, off += step) {
+                tap[p].off = off;
+            }
+            eb_dw_tile_row_words(wa + at, w_c, wstep, full, pairs, tap, 0);
+            if (wb != NULL) { /* one channel: w2 is not read */
+                eb_dw_tile_row_words(wb + at, w_c, wstep, full, pairs, tap, 1);
+            }
         }
     }
 }
@@ -2368,8 +2391,8 @@ static void eb_dw_tile_segments(const eb_dw_tf *t, const int16_t *patch, const e
                 break;
             }
         }
-        part.ntaps = (hi - lo) * t->pairs;
-        eb_dw_tile_block(&part, patch + (int32_t)r * t->s_h * t->pw, tap + lo * t->pairs, j,
+        part.ntaps = (hi - lo) * t->rowtaps;
+        eb_dw_tile_block(&part, patch + (int32_t)r * t->s_h * t->pw, tap + lo * t->rowtaps, j,
                          oy0 + r, ox0, next - r);
         r = next;
     }
@@ -2456,6 +2479,15 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
 #define EB_DW_FAN_MIN 4
 #define EB_DW_FAN_TAPS 6 /* 1..4 tap pairs: two pixels at a time; 5, 6: one */
 #define EB_DW_FAN_CHUNK 16
+
+/* Whether a layer of multiplier m and n tap pairs a pixel runs by the fan (when linked): up
+ * to 4 pairs from 4 channels (one pair from 8: below, the pair loop costs less), 5 or 6 (one
+ * pixel at a time) from 8. The Python twin is ops.conv_path.fan. */
+static int eb_dw_fan_takes(int m, int n)
+{
+    return EB_DW_FAN && n > 0 && n <= EB_DW_FAN_TAPS && m >= EB_DW_FAN_MIN &&
+           m * (n > 4 ? 1 : n) >= 2 * EB_DW_FAN_MIN;
+}
 
 typedef struct {
     int32_t sh, dc, plane;   /* 0, 4, 8: right shift; pixel 2's output; the next channel's */
@@ -2655,15 +2687,6 @@ static eb_dw_fan_fn eb_dw_fan_of(int n, int mode)
     return NULL;
 }
 
-/* Whether a layer of multiplier m and n tap pairs a pixel runs by the fan: up to 4 pairs
- * from 4 channels (one pair from 8: below, the pair loop costs less), 5 or 6 (one pixel at
- * a time) from 8. The Python twin is ops.conv_path.fan. */
-static int eb_dw_fan_takes(int m, int n)
-{
-    return n > 0 && n <= EB_DW_FAN_TAPS && m >= EB_DW_FAN_MIN &&
-           m * (n > 4 ? 1 : n) >= 2 * EB_DW_FAN_MIN;
-}
-
 /* Records of `count` output channels from oc (their init and tap words, in the frame's
  * order of eb_dw_tile_taps) into rec; the number built: fewer when a channel's
  * requantization is not the fast mode `mode`. */
@@ -2671,11 +2694,11 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
                              const int32_t *bias, const eb_dw_rq *rq, int32_t oc, int count,
                              int mode, uint32_t *rec)
 {
-    int8_t unpacked[2 * EB_DW_FAN_TAPS]; /* k_h * k_w <= 2 * ntaps */
-    const int32_t taps = (int32_t)p->k_h * p->k_w, w_c = f->w_c;
+    int8_t unpacked[2 * EB_DW_FAN_TAPS]; /* chans * k_h * k_w <= 2 * ntaps */
+    const int32_t cw = (int32_t)p->k_h * p->k_w, taps = EB_DW_CHANS(f) * cw, w_c = f->w_c;
     const int32_t wstep = f->d_w == 1 ? 2 * w_c : w_c;
     const int pairs = f->pairs, full = f->d_w == 1 ? f->k_w / 2 : 0;
-    int c, ky, k;
+    int c, ky, ic, k;
     for (c = 0; c < count; ++c) {
         eb_dw_out o;
         const int32_t init = eb_dw_init(rq, bias, oc + c, &o);
@@ -2685,12 +2708,14 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
         }
         *rec++ = (uint32_t)init;
         for (ky = 0; ky < f->k_h; ++ky) {
-            const int8_t *q = w + (int32_t)ky * f->w_r;
-            for (k = 0; k < full; ++k, q += wstep) {
-                *rec++ = eb_dw_pair_word(q[0], q[w_c]);
-            }
-            for (; k < pairs; ++k, q += wstep) {
-                *rec++ = eb_dw_pair_word(q[0], 0);
+            for (ic = 0; ic < EB_DW_CHANS(f); ++ic) {
+                const int8_t *q = w + (int32_t)ky * f->w_r + ic * cw;
+                for (k = 0; k < full; ++k, q += wstep) {
+                    *rec++ = eb_dw_pair_word(q[0], q[w_c]);
+                }
+                for (; k < pairs; ++k, q += wstep) {
+                    *rec++ = eb_dw_pair_word(q[0], 0);
+                }
             }
         }
     }
@@ -2718,7 +2743,9 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
     }
     for (k = 0; k < EB_DW_FAN_TAPS; ++k) { /* bytes; eb_dw_tile_taps' offsets, in its order */
         const int32_t step = f->d_w == 1 ? 2 : f->d_w, row = (int32_t)f->d_h * f->pw;
-        job.off[k] = k < n ? 2 * ((k / f->pairs) * row + (k % f->pairs) * step) : 0;
+        const int c = k % f->rowtaps / f->pairs; /* [ky][c][pair], eb_dw_tile_taps' order */
+        job.off[k] = k < n ? 2 * ((k / f->rowtaps) * row + c * f->csz + (k % f->pairs) * step)
+                           : 0;
     }
     job.sh = sh;
     job.plane = out_plane;
@@ -2787,9 +2814,10 @@ static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, in
     }
 }
 
-/* The layer by tiles: per input channel and tile the patch once, then each of its m output
- * channels (weights, packed or not; bias; mode) over it -- per phase of a frame split by its
- * dilation (eb_dw_tile_phase), the phase's columns. */
+/* The layer by tiles: per group (a depthwise layer's input channel) and tile the patch of
+ * its input channels once, then each of its m output channels (weights, packed or not;
+ * bias; mode) over it -- per phase of a frame split by its dilation (eb_dw_tile_phase), the
+ * phase's columns. */
 static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
                                          const int8_t *in, int32_t in_plane,
                                          const int8_t *weight, const int32_t *bias,
@@ -2801,20 +2829,25 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     int8_t unpacked2[2 * EB_DW_TILE_TAPS]; /* the pair's second channel's */
     eb_dw_out oa = *o, ob = *o;
     eb_dw_tf f = *t;
-    const int m = p->out_c / p->in_c, pairs = eb_dw_tile_pairs(t);
-    const int32_t taps = (int32_t)p->k_h * p->k_w, out_plane = (int32_t)t->out_h * t->out_w0;
+    const int m = p->out_c / p->groups, pairs = eb_dw_tile_pairs(t); /* per group */
+    const int32_t taps = (int32_t)EB_DW_CHANS(t) * p->k_h * p->k_w;
+    const int32_t out_plane = (int32_t)t->out_h * t->out_w0;
     int32_t in_off = 0, out_off = 0;
-    int ph, ic, j, oy0, ox0, ky_lo, ky_hi;
+    int ph, ic, c, j, oy0, ox0, ky_lo, ky_hi;
     for (ph = 0; ph < t->phases; ++ph) {
         if (t->phases > 1) {
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
         }
-        for (ic = 0; ic < p->in_c; ++ic) {
+        for (ic = 0; ic < p->groups; ++ic) { /* a group: its input channels, m outputs */
             for (oy0 = 0; oy0 < f.out_h; oy0 += f.rows) {
                 const int rows = f.out_h - oy0 < f.rows ? f.out_h - oy0 : f.rows;
                 for (ox0 = 0; ox0 < f.out_w; ox0 += f.cols) {
-                    eb_dw_tile_fill(&f, in + (int32_t)ic * in_plane + in_off, oy0, ox0, rows,
-                                    patch);
+                    for (c = 0; c < EB_DW_CHANS(&f); ++c) {
+                        eb_dw_tile_fill(&f,
+                                        in + ((int32_t)ic * EB_DW_CHANS(&f) + c) * in_plane +
+                                            in_off,
+                                        oy0, ox0, rows, patch + c * f.csz);
+                    }
                     eb_dw_tile_rows(&f, oy0, rows, &ky_lo, &ky_hi);
                     j = 0;
 #if EB_DW_FAN
@@ -2887,7 +2920,7 @@ static int eb_dw_tile_better(const eb_conv_params *p)
         return 0;
     }
     eb_dw_geom_of(p, &g);
-    if (!eb_dw_tile_plan(&g, &t) || !eb_dw_tile_runs(&t, p->out_c / p->in_c)) {
+    if (!eb_dw_tile_plan(&g, 1, &t) || !eb_dw_tile_runs(&t, p->out_c / p->in_c)) {
         return 0;
     }
     col = (int32_t)p->k_h * ((p->out_w + 3) & ~3) * p->out_h;
@@ -2947,7 +2980,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         g.kind = g.stride_w == 1 && !g.odd ? EB_DW_PAIR_EVEN : EB_DW_SINGLE;
     }
     tiled = EB_DW_TILE && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
-            eb_dw_tile_plan(&g, &tf) && eb_dw_tile_runs(&tf, p->out_c / p->in_c);
+            eb_dw_tile_plan(&g, 1, &tf) && eb_dw_tile_runs(&tf, p->out_c / p->in_c);
     if (g.kind != EB_DW_K3 && !tiled) {
         if (!EB_DW_TABLE) {
             return 0; /* the table kernel is not in this project */
@@ -3288,9 +3321,112 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
     return 1;
 }
 
+/* ---- dense and grouped convs by the tile kernel ----
+ * A conv whose groups have at most EB_DW_GROUP_CHANS input channels runs on the tile kernel
+ * when its loops cost less: the patch holds the group's input channels side by side and the
+ * tap table spans them (eb_dw_tf.chans), so an output is the same SMLAD sum over tap pairs
+ * -- an 8 -> 1 5x1 kernel turned is 24 pairs, one LDR and one SMLAD each along a sliding
+ * row, where the column kernels spend 4-5 instructions a tap and the im2col/GEMM path builds
+ * 40-value columns for one dot product; 3 -> 32 2x1 turned is 3 pairs a pixel, the fan's.
+ * Estimated instructions an output (x10; fitted to the shape benchmark's profiles): the
+ * tile's loops by tap pairs n (the fan 10 n + 85, the pair loop 28 n + 60, one channel
+ * 30 n + 100; per tile and output channel 12 n + 100 more, its tap table and blocks' set-up,
+ * shared by the tile's outputs) and its patch, per input value (ipg s_h s_w an output, shared by m outputs) 15
+ * copied along the rows, 60 turned (a byte at a time); the GEMM by the K values of a column
+ * (9 K + 160 + 45 K / m: rows of m outputs), the column kernels by taps (30 a tap at stride
+ * 1, 35 at 2). The tile kernel takes a conv at under 4/5 of the path it would otherwise
+ * take. The patch is the depthwise layers' EB_DW_TILE_SCRATCH, which a conv claims
+ * (eb_dw_group_claims; ops.conv_path.group_claims) when some frame of its channels and
+ * kernel could take it, so every tile of it a tiled pass runs is covered. */
+#define EB_DW_GROUP_CHANS 8
+
+static int32_t eb_dw_tile_cost(const eb_conv_params *p, int n, int turned)
+{
+    const int m = p->out_c / p->groups;
+    const int32_t fill = (turned ? 60 : 15) * (int32_t)(p->in_c / p->groups) * p->stride_h *
+                         p->stride_w / m;
+    return fill + (eb_dw_fan_takes(m, n) ? 10 * n + 85 : m >= 2 ? 28 * n + 60 : 30 * n + 100);
+}
+
+/* The tile's cost per output channel and tile (its tap table, the blocks' set-up: 12 n + 100
+ * instructions, x10) spread over the tile's outputs. */
+static int32_t eb_dw_tile_fixed(const eb_dw_tf *t)
+{
+    const int32_t plane = (int32_t)t->out_h * t->out_w, tile = (int32_t)t->rows * t->cols;
+    return (120 * (int32_t)t->ntaps + 1000) / (plane < tile ? plane : tile);
+}
+
+static int32_t eb_dw_gemm_cost(int32_t k, int m)
+{
+    return 9 * k + 160 + 45 * k / m;
+}
+
+static int32_t eb_dw_col_cost(int32_t k, int s)
+{
+    return k * (s == 1 ? 30 : 35);
+}
+
+/* Whether the conv claims the tile kernel's patch: not depthwise, at most
+ * EB_DW_GROUP_CHANS input channels a group, a kernel of more than one tap, and in the frame of fewer tap pairs (turned or
+ * not) under 4/5 of the costlier of the paths it could otherwise take. */
+static int eb_dw_group_claims(const eb_conv_params *p)
+{
+    const int ipg = p->in_c / p->groups, m = p->out_c / p->groups;
+    const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
+    const int across = p->k_h * eb_dw_npairs(p->k_w, p->dil_w);
+    const int down = p->k_w * eb_dw_npairs(p->k_h, p->dil_h);
+    const int n = ipg * (across < down ? across : down);
+    int32_t other = eb_dw_gemm_cost(k, m);
+    if (!EB_DW_TILE || p->groups == p->in_c || ipg > EB_DW_GROUP_CHANS ||
+        n > EB_DW_TILE_TAPS || k == ipg) { /* a 1x1 kernel: a tap a pair, half of it 0 */
+        return 0;
+    }
+    if (p->k_w == 1 && p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) &&
+        m <= EB_COL_MAX_OUT && eb_dw_col_cost(k, p->stride_w) > other) {
+        other = eb_dw_col_cost(k, p->stride_w);
+    }
+    return 5 * eb_dw_tile_cost(p, n, 0) < 4 * other;
+}
+
+/* The conv p by the tile kernel when it claims it and its frame's loops cost under 4/5 of
+ * the column kernels' (where they take it) or the GEMM's; 0, nothing written, otherwise. */
+static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *in,
+                                        const int8_t *weight, const int32_t *bias,
+                                        int8_t *out8, int32_t *out32, int16_t *patch)
+{
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    const int ipg = p->in_c / p->groups, m = p->out_c / p->groups;
+    const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
+    eb_dw_geom g;
+    eb_dw_tf t;
+    eb_dw_out o;
+    eb_dw_rq rq;
+    int32_t other;
+    if (!EB_DW_GROUP || !eb_dw_group_claims(p) || (p->wbits != 0 && k > 2 * EB_DW_TILE_TAPS)) {
+        return 0;
+    }
+    eb_dw_geom_of(p, &g);
+    if (!eb_dw_tile_plan(&g, ipg, &t) || !eb_dw_tile_runs(&t, m)) {
+        return 0;
+    }
+    other = EB_DW_COLUMN && eb_col_takes(p) ? eb_dw_col_cost(k, p->stride_w)
+                                            : eb_dw_gemm_cost(k, m);
+    if (5 * (eb_dw_tile_cost(p, t.ntaps, t.turned) + eb_dw_tile_fixed(&t)) >= 4 * other) {
+        return 0;
+    }
+    eb_dw_setup(&sink, k, &o, &rq);
+    eb_dw_tile_layer(&t, p, in, (int32_t)g.in_h * g.in_w, weight, bias, &rq, &o, patch);
+    return 1;
+}
+
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
+    if (EB_DW_TILE && EB_DW_GROUP &&
+        eb_dw_group_tile(p, in, weight, bias, out8, out32, scratch)) {
+        return 1;
+    }
     if (EB_DW_COLUMN &&
         eb_col_layer(p, in, weight, bias, out8, out32, (eb_col_tap *)(void *)scratch)) {
         return 1;

@@ -92,6 +92,7 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
 #define EB_OPT_NO_DW_FAN
+#define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2

@@ -177,8 +177,9 @@ def test_loop_cases_take_each_loop():
 @needs_m4
 @pytest.mark.parametrize("quant", [0, 3])
 def test_m4_tile_loops_equal_reference(lib, m4_build, quant):  # noqa: F811
-    """Each loop's case under QEMU, in its case's requantization and in a generic one."""
-    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in ALL_CASES]
+    """Each loop's case (and each grouped case: GROUP_CASES) under QEMU, in its case's
+    requantization and in a generic one."""
+    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in ALL_CASES + GROUP_CASES]
     m4_run(lib, cfgs, 7 + quant, m4_build, f"dw_tile_loops{quant}")
 
 
@@ -253,13 +254,6 @@ FILTERED = [HealthCheck.filter_too_much, HealthCheck.too_slow]
 @given(cfg=group_layers(), seed=st.integers(0, 2**32 - 1), with_bias=st.booleans())
 def test_group_tile_equals_reference(lib, cfg, seed, with_bias):  # noqa: F811
     assert_conv_opt_exact(lib, cfg, seed, with_bias)
-
-
-@needs_m4
-@pytest.mark.parametrize("quant", [0, 3])
-def test_m4_group_cases_equal_reference(lib, m4_build, quant):  # noqa: F811
-    cfgs = [cfg if quant == 0 else {**cfg, **QUANTS[quant]} for cfg in GROUP_CASES]
-    m4_run(lib, cfgs, 11 + quant, m4_build, f"dw_group{quant}")
 
 
 @needs_m4

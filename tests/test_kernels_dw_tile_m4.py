@@ -111,7 +111,7 @@ FAN_CASES = [
     dw_1d(1, 30, 2, 9, act=0),                                    # 1 pair, 9 channels
     dw_config(1, 10, 20, (2, 4), 5, 1, 1, act=1),                 # 4 pairs, rows padded
     dw_1d(1, 70, 3, 6, pad=2, dil=2, act=0),                      # 2 pairs, 2 phases
-    dw_1d(1, 33, 9, 8, pad=4, act=1),                             # 5 pairs, one pixel
+    dw_1d(1, 33, 9, 12, pad=4, act=1),                            # 5 pairs, one pixel
     dw_config(1, 15, 13, 3, 12, 2, 0, act=0),                     # 6 pairs, 3x3 stride 2
 ]
 ALL_CASES = LOOP_CASES + FAN_CASES
@@ -125,7 +125,7 @@ def test_fan_cases_take_the_fan():
     assert {f.ntaps for f in frames} == set(range(1, 7))
     assert any(f.turned for f in frames) and any(f.phases > 1 for f in frames)
     assert tile_loop(dw_config(3, 9, 23, (1, 2), 4)) == "tap1"  # 1 pair, 4 channels
-    assert tile_loop(dw_1d(1, 33, 9, 4, pad=4)) == "pair"  # 5 pairs, 4 channels
+    assert tile_loop(dw_1d(1, 33, 9, 8, pad=4)) == "pair"  # 5 pairs, 8 channels
 
 
 def fan_mixed(seed: int) -> list:

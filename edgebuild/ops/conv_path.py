@@ -176,14 +176,19 @@ FAN_TAPS = 6  # eb_dw_opt.c: EB_DW_FAN_TAPS, its most tap pairs a pixel (over 4:
 def fan(conv: Plane) -> bool:
     """Whether the tile kernel runs a depthwise conv it takes by the fan (eb_dw_fan_tile:
     a multiplier of FAN_MIN or more -- one input channel's many outputs -- over at most
-    FAN_TAPS tap pairs a pixel; one tap pair, or more than 4 (one pixel at a time), only
-    from 2 * FAN_MIN channels, below which the pair loop costs less; eb_dw_fan_takes):
+    FAN_TAPS tap pairs a pixel; one tap pair only from 2 * FAN_MIN channels, more than 4
+    (one pixel at a time) from 3 * FAN_MIN, below which the pair loop costs less: fans):
     its tiles whose tap rows lie inside the input, and
     channels in the fast requantization; the rest (tiles near the padding, a bias near the
     int32 limits) still take the loops of tile_paths, which stay linked."""
     f = tile_frame(conv)
-    m, n = conv.out_c // conv.groups, f.ntaps
-    return 0 < n <= FAN_TAPS and m >= FAN_MIN and m * (1 if n > 4 else n) >= 2 * FAN_MIN
+    return fans(conv.out_c // conv.groups, f.ntaps)
+
+
+def fans(m: int, n: int) -> bool:
+    """eb_dw_fan_takes: m outputs of one input channel over n tap pairs a pixel by the fan."""
+    return 0 < n <= FAN_TAPS and m >= FAN_MIN and \
+        m * (1 if n > 4 else n) >= (3 if n > 4 else 2) * FAN_MIN
 
 
 def tile_takes(conv: Plane) -> bool:
@@ -279,8 +284,7 @@ def tile_cost(conv: Plane, n: int, turned: bool) -> int:
     m = conv.out_c // conv.groups
     fill = (60 if turned else 15) * (conv.in_c // conv.groups) * conv.stride_h * \
         conv.stride_w // m
-    fans = 0 < n <= FAN_TAPS and m >= FAN_MIN and m * (1 if n > 4 else n) >= 2 * FAN_MIN
-    return fill + (10 * n + 85 if fans else 28 * n + 60 if m >= 2 else 30 * n + 100)
+    return fill + (10 * n + 85 if fans(m, n) else 28 * n + 60 if m >= 2 else 30 * n + 100)
 
 
 def gemm_cost(k: int, m: int) -> int:

@@ -195,13 +195,13 @@ def tile_takes(conv: Plane) -> bool:
     """eb_dw_tile_plan's answer for a depthwise conv the 3-tap kernels do not take (or a
     group's channels): whether the tile kernel runs it (at most DW_TILE_TAPS tap pairs, a
     4-column tile fits the patch), in its frame (tile_frame)."""
-    return tile_frame(conv).ntaps <= DW_TILE_TAPS and tile_shape(conv)[1] > 0
-
-
-def tile_shape(conv: Plane) -> tuple[int, int]:
-    """eb_dw_tile_plan's tile: (rows, columns) of output in the frame, each channel's share
-    of the patch holding their inputs; no columns when not even 4 fit."""
     f = tile_frame(conv)
+    return f.ntaps <= DW_TILE_TAPS and tile_shape(f)[1] > 0
+
+
+def tile_shape(f: TileFrame) -> tuple[int, int]:
+    """eb_dw_tile_plan's tile in frame f: (rows, columns) of output, each channel's share
+    of the patch holding their inputs; no columns when not even 4 fit."""
     band = (f.k_h - 1) * f.d_h + 1
     room = (DW_TILE_ELEMENTS - (3 * f.s_w + DW_TILE_SLACK)) // f.chans
     cols = (f.out_w + 3) & ~3
@@ -320,16 +320,15 @@ def group_tile(conv: Plane, packed: bool = False) -> bool:
     column kernels' (where they take it) or else the GEMM's."""
     ipg, m = conv.in_c // conv.groups, conv.out_c // conv.groups
     k = ipg * conv.k_h * conv.k_w
-    if not group_claims(conv) or (packed and k > 2 * DW_TILE_TAPS) or not tile_takes(conv):
+    if not group_claims(conv) or not tile_takes(conv):
         return False
     other = col_cost(k, conv.stride_w) if column(conv) and not packed else gemm_cost(k, m)
     f = tile_frame(conv)
-    return 5 * (tile_cost(conv, f.ntaps, f.turned) + tile_fixed(conv)) < 4 * other
+    return 5 * (tile_cost(conv, f.ntaps, f.turned) + tile_fixed(f)) < 4 * other
 
 
-def tile_fixed(conv: Plane) -> int:
-    """eb_dw_tile_fixed: the tile's cost per output channel and tile (x10), spread over the
-    tile's outputs."""
-    f = tile_frame(conv)
-    rows, cols = tile_shape(conv)
+def tile_fixed(f: TileFrame) -> int:
+    """eb_dw_tile_fixed: the tile's cost per output channel and tile (x10) in frame f,
+    spread over the tile's outputs."""
+    rows, cols = tile_shape(f)
     return (120 * f.ntaps + 1000) // min(f.out_h * f.out_w, rows * cols)

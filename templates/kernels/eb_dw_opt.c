@@ -1528,10 +1528,10 @@ typedef struct {
     "strb " x2 ", [" d "]\n\t"                                                              \
     "strb " x3 ", [" d ", r11]\n\t"                                                         \
     "add " d ", " d ", r11, lsl #1\n\t"
-#define EB_DW_ROW_SAT8(sat, bits)                                                            \
-    sat " r0, " bits ", r0\n\t" sat " r1, " bits ", r1\n\t" sat " r2, " bits ", r2\n\t"     \
-    sat " r3, " bits ", r3\n\t" sat " r4, " bits ", r4\n\t" sat " r5, " bits ", r5\n\t"     \
-    sat " r6, " bits ", r6\n\t" sat " r7, " bits ", r7\n\t"
+#define EB_DW_ROW_Q8(sat, bits)                                                              \
+    EB_ASM_ASR4("r0", "r1", "r2", "r3", "r12")                                               \
+    EB_ASM_ASR4("r4", "r5", "r6", "r7", "r12")                                               \
+    EB_ASM_SAT4(sat, bits, "r0", "r1", "r2", "r3") EB_ASM_SAT4(sat, bits, "r4", "r5", "r6", "r7")
 #define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits)                                      \
     static __attribute__((naked, noinline)) void name(const eb_dw_row_job *job              \
                                                       __attribute__((unused)))              \
@@ -1554,10 +1554,7 @@ typedef struct {
                          "ldr r12, [sp, #12]\n\t"                                           \
                          "cmp r8, r12\n\t"                                                  \
                          "bne 2b\n\t"                                                       \
-                         "ldr r12, [sp, #16]\n\t"                                           \
-                         "asr r0, r0, r12\n\tasr r1, r1, r12\n\tasr r2, r2, r12\n\t"        \
-                         "asr r3, r3, r12\n\tasr r4, r4, r12\n\tasr r5, r5, r12\n\t"        \
-                         "asr r6, r6, r12\n\tasr r7, r7, r12\n\t" EB_DW_ROW_SAT8(sat, bits)  \
+                         "ldr r12, [sp, #16]\n\t" EB_DW_ROW_Q8(sat, bits)                  \
                          "ldrd r9, r10, [sp, #20]\n\t"                                      \
                          "ldr r11, [sp, #28]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
                                                                    "r3")                     \
@@ -1990,12 +1987,8 @@ typedef struct {
                          "mov r2, r0\n\t"                                                   \
                          "mov r3, r0\n\t"                                                   \
                          "ldr r11, [sp, #4]\n\t" SLIDE                                      \
-                         "ldr r12, [sp, #16]\n\t"                                           \
-                         "asr r0, r0, r12\n\t"                                              \
-                         "asr r1, r1, r12\n\t"                                              \
-                         "asr r2, r2, r12\n\t"                                              \
-                         "asr r3, r3, r12\n\t" sat " r0, " bits ", r0\n\t" sat " r1, " bits \
-                         ", r1\n\t" sat " r2, " bits ", r2\n\t" sat " r3, " bits ", r3\n\t"   \
+                         "ldr r12, [sp, #16]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r12") \
+                             EB_ASM_SAT4(sat, bits, "r0", "r1", "r2", "r3")                  \
                          "ldr r9, [sp, #20]\n\t"                                            \
                          "ldr r12, [sp, #24]\n\t"                                           \
                          "strb r0, [r9]\n\t"                                                \
@@ -2665,20 +2658,19 @@ EB_FAN_CS(none, EB_DW_NONE)
 #endif
 
 /* The fan of n tap pairs (1..EB_DW_FAN_TAPS) in mode (NULL: not linked). */
+#define EB_FAN_TABLE(mode)                                                                   \
+    {eb_dw_fan1_##mode, eb_dw_fan2_##mode, eb_dw_fan3_##mode,                                \
+     eb_dw_fan4_##mode, eb_dw_fan5_##mode, eb_dw_fan6_##mode}
 static eb_dw_fan_fn eb_dw_fan_of(int n, int mode)
 {
 #if EB_DW_HAS_RELU
-    static const eb_dw_fan_fn relu[EB_DW_FAN_TAPS] = {eb_dw_fan1_relu, eb_dw_fan2_relu,
-                                                      eb_dw_fan3_relu, eb_dw_fan4_relu,
-                                                      eb_dw_fan5_relu, eb_dw_fan6_relu};
+    static const eb_dw_fan_fn relu[EB_DW_FAN_TAPS] = EB_FAN_TABLE(relu);
     if (mode == EB_DW_RELU) {
         return relu[n - 1];
     }
 #endif
 #if EB_DW_HAS_NONE
-    static const eb_dw_fan_fn none[EB_DW_FAN_TAPS] = {eb_dw_fan1_none, eb_dw_fan2_none,
-                                                      eb_dw_fan3_none, eb_dw_fan4_none,
-                                                      eb_dw_fan5_none, eb_dw_fan6_none};
+    static const eb_dw_fan_fn none[EB_DW_FAN_TAPS] = EB_FAN_TABLE(none);
     if (mode == EB_DW_NONE) {
         return none[n - 1];
     }
@@ -2708,6 +2700,9 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
             break;
         }
         *rec++ = (uint32_t)init;
+        /* eb_dw_tile_row_words' words, in its order, written contiguously (the same loop
+         * through a word pointer and a stride cost the fan's layers 1.5 %, and the tap
+         * tables' more instructions) */
         for (ky = 0; ky < f->k_h; ++ky) {
             for (ic = 0; ic < EB_DW_CHANS(f); ++ic) {
                 const int8_t *q = w + (int32_t)ky * f->w_r + ic * cw;
@@ -2725,12 +2720,13 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
 
 /* Output channels oc0 .. oc0 + m - 1 (of one input channel) of the tile at (oy0, ox0) by the
  * fan, `rows` rows all of whose tap rows lie inside the input; returns how many it computed
- * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset. */
+ * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset; tap:
+ * a table of the frame's every tap row, of which only the offsets are read. */
 static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p,
                                       const int8_t *weight, const int32_t *bias,
                                       const eb_dw_rq *rq, int8_t *out, int32_t out_plane,
-                                      const int16_t *patch, int32_t oc0, int m, int oy0,
-                                      int ox0, int rows, int sh)
+                                      const int16_t *patch, const eb_dw_tap *tap, int32_t oc0,
+                                      int m, int oy0, int ox0, int rows, int sh)
 {
     uint32_t rec[EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)];
     const int n = f->ntaps, mode = rq->fast;
@@ -2742,11 +2738,8 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
     if (fn == NULL) {
         return 0;
     }
-    for (k = 0; k < EB_DW_FAN_TAPS; ++k) { /* bytes; eb_dw_tile_taps' offsets, in its order */
-        const int32_t step = f->d_w == 1 ? 2 : f->d_w, row = (int32_t)f->d_h * f->pw;
-        const int c = k % f->rowtaps / f->pairs; /* [ky][c][pair], eb_dw_tile_taps' order */
-        job.off[k] = k < n ? 2 * ((k / f->rowtaps) * row + c * f->csz + (k % f->pairs) * step)
-                           : 0;
+    for (k = 0; k < EB_DW_FAN_TAPS; ++k) {
+        job.off[k] = k < n ? 2 * tap[k].off : 0; /* bytes */
     }
     job.sh = sh;
     job.plane = out_plane;
@@ -2835,6 +2828,13 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     const int32_t out_plane = (int32_t)t->out_h * t->out_w0;
     int32_t in_off = 0, out_off = 0;
     int ph, ic, c, j, oy0, ox0, ky_lo, ky_hi;
+#if EB_DW_FAN
+    /* every tap row's offsets, which the fan reads (the frame's: the same in every phase,
+     * tile and channel; the loops below rewrite them alike) */
+    if (eb_dw_fan_takes(m, t->ntaps)) {
+        eb_dw_tile_taps(t, eb_dw_weights(p, weight, 0, taps, unpacked), NULL, 0, t->k_h, tap);
+    }
+#endif
     for (ph = 0; ph < t->phases; ++ph) {
         if (t->phases > 1) {
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
@@ -2855,8 +2855,8 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                     if (eb_dw_fan_takes(m, f.ntaps) &&
                         o->out8 != NULL && eb_dw_tile_inside(&f, oy0, rows)) {
                         j = eb_dw_fan_tile(&f, p, weight, bias, rq, o->out8 + out_off,
-                                           out_plane, patch, (int32_t)ic * m, m, oy0, ox0,
-                                           rows, o->s);
+                                           out_plane, patch, tap, (int32_t)ic * m, m, oy0,
+                                           ox0, rows, o->s);
                     }
 #endif
                     for (; j < m; j += pairs ? 2 : 1) {
@@ -3404,7 +3404,8 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     eb_dw_out o;
     eb_dw_rq rq;
     int32_t other;
-    if (!EB_DW_GROUP || !eb_dw_group_claims(p) || (p->wbits != 0 && k > 2 * EB_DW_TILE_TAPS)) {
+    if (!EB_DW_GROUP || !eb_dw_group_claims(p)) { /* k <= 2 EB_DW_TILE_TAPS then: packed
+                                                    * weights unpack into eb_dw_tile_layer's */
         return 0;
     }
     eb_dw_geom_of(p, &g);

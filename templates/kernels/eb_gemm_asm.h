@@ -48,14 +48,14 @@ typedef struct {
        "smlad  r8, r2, r5, r8\n\t"                                                        \
        "smlad  r8, r1, r6, r8\n\t"
 #define EB_GEMM_LDW "ldr    r1, [r11], #4\n\t"
+#define EB_GEMM_LEFT "sub    r2, lr, r12\n\t" /* bytes of columns left (lr: cend) */
 
 /* The shifted sums r7..r10 saturated (sat, bits) and stored from the job's out pointer (r2):
  * four bytes in one STR, or the first one or two (the job's count). */
 #define EB_GEMM4_FIN(sat, bits)                                                           \
     "asr    r8, r8, r2\n\t"                                                               \
     "asr    r9, r9, r2\n\t"                                                               \
-    "asr    r10, r10, r2\n\t" sat " r7, " bits ", r7\n\t" sat " r8, " bits ", r8\n\t" sat \
-    " r9, " bits ", r9\n\t" sat " r10, " bits ", r10\n\t"                                 \
+    "asr    r10, r10, r2\n\t" EB_ASM_SAT4(sat, bits, "r7", "r8", "r9", "r10")             \
     "bfi    r7, r8, #8, #8\n\t"                                                           \
     "bfi    r7, r9, #16, #8\n\t"                                                          \
     "bfi    r7, r10, #24, #8\n\t"                                                         \
@@ -69,6 +69,27 @@ typedef struct {
     "cmp    r1, #2\n\t"                                                                   \
     "it     eq\n\t"                                                                       \
     "strbeq r8, [r2, #1]\n\t"
+
+/* A row's whole weight words in runs of 4, 2 and 1 (w4, w2, w1 unroll them and advance the
+ * columns; `left` puts the bytes of columns left into r2), and its tail word: at r11 plus
+ * the row's length (the job's offset 36), the row's last word shifted right by tsh (offset
+ * 40; 32: no tail), `tail` taking it; `start` puts the first count into r2. Both row loops (one row; two, EB_GEMM22_FN) share them. */
+#define EB_GEMM_RUNS(w4, w2, w1, left, start)                                             \
+    start "cmp    r2, #128\n\t"                                                            \
+               "blt    2f\n"                                                              \
+               "1:\n\t" w4 left "cmp    r2, #128\n\t"                                      \
+               "bge    1b\n"                                                              \
+               "2:\n\t"                                                                   \
+               "tst    r2, #64\n\t"                                                       \
+               "beq    3f\n\t" w2 left "3:\n\t"                                            \
+               "tst    r2, #32\n\t"                                                       \
+               "beq    4f\n\t" w1 "4:\n\t"
+#define EB_GEMM_TAIL(tail)                                                                \
+    "ldr    r2, [r0, #40]\n\t"                                                             \
+    "cmp    r2, #32\n\t"                                                                   \
+    "beq    5f\n\t"                                                                        \
+    "ldr    r1, [r0, #36]\n\t"                                                             \
+    "add    r11, r11, r1\n\t" tail "5:\n\t"
 
 /* r0: the job; r1, r2: weight word halves; r3-r6: column words; r7-r10: the sums (init:
  * r7's copies); r11: w; r12: columns; lr: cend. WORD(ld): one weight word, FIN: the
@@ -91,29 +112,11 @@ typedef struct {
             "ldr    r2, [r0, #28]\n\t"                                                    \
             "add    r7, r7, r2\n\t" init                                                  \
             "ldr    r12, [r0, #4]\n\t"                                                    \
-            "sub    r2, lr, r12\n\t"                                                      \
-            "cmp    r2, #128\n\t"                                                         \
-            "blt    2f\n"                                                                 \
-            "1:\n\t" WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)                \
-                WORD(EB_GEMM_LDW) "sub    r2, lr, r12\n\t"                                \
-            "cmp    r2, #128\n\t"                                                         \
-            "bge    1b\n"                                                                 \
-            "2:\n\t"                                                                      \
-            "tst    r2, #64\n\t"                                                          \
-            "beq    3f\n\t" WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)                           \
-            "sub    r2, lr, r12\n"                                                        \
-            "3:\n\t"                                                                      \
-            "tst    r2, #32\n\t"                                                          \
-            "beq    4f\n\t" WORD(EB_GEMM_LDW)                                             \
-            "4:\n\t"                                                                      \
-            "ldr    r2, [r0, #40]\n\t"                                                    \
-            "cmp    r2, #32\n\t"                                                          \
-            "beq    5f\n\t"                                                               \
-            "ldr    r1, [r0, #36]\n\t"                                                    \
-            "add    r11, r11, r1\n\t"                                                     \
-            "ldr    r1, [r11, #-4]\n\t"                                                   \
-            "lsr    r1, r1, r2\n\t" WORD("")                                              \
-            "5:\n\t"                                                                      \
+            EB_GEMM_RUNS(WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)              \
+                             WORD(EB_GEMM_LDW),                                           \
+                         WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW), WORD(EB_GEMM_LDW),          \
+                         EB_GEMM_LEFT, EB_GEMM_LEFT)                                      \
+            EB_GEMM_TAIL("ldr    r1, [r11, #-4]\n\tlsr    r1, r1, r2\n\t" WORD(""))      \
             "ldr    r2, [r0, #32]\n\t"                                                    \
             "asr    r7, r7, r2\n\t" FIN                                                   \
             "ldr    r1, [r0, #20]\n\t"                                                    \
@@ -149,6 +152,7 @@ typedef struct {
         "smlad  r9, r1, r4, r9\n\t"                                                       \
         "smlad  r10, r2, r5, r10\n\t"                                                     \
         "smlad  r10, r1, r6, r10\n\t"
+#define EB_GEMM22_LEFT "ldr    r2, [sp]\n\tsub    r2, r2, r12\n\t" /* cend on the stack */
 #define EB_GEMM22_WORD(off)                                                               \
     EB_GEMM22_WORD_ASM("ldr    r1, [r11], #4\n\t", "ldr    r1, [lr], #4\n\t", off)
 /* The tail words (the rows' last, shifted right by tsh = r2; r11 and lr at the rows' ends). */
@@ -196,37 +200,13 @@ typedef struct {
             "ldr    r1, [r0, #36]\n\t"                                                    \
             "add    lr, r11, r1\n\t"                                                      \
             "add    lr, lr, r2, lsr #3\n\t"                                               \
-            "cmp    r2, #128\n\t"                                                         \
-            "blt    2f\n"                                                                 \
-            "1:\n\t" EB_GEMM22_WORD(0) EB_GEMM22_WORD(32) EB_GEMM22_WORD(64)              \
-                EB_GEMM22_WORD(96) "add    r12, r12, #128\n\t"                              \
-            "ldr    r2, [sp]\n\t"                                                         \
-            "sub    r2, r2, r12\n\t"                                                      \
-            "cmp    r2, #128\n\t"                                                         \
-            "bge    1b\n"                                                                 \
-            "2:\n\t"                                                                      \
-            "tst    r2, #64\n\t"                                                          \
-            "beq    3f\n\t" EB_GEMM22_WORD(0) EB_GEMM22_WORD(32)                          \
-            "add    r12, r12, #64\n\t"                                                    \
-            "ldr    r2, [sp]\n\t"                                                         \
-            "sub    r2, r2, r12\n"                                                        \
-            "3:\n\t"                                                                      \
-            "tst    r2, #32\n\t"                                                          \
-            "beq    4f\n\t" EB_GEMM22_WORD(0) "add    r12, r12, #32\n\t"                      \
-            "4:\n\t"                                                                      \
-            "ldr    r2, [r0, #40]\n\t"                                                    \
-            "cmp    r2, #32\n\t"                                                          \
-            "beq    5f\n\t"                                                               \
-            "ldr    r1, [r0, #36]\n\t"                                                    \
-            "add    r11, r11, r1\n\t"                                                     \
-            "add    lr, lr, r1\n\t" EB_GEMM22_TAIL                                        \
-            "5:\n\t"                                                                      \
-            "ldr    r2, [r0, #32]\n\t"                                                    \
-            "asr    r7, r7, r2\n\t"                                                       \
-            "asr    r8, r8, r2\n\t"                                                       \
-            "asr    r9, r9, r2\n\t"                                                       \
-            "asr    r10, r10, r2\n\t" sat " r7, " bits ", r7\n\t" sat " r8, " bits        \
-            ", r8\n\t" sat " r9, " bits ", r9\n\t" sat " r10, " bits ", r10\n\t"          \
+            EB_GEMM_RUNS(EB_GEMM22_WORD(0) EB_GEMM22_WORD(32) EB_GEMM22_WORD(64)            \
+                             EB_GEMM22_WORD(96) "add    r12, r12, #128\n\t",              \
+                         EB_GEMM22_WORD(0) EB_GEMM22_WORD(32) "add    r12, r12, #64\n\t", \
+                         EB_GEMM22_WORD(0) "add    r12, r12, #32\n\t", EB_GEMM22_LEFT, "")  \
+            EB_GEMM_TAIL("add    lr, lr, r1\n\t" EB_GEMM22_TAIL)                         \
+            "ldr    r2, [r0, #32]\n\t" EB_ASM_ASR4("r7", "r8", "r9", "r10", "r2")         \
+                EB_ASM_SAT4(sat, bits, "r7", "r8", "r9", "r10")                             \
             "ldr    r2, [r0, #16]\n\t"                                                    \
             "ldr    r1, [r0, #20]\n\t"                                                    \
             "strb   r7, [r2]\n\t"                                                         \

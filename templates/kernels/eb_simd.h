@@ -292,4 +292,14 @@ static inline void eb_cols_chunk(uint32_t t0, uint32_t t1, uint32_t t2, uint32_t
     } while (0)
 #endif
 
+/* Inline-assembly text of the requantizing stores' first steps (the naked row functions of
+ * eb_dw_opt.c and eb_gemm_asm.h): four sums (register names) shifted right by the register
+ * s, and saturated by `sat` (usat / ssat) to `bits` (#7 / #8). */
+#define EB_ASM_ASR4(a, b, c, d, s)                                                          \
+    "asr " a ", " a ", " s "\n\tasr " b ", " b ", " s "\n\tasr " c ", " c ", " s "\n\t"      \
+    "asr " d ", " d ", " s "\n\t"
+#define EB_ASM_SAT4(sat, bits, a, b, c, d)                                                  \
+    sat " " a ", " bits ", " a "\n\t" sat " " b ", " bits ", " b "\n\t" sat " " c ", " bits    \
+        ", " c "\n\t" sat " " d ", " bits ", " d "\n\t"
+
 #endif /* EB_SIMD_H */

@@ -32,7 +32,14 @@ from test_kernels_opt import (
     run_qemu,
 )
 
-from edgebuild.ops.conv_path import fan, group_tile, kernel_paths, tile_frame
+from edgebuild.ops.conv_path import (
+    fan,
+    fill_cost,
+    group_tile,
+    kernel_paths,
+    tile_frame,
+    tile_shape,
+)
 
 QUANTS = [{"rounding": r, "act": a, "shift": s}
           for r, a, s in ((0, 0, -7), (1, 1, -9), (0, 2, -12), (1, 1, 2), (0, 0, 0), (1, 0, -1))]
@@ -114,7 +121,18 @@ FAN_CASES = [
     dw_1d(1, 33, 9, 12, pad=4, act=1),                            # 5 pairs, one pixel
     dw_config(1, 15, 13, 3, 12, 2, 0, act=0),                     # 6 pairs, 3x3 stride 2
 ]
-ALL_CASES = LOOP_CASES + FAN_CASES
+# The patch's copies (eb_dw_tile_fill_turned): a turned frame two rows at a time, its first
+# input column odd (padding 3: a byte, then words), every 2nd row of a one-row kernel at
+# stride 2, and one row a tile (two values a word); along the rows at stride 2 every row.
+FILL_CASES = [
+    dw_config(2, 40, 9, (7, 1), 1, 1, (3, 0), act=1),             # turned, odd padding
+    dw_config(2, 44, 13, (9, 1), 1, 2, (4, 0), act=0),            # turned, every 2nd row
+    dw_config(1, 30, 11, (5, 1), 2, (1, 2), (2, 0), act=1),       # the same, channel pairs
+    dw_config(3, 21, 17, (6, 1), 1, (1, 2), (3, 0), act=0),       # even kernel, every 2nd
+    dw_config(2, 12, 40, (1, 5), 1, 2, (0, 2), act=1),            # along the rows, 2nd rows
+    dw_config(1, 300, 4, (9, 1), 1, 1, (4, 0), act=0),            # turned, one row a tile
+]
+ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES
 
 
 def test_fan_cases_take_the_fan():
@@ -152,6 +170,17 @@ def test_m4_fan_mixed_biases_equal_reference(lib, m4_build):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+def test_fill_cases_take_each_copy():
+    """The fill cases' frames: turned two rows at a time (tiles of 2 rows or more), with
+    rows skipped (a one-row kernel at stride 2), and one row a tile; one along the rows."""
+    frames = [tile_frame(plane_of(c)) for c in FILL_CASES]
+    rows = [tile_shape(f)[0] for f in frames]
+    assert [f.turned for f in frames] == [True] * 4 + [False, True]
+    assert [f.k_h == 1 and f.s_h == 2 for f in frames] == [False, True, True, True, True, False]
+    assert min(rows[:5]) >= 2 and rows[5] == 1, rows
+    assert [fill_cost(f) for f in frames] == [30] * 4 + [15, 45]
 
 
 def test_phase_cases_split():

@@ -277,14 +277,25 @@ def as_linear(conv: Plane) -> bool:
 GROUP_CHANS = 8  # eb_dw_opt.c: EB_DW_GROUP_CHANS, a group's most input channels in the patch
 
 
-def tile_cost(conv: Plane, n: int, turned: bool) -> int:
+def tile_cost(conv: Plane, n: int, turned: bool, per_value: int) -> int:
     """eb_dw_tile_cost: the tile kernel's estimated instructions an output (x10) over n tap
     pairs with m outputs a group (the fan, the pair loop, one channel), and its patch's
-    copy (along the rows, or turned)."""
+    copy at per_value a value (fill_cost), along the rows or turned."""
     m = conv.out_c // conv.groups
-    fill = (60 if turned else 15) * (conv.in_c // conv.groups) * conv.stride_h * \
-        conv.stride_w // m
+    # the frame's tap rows, its stride from row to row and along them
+    k_r, s_r, s_c = (conv.k_w, conv.stride_w, conv.stride_h) if turned else \
+        (conv.k_h, conv.stride_h, conv.stride_w)
+    rows = 1 if turned and k_r == 1 else s_r  # turned: only the rows its taps read
+    fill = per_value * (conv.in_c // conv.groups) * rows * s_c // m
     return fill + (10 * n + 85 if fans(m, n) else 28 * n + 60 if m >= 2 else 30 * n + 100)
+
+
+def fill_cost(f: TileFrame) -> int:
+    """eb_dw_tile_fill_cost: the patch's copy per value (x10) in frame f -- 15 along the
+    rows; turned 30 where two patch rows are copied at a time, else 45."""
+    skip = f.s_h if f.k_h == 1 else 1
+    read = 2 if f.k_h > 1 else tile_shape(f)[0]
+    return 15 if not f.turned else 30 if read >= 2 and skip <= 2 else 45
 
 
 def gemm_cost(k: int, m: int) -> int:
@@ -311,7 +322,7 @@ def group_claims(conv: Plane) -> bool:
     other = gemm_cost(k, m)
     if conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and m <= COLUMN_MAX_OUT:
         other = max(other, col_cost(k, conv.stride_w))
-    return 5 * tile_cost(conv, n, False) < 4 * other
+    return 5 * tile_cost(conv, n, False, 15) < 4 * other
 
 
 def group_tile(conv: Plane, packed: bool = False) -> bool:
@@ -324,7 +335,7 @@ def group_tile(conv: Plane, packed: bool = False) -> bool:
         return False
     other = col_cost(k, conv.stride_w) if column(conv) and not packed else gemm_cost(k, m)
     f = tile_frame(conv)
-    return 5 * (tile_cost(conv, f.ntaps, f.turned) + tile_fixed(f)) < 4 * other
+    return 5 * (tile_cost(conv, f.ntaps, f.turned, fill_cost(f)) + tile_fixed(f)) < 4 * other
 
 
 def tile_fixed(f: TileFrame) -> int:

@@ -1292,12 +1292,87 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, int chans, eb_dw_tf *t)
 #define EB_NO_MEMSET
 #endif
 
+/* The int16 pair [a, b] as one word (a in the bottom half). */
+static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
+{
+    return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+}
+
+/* Columns [c, to) of one patch row of a turned frame (input bytes src_c apart from q), a
+ * byte at a time: the columns next to the padding. */
+EB_INLINE void eb_dw_tile_bytes(int16_t *d, const int8_t *q, int32_t src_c, int32_t c,
+                                int32_t to)
+{
+    for (q += c * src_c; c < to; ++c, q += src_c) {
+        d[c] = *q;
+    }
+}
+
+/* Two rows of a turned frame's patch, `skip` patch rows apart (the frame rows its taps
+ * read: each, or every 2nd at stride 2 of a one-row kernel), columns [c, c + 2 n): two input
+ * rows at a time (q, q + src_c: the patch's neighbouring columns) -- skip 1: their two
+ * values a row by LDRH, joined (ORR) and split into the patch rows' words by SXTB16 and
+ * SXTB16 ROR 8; skip 2: a word a row (bytes 0 and 2 the two patch rows' values), SXTB16,
+ * paired by PKHBT / PKHTB -- 4 values in 7 or 8 instructions, where a byte at a time cost
+ * about 6 a value. */
+EB_INLINE void eb_dw_tile_turn2(const int8_t *q, int32_t src_c, int32_t c, int32_t n,
+                                int16_t *patch, int32_t pw, const int skip)
+{
+    int16_t *d = patch + c;
+    const int32_t step = skip * pw;
+    for (q += c * src_c; n > 0; --n, q += 2 * src_c, d += 2) {
+        if (skip == 1) {
+            const uint32_t v = eb_load16(q) | eb_load16(q + src_c) << 16;
+            eb_store32(d, eb_sxtb16(v));
+            eb_store32(d + step, eb_sxtb16_ror8(v));
+        } else {
+            const uint32_t a = eb_sxtb16(eb_load32(q)), b = eb_sxtb16(eb_load32(q + src_c));
+            eb_store32(d, eb_pack_lo(a, b));
+            eb_store32(d + step, eb_pack_hi(a, b));
+        }
+    }
+}
+
+/* One or `two` rows of a turned frame's patch, skip patch rows apart, from the plane at q
+ * (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0 around them; two
+ * rows by eb_dw_tile_turn2, one two values a word. */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t src_c,
+                                                       int32_t lo, int32_t hi, int16_t *patch,
+                                                       int32_t pw, int skip, int two)
+{
+    const int32_t c0 = (lo + 1) & ~(int32_t)1, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
+    int j;
+    int32_t c;
+    for (j = 0; j <= two; ++j) {
+        int16_t *d = patch + (int32_t)j * skip * pw;
+        const int8_t *qj = q + j * skip;
+        for (c = 0; c < lo; ++c) {
+            d[c] = 0;
+        }
+        eb_dw_tile_bytes(d, qj, src_c, lo, c0);
+        eb_dw_tile_bytes(d, qj, src_c, c1, hi);
+        for (c = hi; c < pw; ++c) {
+            d[c] = 0;
+        }
+    }
+    if (!two) {
+        for (c = c0, q += c0 * src_c; c < c1; c += 2, q += 2 * src_c) {
+            eb_store32(patch + c, eb_dw_pair_word(q[0], q[src_c]));
+        }
+    } else if (skip == 1) {
+        eb_dw_tile_turn2(q, src_c, c0, n, patch, pw, 1);
+    } else {
+        eb_dw_tile_turn2(q, src_c, c0, n, patch, pw, 2);
+    }
+}
+
 /* The patch of the tile at output (oy0, ox0) of channel `plane`: rows (rows - 1) * s_h +
  * band, pw int16 each, x or 0 outside the input; a row's bytes 4 at a time (LDR, two
  * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. Rows wholly in the padding are
  * not written: eb_dw_tile_segments leaves the tap rows that would read them out of the sums
  * (a 7x7 dilation-2 layer on a 2-row map zeroed 12 of its 14 patch rows per channel). Only a
- * block's lanes past the last output column, which are not stored, may read them. */
+ * block's lanes past the last output column, which are not stored, may read them. A turned
+ * frame's: eb_dw_tile_fill_turned. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const int8_t *plane,
                                                      int oy0, int ox0, int rows,
                                                      int16_t *patch)
@@ -1353,10 +1428,39 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     }
 }
 
-/* The int16 pair [a, b] as one word (a in the bottom half). */
-static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
+/* eb_dw_tile_fill in a turned frame (src_r 1: a patch row is an input column, src_c apart):
+ * two patch rows at a time where both lie in the input and skip <= 2, else one, by
+ * eb_dw_tile_turned; a row of fewer than 2 input values a value at a time. */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill_turned(const eb_dw_tf *t,
+                                                            const int8_t *plane, int oy0,
+                                                            int ox0, int rows, int16_t *patch)
 {
-    return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+    const int32_t iy0 = (int32_t)oy0 * t->s_h - t->p_h, ix0 = (int32_t)ox0 * t->s_w - t->p_w;
+    const int32_t ph = (int32_t)(rows - 1) * t->s_h + (int32_t)(t->k_h - 1) * t->d_h + 1;
+    const int32_t pw = t->pw, in_h = t->in_h, src_c = t->src_c;
+    const int32_t lo = ix0 < 0 ? (-ix0 < pw ? -ix0 : pw) : 0;
+    const int32_t hi = t->in_w - ix0 < pw ? t->in_w - ix0 : pw; /* columns [lo, hi) */
+    const int32_t skip = t->k_h == 1 ? t->s_h : 1;             /* the rows the taps read */
+    const int8_t *q = plane + iy0 + ix0 * src_c;               /* row r's column 0 */
+    int32_t r, c;
+    for (r = 0; r < ph; r += skip, patch += skip * pw, q += skip) {
+        const int32_t iy = iy0 + r;
+        int two;
+        if (iy < 0 || iy >= in_h) {
+            continue; /* a row in the padding: no tap reads it (eb_dw_tile_segments) */
+        }
+        if (hi - lo < 2) {
+            for (c = 0; c < pw; ++c) {
+                patch[c] = (int16_t)(c >= lo && c < hi ? q[c * src_c] : 0);
+            }
+            continue;
+        }
+        two = skip <= 2 && r + skip < ph && iy + 2 * skip - 1 < in_h; /* the rows it reads */
+        eb_dw_tile_turned(q, src_c, lo, hi, patch, pw, (int)skip, two);
+        if (two) {
+            r += skip, patch += skip * pw, q += skip;
+        }
+    }
 }
 
 /* The weight words of one tap row of weights w (w_c apart) into the w (`second`: w2) field
@@ -2844,7 +2948,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                 const int rows = f.out_h - oy0 < f.rows ? f.out_h - oy0 : f.rows;
                 for (ox0 = 0; ox0 < f.out_w; ox0 += f.cols) {
                     for (c = 0; c < EB_DW_CHANS(&f); ++c) {
-                        eb_dw_tile_fill(&f,
+                        (f.turned ? eb_dw_tile_fill_turned : eb_dw_tile_fill)(&f,
                                         in + ((int32_t)ic * EB_DW_CHANS(&f) + c) * in_plane +
                                             in_off,
                                         oy0, ox0, rows, patch + c * f.csz);
@@ -3332,8 +3436,9 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
  * Estimated instructions an output (x10; fitted to the shape benchmark's profiles): the
  * tile's loops by tap pairs n (the fan 10 n + 85, the pair loop 28 n + 60, one channel
  * 30 n + 100; per tile and output channel 12 n + 100 more, its tap table and blocks' set-up,
- * shared by the tile's outputs) and its patch, per input value (ipg s_h s_w an output, shared by m outputs) 15
- * copied along the rows, 60 turned (a byte at a time); the GEMM by the K values of a column
+ * shared by the tile's outputs) and its patch, per input value (ipg s_h s_w an output --
+ * the rows between a one-row kernel's at stride 2 not copied -- shared by m outputs;
+ * eb_dw_tile_fill_cost) 15 copied along the rows, 30 turned two rows at a time, 45 one; the GEMM by the K values of a column
  * (9 K + 160 + 45 K / m: rows of m outputs), the column kernels by taps (30 a tap at stride
  * 1, 35 at 2). The tile kernel takes a conv at under 4/5 of the path it would otherwise
  * take. The patch is the depthwise layers' EB_DW_TILE_SCRATCH, which a conv claims
@@ -3341,12 +3446,25 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
  * kernel could take it, so every tile of it a tiled pass runs is covered. */
 #define EB_DW_GROUP_CHANS 8
 
-static int32_t eb_dw_tile_cost(const eb_conv_params *p, int n, int turned)
+static int32_t eb_dw_tile_cost(const eb_conv_params *p, int n, int turned, int32_t per_value)
 {
     const int m = p->out_c / p->groups;
-    const int32_t fill = (turned ? 60 : 15) * (int32_t)(p->in_c / p->groups) * p->stride_h *
-                         p->stride_w / m;
+    /* the frame's tap rows, its stride from row to row and along them */
+    const int k_r = turned ? p->k_w : p->k_h, s_r = turned ? p->stride_w : p->stride_h;
+    const int s_c = turned ? p->stride_h : p->stride_w;
+    const int32_t fill = per_value * (int32_t)(p->in_c / p->groups) *
+                         (turned && k_r == 1 ? 1 : s_r) * s_c / m; /* turned: rows read */
     return fill + (eb_dw_fan_takes(m, n) ? 10 * n + 85 : m >= 2 ? 28 * n + 60 : 30 * n + 100);
+}
+
+/* The patch's copy per value (x10) in frame t: 15 along the rows (eb_dw_tile_fill); turned
+ * (eb_dw_tile_fill_turned), 30 where it copies two patch rows at a time, else 45 (two values
+ * a word). */
+static int32_t eb_dw_tile_fill_cost(const eb_dw_tf *t)
+{
+    const int skip = t->k_h == 1 ? t->s_h : 1;
+    const int32_t read = t->k_h > 1 ? 2 : t->rows; /* patch rows a tile reads (at least) */
+    return !t->turned ? 15 : read >= 2 && skip <= 2 ? 30 : 45;
 }
 
 /* The tile's cost per output channel and tile (its tap table, the blocks' set-up: 12 n + 100
@@ -3386,7 +3504,7 @@ static int eb_dw_group_claims(const eb_conv_params *p)
         m <= EB_COL_MAX_OUT && eb_dw_col_cost(k, p->stride_w) > other) {
         other = eb_dw_col_cost(k, p->stride_w);
     }
-    return 5 * eb_dw_tile_cost(p, n, 0) < 4 * other;
+    return 5 * eb_dw_tile_cost(p, n, 0, 15) < 4 * other;
 }
 
 /* The conv p by the tile kernel when it claims it and its frame's loops cost under 4/5 of
@@ -3414,7 +3532,9 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     }
     other = EB_DW_COLUMN && eb_col_takes(p) ? eb_dw_col_cost(k, p->stride_w)
                                             : eb_dw_gemm_cost(k, m);
-    if (5 * (eb_dw_tile_cost(p, t.ntaps, t.turned) + eb_dw_tile_fixed(&t)) >= 4 * other) {
+    if (5 * (eb_dw_tile_cost(p, t.ntaps, t.turned, eb_dw_tile_fill_cost(&t)) +
+              eb_dw_tile_fixed(&t)) >=
+        4 * other) {
         return 0;
     }
     eb_dw_setup(&sink, k, &o, &rq);

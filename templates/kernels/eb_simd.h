@@ -190,6 +190,14 @@ static inline uint32_t eb_load32(const void *src)
     return v;
 }
 
+/* The same of a byte-aligned halfword (an unaligned LDRH on the M4). */
+static inline uint32_t eb_load16(const void *src)
+{
+    uint16_t v;
+    memcpy(&v, src, sizeof v);
+    return v;
+}
+
 
 /* ---- column and weight word helpers (eb_kernels_opt.c, eb_pw_opt.c) ---------------------- */
 

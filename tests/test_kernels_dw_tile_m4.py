@@ -146,15 +146,26 @@ def test_fan_cases_take_the_fan():
     assert tile_loop(dw_1d(1, 33, 9, 8, pad=4)) == "pair"  # 5 pairs, 8 channels
 
 
+# Right shifts the fan cases run by each immediate, in both modes (relu: the even cases):
+# 8 (records scaled by 2^(8 - s): s 0, 3, 7, 8) and 16 (s 9, 12, 16).
+FAN_SHIFTS = [9, 12, 3, 16, 12, 0, 7, 8]
+
+
 def fan_mixed(seed: int) -> list:
-    """The fan cases with biases near the int32 limits on about one channel in three (the
-    fast requantization does not take them: the fan stops at the first and the other loops
-    run the rest of the channels), data drawn from seed."""
+    """The fan cases, each at its shift of FAN_SHIFTS, with biases near the int32 limits on
+    about one channel in three (the fast requantization does not take them: the fan stops at
+    the first and the other loops run the rest of the channels) and on about one in six
+    2^26 or 2^28 in magnitude (the fast form's, but scaled by 2^t past the fan's limit for
+    t >= 5 or 3), data drawn from seed."""
     rng = np.random.default_rng(seed)
     convs = []
-    for cfg in FAN_CASES:
+    for i, cfg in enumerate(FAN_CASES):
+        cfg = {**cfg, "shift": -FAN_SHIFTS[i]}
         x, w = dw_data(cfg, rng)
-        convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
+        bias = mixed_bias(rng, cfg["out_c"]).astype(np.int64)
+        big = rng.random(cfg["out_c"]) < 0.17
+        bias[big] = rng.choice([-1, 1], int(big.sum())) << rng.choice([26, 28], int(big.sum()))
+        convs.append((cfg, x, w, bias.astype(np.int32)))
     return convs
 
 

@@ -440,11 +440,21 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
+    if step.quant is not None:
+        paths |= fan_shift(paths, -step.quant.shift)
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
         paths |= {"im2col"} | two_px | ({"dw_tile", "dw_tile_one", "dw_table"}
                                         if "dw_column" not in paths and "depthwise" in paths
                                         else set())
     return paths | form | (stride2 if "im2col" in paths else frozenset())
+
+
+def fan_shift(paths: frozenset[str], shift: int) -> frozenset[str]:
+    """The fan's form a layer on it runs (eb_dw_fan_tile): its requantization shifting by the
+    immediate 8 ("dw_fan8", a right shift of 0..8) or 16 ("dw_fan16", 9..16); none other."""
+    if "dw_fan" not in paths or not 0 <= shift <= 16:
+        return frozenset()
+    return frozenset({"dw_fan8" if shift <= 8 else "dw_fan16"})
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

@@ -157,6 +157,18 @@ typedef struct {
 #else
 #define EB_DW_FAN 1
 #endif
+/* Its requantization shifts by an immediate (eb_dw_fan_tile): 8 for a layer's right shift of
+ * 0..8 (EB_OPT_NO_DW_FAN8 leaves it out), 16 for 9..16 (EB_OPT_NO_DW_FAN16). */
+#if defined(EB_OPT_NO_DW_FAN8) || !EB_DW_FAN
+#define EB_DW_FAN8 0
+#else
+#define EB_DW_FAN8 1
+#endif
+#if defined(EB_OPT_NO_DW_FAN16) || !EB_DW_FAN
+#define EB_DW_FAN16 0
+#else
+#define EB_DW_FAN16 1
+#endif
 /* Dense and grouped convs on the tile kernel (EB_OPT_NO_DW_GROUP; eb_dw_group_tile): left
  * out, the kernel's patch holds one channel (EB_DW_CHANS), its loops those of before. */
 #ifdef EB_OPT_NO_DW_GROUP
@@ -2640,10 +2652,9 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
 #define EB_FAN_COL2 EB_FAN_COL1 EB_FAN_LD("r2", "r3", "r11")
 #define EB_FAN_COL3 EB_FAN_COL2 EB_FAN_LD("r4", "r5", "r12")
 #define EB_FAN_COL4 EB_FAN_COL3 EB_FAN_LD("r6", "r7", "lr")
-#define EB_FAN_Q(sat, bits)                                                                  \
-    "ldmia sp, {r10, r11}\n\t"                                                               \
-    "asr r8, r8, r10\n\t"                                                                    \
-    "asr r9, r9, r10\n\t" sat " r8, " bits ", r8\n\t" sat " r9, " bits ", r9\n\t"            \
+#define EB_FAN_Q(sat, bits, c)                                                               \
+    "ldr r11, [sp, #4]\n\t" sat " r8, " bits ", r8, asr " c "\n\t" sat " r9, " bits        \
+    ", r9, asr " c "\n\t"                                                                    \
     "strb r8, [lr]\n\t"                                                                      \
     "strb r9, [lr, r11]\n\t"
 #define EB_FAN_KEEP "ldrd r6, r7, [sp, #8]\n\t"
@@ -2673,7 +2684,7 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
     "bne 2b\n\t"                                                                             \
     "add sp, sp, #68\n\t"                                                                    \
     "pop {r0, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
-#define EB_FAN_FN(name, col, keep, body, next, sat, bits)                                    \
+#define EB_FAN_FN(name, col, keep, body, next, sat, bits, c)                                 \
     static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2683,26 +2694,29 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "add r10, sp, #44\n\t"                                             \
                          "ldmia r10, {r10, r11, r12, lr}\n\t" col keep                      \
                          "ldrd r12, lr, [sp, #16]\n"                                        \
-                         "1:\n\t" body EB_FAN_Q(sat, bits) next EB_FAN_LEAVE);               \
+                         "1:\n\t" body EB_FAN_Q(sat, bits, c) next EB_FAN_LEAVE);            \
     }
-#define EB_FAN_FNS(mode, sat, bits)                                                          \
+#define EB_FAN_FNS(mode, sat, bits, c)                                                       \
     EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP, EB_FAN_BODY1, EB_FAN_NEXT_REG,   \
-              sat, bits)                                                                     \
+              sat, bits, c)                                                                  \
     EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP, EB_FAN_BODY2, EB_FAN_NEXT_REG,   \
-              sat, bits)                                                                     \
+              sat, bits, c)                                                                  \
     EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP, EB_FAN_BODY3, EB_FAN_NEXT_REG,   \
-              sat, bits)                                                                     \
+              sat, bits, c)                                                                  \
     EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_NEXT_STACK, sat,     \
-              bits)
+              bits, c)                                                                       \
+    EB_FAN1_FN(eb_dw_fan5_##mode,                                                            \
+               EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t", sat, bits, c)  \
+    EB_FAN1_FN(eb_dw_fan6_##mode, EB_FAN1_BODY6, sat, bits, c)
 /* Five or six tap pairs, one pixel at a time: r0-r5 its tap words, r6 the sum, r7-r10 the
- * weights, r11 the shift, r12 the records, lr the output. */
+ * weights, r12 the records, lr the output. */
 #define EB_FAN1_BODY5                                                                        \
     "ldmia r12!, {r6, r7, r8, r9, r10}\n\t"                                                  \
     "smlad r6, r0, r7, r6\n\tsmlad r6, r1, r8, r6\n\t"                                       \
     "smlad r6, r2, r9, r6\n\tsmlad r6, r3, r10, r6\n\t"
 #define EB_FAN1_BODY6 EB_FAN1_BODY5 "ldmia r12!, {r7, r8}\n\tsmlad r6, r4, r7, r6\n\t"      \
                                     "smlad r6, r5, r8, r6\n\t"
-#define EB_FAN1_FN(name, body, sat, bits)                                                    \
+#define EB_FAN1_FN(name, body, sat, bits, c)                                                 \
     static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2712,27 +2726,25 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "ldmia r9, {r6, r7, r9, r10, r11, r12}\n\t"                        \
                          "ldr r0, [r8, r6]\n\tldr r1, [r8, r7]\n\tldr r2, [r8, r9]\n\t"     \
                          "ldr r3, [r8, r10]\n\tldr r4, [r8, r11]\n\tldr r5, [r8, r12]\n\t"  \
-                         "ldr r11, [sp]\n\t"                                                \
                          "ldrd r12, lr, [sp, #16]\n"                                        \
-                         "1:\n\t" body                                                       \
-                         "asr r6, r6, r11\n\t" sat " r6, " bits ", r6\n\t"                  \
+                         "1:\n\t" body sat " r6, " bits ", r6, asr " c "\n\t"               \
                          "strb r6, [lr]\n\t"                                                \
                          "ldrd r7, r8, [sp, #8]\n\t"                                        \
                          "add lr, lr, r7\n\t"                                               \
                          "cmp r12, r8\n\t"                                                  \
                          "bne 1b\n\t" EB_FAN_LEAVE);                                         \
     }
-#if EB_DW_HAS_RELU
-EB_FAN_FNS(relu, "usat", "#7")
-EB_FAN1_FN(eb_dw_fan5_relu, EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t",
-           "usat", "#7")
-EB_FAN1_FN(eb_dw_fan6_relu, EB_FAN1_BODY6, "usat", "#7")
+#if EB_DW_HAS_RELU && EB_DW_FAN8
+EB_FAN_FNS(relu_8, "usat", "#7", "#8")
 #endif
-#if EB_DW_HAS_NONE
-EB_FAN_FNS(none, "ssat", "#8")
-EB_FAN1_FN(eb_dw_fan5_none, EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t",
-           "ssat", "#8")
-EB_FAN1_FN(eb_dw_fan6_none, EB_FAN1_BODY6, "ssat", "#8")
+#if EB_DW_HAS_RELU && EB_DW_FAN16
+EB_FAN_FNS(relu_16, "usat", "#7", "#16")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN8
+EB_FAN_FNS(none_8, "ssat", "#8", "#8")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN16
+EB_FAN_FNS(none_16, "ssat", "#8", "#16")
 #endif
 #define EB_DW_FAN_ASM 1
 #else
@@ -2753,44 +2765,63 @@ EB_FAN1_FN(eb_dw_fan6_none, EB_FAN1_BODY6, "ssat", "#8")
     EB_FAN_C(eb_dw_fan4_##mode, 4, MODE)                                                     \
     EB_FAN_C(eb_dw_fan5_##mode, 5, MODE)                                                     \
     EB_FAN_C(eb_dw_fan6_##mode, 6, MODE)
-#if EB_DW_HAS_RELU
-EB_FAN_CS(relu, EB_DW_RELU)
+#if EB_DW_HAS_RELU && EB_DW_FAN8
+EB_FAN_CS(relu_8, EB_DW_RELU)
 #endif
-#if EB_DW_HAS_NONE
-EB_FAN_CS(none, EB_DW_NONE)
+#if EB_DW_HAS_RELU && EB_DW_FAN16
+EB_FAN_CS(relu_16, EB_DW_RELU)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN8
+EB_FAN_CS(none_8, EB_DW_NONE)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN16
+EB_FAN_CS(none_16, EB_DW_NONE)
 #endif
 #endif
 
-/* The fan of n tap pairs (1..EB_DW_FAN_TAPS) in mode (NULL: not linked). */
+/* The fan of n tap pairs (1..EB_DW_FAN_TAPS) in mode shifting by c (8, 16; NULL: not
+ * linked). */
 #define EB_FAN_TABLE(mode)                                                                   \
     {eb_dw_fan1_##mode, eb_dw_fan2_##mode, eb_dw_fan3_##mode,                                \
      eb_dw_fan4_##mode, eb_dw_fan5_##mode, eb_dw_fan6_##mode}
-static eb_dw_fan_fn eb_dw_fan_of(int n, int mode)
+#define EB_FAN_PICK(mode, MODE, c_)                                                          \
+    do {                                                                                     \
+        static const eb_dw_fan_fn fns[EB_DW_FAN_TAPS] = EB_FAN_TABLE(mode);                  \
+        if (mode_ == (MODE) && c == (c_)) {                                                  \
+            return fns[n - 1];                                                               \
+        }                                                                                    \
+    } while (0)
+static eb_dw_fan_fn eb_dw_fan_of(int n, int mode_, int c)
 {
-#if EB_DW_HAS_RELU
-    static const eb_dw_fan_fn relu[EB_DW_FAN_TAPS] = EB_FAN_TABLE(relu);
-    if (mode == EB_DW_RELU) {
-        return relu[n - 1];
-    }
+#if EB_DW_HAS_RELU && EB_DW_FAN8
+    EB_FAN_PICK(relu_8, EB_DW_RELU, 8);
 #endif
-#if EB_DW_HAS_NONE
-    static const eb_dw_fan_fn none[EB_DW_FAN_TAPS] = EB_FAN_TABLE(none);
-    if (mode == EB_DW_NONE) {
-        return none[n - 1];
-    }
+#if EB_DW_HAS_RELU && EB_DW_FAN16
+    EB_FAN_PICK(relu_16, EB_DW_RELU, 16);
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN8
+    EB_FAN_PICK(none_8, EB_DW_NONE, 8);
+#endif
+#if EB_DW_HAS_NONE && EB_DW_FAN16
+    EB_FAN_PICK(none_16, EB_DW_NONE, 16);
 #endif
     (void)n;
-    (void)mode;
+    (void)mode_;
+    (void)c;
     return NULL;
 }
+#undef EB_FAN_PICK
 
 /* Records of `count` output channels from oc (their init and tap words, in the frame's
- * order of eb_dw_tile_taps) into rec; the number built: fewer when a channel's
- * requantization is not the fast mode `mode`. */
+ * order of eb_dw_tile_taps) into rec, scaled by 2^t (0 <= t <= 8: the weights still int16;
+ * the sums shift right by t more, eb_dw_fan_tile); the number built: fewer when a channel's
+ * requantization is not the fast mode `mode`, or its init scaled could overflow a sum (of at
+ * most 2 EB_DW_FAN_TAPS products under 2^22 in magnitude). */
 static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const int8_t *weight,
                              const int32_t *bias, const eb_dw_rq *rq, int32_t oc, int count,
-                             int mode, uint32_t *rec)
+                             int mode, int t, uint32_t *rec)
 {
+    const int32_t lim = (INT32_MAX - ((int32_t)2 * EB_DW_FAN_TAPS << 22)) >> t;
     int8_t unpacked[2 * EB_DW_FAN_TAPS]; /* chans * k_h * k_w <= 2 * ntaps */
     const int32_t cw = (int32_t)p->k_h * p->k_w, taps = EB_DW_CHANS(f) * cw, w_c = f->w_c;
     const int32_t wstep = f->d_w == 1 ? 2 * w_c : w_c;
@@ -2800,10 +2831,10 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
         eb_dw_out o;
         const int32_t init = eb_dw_init(rq, bias, oc + c, &o);
         const int8_t *w = eb_dw_weights(p, weight, oc + c, taps, unpacked);
-        if (o.mode != mode) {
+        if (o.mode != mode || init > lim || init < -lim) {
             break;
         }
-        *rec++ = (uint32_t)init;
+        *rec++ = (uint32_t)init << t;
         /* eb_dw_tile_row_words' words, in its order, written contiguously (the same loop
          * through a word pointer and a stride cost the fan's layers 1.5 %, and the tap
          * tables' more instructions) */
@@ -2811,10 +2842,10 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
             for (ic = 0; ic < EB_DW_CHANS(f); ++ic) {
                 const int8_t *q = w + (int32_t)ky * f->w_r + ic * cw;
                 for (k = 0; k < full; ++k, q += wstep) {
-                    *rec++ = eb_dw_pair_word(q[0], q[w_c]);
+                    *rec++ = eb_dw_pair_word(q[0] * (1 << t), q[w_c] * (1 << t));
                 }
                 for (; k < pairs; ++k, q += wstep) {
-                    *rec++ = eb_dw_pair_word(q[0], 0);
+                    *rec++ = eb_dw_pair_word(q[0] * (1 << t), 0);
                 }
             }
         }
@@ -2825,7 +2856,10 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
 /* Output channels oc0 .. oc0 + m - 1 (of one input channel) of the tile at (oy0, ox0) by the
  * fan, `rows` rows all of whose tap rows lie inside the input; returns how many it computed
  * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset; tap:
- * a table of the frame's every tap row, of which only the offsets are read. */
+ * a table of the frame's every tap row, of which only the offsets are read. The sums shift
+ * right by an immediate c, 8 or 16 (a right shift sh of 0..8 or 9..16; none other), their
+ * records scaled by 2^(c - sh): one USAT / SSAT with ASR #c an output, where a shift by a
+ * register took an ASR and its operand (the fan's registers are all taken) from the stack. */
 static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p,
                                       const int8_t *weight, const int32_t *bias,
                                       const eb_dw_rq *rq, int8_t *out, int32_t out_plane,
@@ -2833,8 +2867,8 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
                                       int m, int oy0, int ox0, int rows, int sh)
 {
     uint32_t rec[EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)];
-    const int n = f->ntaps, mode = rq->fast;
-    const eb_dw_fan_fn fn = eb_dw_fan_of(n, mode);
+    const int n = f->ntaps, mode = rq->fast, c = sh <= 8 ? 8 : 16;
+    const eb_dw_fan_fn fn = sh >= 0 && sh <= 16 ? eb_dw_fan_of(n, mode, c) : NULL;
     const int cols = (ox0 + f->cols < f->out_w ? ox0 + f->cols : f->out_w) - ox0;
     const int32_t pitch = (int32_t)f->s_h * f->pw, dc = f->dst_c;
     eb_dw_fan_job job;
@@ -2845,12 +2879,12 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
     for (k = 0; k < EB_DW_FAN_TAPS; ++k) {
         job.off[k] = k < n ? 2 * tap[k].off : 0; /* bytes */
     }
-    job.sh = sh;
+    job.sh = c;
     job.plane = out_plane;
     job.w = rec;
     for (j0 = 0; j0 < m; j0 += count) {
         const int want = m - j0 < EB_DW_FAN_CHUNK ? m - j0 : EB_DW_FAN_CHUNK;
-        count = eb_dw_fan_records(f, p, weight, bias, rq, oc0 + j0, want, mode, rec);
+        count = eb_dw_fan_records(f, p, weight, bias, rq, oc0 + j0, want, mode, c - sh, rec);
         if (count == 0) {
             break;
         }

@@ -49,6 +49,7 @@
 #define eb_dw_slide1 chain_eb_dw_slide1
 #define eb_dw_slide2 chain_eb_dw_slide2
 #define eb_dw_store2 chain_eb_dw_store2
+#define eb_dw_tile_bytes chain_eb_dw_tile_bytes
 #define eb_dw_tile_inside chain_eb_dw_tile_inside
 #define eb_dw_tile_q4 chain_eb_dw_tile_q4
 #define eb_dw_tile_row_words chain_eb_dw_tile_row_words
@@ -57,6 +58,7 @@
 #define eb_dw_tile_sums chain_eb_dw_tile_sums
 #define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows chain_eb_dw_tile_tap1_rows
+#define eb_dw_tile_turn2 chain_eb_dw_tile_turn2
 #define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot
@@ -100,6 +102,8 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
 #define EB_OPT_NO_DW_FAN
+#define EB_OPT_NO_DW_FAN8
+#define EB_OPT_NO_DW_FAN16
 #define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE

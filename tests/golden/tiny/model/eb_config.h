@@ -51,6 +51,7 @@
 #define eb_dw_slide1 tiny_eb_dw_slide1
 #define eb_dw_slide2 tiny_eb_dw_slide2
 #define eb_dw_store2 tiny_eb_dw_store2
+#define eb_dw_tile_bytes tiny_eb_dw_tile_bytes
 #define eb_dw_tile_inside tiny_eb_dw_tile_inside
 #define eb_dw_tile_q4 tiny_eb_dw_tile_q4
 #define eb_dw_tile_row_words tiny_eb_dw_tile_row_words
@@ -59,6 +60,7 @@
 #define eb_dw_tile_sums tiny_eb_dw_tile_sums
 #define eb_dw_tile_tap1 tiny_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows tiny_eb_dw_tile_tap1_rows
+#define eb_dw_tile_turn2 tiny_eb_dw_tile_turn2
 #define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot
@@ -92,6 +94,8 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
 #define EB_OPT_NO_DW_FAN
+#define EB_OPT_NO_DW_FAN8
+#define EB_OPT_NO_DW_FAN16
 #define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_TABLE

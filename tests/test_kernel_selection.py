@@ -29,14 +29,14 @@ from test_kernels_opt import (
 )
 
 from edgebuild.ops.c import OPTIONAL_PATHS
-from edgebuild.ops.conv import fan_shift
+from edgebuild.ops.conv import shift_forms
 from edgebuild.ops.conv_path import kernel_paths, two_pixel_block
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
 CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
-              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_fan",
-              "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
+              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_tile8",
+              "dw_tile16", "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
               "q_wide")
 
 
@@ -107,14 +107,16 @@ def test_paths_name_files_the_kernels_know():
         assert kernel_paths(plane_of(cfg)) <= set(OPTIONAL_PATHS), cfg
 
 
-def test_fan_shift_names_the_immediate():
-    """A layer on the fan links the form of its shift: 8 for right shifts 0..8, 16 for
-    9..16; none outside them (the fan does not run), nor off the fan."""
+def test_shift_forms_name_the_immediate():
+    """A layer on the tile kernel (and its fan) links the form of its shift: 8 for right
+    shifts 0..8, 16 for 9..16; none outside them (the C loops run), nor off the kernel."""
     fan = kernel_paths(plane_of(LAYERS[-2]))
-    assert "dw_fan" in fan
-    assert [fan_shift(fan, s) for s in (0, 8, 9, 16)] == [{"dw_fan8"}] * 2 + [{"dw_fan16"}] * 2
-    assert not fan_shift(fan, 17) and not fan_shift(fan, -1)
-    assert not fan_shift(kernel_paths(plane_of(LAYERS[0])), 7)
+    assert {"dw_tile", "dw_fan"} <= fan
+    assert [shift_forms(fan, s) for s in (0, 8, 9, 16)] == \
+        [{"dw_tile8", "dw_fan8"}] * 2 + [{"dw_tile16", "dw_fan16"}] * 2
+    assert shift_forms(kernel_paths(plane_of(LAYERS[1])), 12) == {"dw_tile16"}
+    assert not shift_forms(fan, 17) and not shift_forms(fan, -1)
+    assert not shift_forms(kernel_paths(plane_of(LAYERS[0])), 7)
 
 
 def test_two_pixel_blocks_predicted_per_pass():
@@ -163,7 +165,7 @@ def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
         cfg = case[0]
         # m4_test_program runs each conv narrow (its act) and wide
         paths = kernel_paths(plane_of(cfg))
-        keep = paths | fan_shift(paths, -cfg["shift"]) | {"q_wide"} | (
+        keep = paths | shift_forms(paths, -cfg["shift"]) | {"q_wide"} | (
             {"q_relu" if cfg["act"] == 1 else "q_none"}) | (
             {"im2col_s2"} if cfg["stride_w"] == 2 else set())
         source = m4_test_program(lib, [case], linears=False)

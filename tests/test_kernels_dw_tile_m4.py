@@ -151,21 +151,39 @@ def test_fan_cases_take_the_fan():
 FAN_SHIFTS = [9, 12, 3, 16, 12, 0, 7, 8]
 
 
+def big_biases(rng, cfg: dict) -> np.ndarray:
+    """mixed_bias, and on about one channel in six 2^26 or 2^28 in magnitude: the fast
+    form's, but scaled by 2^t past the limit of the sums that shift by an immediate for
+    t >= 5 or 3 (the channel then takes the generic store)."""
+    bias = mixed_bias(rng, cfg["out_c"]).astype(np.int64)
+    big = rng.random(cfg["out_c"]) < 0.17
+    bias[big] = rng.choice([-1, 1], int(big.sum())) << rng.choice([26, 28], int(big.sum()))
+    return bias.astype(np.int32)
+
+
 def fan_mixed(seed: int) -> list:
-    """The fan cases, each at its shift of FAN_SHIFTS, with biases near the int32 limits on
-    about one channel in three (the fast requantization does not take them: the fan stops at
-    the first and the other loops run the rest of the channels) and on about one in six
-    2^26 or 2^28 in magnitude (the fast form's, but scaled by 2^t past the fan's limit for
-    t >= 5 or 3), data drawn from seed."""
+    """The fan cases, each at its shift of FAN_SHIFTS, with big_biases: near the int32
+    limits (the fast requantization does not take them: the fan stops at the first and the
+    other loops run the rest of the channels) or past the scaled sums' limit, data drawn
+    from seed."""
     rng = np.random.default_rng(seed)
     convs = []
     for i, cfg in enumerate(FAN_CASES):
         cfg = {**cfg, "shift": -FAN_SHIFTS[i]}
         x, w = dw_data(cfg, rng)
-        bias = mixed_bias(rng, cfg["out_c"]).astype(np.int64)
-        big = rng.random(cfg["out_c"]) < 0.17
-        bias[big] = rng.choice([-1, 1], int(big.sum())) << rng.choice([26, 28], int(big.sum()))
-        convs.append((cfg, x, w, bias.astype(np.int32)))
+        convs.append((cfg, x, w, big_biases(rng, cfg)))
+    return convs
+
+
+def loops_mixed(seed: int) -> list:
+    """The loop and grouped cases at right shifts 0..16 in turn (the row functions' forms
+    by 8 and by 16), with big_biases."""
+    rng = np.random.default_rng(seed)
+    convs = []
+    for i, cfg in enumerate(LOOP_CASES + FILL_CASES + GROUP_CASES):
+        cfg = {**cfg, "shift": -[9, 3, 12, 8, 16, 0, 7][i % 7]}
+        x, w = dw_data(cfg, rng)
+        convs.append((cfg, x, w, big_biases(rng, cfg)))
     return convs
 
 
@@ -176,11 +194,19 @@ def test_fan_mixed_biases_equal_reference(lib):  # noqa: F811
 
 
 @needs_m4
-def test_m4_fan_mixed_biases_equal_reference(lib, m4_build):  # noqa: F811
-    elf = build_m4(m4_build, "dw_fan_mixed", m4_test_program(lib, fan_mixed(33), linears=False))
+@pytest.mark.parametrize("mixed", [fan_mixed, loops_mixed])
+def test_m4_mixed_biases_equal_reference(lib, m4_build, mixed):  # noqa: F811
+    elf = build_m4(m4_build, f"dw_{mixed.__name__}",
+                   m4_test_program(lib, mixed(33), linears=False))
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+def test_loops_mixed_biases_equal_reference(lib):  # noqa: F811
+    for cfg, x, w, bias in loops_mixed(34):
+        ref, opt = run_conv_pair(lib, cfg, x, w, bias, False)
+        np.testing.assert_array_equal(opt, ref, err_msg=str(cfg))
 
 
 def test_fill_cases_take_each_copy():

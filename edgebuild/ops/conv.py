@@ -440,21 +440,23 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
-    if step.quant is not None:
-        paths |= fan_shift(paths, -step.quant.shift)
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
         paths |= {"im2col"} | two_px | ({"dw_tile", "dw_tile_one", "dw_table"}
                                         if "dw_column" not in paths and "depthwise" in paths
                                         else set())
+    if step.quant is not None:
+        paths |= shift_forms(paths, -step.quant.shift)
     return paths | form | (stride2 if "im2col" in paths else frozenset())
 
 
-def fan_shift(paths: frozenset[str], shift: int) -> frozenset[str]:
-    """The fan's form a layer on it runs (eb_dw_fan_tile): its requantization shifting by the
-    immediate 8 ("dw_fan8", a right shift of 0..8) or 16 ("dw_fan16", 9..16); none other."""
-    if "dw_fan" not in paths or not 0 <= shift <= 16:
+def shift_forms(paths: frozenset[str], shift: int) -> frozenset[str]:
+    """The forms of the tile kernel's row functions and of its fan a layer on them runs
+    (eb_dw_tile_init, eb_dw_fan_tile): requantizing by the immediate 8 ("dw_tile8",
+    "dw_fan8": a right shift of 0..8) or 16 ("dw_tile16", "dw_fan16": 9..16); none other."""
+    if not 0 <= shift <= 16:
         return frozenset()
-    return frozenset({"dw_fan8" if shift <= 8 else "dw_fan16"})
+    c = 8 if shift <= 8 else 16
+    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan") if kind in paths)
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

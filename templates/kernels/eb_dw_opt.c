@@ -157,6 +157,28 @@ typedef struct {
 #else
 #define EB_DW_FAN 1
 #endif
+/* A turned frame's patch copied two rows at a time (eb_dw_tile_fill_turned): with the loops
+ * such a frame runs (of any frame: "dw_tile_one", "dw_tile_pair"; the fan); else
+ * eb_dw_tile_fill copies it too, a value at a time. */
+#define EB_DW_TURNED (EB_DW_TILE_ONE || EB_DW_TILE_PAIR || EB_DW_FAN)
+/* The tile kernel's row functions requantize by an immediate too (eb_dw_tile_init): 8
+ * (EB_OPT_NO_DW_TILE8 leaves those out) or 16 (EB_OPT_NO_DW_TILE16); a layer whose form is
+ * left out runs its rows in C. */
+#if defined(EB_OPT_NO_DW_TILE8) || defined(EB_OPT_NO_DW_TILE)
+#define EB_DW_TILE8 0
+#else
+#define EB_DW_TILE8 1
+#endif
+#if defined(EB_OPT_NO_DW_TILE16) || defined(EB_OPT_NO_DW_TILE)
+#define EB_DW_TILE16 0
+#else
+#define EB_DW_TILE16 1
+#endif
+/* A selector's case: fn_ for stride s_, mode mode_ and shift c_. */
+#define EB_DW_PICK(fn_, s_, mode_, c_)                                                 \
+    if (s == (s_) && mode == (mode_) && c == (c_)) {                               \
+        return fn_;                                                                          \
+    }
 /* Its requantization shifts by an immediate (eb_dw_fan_tile): 8 for a layer's right shift of
  * 0..8 (EB_OPT_NO_DW_FAN8 leaves it out), 16 for 9..16 (EB_OPT_NO_DW_FAN16). */
 #if defined(EB_OPT_NO_DW_FAN8) || !EB_DW_FAN
@@ -1310,6 +1332,7 @@ static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
     return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
 }
 
+#if EB_DW_TURNED
 /* Columns [c, to) of one patch row of a turned frame (input bytes src_c apart from q), a
  * byte at a time: the columns next to the padding. */
 EB_INLINE void eb_dw_tile_bytes(int16_t *d, const int8_t *q, int32_t src_c, int32_t c,
@@ -1378,6 +1401,8 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
     }
 }
 
+#endif
+
 /* The patch of the tile at output (oy0, ox0) of channel `plane`: rows (rows - 1) * s_h +
  * band, pw int16 each, x or 0 outside the input; a row's bytes 4 at a time (LDR, two
  * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. Rows wholly in the padding are
@@ -1440,6 +1465,7 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     }
 }
 
+#if EB_DW_TURNED
 /* eb_dw_tile_fill in a turned frame (src_r 1: a patch row is an input column, src_c apart):
  * two patch rows at a time where both lie in the input and skip <= 2, else one, by
  * eb_dw_tile_turned; a row of fewer than 2 input values a value at a time. */
@@ -1474,45 +1500,64 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill_turned(const eb_dw_tf *t,
         }
     }
 }
+#endif
+/* The patch's copy for frame f. */
+#if EB_DW_TURNED
+#define EB_DW_FILL(f) ((f)->turned ? eb_dw_tile_fill_turned : eb_dw_tile_fill)
+#else
+#define EB_DW_FILL(f) eb_dw_tile_fill
+#endif
 
 /* The weight words of one tap row of weights w (w_c apart) into the w (`second`: w2) field
  * of its taps: `full` pairs [w(2p), w(2p + 1)] (dilation 1), then single taps [w, 0] up to
  * `pairs`, each `wstep` weights on. */
 EB_INLINE void eb_dw_tile_row_words(const int8_t *w, int32_t w_c, int32_t wstep, int full,
-                                    int pairs, eb_dw_tap *tap, const int second)
+                                    int pairs, eb_dw_tap *tap, const int second, int sc)
 {
     int p;
     for (p = 0; p < full; ++p, w += wstep) {
-        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0], w[w_c]);
+        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0] * (1 << sc), w[w_c] * (1 << sc));
     }
     for (; p < pairs; ++p, w += wstep) {
-        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0], 0);
+        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0] * (1 << sc), 0);
     }
 }
 
-/* The tap pairs of one output channel's weights wa, and of a second one's wb (or NULL), in
- * the frame: per tap row its offsets, d_w int16 apart (2 a pair with dilation 1), and words.
- * Once per channel and tile: a short map's cost, kept to a few instructions a pair. Only the
- * tap rows [ky_lo, ky_hi) that some output row of the tile reads inside the input
- * (eb_dw_tile_rows): eb_dw_tile_segments leaves the others out of the sums. */
-static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
-                                        int ky_lo, int ky_hi, eb_dw_tap *tap)
+/* The offsets of the frame's tap pairs (every tap row): d_w int16 apart (2 a pair with
+ * dilation 1), per channel of a group csz apart. The same for every phase, tile and output
+ * channel: once per layer. */
+static EB_NOINLINE void eb_dw_tile_offsets(const eb_dw_tf *t, eb_dw_tap *tap)
 {
     const int32_t step = t->d_w == 1 ? 2 : t->d_w, row = (int32_t)t->d_h * t->pw;
+    int ky, c, p;
+    for (ky = 0; ky < t->k_h; ++ky) {
+        for (c = 0; c < EB_DW_CHANS(t); ++c, tap += t->pairs) {
+            int32_t off = (int32_t)ky * row + c * t->csz;
+            for (p = 0; p < t->pairs; ++p, off += step) {
+                tap[p].off = off;
+            }
+        }
+    }
+}
+
+/* The tap pairs' words of one output channel's weights wa, and of a second one's wb (or
+ * NULL), scaled by 2^ta, 2^tb (eb_dw_tile_init): once per channel and tile, a short map's
+ * cost, kept to a few instructions a pair. Only the tap rows [ky_lo, ky_hi) that some output
+ * row of the tile reads inside the input (eb_dw_tile_rows): eb_dw_tile_segments leaves the
+ * others out of the sums. */
+static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
+                                        int ky_lo, int ky_hi, eb_dw_tap *tap, int ta, int tb)
+{
     const int32_t w_c = t->w_c, wstep = t->d_w == 1 ? 2 * w_c : w_c;
     const int pairs = t->pairs, full = t->d_w == 1 ? t->k_w / 2 : 0;
     const int32_t cw = (int32_t)t->k_h * t->k_w; /* weights per input channel */
-    int ky, c, p;
+    int ky, c;
     for (ky = ky_lo, tap += ky_lo * t->rowtaps; ky < ky_hi; ++ky) {
         for (c = 0; c < EB_DW_CHANS(t); ++c, tap += pairs) {
             const int32_t at = (int32_t)ky * t->w_r + c * cw;
-            int32_t off = (int32_t)ky * row + c * t->csz;
-            for (p = 0; p < pairs; ++p, off += step) {
-                tap[p].off = off;
-            }
-            eb_dw_tile_row_words(wa + at, w_c, wstep, full, pairs, tap, 0);
+            eb_dw_tile_row_words(wa + at, w_c, wstep, full, pairs, tap, 0, ta);
             if (wb != NULL) { /* one channel: w2 is not read */
-                eb_dw_tile_row_words(wb + at, w_c, wstep, full, pairs, tap, 1);
+                eb_dw_tile_row_words(wb + at, w_c, wstep, full, pairs, tap, 1, tb);
             }
         }
     }
@@ -1644,11 +1689,10 @@ typedef struct {
     "strb " x2 ", [" d "]\n\t"                                                              \
     "strb " x3 ", [" d ", r11]\n\t"                                                         \
     "add " d ", " d ", r11, lsl #1\n\t"
-#define EB_DW_ROW_Q8(sat, bits)                                                              \
-    EB_ASM_ASR4("r0", "r1", "r2", "r3", "r12")                                               \
-    EB_ASM_ASR4("r4", "r5", "r6", "r7", "r12")                                               \
-    EB_ASM_SAT4(sat, bits, "r0", "r1", "r2", "r3") EB_ASM_SAT4(sat, bits, "r4", "r5", "r6", "r7")
-#define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits)                                      \
+#define EB_DW_ROW_Q8(sat, bits, c)                                                           \
+    EB_ASM_SAT4_ASR(sat, bits, "r0", "r1", "r2", "r3", c)                                    \
+    EB_ASM_SAT4_ASR(sat, bits, "r4", "r5", "r6", "r7", c)
+#define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits, c)                                   \
     static __attribute__((naked, noinline)) void name(const eb_dw_row_job *job              \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -1670,7 +1714,7 @@ typedef struct {
                          "ldr r12, [sp, #12]\n\t"                                           \
                          "cmp r8, r12\n\t"                                                  \
                          "bne 2b\n\t"                                                       \
-                         "ldr r12, [sp, #16]\n\t" EB_DW_ROW_Q8(sat, bits)                  \
+                         EB_DW_ROW_Q8(sat, bits, c)                                         \
                          "ldrd r9, r10, [sp, #20]\n\t"                                      \
                          "ldr r11, [sp, #28]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
                                                                    "r3")                     \
@@ -1685,47 +1729,69 @@ typedef struct {
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
     }
 #if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU
-EB_DW_ROW_FN(eb_dw_row_s1_relu, "2", "4", "6", "8", "usat", "#7")
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+EB_DW_ROW_FN(eb_dw_row_s1_relu_8, "2", "4", "6", "8", "usat", "#7", "#8")
 #endif
-#if EB_DW_HAS_NONE
-EB_DW_ROW_FN(eb_dw_row_s1_none, "2", "4", "6", "8", "ssat", "#8")
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+EB_DW_ROW_FN(eb_dw_row_s1_relu_16, "2", "4", "6", "8", "usat", "#7", "#16")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+EB_DW_ROW_FN(eb_dw_row_s1_none_8, "2", "4", "6", "8", "ssat", "#8", "#8")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+EB_DW_ROW_FN(eb_dw_row_s1_none_16, "2", "4", "6", "8", "ssat", "#8", "#16")
 #endif
 #endif
 #if EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU
-EB_DW_ROW_FN(eb_dw_row_s2_relu, "4", "8", "12", "16", "usat", "#7")
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+EB_DW_ROW_FN(eb_dw_row_s2_relu_8, "4", "8", "12", "16", "usat", "#7", "#8")
 #endif
-#if EB_DW_HAS_NONE
-EB_DW_ROW_FN(eb_dw_row_s2_none, "4", "8", "12", "16", "ssat", "#8")
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+EB_DW_ROW_FN(eb_dw_row_s2_relu_16, "4", "8", "12", "16", "usat", "#7", "#16")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+EB_DW_ROW_FN(eb_dw_row_s2_none_8, "4", "8", "12", "16", "ssat", "#8", "#8")
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+EB_DW_ROW_FN(eb_dw_row_s2_none_16, "4", "8", "12", "16", "ssat", "#8", "#16")
 #endif
 #endif
 
-/* The row function for stride s and mode (NULL when it is not linked: the C loop runs). */
-static void (*eb_dw_row_fn(int s, int mode))(const eb_dw_row_job *)
+/* The row function for stride s and mode shifting by c (8, 16; NULL when it is not linked:
+ * the C loop runs). */
+static void (*eb_dw_row_fn(int s, int mode, int c))(const eb_dw_row_job *)
 {
-#if (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR) && EB_DW_HAS_RELU
-    if (s == 1 && mode == EB_DW_RELU) {
-        return eb_dw_row_s1_relu;
-    }
+#if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row_s1_relu_8, 1, EB_DW_RELU, 8)
 #endif
-#if (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR) && EB_DW_HAS_NONE
-    if (s == 1 && mode == EB_DW_NONE) {
-        return eb_dw_row_s1_none;
-    }
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row_s1_relu_16, 1, EB_DW_RELU, 16)
 #endif
-#if (EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR) && EB_DW_HAS_RELU
-    if (s == 2 && mode == EB_DW_RELU) {
-        return eb_dw_row_s2_relu;
-    }
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row_s1_none_8, 1, EB_DW_NONE, 8)
 #endif
-#if (EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR) && EB_DW_HAS_NONE
-    if (s == 2 && mode == EB_DW_NONE) {
-        return eb_dw_row_s2_none;
-    }
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row_s1_none_16, 1, EB_DW_NONE, 16)
+#endif
+#endif
+#if EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row_s2_relu_8, 2, EB_DW_RELU, 8)
+#endif
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row_s2_relu_16, 2, EB_DW_RELU, 16)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row_s2_none_8, 2, EB_DW_NONE, 8)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row_s2_none_16, 2, EB_DW_NONE, 16)
+#endif
 #endif
     (void)s;
     (void)mode;
+    (void)c;
     return NULL;
 }
 #else
@@ -1750,7 +1816,7 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     int8_t *const db = fast ? j->ob->out8 + j->ib : NULL;
     int r, x;
 #if EB_DW_ROW_ASM
-    void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode) : NULL;
+    void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode, sh) : NULL;
     eb_dw_row_job rj;
     (void)inner_asm;
     rj.init_a = j->init_a;
@@ -2088,7 +2154,7 @@ typedef struct {
     "ldr r10, [sp, #8]\n\t"                                                                  \
     "cmp r11, r10\n\t"                                                                       \
     "bne 0b\n\t"
-#define EB_DW_ROW1_FN(name, SLIDE, step, sat, bits)                                          \
+#define EB_DW_ROW1_FN(name, SLIDE, step, sat, bits, c)                                       \
     static __attribute__((naked, noinline)) void name(const eb_dw_row1_job *job             \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2103,8 +2169,7 @@ typedef struct {
                          "mov r2, r0\n\t"                                                   \
                          "mov r3, r0\n\t"                                                   \
                          "ldr r11, [sp, #4]\n\t" SLIDE                                      \
-                         "ldr r12, [sp, #16]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r12") \
-                             EB_ASM_SAT4(sat, bits, "r0", "r1", "r2", "r3")                  \
+                         EB_ASM_SAT4_ASR(sat, bits, "r0", "r1", "r2", "r3", c)              \
                          "ldr r9, [sp, #20]\n\t"                                            \
                          "ldr r12, [sp, #24]\n\t"                                           \
                          "strb r0, [r9]\n\t"                                                \
@@ -2122,44 +2187,46 @@ typedef struct {
                          "add sp, sp, #32\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-#if EB_DW_HAS_RELU
-EB_DW_ROW1_FN(eb_dw_row1_s1_relu, EB_DW_R1_SLIDE1, "8", "usat", "#7")
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+EB_DW_ROW1_FN(eb_dw_row1_s1_relu_8, EB_DW_R1_SLIDE1, "8", "usat", "#7", "#8")
+EB_DW_ROW1_FN(eb_dw_row1_s2_relu_8, EB_DW_R1_SLIDE2, "16", "usat", "#7", "#8")
 #endif
-#if EB_DW_HAS_NONE
-EB_DW_ROW1_FN(eb_dw_row1_s1_none, EB_DW_R1_SLIDE1, "8", "ssat", "#8")
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+EB_DW_ROW1_FN(eb_dw_row1_s1_relu_16, EB_DW_R1_SLIDE1, "8", "usat", "#7", "#16")
+EB_DW_ROW1_FN(eb_dw_row1_s2_relu_16, EB_DW_R1_SLIDE2, "16", "usat", "#7", "#16")
 #endif
-#if EB_DW_HAS_RELU
-EB_DW_ROW1_FN(eb_dw_row1_s2_relu, EB_DW_R1_SLIDE2, "16", "usat", "#7")
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+EB_DW_ROW1_FN(eb_dw_row1_s1_none_8, EB_DW_R1_SLIDE1, "8", "ssat", "#8", "#8")
+EB_DW_ROW1_FN(eb_dw_row1_s2_none_8, EB_DW_R1_SLIDE2, "16", "ssat", "#8", "#8")
 #endif
-#if EB_DW_HAS_NONE
-EB_DW_ROW1_FN(eb_dw_row1_s2_none, EB_DW_R1_SLIDE2, "16", "ssat", "#8")
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+EB_DW_ROW1_FN(eb_dw_row1_s1_none_16, EB_DW_R1_SLIDE1, "8", "ssat", "#8", "#16")
+EB_DW_ROW1_FN(eb_dw_row1_s2_none_16, EB_DW_R1_SLIDE2, "16", "ssat", "#8", "#16")
 #endif
 
-/* The one-channel row function for stride s and mode (NULL when it is not linked). */
-static void (*eb_dw_row1_fn(int s, int mode))(const eb_dw_row1_job *)
+/* The one-channel row function for stride s and mode shifting by c (NULL when it is not
+ * linked). */
+static void (*eb_dw_row1_fn(int s, int mode, int c))(const eb_dw_row1_job *)
 {
-#if EB_DW_HAS_RELU
-    if (s == 1 && mode == EB_DW_RELU) {
-        return eb_dw_row1_s1_relu;
-    }
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row1_s1_relu_8, 1, EB_DW_RELU, 8)
+    EB_DW_PICK(eb_dw_row1_s2_relu_8, 2, EB_DW_RELU, 8)
 #endif
-#if EB_DW_HAS_NONE
-    if (s == 1 && mode == EB_DW_NONE) {
-        return eb_dw_row1_s1_none;
-    }
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row1_s1_relu_16, 1, EB_DW_RELU, 16)
+    EB_DW_PICK(eb_dw_row1_s2_relu_16, 2, EB_DW_RELU, 16)
 #endif
-#if EB_DW_HAS_RELU
-    if (s == 2 && mode == EB_DW_RELU) {
-        return eb_dw_row1_s2_relu;
-    }
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+    EB_DW_PICK(eb_dw_row1_s1_none_8, 1, EB_DW_NONE, 8)
+    EB_DW_PICK(eb_dw_row1_s2_none_8, 2, EB_DW_NONE, 8)
 #endif
-#if EB_DW_HAS_NONE
-    if (s == 2 && mode == EB_DW_NONE) {
-        return eb_dw_row1_s2_none;
-    }
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+    EB_DW_PICK(eb_dw_row1_s1_none_16, 1, EB_DW_NONE, 16)
+    EB_DW_PICK(eb_dw_row1_s2_none_16, 2, EB_DW_NONE, 16)
 #endif
     (void)s;
     (void)mode;
+    (void)c;
     return NULL;
 }
 #else
@@ -2267,7 +2334,7 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     int r, x;
 #if EB_DW_ROW1_ASM
     void (*const fn)(const eb_dw_row1_job *) =
-        slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode) : NULL;
+        slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode, sh) : NULL;
     eb_dw_row1_job rj;
     rj.init = init;
     rj.tap = tap;
@@ -2946,6 +3013,37 @@ static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, in
     }
 }
 
+/* Output channel oc's sums' start (eb_dw_init) into *init and its mode into o, readied in
+ * the fast NONE / RELU mode for the row functions, which shift by an immediate c: 8 for the
+ * layer's right shift s of 0..8, 16 for 9..16 (where that form is linked). Its sums are
+ * scaled by 2^(c - s) -- init here, its tap words by eb_dw_tile_taps -- and shift by c
+ * (o->s): exact, the sums only gain zero bits. Returns c - s; 0 leaves the channel as
+ * eb_dw_init made it, and one whose scaled init could overflow a sum (at most 2 ntaps
+ * products under 2^22 in magnitude) takes the generic store (its init the bias). */
+static EB_NOINLINE int eb_dw_tile_init(const eb_dw_tf *t, const eb_dw_rq *rq,
+                                       const int32_t *bias, int32_t oc, int s, eb_dw_out *o,
+                                       int32_t *init)
+{
+    const int c = s <= 8 ? 8 : 16;
+    const int32_t b = eb_dw_init(rq, bias, oc, o);
+    int32_t lim;
+    o->s = s;
+    *init = b;
+    if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || s < 0 || s > 16 ||
+        !(c == 8 ? EB_DW_TILE8 : EB_DW_TILE16)) {
+        return 0;
+    }
+    lim = (INT32_MAX - ((int32_t)2 * t->ntaps << 22)) >> (c - s);
+    if (b > lim || b < -lim) {
+        o->mode = rq->other;
+        *init = b - rq->half;
+        return 0;
+    }
+    *init = (int32_t)((uint32_t)b << (c - s));
+    o->s = c;
+    return c - s;
+}
+
 /* The layer by tiles: per group (a depthwise layer's input channel) and tile the patch of
  * its input channels once, then each of its m output channels (weights, packed or not;
  * bias; mode) over it -- per phase of a frame split by its dilation (eb_dw_tile_phase), the
@@ -2966,13 +3064,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     const int32_t out_plane = (int32_t)t->out_h * t->out_w0;
     int32_t in_off = 0, out_off = 0;
     int ph, ic, c, j, oy0, ox0, ky_lo, ky_hi;
-#if EB_DW_FAN
-    /* every tap row's offsets, which the fan reads (the frame's: the same in every phase,
-     * tile and channel; the loops below rewrite them alike) */
-    if (eb_dw_fan_takes(m, t->ntaps)) {
-        eb_dw_tile_taps(t, eb_dw_weights(p, weight, 0, taps, unpacked), NULL, 0, t->k_h, tap);
-    }
-#endif
+    eb_dw_tile_offsets(t, tap); /* the loops' and the fan's */
     for (ph = 0; ph < t->phases; ++ph) {
         if (t->phases > 1) {
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
@@ -2982,7 +3074,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                 const int rows = f.out_h - oy0 < f.rows ? f.out_h - oy0 : f.rows;
                 for (ox0 = 0; ox0 < f.out_w; ox0 += f.cols) {
                     for (c = 0; c < EB_DW_CHANS(&f); ++c) {
-                        (f.turned ? eb_dw_tile_fill_turned : eb_dw_tile_fill)(&f,
+                        EB_DW_FILL(&f)(&f,
                                         in + ((int32_t)ic * EB_DW_CHANS(&f) + c) * in_plane +
                                             in_off,
                                         oy0, ox0, rows, patch + c * f.csz);
@@ -3001,8 +3093,10 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                         const int32_t oc = (int32_t)ic * m + j;
                         const int two = pairs && j + 1 < m;
                         eb_dw_job job;
-                        job.init_a = eb_dw_init(rq, bias, oc, &oa);
-                        job.init_b = two ? eb_dw_init(rq, bias, oc + 1, &ob) : 0;
+                        const int ta = eb_dw_tile_init(&f, rq, bias, oc, o->s, &oa, &job.init_a);
+                        const int tb = two ? eb_dw_tile_init(&f, rq, bias, oc + 1, o->s, &ob,
+                                                             &job.init_b)
+                                           : (job.init_b = 0);
                         job.oa = &oa;
                         job.ob = two ? &ob : NULL;
                         job.ia = oc * out_plane + out_off;
@@ -3010,7 +3104,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                         eb_dw_tile_taps(&f, eb_dw_weights(p, weight, oc, taps, unpacked),
                                         two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
                                             : NULL,
-                                        ky_lo, ky_hi, tap);
+                                        ky_lo, ky_hi, tap, ta, tb);
                         eb_dw_tile_segments(&f, patch, tap, &job, oy0, ox0, rows);
                     }
                 }

@@ -309,5 +309,10 @@ static inline void eb_cols_chunk(uint32_t t0, uint32_t t1, uint32_t t2, uint32_t
 #define EB_ASM_SAT4(sat, bits, a, b, c, d)                                                  \
     sat " " a ", " bits ", " a "\n\t" sat " " b ", " bits ", " b "\n\t" sat " " c ", " bits    \
         ", " c "\n\t" sat " " d ", " bits ", " d "\n\t"
+/* The same of 4 sums shifted right by the immediate sh ("#8") on the way. */
+#define EB_ASM_SAT4_ASR(sat, bits, a, b, c, d, sh)                                          \
+    sat " " a ", " bits ", " a ", asr " sh "\n\t" sat " " b ", " bits ", " b ", asr " sh     \
+        "\n\t" sat " " c ", " bits ", " c ", asr " sh "\n\t" sat " " d ", " bits ", " d     \
+        ", asr " sh "\n\t"
 
 #endif /* EB_SIMD_H */

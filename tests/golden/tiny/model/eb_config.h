@@ -93,6 +93,8 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
+#define EB_OPT_NO_DW_TILE8
+#define EB_OPT_NO_DW_TILE16
 #define EB_OPT_NO_DW_FAN
 #define EB_OPT_NO_DW_FAN8
 #define EB_OPT_NO_DW_FAN16

@@ -227,6 +227,28 @@ typedef struct {
 #else
 #define EB_DW_HAS_ABS 1
 #endif
+/* A row function's arguments where the mode (RELU, NONE) and the shift's form (8, 16) are linked, else
+ * nothing. */
+#if EB_DW_HAS_RELU && EB_DW_TILE8
+#define EB_DW_R8(...) __VA_ARGS__
+#else
+#define EB_DW_R8(...)
+#endif
+#if EB_DW_HAS_RELU && EB_DW_TILE16
+#define EB_DW_R16(...) __VA_ARGS__
+#else
+#define EB_DW_R16(...)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE8
+#define EB_DW_N8(...) __VA_ARGS__
+#else
+#define EB_DW_N8(...)
+#endif
+#if EB_DW_HAS_NONE && EB_DW_TILE16
+#define EB_DW_N16(...) __VA_ARGS__
+#else
+#define EB_DW_N16(...)
+#endif
 
 /* Kernels: 3-tap rows; the table kernel with pixel pairs (dil_w 1, even dil_w) or single. */
 enum { EB_DW_K3, EB_DW_PAIR_D1, EB_DW_PAIR_EVEN, EB_DW_SINGLE };
@@ -1728,33 +1750,22 @@ typedef struct {
                          "add sp, sp, #40\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
     }
+/* Per stride s_ (its pixels' offsets, the row's step), the forms linked; and their cases. */
+#define EB_DW_ROW_FNS(s_, s2, s4, s6, step)                                                  \
+    EB_DW_R8(EB_DW_ROW_FN(eb_dw_row_s##s_##_relu_8, s2, s4, s6, step, "usat", "#7", "#8"))   \
+    EB_DW_R16(EB_DW_ROW_FN(eb_dw_row_s##s_##_relu_16, s2, s4, s6, step, "usat", "#7", "#16")) \
+    EB_DW_N8(EB_DW_ROW_FN(eb_dw_row_s##s_##_none_8, s2, s4, s6, step, "ssat", "#8", "#8"))   \
+    EB_DW_N16(EB_DW_ROW_FN(eb_dw_row_s##s_##_none_16, s2, s4, s6, step, "ssat", "#8", "#16"))
+#define EB_DW_ROW_PICKS(pre, s_)                                                             \
+    EB_DW_R8(EB_DW_PICK(pre##s_##_relu_8, s_, EB_DW_RELU, 8))                                \
+    EB_DW_R16(EB_DW_PICK(pre##s_##_relu_16, s_, EB_DW_RELU, 16))                             \
+    EB_DW_N8(EB_DW_PICK(pre##s_##_none_8, s_, EB_DW_NONE, 8))                                \
+    EB_DW_N16(EB_DW_PICK(pre##s_##_none_16, s_, EB_DW_NONE, 16))
 #if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-EB_DW_ROW_FN(eb_dw_row_s1_relu_8, "2", "4", "6", "8", "usat", "#7", "#8")
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-EB_DW_ROW_FN(eb_dw_row_s1_relu_16, "2", "4", "6", "8", "usat", "#7", "#16")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-EB_DW_ROW_FN(eb_dw_row_s1_none_8, "2", "4", "6", "8", "ssat", "#8", "#8")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-EB_DW_ROW_FN(eb_dw_row_s1_none_16, "2", "4", "6", "8", "ssat", "#8", "#16")
-#endif
+EB_DW_ROW_FNS(1, "2", "4", "6", "8")
 #endif
 #if EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-EB_DW_ROW_FN(eb_dw_row_s2_relu_8, "4", "8", "12", "16", "usat", "#7", "#8")
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-EB_DW_ROW_FN(eb_dw_row_s2_relu_16, "4", "8", "12", "16", "usat", "#7", "#16")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-EB_DW_ROW_FN(eb_dw_row_s2_none_8, "4", "8", "12", "16", "ssat", "#8", "#8")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-EB_DW_ROW_FN(eb_dw_row_s2_none_16, "4", "8", "12", "16", "ssat", "#8", "#16")
-#endif
+EB_DW_ROW_FNS(2, "4", "8", "12", "16")
 #endif
 
 /* The row function for stride s and mode shifting by c (8, 16; NULL when it is not linked:
@@ -1762,32 +1773,10 @@ EB_DW_ROW_FN(eb_dw_row_s2_none_16, "4", "8", "12", "16", "ssat", "#8", "#16")
 static void (*eb_dw_row_fn(int s, int mode, int c))(const eb_dw_row_job *)
 {
 #if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row_s1_relu_8, 1, EB_DW_RELU, 8)
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row_s1_relu_16, 1, EB_DW_RELU, 16)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row_s1_none_8, 1, EB_DW_NONE, 8)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row_s1_none_16, 1, EB_DW_NONE, 16)
-#endif
+    EB_DW_ROW_PICKS(eb_dw_row_s, 1)
 #endif
 #if EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row_s2_relu_8, 2, EB_DW_RELU, 8)
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row_s2_relu_16, 2, EB_DW_RELU, 16)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row_s2_none_8, 2, EB_DW_NONE, 8)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row_s2_none_16, 2, EB_DW_NONE, 16)
-#endif
+    EB_DW_ROW_PICKS(eb_dw_row_s, 2)
 #endif
     (void)s;
     (void)mode;
@@ -2187,43 +2176,20 @@ typedef struct {
                          "add sp, sp, #32\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-EB_DW_ROW1_FN(eb_dw_row1_s1_relu_8, EB_DW_R1_SLIDE1, "8", "usat", "#7", "#8")
-EB_DW_ROW1_FN(eb_dw_row1_s2_relu_8, EB_DW_R1_SLIDE2, "16", "usat", "#7", "#8")
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-EB_DW_ROW1_FN(eb_dw_row1_s1_relu_16, EB_DW_R1_SLIDE1, "8", "usat", "#7", "#16")
-EB_DW_ROW1_FN(eb_dw_row1_s2_relu_16, EB_DW_R1_SLIDE2, "16", "usat", "#7", "#16")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-EB_DW_ROW1_FN(eb_dw_row1_s1_none_8, EB_DW_R1_SLIDE1, "8", "ssat", "#8", "#8")
-EB_DW_ROW1_FN(eb_dw_row1_s2_none_8, EB_DW_R1_SLIDE2, "16", "ssat", "#8", "#8")
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-EB_DW_ROW1_FN(eb_dw_row1_s1_none_16, EB_DW_R1_SLIDE1, "8", "ssat", "#8", "#16")
-EB_DW_ROW1_FN(eb_dw_row1_s2_none_16, EB_DW_R1_SLIDE2, "16", "ssat", "#8", "#16")
-#endif
+#define EB_DW_ROW1_FNS(s_, SLIDE, step)                                                       \
+    EB_DW_R8(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_relu_8, SLIDE, step, "usat", "#7", "#8"))      \
+    EB_DW_R16(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_relu_16, SLIDE, step, "usat", "#7", "#16"))   \
+    EB_DW_N8(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_none_8, SLIDE, step, "ssat", "#8", "#8"))      \
+    EB_DW_N16(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_none_16, SLIDE, step, "ssat", "#8", "#16"))
+EB_DW_ROW1_FNS(1, EB_DW_R1_SLIDE1, "8")
+EB_DW_ROW1_FNS(2, EB_DW_R1_SLIDE2, "16")
 
 /* The one-channel row function for stride s and mode shifting by c (NULL when it is not
  * linked). */
 static void (*eb_dw_row1_fn(int s, int mode, int c))(const eb_dw_row1_job *)
 {
-#if EB_DW_HAS_RELU && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row1_s1_relu_8, 1, EB_DW_RELU, 8)
-    EB_DW_PICK(eb_dw_row1_s2_relu_8, 2, EB_DW_RELU, 8)
-#endif
-#if EB_DW_HAS_RELU && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row1_s1_relu_16, 1, EB_DW_RELU, 16)
-    EB_DW_PICK(eb_dw_row1_s2_relu_16, 2, EB_DW_RELU, 16)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE8
-    EB_DW_PICK(eb_dw_row1_s1_none_8, 1, EB_DW_NONE, 8)
-    EB_DW_PICK(eb_dw_row1_s2_none_8, 2, EB_DW_NONE, 8)
-#endif
-#if EB_DW_HAS_NONE && EB_DW_TILE16
-    EB_DW_PICK(eb_dw_row1_s1_none_16, 1, EB_DW_NONE, 16)
-    EB_DW_PICK(eb_dw_row1_s2_none_16, 2, EB_DW_NONE, 16)
-#endif
+    EB_DW_ROW_PICKS(eb_dw_row1_s, 1)
+    EB_DW_ROW_PICKS(eb_dw_row1_s, 2)
     (void)s;
     (void)mode;
     (void)c;
@@ -3393,12 +3359,21 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
 #define EB_COL2_MACS                                                                         \
     "smlabb %[a0], %[lo], %[w], %[a0]\n\t"                                                   \
     "smlabt %[b0], %[lo], %[w], %[b0]\n\t"
-#define EB_COL2_S1                                                                           \
+/* A tap's 4 pixels at stride 1 (one word) or 2 (the words at x0 and x3) into lo, hi. */
+#define EB_COL_LD_S1                                                                         \
     "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
     "ldr %[lo], [%[q], %[lo]]\n\t"                                                           \
     "sxtb16 %[hi], %[lo], ror #8\n\t"                                                        \
-    "sxtb16 %[lo], %[lo]\n\t"                                                                \
-    EB_COL2_MACS                                                                             \
+    "sxtb16 %[lo], %[lo]\n\t"
+#define EB_COL_LD_S2                                                                         \
+    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
+    "add %[lo], %[q], %[lo]\n\t"                                                             \
+    "ldr %[hi], [%[lo], #3]\n\t"                                                             \
+    "ldr %[lo], [%[lo]]\n\t"                                                                 \
+    "sxtb16 %[hi], %[hi], ror #8\n\t"                                                        \
+    "sxtb16 %[lo], %[lo]\n\t"
+#define EB_COL2_S1                                                                           \
+    EB_COL_LD_S1 EB_COL2_MACS                                                                \
     "smlabb %[a1], %[hi], %[w], %[a1]\n\t"                                                   \
     "smlatb %[a2], %[lo], %[w], %[a2]\n\t"                                                   \
     "smlatb %[a3], %[hi], %[w], %[a3]\n\t"                                                   \
@@ -3406,13 +3381,7 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
     "smlatt %[b2], %[lo], %[w], %[b2]\n\t"                                                   \
     "smlatt %[b3], %[hi], %[w], %[b3]\n\t"
 #define EB_COL2_S2                                                                           \
-    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
-    "add %[lo], %[q], %[lo]\n\t"                                                             \
-    "ldr %[hi], [%[lo], #3]\n\t"                                                             \
-    "ldr %[lo], [%[lo]]\n\t"                                                                 \
-    "sxtb16 %[hi], %[hi], ror #8\n\t"                                                        \
-    "sxtb16 %[lo], %[lo]\n\t"                                                                \
-    EB_COL2_MACS                                                                             \
+    EB_COL_LD_S2 EB_COL2_MACS                                                                \
     "smlatb %[a1], %[lo], %[w], %[a1]\n\t"                                                   \
     "smlabb %[a2], %[hi], %[w], %[a2]\n\t"                                                   \
     "smlatb %[a3], %[hi], %[w], %[a3]\n\t"                                                   \
@@ -3433,21 +3402,13 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
 /* One channel's, from 4 sums, with the end in a register: per tap 8 instructions at stride
  * 1 (LDRD, LDR, 2 SXTB16, 4 SMLAxB), 10 at stride 2, where GCC's C took 10 and 12.5. */
 #define EB_COL1_S1                                                                           \
-    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
-    "ldr %[lo], [%[q], %[lo]]\n\t"                                                           \
-    "sxtb16 %[hi], %[lo], ror #8\n\t"                                                        \
-    "sxtb16 %[lo], %[lo]\n\t"                                                                \
+    EB_COL_LD_S1                                                                             \
     "smlabb %[a0], %[lo], %[w], %[a0]\n\t"                                                   \
     "smlabb %[a1], %[hi], %[w], %[a1]\n\t"                                                   \
     "smlatb %[a2], %[lo], %[w], %[a2]\n\t"                                                   \
     "smlatb %[a3], %[hi], %[w], %[a3]\n\t"
 #define EB_COL1_S2                                                                           \
-    "ldrd %[lo], %[w], [%[e]], #8\n\t"                                                       \
-    "add %[lo], %[q], %[lo]\n\t"                                                             \
-    "ldr %[hi], [%[lo], #3]\n\t"                                                             \
-    "ldr %[lo], [%[lo]]\n\t"                                                                 \
-    "sxtb16 %[hi], %[hi], ror #8\n\t"                                                        \
-    "sxtb16 %[lo], %[lo]\n\t"                                                                \
+    EB_COL_LD_S2                                                                             \
     "smlabb %[a0], %[lo], %[w], %[a0]\n\t"                                                   \
     "smlatb %[a1], %[lo], %[w], %[a1]\n\t"                                                   \
     "smlabb %[a2], %[hi], %[w], %[a2]\n\t"                                                   \

@@ -29,8 +29,7 @@ from test_kernels_opt import (
 )
 
 from edgebuild.ops.c import OPTIONAL_PATHS
-from edgebuild.ops.conv import shift_forms
-from edgebuild.ops.conv_path import kernel_paths, two_pixel_block
+from edgebuild.ops.conv_path import kernel_paths, shift_forms, two_pixel_block
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)

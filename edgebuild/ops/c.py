@@ -106,7 +106,7 @@ class CCode:
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
 # the 3-tap, tile (and the tile kernel's loops specialised to a frame: conv_path.tile_paths,
 # its row functions' and its fan's of one input channel's many outputs forms shifting by 8
-# or 16: "dw_tile8", "dw_tile16", "dw_fan8", "dw_fan16", ops.conv.shift_forms -- its dense
+# or 16: "dw_tile8", "dw_tile16", "dw_fan8", "dw_fan16", ops.conv_path.shift_forms -- its dense
 # and grouped convs: "dw_group"),
 # column and table kernels (ops.conv_path.kernel_paths); the optimized
 # kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; its GEMM rows

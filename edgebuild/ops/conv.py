@@ -32,6 +32,7 @@ from edgebuild.ops.conv_path import (
     as_linear,
     dw_tile,
     kernel_paths,
+    shift_forms,
     split,
     two_pixel_block,
 )
@@ -425,7 +426,7 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     kernels: the pointwise or split-tiled ones, or those of conv_path.kernel_paths, with the
     output form the layer requantizes to ("q_relu", "q_none", "q_abs", "q_wide"). A tiled
     pass runs eb_conv2d_opt on its tiles, whose shapes may take the next path too; a banded
-    one, the 3-tap kernels."""
+    one, the 3-tap kernels. With the tile kernel's forms of the shift (shift_forms)."""
     if not step.optimized:
         return frozenset()
     layer = step.layer
@@ -444,19 +445,8 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
         paths |= {"im2col"} | two_px | ({"dw_tile", "dw_tile_one", "dw_table"}
                                         if "dw_column" not in paths and "depthwise" in paths
                                         else set())
-    if step.quant is not None:
-        paths |= shift_forms(paths, -step.quant.shift)
-    return paths | form | (stride2 if "im2col" in paths else frozenset())
-
-
-def shift_forms(paths: frozenset[str], shift: int) -> frozenset[str]:
-    """The forms of the tile kernel's row functions and of its fan a layer on them runs
-    (eb_dw_tile_init, eb_dw_fan_tile): requantizing by the immediate 8 ("dw_tile8",
-    "dw_fan8": a right shift of 0..8) or 16 ("dw_tile16", "dw_fan16": 9..16); none other."""
-    if not 0 <= shift <= 16:
-        return frozenset()
-    c = 8 if shift <= 8 else 16
-    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan") if kind in paths)
+    forms = shift_forms(paths, -step.quant.shift) if step.quant is not None else frozenset()
+    return paths | forms | form | (stride2 if "im2col" in paths else frozenset())
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

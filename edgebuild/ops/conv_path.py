@@ -266,6 +266,16 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
                                                  else set()))
 
 
+def shift_forms(paths: frozenset[str], shift: int) -> frozenset[str]:
+    """The forms of the tile kernel's row functions and of its fan a layer on them runs
+    (eb_dw_tile_init, eb_dw_fan_tile): requantizing by the immediate 8 ("dw_tile8",
+    "dw_fan8": a right shift of 0..8) or 16 ("dw_tile16", "dw_fan16": 9..16); none other."""
+    if not 0 <= shift <= 16:
+        return frozenset()
+    c = 8 if shift <= 8 else 16
+    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan") if kind in paths)
+
+
 def as_linear(conv: Plane) -> bool:
     """eb_conv_as_linear: a dense conv with one output pixel whose window is the whole
     unpadded input runs as a linear layer (no column, no depthwise path)."""

@@ -179,6 +179,13 @@ typedef struct {
     if (s == (s_) && mode == (mode_) && c == (c_)) {                               \
         return fn_;                                                                          \
     }
+/* A row function selector's cases for stride s_, the forms linked (functions pre<s_>_relu_8
+ * ...). */
+#define EB_DW_ROW_PICKS(pre, s_)                                                             \
+    EB_DW_R8(EB_DW_PICK(pre##s_##_relu_8, s_, EB_DW_RELU, 8))                                \
+    EB_DW_R16(EB_DW_PICK(pre##s_##_relu_16, s_, EB_DW_RELU, 16))                             \
+    EB_DW_N8(EB_DW_PICK(pre##s_##_none_8, s_, EB_DW_NONE, 8))                                \
+    EB_DW_N16(EB_DW_PICK(pre##s_##_none_16, s_, EB_DW_NONE, 16))
 /* Its requantization shifts by an immediate (eb_dw_fan_tile): 8 for a layer's right shift of
  * 0..8 (EB_OPT_NO_DW_FAN8 leaves it out), 16 for 9..16 (EB_OPT_NO_DW_FAN16). */
 #if defined(EB_OPT_NO_DW_FAN8) || !EB_DW_FAN
@@ -1750,17 +1757,12 @@ typedef struct {
                          "add sp, sp, #40\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
     }
-/* Per stride s_ (its pixels' offsets, the row's step), the forms linked; and their cases. */
+/* Per stride s_ (its pixels' offsets, the row's step), the forms linked. */
 #define EB_DW_ROW_FNS(s_, s2, s4, s6, step)                                                  \
     EB_DW_R8(EB_DW_ROW_FN(eb_dw_row_s##s_##_relu_8, s2, s4, s6, step, "usat", "#7", "#8"))   \
     EB_DW_R16(EB_DW_ROW_FN(eb_dw_row_s##s_##_relu_16, s2, s4, s6, step, "usat", "#7", "#16")) \
     EB_DW_N8(EB_DW_ROW_FN(eb_dw_row_s##s_##_none_8, s2, s4, s6, step, "ssat", "#8", "#8"))   \
     EB_DW_N16(EB_DW_ROW_FN(eb_dw_row_s##s_##_none_16, s2, s4, s6, step, "ssat", "#8", "#16"))
-#define EB_DW_ROW_PICKS(pre, s_)                                                             \
-    EB_DW_R8(EB_DW_PICK(pre##s_##_relu_8, s_, EB_DW_RELU, 8))                                \
-    EB_DW_R16(EB_DW_PICK(pre##s_##_relu_16, s_, EB_DW_RELU, 16))                             \
-    EB_DW_N8(EB_DW_PICK(pre##s_##_none_8, s_, EB_DW_NONE, 8))                                \
-    EB_DW_N16(EB_DW_PICK(pre##s_##_none_16, s_, EB_DW_NONE, 16))
 #if EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR
 EB_DW_ROW_FNS(1, "2", "4", "6", "8")
 #endif

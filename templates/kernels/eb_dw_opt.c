@@ -2608,6 +2608,22 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
     return unpacked;
 }
 
+/* ---- requantization by an immediate (the fan, the tile row functions) ----
+ * A sum that shifts right by a layer's s of 0..16 may shift by the immediate c = 8 (s <= 8)
+ * or 16 instead, once scaled by 2^(c - s) (its init and weights: the sums gain zero bits
+ * only): eb_dw_imm gives c, 0 for no such s. The scaled init of a sum of at most 2 n
+ * products (n tap pairs, each product under 2^22 in magnitude once scaled) must stay within
+ * eb_dw_imm_limit for the sum not to overflow. */
+EB_INLINE int eb_dw_imm(int s)
+{
+    return s < 0 || s > 16 ? 0 : s <= 8 ? 8 : 16;
+}
+
+EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
+{
+    return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
+}
+
 /* ---- the fan: many output channels of one input channel ----
  * A layer of the tile kernel with a multiplier of EB_DW_FAN_MIN or more (a dense conv of one
  * input channel: a first layer's 1 -> 32) and at most EB_DW_FAN_TAPS tap pairs a pixel: the
@@ -2850,13 +2866,13 @@ static eb_dw_fan_fn eb_dw_fan_of(int n, int mode_, int c)
 /* Records of `count` output channels from oc (their init and tap words, in the frame's
  * order of eb_dw_tile_taps) into rec, scaled by 2^t (0 <= t <= 8: the weights still int16;
  * the sums shift right by t more, eb_dw_fan_tile); the number built: fewer when a channel's
- * requantization is not the fast mode `mode`, or its init scaled could overflow a sum (of at
- * most 2 EB_DW_FAN_TAPS products under 2^22 in magnitude). */
+ * requantization is not the fast mode `mode`, or its init scaled could overflow a sum
+ * (eb_dw_imm_limit). */
 static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const int8_t *weight,
                              const int32_t *bias, const eb_dw_rq *rq, int32_t oc, int count,
                              int mode, int t, uint32_t *rec)
 {
-    const int32_t lim = (INT32_MAX - ((int32_t)2 * EB_DW_FAN_TAPS << 22)) >> t;
+    const int32_t lim = eb_dw_imm_limit(EB_DW_FAN_TAPS, t);
     int8_t unpacked[2 * EB_DW_FAN_TAPS]; /* chans * k_h * k_w <= 2 * ntaps */
     const int32_t cw = (int32_t)p->k_h * p->k_w, taps = EB_DW_CHANS(f) * cw, w_c = f->w_c;
     const int32_t wstep = f->d_w == 1 ? 2 * w_c : w_c;
@@ -2902,8 +2918,8 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
                                       int m, int oy0, int ox0, int rows, int sh)
 {
     uint32_t rec[EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)];
-    const int n = f->ntaps, mode = rq->fast, c = sh <= 8 ? 8 : 16;
-    const eb_dw_fan_fn fn = sh >= 0 && sh <= 16 ? eb_dw_fan_of(n, mode, c) : NULL;
+    const int n = f->ntaps, mode = rq->fast, c = eb_dw_imm(sh);
+    const eb_dw_fan_fn fn = c ? eb_dw_fan_of(n, mode, c) : NULL;
     const int cols = (ox0 + f->cols < f->out_w ? ox0 + f->cols : f->out_w) - ox0;
     const int32_t pitch = (int32_t)f->s_h * f->pw, dc = f->dst_c;
     eb_dw_fan_job job;
@@ -2986,22 +3002,22 @@ static EB_NOINLINE void eb_dw_tile_rows(const eb_dw_tf *t, int oy0, int rows, in
  * layer's right shift s of 0..8, 16 for 9..16 (where that form is linked). Its sums are
  * scaled by 2^(c - s) -- init here, its tap words by eb_dw_tile_taps -- and shift by c
  * (o->s): exact, the sums only gain zero bits. Returns c - s; 0 leaves the channel as
- * eb_dw_init made it, and one whose scaled init could overflow a sum (at most 2 ntaps
- * products under 2^22 in magnitude) takes the generic store (its init the bias). */
+ * eb_dw_init made it, and one whose scaled init could overflow a sum (eb_dw_imm_limit)
+ * takes the generic store (its init the bias). */
 static EB_NOINLINE int eb_dw_tile_init(const eb_dw_tf *t, const eb_dw_rq *rq,
                                        const int32_t *bias, int32_t oc, int s, eb_dw_out *o,
                                        int32_t *init)
 {
-    const int c = s <= 8 ? 8 : 16;
+    const int c = eb_dw_imm(s);
     const int32_t b = eb_dw_init(rq, bias, oc, o);
     int32_t lim;
     o->s = s;
     *init = b;
-    if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || s < 0 || s > 16 ||
+    if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !c ||
         !(c == 8 ? EB_DW_TILE8 : EB_DW_TILE16)) {
         return 0;
     }
-    lim = (INT32_MAX - ((int32_t)2 * t->ntaps << 22)) >> (c - s);
+    lim = eb_dw_imm_limit(t->ntaps, c - s);
     if (b > lim || b < -lim) {
         o->mode = rq->other;
         *init = b - rq->half;

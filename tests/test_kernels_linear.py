@@ -100,3 +100,35 @@ def test_m4_linear_opt_sums_at_int32_max(lib, m4_build):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout, result.stdout
+
+
+def _tail_cases() -> list[tuple]:
+    """The M4's blocks by hand (eb_linear_asm) at every tail: 4..13 inputs and some wider
+    ones (whole words plus 0..3 more), 4..9 rows (a last block with and without rows after
+    it: with none, one whose rows end in 2 or 3 inputs is left to C), relu and none, half up
+    and floor, shifts 1..20, random weights and biases (none for 8 rows)."""
+    rng = np.random.default_rng(32)
+    cases = []
+    for in_f in (*range(4, 14), 25, 26, 27, 64, 67):
+        for out_f in (4, 5, 8, 9):
+            q = {"shift": -int(rng.integers(1, 21)), "rounding": int(rng.integers(0, 2)),
+                 "act": int(rng.integers(0, 2))}
+            x = rng.integers(-128, 128, size=in_f).astype(np.int8)
+            w = rng.integers(-128, 128, size=(out_f, in_f)).astype(np.int8)
+            bias = rng.integers(-(1 << 20), 1 << 20, size=out_f).astype(np.int32)
+            cases.append((in_f, out_f, x, w, None if out_f == 8 else bias, q))
+    return cases
+
+
+def test_linear_opt_equals_reference_at_every_tail(lib):  # noqa: F811
+    for in_f, out_f, x, w, bias, q in _tail_cases():
+        ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide=False)
+        np.testing.assert_array_equal(opt, ref, err_msg=f"{in_f}->{out_f} {q}")
+
+
+@needs_m4
+def test_m4_linear_opt_equals_reference_at_every_tail(lib, m4_build):  # noqa: F811
+    elf = build_m4(m4_build, "linear_tails", m4_test_program(lib, [], linear_cases=_tail_cases()))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout, result.stdout

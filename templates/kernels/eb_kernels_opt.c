@@ -948,6 +948,7 @@ static EB_NOINLINE void eb_dot_4x1(int32_t k, const int8_t *w, const int16_t *c,
     eb_dot4(k, w, c, acc, whole);
 }
 
+#ifndef EB_LINEAR_ASM /* there eb_linear_asm */
 /* `blocks` blocks of 4 rows from w (4 k bytes each) against the column c, each row's sum
  * started at its bias (NULL: 0) and stored to out as USAT #7 (relu) / SSAT #8 of the sum
  * requantized by eb_half (right shift s1 + 1, half up when h), straight from the registers.
@@ -992,6 +993,7 @@ static EB_NOINLINE void eb_linear_rows4_none(int32_t k, const int8_t *w, const i
 {
     eb_linear_rows4(k, w, c, bias, h, s1, blocks, more, out, 0);
 }
+#endif
 
 /* Rows w, w + k against one column at c: acc[0] += w . c, acc[1] += (w + k) . c. */
 static EB_NOINLINE void eb_dot_2x1(int32_t k, const int8_t *w, const int16_t *c,
@@ -1501,6 +1503,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
 
 /* ---- linear ---------------------------------------------------------------------------- */
 
+#ifndef EB_LINEAR_ASM /* there eb_linear_asm takes every row of a layer of 4 or more inputs */
 /* Rows of a layer of at most 4 n inputs (n words), one at a time with the whole column in
  * registers ([c0, c2], [c1, c3] per word): per row n LDR of its weights (the bytes past a
  * row meet zeros in the column, and the row after it exists: the caller leaves the last row
@@ -1569,14 +1572,62 @@ EB_LINEAR_SHORT(eb_linear_short_relu, 1)
 EB_LINEAR_SHORT(eb_linear_short_none, 0)
 #endif
 #undef EB_LINEAR_SHORT
+#endif
+
+#ifdef EB_LINEAR_ASM
+static const int32_t eb_zero4[4] = {0, 0, 0, 0};
+
+/* eb_linear_fast's blocks by hand (eb_linear4_relu / _none), k >= 4 inputs: a last
+ * block whose rows end in 2 or 3 inputs past their whole words reads a word of each, past
+ * the weights where no row follows it, so it is left to the caller. Returns the rows done. */
+static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
+                         const eb_sink *s, const int16_t *cols, int32_t h)
+{
+    const int blocks = out_f >> 2;
+    eb_linear_job job;
+    job.w = weight;
+    job.c = cols;
+    job.cend = cols + 4 * (in_f >> 2);
+    job.bias = bias != NULL ? bias : eb_zero4;
+    job.bstep = bias != NULL ? 16 : 0;
+    job.out = s->out8;
+    job.km4 = in_f - 4;
+    job.k4 = 4 * in_f;
+    job.s1 = -s->shift - 1;
+    job.h = h;
+    job.blocks = (in_f & 3) >= 2 && out_f == 4 * blocks ? blocks - 1 : blocks;
+    job.tail = in_f & 3;
+    job.odd = (in_f >> 2) & 1;
+    if (job.blocks == 0) {
+        return 0;
+    }
+#if EB_HAS_Q_RELU
+    if (s->act == EB_ACT_RELU) {
+        const int n = job.blocks;
+        eb_linear4_relu(&job);
+        return 4 * n;
+    }
+#endif
+#if EB_HAS_Q_NONE
+    if (s->act == EB_ACT_NONE) {
+        const int n = job.blocks;
+        eb_linear4_none(&job);
+        return 4 * n;
+    }
+#endif
+    return 0;
+}
+#endif
 
 /* The rows of eb_linear_core (int8 weights) that the fast form takes, four at a time
  * (eb_linear_rows4): int8 out, a right shift 1 <= s <= 31, relu or none, half-up or floor
  * rounding. Requantized by eb_half, no sum can overflow, so no bias needs checking (a check
  * per row cost 10 instructions, 0.4 per MAC at 26 inputs). eb_store's set-up per block cost
- * more than a narrow layer's 4 x in_f MACs (5.5 instructions per MAC at 10 inputs). A
- * layer of at most 16 inputs runs a row at a time (eb_linear_short). Returns the rows done:
- * all but the last of a short layer, every block of 4 of another, or none. */
+ * more than a narrow layer's 4 x in_f MACs (5.5 instructions per MAC at 10 inputs). On the
+ * M4 a layer of 4 or more inputs with a bias runs by hand (eb_linear_asm); elsewhere one of at
+ * most 16 inputs runs a row at a time (eb_linear_short). Returns the rows done: all but the
+ * last of a short layer, every block of 4 of another (eb_linear_asm: but a last one it cannot
+ * read whole), or none. */
 static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
                           const eb_sink *s, const int16_t *cols)
 {
@@ -1589,6 +1640,10 @@ static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32
         return 0;
     }
     h = s->rounding == EB_ROUND_HALF_UP;
+#ifdef EB_LINEAR_ASM
+    /* fewer than 4 inputs: the generic loop of eb_linear_core */
+    return in_f >= 4 ? eb_linear_asm(in_f, out_f, weight, bias, s, cols, h) : 0;
+#else
     if (in_f <= 16 && bias != NULL) {
         /* a row reads 4 ceil(in_f / 4) bytes: the last `last` rows are left to the caller,
          * so that no read passes the weights' end */
@@ -1618,6 +1673,7 @@ static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32
         return 0;
     }
     return 4 * blocks;
+#endif
 }
 
 /* bits: 0 for int8 weights, else packed 1-, 2- or 4-bit ones. */

@@ -109,16 +109,17 @@ LOOP_CASES = [
 ]
 # The fan (one input channel's many outputs over 1-6 tap pairs): two pixels at a time with
 # an odd last one, more channels than a chunk of records (16), stride 2, a turned frame
-# (outputs down the columns), an odd multiplier, tiles near the padding (the other loops),
+# (outputs down the columns), odd multipliers (the channel loop, two a pass, entered at its
+# second; a last chunk of 5), tiles near the padding (the other loops),
 # a dilation split into phases; one pixel at a time over 5 and 6 pairs.
 FAN_CASES = [
-    dw_1d(1, 45, 5, 20, pad=2, act=1),                            # 3 pairs, 20 channels
-    dw_1d(2, 38, 3, 8, stride=2, pad=1, act=0),                   # 2 pairs, stride 2
+    dw_1d(1, 45, 5, 21, pad=2, act=1),                            # 3 pairs, 21 channels
+    dw_1d(2, 38, 3, 7, stride=2, pad=1, act=0),                   # 2 pairs, stride 2
     dw_config(1, 17, 9, (5, 1), 8, 1, (2, 0), act=1),             # 3 pairs, turned
     dw_1d(1, 30, 2, 9, act=0),                                    # 1 pair, 9 channels
     dw_config(1, 10, 20, (2, 4), 5, 1, 1, act=1),                 # 4 pairs, rows padded
     dw_1d(1, 70, 3, 6, pad=2, dil=2, act=0),                      # 2 pairs, 2 phases
-    dw_1d(1, 33, 9, 12, pad=4, act=1),                            # 5 pairs, one pixel
+    dw_1d(1, 33, 9, 13, pad=4, act=1),                            # 5 pairs, one pixel
     dw_config(1, 15, 13, 3, 12, 2, 0, act=0),                     # 6 pairs, 3x3 stride 2
 ]
 # The patch's copies (eb_dw_tile_fill_turned): a turned frame two rows at a time, its first

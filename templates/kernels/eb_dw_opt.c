@@ -2659,6 +2659,7 @@ typedef struct {
     int32_t sb, qstep, ostep; /* 28, 32, 36: bytes to pixel 2; to the next pair, its output */
     int32_t npx;             /* 40: pixel pairs (n > 4: pixels) */
     int32_t off[6];          /* 44: the tap pairs' byte offsets */
+    int32_t odd, pad;        /* 68: an odd count of records (the loop entered at its second) */
 } eb_dw_fan_job;
 
 typedef void (*eb_dw_fan_fn)(eb_dw_fan_job *);
@@ -2711,18 +2712,22 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
 #define EB_FAN_KEEP "ldrd r6, r7, [sp, #8]\n\t"
 #define EB_FAN_NEXT_REG "add lr, lr, r6\n\tcmp r12, r7\n\tbne 1b\n\t"
 #define EB_FAN_NEXT_STACK "ldrd r10, r11, [sp, #8]\n\tadd lr, lr, r10\n\tcmp r12, r11\n\tbne 1b\n\t"
-/* Both forms' entry: the job copied to the stack (17 words), and their exit: the next pixel
- * (pair) -- q and out advanced, the count down -- and the return. */
+/* The first channel of a loop pass: the next channel's output, no test. */
+#define EB_FAN_HALF_REG "add lr, lr, r6\n\t"
+#define EB_FAN_HALF_STACK "ldr r10, [sp, #8]\n\tadd lr, lr, r10\n\t"
+/* Both forms' entry: the job copied to the stack (18 words), and their exit: the next pixel
+ * (pair) -- q and out advanced, the count down -- and the return. The channel loop does two
+ * channels a pass (one test for both), entered at the second for an odd count (job.odd). */
 #define EB_FAN_ENTER                                                                         \
     "push {r0, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                    \
-    "sub sp, sp, #68\n\t"                                                                    \
+    "sub sp, sp, #72\n\t"                                                                    \
     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
     "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
     "add r9, sp, #32\n\t"                                                                    \
     "stmia r9, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
-    "ldr r1, [r0]\n\t"                                                                       \
-    "str r1, [sp, #64]\n"
+    "ldrd r1, r2, [r0]\n\t"                                                                 \
+    "strd r1, r2, [sp, #64]\n"
 #define EB_FAN_LEAVE                                                                         \
     "ldrd r8, r9, [sp, #20]\n\t"                                                             \
     "ldrd r10, r11, [sp, #32]\n\t"                                                           \
@@ -2733,9 +2738,9 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
     "subs r8, r8, #1\n\t"                                                                    \
     "str r8, [sp, #40]\n\t"                                                                  \
     "bne 2b\n\t"                                                                             \
-    "add sp, sp, #68\n\t"                                                                    \
+    "add sp, sp, #72\n\t"                                                                    \
     "pop {r0, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
-#define EB_FAN_FN(name, col, keep, body, next, sat, bits, c)                                 \
+#define EB_FAN_FN(name, col, keep, body, half, next, sat, bits, c)                           \
     static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2744,18 +2749,22 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "add r9, r8, r9\n\t"                                               \
                          "add r10, sp, #44\n\t"                                             \
                          "ldmia r10, {r10, r11, r12, lr}\n\t" col keep                      \
-                         "ldrd r12, lr, [sp, #16]\n"                                        \
-                         "1:\n\t" body EB_FAN_Q(sat, bits, c) next EB_FAN_LEAVE);            \
+                         "ldrd r12, lr, [sp, #16]\n\t"                                     \
+                         "ldr r8, [sp, #68]\n\t"                                            \
+                         "cmp r8, #0\n\t"                                                   \
+                         "bne 3f\n"                                                          \
+                         "1:\n\t" body EB_FAN_Q(sat, bits, c) half                           \
+                         "3:\n\t" body EB_FAN_Q(sat, bits, c) next EB_FAN_LEAVE);            \
     }
 #define EB_FAN_FNS(mode, sat, bits, c)                                                       \
-    EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP, EB_FAN_BODY1, EB_FAN_NEXT_REG,   \
-              sat, bits, c)                                                                  \
-    EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP, EB_FAN_BODY2, EB_FAN_NEXT_REG,   \
-              sat, bits, c)                                                                  \
-    EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP, EB_FAN_BODY3, EB_FAN_NEXT_REG,   \
-              sat, bits, c)                                                                  \
-    EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_NEXT_STACK, sat,     \
-              bits, c)                                                                       \
+    EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP, EB_FAN_BODY1, EB_FAN_HALF_REG, \
+              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
+    EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP, EB_FAN_BODY2, EB_FAN_HALF_REG, \
+              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
+    EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP, EB_FAN_BODY3, EB_FAN_HALF_REG, \
+              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
+    EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_HALF_STACK,          \
+              EB_FAN_NEXT_STACK, sat, bits, c)                                               \
     EB_FAN1_FN(eb_dw_fan5_##mode,                                                            \
                EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t", sat, bits, c)  \
     EB_FAN1_FN(eb_dw_fan6_##mode, EB_FAN1_BODY6, sat, bits, c)
@@ -2777,8 +2786,14 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "ldmia r9, {r6, r7, r9, r10, r11, r12}\n\t"                        \
                          "ldr r0, [r8, r6]\n\tldr r1, [r8, r7]\n\tldr r2, [r8, r9]\n\t"     \
                          "ldr r3, [r8, r10]\n\tldr r4, [r8, r11]\n\tldr r5, [r8, r12]\n\t"  \
-                         "ldrd r12, lr, [sp, #16]\n"                                        \
+                         "ldrd r12, lr, [sp, #16]\n\t"                                     \
+                         "ldr r6, [sp, #68]\n\t"                                            \
+                         "cbnz r6, 3f\n"                                                     \
                          "1:\n\t" body sat " r6, " bits ", r6, asr " c "\n\t"               \
+                         "strb r6, [lr]\n\t"                                                \
+                         "ldr r7, [sp, #8]\n\t"                                             \
+                         "add lr, lr, r7\n"                                                  \
+                         "3:\n\t" body sat " r6, " bits ", r6, asr " c "\n\t"               \
                          "strb r6, [lr]\n\t"                                                \
                          "ldrd r7, r8, [sp, #8]\n\t"                                        \
                          "add lr, lr, r7\n\t"                                               \
@@ -2940,6 +2955,8 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
             break;
         }
         job.wend = rec + count * (n + 1);
+        job.odd = count & 1;
+        job.pad = 0;
         for (r = 0; r < rows; ++r) {
             const int16_t *row = patch + (int32_t)r * pitch;
             int8_t *const d = out + (oc0 + j0) * out_plane + (int32_t)(oy0 + r) * f->dst_r +

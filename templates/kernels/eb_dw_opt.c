@@ -1696,10 +1696,13 @@ EB_INLINE void eb_dw_tile_q4(const int mode, int8_t *d, const int32_t dc, int s,
 typedef struct {
     int32_t init_a, init_b;         /* 0, 4: the sums' start */
     const eb_dw_tap *tap, *end;     /* 8, 12: the tap pairs */
-    int32_t s;                      /* 16: the right shift */
-    int8_t *da, *db;                /* 20, 24: the first block's outputs (advanced) */
-    int32_t dc, n, unused;          /* 28, 32, 36: output stride, blocks */
-    const int16_t *row;             /* 40: the first block's first tap */
+    int8_t *da, *db;                /* 16, 20: the next block's outputs (advanced) */
+    int32_t dc, nb, n;              /* 24, 28, 32: output stride; a row's blocks, left */
+    int32_t first, rows;            /* 36, 40: 1 before a row's first block; rows left */
+    int32_t back, oback;            /* 44, 48: bytes the patch and the outputs step back after
+                                       a row's first block (the second overlaps it) */
+    int32_t prow, orow;             /* 52, 56: bytes from a row's end to the next row's start */
+    const int16_t *row;             /* 60: the first row's first pixel */
 } eb_dw_row_job;
 
 #define EB_DW_ROW_PX(a, b, at)                                                               \
@@ -1721,41 +1724,73 @@ typedef struct {
 #define EB_DW_ROW_Q8(sat, bits, c)                                                           \
     EB_ASM_SAT4_ASR(sat, bits, "r0", "r1", "r2", "r3", c)                                    \
     EB_ASM_SAT4_ASR(sat, bits, "r4", "r5", "r6", "r7", c)
+/* The frame: the 8 sums' start at sp (init_a x 4, init_b x 4: one LDM a block), the job's
+ * copy above it at sp + 32 (its fields at 32 + their offsets). A tile's rows in one call: a
+ * row's blocks 4 pixels apart but the second, which overlaps the first where the row's width
+ * is no multiple of 4 (the first's pixels stored again, the same), then the next row. */
 #define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits, c)                                   \
     static __attribute__((naked, noinline)) void name(const eb_dw_row_job *job              \
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #40\n\t"                                              \
-                         "ldr lr, [r0, #40]\n\t"                                            \
-                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}\n\t"           \
-                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}\n"              \
+                         "sub sp, sp, #96\n\t"                                              \
+                         "ldr lr, [r0, #60]\n\t"                                            \
+                         "add r12, sp, #32\n\t"                                             \
+                         "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
+                         "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7}\n\t"                        \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6, r7}\n\t"                       \
+                         "ldrd r1, r5, [sp, #32]\n\t"                                       \
+                         "mov r6, r5\n\tmov r7, r5\n\tmov r8, r5\n\t"                        \
+                         "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
+                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n"                      \
                          "1:\n\t"                                                            \
-                         "ldrd r12, r11, [sp, #0]\n\t"                                      \
-                         "mov r0, r12\n\tmov r1, r12\n\tmov r2, r12\n\tmov r3, r12\n\t"      \
-                         "mov r4, r11\n\tmov r5, r11\n\tmov r6, r11\n\tmov r7, r11\n\t"      \
-                         "ldrd r8, r12, [sp, #8]\n\t"                                       \
+                         "ldmia sp, {r0, r1, r2, r3, r4, r5, r6, r7}\n\t"                    \
+                         "ldrd r8, r12, [sp, #40]\n\t"                                      \
                          "sub r12, r12, r8\n\t"                                             \
                          "tst r12, #4\n\t"                                                  \
                          "bne 3f\n"                                                          \
                          "2:\n\t" EB_DW_ROW_TAP(s2, s4, s6)                                  \
                          "3:\n\t" EB_DW_ROW_TAP(s2, s4, s6)                                  \
-                         "ldr r12, [sp, #12]\n\t"                                           \
+                         "ldr r12, [sp, #44]\n\t"                                           \
                          "cmp r8, r12\n\t"                                                  \
                          "bne 2b\n\t"                                                       \
                          EB_DW_ROW_Q8(sat, bits, c)                                         \
-                         "ldrd r9, r10, [sp, #20]\n\t"                                      \
-                         "ldr r11, [sp, #28]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
+                         "ldrd r9, r10, [sp, #48]\n\t"                                      \
+                         "ldr r11, [sp, #56]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
                                                                    "r3")                     \
                              EB_DW_ROW_STORE4("r10", "r4", "r5", "r6", "r7")                 \
-                         "strd r9, r10, [sp, #20]\n\t"                                      \
                          "add lr, lr, #" step "\n\t"                                        \
-                         "ldr r12, [sp, #32]\n\t"                                           \
+                         "ldr r0, [sp, #68]\n\t"                                            \
+                         "cbnz r0, 6f\n"                                                     \
+                         "5:\n\t"                                                            \
+                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "ldr r12, [sp, #64]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #32]\n\t"                                           \
+                         "str r12, [sp, #64]\n\t"                                           \
                          "bne 1b\n\t"                                                       \
-                         "add sp, sp, #40\n\t"                                              \
-                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
+                         "ldrd r11, r12, [sp, #84]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "add r10, r10, r12\n\t"                                            \
+                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "ldr r12, [sp, #60]\n\t"                                           \
+                         "movs r0, #1\n\t"                                                  \
+                         "strd r12, r0, [sp, #64]\n\t"                                      \
+                         "ldr r12, [sp, #72]\n\t"                                           \
+                         "subs r12, r12, #1\n\t"                                            \
+                         "str r12, [sp, #72]\n\t"                                           \
+                         "bne 1b\n\t"                                                       \
+                         "add sp, sp, #96\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n"                      \
+                         "6:\n\t"                                                            \
+                         "ldrd r11, r12, [sp, #76]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "add r10, r10, r12\n\t"                                            \
+                         "movs r0, #0\n\t"                                                  \
+                         "str r0, [sp, #68]\n\t"                                            \
+                         "b 5b");                                                            \
     }
 /* Per stride s_ (its pixels' offsets, the row's step), the forms linked. */
 #define EB_DW_ROW_FNS(s_, s2, s4, s6, step)                                                  \
@@ -1810,13 +1845,27 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     void (*const fn)(const eb_dw_row_job *) = fast ? eb_dw_row_fn(s, mode, sh) : NULL;
     eb_dw_row_job rj;
     (void)inner_asm;
-    rj.init_a = j->init_a;
-    rj.init_b = j->init_b;
-    rj.tap = tap;
-    rj.end = end;
-    rj.s = sh;
-    rj.dc = dc;
-    rj.unused = 0;
+    if (fn != NULL && xend - ox0 >= 4 && rows > 0) { /* every row, the whole blocks */
+        const int32_t w = xend - ox0, nb = (w + 3) >> 2, back = w - 4 * nb; /* -3 .. 0 */
+        const int32_t to = (int32_t)oy0 * t->dst_r + (int32_t)ox0 * dc;
+        rj.init_a = j->init_a;
+        rj.init_b = j->init_b;
+        rj.tap = tap;
+        rj.end = end;
+        rj.da = da + to;
+        rj.db = db + to;
+        rj.dc = dc;
+        rj.n = rj.nb = nb;
+        rj.first = 1;
+        rj.rows = rows;
+        rj.back = 2 * back * s; /* bytes of int16 */
+        rj.oback = back * dc;
+        rj.prow = 2 * (pitch - 4 * nb * s - back * s);
+        rj.orow = t->dst_r - 4 * nb * dc - back * dc;
+        rj.row = patch;
+        fn(&rj);
+        return;
+    }
 #else
     (void)inner_asm;
 #endif
@@ -1824,25 +1873,6 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
         const int16_t *row = patch + (int32_t)r * pitch;
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
         x = ox0;
-#if EB_DW_ROW_ASM
-        if (fn != NULL && xend - x >= 4) { /* the whole blocks, the last overlapping */
-            const int32_t to = at + (int32_t)x * dc;
-            rj.da = da + to;
-            rj.db = db + to;
-            rj.n = (xend - x) >> 2;
-            rj.row = row;
-            fn(&rj);
-            if ((xend - x) & 3) {
-                const int32_t last = xend - 4 - x; /* pixels from x */
-                rj.da = da + to + last * dc;
-                rj.db = db + to + last * dc;
-                rj.n = 1;
-                rj.row = row + last * s;
-                fn(&rj);
-            }
-            continue;
-        }
-#endif
         for (; x + 4 <= xend; x += 4, row += 4 * s) {
         block:
             {

@@ -1697,12 +1697,12 @@ typedef struct {
     int32_t init_a, init_b;         /* 0, 4: the sums' start */
     const eb_dw_tap *tap, *end;     /* 8, 12: the tap pairs */
     int8_t *da, *db;                /* 16, 20: the next block's outputs (advanced) */
-    int32_t dc, nb, n;              /* 24, 28, 32: output stride; a row's blocks, left */
-    int32_t first, rows;            /* 36, 40: 1 before a row's first block; rows left */
-    int32_t back, oback;            /* 44, 48: bytes the patch and the outputs step back after
-                                       a row's first block (the second overlaps it) */
-    int32_t prow, orow;             /* 52, 56: bytes from a row's end to the next row's start */
-    const int16_t *row;             /* 60: the first row's first pixel */
+    int32_t dc, nb, n, rows;        /* 24, 28, 32, 36: output stride; a row's blocks less one,
+                                       left after the current one; rows left */
+    int32_t back, oback;            /* 40, 44: bytes the patch and the outputs step back before
+                                       a row's last block (it overlaps the one before) */
+    int32_t prow, orow;             /* 48, 52: bytes from a row's end to the next row's start */
+    const int16_t *row;             /* 56: the first row's first pixel */
 } eb_dw_row_job;
 
 #define EB_DW_ROW_PX(a, b, at)                                                               \
@@ -1726,20 +1726,20 @@ typedef struct {
     EB_ASM_SAT4_ASR(sat, bits, "r4", "r5", "r6", "r7", c)
 /* The frame: the 8 sums' start at sp (init_a x 4, init_b x 4: one LDM a block), the job's
  * copy above it at sp + 32 (its fields at 32 + their offsets). A tile's rows in one call: a
- * row's blocks 4 pixels apart but the second, which overlaps the first where the row's width
- * is no multiple of 4 (the first's pixels stored again, the same), then the next row. */
+ * row's blocks 4 pixels apart but its last, which overlaps the one before where the row's
+ * width is no multiple of 4 (their pixels stored again, the same), then the next row. */
 #define EB_DW_ROW_FN(name, s2, s4, s6, step, sat, bits, c)                                   \
     static __attribute__((naked, noinline)) void name(const eb_dw_row_job *job              \
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #96\n\t"                                              \
-                         "ldr lr, [r0, #60]\n\t"                                            \
+                         "sub sp, sp, #88\n\t"                                              \
+                         "ldr lr, [r0, #56]\n\t"                                            \
                          "add r12, sp, #32\n\t"                                             \
                          "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
-                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7}\n\t"                        \
-                         "stmia r12, {r1, r2, r3, r4, r5, r6, r7}\n\t"                       \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"                            \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6}\n\t"                           \
                          "ldrd r1, r5, [sp, #32]\n\t"                                       \
                          "mov r6, r5\n\tmov r7, r5\n\tmov r8, r5\n\t"                        \
                          "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
@@ -1760,37 +1760,33 @@ typedef struct {
                          "ldr r11, [sp, #56]\n\t" EB_DW_ROW_STORE4("r9", "r0", "r1", "r2",  \
                                                                    "r3")                     \
                              EB_DW_ROW_STORE4("r10", "r4", "r5", "r6", "r7")                 \
-                         "add lr, lr, #" step "\n\t"                                        \
-                         "ldr r0, [sp, #68]\n\t"                                            \
-                         "cbnz r0, 6f\n"                                                     \
-                         "5:\n\t"                                                            \
                          "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "add lr, lr, #" step "\n\t"                                        \
                          "ldr r12, [sp, #64]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
                          "str r12, [sp, #64]\n\t"                                           \
-                         "bne 1b\n\t"                                                       \
-                         "ldrd r11, r12, [sp, #84]\n\t"                                     \
+                         "bgt 1b\n\t"                                                       \
+                         "bne 4f\n\t"                                                       \
+                         "ldrd r11, r12, [sp, #72]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "add r10, r10, r12\n\t"                                            \
+                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "b 1b\n"                                                            \
+                         "4:\n\t"                                                            \
+                         "ldrd r11, r12, [sp, #80]\n\t"                                     \
                          "add lr, lr, r11\n\t"                                              \
                          "add r9, r9, r12\n\t"                                              \
                          "add r10, r10, r12\n\t"                                            \
                          "strd r9, r10, [sp, #48]\n\t"                                      \
                          "ldr r12, [sp, #60]\n\t"                                           \
-                         "movs r0, #1\n\t"                                                  \
-                         "strd r12, r0, [sp, #64]\n\t"                                      \
-                         "ldr r12, [sp, #72]\n\t"                                           \
+                         "str r12, [sp, #64]\n\t"                                           \
+                         "ldr r12, [sp, #68]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #72]\n\t"                                           \
+                         "str r12, [sp, #68]\n\t"                                           \
                          "bne 1b\n\t"                                                       \
-                         "add sp, sp, #96\n\t"                                              \
-                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n"                      \
-                         "6:\n\t"                                                            \
-                         "ldrd r11, r12, [sp, #76]\n\t"                                     \
-                         "add lr, lr, r11\n\t"                                              \
-                         "add r9, r9, r12\n\t"                                              \
-                         "add r10, r10, r12\n\t"                                            \
-                         "movs r0, #0\n\t"                                                  \
-                         "str r0, [sp, #68]\n\t"                                            \
-                         "b 5b");                                                            \
+                         "add sp, sp, #88\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                       \
     }
 /* Per stride s_ (its pixels' offsets, the row's step), the forms linked. */
 #define EB_DW_ROW_FNS(s_, s2, s4, s6, step)                                                  \
@@ -1855,8 +1851,7 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
         rj.da = da + to;
         rj.db = db + to;
         rj.dc = dc;
-        rj.n = rj.nb = nb;
-        rj.first = 1;
+        rj.n = rj.nb = nb - 1;
         rj.rows = rows;
         rj.back = 2 * back * s; /* bytes of int16 */
         rj.oback = back * dc;
@@ -2094,9 +2089,13 @@ typedef struct {
     int32_t init;               /* 0: the sums' start */
     const eb_dw_tap *tap, *end; /* 4, 8: the tap pairs */
     int32_t pairs, s;           /* 12, 16: pairs a tap row; the right shift */
-    int8_t *d;                  /* 20: the first block's outputs (advanced) */
-    int32_t dc, n;              /* 24, 28: output stride, blocks */
-    const int16_t *row;         /* 32: the first block's first tap */
+    int8_t *d;                  /* 20: the next block's outputs (advanced) */
+    int32_t dc, n, nb, rows;    /* 24, 28, 32, 36: output stride; a row's blocks left after
+                                   the current one, all less one; rows left */
+    int32_t back, oback;        /* 40, 44: bytes the patch and the outputs step back before a
+                                   row's last block (it overlaps the one before) */
+    int32_t prow, orow;         /* 48, 52: bytes from a row's end to the next row's start */
+    const int16_t *row;         /* 56: the first row's first pixel */
 } eb_dw_row1_job;
 
 #define EB_DW_R1_MAC4(p0, p1, p2, p3)                                                        \
@@ -2180,10 +2179,13 @@ typedef struct {
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #32\n\t"                                              \
-                         "ldr lr, [r0, #32]\n\t"                                            \
-                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
-                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n"                     \
+                         "sub sp, sp, #56\n\t"                                              \
+                         "ldr lr, [r0, #56]\n\t"                                            \
+                         "mov r12, sp\n\t"                                                  \
+                         "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
+                         "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"                            \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6}\n"                             \
                          "5:\n\t"                                                            \
                          "ldr r0, [sp]\n\t"                                                 \
                          "mov r1, r0\n\t"                                                   \
@@ -2204,8 +2206,25 @@ typedef struct {
                          "ldr r12, [sp, #28]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
                          "str r12, [sp, #28]\n\t"                                           \
+                         "bgt 5b\n\t"                                                       \
+                         "bne 6f\n\t"                                                       \
+                         "ldrd r11, r12, [sp, #40]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "str r9, [sp, #20]\n\t"                                            \
+                         "b 5b\n"                                                            \
+                         "6:\n\t"                                                            \
+                         "ldrd r11, r12, [sp, #48]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "str r9, [sp, #20]\n\t"                                            \
+                         "ldr r12, [sp, #32]\n\t"                                           \
+                         "str r12, [sp, #28]\n\t"                                           \
+                         "ldr r12, [sp, #36]\n\t"                                           \
+                         "subs r12, r12, #1\n\t"                                            \
+                         "str r12, [sp, #36]\n\t"                                           \
                          "bne 5b\n\t"                                                       \
-                         "add sp, sp, #32\n\t"                                              \
+                         "add sp, sp, #56\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
 #define EB_DW_ROW1_FNS(s_, SLIDE, step)                                                       \
@@ -2333,33 +2352,30 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
 #if EB_DW_ROW1_ASM
     void (*const fn)(const eb_dw_row1_job *) =
         slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode, sh) : NULL;
-    eb_dw_row1_job rj;
-    rj.init = init;
-    rj.tap = tap;
-    rj.end = end;
-    rj.pairs = pairs;
-    rj.s = sh;
-    rj.dc = dc;
+    if (fn != NULL && xend - ox0 >= 4 && rows > 0) { /* every row, the whole blocks */
+        const int32_t w = xend - ox0, nb = (w + 3) >> 2, back = w - 4 * nb; /* -3 .. 0 */
+        eb_dw_row1_job rj;
+        rj.init = init;
+        rj.tap = tap;
+        rj.end = end;
+        rj.pairs = pairs;
+        rj.s = sh;
+        rj.d = da + (int32_t)oy0 * t->dst_r + (int32_t)ox0 * dc;
+        rj.dc = dc;
+        rj.n = rj.nb = nb - 1;
+        rj.rows = rows;
+        rj.back = 2 * back * s; /* bytes of int16 */
+        rj.oback = back * dc;
+        rj.prow = 2 * (pitch - 4 * nb * s - back * s);
+        rj.orow = t->dst_r - 4 * nb * dc - back * dc;
+        rj.row = patch;
+        fn(&rj);
+        return;
+    }
 #endif
     for (r = 0; r < rows; ++r) {
         const int16_t *row = patch + (int32_t)r * pitch;
         const int32_t at = (int32_t)(oy0 + r) * t->dst_r;
-#if EB_DW_ROW1_ASM
-        if (fn != NULL && xend - ox0 >= 4) { /* the whole blocks, the last overlapping */
-            const int32_t n = xend - ox0, last = n - 4;
-            rj.d = da + at + (int32_t)ox0 * dc;
-            rj.n = n >> 2;
-            rj.row = row;
-            fn(&rj);
-            if (n & 3) {
-                rj.d = da + at + (int32_t)(ox0 + last) * dc;
-                rj.n = 1;
-                rj.row = row + last * s;
-                fn(&rj);
-            }
-            continue;
-        }
-#endif
         if (t->ntaps == 1 && da != NULL) { /* every row of the tile at once */
             eb_dw_tile_tap1_rows(row + tap->off, rows - r, pitch, xend - ox0, s, dc, tap->w,
                                  init, da + at + (int32_t)ox0 * dc, t->dst_r, sh, mode);

@@ -10,6 +10,7 @@ wide outputs. On the host (portable C) and on the Cortex-M4 under QEMU."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels_opt import (
@@ -88,20 +89,6 @@ def _top_cases() -> list[tuple]:
     return cases
 
 
-def test_linear_opt_sums_at_int32_max(lib):  # noqa: F811
-    for in_f, out_f, x, w, bias, q in _top_cases():
-        ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide=False)
-        np.testing.assert_array_equal(opt, ref, err_msg=f"{in_f}->{out_f} {q}")
-
-
-@needs_m4
-def test_m4_linear_opt_sums_at_int32_max(lib, m4_build):  # noqa: F811
-    elf = build_m4(m4_build, "linear_top", m4_test_program(lib, [], linear_cases=_top_cases()))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout, result.stdout
-
-
 def _tail_cases() -> list[tuple]:
     """The M4's blocks by hand (eb_linear_asm) at every tail: 4..13 inputs and some wider
     ones (whole words plus 0..3 more), 4..9 rows (a last block with and without rows after
@@ -120,15 +107,21 @@ def _tail_cases() -> list[tuple]:
     return cases
 
 
-def test_linear_opt_equals_reference_at_every_tail(lib):  # noqa: F811
-    for in_f, out_f, x, w, bias, q in _tail_cases():
+# Sums at INT32_MAX itself; the M4's blocks by hand at every tail.
+CASE_SETS = {"linear_top": _top_cases, "linear_tails": _tail_cases}
+
+
+@pytest.mark.parametrize("name", CASE_SETS)
+def test_linear_opt_equals_reference_on_case_sets(lib, name):  # noqa: F811
+    for in_f, out_f, x, w, bias, q in CASE_SETS[name]():
         ref, opt = run_linear_pair(lib, in_f, out_f, x, w, bias, q, wide=False)
-        np.testing.assert_array_equal(opt, ref, err_msg=f"{in_f}->{out_f} {q}")
+        np.testing.assert_array_equal(opt, ref, err_msg=f"{name}: {in_f}->{out_f} {q}")
 
 
 @needs_m4
-def test_m4_linear_opt_equals_reference_at_every_tail(lib, m4_build):  # noqa: F811
-    elf = build_m4(m4_build, "linear_tails", m4_test_program(lib, [], linear_cases=_tail_cases()))
+@pytest.mark.parametrize("name", CASE_SETS)
+def test_m4_linear_opt_equals_reference_on_case_sets(lib, m4_build, name):  # noqa: F811
+    elf = build_m4(m4_build, name, m4_test_program(lib, [], linear_cases=CASE_SETS[name]()))
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout, result.stdout

@@ -1691,17 +1691,37 @@ EB_INLINE void eb_dw_tile_q4(const int mode, int8_t *d, const int32_t dc, int s,
  * spilled state (GCC has no register left beside the asm's 14): here a block costs about
  * 47 beside its tap pairs (14 instructions per 16 MACs each: the tap by one LDM). Pixels s
  * int16 apart in the patch (s 1 or 2: the loads' immediates), outputs dc apart. */
+/* The row functions' walk over a tile (both jobs hold it at offset 24): rows of w >= 4 pixels
+ * in blocks of 4, the last overlapping the one before; the patch's rows `pitch` int16 apart,
+ * pixels s apart; outputs dc apart along a row and dst_r from row to row. */
+typedef struct {
+    int32_t dc, nb, n, rows; /* 24, 28, 32, 36: output stride; a row's blocks less one, left
+                                after the current one; rows left */
+    int32_t back, oback;     /* 40, 44: bytes the patch and the outputs step back before a
+                                row's last block (it overlaps the one before) */
+    int32_t prow, orow;      /* 48, 52: bytes from a row's end to the next row's start */
+} eb_dw_row_walk;
+
+EB_INLINE void eb_dw_row_walk_of(eb_dw_row_walk *k, int32_t w, int rows, int s, int32_t dc,
+                                 int32_t pitch, int32_t dst_r)
+{
+    const int32_t nb = (w + 3) >> 2, back = w - 4 * nb; /* -3 .. 0 */
+    k->dc = dc;
+    k->n = k->nb = nb - 1;
+    k->rows = rows;
+    k->back = 2 * back * s; /* bytes of int16 */
+    k->oback = back * dc;
+    k->prow = 2 * (pitch - 4 * nb * s - back * s);
+    k->orow = dst_r - 4 * nb * dc - back * dc;
+}
+
 #if EB_DW_PAIR_ASM && (EB_DW_TILE_PAIR_S1 || EB_DW_TILE_PAIR_S2 || EB_DW_TILE_PAIR)
 #define EB_DW_ROW_ASM 1
 typedef struct {
     int32_t init_a, init_b;         /* 0, 4: the sums' start */
     const eb_dw_tap *tap, *end;     /* 8, 12: the tap pairs */
     int8_t *da, *db;                /* 16, 20: the next block's outputs (advanced) */
-    int32_t dc, nb, n, rows;        /* 24, 28, 32, 36: output stride; a row's blocks less one,
-                                       left after the current one; rows left */
-    int32_t back, oback;            /* 40, 44: bytes the patch and the outputs step back before
-                                       a row's last block (it overlaps the one before) */
-    int32_t prow, orow;             /* 48, 52: bytes from a row's end to the next row's start */
+    eb_dw_row_walk k;               /* 24 .. 52 */
     const int16_t *row;             /* 56: the first row's first pixel */
 } eb_dw_row_job;
 
@@ -1842,7 +1862,6 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
     eb_dw_row_job rj;
     (void)inner_asm;
     if (fn != NULL && xend - ox0 >= 4 && rows > 0) { /* every row, the whole blocks */
-        const int32_t w = xend - ox0, nb = (w + 3) >> 2, back = w - 4 * nb; /* -3 .. 0 */
         const int32_t to = (int32_t)oy0 * t->dst_r + (int32_t)ox0 * dc;
         rj.init_a = j->init_a;
         rj.init_b = j->init_b;
@@ -1850,13 +1869,7 @@ EB_INLINE void eb_dw_tile_run2(const eb_dw_tf *t, const int16_t *patch, const eb
         rj.end = end;
         rj.da = da + to;
         rj.db = db + to;
-        rj.dc = dc;
-        rj.n = rj.nb = nb - 1;
-        rj.rows = rows;
-        rj.back = 2 * back * s; /* bytes of int16 */
-        rj.oback = back * dc;
-        rj.prow = 2 * (pitch - 4 * nb * s - back * s);
-        rj.orow = t->dst_r - 4 * nb * dc - back * dc;
+        eb_dw_row_walk_of(&rj.k, xend - ox0, rows, s, dc, pitch, t->dst_r);
         rj.row = patch;
         fn(&rj);
         return;
@@ -2090,11 +2103,7 @@ typedef struct {
     const eb_dw_tap *tap, *end; /* 4, 8: the tap pairs */
     int32_t pairs, s;           /* 12, 16: pairs a tap row; the right shift */
     int8_t *d;                  /* 20: the next block's outputs (advanced) */
-    int32_t dc, n, nb, rows;    /* 24, 28, 32, 36: output stride; a row's blocks left after
-                                   the current one, all less one; rows left */
-    int32_t back, oback;        /* 40, 44: bytes the patch and the outputs step back before a
-                                   row's last block (it overlaps the one before) */
-    int32_t prow, orow;         /* 48, 52: bytes from a row's end to the next row's start */
+    eb_dw_row_walk k;           /* 24 .. 52 */
     const int16_t *row;         /* 56: the first row's first pixel */
 } eb_dw_row1_job;
 
@@ -2203,9 +2212,9 @@ typedef struct {
                          "add r9, r9, r12, lsl #1\n\t"                                      \
                          "str r9, [sp, #20]\n\t"                                            \
                          "add lr, lr, #" step "\n\t"                                        \
-                         "ldr r12, [sp, #28]\n\t"                                           \
+                         "ldr r12, [sp, #32]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #28]\n\t"                                           \
+                         "str r12, [sp, #32]\n\t"                                           \
                          "bgt 5b\n\t"                                                       \
                          "bne 6f\n\t"                                                       \
                          "ldrd r11, r12, [sp, #40]\n\t"                                     \
@@ -2218,8 +2227,8 @@ typedef struct {
                          "add lr, lr, r11\n\t"                                              \
                          "add r9, r9, r12\n\t"                                              \
                          "str r9, [sp, #20]\n\t"                                            \
-                         "ldr r12, [sp, #32]\n\t"                                           \
-                         "str r12, [sp, #28]\n\t"                                           \
+                         "ldr r12, [sp, #28]\n\t"                                           \
+                         "str r12, [sp, #32]\n\t"                                           \
                          "ldr r12, [sp, #36]\n\t"                                           \
                          "subs r12, r12, #1\n\t"                                            \
                          "str r12, [sp, #36]\n\t"                                           \
@@ -2353,7 +2362,6 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     void (*const fn)(const eb_dw_row1_job *) =
         slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode, sh) : NULL;
     if (fn != NULL && xend - ox0 >= 4 && rows > 0) { /* every row, the whole blocks */
-        const int32_t w = xend - ox0, nb = (w + 3) >> 2, back = w - 4 * nb; /* -3 .. 0 */
         eb_dw_row1_job rj;
         rj.init = init;
         rj.tap = tap;
@@ -2361,13 +2369,7 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
         rj.pairs = pairs;
         rj.s = sh;
         rj.d = da + (int32_t)oy0 * t->dst_r + (int32_t)ox0 * dc;
-        rj.dc = dc;
-        rj.n = rj.nb = nb - 1;
-        rj.rows = rows;
-        rj.back = 2 * back * s; /* bytes of int16 */
-        rj.oback = back * dc;
-        rj.prow = 2 * (pitch - 4 * nb * s - back * s);
-        rj.orow = t->dst_r - 4 * nb * dc - back * dc;
+        eb_dw_row_walk_of(&rj.k, xend - ox0, rows, s, dc, pitch, t->dst_r);
         rj.row = patch;
         fn(&rj);
         return;

@@ -1584,6 +1584,7 @@ static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_
                          const eb_sink *s, const int16_t *cols, int32_t h)
 {
     const int blocks = out_f >> 2;
+    void (*fn)(eb_linear_job *) = NULL;
     eb_linear_job job;
     job.w = weight;
     job.c = cols;
@@ -1598,24 +1599,21 @@ static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_
     job.blocks = (in_f & 3) >= 2 && out_f == 4 * blocks ? blocks - 1 : blocks;
     job.tail = in_f & 3;
     job.odd = (in_f >> 2) & 1;
-    if (job.blocks == 0) {
-        return 0;
-    }
 #if EB_HAS_Q_RELU
     if (s->act == EB_ACT_RELU) {
-        const int n = job.blocks;
-        eb_linear4_relu(&job);
-        return 4 * n;
+        fn = eb_linear4_relu;
     }
 #endif
 #if EB_HAS_Q_NONE
     if (s->act == EB_ACT_NONE) {
-        const int n = job.blocks;
-        eb_linear4_none(&job);
-        return 4 * n;
+        fn = eb_linear4_none;
     }
 #endif
-    return 0;
+    if (fn == NULL || job.blocks == 0) {
+        return 0;
+    }
+    fn(&job); /* reads the job: its own copy on the stack counts down */
+    return 4 * job.blocks;
 }
 #endif
 

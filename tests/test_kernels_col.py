@@ -108,6 +108,56 @@ def test_m4_column_kernels_equal_reference(lib, m4_build, cfgs, seed):  # noqa: 
     m4_run(lib, cfgs, seed, m4_build, "columns")
 
 
+def _col(in_c: int, out_c: int, groups: int, in_h: int, in_w: int, k_h: int, stride: tuple,
+         pad_h: int, dil_h: int, act: int, shift: int) -> dict:
+    cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": out_c, "k_h": k_h, "k_w": 1,
+           "stride_h": stride[0], "stride_w": stride[1], "pad_h": pad_h, "pad_w": 0,
+           "dil_h": dil_h, "dil_w": 1, "groups": groups, "shift": shift, "rounding": 1,
+           "act": act}
+    cfg["out_h"] = conv_out(in_h, k_h, stride[0], pad_h, dil_h)
+    cfg["out_w"] = conv_out(in_w, 1, stride[1], 0, 1)
+    return cfg
+
+
+# The M4's two-channel rows by hand (eb_col2_row_s1 / _s2): widths 4 (one block), 5, 7 and 9
+# (a last block overlapping the one before) and 12, odd and even tap counts (entered at the
+# loop's second tap), tap rows in the padding (fewer taps near the edges), relu and none,
+# stride 1 and 2: depthwise with multiplier 2, dense 3 -> 2.
+COL2_CASES = [
+    _col(1, 2, 1, 18, 4, 14, (1, 1), 0, 1, 1, -9),
+    _col(1, 2, 1, 7, 4, 1, (1, 1), 2, 1, 0, -7),
+    _col(3, 2, 1, 6, 5, 2, (1, 1), 0, 1, 1, -12),
+    _col(3, 2, 1, 7, 5, 1, (1, 1), 2, 1, 0, -9),
+    _col(3, 2, 1, 6, 7, 2, (1, 1), 0, 1, 0, -12),
+    _col(1, 2, 1, 7, 7, 1, (1, 1), 2, 1, 1, -1),
+    _col(3, 2, 1, 6, 9, 2, (1, 1), 0, 1, 1, -20),
+    _col(1, 2, 1, 18, 12, 14, (1, 1), 0, 1, 0, -9),
+    _col(1, 2, 1, 18, 7, 14, (1, 2), 0, 1, 1, -9),
+    _col(1, 2, 1, 7, 7, 1, (2, 2), 0, 1, 0, -7),
+    _col(3, 2, 1, 6, 9, 2, (1, 2), 0, 1, 1, -12),
+    _col(3, 2, 1, 7, 13, 1, (1, 2), 0, 1, 0, -9),
+    _col(3, 2, 1, 6, 17, 2, (1, 2), 0, 1, 0, -12),
+    _col(1, 2, 1, 18, 23, 14, (1, 2), 0, 1, 1, -9),
+]
+
+
+def test_col2_cases_take_the_column_kernels():
+    from edgebuild.core.geometry import Plane
+    from edgebuild.ops import conv_path
+
+    for c in COL2_CASES:
+        plane = Plane(c["in_c"], c["in_h"], c["in_w"], c["out_c"], c["out_h"], c["out_w"],
+                      c["k_h"], 1, c["stride_h"], c["stride_w"], c["pad_h"], 0, c["dil_h"],
+                      1, c["groups"])
+        assert "dw_column" in conv_path.kernel_choice(plane), c
+        assert c["out_c"] // c["groups"] == 2
+
+
+@needs_m4
+def test_m4_two_channel_column_rows_equal_reference(lib, m4_build):  # noqa: F811
+    m4_run(lib, COL2_CASES, 32, m4_build, "columns2")
+
+
 @st.composite
 def pair_layers(draw) -> dict:
     """A depthwise layer the tile kernel takes with a channel multiplier of 2..4 (one input

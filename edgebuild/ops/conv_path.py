@@ -248,8 +248,9 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     g = _row_major(conv)
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
-    if column(conv) and not packed:
-        return frozenset({"depthwise", "dw_column"})
+    if column(conv) and not packed:  # its stride-2 rows: "dw_column_s2"
+        return frozenset({"depthwise", "dw_column"} |
+                         ({"dw_column_s2"} if conv.stride_w == 2 else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})
     taps = conv.k_h * conv.k_w

@@ -211,6 +211,13 @@ typedef struct {
 #else
 #define EB_DW_COLUMN 1
 #endif
+/* The column kernels at stride 2 along the rows (EB_OPT_NO_DW_COLUMN_S2): left out, such a
+ * layer takes the next path. */
+#if defined(EB_OPT_NO_DW_COLUMN_S2) || !EB_DW_COLUMN
+#define EB_DW_COLUMN_S2 0
+#else
+#define EB_DW_COLUMN_S2 1
+#endif
 #ifdef EB_OPT_NO_DW_TABLE
 #define EB_DW_TABLE 0
 #else
@@ -3510,6 +3517,118 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
 #define EB_COL2_ASM 0
 #endif
 
+/* Two channels' whole output row on the M4 (eb_col_row's NONE / RELU modes): the block loop,
+ * the tap loop and the stores in one naked function, the 8 sums in r0-r7 (their start by one
+ * LDM from an 8-word block of the frame), the tap pointer r8, the block's input lr, a tap's
+ * words r9-r11, the end r12; the job's copy on the stack above the sums' block. The C block
+ * loop around EB_COL2_LOOP spent about 87 instructions a block beside its taps (spilled sums
+ * and pointers, the stores' set-up); here about 40. Blocks of 4 pixels along the row, the
+ * last overlapping the one before where out_w is no multiple of 4 (the block count kept less
+ * one: one SUBS tells the next block, the step back and the row's end apart). At least one
+ * tap: an odd count enters the tap loop at its second tap. */
+#if EB_COL2_ASM && EB_DW_COLUMN && (EB_DW_HAS_RELU || EB_DW_HAS_NONE)
+#define EB_COL_ROW_ASM 1
+typedef struct {
+    int32_t init_a, init_b;     /* 0, 4: the sums' start */
+    const eb_col_tap *tap, *end; /* 8, 12: the taps */
+    int8_t *da, *db;            /* 16, 20: the next block's outputs (advanced) */
+    int32_t s, relu;            /* 24, 28: the right shift; 1 relu (USAT #7), 0 none */
+    int32_t n;                  /* 32: the row's blocks left after the current one */
+    int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
+                                   last block (it overlaps the one before) */
+    const int8_t *row;          /* 44: the first block's first pixel of the first tap row */
+} eb_col_job;
+
+/* One tap of 4 pixels at stride 1 (one word) or 2 (the words at x0 and x3) into r9 [x0, x2] /
+ * [x0, x2] and r10 [x1, x3] / [x4, x6], the tap's weight word r11. */
+#define EB_COL_TAP_LD1                                                                       \
+    "ldrd r9, r11, [r8], #8\n\t"                                                             \
+    "ldr r9, [lr, r9]\n\t"                                                                   \
+    "sxtb16 r10, r9, ror #8\n\t"                                                             \
+    "sxtb16 r9, r9\n\t"
+#define EB_COL_TAP_LD2                                                                       \
+    "ldrd r9, r11, [r8], #8\n\t"                                                             \
+    "add r9, lr, r9\n\t"                                                                     \
+    "ldr r10, [r9, #3]\n\t"                                                                  \
+    "ldr r9, [r9]\n\t"                                                                       \
+    "sxtb16 r10, r10, ror #8\n\t"                                                            \
+    "sxtb16 r9, r9\n\t"
+#define EB_COL_TAP1                                                                          \
+    EB_COL_TAP_LD1                                                                           \
+    "smlabb r0, r9, r11, r0\n\tsmlabt r4, r9, r11, r4\n\t"                                   \
+    "smlabb r1, r10, r11, r1\n\tsmlatb r2, r9, r11, r2\n\t"                                  \
+    "smlatb r3, r10, r11, r3\n\tsmlabt r5, r10, r11, r5\n\t"                                 \
+    "smlatt r6, r9, r11, r6\n\tsmlatt r7, r10, r11, r7\n\t"
+#define EB_COL_TAP2                                                                          \
+    EB_COL_TAP_LD2                                                                           \
+    "smlabb r0, r9, r11, r0\n\tsmlabt r4, r9, r11, r4\n\t"                                   \
+    "smlatb r1, r9, r11, r1\n\tsmlabb r2, r10, r11, r2\n\t"                                  \
+    "smlatb r3, r10, r11, r3\n\tsmlatt r5, r9, r11, r5\n\t"                                  \
+    "smlabt r6, r10, r11, r6\n\tsmlatt r7, r10, r11, r7\n\t"
+#define EB_COL_ROW_FN(name, TAP, step)                                                       \
+    static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
+                         "sub sp, sp, #80\n\t"                                              \
+                         "ldr lr, [r0, #44]\n\t"                                            \
+                         "add r12, sp, #32\n\t"                                             \
+                         "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
+                         "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
+                         "ldmia r0, {r1, r2, r3}\n\t"                                        \
+                         "stmia r12, {r1, r2, r3}\n\t"                                       \
+                         "ldrd r1, r5, [sp, #32]\n\t"                                       \
+                         "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
+                         "mov r6, r5\n\tmov r7, r5\n\tmov r8, r5\n\t"                        \
+                         "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n"                      \
+                         "1:\n\t"                                                            \
+                         "ldmia sp, {r0, r1, r2, r3, r4, r5, r6, r7}\n\t"                    \
+                         "ldrd r8, r12, [sp, #40]\n\t"                                      \
+                         "sub r9, r12, r8\n\t"                                              \
+                         "tst r9, #8\n\t"                                                   \
+                         "bne 3f\n"                                                          \
+                         "2:\n\t" TAP                                                        \
+                         "3:\n\t" TAP                                                        \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 2b\n\t"                                                       \
+                         "ldrd r8, r12, [sp, #56]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3",   \
+                                                                   "r8")                     \
+                             EB_ASM_ASR4("r4", "r5", "r6", "r7", "r8")                       \
+                         "cmp r12, #0\n\t"                                                  \
+                         "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")     \
+                             EB_ASM_SAT4("usat", "#7", "r4", "r5", "r6", "r7")               \
+                         "b 5f\n"                                                            \
+                         "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")         \
+                             EB_ASM_SAT4("ssat", "#8", "r4", "r5", "r6", "r7")               \
+                         "5:\n\t"                                                            \
+                         "ldrd r9, r10, [sp, #48]\n\t"                                      \
+                         "strb r1, [r9, #1]\n\tstrb r2, [r9, #2]\n\tstrb r3, [r9, #3]\n\t"   \
+                         "strb r0, [r9], #4\n\t"                                            \
+                         "strb r5, [r10, #1]\n\tstrb r6, [r10, #2]\n\tstrb r7, [r10, #3]\n\t" \
+                         "strb r4, [r10], #4\n\t"                                           \
+                         "add lr, lr, #" step "\n\t"                                        \
+                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "ldr r12, [sp, #64]\n\t"                                           \
+                         "subs r12, r12, #1\n\t"                                            \
+                         "str r12, [sp, #64]\n\t"                                           \
+                         "bgt 1b\n\t"                                                       \
+                         "bne 6f\n\t"                                                       \
+                         "ldrd r11, r12, [sp, #68]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "add r10, r10, r12\n\t"                                            \
+                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "b 1b\n"                                                            \
+                         "6:\n\t"                                                            \
+                         "add sp, sp, #80\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
+    }
+EB_COL_ROW_FN(eb_col2_row_s1, EB_COL_TAP1, "4")
+#if EB_DW_COLUMN_S2
+EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8")
+#endif
+#endif
+
 /* One output row of one channel (a) or two (a, b): sums from init_a / init_b over the n taps
  * from row, two taps a loop pass; stored at ia / ib of oa / ob. */
 EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int out_w,
@@ -3557,22 +3676,71 @@ EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int o
     }
 }
 
-/* eb_col_run with the stride (1, 2) and channel count (1, 2) specialised. */
+#if EB_COL_ROW_ASM
+/* eb_col_row's two channels by hand in the NONE and RELU modes (the tables of at least one
+ * tap); 0, nothing written, otherwise. */
+static int eb_col_row_asm(const int8_t *row, const eb_col_tap *tap, int n, int out_w, int s,
+                          int32_t init_a, int32_t init_b, const eb_dw_out *oa,
+                          const eb_dw_out *ob, int32_t ia, int32_t ib)
+{
+    const int mode = oa->mode;
+    const int32_t nb = (out_w + 3) >> 2, back = out_w - 4 * nb; /* -3 .. 0 */
+    eb_col_job job;
+    if (n < 1 || !((EB_DW_HAS_RELU && mode == EB_DW_RELU) ||
+                   (EB_DW_HAS_NONE && mode == EB_DW_NONE))) {
+        return 0;
+    }
+    job.init_a = init_a;
+    job.init_b = init_b;
+    job.tap = tap;
+    job.end = tap + n;
+    job.da = oa->out8 + ia;
+    job.db = ob->out8 + ib;
+    job.s = oa->s;
+    job.relu = mode == EB_DW_RELU;
+    job.n = nb - 1;
+    job.back = back * s;
+    job.oback = back;
+    job.row = row;
+#if EB_DW_COLUMN_S2
+    if (s != 1) {
+        eb_col2_row_s2(&job);
+        return 1;
+    }
+#endif
+    eb_col2_row_s1(&job);
+    return 1;
+}
+#endif
+
+/* eb_col_run with the stride (1, 2: linked with "dw_column_s2") and channel count (1, 2)
+ * specialised. */
 static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int n, int out_w,
                                    int s, int32_t init_a, int32_t init_b,
                                    const eb_dw_out *oa, const eb_dw_out *ob, int32_t ia,
                                    int32_t ib)
 {
-    if (ob == NULL) {
-        if (s == 1) {
-            eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 1, 0);
-        } else {
-            eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 2, 0);
-        }
-    } else if (s == 1) {
-        eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 1, 1);
-    } else {
+#if EB_COL_ROW_ASM
+    if (ob != NULL && eb_col_row_asm(row, tap, n, out_w, s, init_a, init_b, oa, ob, ia, ib)) {
+        return;
+    }
+#endif
+#if EB_DW_COLUMN_S2
+    if (s != 1 && ob == NULL) {
+        eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 2, 0);
+        return;
+    }
+    if (s != 1) {
         eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 2, 1);
+        return;
+    }
+#else
+    (void)s;
+#endif
+    if (ob == NULL) {
+        eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 1, 0);
+    } else {
+        eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 1, 1);
     }
 }
 
@@ -3581,8 +3749,8 @@ static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int
 static int eb_col_takes(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
-    return p->k_w == 1 && p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) &&
-           p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
+    return p->k_w == 1 && p->pad_w == 0 &&
+           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
            !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0) &&
            !eb_dw_tile_better(p);
 }

@@ -46,6 +46,7 @@
 #define eb_dw_pool_groups chain_eb_dw_pool_groups
 #define eb_dw_pool_row chain_eb_dw_pool_row
 #define eb_dw_q8 chain_eb_dw_q8
+#define eb_dw_row_walk_of chain_eb_dw_row_walk_of
 #define eb_dw_run chain_eb_dw_run
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_slide1 chain_eb_dw_slide1
@@ -110,6 +111,7 @@
 #define EB_OPT_NO_DW_FAN16
 #define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
+#define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL

@@ -48,6 +48,7 @@
 #define eb_dw_pool_groups tiny_eb_dw_pool_groups
 #define eb_dw_pool_row tiny_eb_dw_pool_row
 #define eb_dw_q8 tiny_eb_dw_q8
+#define eb_dw_row_walk_of tiny_eb_dw_row_walk_of
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_slide1 tiny_eb_dw_slide1
@@ -102,6 +103,7 @@
 #define EB_OPT_NO_DW_FAN16
 #define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
+#define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX

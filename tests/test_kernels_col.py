@@ -139,23 +139,39 @@ COL2_CASES = [
     _col(3, 2, 1, 6, 17, 2, (1, 2), 0, 1, 0, -12),
     _col(1, 2, 1, 18, 23, 14, (1, 2), 0, 1, 1, -9),
 ]
+# ... and one channel's (eb_col1_row_s1 / _s2): dense 8 -> 1 and 3 -> 1, depthwise 3 -> 3,
+# with tap rows in the padding at stride 2 down the columns.
+COL1_CASES = [
+    _col(8, 1, 1, 8, 4, 2, (1, 1), 0, 1, 1, -12),
+    _col(3, 3, 3, 9, 4, 3, (1, 1), 0, 1, 0, -7),
+    _col(3, 1, 1, 9, 5, 3, (1, 1), 0, 1, 1, -9),
+    _col(8, 1, 1, 8, 6, 2, (1, 1), 0, 1, 0, -12),
+    _col(3, 3, 3, 9, 7, 3, (2, 1), 2, 1, 1, -9),
+    _col(3, 1, 1, 9, 9, 3, (1, 1), 0, 1, 0, -20),
+    _col(8, 1, 1, 8, 7, 2, (1, 2), 0, 1, 1, -12),
+    _col(3, 1, 1, 9, 9, 3, (1, 2), 0, 1, 0, -9),
+    _col(8, 1, 1, 8, 11, 2, (1, 2), 0, 1, 1, -12),
+    _col(3, 3, 3, 9, 13, 3, (2, 2), 2, 1, 0, -7),
+    _col(3, 3, 3, 9, 23, 3, (1, 2), 0, 1, 1, -9),
+]
 
 
-def test_col2_cases_take_the_column_kernels():
+def test_col_cases_take_the_column_kernels():
     from edgebuild.core.geometry import Plane
     from edgebuild.ops import conv_path
 
-    for c in COL2_CASES:
+    for c in COL2_CASES + COL1_CASES:
         plane = Plane(c["in_c"], c["in_h"], c["in_w"], c["out_c"], c["out_h"], c["out_w"],
                       c["k_h"], 1, c["stride_h"], c["stride_w"], c["pad_h"], 0, c["dil_h"],
                       1, c["groups"])
         assert "dw_column" in conv_path.kernel_choice(plane), c
-        assert c["out_c"] // c["groups"] == 2
+    assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2}
+    assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
 
 
 @needs_m4
-def test_m4_two_channel_column_rows_equal_reference(lib, m4_build):  # noqa: F811
-    m4_run(lib, COL2_CASES, 32, m4_build, "columns2")
+def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
+    m4_run(lib, COL2_CASES + COL1_CASES, 32, m4_build, "columns_asm")
 
 
 @st.composite

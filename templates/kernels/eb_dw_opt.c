@@ -3532,7 +3532,8 @@ typedef struct {
     int32_t init_a, init_b;     /* 0, 4: the sums' start */
     const eb_col_tap *tap, *end; /* 8, 12: the taps */
     int8_t *da, *db;            /* 16, 20: the next block's outputs (advanced) */
-    int32_t s, relu;            /* 24, 28: the right shift; 1 relu (USAT #7), 0 none */
+    int32_t s, flags;           /* 24, 28: the right shift; bit 0: relu (USAT #7), else none;
+                                   bit 1: an odd tap count */
     int32_t n;                  /* 32: the row's blocks left after the current one */
     int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
                                    last block (it overlaps the one before) */
@@ -3594,7 +3595,7 @@ typedef struct {
                          "ldrd r8, r12, [sp, #56]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3",   \
                                                                    "r8")                     \
                              EB_ASM_ASR4("r4", "r5", "r6", "r7", "r8")                       \
-                         "cmp r12, #0\n\t"                                                  \
+                         "tst r12, #1\n\t"                                                  \
                          "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")     \
                              EB_ASM_SAT4("usat", "#7", "r4", "r5", "r6", "r7")               \
                          "b 5f\n"                                                            \
@@ -3626,6 +3627,68 @@ typedef struct {
 EB_COL_ROW_FN(eb_col2_row_s1, EB_COL_TAP1, "4")
 #if EB_DW_COLUMN_S2
 EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8")
+#endif
+
+/* One channel's whole output row the same way, its 4 sums in r0-r3, which leaves the outputs'
+ * pointer (r4), the shift (r5), the blocks left (r6) and the flags (r7) in registers: a frame
+ * of the sums' start (4 words), the first tap and the step back. The C block loop around
+ * EB_COL1_LOOP spent about 45 instructions a block beside its taps; here about 24. */
+#define EB_COL1_TAP1                                                                         \
+    EB_COL_TAP_LD1                                                                           \
+    "smlabb r0, r9, r11, r0\n\tsmlabb r1, r10, r11, r1\n\t"                                  \
+    "smlatb r2, r9, r11, r2\n\tsmlatb r3, r10, r11, r3\n\t"
+#define EB_COL1_TAP2                                                                         \
+    EB_COL_TAP_LD2                                                                           \
+    "smlabb r0, r9, r11, r0\n\tsmlatb r1, r9, r11, r1\n\t"                                   \
+    "smlabb r2, r10, r11, r2\n\tsmlatb r3, r10, r11, r3\n\t"
+#define EB_COL1_ROW_FN(name, TAP, step)                                                      \
+    static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
+                         "sub sp, sp, #32\n\t"                                              \
+                         "ldr r1, [r0, #0]\n\t"                                             \
+                         "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
+                         "stmia sp, {r1, r2, r3, r4}\n\t"                                   \
+                         "ldrd r1, r12, [r0, #8]\n\t"                                       \
+                         "str r1, [sp, #16]\n\t"                                            \
+                         "ldrd r2, r3, [r0, #36]\n\t"                                       \
+                         "strd r2, r3, [sp, #20]\n\t"                                       \
+                         "ldr r4, [r0, #16]\n\t"                                            \
+                         "ldrd r5, r7, [r0, #24]\n\t"                                       \
+                         "ldr r6, [r0, #32]\n\t"                                            \
+                         "ldr lr, [r0, #44]\n"                                               \
+                         "1:\n\t"                                                            \
+                         "ldmia sp, {r0, r1, r2, r3}\n\t"                                   \
+                         "ldr r8, [sp, #16]\n\t"                                            \
+                         "tst r7, #2\n\t"                                                   \
+                         "bne 3f\n"                                                          \
+                         "2:\n\t" TAP                                                        \
+                         "3:\n\t" TAP                                                        \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 2b\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r5")              \
+                         "tst r7, #1\n\t"                                                   \
+                         "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")     \
+                         "b 5f\n"                                                            \
+                         "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")         \
+                         "5:\n\t"                                                            \
+                         "strb r1, [r4, #1]\n\tstrb r2, [r4, #2]\n\tstrb r3, [r4, #3]\n\t"   \
+                         "strb r0, [r4], #4\n\t"                                            \
+                         "add lr, lr, #" step "\n\t"                                        \
+                         "subs r6, r6, #1\n\t"                                              \
+                         "bgt 1b\n\t"                                                       \
+                         "bne 6f\n\t"                                                       \
+                         "ldrd r9, r10, [sp, #20]\n\t"                                      \
+                         "add lr, lr, r9\n\t"                                               \
+                         "add r4, r4, r10\n\t"                                              \
+                         "b 1b\n"                                                            \
+                         "6:\n\t"                                                            \
+                         "add sp, sp, #32\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
+    }
+EB_COL1_ROW_FN(eb_col1_row_s1, EB_COL1_TAP1, "4")
+#if EB_DW_COLUMN_S2
+EB_COL1_ROW_FN(eb_col1_row_s2, EB_COL1_TAP2, "8")
 #endif
 #endif
 
@@ -3677,39 +3740,33 @@ EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int o
 }
 
 #if EB_COL_ROW_ASM
-/* eb_col_row's two channels by hand in the NONE and RELU modes (the tables of at least one
- * tap); 0, nothing written, otherwise. */
-static int eb_col_row_asm(const int8_t *row, const eb_col_tap *tap, int n, int out_w, int s,
-                          int32_t init_a, int32_t init_b, const eb_dw_out *oa,
-                          const eb_dw_out *ob, int32_t ia, int32_t ib)
+typedef void (*eb_col_fn)(const eb_col_job *);
+
+/* The function that runs the rows of a channel pair (ob) or of one channel by hand, the job's
+ * fields that hold for all of them set: the NONE and RELU modes (both channels in one);
+ * else NULL (eb_col_row). */
+static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, const eb_dw_out *oa,
+                               const eb_dw_out *ob, int32_t init_a, int32_t init_b)
 {
     const int mode = oa->mode;
-    const int32_t nb = (out_w + 3) >> 2, back = out_w - 4 * nb; /* -3 .. 0 */
-    eb_col_job job;
-    if (n < 1 || !((EB_DW_HAS_RELU && mode == EB_DW_RELU) ||
-                   (EB_DW_HAS_NONE && mode == EB_DW_NONE))) {
-        return 0;
+    const int32_t nb = (p->out_w + 3) >> 2, back = p->out_w - 4 * nb; /* -3 .. 0 */
+    if (!((EB_DW_HAS_RELU && mode == EB_DW_RELU) || (EB_DW_HAS_NONE && mode == EB_DW_NONE)) ||
+        (ob != NULL && ob->mode != mode)) {
+        return NULL;
     }
-    job.init_a = init_a;
-    job.init_b = init_b;
-    job.tap = tap;
-    job.end = tap + n;
-    job.da = oa->out8 + ia;
-    job.db = ob->out8 + ib;
-    job.s = oa->s;
-    job.relu = mode == EB_DW_RELU;
-    job.n = nb - 1;
-    job.back = back * s;
-    job.oback = back;
-    job.row = row;
+    job->init_a = init_a;
+    job->init_b = init_b;
+    job->s = oa->s;
+    job->flags = mode == EB_DW_RELU;
+    job->n = nb - 1;
+    job->back = back * p->stride_w;
+    job->oback = back;
 #if EB_DW_COLUMN_S2
-    if (s != 1) {
-        eb_col2_row_s2(&job);
-        return 1;
+    if (p->stride_w != 1) {
+        return ob != NULL ? eb_col2_row_s2 : eb_col1_row_s2;
     }
 #endif
-    eb_col2_row_s1(&job);
-    return 1;
+    return ob != NULL ? eb_col2_row_s1 : eb_col1_row_s1;
 }
 #endif
 
@@ -3720,11 +3777,6 @@ static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int
                                    const eb_dw_out *oa, const eb_dw_out *ob, int32_t ia,
                                    int32_t ib)
 {
-#if EB_COL_ROW_ASM
-    if (ob != NULL && eb_col_row_asm(row, tap, n, out_w, s, init_a, init_b, oa, ob, ia, ib)) {
-        return;
-    }
-#endif
 #if EB_DW_COLUMN_S2
     if (s != 1 && ob == NULL) {
         eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 2, 0);
@@ -3784,10 +3836,15 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             const int32_t init_a = eb_dw_init(&rq, bias, oc, &oa);
             const int32_t init_b = two ? eb_dw_init(&rq, bias, oc + 1, &ob) : 0;
             int tlo = -1, thi = -1;
+#if EB_COL_ROW_ASM
+            eb_col_job job;
+            const eb_col_fn fn = eb_col_asm_of(&job, p, &oa, two ? &ob : NULL, init_a, init_b);
+#endif
             for (oy = 0; oy < p->out_h; ++oy) {
                 const int iy0 = oy * p->stride_h - p->pad_h;
                 const int32_t at = oc * out_plane + (int32_t)oy * p->out_w;
-                int lo, hi;
+                int lo, hi, n;
+                const int8_t *row;
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
                 if (lo != tlo || hi != thi) {
                     eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
@@ -3795,9 +3852,22 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                     tlo = lo;
                     thi = hi;
                 }
-                eb_col_row(hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane,
-                           table, (hi - lo) * cin_g, p->out_w, p->stride_w, init_a,
-                           init_b, &oa, two ? &ob : NULL, at, at + out_plane);
+                n = (hi - lo) * cin_g;
+                row = hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane;
+#if EB_COL_ROW_ASM
+                if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
+                    job.tap = table;
+                    job.end = table + n;
+                    job.flags = (job.flags & 1) | (n & 1) << 1;
+                    job.da = oa.out8 + at;
+                    job.db = two ? ob.out8 + at + out_plane : NULL;
+                    job.row = row;
+                    fn(&job);
+                    continue;
+                }
+#endif
+                eb_col_row(row, table, n, p->out_w, p->stride_w, init_a, init_b, &oa,
+                           two ? &ob : NULL, at, at + out_plane);
             }
         }
     }

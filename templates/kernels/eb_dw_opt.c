@@ -175,8 +175,8 @@ typedef struct {
 #define EB_DW_TILE16 1
 #endif
 /* A selector's case: fn_ for stride s_, mode mode_ and shift c_. */
-#define EB_DW_PICK(fn_, s_, mode_, c_)                                                 \
-    if (s == (s_) && mode == (mode_) && c == (c_)) {                               \
+#define EB_DW_PICK(fn_, s_, mode_, c_)                                                       \
+    if (s == (s_) && mode == (mode_) && c == (c_)) {                                         \
         return fn_;                                                                          \
     }
 /* A row function selector's cases for stride s_, the forms linked (functions pre<s_>_relu_8
@@ -241,8 +241,8 @@ typedef struct {
 #else
 #define EB_DW_HAS_ABS 1
 #endif
-/* A row function's arguments where the mode (RELU, NONE) and the shift's form (8, 16) are linked, else
- * nothing. */
+/* A row function's arguments where the mode (RELU, NONE) and the shift's form (8, 16) are
+ * linked, else nothing. */
 #if EB_DW_HAS_RELU && EB_DW_TILE8
 #define EB_DW_R8(...) __VA_ARGS__
 #else
@@ -1552,7 +1552,8 @@ EB_INLINE void eb_dw_tile_row_words(const int8_t *w, int32_t w_c, int32_t wstep,
 {
     int p;
     for (p = 0; p < full; ++p, w += wstep) {
-        *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0] * (1 << sc), w[w_c] * (1 << sc));
+        *(second ? &tap[p].w2 : &tap[p].w) =
+            eb_dw_pair_word(w[0] * (1 << sc), w[w_c] * (1 << sc));
     }
     for (; p < pairs; ++p, w += wstep) {
         *(second ? &tap[p].w2 : &tap[p].w) = eb_dw_pair_word(w[0] * (1 << sc), 0);
@@ -1709,6 +1710,24 @@ typedef struct {
     int32_t prow, orow;      /* 48, 52: bytes from a row's end to the next row's start */
 } eb_dw_row_walk;
 
+/* Assembly of the walk, for the functions whose two output pointers are r9, r10 (their copy
+ * in the frame at sp + 48) and whose input pointer is lr: the step by the pair of words at sp
+ * + off (back, oback or prow, orow); and the end of a block, the count at sp + n down by one
+ * -- the next block ("again", while any is left after the current one), the row's end
+ * ("done"), or else the step back before the last block. */
+#define EB_DW_WALK2(off)                                                                     \
+    "ldrd r11, r12, [sp, #" off "]\n\t"                                                     \
+    "add lr, lr, r11\n\t"                                                                   \
+    "add r9, r9, r12\n\t"                                                                   \
+    "add r10, r10, r12\n\t"                                                                 \
+    "strd r9, r10, [sp, #48]\n\t"
+#define EB_DW_NEXT_BLOCK(n, again, done)                                                     \
+    "ldr r12, [sp, #" n "]\n\t"                                                             \
+    "subs r12, r12, #1\n\t"                                                                 \
+    "str r12, [sp, #" n "]\n\t"                                                             \
+    "bgt " again "\n\t"                                                                     \
+    "bne " done "\n\t"
+
 EB_INLINE void eb_dw_row_walk_of(eb_dw_row_walk *k, int32_t w, int rows, int s, int32_t dc,
                                  int32_t pitch, int32_t dst_r)
 {
@@ -1789,23 +1808,9 @@ typedef struct {
                              EB_DW_ROW_STORE4("r10", "r4", "r5", "r6", "r7")                 \
                          "strd r9, r10, [sp, #48]\n\t"                                      \
                          "add lr, lr, #" step "\n\t"                                        \
-                         "ldr r12, [sp, #64]\n\t"                                           \
-                         "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #64]\n\t"                                           \
-                         "bgt 1b\n\t"                                                       \
-                         "bne 4f\n\t"                                                       \
-                         "ldrd r11, r12, [sp, #72]\n\t"                                     \
-                         "add lr, lr, r11\n\t"                                              \
-                         "add r9, r9, r12\n\t"                                              \
-                         "add r10, r10, r12\n\t"                                            \
-                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         EB_DW_NEXT_BLOCK("64", "1b", "4f") EB_DW_WALK2("72")                \
                          "b 1b\n"                                                            \
-                         "4:\n\t"                                                            \
-                         "ldrd r11, r12, [sp, #80]\n\t"                                     \
-                         "add lr, lr, r11\n\t"                                              \
-                         "add r9, r9, r12\n\t"                                              \
-                         "add r10, r10, r12\n\t"                                            \
-                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         "4:\n\t" EB_DW_WALK2("80")                                          \
                          "ldr r12, [sp, #60]\n\t"                                           \
                          "str r12, [sp, #64]\n\t"                                           \
                          "ldr r12, [sp, #68]\n\t"                                           \
@@ -2219,11 +2224,7 @@ typedef struct {
                          "add r9, r9, r12, lsl #1\n\t"                                      \
                          "str r9, [sp, #20]\n\t"                                            \
                          "add lr, lr, #" step "\n\t"                                        \
-                         "ldr r12, [sp, #32]\n\t"                                           \
-                         "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #32]\n\t"                                           \
-                         "bgt 5b\n\t"                                                       \
-                         "bne 6f\n\t"                                                       \
+                         EB_DW_NEXT_BLOCK("32", "5b", "6f")                                 \
                          "ldrd r11, r12, [sp, #40]\n\t"                                     \
                          "add lr, lr, r11\n\t"                                              \
                          "add r9, r9, r12\n\t"                                              \
@@ -3533,7 +3534,8 @@ typedef struct {
     const eb_col_tap *tap, *end; /* 8, 12: the taps */
     int8_t *da, *db;            /* 16, 20: the next block's outputs (advanced) */
     int32_t s, flags;           /* 24, 28: the right shift; bit 0: relu (USAT #7), else none;
-                                   bit 1: an odd tap count */
+                                   bit 1: an odd tap count (the one-channel function's; the
+                                   pair's tells it from its tap pointers, r7 being a sum) */
     int32_t n;                  /* 32: the row's blocks left after the current one */
     int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
                                    last block (it overlaps the one before) */
@@ -3609,16 +3611,7 @@ typedef struct {
                          "strb r4, [r10], #4\n\t"                                           \
                          "add lr, lr, #" step "\n\t"                                        \
                          "strd r9, r10, [sp, #48]\n\t"                                      \
-                         "ldr r12, [sp, #64]\n\t"                                           \
-                         "subs r12, r12, #1\n\t"                                            \
-                         "str r12, [sp, #64]\n\t"                                           \
-                         "bgt 1b\n\t"                                                       \
-                         "bne 6f\n\t"                                                       \
-                         "ldrd r11, r12, [sp, #68]\n\t"                                     \
-                         "add lr, lr, r11\n\t"                                              \
-                         "add r9, r9, r12\n\t"                                              \
-                         "add r10, r10, r12\n\t"                                            \
-                         "strd r9, r10, [sp, #48]\n\t"                                      \
+                         EB_DW_NEXT_BLOCK("64", "1b", "6f") EB_DW_WALK2("68")                \
                          "b 1b\n"                                                            \
                          "6:\n\t"                                                            \
                          "add sp, sp, #80\n\t"                                              \

@@ -1622,10 +1622,10 @@ static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_
  * rounding. Requantized by eb_half, no sum can overflow, so no bias needs checking (a check
  * per row cost 10 instructions, 0.4 per MAC at 26 inputs). eb_store's set-up per block cost
  * more than a narrow layer's 4 x in_f MACs (5.5 instructions per MAC at 10 inputs). On the
- * M4 a layer of 4 or more inputs with a bias runs by hand (eb_linear_asm); elsewhere one of at
- * most 16 inputs runs a row at a time (eb_linear_short). Returns the rows done: all but the
- * last of a short layer, every block of 4 of another (eb_linear_asm: but a last one it cannot
- * read whole), or none. */
+ * M4 a layer of 4 or more inputs runs by hand (eb_linear_asm); elsewhere one of at most 16
+ * inputs with a bias runs a row at a time (eb_linear_short). Returns the rows done: all but
+ * the last of a short layer, every block of 4 of another (eb_linear_asm: but a last one it
+ * cannot read whole), or none. */
 static int eb_linear_fast(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
                           const eb_sink *s, const int16_t *cols)
 {

@@ -32,12 +32,12 @@ from edgebuild.ops.c import OPTIONAL_PATHS
 from edgebuild.ops.conv_path import kernel_paths, shift_forms, two_pixel_block
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
-# the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c)
-CONV_PATHS = ("depthwise", "dw_three_tap", "dw_tile", "dw_tile_one", "dw_tile_s1",
-              "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2", "dw_tile_pair", "dw_tile8",
-              "dw_tile16", "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column",
-              "dw_column_s2", "dw_table", "im2col", "im2col_s2", "gemm_2px", "q_relu", "q_none", "q_abs",
-              "q_wide")
+# the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c) that its
+# convs run: every optional path but the packed weights', the linear rows', the pools' and
+# TFLite's
+CONV_PATHS = tuple(p for p in OPTIONAL_PATHS
+                   if p not in ("packed", "linear_q", "pool_max", "pool_avg")
+                   and not p.startswith("tfl_"))
 
 
 def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict:

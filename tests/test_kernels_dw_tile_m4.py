@@ -106,6 +106,9 @@ LOOP_CASES = [
     dw_1d(2, 64, 5, 1, pad=6, dil=3, act=1),                      # slide1, 3 phases
     dw_1d(2, 51, 7, 2, pad=5, dil=2, act=0),                      # pair, 2 phases, odd pad
     dw_config(2, 41, 6, (9, 1), 1, 1, (8, 0), dil=(2, 1), act=1), # slide1, turned, 2 phases
+    # phase 0's row in three tiles (500 + 500 + 1 outputs), phase 1's in two of 500: each phase's
+    # last tile copies the columns its own outputs read (eb_dw_tile_reach per phase)
+    dw_1d(1, 2001, 5, 1, pad=4, dil=2, act=0),                    # slide1, 2 phases, tiles
 ]
 # The fan (one input channel's many outputs over 1-6 tap pairs): two pixels at a time with
 # an odd last one, more channels than a chunk of records (16), stride 2, a turned frame
@@ -225,7 +228,7 @@ def test_phase_cases_split():
     """The phase cases (and the dilation-2 k11 one) run split into phases, in dilation-1
     frames whose taps pair; a dilation at stride 2 is not split."""
     phases = [tile_frame(plane_of(c)).phases for c in LOOP_CASES]
-    assert phases[-3:] == [3, 2, 2] and phases[7] == 2, phases
+    assert phases[-4:] == [3, 2, 2, 2] and phases[7] == 2, phases
     assert all(tile_frame(plane_of(c)).d_w == 1 for c in LOOP_CASES[-3:])
     assert tile_frame(plane_of(dw_1d(2, 64, 5, 1, stride=2, pad=4, dil=2))).phases == 1
     # nor a short row: fewer than 16 outputs a phase (a 7x7 dilation-2 on 2 x 18 maps)

@@ -1251,6 +1251,7 @@ typedef struct {
      * (rowtaps), channel by channel. */
     int chans, rowtaps;
     int32_t csz;
+    int32_t reach; /* the patch columns the last tile of a row reads (eb_dw_tile_reach) */
     int turned; /* rows and columns swapped */
 } eb_dw_tf;
 
@@ -1270,6 +1271,17 @@ static int32_t eb_dw_tile_pitch(int32_t cols, int s, int k, int d)
     return ((cols - 1) * s + (int32_t)(k - 1) * d + 2 + 1) & ~(int32_t)1;
 }
 #define EB_DW_TILE_SLACK(s) (3 * (int32_t)(s) + 2)
+
+/* The patch columns the last tile of a row reads: its last output's last tap, and the one
+ * past it a pair of taps may hold (with a zero weight); up to the pitch pw. Lanes of a block
+ * past the last output read further, but they are not stored: the columns from here on are
+ * left as they are, not zeroed a tile (a 98-wide row's last tile zeroed 33 a patch row). */
+static int32_t eb_dw_tile_reach(const eb_dw_tf *t)
+{
+    const int32_t cols = t->out_w - ((int32_t)(t->out_w - 1) / t->cols) * t->cols;
+    const int32_t end = (cols - 1) * t->s_w + (int32_t)t->k_w * t->d_w + 1;
+    return end < t->pw ? end : t->pw;
+}
 
 /* Phase ph of a frame split into t->phases (eb_dw_tf), into f (f may be t): outputs
  * x = D j + ph (D = t->phases) read inputs x - p_w0 + D kx = D (j + kx + a) + q, with
@@ -1351,6 +1363,7 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, int chans, eb_dw_tf *t)
         t->rows = t->out_h;
     }
     t->csz = ((int32_t)(t->rows - 1) * t->s_h + band) * t->pw;
+    t->reach = eb_dw_tile_reach(t);
     return 1;
 }
 
@@ -1366,6 +1379,24 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, int chans, eb_dw_tf *t)
 static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
 {
     return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
+}
+
+/* Patch elements [c, end) of a row (word-aligned) zeroed, two a store. */
+EB_INLINE void eb_dw_tile_zero(int16_t *row, int32_t c, int32_t end)
+{
+    int16_t *d = row + c, *const e = row + (end & ~(int32_t)1);
+    if (c >= end) {
+        return;
+    }
+    if (c & 1) {
+        *d++ = 0;
+    }
+    for (; d < e; d += 2) {
+        eb_store32(d, 0);
+    }
+    if (end & 1) {
+        *d = 0;
+    }
 }
 
 #if EB_DW_TURNED
@@ -1405,11 +1436,12 @@ EB_INLINE void eb_dw_tile_turn2(const int8_t *q, int32_t src_c, int32_t c, int32
 }
 
 /* One or `two` rows of a turned frame's patch, skip patch rows apart, from the plane at q
- * (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0 around them; two
- * rows by eb_dw_tile_turn2, one two values a word. */
+ * (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0 around them up
+ * to end (eb_dw_tile_reach); two rows by eb_dw_tile_turn2, one two values a word. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t src_c,
                                                        int32_t lo, int32_t hi, int16_t *patch,
-                                                       int32_t pw, int skip, int two)
+                                                       int32_t pw, int skip, int two,
+                                                       int32_t end)
 {
     const int32_t c0 = (lo + 1) & ~(int32_t)1, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
     int j;
@@ -1422,9 +1454,7 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
         }
         eb_dw_tile_bytes(d, qj, src_c, lo, c0);
         eb_dw_tile_bytes(d, qj, src_c, c1, hi);
-        for (c = hi; c < pw; ++c) {
-            d[c] = 0;
-        }
+        eb_dw_tile_zero(d, hi, end);
     }
     if (!two) {
         for (c = c0, q += c0 * src_c; c < c1; c += 2, q += 2 * src_c) {
@@ -1454,19 +1484,18 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     const int32_t iy0 = (int32_t)oy0 * t->s_h - t->p_h, ix0 = (int32_t)ox0 * t->s_w - t->p_w;
     const int32_t ph = (int32_t)(rows - 1) * t->s_h + (int32_t)(t->k_h - 1) * t->d_h + 1;
     const int32_t pw = t->pw, in_h = t->in_h, src_r = t->src_r, src_c = t->src_c;
-    const int32_t lo = ix0 < 0 ? (-ix0 < pw ? -ix0 : pw) : 0;
-    const int32_t hi = t->in_w - ix0 < pw ? t->in_w - ix0 : pw; /* columns [lo, hi) */
+    const int32_t end = ox0 + t->cols < t->out_w ? pw : t->reach;
+    const int32_t lo = ix0 < 0 ? (-ix0 < end ? -ix0 : end) : 0;
+    const int32_t hi = t->in_w - ix0 < end ? t->in_w - ix0 : end; /* columns [lo, hi) */
     int32_t base = iy0 * src_r + ix0 * src_c; /* plane offset of the row's column 0 */
     int32_t r, c;
-    for (r = 0; r < ph; ++r, patch += pw, base += src_r) {
-        const int32_t iy = iy0 + r;
-        if (iy < 0 || iy >= in_h) {
-            continue; /* a row in the padding: no tap reads it (eb_dw_tile_segments) */
-        }
+    /* only the rows in the input: no tap reads a row in the padding (eb_dw_tile_segments) */
+    const int32_t r0 = iy0 < 0 ? -iy0 : 0, r1 = in_h - iy0 < ph ? in_h - iy0 : ph;
+    patch += r0 * pw;
+    base += r0 * src_r;
+    for (r = r0; r < r1; ++r, patch += pw, base += src_r) {
         if (hi <= lo) {
-            for (c = 0; c < pw; c += 2) { /* pw is even, rows word-aligned */
-                eb_store32(patch + c, 0);
-            }
+            eb_dw_tile_zero(patch, 0, end);
             continue;
         }
         for (c = 0; c < lo; ++c) {
@@ -1495,9 +1524,7 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
                 patch[c] = *q;
             }
         }
-        for (; c < pw; ++c) {
-            patch[c] = 0;
-        }
+        eb_dw_tile_zero(patch, c, end);
     }
 }
 
@@ -1512,25 +1539,28 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill_turned(const eb_dw_tf *t,
     const int32_t iy0 = (int32_t)oy0 * t->s_h - t->p_h, ix0 = (int32_t)ox0 * t->s_w - t->p_w;
     const int32_t ph = (int32_t)(rows - 1) * t->s_h + (int32_t)(t->k_h - 1) * t->d_h + 1;
     const int32_t pw = t->pw, in_h = t->in_h, src_c = t->src_c;
-    const int32_t lo = ix0 < 0 ? (-ix0 < pw ? -ix0 : pw) : 0;
-    const int32_t hi = t->in_w - ix0 < pw ? t->in_w - ix0 : pw; /* columns [lo, hi) */
+    const int32_t end = ox0 + t->cols < t->out_w ? pw : t->reach;
+    const int32_t lo = ix0 < 0 ? (-ix0 < end ? -ix0 : end) : 0;
+    const int32_t hi = t->in_w - ix0 < end ? t->in_w - ix0 : end; /* columns [lo, hi) */
     const int32_t skip = t->k_h == 1 ? t->s_h : 1;             /* the rows the taps read */
     const int8_t *q = plane + iy0 + ix0 * src_c;               /* row r's column 0 */
     int32_t r, c;
-    for (r = 0; r < ph; r += skip, patch += skip * pw, q += skip) {
+    /* only the rows in the input (every skip-th): no tap reads a row in the padding */
+    const int32_t r0 = iy0 < 0 ? (-iy0 + skip - 1) / skip * skip : 0;
+    const int32_t r1 = in_h - iy0 < ph ? in_h - iy0 : ph;
+    patch += r0 * pw;
+    q += r0;
+    for (r = r0; r < r1; r += skip, patch += skip * pw, q += skip) {
         const int32_t iy = iy0 + r;
         int two;
-        if (iy < 0 || iy >= in_h) {
-            continue; /* a row in the padding: no tap reads it (eb_dw_tile_segments) */
-        }
         if (hi - lo < 2) {
-            for (c = 0; c < pw; ++c) {
+            for (c = 0; c < end; ++c) {
                 patch[c] = (int16_t)(c >= lo && c < hi ? q[c * src_c] : 0);
             }
             continue;
         }
         two = skip <= 2 && r + skip < ph && iy + 2 * skip - 1 < in_h; /* the rows it reads */
-        eb_dw_tile_turned(q, src_c, lo, hi, patch, pw, (int)skip, two);
+        eb_dw_tile_turned(q, src_c, lo, hi, patch, pw, (int)skip, two, end);
         if (two) {
             r += skip, patch += skip * pw, q += skip;
         }
@@ -1578,10 +1608,11 @@ static EB_NOINLINE void eb_dw_tile_offsets(const eb_dw_tf *t, eb_dw_tap *tap)
 }
 
 /* The tap pairs' words of one output channel's weights wa, and of a second one's wb (or
- * NULL), scaled by 2^ta, 2^tb (eb_dw_tile_init): once per channel and tile, a short map's
- * cost, kept to a few instructions a pair. Only the tap rows [ky_lo, ky_hi) that some output
- * row of the tile reads inside the input (eb_dw_tile_rows): eb_dw_tile_segments leaves the
- * others out of the sums. */
+ * NULL), scaled by 2^ta, 2^tb (eb_dw_tile_init): once per channel and tile (once per group
+ * where one job covers it: eb_dw_tile_layer), a short map's cost, kept to a few
+ * instructions a pair. Only the tap rows [ky_lo, ky_hi) that some output row of the tiles
+ * reads inside the input (eb_dw_tile_rows): eb_dw_tile_segments leaves the others out of
+ * the sums. */
 static EB_NOINLINE void eb_dw_tile_taps(const eb_dw_tf *t, const int8_t *wa, const int8_t *wb,
                                         int ky_lo, int ky_hi, eb_dw_tap *tap, int ta, int tb)
 {
@@ -3101,34 +3132,74 @@ static EB_NOINLINE int eb_dw_tile_init(const eb_dw_tf *t, const eb_dw_rq *rq,
     return c - s;
 }
 
+/* The scratch of a layer's jobs: the tap table and one channel's unpacked weights (at most
+ * 2 a pair) per channel of a pair. */
+typedef struct {
+    eb_dw_tap tap[EB_DW_TILE_TAPS];
+    int8_t wa[2 * EB_DW_TILE_TAPS], wb[2 * EB_DW_TILE_TAPS];
+} eb_dw_table;
+
+/* The job of output channel oc (and oc + 1 when `two`) in frame f: the sums' starts and
+ * modes (oa, ob: eb_dw_tile_init), where its outputs go (from `first`, the next channel a
+ * plane on), and its tap words for the tap rows [ky_lo, ky_hi) in the table. */
+EB_INLINE void eb_dw_tile_job(const eb_dw_tf *f, const eb_conv_params *p,
+                              const int8_t *weight, const int32_t *bias, const eb_dw_rq *rq,
+                              int32_t oc, int two, int s, eb_dw_out *oa, eb_dw_out *ob,
+                              int32_t first, int ky_lo, int ky_hi, eb_dw_table *tb,
+                              eb_dw_job *job)
+{
+    const int32_t taps = (int32_t)EB_DW_CHANS(f) * p->k_h * p->k_w;
+    const int sa = eb_dw_tile_init(f, rq, bias, oc, s, oa, &job->init_a);
+    const int sb = two ? eb_dw_tile_init(f, rq, bias, oc + 1, s, ob, &job->init_b)
+                       : (job->init_b = 0);
+    job->oa = oa;
+    job->ob = two ? ob : NULL;
+    job->ia = first;
+    job->ib = first + (int32_t)f->out_h * f->out_w0;
+    eb_dw_tile_taps(f, eb_dw_weights(p, weight, oc, taps, tb->wa),
+                    two ? eb_dw_weights(p, weight, oc + 1, taps, tb->wb) : NULL, ky_lo,
+                    ky_hi, tb->tap, sa, sb);
+}
+
 /* The layer by tiles: per group (a depthwise layer's input channel) and tile the patch of
  * its input channels once, then each of its m output channels (weights, packed or not;
  * bias; mode) over it -- per phase of a frame split by its dilation (eb_dw_tile_phase), the
- * phase's columns. */
+ * phase's columns. Where one job covers a group's output channels (a multiplier of 1, or 2
+ * in pairs), its start and tap words are made once a group, for the tap rows any of its
+ * tiles reads, not once a tile for that tile's: a 7x7 stride-2 layer on 98-wide rows, 4
+ * tiles a channel, built 12 tap rows a channel where 5 serve. */
 static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params *p,
                                          const int8_t *in, int32_t in_plane,
                                          const int8_t *weight, const int32_t *bias,
                                          const eb_dw_rq *rq, const eb_dw_out *o,
                                          int16_t *patch)
 {
-    eb_dw_tap tap[EB_DW_TILE_TAPS];
-    int8_t unpacked[2 * EB_DW_TILE_TAPS]; /* one channel's taps (at most 2 a pair), packed */
-    int8_t unpacked2[2 * EB_DW_TILE_TAPS]; /* the pair's second channel's */
+    eb_dw_table tb;
     eb_dw_out oa = *o, ob = *o;
     eb_dw_tf f = *t;
+    eb_dw_job job;
     const int m = p->out_c / p->groups, pairs = eb_dw_tile_pairs(t); /* per group */
-    const int32_t taps = (int32_t)EB_DW_CHANS(t) * p->k_h * p->k_w;
+    const int one = m <= (pairs ? 2 : 1), two = pairs && m >= 2; /* one job a group */
     const int32_t out_plane = (int32_t)t->out_h * t->out_w0;
     int32_t in_off = 0, out_off = 0;
     int ph, ic, c, j, oy0, ox0, ky_lo, ky_hi;
-    eb_dw_tile_offsets(t, tap); /* the loops' and the fan's */
+    eb_dw_tile_offsets(t, tb.tap); /* the loops' and the fan's */
     for (ph = 0; ph < t->phases; ++ph) {
         if (t->phases > 1) {
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
+            f.reach = eb_dw_tile_reach(&f); /* the phase's columns */
         }
         for (ic = 0; ic < p->groups; ++ic) { /* a group: its input channels, m outputs */
+            if (one) {
+                eb_dw_tile_rows(&f, 0, f.out_h, &ky_lo, &ky_hi);
+                eb_dw_tile_job(&f, p, weight, bias, rq, ic * m, two, o->s, &oa, &ob,
+                               ic * m * out_plane + out_off, ky_lo, ky_hi, &tb, &job);
+            }
             for (oy0 = 0; oy0 < f.out_h; oy0 += f.rows) {
                 const int rows = f.out_h - oy0 < f.rows ? f.out_h - oy0 : f.rows;
+                if (!one) {
+                    eb_dw_tile_rows(&f, oy0, rows, &ky_lo, &ky_hi);
+                }
                 for (ox0 = 0; ox0 < f.out_w; ox0 += f.cols) {
                     for (c = 0; c < EB_DW_CHANS(&f); ++c) {
                         EB_DW_FILL(&f)(&f,
@@ -3136,33 +3207,23 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                                             in_off,
                                         oy0, ox0, rows, patch + c * f.csz);
                     }
-                    eb_dw_tile_rows(&f, oy0, rows, &ky_lo, &ky_hi);
                     j = 0;
 #if EB_DW_FAN
                     if (eb_dw_fan_takes(m, f.ntaps) &&
                         o->out8 != NULL && eb_dw_tile_inside(&f, oy0, rows)) {
                         j = eb_dw_fan_tile(&f, p, weight, bias, rq, o->out8 + out_off,
-                                           out_plane, patch, tap, (int32_t)ic * m, m, oy0,
+                                           out_plane, patch, tb.tap, (int32_t)ic * m, m, oy0,
                                            ox0, rows, o->s);
                     }
 #endif
                     for (; j < m; j += pairs ? 2 : 1) {
                         const int32_t oc = (int32_t)ic * m + j;
-                        const int two = pairs && j + 1 < m;
-                        eb_dw_job job;
-                        const int ta = eb_dw_tile_init(&f, rq, bias, oc, o->s, &oa, &job.init_a);
-                        const int tb = two ? eb_dw_tile_init(&f, rq, bias, oc + 1, o->s, &ob,
-                                                             &job.init_b)
-                                           : (job.init_b = 0);
-                        job.oa = &oa;
-                        job.ob = two ? &ob : NULL;
-                        job.ia = oc * out_plane + out_off;
-                        job.ib = job.ia + out_plane;
-                        eb_dw_tile_taps(&f, eb_dw_weights(p, weight, oc, taps, unpacked),
-                                        two ? eb_dw_weights(p, weight, oc + 1, taps, unpacked2)
-                                            : NULL,
-                                        ky_lo, ky_hi, tap, ta, tb);
-                        eb_dw_tile_segments(&f, patch, tap, &job, oy0, ox0, rows);
+                        if (!one) {
+                            eb_dw_tile_job(&f, p, weight, bias, rq, oc, pairs && j + 1 < m,
+                                           o->s, &oa, &ob, oc * out_plane + out_off, ky_lo,
+                                           ky_hi, &tb, &job);
+                        }
+                        eb_dw_tile_segments(&f, patch, tb.tap, &job, oy0, ox0, rows);
                     }
                 }
             }

@@ -54,6 +54,7 @@
 #define eb_dw_store2 chain_eb_dw_store2
 #define eb_dw_tile_bytes chain_eb_dw_tile_bytes
 #define eb_dw_tile_inside chain_eb_dw_tile_inside
+#define eb_dw_tile_job chain_eb_dw_tile_job
 #define eb_dw_tile_q4 chain_eb_dw_tile_q4
 #define eb_dw_tile_row_words chain_eb_dw_tile_row_words
 #define eb_dw_tile_run1 chain_eb_dw_tile_run1
@@ -62,6 +63,7 @@
 #define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows chain_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 chain_eb_dw_tile_turn2
+#define eb_dw_tile_zero chain_eb_dw_tile_zero
 #define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot

@@ -56,6 +56,7 @@
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_dw_tile_bytes tiny_eb_dw_tile_bytes
 #define eb_dw_tile_inside tiny_eb_dw_tile_inside
+#define eb_dw_tile_job tiny_eb_dw_tile_job
 #define eb_dw_tile_q4 tiny_eb_dw_tile_q4
 #define eb_dw_tile_row_words tiny_eb_dw_tile_row_words
 #define eb_dw_tile_run1 tiny_eb_dw_tile_run1
@@ -64,6 +65,7 @@
 #define eb_dw_tile_tap1 tiny_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows tiny_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 tiny_eb_dw_tile_turn2
+#define eb_dw_tile_zero tiny_eb_dw_tile_zero
 #define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot

@@ -851,17 +851,63 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
     }
 }
 
-/* One output row of a 3-tap layer into index: tap row 0 of its pixels in the input row at r,
- * tap rows 1 and 2 (rows == 3) at r + o1 and r + o2 (a row in the padding: zero weights and
- * any row in range). Pixel pairs at x = 0, 2, ...; with an odd out_w the last pair is
- * (out_w - 2, out_w - 1). in_w >= 4, pad_w <= 3: a pair's word overhangs at most one row end
- * and by less than a word, and is then built from shifted in-row loads. */
-EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const uint32_t *w,
-                               int in_w, int out_w, int pad_w, int32_t init,
-                               const eb_dw_out *o, int32_t index, const int rows,
-                               const int mode)
+/* The output channels one pass of the 3-tap rows computes over an input channel: one, or two
+ * of it (a multiplier >= 2, both in the same NONE / RELU mode: its row's words loaded and
+ * split once for both, and the row's set-up made once) -- their weights (eb_dw3_weights),
+ * sums' starts and first outputs. */
+typedef struct {
+    uint32_t w[2][5];
+    int32_t init[2], index[2];
+} eb_dw3_job;
+
+/* One tap row's word x against channel c's weights of tap row `row` (0..2) into the sums a,
+ * b (eb_dw3_mac's halves: [w0, w2] and w1), from the locals of EB_DW3_LOCALS. */
+#define EB_DW3_TAP(x, row, c, a, b)                                                          \
+    eb_dw3_mac(x, w##c##_##row, (row) < 2 ? w##c##_01 : w##c##_21, (row) == 1, &(a), &(b))
+/* Channel c's weights of j as locals (an int8 store may alias *j for the compiler). */
+#define EB_DW3_LOCALS(c)                                                                     \
+    const uint32_t w##c##_0 = j->w[c][0], w##c##_1 = j->w[c][1], w##c##_2 = j->w[c][2],      \
+                   w##c##_01 = j->w[c][3], w##c##_21 = j->w[c][4]
+
+/* The pixel pair k of eb_dw3_row_body's channels from its tap rows' words (w1, w2 read
+ * only when rows == 3): the sums and their stores. */
+#define EB_DW3_PAIR(w0, w1, w2, k)                                                           \
+    do {                                                                                     \
+        int32_t a0 = init_a, a1 = a0, b0 = init_b, b1 = b0;                                  \
+        const uint32_t x0 = (w0);                                                            \
+        EB_DW3_TAP(x0, 0, 0, a0, a1);                                                        \
+        if (two) {                                                                           \
+            EB_DW3_TAP(x0, 0, 1, b0, b1);                                                    \
+        }                                                                                    \
+        if (rows == 3) {                                                                     \
+            const uint32_t x1 = (w1), x2 = (w2);                                             \
+            EB_DW3_TAP(x1, 1, 0, a0, a1);                                                    \
+            EB_DW3_TAP(x2, 2, 0, a0, a1);                                                    \
+            if (two) {                                                                       \
+                EB_DW3_TAP(x1, 1, 1, b0, b1);                                                \
+                EB_DW3_TAP(x2, 2, 1, b0, b1);                                                \
+            }                                                                                \
+        }                                                                                    \
+        eb_dw_store2(mode, o, d8, s, ia + (k), a0, a1);                                      \
+        if (two) {                                                                           \
+            eb_dw_store2(mode, o, d8, s, ib + (k), b0, b1);                                  \
+        }                                                                                    \
+    } while (0)
+
+/* One output row of a 3-tap layer, each channel of j (`two`: both) into its index plus at:
+ * tap row 0 of its pixels in the input row at r, tap rows 1 and 2 (rows == 3) at r + o1 and
+ * r + o2 (a row in the padding: zero weights and any row in range). Pixel pairs at x = 0, 2,
+ * ...; with an odd out_w the last pair is (out_w - 2, out_w - 1). in_w >= 4, pad_w <= 3: a
+ * pair's word overhangs at most one row end and by less than a word, and is then built from
+ * shifted in-row loads. */
+EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const eb_dw3_job *j,
+                               int in_w, int out_w, int pad_w, const eb_dw_out *o,
+                               int32_t at, const int rows, const int mode, const int two)
 {
-    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
+    const int32_t ia = j->index[0] + at, ib = j->index[1] + at;
+    const int32_t init_a = j->init[0], init_b = j->init[1];
+    EB_DW3_LOCALS(0);
+    EB_DW3_LOCALS(1);
     int8_t *const d8 = o->out8;
     const int s = o->s;
     int x = 0;
@@ -870,31 +916,20 @@ EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const ui
         const int32_t b = xp - pad_w;
         if (b >= 0 && b <= in_w - 4) { /* a run of pairs inside the row */
             const int8_t *p = r + b;
-            int32_t n = (in_w - 4 - b) / 2 + 1, at = index + xp;
+            int32_t n = (in_w - 4 - b) / 2 + 1, k = xp;
             if (n > (out_w - xp) / 2) {
                 n = (out_w - xp) / 2;
             }
             x = xp + 2 * (int)n;
-            for (; n > 0; --n, p += 2, at += 2) {
-                int32_t a0 = init, a1 = init;
-                eb_dw3_mac(eb_load32(p), w0, w01, 0, &a0, &a1);
-                if (rows == 3) {
-                    eb_dw3_mac(eb_load32(p + o1), w1, w01, 1, &a0, &a1);
-                    eb_dw3_mac(eb_load32(p + o2), w2, w21, 0, &a0, &a1);
-                }
-                eb_dw_store2(mode, o, d8, s, at, a0, a1);
+            for (; n > 0; --n, p += 2, k += 2) {
+                EB_DW3_PAIR(eb_load32(p), eb_load32(p + o1), eb_load32(p + o2), k);
             }
         } else { /* one pair overhanging a row end */
             const int32_t off = b < 0 ? 0 : in_w - 4;
             const unsigned sl = b < 0 ? (unsigned)(-8 * b) : 0u;
             const unsigned sr = b < 0 ? 0u : (unsigned)(8 * (b - off));
-            int32_t a0 = init, a1 = init;
-            eb_dw3_mac((eb_load32(r + off) << sl) >> sr, w0, w01, 0, &a0, &a1);
-            if (rows == 3) {
-                eb_dw3_mac((eb_load32(r + o1 + off) << sl) >> sr, w1, w01, 1, &a0, &a1);
-                eb_dw3_mac((eb_load32(r + o2 + off) << sl) >> sr, w2, w21, 0, &a0, &a1);
-            }
-            eb_dw_store2(mode, o, d8, s, index + xp, a0, a1);
+            EB_DW3_PAIR((eb_load32(r + off) << sl) >> sr, (eb_load32(r + o1 + off) << sl) >> sr,
+                        (eb_load32(r + o2 + off) << sl) >> sr, xp);
             x = xp + 2;
         }
     }
@@ -915,16 +950,34 @@ EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const ui
         break;                          \
     }
 
+/* eb_dw3_row_body per mode, one channel of j. */
+#define EB_DW3_ONE(r, o1, o2, j, g, o, at, rows, mode)                                      \
+    eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows, mode, 0)
+/* ... both channels of j (NONE or RELU: the caller's). */
+#define EB_DW3_TWO(r, o1, o2, j, g, o, at, rows)                                            \
+    do {                                                                                     \
+        if ((o)->mode == EB_DW_RELU) {                                                       \
+            eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows,    \
+                            EB_DW_RELU, 1);                                                  \
+        } else {                                                                             \
+            eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows,    \
+                            EB_DW_NONE, 1);                                                  \
+        }                                                                                    \
+    } while (0)
+
+/* Output row `at` (elements from each channel's index) of j's channels, `two` of them. */
 static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t o1,
-                                   int32_t o2, const uint32_t *w, int32_t init,
-                                   const eb_dw_out *o, int32_t index)
+                                   int32_t o2, const eb_dw3_job *j, int two,
+                                   const eb_dw_out *o, int32_t at)
 {
-    if (g->k_h == 3) {
-        EB_DW_MODES(eb_dw3_row_body, r, o1, o2, w, g->in_w, g->out_w, g->pad_w, init, o,
-                    index, 3)
+    if (two && g->k_h == 3) {
+        EB_DW3_TWO(r, o1, o2, j, g, o, at, 3);
+    } else if (two) {
+        EB_DW3_TWO(r, 0, 0, j, g, o, at, 1);
+    } else if (g->k_h == 3) {
+        EB_DW_MODES(EB_DW3_ONE, r, o1, o2, j, g, o, at, 3)
     } else {
-        EB_DW_MODES(eb_dw3_row_body, r, 0, 0, w, g->in_w, g->out_w, g->pad_w, init, o, index,
-                    1)
+        EB_DW_MODES(EB_DW3_ONE, r, 0, 0, j, g, o, at, 1)
     }
 }
 
@@ -953,40 +1006,46 @@ typedef struct {
 
 #define EB_DW_MAX_SEGS 8 /* k_h <= 3: at most 2 * k_h + 1 */
 
-/* One channel of a 3-tap layer the padded path does not take (plane: its input channel,
- * wk: eb_dw3_weights) into out from index: every output row by eb_dw3_row, in segments of
- * equal tap-row ranges (seg, eb_dw_segments). */
+/* One channel of a 3-tap layer the padded path does not take, or `two` of one input channel
+ * (plane; j: their weights, starts and outputs): every output row by eb_dw3_row, in segments
+ * of equal tap-row ranges (seg, eb_dw_segments). */
 static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg,
-                                       int n_seg, const int8_t *plane, const uint32_t wk[5],
-                                       int32_t init, const eb_dw_out *o, int32_t index)
+                                       int n_seg, const int8_t *plane, const eb_dw3_job *jk,
+                                       int two, const eb_dw_out *o)
 {
     const int in_w = g->in_w, out_w = g->out_w, k_h = g->k_h;
     const int32_t in_step = (int32_t)g->stride_h * in_w;
+    eb_dw3_job j = *jk;
     for (; n_seg > 0; --n_seg, ++seg) {
-        const int32_t first = index + (int32_t)seg->oy * out_w;
+        const int32_t first = (int32_t)seg->oy * out_w;
         const int iy0 = seg->oy * g->stride_h - g->pad_h;
         const int8_t *r[3];
-        uint32_t w[5];
-        int ky, i;
+        int ky, i, c;
         if (seg->lo >= seg->hi) { /* every tap row in the padding */
-            for (i = 0; i < seg->n * out_w; ++i) {
-                eb_dw_put(o, first + i, init);
+            for (c = 0; c <= two; ++c) {
+                for (i = 0; i < seg->n * out_w; ++i) {
+                    eb_dw_put(o, jk->index[c] + first + i, jk->init[c]);
+                }
             }
             continue;
         }
-        memcpy(w, wk, sizeof w);
+        memcpy(j.w, jk->w, sizeof j.w);
         for (ky = 0; ky < k_h; ++ky) {
             if (ky >= seg->lo && ky < seg->hi) {
                 r[ky] = plane + (int32_t)(iy0 + ky * g->dil_h) * in_w;
-            } else { /* a row of the padding: zero weights, any row in range */
-                r[ky] = plane + (int32_t)(iy0 + seg->lo * g->dil_h) * in_w;
-                w[ky] = 0;
-                w[3 + ky / 2] &= ky & 1 ? 0x0000FFFFu : 0xFFFF0000u;
+                continue;
+            }
+            /* a row of the padding: zero weights, any row in range */
+            r[ky] = plane + (int32_t)(iy0 + seg->lo * g->dil_h) * in_w;
+            for (c = 0; c < 2; ++c) {
+                j.w[c][ky] = 0;
+                j.w[c][3 + ky / 2] &= ky & 1 ? 0x0000FFFFu : 0xFFFF0000u;
             }
         }
         for (i = 0; i < seg->n; ++i) {
             eb_dw3_row(g, r[0] + i * in_step, k_h == 3 ? (int32_t)(r[1] - r[0]) : 0,
-                       k_h == 3 ? (int32_t)(r[2] - r[0]) : 0, w, init, o, first + i * out_w);
+                       k_h == 3 ? (int32_t)(r[2] - r[0]) : 0, &j, two, o,
+                       first + i * out_w);
         }
     }
 }
@@ -3231,6 +3290,26 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     }
 }
 
+/* Whether output channel oc goes in one pass with the one before it (eb_dw3_job, j: its
+ * weights and start into j's second channel): both in the same NONE / RELU mode (o: the
+ * first's). */
+static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int8_t *weight,
+                         const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,
+                         int32_t oc, int8_t *unpacked, eb_dw3_job *j)
+{
+    eb_dw_out ob = *o;
+    if (o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) {
+        return 0;
+    }
+    j->init[1] = eb_dw_init(rq, bias, oc, &ob);
+    if (ob.mode != o->mode) {
+        return 0;
+    }
+    eb_dw3_weights(eb_dw_weights(p, weight, oc, (int32_t)g->k_h * g->k_w, unpacked), g->k_h,
+                   j->w[1]);
+    return 1;
+}
+
 /* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
 /* One channel (src) of the pool q into dst; returns dst. The reference loops: only a
  * channel whose requantization the padded path does not take comes here. */
@@ -3406,10 +3485,19 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                               o.mode == fast ? k : NULL);
                 held = g.out_h <= band ? oc / m : -1; /* buf holds its whole plane */
             } else {
+                eb_dw3_job j;
+                int two = 0;
                 if (q != NULL) { /* this channel pooled on its own */
                     plane = eb_dw_pool_channel(q, plane, pooled + (int32_t)(oc / m) * in_plane);
+                } else if (oc % m + 1 < m) { /* the next channel reads the same input */
+                    two = eb_dw3_second(p, &g, weight, bias, &rq, &o, oc + 1, unpacked, &j);
                 }
-                eb_dw3_channel(&g, seg, n_seg, plane, w3, init, &o, (int32_t)oc * out_plane);
+                memcpy(j.w[0], w3, sizeof w3);
+                j.init[0] = init;
+                j.index[0] = (int32_t)oc * out_plane;
+                j.index[1] = j.index[0] + out_plane;
+                eb_dw3_channel(&g, seg, n_seg, plane, &j, two, &o);
+                oc += two;
             }
         } else if (EB_DW_TABLE) {
             eb_dw_entries(&g, w, table);

@@ -124,6 +124,10 @@ FAN_CASES = [
     dw_1d(1, 70, 3, 6, pad=2, dil=2, act=0),                      # 2 pairs, 2 phases
     dw_1d(1, 33, 9, 13, pad=4, act=1),                            # 5 pairs, one pixel
     dw_config(1, 15, 13, 3, 12, 2, 0, act=0),                     # 6 pairs, 3x3 stride 2
+    # records held from tile to tile for up to 32 channels (eb_dw_fan_held), made per tile
+    # past that: 20 channels (two chunks) and 40 (three) over rows of several tiles
+    dw_1d(1, 600, 5, 20, pad=2, act=1),                           # 3 pairs, 2 chunks held
+    dw_config(1, 40, 30, (5, 1), 40, 1, (2, 0), act=0),           # turned, 3 chunks a tile
 ]
 # The patch's copies (eb_dw_tile_fill_turned): a turned frame two rows at a time, its first
 # input column odd (padding 3: a byte, then words), every 2nd row of a one-row kernel at
@@ -151,8 +155,8 @@ def test_fan_cases_take_the_fan():
 
 
 # Right shifts the fan cases run by each immediate, in both modes (relu: the even cases):
-# 8 (records scaled by 2^(8 - s): s 0, 3, 7, 8) and 16 (s 9, 12, 16).
-FAN_SHIFTS = [9, 12, 3, 16, 12, 0, 7, 8]
+# 8 (records scaled by 2^(8 - s): s 0, 3, 5, 7, 8) and 16 (s 9, 10, 12, 16).
+FAN_SHIFTS = [9, 12, 3, 16, 12, 0, 7, 8, 10, 5]
 
 
 def big_biases(rng, cfg: dict) -> np.ndarray:

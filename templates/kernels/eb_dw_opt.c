@@ -3065,6 +3065,45 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
     return c;
 }
 
+/* The fan's records of the group from output channel oc, where its channels fit
+ * EB_DW_FAN_HELD chunks: its first `made` chunks (count[k] records made in chunk k,
+ * eb_dw_fan_records), kept from tile to tile -- made once a group, not once a tile (a 3x3
+ * stride-2 first layer of 12 channels in 3 tiles spent a tenth of its instructions on them,
+ * a 2x1 conv 3 -> 32 a seventh). oc < 0: none. */
+#define EB_DW_FAN_HELD 2
+#define EB_DW_FAN_REC (EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)) /* words of a chunk */
+typedef struct {
+    uint32_t rec[EB_DW_FAN_HELD * EB_DW_FAN_REC];
+    int32_t oc;
+    int made, count[EB_DW_FAN_HELD];
+} eb_dw_fan_held;
+
+/* The records of chunk k (from output channel oc0 + k * EB_DW_FAN_CHUNK, `want` of them) of
+ * a group of m, made or held (h); their count into *count. */
+static uint32_t *eb_dw_fan_chunk(const eb_dw_tf *f, const eb_conv_params *p,
+                                 const int8_t *weight, const int32_t *bias, const eb_dw_rq *rq,
+                                 int32_t oc0, int m, int k, int want, int mode, int t,
+                                 eb_dw_fan_held *h, int *count)
+{
+    const int32_t oc = oc0 + (int32_t)k * EB_DW_FAN_CHUNK;
+    uint32_t *rec;
+    if (m > EB_DW_FAN_HELD * EB_DW_FAN_CHUNK) { /* made a tile, in the first chunk's room */
+        *count = eb_dw_fan_records(f, p, weight, bias, rq, oc, want, mode, t, h->rec);
+        return h->rec;
+    }
+    if (h->oc != oc0) { /* another group's */
+        h->oc = oc0;
+        h->made = 0;
+    }
+    rec = h->rec + k * EB_DW_FAN_REC;
+    if (k >= h->made) { /* chunks are made in turn */
+        h->count[k] = eb_dw_fan_records(f, p, weight, bias, rq, oc, want, mode, t, rec);
+        h->made = k + 1;
+    }
+    *count = h->count[k];
+    return rec;
+}
+
 /* Output channels oc0 .. oc0 + m - 1 (of one input channel) of the tile at (oy0, ox0) by the
  * fan, `rows` rows all of whose tap rows lie inside the input; returns how many it computed
  * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset; tap:
@@ -3076,9 +3115,9 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
                                       const int8_t *weight, const int32_t *bias,
                                       const eb_dw_rq *rq, int8_t *out, int32_t out_plane,
                                       const int16_t *patch, const eb_dw_tap *tap, int32_t oc0,
-                                      int m, int oy0, int ox0, int rows, int sh)
+                                      int m, int oy0, int ox0, int rows, int sh,
+                                      eb_dw_fan_held *h)
 {
-    uint32_t rec[EB_DW_FAN_CHUNK * (EB_DW_FAN_TAPS + 1)];
     const int n = f->ntaps, mode = rq->fast, c = eb_dw_imm(sh);
     const eb_dw_fan_fn fn = c ? eb_dw_fan_of(n, mode, c) : NULL;
     const int cols = (ox0 + f->cols < f->out_w ? ox0 + f->cols : f->out_w) - ox0;
@@ -3093,13 +3132,15 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
     }
     job.sh = c;
     job.plane = out_plane;
-    job.w = rec;
     for (j0 = 0; j0 < m; j0 += count) {
         const int want = m - j0 < EB_DW_FAN_CHUNK ? m - j0 : EB_DW_FAN_CHUNK;
-        count = eb_dw_fan_records(f, p, weight, bias, rq, oc0 + j0, want, mode, c - sh, rec);
+        const uint32_t *const rec = eb_dw_fan_chunk(f, p, weight, bias, rq, oc0, m,
+                                                    j0 / EB_DW_FAN_CHUNK, want, mode, c - sh,
+                                                    h, &count);
         if (count == 0) {
             break;
         }
+        job.w = rec;
         job.wend = rec + count * (n + 1);
         job.odd = count & 1;
         job.pad = 0;
@@ -3237,12 +3278,18 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     eb_dw_out oa = *o, ob = *o;
     eb_dw_tf f = *t;
     eb_dw_job job;
+#if EB_DW_FAN
+    eb_dw_fan_held fh;
+#endif
     const int m = p->out_c / p->groups, pairs = eb_dw_tile_pairs(t); /* per group */
     const int one = m <= (pairs ? 2 : 1), two = pairs && m >= 2; /* one job a group */
     const int32_t out_plane = (int32_t)t->out_h * t->out_w0;
     int32_t in_off = 0, out_off = 0;
     int ph, ic, c, j, oy0, ox0, ky_lo, ky_hi;
     eb_dw_tile_offsets(t, tb.tap); /* the loops' and the fan's */
+#if EB_DW_FAN
+    fh.oc = -1; /* no records yet (a phase's are its frame's: the same) */
+#endif
     for (ph = 0; ph < t->phases; ++ph) {
         if (t->phases > 1) {
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
@@ -3272,7 +3319,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
                         o->out8 != NULL && eb_dw_tile_inside(&f, oy0, rows)) {
                         j = eb_dw_fan_tile(&f, p, weight, bias, rq, o->out8 + out_off,
                                            out_plane, patch, tb.tap, (int32_t)ic * m, m, oy0,
-                                           ox0, rows, o->s);
+                                           ox0, rows, o->s, &fh);
                     }
 #endif
                     for (; j < m; j += pairs ? 2 : 1) {

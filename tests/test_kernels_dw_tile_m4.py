@@ -129,9 +129,10 @@ FAN_CASES = [
     dw_1d(1, 600, 5, 20, pad=2, act=1),                           # 3 pairs, 2 chunks held
     dw_config(1, 40, 30, (5, 1), 40, 1, (2, 0), act=0),           # turned, 3 chunks a tile
 ]
-# The patch's copies (eb_dw_tile_fill_turned): a turned frame two rows at a time, its first
-# input column odd (padding 3: a byte, then words), every 2nd row of a one-row kernel at
-# stride 2, and one row a tile (two values a word); along the rows at stride 2 every row.
+# The patch's copies (eb_dw_tile_fill_turned): a turned frame four rows at a time (then two
+# or one where fewer remain in the input), its first input column odd (padding 3: a byte,
+# then words), every 2nd row of a one-row kernel at stride 2, and one row a tile (two values
+# a word); along the rows at stride 2 every row.
 FILL_CASES = [
     dw_config(2, 40, 9, (7, 1), 1, 1, (3, 0), act=1),             # turned, odd padding
     dw_config(2, 44, 13, (9, 1), 1, 2, (4, 0), act=0),            # turned, every 2nd row

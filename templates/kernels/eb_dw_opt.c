@@ -1494,18 +1494,38 @@ EB_INLINE void eb_dw_tile_turn2(const int8_t *q, int32_t src_c, int32_t c, int32
     }
 }
 
-/* One or `two` rows of a turned frame's patch, skip patch rows apart, from the plane at q
- * (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0 around them up
- * to end (eb_dw_tile_reach); two rows by eb_dw_tile_turn2, one two values a word. */
+/* Four neighbouring rows of a turned frame's patch (skip 1), columns [c, c + 2 n): two input
+ * rows at a time (q, q + src_c), a word of each (the four patch rows' values), split by
+ * SXTB16 / SXTB16 ROR 8 and paired by PKHBT / PKHTB: 8 values in 14 instructions beside the
+ * loop, where two rows at a time took 14 for 4 and the loop twice. */
+EB_INLINE void eb_dw_tile_turn4(const int8_t *q, int32_t src_c, int32_t c, int32_t n,
+                                int16_t *patch, int32_t pw)
+{
+    int16_t *d = patch + c;
+    for (q += c * src_c; n > 0; --n, q += 2 * src_c, d += 2) {
+        const uint32_t a = eb_load32(q), b = eb_load32(q + src_c);
+        const uint32_t a02 = eb_sxtb16(a), b02 = eb_sxtb16(b);
+        const uint32_t a13 = eb_sxtb16_ror8(a), b13 = eb_sxtb16_ror8(b);
+        eb_store32(d, eb_pack_lo(a02, b02));
+        eb_store32(d + pw, eb_pack_lo(a13, b13));
+        eb_store32(d + 2 * pw, eb_pack_hi(a02, b02));
+        eb_store32(d + 3 * pw, eb_pack_hi(a13, b13));
+    }
+}
+
+/* `rows` rows (1, 2, or 4 at skip 1) of a turned frame's patch, skip patch rows apart, from
+ * the plane at q (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0
+ * around them up to end (eb_dw_tile_reach); four rows by eb_dw_tile_turn4, two by
+ * eb_dw_tile_turn2, one two values a word. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t src_c,
                                                        int32_t lo, int32_t hi, int16_t *patch,
-                                                       int32_t pw, int skip, int two,
+                                                       int32_t pw, int skip, int rows,
                                                        int32_t end)
 {
     const int32_t c0 = (lo + 1) & ~(int32_t)1, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
     int j;
     int32_t c;
-    for (j = 0; j <= two; ++j) {
+    for (j = 0; j < rows; ++j) {
         int16_t *d = patch + (int32_t)j * skip * pw;
         const int8_t *qj = q + j * skip;
         for (c = 0; c < lo; ++c) {
@@ -1515,10 +1535,12 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
         eb_dw_tile_bytes(d, qj, src_c, c1, hi);
         eb_dw_tile_zero(d, hi, end);
     }
-    if (!two) {
+    if (rows == 1) {
         for (c = c0, q += c0 * src_c; c < c1; c += 2, q += 2 * src_c) {
             eb_store32(patch + c, eb_dw_pair_word(q[0], q[src_c]));
         }
+    } else if (rows == 4) {
+        eb_dw_tile_turn4(q, src_c, c0, n, patch, pw);
     } else if (skip == 1) {
         eb_dw_tile_turn2(q, src_c, c0, n, patch, pw, 1);
     } else {
@@ -1611,18 +1633,19 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill_turned(const eb_dw_tf *t,
     q += r0;
     for (r = r0; r < r1; r += skip, patch += skip * pw, q += skip) {
         const int32_t iy = iy0 + r;
-        int two;
+        int nr;
         if (hi - lo < 2) {
             for (c = 0; c < end; ++c) {
                 patch[c] = (int16_t)(c >= lo && c < hi ? q[c * src_c] : 0);
             }
             continue;
         }
-        two = skip <= 2 && r + skip < ph && iy + 2 * skip - 1 < in_h; /* the rows it reads */
-        eb_dw_tile_turned(q, src_c, lo, hi, patch, pw, (int)skip, two, end);
-        if (two) {
-            r += skip, patch += skip * pw, q += skip;
-        }
+        /* the rows it reads: four at skip 1 where they are in the input, else two, else one */
+        nr = skip == 1 && r + 3 < r1                                  ? 4
+             : skip <= 2 && r + skip < ph && iy + 2 * skip - 1 < in_h ? 2
+                                                                      : 1;
+        eb_dw_tile_turned(q, src_c, lo, hi, patch, pw, (int)skip, nr, end);
+        r += (nr - 1) * skip, patch += (nr - 1) * skip * pw, q += (nr - 1) * skip;
     }
 }
 #endif

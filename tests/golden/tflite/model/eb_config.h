@@ -63,6 +63,7 @@
 #define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows chain_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 chain_eb_dw_tile_turn2
+#define eb_dw_tile_turn4 chain_eb_dw_tile_turn4
 #define eb_dw_tile_zero chain_eb_dw_tile_zero
 #define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear

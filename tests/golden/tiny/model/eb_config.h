@@ -65,6 +65,7 @@
 #define eb_dw_tile_tap1 tiny_eb_dw_tile_tap1
 #define eb_dw_tile_tap1_rows tiny_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 tiny_eb_dw_tile_turn2
+#define eb_dw_tile_turn4 tiny_eb_dw_tile_turn4
 #define eb_dw_tile_zero tiny_eb_dw_tile_zero
 #define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear

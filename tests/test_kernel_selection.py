@@ -50,7 +50,8 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
     return cfg
 
 
-# One layer of each kernel: 3-tap (3x3, padded); tile (5x5 x2, turned, and one input channel
+# One layer of each kernel: 3-tap (3x3, padded; 1-D with multiplier 4: its rows two channels
+# a pass); tile (5x5 x2, turned, and one input channel
 # to 6, 3x3 stride 2: its pair loop of any frame; 1-D k = 5, multiplier 2 at stride 1 / 2:
 # its pair loops along the rows; 1-D k = 15, and k = 7 stride 2: its one-channel loops along
 # the rows; one input channel to 16, 1-D k = 5, and to 12, 3x3 stride 2: the fan, two pixels
@@ -60,6 +61,7 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone)
 LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
+          _layer(2, (1, 97), (1, 3), 8, 2, pad=(0, 1)),
           _layer(2, (1, 200), (1, 15), 2, 2, pad=(0, 7)),
           _layer(2, (1, 128), (1, 5), 4, 2, pad=(0, 2)),
           _layer(2, (1, 183), (1, 5), 4, 2, pad=(0, 2), stride=(1, 2)),

@@ -27,6 +27,18 @@ def three_tap(conv: Plane) -> bool:
     return k == 3 and stride == 1 and dil == 1 and across in (1, 3) and width >= 4 and pad <= 3
 
 
+def three_tap_pair(conv: Plane) -> bool:
+    """Whether a conv the 3-tap kernels take runs their rows two output channels a pass
+    (eb_dw_opt.c, EB_DW3_PAIRS): a multiplier of 2 or more on the rows the padded path
+    leaves them -- 1-D, one output row or column, a vertical stride or dilation, or rows too
+    wide for a band of two output rows (eb_dw3_band)."""
+    g = _row_major(conv)
+    if conv.out_c < 2 * conv.in_c:
+        return False
+    return g.k_h != 3 or g.stride_h != 1 or g.dil_h != 1 or g.out_h < 2 or g.out_w < 2 or \
+        dw_spec.padded_bytes(g) == 0
+
+
 def dw_tile(conv: Plane) -> bool:
     """Whether the optimized depthwise path may run a conv by its tile kernel (eb_dw_opt.c),
     whose patch takes EB_DW_TILE_SCRATCH int16 of the scratch: a depthwise conv (one input
@@ -238,7 +250,7 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
-    3-tap ones ("dw_three_tap"), the tile kernel ("dw_tile", and its loops: tile_paths; for
+    3-tap ones ("dw_three_tap", "dw_three_tap_pair"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
@@ -256,8 +268,9 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     taps = conv.k_h * conv.k_w
     if packed and taps > DW_UNPACKED_TAPS:
         return frozenset({"im2col"})
-    if three_tap(conv):
-        return frozenset({"depthwise", "dw_three_tap"})
+    if three_tap(conv):  # its rows two channels a pass: "dw_three_tap_pair"
+        return frozenset({"depthwise", "dw_three_tap"} |
+                         ({"dw_three_tap_pair"} if three_tap_pair(conv) else set()))
     if (g.k_h, g.k_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w) == (1, 1, 1, 1, 0, 0):
         return frozenset({"depthwise", "dw_table"})  # a per-channel scale
     if tile_takes(conv):

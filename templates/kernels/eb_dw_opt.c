@@ -107,6 +107,13 @@ typedef struct {
 #else
 #define EB_DW_THREE_TAP 1
 #endif
+/* EB_OPT_NO_DW_THREE_TAP_PAIR leaves out the 3-tap rows' two channels a pass (a multiplier
+ * >= 2 on the rows the padded path does not take: ops.conv_path.three_tap_pair). */
+#if defined(EB_OPT_NO_DW_THREE_TAP_PAIR) || !EB_DW_THREE_TAP
+#define EB_DW3_PAIRS 0
+#else
+#define EB_DW3_PAIRS 1
+#endif
 #ifdef EB_OPT_NO_DW_TILE
 #define EB_DW_TILE 0
 #else
@@ -970,9 +977,9 @@ static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t
                                    int32_t o2, const eb_dw3_job *j, int two,
                                    const eb_dw_out *o, int32_t at)
 {
-    if (two && g->k_h == 3) {
+    if (EB_DW3_PAIRS && two && g->k_h == 3) {
         EB_DW3_TWO(r, o1, o2, j, g, o, at, 3);
-    } else if (two) {
+    } else if (EB_DW3_PAIRS && two) {
         EB_DW3_TWO(r, 0, 0, j, g, o, at, 1);
     } else if (g->k_h == 3) {
         EB_DW_MODES(EB_DW3_ONE, r, o1, o2, j, g, o, at, 3)
@@ -1029,7 +1036,7 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
             }
             continue;
         }
-        memcpy(j.w, jk->w, sizeof j.w);
+        memcpy(j.w, jk->w, (size_t)(two + 1) * sizeof j.w[0]);
         for (ky = 0; ky < k_h; ++ky) {
             if (ky >= seg->lo && ky < seg->hi) {
                 r[ky] = plane + (int32_t)(iy0 + ky * g->dil_h) * in_w;
@@ -1037,7 +1044,7 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
             }
             /* a row of the padding: zero weights, any row in range */
             r[ky] = plane + (int32_t)(iy0 + seg->lo * g->dil_h) * in_w;
-            for (c = 0; c < 2; ++c) {
+            for (c = 0; c <= two; ++c) {
                 j.w[c][ky] = 0;
                 j.w[c][3 + ky / 2] &= ky & 1 ? 0x0000FFFFu : 0xFFFF0000u;
             }
@@ -3363,6 +3370,7 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
 /* Whether output channel oc goes in one pass with the one before it (eb_dw3_job, j: its
  * weights and start into j's second channel): both in the same NONE / RELU mode (o: the
  * first's). */
+#if EB_DW3_PAIRS
 static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int8_t *weight,
                          const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,
                          int32_t oc, int8_t *unpacked, eb_dw3_job *j)
@@ -3379,6 +3387,9 @@ static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int
                    j->w[1]);
     return 1;
 }
+#else
+#define eb_dw3_second(p, g, weight, bias, rq, o, oc, unpacked, j) 0
+#endif
 
 /* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
 /* One channel (src) of the pool q into dst; returns dst. The reference loops: only a
@@ -3559,7 +3570,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                 int two = 0;
                 if (q != NULL) { /* this channel pooled on its own */
                     plane = eb_dw_pool_channel(q, plane, pooled + (int32_t)(oc / m) * in_plane);
-                } else if (oc % m + 1 < m) { /* the next channel reads the same input */
+                } else if (EB_DW3_PAIRS && oc % m + 1 < m) { /* the same input, next */
                     two = eb_dw3_second(p, &g, weight, bias, &rq, &o, oc + 1, unpacked, &j);
                 }
                 memcpy(j.w[0], w3, sizeof w3);

@@ -100,6 +100,7 @@
 #define eb_unpack_weights chain_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
+#define EB_OPT_NO_DW_THREE_TAP_PAIR
 #define EB_OPT_NO_DW_TILE
 #define EB_OPT_NO_DW_TILE_ONE
 #define EB_OPT_NO_DW_TILE_S1

@@ -1036,7 +1036,11 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
             }
             continue;
         }
-        memcpy(j.w, jk->w, (size_t)(two + 1) * sizeof j.w[0]);
+        if (two) { /* sizes the compiler knows: copies inline, not memcpy calls */
+            memcpy(j.w, jk->w, sizeof j.w);
+        } else {
+            memcpy(j.w[0], jk->w[0], sizeof j.w[0]);
+        }
         for (ky = 0; ky < k_h; ++ky) {
             if (ky >= seg->lo && ky < seg->hi) {
                 r[ky] = plane + (int32_t)(iy0 + ky * g->dil_h) * in_w;
@@ -3325,9 +3329,11 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
             in_off = eb_dw_tile_phase(t, ph, &f, &out_off);
             f.reach = eb_dw_tile_reach(&f); /* the phase's columns */
         }
+        if (one) { /* the tap rows any tile reads: the same for every group */
+            eb_dw_tile_rows(&f, 0, f.out_h, &ky_lo, &ky_hi);
+        }
         for (ic = 0; ic < p->groups; ++ic) { /* a group: its input channels, m outputs */
             if (one) {
-                eb_dw_tile_rows(&f, 0, f.out_h, &ky_lo, &ky_hi);
                 eb_dw_tile_job(&f, p, weight, bias, rq, ic * m, two, o->s, &oa, &ob,
                                ic * m * out_plane + out_off, ky_lo, ky_hi, &tb, &job);
             }

@@ -2819,6 +2819,12 @@ EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
 #define EB_DW_FAN_MIN 4
 #define EB_DW_FAN_TAPS 6 /* 1..4 tap pairs: two pixels at a time; 5, 6: one */
 #define EB_DW_FAN_CHUNK 16
+/* Words of a channel's record over n tap pairs: its init and tap words, and for n = 3 a flag
+ * after them, whether another record follows -- that fan's registers are all taken: the flag
+ * comes by an LDRD with its last tap word and ends the loop in place of its end in r7, which
+ * then holds pixel 2's output offset, loaded from the stack once a channel before (a 1 -> 8
+ * 5x1 conv 2.06 -> 1.96 insn/MAC). */
+#define EB_DW_FAN_WORDS(n) ((n) == 3 ? 5 : (n) + 1)
 
 /* Whether a layer of multiplier m and n tap pairs a pixel runs by the fan (when linked): up
  * to 4 pairs from 4 channels (one pair from 8: below, the pair loop costs less), 5 or 6 (one
@@ -2851,7 +2857,7 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
     for (; j->npx > 0; --j->npx, j->q += j->qstep, j->out += j->ostep) {
         const uint32_t *w = j->w;
         int8_t *o = j->out;
-        for (; w < j->wend; w += n + 1, o += j->plane) {
+        for (; w < j->wend; w += EB_DW_FAN_WORDS(n), o += j->plane) {
             int32_t a = (int32_t)w[0], b = a;
             int p;
             for (p = 0; p < n; ++p) {
@@ -2868,13 +2874,14 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
 /* On the M4, per mode and n (1..4), naked, the pixel loop too (a C loop around a call per
  * pixel pair cost 69 instructions a pair). In the channel loop r0-r7 hold the tap words
  * (c0, d0, c1, d1, ..), r8 and r9 the two pixels' sums (from the record's init), r10 / r11
- * the weights, r12 the records, lr the output; for n <= 3 r6 the plane and r7 the end. The
- * job's copy on the stack holds the rest. */
+ * the weights, r12 the records, lr the output; for n <= 3 r6 the plane, r7 the end (n = 3:
+ * pixel 2's output offset, which n <= 2 keep in r4). The job's copy on the stack holds the
+ * rest. */
 #define EB_FAN_FIRST "smlad r9, r1, r10, r8\n\tsmlad r8, r0, r10, r8\n\t"
 #define EB_FAN_PAIR(c, d, w) "smlad r9, " d ", " w ", r9\n\tsmlad r8, " c ", " w ", r8\n\t"
 #define EB_FAN_BODY1 "ldmia r12!, {r8, r10}\n\t" EB_FAN_FIRST
 #define EB_FAN_BODY2 "ldmia r12!, {r8, r10, r11}\n\t" EB_FAN_FIRST EB_FAN_PAIR("r2", "r3", "r11")
-#define EB_FAN_BODY3 EB_FAN_BODY2 "ldr r10, [r12], #4\n\t" EB_FAN_PAIR("r4", "r5", "r10")
+#define EB_FAN_BODY3 EB_FAN_BODY2 "ldrd r10, r11, [r12], #8\n\t" EB_FAN_PAIR("r4", "r5", "r10")
 #define EB_FAN_BODY4                                                                         \
     EB_FAN_BODY2 "ldmia r12!, {r10, r11}\n\t" EB_FAN_PAIR("r4", "r5", "r10")                 \
         EB_FAN_PAIR("r6", "r7", "r11")
@@ -2884,17 +2891,22 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
 #define EB_FAN_COL2 EB_FAN_COL1 EB_FAN_LD("r2", "r3", "r11")
 #define EB_FAN_COL3 EB_FAN_COL2 EB_FAN_LD("r4", "r5", "r12")
 #define EB_FAN_COL4 EB_FAN_COL3 EB_FAN_LD("r6", "r7", "lr")
-#define EB_FAN_Q(sat, bits, c)                                                               \
-    "ldr r11, [sp, #4]\n\t" sat " r8, " bits ", r8, asr " c "\n\t" sat " r9, " bits        \
-    ", r9, asr " c "\n\t"                                                                    \
+/* A channel's two outputs: pixel 2's at lr + dc (dc in the register d: n = 1, 2 keep it in r4,
+ * n = 3 in r7, n = 4 loads it with the plane, r10, from the stack). */
+#define EB_FAN_Q(sat, bits, c, d)                                                            \
+    sat " r8, " bits ", r8, asr " c "\n\t" sat " r9, " bits ", r9, asr " c "\n\t"          \
     "strb r8, [lr]\n\t"                                                                      \
-    "strb r9, [lr, r11]\n\t"
+    "strb r9, [lr, " d "]\n\t"
 #define EB_FAN_KEEP "ldrd r6, r7, [sp, #8]\n\t"
+#define EB_FAN_KEEP_DC EB_FAN_KEEP "ldr r4, [sp, #4]\n\t"
+#define EB_FAN_KEEP3 "ldrd r7, r6, [sp, #4]\n\t"
+#define EB_FAN_NEXT3 "add lr, lr, r6\n\tcmp r11, #0\n\tbne 1b\n\t"
 #define EB_FAN_NEXT_REG "add lr, lr, r6\n\tcmp r12, r7\n\tbne 1b\n\t"
-#define EB_FAN_NEXT_STACK "ldrd r10, r11, [sp, #8]\n\tadd lr, lr, r10\n\tcmp r12, r11\n\tbne 1b\n\t"
+#define EB_FAN_NEXT_STACK "add lr, lr, r10\n\tldr r11, [sp, #12]\n\tcmp r12, r11\n\tbne 1b\n\t"
 /* The first channel of a loop pass: the next channel's output, no test. */
 #define EB_FAN_HALF_REG "add lr, lr, r6\n\t"
-#define EB_FAN_HALF_STACK "ldr r10, [sp, #8]\n\tadd lr, lr, r10\n\t"
+#define EB_FAN_HALF_STACK "add lr, lr, r10\n\t"
+#define EB_FAN_Q4(sat, bits, c) "ldrd r11, r10, [sp, #4]\n\t" EB_FAN_Q(sat, bits, c, "r11")
 /* Both forms' entry: the job copied to the stack (18 words), and their exit: the next pixel
  * (pair) -- q and out advanced, the count down -- and the return. The channel loop does two
  * channels a pass (one test for both), entered at the second for an odd count (job.odd). */
@@ -2920,7 +2932,7 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
     "bne 2b\n\t"                                                                             \
     "add sp, sp, #72\n\t"                                                                    \
     "pop {r0, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
-#define EB_FAN_FN(name, col, keep, body, half, next, sat, bits, c)                           \
+#define EB_FAN_FN(name, col, keep, body, q, half, next)                                       \
     static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2933,23 +2945,23 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "ldr r8, [sp, #68]\n\t"                                            \
                          "cmp r8, #0\n\t"                                                   \
                          "bne 3f\n"                                                          \
-                         "1:\n\t" body EB_FAN_Q(sat, bits, c) half                           \
-                         "3:\n\t" body EB_FAN_Q(sat, bits, c) next EB_FAN_LEAVE);            \
+                         "1:\n\t" body q half                                                \
+                         "3:\n\t" body q next EB_FAN_LEAVE);                                 \
     }
 #define EB_FAN_FNS(mode, sat, bits, c)                                                       \
-    EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP, EB_FAN_BODY1, EB_FAN_HALF_REG, \
-              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
-    EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP, EB_FAN_BODY2, EB_FAN_HALF_REG, \
-              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
-    EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP, EB_FAN_BODY3, EB_FAN_HALF_REG, \
-              EB_FAN_NEXT_REG, sat, bits, c)                                                 \
-    EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_HALF_STACK,          \
-              EB_FAN_NEXT_STACK, sat, bits, c)                                               \
+    EB_FAN_FN(eb_dw_fan1_##mode, EB_FAN_COL1, EB_FAN_KEEP_DC, EB_FAN_BODY1,                  \
+              EB_FAN_Q(sat, bits, c, "r4"), EB_FAN_HALF_REG, EB_FAN_NEXT_REG)                \
+    EB_FAN_FN(eb_dw_fan2_##mode, EB_FAN_COL2, EB_FAN_KEEP_DC, EB_FAN_BODY2,                  \
+              EB_FAN_Q(sat, bits, c, "r4"), EB_FAN_HALF_REG, EB_FAN_NEXT_REG)                \
+    EB_FAN_FN(eb_dw_fan3_##mode, EB_FAN_COL3, EB_FAN_KEEP3, EB_FAN_BODY3,                    \
+              EB_FAN_Q(sat, bits, c, "r7"), EB_FAN_HALF_REG, EB_FAN_NEXT3)                   \
+    EB_FAN_FN(eb_dw_fan4_##mode, EB_FAN_COL4, "", EB_FAN_BODY4, EB_FAN_Q4(sat, bits, c),    \
+              EB_FAN_HALF_STACK, EB_FAN_NEXT_STACK)                                          \
     EB_FAN1_FN(eb_dw_fan5_##mode,                                                            \
                EB_FAN1_BODY5 "ldr r7, [r12], #4\n\tsmlad r6, r4, r7, r6\n\t", sat, bits, c)  \
     EB_FAN1_FN(eb_dw_fan6_##mode, EB_FAN1_BODY6, sat, bits, c)
 /* Five or six tap pairs, one pixel at a time: r0-r5 its tap words, r6 the sum, r7-r10 the
- * weights, r12 the records, lr the output. */
+ * weights, r11 the plane, r12 the records, lr the output. */
 #define EB_FAN1_BODY5                                                                        \
     "ldmia r12!, {r6, r7, r8, r9, r10}\n\t"                                                  \
     "smlad r6, r0, r7, r6\n\tsmlad r6, r1, r8, r6\n\t"                                       \
@@ -2967,16 +2979,16 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
                          "ldr r0, [r8, r6]\n\tldr r1, [r8, r7]\n\tldr r2, [r8, r9]\n\t"     \
                          "ldr r3, [r8, r10]\n\tldr r4, [r8, r11]\n\tldr r5, [r8, r12]\n\t"  \
                          "ldrd r12, lr, [sp, #16]\n\t"                                     \
+                         "ldr r11, [sp, #8]\n\t"                                            \
                          "ldr r6, [sp, #68]\n\t"                                            \
                          "cbnz r6, 3f\n"                                                     \
                          "1:\n\t" body sat " r6, " bits ", r6, asr " c "\n\t"               \
                          "strb r6, [lr]\n\t"                                                \
-                         "ldr r7, [sp, #8]\n\t"                                             \
-                         "add lr, lr, r7\n"                                                  \
+                         "add lr, lr, r11\n"                                                 \
                          "3:\n\t" body sat " r6, " bits ", r6, asr " c "\n\t"               \
                          "strb r6, [lr]\n\t"                                                \
-                         "ldrd r7, r8, [sp, #8]\n\t"                                        \
-                         "add lr, lr, r7\n\t"                                               \
+                         "ldr r8, [sp, #12]\n\t"                                            \
+                         "add lr, lr, r11\n\t"                                              \
                          "cmp r12, r8\n\t"                                                  \
                          "bne 1b\n\t" EB_FAN_LEAVE);                                         \
     }
@@ -3095,6 +3107,12 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
                 }
             }
         }
+        if (EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1) {
+            *rec++ = 1; /* another record follows (the last's: 0, below) */
+        }
+    }
+    if (c > 0 && EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1) {
+        rec[-1] = 0;
     }
     return c;
 }
@@ -3175,7 +3193,7 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
             break;
         }
         job.w = rec;
-        job.wend = rec + count * (n + 1);
+        job.wend = rec + count * EB_DW_FAN_WORDS(n);
         job.odd = count & 1;
         job.pad = 0;
         for (r = 0; r < rows; ++r) {

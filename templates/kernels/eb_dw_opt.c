@@ -3656,6 +3656,37 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
     }
 }
 
+/* Two taps of one channel (eb_col1_pairs_s2): their weights' word and rows. */
+typedef struct {
+    uint32_t w;         /* [w(t0), w(t1)] */
+    int32_t off0, off1; /* as eb_col_tap.off */
+} eb_col_pair;
+
+/* eb_col_table's taps of channel wa in pairs, in its order (an odd count's last pair: the
+ * last tap twice, weight 0 the second time); returns their count. The pairs take no more of
+ * the scratch than its taps (12 bytes for 2 taps of 8). */
+static int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa, int lo,
+                             int hi, int32_t in_plane, eb_col_pair *t)
+{
+    const int32_t step = (int32_t)p->dil_h * p->in_w;
+    int c, k, n = 0;
+    for (c = 0; c < cin_g; ++c) {
+        for (k = lo; k < hi; ++k, ++n) {
+            const int32_t off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;
+            const uint32_t w = (uint16_t)(int16_t)wa[(int32_t)c * p->k_h + k];
+            eb_col_pair *e = t + (n >> 1);
+            if (n & 1) {
+                e->off1 = off;
+                e->w |= w << 16;
+            } else {
+                e->off0 = e->off1 = off;
+                e->w = w;
+            }
+        }
+    }
+    return (n + 1) >> 1;
+}
+
 /* A tap's offset and weight word: one LDRD on the M4 (GCC does not pair the loads itself for
  * this core). */
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
@@ -3884,10 +3915,6 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8")
     EB_COL_TAP_LD1                                                                           \
     "smlabb r0, r9, r11, r0\n\tsmlabb r1, r10, r11, r1\n\t"                                  \
     "smlatb r2, r9, r11, r2\n\tsmlatb r3, r10, r11, r3\n\t"
-#define EB_COL1_TAP2                                                                         \
-    EB_COL_TAP_LD2                                                                           \
-    "smlabb r0, r9, r11, r0\n\tsmlatb r1, r9, r11, r1\n\t"                                   \
-    "smlabb r2, r10, r11, r2\n\tsmlatb r3, r10, r11, r3\n\t"
 #define EB_COL1_ROW_FN(name, TAP, step)                                                      \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
@@ -3935,8 +3962,82 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8")
     }
 EB_COL1_ROW_FN(eb_col1_row_s1, EB_COL1_TAP1, "4")
 #if EB_DW_COLUMN_S2
-EB_COL1_ROW_FN(eb_col1_row_s2, EB_COL1_TAP2, "8")
+/* One channel's row at stride 2 by tap pairs (eb_col_pair records): the two taps' words at
+ * x0 and at x3 (4 LDR), joined row by row (PKHBT / PKHTB: [t0 t0 t1 t1] bytes) and split by
+ * SXTB16 (ROR 8 from x3) into each pixel's [x(t0), x(t1)], one SMLAD a pixel against the
+ * pair's weight word: 17 instructions per 2 taps of 4 pixels, where a tap at a time took 10
+ * per tap (its own address and two LDRs for its two words, 4 SMLAxy). The 14 registers hold
+ * the sums (r0-r3), the pair (r4-r6), the words (r5-r7, r9, r11), the pairs' pointer and end
+ * (r8, r12), the block's input at x0 and x3 (lr, r10); the job's copy on the stack, above
+ * the sums' start. An odd count of pairs enters the loop at its second. */
+#define EB_COL1_PAIR2                                                                        \
+    "ldmia r8!, {r4, r5, r6}\n\t"                                                              \
+    "ldr r7, [lr, r5]\n\t"                                                                    \
+    "ldr r9, [lr, r6]\n\t"                                                                    \
+    "ldr r5, [r10, r5]\n\t"                                                                   \
+    "ldr r6, [r10, r6]\n\t"                                                                   \
+    "pkhbt r11, r7, r9, lsl #16\n\t"                                                          \
+    "pkhtb r9, r9, r7, asr #16\n\t"                                                           \
+    "sxtb16 r11, r11\n\t"                                                                     \
+    "sxtb16 r9, r9\n\t"                                                                       \
+    "smlad r0, r11, r4, r0\n\t"                                                               \
+    "smlad r1, r9, r4, r1\n\t"                                                                \
+    "pkhbt r11, r5, r6, lsl #16\n\t"                                                          \
+    "pkhtb r6, r6, r5, asr #16\n\t"                                                           \
+    "sxtb16 r11, r11, ror #8\n\t"                                                             \
+    "sxtb16 r6, r6, ror #8\n\t"                                                               \
+    "smlad r2, r11, r4, r2\n\t"                                                               \
+    "smlad r3, r6, r4, r3\n\t"
+static __attribute__((naked, noinline)) void eb_col1_pairs_s2(const eb_col_job *job
+                                                              __attribute__((unused)))
+{
+    __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+                     "sub sp, sp, #64\n\t"
+                     "add r12, sp, #16\n\t"
+                     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"
+                     "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"
+                     "ldmia r0, {r1, r2, r3, r4}\n\t"
+                     "stmia r12, {r1, r2, r3, r4}\n\t"
+                     "ldr r1, [sp, #16]\n\t"
+                     "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"
+                     "stmia sp, {r1, r2, r3, r4}\n\t"
+                     "ldr lr, [sp, #60]\n"
+                     "1:\n\t"
+                     "ldmia sp, {r0, r1, r2, r3}\n\t"
+                     "ldrd r8, r12, [sp, #24]\n\t"
+                     "add r10, lr, #3\n\t"
+                     "ldr r9, [sp, #44]\n\t"
+                     "tst r9, #2\n\t"
+                     "bne 3f\n"
+                     "2:\n\t" EB_COL1_PAIR2
+                     "3:\n\t" EB_COL1_PAIR2
+                     "cmp r8, r12\n\t"
+                     "bne 2b\n\t"
+                     "ldrd r4, r5, [sp, #40]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r4")
+                     "tst r5, #1\n\t"
+                     "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")
+                     "b 5f\n"
+                     "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")
+                     "5:\n\t"
+                     "ldr r9, [sp, #32]\n\t"
+                     "strb r1, [r9, #1]\n\tstrb r2, [r9, #2]\n\tstrb r3, [r9, #3]\n\t"
+                     "strb r0, [r9], #4\n\t"
+                     "add lr, lr, #8\n\t"
+                     "str r9, [sp, #32]\n\t" EB_DW_NEXT_BLOCK("48", "1b", "6f")
+                     "ldrd r11, r12, [sp, #52]\n\t"
+                     "add lr, lr, r11\n\t"
+                     "add r9, r9, r12\n\t"
+                     "str r9, [sp, #32]\n\t"
+                     "b 1b\n"
+                     "6:\n\t"
+                     "add sp, sp, #64\n\t"
+                     "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");
+}
+#define EB_COL_PAIRS 1
 #endif
+#endif
+#ifndef EB_COL_PAIRS
+#define EB_COL_PAIRS 0
 #endif
 
 /* One output row of one channel (a) or two (a, b): sums from init_a / init_b over the n taps
@@ -4010,7 +4111,7 @@ static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, const e
     job->oback = back;
 #if EB_DW_COLUMN_S2
     if (p->stride_w != 1) {
-        return ob != NULL ? eb_col2_row_s2 : eb_col1_row_s2;
+        return ob != NULL ? eb_col2_row_s2 : eb_col1_pairs_s2;
     }
 #endif
     return ob != NULL ? eb_col2_row_s1 : eb_col1_row_s1;
@@ -4082,10 +4183,18 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             const int8_t *wa = weight + oc * taps;
             const int32_t init_a = eb_dw_init(&rq, bias, oc, &oa);
             const int32_t init_b = two ? eb_dw_init(&rq, bias, oc + 1, &ob) : 0;
-            int tlo = -1, thi = -1;
+            int tlo = -1, thi = -1, np = 0;
 #if EB_COL_ROW_ASM
             eb_col_job job;
             const eb_col_fn fn = eb_col_asm_of(&job, p, &oa, two ? &ob : NULL, init_a, init_b);
+#if EB_COL_PAIRS
+            const int pairs = fn == eb_col1_pairs_s2;
+#else
+            const int pairs = 0;
+#endif
+#else
+            const int pairs = 0;
+            (void)np; /* the pairs' count: the hand-written rows' */
 #endif
             for (oy = 0; oy < p->out_h; ++oy) {
                 const int iy0 = oy * p->stride_h - p->pad_h;
@@ -4094,8 +4203,13 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 const int8_t *row;
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
                 if (lo != tlo || hi != thi) {
-                    eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
-                                 table);
+                    if (pairs) {
+                        np = eb_col_pair_table(p, cin_g, wa, lo, hi, in_plane,
+                                               (eb_col_pair *)(void *)table);
+                    } else {
+                        eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
+                                     table);
+                    }
                     tlo = lo;
                     thi = hi;
                 }
@@ -4104,8 +4218,10 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
 #if EB_COL_ROW_ASM
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
                     job.tap = table;
-                    job.end = table + n;
-                    job.flags = (job.flags & 1) | (n & 1) << 1;
+                    job.end = pairs ? (const eb_col_tap *)(const void *)((
+                                          const eb_col_pair *)(const void *)table + np)
+                                    : table + n;
+                    job.flags = (job.flags & 1) | ((pairs ? np : n) & 1) << 1;
                     job.da = oa.out8 + at;
                     job.db = two ? ob.out8 + at + out_plane : NULL;
                     job.row = row;

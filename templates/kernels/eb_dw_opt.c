@@ -3656,31 +3656,33 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
     }
 }
 
-/* Two taps of one channel (eb_col1_pairs_s2): their weights' word and rows. */
-typedef struct {
-    uint32_t w;         /* [w(t0), w(t1)] */
-    int32_t off0, off1; /* as eb_col_tap.off */
-} eb_col_pair;
-
-/* eb_col_table's taps of channel wa in pairs, in its order (an odd count's last pair: the
- * last tap twice, weight 0 the second time); returns their count. The pairs take no more of
- * the scratch than its taps (12 bytes for 2 taps of 8). */
-static int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa, int lo,
-                             int hi, int32_t in_plane, eb_col_pair *t)
+/* eb_col_table's taps in pairs, in its order, for the rows by hand (eb_col1_pairs_s1 / _s2,
+ * eb_col2_pairs_s1): a record of the pair's weight words -- [wa(t0), wa(t1)] and, with a second
+ * channel, [wb(t0), wb(t1)] -- and the two taps' offsets (an odd count's last pair: the last
+ * tap twice, weight 0 the second time). Returns the pairs' count; they take no more of the
+ * scratch than the taps (16 bytes for 2 taps of 8, or 12). */
+static int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                             const int8_t *wb, int lo, int hi, int32_t in_plane, uint32_t *t)
 {
-    const int32_t step = (int32_t)p->dil_h * p->in_w;
+    const int32_t step = (int32_t)p->dil_h * p->in_w, size = wb ? 4 : 3, o = size - 2;
     int c, k, n = 0;
     for (c = 0; c < cin_g; ++c) {
         for (k = lo; k < hi; ++k, ++n) {
             const int32_t off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;
-            const uint32_t w = (uint16_t)(int16_t)wa[(int32_t)c * p->k_h + k];
-            eb_col_pair *e = t + (n >> 1);
+            const int32_t i = (int32_t)c * p->k_h + k;
+            uint32_t *e = t + (n >> 1) * size;
             if (n & 1) {
-                e->off1 = off;
-                e->w |= w << 16;
+                e[o + 1] = off;
+                e[0] |= (uint32_t)(uint16_t)(int16_t)wa[i] << 16;
+                if (wb) {
+                    e[1] |= (uint32_t)(uint16_t)(int16_t)wb[i] << 16;
+                }
             } else {
-                e->off0 = e->off1 = off;
-                e->w = w;
+                e[o] = e[o + 1] = (uint32_t)off;
+                e[0] = (uint16_t)(int16_t)wa[i];
+                if (wb) {
+                    e[1] = (uint16_t)(int16_t)wb[i];
+                }
             }
         }
     }
@@ -3806,7 +3808,8 @@ static int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *w
 /* Two channels' whole output row on the M4 (eb_col_row's NONE / RELU modes): the block loop,
  * the tap loop and the stores in one naked function, the 8 sums in r0-r7 (their start by one
  * LDM from an 8-word block of the frame), the tap pointer r8, the block's input lr, a tap's
- * words r9-r11, the end r12; the job's copy on the stack above the sums' block. The C block
+ * (or a pair's) words r9-r11 (r9-r12), the end r12; the job's copy on the stack above the
+ * sums' block. The C block
  * loop around EB_COL2_LOOP spent about 87 instructions a block beside its taps (spilled sums
  * and pointers, the stores' set-up); here about 40. Blocks of 4 pixels along the row, the
  * last overlapping the one before where out_w is no multiple of 4 (the block count kept less
@@ -3819,21 +3822,17 @@ typedef struct {
     const eb_col_tap *tap, *end; /* 8, 12: the taps */
     int8_t *da, *db;            /* 16, 20: the next block's outputs (advanced) */
     int32_t s, flags;           /* 24, 28: the right shift; bit 0: relu (USAT #7), else none;
-                                   bit 1: an odd tap count (the one-channel function's; the
-                                   pair's tells it from its tap pointers, r7 being a sum) */
+                                   bit 1: an odd count of tap pairs (the one-channel
+                                   functions'; the two channels' tell it from their tap
+                                   pointers, r7 being a sum) */
     int32_t n;                  /* 32: the row's blocks left after the current one */
     int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
                                    last block (it overlaps the one before) */
     const int8_t *row;          /* 44: the first block's first pixel of the first tap row */
 } eb_col_job;
 
-/* One tap of 4 pixels at stride 1 (one word) or 2 (the words at x0 and x3) into r9 [x0, x2] /
- * [x0, x2] and r10 [x1, x3] / [x4, x6], the tap's weight word r11. */
-#define EB_COL_TAP_LD1                                                                       \
-    "ldrd r9, r11, [r8], #8\n\t"                                                             \
-    "ldr r9, [lr, r9]\n\t"                                                                   \
-    "sxtb16 r10, r9, ror #8\n\t"                                                             \
-    "sxtb16 r9, r9\n\t"
+/* One tap of 4 pixels at stride 2 (the words at x0 and x3) into r9 [x0, x2] and r10 [x4, x6],
+ * the tap's weight word r11: the two channels' rows at stride 2 (eb_col2_row_s2). */
 #define EB_COL_TAP_LD2                                                                       \
     "ldrd r9, r11, [r8], #8\n\t"                                                             \
     "add r9, lr, r9\n\t"                                                                     \
@@ -3841,19 +3840,37 @@ typedef struct {
     "ldr r9, [r9]\n\t"                                                                       \
     "sxtb16 r10, r10, ror #8\n\t"                                                            \
     "sxtb16 r9, r9\n\t"
-#define EB_COL_TAP1                                                                          \
-    EB_COL_TAP_LD1                                                                           \
-    "smlabb r0, r9, r11, r0\n\tsmlabt r4, r9, r11, r4\n\t"                                   \
-    "smlabb r1, r10, r11, r1\n\tsmlatb r2, r9, r11, r2\n\t"                                  \
-    "smlatb r3, r10, r11, r3\n\tsmlabt r5, r10, r11, r5\n\t"                                 \
-    "smlatt r6, r9, r11, r6\n\tsmlatt r7, r10, r11, r7\n\t"
 #define EB_COL_TAP2                                                                          \
     EB_COL_TAP_LD2                                                                           \
     "smlabb r0, r9, r11, r0\n\tsmlabt r4, r9, r11, r4\n\t"                                   \
     "smlatb r1, r9, r11, r1\n\tsmlabb r2, r10, r11, r2\n\t"                                  \
     "smlatb r3, r10, r11, r3\n\tsmlatt r5, r9, r11, r5\n\t"                                  \
     "smlabt r6, r10, r11, r6\n\tsmlatt r7, r10, r11, r7\n\t"
-#define EB_COL_ROW_FN(name, TAP, step)                                                       \
+/* Two taps of the channel pair at stride 1 (eb_col_pair_table's records [wa, wb, off0,
+ * off1]): the taps' words at x0 (2 LDR), joined row by row (PKHBT / PKHTB: bytes [t0 t0 t1
+ * t1]) and split by SXTB16 into each pixel's [x(t0), x(t1)], one SMLAD a pixel and channel:
+ * 20 instructions per 2 taps of 4 pixels where a tap at a time took 12 a tap. r9-r12 are the
+ * pair's words (the end is then reloaded from the stack). */
+#define EB_COL_PAIR1                                                                         \
+    "ldrd r9, r10, [r8, #8]\n\t"                                                             \
+    "ldr r9, [lr, r9]\n\t"                                                                   \
+    "ldr r10, [lr, r10]\n\t"                                                                 \
+    "pkhbt r11, r9, r10, lsl #16\n\t"                                                        \
+    "pkhtb r10, r10, r9, asr #16\n\t"                                                        \
+    "sxtb16 r9, r11\n\t"                                                                     \
+    "sxtb16 r11, r11, ror #8\n\t"                                                            \
+    "ldr r12, [r8]\n\t"                                                                      \
+    "smlad r0, r9, r12, r0\n\tsmlad r1, r11, r12, r1\n\t"                                    \
+    "ldr r12, [r8, #4]\n\t"                                                                  \
+    "smlad r4, r9, r12, r4\n\tsmlad r5, r11, r12, r5\n\t"                                    \
+    "sxtb16 r9, r10\n\t"                                                                     \
+    "sxtb16 r10, r10, ror #8\n\t"                                                            \
+    "smlad r6, r9, r12, r6\n\tsmlad r7, r10, r12, r7\n\t"                                    \
+    "ldr r12, [r8], #16\n\t"                                                                 \
+    "smlad r2, r9, r12, r2\n\tsmlad r3, r10, r12, r3\n\t"
+/* The two channels' function: an odd count of taps (pairs: `odd` the bit of a record's
+ * size) enters the loop at its second; `end` reloads the end where the taps take r12. */
+#define EB_COL_ROW_FN(name, TAP, step, odd, end)                                             \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -3873,10 +3890,10 @@ typedef struct {
                          "ldmia sp, {r0, r1, r2, r3, r4, r5, r6, r7}\n\t"                    \
                          "ldrd r8, r12, [sp, #40]\n\t"                                      \
                          "sub r9, r12, r8\n\t"                                              \
-                         "tst r9, #8\n\t"                                                   \
+                         "tst r9, " odd "\n\t"                                              \
                          "bne 3f\n"                                                          \
                          "2:\n\t" TAP                                                        \
-                         "3:\n\t" TAP                                                        \
+                         "3:\n\t" TAP end                                                    \
                          "cmp r8, r12\n\t"                                                  \
                          "bne 2b\n\t"                                                       \
                          "ldrd r8, r12, [sp, #56]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3",   \
@@ -3902,142 +3919,98 @@ typedef struct {
                          "add sp, sp, #80\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-EB_COL_ROW_FN(eb_col2_row_s1, EB_COL_TAP1, "4")
+EB_COL_ROW_FN(eb_col2_pairs_s1, EB_COL_PAIR1, "4", "#16", "ldr r12, [sp, #44]\n\t")
 #if EB_DW_COLUMN_S2
-EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8")
+EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
 #endif
 
-/* One channel's whole output row the same way, its 4 sums in r0-r3, which leaves the outputs'
- * pointer (r4), the shift (r5), the blocks left (r6) and the flags (r7) in registers: a frame
- * of the sums' start (4 words), the first tap and the step back. The C block loop around
- * EB_COL1_LOOP spent about 45 instructions a block beside its taps; here about 24. */
-#define EB_COL1_TAP1                                                                         \
-    EB_COL_TAP_LD1                                                                           \
-    "smlabb r0, r9, r11, r0\n\tsmlabb r1, r10, r11, r1\n\t"                                  \
-    "smlatb r2, r9, r11, r2\n\tsmlatb r3, r10, r11, r3\n\t"
-#define EB_COL1_ROW_FN(name, TAP, step)                                                      \
+/* One channel's row by tap pairs (eb_col_pair_table's records [w, off0, off1]): the two taps'
+ * words joined row by row (PKHBT / PKHTB: [t0 t0 t1 t1] bytes) and split by SXTB16 into each
+ * pixel's [x(t0), x(t1)], one SMLAD a pixel against the pair's weight word. Stride 1: the
+ * words at x0, 13 instructions per 2 taps of 4 pixels; stride 2: at x0 and x3 (r10: the
+ * block's input at x3; SXTB16 ROR 8 from there), 17 -- where a tap at a time took 8 and 10
+ * a tap. The 14 registers hold the sums (r0-r3), the pair and its words (r4-r7, r9, r11),
+ * the pairs' pointer and end (r8, r12), the block's input (lr); the job's copy on the stack,
+ * above the sums' start. An odd count of pairs enters the loop at its second. */
+#define EB_COL1_PAIR1                                                                        \
+    "ldmia r8!, {r4, r5, r6}\n\t"                                                            \
+    "ldr r5, [lr, r5]\n\t"                                                                   \
+    "ldr r6, [lr, r6]\n\t"                                                                   \
+    "pkhbt r7, r5, r6, lsl #16\n\t"                                                          \
+    "pkhtb r6, r6, r5, asr #16\n\t"                                                          \
+    "sxtb16 r5, r7\n\t"                                                                      \
+    "sxtb16 r7, r7, ror #8\n\t"                                                              \
+    "smlad r0, r5, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"                                       \
+    "sxtb16 r5, r6\n\t"                                                                      \
+    "sxtb16 r6, r6, ror #8\n\t"                                                              \
+    "smlad r2, r5, r4, r2\n\tsmlad r3, r6, r4, r3\n\t"
+#define EB_COL1_PAIR2                                                                        \
+    "ldmia r8!, {r4, r5, r6}\n\t"                                                            \
+    "ldr r7, [lr, r5]\n\t"                                                                   \
+    "ldr r9, [lr, r6]\n\t"                                                                   \
+    "ldr r5, [r10, r5]\n\t"                                                                  \
+    "ldr r6, [r10, r6]\n\t"                                                                  \
+    "pkhbt r11, r7, r9, lsl #16\n\t"                                                         \
+    "pkhtb r9, r9, r7, asr #16\n\t"                                                          \
+    "sxtb16 r11, r11\n\t"                                                                    \
+    "sxtb16 r9, r9\n\t"                                                                      \
+    "smlad r0, r11, r4, r0\n\tsmlad r1, r9, r4, r1\n\t"                                      \
+    "pkhbt r11, r5, r6, lsl #16\n\t"                                                         \
+    "pkhtb r6, r6, r5, asr #16\n\t"                                                          \
+    "sxtb16 r11, r11, ror #8\n\t"                                                            \
+    "sxtb16 r6, r6, ror #8\n\t"                                                              \
+    "smlad r2, r11, r4, r2\n\tsmlad r3, r6, r4, r3\n\t"
+#define EB_COL1_PAIRS_FN(name, PAIR, step)                                                   \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #32\n\t"                                              \
-                         "ldr r1, [r0, #0]\n\t"                                             \
+                         "sub sp, sp, #64\n\t"                                              \
+                         "add r12, sp, #16\n\t"                                             \
+                         "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
+                         "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
+                         "ldmia r0, {r1, r2, r3, r4}\n\t"                                    \
+                         "stmia r12, {r1, r2, r3, r4}\n\t"                                   \
+                         "ldr r1, [sp, #16]\n\t"                                            \
                          "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
                          "stmia sp, {r1, r2, r3, r4}\n\t"                                   \
-                         "ldrd r1, r12, [r0, #8]\n\t"                                       \
-                         "str r1, [sp, #16]\n\t"                                            \
-                         "ldrd r2, r3, [r0, #36]\n\t"                                       \
-                         "strd r2, r3, [sp, #20]\n\t"                                       \
-                         "ldr r4, [r0, #16]\n\t"                                            \
-                         "ldrd r5, r7, [r0, #24]\n\t"                                       \
-                         "ldr r6, [r0, #32]\n\t"                                            \
-                         "ldr lr, [r0, #44]\n"                                               \
+                         "ldr lr, [sp, #60]\n"                                               \
                          "1:\n\t"                                                            \
                          "ldmia sp, {r0, r1, r2, r3}\n\t"                                   \
-                         "ldr r8, [sp, #16]\n\t"                                            \
-                         "tst r7, #2\n\t"                                                   \
+                         "ldrd r8, r12, [sp, #24]\n\t"                                      \
+                         "add r10, lr, #3\n\t"                                              \
+                         "ldr r9, [sp, #44]\n\t"                                            \
+                         "tst r9, #2\n\t"                                                   \
                          "bne 3f\n"                                                          \
-                         "2:\n\t" TAP                                                        \
-                         "3:\n\t" TAP                                                        \
+                         "2:\n\t" PAIR                                                       \
+                         "3:\n\t" PAIR                                                       \
                          "cmp r8, r12\n\t"                                                  \
-                         "bne 2b\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r5")              \
-                         "tst r7, #1\n\t"                                                   \
+                         "bne 2b\n\t"                                                       \
+                         "ldrd r4, r5, [sp, #40]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3",   \
+                                                                  "r4")                      \
+                         "tst r5, #1\n\t"                                                   \
                          "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")     \
                          "b 5f\n"                                                            \
                          "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")         \
                          "5:\n\t"                                                            \
-                         "strb r1, [r4, #1]\n\tstrb r2, [r4, #2]\n\tstrb r3, [r4, #3]\n\t"   \
-                         "strb r0, [r4], #4\n\t"                                            \
+                         "ldr r9, [sp, #32]\n\t"                                            \
+                         "strb r1, [r9, #1]\n\tstrb r2, [r9, #2]\n\tstrb r3, [r9, #3]\n\t"   \
+                         "strb r0, [r9], #4\n\t"                                            \
                          "add lr, lr, #" step "\n\t"                                        \
-                         "subs r6, r6, #1\n\t"                                              \
-                         "bgt 1b\n\t"                                                       \
-                         "bne 6f\n\t"                                                       \
-                         "ldrd r9, r10, [sp, #20]\n\t"                                      \
-                         "add lr, lr, r9\n\t"                                               \
-                         "add r4, r4, r10\n\t"                                              \
+                         "str r9, [sp, #32]\n\t" EB_DW_NEXT_BLOCK("48", "1b", "6f")          \
+                         "ldrd r11, r12, [sp, #52]\n\t"                                     \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r9, r9, r12\n\t"                                              \
+                         "str r9, [sp, #32]\n\t"                                            \
                          "b 1b\n"                                                            \
                          "6:\n\t"                                                            \
-                         "add sp, sp, #32\n\t"                                              \
+                         "add sp, sp, #64\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-EB_COL1_ROW_FN(eb_col1_row_s1, EB_COL1_TAP1, "4")
+EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4")
 #if EB_DW_COLUMN_S2
-/* One channel's row at stride 2 by tap pairs (eb_col_pair records): the two taps' words at
- * x0 and at x3 (4 LDR), joined row by row (PKHBT / PKHTB: [t0 t0 t1 t1] bytes) and split by
- * SXTB16 (ROR 8 from x3) into each pixel's [x(t0), x(t1)], one SMLAD a pixel against the
- * pair's weight word: 17 instructions per 2 taps of 4 pixels, where a tap at a time took 10
- * per tap (its own address and two LDRs for its two words, 4 SMLAxy). The 14 registers hold
- * the sums (r0-r3), the pair (r4-r6), the words (r5-r7, r9, r11), the pairs' pointer and end
- * (r8, r12), the block's input at x0 and x3 (lr, r10); the job's copy on the stack, above
- * the sums' start. An odd count of pairs enters the loop at its second. */
-#define EB_COL1_PAIR2                                                                        \
-    "ldmia r8!, {r4, r5, r6}\n\t"                                                              \
-    "ldr r7, [lr, r5]\n\t"                                                                    \
-    "ldr r9, [lr, r6]\n\t"                                                                    \
-    "ldr r5, [r10, r5]\n\t"                                                                   \
-    "ldr r6, [r10, r6]\n\t"                                                                   \
-    "pkhbt r11, r7, r9, lsl #16\n\t"                                                          \
-    "pkhtb r9, r9, r7, asr #16\n\t"                                                           \
-    "sxtb16 r11, r11\n\t"                                                                     \
-    "sxtb16 r9, r9\n\t"                                                                       \
-    "smlad r0, r11, r4, r0\n\t"                                                               \
-    "smlad r1, r9, r4, r1\n\t"                                                                \
-    "pkhbt r11, r5, r6, lsl #16\n\t"                                                          \
-    "pkhtb r6, r6, r5, asr #16\n\t"                                                           \
-    "sxtb16 r11, r11, ror #8\n\t"                                                             \
-    "sxtb16 r6, r6, ror #8\n\t"                                                               \
-    "smlad r2, r11, r4, r2\n\t"                                                               \
-    "smlad r3, r6, r4, r3\n\t"
-static __attribute__((naked, noinline)) void eb_col1_pairs_s2(const eb_col_job *job
-                                                              __attribute__((unused)))
-{
-    __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-                     "sub sp, sp, #64\n\t"
-                     "add r12, sp, #16\n\t"
-                     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"
-                     "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"
-                     "ldmia r0, {r1, r2, r3, r4}\n\t"
-                     "stmia r12, {r1, r2, r3, r4}\n\t"
-                     "ldr r1, [sp, #16]\n\t"
-                     "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"
-                     "stmia sp, {r1, r2, r3, r4}\n\t"
-                     "ldr lr, [sp, #60]\n"
-                     "1:\n\t"
-                     "ldmia sp, {r0, r1, r2, r3}\n\t"
-                     "ldrd r8, r12, [sp, #24]\n\t"
-                     "add r10, lr, #3\n\t"
-                     "ldr r9, [sp, #44]\n\t"
-                     "tst r9, #2\n\t"
-                     "bne 3f\n"
-                     "2:\n\t" EB_COL1_PAIR2
-                     "3:\n\t" EB_COL1_PAIR2
-                     "cmp r8, r12\n\t"
-                     "bne 2b\n\t"
-                     "ldrd r4, r5, [sp, #40]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r4")
-                     "tst r5, #1\n\t"
-                     "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")
-                     "b 5f\n"
-                     "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")
-                     "5:\n\t"
-                     "ldr r9, [sp, #32]\n\t"
-                     "strb r1, [r9, #1]\n\tstrb r2, [r9, #2]\n\tstrb r3, [r9, #3]\n\t"
-                     "strb r0, [r9], #4\n\t"
-                     "add lr, lr, #8\n\t"
-                     "str r9, [sp, #32]\n\t" EB_DW_NEXT_BLOCK("48", "1b", "6f")
-                     "ldrd r11, r12, [sp, #52]\n\t"
-                     "add lr, lr, r11\n\t"
-                     "add r9, r9, r12\n\t"
-                     "str r9, [sp, #32]\n\t"
-                     "b 1b\n"
-                     "6:\n\t"
-                     "add sp, sp, #64\n\t"
-                     "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");
-}
-#define EB_COL_PAIRS 1
+EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8")
 #endif
-#endif
-#ifndef EB_COL_PAIRS
-#define EB_COL_PAIRS 0
 #endif
 
 /* One output row of one channel (a) or two (a, b): sums from init_a / init_b over the n taps
@@ -4114,7 +4087,7 @@ static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, const e
         return ob != NULL ? eb_col2_row_s2 : eb_col1_pairs_s2;
     }
 #endif
-    return ob != NULL ? eb_col2_row_s1 : eb_col1_row_s1;
+    return ob != NULL ? eb_col2_pairs_s1 : eb_col1_pairs_s1;
 }
 #endif
 
@@ -4187,11 +4160,12 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
 #if EB_COL_ROW_ASM
             eb_col_job job;
             const eb_col_fn fn = eb_col_asm_of(&job, p, &oa, two ? &ob : NULL, init_a, init_b);
-#if EB_COL_PAIRS
-            const int pairs = fn == eb_col1_pairs_s2;
+#if EB_DW_COLUMN_S2
+            const int pairs = fn != NULL && fn != eb_col2_row_s2;
 #else
-            const int pairs = 0;
+            const int pairs = fn != NULL;
 #endif
+            const int32_t size = two ? 4 : 3; /* words of a pair */
 #else
             const int pairs = 0;
             (void)np; /* the pairs' count: the hand-written rows' */
@@ -4204,8 +4178,8 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
                 if (lo != tlo || hi != thi) {
                     if (pairs) {
-                        np = eb_col_pair_table(p, cin_g, wa, lo, hi, in_plane,
-                                               (eb_col_pair *)(void *)table);
+                        np = eb_col_pair_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi,
+                                               in_plane, (uint32_t *)(void *)table);
                     } else {
                         eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
                                      table);
@@ -4219,7 +4193,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
                     job.tap = table;
                     job.end = pairs ? (const eb_col_tap *)(const void *)((
-                                          const eb_col_pair *)(const void *)table + np)
+                                          const uint32_t *)(const void *)table + np * size)
                                     : table + n;
                     job.flags = (job.flags & 1) | ((pairs ? np : n) & 1) << 1;
                     job.da = oa.out8 + at;

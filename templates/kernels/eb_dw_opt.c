@@ -3685,16 +3685,50 @@ static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
     }
 }
 
+/* eb_col_pair_table of one input channel (a depthwise layer's, rebuilt for each output row
+ * its padding trims): a pair a pass. */
+static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *wa,
+                                        const int8_t *wb, int lo, int hi, uint32_t *t)
+{
+    const int32_t step = (int32_t)p->dil_h * p->in_w, size = wb ? 4 : 3, o = size - 2;
+    uint32_t *e = t;
+    int32_t off = 0;
+    int k;
+#define EB_COL_W2(w_, i_)                                                                    \
+    ((uint32_t)(uint16_t)(int16_t)(w_)[i_] | (uint32_t)(uint16_t)(int16_t)(w_)[(i_) + 1] << 16)
+    for (k = lo; k + 1 < hi; k += 2, e += size, off += 2 * step) {
+        e[0] = EB_COL_W2(wa, k);
+        if (wb) {
+            e[1] = EB_COL_W2(wb, k);
+        }
+        e[o] = (uint32_t)off;
+        e[o + 1] = (uint32_t)(off + step);
+    }
+#undef EB_COL_W2
+    if (k < hi) { /* the last tap alone */
+        e[0] = (uint16_t)(int16_t)wa[k];
+        if (wb) {
+            e[1] = (uint16_t)(int16_t)wb[k];
+        }
+        e[o] = e[o + 1] = (uint32_t)off;
+        e += size;
+    }
+    return (int)((e - t) / size);
+}
+
 /* eb_col_table's taps in pairs, in its order, for the rows by hand (eb_col1_pairs_s1 / _s2,
  * eb_col2_pairs_s1): a record of the pair's weight words -- [wa(t0), wa(t1)] and, with a second
  * channel, [wb(t0), wb(t1)] -- and the two taps' offsets (an odd count's last pair: the last
  * tap twice, weight 0 the second time). Returns the pairs' count; they take no more of the
  * scratch than the taps (16 bytes for 2 taps of 8, or 12). */
-static int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
+static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
                              const int8_t *wb, int lo, int hi, int32_t in_plane, uint32_t *t)
 {
     const int32_t step = (int32_t)p->dil_h * p->in_w, size = wb ? 4 : 3, o = size - 2;
     int c, k, n = 0;
+    if (cin_g == 1) {
+        return eb_col_pairs_one(p, wa, wb, lo, hi, t);
+    }
     for (c = 0; c < cin_g; ++c) {
         for (k = lo; k < hi; ++k, ++n) {
             const int32_t off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;

@@ -55,7 +55,8 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 # to 6, 3x3 stride 2: its pair loop of any frame; 1-D k = 5, multiplier 2 at stride 1 / 2:
 # its pair loops along the rows; 1-D k = 15, and k = 7 stride 2: its one-channel loops along
 # the rows; one input channel to 16, 1-D k = 5, and to 12, 3x3 stride 2: the fan, two pixels
-# and one at a time); column (dense 8 -> 1 5x1 stride 2); scale (1x1); table
+# and one at a time; 1x2 with multiplier 4: its one-tap-pair rows by an immediate shift);
+# column (dense 8 -> 1 5x1 stride 2); scale (1x1); table
 # (a 15x7 kernel: more tap pairs than the tile holds); im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone)
@@ -75,7 +76,8 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2)),
           _layer(24, (1, 14), (1, 13), 7, 1),
           _layer(1, (1, 128), (1, 5), 16, 1, pad=(0, 2)),
-          _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2))]
+          _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2)),
+          _layer(3, (9, 23), (1, 2), 12, 3)]
 
 
 def _cases(cfgs, seed: int) -> list:
@@ -181,3 +183,25 @@ def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
             assert count is not None, "the insn_count plugin did not build or run"
             counts.append(count)
         assert counts[1] <= counts[0] * 1.02, (cfg, sorted(keep), counts)
+
+
+@needs_m4
+def test_m4_tap1_rows_shift_by_an_immediate_where_predicted(lib, m4_build):  # noqa: F811
+    """A 1x2 depthwise of multiplier 4 (its frame one tap pair) built with the paths
+    kernel_paths names runs its rows by the immediate-shift forms ("dw_tile_tap1"): an
+    instruction an output fewer than with that path left out (the rows then shift by a
+    register), exact both ways."""
+    case = _cases([LAYERS[-1]], 7)[0]
+    cfg = case[0]
+    paths = kernel_paths(plane_of(cfg))
+    keep = paths | shift_forms(paths, -cfg["shift"]) | {"q_wide", "q_relu"}
+    source = m4_test_program(lib, [case], linears=False)
+    counts = []
+    for name, kept in (("tap1_on", keep), ("tap1_off", keep - {"dw_tile_tap1"})):
+        elf = build_m4(m4_build, name, source, _defines(p for p in CONV_PATHS if p not in kept))
+        _run_exact(elf, name)
+        sym = symbol_addresses(elf)
+        counts.append(count_with_plugin(m4_build, elf, sym["main"], sym["printf"]))
+    assert None not in counts, "the insn_count plugin did not build or run"
+    outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
+    assert counts[0] <= counts[1] - outputs * 3 // 4, (sorted(keep), counts, outputs)

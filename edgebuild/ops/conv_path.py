@@ -166,8 +166,9 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     eb_dw_tile_block): two channels at a time with a multiplier of 2 or more, at least two
     tap pairs and stride 1 or 2 ("dw_tile_pair_s1" / "_s2" along the rows at stride 1 / 2,
     else "dw_tile_pair"); one channel (a multiplier of 1, or an odd one's last channel) along the
-    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one";
-    with the fan ("dw_fan") where it runs."""
+    rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one" --
+    of one tap pair (a 1x1 or 1x2 kernel in the frame) along the rows at stride 1, shifting
+    by an immediate too ("dw_tile_tap1"); with the fan ("dw_fan") where it runs."""
     f = tile_frame(conv)
     m = conv.out_c // conv.groups
     paths = set()
@@ -176,6 +177,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
         paths.add(f"dw_tile_pair_s{f.s_w}" if f.dst_c == 1 else "dw_tile_pair")
     if not pair or m % 2:
         paths.add(f"dw_tile_s{f.s_w}" if f.dst_c == 1 and f.s_w in (1, 2) else "dw_tile_one")
+        if f.ntaps == 1 and f.dst_c == 1 and f.s_w == 1:
+            paths.add("dw_tile_tap1")
     if fan(conv):
         paths.add("dw_fan")
     return frozenset(paths)

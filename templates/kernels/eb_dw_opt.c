@@ -155,6 +155,14 @@ typedef struct {
 #else
 #define EB_DW_TILE_PAIR 1
 #endif
+/* The one-tap-pair rows (a 1x1 or 1x2 kernel in the frame) along the rows at stride 1 with
+ * their shift an immediate (EB_OPT_NO_DW_TILE_TAP1 leaves them out: such rows then shift by
+ * a register; ops.conv_path.tile_paths). */
+#if defined(EB_OPT_NO_DW_TILE_TAP1) || defined(EB_OPT_NO_DW_TILE)
+#define EB_DW_TAP1 0
+#else
+#define EB_DW_TAP1 1
+#endif
 /* The fan (EB_OPT_NO_DW_FAN): the many output channels of one input channel (a dense conv
  * of one input channel, a multiplier of 4 or more) over a tap pair or four, the pixels' tap
  * words held while the channels' weights stream (eb_dw_fan_tile). Left out, such a layer
@@ -2478,21 +2486,39 @@ EB_INLINE void eb_dw_tile_tap1_mode(const int16_t *q, int rows, int32_t pitch, i
     {                                                                                        \
         eb_dw_tile_tap1_mode(q, rows, pitch, n, 1, 1, w, init, d, dst_r, sh_, mode_);       \
     }
-EB_TAP1_FN(eb_dw_tap1_relu_16, 16, EB_DW_RELU)
-EB_TAP1_FN(eb_dw_tap1_relu_8, 8, EB_DW_RELU)
-EB_TAP1_FN(eb_dw_tap1_none_16, 16, EB_DW_NONE)
-EB_TAP1_FN(eb_dw_tap1_none_8, 8, EB_DW_NONE)
+#if EB_DW_TAP1
+EB_DW_R16(EB_TAP1_FN(eb_dw_tap1_relu_16, 16, EB_DW_RELU))
+EB_DW_R8(EB_TAP1_FN(eb_dw_tap1_relu_8, 8, EB_DW_RELU))
+EB_DW_N16(EB_TAP1_FN(eb_dw_tap1_none_16, 16, EB_DW_NONE))
+EB_DW_N8(EB_TAP1_FN(eb_dw_tap1_none_8, 8, EB_DW_NONE))
+#endif
 #undef EB_TAP1_FN
+typedef void (*eb_dw_tap1_fn)(const int16_t *, int, int32_t, int32_t, uint32_t, int32_t, int8_t *,
+                              int32_t);
+
+/* The one-tap-pair rows' function for mode and shift c (NULL: none linked). */
+static eb_dw_tap1_fn eb_dw_tap1_of(int mode, int c)
+{
+#if EB_DW_TAP1
+    const int s = 1;
+    EB_DW_R8(EB_DW_PICK(eb_dw_tap1_relu_8, 1, EB_DW_RELU, 8))
+    EB_DW_R16(EB_DW_PICK(eb_dw_tap1_relu_16, 1, EB_DW_RELU, 16))
+    EB_DW_N8(EB_DW_PICK(eb_dw_tap1_none_8, 1, EB_DW_NONE, 8))
+    EB_DW_N16(EB_DW_PICK(eb_dw_tap1_none_16, 1, EB_DW_NONE, 16))
+    (void)s;
+#endif
+    (void)mode;
+    (void)c;
+    return NULL;
+}
 
 /* ... per mode and shift. */
 EB_INLINE void eb_dw_tile_tap1_rows(const int16_t *q, int rows, int32_t pitch, int32_t n,
                                     const int s, const int32_t dc, uint32_t w, int32_t init,
                                     int8_t *d, int32_t dst_r, int sh, const int mode)
 {
-    void (*fn)(const int16_t *, int, int32_t, int32_t, uint32_t, int32_t, int8_t *, int32_t);
-    if (s == 1 && dc == 1 && (sh == 16 || sh == 8)) {
-        fn = mode == EB_DW_RELU ? (sh == 16 ? eb_dw_tap1_relu_16 : eb_dw_tap1_relu_8)
-                                : (sh == 16 ? eb_dw_tap1_none_16 : eb_dw_tap1_none_8);
+    const eb_dw_tap1_fn fn = s == 1 && dc == 1 ? eb_dw_tap1_of(mode, sh) : NULL;
+    if (fn != NULL) {
         fn(q, rows, pitch, n, w, init, d, dst_r);
     } else if (mode == EB_DW_RELU) {
         eb_dw_tile_tap1_mode(q, rows, pitch, n, s, dc, w, init, d, dst_r, sh, EB_DW_RELU);
@@ -4094,7 +4120,7 @@ EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int o
             x = out_w - 4;
         }
         q = row + s * x;
-#if EB_COL2_ASM
+#if EB_COL2_ASM && !EB_COL_ROW_ASM /* else the naked rows take NONE / RELU: here the rest */
         if (two && e < end2) {
             if (s == 1) {
                 EB_COL2_LOOP(EB_COL2_S1);
@@ -4155,12 +4181,23 @@ static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, const e
 #endif
 
 /* eb_col_run with the stride (1, 2: linked with "dw_column_s2") and channel count (1, 2)
- * specialised. */
-static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int n, int out_w,
-                                   int s, int32_t init_a, int32_t init_b,
-                                   const eb_dw_out *oa, const eb_dw_out *ob, int32_t ia,
-                                   int32_t ib)
+ * specialised -- but on the M4, where only the rare modes come here (the naked rows take
+ * NONE / RELU), one form of either channel count, compiled for size (motions_speechnet's
+ * kernels 300 bytes smaller). */
+#if EB_COL_ROW_ASM && defined(__GNUC__) && !defined(__clang__)
+#define EB_COL_ROW_ATTR __attribute__((optimize("Os")))
+#else
+#define EB_COL_ROW_ATTR
+#endif
+static EB_NOINLINE EB_COL_ROW_ATTR void eb_col_row(const int8_t *row, const eb_col_tap *tap,
+                                                   int n, int out_w, int s, int32_t init_a,
+                                                   int32_t init_b, const eb_dw_out *oa,
+                                                   const eb_dw_out *ob, int32_t ia, int32_t ib)
 {
+#if EB_COL_ROW_ASM
+    eb_col_run(row, tap, n, out_w, init_a, ob ? init_b : 0, oa, ob ? ob : oa, ia, ob ? ib : 0,
+               EB_DW_COLUMN_S2 ? s : 1, ob != NULL);
+#else
 #if EB_DW_COLUMN_S2
     if (s != 1 && ob == NULL) {
         eb_col_run(row, tap, n, out_w, init_a, 0, oa, oa, ia, 0, 2, 0);
@@ -4178,6 +4215,7 @@ static EB_NOINLINE void eb_col_row(const int8_t *row, const eb_col_tap *tap, int
     } else {
         eb_col_run(row, tap, n, out_w, init_a, init_b, oa, ob, ia, ib, 1, 1);
     }
+#endif
 }
 
 /* Whether the column kernels take p (see above; a depthwise layer the tile kernel runs with

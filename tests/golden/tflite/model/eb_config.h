@@ -61,6 +61,7 @@
 #define eb_dw_tile_run2 chain_eb_dw_tile_run2
 #define eb_dw_tile_sums chain_eb_dw_tile_sums
 #define eb_dw_tile_tap1 chain_eb_dw_tile_tap1
+#define eb_dw_tile_tap1_mode chain_eb_dw_tile_tap1_mode
 #define eb_dw_tile_tap1_rows chain_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 chain_eb_dw_tile_turn2
 #define eb_dw_tile_turn4 chain_eb_dw_tile_turn4
@@ -108,6 +109,7 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
+#define EB_OPT_NO_DW_TILE_TAP1
 #define EB_OPT_NO_DW_TILE8
 #define EB_OPT_NO_DW_TILE16
 #define EB_OPT_NO_DW_FAN

@@ -63,6 +63,7 @@
 #define eb_dw_tile_run2 tiny_eb_dw_tile_run2
 #define eb_dw_tile_sums tiny_eb_dw_tile_sums
 #define eb_dw_tile_tap1 tiny_eb_dw_tile_tap1
+#define eb_dw_tile_tap1_mode tiny_eb_dw_tile_tap1_mode
 #define eb_dw_tile_tap1_rows tiny_eb_dw_tile_tap1_rows
 #define eb_dw_tile_turn2 tiny_eb_dw_tile_turn2
 #define eb_dw_tile_turn4 tiny_eb_dw_tile_turn4
@@ -100,6 +101,7 @@
 #define EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_OPT_NO_DW_TILE_PAIR_S2
 #define EB_OPT_NO_DW_TILE_PAIR
+#define EB_OPT_NO_DW_TILE_TAP1
 #define EB_OPT_NO_DW_TILE8
 #define EB_OPT_NO_DW_TILE16
 #define EB_OPT_NO_DW_FAN

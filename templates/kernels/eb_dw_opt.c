@@ -2479,7 +2479,7 @@ EB_INLINE void eb_dw_tile_tap1_mode(const int16_t *q, int rows, int32_t pitch, i
 /* ... at stride 1 into neighbouring outputs with the shift the tile's scaled sums take
  * (eb_dw_tile_init: 16 or 8) a constant, each its own function (inlined together GCC spilled
  * the sums' start): USAT / SSAT shift by the immediate on the way, an instruction an output
- * less (a 1x2 depthwise of multiplier 4 went 4.82 -> 4.4 insn/MAC). */
+ * less (a 1x2 depthwise of multiplier 4 went 4.82 -> 4.18 insn/MAC). */
 #define EB_TAP1_FN(name, sh_, mode_)                                                         \
     static EB_NOINLINE void name(const int16_t *q, int rows, int32_t pitch, int32_t n,        \
                                  uint32_t w, int32_t init, int8_t *d, int32_t dst_r)         \
@@ -3747,8 +3747,9 @@ static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *w
  * channel, [wb(t0), wb(t1)] -- and the two taps' offsets (an odd count's last pair: the last
  * tap twice, weight 0 the second time). Returns the pairs' count; they take no more of the
  * scratch than the taps (16 bytes for 2 taps of 8, or 12). */
-static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
-                             const int8_t *wb, int lo, int hi, int32_t in_plane, uint32_t *t)
+static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
+                                         const int8_t *wa, const int8_t *wb, int lo, int hi,
+                                         int32_t in_plane, uint32_t *t)
 {
     const int32_t step = (int32_t)p->dil_h * p->in_w, size = wb ? 4 : 3, o = size - 2;
     int c, k, n = 0;
@@ -3898,12 +3899,11 @@ static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g, con
  * the tap loop and the stores in one naked function, the 8 sums in r0-r7 (their start by one
  * LDM from an 8-word block of the frame), the tap pointer r8, the block's input lr, a tap's
  * (or a pair's) words r9-r11 (r9-r12), the end r12; the job's copy on the stack above the
- * sums' block. The C block
- * loop around EB_COL2_LOOP spent about 87 instructions a block beside its taps (spilled sums
- * and pointers, the stores' set-up); here about 40. Blocks of 4 pixels along the row, the
- * last overlapping the one before where out_w is no multiple of 4 (the block count kept less
- * one: one SUBS tells the next block, the step back and the row's end apart). At least one
- * tap: an odd count enters the tap loop at its second tap. */
+ * sums' block. The C block loop around EB_COL2_LOOP spent about 87 instructions a block
+ * beside its taps (spilled sums and pointers, the stores' set-up); here about 40. Blocks of
+ * 4 pixels along the row, the last overlapping the one before where out_w is no multiple of
+ * 4 (the block count kept less one: one SUBS tells the next block, the step back and the
+ * row's end apart). At least one tap: an odd count enters the tap loop at its second. */
 #if EB_COL2_ASM && EB_DW_COLUMN && (EB_DW_HAS_RELU || EB_DW_HAS_NONE)
 #define EB_COL_ROW_ASM 1
 typedef struct {

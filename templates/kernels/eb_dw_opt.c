@@ -3139,6 +3139,7 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
     const int32_t cw = (int32_t)p->k_h * p->k_w, taps = EB_DW_CHANS(f) * cw, w_c = f->w_c;
     const int32_t wstep = f->d_w == 1 ? 2 * w_c : w_c;
     const int pairs = f->pairs, full = f->d_w == 1 ? f->k_w / 2 : 0;
+    const int flagged = EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1; /* n = 3's flag word */
     int c, ky, ic, k;
     for (c = 0; c < count; ++c) {
         eb_dw_out o;
@@ -3162,11 +3163,11 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
                 }
             }
         }
-        if (EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1) {
+        if (flagged) {
             *rec++ = 1; /* another record follows (the last's: 0, below) */
         }
     }
-    if (c > 0 && EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1) {
+    if (c > 0 && flagged) {
         rec[-1] = 0;
     }
     return c;
@@ -3720,24 +3721,14 @@ static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *w
     uint32_t *e = t;
     int32_t off = 0;
     int k;
-#define EB_COL_W2(w_, i_)                                                                    \
-    ((uint32_t)(uint16_t)(int16_t)(w_)[i_] | (uint32_t)(uint16_t)(int16_t)(w_)[(i_) + 1] << 16)
-    for (k = lo; k + 1 < hi; k += 2, e += size, off += 2 * step) {
-        e[0] = EB_COL_W2(wa, k);
+    for (k = lo; k < hi; k += 2, e += size, off += 2 * step) {
+        const int last = k + 1 == hi; /* the last tap alone: weight 0 its second */
+        e[0] = eb_dw_pair_word(wa[k], last ? 0 : wa[k + 1]);
         if (wb) {
-            e[1] = EB_COL_W2(wb, k);
+            e[1] = eb_dw_pair_word(wb[k], last ? 0 : wb[k + 1]);
         }
         e[o] = (uint32_t)off;
-        e[o + 1] = (uint32_t)(off + step);
-    }
-#undef EB_COL_W2
-    if (k < hi) { /* the last tap alone */
-        e[0] = (uint16_t)(int16_t)wa[k];
-        if (wb) {
-            e[1] = (uint16_t)(int16_t)wb[k];
-        }
-        e[o] = e[o + 1] = (uint32_t)off;
-        e += size;
+        e[o + 1] = (uint32_t)(last ? off : off + step);
     }
     return (int)((e - t) / size);
 }
@@ -3763,15 +3754,15 @@ static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
             uint32_t *e = t + (n >> 1) * size;
             if (n & 1) {
                 e[o + 1] = off;
-                e[0] |= (uint32_t)(uint16_t)(int16_t)wa[i] << 16;
+                e[0] |= eb_dw_pair_word(0, wa[i]);
                 if (wb) {
-                    e[1] |= (uint32_t)(uint16_t)(int16_t)wb[i] << 16;
+                    e[1] |= eb_dw_pair_word(0, wb[i]);
                 }
             } else {
                 e[o] = e[o + 1] = (uint32_t)off;
-                e[0] = (uint16_t)(int16_t)wa[i];
+                e[0] = eb_dw_pair_word(wa[i], 0);
                 if (wb) {
-                    e[1] = (uint16_t)(int16_t)wb[i];
+                    e[1] = eb_dw_pair_word(wb[i], 0);
                 }
             }
         }
@@ -4019,8 +4010,9 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
  * words at x0, 13 instructions per 2 taps of 4 pixels; stride 2: at x0 and x3 (r10: the
  * block's input at x3; SXTB16 ROR 8 from there), 17 -- where a tap at a time took 8 and 10
  * a tap. The 14 registers hold the sums (r0-r3), the pair and its words (r4-r7, r9, r11),
- * the pairs' pointer and end (r8, r12), the block's input (lr); the job's copy on the stack,
- * above the sums' start. An odd count of pairs enters the loop at its second. */
+ * the pairs' pointer and end (r8, r12), the block's input (lr; at stride 2 r10 at x3, `x3`
+ * sets it a block); the job's copy on the stack, above the sums' start. An odd count of
+ * pairs enters the loop at its second. */
 #define EB_COL1_PAIR1                                                                        \
     "ldmia r8!, {r4, r5, r6}\n\t"                                                            \
     "ldr r5, [lr, r5]\n\t"                                                                   \
@@ -4049,7 +4041,7 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
     "sxtb16 r11, r11, ror #8\n\t"                                                            \
     "sxtb16 r6, r6, ror #8\n\t"                                                              \
     "smlad r2, r11, r4, r2\n\tsmlad r3, r6, r4, r3\n\t"
-#define EB_COL1_PAIRS_FN(name, PAIR, step)                                                   \
+#define EB_COL1_PAIRS_FN(name, PAIR, step, x3)                                               \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -4066,8 +4058,7 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                          "ldr lr, [sp, #60]\n"                                               \
                          "1:\n\t"                                                            \
                          "ldmia sp, {r0, r1, r2, r3}\n\t"                                   \
-                         "ldrd r8, r12, [sp, #24]\n\t"                                      \
-                         "add r10, lr, #3\n\t"                                              \
+                         "ldrd r8, r12, [sp, #24]\n\t" x3                                   \
                          "ldr r9, [sp, #44]\n\t"                                            \
                          "tst r9, #2\n\t"                                                   \
                          "bne 3f\n"                                                          \
@@ -4096,9 +4087,9 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                          "add sp, sp, #64\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4")
+EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4", "")
 #if EB_DW_COLUMN_S2
-EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8")
+EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t")
 #endif
 #endif
 
@@ -4258,6 +4249,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             const int32_t init_a = eb_dw_init(&rq, bias, oc, &oa);
             const int32_t init_b = two ? eb_dw_init(&rq, bias, oc + 1, &ob) : 0;
             int tlo = -1, thi = -1, np = 0;
+            uint32_t *const words = (uint32_t *)(void *)table; /* the table as pairs */
 #if EB_COL_ROW_ASM
             eb_col_job job;
             const eb_col_fn fn = eb_col_asm_of(&job, p, &oa, two ? &ob : NULL, init_a, init_b);
@@ -4280,7 +4272,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 if (lo != tlo || hi != thi) {
                     if (pairs) {
                         np = eb_col_pair_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi,
-                                               in_plane, (uint32_t *)(void *)table);
+                                               in_plane, words);
                     } else {
                         eb_col_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi, in_plane,
                                      table);
@@ -4293,8 +4285,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
 #if EB_COL_ROW_ASM
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
                     job.tap = table;
-                    job.end = pairs ? (const eb_col_tap *)(const void *)((
-                                          const uint32_t *)(const void *)table + np * size)
+                    job.end = pairs ? (const eb_col_tap *)(const void *)(words + np * size)
                                     : table + n;
                     job.flags = (job.flags & 1) | ((pairs ? np : n) & 1) << 1;
                     job.da = oa.out8 + at;

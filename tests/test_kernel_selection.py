@@ -100,6 +100,26 @@ def _run_exact(elf, what: str) -> None:
     assert "0 mismatching calls" in result.stdout, f"{what}\n{result.stdout}"
 
 
+def _predicted(cfg: dict) -> frozenset[str]:
+    """The paths a model of this one conv links: kernel_paths, its shift forms, and the
+    output forms m4_test_program runs it in (its act, narrow, and wide)."""
+    paths = kernel_paths(plane_of(cfg))
+    return paths | shift_forms(paths, -cfg["shift"]) | {"q_wide"} | (
+        {"q_relu" if cfg["act"] == 1 else "q_none"}) | (
+        {"im2col_s2"} if cfg["stride_w"] == 2 else set())
+
+
+def _exact_count(build, name: str, source, kept) -> int:
+    """The program built (in the m4_build directory) with only the conv paths in kept, run
+    exact; its instructions."""
+    elf = build_m4(build, name, source, _defines(p for p in CONV_PATHS if p not in kept))
+    _run_exact(elf, name)
+    sym = symbol_addresses(elf)
+    count = count_with_plugin(build, elf, sym["main"], sym["printf"])
+    assert count is not None, "the insn_count plugin did not build or run"
+    return count
+
+
 def test_paths_name_files_the_kernels_know():
     """Every conv path the generator names is one eb_config.h may define away, and one of
     the kernel files tests for (a misspelt path would be left out nowhere)."""
@@ -167,21 +187,10 @@ def test_m4_predicted_paths_are_the_ones_taken(lib, m4_build):  # noqa: F811
     the instructions)."""
     for i, case in enumerate(_cases(LAYERS, 6)):
         cfg = case[0]
-        # m4_test_program runs each conv narrow (its act) and wide
-        paths = kernel_paths(plane_of(cfg))
-        keep = paths | shift_forms(paths, -cfg["shift"]) | {"q_wide"} | (
-            {"q_relu" if cfg["act"] == 1 else "q_none"}) | (
-            {"im2col_s2"} if cfg["stride_w"] == 2 else set())
+        keep = _predicted(cfg)
         source = m4_test_program(lib, [case], linears=False)
-        counts = []
-        for name, defines in ((f"all_{i}", ()),
-                              (f"only_{i}", _defines(p for p in CONV_PATHS if p not in keep))):
-            elf = build_m4(m4_build, name, source, defines)
-            _run_exact(elf, name)
-            sym = symbol_addresses(elf)
-            count = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
-            assert count is not None, "the insn_count plugin did not build or run"
-            counts.append(count)
+        counts = [_exact_count(m4_build, f"all_{i}", source, CONV_PATHS),
+                  _exact_count(m4_build, f"only_{i}", source, keep)]
         assert counts[1] <= counts[0] * 1.02, (cfg, sorted(keep), counts)
 
 
@@ -193,15 +202,9 @@ def test_m4_tap1_rows_shift_by_an_immediate_where_predicted(lib, m4_build):  # n
     register), exact both ways."""
     case = _cases([LAYERS[-1]], 7)[0]
     cfg = case[0]
-    paths = kernel_paths(plane_of(cfg))
-    keep = paths | shift_forms(paths, -cfg["shift"]) | {"q_wide", "q_relu"}
+    keep = _predicted(cfg)
     source = m4_test_program(lib, [case], linears=False)
-    counts = []
-    for name, kept in (("tap1_on", keep), ("tap1_off", keep - {"dw_tile_tap1"})):
-        elf = build_m4(m4_build, name, source, _defines(p for p in CONV_PATHS if p not in kept))
-        _run_exact(elf, name)
-        sym = symbol_addresses(elf)
-        counts.append(count_with_plugin(m4_build, elf, sym["main"], sym["printf"]))
-    assert None not in counts, "the insn_count plugin did not build or run"
+    counts = [_exact_count(m4_build, "tap1_on", source, keep),
+              _exact_count(m4_build, "tap1_off", source, keep - {"dw_tile_tap1"})]
     outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
     assert counts[0] <= counts[1] - outputs * 3 // 4, (sorted(keep), counts, outputs)

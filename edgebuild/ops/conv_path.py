@@ -53,15 +53,17 @@ COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs per group of a non-de
 
 def column(conv: Plane) -> bool:
     """Whether eb_dw_opt.c's column kernels take a conv (eb_col_takes, but for packed
-    weights, which they leave to the other paths): a kernel one column wide (k_w == 1, no
-    width padding, stride_w 1 or 2) over rows of at least 4 outputs, depthwise or with at
-    most COLUMN_MAX_OUT outputs per group, and not a 1x1 stride-1 unpadded one (a
-    per-channel scale, or a pointwise product). A dense one links the depthwise file."""
+    weights, which they leave to the other paths): no width padding, stride_w 1 or 2, rows
+    of at least 4 outputs; depthwise with a kernel one column wide (k_w == 1), or with at
+    most COLUMN_MAX_OUT outputs per group of several input channels and any kernel (a tap
+    is then an input row at an offset: a 1-D conv's row kernel too); and not a 1x1
+    stride-1 unpadded one (a per-channel scale, or a pointwise product). A dense one links
+    the depthwise file."""
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
-    return conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and \
+    return (conv.k_w == 1 or cin_g > 1) and conv.pad_w == 0 and conv.stride_w in (1, 2) and \
         conv.out_w >= 4 and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
-        not (conv.k_h == 1 and conv.stride_h == 1 and conv.stride_w == 1 and conv.pad_h == 0) \
-        and not tile_better(conv)
+        not (conv.k_h == conv.k_w == 1 and conv.stride_h == conv.stride_w == 1 and
+             conv.pad_h == 0) and not tile_better(conv)
 
 
 def tile_better(conv: Plane) -> bool:
@@ -347,7 +349,7 @@ def group_claims(conv: Plane) -> bool:
     if conv.groups == conv.in_c or ipg > GROUP_CHANS or n > DW_TILE_TAPS or k == ipg:
         return False
     other = gemm_cost(k, m)
-    if conv.k_w == 1 and conv.pad_w == 0 and conv.stride_w in (1, 2) and m <= COLUMN_MAX_OUT:
+    if conv.pad_w == 0 and conv.stride_w in (1, 2) and m <= COLUMN_MAX_OUT:  # any k_w
         other = max(other, col_cost(k, conv.stride_w))
     return 5 * tile_cost(conv, n, False, 15) < 4 * other
 

@@ -3672,11 +3672,12 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
 }
 
 /* ---- column kernels ----
- * A kernel one column wide (k_w == 1, pad_w == 0, stride_w 1 or 2; any k_h, stride_h,
- * dil_h, pad_h) of any grouping with few outputs per group: depthwise with any multiplier,
- * grouped, or dense with at most EB_COL_MAX_OUT output channels. An output row is then a
- * weighted sum of whole input rows -- tap (c, ky) adds w * row(c, oy * stride_h - pad_h +
- * ky * dil_h) -- so there is nothing to copy: 4 neighbouring pixels of a tap row are one word
+ * A conv with no width padding (pad_w == 0, stride_w 1 or 2; any k_h, stride_h, dil_h,
+ * pad_h) with few outputs per group: depthwise with any multiplier and a kernel one column
+ * wide (k_w == 1), or grouped or dense with at most EB_COL_MAX_OUT output channels a group
+ * and any kernel width (dil_w: a 1-D conv's row kernel too). An output row is then a
+ * weighted sum of whole input rows at offsets -- tap (c, ky, kx) adds w * row(c, oy *
+ * stride_h - pad_h + ky * dil_h) from kx * dil_w on -- so there is nothing to copy: 4 neighbouring pixels of a tap row are one word
  * (SXTB16 and SXTB16_ROR8 give [x0, x2] and [x1, x3]; at stride 2, the SXTB16 of the word
  * at x0 and the SXTB16_ROR8 of the word at x3 are the pixels [x0, x2], [x4, x6], never a
  * byte past x6) and each pixel one SMLAxy per output channel, two
@@ -3684,7 +3685,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
  * MACs for one channel, 11 per 8 for two. A per-pixel im2col (the generic path) costs more
  * than the few dot products a dense layer with one or two outputs makes of it, and the tile
  * kernel's patch turns such a kernel on its side. The taps (row offset, weight word) are a
- * table in the caller's scratch (8 bytes a tap: EB_CONV_OPT_SCRATCH holds cin_g * k_h of
+ * table in the caller's scratch (8 bytes a tap: EB_CONV_OPT_SCRATCH holds cin_g * k_h * k_w of
  * them), rebuilt for output rows whose tap rows reach into the padding (those taps are left
  * out). A row whose width is not a multiple of 4 ends with a block overlapping the one
  * before it (its pixels computed twice, the same way): no pixel goes alone. */
@@ -3695,21 +3696,38 @@ typedef struct {
     uint32_t w;  /* [w_a, w_b]: the channel pair's weights (w_b = 0 for one channel) */
 } eb_col_tap;
 
-/* The taps of input channels [0, cin_g) rows [lo, hi) of output channels wa (and wb, or
- * NULL: one channel), offsets from row lo of input channel 0. */
-static void eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
-                         const int8_t *wb, int lo, int hi, int32_t in_plane, eb_col_tap *t)
+/* The taps of input channels [0, cin_g) rows [lo, hi) (each k_w columns) of output
+ * channels wa (and wb, or NULL: one channel), offsets from row lo of input channel 0, in
+ * the weights' order. Returns their count. */
+static EB_NOINLINE int32_t eb_col_table(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                                        const int8_t *wb, int lo, int hi, int32_t in_plane,
+                                        eb_col_tap *t)
 {
-    const int32_t step = (int32_t)p->dil_h * p->in_w;
-    int c, k;
+    const int32_t k_w = p->k_w, dil_w = p->dil_w, taps = (hi - lo) * k_w;
+    /* from a tap row's last column to the next row's first */
+    const int32_t next = (int32_t)p->dil_h * p->in_w - (k_w - 1) * dil_w;
+    eb_col_tap *const t0 = t;
+    int32_t c, j;
     for (c = 0; c < cin_g; ++c) {
-        for (k = lo; k < hi; ++k, ++t) {
-            const int32_t i = (int32_t)c * p->k_h + k;
-            t->off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;
-            t->w = (uint32_t)(uint16_t)(int16_t)wa[i] |
-                   (wb ? (uint32_t)(uint16_t)(int16_t)wb[i] << 16 : 0u);
+        const int32_t first = ((int32_t)c * p->k_h + lo) * k_w; /* its first tap's weight */
+        int32_t off = c * in_plane, x = k_w; /* x: columns left in the tap row */
+        for (j = first; j < first + taps; ++j, ++t) {
+            t->off = off;
+            t->w = (uint32_t)(uint16_t)(int16_t)wa[j];
+            off += dil_w;
+            if (--x == 0) {
+                x = k_w;
+                off += next - dil_w;
+            }
         }
     }
+    for (c = 0; wb != NULL && c < cin_g; ++c) { /* the second channel's weights beside */
+        const int8_t *w = wb + ((int32_t)c * p->k_h + lo) * k_w;
+        for (j = 0; j < taps; ++j) {
+            t0[c * taps + j].w |= (uint32_t)(uint16_t)(int16_t)w[j] << 16;
+        }
+    }
+    return cin_g * taps;
 }
 
 /* eb_col_pair_table of one input channel (a depthwise layer's, rebuilt for each output row
@@ -3736,38 +3754,31 @@ static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *w
 /* eb_col_table's taps in pairs, in its order, for the rows by hand (eb_col1_pairs_s1 / _s2,
  * eb_col2_pairs_s1): a record of the pair's weight words -- [wa(t0), wa(t1)] and, with a second
  * channel, [wb(t0), wb(t1)] -- and the two taps' offsets (an odd count's last pair: the last
- * tap twice, weight 0 the second time). Returns the pairs' count; they take no more of the
- * scratch than the taps (16 bytes for 2 taps of 8, or 12). */
+ * tap twice, weight 0 the second time). Folded in place from the taps (a record, 12 or 16
+ * bytes, is written no further on than the two taps of 16 it is read from). Returns the
+ * pairs' count. */
 static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
                                          const int8_t *wa, const int8_t *wb, int lo, int hi,
                                          int32_t in_plane, uint32_t *t)
 {
-    const int32_t step = (int32_t)p->dil_h * p->in_w, size = wb ? 4 : 3, o = size - 2;
-    int c, k, n = 0;
-    if (cin_g == 1) {
+    const eb_col_tap *tap = (const eb_col_tap *)(const void *)t;
+    const int32_t size = wb ? 4 : 3;
+    int32_t n, j;
+    if (cin_g == 1) { /* (k_w 1) */
         return eb_col_pairs_one(p, wa, wb, lo, hi, t);
     }
-    for (c = 0; c < cin_g; ++c) {
-        for (k = lo; k < hi; ++k, ++n) {
-            const int32_t off = (int32_t)c * in_plane + (int32_t)(k - lo) * step;
-            const int32_t i = (int32_t)c * p->k_h + k;
-            uint32_t *e = t + (n >> 1) * size;
-            if (n & 1) {
-                e[o + 1] = off;
-                e[0] |= eb_dw_pair_word(0, wa[i]);
-                if (wb) {
-                    e[1] |= eb_dw_pair_word(0, wb[i]);
-                }
-            } else {
-                e[o] = e[o + 1] = (uint32_t)off;
-                e[0] = eb_dw_pair_word(wa[i], 0);
-                if (wb) {
-                    e[1] = eb_dw_pair_word(wb[i], 0);
-                }
-            }
+    n = eb_col_table(p, cin_g, wa, wb, lo, hi, in_plane, (eb_col_tap *)(void *)t);
+    for (j = 0; j < n; j += 2, t += size, tap += 2) {
+        const int32_t off0 = tap[0].off, off1 = j + 1 < n ? tap[1].off : off0;
+        const uint32_t w0 = tap[0].w, w1 = j + 1 < n ? tap[1].w : 0u;
+        t[0] = (w0 & 0xFFFFu) | w1 << 16;
+        if (wb) {
+            t[1] = w0 >> 16 | (w1 & 0xFFFF0000u);
         }
+        t[size - 2] = (uint32_t)off0;
+        t[size - 1] = (uint32_t)off1;
     }
-    return (n + 1) >> 1;
+    return (int)((n + 1) >> 1);
 }
 
 /* A tap's offset and weight word: one LDRD on the M4 (GCC does not pair the loads itself for
@@ -4214,9 +4225,10 @@ static EB_NOINLINE EB_COL_ROW_ATTR void eb_col_row(const int8_t *row, const eb_c
 static int eb_col_takes(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
-    return p->k_w == 1 && p->pad_w == 0 &&
+    return (p->k_w == 1 || cin_g > 1) && p->pad_w == 0 &&
            (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
-           !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0) &&
+           !(p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+             p->pad_h == 0) &&
            !eb_dw_tile_better(p);
 }
 
@@ -4230,7 +4242,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
-    const int32_t taps = (int32_t)cin_g * p->k_h, in_plane = (int32_t)p->in_h * p->in_w;
+    const int32_t taps = (int32_t)cin_g * p->k_h * p->k_w, in_plane = (int32_t)p->in_h * p->in_w;
     const int32_t out_plane = (int32_t)p->out_h * p->out_w;
     eb_dw_out oa, ob;
     eb_dw_rq rq;
@@ -4280,7 +4292,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                     tlo = lo;
                     thi = hi;
                 }
-                n = (hi - lo) * cin_g;
+                n = (hi - lo) * cin_g * p->k_w;
                 row = hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane;
 #if EB_COL_ROW_ASM
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
@@ -4377,8 +4389,8 @@ static int eb_dw_group_claims(const eb_conv_params *p)
         n > EB_DW_TILE_TAPS || k == ipg) { /* a 1x1 kernel: a tap a pair, half of it 0 */
         return 0;
     }
-    if (p->k_w == 1 && p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) &&
-        m <= EB_COL_MAX_OUT && eb_dw_col_cost(k, p->stride_w) > other) {
+    if (p->pad_w == 0 && (p->stride_w == 1 || p->stride_w == 2) && m <= EB_COL_MAX_OUT &&
+        eb_dw_col_cost(k, p->stride_w) > other) { /* (ipg > 1: any kernel width) */
         other = eb_dw_col_cost(k, p->stride_w);
     }
     return 5 * eb_dw_tile_cost(p, n, 0, 15) < 4 * other;

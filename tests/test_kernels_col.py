@@ -1,15 +1,15 @@
-"""The column kernels (eb_dw_opt.c, "column kernels"): layers with no width padding and
-stride_w 1 or 2 with few outputs per group -- depthwise with any channel multiplier and a
-kernel one column wide (k_w == 1), grouped or dense with 1..4 output channels and any
-kernel width (a 1-D conv's row kernel) -- summed from whole input rows at the taps' offsets
-with a table of taps in the scratch. Drawn by hypothesis over kernel heights 1..15, widths
-1..5 and their dilations,
-strides, dilations and height padding (tap rows in the padding left out), odd widths (the
-scalar tail), stride 2 (words past the row end: pixels one at a time), every requantization
-(fast none/relu; abs, left shifts, biases near the int32 limits: the generic stores) and
-wide outputs; on the host (portable C) and on the Cortex-M4 under QEMU (the DSP
-intrinsics). Each layer's table stays inside EB_CONV_OPT_SCRATCH (run_conv_pair checks
-nothing is written past the claim)."""
+"""The column kernels (eb_dw_opt.c, "column kernels"): layers with stride_w 1 or 2 and few
+outputs per group -- depthwise with any channel multiplier and a kernel one column wide
+(k_w == 1), grouped or dense with 1..4 output channels, any kernel width (a 1-D conv's row
+kernel) and width padding (its edge outputs apart, eb_col_edge) -- summed from whole input
+rows at the taps' offsets with a table of taps in the scratch. Drawn by hypothesis over
+kernel heights 1..15, widths 1..5 and their dilations and padding, strides, dilations and
+height padding (tap rows in the padding left out), odd widths (the scalar tail), stride 2
+(words past the row end: pixels one at a time), every requantization (fast none/relu; abs,
+left shifts, biases near the int32 limits: the generic stores) and wide outputs; on the
+host (portable C) and on the Cortex-M4 under QEMU (the DSP intrinsics). Each layer's table
+stays inside EB_CONV_OPT_SCRATCH (run_conv_pair checks nothing is written past the
+claim)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ from test_kernels_opt import (
 )
 from test_kernels_opt_paths import check_conv
 
+from edgebuild.core.geometry import Plane
+from edgebuild.ops import conv_path
+
 
 @st.composite
 def column_layers(draw, small: bool = False) -> dict:
@@ -53,17 +56,24 @@ def column_layers(draw, small: bool = False) -> dict:
     in_h = shortest + draw(st.integers(0, 6 if small else 24))
     k_w = 1 if cin_g == 1 else draw(st.sampled_from([1, 1, 2, 3, 5]))
     dil_w = draw(st.integers(1, 3)) if k_w > 1 else 1
-    span = dil_w * (k_w - 1) + 3 * stride_w + 1  # out_w >= 4
+    pad_w = draw(st.integers(0, dil_w * (k_w - 1))) if k_w > 1 else 0
+    span = dil_w * (k_w - 1) + 3 * stride_w + 1 + (24 if pad_w else 0)  # out_w >= 4
     in_w = draw(st.integers(span, span + (20 if small else 66)))
-    assume(not (k_h == k_w == 1 and stride_h == 1 and stride_w == 1 and pad_h == 0))
     cfg = {"in_c": groups * cin_g, "in_h": in_h, "in_w": in_w, "out_c": groups * cout_g,
            "k_h": k_h, "k_w": k_w, "stride_h": stride_h, "stride_w": stride_w,
-           "pad_h": pad_h, "pad_w": 0, "dil_h": dil_h, "dil_w": dil_w, "groups": groups,
+           "pad_h": pad_h, "pad_w": pad_w, "dil_h": dil_h, "dil_w": dil_w, "groups": groups,
            "shift": draw(st.sampled_from([-1, -7, -9, -12, -20, 0, 2])),
            "rounding": draw(st.integers(0, 1)), "act": draw(st.sampled_from([0, 1, 1, 2]))}
     cfg["out_h"] = conv_out(in_h, k_h, stride_h, pad_h, dil_h)
-    cfg["out_w"] = conv_out(in_w, k_w, stride_w, 0, dil_w)
+    cfg["out_w"] = conv_out(in_w, k_w, stride_w, pad_w, dil_w)
+    assume(conv_path.column(_plane(cfg)))
     return cfg
+
+
+def _plane(c: dict) -> Plane:
+    return Plane(c["in_c"], c["in_h"], c["in_w"], c["out_c"], c["out_h"], c["out_w"], c["k_h"],
+                 c["k_w"], c["stride_h"], c["stride_w"], c["pad_h"], c["pad_w"], c["dil_h"],
+                 c["dil_w"], c["groups"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -114,13 +124,14 @@ def test_m4_column_kernels_equal_reference(lib, m4_build, cfgs, seed):  # noqa: 
 
 
 def _col(in_c: int, out_c: int, groups: int, in_h: int, in_w: int, k_h: int, stride: tuple,
-         pad_h: int, dil_h: int, act: int, shift: int, k_w: int = 1, dil_w: int = 1) -> dict:
+         pad_h: int, dil_h: int, act: int, shift: int, k_w: int = 1, dil_w: int = 1,
+         pad_w: int = 0) -> dict:
     cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": out_c, "k_h": k_h, "k_w": k_w,
-           "stride_h": stride[0], "stride_w": stride[1], "pad_h": pad_h, "pad_w": 0,
+           "stride_h": stride[0], "stride_w": stride[1], "pad_h": pad_h, "pad_w": pad_w,
            "dil_h": dil_h, "dil_w": dil_w, "groups": groups, "shift": shift, "rounding": 1,
            "act": act}
     cfg["out_h"] = conv_out(in_h, k_h, stride[0], pad_h, dil_h)
-    cfg["out_w"] = conv_out(in_w, k_w, stride[1], 0, dil_w)
+    cfg["out_w"] = conv_out(in_w, k_w, stride[1], pad_w, dil_w)
     return cfg
 
 
@@ -147,6 +158,9 @@ COL2_CASES = [
     _col(32, 2, 1, 1, 41, 1, (1, 1), 0, 1, 1, -12, k_w=3),
     _col(4, 2, 1, 1, 30, 1, (1, 2), 0, 1, 0, -9, k_w=5, dil_w=2),
     _col(10, 2, 1, 6, 11, 3, (1, 1), 1, 1, 1, -9, k_w=3),
+    # width padding (its edge outputs apart): 1-D 24 -> 2 k5 p2, 2-D stride 2 (one each end)
+    _col(24, 2, 1, 1, 40, 1, (1, 1), 0, 1, 1, -12, k_w=5, pad_w=2),
+    _col(12, 2, 1, 5, 37, 2, (1, 2), 1, 1, 0, -9, k_w=3, pad_w=1),
 ]
 # ... and one channel's (eb_col1_row_s1 / _s2): dense 8 -> 1 and 3 -> 1, depthwise 3 -> 3,
 # with tap rows in the padding at stride 2 down the columns.
@@ -164,18 +178,15 @@ COL1_CASES = [
     _col(3, 3, 3, 9, 23, 3, (1, 2), 0, 1, 1, -9),
     _col(6, 1, 1, 1, 37, 1, (1, 1), 0, 1, 0, -12, k_w=4),
     _col(27, 3, 3, 5, 21, 2, (2, 2), 1, 1, 1, -9, k_w=3, dil_w=2),
+    # width padding, dilated; a grouped 1x1 (48 -> 2 g2: no pointwise kernel takes it)
+    _col(24, 1, 1, 1, 60, 1, (1, 2), 0, 1, 1, -9, k_w=3, dil_w=2, pad_w=2),
+    _col(48, 2, 2, 2, 29, 1, (1, 1), 0, 1, 0, -9),
 ]
 
 
 def test_col_cases_take_the_column_kernels():
-    from edgebuild.core.geometry import Plane
-    from edgebuild.ops import conv_path
-
     for c in COL2_CASES + COL1_CASES:
-        plane = Plane(c["in_c"], c["in_h"], c["in_w"], c["out_c"], c["out_h"], c["out_w"],
-                      c["k_h"], c["k_w"], c["stride_h"], c["stride_w"], c["pad_h"], 0,
-                      c["dil_h"], c["dil_w"], c["groups"])
-        assert "dw_column" in conv_path.kernel_choice(plane), c
+        assert "dw_column" in conv_path.kernel_choice(_plane(c)), c
     assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2}
     assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
 

@@ -53,17 +53,31 @@ COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs per group of a non-de
 
 def column(conv: Plane) -> bool:
     """Whether eb_dw_opt.c's column kernels take a conv (eb_col_takes, but for packed
-    weights, which they leave to the other paths): no width padding, stride_w 1 or 2, rows
-    of at least 4 outputs; depthwise with a kernel one column wide (k_w == 1), or with at
-    most COLUMN_MAX_OUT outputs per group of several input channels and any kernel (a tap
-    is then an input row at an offset: a 1-D conv's row kernel too); and not a 1x1
-    stride-1 unpadded one (a per-channel scale, or a pointwise product). A dense one links
-    the depthwise file."""
+    weights, which they leave to the other paths): stride_w 1 or 2, rows of at least 4
+    outputs; depthwise with a kernel one column wide (k_w == 1) and no width padding, or
+    with at most COLUMN_MAX_OUT outputs per group of several input channels and any kernel
+    (a tap is then an input row at an offset: a 1-D conv's row kernel too) and width
+    padding within column_inside's bounds; and not a 1x1 stride-1 unpadded depthwise or
+    dense one (a per-channel scale, or the pointwise kernels' product; a grouped one it
+    takes). A dense one links the depthwise file."""
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
-    return (conv.k_w == 1 or cin_g > 1) and conv.pad_w == 0 and conv.stride_w in (1, 2) and \
-        conv.out_w >= 4 and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
+    first, end = column_inside(conv)
+    return (conv.k_w == 1 or cin_g > 1) and (conv.pad_w == 0 or cin_g > 1) and \
+        end - first >= 4 and 8 * (conv.out_w - (end - first)) <= conv.out_w and \
+        conv.stride_w in (1, 2) and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
         not (conv.k_h == conv.k_w == 1 and conv.stride_h == conv.stride_w == 1 and
-             conv.pad_h == 0) and not tile_better(conv)
+             conv.pad_h == 0 and (cin_g == 1 or conv.groups == 1)) and not tile_better(conv)
+
+
+def column_inside(conv: Plane) -> tuple[int, int]:
+    """eb_col_inside: the outputs [first, end) of a row whose taps all lie inside the
+    input's width; the column kernels leave the rest (width padding) to eb_col_edge, which
+    costs about three times as much an output -- so they take a padded conv only with at
+    least 4 inside and at most an eighth of a row outside."""
+    s = conv.stride_w
+    last = conv.in_w - 1 + conv.pad_w - (conv.k_w - 1) * conv.dil_w
+    end = 0 if last < 0 else last // s + 1
+    return (conv.pad_w + s - 1) // s, min(end, conv.out_w)
 
 
 def tile_better(conv: Plane) -> bool:

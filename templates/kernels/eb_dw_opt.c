@@ -4157,11 +4157,12 @@ typedef void (*eb_col_fn)(const eb_col_job *);
 /* The function that runs the rows of a channel pair (ob) or of one channel by hand, the job's
  * fields that hold for all of them set: the NONE and RELU modes (both channels in one);
  * else NULL (eb_col_row). */
-static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, const eb_dw_out *oa,
-                               const eb_dw_out *ob, int32_t init_a, int32_t init_b)
+static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, int width,
+                               const eb_dw_out *oa, const eb_dw_out *ob, int32_t init_a,
+                               int32_t init_b)
 {
     const int mode = oa->mode;
-    const int32_t nb = (p->out_w + 3) >> 2, back = p->out_w - 4 * nb; /* -3 .. 0 */
+    const int32_t nb = (width + 3) >> 2, back = width - 4 * nb; /* -3 .. 0 */
     if (!((EB_DW_HAS_RELU && mode == EB_DW_RELU) || (EB_DW_HAS_NONE && mode == EB_DW_NONE)) ||
         (ob != NULL && ob->mode != mode)) {
         return NULL;
@@ -4220,16 +4221,60 @@ static EB_NOINLINE EB_COL_ROW_ATTR void eb_col_row(const int8_t *row, const eb_c
 #endif
 }
 
+/* The outputs of a row whose taps all lie inside the input's width: [*first, returned) --
+ * all of them without width padding; with it, the few at either end whose taps reach into
+ * it (eb_col_edge's) are left out. */
+static int eb_col_inside(const eb_conv_params *p, int *first)
+{
+    const int s = p->stride_w, last = p->in_w - 1 + p->pad_w - (p->k_w - 1) * p->dil_w;
+    const int end = last < 0 ? 0 : last / s + 1;
+    *first = (p->pad_w + s - 1) / s;
+    return end < p->out_w ? end : p->out_w;
+}
+
 /* Whether the column kernels take p (see above; a depthwise layer the tile kernel runs with
- * fewer multiplies goes there: eb_dw_tile_better). */
+ * fewer multiplies goes there: eb_dw_tile_better). Width padding only with several input
+ * channels a group, at least 4 outputs of a row inside the input and at most an eighth of
+ * them outside (eb_col_edge costs about three times as much an output). */
 static int eb_col_takes(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
-    return (p->k_w == 1 || cin_g > 1) && p->pad_w == 0 &&
-           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->out_w >= 4 && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
+    int first;
+    const int end = eb_col_inside(p, &first);
+    return (p->k_w == 1 || cin_g > 1) && (p->pad_w == 0 || cin_g > 1) && end - first >= 4 &&
+           8 * (p->out_w - (end - first)) <= p->out_w &&
+           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
            !(p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-             p->pad_h == 0) &&
+             p->pad_h == 0 && (cin_g == 1 || p->groups == 1)) &&
            !eb_dw_tile_better(p);
+}
+
+/* Outputs [x0, x1) of output row oy of one channel (weights w, sums from init, stored from
+ * at in o): those whose taps reach into the width padding, over the taps inside the input. */
+static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane,
+                                    const int8_t *w, int32_t init, const eb_dw_out *o,
+                                    int32_t at, int oy, int x0, int x1)
+{
+    const int cin_g = p->in_c / p->groups, iy0 = oy * p->stride_h - p->pad_h;
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w;
+    int lo, hi, x, c, ky, kx;
+    eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
+    for (x = x0; x < x1; ++x) {
+        const int ix0 = x * p->stride_w - p->pad_w;
+        int32_t acc = init;
+        int klo, khi;
+        eb_tap_range(ix0, p->dil_w, p->k_w, p->in_w, &klo, &khi);
+        for (c = 0; c < cin_g; ++c) {
+            for (ky = lo; ky < hi; ++ky) {
+                const int8_t *r = plane + c * in_plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0;
+                const int8_t *wr = w + ((int32_t)c * p->k_h + ky) * p->k_w;
+                for (kx = klo; kx < khi; ++kx) {
+                    acc += (int32_t)r[kx * p->dil_w] * wr[kx];
+                }
+            }
+        }
+        eb_dw_put(o, at + x, acc);
+    }
 }
 
 /* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
@@ -4246,7 +4291,9 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
     const int32_t out_plane = (int32_t)p->out_h * p->out_w;
     eb_dw_out oa, ob;
     eb_dw_rq rq;
-    int gi, j, oy;
+    int gi, j, oy, first;
+    const int end = eb_col_inside(p, &first), width = end - first; /* the outputs inside */
+    const int32_t x0 = first * p->stride_w - p->pad_w; /* the input column of the first */
     if (!eb_col_takes(p)) {
         return 0;
     }
@@ -4264,7 +4311,8 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             uint32_t *const words = (uint32_t *)(void *)table; /* the table as pairs */
 #if EB_COL_ROW_ASM
             eb_col_job job;
-            const eb_col_fn fn = eb_col_asm_of(&job, p, &oa, two ? &ob : NULL, init_a, init_b);
+            const eb_col_fn fn =
+                eb_col_asm_of(&job, p, width, &oa, two ? &ob : NULL, init_a, init_b);
 #if EB_DW_COLUMN_S2
             const int pairs = fn != NULL && fn != eb_col2_row_s2;
 #else
@@ -4277,7 +4325,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
 #endif
             for (oy = 0; oy < p->out_h; ++oy) {
                 const int iy0 = oy * p->stride_h - p->pad_h;
-                const int32_t at = oc * out_plane + (int32_t)oy * p->out_w;
+                int32_t at = oc * out_plane + (int32_t)oy * p->out_w;
                 int lo, hi, n;
                 const int8_t *row;
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
@@ -4293,7 +4341,18 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                     thi = hi;
                 }
                 n = (hi - lo) * cin_g * p->k_w;
-                row = hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane;
+                row = (hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane) + x0;
+                if (width < p->out_w) { /* the outputs with taps in the width padding */
+                    eb_col_edge(p, plane, wa, init_a, &oa, at, oy, 0, first);
+                    eb_col_edge(p, plane, wa, init_a, &oa, at, oy, end, p->out_w);
+                    if (two) {
+                        eb_col_edge(p, plane, wa + taps, init_b, &ob, at + out_plane, oy, 0,
+                                    first);
+                        eb_col_edge(p, plane, wa + taps, init_b, &ob, at + out_plane, oy, end,
+                                    p->out_w);
+                    }
+                }
+                at += first;
 #if EB_COL_ROW_ASM
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
                     job.tap = table;
@@ -4307,7 +4366,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                     continue;
                 }
 #endif
-                eb_col_row(row, table, n, p->out_w, p->stride_w, init_a, init_b, &oa,
+                eb_col_row(row, table, n, width, p->stride_w, init_a, init_b, &oa,
                            two ? &ob : NULL, at, at + out_plane);
             }
         }

@@ -191,6 +191,18 @@ def test_col_cases_take_the_column_kernels():
     assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
 
 
+def test_multiplier_one_long_rows_leave_the_tile():
+    """A k x 1 depthwise of multiplier 1 goes to the column kernels (their one-channel rows
+    pair taps) on rows of 16 outputs or more, and stays on the tile kernel's turned frame on
+    shorter rows (a row's set-up outweighs the pairs) or with a multiplier (its fan)."""
+    long = _col(3, 3, 3, 12, 20, 6, (1, 1), 2, 1, 1, -9)
+    short = _col(3, 3, 3, 12, 15, 6, (1, 1), 2, 1, 1, -9)
+    fan = _col(3, 6, 3, 12, 20, 6, (1, 1), 2, 1, 1, -9)
+    assert "dw_column" in conv_path.kernel_choice(_plane(long))
+    assert "dw_tile" in conv_path.kernel_choice(_plane(short))
+    assert "dw_tile" in conv_path.kernel_choice(_plane(fan))
+
+
 @needs_m4
 def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
     m4_run(lib, COL2_CASES + COL1_CASES, 32, m4_build, "columns_asm")

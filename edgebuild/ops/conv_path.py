@@ -83,12 +83,16 @@ def column_inside(conv: Plane) -> tuple[int, int]:
 def tile_better(conv: Plane) -> bool:
     """eb_dw_tile_better: whether the tile kernel runs a depthwise conv (one the column
     kernels also take) in under 3/4 of their multiply instructions -- theirs one per tap,
-    pixel and channel over rows in blocks of 4, the tile's one per tap pair in its frame (a
-    Kx1 kernel turned: its taps pair along the frame's rows)."""
+    pixel and channel over rows in blocks of 4 (with multiplier 1 over rows of at least 16
+    one per tap pair: their one-channel rows pair taps; a channel pair's rows cost about
+    the tile's a pair a tap, and a shorter row's set-up more than the pairs save),
+    the tile's one per tap pair in its frame (a Kx1 kernel turned: its taps pair along the
+    frame's rows)."""
     if conv.groups != conv.in_c or not tile_takes(conv):
         return False
     f = tile_frame(conv)
-    column_macs = conv.k_h * ((conv.out_w + 3) & ~3) * conv.out_h
+    pairs = (conv.k_h + 1) // 2 if conv.out_c == conv.in_c and conv.out_w >= 16 else conv.k_h
+    column_macs = pairs * ((conv.out_w + 3) & ~3) * conv.out_h
     return 4 * f.ntaps * f.phases * ((f.out_w + 3) & ~3) * f.out_h < 3 * column_macs
 
 

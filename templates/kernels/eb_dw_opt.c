@@ -3499,8 +3499,11 @@ static void eb_dw_geom_of(const eb_conv_params *p, eb_dw_geom *g)
 
 /* Whether the tile kernel runs a depthwise layer the column kernels also take in under 3/4 of
  * their multiply instructions: theirs one SMLAxy per tap, pixel and channel (rows in blocks of
- * 4), the tile's one SMLAD per tap pair (k_h x 14 rows of 11: 5 x 12 against 3 x 12; a Kx1
- * kernel turned, its taps pair along the frame's rows). The Python twin is
+ * 4) -- with multiplier 1 over rows of at least 16 one SMLAD per tap pair (eb_col1_pairs_s1 /
+ * _s2; a channel pair's rows count as a tap each: their instructions a tap are about the
+ * tile's a pair; a shorter row's set-up costs more than the pairs save) -- the
+ * tile's one SMLAD per tap pair (k_h x 14 rows of 11: 5 x 12 against 3 x 12; a Kx1 kernel
+ * turned, its taps pair along the frame's rows). The Python twin is
  * ops.conv_path.tile_better. */
 static int eb_dw_tile_better(const eb_conv_params *p)
 {
@@ -3514,7 +3517,8 @@ static int eb_dw_tile_better(const eb_conv_params *p)
     if (!eb_dw_tile_plan(&g, 1, &t) || !eb_dw_tile_runs(&t, p->out_c / p->in_c)) {
         return 0;
     }
-    col = (int32_t)p->k_h * ((p->out_w + 3) & ~3) * p->out_h;
+    col = (int32_t)(p->out_c == p->in_c && p->out_w >= 16 ? (p->k_h + 1) >> 1 : p->k_h) *
+          ((p->out_w + 3) & ~3) * p->out_h;
     tile = (int32_t)t.ntaps * t.phases * ((t.out_w + 3) & ~3) * t.out_h;
     return 4 * (int64_t)tile < 3 * (int64_t)col;
 }
@@ -3779,6 +3783,35 @@ static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
         t[size - 1] = (uint32_t)off1;
     }
     return (int)((n + 1) >> 1);
+}
+
+/* A pair table's weight words (`size` words a record: 3, one channel; 4, two) rewritten for
+ * output channels wa (wb) whose n taps are their whole kernel, in the weights' order: the
+ * offsets, the same for every channel (relative to its group's input), are kept. Four
+ * weights a load, split into two pairs by SXTB16 and packing, where building the table
+ * takes about 20 instructions a tap -- over again for each channel pair of a layer whose
+ * rows use it once or a few times (a 1-D conv's one row). */
+static EB_NOINLINE void eb_col_pair_weights(const int8_t *wa, const int8_t *wb, int32_t n,
+                                            uint32_t *t)
+{
+    const int32_t size = wb ? 4 : 3;
+    int32_t j;
+    for (j = 0; j + 4 <= n; j += 4, t += 2 * size) {
+        const uint32_t v = eb_load32(wa + j), lo = eb_sxtb16(v), hi = eb_sxtb16_ror8(v);
+        t[0] = eb_pack_lo(lo, hi);    /* [w0, w1] */
+        t[size] = eb_pack_hi(lo, hi); /* [w2, w3] */
+        if (wb) {
+            const uint32_t u = eb_load32(wb + j), ulo = eb_sxtb16(u), uhi = eb_sxtb16_ror8(u);
+            t[1] = eb_pack_lo(ulo, uhi);
+            t[size + 1] = eb_pack_hi(ulo, uhi);
+        }
+    }
+    for (; j < n; j += 2, t += size) { /* the last 1..3 (weight 0 past the end) */
+        t[0] = eb_dw_pair_word(wa[j], j + 1 < n ? wa[j + 1] : 0);
+        if (wb) {
+            t[1] = eb_dw_pair_word(wb[j], j + 1 < n ? wb[j + 1] : 0);
+        }
+    }
 }
 
 /* A tap's offset and weight word: one LDRD on the M4 (GCC does not pair the loads itself for
@@ -4291,6 +4324,10 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
     const int32_t out_plane = (int32_t)p->out_h * p->out_w;
     eb_dw_out oa, ob;
     eb_dw_rq rq;
+    /* the table's rows [tlo, thi), its channels' weights (tw) and record size (tsize: 0 for
+     * the taps, eb_col_table) */
+    int tlo = -1, thi = -1, np = 0, tsize = -1;
+    const int8_t *tw = NULL;
     int gi, j, oy, first;
     const int end = eb_col_inside(p, &first), width = end - first; /* the outputs inside */
     const int32_t x0 = first * p->stride_w - p->pad_w; /* the input column of the first */
@@ -4307,7 +4344,6 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             const int8_t *wa = weight + oc * taps;
             const int32_t init_a = eb_dw_init(&rq, bias, oc, &oa);
             const int32_t init_b = two ? eb_dw_init(&rq, bias, oc + 1, &ob) : 0;
-            int tlo = -1, thi = -1, np = 0;
             uint32_t *const words = (uint32_t *)(void *)table; /* the table as pairs */
 #if EB_COL_ROW_ASM
             eb_col_job job;
@@ -4321,6 +4357,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
             const int32_t size = two ? 4 : 3; /* words of a pair */
 #else
             const int pairs = 0;
+            const int32_t size = 0;
             (void)np; /* the pairs' count: the hand-written rows' */
 #endif
             for (oy = 0; oy < p->out_h; ++oy) {
@@ -4329,8 +4366,11 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 int lo, hi, n;
                 const int8_t *row;
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
-                if (lo != tlo || hi != thi) {
-                    if (pairs) {
+                if (lo != tlo || hi != thi || tw != wa) {
+                    if (pairs && lo == tlo && hi == thi && size == tsize && lo == 0 &&
+                        hi == p->k_h) { /* the same taps: only the weights differ */
+                        eb_col_pair_weights(wa, two ? wa + taps : NULL, taps, words);
+                    } else if (pairs) {
                         np = eb_col_pair_table(p, cin_g, wa, two ? wa + taps : NULL, lo, hi,
                                                in_plane, words);
                     } else {
@@ -4339,6 +4379,8 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                     }
                     tlo = lo;
                     thi = hi;
+                    tw = wa;
+                    tsize = pairs ? size : 0;
                 }
                 n = (hi - lo) * cin_g * p->k_w;
                 row = (hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane) + x0;

@@ -161,6 +161,10 @@ COL2_CASES = [
     # width padding (its edge outputs apart): 1-D 24 -> 2 k5 p2, 2-D stride 2 (one each end)
     _col(24, 2, 1, 1, 40, 1, (1, 1), 0, 1, 1, -12, k_w=5, pad_w=2),
     _col(12, 2, 1, 5, 37, 2, (1, 2), 1, 1, 0, -9, k_w=3, pad_w=1),
+    # two channel pairs on the same taps (the second's weights rewritten in place): 10 x 5
+    # taps, and 9 x 3 (an odd count: the last pair's second weight 0)
+    _col(10, 4, 1, 1, 33, 1, (1, 1), 0, 1, 1, -9, k_w=5),
+    _col(9, 4, 1, 1, 30, 1, (1, 1), 0, 1, 0, -12, k_w=3),
 ]
 # ... and one channel's (eb_col1_row_s1 / _s2): dense 8 -> 1 and 3 -> 1, depthwise 3 -> 3,
 # with tap rows in the padding at stride 2 down the columns.
@@ -187,7 +191,7 @@ COL1_CASES = [
 def test_col_cases_take_the_column_kernels():
     for c in COL2_CASES + COL1_CASES:
         assert "dw_column" in conv_path.kernel_choice(_plane(c)), c
-    assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2}
+    assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2, 4}
     assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
 
 

@@ -4289,7 +4289,7 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
                                     int32_t at, int oy, int x0, int x1)
 {
     const int cin_g = p->in_c / p->groups, iy0 = oy * p->stride_h - p->pad_h;
-    const int32_t in_plane = (int32_t)p->in_h * p->in_w;
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w, khw = (int32_t)p->k_h * p->k_w;
     int lo, hi, x, c, ky, kx;
     eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
     for (x = x0; x < x1; ++x) {
@@ -4297,12 +4297,13 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
         int32_t acc = init;
         int klo, khi;
         eb_tap_range(ix0, p->dil_w, p->k_w, p->in_w, &klo, &khi);
-        for (c = 0; c < cin_g; ++c) {
-            for (ky = lo; ky < hi; ++ky) {
-                const int8_t *r = plane + c * in_plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0;
-                const int8_t *wr = w + ((int32_t)c * p->k_h + ky) * p->k_w;
-                for (kx = klo; kx < khi; ++kx) {
-                    acc += (int32_t)r[kx * p->dil_w] * wr[kx];
+        for (ky = lo; ky < hi; ++ky) {
+            for (kx = klo; kx < khi; ++kx) { /* a tap of every input channel: the long loop */
+                const int8_t *r =
+                    plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0 + kx * p->dil_w;
+                const int8_t *wr = w + (int32_t)ky * p->k_w + kx;
+                for (c = 0; c < cin_g; ++c, r += in_plane, wr += khw) {
+                    acc += (int32_t)*r * *wr;
                 }
             }
         }

@@ -165,6 +165,8 @@ COL2_CASES = [
     # taps, and 9 x 3 (an odd count: the last pair's second weight 0)
     _col(10, 4, 1, 1, 33, 1, (1, 1), 0, 1, 1, -9, k_w=5),
     _col(9, 4, 1, 1, 30, 1, (1, 1), 0, 1, 0, -12, k_w=3),
+    # a pointwise conv of few outputs, its 9 x 7 plane one row (eb_col_flat)
+    _col(3, 4, 1, 9, 7, 1, (1, 1), 0, 1, 1, -9),
 ]
 # ... and one channel's (eb_col1_row_s1 / _s2): dense 8 -> 1 and 3 -> 1, depthwise 3 -> 3,
 # with tap rows in the padding at stride 2 down the columns.
@@ -185,6 +187,7 @@ COL1_CASES = [
     # width padding, dilated; a grouped 1x1 (48 -> 2 g2: no pointwise kernel takes it)
     _col(24, 1, 1, 1, 60, 1, (1, 2), 0, 1, 1, -9, k_w=3, dil_w=2, pad_w=2),
     _col(48, 2, 2, 2, 29, 1, (1, 1), 0, 1, 0, -9),
+    _col(3, 1, 1, 3, 3, 1, (1, 1), 0, 1, 1, -7),  # 3 -> 1 1x1 on 3-wide rows: 9 as one row
 ]
 
 
@@ -193,6 +196,17 @@ def test_col_cases_take_the_column_kernels():
         assert "dw_column" in conv_path.kernel_choice(_plane(c)), c
     assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2, 4}
     assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
+
+
+def test_pointwise_of_few_inputs_and_outputs_takes_the_column_kernels():
+    """A dense 1x1 conv of at most 8 inputs and 4 outputs runs on the column kernels over
+    its plane as one row (eb_col_flat); with more of either, on the pointwise kernels."""
+    def pw(in_c: int, out_c: int, h: int = 9, w: int = 7) -> Plane:
+        return _plane(_col(in_c, out_c, 1, h, w, 1, (1, 1), 0, 1, 1, -9))
+    assert conv_path.pointwise_column(pw(3, 1)) and conv_path.pointwise_column(pw(8, 4))
+    assert conv_path.pointwise_column(pw(3, 2, 3, 3))  # rows of 3 pixels: 9 as one
+    assert not conv_path.pointwise_column(pw(9, 4)) and not conv_path.pointwise_column(pw(3, 5))
+    assert not conv_path.pointwise_column(pw(3, 2, 1, 3))  # 3 pixels in all
 
 
 def test_multiplier_one_long_rows_leave_the_tile():

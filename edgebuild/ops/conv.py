@@ -32,6 +32,7 @@ from edgebuild.ops.conv_path import (
     as_linear,
     dw_tile,
     kernel_paths,
+    pointwise_column,
     shift_forms,
     split,
     two_pixel_block,
@@ -356,7 +357,7 @@ def untiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
     for a pointwise layer."""
     layer = step.layer
     out = f"(int32_t *){step.output}" if layer.wide else step.output
-    fast = step.optimized and pointwise(conv)
+    fast = step.optimized and pointwise(conv) and not pointwise_column(conv)
     kernel = ("EB_CONV2D_PW" if fast else "EB_CONV2D" if step.optimized else "eb_conv2d") + (
         ("_WIDE" if step.optimized else "_wide") if layer.wide else "")
     return CCode(calls=(f"{kernel}(&{step.symbol('P')}, {source}, {step.weights()}, "
@@ -432,7 +433,7 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     layer = step.layer
     form = frozenset({"q_wide" if layer.wide else f"q_{layer.act.value}"})
     stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
-    if pointwise(conv):
+    if pointwise(conv) and not (step.tile is None and pointwise_column(conv)):
         return form
     two_px = frozenset({"gemm_2px"} if step.tile is not None and
                        two_pixel_block(conv, step.tile.rows) else ())
@@ -589,7 +590,6 @@ def c_facet(axes: Axes[Conv]) -> C:
 
 def onnx_facet(axes: Axes[Conv]) -> Onnx:
     return Onnx(lambda step: onnx_conv(step, axes))
-
 
 
 def weights_facet(axes: Axes[Conv]) -> Weights:

@@ -60,13 +60,38 @@ def column(conv: Plane) -> bool:
     padding within column_inside's bounds; and not a 1x1 stride-1 unpadded depthwise or
     dense one (a per-channel scale, or the pointwise kernels' product; a grouped one it
     takes). A dense one links the depthwise file."""
+    conv = _flat(conv)
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     first, end = column_inside(conv)
     return (conv.k_w == 1 or cin_g > 1) and (conv.pad_w == 0 or cin_g > 1) and \
         end - first >= 4 and 8 * (conv.out_w - (end - first)) <= conv.out_w and \
         conv.stride_w in (1, 2) and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
         not (conv.k_h == conv.k_w == 1 and conv.stride_h == conv.stride_w == 1 and
-             conv.pad_h == 0 and (cin_g == 1 or conv.groups == 1)) and not tile_better(conv)
+             conv.pad_h == 0 and cin_g == 1) and not tile_better(conv)
+
+
+def _flat(conv: Plane) -> Plane:
+    """eb_col_flat: a 1x1, stride-1, unpadded conv as one row of in_h * in_w (its planes'
+    rows are contiguous), when that fits the kernels' int16 parameters."""
+    n = conv.in_h * conv.in_w
+    if (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) != \
+            (1, 1, 1, 1, 0, 0) or conv.in_h == 1 or n > 32767:
+        return conv
+    return replace(conv, in_h=1, out_h=1, in_w=n, out_w=n)
+
+
+POINTWISE_COLUMN_IN = 8  # the most inputs of a pointwise conv the column kernels take
+
+
+def pointwise_column(conv: Plane) -> bool:
+    """Whether an untiled pointwise conv (dense 1x1, stride 1, unpadded) with at most
+    COLUMN_MAX_OUT outputs and POINTWISE_COLUMN_IN inputs runs on the column kernels
+    (eb_conv2d_opt) rather than the pointwise ones, whose per-pixel work is not amortised
+    over so few MACs (3 -> 1 16.5 insn/MAC there, 4.8 here; 3 -> 4 8.0, 3.5) -- a row of
+    taps over the flattened plane. With more inputs the pointwise GEMM is the faster
+    (48 -> 4: 1.75 against 2.11)."""
+    return conv.groups == 1 and conv.out_c <= COLUMN_MAX_OUT and \
+        conv.in_c <= POINTWISE_COLUMN_IN and column(conv)
 
 
 def column_inside(conv: Plane) -> tuple[int, int]:
@@ -283,9 +308,10 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     g = _row_major(conv)
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
-    if column(conv) and not packed:  # its stride-2 rows: "dw_column_s2"
+    if column(conv) and not packed:  # stride-2 rows, groups of several inputs: their paths
         return frozenset({"depthwise", "dw_column"} |
-                         ({"dw_column_s2"} if conv.stride_w == 2 else set()))
+                         ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
+                         ({"dw_column_dense"} if conv.in_c > conv.groups else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})
     taps = conv.k_h * conv.k_w

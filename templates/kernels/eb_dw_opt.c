@@ -233,6 +233,15 @@ typedef struct {
 #else
 #define EB_DW_COLUMN_S2 1
 #endif
+/* ... and for groups of several input channels (EB_OPT_NO_DW_COLUMN_DENSE): their tap table
+ * across channels and kernel columns, width padding's edge outputs, a 1x1 conv's plane as
+ * one row. Left out, such a layer takes the next path (a depthwise model does not carry
+ * them). */
+#if defined(EB_OPT_NO_DW_COLUMN_DENSE) || !EB_DW_COLUMN
+#define EB_DW_COLUMN_DENSE 0
+#else
+#define EB_DW_COLUMN_DENSE 1
+#endif
 #ifdef EB_OPT_NO_DW_TABLE
 #define EB_DW_TABLE 0
 #else
@@ -3768,7 +3777,7 @@ static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
     const eb_col_tap *tap = (const eb_col_tap *)(const void *)t;
     const int32_t size = wb ? 4 : 3;
     int32_t n, j;
-    if (cin_g == 1) { /* (k_w 1) */
+    if (cin_g == 1 || !EB_DW_COLUMN_DENSE) { /* (k_w 1) */
         return eb_col_pairs_one(p, wa, wb, lo, hi, t);
     }
     n = eb_col_table(p, cin_g, wa, wb, lo, hi, in_plane, (eb_col_tap *)(void *)t);
@@ -4274,12 +4283,29 @@ static int eb_col_takes(const eb_conv_params *p)
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     int first;
     const int end = eb_col_inside(p, &first);
-    return (p->k_w == 1 || cin_g > 1) && (p->pad_w == 0 || cin_g > 1) && end - first >= 4 &&
+    return (cin_g == 1 || EB_DW_COLUMN_DENSE) && (p->k_w == 1 || cin_g > 1) &&
+           (p->pad_w == 0 || cin_g > 1) && end - first >= 4 &&
            8 * (p->out_w - (end - first)) <= p->out_w &&
            (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
            !(p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-             p->pad_h == 0 && (cin_g == 1 || p->groups == 1)) &&
+             p->pad_h == 0 && cin_g == 1) &&
            !eb_dw_tile_better(p);
+}
+
+/* A 1x1, stride-1, unpadded conv's planes are contiguous rows: as one row of in_h * in_w
+ * (when that fits the parameters' int16), no row's set-up or overlapped last block but
+ * the plane's. Returns p itself otherwise. */
+static const eb_conv_params *eb_col_flat(const eb_conv_params *p, eb_conv_params *flat)
+{
+    const int32_t n = (int32_t)p->in_h * p->in_w;
+    if (!EB_DW_COLUMN_DENSE || p->k_h != 1 || p->k_w != 1 || p->stride_h != 1 ||
+        p->stride_w != 1 || p->pad_h != 0 || p->pad_w != 0 || p->in_h == 1 || n > 32767) {
+        return p;
+    }
+    *flat = *p;
+    flat->in_h = flat->out_h = 1;
+    flat->in_w = flat->out_w = (int16_t)n;
+    return flat;
 }
 
 /* Outputs [x0, x1) of output row oy of one channel (weights w, sums from init, stored from
@@ -4314,10 +4340,12 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
 /* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
  * they do not take. Not inlined: GCC's code for its row loop was 45 % worse inlined into
  * eb_dw_conv_opt (as it is when a model leaves the other depthwise kernels out). */
-static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
+static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                                     const int8_t *weight, const int32_t *bias, int8_t *out8,
                                     int32_t *out32, eb_col_tap *table)
 {
+    eb_conv_params flat;
+    const eb_conv_params *const p = eb_col_flat(p_, &flat);
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
@@ -4385,7 +4413,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p, const int8_t *in,
                 }
                 n = (hi - lo) * cin_g * p->k_w;
                 row = (hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane) + x0;
-                if (width < p->out_w) { /* the outputs with taps in the width padding */
+                if (EB_DW_COLUMN_DENSE && width < p->out_w) { /* taps in the width padding */
                     eb_col_edge(p, plane, wa, init_a, &oa, at, oy, 0, first);
                     eb_col_edge(p, plane, wa, init_a, &oa, at, oy, end, p->out_w);
                     if (two) {

@@ -8,7 +8,6 @@
 #include "eb_kernels.h"
 #include "eb_kernels_opt.h"
 #include "eb_dw_opt.h"
-#include "eb_pw_opt.h"
 #include "weights.h"
 
 /* int32_t member: the arena is 4-byte aligned for the int32 (wide) output. */
@@ -73,17 +72,6 @@ void eb_marker_layer(void);
 #define EB_LAYER_MARK() ((void)0)
 #endif
 
-/* Pointwise (1x1) convolutions: eb_conv2d_pw(_wide)_opt, a matrix product over the
- * activations as they lie (eb_pw_opt.h); -DEB_REFERENCE_KERNELS: the reference loops. */
-#ifdef EB_REFERENCE_KERNELS
-#define EB_CONV2D_PW(p, in, w, b, out) ((void)eb_scratch, eb_conv2d(p, in, w, b, out))
-#define EB_CONV2D_PW_WIDE(p, in, w, b, out) ((void)eb_scratch, eb_conv2d_wide(p, in, w, b, out))
-#else
-#define EB_CONV2D_PW(p, in, w, b, out) eb_conv2d_pw_opt(p, in, w, b, out, eb_scratch.values)
-#define EB_CONV2D_PW_WIDE(p, in, w, b, out) \
-    eb_conv2d_pw_wide_opt(p, in, w, b, out, eb_scratch.values)
-#endif
-
 #define T_input ((int8_t *)(arena.bytes + 64))  /* 50 bytes, steps 0..1 */
 #define T_conv ((int8_t *)(arena.bytes + 0))  /* 64 bytes, steps 1..3 */
 #define T_conv_pooled ((int8_t *)(arena.bytes + 116))  /* 32 bytes, steps 1..1 */
@@ -136,7 +124,7 @@ void tiny_cnn_run_steps(int layers)
     EB_LAYER_MARK();
     if (layers < 2)
         return;
-    EB_CONV2D_PW(&P_side, T_conv, tiny_w_side, NULL, T_side);
+    EB_CONV2D(&P_side, T_conv, tiny_w_side, NULL, T_side);
     /* sum: add [4, 4, 4] -> [4, 4, 4] */
     EB_LAYER_MARK();
     if (layers < 3)

@@ -15,8 +15,6 @@
 #define eb_col_store4 tiny_eb_col_store4
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
-#define eb_conv2d_pw_opt tiny_eb_conv2d_pw_opt
-#define eb_conv2d_pw_wide_opt tiny_eb_conv2d_pw_wide_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
 #define eb_conv2d_wide_opt tiny_eb_conv2d_wide_opt
 #define eb_conv_cols_build tiny_eb_conv_cols_build
@@ -87,8 +85,6 @@
 #define eb_pk_dot_rows tiny_eb_pk_dot_rows
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
-#define eb_pw_cols_build tiny_eb_pw_cols_build
-#define eb_pw_cols_dot tiny_eb_pw_cols_dot
 #define eb_q_row tiny_eb_q_row
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
@@ -110,6 +106,7 @@
 #define EB_OPT_NO_DW_GROUP
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_COLUMN_S2
+#define EB_OPT_NO_DW_COLUMN_DENSE
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX

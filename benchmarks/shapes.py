@@ -108,9 +108,7 @@ class Layer:
 
     def window_bytes(self) -> int:
         """The input rows one output row reads (every input channel): the least of the input
-        a tile of the layer holds in L1."""
-        if self.op == "linear":
-            return self.cin
+        a tile of the layer holds in L1 (a conv's or a pool's)."""
         h, w = self.size
         return self.cin * min(h, self.dilation[0] * (self.kernel[0] - 1) + 1) * w
 

@@ -63,11 +63,11 @@ def column(conv: Plane) -> bool:
     conv = _flat(conv)
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     first, end = column_inside(conv)
-    return (conv.k_w == 1 or cin_g > 1) and (conv.pad_w == 0 or cin_g > 1) and \
-        end - first >= 4 and 8 * (conv.out_w - (end - first)) <= conv.out_w and \
-        conv.stride_w in (1, 2) and (cin_g == 1 or cout_g <= COLUMN_MAX_OUT) and \
-        not (conv.k_h == conv.k_w == 1 and conv.stride_h == conv.stride_w == 1 and
-             conv.pad_h == 0 and cin_g == 1) and not tile_better(conv)
+    fits = cout_g <= COLUMN_MAX_OUT if cin_g > 1 else \
+        conv.k_w == 1 and conv.pad_w == 0 and not (  # not a per-channel scale
+            conv.k_h == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == 0)
+    return fits and end - first >= 4 and 8 * (conv.out_w - (end - first)) <= conv.out_w and \
+        conv.stride_w in (1, 2) and not tile_better(conv)
 
 
 def _flat(conv: Plane) -> Plane:

@@ -3726,7 +3726,7 @@ static EB_NOINLINE int32_t eb_col_table(const eb_conv_params *p, int cin_g, cons
         int32_t off = c * in_plane, x = k_w; /* x: columns left in the tap row */
         for (j = first; j < first + taps; ++j, ++t) {
             t->off = off;
-            t->w = (uint32_t)(uint16_t)(int16_t)wa[j];
+            t->w = eb_dw_pair_word(wa[j], 0);
             off += dil_w;
             if (--x == 0) {
                 x = k_w;
@@ -3737,7 +3737,7 @@ static EB_NOINLINE int32_t eb_col_table(const eb_conv_params *p, int cin_g, cons
     for (c = 0; wb != NULL && c < cin_g; ++c) { /* the second channel's weights beside */
         const int8_t *w = wb + ((int32_t)c * p->k_h + lo) * k_w;
         for (j = 0; j < taps; ++j) {
-            t0[c * taps + j].w |= (uint32_t)(uint16_t)(int16_t)w[j] << 16;
+            t0[c * taps + j].w |= eb_dw_pair_word(0, w[j]);
         }
     }
     return cin_g * taps;
@@ -3784,9 +3784,9 @@ static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
     for (j = 0; j < n; j += 2, t += size, tap += 2) {
         const int32_t off0 = tap[0].off, off1 = j + 1 < n ? tap[1].off : off0;
         const uint32_t w0 = tap[0].w, w1 = j + 1 < n ? tap[1].w : 0u;
-        t[0] = (w0 & 0xFFFFu) | w1 << 16;
+        t[0] = eb_pack_lo(w0, w1);
         if (wb) {
-            t[1] = w0 >> 16 | (w1 & 0xFFFF0000u);
+            t[1] = eb_pack_hi(w0, w1);
         }
         t[size - 2] = (uint32_t)off0;
         t[size - 1] = (uint32_t)off1;
@@ -4283,12 +4283,12 @@ static int eb_col_takes(const eb_conv_params *p)
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     int first;
     const int end = eb_col_inside(p, &first);
-    return (cin_g == 1 || EB_DW_COLUMN_DENSE) && (p->k_w == 1 || cin_g > 1) &&
-           (p->pad_w == 0 || cin_g > 1) && end - first >= 4 &&
-           8 * (p->out_w - (end - first)) <= p->out_w &&
-           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->wbits == 0 && (cin_g == 1 || cout_g <= EB_COL_MAX_OUT) &&
-           !(p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-             p->pad_h == 0 && cin_g == 1) &&
+    const int fits = cin_g > 1 ? EB_DW_COLUMN_DENSE && cout_g <= EB_COL_MAX_OUT
+                               : p->k_w == 1 && p->pad_w == 0 && /* not a per-channel scale */
+                                     !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+                                       p->pad_h == 0);
+    return fits && end - first >= 4 && 8 * (p->out_w - (end - first)) <= p->out_w &&
+           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->wbits == 0 &&
            !eb_dw_tile_better(p);
 }
 
@@ -4308,17 +4308,18 @@ static const eb_conv_params *eb_col_flat(const eb_conv_params *p, eb_conv_params
     return flat;
 }
 
-/* Outputs [x0, x1) of output row oy of one channel (weights w, sums from init, stored from
- * at in o): those whose taps reach into the width padding, over the taps inside the input. */
+/* The outputs of output row oy of one channel (weights w, sums from init, stored from at in
+ * o) outside [first, end) -- those whose taps reach into the width padding -- over the taps
+ * inside the input. */
 static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane,
                                     const int8_t *w, int32_t init, const eb_dw_out *o,
-                                    int32_t at, int oy, int x0, int x1)
+                                    int32_t at, int oy, int first, int end)
 {
     const int cin_g = p->in_c / p->groups, iy0 = oy * p->stride_h - p->pad_h;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w, khw = (int32_t)p->k_h * p->k_w;
     int lo, hi, x, c, ky, kx;
     eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
-    for (x = x0; x < x1; ++x) {
+    for (x = first > 0 ? 0 : end; x < p->out_w; x = x + 1 == first ? end : x + 1) {
         const int ix0 = x * p->stride_w - p->pad_w;
         int32_t acc = init;
         int klo, khi;
@@ -4414,13 +4415,10 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                 n = (hi - lo) * cin_g * p->k_w;
                 row = (hi > lo ? plane + (int32_t)(iy0 + lo * p->dil_h) * p->in_w : plane) + x0;
                 if (EB_DW_COLUMN_DENSE && width < p->out_w) { /* taps in the width padding */
-                    eb_col_edge(p, plane, wa, init_a, &oa, at, oy, 0, first);
-                    eb_col_edge(p, plane, wa, init_a, &oa, at, oy, end, p->out_w);
+                    eb_col_edge(p, plane, wa, init_a, &oa, at, oy, first, end);
                     if (two) {
-                        eb_col_edge(p, plane, wa + taps, init_b, &ob, at + out_plane, oy, 0,
-                                    first);
-                        eb_col_edge(p, plane, wa + taps, init_b, &ob, at + out_plane, oy, end,
-                                    p->out_w);
+                        eb_col_edge(p, plane, wa + taps, init_b, &ob, at + out_plane, oy, first,
+                                    end);
                     }
                 }
                 at += first;

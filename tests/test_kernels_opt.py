@@ -540,7 +540,25 @@ def test_depthwise_extreme_bias(lib):
     check_extremes(lib, cfg, dw_data(cfg, rng), bias)
 
 
-def check_extremes(lib, cfg: dict, data, bias) -> None:
+@pytest.mark.parametrize("shift", [0, -1, -7, -8, -12, -16, -17])
+def test_depthwise_scale_limits(lib, shift):
+    """A per-channel scale (1x1 depthwise) whose biases sit at the edge of the packed loop's
+    range (eb_dw_scale16_takes: right shifts s of 0..16, the init scaled by 2^(16 - s)
+    within (2^30 - 2^24) >> (16 - s)), one either side of it, where a sum would overflow
+    past it, and far outside: each channel equal, inputs and weights at their extremes
+    too. A shift of 17 is past the loop's range."""
+    s = -shift
+    lim = ((1 << 30) - (1 << 24)) >> max(16 - s, 0)
+    cfg = dw_1d(11, 13, 1, shift=shift, rounding=1)
+    half = 1 << (s - 1) if s else 0
+    bias = np.array([lim - half, lim - half + 1, -lim - half, -lim - half - 1, 2 * lim,
+                     -2 * lim - 1, 3 * lim, 2**31 - 1 - 16384, -2**31 + 16384, 0, -1])
+    bias = np.clip(bias, -2**31, 2**31 - 1).astype(np.int32)
+    rng = np.random.default_rng([SEED, 58, s])
+    check_extremes(lib, {**cfg, "shift": shift}, dw_data(cfg, rng), bias, shifts=(shift,))
+
+
+def check_extremes(lib, cfg: dict, data, bias, shifts=(-20, -31, -1, 0, 3)) -> None:
     """cfg on data (x, w) and on every x at -128 with every w at -128 or 127 (the largest
     sums), each activation and several shifts, narrow and wide: equal to the reference."""
     random_x, random_w = data
@@ -548,7 +566,7 @@ def check_extremes(lib, cfg: dict, data, bias) -> None:
     for x, w in ((random_x, random_w), (extreme_x, np.full_like(random_w, -128)),
                  (extreme_x, np.full_like(random_w, 127))):
         for act in range(3):
-            for shift in (-20, -31, -1, 0, 3):
+            for shift in shifts:
                 c = {**cfg, "act": act, "shift": shift}
                 for wide in (True, False):
                     ref, opt = run_conv_pair(lib, c, x, w, bias, wide)

@@ -199,6 +199,34 @@ static inline uint32_t eb_load16(const void *src)
 }
 
 
+/* Per-halfword saturation of two int16 lanes: to [0, 127] and to [0, 255] (USAT16 #7 / #8). */
+#if EB_OPT_DSP
+static inline uint32_t eb_usat16_7(uint32_t x)
+{
+    return (uint32_t)__usat16((int32_t)x, 7);
+}
+
+static inline uint32_t eb_usat16_8(uint32_t x)
+{
+    return (uint32_t)__usat16((int32_t)x, 8);
+}
+#else
+static inline uint32_t eb_usat16_lane(int32_t v, int32_t top)
+{
+    return (uint32_t)(v < 0 ? 0 : (v > top ? top : v));
+}
+
+static inline uint32_t eb_usat16_7(uint32_t x)
+{
+    return eb_usat16_lane(eb_lo16(x), 127) | eb_usat16_lane(eb_hi16(x), 127) << 16;
+}
+
+static inline uint32_t eb_usat16_8(uint32_t x)
+{
+    return eb_usat16_lane(eb_lo16(x), 255) | eb_usat16_lane(eb_hi16(x), 255) << 16;
+}
+#endif
+
 /* ---- column and weight word helpers (eb_kernels_opt.c, eb_pw_opt.c) ---------------------- */
 
 /* Stores of a word into the 4-byte-aligned scratch: memcpy keeps this free of alignment and

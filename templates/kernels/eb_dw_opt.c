@@ -4325,22 +4325,32 @@ static int eb_col_inside(const eb_conv_params *p, int *first)
     return end < p->out_w ? end : p->out_w;
 }
 
-/* Whether the column kernels take p (see above; a depthwise layer the tile kernel runs with
- * fewer multiplies goes there: eb_dw_tile_better). Width padding only with several input
- * channels a group, at least 4 outputs of a row inside the input and at most an eighth of
- * them outside (eb_col_edge costs about three times as much an output). */
-static int eb_col_takes(const eb_conv_params *p)
+/* Whether the column kernels' shapes cover p, whatever this model links (see above; a
+ * depthwise layer the tile kernel runs with fewer multiplies goes there:
+ * eb_dw_tile_better): what the other paths' estimates weigh themselves against, as their
+ * Python twins do, so that a path is never declined for one that is not linked. Width
+ * padding only with several input channels a group, at least 4 outputs of a row inside the
+ * input and at most an eighth of them outside (eb_col_edge costs about three times as much
+ * an output). */
+static int eb_col_fits(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     int first;
     const int end = eb_col_inside(p, &first);
-    const int fits = cin_g > 1 ? EB_DW_COLUMN_DENSE && cout_g <= EB_COL_MAX_OUT
+    const int fits = cin_g > 1 ? cout_g <= EB_COL_MAX_OUT
                                : p->k_w == 1 && p->pad_w == 0 && /* not a per-channel scale */
                                      !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                                        p->pad_h == 0);
     return fits && end - first >= 4 && 8 * (p->out_w - (end - first)) <= p->out_w &&
-           (p->stride_w == 1 || (EB_DW_COLUMN_S2 && p->stride_w == 2)) && p->wbits == 0 &&
-           !eb_dw_tile_better(p);
+           (p->stride_w == 1 || p->stride_w == 2) && p->wbits == 0 && !eb_dw_tile_better(p);
+}
+
+/* Whether the column kernels take p: they cover it and its form is linked. */
+static int eb_col_takes(const eb_conv_params *p)
+{
+    return EB_DW_COLUMN && eb_col_fits(p) &&
+           (p->in_c == p->groups || EB_DW_COLUMN_DENSE) &&
+           (p->stride_w == 1 || EB_DW_COLUMN_S2);
 }
 
 /* A 1x1, stride-1, unpadded conv's planes are contiguous rows: as one row of in_h * in_w
@@ -4598,8 +4608,8 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     if (!eb_dw_tile_plan(&g, ipg, &t) || !eb_dw_tile_runs(&t, m)) {
         return 0;
     }
-    other = EB_DW_COLUMN && eb_col_takes(p) ? eb_dw_col_cost(k, p->stride_w)
-                                            : eb_dw_gemm_cost(k, m);
+    other = eb_col_fits(p) ? eb_dw_col_cost(k, p->stride_w)
+                            : eb_dw_gemm_cost(k, m);
     if (5 * (eb_dw_tile_cost(p, t.ntaps, t.turned, eb_dw_tile_fill_cost(&t)) +
               eb_dw_tile_fixed(&t)) >=
         4 * other) {

@@ -499,6 +499,9 @@ DW_SHAPES = [
     dw_config(1, 26, 16, (12, 1), m=4, pad=(5, 0)),
     # a 1x1 kernel (a per-channel scale, four inputs a word, an odd tail)
     dw_1d(2, 583, 1, m=2),
+    # a 15x15 kernel at stride 2 on a map smaller than it (120 tap pairs, the tile kernel's
+    # most: EB_DW_TILE_TAPS), most taps in the padding
+    dw_config(2, 14, 18, 15, m=2, stride=2, pad=7),
 ]
 # (rounding, act, shift) per variant: every rounding x activation, right shifts of several
 # sizes, no shift and a left shift.
@@ -947,7 +950,7 @@ M4_DW_CASES = ((0, 1), (0, 0), (1, 1), (2, 3), (3, 2), (5, 1), (7, 0), (8, 1), (
                (10, 0), (12, 1), (13, 1), (14, 0), (15, 5), (19, 1), (21, 0), (26, 1), (29, 3),
                (31, 1), (35, 2), (38, 1), (41, 0), (42, 1), (44, 1), (46, 1), (48, 0), (49, 5),
                (50, 0), (52, 3), (53, 1), (54, 1), (55, 0), (56, 1), (57, 2), (58, 3),
-               (59, 1), (60, 0), (61, 5), (62, 1), (23, 1), (63, 0), (63, 1))
+               (59, 1), (60, 0), (61, 5), (62, 1), (23, 1), (63, 0), (63, 1), (64, 1))
 
 
 @needs_m4

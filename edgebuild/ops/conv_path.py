@@ -128,7 +128,7 @@ def split(conv: Plane) -> bool:
     return conv.groups == 1 and conv.in_c > 1
 
 
-DW_TILE_TAPS = 96  # eb_dw_opt.c: EB_DW_TILE_TAPS, tap pairs per output channel
+DW_TILE_TAPS = 128  # eb_dw_opt.c: EB_DW_TILE_TAPS, tap pairs per output channel
 DW_TILE_SLACK = 2  # eb_dw_opt.c: EB_DW_TILE_SLACK(s) = 3 s + 2
 DW_MAX_ENTRIES = 16  # eb_dw_opt.c: EB_DW_MAX_ENTRIES, the table kernel's entries
 DW_UNPACKED_TAPS = 4 * DW_MAX_ENTRIES  # eb_dw_layer: one channel's taps unpacked

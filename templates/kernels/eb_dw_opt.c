@@ -1300,7 +1300,7 @@ static EB_NOINLINE void eb_dw_row(const eb_dw_geom *g, const int8_t *plane,
  * or generally fewer pairs so) transposed -- the patch copied transposed and the outputs
  * stored down the columns -- so a 9x1 kernel costs 5 pairs a pixel, not 9 single taps.
  * Tap rows wholly in the padding are left out (eb_dw_tile_segments). */
-#define EB_DW_TILE_TAPS 96                       /* tap pairs per output channel (stack) */
+#define EB_DW_TILE_TAPS 128                      /* tap pairs per output channel (stack) */
 
 typedef struct {
     int32_t off; /* int16 elements from a block's first tap to this pair's first value */

@@ -60,6 +60,7 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 # (a 15x7 kernel: more tap pairs than the tile holds); a grouped 5x5 on a one-row map (the
 # tile kernel, weighed against the column kernels, which cover it but are then not linked);
 # a 15x15 stride-2 depthwise x2 on a smaller map (120 tap pairs: the tile kernel's most);
+# a dense 1x8 with 6 of 41 outputs a row in the width padding (the column kernels' edges);
 # im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone)
@@ -80,6 +81,7 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(2, (20, 16), (15, 9), 2, 2, pad=(7, 4)),
           _layer(4, (1, 61), (5, 5), 8, 2, pad=(2, 2)),
           _layer(2, (14, 18), (15, 15), 4, 2, pad=(7, 7), stride=(2, 2)),
+          _layer(32, (2, 42), (1, 8), 1, 1, pad=(0, 3)),
           _layer(4, (7, 9), (3, 3), 8, 1, pad=(1, 1)),
           _layer(3, (5, 11), (1, 3), 5, 1, act=0),
           _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2)),

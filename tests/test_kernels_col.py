@@ -187,6 +187,9 @@ COL1_CASES = [
     # width padding, dilated; a grouped 1x1 (48 -> 2 g2: no pointwise kernel takes it)
     _col(24, 1, 1, 1, 60, 1, (1, 2), 0, 1, 1, -9, k_w=3, dil_w=2, pad_w=2),
     _col(48, 2, 2, 2, 29, 1, (1, 1), 0, 1, 0, -9),
+    # 6 of a row's 41 outputs in the width padding (more than an eighth, at most a quarter:
+    # 32 -> 1 1x8 p3 had run im2col at 4.8 insn/MAC)
+    _col(32, 1, 1, 2, 42, 1, (1, 1), 0, 1, 1, -9, k_w=8, pad_w=3),
     _col(3, 1, 1, 3, 3, 1, (1, 1), 0, 1, 1, -7),  # 3 -> 1 1x1 on 3-wide rows: 9 as one row
 ]
 

@@ -66,7 +66,7 @@ def column(conv: Plane) -> bool:
     fits = cout_g <= COLUMN_MAX_OUT if cin_g > 1 else \
         conv.k_w == 1 and conv.pad_w == 0 and not (  # not a per-channel scale
             conv.k_h == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == 0)
-    return fits and end - first >= 4 and 8 * (conv.out_w - (end - first)) <= conv.out_w and \
+    return fits and end - first >= 4 and 4 * (conv.out_w - (end - first)) <= conv.out_w and \
         conv.stride_w in (1, 2) and not tile_better(conv)
 
 
@@ -98,7 +98,7 @@ def column_inside(conv: Plane) -> tuple[int, int]:
     """eb_col_inside: the outputs [first, end) of a row whose taps all lie inside the
     input's width; the column kernels leave the rest (width padding) to eb_col_edge, which
     costs about three times as much an output -- so they take a padded conv only with at
-    least 4 inside and at most an eighth of a row outside."""
+    least 4 inside and at most a quarter of a row outside."""
     s = conv.stride_w
     last = conv.in_w - 1 + conv.pad_w - (conv.k_w - 1) * conv.dil_w
     end = 0 if last < 0 else last // s + 1

@@ -61,6 +61,7 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 # tile kernel, weighed against the column kernels, which cover it but are then not linked);
 # a 15x15 stride-2 depthwise x2 on a smaller map (120 tap pairs: the tile kernel's most);
 # a dense 1x8 with 6 of 41 outputs a row in the width padding (the column kernels' edges);
+# grouped 1x1s of 2 and 3 inputs a group, 12 and 10 outputs (the GEMM's short rows);
 # im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone)
@@ -82,6 +83,8 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(4, (1, 61), (5, 5), 8, 2, pad=(2, 2)),
           _layer(2, (14, 18), (15, 15), 4, 2, pad=(7, 7), stride=(2, 2)),
           _layer(32, (2, 42), (1, 8), 1, 1, pad=(0, 3)),
+          _layer(4, (7, 9), (1, 1), 24, 2),
+          _layer(6, (5, 11), (1, 1), 20, 2, act=0),
           _layer(4, (7, 9), (3, 3), 8, 1, pad=(1, 1)),
           _layer(3, (5, 11), (1, 3), 5, 1, act=0),
           _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2)),
@@ -219,3 +222,32 @@ def test_m4_tap1_rows_shift_by_an_immediate_where_predicted(lib, m4_build):  # n
               _exact_count(m4_build, "tap1_off", source, keep - {"dw_tile_tap1"})]
     outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
     assert counts[0] <= counts[1] - outputs * 3 // 4, (sorted(keep), counts, outputs)
+
+
+@needs_m4
+def test_m4_gemm_short_rows_exact(lib, m4_build):  # noqa: F811
+    """The GEMM's rows of fewer than 4 weights (eb_dot_short: grouped 1x1s of 2 and 3 inputs a
+    group, relu and none), with no bias, and with biases so
+    near the int32 limit that their rows take the exact requantization, among ordinary
+    ones: every output equal to the reference on the M4."""
+    cfgs = [_layer(4, (6, 9), (1, 1), 16, 2), _layer(6, (5, 7), (1, 1), 12, 2, act=0),
+            _layer(9, (3, 5), (1, 1), 30, 3)]
+    rng = np.random.default_rng(8)
+    cases = []
+    for cfg in cfgs:
+        x, w = dw_data(cfg, rng)
+        near = rng.integers(-1000, 1000, size=cfg["out_c"]).astype(np.int64)
+        near[::3] = 2**31 - 1 - 40  # past the fast sums' limit: the exact rows
+        cases += [(cfg, x, w, near.astype(np.int32)), (cfg, x, w, None)]
+    # the largest sums (every x and w -128) with biases either side of the fast rows' limit
+    # (INT32_MAX - k 2^14 - 2^(s - 1)), one apart, and up to 90 past it (where only the
+    # rounding term would overflow a fast sum)
+    edge = {**_layer(4, (2, 5), (1, 1), 40, 2), "rounding": 0}  # half up: 2^(s - 1) added
+    lim = 2**31 - 1 - 2 * 16384 - (1 << 8)
+    bias = np.array([lim + d for d in range(-4, 32)] + [lim + 40, lim + 64, lim + 65, lim + 90],
+                    dtype=np.int64)
+    x, w = dw_data(edge, rng)
+    cases.append((edge, np.full_like(x, -128), np.full_like(w, -128), bias.astype(np.int32)))
+    assert all("gemm_short" in kernel_paths(plane_of(c)) for c in cfgs + [edge])
+    elf = build_m4(m4_build, "gemm_short", m4_test_program(lib, cases, linears=False))
+    _run_exact(elf, "gemm_short")

@@ -112,7 +112,8 @@ class CCode:
 # column kernels (at stride 2 along the rows: "dw_column_s2") and table kernels
 # (ops.conv_path.kernel_paths); the optimized
 # kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; its GEMM rows
-# for blocks of 2 pixels: "gemm_2px") and the register-requantizing rows of linear layers
+# for blocks of 2 pixels: "gemm_2px"; its rows of fewer than 4 weights: "gemm_short") and the
+# register-requantizing rows of linear layers
 # ("linear_q") (eb_kernels_opt.c); the dot blocks that
 # requantize from the registers to each output form, relu, none, abs or wide int32
 # (eb_kernels_opt.c, eb_pw_opt.c; ops.conv.optimized_paths); the max and average pooling
@@ -126,7 +127,7 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "
                   "dw_tile_pair", "dw_tile_tap1", "dw_tile8", "dw_tile16", "dw_fan", "dw_fan8",
                   "dw_fan16", "dw_group", "dw_column", "dw_column_s2", "dw_column_dense",
                   "dw_table", "packed",
-                  "im2col", "im2col_s2", "gemm_2px", "linear_q",
+                  "im2col", "im2col_s2", "gemm_2px", "gemm_short", "linear_q",
                   "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",
                   "tfl_depthwise", "tfl_dw3_s1", "tfl_dw3_s2", "tfl_dw3_strip",

@@ -1,8 +1,7 @@
 """What conv1d, conv2d and conv_transpose2d share: their fields, parameter and MAC counts,
 the compute rule (float, fake-quant, integer), the C of a convolution with its fused input
 pooling, and their windows for the L1 tiler and the training kernels. Each op keeps its own
-module for what differs (its geometry, its torch functional, its reference loop).
-"""
+module for what differs (its geometry, its torch functional, its reference loop)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ from edgebuild.ops.conv_path import (
     DW_TILE_SCRATCH,
     as_linear,
     dw_tile,
+    gemm_short,
     kernel_paths,
     pointwise_column,
     shift_forms,
@@ -425,9 +425,9 @@ def banded_call(step: CStep[Conv], source: str, unpooled: str | None) -> CCode:
 def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) the step's calls run on the optimized
     kernels: the pointwise or split-tiled ones, or those of conv_path.kernel_paths, with the
-    output form the layer requantizes to ("q_relu", "q_none", "q_abs", "q_wide"). A tiled
-    pass runs eb_conv2d_opt on its tiles, whose shapes may take the next path too; a banded
-    one, the 3-tap kernels. With the tile kernel's forms of the shift (shift_forms)."""
+    output form the layer requantizes to ("q_relu", "q_none", "q_abs", "q_wide"). A tiled pass
+    runs eb_conv2d_opt on its tiles, whose shapes may take the next path too (the GEMM's with
+    gemm_short); a banded one, the 3-tap kernels; the tile kernel's shift forms (shift_forms)."""
     if not step.optimized:
         return frozenset()
     layer = step.layer
@@ -435,8 +435,8 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
     if pointwise(conv) and not (step.tile is None and pointwise_column(conv)):
         return form
-    two_px = frozenset({"gemm_2px"} if step.tile is not None and
-                       two_pixel_block(conv, step.tile.rows) else ())
+    two_px = frozenset({"gemm_2px"} if step.tile is not None and  # and the short GEMM rows
+                       two_pixel_block(conv, step.tile.rows) else ()) | gemm_short(conv)
     if step.tile is not None and not band and split(conv):  # eb_conv_cols_build's gather
         return form | stride2 | two_px
     if as_linear(conv):

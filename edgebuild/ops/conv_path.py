@@ -288,10 +288,18 @@ def two_pixel_block(conv: Plane, rows: int | None = None) -> bool:
 
 def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
     """kernel_choice, and with "im2col" the GEMM rows' 2-pixel path where a block of 2
-    pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv)."""
+    pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv) and
+    their short rows' (gemm_short)."""
     paths = kernel_choice(conv, packed)
     return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
-                    else frozenset())
+                    else frozenset()) | gemm_short(conv, paths)
+
+
+def gemm_short(conv: Plane, paths: frozenset[str] = frozenset({"im2col"})) -> frozenset[str]:
+    """"gemm_short" where the GEMM (in paths) runs rows of fewer than 4 weights
+    (eb_dot_short: a grouped 1x1 of 2 or 3 inputs a group), which its assembly rows leave."""
+    k = conv.in_c // conv.groups * conv.k_h * conv.k_w
+    return frozenset({"gemm_short"} if "im2col" in paths and k < 4 else ())
 
 
 def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:

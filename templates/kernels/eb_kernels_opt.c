@@ -52,6 +52,11 @@
 #else
 #define EB_HAS_GEMM_2PX 1
 #endif
+#ifdef EB_OPT_NO_GEMM_SHORT /* rows of fewer than 4 weights, 4 pixels (eb_dot_short) */
+#define EB_HAS_GEMM_SHORT 0
+#else
+#define EB_HAS_GEMM_SHORT 1
+#endif
 #ifdef EB_OPT_NO_LINEAR_Q /* linear layers' register-requantizing rows (eb_linear_fast) */
 #define EB_HAS_LINEAR_Q 0
 #else
@@ -709,6 +714,86 @@ static void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols, in
     eb_dot_block_mode(EB_Q_ACC, k, w, cols, n_oc, bias, d);
 }
 
+#if defined(EB_GEMM_ASM) && EB_HAS_GEMM_SHORT
+/* The rows of fewer than 4 weights (k < 4: a grouped 1x1 of 2 or 3 inputs a group, many
+ * outputs each) against a block of 4 pixels, which the assembly rows leave (they read
+ * whole weight words) and eb_dot_block_mode ran at about 29 instructions an output: the
+ * pixels' column words read once for every row -- at k = 2 joined into one word a pixel,
+ * [x0 x1] (PKHBT), against the row's [w0 w1] (one LDRH, two SXTB16 and a PKHBT): one SMLAD
+ * an output; else two -- then the stores, in the mode of the caller. A row whose bias needs
+ * the exact requantization goes through eb_dot_block_mode alone. Returns 0 where it does
+ * not apply. */
+EB_DOT_INLINE void eb_short_store(const int mode, int8_t *d8, int32_t s, int32_t a0, int32_t a1,
+                                  int32_t a2, int32_t a3)
+{
+    d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
+    d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
+    d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
+    d8[3] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a3 >> s) : eb_ssat8(a3 >> s));
+}
+
+/* A row whose bias needs the exact requantization: eb_dot_block_mode's, alone. */
+static void eb_dot_short_exact(int mode, int32_t k, const int8_t *w, const int16_t *cols,
+                               const int32_t *bias, const eb_qdst *d, int8_t *d8)
+{
+    eb_qdst one = *d;
+    one.out8 = d8;
+    eb_dot_block_mode(mode, k, w, cols, 1, bias, &one);
+}
+
+EB_DOT_INLINE int eb_dot_short(const int mode, int32_t k, const int8_t *w, const int16_t *cols,
+                               int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    static const int32_t zero = 0;
+    const int32_t s = d->s, r = d->r, lim = d->lim, stride = d->stride;
+    const int32_t bstep = bias != NULL; /* no bias: every row's start 0 */
+    int8_t *d8 = d->out8;
+    uint32_t x[8];
+    int i;
+    if (k >= 4 || d->count != 4) {
+        return 0;
+    }
+    if (bias == NULL) {
+        bias = &zero;
+    }
+    memcpy(x, cols, sizeof x); /* pixel j: [x0 x2] [x1 x3] at words 2j, 2j + 1 */
+    if (k == 2) {
+        const uint32_t p0 = eb_pack_lo(x[0], x[1]), p1 = eb_pack_lo(x[2], x[3]);
+        const uint32_t p2 = eb_pack_lo(x[4], x[5]), p3 = eb_pack_lo(x[6], x[7]); /* [x0 x1] */
+        for (i = 0; i < n_oc; ++i, bias += bstep, w += 2, d8 += stride) {
+            const uint32_t wv = eb_load16(w);
+            const uint32_t wp = eb_pack_lo(eb_sxtb16(wv), eb_sxtb16_ror8(wv)); /* [w0 w1] */
+            const int32_t a = *bias + r;
+            if (*bias > lim) {
+                eb_dot_short_exact(mode, k, w, cols, bias, d, d8);
+                continue;
+            }
+            eb_short_store(mode, d8, s, eb_smlad(wp, p0, a), eb_smlad(wp, p1, a),
+                           eb_smlad(wp, p2, a), eb_smlad(wp, p3, a));
+        }
+        return 1;
+    }
+    for (i = 0; i < n_oc; ++i, bias += bstep, w += k, d8 += stride) {
+        const uint32_t wv = k == 1 ? (uint32_t)(uint8_t)w[0]
+                                   : eb_load16(w) | (uint32_t)(uint8_t)w[2] << 16;
+        const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv); /* [w0 w2] [w1 0] */
+        const int32_t a = *bias + r;
+        if (*bias > lim) {
+            eb_dot_short_exact(mode, k, w, cols, bias, d, d8);
+            continue;
+        }
+        eb_short_store(mode, d8, s, eb_smlad(hi, x[1], eb_smlad(lo, x[0], a)),
+                       eb_smlad(hi, x[3], eb_smlad(lo, x[2], a)),
+                       eb_smlad(hi, x[5], eb_smlad(lo, x[4], a)),
+                       eb_smlad(hi, x[7], eb_smlad(lo, x[6], a)));
+    }
+    return 1;
+}
+#define EB_DOT_SHORT(mode, k, w, cols, n_oc, bias, d) eb_dot_short(mode, k, w, cols, n_oc, bias, d)
+#else
+#define EB_DOT_SHORT(mode, k, w, cols, n_oc, bias, d) 0
+#endif
+
 #ifdef EB_GEMM_ASM
 #include "eb_gemm_asm.h" /* eb_gemm_job, eb_gemm4_*, eb_gemm22_*, eb_gemm2_* (relu / none) */
 
@@ -812,7 +897,7 @@ static EB_NOINLINE void eb_dot_block_none(int32_t k, const int8_t *w, const int1
     eb_qdst rest;
     int8_t *out8 = d->out8;
     const int left = eb_gemm_q(0, k, &w, cols, n_oc, &bias, d, &out8);
-    if (left == 0) {
+    if (left == 0 || EB_DOT_SHORT(EB_Q_NONE, k, w, cols, n_oc, bias, d)) {
         return;
     }
     if (left != n_oc) { /* an exact row: the rest as below */
@@ -840,7 +925,7 @@ static EB_NOINLINE void eb_dot_block_relu(int32_t k, const int8_t *w, const int1
     eb_qdst rest;
     int8_t *out8 = d->out8;
     const int left = eb_gemm_q(1, k, &w, cols, n_oc, &bias, d, &out8);
-    if (left == 0) {
+    if (left == 0 || EB_DOT_SHORT(EB_Q_RELU, k, w, cols, n_oc, bias, d)) {
         return;
     }
     if (left != n_oc) { /* an exact row: the rest as below */

@@ -27,6 +27,7 @@
 #define eb_dot4 chain_eb_dot4
 #define eb_dot_1x2 chain_eb_dot_1x2
 #define eb_dot_block_q chain_eb_dot_block_q
+#define eb_dot_short chain_eb_dot_short
 #define eb_dw3_column chain_eb_dw3_column
 #define eb_dw3_columns chain_eb_dw3_columns
 #define eb_dw3_mac chain_eb_dw3_mac
@@ -48,6 +49,8 @@
 #define eb_dw_q8 chain_eb_dw_q8
 #define eb_dw_row_walk_of chain_eb_dw_row_walk_of
 #define eb_dw_run chain_eb_dw_run
+#define eb_dw_scale16_run chain_eb_dw_scale16_run
+#define eb_dw_scale16_word chain_eb_dw_scale16_word
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_slide1 chain_eb_dw_slide1
 #define eb_dw_slide2 chain_eb_dw_slide2
@@ -86,6 +89,7 @@
 #define eb_pool2d chain_eb_pool2d
 #define eb_pool2d_opt chain_eb_pool2d_opt
 #define eb_q_row chain_eb_q_row
+#define eb_short_store chain_eb_short_store
 #define eb_tfl_add chain_eb_tfl_add
 #define eb_tfl_add_opt chain_eb_tfl_add_opt
 #define eb_tfl_add_scratch chain_eb_tfl_add_scratch
@@ -124,6 +128,7 @@
 #define EB_OPT_NO_IM2COL
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX
+#define EB_OPT_NO_GEMM_SHORT
 #define EB_OPT_NO_LINEAR_Q
 #define EB_OPT_NO_Q_RELU
 #define EB_OPT_NO_Q_NONE

@@ -27,6 +27,7 @@
 #define eb_dot4 tiny_eb_dot4
 #define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q
+#define eb_dot_short tiny_eb_dot_short
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_columns tiny_eb_dw3_columns
 #define eb_dw3_mac tiny_eb_dw3_mac
@@ -48,6 +49,8 @@
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_row_walk_of tiny_eb_dw_row_walk_of
 #define eb_dw_run tiny_eb_dw_run
+#define eb_dw_scale16_run tiny_eb_dw_scale16_run
+#define eb_dw_scale16_word tiny_eb_dw_scale16_word
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_slide1 tiny_eb_dw_slide1
 #define eb_dw_slide2 tiny_eb_dw_slide2
@@ -86,6 +89,7 @@
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
 #define eb_q_row tiny_eb_q_row
+#define eb_short_store tiny_eb_short_store
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
@@ -110,6 +114,7 @@
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX
+#define EB_OPT_NO_GEMM_SHORT
 #define EB_OPT_NO_LINEAR_Q
 #define EB_OPT_NO_Q_ABS
 #define EB_OPT_NO_Q_WIDE

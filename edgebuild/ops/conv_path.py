@@ -66,7 +66,8 @@ def column(conv: Plane) -> bool:
     fits = cout_g <= COLUMN_MAX_OUT if cin_g > 1 else \
         conv.k_w == 1 and conv.pad_w == 0 and not (  # not a per-channel scale
             conv.k_h == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == 0)
-    return fits and end - first >= 4 and 4 * (conv.out_w - (end - first)) <= conv.out_w and \
+    outside = conv.out_w - (end - first)
+    return fits and end - first >= 4 and edge_share(cout_g) * outside <= conv.out_w and \
         conv.stride_w in (1, 2) and not tile_better(conv)
 
 
@@ -94,11 +95,19 @@ def pointwise_column(conv: Plane) -> bool:
         conv.in_c <= POINTWISE_COLUMN_IN and column(conv)
 
 
+def edge_share(cout_g: int) -> int:
+    """eb_col_fits's share: the column kernels take a row with width padding when at most
+    1/edge_share of its outputs lie outside -- a quarter for one output a group (the GEMM
+    then serves one dot product a pixel), an eighth for more (a 96 -> 3 k3 on an 11-wide row
+    ran 2.28 insn/MAC on the GEMM, 4.79 on them)."""
+    return 4 if cout_g == 1 else 8
+
+
 def column_inside(conv: Plane) -> tuple[int, int]:
     """eb_col_inside: the outputs [first, end) of a row whose taps all lie inside the
     input's width; the column kernels leave the rest (width padding) to eb_col_edge, which
     costs about three times as much an output -- so they take a padded conv only with at
-    least 4 inside and at most a quarter of a row outside."""
+    least 4 inside and at most a share of a row outside (edge_share)."""
     s = conv.stride_w
     last = conv.in_w - 1 + conv.pad_w - (conv.k_w - 1) * conv.dil_w
     end = 0 if last < 0 else last // s + 1

@@ -204,9 +204,9 @@ def test_col_cases_take_the_column_kernels():
 def test_width_padding_share_by_outputs_a_group():
     """A row with width padding goes to the column kernels with up to a quarter of its
     outputs outside for one output a group (the GEMM would serve one dot product a pixel),
-    an eighth for more: 96 -> 3 k3 pad 1 on an 11-wide row (2 of 11 outside) ran 2.28
+    a sixth for more: 96 -> 3 k3 pad 1 on an 11-wide row (2 of 11 outside) ran 2.28
     insn/MAC on the GEMM and 4.79 on the column kernels; 32 -> 1 1x8 pad 3 (6 of 41) 4.83
-    on the GEMM, 2.85 on them."""
+    on the GEMM, 2.85 on them; 48 -> 64 3x3 dilation 2 g16 (4 of 31) 2.91, 1.83."""
     def paths(cfg):
         return conv_path.kernel_choice(_plane(cfg))
     assert "dw_column" in paths(_col(32, 1, 1, 2, 42, 1, (1, 1), 0, 1, 1, -9, k_w=8, pad_w=3))
@@ -215,6 +215,8 @@ def test_width_padding_share_by_outputs_a_group():
     assert "dw_column" not in paths(_col(192, 8, 2, 1, 21, 1, (1, 1), 0, 1, 1, -9, k_w=5,
                                          pad_w=2))
     assert "dw_column" in paths(_col(96, 3, 1, 1, 21, 1, (1, 1), 0, 1, 1, -9, k_w=3, pad_w=1))
+    grouped = _col(48, 64, 16, 20, 31, 3, (1, 1), 2, 2, 1, -9, k_w=3, dil_w=2, pad_w=2)
+    assert "dw_column" in paths(grouped)  # 4 of 31 outside, 4 outputs a group
 
 
 def test_pointwise_of_few_inputs_and_outputs_takes_the_column_kernels():

@@ -98,9 +98,10 @@ def pointwise_column(conv: Plane) -> bool:
 def edge_share(cout_g: int) -> int:
     """eb_col_fits's share: the column kernels take a row with width padding when at most
     1/edge_share of its outputs lie outside -- a quarter for one output a group (the GEMM
-    then serves one dot product a pixel), an eighth for more (a 96 -> 3 k3 on an 11-wide row
-    ran 2.28 insn/MAC on the GEMM, 4.79 on them)."""
-    return 4 if cout_g == 1 else 8
+    then serves one dot product a pixel), a sixth for more (96 -> 3 k3 on an 11-wide row, 2
+    outside, ran 2.28 insn/MAC on the GEMM, 4.79 on them; 48 -> 64 3x3 dilation 2 in 16
+    groups on 31-wide rows, 4 outside, 2.91 on the GEMM, 1.83 on them)."""
+    return 4 if cout_g == 1 else 6
 
 
 def column_inside(conv: Plane) -> tuple[int, int]:

@@ -4330,7 +4330,7 @@ static int eb_col_inside(const eb_conv_params *p, int *first)
  * eb_dw_tile_better): what the other paths' estimates weigh themselves against, as their
  * Python twins do, so that a path is never declined for one that is not linked. Width
  * padding only with several input channels a group, at least 4 outputs of a row inside the
- * input and at most a quarter of them outside with one output a group, an eighth with more
+ * input and at most a quarter of them outside with one output a group, a sixth with more
  * (eb_col_edge costs about three times as much an output; twin: conv_path.edge_share). */
 static int eb_col_fits(const eb_conv_params *p)
 {
@@ -4342,7 +4342,7 @@ static int eb_col_fits(const eb_conv_params *p)
                                      !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                                        p->pad_h == 0);
     return fits && end - first >= 4 &&
-           (cout_g == 1 ? 4 : 8) * (p->out_w - (end - first)) <= p->out_w &&
+           (cout_g == 1 ? 4 : 6) * (p->out_w - (end - first)) <= p->out_w &&
            (p->stride_w == 1 || p->stride_w == 2) && p->wbits == 0 && !eb_dw_tile_better(p);
 }
 

@@ -435,17 +435,17 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
     if pointwise(conv) and not (step.tile is None and pointwise_column(conv)):
         return form
-    two_px = frozenset({"gemm_2px"} if step.tile is not None and  # and the short GEMM rows
-                       two_pixel_block(conv, step.tile.rows) else ()) | gemm_short(conv)
+    tile_gemm = frozenset({"gemm_2px"} if step.tile is not None and  # a tile's GEMM rows
+                          two_pixel_block(conv, step.tile.rows) else ()) | gemm_short(conv)
     if step.tile is not None and not band and split(conv):  # eb_conv_cols_build's gather
-        return form | stride2 | two_px
+        return form | stride2 | tile_gemm
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed)
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
-        paths |= {"im2col"} | two_px | ({"dw_tile", "dw_tile_one", "dw_table"}
-                                        if "dw_column" not in paths and "depthwise" in paths
-                                        else set())
+        paths |= {"im2col"} | tile_gemm | ({"dw_tile", "dw_tile_one", "dw_table"}
+                                           if "dw_column" not in paths and "depthwise" in paths
+                                           else set())
     forms = shift_forms(paths, -step.quant.shift) if step.quant is not None else frozenset()
     return paths | forms | form | (stride2 if "im2col" in paths else frozenset())
 

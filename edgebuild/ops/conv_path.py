@@ -302,14 +302,14 @@ def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
     their short rows' (gemm_short)."""
     paths = kernel_choice(conv, packed)
     return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
-                    else frozenset()) | gemm_short(conv, paths)
+                    else frozenset()) | (gemm_short(conv) if "im2col" in paths else frozenset())
 
 
-def gemm_short(conv: Plane, paths: frozenset[str] = frozenset({"im2col"})) -> frozenset[str]:
-    """"gemm_short" where the GEMM (in paths) runs rows of fewer than 4 weights
-    (eb_dot_short: a grouped 1x1 of 2 or 3 inputs a group), which its assembly rows leave."""
+def gemm_short(conv: Plane) -> frozenset[str]:
+    """"gemm_short" where a GEMM of the conv runs rows of fewer than 4 weights (eb_dot_short:
+    a grouped 1x1 of 2 or 3 inputs a group), which its assembly rows leave."""
     k = conv.in_c // conv.groups * conv.k_h * conv.k_w
-    return frozenset({"gemm_short"} if "im2col" in paths and k < 4 else ())
+    return frozenset({"gemm_short"} if k < 4 else ())
 
 
 def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:

@@ -2736,9 +2736,9 @@ EB_INLINE void eb_dw_scale_run(const int8_t *x, int32_t n, uint32_t w, int32_t i
 
 /* The same with its sums scaled to a shift of 16 (init and w by 2^(16 - s), exact: the sums
  * gain zero bits only), so that an output is its sum's top half: PKHTB joins two of them,
- * USAT16 saturates both and an ORR packs four into the word stored -- 15 instructions per 4
- * inputs (SXTB and a 32-bit MLA each: w x 2^(16 - s) needs more than 16 bits) where the loop
- * above spends 22 (an ASR, a saturation and a STRB each). RELU saturates to [0, 127];
+ * USAT16 saturates both and an ORR packs four into the word stored -- 16 instructions per 4
+ * inputs with the loop's (an LDRSB and a 32-bit MLA each: w x 2^(16 - s) needs more than 16
+ * bits) where the loop above spends 22 (an ASR, a saturation and a STRB each). RELU saturates to [0, 127];
  * NONE's init carries + 128 x 2^16, so that its [0, 255] lanes are the int8 outputs + 128,
  * whose top bits one EOR flips back. */
 EB_INLINE uint32_t eb_dw_scale16_word(const int8_t *x, int32_t w, int32_t init, const int relu)
@@ -2772,8 +2772,8 @@ EB_INLINE void eb_dw_scale16_run(const int8_t *x, int32_t n, int32_t w, int32_t 
  * (2^23) in an int32. */
 static int eb_dw_scale16_takes(int s, int32_t init)
 {
-    const int32_t lim = s < 0 || s > 16 ? -1 : (((int32_t)1 << 30) - ((int32_t)1 << 24)) >> (16 - s);
-    return init <= lim && init >= -lim;
+    const int32_t room = ((int32_t)1 << 30) - ((int32_t)1 << 24);
+    return s >= 0 && s <= 16 && init <= room >> (16 - s) && init >= -(room >> (16 - s));
 }
 
 static EB_NOINLINE void eb_dw_scale(const int8_t *x, int32_t n, int32_t w, int32_t init,
@@ -4609,8 +4609,7 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     if (!eb_dw_tile_plan(&g, ipg, &t) || !eb_dw_tile_runs(&t, m)) {
         return 0;
     }
-    other = eb_col_fits(p) ? eb_dw_col_cost(k, p->stride_w)
-                            : eb_dw_gemm_cost(k, m);
+    other = eb_col_fits(p) ? eb_dw_col_cost(k, p->stride_w) : eb_dw_gemm_cost(k, m);
     if (5 * (eb_dw_tile_cost(p, t.ntaps, t.turned, eb_dw_tile_fill_cost(&t)) +
               eb_dw_tile_fixed(&t)) >=
         4 * other) {

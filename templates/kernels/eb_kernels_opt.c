@@ -718,74 +718,62 @@ static void eb_dot_block_acc(int32_t k, const int8_t *w, const int16_t *cols, in
 /* The rows of fewer than 4 weights (k < 4: a grouped 1x1 of 2 or 3 inputs a group, many
  * outputs each) against a block of 4 pixels, which the assembly rows leave (they read
  * whole weight words) and eb_dot_block_mode ran at about 29 instructions an output: the
- * pixels' column words read once for every row -- at k = 2 joined into one word a pixel,
- * [x0 x1] (PKHBT), against the row's [w0 w1] (one LDRH, two SXTB16 and a PKHBT): one SMLAD
- * an output; else two -- then the stores, in the mode of the caller. A row whose bias needs
- * the exact requantization goes through eb_dot_block_mode alone. Returns 0 where it does
- * not apply. */
-EB_DOT_INLINE void eb_short_store(const int mode, int8_t *d8, int32_t s, int32_t a0, int32_t a1,
-                                  int32_t a2, int32_t a3)
-{
-    d8[0] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a0 >> s) : eb_ssat8(a0 >> s));
-    d8[1] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a1 >> s) : eb_ssat8(a1 >> s));
-    d8[2] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a2 >> s) : eb_ssat8(a2 >> s));
-    d8[3] = (int8_t)(mode == EB_Q_RELU ? eb_usat7(a3 >> s) : eb_ssat8(a3 >> s));
-}
-
-/* A row whose bias needs the exact requantization: eb_dot_block_mode's, alone. */
-static void eb_dot_short_exact(int mode, int32_t k, const int8_t *w, const int16_t *cols,
-                               const int32_t *bias, const eb_qdst *d, int8_t *d8)
-{
-    eb_qdst one = *d;
-    one.out8 = d8;
-    eb_dot_block_mode(mode, k, w, cols, 1, bias, &one);
-}
-
-EB_DOT_INLINE int eb_dot_short(const int mode, int32_t k, const int8_t *w, const int16_t *cols,
-                               int n_oc, const int32_t *bias, const eb_qdst *d)
+ * pixels' column words read once for every row -- with `pair` (k = 2) joined into one word
+ * a pixel, [x0 x1] (PKHBT), against the row's [w0 w1] (one LDRH, two SXTB16 and a PKHBT):
+ * one SMLAD an output; else two -- then eb_q_row's stores, in the mode of the caller. A row
+ * whose bias needs the exact requantization goes through eb_dot_block_mode alone. */
+EB_DOT_INLINE void eb_dot_short_rows(const int mode, const int pair, int32_t k, const int8_t *w,
+                                     const int16_t *cols, int n_oc, const int32_t *bias,
+                                     const eb_qdst *d)
 {
     static const int32_t zero = 0;
-    const int32_t s = d->s, r = d->r, lim = d->lim, stride = d->stride;
+    const eb_qdst q = *d; /* a copy: the stores cannot alias it */
     const int32_t bstep = bias != NULL; /* no bias: every row's start 0 */
-    int8_t *d8 = d->out8;
-    uint32_t x[8];
+    int8_t *d8 = q.out8;
+    uint32_t x[8], p[4];
     int i;
-    if (k >= 4 || d->count != 4) {
-        return 0;
+    memcpy(x, cols, sizeof x); /* pixel j: [x0 x2] [x1 x3] at words 2j, 2j + 1 */
+    for (i = 0; i < 4; ++i) {
+        p[i] = eb_pack_lo(x[2 * i], x[2 * i + 1]); /* [x0 x1] */
     }
     if (bias == NULL) {
         bias = &zero;
     }
-    memcpy(x, cols, sizeof x); /* pixel j: [x0 x2] [x1 x3] at words 2j, 2j + 1 */
-    if (k == 2) {
-        const uint32_t p0 = eb_pack_lo(x[0], x[1]), p1 = eb_pack_lo(x[2], x[3]);
-        const uint32_t p2 = eb_pack_lo(x[4], x[5]), p3 = eb_pack_lo(x[6], x[7]); /* [x0 x1] */
-        for (i = 0; i < n_oc; ++i, bias += bstep, w += 2, d8 += stride) {
-            const uint32_t wv = eb_load16(w);
-            const uint32_t wp = eb_pack_lo(eb_sxtb16(wv), eb_sxtb16_ror8(wv)); /* [w0 w1] */
-            const int32_t a = *bias + r;
-            if (*bias > lim) {
-                eb_dot_short_exact(mode, k, w, cols, bias, d, d8);
-                continue;
-            }
-            eb_short_store(mode, d8, s, eb_smlad(wp, p0, a), eb_smlad(wp, p1, a),
-                           eb_smlad(wp, p2, a), eb_smlad(wp, p3, a));
-        }
-        return 1;
-    }
-    for (i = 0; i < n_oc; ++i, bias += bstep, w += k, d8 += stride) {
+    for (i = 0; i < n_oc; ++i, bias += bstep, w += k, d8 += q.stride) {
         const uint32_t wv = k == 1 ? (uint32_t)(uint8_t)w[0]
+                            : pair ? eb_load16(w)
                                    : eb_load16(w) | (uint32_t)(uint8_t)w[2] << 16;
         const uint32_t lo = eb_sxtb16(wv), hi = eb_sxtb16_ror8(wv); /* [w0 w2] [w1 0] */
-        const int32_t a = *bias + r;
-        if (*bias > lim) {
-            eb_dot_short_exact(mode, k, w, cols, bias, d, d8);
-            continue;
+        const uint32_t wp = eb_pack_lo(lo, hi);                      /* [w0 w1] */
+        const int32_t a = *bias + q.r;
+        if (*bias > q.lim) {
+            eb_qdst one = q;
+            one.out8 = d8;
+            eb_dot_block_mode(mode, k, w, cols, 1, bias, &one);
+        } else if (pair) {
+            eb_q_row(mode, &q, d8, NULL, NULL, 0, eb_smlad(wp, p[0], a), eb_smlad(wp, p[1], a),
+                     eb_smlad(wp, p[2], a), eb_smlad(wp, p[3], a));
+        } else {
+            eb_q_row(mode, &q, d8, NULL, NULL, 0, eb_smlad(hi, x[1], eb_smlad(lo, x[0], a)),
+                     eb_smlad(hi, x[3], eb_smlad(lo, x[2], a)),
+                     eb_smlad(hi, x[5], eb_smlad(lo, x[4], a)),
+                     eb_smlad(hi, x[7], eb_smlad(lo, x[6], a)));
         }
-        eb_short_store(mode, d8, s, eb_smlad(hi, x[1], eb_smlad(lo, x[0], a)),
-                       eb_smlad(hi, x[3], eb_smlad(lo, x[2], a)),
-                       eb_smlad(hi, x[5], eb_smlad(lo, x[4], a)),
-                       eb_smlad(hi, x[7], eb_smlad(lo, x[6], a)));
+    }
+}
+
+/* eb_dot_short_rows for a block of 4 pixels (k = 2 its own copy); 0 where it does not
+ * apply (k >= 4, or a block of fewer pixels). */
+EB_DOT_INLINE int eb_dot_short(const int mode, int32_t k, const int8_t *w, const int16_t *cols,
+                               int n_oc, const int32_t *bias, const eb_qdst *d)
+{
+    if (k >= 4 || d->count != 4) {
+        return 0;
+    }
+    if (k == 2) {
+        eb_dot_short_rows(mode, 1, 2, w, cols, n_oc, bias, d);
+    } else {
+        eb_dot_short_rows(mode, 0, k, w, cols, n_oc, bias, d);
     }
     return 1;
 }

@@ -28,6 +28,7 @@
 #define eb_dot_1x2 chain_eb_dot_1x2
 #define eb_dot_block_q chain_eb_dot_block_q
 #define eb_dot_short chain_eb_dot_short
+#define eb_dot_short_rows chain_eb_dot_short_rows
 #define eb_dw3_column chain_eb_dw3_column
 #define eb_dw3_columns chain_eb_dw3_columns
 #define eb_dw3_mac chain_eb_dw3_mac
@@ -89,7 +90,6 @@
 #define eb_pool2d chain_eb_pool2d
 #define eb_pool2d_opt chain_eb_pool2d_opt
 #define eb_q_row chain_eb_q_row
-#define eb_short_store chain_eb_short_store
 #define eb_tfl_add chain_eb_tfl_add
 #define eb_tfl_add_opt chain_eb_tfl_add_opt
 #define eb_tfl_add_scratch chain_eb_tfl_add_scratch

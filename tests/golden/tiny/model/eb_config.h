@@ -28,6 +28,7 @@
 #define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dot_short tiny_eb_dot_short
+#define eb_dot_short_rows tiny_eb_dot_short_rows
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_columns tiny_eb_dw3_columns
 #define eb_dw3_mac tiny_eb_dw3_mac
@@ -89,7 +90,6 @@
 #define eb_pool2d tiny_eb_pool2d
 #define eb_pool2d_opt tiny_eb_pool2d_opt
 #define eb_q_row tiny_eb_q_row
-#define eb_short_store tiny_eb_short_store
 #define eb_unpack_weights tiny_eb_unpack_weights
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP

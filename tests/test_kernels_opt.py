@@ -17,6 +17,7 @@ C is compared with C:
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import re
 import shutil
 import subprocess
@@ -698,14 +699,42 @@ def m4_build(tmp_path_factory):
     return build
 
 
+KERNEL_SOURCES = ("eb_kernels.c", "eb_kernels_opt.c", "eb_dw_opt.c")
+
+
+def _kernel_objects(build: Path, defines: tuple[str, ...]) -> list[Path]:
+    """The kernel files compiled for the M4 with `defines`, once per build directory: the
+    ~2 s a firmware spent compiling them was most of a build, and the selection tests link
+    the same kernels into dozens of programs. Each file's key holds the defines its text or
+    a kernel header names (one neither mentions cannot change it) and that text; compiled
+    apart and linked, as gcc does with every source on one command line."""
+    headers = b"".join(h.name.encode() + h.read_bytes() for h in sorted(KERNELS.glob("eb_*.h")))
+    objects = []
+    for source in KERNEL_SOURCES:
+        text = (KERNELS / source).read_bytes()
+        named = sorted(d for d in defines
+                       if d.split("=")[0][2:].encode() in text + headers)  # -DNAME[=value]
+        key = hashlib.sha256(repr((M4_FLAGS, CFLAGS, named)).encode() + headers + text)
+        obj = build / f"kobj_{key.hexdigest()[:16]}_{Path(source).stem}.o"
+        if not obj.is_file():
+            part = obj.with_suffix(".part")
+            result = subprocess.run(
+                [ARM_GCC, *M4_FLAGS, *CFLAGS, *named, f"-I{KERNELS}", "-c",
+                 str(KERNELS / source), "-o", str(part)],
+                capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
+            part.replace(obj)
+        objects.append(obj)
+    return objects
+
+
 def build_m4(build: Path, name: str, source: str, defines: tuple[str, ...] = ()) -> Path:
     (build / f"{name}.c").write_text(source)
     elf = build / f"{name}.elf"
     result = subprocess.run(
         [ARM_GCC, *M4_FLAGS, *CFLAGS, *defines, f"-I{KERNELS}", *M4_LINK,
-         "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"), str(build / f"{name}.c"),
-         str(KERNELS / "eb_kernels.c"), str(KERNELS / "eb_kernels_opt.c"),
-         str(KERNELS / "eb_dw_opt.c")],
+         "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"),
+         str(build / f"{name}.c"), *map(str, _kernel_objects(build, defines))],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
     return elf

@@ -702,7 +702,8 @@ def m4_build(tmp_path_factory):
 KERNEL_SOURCES = ("eb_kernels.c", "eb_kernels_opt.c", "eb_dw_opt.c")
 
 
-def _kernel_objects(build: Path, defines: tuple[str, ...]) -> list[Path]:
+def kernel_objects(build: Path, defines: tuple[str, ...] = (),
+                   sources: tuple[str, ...] = KERNEL_SOURCES) -> list[Path]:
     """The kernel files compiled for the M4 with `defines`, once per build directory: the
     ~2 s a firmware spent compiling them was most of a build, and the selection tests link
     the same kernels into dozens of programs. Each file's key holds the defines its text or
@@ -710,7 +711,7 @@ def _kernel_objects(build: Path, defines: tuple[str, ...]) -> list[Path]:
     apart and linked, as gcc does with every source on one command line."""
     headers = b"".join(h.name.encode() + h.read_bytes() for h in sorted(KERNELS.glob("eb_*.h")))
     objects = []
-    for source in KERNEL_SOURCES:
+    for source in sources:
         text = (KERNELS / source).read_bytes()
         named = sorted(d for d in defines
                        if d.split("=")[0][2:].encode() in text + headers)  # -DNAME[=value]
@@ -734,7 +735,7 @@ def build_m4(build: Path, name: str, source: str, defines: tuple[str, ...] = ())
     result = subprocess.run(
         [ARM_GCC, *M4_FLAGS, *CFLAGS, *defines, f"-I{KERNELS}", *M4_LINK,
          "-Wl,-T," + str(build / "link.ld"), "-o", str(elf), str(build / "startup_m4.c"),
-         str(build / f"{name}.c"), *map(str, _kernel_objects(build, defines))],
+         str(build / f"{name}.c"), *map(str, kernel_objects(build, defines))],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"arm-none-eabi-gcc failed:\n{result.stderr}"
     return elf

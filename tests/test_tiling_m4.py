@@ -26,6 +26,7 @@ from test_kernels_opt import (  # noqa: F401  (m4_build: the fixture)
     M4_LINK,
     QEMU,
     c_array,
+    kernel_objects,
     m4_build,
     run_qemu,
 )
@@ -292,9 +293,10 @@ def run_both(tmp: Path, source: str) -> None:
     if ARM_GCC is None or QEMU is None:
         return  # the host half only
     elf = tmp / "prog.elf"
+    objects = kernel_objects(tmp, sources=SOURCES)  # the same kernels each example
     build = subprocess.run([ARM_GCC, *M4_FLAGS, *CFLAGS, f"-I{KERNELS}", *M4_LINK,
                             "-Wl,-T," + str(tmp / "link.ld"), "-o", str(elf),
-                            str(tmp / "startup_m4.c"), "prog.c", *kernels],
+                            str(tmp / "startup_m4.c"), "prog.c", *map(str, objects)],
                            cwd=tmp, capture_output=True, text=True, timeout=120)
     assert build.returncode == 0, build.stderr
     result = run_qemu(elf)

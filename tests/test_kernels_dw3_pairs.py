@@ -4,7 +4,10 @@ output row or rows too wide for its buffer): one input word split once for both 
 Multipliers 2-4 (an odd one: a channel left for a pass of its own), tap rows in the padding
 (their weights zeroed for both channels), biases near the int32 limits on about a third of
 the channels (those run in the generic requantization, in passes of their own), on the host
-and on the Cortex-M4 under QEMU: bit-identical to the reference kernel."""
+and on the Cortex-M4 under QEMU: bit-identical to the reference kernel. A pair shifts by an
+immediate (8 for right shifts 0..8, 16 for 9..16: its weights and starts scaled), so its
+shifts are drawn either side of those ranges, and its starts either side of the limit past
+which a scaled sum could overflow (those channels go one at a time)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from test_kernels_dw_m4 import bands
 from test_kernels_dw_refill import mixed_bias
 from test_kernels_opt import (
     build_m4,
+    count_with_plugin,
     dw_1d,
     dw_config,
     dw_data,
@@ -23,6 +27,7 @@ from test_kernels_opt import (
     needs_m4,
     run_conv_pair,
     run_qemu,
+    symbol_addresses,
 )
 
 PAIR_CASES = [
@@ -36,10 +41,20 @@ PAIR_CASES = [
 ]
 
 
+# right shifts either side of the immediate forms' ranges (0..8 -> 8, 9..16 -> 16, 17: none)
+SHIFT_CASES = [dw_1d(2, 37, 3, 2, pad=1, act=i % 2, rounding=(i // 2) % 2, shift=-sh)
+               for i, sh in enumerate((0, 1, 8, 9, 12, 16, 17))] + [
+    # 3x3 on two rows too wide for the padded path's buffer, padded by 3: the first and last
+    # output rows' taps all in the padding
+    # (their outputs the pairs' scaled starts alone)
+    dw_config(1, 2, 300, 3, 2, pad=(3, 1), act=1, shift=-5),
+    dw_config(1, 2, 300, 3, 2, pad=(3, 1), act=0, shift=-11, rounding=1)]
+
+
 def test_pair_cases_take_the_rows():
     """Each case is a 3-tap layer (k_w 3, stride 1) with a multiplier of 2 or more that the
     padded path leaves to the rows: 1-D, or fewer than two rows a band."""
-    for cfg in PAIR_CASES:
+    for cfg in PAIR_CASES + SHIFT_CASES:
         assert cfg["k_w"] == 3 and cfg["stride_w"] == 1 and cfg["out_c"] >= 2 * cfg["in_c"]
         if cfg["k_h"] == 3:
             assert cfg["out_h"] < 2 or bands(cfg) < 2, cfg
@@ -68,3 +83,76 @@ def test_m4_pair_cases_equal_reference(lib, m4_build):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+def _limit_case(sh: int, sign: int) -> tuple:
+    """A 1-D k3 pair layer whose every sum is the largest of its sign (x = -128 and w = -128,
+    or 127), its biases around the scaled sum's limit (eb_dw_imm_limit(2, c - s): INT32_MAX
+    less 2^24, shifted by c - s; the start is the bias plus 2^(s - 1)): one apart up to
+    the limit, then to twice it -- a pair past the limit would overflow and saturate wrong."""
+    cfg = dw_1d(8, 12, 3, 2, pad=1, act=0, rounding=1, shift=-sh)
+    c = 8 if sh <= 8 else 16
+    lim = (2**31 - 1 - (4 << 22)) >> (c - sh)
+    half = 1 << (sh - 1) if sh else 0
+    starts = [lim - 2, lim - 1, lim, lim, lim + 1, lim + 1, lim, lim + 5, 2 * lim, lim,
+              lim - 1, 2 * lim - 9, lim + 2, lim + 2, 3, -3]
+    bias = np.array([sign * (v - half) if v > 3 else v for v in starts], dtype=np.int64)
+    x = np.full((cfg["in_c"], cfg["in_h"], cfg["in_w"]), -128, dtype=np.int8)
+    w = np.full((cfg["out_c"], 1, cfg["k_h"], cfg["k_w"]), -128 if sign > 0 else 127,
+                dtype=np.int8)
+    return cfg, x, w, bias.astype(np.int32)
+
+
+LIMIT_CASES = [_limit_case(sh, sign) for sh in (1, 8, 9, 16) for sign in (1, -1)]
+
+
+@pytest.mark.parametrize("index", range(len(SHIFT_CASES)))
+def test_pair_shifts_equal_reference(lib, index):  # noqa: F811
+    cfg = SHIFT_CASES[index]
+    rng = np.random.default_rng(index)
+    x, w = dw_data(cfg, rng)
+    for bias in (rng.integers(-3000, 3000, size=cfg["out_c"]).astype(np.int32),
+                 mixed_bias(rng, cfg["out_c"])):
+        for wide in (False, True):
+            ref, opt = run_conv_pair(lib, cfg, x, w, bias, wide)
+            np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {cfg}")
+
+
+@pytest.mark.parametrize("index", range(len(LIMIT_CASES)))
+def test_pair_starts_at_the_limit_equal_reference(lib, index):  # noqa: F811
+    cfg, x, w, bias = LIMIT_CASES[index]
+    ref, opt = run_conv_pair(lib, cfg, x, w, bias, False)
+    np.testing.assert_array_equal(opt, ref, err_msg=f"{cfg} {bias}")
+
+
+@needs_m4
+def test_m4_pair_shifts_and_limits_equal_reference(lib, m4_build):  # noqa: F811
+    rng = np.random.default_rng(33)
+    convs = list(LIMIT_CASES)
+    for cfg in SHIFT_CASES:
+        x, w = dw_data(cfg, rng)
+        convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
+    elf = build_m4(m4_build, "dw3_pair_shifts", m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
+
+
+@needs_m4
+def test_m4_pairs_shift_by_an_immediate(lib, m4_build):  # noqa: F811
+    """A pair layer (1-D k3, multiplier 2) whose right shift has an immediate form runs
+    fewer instructions an output than the same layer at a shift of 17, which has none (its
+    channels then go one at a time, an ASR by the shift before each saturation)."""
+    counts = {}
+    for sh in (7, 17):
+        cfg = dw_1d(4, 96, 3, 2, pad=1, act=1, shift=-sh)
+        x, w = dw_data(cfg, np.random.default_rng(5))
+        source = m4_test_program(lib, [(cfg, x, w, np.zeros(cfg["out_c"], np.int32))],
+                                 linears=False)
+        elf = build_m4(m4_build, f"dw3_pair_imm{sh}", source)
+        assert "0 mismatching calls" in run_qemu(elf).stdout
+        sym = symbol_addresses(elf)
+        counts[sh] = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
+    outputs = 8 * 96 * 2  # out_c x out_w, narrow and wide calls
+    assert counts[7] is not None and counts[17] is not None
+    assert counts[7] <= counts[17] - outputs // 2, counts

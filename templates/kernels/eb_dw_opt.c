@@ -875,6 +875,23 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
     }
 }
 
+/* ---- requantization by an immediate (the fan, the tile row functions, the 3-tap
+ * rows' channel pairs) ----
+ * A sum that shifts right by a layer's s of 0..16 may shift by the immediate c = 8 (s <= 8)
+ * or 16 instead, once scaled by 2^(c - s) (its init and weights: the sums gain zero bits
+ * only): eb_dw_imm gives c, 0 for no such s. The scaled init of a sum of at most 2 n
+ * products (n tap pairs, each product under 2^22 in magnitude once scaled) must stay within
+ * eb_dw_imm_limit for the sum not to overflow. */
+EB_INLINE int eb_dw_imm(int s)
+{
+    return s < 0 || s > 16 ? 0 : s <= 8 ? 8 : 16;
+}
+
+EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
+{
+    return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
+}
+
 /* The output channels one pass of the 3-tap rows computes over an input channel: one, or two
  * of it (a multiplier >= 2, both in the same NONE / RELU mode: its row's words loaded and
  * split once for both, and the row's set-up made once) -- their weights (eb_dw3_weights),
@@ -882,6 +899,7 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
 typedef struct {
     uint32_t w[2][5];
     int32_t init[2], index[2];
+    int c; /* a pair's immediate shift (eb_dw3_second: 8 or 16), words and starts scaled */
 } eb_dw3_job;
 
 /* One tap row's word x against channel c's weights of tap row `row` (0..2) into the sums a,
@@ -926,14 +944,15 @@ typedef struct {
  * shifted in-row loads. */
 EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const eb_dw3_job *j,
                                int in_w, int out_w, int pad_w, const eb_dw_out *o,
-                               int32_t at, const int rows, const int mode, const int two)
+                               int32_t at, const int rows, const int mode, const int two,
+                               const int c)
 {
     const int32_t ia = j->index[0] + at, ib = j->index[1] + at;
     const int32_t init_a = j->init[0], init_b = j->init[1];
     EB_DW3_LOCALS(0);
     EB_DW3_LOCALS(1);
     int8_t *const d8 = o->out8;
-    const int s = o->s;
+    const int s = c ? c : o->s; /* an immediate: SSAT / USAT shift as they saturate */
     int x = 0;
     while (x < out_w) {
         const int xp = x + 1 < out_w ? x : out_w - 2;
@@ -976,16 +995,24 @@ EB_INLINE void eb_dw3_row_body(const int8_t *r, int32_t o1, int32_t o2, const eb
 
 /* eb_dw3_row_body per mode, one channel of j. */
 #define EB_DW3_ONE(r, o1, o2, j, g, o, at, rows, mode)                                      \
-    eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows, mode, 0)
-/* ... both channels of j (NONE or RELU: the caller's). */
-#define EB_DW3_TWO(r, o1, o2, j, g, o, at, rows)                                            \
+    eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows, mode, 0, 0)
+/* ... both channels of j (NONE or RELU: the caller's), shifting by j's immediate c. */
+#define EB_DW3_TWO_C(r, o1, o2, j, g, o, at, rows, c)                                       \
     do {                                                                                     \
         if ((o)->mode == EB_DW_RELU) {                                                       \
             eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows,    \
-                            EB_DW_RELU, 1);                                                  \
+                            EB_DW_RELU, 1, c);                                               \
         } else {                                                                             \
             eb_dw3_row_body(r, o1, o2, j, (g)->in_w, (g)->out_w, (g)->pad_w, o, at, rows,    \
-                            EB_DW_NONE, 1);                                                  \
+                            EB_DW_NONE, 1, c);                                               \
+        }                                                                                    \
+    } while (0)
+#define EB_DW3_TWO(r, o1, o2, j, g, o, at, rows)                                            \
+    do {                                                                                     \
+        if ((j)->c == 16) {                                                                  \
+            EB_DW3_TWO_C(r, o1, o2, j, g, o, at, rows, 16);                                  \
+        } else {                                                                             \
+            EB_DW3_TWO_C(r, o1, o2, j, g, o, at, rows, 8);                                   \
         }                                                                                    \
     } while (0)
 
@@ -1006,10 +1033,11 @@ static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t
 }
 
 /* The weights of one output channel (wt: k_h rows of 3) as the 3-tap kernels take them:
- * [w00, w02], [w10, w12], [w20, w22], [w01, w11], [w21, 0] (rows past k_h zero). */
-static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
+ * [w00, w02], [w10, w12], [w20, w22], [w01, w11], [w21, 0] (rows past k_h zero), each
+ * scaled by 2^t (a channel pair's immediate shift, eb_dw3_second). */
+EB_INLINE void eb_dw3_words(const int8_t *wt, int k_h, int t, uint32_t w[5])
 {
-#define EB_U16(v) ((uint32_t)(uint16_t)(int16_t)(v))
+#define EB_U16(v) ((uint32_t)(uint16_t)(int16_t)((v) * (1 << t)))
     w[0] = EB_U16(wt[0]) | EB_U16(wt[2]) << 16;
     if (k_h == 3) {
         w[1] = EB_U16(wt[3]) | EB_U16(wt[5]) << 16;
@@ -1021,6 +1049,12 @@ static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
         w[3] = EB_U16(wt[1]);
     }
 #undef EB_U16
+}
+
+/* ... unscaled (once a channel: the padded path's and a lone channel's). */
+static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
+{
+    eb_dw3_words(wt, k_h, 0, w);
 }
 
 /* Output rows with the same tap rows in range: [oy, oy + n), tap rows [lo, hi). */
@@ -1045,10 +1079,12 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
         const int iy0 = seg->oy * g->stride_h - g->pad_h;
         const int8_t *r[3];
         int ky, i, c;
-        if (seg->lo >= seg->hi) { /* every tap row in the padding */
+        if (seg->lo >= seg->hi) { /* every tap row in the padding: the inits */
+            eb_dw_out oi = *o;
+            oi.s = jk->c ? jk->c : o->s; /* a pair's inits scaled for its immediate */
             for (c = 0; c <= two; ++c) {
                 for (i = 0; i < seg->n * out_w; ++i) {
-                    eb_dw_put(o, jk->index[c] + first + i, jk->init[c]);
+                    eb_dw_put(&oi, jk->index[c] + first + i, jk->init[c]);
                 }
             }
             continue;
@@ -2903,22 +2939,6 @@ static const int8_t *eb_dw_weights(const eb_conv_params *p, const int8_t *weight
     return unpacked;
 }
 
-/* ---- requantization by an immediate (the fan, the tile row functions) ----
- * A sum that shifts right by a layer's s of 0..16 may shift by the immediate c = 8 (s <= 8)
- * or 16 instead, once scaled by 2^(c - s) (its init and weights: the sums gain zero bits
- * only): eb_dw_imm gives c, 0 for no such s. The scaled init of a sum of at most 2 n
- * products (n tap pairs, each product under 2^22 in magnitude once scaled) must stay within
- * eb_dw_imm_limit for the sum not to overflow. */
-EB_INLINE int eb_dw_imm(int s)
-{
-    return s < 0 || s > 16 ? 0 : s <= 8 ? 8 : 16;
-}
-
-EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
-{
-    return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
-}
-
 /* ---- the fan: many output channels of one input channel ----
  * A layer of the tile kernel with a multiplier of EB_DW_FAN_MIN or more (a dense conv of one
  * input channel: a first layer's 1 -> 32) and at most EB_DW_FAN_TAPS tap pairs a pixel: the
@@ -3507,28 +3527,41 @@ static EB_NOINLINE void eb_dw_tile_layer(const eb_dw_tf *t, const eb_conv_params
     }
 }
 
-/* Whether output channel oc goes in one pass with the one before it (eb_dw3_job, j: its
- * weights and start into j's second channel): both in the same NONE / RELU mode (o: the
- * first's). */
+/* Whether output channel oc goes in one pass with the one before it (its weights w0, its
+ * start j->init[0]): both in the same NONE / RELU mode (o: the first's), shifting by the
+ * immediate c of eb_dw_imm (8 for s <= 8, 16 for 9..16) instead of the layer's s, so that one
+ * SSAT / USAT shifts and saturates an output where an ASR by s came before it (29 -> 25
+ * instructions a pass of 2 pixels of 2 channels at 3 taps). Then both channels' weight words
+ * and starts go into j scaled by 2^(c - s) (the sums gain zero bits; a lane stays within
+ * int16: |w| <= 128, c - s <= 8) and j->c = c. Not for an s outside 0..16 or a start whose
+ * scaled sum of 3 k_h products could overflow (eb_dw_imm_limit): the channels then go one at
+ * a time. w0 is read before channel oc's weights are unpacked (into the same buffer). */
 #if EB_DW3_PAIRS
 static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int8_t *weight,
                          const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,
-                         int32_t oc, int8_t *unpacked, eb_dw3_job *j)
+                         int32_t oc, const int8_t *w0, int8_t *unpacked, eb_dw3_job *j)
 {
     eb_dw_out ob = *o;
-    if (o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) {
+    const int c = eb_dw_imm(o->s), t = c - o->s;
+    int32_t lim, b;
+    if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !c) {
         return 0;
     }
-    j->init[1] = eb_dw_init(rq, bias, oc, &ob);
-    if (ob.mode != o->mode) {
+    b = eb_dw_init(rq, bias, oc, &ob);
+    lim = eb_dw_imm_limit(2 * g->k_h, t); /* 3 k_h products: at most 2 k_h pairs */
+    if (ob.mode != o->mode || b > lim || b < -lim || j->init[0] > lim || j->init[0] < -lim) {
         return 0;
     }
-    eb_dw3_weights(eb_dw_weights(p, weight, oc, (int32_t)g->k_h * g->k_w, unpacked), g->k_h,
-                   j->w[1]);
+    eb_dw3_words(w0, g->k_h, t, j->w[0]);
+    eb_dw3_words(eb_dw_weights(p, weight, oc, (int32_t)g->k_h * g->k_w, unpacked), g->k_h, t,
+                 j->w[1]);
+    j->init[0] = (int32_t)((uint32_t)j->init[0] << t);
+    j->init[1] = (int32_t)((uint32_t)b << t);
+    j->c = c;
     return 1;
 }
 #else
-#define eb_dw3_second(p, g, weight, bias, rq, o, oc, unpacked, j) 0
+#define eb_dw3_second(p, g, weight, bias, rq, o, oc, w0, unpacked, j) 0
 #endif
 
 /* The depthwise path; 0 (nothing written) when the layer is not one it takes. */
@@ -3712,13 +3745,16 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
             } else {
                 eb_dw3_job j;
                 int two = 0;
+                j.init[0] = init;
+                j.c = 0;
                 if (q != NULL) { /* this channel pooled on its own */
                     plane = eb_dw_pool_channel(q, plane, pooled + (int32_t)(oc / m) * in_plane);
                 } else if (EB_DW3_PAIRS && oc % m + 1 < m) { /* the same input, next */
-                    two = eb_dw3_second(p, &g, weight, bias, &rq, &o, oc + 1, unpacked, &j);
+                    two = eb_dw3_second(p, &g, weight, bias, &rq, &o, oc + 1, w, unpacked, &j);
                 }
-                memcpy(j.w[0], w3, sizeof w3);
-                j.init[0] = init;
+                if (!two) {
+                    memcpy(j.w[0], w3, sizeof w3);
+                }
                 j.index[0] = (int32_t)oc * out_plane;
                 j.index[1] = j.index[0] + out_plane;
                 eb_dw3_channel(&g, seg, n_seg, plane, &j, two, &o);

@@ -7,7 +7,10 @@ width or height: the last pair overlaps), planes small enough for one band and p
 wide or tall that the buffer takes them in bands of rows (odd heights: the last band
 overlaps), channel multipliers, both fast requantizations (act none, relu) and the generic
 ones (abs, left shifts: the row kernels; packed weights: tests/test_packing.py). Each M4
-example is one firmware of several layers, each compared with the reference kernel."""
+example is one firmware of several layers, each compared with the reference kernel. On the M4
+a band whose right shift is 0..16 shifts by an immediate (8 or 16; its weights and start
+scaled) unless its start could then overflow: starts either side of that limit, with the
+largest sums, are checked, and the immediate form's speed."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from test_kernels_opt import (
     assert_conv_opt_exact,
     build_m4,
     conv_out,
+    count_with_plugin,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
@@ -25,6 +29,7 @@ from test_kernels_opt import (
     needs_m4,
     random_bias,
     run_qemu,
+    symbol_addresses,
 )
 
 EB_DW_PAD_BYTES = 1024  # eb_dw_opt.c: the padded path's buffer
@@ -45,7 +50,7 @@ def column_layers(draw, wide: bool = False) -> dict:
     pad_h, pad_w = draw(st.integers(0, 3)), draw(st.integers(0, 3))
     assume(conv_out(in_h, 3, 1, pad_h, 1) >= 1)
     act = draw(st.sampled_from([0, 1, 1, 2]))
-    shift = draw(st.sampled_from([-1, -7, -9, -12, 0, 2]))
+    shift = draw(st.sampled_from([-1, -7, -8, -9, -12, -16, -17, 0, 2]))
     cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": m * in_c, "k_h": 3, "k_w": 3,
            "stride_h": 1, "stride_w": 1, "pad_h": pad_h, "pad_w": pad_w, "dil_h": 1,
            "dil_w": 1, "groups": in_c, "shift": shift, "rounding": draw(st.integers(0, 1)),
@@ -92,3 +97,57 @@ def test_m4_dw3_columns_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F81
        seed=st.integers(0, 2**32 - 1))
 def test_m4_dw3_bands_equal_reference(lib, m4_build, cfgs, seed):  # noqa: F811
     m4_run(lib, cfgs, seed, m4_build, "dw3_bands")
+
+
+def _band(sh: int, act: int = 0, in_c: int = 8, hw: int = 6) -> dict:
+    """A 3x3 pad-1 depthwise layer on hw x 10 (or hw x hw) that the padded path takes in one
+    band."""
+    w = 10 if hw == 6 else hw
+    cfg = {"in_c": in_c, "in_h": hw, "in_w": w, "out_c": in_c, "k_h": 3, "k_w": 3,
+           "stride_h": 1, "stride_w": 1, "pad_h": 1, "pad_w": 1, "dil_h": 1, "dil_w": 1,
+           "groups": in_c, "shift": -sh, "rounding": 1, "act": act}
+    cfg["out_h"], cfg["out_w"] = hw, w
+    assert bands(cfg) >= hw
+    return cfg
+
+
+def limit_case(sh: int, sign: int) -> tuple:
+    """Every sum the largest of its sign (x = -128, w = -128 or 127), the biases around the
+    limit of a scaled start (eb_dw_imm_limit(5, c - s): INT32_MAX less 10 x 2^22, shifted by
+    c - s; the start is the bias plus 2^(s - 1)): one apart at it, then to twice it. A band
+    scaled past the limit would overflow and saturate the wrong way."""
+    cfg = _band(sh, hw=12)  # 144 outputs a channel: eb_dw3_padded scales from 48
+    c = 8 if sh <= 8 else 16
+    lim = (2**31 - 1 - (10 << 22)) >> (c - sh)
+    starts = [lim - 1, lim, lim + 1, lim + 7, 2 * lim, lim * 3 // 2, 5, -5]
+    half = 1 << (sh - 1)
+    bias = np.array([sign * (v - half) if v > 5 else v for v in starts], dtype=np.int64)
+    x = np.full((8, 12, 12), -128, dtype=np.int8)
+    w = np.full((8, 1, 3, 3), -128 if sign > 0 else 127, dtype=np.int8)
+    return cfg, x, w, bias.astype(np.int32)
+
+
+@needs_m4
+def test_m4_band_starts_at_the_limit_equal_reference(lib, m4_build):  # noqa: F811
+    convs = [limit_case(sh, sign) for sh in (1, 8, 9, 16) for sign in (1, -1)]
+    elf = build_m4(m4_build, "dw3_band_limits", m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
+
+
+@needs_m4
+def test_m4_bands_shift_by_an_immediate(lib, m4_build):  # noqa: F811
+    """A band at a right shift of 7 (the immediate form) runs fewer instructions than the same
+    layer at 17 (no immediate: an ASR by the shift in a register before each saturation)."""
+    counts = {}
+    for sh in (7, 17):
+        cfg = _band(sh, act=1, in_c=4, hw=20)
+        x, w = dw_data(cfg, np.random.default_rng(3))
+        source = m4_test_program(lib, [(cfg, x, w, np.zeros(4, np.int32))], linears=False)
+        elf = build_m4(m4_build, f"dw3_band_imm{sh}", source)
+        assert "0 mismatching calls" in run_qemu(elf).stdout
+        sym = symbol_addresses(elf)
+        counts[sh] = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
+    assert counts[7] is not None and counts[17] is not None
+    assert counts[7] <= counts[17] - 4 * 400 // 2, counts  # 4 x 400 narrow outputs

@@ -428,6 +428,30 @@ EB_INLINE void eb_col_store4(const eb_dw_out *o, int32_t index, int32_t a0, int3
 /* EB_DW_PAD_BYTES, EB_DW_PAD_SLACK (bytes past them eb_dw_fill may write): eb_kernels_opt.h,
  * whose EB_DW_OPT_SCRATCH is the bytes of buf this path uses (eb_dw3_band's rule). */
 
+/* ---- requantization by an immediate (the fan, the tile row functions, the 3-tap
+ * band and the 3-tap rows' channel pairs) ----
+ * A sum that shifts right by a layer's s of 0..16 may shift by the immediate c = 8 (s <= 8)
+ * or 16 instead, once scaled by 2^(c - s) (its init and weights: the sums gain zero bits
+ * only): eb_dw_imm gives c, 0 for no such s. The scaled init of a sum of at most 2 n
+ * products (n tap pairs, each product under 2^22 in magnitude once scaled) must stay within
+ * eb_dw_imm_limit for the sum not to overflow. */
+EB_INLINE int eb_dw_imm(int s)
+{
+    return s < 0 || s > 16 ? 0 : s <= 8 ? 8 : 16;
+}
+
+EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
+{
+    return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
+}
+
+/* A word of two int16 lanes, each times 2^t (both stay within int16: the callers' t). */
+EB_INLINE uint32_t eb_dw_scale_lanes(uint32_t w, int t)
+{
+    return (uint16_t)(int16_t)((int16_t)(w & 0xFFFFu) * (1 << t)) |
+           (uint32_t)(uint16_t)((int16_t)(w >> 16) * (1 << t)) << 16;
+}
+
 /* The steps of one column: n2 >= 1 steps from p (buffer row 0's word at the column) into
  * index, two output rows (out_w apart) per step. The C twin of eb_dw3_band_asm. */
 EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint32_t *w,
@@ -461,7 +485,7 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint3
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
     defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EB_OPT_PORTABLE)
 #define EB_DW3_ASM 1
-#define EB_DW3_BAND_ASM(sat)                                                                 \
+#define EB_DW3_BAND_ASM(sat, LOAD, Q)                                                        \
     __asm__ volatile(                                                                        \
         "1:\n\t"                                                                             \
         "ldr %[x], [%[p], %[L]]\n\t"                                                         \
@@ -495,10 +519,7 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint3
         "smlabt %[b0], %[x], %[w01], %[b0]\n\t"                                              \
         "smlad %[b1], %[w1], %[x], %[b1]\n\t"                                                \
         "smlatt %[b1], %[lo], %[w01], %[b1]\n\t"                                             \
-        "ldr %[lo], %[s]\n\t"                                                                \
-        "asr %[a0], %[a0], %[lo]\n\t"                                                        \
-        "asr %[a1], %[a1], %[lo]\n\t"                                                        \
-        sat("a0") sat("a1")                                                                  \
+        LOAD Q(sat, "a0") Q(sat, "a1")                                                       \
         "strb %[a0], [%[dst]]\n\t"                                                           \
         "strb %[a1], [%[dst], #1]\n\t"                                                       \
         "ldr %[x], [%[p], %[L]]\n\t"                                                         \
@@ -508,9 +529,7 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint3
         "smlabb %[b0], %[x], %[w21], %[b0]\n\t"                                              \
         "smlad %[b1], %[w2], %[x], %[b1]\n\t"                                                \
         "smlatb %[b1], %[a0], %[w21], %[b1]\n\t"                                             \
-        "asr %[b0], %[b0], %[lo]\n\t"                                                        \
-        "asr %[b1], %[b1], %[lo]\n\t"                                                        \
-        sat("b0") sat("b1")                                                                  \
+        Q(sat, "b0") Q(sat, "b1")                                                            \
         "ldr %[a1], %[ow]\n\t"                                                               \
         "add %[dst], %[dst], %[a1]\n\t"                                                      \
         "strb %[b0], [%[dst]]\n\t"                                                           \
@@ -535,23 +554,57 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint3
           [w21] "r"(w21), [init] "m"(init), [s] "m"(s), [ow] "m"(ow), [bp] "m"(bp),          \
           [bd] "m"(bd)                                                                       \
         : "cc", "memory")
-#define EB_DW3_SSAT(r) "ssat %[" r "], #8, %[" r "]\n\t"
-#define EB_DW3_USAT(r) "usat %[" r "], #7, %[" r "]\n\t"
+#define EB_DW3_SSAT(r, sh) "ssat %[" r "], #8, %[" r "]" sh "\n\t"
+#define EB_DW3_USAT(r, sh) "usat %[" r "], #7, %[" r "]" sh "\n\t"
+/* The requantization of a sum: by the layer's shift in a register (loaded once a step into
+ * lo), or by the immediate 8 or 16 of a band whose weights and start were scaled
+ * (eb_dw3_band_imm): then one SSAT / USAT an output. */
+#define EB_DW3_LOAD_S "ldr %[lo], %[s]\n\t"
+#define EB_DW3_Q_REG(sat, r) "asr %[" r "], %[" r "], %[lo]\n\t" sat(r, "")
+#define EB_DW3_Q_8(sat, r) sat(r, ", asr #8")
+#define EB_DW3_Q_16(sat, r) sat(r, ", asr #16")
 
 static EB_NOINLINE void eb_dw3_band_asm(const int8_t *p, int32_t L, int32_t n2, int32_t ncols,
                                         const uint32_t *w, int32_t init, int8_t *dst,
-                                        int32_t ow, int32_t s, const int mode)
+                                        int32_t ow, int32_t s, const int mode, int c)
 {
     const uint32_t w0 = w[0], w1 = w[1], w2 = w[2], w01 = w[3], w21 = w[4];
     const int8_t *end = p + 2 * L * n2;
     const int32_t bp = 2 * L * n2 - 2, bd = 2 * ow * n2 - 2;
     uint32_t a0, a1, b0, b1, x, lo;
-    if (mode == EB_DW_RELU) {
-        EB_DW3_BAND_ASM(EB_DW3_USAT);
+    if (c == 8 && mode == EB_DW_RELU) {
+        EB_DW3_BAND_ASM(EB_DW3_USAT, "", EB_DW3_Q_8);
+    } else if (c == 8) {
+        EB_DW3_BAND_ASM(EB_DW3_SSAT, "", EB_DW3_Q_8);
+    } else if (c == 16 && mode == EB_DW_RELU) {
+        EB_DW3_BAND_ASM(EB_DW3_USAT, "", EB_DW3_Q_16);
+    } else if (c == 16) {
+        EB_DW3_BAND_ASM(EB_DW3_SSAT, "", EB_DW3_Q_16);
+    } else if (mode == EB_DW_RELU) {
+        EB_DW3_BAND_ASM(EB_DW3_USAT, EB_DW3_LOAD_S, EB_DW3_Q_REG);
     } else {
-        EB_DW3_BAND_ASM(EB_DW3_SSAT);
+        EB_DW3_BAND_ASM(EB_DW3_SSAT, EB_DW3_LOAD_S, EB_DW3_Q_REG);
     }
     (void)a0, (void)a1, (void)b0, (void)b1, (void)x, (void)lo;
+}
+
+/* A band's weights (into ws) and start scaled by 2^(c - s) for the immediate c of o's shift
+ * (eb_dw_imm) in the NONE / RELU modes, where the scaled sum of 9 products cannot overflow
+ * (eb_dw_imm_limit): returns c; 0, nothing written, otherwise (the shift by a register). */
+static int eb_dw3_band_imm(const uint32_t wk[5], int32_t *init, const eb_dw_out *o,
+                           uint32_t ws[5])
+{
+    const int c = eb_dw_imm(o->s), t = c - o->s;
+    int i;
+    if (!c || (o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) ||
+        *init > eb_dw_imm_limit(5, t) || *init < -eb_dw_imm_limit(5, t)) {
+        return 0;
+    }
+    for (i = 0; i < 5; ++i) {
+        ws[i] = eb_dw_scale_lanes(wk[i], t);
+    }
+    *init = (int32_t)((uint32_t)*init << t);
+    return c;
 }
 #else
 #define EB_DW3_ASM 0
@@ -561,16 +614,17 @@ static EB_NOINLINE void eb_dw3_band_asm(const int8_t *p, int32_t L, int32_t n2, 
  * buffer rows at src (L apart). */
 EB_INLINE void eb_dw3_columns(const int8_t *src, int32_t L, int32_t n2,
                                        const uint32_t *w, int32_t init, const eb_dw_out *o,
-                                       int32_t index, int32_t out_w)
+                                       int32_t index, int32_t out_w, int c)
 {
 #if EB_DW3_ASM
     const int mode = o->mode;
-    eb_dw3_band_asm(src, L, n2, out_w / 2, w, init, o->out8 + index, out_w, o->s, mode);
+    eb_dw3_band_asm(src, L, n2, out_w / 2, w, init, o->out8 + index, out_w, o->s, mode, c);
     if (out_w & 1) { /* the last pair overlaps the one before */
         eb_dw3_band_asm(src + out_w - 2, L, n2, 1, w, init, o->out8 + index + out_w - 2, out_w,
-                        o->s, mode);
+                        o->s, mode, c);
     }
 #else
+    (void)c; /* 0: the C loop shifts by o's s */
     int x;
     for (x = 0; x < out_w; x += 2) {
         const int xp = x + 1 < out_w ? x : out_w - 2;
@@ -844,7 +898,11 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
 {
     const int out_h = g->out_h, whole = out_h <= band;
     const int32_t L = (int32_t)g->in_w + g->pad_w;
-    int y0, rows;
+    int y0, rows, c = 0;
+    const uint32_t *wc = wk; /* the band's weights: scaled for an immediate shift c */
+#if EB_DW3_ASM
+    uint32_t ws[5];
+#endif
     if (whole && filled == EB_DW_HELD_OTHER) {
         eb_dw_refill(g, plane, buf);
     } else if (whole && filled == EB_DW_HELD_NONE) {
@@ -858,6 +916,12 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
         }
         return;
     }
+#if EB_DW3_ASM
+    if ((int32_t)out_h * g->out_w >= 48) { /* scaling costs about 12 steps' saving */
+        c = eb_dw3_band_imm(wk, &init, o, ws);
+        wc = c ? ws : wk;
+    }
+#endif
     for (y0 = 0; y0 < out_h; y0 += rows) {
         const int8_t *src = buf;
         rows = (out_h - y0 < band ? out_h - y0 : band) & ~1;
@@ -870,26 +934,9 @@ EB_INLINE void eb_dw3_padded(const eb_dw_geom *g, int band, const int8_t *plane,
         } else {
             eb_dw_fill(g, plane, y0, rows + 2, buf);
         }
-        eb_dw3_columns(src, L, rows / 2, wk, init, o, index + (int32_t)y0 * g->out_w,
-                       g->out_w);
+        eb_dw3_columns(src, L, rows / 2, wc, init, o, index + (int32_t)y0 * g->out_w, g->out_w,
+                       c);
     }
-}
-
-/* ---- requantization by an immediate (the fan, the tile row functions, the 3-tap
- * rows' channel pairs) ----
- * A sum that shifts right by a layer's s of 0..16 may shift by the immediate c = 8 (s <= 8)
- * or 16 instead, once scaled by 2^(c - s) (its init and weights: the sums gain zero bits
- * only): eb_dw_imm gives c, 0 for no such s. The scaled init of a sum of at most 2 n
- * products (n tap pairs, each product under 2^22 in magnitude once scaled) must stay within
- * eb_dw_imm_limit for the sum not to overflow. */
-EB_INLINE int eb_dw_imm(int s)
-{
-    return s < 0 || s > 16 ? 0 : s <= 8 ? 8 : 16;
-}
-
-EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
-{
-    return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
 }
 
 /* The output channels one pass of the 3-tap rows computes over an input channel: one, or two

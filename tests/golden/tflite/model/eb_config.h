@@ -34,6 +34,7 @@
 #define eb_dw3_mac chain_eb_dw3_mac
 #define eb_dw3_padded chain_eb_dw3_padded
 #define eb_dw3_row_body chain_eb_dw3_row_body
+#define eb_dw3_words chain_eb_dw3_words
 #define eb_dw_band_l1_bytes chain_eb_dw_band_l1_bytes
 #define eb_dw_conv_banded_opt chain_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt chain_eb_dw_conv_opt
@@ -52,6 +53,7 @@
 #define eb_dw_run chain_eb_dw_run
 #define eb_dw_scale16_run chain_eb_dw_scale16_run
 #define eb_dw_scale16_word chain_eb_dw_scale16_word
+#define eb_dw_scale_lanes chain_eb_dw_scale_lanes
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_slide1 chain_eb_dw_slide1
 #define eb_dw_slide2 chain_eb_dw_slide2

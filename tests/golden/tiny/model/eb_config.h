@@ -34,6 +34,7 @@
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_padded tiny_eb_dw3_padded
 #define eb_dw3_row_body tiny_eb_dw3_row_body
+#define eb_dw3_words tiny_eb_dw3_words
 #define eb_dw_band_l1_bytes tiny_eb_dw_band_l1_bytes
 #define eb_dw_conv_banded_opt tiny_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
@@ -52,6 +53,7 @@
 #define eb_dw_run tiny_eb_dw_run
 #define eb_dw_scale16_run tiny_eb_dw_scale16_run
 #define eb_dw_scale16_word tiny_eb_dw_scale16_word
+#define eb_dw_scale_lanes tiny_eb_dw_scale_lanes
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_slide1 tiny_eb_dw_slide1
 #define eb_dw_slide2 tiny_eb_dw_slide2

@@ -481,7 +481,9 @@ EB_INLINE void eb_dw3_column(const int8_t *p, int32_t L, int32_t n2, const uint3
  * instead, 14 registers hold the rest). Per step rows 1, 0, 2, 3 (row 1 starting all four
  * sums from init), the first output pair stored after row 2, the second after row 3; at a
  * column's end p and dst step back up and 2 bytes right. Same sums as the C loop (int32
- * wrapping adds in another order), same ASR + SSAT #8 / USAT #7. */
+ * wrapping adds in another order), same ASR + SSAT #8 / USAT #7 -- or, c = 8 or 16, the
+ * sums of weights and start scaled by 2^(c - s) (eb_dw3_band_imm) and SSAT / USAT with
+ * ASR #c: the same outputs. */
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && defined(__GNUC__) && \
     defined(__OPTIMIZE__) && defined(__thumb2__) && !defined(EB_OPT_PORTABLE)
 #define EB_DW3_ASM 1

@@ -14,18 +14,18 @@ import subprocess
 import numpy as np
 from test_kernels_opt import (
     KERNELS,
+    assert_m4_exact,
     build_m4,
     conv_out,
-    count_with_plugin,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
+    m4_convs_exact,
+    m4_instructions,
     m4_test_program,
     needs_m4,
     plane_of,
     random_bias,
-    run_qemu,
-    symbol_addresses,
 )
 
 from edgebuild.ops.c import OPTIONAL_PATHS
@@ -108,12 +108,6 @@ def _text(elf) -> int:
     return int(out.stdout.splitlines()[1].split()[0])
 
 
-def _run_exact(elf, what: str) -> None:
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"{what}: exit {result.returncode}\n{result.stdout}"
-    assert "0 mismatching calls" in result.stdout, f"{what}\n{result.stdout}"
-
-
 def _predicted(cfg: dict) -> frozenset[str]:
     """The paths a model of this one conv links: kernel_paths, its shift forms, and the
     output forms m4_test_program runs it in (its act, narrow, and wide)."""
@@ -127,11 +121,8 @@ def _exact_count(build, name: str, source, kept) -> int:
     """The program built (in the m4_build directory) with only the conv paths in kept, run
     exact; its instructions."""
     elf = build_m4(build, name, source, _defines(p for p in CONV_PATHS if p not in kept))
-    _run_exact(elf, name)
-    sym = symbol_addresses(elf)
-    count = count_with_plugin(build, elf, sym["main"], sym["printf"])
-    assert count is not None, "the insn_count plugin did not build or run"
-    return count
+    assert_m4_exact(elf, name)
+    return m4_instructions(build, elf)
 
 
 def test_paths_name_files_the_kernels_know():
@@ -184,7 +175,7 @@ def test_m4_left_out_paths_stay_exact(lib, m4_build):  # noqa: F811
     for left_out in ((), *((p,) for p in CONV_PATHS), CONV_PATHS):
         name = "sel_" + ("_".join(left_out) if len(left_out) < 2 else "all")
         elf = build_m4(m4_build, name, source, _defines(left_out))
-        _run_exact(elf, name)
+        assert_m4_exact(elf, name)
         text[left_out] = _text(elf)
     assert text[("dw_three_tap",)] < text[()] - 4000, text
     assert text[("dw_tile",)] < text[()] - 5000, text
@@ -249,5 +240,4 @@ def test_m4_gemm_short_rows_exact(lib, m4_build):  # noqa: F811
     x, w = dw_data(edge, rng)
     cases.append((edge, np.full_like(x, -128), np.full_like(w, -128), bias.astype(np.int32)))
     assert all("gemm_short" in kernel_paths(plane_of(c)) for c in cfgs + [edge])
-    elf = build_m4(m4_build, "gemm_short", m4_test_program(lib, cases, linears=False))
-    _run_exact(elf, "gemm_short")
+    m4_convs_exact(lib, m4_build, "gemm_short", cases)

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_kernels_dw_m4 import bands
+from test_kernels_dw_m4 import bands, limit_case, shift_count
 from test_kernels_dw_refill import mixed_bias
 from test_kernels_opt import (
-    build_m4,
-    count_with_plugin,
     dw_1d,
     dw_config,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_test_program,
+    m4_convs_exact,
     needs_m4,
     run_conv_pair,
-    run_qemu,
-    symbol_addresses,
 )
 
 PAIR_CASES = [
@@ -79,28 +75,16 @@ def test_m4_pair_cases_equal_reference(lib, m4_build):  # noqa: F811
     for cfg in PAIR_CASES:
         x, w = dw_data(cfg, rng)
         convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
-    elf = build_m4(m4_build, "dw3_pairs", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    m4_convs_exact(lib, m4_build, "dw3_pairs", convs)
 
 
 def _limit_case(sh: int, sign: int) -> tuple:
-    """A 1-D k3 pair layer whose every sum is the largest of its sign (x = -128 and w = -128,
-    or 127), its biases around the scaled sum's limit (eb_dw_imm_limit(2, c - s): INT32_MAX
-    less 2^24, shifted by c - s; the start is the bias plus 2^(s - 1)): one apart up to
-    the limit, then to twice it -- a pair past the limit would overflow and saturate wrong."""
-    cfg = dw_1d(8, 12, 3, 2, pad=1, act=0, rounding=1, shift=-sh)
-    c = 8 if sh <= 8 else 16
-    lim = (2**31 - 1 - (4 << 22)) >> (c - sh)
-    half = 1 << (sh - 1) if sh else 0
-    starts = [lim - 2, lim - 1, lim, lim, lim + 1, lim + 1, lim, lim + 5, 2 * lim, lim,
-              lim - 1, 2 * lim - 9, lim + 2, lim + 2, 3, -3]
-    bias = np.array([sign * (v - half) if v > 3 else v for v in starts], dtype=np.int64)
-    x = np.full((cfg["in_c"], cfg["in_h"], cfg["in_w"]), -128, dtype=np.int8)
-    w = np.full((cfg["out_c"], 1, cfg["k_h"], cfg["k_w"]), -128 if sign > 0 else 127,
-                dtype=np.int8)
-    return cfg, x, w, bias.astype(np.int32)
+    """A 1-D k3 pair layer at the limit of its scaled starts (3 products: 2 pairs;
+    test_kernels_dw_m4.limit_case): one apart up to the limit, then to twice it, pairs with
+    both channels at it -- a pair past the limit would overflow and saturate wrong."""
+    return limit_case(dw_1d(8, 12, 3, 2, pad=1, act=0, rounding=1, shift=-sh), 2, sign,
+                      lambda lim: [lim - 2, lim - 1, lim, lim, lim + 1, lim + 1, lim, lim + 5,
+                                   2 * lim, lim, lim - 1, 2 * lim - 9, lim + 2, lim + 2, 3, -3])
 
 
 LIMIT_CASES = [_limit_case(sh, sign) for sh in (1, 8, 9, 16) for sign in (1, -1)]
@@ -132,10 +116,7 @@ def test_m4_pair_shifts_and_limits_equal_reference(lib, m4_build):  # noqa: F811
     for cfg in SHIFT_CASES:
         x, w = dw_data(cfg, rng)
         convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
-    elf = build_m4(m4_build, "dw3_pair_shifts", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    m4_convs_exact(lib, m4_build, "dw3_pair_shifts", convs)
 
 
 @needs_m4
@@ -143,16 +124,7 @@ def test_m4_pairs_shift_by_an_immediate(lib, m4_build):  # noqa: F811
     """A pair layer (1-D k3, multiplier 2) whose right shift has an immediate form runs
     fewer instructions an output than the same layer at a shift of 17, which has none (its
     channels then go one at a time, an ASR by the shift before each saturation)."""
-    counts = {}
-    for sh in (7, 17):
-        cfg = dw_1d(4, 96, 3, 2, pad=1, act=1, shift=-sh)
-        x, w = dw_data(cfg, np.random.default_rng(5))
-        source = m4_test_program(lib, [(cfg, x, w, np.zeros(cfg["out_c"], np.int32))],
-                                 linears=False)
-        elf = build_m4(m4_build, f"dw3_pair_imm{sh}", source)
-        assert "0 mismatching calls" in run_qemu(elf).stdout
-        sym = symbol_addresses(elf)
-        counts[sh] = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
+    counts = {sh: shift_count(lib, m4_build, "dw3_pair_imm",
+                              dw_1d(4, 96, 3, 2, pad=1, act=1, shift=-sh)) for sh in (7, 17)}
     outputs = 8 * 96 * 2  # out_c x out_w, narrow and wide calls
-    assert counts[7] is not None and counts[17] is not None
     assert counts[7] <= counts[17] - outputs // 2, counts

@@ -19,17 +19,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernels_opt import (
     assert_conv_opt_exact,
-    build_m4,
     conv_out,
-    count_with_plugin,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_test_program,
+    m4_convs_exact,
+    m4_instructions,
     needs_m4,
     random_bias,
-    run_qemu,
-    symbol_addresses,
 )
 
 EB_DW_PAD_BYTES = 1024  # eb_dw_opt.c: the padded path's buffer
@@ -78,10 +75,7 @@ def m4_run(lib, cfgs, seed: int, build, name: str) -> None:  # noqa: F811
     for cfg in cfgs:
         x, w = dw_data(cfg, rng)
         convs.append((cfg, x, w, random_bias(rng, cfg["out_c"])))
-    elf = build_m4(build, name, m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    m4_convs_exact(lib, build, name, convs)
 
 
 @needs_m4
@@ -111,43 +105,49 @@ def _band(sh: int, act: int = 0, in_c: int = 8, hw: int = 6) -> dict:
     return cfg
 
 
-def limit_case(sh: int, sign: int) -> tuple:
-    """Every sum the largest of its sign (x = -128, w = -128 or 127), the biases around the
-    limit of a scaled start (eb_dw_imm_limit(5, c - s): INT32_MAX less 10 x 2^22, shifted by
-    c - s; the start is the bias plus 2^(s - 1)): one apart at it, then to twice it. A band
-    scaled past the limit would overflow and saturate the wrong way."""
-    cfg = _band(sh, hw=12)  # 144 outputs a channel: eb_dw3_padded scales from 48
+def limit_case(cfg: dict, pairs: int, sign: int, starts) -> tuple:
+    """cfg with every sum the largest of its sign (x = -128, w = -128 or 127) and its biases
+    around the limit of a scaled start, lim = eb_dw_imm_limit(pairs, c - s) (INT32_MAX less
+    2 pairs x 2^22, shifted by c - s): the starts (bias + 2^(s - 1)) `starts(lim)`, a value
+    of magnitude 5 or less taken as the bias itself. A start scaled past the limit would
+    overflow its sum and saturate the wrong way."""
+    sh = -cfg["shift"]
     c = 8 if sh <= 8 else 16
-    lim = (2**31 - 1 - (10 << 22)) >> (c - sh)
-    starts = [lim - 1, lim, lim + 1, lim + 7, 2 * lim, lim * 3 // 2, 5, -5]
+    lim = (2**31 - 1 - (2 * pairs << 22)) >> (c - sh)
     half = 1 << (sh - 1)
-    bias = np.array([sign * (v - half) if v > 5 else v for v in starts], dtype=np.int64)
-    x = np.full((8, 12, 12), -128, dtype=np.int8)
-    w = np.full((8, 1, 3, 3), -128 if sign > 0 else 127, dtype=np.int8)
+    bias = np.array([sign * (v - half) if v > 5 else v for v in starts(lim)], dtype=np.int64)
+    x = np.full((cfg["in_c"], cfg["in_h"], cfg["in_w"]), -128, dtype=np.int8)
+    w = np.full((cfg["out_c"], cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"]),
+                -128 if sign > 0 else 127, dtype=np.int8)
     return cfg, x, w, bias.astype(np.int32)
+
+
+def band_limit_case(sh: int, sign: int) -> tuple:
+    """A band's starts one apart at the limit of 9 products (5 pairs), then to twice it; 144
+    outputs a channel (eb_dw3_padded scales from 48)."""
+    return limit_case(_band(sh, hw=12), 5, sign,
+                      lambda lim: [lim - 1, lim, lim + 1, lim + 7, 2 * lim, lim * 3 // 2, 5, -5])
 
 
 @needs_m4
 def test_m4_band_starts_at_the_limit_equal_reference(lib, m4_build):  # noqa: F811
-    convs = [limit_case(sh, sign) for sh in (1, 8, 9, 16) for sign in (1, -1)]
-    elf = build_m4(m4_build, "dw3_band_limits", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    convs = [band_limit_case(sh, sign) for sh in (1, 8, 9, 16) for sign in (1, -1)]
+    m4_convs_exact(lib, m4_build, "dw3_band_limits", convs)
+
+
+def shift_count(lib, build, name: str, cfg: dict) -> int:  # noqa: F811
+    """The instructions of a firmware of the one layer cfg (seeded data, zero biases), run
+    exact: the instruction counts the immediate-shift tests compare between shifts."""
+    x, w = dw_data(cfg, np.random.default_rng(3))
+    zero = np.zeros(cfg["out_c"], np.int32)
+    return m4_instructions(build, m4_convs_exact(lib, build, f"{name}{-cfg['shift']}",
+                                                 [(cfg, x, w, zero)]))
 
 
 @needs_m4
 def test_m4_bands_shift_by_an_immediate(lib, m4_build):  # noqa: F811
     """A band at a right shift of 7 (the immediate form) runs fewer instructions than the same
     layer at 17 (no immediate: an ASR by the shift in a register before each saturation)."""
-    counts = {}
-    for sh in (7, 17):
-        cfg = _band(sh, act=1, in_c=4, hw=20)
-        x, w = dw_data(cfg, np.random.default_rng(3))
-        source = m4_test_program(lib, [(cfg, x, w, np.zeros(4, np.int32))], linears=False)
-        elf = build_m4(m4_build, f"dw3_band_imm{sh}", source)
-        assert "0 mismatching calls" in run_qemu(elf).stdout
-        sym = symbol_addresses(elf)
-        counts[sh] = count_with_plugin(m4_build, elf, sym["main"], sym["printf"])
-    assert counts[7] is not None and counts[17] is not None
+    counts = {sh: shift_count(lib, m4_build, "dw3_band_imm", _band(sh, act=1, in_c=4, hw=20))
+              for sh in (7, 17)}
     assert counts[7] <= counts[17] - 4 * 400 // 2, counts  # 4 x 400 narrow outputs

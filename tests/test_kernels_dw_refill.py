@@ -17,15 +17,15 @@ from test_kernels_dw_m4 import column_layers
 from test_kernels_dw_pool import fused_layers, run_fused
 from test_kernels_opt import (
     SCRATCH,
+    assert_m4_exact,
     build_m4,
     c_array,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_test_program,
+    m4_convs_exact,
     needs_m4,
     run_conv_pair,
-    run_qemu,
 )
 
 NEAR_LIMIT = (2**31 - 50, -(2**31) + 50)  # biases the fast requantization does not take
@@ -105,17 +105,12 @@ def fused_program(lib, cases, rng) -> str:  # noqa: F811
 def test_m4_refill_equals_reference(lib, m4_build, cases, cfgs, seed):  # noqa: F811
     rng = np.random.default_rng(seed)
     fused = [several_channels(case, n) for case, n in cases]
-    elf = build_m4(m4_build, "dw_refill_pool", fused_program(lib, fused, rng))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    assert_m4_exact(build_m4(m4_build, "dw_refill_pool", fused_program(lib, fused, rng)),
+                    "dw_refill_pool")
     convs = []
     for cfg in cfgs:
         m = cfg["out_c"] // cfg["in_c"]
         cfg = {**cfg, "in_c": 4, "groups": 4, "out_c": 4 * m}
         x, w = dw_data(cfg, rng)
         convs.append((cfg, x, w, mixed_bias(rng, cfg["out_c"])))
-    elf = build_m4(m4_build, "dw_refill_copy", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    m4_convs_exact(lib, m4_build, "dw_refill_copy", convs)

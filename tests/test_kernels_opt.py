@@ -841,6 +841,30 @@ def test_m4_opt_equals_reference_under_qemu(lib, m4_build):
     assert "0 mismatching calls" in result.stdout
 
 
+def assert_m4_exact(elf: Path, what: str = "") -> None:
+    """A test firmware run under QEMU: exit status 0 and every call equal to its reference."""
+    result = run_qemu(elf)
+    assert result.returncode == 0, \
+        f"{what}: exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout, f"{what}\n{result.stdout}"
+
+
+def m4_convs_exact(lib, build: Path, name: str, convs, defines: tuple[str, ...] = ()) -> Path:
+    """The conv cases as one M4 firmware (m4_test_program, no linear cases) with `defines`,
+    run exact; its ELF."""
+    elf = build_m4(build, name, m4_test_program(lib, convs, linears=False), defines)
+    assert_m4_exact(elf, name)
+    return elf
+
+
+def m4_instructions(build: Path, elf: Path) -> int:
+    """The instructions a test firmware runs from main to its printf (the insn_count plugin)."""
+    sym = symbol_addresses(elf)
+    count = count_with_plugin(build, elf, sym["main"], sym["printf"])
+    assert count is not None, "the insn_count plugin did not build or run"
+    return count
+
+
 BENCH_MAIN = """
 #include <stdio.h>
 #include <string.h>

@@ -445,7 +445,16 @@ EB_INLINE int32_t eb_dw_imm_limit(int n, int t)
     return (INT32_MAX - ((int32_t)2 * n << 22)) >> t;
 }
 
-/* A word of two int16 lanes, each times 2^t (both stay within int16: the callers' t). */
+/* Whether a start `init` of such a sum (at most 2 n products, scaled by 2^t) is within
+ * eb_dw_imm_limit. */
+EB_INLINE int eb_dw_imm_fits(int32_t init, int n, int t)
+{
+    const int32_t lim = eb_dw_imm_limit(n, t);
+    return init <= lim && init >= -lim;
+}
+
+/* A word of two int16 lanes, each times 2^t (both stay within int16: the callers' t): for
+ * words already built (the 3-tap band's); a pair builds its words scaled (eb_dw3_words). */
 EB_INLINE uint32_t eb_dw_scale_lanes(uint32_t w, int t)
 {
     return (uint16_t)(int16_t)((int16_t)(w & 0xFFFFu) * (1 << t)) |
@@ -598,8 +607,7 @@ static int eb_dw3_band_imm(const uint32_t wk[5], int32_t *init, const eb_dw_out 
 {
     const int c = eb_dw_imm(o->s), t = c - o->s;
     int i;
-    if (!c || (o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) ||
-        *init > eb_dw_imm_limit(5, t) || *init < -eb_dw_imm_limit(5, t)) {
+    if (!c || (o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !eb_dw_imm_fits(*init, 5, t)) {
         return 0;
     }
     for (i = 0; i < 5; ++i) {
@@ -3451,15 +3459,13 @@ static EB_NOINLINE int eb_dw_tile_init(const eb_dw_tf *t, const eb_dw_rq *rq,
 {
     const int c = eb_dw_imm(s);
     const int32_t b = eb_dw_init(rq, bias, oc, o);
-    int32_t lim;
     o->s = s;
     *init = b;
     if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !c ||
         !(c == 8 ? EB_DW_TILE8 : EB_DW_TILE16)) {
         return 0;
     }
-    lim = eb_dw_imm_limit(t->ntaps, c - s);
-    if (b > lim || b < -lim) {
+    if (!eb_dw_imm_fits(b, t->ntaps, c - s)) {
         o->mode = rq->other;
         *init = b - rq->half;
         return 0;
@@ -3592,13 +3598,13 @@ static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int
 {
     eb_dw_out ob = *o;
     const int c = eb_dw_imm(o->s), t = c - o->s;
-    int32_t lim, b;
+    int32_t b;
     if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !c) {
         return 0;
     }
     b = eb_dw_init(rq, bias, oc, &ob);
-    lim = eb_dw_imm_limit(2 * g->k_h, t); /* 3 k_h products: at most 2 k_h pairs */
-    if (ob.mode != o->mode || b > lim || b < -lim || j->init[0] > lim || j->init[0] < -lim) {
+    if (ob.mode != o->mode || /* 3 k_h products: at most 2 k_h pairs */
+        !eb_dw_imm_fits(b, 2 * g->k_h, t) || !eb_dw_imm_fits(j->init[0], 2 * g->k_h, t)) {
         return 0;
     }
     eb_dw3_words(w0, g->k_h, t, j->w[0]);

@@ -41,6 +41,7 @@
 #define eb_dw_conv_spec_opt chain_eb_dw_conv_spec_opt
 #define eb_dw_fan_run chain_eb_dw_fan_run
 #define eb_dw_imm chain_eb_dw_imm
+#define eb_dw_imm_fits chain_eb_dw_imm_fits
 #define eb_dw_imm_limit chain_eb_dw_imm_limit
 #define eb_dw_max4 chain_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt chain_eb_dw_pool_conv_banded_opt

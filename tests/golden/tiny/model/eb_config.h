@@ -41,6 +41,7 @@
 #define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
 #define eb_dw_fan_run tiny_eb_dw_fan_run
 #define eb_dw_imm tiny_eb_dw_imm
+#define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit
 #define eb_dw_max4 tiny_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt

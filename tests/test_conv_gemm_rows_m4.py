@@ -107,3 +107,47 @@ def test_m4_two_pixel_rows_equal_reference(lib, m4_build):  # noqa: F811
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout
+
+
+# (in_c, k_w) whose K = in_c * k_w has every (whole words % 4, K % 4): the word
+# EB_GEMM_PASSES enters its first pass at, and the tail word, in each combination; more than
+# 8 input channels and 4 outputs, so that neither the tile kernel (eb_dw_group_claims) nor
+# the column kernels (eb_col_fits) take the conv
+_PASS_ENTRIES = [(16, 2), (11, 3), (9, 2), (17, 3), (10, 2), (23, 3), (11, 2), (13, 3),
+                 (12, 2), (19, 3), (13, 2), (9, 3), (14, 2), (15, 3), (15, 2), (21, 3)]
+
+
+def test_pass_entries_cover_every_word_and_tail():
+    seen = {((a * b >> 2) % 4, a * b % 4) for a, b in _PASS_ENTRIES}
+    assert seen == {(w, t) for w in range(4) for t in range(4)}
+
+
+@needs_m4
+def test_m4_gemm_pass_entries_equal_reference(lib, m4_build):  # noqa: F811
+    """eb_gemm4_* / eb_gemm2_* enter a row's first pass of 4 weight words by a TBB at the
+    word that leaves the rest whole passes: K of every whole-word count mod 4 and every tail,
+    in 1-D convs whose blocks of 4 pixels read inside the input (the direct columns) and the
+    padding (through T), a last block of 1 or 2 pixels, both modes, and a row near the int32
+    limit in a block's middle (the asm rows stop there; eb_dot_store takes the block's rest)."""
+    rng = np.random.default_rng(56)
+    convs = []
+    for i, (in_c, k_w) in enumerate(_PASS_ENTRIES):
+        in_w = k_w + 11 + i % 2  # out_w 13 or 14 with pad 1: a last block of 1 or 2
+        cfg = {"in_c": in_c, "in_h": 1, "in_w": in_w, "out_c": 5, "out_h": 1,
+               "out_w": in_w - k_w + 3, "k_h": 1, "k_w": k_w, "stride_h": 1,
+               "stride_w": 1, "pad_h": 0, "pad_w": 1, "dil_h": 1, "dil_w": 1, "groups": 1,
+               "shift": -(6 + i % 5), "rounding": 0 if i % 4 == 3 else i % 2,
+               "act": (i // 2) % 2}
+        x = int8_data(rng, (in_c, 1, in_w))
+        w, _ = int_weights(rng, (5, in_c, 1, k_w))
+        bias = rng.integers(-2**14, 2**14, size=5).astype(np.int32)
+        if i % 4 == 3:  # row 1 exact: with the rounding addend (half up) its sum overflows
+            # int32 unless computed exactly
+            bias[1] = 2**31 - 1 - in_c * k_w * 16384 - 3
+            w[1] = -128
+            x[:] = -128
+        convs.append((cfg, x, w, bias))
+    elf = build_m4(m4_build, "gemm_passes", m4_test_program(lib, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout

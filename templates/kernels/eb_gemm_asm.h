@@ -22,6 +22,8 @@ typedef struct {
     const int32_t *bias;
     int8_t *out;
     int32_t stride, n, r, s, tail, tsh, lim, count; /* tsh = 32 - 8 * tail */
+    int32_t span; /* cend - cols: 16 (k / 4); not read by the asm (eb_gemm_block's) */
+    int32_t skip; /* (4 - (k / 4) % 4) % 4: the word EB_GEMM_PASSES enters its first pass at */
 } eb_gemm_job;
 
 #define EB_GEMM4_WORD_ASM(ld)                                                             \
@@ -48,7 +50,6 @@ typedef struct {
        "smlad  r8, r2, r5, r8\n\t"                                                        \
        "smlad  r8, r1, r6, r8\n\t"
 #define EB_GEMM_LDW "ldr    r1, [r11], #4\n\t"
-#define EB_GEMM_LEFT "sub    r2, lr, r12\n\t" /* bytes of columns left (lr: cend) */
 
 /* The shifted sums r7..r10 saturated (sat, bits) and stored from the job's out pointer (r2):
  * four bytes in one STR, or the first one or two (the job's count). */
@@ -70,10 +71,11 @@ typedef struct {
     "it     eq\n\t"                                                                       \
     "strbeq r8, [r2, #1]\n\t"
 
-/* A row's whole weight words in runs of 4, 2 and 1 (w4, w2, w1 unroll them and advance the
- * columns; `left` puts the bytes of columns left into r2), and its tail word: at r11 plus
- * the row's length (the job's offset 36), the row's last word shifted right by tsh (offset
- * 40; 32: no tail), `tail` taking it; `start` puts the first count into r2. Both row loops (one row; two, EB_GEMM22_FN) share them. */
+/* The two-row loop's (EB_GEMM22_FN's) whole weight words in runs of 4, 2 and 1 (w4, w2, w1
+ * unroll them and advance the columns; `left` puts the bytes of columns left into r2;
+ * `start` the first count), and both row loops' tail word: at r11 plus the row's length (the
+ * job's offset 36), the row's last word shifted right by tsh (offset 40; 32: no tail),
+ * `tail` taking it. */
 #define EB_GEMM_RUNS(w4, w2, w1, left, start)                                             \
     start "cmp    r2, #128\n\t"                                                            \
                "blt    2f\n"                                                              \
@@ -90,6 +92,21 @@ typedef struct {
     "beq    5f\n\t"                                                                        \
     "ldr    r1, [r0, #36]\n\t"                                                             \
     "add    r11, r11, r1\n\t" tail "5:\n\t"
+
+/* A row's whole weight words in passes of 4 (WORD one of them, advancing the columns), the
+ * first pass entered by a TBB at its word `skip` (the job's offset 56: (4 - words % 4) % 4,
+ * so that it does the words % 4 the other passes leave): per row a load and the TBB where
+ * runs of 4, 2 and 1 tested the bytes of columns left (7 instructions for a row of 5 words,
+ * 3 for 4), and 2 per pass, not 3; one copy of WORD per pass, not seven. Every instruction
+ * of WORD has one size (no 16-bit form), so that the assembler works out the table. */
+#define EB_GEMM_PASSES(word)                                                              \
+    "ldr    r2, [r0, #56]\n\t"                                                            \
+    "tbb    [pc, r2]\n"                                                                   \
+    "10:\n\t"                                                                              \
+    ".byte  (11f - 10b) / 2, (12f - 10b) / 2, (13f - 10b) / 2, (14f - 10b) / 2\n"          \
+    "11:\n\t" word "12:\n\t" word "13:\n\t" word "14:\n\t" word                          \
+    "cmp    r12, lr\n\t"                                                                  \
+    "bne    11b\n\t"
 
 /* r0: the job; r1, r2: weight word halves; r3-r6: column words; r7-r10: the sums (init:
  * r7's copies); r11: w; r12: columns; lr: cend. WORD(ld): one weight word, FIN: the
@@ -112,10 +129,7 @@ typedef struct {
             "ldr    r2, [r0, #28]\n\t"                                                    \
             "add    r7, r7, r2\n\t" init                                                  \
             "ldr    r12, [r0, #4]\n\t"                                                    \
-            EB_GEMM_RUNS(WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW)              \
-                             WORD(EB_GEMM_LDW),                                           \
-                         WORD(EB_GEMM_LDW) WORD(EB_GEMM_LDW), WORD(EB_GEMM_LDW),          \
-                         EB_GEMM_LEFT, EB_GEMM_LEFT)                                      \
+            EB_GEMM_PASSES(WORD(EB_GEMM_LDW))                                             \
             EB_GEMM_TAIL("ldr    r1, [r11, #-4]\n\tlsr    r1, r1, r2\n\t" WORD(""))      \
             "ldr    r2, [r0, #32]\n\t"                                                    \
             "asr    r7, r7, r2\n\t" FIN                                                   \

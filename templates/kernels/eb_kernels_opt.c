@@ -389,26 +389,34 @@ static EB_NOINLINE void eb_transpose(const int8_t *t, int32_t kp, int16_t *cols)
     }
 }
 
+/* The tap offsets eb_block_cols keeps for the direct columns: on the stack (the scratch
+ * holds the columns and the T words, which overlap), so for at most EB_DIRECT_TAPS taps. */
+#define EB_DIRECT_TAPS 128
+typedef struct {
+    int32_t off[EB_DIRECT_TAPS];
+    int row;    /* the output row they are for; -1: none */
+    int inside; /* whether that row's taps lie inside the input's rows (no padding row) */
+} eb_tap_table;
+
 #if !defined(EB_OPT_NO_IM2COL_DIRECT)
 #define EB_IM2COL_DIRECT 1
-/* Whether the stride-1 block of 4 pixels (oy, ox .. ox + 3) reads every tap inside the input
- * (no padding row or column): its T words are then the input bytes at fixed offsets from
- * the block's first pixel, the same for every such block of the row (eb_tap_offsets). */
-static int eb_block_inside(const eb_conv_params *p, int oy, int ox)
-{
-    const int iy = oy * p->stride_h - p->pad_h, ix = ox - p->pad_w;
-    return iy >= 0 && iy + (p->k_h - 1) * p->dil_h < p->in_h && ix >= 0 &&
-           ix + 3 + (p->k_w - 1) * p->dil_w < p->in_w;
-}
-
-/* Per tap (input channel, kernel row, kernel column; the weights' order) of output row oy of
- * a stride-1 conv: the offset of its input byte from pixel (oy, 0)'s position in the row, so
- * that a block at ox inside the input reads tap t's 4 pixels at in_g + ox + off[t]. */
-static void eb_tap_offsets(const eb_conv_params *p, int ipg, int oy, int32_t *off)
+/* The table for output row oy of a stride-1 conv: whether its tap rows lie inside the input
+ * (iy = oy stride_h - pad_h >= 0, iy + (k_h - 1) dil_h < in_h) and then per tap (input
+ * channel, kernel row, kernel column; the weights' order) the offset of its input byte from
+ * pixel (oy, 0)'s position in the row, so that a block at ox inside the input reads tap t's
+ * 4 pixels at in_g + ox + off[t]. */
+static EB_NOINLINE void eb_tap_row(const eb_conv_params *p, int ipg, int oy, eb_tap_table *t)
 {
     const int32_t plane = (int32_t)p->in_h * p->in_w, row = (int32_t)p->dil_h * p->in_w;
-    const int32_t first = (int32_t)(oy * p->stride_h - p->pad_h) * p->in_w - p->pad_w;
+    const int iy = oy * p->stride_h - p->pad_h;
+    const int32_t first = (int32_t)iy * p->in_w - p->pad_w;
+    int32_t *off = t->off;
     int ic, ky, kx;
+    t->row = oy;
+    t->inside = iy >= 0 && iy + (p->k_h - 1) * p->dil_h < p->in_h;
+    if (!t->inside) {
+        return;
+    }
     for (ic = 0; ic < ipg; ++ic) {
         for (ky = 0; ky < p->k_h; ++ky) {
             const int32_t o = first + (int32_t)ic * plane + (int32_t)ky * row;
@@ -419,7 +427,7 @@ static void eb_tap_offsets(const eb_conv_params *p, int ipg, int oy, int32_t *of
     }
 }
 
-/* The columns of a block inside the input (eb_block_inside) straight from the input: per 4
+/* The columns of a block inside the input (eb_block_cols) straight from the input: per 4
  * taps 4 word loads at the row's offsets and eb_cols_chunk, where the T words cost a load
  * and a store each (with a row's set-up per tap column) and the transpose a load more; the
  * taps past k (to kp) zero, as eb_conv_core clears them. */
@@ -830,6 +838,24 @@ static void eb_gemm_run(int relu, eb_gemm_job *job)
     (void)job;
 }
 
+/* A layer's fields of the asm rows' job, the same for every block: k's whole words (span,
+ * the int16 of their columns; skip, the word EB_GEMM_PASSES enters at) and tail, rows
+ * `stride` outputs apart, the rounding addend r, the right shift s, the overflow limit lim,
+ * count pixels. */
+static void eb_gemm_layer(eb_gemm_job *g, int32_t k, int32_t stride, int32_t r, int32_t s,
+                          int32_t lim, int count)
+{
+    g->span = 16 * (k >> 2);
+    g->skip = (4 - ((k >> 2) & 3)) & 3;
+    g->tail = k & 3;
+    g->tsh = 32 - 8 * (k & 3);
+    g->stride = stride;
+    g->r = r;
+    g->s = s;
+    g->lim = lim;
+    g->count = count;
+}
+
 /* eb_gemm_run over the rows it takes (k >= 4, count != 3; without a bias, 16 rows per call
  * against zeros): *w, *bias and *out8 then point at the first row left, whose count is
  * returned. */
@@ -842,17 +868,11 @@ static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols,
     if (d->count == 3 || k < 4 || n_oc < 1) {
         return n_oc;
     }
+    eb_gemm_layer(&job, k, d->stride, d->r, d->s, d->lim, d->count);
     job.w = *w;
     job.cols = cols;
-    job.cend = cols + 16 * (k >> 2);
+    job.cend = cols + job.span;
     job.out = d->out8;
-    job.stride = d->stride;
-    job.r = d->r;
-    job.s = d->s;
-    job.tail = k & 3;
-    job.tsh = 32 - 8 * (k & 3);
-    job.lim = d->lim;
-    job.count = d->count;
     if (*bias != NULL) {
         job.bias = *bias;
         job.n = n_oc;
@@ -875,6 +895,21 @@ static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols,
     return job.n;
 }
 #endif
+
+/* n rows (weights w, biases bias) against one block's columns by the asm rows of g (its
+ * layer's fields from eb_gemm_layer), the results from out on (rows g->stride apart). Returns the rows left: those from an exact row on, g->w and g->bias pointing at it. */
+static int eb_gemm_block(eb_gemm_job *g, int relu, const int8_t *w, const int16_t *cols,
+                         const int32_t *bias, int8_t *out, int n)
+{
+    g->w = w;
+    g->cols = cols;
+    g->cend = cols + g->span;
+    g->bias = bias;
+    g->out = out;
+    g->n = n;
+    eb_gemm_run(relu, g);
+    return g->n;
+}
 #endif
 
 #if EB_HAS_Q_NONE
@@ -1415,6 +1450,35 @@ static void eb_store(const eb_sink *s, int32_t index, int32_t row_stride,
     }
 }
 
+/* Where a layer's blocks go (eb_dot_block), the same for every block but its pixels: int8
+ * requantized in the fast form (returns 1: relu or none, a right shift, half-up or floor
+ * rounding; d->out8 at index 0), else 0: int32 (d->out32 at index 0) or through eb_store. */
+static int eb_qdst_of(const eb_sink *s, int32_t k, int32_t hw, eb_qdst *d)
+{
+    d->out8 = NULL;
+    d->out32 = s->out32;
+    d->acc = NULL;
+    d->stride = hw;
+    d->count = EB_OPT_PIXELS;
+    d->s = 0;
+    d->r = 0;
+    d->lim = INT32_MAX;
+    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
+        ((EB_HAS_Q_NONE && s->act == EB_ACT_NONE) || (EB_HAS_Q_RELU && s->act == EB_ACT_RELU)) &&
+        (s->rounding == EB_ROUND_HALF_UP || s->rounding == EB_ROUND_FLOOR)) {
+        const int64_t room = (int64_t)INT32_MAX - (int64_t)k * 16384; /* |w x| <= 2^14 */
+        d->s = -s->shift;
+        d->r = d->s > 0 && s->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (d->s - 1) : 0;
+        d->lim = room - d->r < INT32_MIN ? INT32_MIN : (int32_t)(room - d->r);
+        d->shift = s->shift;
+        d->rounding = s->rounding;
+        d->act = s->act;
+        d->out8 = s->out8;
+        return 1;
+    }
+    return 0;
+}
+
 /* Rows w, w + k, ... (n_oc of them) against the four interleaved columns at cols, the
  * results of count (1..4) pixels to s's output at index + i * hw + j: requantized or wide
  * straight from the registers (eb_dot_block_*), else (left shifts, abs) through eb_store. */
@@ -1422,33 +1486,18 @@ static void eb_dot_store(const eb_sink *s, int32_t k, const int8_t *w, const int
                          int n_oc, const int32_t *bias, int32_t index, int32_t hw, int count)
 {
     eb_qdst d;
+    const int fast = eb_qdst_of(s, k, hw, &d);
     int oc;
-    d.out8 = NULL;
-    d.out32 = NULL;
-    d.acc = NULL;
-    d.stride = hw;
     d.count = count;
-    d.s = 0;
-    d.r = 0;
-    d.lim = INT32_MAX;
 #if EB_HAS_Q_WIDE
     if (s->out8 == NULL) {
-        d.out32 = s->out32 + index;
+        d.out32 += index;
         eb_dot_block_mode(EB_Q_WIDE, k, w, cols, n_oc, bias, &d);
         return;
     }
 #endif
-    if (s->out8 != NULL && s->shift <= 0 && s->shift >= -31 &&
-        ((EB_HAS_Q_NONE && s->act == EB_ACT_NONE) || (EB_HAS_Q_RELU && s->act == EB_ACT_RELU)) &&
-        (s->rounding == EB_ROUND_HALF_UP || s->rounding == EB_ROUND_FLOOR)) {
-        const int64_t room = (int64_t)INT32_MAX - (int64_t)k * 16384; /* |w x| <= 2^14 */
-        d.s = -s->shift;
-        d.r = d.s > 0 && s->rounding == EB_ROUND_HALF_UP ? (int32_t)1 << (d.s - 1) : 0;
-        d.lim = room - d.r < INT32_MIN ? INT32_MIN : (int32_t)(room - d.r);
-        d.shift = s->shift;
-        d.rounding = s->rounding;
-        d.act = s->act;
-        d.out8 = s->out8 + index;
+    if (fast) {
+        d.out8 += index;
 #if EB_HAS_Q_RELU
         if (s->act == EB_ACT_RELU) {
             eb_dot_block_relu(k, w, cols, n_oc, bias, &d);
@@ -1488,43 +1537,55 @@ static void eb_pk_store(const eb_sink *s, int bits, int32_t k, const int8_t *wei
 }
 #endif
 
-/* The tap offsets eb_block_cols keeps for the direct columns: on the stack (the scratch
- * holds the columns and the T words, which overlap), so for at most EB_DIRECT_TAPS taps. */
-#define EB_DIRECT_TAPS 128
+/* eb_block_cols' view of a layer, worked out once rather than per block of 4 pixels (its
+ * set-up cost ~70 instructions a block, as many as a one-channel block's MACs): the window
+ * (k taps of a group's ipg channels, kp rounded up to 4), the output's pixels, whether 4
+ * neighbouring pixels are 4 neighbouring input bytes (row4), and which stride-1 blocks' taps
+ * lie inside the input's columns (ox_lo <= ox <= ox_hi): on a row whose taps lie inside its
+ * rows too (eb_tap_row), their T words are the input bytes at fixed offsets from the block's
+ * first pixel, the same for every such block of the row. */
 typedef struct {
-    int32_t off[EB_DIRECT_TAPS];
-    int row; /* the output row they are for; -1: none */
-} eb_tap_table;
+    const eb_conv_params *p;
+    int32_t k, kp, hw;
+    int ipg, row4, ox_lo, ox_hi;
+} eb_cols_geom;
 
-/* The interleaved columns of the block of pixels px .. px + count - 1 of group input in_g
- * into cols (4 * kp int16), through the T words in taps (kp words, the upper half of cols)
- * or, for a stride-1 block inside the input, straight from the input at the tap offsets of
- * its row (table, worked out once a row; NULL: a layer of more taps). */
-static void eb_block_cols(const eb_conv_params *p, const int8_t *in_g, int ipg, int32_t px,
-                          int32_t count, int16_t *cols, int8_t *taps, eb_tap_table *table)
+static void eb_cols_geom_of(const eb_conv_params *p, int ipg, eb_cols_geom *g)
 {
-    const int out_w = p->out_w;
-    /* 4 neighbouring pixels = 4 neighbouring input bytes, rows of at least a word */
-    const int row4 = p->stride_w == 1 && p->in_w >= 4;
-    const int32_t hw = (int32_t)p->out_h * out_w;
-    const int32_t k = (int32_t)ipg * p->k_h * p->k_w, kp = EB_OPT_ROUND4(k);
-    const int oy = (int)(px / out_w), ox = (int)(px % out_w);
-#if EB_IM2COL_DIRECT
-    if (table != NULL && row4 && ox + EB_OPT_PIXELS <= out_w && eb_block_inside(p, oy, ox)) {
-        if (table->row != oy) {
-            eb_tap_offsets(p, ipg, oy, table->off);
-            table->row = oy;
-        }
-        eb_cols_direct(in_g + ox, table->off, k, cols);
-        return;
+    /* inside: ix = ox - pad_w >= 0, ix + 3 + (k_w - 1) dil_w < in_w, ox + 4 <= out_w */
+    const int last_w = p->in_w - 4 - (p->k_w - 1) * p->dil_w + p->pad_w;
+    g->p = p;
+    g->ipg = ipg;
+    g->k = (int32_t)ipg * p->k_h * p->k_w;
+    g->kp = EB_OPT_ROUND4(g->k);
+    g->hw = (int32_t)p->out_h * p->out_w;
+    g->row4 = p->stride_w == 1 && p->in_w >= 4;
+    g->ox_lo = p->pad_w;
+    g->ox_hi = last_w < p->out_w - EB_OPT_PIXELS ? last_w : p->out_w - EB_OPT_PIXELS;
+}
+
+/* The output position of the block after the one at (oy, ox): EB_OPT_PIXELS pixels on. */
+static void eb_next_block(int out_w, int *oy, int *ox)
+{
+    *ox += EB_OPT_PIXELS;
+    while (*ox >= out_w) {
+        *ox -= out_w;
+        ++*oy;
     }
-#else
-    (void)table;
-#endif
+}
+
+/* The interleaved columns of a block that eb_block_cols does not take straight from the
+ * input: through the T words in taps (kp words, the upper half of cols). */
+static EB_NOINLINE void eb_block_taps(const eb_cols_geom *g, const int8_t *in_g, int oy, int ox,
+                                      int32_t px, int32_t count, int16_t *cols, int8_t *taps)
+{
+    const eb_conv_params *p = g->p;
+    const int out_w = p->out_w, ipg = g->ipg, row4 = g->row4;
+    const int32_t k = g->k, kp = g->kp;
     if (row4 && ox + count <= out_w) { /* one output row (lanes past it not stored) */
         eb_taps_row4(p, in_g, ipg, oy, ox, taps);
     } else if (row4 && out_w >= 2) {
-        eb_taps_rows(p, in_g, ipg, oy, ox, hw - px, (int8_t *)cols, taps, k);
+        eb_taps_rows(p, in_g, ipg, oy, ox, g->hw - px, (int8_t *)cols, taps, k);
     } else if (EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8 && ox + count <= out_w) {
         eb_taps_row4s2(p, in_g, ipg, oy, ox, taps); /* (narrower: all row ends) */
     } else {
@@ -1536,29 +1597,68 @@ static void eb_block_cols(const eb_conv_params *p, const int8_t *in_g, int ipg, 
     eb_transpose(taps, kp, cols);
 }
 
+/* The interleaved columns of the block of pixels px .. px + count - 1 (px at output row oy,
+ * column ox) of group input in_g into cols (4 * kp int16): for a stride-1 block inside the
+ * input straight from the input at the tap offsets of its row (table, worked out once a row;
+ * NULL: a layer of more taps), else through the T words in taps (eb_block_taps). Inlined: a
+ * direct block costs its checks and eb_cols_direct. */
+EB_DOT_INLINE void eb_block_cols(const eb_cols_geom *g, const int8_t *in_g, int oy, int ox,
+                                 int32_t px, int32_t count, int16_t *cols, int8_t *taps,
+                                 eb_tap_table *table)
+{
+#if EB_IM2COL_DIRECT
+    if (table != NULL && g->row4 && ox >= g->ox_lo && ox <= g->ox_hi) {
+        if (table->row != oy) {
+            eb_tap_row(g->p, g->ipg, oy, table);
+        }
+        if (table->inside) {
+            eb_cols_direct(in_g + ox, table->off, g->k, cols);
+            return;
+        }
+    }
+#else
+    (void)table;
+#endif
+    eb_block_taps(g, in_g, oy, ox, px, count, cols, taps);
+}
+
 static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                          const int32_t *bias, const eb_sink *s, int16_t *scratch)
 {
     const int groups = p->groups;
     const int ipg = p->in_c / groups, opg = p->out_c / groups;
-    const int32_t k = (int32_t)ipg * p->k_h * p->k_w;
-    const int32_t kp = EB_OPT_ROUND4(k);
-    const int32_t hw = (int32_t)p->out_h * p->out_w;
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
-    int16_t *const cols = scratch;                 /* 4 * kp int16: the interleaved columns */
-    int8_t *const taps = (int8_t *)(scratch + 2 * kp); /* kp words: T, in the upper half */
+    int16_t *const cols = scratch; /* 4 * kp int16: the interleaved columns */
+    int8_t *taps;                  /* kp words: T, in the upper half */
+    eb_cols_geom geom;
     eb_tap_table table;
     int g;
-
+#ifdef EB_GEMM_ASM
+    eb_qdst d;
+    eb_gemm_job rows;
+    int fast;
+#endif
+    eb_cols_geom_of(p, ipg, &geom);
+    taps = (int8_t *)(scratch + 2 * geom.kp);
+#ifdef EB_GEMM_ASM
+    /* the asm rows take every block of 4 pixels (the rows from an exact one on below) */
+    fast = eb_qdst_of(s, geom.k, geom.hw, &d) && bias != NULL && geom.k >= 4;
+    eb_gemm_layer(&rows, geom.k, geom.hw, d.r, d.s, d.lim, EB_OPT_PIXELS);
+#endif
     table.row = -1; /* offsets from a group's input: the same for every group */
     for (g = 0; g < groups; ++g) {
         const int8_t *in_g = in + (int32_t)g * ipg * in_plane;
         const int oc_begin = g * opg;
+        const int8_t *w_g = weight + (int32_t)oc_begin * geom.k;
+        const int32_t *b_g = bias ? bias + oc_begin : NULL;
+        const int32_t hw = geom.hw, k = geom.k;
         int32_t px;
-        for (px = 0; px < hw; px += EB_OPT_PIXELS) {
+        int oy = 0, ox = 0;
+        for (px = 0; px < hw; px += EB_OPT_PIXELS, eb_next_block(p->out_w, &oy, &ox)) {
             /* pixels px .. px + 3; lanes past the end are not stored */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-            eb_block_cols(p, in_g, ipg, px, count, cols, taps,
+            const int32_t index = (int32_t)oc_begin * hw + px;
+            eb_block_cols(&geom, in_g, oy, ox, px, count, cols, taps,
                           k <= EB_DIRECT_TAPS ? &table : NULL);
 #if EB_OPT_PACKED
             if (p->wbits != 0) {
@@ -1567,9 +1667,18 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
                 continue;
             }
 #endif
-            eb_dot_store(s, k, weight + (int32_t)oc_begin * k, cols, opg,
-                         bias ? bias + oc_begin : NULL, (int32_t)oc_begin * hw + px, hw,
-                         (int)count);
+#ifdef EB_GEMM_ASM
+            if (fast && count == EB_OPT_PIXELS) {
+                const int left = eb_gemm_block(&rows, p->act == EB_ACT_RELU, w_g, cols, b_g,
+                                               s->out8 + index, opg);
+                if (left != 0) {
+                    eb_dot_store(s, k, rows.w, cols, left, rows.bias,
+                                 index + (int32_t)(opg - left) * hw, hw, (int)count);
+                }
+                continue;
+            }
+#endif
+            eb_dot_store(s, k, w_g, cols, opg, b_g, index, hw, (int)count);
         }
     }
 }
@@ -1887,15 +1996,17 @@ void eb_linear_packed_wide_opt(int in_f, int out_f, int bits, const int8_t *in,
 
 void eb_conv_cols_build(const eb_conv_params *p, const int8_t *in, int16_t *cols)
 {
-    const int32_t kp = EB_OPT_ROUND4((int32_t)p->in_c * p->k_h * p->k_w);
-    const int32_t hw = (int32_t)p->out_h * p->out_w;
+    eb_cols_geom geom;
     eb_tap_table table;
     int32_t px;
+    int oy = 0, ox = 0;
+    eb_cols_geom_of(p, p->in_c, &geom);
     table.row = -1;
-    for (px = 0; px < hw; px += EB_OPT_PIXELS, cols += 4 * kp) {
-        const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-        eb_block_cols(p, in, p->in_c, px, count, cols, (int8_t *)(cols + 2 * kp),
-                      p->in_c * p->k_h * p->k_w <= EB_DIRECT_TAPS ? &table : NULL);
+    for (px = 0; px < geom.hw;
+         px += EB_OPT_PIXELS, cols += 4 * geom.kp, eb_next_block(p->out_w, &oy, &ox)) {
+        const int32_t count = geom.hw - px < EB_OPT_PIXELS ? geom.hw - px : EB_OPT_PIXELS;
+        eb_block_cols(&geom, in, oy, ox, px, count, cols, (int8_t *)(cols + 2 * geom.kp),
+                      geom.k <= EB_DIRECT_TAPS ? &table : NULL);
     }
 }
 
@@ -1937,40 +2048,20 @@ static EB_NOINLINE int32_t eb_cols_fast(const eb_cols_job *job, const int16_t *c
                                         int8_t *out)
 {
     const int relu = job->p->act == EB_ACT_RELU;
-    const int32_t hw = job->hw, block = 4 * job->kp, span = 16 * (job->k >> 2);
+    const int32_t hw = job->hw, block = 4 * job->kp;
     eb_gemm_job g;
     int32_t px;
-    g.stride = hw;
-    g.r = job->r;
-    g.s = job->s;
-    g.tail = job->k & 3;
-    g.tsh = 32 - 8 * (job->k & 3);
-    g.lim = job->lim;
-    g.count = EB_OPT_PIXELS;
+    eb_gemm_layer(&g, job->k, hw, job->r, job->s, job->lim, EB_OPT_PIXELS);
     for (px = 0; px + EB_OPT_PIXELS <= hw; px += EB_OPT_PIXELS, cols += block) {
-        g.w = weight;
-        g.cols = cols;
-        g.cend = cols + span;
-        g.bias = bias;
-        g.out = out + px;
-        g.n = n_oc;
-        eb_gemm_run(relu, &g);
-        if (g.n != 0) {
+        if (eb_gemm_block(&g, relu, weight, cols, bias, out + px, n_oc) != 0) {
             return px;
         }
     }
     if (px == hw || hw - px == 3) {
         return px;
     }
-    g.w = weight;
-    g.cols = cols;
-    g.cend = cols + span;
-    g.bias = bias;
-    g.out = out + px;
-    g.n = n_oc;
     g.count = hw - px;
-    eb_gemm_run(relu, &g);
-    return g.n != 0 ? px : hw;
+    return eb_gemm_block(&g, relu, weight, cols, bias, out + px, n_oc) != 0 ? px : hw;
 }
 #endif
 

@@ -10,6 +10,7 @@
 #define conv_transpose_acc_w chain_conv_transpose_acc_w
 #define eb_add chain_eb_add
 #define eb_add_opt chain_eb_add_opt
+#define eb_block_cols chain_eb_block_cols
 #define eb_buffer_push chain_eb_buffer_push
 #define eb_col_run chain_eb_col_run
 #define eb_col_store4 chain_eb_col_store4

@@ -10,6 +10,7 @@
 #define conv_transpose_acc_w tiny_conv_transpose_acc_w
 #define eb_add tiny_eb_add
 #define eb_add_opt tiny_eb_add_opt
+#define eb_block_cols tiny_eb_block_cols
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_col_run tiny_eb_col_run
 #define eb_col_store4 tiny_eb_col_store4

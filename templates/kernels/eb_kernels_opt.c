@@ -400,11 +400,11 @@ typedef struct {
 
 #if !defined(EB_OPT_NO_IM2COL_DIRECT)
 #define EB_IM2COL_DIRECT 1
-/* The table for output row oy of a stride-1 conv: whether its tap rows lie inside the input
- * (iy = oy stride_h - pad_h >= 0, iy + (k_h - 1) dil_h < in_h) and then per tap (input
- * channel, kernel row, kernel column; the weights' order) the offset of its input byte from
- * pixel (oy, 0)'s position in the row, so that a block at ox inside the input reads tap t's
- * 4 pixels at in_g + ox + off[t]. */
+/* The table for output row oy of a conv of stride_w 1 or 2: whether its tap rows lie inside
+ * the input (iy = oy stride_h - pad_h >= 0, iy + (k_h - 1) dil_h < in_h) and then per tap
+ * (input channel, kernel row, kernel column; the weights' order) the offset of its input
+ * byte from pixel (oy, 0)'s position in the row, so that a block at ox inside the input
+ * reads tap t's 4 pixels at in_g + stride_w ox + off[t] (every stride_w-th byte). */
 static EB_NOINLINE void eb_tap_row(const eb_conv_params *p, int ipg, int oy, eb_tap_table *t)
 {
     const int32_t plane = (int32_t)p->in_h * p->in_w, row = (int32_t)p->dil_h * p->in_w;
@@ -445,6 +445,50 @@ static EB_NOINLINE void eb_cols_direct(const int8_t *at, const int32_t *off, int
                       n > 2 ? eb_load32(at + off[2]) : 0u, 0u, cols);
     }
 }
+
+#if EB_HAS_IM2COL_S2
+/* eb_cols_chunk for 4 pixels of stride 2 from their taps' sign-extended halfwords: tap i's
+ * word at at + off[i] holds pixels 0 and 1 in bytes 0 and 2 (its SXTB16 a_i = [p0, p1]),
+ * the word after it pixels 2 and 3 (c_i) -- so the columns are those halfwords repacked:
+ * 8 loads, SXTB16, PKH and stores a chunk of 4 taps, 9 instructions a tap where eb_taps_row4s2
+ * and eb_transpose spent about 30 (a 2-channel 3x3 stride-2 conv: 560 a block of 4 pixels
+ * for its 18 taps). */
+static inline void eb_cols_chunk_s2(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                    uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                    int16_t *cols)
+{
+    eb_store32(cols, eb_pack_lo(a0, a2)); /* P0: [k0, k2] */
+    eb_store32(cols + 2, eb_pack_lo(a1, a3));
+    eb_store32(cols + 4, eb_pack_hi(a0, a2)); /* P1 */
+    eb_store32(cols + 6, eb_pack_hi(a1, a3));
+    eb_store32(cols + 8, eb_pack_lo(c0, c2)); /* P2 */
+    eb_store32(cols + 10, eb_pack_lo(c1, c3));
+    eb_store32(cols + 12, eb_pack_hi(c0, c2)); /* P3 */
+    eb_store32(cols + 14, eb_pack_hi(c1, c3));
+}
+
+/* Tap t's pixels 0, 1 (A) and 2, 3 (C) of a stride-2 block at `at`. */
+#define EB_S2A(t) eb_sxtb16(eb_load32(at + off[t]))
+#define EB_S2C(t) eb_sxtb16(eb_load32(at + off[t] + 4))
+
+/* eb_cols_direct for a stride-2 block (eb_cols_chunk_s2). */
+static EB_NOINLINE void eb_cols_direct_s2(const int8_t *at, const int32_t *off, int32_t k,
+                                          int16_t *cols)
+{
+    int32_t q;
+    for (q = 0; q + 4 <= k; q += 4, off += 4, cols += 16) {
+        eb_cols_chunk_s2(EB_S2A(0), EB_S2A(1), EB_S2A(2), EB_S2A(3), EB_S2C(0), EB_S2C(1),
+                         EB_S2C(2), EB_S2C(3), cols);
+    }
+    if (q < k) {
+        const int32_t n = k - q;
+        eb_cols_chunk_s2(EB_S2A(0), n > 1 ? EB_S2A(1) : 0u, n > 2 ? EB_S2A(2) : 0u, 0u,
+                         EB_S2C(0), n > 1 ? EB_S2C(1) : 0u, n > 2 ? EB_S2C(2) : 0u, 0u, cols);
+    }
+}
+#undef EB_S2A
+#undef EB_S2C
+#endif
 #else
 #define EB_IM2COL_DIRECT 0
 #endif
@@ -1540,28 +1584,35 @@ static void eb_pk_store(const eb_sink *s, int bits, int32_t k, const int8_t *wei
 /* eb_block_cols' view of a layer, worked out once rather than per block of 4 pixels (its
  * set-up cost ~70 instructions a block, as many as a one-channel block's MACs): the window
  * (k taps of a group's ipg channels, kp rounded up to 4), the output's pixels, whether 4
- * neighbouring pixels are 4 neighbouring input bytes (row4), and which stride-1 blocks' taps
- * lie inside the input's columns (ox_lo <= ox <= ox_hi): on a row whose taps lie inside its
- * rows too (eb_tap_row), their T words are the input bytes at fixed offsets from the block's
- * first pixel, the same for every such block of the row. */
+ * neighbouring pixels are 4 neighbouring input bytes (row4), and which stride-1 (or,
+ * where linked, stride-2) blocks' taps lie inside the input's columns (ox_lo <= ox <=
+ * ox_hi): on a row whose taps lie inside its rows too (eb_tap_row), their T words are the
+ * input bytes at fixed offsets from the block's first pixel, the same for every such block
+ * of the row (stride 2: two words a tap, the last one whole inside the row). */
 typedef struct {
     const eb_conv_params *p;
     int32_t k, kp, hw;
-    int ipg, row4, ox_lo, ox_hi;
+    int ipg, row4, direct, ox_lo, ox_hi; /* direct: the stride of the direct columns, 0 none */
 } eb_cols_geom;
 
 static void eb_cols_geom_of(const eb_conv_params *p, int ipg, eb_cols_geom *g)
 {
-    /* inside: ix = ox - pad_w >= 0, ix + 3 + (k_w - 1) dil_w < in_w, ox + 4 <= out_w */
-    const int last_w = p->in_w - 4 - (p->k_w - 1) * p->dil_w + p->pad_w;
+    /* inside: ix = stride_w ox - pad_w >= 0, ix + (k_w - 1) dil_w + 4 stride_w <= in_w (the
+     * stride-2 words read a byte past the last lane's), ox + 4 <= out_w */
+    const int s2 = EB_HAS_IM2COL_S2 && p->stride_w == 2 && p->in_w >= 8;
+    const int last_w = p->in_w - (s2 ? 8 : 4) - (p->k_w - 1) * p->dil_w + p->pad_w;
     g->p = p;
     g->ipg = ipg;
     g->k = (int32_t)ipg * p->k_h * p->k_w;
     g->kp = EB_OPT_ROUND4(g->k);
     g->hw = (int32_t)p->out_h * p->out_w;
     g->row4 = p->stride_w == 1 && p->in_w >= 4;
-    g->ox_lo = p->pad_w;
-    g->ox_hi = last_w < p->out_w - EB_OPT_PIXELS ? last_w : p->out_w - EB_OPT_PIXELS;
+    g->direct = g->row4 ? 1 : s2 ? 2 : 0;
+    g->ox_lo = s2 ? (p->pad_w + 1) >> 1 : p->pad_w;
+    g->ox_hi = last_w < 0 ? -1 : s2 ? last_w >> 1 : last_w;
+    if (g->ox_hi > p->out_w - EB_OPT_PIXELS) {
+        g->ox_hi = p->out_w - EB_OPT_PIXELS;
+    }
 }
 
 /* The output position of the block after the one at (oy, ox): EB_OPT_PIXELS pixels on. */
@@ -1607,11 +1658,17 @@ EB_DOT_INLINE void eb_block_cols(const eb_cols_geom *g, const int8_t *in_g, int 
                                  eb_tap_table *table)
 {
 #if EB_IM2COL_DIRECT
-    if (table != NULL && g->row4 && ox >= g->ox_lo && ox <= g->ox_hi) {
+    if (table != NULL && g->direct && ox >= g->ox_lo && ox <= g->ox_hi) {
         if (table->row != oy) {
             eb_tap_row(g->p, g->ipg, oy, table);
         }
         if (table->inside) {
+#if EB_HAS_IM2COL_S2
+            if (g->direct == 2) {
+                eb_cols_direct_s2(in_g + 2 * ox, table->off, g->k, cols);
+                return;
+            }
+#endif
             eb_cols_direct(in_g + ox, table->off, g->k, cols);
             return;
         }

@@ -941,7 +941,8 @@ static int eb_gemm_q(int relu, int32_t k, const int8_t **w, const int16_t *cols,
 #endif
 
 /* n rows (weights w, biases bias) against one block's columns by the asm rows of g (its
- * layer's fields from eb_gemm_layer), the results from out on (rows g->stride apart). Returns the rows left: those from an exact row on, g->w and g->bias pointing at it. */
+ * layer's fields from eb_gemm_layer), the results from out on (rows g->stride apart).
+ * Returns the rows left: those from an exact row on, g->w and g->bias pointing at it. */
 static int eb_gemm_block(eb_gemm_job *g, int relu, const int8_t *w, const int16_t *cols,
                          const int32_t *bias, int8_t *out, int n)
 {
@@ -1649,10 +1650,10 @@ static EB_NOINLINE void eb_block_taps(const eb_cols_geom *g, const int8_t *in_g,
 }
 
 /* The interleaved columns of the block of pixels px .. px + count - 1 (px at output row oy,
- * column ox) of group input in_g into cols (4 * kp int16): for a stride-1 block inside the
- * input straight from the input at the tap offsets of its row (table, worked out once a row;
- * NULL: a layer of more taps), else through the T words in taps (eb_block_taps). Inlined: a
- * direct block costs its checks and eb_cols_direct. */
+ * column ox) of group input in_g into cols (4 * kp int16): for a block of stride 1 (or 2:
+ * eb_cols_direct_s2) inside the input straight from the input at the tap offsets of its row
+ * (table, worked out once a row; NULL: a layer of more taps), else through the T words in
+ * taps (eb_block_taps). Inlined: a direct block costs its checks and eb_cols_direct. */
 EB_DOT_INLINE void eb_block_cols(const eb_cols_geom *g, const int8_t *in_g, int oy, int ox,
                                  int32_t px, int32_t count, int16_t *cols, int8_t *taps,
                                  eb_tap_table *table)

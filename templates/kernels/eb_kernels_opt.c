@@ -457,14 +457,10 @@ static inline void eb_cols_chunk_s2(uint32_t a0, uint32_t a1, uint32_t a2, uint3
                                     uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
                                     int16_t *cols)
 {
-    eb_store32(cols, eb_pack_lo(a0, a2)); /* P0: [k0, k2] */
-    eb_store32(cols + 2, eb_pack_lo(a1, a3));
-    eb_store32(cols + 4, eb_pack_hi(a0, a2)); /* P1 */
-    eb_store32(cols + 6, eb_pack_hi(a1, a3));
-    eb_store32(cols + 8, eb_pack_lo(c0, c2)); /* P2 */
-    eb_store32(cols + 10, eb_pack_lo(c1, c3));
-    eb_store32(cols + 12, eb_pack_hi(c0, c2)); /* P3 */
-    eb_store32(cols + 14, eb_pack_hi(c1, c3));
+    eb_cols_pixel(cols, a0, a1, a2, a3, 0);      /* P0 */
+    eb_cols_pixel(cols + 4, a0, a1, a2, a3, 1);  /* P1 */
+    eb_cols_pixel(cols + 8, c0, c1, c2, c3, 0);  /* P2 */
+    eb_cols_pixel(cols + 12, c0, c1, c2, c3, 1); /* P3 */
 }
 
 /* Tap t's pixels 0, 1 (A) and 2, 3 (C) of a stride-2 block at `at`. */

@@ -277,6 +277,15 @@ static inline uint32_t eb_pack_hi(uint32_t a, uint32_t b)
 }
 #endif
 
+/* One pixel's two column words of a chunk of 4 taps, [k0, k2] and [k1, k3], from the low
+ * (hi 0) or high halves of u0..u3, tap i's halfword pair holding the pixel. */
+static inline void eb_cols_pixel(int16_t *c, uint32_t u0, uint32_t u1, uint32_t u2, uint32_t u3,
+                                 const int hi)
+{
+    eb_store32(c, hi ? eb_pack_hi(u0, u2) : eb_pack_lo(u0, u2));
+    eb_store32(c + 2, hi ? eb_pack_hi(u1, u3) : eb_pack_lo(u1, u3));
+}
+
 /* Four taps of four pixels -> their interleaved columns (16 int16 at cols): t_i holds tap i
  * of pixels 0..3 (byte j: pixel j); a_i = SXTB16(t_i) = [P0, P2] of tap i, b_i =
  * SXTB16(t_i ROR 8) = [P1, P3]; pixel 0's column words are [k0, k2] = PKHBT(a0, a2), [k1, k3]
@@ -289,14 +298,10 @@ static inline void eb_cols_chunk(uint32_t t0, uint32_t t1, uint32_t t2, uint32_t
     const uint32_t a1 = eb_sxtb16(t1), b1 = eb_sxtb16_ror8(t1);
     const uint32_t a2 = eb_sxtb16(t2), b2 = eb_sxtb16_ror8(t2);
     const uint32_t a3 = eb_sxtb16(t3), b3 = eb_sxtb16_ror8(t3);
-    eb_store32(cols, eb_pack_lo(a0, a2));      /* P0: [k0, k2] */
-    eb_store32(cols + 2, eb_pack_lo(a1, a3));  /* P0: [k1, k3] */
-    eb_store32(cols + 4, eb_pack_lo(b0, b2));  /* P1 */
-    eb_store32(cols + 6, eb_pack_lo(b1, b3));
-    eb_store32(cols + 8, eb_pack_hi(a0, a2));  /* P2 */
-    eb_store32(cols + 10, eb_pack_hi(a1, a3));
-    eb_store32(cols + 12, eb_pack_hi(b0, b2)); /* P3 */
-    eb_store32(cols + 14, eb_pack_hi(b1, b3));
+    eb_cols_pixel(cols, a0, a1, a2, a3, 0);      /* P0 */
+    eb_cols_pixel(cols + 4, b0, b1, b2, b3, 0);  /* P1 */
+    eb_cols_pixel(cols + 8, a0, a1, a2, a3, 1);  /* P2 */
+    eb_cols_pixel(cols + 12, b0, b1, b2, b3, 1); /* P3 */
 }
 
 /* Four consecutive column words at c (4-byte aligned), advancing c by 8 int16. On the M4 one

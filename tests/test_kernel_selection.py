@@ -29,7 +29,12 @@ from test_kernels_opt import (
 )
 
 from edgebuild.ops.c import OPTIONAL_PATHS
-from edgebuild.ops.conv_path import kernel_paths, shift_forms, two_pixel_block
+from edgebuild.ops.conv_path import (
+    kernel_paths,
+    line_fits_biases,
+    shift_forms,
+    two_pixel_block,
+)
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c) that its
@@ -50,10 +55,16 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
     return cfg
 
 
+def _dilated(cfg: dict, dil: int) -> dict:
+    """cfg at dilation dil along the rows."""
+    out_w = conv_out(cfg["in_w"], cfg["k_w"], cfg["stride_w"], cfg["pad_w"], dil)
+    return {**cfg, "dil_w": dil, "out_w": out_w}
+
+
 # One layer of each kernel: 3-tap (3x3, padded; 1-D with multiplier 4: its rows two channels
 # a pass); tile (5x5 x2, turned, and one input channel
 # to 6, 3x3 stride 2: its pair loop of any frame; 1-D k = 5, multiplier 2 at stride 1 / 2:
-# its pair loops along the rows; 1-D k = 15, and k = 7 stride 2: its one-channel loops along
+# its pair loops along the rows; 2x15, and 1-D k = 7 stride 2: its one-channel loops along
 # the rows; one input channel to 16, 1-D k = 5, and to 12, 3x3 stride 2: the fan, two pixels
 # and one at a time; 1x2 with multiplier 4: its one-tap-pair rows by an immediate shift);
 # column (dense 8 -> 1 5x1 stride 2); scale (1x1); table
@@ -64,11 +75,12 @@ def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict
 # grouped 1x1s of 2 and 3 inputs a group, 12 and 10 outputs (the GEMM's short rows);
 # im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
-# 2-pixel GEMM rows, 7 outputs so that the last runs alone)
+# 2-pixel GEMM rows, 7 outputs so that the last runs alone); the line kernel (1x9 on 4 rows,
+# relu; 1-D k = 7 at dilation 2, none, on an odd row of 61 outputs)
 LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
           _layer(2, (1, 97), (1, 3), 8, 2, pad=(0, 1)),
-          _layer(2, (1, 200), (1, 15), 2, 2, pad=(0, 7)),
+          _layer(2, (2, 200), (2, 15), 2, 2, pad=(0, 7)),
           _layer(2, (1, 128), (1, 5), 4, 2, pad=(0, 2)),
           _layer(2, (1, 183), (1, 5), 4, 2, pad=(0, 2), stride=(1, 2)),
           _layer(2, (1, 200), (1, 7), 2, 2, pad=(0, 3), stride=(1, 2), act=0),
@@ -91,7 +103,9 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(24, (1, 14), (1, 13), 7, 1),
           _layer(1, (1, 128), (1, 5), 16, 1, pad=(0, 2)),
           _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2)),
-          _layer(3, (9, 23), (1, 2), 12, 3)]
+          _layer(3, (9, 23), (1, 2), 12, 3),
+          _layer(3, (4, 97), (1, 9), 3, 3, pad=(0, 4)),
+          _dilated(_layer(4, (1, 61), (1, 7), 4, 4, pad=(0, 6), act=0), 2)]
 
 
 def _cases(cfgs, seed: int) -> list:
@@ -110,8 +124,9 @@ def _text(elf) -> int:
 
 def _predicted(cfg: dict) -> frozenset[str]:
     """The paths a model of this one conv links: kernel_paths, its shift forms, and the
-    output forms m4_test_program runs it in (its act, narrow, and wide)."""
-    paths = kernel_paths(plane_of(cfg))
+    output forms m4_test_program runs it in (its act, narrow, and wide: the line kernel's
+    layers then take the tile kernel, ops.conv.line_requantizes)."""
+    paths = kernel_paths(plane_of(cfg)) | kernel_paths(plane_of(cfg), lines=False)
     return paths | shift_forms(paths, -cfg["shift"]) | {"q_wide"} | (
         {"q_relu" if cfg["act"] == 1 else "q_none"}) | (
         {"im2col_s2"} if cfg["stride_w"] == 2 else set())
@@ -139,13 +154,46 @@ def test_paths_name_files_the_kernels_know():
 def test_shift_forms_name_the_immediate():
     """A layer on the tile kernel (and its fan) links the form of its shift: 8 for right
     shifts 0..8, 16 for 9..16; none outside them (the C loops run), nor off the kernel."""
-    fan = kernel_paths(plane_of(LAYERS[-2]))
+    fan = kernel_paths(plane_of(LAYERS[-4]))
     assert {"dw_tile", "dw_fan"} <= fan
     assert [shift_forms(fan, s) for s in (0, 8, 9, 16)] == \
         [{"dw_tile8", "dw_fan8"}] * 2 + [{"dw_tile16", "dw_fan16"}] * 2
     assert shift_forms(kernel_paths(plane_of(LAYERS[1])), 12) == {"dw_tile16"}
     assert not shift_forms(fan, 17) and not shift_forms(fan, -1)
     assert not shift_forms(kernel_paths(plane_of(LAYERS[0])), 7)
+    line, line_d2 = (kernel_paths(plane_of(cfg)) for cfg in LAYERS[-2:])
+    assert shift_forms(line, 3) == {"dw_line8"} and shift_forms(line_d2, 16) == {"dw_line16"}
+
+
+def test_line_kernel_predicted_with_its_biases():
+    """The line kernel takes a one-row depthwise of multiplier 1 (dilation 2: its phase
+    form too), not one of multiplier 2, a 3-tap row or a 2-row kernel; a bias past its
+    limits sends the layer to the tile kernel (line_fits_biases), at the edges exactly (the
+    scaled start's, eb_dw_imm_limit, which lies inside the fast range's)."""
+    line, line_d2 = (plane_of(cfg) for cfg in LAYERS[-2:])
+    assert {"dw_line"} <= kernel_paths(line) and "dw_line_d2" not in kernel_paths(line)
+    assert {"dw_line", "dw_line_d2"} <= kernel_paths(line_d2)
+    assert "dw_line" not in kernel_paths(line, lines=False) and \
+        "dw_tile" in kernel_paths(line, lines=False)
+    for cfg in (_layer(3, (4, 97), (1, 9), 6, 3, pad=(0, 4)), _layer(3, (4, 97), (1, 3), 3, 3),
+                _layer(3, (4, 97), (2, 9), 3, 3), _layer(3, (4, 97), (1, 9), 3, 3,
+                                                        stride=(1, 2))):
+        assert "dw_line" not in kernel_paths(plane_of(cfg)), cfg
+    pairs = 5
+    assert line_fits_biases(line, (0, -5, 7), -9, True)
+    lim = (2**31 - 1 - (2 * pairs << 22)) >> 7  # c = 16, t = 7
+    assert line_fits_biases(line, (lim - 2**8,), -9, True)
+    assert not line_fits_biases(line, (lim - 2**8 + 1,), -9, True)
+    assert line_fits_biases(line, (lim,), -9, False) and \
+        not line_fits_biases(line, (lim + 1,), -9, False)
+    assert line_fits_biases(line, (-lim,), -9, False) and \
+        not line_fits_biases(line, (-lim - 1,), -9, False)
+    assert line_fits_biases(line, (5,), -16, True) and line_fits_biases(line, (5,), 0, True)
+    assert not line_fits_biases(line, (5,), -17, True) and \
+        not line_fits_biases(line, (5,), 1, True)
+    edge = 2**31 - 1 - (2 * pairs << 22) - 2**15  # s = 16, t = 0: the start's limit binds
+    assert line_fits_biases(line, (edge,), -16, True) and \
+        not line_fits_biases(line, (edge + 1,), -16, True)
 
 
 def test_two_pixel_blocks_predicted_per_pass():
@@ -205,7 +253,7 @@ def test_m4_tap1_rows_shift_by_an_immediate_where_predicted(lib, m4_build):  # n
     kernel_paths names runs its rows by the immediate-shift forms ("dw_tile_tap1"): an
     instruction an output fewer than with that path left out (the rows then shift by a
     register), exact both ways."""
-    case = _cases([LAYERS[-1]], 7)[0]
+    case = _cases([LAYERS[-3]], 7)[0]
     cfg = case[0]
     keep = _predicted(cfg)
     source = m4_test_program(lib, [case], linears=False)

@@ -63,7 +63,10 @@ def tile_loop(cfg: dict) -> str:
 
 
 def takes_tile(cfg: dict) -> bool:
-    return "dw_tile" in kernel_paths(plane_of(cfg))
+    """Whether the tile kernel takes cfg, or would but for the line kernel (a one-row frame
+    of multiplier 1: its int8 outputs by the immediate go there, its wide ones and those
+    of biases past the line's limits here)."""
+    return "dw_tile" in kernel_paths(plane_of(cfg), lines=False)
 
 
 def tile_layers() -> st.SearchStrategy[dict]:

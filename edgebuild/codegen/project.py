@@ -44,7 +44,7 @@ VALUES_PER_LINE = 16
 # instructions.
 OPTIMIZED_CPUS = ("cortex-m4",)
 # Headers copied into model/ that only a kernel source includes (not cnn.c).
-PRIVATE_HEADERS = ("eb_gemm_asm.h", "eb_simd.h")
+PRIVATE_HEADERS = ("eb_gemm_asm.h", "eb_simd.h", "eb_dw_line.h")
 
 
 def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
@@ -54,7 +54,8 @@ def kernel_files(cpu: str, tiled: bool, paths: Iterable[str] = ()
     sources, headers = ["eb_kernels.c"], ["eb_kernels.h"]
     if cpu in OPTIMIZED_CPUS:
         sources.extend(("eb_kernels_opt.c", "eb_dw_opt.c", "eb_pool_opt.c"))
-        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h", "eb_gemm_asm.h"))
+        headers.extend(("eb_kernels_opt.h", "eb_dw_opt.h", "eb_simd.h", "eb_gemm_asm.h",
+                        "eb_dw_line.h"))
     for path in sorted(set(paths) & PATH_FILES.keys()):  # any CPU (global_pool's are portable)
         sources.extend(PATH_FILES[path][0])
         headers.extend(PATH_FILES[path][1])

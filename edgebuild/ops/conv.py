@@ -32,6 +32,7 @@ from edgebuild.ops.conv_path import (
     dw_tile,
     gemm_short,
     kernel_paths,
+    line_fits_biases,
     pointwise_column,
     shift_forms,
     split,
@@ -441,13 +442,25 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
         return form | stride2 | tile_gemm
     if as_linear(conv):
         return frozenset()
-    paths = kernel_paths(conv, packed)
+    paths = kernel_paths(conv, packed, lines=line_requantizes(step, conv))
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
         paths |= {"im2col"} | tile_gemm | ({"dw_tile", "dw_tile_one", "dw_table"}
                                            if "dw_column" not in paths and "depthwise" in paths
                                            else set())
     forms = shift_forms(paths, -step.quant.shift) if step.quant is not None else frozenset()
     return paths | forms | form | (stride2 if "im2col" in paths else frozenset())
+
+
+def line_requantizes(step: CStep[Conv], conv: Plane) -> bool:
+    """Whether the line kernel (eb_dw_line_layer) would requantize the step's outputs by an
+    immediate: int8 out, relu or none, and every bias within its limits (line_fits_biases);
+    else a layer of its shape takes the tile kernel, which the step then links instead."""
+    layer, quant = step.layer, step.quant
+    if quant is None or layer.wide or layer.act not in (Activation.none, Activation.relu):
+        return False
+    bias = (0,) if quant.bias is None else tuple(int(b) for b in quant.bias.reshape(-1))
+    return line_fits_biases(conv, bias, quant.shift,
+                            numerics.requantize_rounding(step.rounding) == "half_up")
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

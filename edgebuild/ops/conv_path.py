@@ -296,11 +296,47 @@ def two_pixel_block(conv: Plane, rows: int | None = None) -> bool:
     return any(r * conv.out_w % 4 == 2 for r in counts if r)
 
 
-def kernel_paths(conv: Plane, packed: bool = False) -> frozenset[str]:
+LINE_PAIRS = 8  # eb_dw_line.h: EB_DW_LINE_PAIRS, the line kernel's most tap pairs a row
+LINE_PHASE = 256  # EB_DW_LINE_PHASE: int16 from a dilation-2 row's even phase to its odd one
+
+
+def line(conv: Plane) -> bool:
+    """eb_dw_line_fits (and eb_dw_layer's test before it): whether the line kernel may take a
+    depthwise conv of multiplier 1 -- a frame of one tap row of 4..2 LINE_PAIRS taps at
+    stride 1, dilation 1 or 2, rows of at least 2 outputs whose widened row fits the tile
+    patch (at dilation 2 each phase LINE_PHASE). Its biases may still send it to the tile
+    kernel (line_fits_biases)."""
+    g = _row_major(conv)
+    pairs = (g.k_w + 1) // 2
+    if g.dil_w == 1:
+        room = g.out_w + 2 * pairs + 2 <= DW_TILE_ELEMENTS
+    else:
+        room = (g.out_w + 1) // 2 + 2 * pairs <= LINE_PHASE
+    return conv.groups == conv.in_c == conv.out_c and g.k_h == 1 and g.stride_w == 1 and \
+        g.dil_w in (1, 2) and 4 <= g.k_w <= 2 * LINE_PAIRS and g.out_w >= 2 and room
+
+
+def line_fits_biases(conv: Plane, bias: tuple[int, ...], shift: int, half_up: bool) -> bool:
+    """eb_dw_line_layer's test of the requantization: every output channel's start (its
+    bias, plus 2^(s - 1) rounding half up) in the fast range (eb_dw_setup: within k 2^14 of
+    the int32 limits) and, scaled to the immediate, within eb_dw_imm_limit; a right shift s
+    of 0..16. Else the tile kernel takes the layer."""
+    s = -shift
+    if not 0 <= s <= 16:
+        return False
+    g = _row_major(conv)
+    taps, pairs = g.k_h * g.k_w, (g.k_w + 1) // 2
+    half = 1 << (s - 1) if half_up and s > 0 else 0
+    lo, hi = -2**31 + (taps << 14), 2**31 - 1 - (taps << 14) - half
+    lim = (2**31 - 1 - (2 * pairs << 22)) >> ((8 if s <= 8 else 16) - s)
+    return all(lo <= b <= hi and -lim <= b + half <= lim for b in bias)
+
+
+def kernel_paths(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:
     """kernel_choice, and with "im2col" the GEMM rows' 2-pixel path where a block of 2
     pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv) and
     their short rows' (gemm_short)."""
-    paths = kernel_choice(conv, packed)
+    paths = kernel_choice(conv, packed, lines)
     return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
                     else frozenset()) | (gemm_short(conv) if "im2col" in paths else frozenset())
 
@@ -312,7 +348,7 @@ def gemm_short(conv: Plane) -> frozenset[str]:
     return frozenset({"gemm_short"} if k < 4 else ())
 
 
-def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
+def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
@@ -320,7 +356,9 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
-    generic path, for a conv none of those take. A model's eb_config.h leaves out the paths
+    generic path, for a conv none of those take. Before the tile kernel the line kernel
+    ("dw_line", at dilation 2 "dw_line_d2"; line), unless `lines` is false (its biases
+    send the layer on: line_fits_biases). A model's eb_config.h leaves out the paths
     no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
     path was left out would still run exact, on the next one."""
     g = _row_major(conv)
@@ -340,6 +378,9 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
                          ({"dw_three_tap_pair"} if three_tap_pair(conv) else set()))
     if (g.k_h, g.k_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w) == (1, 1, 1, 1, 0, 0):
         return frozenset({"depthwise", "dw_table"})  # a per-channel scale
+    if lines and not packed and line(conv):
+        return frozenset({"depthwise", "dw_line"} |
+                         ({"dw_line_d2"} if _row_major(conv).dil_w == 2 else set()))
     if tile_takes(conv):
         return frozenset({"depthwise", "dw_tile"}) | tile_paths(conv)
     entries = g.k_h * (((g.k_w - 1) * g.dil_w + 4) >> 2)
@@ -348,13 +389,15 @@ def kernel_choice(conv: Plane, packed: bool = False) -> frozenset[str]:
 
 
 def shift_forms(paths: frozenset[str], shift: int) -> frozenset[str]:
-    """The forms of the tile kernel's row functions and of its fan a layer on them runs
-    (eb_dw_tile_init, eb_dw_fan_tile): requantizing by the immediate 8 ("dw_tile8",
-    "dw_fan8": a right shift of 0..8) or 16 ("dw_tile16", "dw_fan16": 9..16); none other."""
+    """The forms of the tile kernel's row functions, of its fan and of the line kernel a
+    layer on them runs (eb_dw_tile_init, eb_dw_fan_tile, eb_dw_line_form): requantizing by
+    the immediate 8 ("dw_tile8", "dw_fan8", "dw_line8": a right shift of 0..8) or 16
+    ("dw_tile16", "dw_fan16", "dw_line16": 9..16); none other."""
     if not 0 <= shift <= 16:
         return frozenset()
     c = 8 if shift <= 8 else 16
-    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan") if kind in paths)
+    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan", "dw_line")
+                     if kind in paths)
 
 
 def as_linear(conv: Plane) -> bool:

@@ -3671,6 +3671,238 @@ static int eb_dw_tile_better(const eb_conv_params *p)
     return 4 * (int64_t)tile < 3 * (int64_t)col;
 }
 
+/* The line kernel (eb_dw_line.h): a depthwise conv of multiplier 1 whose frame is one row of
+ * 4..16 taps at stride 1, dilation 1 or 2 (ops.conv_path.line), each output channel's tap
+ * pairs in registers over its input row widened once; EB_OPT_NO_DW_LINE leaves it out (and
+ * EB_OPT_NO_DW_LINE8 / 16, _D2 the forms of the immediate 8 / 16 and of dilation 2: the
+ * gates of eb_dw_line.h's EB_DW_LINE_FORMS, with those of the output forms). */
+#if !defined(EB_OPT_NO_DW_LINE)
+#define EB_DW_LINE 1
+#ifdef EB_OPT_NO_DW_LINE8
+#define EB_DW_LINE_C8(...)
+#else
+#define EB_DW_LINE_C8(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_DW_LINE16
+#define EB_DW_LINE_C16(...)
+#else
+#define EB_DW_LINE_C16(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_DW_LINE_D2
+#define EB_DW_LINE_D2(...)
+#else
+#define EB_DW_LINE_D2(...) __VA_ARGS__
+#endif
+#if EB_DW_HAS_RELU
+#define EB_DW_LINE_RELU(...) __VA_ARGS__
+#else
+#define EB_DW_LINE_RELU(...)
+#endif
+#if EB_DW_HAS_NONE
+#define EB_DW_LINE_NONE(...) __VA_ARGS__
+#else
+#define EB_DW_LINE_NONE(...)
+#endif
+#include "eb_dw_line.h"
+
+/* Whether the line kernel takes a layer in frame g (the plan's twin: ops.conv_path.line):
+ * one tap row of 4..16 taps at stride 1, dilation 1 or 2 (a 3-tap row is the 3-tap
+ * kernels'), rows of at least 2 outputs whose widened row -- at dilation 2 each phase --
+ * fits EB_DW_TILE_SCRATCH int16. The caller takes multiplier 1 only: with more output
+ * channels an input row feeds, the tile kernel's pair loops and fan share its loads (seed
+ * 11's 32 -> 128 1x6 ran 3.20 insn/MAC there, 6.10 here). */
+static int eb_dw_line_fits(const eb_dw_geom *g)
+{
+    const int32_t pairs = (g->k_w + 1) >> 1;
+    const int32_t len = g->dil_w == 1 ? (int32_t)g->out_w + 2 * pairs + 2
+                                      : (((int32_t)g->out_w + 1) >> 1) + 2 * pairs;
+    return g->k_h == 1 && g->stride_w == 1 && (g->dil_w == 1 || g->dil_w == 2) &&
+           g->k_w >= 4 && g->k_w <= 2 * EB_DW_LINE_PAIRS && g->out_w >= 2 &&
+           len <= (g->dil_w == 1 ? EB_DW_TILE_SCRATCH : EB_DW_LINE_PHASE);
+}
+
+/* Input row iy of a plane: its columns [lo, hi) of the padded row (from column -pad_w) inside
+ * it, row[j] column j; lo = hi = len for a row in the padding. */
+static const int8_t *eb_dw_line_span(const eb_dw_geom *g, const int8_t *plane, int iy,
+                                     int32_t len, int32_t *lo, int32_t *hi)
+{
+    const int inside = iy >= 0 && iy < g->in_h;
+    *lo = inside ? (g->pad_w < len ? g->pad_w : len) : len;
+    *hi = inside && (int32_t)g->pad_w + g->in_w < len ? g->pad_w + g->in_w : len;
+    return plane + (int32_t)iy * g->in_w - g->pad_w;
+}
+
+/* Input row iy widened to int16 into x (4-byte aligned: the scratch): len values from column
+ * -pad_w, 0 outside the row; the row's bytes 4 at a time as eb_dw_tile_fill copies them. */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_line_widen(const eb_dw_geom *g, const int8_t *plane,
+                                                      int iy, int32_t len, int16_t *x)
+{
+    int32_t lo, hi, c;
+    const int8_t *row = eb_dw_line_span(g, plane, iy, len, &lo, &hi);
+    eb_dw_tile_zero(x, 0, lo);
+    for (c = lo; c + 4 <= hi; c += 4) {
+        const uint32_t v = eb_load32(row + c);
+        const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+        eb_store32(x + c, eb_pack_lo(a, b));
+        eb_store32(x + c + 2, eb_pack_hi(a, b));
+    }
+    for (; c < hi; ++c) {
+        x[c] = row[c];
+    }
+    eb_dw_tile_zero(x, c, len);
+}
+
+/* The same at dilation 2 (len even): the padded row's even columns into x, its odd ones into
+ * x + EB_DW_LINE_PHASE -- SXTB16 of a word of the row gives the two phases' words. */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_line_widen2(const eb_dw_geom *g,
+                                                       const int8_t *plane, int iy,
+                                                       int32_t len, int16_t *x)
+{
+    int16_t *const odd = x + EB_DW_LINE_PHASE;
+    int32_t lo, hi, c;
+    const int8_t *row = eb_dw_line_span(g, plane, iy, len, &lo, &hi);
+    eb_dw_tile_zero(x, 0, (lo + 1) >> 1); /* the columns c < lo: even ones, then odd */
+    eb_dw_tile_zero(odd, 0, lo >> 1);
+    for (c = lo; (c & 3) && c < hi; ++c) { /* up to a word of each phase */
+        (c & 1 ? odd : x)[c >> 1] = row[c];
+    }
+    for (; c + 4 <= hi; c += 4) {
+        const uint32_t v = eb_load32(row + c);
+        eb_store32(x + (c >> 1), eb_sxtb16(v));
+        eb_store32(odd + (c >> 1), eb_sxtb16_ror8(v));
+    }
+    for (; c < hi; ++c) {
+        (c & 1 ? odd : x)[c >> 1] = row[c];
+    }
+    eb_dw_tile_zero(x, (c + 1) >> 1, len >> 1); /* the columns c >= hi */
+    eb_dw_tile_zero(odd, c >> 1, len >> 1);
+}
+
+/* The tap pairs [w(2p), w(2p + 1)] of k <= 16 weights, each times 2^t, into pairs[0 ..
+ * (k + 1) / 2) (an odd k's last pair has a 0 second weight). */
+static EB_NOINLINE void eb_dw_line_pairs(const int8_t *w, int k, int t, uint32_t *pairs)
+{
+    int i;
+    for (i = 0; 2 * i + 1 < k; ++i) {
+        pairs[i] = (uint16_t)(w[2 * i] * (1 << t)) | (uint32_t)(w[2 * i + 1] * (1 << t)) << 16;
+    }
+    if (k & 1) {
+        pairs[i] = (uint16_t)(w[k - 1] * (1 << t));
+    }
+}
+
+/* The linked form for relu or none, the immediate c, dilation d; NULL when it is left out. */
+typedef void (*eb_dw_line_fn)(const eb_dw_line_job *);
+static eb_dw_line_fn eb_dw_line_form(int relu, int c, int d)
+{
+#ifdef EB_DW_LINE_ASM
+#define EB_DW_LINE_ENTRY(name, relu, c, d, ...) {relu, c, d, name},
+    static const struct {
+        int relu, c, d;
+        eb_dw_line_fn fn;
+    } forms[] = {EB_DW_LINE_FORMS(EB_DW_LINE_ENTRY)
+        {-1, 0, 0, NULL}};
+    int i;
+    for (i = 0; forms[i].fn != NULL; ++i) {
+        if (forms[i].relu == relu && forms[i].c == c && forms[i].d == d) {
+            return forms[i].fn;
+        }
+    }
+    return NULL;
+#else
+    (void)relu;
+    (void)c;
+    (void)d;
+    return NULL;
+#endif
+}
+
+/* Outputs [from, end) of a widened row (even end - from; `at` the first's x), by fn or, with
+ * none (the host), by the C twin. */
+static void eb_dw_line_run(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *at,
+                           int8_t *from, int8_t *end, int relu, int c, int d)
+{
+    j->x = at - 2 * j->skip;
+    j->out = from;
+    j->end = end;
+    if (fn != NULL) {
+        fn(j);
+    } else {
+        eb_dw_line_c(j, relu, c, d);
+    }
+}
+
+/* One widened row's n >= 2 outputs into out: at dilation 1 an odd count's last pair
+ * overlapping the one before; at 2 output 2i the even phase's i, 2i + 1 the odd one's, and
+ * an odd count's last output a pair of its own into a spare word. */
+static void eb_dw_line_row(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *x, int8_t *out,
+                           int32_t n, int relu, int c, int d)
+{
+    const int32_t even = n & ~(int32_t)1;
+    int8_t spare[2];
+    eb_dw_line_run(j, fn, x, out, out + even, relu, c, d);
+    if (even == n) {
+        return;
+    }
+    if (d == 1) {
+        eb_dw_line_run(j, fn, x + n - 2, out + n - 2, out + n, relu, c, d);
+    } else {
+        eb_dw_line_run(j, fn, x + (n >> 1), spare, spare + 2, relu, c, d);
+        out[n - 1] = spare[0];
+    }
+}
+
+/* The layer by the line kernel when every output channel requantizes by an immediate (NONE
+ * or RELU, eb_dw_imm, a start within eb_dw_imm_limit) and its form is linked; 0, nothing
+ * written, otherwise (the plan's twin: ops.conv.line_takes). Per output channel its pairs
+ * and start scaled once, per output row its input row widened into x. */
+static int eb_dw_line_layer(const eb_conv_params *p, const eb_dw_geom *g, const int8_t *in,
+                            int32_t in_plane, const int8_t *weight, const int32_t *bias,
+                            const eb_dw_rq *rq, const eb_dw_out *o, int16_t *x)
+{
+    const int pairs = (g->k_w + 1) >> 1, c = eb_dw_imm(o->s), d = g->dil_w;
+    const int relu = rq->fast == EB_DW_RELU;
+    const int32_t len = d == 1 ? (int32_t)g->out_w + 2 * pairs
+                               : 2 * ((((int32_t)g->out_w + 1) >> 1) + 2 * pairs);
+    const int32_t out_plane = (int32_t)g->out_h * g->out_w;
+    const eb_dw_line_fn fn = eb_dw_line_form(relu, c, d);
+    eb_dw_line_job j;
+    eb_dw_out oo = *o;
+    int32_t oc;
+    int oy;
+    if (!c) {
+        return 0;
+    }
+#ifdef EB_DW_LINE_ASM
+    if (fn == NULL) { /* its form left out: the tile kernel's, or the table's */
+        return 0;
+    }
+#endif
+    for (oc = 0; oc < p->out_c; ++oc) {
+        const int32_t init = eb_dw_init(rq, bias, oc, &oo);
+        if ((oo.mode != EB_DW_NONE && oo.mode != EB_DW_RELU) ||
+            !eb_dw_imm_fits(init, pairs, c - o->s)) {
+            return 0;
+        }
+    }
+    j.skip = EB_DW_LINE_PAIRS - pairs;
+    for (oc = 0; oc < p->out_c; ++oc) {
+        const int t = c - o->s;
+        j.init = (int32_t)((uint32_t)eb_dw_init(rq, bias, oc, &oo) << t);
+        eb_dw_line_pairs(weight + oc * g->k_w, g->k_w, t, j.w + j.skip);
+        for (oy = 0; oy < g->out_h; ++oy) {
+            (d == 1 ? eb_dw_line_widen : eb_dw_line_widen2)(g, in + oc * in_plane,
+                                                            oy * g->stride_h - g->pad_h, len, x);
+            eb_dw_line_row(&j, fn, x, o->out8 + oc * out_plane + (int32_t)oy * g->out_w,
+                           g->out_w, relu, c, d);
+        }
+    }
+    return 1;
+}
+#else
+#define EB_DW_LINE 0
+#endif
+
 /* eb_dw_conv_opt, or with q (eb_dw_fusable) on the input of a 2x2 stride-2 max pool: its
  * channels pooled into the padded path's buffer on the way, or into pooled (the pool's
  * output) for a channel that path does not take; 0 (nothing written) when it takes neither
@@ -3724,6 +3956,17 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     }
     tiled = EB_DW_TILE && !k3_shape && q == NULL && buf_bytes >= 2 * EB_DW_TILE_SCRATCH &&
             eb_dw_tile_plan(&g, 1, &tf) && eb_dw_tile_runs(&tf, p->out_c / p->in_c);
+#if EB_DW_LINE
+    /* the line kernel first: a layer it declines (its biases, its form left out) goes on */
+    if (q == NULL && k == NULL && out8 != NULL && p->wbits == 0 && p->out_c == p->in_c &&
+        buf_bytes >= 2 * EB_DW_TILE_SCRATCH && eb_dw_line_fits(&g)) {
+        eb_dw_setup(s, (int32_t)g.k_h * g.k_w, &o, &rq);
+        if (eb_dw_line_layer(p, &g, in, (int32_t)g.in_h * g.in_w, weight, bias, &rq, &o,
+                             (int16_t *)(void *)buf)) {
+            return 1;
+        }
+    }
+#endif
     if (g.kind != EB_DW_K3 && !tiled) {
         if (!EB_DW_TABLE) {
             return 0; /* the table kernel is not in this project */

@@ -76,7 +76,7 @@ def _dilated(cfg: dict, dil: int) -> dict:
 # im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone); the line kernel (1x9 on 4 rows,
-# relu; 1-D k = 7 at dilation 2, none, on an odd row of 61 outputs)
+# relu; 1-D k = 7 at dilation 2, none, on an odd row of 61 outputs; 1-D k = 9 at stride 2)
 LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (12, 14), (5, 5), 6, 3, pad=(2, 2)),
           _layer(2, (1, 97), (1, 3), 8, 2, pad=(0, 1)),
@@ -105,7 +105,9 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2)),
           _layer(3, (9, 23), (1, 2), 12, 3),
           _layer(3, (4, 97), (1, 9), 3, 3, pad=(0, 4)),
-          _dilated(_layer(4, (1, 61), (1, 7), 4, 4, pad=(0, 6), act=0), 2)]
+          _dilated(_layer(4, (1, 61), (1, 7), 4, 4, pad=(0, 6), act=0), 2),
+          _layer(2, (1, 101), (1, 9), 2, 2, pad=(0, 4), stride=(1, 2))]
+FAN, TAP1, LINE, LINE_D2, LINE_S2 = LAYERS[-5:]
 
 
 def _cases(cfgs, seed: int) -> list:
@@ -154,30 +156,34 @@ def test_paths_name_files_the_kernels_know():
 def test_shift_forms_name_the_immediate():
     """A layer on the tile kernel (and its fan) links the form of its shift: 8 for right
     shifts 0..8, 16 for 9..16; none outside them (the C loops run), nor off the kernel."""
-    fan = kernel_paths(plane_of(LAYERS[-4]))
+    fan = kernel_paths(plane_of(FAN))
     assert {"dw_tile", "dw_fan"} <= fan
     assert [shift_forms(fan, s) for s in (0, 8, 9, 16)] == \
         [{"dw_tile8", "dw_fan8"}] * 2 + [{"dw_tile16", "dw_fan16"}] * 2
     assert shift_forms(kernel_paths(plane_of(LAYERS[1])), 12) == {"dw_tile16"}
     assert not shift_forms(fan, 17) and not shift_forms(fan, -1)
     assert not shift_forms(kernel_paths(plane_of(LAYERS[0])), 7)
-    line, line_d2 = (kernel_paths(plane_of(cfg)) for cfg in LAYERS[-2:])
+    line, line_d2 = (kernel_paths(plane_of(cfg)) for cfg in (LINE, LINE_D2))
     assert shift_forms(line, 3) == {"dw_line8"} and shift_forms(line_d2, 16) == {"dw_line16"}
 
 
 def test_line_kernel_predicted_with_its_biases():
-    """The line kernel takes a one-row depthwise of multiplier 1 (dilation 2: its phase
-    form too), not one of multiplier 2, a 3-tap row or a 2-row kernel; a bias past its
+    """The line kernel takes a one-row depthwise of multiplier 1 (dilation 2, stride 2: their
+    forms too), not one of multiplier 2, a 3-tap row, a 2-row kernel or stride 3; a bias past its
     limits sends the layer to the tile kernel (line_fits_biases), at the edges exactly (the
     scaled start's, eb_dw_imm_limit, which lies inside the fast range's)."""
-    line, line_d2 = (plane_of(cfg) for cfg in LAYERS[-2:])
-    assert {"dw_line"} <= kernel_paths(line) and "dw_line_d2" not in kernel_paths(line)
-    assert {"dw_line", "dw_line_d2"} <= kernel_paths(line_d2)
+    line, line_d2, line_s2 = (plane_of(cfg) for cfg in (LINE, LINE_D2, LINE_S2))
+    assert kernel_paths(line) & {"dw_line", "dw_line_d2", "dw_line_s2"} == {"dw_line"}
+    assert kernel_paths(line_d2) & {"dw_line", "dw_line_d2", "dw_line_s2"} == \
+        {"dw_line", "dw_line_d2"}
+    assert kernel_paths(line_s2) & {"dw_line", "dw_line_d2", "dw_line_s2"} == \
+        {"dw_line", "dw_line_s2"}
     assert "dw_line" not in kernel_paths(line, lines=False) and \
         "dw_tile" in kernel_paths(line, lines=False)
     for cfg in (_layer(3, (4, 97), (1, 9), 6, 3, pad=(0, 4)), _layer(3, (4, 97), (1, 3), 3, 3),
                 _layer(3, (4, 97), (2, 9), 3, 3), _layer(3, (4, 97), (1, 9), 3, 3,
-                                                        stride=(1, 2))):
+                                                        stride=(1, 3)),
+                _dilated(_layer(3, (4, 97), (1, 5), 3, 3, stride=(1, 2)), 2)):
         assert "dw_line" not in kernel_paths(plane_of(cfg)), cfg
     pairs = 5
     assert line_fits_biases(line, (0, -5, 7), -9, True)
@@ -253,7 +259,7 @@ def test_m4_tap1_rows_shift_by_an_immediate_where_predicted(lib, m4_build):  # n
     kernel_paths names runs its rows by the immediate-shift forms ("dw_tile_tap1"): an
     instruction an output fewer than with that path left out (the rows then shift by a
     register), exact both ways."""
-    case = _cases([LAYERS[-3]], 7)[0]
+    case = _cases([TAP1], 7)[0]
     cfg = case[0]
     keep = _predicted(cfg)
     source = m4_test_program(lib, [case], linears=False)

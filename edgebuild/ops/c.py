@@ -110,7 +110,8 @@ class CCode:
 # or 16: "dw_tile8", "dw_tile16", "dw_fan8", "dw_fan16", ops.conv_path.shift_forms -- its dense
 # and grouped convs: "dw_group"),
 # column kernels (at stride 2 along the rows: "dw_column_s2"), the line kernel (its forms by the
-# immediate 8 or 16, "dw_line8" / "dw_line16", and of dilation 2, "dw_line_d2") and table kernels
+# immediate 8 or 16, "dw_line8" / "dw_line16", of dilation 2, "dw_line_d2", and of stride 2,
+# "dw_line_s2") and table kernels
 # (ops.conv_path.kernel_paths); the optimized
 # kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; its GEMM rows
 # for blocks of 2 pixels: "gemm_2px"; its rows of fewer than 4 weights: "gemm_short") and the
@@ -127,7 +128,8 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "
                   "dw_tile_s1", "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2",
                   "dw_tile_pair", "dw_tile_tap1", "dw_tile8", "dw_tile16", "dw_fan", "dw_fan8",
                   "dw_fan16", "dw_group", "dw_column", "dw_column_s2", "dw_column_dense",
-                  "dw_table", "dw_line", "dw_line8", "dw_line16", "dw_line_d2", "packed",
+                  "dw_table", "dw_line", "dw_line8", "dw_line16", "dw_line_d2", "dw_line_s2",
+                  "packed",
                   "im2col", "im2col_s2", "gemm_2px", "gemm_short", "linear_q",
                   "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",

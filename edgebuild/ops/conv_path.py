@@ -301,19 +301,21 @@ LINE_PHASE = 256  # EB_DW_LINE_PHASE: int16 from a dilation-2 row's even phase t
 
 
 def line(conv: Plane) -> bool:
-    """eb_dw_line_fits (and eb_dw_layer's test before it): whether the line kernel may take a
+    """eb_dw_line_kind (and eb_dw_layer's test before it): whether the line kernel may take a
     depthwise conv of multiplier 1 -- a frame of one tap row of 4..2 LINE_PAIRS taps at
-    stride 1, dilation 1 or 2, rows of at least 2 outputs whose widened row fits the tile
-    patch (at dilation 2 each phase LINE_PHASE). Its biases may still send it to the tile
-    kernel (line_fits_biases)."""
+    stride 1 dilation 1 or 2, or stride 2 dilation 1, rows of at least 2 outputs whose
+    widened row fits the tile patch (at dilation 2 each phase LINE_PHASE). Its biases may
+    still send it to the tile kernel (line_fits_biases)."""
     g = _row_major(conv)
-    pairs = (g.k_w + 1) // 2
-    if g.dil_w == 1:
-        room = g.out_w + 2 * pairs + 2 <= DW_TILE_ELEMENTS
+    n, pairs = g.out_w, (g.k_w + 1) // 2
+    if (g.stride_w, g.dil_w) == (1, 1):
+        room = n + 2 * pairs + 2 <= DW_TILE_ELEMENTS
+    elif (g.stride_w, g.dil_w) == (1, 2):
+        room = (n + 1) // 2 + 2 * pairs <= LINE_PHASE
     else:
-        room = (g.out_w + 1) // 2 + 2 * pairs <= LINE_PHASE
-    return conv.groups == conv.in_c == conv.out_c and g.k_h == 1 and g.stride_w == 1 and \
-        g.dil_w in (1, 2) and 4 <= g.k_w <= 2 * LINE_PAIRS and g.out_w >= 2 and room
+        room = (g.stride_w, g.dil_w) == (2, 1) and 2 * n + 2 * pairs + 2 <= DW_TILE_ELEMENTS
+    return conv.groups == conv.in_c == conv.out_c and g.k_h == 1 and \
+        4 <= g.k_w <= 2 * LINE_PAIRS and n >= 2 and room
 
 
 def line_fits_biases(conv: Plane, bias: tuple[int, ...], shift: int, half_up: bool) -> bool:
@@ -357,8 +359,9 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
     the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
     generic path, for a conv none of those take. Before the tile kernel the line kernel
-    ("dw_line", at dilation 2 "dw_line_d2"; line), unless `lines` is false (its biases
-    send the layer on: line_fits_biases). A model's eb_config.h leaves out the paths
+    ("dw_line", at dilation 2 "dw_line_d2", at stride 2 "dw_line_s2"; line), unless `lines`
+    is false (its biases send the layer on: line_fits_biases). A model's eb_config.h leaves
+    out the paths
     no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
     path was left out would still run exact, on the next one."""
     g = _row_major(conv)
@@ -380,7 +383,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
         return frozenset({"depthwise", "dw_table"})  # a per-channel scale
     if lines and not packed and line(conv):
         return frozenset({"depthwise", "dw_line"} |
-                         ({"dw_line_d2"} if _row_major(conv).dil_w == 2 else set()))
+                         ({"dw_line_d2"} if g.dil_w == 2 else set()) |
+                         ({"dw_line_s2"} if g.stride_w == 2 else set()))
     if tile_takes(conv):
         return frozenset({"depthwise", "dw_tile"}) | tile_paths(conv)
     entries = g.k_h * (((g.k_w - 1) * g.dil_w + 4) >> 2)

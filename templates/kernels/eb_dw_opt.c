@@ -3674,7 +3674,7 @@ static int eb_dw_tile_better(const eb_conv_params *p)
 /* The line kernel (eb_dw_line.h): a depthwise conv of multiplier 1 whose frame is one row of
  * 4..16 taps at stride 1, dilation 1 or 2 (ops.conv_path.line), each output channel's tap
  * pairs in registers over its input row widened once; EB_OPT_NO_DW_LINE leaves it out (and
- * EB_OPT_NO_DW_LINE8 / 16, _D2 the forms of the immediate 8 / 16 and of dilation 2: the
+ * EB_OPT_NO_DW_LINE8 / 16, _D2, _S2 the forms of the immediate 8 / 16, dilation 2, stride 2: the
  * gates of eb_dw_line.h's EB_DW_LINE_FORMS, with those of the output forms). */
 #if !defined(EB_OPT_NO_DW_LINE)
 #define EB_DW_LINE 1
@@ -3693,6 +3693,11 @@ static int eb_dw_tile_better(const eb_conv_params *p)
 #else
 #define EB_DW_LINE_D2(...) __VA_ARGS__
 #endif
+#ifdef EB_OPT_NO_DW_LINE_S2
+#define EB_DW_LINE_S2(...)
+#else
+#define EB_DW_LINE_S2(...) __VA_ARGS__
+#endif
 #if EB_DW_HAS_RELU
 #define EB_DW_LINE_RELU(...) __VA_ARGS__
 #else
@@ -3705,20 +3710,35 @@ static int eb_dw_tile_better(const eb_conv_params *p)
 #endif
 #include "eb_dw_line.h"
 
-/* Whether the line kernel takes a layer in frame g (the plan's twin: ops.conv_path.line):
- * one tap row of 4..16 taps at stride 1, dilation 1 or 2 (a 3-tap row is the 3-tap
- * kernels'), rows of at least 2 outputs whose widened row -- at dilation 2 each phase --
- * fits EB_DW_TILE_SCRATCH int16. The caller takes multiplier 1 only: with more output
- * channels an input row feeds, the tile kernel's pair loops and fan share its loads (seed
- * 11's 32 -> 128 1x6 ran 3.20 insn/MAC there, 6.10 here). */
-static int eb_dw_line_fits(const eb_dw_geom *g)
+/* The kind of row (eb_dw_line.h) the line kernel runs a layer in frame g in, and the int16
+ * its widened row takes (at dilation 2 each phase); 0 for a layer it does not take: one tap
+ * row of 4..16 taps (a 3-tap row is the 3-tap kernels') at stride 1 dilation 1 or 2, or at
+ * stride 2 dilation 1, rows of at least 2 outputs whose widened row fits
+ * EB_DW_TILE_SCRATCH int16 (the plan's twin: ops.conv_path.line). The caller takes
+ * multiplier 1 only: with more output channels an input row feeds, the tile kernel's pair
+ * loops and fan share its loads (seed 11's 32 -> 128 1x6 ran 3.20 insn/MAC there, 6.10
+ * here). */
+static int eb_dw_line_kind(const eb_dw_geom *g, int32_t *len)
 {
-    const int32_t pairs = (g->k_w + 1) >> 1;
-    const int32_t len = g->dil_w == 1 ? (int32_t)g->out_w + 2 * pairs + 2
-                                      : (((int32_t)g->out_w + 1) >> 1) + 2 * pairs;
-    return g->k_h == 1 && g->stride_w == 1 && (g->dil_w == 1 || g->dil_w == 2) &&
-           g->k_w >= 4 && g->k_w <= 2 * EB_DW_LINE_PAIRS && g->out_w >= 2 &&
-           len <= (g->dil_w == 1 ? EB_DW_TILE_SCRATCH : EB_DW_LINE_PHASE);
+    const int32_t pairs = (g->k_w + 1) >> 1, n = g->out_w;
+    int kind = 0;
+    if (g->k_h != 1 || g->k_w < 4 || g->k_w > 2 * EB_DW_LINE_PAIRS || n < 2) {
+        return 0;
+    }
+    if (g->stride_w == 1 && g->dil_w == 1) {
+        kind = EB_DW_LINE_K1;
+        *len = n + 2 * pairs;
+    } else if (g->stride_w == 1 && g->dil_w == 2) {
+        kind = EB_DW_LINE_K2;
+        *len = 2 * (((n + 1) >> 1) + 2 * pairs);
+    } else if (g->stride_w == 2 && g->dil_w == 1) {
+        kind = EB_DW_LINE_KS2;
+        *len = 2 * n + 2 * pairs;
+    }
+    if (kind == EB_DW_LINE_K2) {
+        return *len <= 2 * EB_DW_LINE_PHASE ? kind : 0;
+    }
+    return kind && *len + 2 <= EB_DW_TILE_SCRATCH ? kind : 0;
 }
 
 /* Input row iy of a plane: its columns [lo, hi) of the padded row (from column -pad_w) inside
@@ -3791,20 +3811,21 @@ static EB_NOINLINE void eb_dw_line_pairs(const int8_t *w, int k, int t, uint32_t
     }
 }
 
-/* The linked form for relu or none, the immediate c, dilation d; NULL when it is left out. */
+/* The linked form for relu or none, the immediate c, the kind of row; NULL when it is left
+ * out. */
 typedef void (*eb_dw_line_fn)(const eb_dw_line_job *);
-static eb_dw_line_fn eb_dw_line_form(int relu, int c, int d)
+static eb_dw_line_fn eb_dw_line_form(int relu, int c, int kind)
 {
 #ifdef EB_DW_LINE_ASM
-#define EB_DW_LINE_ENTRY(name, relu, c, d, ...) {relu, c, d, name},
+#define EB_DW_LINE_ENTRY(name, relu, c, kind, ...) {relu, c, kind, name},
     static const struct {
-        int relu, c, d;
+        int relu, c, kind;
         eb_dw_line_fn fn;
     } forms[] = {EB_DW_LINE_FORMS(EB_DW_LINE_ENTRY)
         {-1, 0, 0, NULL}};
     int i;
     for (i = 0; forms[i].fn != NULL; ++i) {
-        if (forms[i].relu == relu && forms[i].c == c && forms[i].d == d) {
+        if (forms[i].relu == relu && forms[i].c == c && forms[i].kind == kind) {
             return forms[i].fn;
         }
     }
@@ -3812,7 +3833,7 @@ static eb_dw_line_fn eb_dw_line_form(int relu, int c, int d)
 #else
     (void)relu;
     (void)c;
-    (void)d;
+    (void)kind;
     return NULL;
 #endif
 }
@@ -3820,7 +3841,7 @@ static eb_dw_line_fn eb_dw_line_form(int relu, int c, int d)
 /* Outputs [from, end) of a widened row (even end - from; `at` the first's x), by fn or, with
  * none (the host), by the C twin. */
 static void eb_dw_line_run(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *at,
-                           int8_t *from, int8_t *end, int relu, int c, int d)
+                           int8_t *from, int8_t *end, int relu, int c, int kind)
 {
     j->x = at - 2 * j->skip;
     j->out = from;
@@ -3828,44 +3849,45 @@ static void eb_dw_line_run(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *a
     if (fn != NULL) {
         fn(j);
     } else {
-        eb_dw_line_c(j, relu, c, d);
+        eb_dw_line_c(j, relu, c, kind);
     }
 }
 
-/* One widened row's n >= 2 outputs into out: at dilation 1 an odd count's last pair
- * overlapping the one before; at 2 output 2i the even phase's i, 2i + 1 the odd one's, and
- * an odd count's last output a pair of its own into a spare word. */
+/* One widened row's n >= 2 outputs into out: at stride 1 dilation 1 (and stride 2) an odd
+ * count's last pair overlapping the one before; at dilation 2 output 2i the even phase's
+ * i, 2i + 1 the odd one's, and an odd count's last output a pair of its own into a spare
+ * word. */
 static void eb_dw_line_row(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *x, int8_t *out,
-                           int32_t n, int relu, int c, int d)
+                           int32_t n, int relu, int c, int kind)
 {
     const int32_t even = n & ~(int32_t)1;
     int8_t spare[2];
-    eb_dw_line_run(j, fn, x, out, out + even, relu, c, d);
+    eb_dw_line_run(j, fn, x, out, out + even, relu, c, kind);
     if (even == n) {
         return;
     }
-    if (d == 1) {
-        eb_dw_line_run(j, fn, x + n - 2, out + n - 2, out + n, relu, c, d);
+    if (kind != EB_DW_LINE_K2) {
+        eb_dw_line_run(j, fn, x + (kind == EB_DW_LINE_K1 ? 1 : 2) * (n - 2), out + n - 2, out + n,
+                       relu, c, kind);
     } else {
-        eb_dw_line_run(j, fn, x + (n >> 1), spare, spare + 2, relu, c, d);
+        eb_dw_line_run(j, fn, x + (n >> 1), spare, spare + 2, relu, c, kind);
         out[n - 1] = spare[0];
     }
 }
 
 /* The layer by the line kernel when every output channel requantizes by an immediate (NONE
  * or RELU, eb_dw_imm, a start within eb_dw_imm_limit) and its form is linked; 0, nothing
- * written, otherwise (the plan's twin: ops.conv.line_takes). Per output channel its pairs
+ * written, otherwise (the plan's twin: ops.conv.line_requantizes). Per output channel its pairs
  * and start scaled once, per output row its input row widened into x. */
-static int eb_dw_line_layer(const eb_conv_params *p, const eb_dw_geom *g, const int8_t *in,
-                            int32_t in_plane, const int8_t *weight, const int32_t *bias,
-                            const eb_dw_rq *rq, const eb_dw_out *o, int16_t *x)
+static int eb_dw_line_layer(const eb_conv_params *p, const eb_dw_geom *g, int kind, int32_t len,
+                            const int8_t *in, int32_t in_plane, const int8_t *weight,
+                            const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,
+                            int16_t *x)
 {
-    const int pairs = (g->k_w + 1) >> 1, c = eb_dw_imm(o->s), d = g->dil_w;
+    const int pairs = (g->k_w + 1) >> 1, c = eb_dw_imm(o->s);
     const int relu = rq->fast == EB_DW_RELU;
-    const int32_t len = d == 1 ? (int32_t)g->out_w + 2 * pairs
-                               : 2 * ((((int32_t)g->out_w + 1) >> 1) + 2 * pairs);
     const int32_t out_plane = (int32_t)g->out_h * g->out_w;
-    const eb_dw_line_fn fn = eb_dw_line_form(relu, c, d);
+    const eb_dw_line_fn fn = eb_dw_line_form(relu, c, kind);
     eb_dw_line_job j;
     eb_dw_out oo = *o;
     int32_t oc;
@@ -3886,15 +3908,16 @@ static int eb_dw_line_layer(const eb_conv_params *p, const eb_dw_geom *g, const 
         }
     }
     j.skip = EB_DW_LINE_PAIRS - pairs;
+    memset(j.w, 0, sizeof j.w); /* w[skip - 1]: 0 (the stride-2 form's first step) */
     for (oc = 0; oc < p->out_c; ++oc) {
         const int t = c - o->s;
         j.init = (int32_t)((uint32_t)eb_dw_init(rq, bias, oc, &oo) << t);
         eb_dw_line_pairs(weight + oc * g->k_w, g->k_w, t, j.w + j.skip);
         for (oy = 0; oy < g->out_h; ++oy) {
-            (d == 1 ? eb_dw_line_widen : eb_dw_line_widen2)(g, in + oc * in_plane,
-                                                            oy * g->stride_h - g->pad_h, len, x);
+            (kind == EB_DW_LINE_K2 ? eb_dw_line_widen2 : eb_dw_line_widen)(
+                g, in + oc * in_plane, oy * g->stride_h - g->pad_h, len, x);
             eb_dw_line_row(&j, fn, x, o->out8 + oc * out_plane + (int32_t)oy * g->out_w,
-                           g->out_w, relu, c, d);
+                           g->out_w, relu, c, kind);
         }
     }
     return 1;
@@ -3959,10 +3982,12 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
 #if EB_DW_LINE
     /* the line kernel first: a layer it declines (its biases, its form left out) goes on */
     if (q == NULL && k == NULL && out8 != NULL && p->wbits == 0 && p->out_c == p->in_c &&
-        buf_bytes >= 2 * EB_DW_TILE_SCRATCH && eb_dw_line_fits(&g)) {
+        buf_bytes >= 2 * EB_DW_TILE_SCRATCH) {
+        int32_t len;
+        const int kind = eb_dw_line_kind(&g, &len);
         eb_dw_setup(s, (int32_t)g.k_h * g.k_w, &o, &rq);
-        if (eb_dw_line_layer(p, &g, in, (int32_t)g.in_h * g.in_w, weight, bias, &rq, &o,
-                             (int16_t *)(void *)buf)) {
+        if (kind && eb_dw_line_layer(p, &g, kind, len, in, (int32_t)g.in_h * g.in_w, weight,
+                                     bias, &rq, &o, (int16_t *)(void *)buf)) {
             return 1;
         }
     }

@@ -132,6 +132,7 @@
 #define EB_OPT_NO_DW_LINE8
 #define EB_OPT_NO_DW_LINE16
 #define EB_OPT_NO_DW_LINE_D2
+#define EB_OPT_NO_DW_LINE_S2
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL
 #define EB_OPT_NO_IM2COL_S2

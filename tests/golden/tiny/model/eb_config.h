@@ -120,6 +120,7 @@
 #define EB_OPT_NO_DW_LINE8
 #define EB_OPT_NO_DW_LINE16
 #define EB_OPT_NO_DW_LINE_D2
+#define EB_OPT_NO_DW_LINE_S2
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_GEMM_SHORT

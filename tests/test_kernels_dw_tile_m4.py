@@ -144,7 +144,24 @@ FILL_CASES = [
     dw_config(2, 12, 40, (1, 5), 1, 2, (0, 2), act=1),            # along the rows, 2nd rows
     dw_config(1, 300, 4, (9, 1), 1, 1, (4, 0), act=0),            # turned, one row a tile
 ]
-ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES
+# The one-channel rows unrolled (EB_DW_R1_SLIDE1U: 5 or more tap pairs a row at stride 1):
+# entered at every step but 5 (5..17 pairs: skip 3, 2, 1, 0, 7, 6, 4, 7), one to three passes
+# of 8, a turned frame, dilation 2 (single taps), a multiplier of 3 (its third channel's
+# rows; a 1xK of multiplier 1 is the line kernel's), rows in the padding, both
+# requantizations.
+LONG_CASES = [
+    dw_config(2, 4, 40, (2, 9), 1, 1, (1, 4), act=1),             # 5 pairs, 2 tap rows
+    dw_config(1, 3, 41, (3, 11), 1, 1, (0, 5), act=0),            # 6 pairs
+    dw_config(2, 2, 37, (2, 13), 1, 1, (1, 0), act=1),            # 7 pairs
+    dw_config(1, 3, 50, (2, 16), 1, 1, (0, 8), act=0),            # 8 pairs: one whole pass
+    dw_config(2, 2, 60, (2, 17), 1, 1, (0, 8), act=1),            # 9: two passes, skip 7
+    dw_config(1, 2, 70, (2, 19), 1, 1, 0, act=0),                 # 10 pairs
+    dw_config(1, 3, 64, (1, 24), 3, 1, (1, 11), act=1),           # 12, every 3rd channel
+    dw_config(1, 2, 90, (2, 33), 1, 1, (0, 16), act=0),           # 17 pairs: three passes
+    dw_config(2, 40, 5, (13, 1), 1, 1, (6, 0), act=1),            # turned, 7 pairs
+    dw_config(1, 2, 25, (1, 6), 3, 1, (0, 5), dil=(1, 2), act=0), # dilation 2, 6 single taps
+]
+ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES + LONG_CASES
 
 
 def test_fan_cases_take_the_fan():
@@ -241,6 +258,16 @@ def test_phase_cases_split():
     assert tile_frame(plane_of(dw_1d(2, 64, 5, 1, stride=2, pad=4, dil=2))).phases == 1
     # nor a short row: fewer than 16 outputs a phase (a 7x7 dilation-2 on 2 x 18 maps)
     assert tile_frame(plane_of(dw_config(3, 2, 18, 7, 1, 1, 6, dil=2))).phases == 1
+
+
+def test_long_cases_take_the_unrolled_rows():
+    """The long cases are predicted on the unrolled rows ("dw_tile_long"), with 5 to 17 tap
+    pairs a row (every entry step, up to three passes); rows of 4 pairs are not."""
+    pairs = [tile_frame(plane_of(c)).pairs for c in LONG_CASES]
+    assert all("dw_tile_long" in kernel_paths(plane_of(c), lines=False) for c in LONG_CASES)
+    assert pairs == [5, 6, 7, 8, 9, 10, 12, 17, 7, 6], pairs
+    assert {-n % 8 for n in pairs} == set(range(8)) - {5}, pairs
+    assert "dw_tile_long" not in kernel_paths(plane_of(dw_config(2, 4, 40, (2, 7), 1)))
 
 
 def test_loop_cases_take_each_loop():

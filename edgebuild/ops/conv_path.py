@@ -216,6 +216,9 @@ def tile_frame(conv: Plane) -> TileFrame:
                                   g.out_w, 1, chans=chans, s_h=g.stride_h))
 
 
+ROW1_LONG_PAIRS = 5  # eb_dw_opt.c: EB_DW_ROW1_LONG_PAIRS, the unrolled one-channel rows' least
+
+
 def tile_paths(conv: Plane) -> frozenset[str]:
     """The tile kernel's specialised loops a depthwise conv it takes runs (eb_dw_opt.c:
     eb_dw_tile_block): two channels at a time with a multiplier of 2 or more, at least two
@@ -223,7 +226,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     else "dw_tile_pair"); one channel (a multiplier of 1, or an odd one's last channel) along the
     rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one" --
     of one tap pair (a 1x1 or 1x2 kernel in the frame) along the rows at stride 1, shifting
-    by an immediate too ("dw_tile_tap1"); with the fan ("dw_fan") where it runs."""
+    by an immediate too ("dw_tile_tap1"), of ROW1_LONG_PAIRS tap pairs a row or more at
+    stride 1 unrolled ("dw_tile_long"); with the fan ("dw_fan") where it runs."""
     f = tile_frame(conv)
     m = conv.out_c // conv.groups
     paths = set()
@@ -234,6 +238,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
         paths.add(f"dw_tile_s{f.s_w}" if f.dst_c == 1 and f.s_w in (1, 2) else "dw_tile_one")
         if f.ntaps == 1 and f.dst_c == 1 and f.s_w == 1:
             paths.add("dw_tile_tap1")
+        if f.s_w == 1 and f.pairs >= ROW1_LONG_PAIRS and f.d_w in (1, 2):
+            paths.add("dw_tile_long")
     if fan(conv):
         paths.add("dw_fan")
     return frozenset(paths)

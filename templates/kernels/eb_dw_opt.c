@@ -140,6 +140,14 @@ typedef struct {
 #else
 #define EB_DW_TILE_S2 1
 #endif
+/* The one-channel rows at stride 1 unrolled for rows of EB_DW_ROW1_LONG_PAIRS tap pairs or
+ * more (EB_OPT_NO_DW_TILE_LONG leaves them out: those rows then loop). */
+#ifdef EB_OPT_NO_DW_TILE_LONG
+#define EB_DW_ROW1_LONG 0
+#else
+#define EB_DW_ROW1_LONG 1
+#endif
+#define EB_DW_ROW1_LONG_PAIRS 5
 #ifdef EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_DW_TILE_PAIR_S1 0
 #else
@@ -2389,6 +2397,74 @@ typedef struct {
     "ldr r10, [sp, #8]\n\t"                                                                  \
     "cmp r11, r10\n\t"                                                                       \
     "bne 0b\n\t"
+/* EB_DW_R1_SLIDE1 unrolled for rows of 5 or more tap pairs (EB_DW_ROW1_LONG): a tap row's
+ * pairs in passes of 8 steps, the first entered by a TBB at step `skip` = -n & 7 (the row's
+ * pointers moved back by skip steps), so that no pass counts or tests its pairs -- 7
+ * instructions a pair where the loop spent 9, and 18 a row beside them (EB_DW_R1_LONG_PRO
+ * leaves skip in r10 and the passes less one in the job copy's pairs). */
+#define EB_DW_R1_SLIDE1U                                                                     \
+    "0:\n\t"                                                                                 \
+    "ldr r9, [r11]\n\t"                                                                      \
+    "add r9, lr, r9, lsl #1\n\t"                                                             \
+    "ldr r4, [r9]\n\t"                                                                       \
+    "ldr r5, [r9, #2]\n\t"                                                                   \
+    "mov r6, r4\n\t"                                                                         \
+    "mov r7, r5\n\t"                                                                         \
+    "ldr r12, [sp, #12]\n\t"                                                                 \
+    "sub r9, r9, r10, lsl #2\n\t"                                                            \
+    "sub r11, r11, r10, lsl #3\n\t"                                                          \
+    "sub r11, r11, r10, lsl #2\n\t"                                                          \
+    "tbb [pc, r10]\n"                                                                        \
+    "19:\n\t"                                                                                \
+    ".byte (20f - 19b) / 2, (21f - 19b) / 2, (22f - 19b) / 2, (23f - 19b) / 2\n\t"           \
+    ".byte (24f - 19b) / 2, (25f - 19b) / 2, (26f - 19b) / 2, (27f - 19b) / 2\n"             \
+    "20:\n\t"                                                                                \
+    "ldr r6, [r9, #4]\n\t"                                                                   \
+    "ldr r7, [r9, #6]\n\t"                                                                   \
+    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                            \
+    "21:\n\t"                                                                                \
+    "ldr r4, [r9, #8]\n\t"                                                                   \
+    "ldr r5, [r9, #10]\n\t"                                                                  \
+    "ldr r8, [r11, #16]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
+    "22:\n\t"                                                                                \
+    "ldr r6, [r9, #12]\n\t"                                                                  \
+    "ldr r7, [r9, #14]\n\t"                                                                  \
+    "ldr r8, [r11, #28]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
+    "23:\n\t"                                                                                \
+    "ldr r4, [r9, #16]\n\t"                                                                  \
+    "ldr r5, [r9, #18]\n\t"                                                                  \
+    "ldr r8, [r11, #40]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
+    "24:\n\t"                                                                                \
+    "ldr r6, [r9, #20]\n\t"                                                                  \
+    "ldr r7, [r9, #22]\n\t"                                                                  \
+    "ldr r8, [r11, #52]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
+    "25:\n\t"                                                                                \
+    "ldr r4, [r9, #24]\n\t"                                                                  \
+    "ldr r5, [r9, #26]\n\t"                                                                  \
+    "ldr r8, [r11, #64]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
+    "26:\n\t"                                                                                \
+    "ldr r6, [r9, #28]\n\t"                                                                  \
+    "ldr r7, [r9, #30]\n\t"                                                                  \
+    "ldr r8, [r11, #76]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
+    "27:\n\t"                                                                                \
+    "ldr r4, [r9, #32]\n\t"                                                                  \
+    "ldr r5, [r9, #34]\n\t"                                                                  \
+    "ldr r8, [r11, #88]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
+    "subs r12, r12, #1\n\t"                                                                  \
+    "add r11, r11, #96\n\t"                                                                  \
+    "add r9, r9, #32\n\t"                                                                    \
+    "bge 20b\n\t"                                                                            \
+    "ldr r8, [sp, #8]\n\t"                                                                   \
+    "cmp r11, r8\n\t"                                                                        \
+    "bne 0b\n\t"
+#define EB_DW_R1_LONG_PRO                                                                    \
+    "ldr r10, [sp, #12]\n\t"                                                                 \
+    "add r12, r10, #7\n\t"                                                                   \
+    "lsr r12, r12, #3\n\t"                                                                   \
+    "sub r12, r12, #1\n\t"                                                                   \
+    "str r12, [sp, #12]\n\t"                                                                 \
+    "rsb r10, r10, #0\n\t"                                                                   \
+    "and r10, r10, #7\n\t"
 #define EB_DW_R1_SLIDE2                                                                      \
     "0:\n\t"                                                                                 \
     "ldr r9, [r11]\n\t"                                                                      \
@@ -2429,7 +2505,7 @@ typedef struct {
     "ldr r10, [sp, #8]\n\t"                                                                  \
     "cmp r11, r10\n\t"                                                                       \
     "bne 0b\n\t"
-#define EB_DW_ROW1_FN(name, SLIDE, step, sat, bits, c)                                       \
+#define EB_DW_ROW1_FN(name, SLIDE, PRO, step, sat, bits, c)                                  \
     static __attribute__((naked, noinline)) void name(const eb_dw_row1_job *job             \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -2440,7 +2516,7 @@ typedef struct {
                          "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
                          "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"                            \
-                         "stmia r12, {r1, r2, r3, r4, r5, r6}\n"                             \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6}\n\t" PRO                       \
                          "5:\n\t"                                                            \
                          "ldr r0, [sp]\n\t"                                                 \
                          "mov r1, r0\n\t"                                                   \
@@ -2478,23 +2554,35 @@ typedef struct {
                          "add sp, sp, #56\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-#define EB_DW_ROW1_FNS(s_, SLIDE, step)                                                       \
-    EB_DW_R8(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_relu_8, SLIDE, step, "usat", "#7", "#8"))      \
-    EB_DW_R16(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_relu_16, SLIDE, step, "usat", "#7", "#16"))   \
-    EB_DW_N8(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_none_8, SLIDE, step, "ssat", "#8", "#8"))      \
-    EB_DW_N16(EB_DW_ROW1_FN(eb_dw_row1_s##s_##_none_16, SLIDE, step, "ssat", "#8", "#16"))
-EB_DW_ROW1_FNS(1, EB_DW_R1_SLIDE1, "8")
-EB_DW_ROW1_FNS(2, EB_DW_R1_SLIDE2, "16")
+#define EB_DW_ROW1_FNS(pre, SLIDE, PRO, step)                                                 \
+    EB_DW_R8(EB_DW_ROW1_FN(pre##_relu_8, SLIDE, PRO, step, "usat", "#7", "#8"))              \
+    EB_DW_R16(EB_DW_ROW1_FN(pre##_relu_16, SLIDE, PRO, step, "usat", "#7", "#16"))           \
+    EB_DW_N8(EB_DW_ROW1_FN(pre##_none_8, SLIDE, PRO, step, "ssat", "#8", "#8"))              \
+    EB_DW_N16(EB_DW_ROW1_FN(pre##_none_16, SLIDE, PRO, step, "ssat", "#8", "#16"))
+EB_DW_ROW1_FNS(eb_dw_row1_s1, EB_DW_R1_SLIDE1, "", "8")
+EB_DW_ROW1_FNS(eb_dw_row1_s2, EB_DW_R1_SLIDE2, "", "16")
+#if EB_DW_ROW1_LONG
+EB_DW_ROW1_FNS(eb_dw_row1_long1, EB_DW_R1_SLIDE1U, EB_DW_R1_LONG_PRO, "8")
+#endif
 
 /* The one-channel row function for stride s and mode shifting by c (NULL when it is not
  * linked). */
-static void (*eb_dw_row1_fn(int s, int mode, int c))(const eb_dw_row1_job *)
+/* The one-channel row function for stride s, mode shifting by c and rows of `pairs` tap
+ * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, where linked); NULL when
+ * none is linked. */
+static void (*eb_dw_row1_fn(int s, int mode, int c, int pairs))(const eb_dw_row1_job *)
 {
+#if EB_DW_ROW1_LONG
+    if (pairs >= EB_DW_ROW1_LONG_PAIRS) {
+        EB_DW_ROW_PICKS(eb_dw_row1_long, 1)
+    }
+#endif
     EB_DW_ROW_PICKS(eb_dw_row1_s, 1)
     EB_DW_ROW_PICKS(eb_dw_row1_s, 2)
     (void)s;
     (void)mode;
     (void)c;
+    (void)pairs;
     return NULL;
 }
 #else
@@ -2649,7 +2737,7 @@ EB_INLINE void eb_dw_tile_run1(const eb_dw_tf *t, const int16_t *patch, const eb
     int r, x;
 #if EB_DW_ROW1_ASM
     void (*const fn)(const eb_dw_row1_job *) =
-        slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode, sh) : NULL;
+        slidable && da != NULL && t->ntaps > 1 ? eb_dw_row1_fn(s, mode, sh, pairs) : NULL;
     if (fn != NULL && xend - ox0 >= 4 && rows > 0) { /* every row, the whole blocks */
         eb_dw_row1_job rj;
         rj.init = init;

@@ -2397,6 +2397,13 @@ typedef struct {
     "ldr r10, [sp, #8]\n\t"                                                                  \
     "cmp r11, r10\n\t"                                                                       \
     "bne 0b\n\t"
+/* Step `label` of the unrolled rows: the words at x + xo, xo2 (bytes of int16) into n0, n1,
+ * the pair at e + wo, the four sums of the pixels' words p0 p1 n0 n1. */
+#define EB_DW_R1_USTEP(label, xo, xo2, wo, p0, p1, n0, n1)                                  \
+    label ":\n\t"                                                                            \
+    "ldr " n0 ", [r9, #" xo "]\n\t"                                                          \
+    "ldr " n1 ", [r9, #" xo2 "]\n\t"                                                         \
+    "ldr r8, [r11, #" wo "]\n\t" EB_DW_R1_MAC4(p0, p1, n0, n1)
 /* EB_DW_R1_SLIDE1 unrolled for rows of 5 or more tap pairs (EB_DW_ROW1_LONG): a tap row's
  * pairs in passes of 8 steps, the first entered by a TBB at step `skip` = -n & 7 (the row's
  * pointers moved back by skip steps), so that no pass counts or tests its pairs -- 7
@@ -2418,38 +2425,14 @@ typedef struct {
     "19:\n\t"                                                                                \
     ".byte (20f - 19b) / 2, (21f - 19b) / 2, (22f - 19b) / 2, (23f - 19b) / 2\n\t"           \
     ".byte (24f - 19b) / 2, (25f - 19b) / 2, (26f - 19b) / 2, (27f - 19b) / 2\n"             \
-    "20:\n\t"                                                                                \
-    "ldr r6, [r9, #4]\n\t"                                                                   \
-    "ldr r7, [r9, #6]\n\t"                                                                   \
-    "ldr r8, [r11, #4]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                            \
-    "21:\n\t"                                                                                \
-    "ldr r4, [r9, #8]\n\t"                                                                   \
-    "ldr r5, [r9, #10]\n\t"                                                                  \
-    "ldr r8, [r11, #16]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
-    "22:\n\t"                                                                                \
-    "ldr r6, [r9, #12]\n\t"                                                                  \
-    "ldr r7, [r9, #14]\n\t"                                                                  \
-    "ldr r8, [r11, #28]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
-    "23:\n\t"                                                                                \
-    "ldr r4, [r9, #16]\n\t"                                                                  \
-    "ldr r5, [r9, #18]\n\t"                                                                  \
-    "ldr r8, [r11, #40]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
-    "24:\n\t"                                                                                \
-    "ldr r6, [r9, #20]\n\t"                                                                  \
-    "ldr r7, [r9, #22]\n\t"                                                                  \
-    "ldr r8, [r11, #52]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
-    "25:\n\t"                                                                                \
-    "ldr r4, [r9, #24]\n\t"                                                                  \
-    "ldr r5, [r9, #26]\n\t"                                                                  \
-    "ldr r8, [r11, #64]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
-    "26:\n\t"                                                                                \
-    "ldr r6, [r9, #28]\n\t"                                                                  \
-    "ldr r7, [r9, #30]\n\t"                                                                  \
-    "ldr r8, [r11, #76]\n\t" EB_DW_R1_MAC4("r4", "r5", "r6", "r7")                           \
-    "27:\n\t"                                                                                \
-    "ldr r4, [r9, #32]\n\t"                                                                  \
-    "ldr r5, [r9, #34]\n\t"                                                                  \
-    "ldr r8, [r11, #88]\n\t" EB_DW_R1_MAC4("r6", "r7", "r4", "r5")                           \
+    EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")                              \
+    EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5")                            \
+    EB_DW_R1_USTEP("22", "12", "14", "28", "r4", "r5", "r6", "r7")                           \
+    EB_DW_R1_USTEP("23", "16", "18", "40", "r6", "r7", "r4", "r5")                           \
+    EB_DW_R1_USTEP("24", "20", "22", "52", "r4", "r5", "r6", "r7")                           \
+    EB_DW_R1_USTEP("25", "24", "26", "64", "r6", "r7", "r4", "r5")                           \
+    EB_DW_R1_USTEP("26", "28", "30", "76", "r4", "r5", "r6", "r7")                           \
+    EB_DW_R1_USTEP("27", "32", "34", "88", "r6", "r7", "r4", "r5")                           \
     "subs r12, r12, #1\n\t"                                                                  \
     "add r11, r11, #96\n\t"                                                                  \
     "add r9, r9, #32\n\t"                                                                    \

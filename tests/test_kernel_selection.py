@@ -127,7 +127,7 @@ def _text(elf) -> int:
 def _predicted(cfg: dict) -> frozenset[str]:
     """The paths a model of this one conv links: kernel_paths, its shift forms, and the
     output forms m4_test_program runs it in (its act, narrow, and wide: the line kernel's
-    layers then take the tile kernel, ops.conv.line_requantizes)."""
+    layers then take the tile kernel, ops.conv_path.line_requantizes)."""
     paths = kernel_paths(plane_of(cfg)) | kernel_paths(plane_of(cfg), lines=False)
     return paths | shift_forms(paths, -cfg["shift"]) | {"q_wide"} | (
         {"q_relu" if cfg["act"] == 1 else "q_none"}) | (

@@ -32,7 +32,8 @@ from edgebuild.ops.conv_path import (
     dw_tile,
     gemm_short,
     kernel_paths,
-    line_fits_biases,
+    line_requantizes,
+    pointwise,
     pointwise_column,
     shift_forms,
     split,
@@ -346,13 +347,6 @@ _POINTWISE_MACROS = (4, """/* Pointwise (1x1) convolutions: eb_conv2d_pw(_wide)_
 """)
 
 
-def pointwise(conv: Plane) -> bool:
-    """A 1x1, stride-1, unpadded, dense convolution: a plain matrix product over its input
-    as it lies in memory, which the optimized kernels run without im2col (eb_pw_opt.h)."""
-    return (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w,
-            conv.groups) == (1, 1, 1, 1, 0, 0, 1)
-
-
 def untiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
     """eb_conv2d(_wide), or on Cortex-M4 the optimized EB_CONV2D(_WIDE), EB_CONV2D_PW(_WIDE)
     for a pointwise layer."""
@@ -442,25 +436,14 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
         return form | stride2 | tile_gemm
     if as_linear(conv):
         return frozenset()
-    paths = kernel_paths(conv, packed, lines=line_requantizes(step, conv))
+    paths = kernel_paths(conv, packed, lines=line_requantizes(
+        conv, step.quant, step.layer.wide, step.layer.act, step.rounding))
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
         paths |= {"im2col"} | tile_gemm | ({"dw_tile", "dw_tile_one", "dw_table"}
                                            if "dw_column" not in paths and "depthwise" in paths
                                            else set())
     forms = shift_forms(paths, -step.quant.shift) if step.quant is not None else frozenset()
     return paths | forms | form | (stride2 if "im2col" in paths else frozenset())
-
-
-def line_requantizes(step: CStep[Conv], conv: Plane) -> bool:
-    """Whether the line kernel (eb_dw_line_layer) would requantize the step's outputs by an
-    immediate: int8 out, relu or none, and every bias within its limits (line_fits_biases);
-    else a layer of its shape takes the tile kernel, which the step then links instead."""
-    layer, quant = step.layer, step.quant
-    if quant is None or layer.wide or layer.act not in (Activation.none, Activation.relu):
-        return False
-    bias = (0,) if quant.bias is None else tuple(int(b) for b in quant.bias.reshape(-1))
-    return line_fits_biases(conv, bias, quant.shift,
-                            numerics.requantize_rounding(step.rounding) == "half_up")
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
+from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops import dw_spec
 
 DW_TILE_SCRATCH = "EB_DW_TILE_SCRATCH"  # eb_kernels_opt.h: the tile kernel's patch, int16
@@ -338,6 +340,25 @@ def line_fits_biases(conv: Plane, bias: tuple[int, ...], shift: int, half_up: bo
     lo, hi = -2**31 + (taps << 14), 2**31 - 1 - (taps << 14) - half
     lim = (2**31 - 1 - (2 * pairs << 22)) >> ((8 if s <= 8 else 16) - s)
     return all(lo <= b <= hi and -lim <= b + half <= lim for b in bias)
+
+
+def line_requantizes(conv: Plane, quant: QuantParams | None, wide: bool, act: Activation,
+                     rounding: str) -> bool:
+    """Whether the line kernel (eb_dw_line_layer) would requantize a layer's outputs by an
+    immediate: int8 out, relu or none, and every bias within its limits (line_fits_biases);
+    else a layer of its shape takes the tile kernel, which its step then links instead."""
+    if quant is None or wide or act not in (Activation.none, Activation.relu):
+        return False
+    bias = (0,) if quant.bias is None else tuple(int(b) for b in quant.bias.reshape(-1))
+    return line_fits_biases(conv, bias, quant.shift,
+                            numerics.requantize_rounding(rounding) == "half_up")
+
+
+def pointwise(conv: Plane) -> bool:
+    """A 1x1, stride-1, unpadded, dense convolution: a plain matrix product over its input
+    as it lies in memory, which the optimized kernels run without im2col (eb_pw_opt.h)."""
+    return (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w,
+            conv.groups) == (1, 1, 1, 1, 0, 0, 1)
 
 
 def kernel_paths(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:

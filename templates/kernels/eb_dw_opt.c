@@ -3948,8 +3948,8 @@ static void eb_dw_line_row(eb_dw_line_job *j, eb_dw_line_fn fn, const int16_t *x
 
 /* The layer by the line kernel when every output channel requantizes by an immediate (NONE
  * or RELU, eb_dw_imm, a start within eb_dw_imm_limit) and its form is linked; 0, nothing
- * written, otherwise (the plan's twin: ops.conv.line_requantizes). Per output channel its pairs
- * and start scaled once, per output row its input row widened into x. */
+ * written, otherwise (the plan's twin: ops.conv_path.line_requantizes). Per output channel
+ * its pairs and start scaled once, per output row its input row widened into x. */
 static int eb_dw_line_layer(const eb_conv_params *p, const eb_dw_geom *g, int kind, int32_t len,
                             const int8_t *in, int32_t in_plane, const int8_t *weight,
                             const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,

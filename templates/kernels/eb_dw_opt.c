@@ -1569,6 +1569,21 @@ static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
     return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
 }
 
+/* Bytes [c, hi) of row widened to int16 into d[c, hi): 4 at a time (LDR, two SXTB16,
+ * PKHBT, PKHTB, two STR), then one at a time (the tile patch's rows, the line kernel's). */
+EB_INLINE void eb_dw_widen(int16_t *d, const int8_t *row, int32_t c, int32_t hi)
+{
+    for (; c + 4 <= hi; c += 4) {
+        const uint32_t v = eb_load32(row + c);
+        const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+        eb_store32(d + c, eb_pack_lo(a, b));
+        eb_store32(d + c + 2, eb_pack_hi(a, b));
+    }
+    for (; c < hi; ++c) {
+        d[c] = row[c];
+    }
+}
+
 /* Patch elements [c, end) of a row (word-aligned) zeroed, two a store. */
 EB_INLINE void eb_dw_tile_zero(int16_t *row, int32_t c, int32_t end)
 {
@@ -1712,16 +1727,8 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
             patch[c] = 0;
         }
         if (src_c == 1) {
-            for (; c + 4 <= hi; c += 4) {
-                const uint32_t v = eb_load32(plane + (base + c));
-                const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
-                int16_t *d = patch + c;
-                eb_store32(d, eb_pack_lo(a, b));
-                eb_store32(d + 2, eb_pack_hi(a, b));
-            }
-            for (; c < hi; ++c) {
-                patch[c] = plane[base + c];
-            }
+            eb_dw_widen(patch, plane + base, c, hi);
+            c = hi;
         } else {
             const int8_t *q = plane + (base + c * src_c);
             if (src_c == 2) { /* a dilation-2 phase: one SXTB16 takes two of a word's bytes
@@ -2548,8 +2555,6 @@ EB_DW_ROW1_FNS(eb_dw_row1_s2, EB_DW_R1_SLIDE2, "", "16")
 EB_DW_ROW1_FNS(eb_dw_row1_long1, EB_DW_R1_SLIDE1U, EB_DW_R1_LONG_PRO, "8")
 #endif
 
-/* The one-channel row function for stride s and mode shifting by c (NULL when it is not
- * linked). */
 /* The one-channel row function for stride s, mode shifting by c and rows of `pairs` tap
  * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, where linked); NULL when
  * none is linked. */
@@ -3743,10 +3748,10 @@ static int eb_dw_tile_better(const eb_conv_params *p)
 }
 
 /* The line kernel (eb_dw_line.h): a depthwise conv of multiplier 1 whose frame is one row of
- * 4..16 taps at stride 1, dilation 1 or 2 (ops.conv_path.line), each output channel's tap
- * pairs in registers over its input row widened once; EB_OPT_NO_DW_LINE leaves it out (and
- * EB_OPT_NO_DW_LINE8 / 16, _D2, _S2 the forms of the immediate 8 / 16, dilation 2, stride 2: the
- * gates of eb_dw_line.h's EB_DW_LINE_FORMS, with those of the output forms). */
+ * 4..16 taps at stride 1 (dilation 1 or 2) or 2 (ops.conv_path.line), each output channel's
+ * tap pairs in registers over its input row widened once; EB_OPT_NO_DW_LINE leaves it out
+ * (and EB_OPT_NO_DW_LINE8 / 16, _D2, _S2 the forms of the immediate 8 / 16, dilation 2,
+ * stride 2: the gates of eb_dw_line.h's EB_DW_LINE_FORMS, with those of the output forms). */
 #if !defined(EB_OPT_NO_DW_LINE)
 #define EB_DW_LINE 1
 #ifdef EB_OPT_NO_DW_LINE8
@@ -3824,23 +3829,15 @@ static const int8_t *eb_dw_line_span(const eb_dw_geom *g, const int8_t *plane, i
 }
 
 /* Input row iy widened to int16 into x (4-byte aligned: the scratch): len values from column
- * -pad_w, 0 outside the row; the row's bytes 4 at a time as eb_dw_tile_fill copies them. */
+ * -pad_w, 0 outside the row; the row's bytes as eb_dw_tile_fill copies them (eb_dw_widen). */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_line_widen(const eb_dw_geom *g, const int8_t *plane,
                                                       int iy, int32_t len, int16_t *x)
 {
-    int32_t lo, hi, c;
+    int32_t lo, hi;
     const int8_t *row = eb_dw_line_span(g, plane, iy, len, &lo, &hi);
     eb_dw_tile_zero(x, 0, lo);
-    for (c = lo; c + 4 <= hi; c += 4) {
-        const uint32_t v = eb_load32(row + c);
-        const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
-        eb_store32(x + c, eb_pack_lo(a, b));
-        eb_store32(x + c + 2, eb_pack_hi(a, b));
-    }
-    for (; c < hi; ++c) {
-        x[c] = row[c];
-    }
-    eb_dw_tile_zero(x, c, len);
+    eb_dw_widen(x, row, lo, hi);
+    eb_dw_tile_zero(x, hi > lo ? hi : lo, len);
 }
 
 /* The same at dilation 2 (len even): the padded row's even columns into x, its odd ones into
@@ -3875,10 +3872,10 @@ static EB_NOINLINE void eb_dw_line_pairs(const int8_t *w, int k, int t, uint32_t
 {
     int i;
     for (i = 0; 2 * i + 1 < k; ++i) {
-        pairs[i] = (uint16_t)(w[2 * i] * (1 << t)) | (uint32_t)(w[2 * i + 1] * (1 << t)) << 16;
+        pairs[i] = eb_dw_pair_word(w[2 * i] * (1 << t), w[2 * i + 1] * (1 << t));
     }
     if (k & 1) {
-        pairs[i] = (uint16_t)(w[k - 1] * (1 << t));
+        pairs[i] = eb_dw_pair_word(w[k - 1] * (1 << t), 0);
     }
 }
 
@@ -4056,7 +4053,9 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
         buf_bytes >= 2 * EB_DW_TILE_SCRATCH) {
         int32_t len;
         const int kind = eb_dw_line_kind(&g, &len);
-        eb_dw_setup(s, (int32_t)g.k_h * g.k_w, &o, &rq);
+        if (kind) {
+            eb_dw_setup(s, (int32_t)g.k_h * g.k_w, &o, &rq);
+        }
         if (kind && eb_dw_line_layer(p, &g, kind, len, in, (int32_t)g.in_h * g.in_w, weight,
                                      bias, &rq, &o, (int16_t *)(void *)buf)) {
             return 1;

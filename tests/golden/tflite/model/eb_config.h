@@ -74,6 +74,7 @@
 #define eb_dw_tile_turn2 chain_eb_dw_tile_turn2
 #define eb_dw_tile_turn4 chain_eb_dw_tile_turn4
 #define eb_dw_tile_zero chain_eb_dw_tile_zero
+#define eb_dw_widen chain_eb_dw_widen
 #define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot

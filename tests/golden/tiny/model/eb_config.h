@@ -74,6 +74,7 @@
 #define eb_dw_tile_turn2 tiny_eb_dw_tile_turn2
 #define eb_dw_tile_turn4 tiny_eb_dw_tile_turn4
 #define eb_dw_tile_zero tiny_eb_dw_tile_zero
+#define eb_dw_widen tiny_eb_dw_widen
 #define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot

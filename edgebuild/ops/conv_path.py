@@ -327,19 +327,18 @@ def line(conv: Plane) -> bool:
 
 
 def line_fits_biases(conv: Plane, bias: tuple[int, ...], shift: int, half_up: bool) -> bool:
-    """eb_dw_line_layer's test of the requantization: every output channel's start (its
-    bias, plus 2^(s - 1) rounding half up) in the fast range (eb_dw_setup: within k 2^14 of
-    the int32 limits) and, scaled to the immediate, within eb_dw_imm_limit; a right shift s
-    of 0..16. Else the tile kernel takes the layer."""
+    """eb_dw_line_layer's test of the requantization: a right shift s of 0..16 and every
+    output channel's start (its bias, plus 2^(s - 1) rounding half up), scaled to the
+    immediate, within eb_dw_imm_limit. Else the tile kernel takes the layer. (Such a start
+    also lies in eb_dw_setup's fast range, k 2^14 and the rounding term inside the int32
+    limits: the limit keeps 2 P 2^22 >= k 2^14 + 2^15 from them.)"""
     s = -shift
     if not 0 <= s <= 16:
         return False
-    g = _row_major(conv)
-    taps, pairs = g.k_h * g.k_w, (g.k_w + 1) // 2
+    pairs = (_row_major(conv).k_w + 1) // 2
     half = 1 << (s - 1) if half_up and s > 0 else 0
-    lo, hi = -2**31 + (taps << 14), 2**31 - 1 - (taps << 14) - half
     lim = (2**31 - 1 - (2 * pairs << 22)) >> ((8 if s <= 8 else 16) - s)
-    return all(lo <= b <= hi and -lim <= b + half <= lim for b in bias)
+    return all(-lim <= b + half <= lim for b in bias)
 
 
 def line_requantizes(conv: Plane, quant: QuantParams | None, wide: bool, act: Activation,
@@ -388,9 +387,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
     generic path, for a conv none of those take. Before the tile kernel the line kernel
     ("dw_line", at dilation 2 "dw_line_d2", at stride 2 "dw_line_s2"; line), unless `lines`
     is false (its biases send the layer on: line_fits_biases). A model's eb_config.h leaves
-    out the paths
-    no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a layer whose
-    path was left out would still run exact, on the next one."""
+    out the paths no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a
+    layer whose path was left out would still run exact, on the next one."""
     g = _row_major(conv)
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)

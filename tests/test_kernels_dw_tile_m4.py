@@ -161,7 +161,20 @@ LONG_CASES = [
     dw_config(2, 40, 5, (13, 1), 1, 1, (6, 0), act=1),            # turned, 7 pairs
     dw_config(1, 2, 25, (1, 6), 3, 1, (0, 5), dil=(1, 2), act=0), # dilation 2, 6 single taps
 ]
-ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES + LONG_CASES
+# The one-channel rows straight (EB_DW_R1_FIX_ROW: exactly 2, 3 or 4 tap pairs a row at
+# stride 1): each count square, a row kernel of 2 tap rows, turned (a Kx1 kernel), at
+# dilation 2 (single taps), a multiplier of 3's third channel, rows in the padding, both
+# requantizations.
+FIX_CASES = [
+    dw_config(2, 9, 21, (4, 4), 1, 1, (1, 2), act=1),              # 2 pairs
+    dw_config(1, 11, 18, (5, 5), 1, 1, (2, 2), act=0),             # 3 pairs
+    dw_config(2, 13, 14, (7, 7), 1, 1, (3, 3), act=1),             # 4 pairs
+    dw_config(1, 6, 30, (2, 8), 1, 1, (1, 0), act=0),              # 4 pairs, 2 tap rows
+    dw_config(2, 40, 5, (5, 1), 1, 1, (2, 0), act=1),              # turned, 3 pairs
+    dw_config(1, 9, 25, (3, 3), 1, 1, (2, 2), dil=(2, 2), act=0),  # dilation 2, 3 single taps
+    dw_config(1, 7, 33, (2, 6), 3, 1, (0, 2), act=1),              # 3 pairs, every 3rd channel
+]
+ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES + LONG_CASES + FIX_CASES
 
 
 def test_fan_cases_take_the_fan():
@@ -268,6 +281,18 @@ def test_long_cases_take_the_unrolled_rows():
     assert pairs == [5, 6, 7, 8, 9, 10, 12, 17, 7, 6], pairs
     assert {-n % 8 for n in pairs} == set(range(8)) - {5}, pairs
     assert "dw_tile_long" not in kernel_paths(plane_of(dw_config(2, 4, 40, (2, 7), 1)))
+
+
+def test_fix_cases_take_the_straight_rows():
+    """The fix cases are predicted on the straight rows of their count ("dw_tile_fix2" ..),
+    every count, turned and at dilation 2 among them; rows of 5 pairs are not."""
+    frames = [tile_frame(plane_of(c)) for c in FIX_CASES]
+    assert all(f"dw_tile_fix{f.pairs}" in kernel_paths(plane_of(c), lines=False)
+               for c, f in zip(FIX_CASES, frames, strict=True))
+    assert {f.pairs for f in frames} == {2, 3, 4}, [f.pairs for f in frames]
+    assert any(f.turned for f in frames) and any(f.d_w == 2 for f in frames)
+    paths = kernel_paths(plane_of(dw_config(2, 4, 40, (2, 9), 1, 1, (1, 4))), lines=False)
+    assert not any(p.startswith("dw_tile_fix") for p in paths), paths
 
 
 def test_loop_cases_take_each_loop():

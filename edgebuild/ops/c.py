@@ -126,7 +126,8 @@ class CCode:
 # max and average window pools.
 OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "dw_tile_one",
                   "dw_tile_s1", "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2",
-                  "dw_tile_pair", "dw_tile_tap1", "dw_tile_long", "dw_tile8", "dw_tile16",
+                  "dw_tile_pair", "dw_tile_tap1", "dw_tile_long", "dw_tile_fix2", "dw_tile_fix3",
+                  "dw_tile_fix4", "dw_tile8", "dw_tile16",
                   "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_column_s2",
                   "dw_column_dense", "dw_table", "dw_line", "dw_line8", "dw_line16",
                   "dw_line_d2", "dw_line_s2", "packed",

@@ -148,6 +148,23 @@ typedef struct {
 #define EB_DW_ROW1_LONG 1
 #endif
 #define EB_DW_ROW1_LONG_PAIRS 5
+/* ... and rows of exactly 2, 3 or 4 tap pairs at stride 1 straight, one form per count
+ * (EB_OPT_NO_DW_TILE_FIX2 / 3 / 4 leave them out: those rows then loop). */
+#ifdef EB_OPT_NO_DW_TILE_FIX2
+#define EB_DW_ROW1_FIX2 0
+#else
+#define EB_DW_ROW1_FIX2 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX3
+#define EB_DW_ROW1_FIX3 0
+#else
+#define EB_DW_ROW1_FIX3 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX4
+#define EB_DW_ROW1_FIX4 0
+#else
+#define EB_DW_ROW1_FIX4 1
+#endif
 #ifdef EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_DW_TILE_PAIR_S1 0
 #else
@@ -2447,6 +2464,35 @@ typedef struct {
     "ldr r8, [sp, #8]\n\t"                                                                   \
     "cmp r11, r8\n\t"                                                                        \
     "bne 0b\n\t"
+/* EB_DW_R1_SLIDE1 for rows of exactly P tap pairs (2, 3, 4: EB_DW_ROW1_FIX2 ...): a row is its
+ * P steps straight -- 7 instructions a row beside them, where the loop spent 12 and the
+ * unrolled passes 18 -- with the taps' end in r10 for the whole call (EB_DW_R1_FIX_PRO). */
+#define EB_DW_R1_FIX_ROW(steps, adv)                                                         \
+    "0:\n\t"                                                                                 \
+    "ldr r9, [r11]\n\t"                                                                      \
+    "add r9, lr, r9, lsl #1\n\t"                                                             \
+    "ldr r4, [r9]\n\t"                                                                       \
+    "ldr r5, [r9, #2]\n\t" steps                                                            \
+    "add r11, r11, #" adv "\n\t"                                                             \
+    "cmp r11, r10\n\t"                                                                       \
+    "bne 0b\n\t"
+#define EB_DW_R1_FIX2                                                                        \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+                         EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5"),       \
+                     "24")
+#define EB_DW_R1_FIX3                                                                        \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+                         EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5")        \
+                             EB_DW_R1_USTEP("22", "12", "14", "28", "r4", "r5", "r6", "r7"),  \
+                     "36")
+#define EB_DW_R1_FIX4                                                                        \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+                         EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5")        \
+                             EB_DW_R1_USTEP("22", "12", "14", "28", "r4", "r5", "r6", "r7")   \
+                                 EB_DW_R1_USTEP("23", "16", "18", "40", "r6", "r7", "r4",     \
+                                                "r5"),                                       \
+                     "48")
+#define EB_DW_R1_FIX_PRO "ldr r10, [sp, #8]\n\t"
 #define EB_DW_R1_LONG_PRO                                                                    \
     "ldr r10, [sp, #12]\n\t"                                                                 \
     "add r12, r10, #7\n\t"                                                                   \
@@ -2554,15 +2600,39 @@ EB_DW_ROW1_FNS(eb_dw_row1_s2, EB_DW_R1_SLIDE2, "", "16")
 #if EB_DW_ROW1_LONG
 EB_DW_ROW1_FNS(eb_dw_row1_long1, EB_DW_R1_SLIDE1U, EB_DW_R1_LONG_PRO, "8")
 #endif
+#if EB_DW_ROW1_FIX2
+EB_DW_ROW1_FNS(eb_dw_row1_fix2_1, EB_DW_R1_FIX2, EB_DW_R1_FIX_PRO, "8")
+#endif
+#if EB_DW_ROW1_FIX3
+EB_DW_ROW1_FNS(eb_dw_row1_fix3_1, EB_DW_R1_FIX3, EB_DW_R1_FIX_PRO, "8")
+#endif
+#if EB_DW_ROW1_FIX4
+EB_DW_ROW1_FNS(eb_dw_row1_fix4_1, EB_DW_R1_FIX4, EB_DW_R1_FIX_PRO, "8")
+#endif
 
 /* The one-channel row function for stride s, mode shifting by c and rows of `pairs` tap
- * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, where linked); NULL when
- * none is linked. */
+ * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, of 2, 3 or 4 the straight
+ * one, where linked); NULL when none is linked. */
 static void (*eb_dw_row1_fn(int s, int mode, int c, int pairs))(const eb_dw_row1_job *)
 {
 #if EB_DW_ROW1_LONG
     if (pairs >= EB_DW_ROW1_LONG_PAIRS) {
         EB_DW_ROW_PICKS(eb_dw_row1_long, 1)
+    }
+#endif
+#if EB_DW_ROW1_FIX2
+    if (pairs == 2) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix2_, 1)
+    }
+#endif
+#if EB_DW_ROW1_FIX3
+    if (pairs == 3) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix3_, 1)
+    }
+#endif
+#if EB_DW_ROW1_FIX4
+    if (pairs == 4) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix4_, 1)
     }
 #endif
     EB_DW_ROW_PICKS(eb_dw_row1_s, 1)

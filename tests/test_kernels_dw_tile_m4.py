@@ -161,10 +161,10 @@ LONG_CASES = [
     dw_config(2, 40, 5, (13, 1), 1, 1, (6, 0), act=1),            # turned, 7 pairs
     dw_config(1, 2, 25, (1, 6), 3, 1, (0, 5), dil=(1, 2), act=0), # dilation 2, 6 single taps
 ]
-# The one-channel rows straight (EB_DW_R1_FIX_ROW: exactly 2, 3 or 4 tap pairs a row at
-# stride 1): each count square, a row kernel of 2 tap rows, turned (a Kx1 kernel), at
-# dilation 2 (single taps), a multiplier of 3's third channel, rows in the padding, both
-# requantizations.
+# The one-channel rows straight (EB_DW_R1_FIX_ROW, EB_DW_R2_FIX_ROW: exactly 2, 3 or 4 tap
+# pairs a row at stride 1 or 2): each count square at each stride, a row kernel of 2 tap
+# rows, turned (a Kx1 kernel), at dilation 2 (single taps), a multiplier of 3's third
+# channel, rows in the padding, both requantizations.
 FIX_CASES = [
     dw_config(2, 9, 21, (4, 4), 1, 1, (1, 2), act=1),              # 2 pairs
     dw_config(1, 11, 18, (5, 5), 1, 1, (2, 2), act=0),             # 3 pairs
@@ -173,6 +173,10 @@ FIX_CASES = [
     dw_config(2, 40, 5, (5, 1), 1, 1, (2, 0), act=1),              # turned, 3 pairs
     dw_config(1, 9, 25, (3, 3), 1, 1, (2, 2), dil=(2, 2), act=0),  # dilation 2, 3 single taps
     dw_config(1, 7, 33, (2, 6), 3, 1, (0, 2), act=1),              # 3 pairs, every 3rd channel
+    dw_config(2, 15, 21, (3, 3), 1, 2, (1, 1), act=1),             # stride 2: 2 pairs
+    dw_config(1, 13, 26, (5, 5), 1, 2, (2, 2), act=0),             # 3 pairs
+    dw_config(2, 15, 30, (7, 7), 1, 2, (3, 3), act=1),             # 4 pairs
+    dw_config(1, 40, 6, (5, 1), 1, 2, (2, 0), act=0),              # turned, 3 pairs
 ]
 ALL_CASES = LOOP_CASES + FAN_CASES + FILL_CASES + LONG_CASES + FIX_CASES
 
@@ -284,12 +288,14 @@ def test_long_cases_take_the_unrolled_rows():
 
 
 def test_fix_cases_take_the_straight_rows():
-    """The fix cases are predicted on the straight rows of their count ("dw_tile_fix2" ..),
-    every count, turned and at dilation 2 among them; rows of 5 pairs are not."""
+    """The fix cases are predicted on the straight rows of their count and stride
+    ("dw_tile_fix2" .., "dw_tile_fix2_s2" ..), every count at each stride, turned and at
+    dilation 2 among them; rows of 5 pairs are not."""
     frames = [tile_frame(plane_of(c)) for c in FIX_CASES]
-    assert all(f"dw_tile_fix{f.pairs}" in kernel_paths(plane_of(c), lines=False)
+    assert all(f"dw_tile_fix{f.pairs}" + ("_s2" if f.s_w == 2 else "")
+               in kernel_paths(plane_of(c), lines=False)
                for c, f in zip(FIX_CASES, frames, strict=True))
-    assert {f.pairs for f in frames} == {2, 3, 4}, [f.pairs for f in frames]
+    assert {(f.pairs, f.s_w) for f in frames} == {(p, s) for p in (2, 3, 4) for s in (1, 2)}
     assert any(f.turned for f in frames) and any(f.d_w == 2 for f in frames)
     paths = kernel_paths(plane_of(dw_config(2, 4, 40, (2, 9), 1, 1, (1, 4))), lines=False)
     assert not any(p.startswith("dw_tile_fix") for p in paths), paths

@@ -219,7 +219,7 @@ def tile_frame(conv: Plane) -> TileFrame:
 
 
 ROW1_LONG_PAIRS = 5  # eb_dw_opt.c: EB_DW_ROW1_LONG_PAIRS, the unrolled one-channel rows' least
-ROW1_FIX_PAIRS = (2, 3, 4)  # eb_dw_opt.c: EB_DW_ROW1_FIX2 ..., rows of these many pairs straight
+ROW1_FIX_PAIRS = (2, 3, 4)  # eb_dw_opt.c: EB_DW_ROW1_FIX2 ...: rows of so many pairs straight
 
 
 def tile_paths(conv: Plane) -> frozenset[str]:
@@ -230,8 +230,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
     rows at stride 1 or 2 ("dw_tile_s1", "dw_tile_s2"), in any other frame "dw_tile_one" --
     of one tap pair (a 1x1 or 1x2 kernel in the frame) along the rows at stride 1, shifting
     by an immediate too ("dw_tile_tap1"), of ROW1_LONG_PAIRS tap pairs a row or more at
-    stride 1 unrolled ("dw_tile_long"), of exactly 2, 3 or 4 straight ("dw_tile_fix2" ...);
-    with the fan ("dw_fan") where it runs."""
+    stride 1 unrolled ("dw_tile_long"), of exactly 2, 3 or 4 straight ("dw_tile_fix2" ...,
+    at stride 2 "dw_tile_fix2_s2" ...); with the fan ("dw_fan") where it runs."""
     f = tile_frame(conv)
     m = conv.out_c // conv.groups
     paths = set()
@@ -244,8 +244,8 @@ def tile_paths(conv: Plane) -> frozenset[str]:
             paths.add("dw_tile_tap1")
         if f.s_w == 1 and f.pairs >= ROW1_LONG_PAIRS and f.d_w in (1, 2):
             paths.add("dw_tile_long")
-        if f.s_w == 1 and f.pairs in ROW1_FIX_PAIRS and f.d_w in (1, 2):
-            paths.add(f"dw_tile_fix{f.pairs}")
+        if f.s_w in (1, 2) and f.pairs in ROW1_FIX_PAIRS and f.d_w in (1, 2):
+            paths.add(f"dw_tile_fix{f.pairs}" + ("_s2" if f.s_w == 2 else ""))
     if fan(conv):
         paths.add("dw_fan")
     return frozenset(paths)

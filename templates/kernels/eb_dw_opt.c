@@ -148,8 +148,8 @@ typedef struct {
 #define EB_DW_ROW1_LONG 1
 #endif
 #define EB_DW_ROW1_LONG_PAIRS 5
-/* ... and rows of exactly 2, 3 or 4 tap pairs at stride 1 straight, one form per count
- * (EB_OPT_NO_DW_TILE_FIX2 / 3 / 4 leave them out: those rows then loop). */
+/* ... and rows of exactly 2, 3 or 4 tap pairs straight, one form per count and stride
+ * (at stride 1 EB_OPT_NO_DW_TILE_FIX2 / 3 / 4 leave them out: those rows then loop). */
 #ifdef EB_OPT_NO_DW_TILE_FIX2
 #define EB_DW_ROW1_FIX2 0
 #else
@@ -164,6 +164,22 @@ typedef struct {
 #define EB_DW_ROW1_FIX4 0
 #else
 #define EB_DW_ROW1_FIX4 1
+#endif
+/* ... and at stride 2 (EB_OPT_NO_DW_TILE_FIX2_S2 / 3 / 4). */
+#ifdef EB_OPT_NO_DW_TILE_FIX2_S2
+#define EB_DW_ROW1_FIX2_S2 0
+#else
+#define EB_DW_ROW1_FIX2_S2 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX3_S2
+#define EB_DW_ROW1_FIX3_S2 0
+#else
+#define EB_DW_ROW1_FIX3_S2 1
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX4_S2
+#define EB_DW_ROW1_FIX4_S2 0
+#else
+#define EB_DW_ROW1_FIX4_S2 1
 #endif
 #ifdef EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_DW_TILE_PAIR_S1 0
@@ -2493,6 +2509,29 @@ typedef struct {
                                                 "r5"),                                       \
                      "48")
 #define EB_DW_R1_FIX_PRO "ldr r10, [sp, #8]\n\t"
+/* The same at stride 2 (EB_DW_R1_SLIDE2's steps: a pair one new word, pixels 2 words
+ * apart): 8 instructions a row beside its steps, where the loop spent 14 and 7 a step more
+ * for a row of fewer than 4 pairs. */
+#define EB_DW_R2_STEP(xo, wo, p0, p1, p2, n)                                                  \
+    "ldr " n ", [r9, #" xo "]\n\t"                                                            \
+    "ldr r8, [r11, #" wo "]\n\t" EB_DW_R1_MAC4(p0, p1, p2, n)
+#define EB_DW_R2_FIX_ROW(steps, adv)                                                         \
+    "0:\n\t"                                                                                 \
+    "ldr r9, [r11]\n\t"                                                                      \
+    "add r9, lr, r9, lsl #1\n\t"                                                             \
+    "ldr r4, [r9]\n\t"                                                                       \
+    "ldr r5, [r9, #4]\n\t"                                                                   \
+    "ldr r6, [r9, #8]\n\t" steps                                                            \
+    "add r11, r11, #" adv "\n\t"                                                             \
+    "cmp r11, r10\n\t"                                                                       \
+    "bne 0b\n\t"
+#define EB_DW_R2_S1 EB_DW_R2_STEP("12", "4", "r4", "r5", "r6", "r7")
+#define EB_DW_R2_S2 EB_DW_R2_STEP("16", "16", "r5", "r6", "r7", "r4")
+#define EB_DW_R2_S3 EB_DW_R2_STEP("20", "28", "r6", "r7", "r4", "r5")
+#define EB_DW_R2_S4 EB_DW_R2_STEP("24", "40", "r7", "r4", "r5", "r6")
+#define EB_DW_R2_FIX2 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2, "24")
+#define EB_DW_R2_FIX3 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3, "36")
+#define EB_DW_R2_FIX4 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3 EB_DW_R2_S4, "48")
 #define EB_DW_R1_LONG_PRO                                                                    \
     "ldr r10, [sp, #12]\n\t"                                                                 \
     "add r12, r10, #7\n\t"                                                                   \
@@ -2609,10 +2648,19 @@ EB_DW_ROW1_FNS(eb_dw_row1_fix3_1, EB_DW_R1_FIX3, EB_DW_R1_FIX_PRO, "8")
 #if EB_DW_ROW1_FIX4
 EB_DW_ROW1_FNS(eb_dw_row1_fix4_1, EB_DW_R1_FIX4, EB_DW_R1_FIX_PRO, "8")
 #endif
+#if EB_DW_ROW1_FIX2_S2
+EB_DW_ROW1_FNS(eb_dw_row1_fix2_2, EB_DW_R2_FIX2, EB_DW_R1_FIX_PRO, "16")
+#endif
+#if EB_DW_ROW1_FIX3_S2
+EB_DW_ROW1_FNS(eb_dw_row1_fix3_2, EB_DW_R2_FIX3, EB_DW_R1_FIX_PRO, "16")
+#endif
+#if EB_DW_ROW1_FIX4_S2
+EB_DW_ROW1_FNS(eb_dw_row1_fix4_2, EB_DW_R2_FIX4, EB_DW_R1_FIX_PRO, "16")
+#endif
 
 /* The one-channel row function for stride s, mode shifting by c and rows of `pairs` tap
- * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, of 2, 3 or 4 the straight
- * one, where linked); NULL when none is linked. */
+ * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, of 2, 3 or 4 at stride 1
+ * or 2 the straight one, where linked); NULL when none is linked. */
 static void (*eb_dw_row1_fn(int s, int mode, int c, int pairs))(const eb_dw_row1_job *)
 {
 #if EB_DW_ROW1_LONG
@@ -2625,14 +2673,29 @@ static void (*eb_dw_row1_fn(int s, int mode, int c, int pairs))(const eb_dw_row1
         EB_DW_ROW_PICKS(eb_dw_row1_fix2_, 1)
     }
 #endif
+#if EB_DW_ROW1_FIX2_S2
+    if (pairs == 2) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix2_, 2)
+    }
+#endif
 #if EB_DW_ROW1_FIX3
     if (pairs == 3) {
         EB_DW_ROW_PICKS(eb_dw_row1_fix3_, 1)
     }
 #endif
+#if EB_DW_ROW1_FIX3_S2
+    if (pairs == 3) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix3_, 2)
+    }
+#endif
 #if EB_DW_ROW1_FIX4
     if (pairs == 4) {
         EB_DW_ROW_PICKS(eb_dw_row1_fix4_, 1)
+    }
+#endif
+#if EB_DW_ROW1_FIX4_S2
+    if (pairs == 4) {
+        EB_DW_ROW_PICKS(eb_dw_row1_fix4_, 2)
     }
 #endif
     EB_DW_ROW_PICKS(eb_dw_row1_s, 1)

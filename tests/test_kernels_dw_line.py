@@ -185,7 +185,7 @@ def test_line_layers_equal_reference(lib, cfg, seed, with_bias):  # noqa: F811
 # Rows the kernel's paths reach: an odd count at dilation 1 (the overlapping last pair) and
 # 2 (the spare word), a row of exactly 2, a dilation-2 row whose phases fill the patch
 # (out_w 480: 240 + 16 of 256), 16 taps, rows wholly in the padding on a 2-D map; stride 2
-# with an odd count (65) and a row that fills the patch (2 x 251 + 8 + 2 = 512 int16).
+# with an odd count (65) and a row that fills the patch (2 x 507 + 8 + 2 = 1024 int16).
 LINE_CASES = [
     dw_config(3, 4, 37, (1, 9), 1, 1, (0, 4), act=1),
     dw_config(2, 1, 63, (1, 7), 1, 1, (0, 6), dil=(1, 2), act=0),
@@ -193,7 +193,7 @@ LINE_CASES = [
     dw_config(1, 1, 480, (1, 16), 1, 1, (0, 15), dil=(1, 2), act=0, shift=-12),
     dw_config(2, 3, 40, (1, 16), 1, 1, (1, 7), act=1, shift=0),
     dw_config(2, 2, 129, (1, 11), 1, (1, 2), (0, 5), act=0),
-    dw_config(1, 1, 502, (1, 8), 1, (1, 2), (0, 3), act=1, shift=-10),
+    dw_config(1, 1, 1014, (1, 8), 1, (1, 2), (0, 3), act=1, shift=-10),
 ]
 
 
@@ -201,7 +201,7 @@ def test_line_cases_take_the_line_kernel():
     assert all(takes_line(cfg) for cfg in LINE_CASES)
     assert [c["out_w"] % 2 for c in LINE_CASES] == [1, 1, 0, 0, 1, 1, 1]
     assert [c["stride_w"] for c in LINE_CASES[-2:]] == [2, 2]
-    assert not takes_line({**LINE_CASES[-1], "in_w": 504, "out_w": 252})  # one more: past it
+    assert not takes_line({**LINE_CASES[-1], "in_w": 1016, "out_w": 508})  # one more: past it
 
 
 def test_line_mixed_biases_equal_reference(lib):  # noqa: F811

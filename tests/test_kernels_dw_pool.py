@@ -100,11 +100,11 @@ def test_dw_pool_conv_equals_reference(lib, case, seed):  # noqa: F811
 
 
 @settings(max_examples=10, deadline=None)
-@given(case=fused_layers(widest=700))
+@given(case=fused_layers(widest=1100))
 def test_dw_pool_conv_rows_too_wide_for_the_buffer(lib, case):  # noqa: F811
-    """Pooled rows of 350 bytes do not fit two bands in 1 KiB: pool, then convolve."""
-    case["pool"].update(in_w=700, out_w=350)
-    case["conv"].update(in_w=350, out_w=conv_out(350, 3, 1, case["conv"]["pad_w"], 1))
+    """Pooled rows of 550 bytes do not fit two bands in 2 KiB: pool, then convolve."""
+    case["pool"].update(in_w=1100, out_w=550)
+    case["conv"].update(in_w=550, out_w=conv_out(550, 3, 1, case["conv"]["pad_w"], 1))
     ref, out = run_fused(lib, case, *layer_data(case, np.random.default_rng(3)))
     np.testing.assert_array_equal(out, ref)
 

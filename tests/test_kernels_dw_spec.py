@@ -130,4 +130,4 @@ def test_the_generator_and_the_test_agree_on_the_specs():
     assert spec_of(conv) == (13, 12, 6, "RELU")
     assert spec_of({**conv, "out_w": 11}) is None  # pixel pairs along even rows only
     assert spec_of({**conv, "shift": 0}) is None  # USAT's shift is 1..31
-    assert spec_of({**conv, "in_h": 80, "out_h": 80}) is None  # the plane is not whole in 1 KiB
+    assert spec_of({**conv, "in_h": 160, "out_h": 160}) is None  # the plane not whole in 2 KiB

@@ -142,7 +142,7 @@ FILL_CASES = [
     dw_config(1, 30, 11, (5, 1), 2, (1, 2), (2, 0), act=1),       # the same, channel pairs
     dw_config(3, 21, 17, (6, 1), 1, (1, 2), (3, 0), act=0),       # even kernel, every 2nd
     dw_config(2, 12, 40, (1, 5), 1, 2, (0, 2), act=1),            # along the rows, 2nd rows
-    dw_config(1, 300, 4, (9, 1), 1, 1, (4, 0), act=0),            # turned, one row a tile
+    dw_config(1, 600, 4, (9, 1), 1, 1, (4, 0), act=0),            # turned, one row a tile
 ]
 # The one-channel rows unrolled (EB_DW_R1_SLIDE1U: 5 or more tap pairs a row at stride 1):
 # entered at every step but 5 (5..17 pairs: skip 3, 2, 1, 0, 7, 6, 4, 7), one to three passes

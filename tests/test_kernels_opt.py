@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
 from edgebuild.core import numerics
+from edgebuild.ops import dw_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "templates" / "kernels"
@@ -581,7 +582,7 @@ def test_depthwise_uses_exactly_its_counted_scratch(lib):
     """The depthwise path's scratch is the padded path's channel copy, EB_DW_OPT_SCRATCH bytes,
     or the tile kernel's patch, EB_DW_TILE_SCRATCH int16 (the plan counts either,
     tests/test_workspace.py): a 3x3 stride-1 layer writes its last padded row there and
-    nothing past it (the whole plane, or a band of a plane too big for 1 KiB); other kernels
+    nothing past it (the whole plane, or a band of a plane too big for 2 KiB); other kernels
     (a 5x5, 1-D ones, a 9x1 column) write their patch -- its last row's zero padding at the
     end of the patch of its shape -- and nothing past the claim."""
     rng = np.random.default_rng([SEED, 58])
@@ -592,8 +593,8 @@ def test_depthwise_uses_exactly_its_counted_scratch(lib):
         x, w = dw_data(cfg, rng)
         count = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
         need = dw_scratch_bytes(lib, cfg)
-        pitch, fit = cfg["in_w"] + cfg["pad_w"], (1024 - cfg["pad_w"]) // (cfg["in_w"] +
-                                                                            cfg["pad_w"]) - 2
+        pitch = cfg["in_w"] + cfg["pad_w"]
+        fit = (dw_spec.DW_PAD_BYTES - cfg["pad_w"]) // pitch - 2
         rows = cfg["out_h"] if cfg["out_h"] <= fit else fit & ~1
         k3 = cfg["k_h"] == 3 and cfg["k_w"] == 3
         assert need == (((rows + 2) * pitch + cfg["pad_w"] + 4) if k3 else 0), cfg
@@ -618,6 +619,40 @@ def test_depthwise_uses_exactly_its_counted_scratch(lib):
         ref = guarded(count, np.int8)
         lib.eb_conv2d(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None, ptr(ref, I8))
         np.testing.assert_array_equal(out, ref)
+
+
+def test_tile_patch_is_its_frames_tile(lib):
+    """Where the patch cannot hold a layer's map at once, the tile kernel's first tile is the
+    one its Python twin plans (conv_path.tile_shape: rows and columns of output in the room
+    of EB_DW_TILE_SCRATCH for one input channel, of the first EB_DW_GROUP_PATCH for a dense
+    conv's channels side by side): its patch, rows pw apart with their zero padding, ends in
+    the last row the plan gives it -- a depthwise 5x5 on 60x50, a 1 -> 4 10x5 stride 2, a
+    3 -> 1 15x1 dense conv turned."""
+    from edgebuild.ops.conv_path import (
+        DW_GROUP_PATCH,
+        DW_TILE_ELEMENTS,
+        _tile_pitch,
+        tile_frame,
+        tile_shape,
+    )
+
+    rng = np.random.default_rng([SEED, 59])
+    dense = {**dw_config(3, 68, 9, (15, 1)), "out_c": 1, "groups": 1}
+    for cfg in (dw_config(2, 60, 50, 5, pad=2), dw_config(1, 18, 126, (10, 5), 4, 2, (4, 2)),
+                dense):
+        f = tile_frame(plane_of(cfg))
+        rows, cols = tile_shape(f)
+        pitch = _tile_pitch(min(cols, f.out_w), f.s_w, f.k_w, f.d_w)
+        size = ((rows - 1) * f.s_h + (f.k_h - 1) * f.d_h + 1) * pitch * f.chans
+        assert rows < f.out_h and size <= (DW_TILE_ELEMENTS if f.chans == 1 else
+                                           DW_GROUP_PATCH), (cfg, rows, size)
+        x, w = dw_data(cfg, rng)
+        scratch = scratch_buffer(conv_scratch_elements(lib, cfg))
+        out = guarded(cfg["out_c"] * cfg["out_h"] * cfg["out_w"], np.int8)
+        lib.eb_conv2d_opt(ctypes.byref(params_of(cfg)), ptr(x, I8), ptr(w, I8), None,
+                          ptr(out, I8), ptr(scratch, I16))
+        last = np.flatnonzero(scratch.view(np.uint8) != 0x5A)[-1] // 2
+        assert size - pitch <= last < size, (cfg, last, size)  # in the tile's last row
 
 
 def quant_ranges() -> st.SearchStrategy[dict]:

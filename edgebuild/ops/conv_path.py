@@ -14,6 +14,7 @@ from edgebuild.ops import dw_spec
 
 DW_TILE_SCRATCH = "EB_DW_TILE_SCRATCH"  # eb_kernels_opt.h: the tile kernel's patch, int16
 DW_TILE_ELEMENTS = (dw_spec.DW_PAD_BYTES + 1) // 2  # its value
+DW_GROUP_PATCH = 512  # eb_kernels_opt.h: EB_DW_GROUP_PATCH, of it a dense or grouped conv's frame
 
 
 def three_tap(conv: Plane) -> bool:
@@ -285,7 +286,8 @@ def tile_shape(f: TileFrame) -> tuple[int, int]:
     """eb_dw_tile_plan's tile in frame f: (rows, columns) of output, each channel's share
     of the patch holding their inputs; no columns when not even 4 fit."""
     band = (f.k_h - 1) * f.d_h + 1
-    room = (DW_TILE_ELEMENTS - (3 * f.s_w + DW_TILE_SLACK)) // f.chans
+    patch = DW_TILE_ELEMENTS if f.chans == 1 else DW_GROUP_PATCH
+    room = (patch - (3 * f.s_w + DW_TILE_SLACK)) // f.chans
     cols = (f.out_w + 3) & ~3
     while cols > 0 and band * _tile_pitch(min(cols, f.out_w), f.s_w, f.k_w, f.d_w) > room:
         cols -= 4

@@ -11,7 +11,7 @@ from edgebuild.core.geometry import Plane
 from edgebuild.ops.c import CCode, CStep
 from edgebuild.ops.operator import Activation
 
-DW_PAD_BYTES = 1024  # eb_kernels_opt.h, EB_DW_PAD_BYTES: the untiled padded copy's cap
+DW_PAD_BYTES = 2048  # eb_kernels_opt.h, EB_DW_PAD_BYTES: the untiled padded copy's cap
 DW_PAD_SLACK = 4  # EB_DW_PAD_SLACK: bytes past the padded rows its word stores may write
 
 # The calls of a layer with a spec; the reference build runs the reference loops.

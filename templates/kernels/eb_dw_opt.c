@@ -1567,7 +1567,8 @@ static int eb_dw_tile_plan(const eb_dw_geom *g, int chans, eb_dw_tf *t)
     t->ntaps = t->k_h * t->rowtaps;
     band = (int32_t)(t->k_h - 1) * t->d_h + 1; /* patch rows of one output row */
     /* a channel's reads past its patch land in the next one's (lanes not stored) */
-    room = (EB_DW_TILE_SCRATCH - EB_DW_TILE_SLACK(t->s_w)) / (EB_DW_GROUP ? chans : 1);
+    room = ((chans > 1 ? EB_DW_GROUP_PATCH : EB_DW_TILE_SCRATCH) - EB_DW_TILE_SLACK(t->s_w)) /
+           (EB_DW_GROUP ? chans : 1);
     cols = ((int32_t)t->out_w + 3) & ~(int32_t)3;
     while (cols > 0 &&
            band * eb_dw_tile_pitch(cols < t->out_w ? cols : t->out_w, t->s_w, t->k_w, t->d_w) >

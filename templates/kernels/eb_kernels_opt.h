@@ -36,7 +36,7 @@
  *    pixels per step with the weights in registers, per tap row 1 load, 2 SXTB16 and 4 MACs
  *    (SMLAD for taps 0 and 2, SMLABB/SMLATB-type for tap 1); a 3x3 with stride_h = dil_h = 1
  *    and the usual requantization (act none or relu, a right shift) copies each channel with
- *    its zero padding into the scratch (up to 1 KiB, in bands of rows if need be) and goes by
+ *    its zero padding into the scratch (up to 2 KiB, in bands of rows if need be) and goes by
  *    columns over it, two output rows per step sharing two input rows, no edge cases (on
  *    the M4 a hand-scheduled inline-asm loop: 57 instructions per 36 MACs);
  *  - other shapes (any kernel size, stride, dilation, padding): a per-channel table of
@@ -94,7 +94,7 @@ extern "C" {
  * takes needs (a depthwise 3x3, stride 1, dilation 1, in_w >= 4, pad_w <= 3, out_h and
  * out_w >= 2, int8 out, act none or relu); 0 when not even a band of 2 rows fits (the path
  * does not take it then). Other depthwise layers need no scratch. */
-#define EB_DW_PAD_BYTES 1024
+#define EB_DW_PAD_BYTES 2048
 #define EB_DW_PAD_SLACK 4
 #define EB_DW_PAD_FIT(in_w, pad_w) \
     ((EB_DW_PAD_BYTES - (int32_t)(pad_w)) / ((int32_t)(in_w) + (pad_w)) - 2)
@@ -112,6 +112,11 @@ extern "C" {
  * EB_DW_TILE_SCRATCH elements, which a depthwise layer (one input channel too) the 3-tap
  * kernels do not take claims beside EB_CONV_OPT_SCRATCH. */
 #define EB_DW_TILE_SCRATCH ((EB_DW_PAD_BYTES + 1) / 2)
+/* Of it, a dense or grouped conv's frame (its group's channels side by side) uses the first
+ * EB_DW_GROUP_PATCH: the tile kernel's estimates against the column kernels and the GEMM,
+ * which decide whether it takes such a conv, were fitted to tiles of that patch (with all of
+ * it, 8 -> 1 8x4 left the column kernels and ran 26 % slower). */
+#define EB_DW_GROUP_PATCH 512
 
 /* int16 elements of scratch needed by eb_linear_opt / eb_linear_wide_opt. */
 #define EB_LINEAR_OPT_SCRATCH(in_f) EB_OPT_ROUND4(in_f)

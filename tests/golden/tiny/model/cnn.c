@@ -22,7 +22,7 @@ static union {
  * figure (plan.json memory.workspace_bytes), checked against what the kernels need. */
 static union {
     int32_t align;
-    int16_t values[512];
+    int16_t values[1024];
 } eb_scratch;
 typedef char eb_scratch_fits[(int32_t)(sizeof eb_scratch.values / 2) >= EB_MAX(EB_MAX(EB_CONV_OPT_SCRATCH(2, 3, 3), EB_DW_TILE_SCRATCH), EB_MAX(EB_CONV_OPT_SCRATCH(4, 1, 1), EB_LINEAR_OPT_SCRATCH(32))) ? 1 : -1];
 

@@ -32,8 +32,8 @@ PAIR_CASES = [
     dw_1d(2, 40, 3, 4, pad=1, act=1, shift=-12),           # two pairs a channel
     dw_config(2, 3, 30, 3, 2, pad=(0, 1), act=1),          # 3x3, one output row
     dw_config(3, 1, 25, 3, 2, pad=1, act=0, shift=-9, rounding=1),  # tap rows 0, 2 padding
-    dw_config(1, 5, 300, 3, 2, pad=1, act=1),              # 3x3, too wide for the buffer
-    dw_config(2, 4, 260, 3, 3, pad=(1, 2), act=0, rounding=1),  # the same, multiplier 3
+    dw_config(1, 5, 600, 3, 2, pad=1, act=1),              # 3x3, too wide for the buffer
+    dw_config(2, 4, 560, 3, 3, pad=(1, 2), act=0, rounding=1),  # the same, multiplier 3
 ]
 
 
@@ -43,8 +43,8 @@ SHIFT_CASES = [dw_1d(2, 37, 3, 2, pad=1, act=i % 2, rounding=(i // 2) % 2, shift
     # 3x3 on two rows too wide for the padded path's buffer, padded by 3: the first and last
     # output rows' taps all in the padding
     # (their outputs the pairs' scaled starts alone)
-    dw_config(1, 2, 300, 3, 2, pad=(3, 1), act=1, shift=-5),
-    dw_config(1, 2, 300, 3, 2, pad=(3, 1), act=0, shift=-11, rounding=1)]
+    dw_config(1, 2, 600, 3, 2, pad=(3, 1), act=1, shift=-5),
+    dw_config(1, 2, 600, 3, 2, pad=(3, 1), act=0, shift=-11, rounding=1)]
 
 
 def test_pair_cases_take_the_rows():

@@ -44,7 +44,7 @@ EB_POOL_MAX = 0
 
 
 @st.composite
-def fused_layers(draw, widest: int = 160) -> dict:
+def fused_layers(draw, widest: int = 320) -> dict:
     """(pool, conv) configurations: the pool's input in_c x h x w, the conv on its output."""
     in_c, m = draw(st.integers(1, 4)), draw(st.integers(1, 3))
     h, w = draw(st.integers(2, 30)), draw(st.integers(8, widest))

@@ -220,7 +220,7 @@ def tile_frame(conv: Plane) -> TileFrame:
 
 
 ROW1_LONG_PAIRS = 5  # eb_dw_opt.c: EB_DW_ROW1_LONG_PAIRS, the unrolled one-channel rows' least
-ROW1_FIX_PAIRS = (2, 3, 4)  # eb_dw_opt.c: EB_DW_ROW1_FIX2 ...: rows of so many pairs straight
+ROW1_FIX_PAIRS = (2, 3, 4)  # eb_dw_opt.c: EB_DW_FIX2_1 ...: rows of so many pairs straight
 
 
 def tile_paths(conv: Plane) -> frozenset[str]:

@@ -148,38 +148,38 @@ typedef struct {
 #define EB_DW_ROW1_LONG 1
 #endif
 #define EB_DW_ROW1_LONG_PAIRS 5
-/* ... and rows of exactly 2, 3 or 4 tap pairs straight, one form per count and stride
- * (at stride 1 EB_OPT_NO_DW_TILE_FIX2 / 3 / 4 leave them out: those rows then loop). */
+/* ... and rows of exactly 2, 3 or 4 tap pairs straight, one form per count and stride:
+ * EB_DW_FIX<P>_<s>(...) keeps its arguments where the form is linked
+ * (EB_OPT_NO_DW_TILE_FIX2 / 3 / 4, _FIX2_S2 / 3_S2 / 4_S2 leave them out: those rows loop). */
 #ifdef EB_OPT_NO_DW_TILE_FIX2
-#define EB_DW_ROW1_FIX2 0
+#define EB_DW_FIX2_1(...)
 #else
-#define EB_DW_ROW1_FIX2 1
+#define EB_DW_FIX2_1(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX2_S2
+#define EB_DW_FIX2_2(...)
+#else
+#define EB_DW_FIX2_2(...) __VA_ARGS__
 #endif
 #ifdef EB_OPT_NO_DW_TILE_FIX3
-#define EB_DW_ROW1_FIX3 0
+#define EB_DW_FIX3_1(...)
 #else
-#define EB_DW_ROW1_FIX3 1
-#endif
-#ifdef EB_OPT_NO_DW_TILE_FIX4
-#define EB_DW_ROW1_FIX4 0
-#else
-#define EB_DW_ROW1_FIX4 1
-#endif
-/* ... and at stride 2 (EB_OPT_NO_DW_TILE_FIX2_S2 / 3 / 4). */
-#ifdef EB_OPT_NO_DW_TILE_FIX2_S2
-#define EB_DW_ROW1_FIX2_S2 0
-#else
-#define EB_DW_ROW1_FIX2_S2 1
+#define EB_DW_FIX3_1(...) __VA_ARGS__
 #endif
 #ifdef EB_OPT_NO_DW_TILE_FIX3_S2
-#define EB_DW_ROW1_FIX3_S2 0
+#define EB_DW_FIX3_2(...)
 #else
-#define EB_DW_ROW1_FIX3_S2 1
+#define EB_DW_FIX3_2(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_DW_TILE_FIX4
+#define EB_DW_FIX4_1(...)
+#else
+#define EB_DW_FIX4_1(...) __VA_ARGS__
 #endif
 #ifdef EB_OPT_NO_DW_TILE_FIX4_S2
-#define EB_DW_ROW1_FIX4_S2 0
+#define EB_DW_FIX4_2(...)
 #else
-#define EB_DW_ROW1_FIX4_S2 1
+#define EB_DW_FIX4_2(...) __VA_ARGS__
 #endif
 #ifdef EB_OPT_NO_DW_TILE_PAIR_S1
 #define EB_DW_TILE_PAIR_S1 0
@@ -2481,29 +2481,29 @@ typedef struct {
     "ldr r8, [sp, #8]\n\t"                                                                   \
     "cmp r11, r8\n\t"                                                                        \
     "bne 0b\n\t"
-/* EB_DW_R1_SLIDE1 for rows of exactly P tap pairs (2, 3, 4: EB_DW_ROW1_FIX2 ...): a row is its
+/* EB_DW_R1_SLIDE1 for rows of exactly P tap pairs (2, 3, 4: EB_DW_FIX2_1 ...): a row is its
  * P steps straight -- 7 instructions a row beside them, where the loop spent 12 and the
  * unrolled passes 18 -- with the taps' end in r10 for the whole call (EB_DW_R1_FIX_PRO). */
-#define EB_DW_R1_FIX_ROW(steps, adv)                                                         \
+#define EB_DW_R1_FIX_ROW(pre, steps, adv)                                                    \
     "0:\n\t"                                                                                 \
     "ldr r9, [r11]\n\t"                                                                      \
     "add r9, lr, r9, lsl #1\n\t"                                                             \
-    "ldr r4, [r9]\n\t"                                                                       \
-    "ldr r5, [r9, #2]\n\t" steps                                                            \
+    "ldr r4, [r9]\n\t" pre steps                                                            \
     "add r11, r11, #" adv "\n\t"                                                             \
     "cmp r11, r10\n\t"                                                                       \
     "bne 0b\n\t"
+#define EB_DW_R1_PRE "ldr r5, [r9, #2]\n\t" /* stride 1: the first pair's second word */
 #define EB_DW_R1_FIX2                                                                        \
-    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_PRE, EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
                          EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5"),       \
                      "24")
 #define EB_DW_R1_FIX3                                                                        \
-    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_PRE, EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
                          EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5")        \
                              EB_DW_R1_USTEP("22", "12", "14", "28", "r4", "r5", "r6", "r7"),  \
                      "36")
 #define EB_DW_R1_FIX4                                                                        \
-    EB_DW_R1_FIX_ROW(EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
+    EB_DW_R1_FIX_ROW(EB_DW_R1_PRE, EB_DW_R1_USTEP("20", "4", "6", "4", "r4", "r5", "r6", "r7")              \
                          EB_DW_R1_USTEP("21", "8", "10", "16", "r6", "r7", "r4", "r5")        \
                              EB_DW_R1_USTEP("22", "12", "14", "28", "r4", "r5", "r6", "r7")   \
                                  EB_DW_R1_USTEP("23", "16", "18", "40", "r6", "r7", "r4",     \
@@ -2511,28 +2511,19 @@ typedef struct {
                      "48")
 #define EB_DW_R1_FIX_PRO "ldr r10, [sp, #8]\n\t"
 /* The same at stride 2 (EB_DW_R1_SLIDE2's steps: a pair one new word, pixels 2 words
- * apart): 8 instructions a row beside its steps, where the loop spent 14 and 7 a step more
+ * apart; the row preloads 3 words, EB_DW_R2_PRE): 8 instructions a row beside its steps, where the loop spent 14 and 7 a step more
  * for a row of fewer than 4 pairs. */
 #define EB_DW_R2_STEP(xo, wo, p0, p1, p2, n)                                                  \
     "ldr " n ", [r9, #" xo "]\n\t"                                                            \
     "ldr r8, [r11, #" wo "]\n\t" EB_DW_R1_MAC4(p0, p1, p2, n)
-#define EB_DW_R2_FIX_ROW(steps, adv)                                                         \
-    "0:\n\t"                                                                                 \
-    "ldr r9, [r11]\n\t"                                                                      \
-    "add r9, lr, r9, lsl #1\n\t"                                                             \
-    "ldr r4, [r9]\n\t"                                                                       \
-    "ldr r5, [r9, #4]\n\t"                                                                   \
-    "ldr r6, [r9, #8]\n\t" steps                                                            \
-    "add r11, r11, #" adv "\n\t"                                                             \
-    "cmp r11, r10\n\t"                                                                       \
-    "bne 0b\n\t"
+#define EB_DW_R2_PRE "ldr r5, [r9, #4]\n\tldr r6, [r9, #8]\n\t" /* its first 3 words */
 #define EB_DW_R2_S1 EB_DW_R2_STEP("12", "4", "r4", "r5", "r6", "r7")
 #define EB_DW_R2_S2 EB_DW_R2_STEP("16", "16", "r5", "r6", "r7", "r4")
 #define EB_DW_R2_S3 EB_DW_R2_STEP("20", "28", "r6", "r7", "r4", "r5")
 #define EB_DW_R2_S4 EB_DW_R2_STEP("24", "40", "r7", "r4", "r5", "r6")
-#define EB_DW_R2_FIX2 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2, "24")
-#define EB_DW_R2_FIX3 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3, "36")
-#define EB_DW_R2_FIX4 EB_DW_R2_FIX_ROW(EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3 EB_DW_R2_S4, "48")
+#define EB_DW_R2_FIX2 EB_DW_R1_FIX_ROW(EB_DW_R2_PRE, EB_DW_R2_S1 EB_DW_R2_S2, "24")
+#define EB_DW_R2_FIX3 EB_DW_R1_FIX_ROW(EB_DW_R2_PRE, EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3, "36")
+#define EB_DW_R2_FIX4 EB_DW_R1_FIX_ROW(EB_DW_R2_PRE, EB_DW_R2_S1 EB_DW_R2_S2 EB_DW_R2_S3 EB_DW_R2_S4, "48")
 #define EB_DW_R1_LONG_PRO                                                                    \
     "ldr r10, [sp, #12]\n\t"                                                                 \
     "add r12, r10, #7\n\t"                                                                   \
@@ -2640,24 +2631,17 @@ EB_DW_ROW1_FNS(eb_dw_row1_s2, EB_DW_R1_SLIDE2, "", "16")
 #if EB_DW_ROW1_LONG
 EB_DW_ROW1_FNS(eb_dw_row1_long1, EB_DW_R1_SLIDE1U, EB_DW_R1_LONG_PRO, "8")
 #endif
-#if EB_DW_ROW1_FIX2
-EB_DW_ROW1_FNS(eb_dw_row1_fix2_1, EB_DW_R1_FIX2, EB_DW_R1_FIX_PRO, "8")
-#endif
-#if EB_DW_ROW1_FIX3
-EB_DW_ROW1_FNS(eb_dw_row1_fix3_1, EB_DW_R1_FIX3, EB_DW_R1_FIX_PRO, "8")
-#endif
-#if EB_DW_ROW1_FIX4
-EB_DW_ROW1_FNS(eb_dw_row1_fix4_1, EB_DW_R1_FIX4, EB_DW_R1_FIX_PRO, "8")
-#endif
-#if EB_DW_ROW1_FIX2_S2
-EB_DW_ROW1_FNS(eb_dw_row1_fix2_2, EB_DW_R2_FIX2, EB_DW_R1_FIX_PRO, "16")
-#endif
-#if EB_DW_ROW1_FIX3_S2
-EB_DW_ROW1_FNS(eb_dw_row1_fix3_2, EB_DW_R2_FIX3, EB_DW_R1_FIX_PRO, "16")
-#endif
-#if EB_DW_ROW1_FIX4_S2
-EB_DW_ROW1_FNS(eb_dw_row1_fix4_2, EB_DW_R2_FIX4, EB_DW_R1_FIX_PRO, "16")
-#endif
+EB_DW_FIX2_1(EB_DW_ROW1_FNS(eb_dw_row1_fix2_1, EB_DW_R1_FIX2, EB_DW_R1_FIX_PRO, "8"))
+EB_DW_FIX3_1(EB_DW_ROW1_FNS(eb_dw_row1_fix3_1, EB_DW_R1_FIX3, EB_DW_R1_FIX_PRO, "8"))
+EB_DW_FIX4_1(EB_DW_ROW1_FNS(eb_dw_row1_fix4_1, EB_DW_R1_FIX4, EB_DW_R1_FIX_PRO, "8"))
+EB_DW_FIX2_2(EB_DW_ROW1_FNS(eb_dw_row1_fix2_2, EB_DW_R2_FIX2, EB_DW_R1_FIX_PRO, "16"))
+EB_DW_FIX3_2(EB_DW_ROW1_FNS(eb_dw_row1_fix3_2, EB_DW_R2_FIX3, EB_DW_R1_FIX_PRO, "16"))
+EB_DW_FIX4_2(EB_DW_ROW1_FNS(eb_dw_row1_fix4_2, EB_DW_R2_FIX4, EB_DW_R1_FIX_PRO, "16"))
+/* eb_dw_row1_fn's case for the straight rows of P pairs at stride s_. */
+#define EB_DW_ROW1_FIX_PICK(P, s_)                                                           \
+    if (pairs == (P)) {                                                                      \
+        EB_DW_ROW_PICKS(eb_dw_row1_fix##P##_, s_)                                            \
+    }
 
 /* The one-channel row function for stride s, mode shifting by c and rows of `pairs` tap
  * pairs (at stride 1 from EB_DW_ROW1_LONG_PAIRS the unrolled one, of 2, 3 or 4 at stride 1
@@ -2669,36 +2653,12 @@ static void (*eb_dw_row1_fn(int s, int mode, int c, int pairs))(const eb_dw_row1
         EB_DW_ROW_PICKS(eb_dw_row1_long, 1)
     }
 #endif
-#if EB_DW_ROW1_FIX2
-    if (pairs == 2) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix2_, 1)
-    }
-#endif
-#if EB_DW_ROW1_FIX2_S2
-    if (pairs == 2) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix2_, 2)
-    }
-#endif
-#if EB_DW_ROW1_FIX3
-    if (pairs == 3) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix3_, 1)
-    }
-#endif
-#if EB_DW_ROW1_FIX3_S2
-    if (pairs == 3) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix3_, 2)
-    }
-#endif
-#if EB_DW_ROW1_FIX4
-    if (pairs == 4) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix4_, 1)
-    }
-#endif
-#if EB_DW_ROW1_FIX4_S2
-    if (pairs == 4) {
-        EB_DW_ROW_PICKS(eb_dw_row1_fix4_, 2)
-    }
-#endif
+    EB_DW_FIX2_1(EB_DW_ROW1_FIX_PICK(2, 1))
+    EB_DW_FIX2_2(EB_DW_ROW1_FIX_PICK(2, 2))
+    EB_DW_FIX3_1(EB_DW_ROW1_FIX_PICK(3, 1))
+    EB_DW_FIX3_2(EB_DW_ROW1_FIX_PICK(3, 2))
+    EB_DW_FIX4_1(EB_DW_ROW1_FIX_PICK(4, 1))
+    EB_DW_FIX4_2(EB_DW_ROW1_FIX_PICK(4, 2))
     EB_DW_ROW_PICKS(eb_dw_row1_s, 1)
     EB_DW_ROW_PICKS(eb_dw_row1_s, 2)
     (void)s;

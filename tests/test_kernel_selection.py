@@ -72,7 +72,8 @@ def _dilated(cfg: dict, dil: int) -> dict:
 # tile kernel, weighed against the column kernels, which cover it but are then not linked);
 # a 15x15 stride-2 depthwise x2 on a smaller map (120 tap pairs: the tile kernel's most);
 # a dense 1x8 with 6 of 41 outputs a row in the width padding (the column kernels' edges);
-# grouped 1x1s of 2 and 3 inputs a group, 12 and 10 outputs (the GEMM's short rows);
+# grouped 1x1s of 2 and 3 inputs a group, 12 and 10 outputs (the GEMM's short rows); a dense
+# 3 -> 1 1x1 and one of 2 inputs and one output a group (the few-input kernel);
 # im2col (a dense 3x3, relu; a dense
 # 1x3, act none; a dense 3x3 stride 2: its gather; a dense 1x13 on a row of 2 outputs: the
 # 2-pixel GEMM rows, 7 outputs so that the last runs alone); the line kernel (1x9 on 4 rows,
@@ -101,6 +102,8 @@ LAYERS = [_layer(4, (9, 10), (3, 3), 4, 4, pad=(1, 1)),
           _layer(3, (5, 11), (1, 3), 5, 1, act=0),
           _layer(3, (9, 20), (3, 3), 6, 1, pad=(1, 1), stride=(2, 2)),
           _layer(24, (1, 14), (1, 13), 7, 1),
+          _layer(3, (9, 13), (1, 1), 1, 1),
+          _layer(8, (5, 11), (1, 1), 4, 4, act=0),
           _layer(1, (1, 128), (1, 5), 16, 1, pad=(0, 2)),
           _layer(1, (15, 13), (3, 3), 12, 1, stride=(2, 2)),
           _layer(3, (9, 23), (1, 2), 12, 3),

@@ -190,7 +190,7 @@ COL1_CASES = [
     # 6 of a row's 41 outputs in the width padding (more than an eighth, at most a quarter:
     # 32 -> 1 1x8 p3 had run im2col at 4.8 insn/MAC)
     _col(32, 1, 1, 2, 42, 1, (1, 1), 0, 1, 1, -9, k_w=8, pad_w=3),
-    _col(3, 1, 1, 3, 3, 1, (1, 1), 0, 1, 1, -7),  # 3 -> 1 1x1 on 3-wide rows: 9 as one row
+    _col(5, 1, 1, 3, 3, 1, (1, 1), 0, 1, 1, -7),  # 5 -> 1 1x1 on 3-wide rows: 9 as one row
 ]
 
 
@@ -220,14 +220,18 @@ def test_width_padding_share_by_outputs_a_group():
 
 
 def test_pointwise_of_few_inputs_and_outputs_takes_the_column_kernels():
-    """A dense 1x1 conv of at most 8 inputs and 4 outputs runs on the column kernels over
-    its plane as one row (eb_col_flat); with more of either, on the pointwise kernels."""
+    """A dense 1x1 conv of at most 8 inputs and 2..4 outputs (or 5..8 inputs and one) runs on
+    the column kernels over its plane as one row (eb_col_flat), of 2..4 inputs and one
+    output on the few-input kernel (a plane of 3 pixels too); with more of either, on the
+    pointwise kernels."""
     def pw(in_c: int, out_c: int, h: int = 9, w: int = 7) -> Plane:
         return _plane(_col(in_c, out_c, 1, h, w, 1, (1, 1), 0, 1, 1, -9))
     assert conv_path.pointwise_column(pw(3, 1)) and conv_path.pointwise_column(pw(8, 4))
     assert conv_path.pointwise_column(pw(3, 2, 3, 3))  # rows of 3 pixels: 9 as one
     assert not conv_path.pointwise_column(pw(9, 4)) and not conv_path.pointwise_column(pw(3, 5))
+    assert "dw_column" in conv_path.kernel_choice(pw(8, 4))
     assert not conv_path.pointwise_column(pw(3, 2, 1, 3))  # 3 pixels in all
+    assert "dw_few" in conv_path.kernel_choice(pw(3, 1, 1, 3))
 
 
 def test_multiplier_one_long_rows_leave_the_tile():

@@ -131,7 +131,7 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "
                   "dw_tile8", "dw_tile16",
                   "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_column_s2",
                   "dw_column_dense", "dw_table", "dw_line", "dw_line8", "dw_line16",
-                  "dw_line_d2", "dw_line_s2", "packed",
+                  "dw_line_d2", "dw_line_s2", "dw_few", "dw_few8", "dw_few16", "packed",
                   "im2col", "im2col_s2", "gemm_2px", "gemm_short", "linear_q",
                   "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",

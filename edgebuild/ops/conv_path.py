@@ -87,15 +87,29 @@ def _flat(conv: Plane) -> Plane:
 POINTWISE_COLUMN_IN = 8  # the most inputs of a pointwise conv the column kernels take
 
 
+FEW_IN = 4  # eb_dw_opt.c: EB_DW_FEW_IN, the most inputs a group of the few-input kernel
+
+
+def few(conv: Plane) -> bool:
+    """eb_dw_few_takes: a 1x1, stride-1, unpadded conv of 2..FEW_IN input channels and one
+    output a group (3 -> 1, a grouped 8 -> 4; packed weights are left to the other paths),
+    which the few-input kernel runs over its inputs' planes, one SMLAxB a MAC. With more
+    outputs a group the column kernels' channel pairs and the GEMM share each pixel's loads
+    (2 -> 2 ran 4 instructions an output fewer on them)."""
+    cin_g = conv.in_c // conv.groups
+    return (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) == \
+        (1, 1, 1, 1, 0, 0) and 2 <= cin_g <= FEW_IN and conv.out_c == conv.groups
+
+
 def pointwise_column(conv: Plane) -> bool:
     """Whether an untiled pointwise conv (dense 1x1, stride 1, unpadded) with at most
-    COLUMN_MAX_OUT outputs and POINTWISE_COLUMN_IN inputs runs on the column kernels
-    (eb_conv2d_opt) rather than the pointwise ones, whose per-pixel work is not amortised
-    over so few MACs (3 -> 1 16.5 insn/MAC there, 4.8 here; 3 -> 4 8.0, 3.5) -- a row of
-    taps over the flattened plane. With more inputs the pointwise GEMM is the faster
+    COLUMN_MAX_OUT outputs and POINTWISE_COLUMN_IN inputs runs on eb_conv2d_opt's kernels
+    rather than the pointwise ones, whose per-pixel work is not amortised over so few MACs
+    (3 -> 1 16.5 insn/MAC there; the column kernels' row of taps over the flattened plane
+    4.8, the few-input kernel's 3.0). With more inputs the pointwise GEMM is the faster
     (48 -> 4: 1.75 against 2.11)."""
     return conv.groups == 1 and conv.out_c <= COLUMN_MAX_OUT and \
-        conv.in_c <= POINTWISE_COLUMN_IN and column(conv)
+        conv.in_c <= POINTWISE_COLUMN_IN and (few(conv) or column(conv))
 
 
 def edge_share(cout_g: int) -> int:
@@ -385,7 +399,8 @@ def gemm_short(conv: Plane) -> frozenset[str]:
 def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
-    eb_conv2d_opt tries them: the column kernels ("dw_column"), for a depthwise conv the
+    eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the column kernels
+    ("dw_column"), for a depthwise conv the
     3-tap ones ("dw_three_tap", "dw_three_tap_pair"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
@@ -396,6 +411,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
     out the paths no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a
     layer whose path was left out would still run exact, on the next one."""
     g = _row_major(conv)
+    if few(conv) and not packed:
+        return frozenset({"depthwise", "dw_few"})
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
     if column(conv) and not packed:  # stride-2 rows, groups of several inputs: their paths
@@ -424,14 +441,14 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
 
 
 def shift_forms(paths: frozenset[str], shift: int) -> frozenset[str]:
-    """The forms of the tile kernel's row functions, of its fan and of the line kernel a
-    layer on them runs (eb_dw_tile_init, eb_dw_fan_tile, eb_dw_line_form): requantizing by
-    the immediate 8 ("dw_tile8", "dw_fan8", "dw_line8": a right shift of 0..8) or 16
-    ("dw_tile16", "dw_fan16", "dw_line16": 9..16); none other."""
+    """The forms of the tile kernel's row functions, of its fan, of the line kernel and of the
+    few-input kernel a layer on them runs (eb_dw_tile_init, eb_dw_fan_tile, eb_dw_line_form,
+    eb_dw_few_channel): requantizing by the immediate 8 ("dw_tile8", "dw_fan8", "dw_line8",
+    "dw_few8": a right shift of 0..8) or 16 ("dw_tile16", ...: 9..16); none other."""
     if not 0 <= shift <= 16:
         return frozenset()
     c = 8 if shift <= 8 else 16
-    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan", "dw_line")
+    return frozenset(f"{kind}{c}" for kind in ("dw_tile", "dw_fan", "dw_line", "dw_few")
                      if kind in paths)
 
 

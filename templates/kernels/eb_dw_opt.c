@@ -5143,9 +5143,220 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     return 1;
 }
 
+/* ---- pointwise convs of few inputs and one output a group ----
+ * A 1x1, stride-1, unpadded conv of 2..EB_DW_FEW_IN input channels and one output channel a
+ * group (3 -> 1, a grouped 8 -> 4 of 2 inputs a group): per output channel its inputs' planes
+ * four pixels a word, SXTB16 splitting each into [x0 x2], [x1 x3], and one SMLAxB a MAC
+ * against the channel's weights scaled to the immediate shift (eb_dw_imm) -- per 4 pixels
+ * and input 7 instructions, then the four outputs requantized by that immediate: at 16 two
+ * PKHTB, two USAT16 and an ORR (NONE: an offset of 128 in the start, an EOR) make the word
+ * stored; at 8 an SSAT / USAT and a STRB each. The column kernels ran such a layer as a row
+ * of taps over the plane, a tap pair of one channel a pass: 3 -> 1 on 87 x 33 14
+ * instructions an output, here 8.8 (on 29 x 33 3.3 fewer); 4 -> 1 1-2 fewer, 8 -> 4 in 4
+ * groups 5.8 fewer. With two or more outputs a group the column kernels' channel pairs (and
+ * the GEMM's rows) share each pixel's loads, which an output at a time reloads: 2 -> 2 ran 4
+ * instructions an output more here, 4 -> 96 in 2 groups 2-3 more. ops.conv_path.few is the
+ * Python twin of eb_dw_few_takes. */
+#define EB_DW_FEW_IN 4
+#ifdef EB_OPT_NO_DW_FEW
+#define EB_DW_FEW 0
+#else
+#define EB_DW_FEW 1
+#endif
+#if defined(EB_OPT_NO_DW_FEW8) || !EB_DW_FEW
+#define EB_DW_FEW8 0
+#else
+#define EB_DW_FEW8 1
+#endif
+#if defined(EB_OPT_NO_DW_FEW16) || !EB_DW_FEW
+#define EB_DW_FEW16 0
+#else
+#define EB_DW_FEW16 1
+#endif
+
+static int eb_dw_few_takes(const eb_conv_params *p)
+{
+    const int ipg = p->in_c / p->groups;
+    return p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+           p->pad_h == 0 && p->pad_w == 0 && p->wbits == 0 && ipg >= 2 &&
+           ipg <= EB_DW_FEW_IN && p->out_c == p->groups;
+}
+
+/* Input k's word of 4 pixels at x into the sums (its weight w: an int16 in the bottom half). */
+#define EB_DW_FEW_MAC(x, w)                                                                  \
+    do {                                                                                     \
+        const uint32_t v_ = eb_load32(x), lo_ = eb_sxtb16(v_), hi_ = eb_sxtb16_ror8(v_);     \
+        a0 = eb_smlabb(lo_, w, a0);                                                          \
+        a2 = eb_smlatb(lo_, w, a2);                                                          \
+        a1 = eb_smlabb(hi_, w, a1);                                                          \
+        a3 = eb_smlatb(hi_, w, a3);                                                          \
+    } while (0)
+
+/* One output channel's n pixels from the group's first input plane x (its k inputs a plane
+ * apart) with weights w[0..k-1] (scaled), sums from init, stored from d by the immediate c;
+ * at 16 NONE's init carries 128 x 2^16 (the lanes are the outputs + 128, flipped back). The
+ * last n % 4 pixels by eb_dw_q8. */
+EB_INLINE void eb_dw_few_run(const int k, const int8_t *x, int32_t plane, int32_t n,
+                             const int16_t *w, int32_t init, int8_t *d, const int c,
+                             const int mode)
+{
+    const uint32_t w0 = (uint16_t)w[0], w1 = (uint16_t)w[1];
+    const uint32_t w2 = k > 2 ? (uint16_t)w[2] : 0u, w3 = k > 3 ? (uint16_t)w[3] : 0u;
+    const int8_t *const x1 = x + plane, *const x2 = x + 2 * plane, *const x3 = x + 3 * plane;
+    int32_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
+        EB_DW_FEW_MAC(x + i, w0);
+        EB_DW_FEW_MAC(x1 + i, w1);
+        if (k > 2) {
+            EB_DW_FEW_MAC(x2 + i, w2);
+        }
+        if (k > 3) {
+            EB_DW_FEW_MAC(x3 + i, w3);
+        }
+        if (c == 16) {
+            const uint32_t e = eb_pack_hi((uint32_t)a0, (uint32_t)a2); /* [y0 y2] */
+            const uint32_t f = eb_pack_hi((uint32_t)a1, (uint32_t)a3); /* [y1 y3] */
+            eb_store32(d + i, mode == EB_DW_RELU
+                                  ? eb_usat16_7(e) | eb_usat16_7(f) << 8
+                                  : (eb_usat16_8(e) | eb_usat16_8(f) << 8) ^ 0x80808080u);
+        } else {
+            eb_dw_tile_q4(mode, d + i, 1, c, a0, a1, a2, a3);
+        }
+    }
+    for (; i < n; ++i) {
+        int32_t a = init + x[i] * (int16_t)w0 + x1[i] * (int16_t)w1;
+        if (k > 2) {
+            a += x2[i] * (int16_t)w2;
+        }
+        if (k > 3) {
+            a += x3[i] * (int16_t)w3;
+        }
+        if (c == 16 && mode == EB_DW_NONE) {
+            d[i] = (int8_t)eb_ssat8((a >> 16) - 128);
+        } else {
+            d[i] = eb_dw_q8(mode, a, c, 0, 0, 0);
+        }
+    }
+}
+
+/* eb_dw_few_run per input count k, for the linked forms of mode and immediate c. */
+#define EB_DW_FEW_FN(name, mode_, c_)                                                        \
+    static EB_NOINLINE void name(int k, const int8_t *x, int32_t plane, int32_t n,           \
+                                 const int16_t *w, int32_t init, int8_t *d)                 \
+    {                                                                                        \
+        if (k == 2) {                                                                        \
+            eb_dw_few_run(2, x, plane, n, w, init, d, c_, mode_);                            \
+        } else if (k == 3) {                                                                 \
+            eb_dw_few_run(3, x, plane, n, w, init, d, c_, mode_);                            \
+        } else {                                                                             \
+            eb_dw_few_run(4, x, plane, n, w, init, d, c_, mode_);                            \
+        }                                                                                    \
+    }
+/* The forms linked: mode (RELU, NONE) and immediate (8, 16) each. */
+#if EB_DW_FEW8 && EB_DW_HAS_RELU
+#define EB_DW_FEW_R8(...) __VA_ARGS__
+#else
+#define EB_DW_FEW_R8(...)
+#endif
+#if EB_DW_FEW16 && EB_DW_HAS_RELU
+#define EB_DW_FEW_R16(...) __VA_ARGS__
+#else
+#define EB_DW_FEW_R16(...)
+#endif
+#if EB_DW_FEW8 && EB_DW_HAS_NONE
+#define EB_DW_FEW_N8(...) __VA_ARGS__
+#else
+#define EB_DW_FEW_N8(...)
+#endif
+#if EB_DW_FEW16 && EB_DW_HAS_NONE
+#define EB_DW_FEW_N16(...) __VA_ARGS__
+#else
+#define EB_DW_FEW_N16(...)
+#endif
+EB_DW_FEW_R8(EB_DW_FEW_FN(eb_dw_few_relu_8, EB_DW_RELU, 8))
+EB_DW_FEW_R16(EB_DW_FEW_FN(eb_dw_few_relu_16, EB_DW_RELU, 16))
+EB_DW_FEW_N8(EB_DW_FEW_FN(eb_dw_few_none_8, EB_DW_NONE, 8))
+EB_DW_FEW_N16(EB_DW_FEW_FN(eb_dw_few_none_16, EB_DW_NONE, 16))
+#undef EB_DW_FEW_FN
+typedef void (*eb_dw_few_fn)(int, const int8_t *, int32_t, int32_t, const int16_t *, int32_t,
+                             int8_t *);
+
+/* The linked form for mode and immediate c (NULL: none). */
+static eb_dw_few_fn eb_dw_few_of(int mode, int c)
+{
+    const int s = 1; /* (EB_DW_PICK's stride) */
+    EB_DW_FEW_R8(EB_DW_PICK(eb_dw_few_relu_8, 1, EB_DW_RELU, 8))
+    EB_DW_FEW_R16(EB_DW_PICK(eb_dw_few_relu_16, 1, EB_DW_RELU, 16))
+    EB_DW_FEW_N8(EB_DW_PICK(eb_dw_few_none_8, 1, EB_DW_NONE, 8))
+    EB_DW_FEW_N16(EB_DW_PICK(eb_dw_few_none_16, 1, EB_DW_NONE, 16))
+    (void)s;
+    (void)mode;
+    (void)c;
+    return NULL;
+}
+
+/* Output channel oc of the conv by its form when one is linked and its start, scaled to the
+ * immediate c (at 16 with NONE's offset: one more pair's room), fits; else a pixel at a time
+ * (eb_dw_put). */
+static void eb_dw_few_channel(const eb_conv_params *p, const int8_t *x, int32_t plane,
+                              const int8_t *w, int32_t init, const eb_dw_out *o,
+                              int32_t index)
+{
+    const int k = p->in_c / p->groups, c = eb_dw_imm(o->s), t = c - o->s;
+    const eb_dw_few_fn fn = c && (o->mode == EB_DW_RELU || o->mode == EB_DW_NONE)
+                                ? eb_dw_few_of(o->mode, c)
+                                : NULL;
+    int32_t i;
+    int j;
+    if (fn != NULL && eb_dw_imm_fits(init, (k + 1) / 2 + (c == 16), t)) {
+        int16_t ws[EB_DW_FEW_IN];
+        const int32_t off = c == 16 && o->mode == EB_DW_NONE ? (int32_t)128 << 16 : 0;
+        for (j = 0; j < k; ++j) {
+            ws[j] = (int16_t)(w[j] * (1 << t));
+        }
+        fn(k, x, plane, plane, ws, (int32_t)((uint32_t)init << t) + off, o->out8 + index);
+        return;
+    }
+    for (i = 0; i < plane; ++i) {
+        int32_t a = init;
+        for (j = 0; j < k; ++j) {
+            a += (int32_t)x[(int32_t)j * plane + i] * w[j];
+        }
+        eb_dw_put(o, index + i, a);
+    }
+}
+
+/* The conv p by the few-input kernel when it takes it (eb_dw_few_takes); 0, nothing
+ * written, otherwise. */
+static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
+                     const int32_t *bias, int8_t *out8, int32_t *out32)
+{
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    const int k = p->in_c / p->groups, m = p->out_c / p->groups;
+    const int32_t plane = (int32_t)p->in_h * p->in_w;
+    eb_dw_out o;
+    eb_dw_rq rq;
+    int32_t oc;
+    if (!EB_DW_FEW || !eb_dw_few_takes(p)) {
+        return 0;
+    }
+    eb_dw_setup(&sink, k, &o, &rq);
+    for (oc = 0; oc < p->out_c; ++oc) {
+        const int32_t init = eb_dw_init(&rq, bias, oc, &o);
+        eb_dw_few_channel(p, in + (oc / m) * k * plane, plane, weight + oc * k, init, &o,
+                          oc * plane);
+    }
+    return 1;
+}
+
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
+    if (EB_DW_FEW && eb_dw_few(p, in, weight, bias, out8, out32)) {
+        return 1;
+    }
     if (EB_DW_TILE && EB_DW_GROUP &&
         eb_dw_group_tile(p, in, weight, bias, out8, out32, scratch)) {
         return 1;

@@ -41,6 +41,7 @@
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
 #define eb_dw_fan_run tiny_eb_dw_fan_run
+#define eb_dw_few_run tiny_eb_dw_few_run
 #define eb_dw_imm tiny_eb_dw_imm
 #define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit
@@ -129,6 +130,9 @@
 #define EB_OPT_NO_DW_LINE16
 #define EB_OPT_NO_DW_LINE_D2
 #define EB_OPT_NO_DW_LINE_S2
+#define EB_OPT_NO_DW_FEW
+#define EB_OPT_NO_DW_FEW8
+#define EB_OPT_NO_DW_FEW16
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_GEMM_SHORT

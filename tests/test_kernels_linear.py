@@ -5,7 +5,8 @@ bytes past the row meet zeros in the column) and 1..40 outputs (the last 1..3 ro
 the blocks of 4), every requantization -- the fast forms (right shift, relu or none, half up
 or floor) and the rest (left shifts, abs) --, biases at the edges of the fast form's range
 (bias + 2^(s-1) + the largest sum at INT32_MAX, bias + the smallest sum at INT32_MIN) and
-wide outputs. On the host (portable C) and on the Cortex-M4 under QEMU."""
+wide outputs. On the host (portable C) and on the Cortex-M4 under QEMU, where layers of 4..12
+inputs with a bias take a form of their own input count ("linear_k<K>")."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_kernels_opt import (
+    assert_m4_exact,
     build_m4,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
+    m4_instructions,
     m4_test_program,
     needs_m4,
     run_linear_pair,
     run_qemu,
 )
+
+from edgebuild.ops.linear import short_form
 
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
 
@@ -125,3 +130,32 @@ def test_m4_linear_opt_equals_reference_on_case_sets(lib, m4_build, name):  # no
     result = run_qemu(elf)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     assert "0 mismatching calls" in result.stdout, result.stdout
+
+
+def test_short_forms_named_for_their_layers():
+    """"linear_k<K>" for a layer of 4..12 inputs with a bias; none for 3 or 13 inputs, or
+    without a bias (eb_linear4 runs those rows)."""
+    assert short_form(11, True) == {"linear_k11"} and short_form(4, True) == {"linear_k4"}
+    assert short_form(12, True) == {"linear_k12"}
+    assert not short_form(3, True) and not short_form(13, True) and not short_form(11, False)
+
+
+@needs_m4
+def test_m4_short_forms_take_the_rows(lib, m4_build):  # noqa: F811
+    """11 -> 64 (relu, half up), 10 -> 61 (none, floor: a last block left to C) and 4 -> 33
+    on the M4: exact with the form of their input count and with it left out (eb_linear4's
+    blocks then); with it at least 3 instructions a row fewer (measured 11 -> 1594: 26.2 ->
+    21.0 a row)."""
+    rng = np.random.default_rng(33)
+    for in_f, out_f, act, rounding in ((11, 64, 1, 0), (10, 61, 0, 1), (4, 33, 1, 0)):
+        x = rng.integers(-128, 128, size=in_f).astype(np.int8)
+        w = rng.integers(-128, 128, size=(out_f, in_f)).astype(np.int8)
+        bias = rng.integers(-(1 << 20), 1 << 20, size=out_f).astype(np.int32)
+        case = (in_f, out_f, x, w, bias, {"shift": -9, "rounding": rounding, "act": act})
+        source = m4_test_program(lib, [], linear_cases=[case])
+        counts = []
+        for name, defines in (("on", ()), ("off", (f"-DEB_OPT_NO_LINEAR_K{in_f}",))):
+            elf = build_m4(m4_build, f"short_{name}_{in_f}", source, defines)
+            assert_m4_exact(elf, name)
+            counts.append(m4_instructions(m4_build, elf))
+        assert counts[0] <= counts[1] - 3 * out_f, (in_f, counts)

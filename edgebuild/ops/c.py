@@ -133,6 +133,7 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "
                   "dw_column_dense", "dw_table", "dw_line", "dw_line8", "dw_line16",
                   "dw_line_d2", "dw_line_s2", "dw_few", "dw_few8", "dw_few16", "packed",
                   "im2col", "im2col_s2", "gemm_2px", "gemm_short", "linear_q",
+                  *(f"linear_k{k}" for k in range(4, 13)),
                   "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",
                   "tfl_depthwise", "tfl_dw3_s1", "tfl_dw3_s2", "tfl_dw3_strip",

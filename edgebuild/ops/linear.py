@@ -140,6 +140,16 @@ def tiled(step: CStep[Linear], features: int, bits: int) -> CCode:
     return CCode(decls, (f"eb_linear_tiled({features}, {layer.out}, {args});",))
 
 
+SHORT_MAX = 12  # eb_gemm_asm.h: EB_LINEAR_SHORT_MAX, the most inputs of a form of its own
+
+
+def short_form(features: int, bias: bool) -> frozenset[str]:
+    """The form of eb_linear_asm's rows for a layer of 4..SHORT_MAX inputs with a bias,
+    "linear_k<features>" (eb_linear_k<K>_relu / _none: the column in registers, the rows'
+    words at immediate offsets); none for other layers, whose rows eb_linear4 runs."""
+    return frozenset({f"linear_k{features}"} if bias and 4 <= features <= SHORT_MAX else ())
+
+
 def emit(step: CStep[Linear]) -> CCode:
     """eb_linear(_wide), the optimized EB_LINEAR(_WIDE) on Cortex-M4, or the tiled pass
     (`tiled`) when the plan tiles it. Packed (1-, 2-, 4-bit) weights take
@@ -160,7 +170,7 @@ def emit(step: CStep[Linear]) -> CCode:
         shape += f"{bits}, "
     paths = frozenset({"packed"} if bits and step.optimized else ())
     if step.optimized and not bits and not layer.wide:  # eb_linear_fast's rows of its form
-        paths |= {"linear_q", f"q_{layer.act.value}"}
+        paths |= {"linear_q", f"q_{layer.act.value}"} | short_form(features, bias != "NULL")
     if layer.wide:
         return CCode(calls=(f"{wide}({shape}{source}, {weights}, {bias}, (int32_t *){out});",),
                      paths=paths)

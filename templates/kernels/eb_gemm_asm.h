@@ -298,6 +298,21 @@ typedef struct {
     "ldrd   r0, r1, [r10], #8\n\t" EB_LINEAR_ROWS2_ASM("r8", "r4", "r5")                  \
         EB_LINEAR_ROWS2_ASM("r9", "r6", "r7")
 
+/* eb_linear4's and the short forms' requantization of four sums (a..d): ASR by the register
+ * s1 (the right shift less one), QADD of the half-up flag h, USAT #7 / SSAT #8 of that
+ * ASR #1; then their four STRB at o, advancing it a word. */
+#define EB_LINEAR_Q4_ASM(sat, bits, a, b, c, d, s1, h)                                     \
+    EB_ASM_ASR4(a, b, c, d, s1)                                                            \
+    "qadd   " a ", " a ", " h "\n\t"                                                      \
+    "qadd   " b ", " b ", " h "\n\t"                                                      \
+    "qadd   " c ", " c ", " h "\n\t"                                                      \
+    "qadd   " d ", " d ", " h "\n\t" EB_ASM_SAT4_ASR(sat, bits, a, b, c, d, "#1")
+#define EB_LINEAR_ST4_ASM(a, b, c, d, o)                                                   \
+    "strb   " b ", [" o ", #1]\n\t"                                                       \
+    "strb   " c ", [" o ", #2]\n\t"                                                       \
+    "strb   " d ", [" o ", #3]\n\t"                                                       \
+    "strb   " a ", [" o "], #4\n\t"
+
 #define EB_LINEAR4_FN(name, sat, bits)                                                    \
     static __attribute__((naked, noinline)) void name(eb_linear_job *job                  \
                                                       __attribute__((unused)))            \
@@ -343,15 +358,9 @@ typedef struct {
             "3:\n\t" EB_LINEAR_WORD_ASM                                                   \
             "4:\n\t"                                                                      \
             "ldrd   r0, r1, [sp, #28]\n\t"                                                \
-            "ldr    r2, [sp, #48]\n\t" EB_ASM_ASR4("r4", "r5", "r6", "r7", "r0")          \
-            "qadd   r4, r4, r1\n\t"                                                       \
-            "qadd   r5, r5, r1\n\t"                                                       \
-            "qadd   r6, r6, r1\n\t"                                                       \
-            "qadd   r7, r7, r1\n\t" EB_ASM_SAT4_ASR(sat, bits, "r4", "r5", "r6", "r7", "#1") \
-            "strb   r5, [r2, #1]\n\t"                                                     \
-            "strb   r6, [r2, #2]\n\t"                                                     \
-            "strb   r7, [r2, #3]\n\t"                                                     \
-            "strb   r4, [r2], #4\n\t"                                                     \
+            "ldr    r2, [sp, #48]\n\t"                                                    \
+                EB_LINEAR_Q4_ASM(sat, bits, "r4", "r5", "r6", "r7", "r0", "r1")           \
+                    EB_LINEAR_ST4_ASM("r4", "r5", "r6", "r7", "r2")                       \
             "str    r2, [sp, #48]\n\t"                                                    \
             "ldr    r0, [sp, #36]\n\t"                                                    \
             "subs   r0, r0, #1\n\t"                                                       \
@@ -369,5 +378,155 @@ EB_LINEAR4_FN(eb_linear4_relu, "usat", "#7")
 #if EB_HAS_LINEAR_Q && EB_HAS_Q_NONE
 EB_LINEAR4_FN(eb_linear4_none, "ssat", "#8")
 #endif
+
+/* Linear layers of 4..EB_LINEAR_SHORT_MAX inputs by hand, a form per input count K
+ * (eb_linear_k<K>_relu / _none; EB_OPT_NO_LINEAR_K<K> leaves K's out): the whole column in
+ * registers for the layer (r0..r5: [c0 c2], [c1 c3] of each of its 1..3 words) and each
+ * block's 4 rows read at immediate offsets from the block's first (row r's word j at
+ * r K + 4 j), so that a block costs its words -- per row and word an LDR, two SXTB16 and two
+ * SMLAD -- and 25 instructions beside them: the biases by one LDM, the requantization of
+ * eb_linear4 (ASR s - 1, QADD of the half-up flag, USAT #7 / SSAT #8 of that ASR #1), four
+ * STRB, the loop. eb_linear4 spent 38 a block beside its words and reloaded the column word
+ * by word: 11 -> 1594 ran 26.2 instructions a row there. A row's last word reads 4 - K % 4
+ * bytes past it, which meet zeros in the column: the caller leaves a last block without a
+ * row after it to C. The job: the weights, biases and their end (4 a block), the output, the
+ * right shift less one, the half-up flag, the column. */
+typedef struct {
+    const int8_t *w;                   /* 0 */
+    const int32_t *bias, *bend;        /* 4, 8 */
+    int8_t *out;                       /* 12 */
+    int32_t s1, h;                     /* 16, 20 */
+    const int16_t *c;                  /* 24 */
+} eb_lshort_job;
+
+#define EB_LINEAR_SHORT_MAX 12
+#define EB_LS_WORD(K, r, j, a, xa, xb)                                                     \
+    "ldr    r11, [r10, #(" #r " * " #K " + " #j " * 4)]\n\t"                                \
+    "sxtb16 r12, r11\n\t"                                                                  \
+    "smlad  " a ", r12, " xa ", " a "\n\t"                                                 \
+    "sxtb16 r11, r11, ror #8\n\t"                                                          \
+    "smlad  " a ", r11, " xb ", " a "\n\t"
+#define EB_LS_ROW1(K, r, a) EB_LS_WORD(K, r, 0, a, "r0", "r1")
+#define EB_LS_ROW2(K, r, a) EB_LS_ROW1(K, r, a) EB_LS_WORD(K, r, 1, a, "r2", "r3")
+#define EB_LS_ROW3(K, r, a) EB_LS_ROW2(K, r, a) EB_LS_WORD(K, r, 2, a, "r4", "r5")
+#define EB_LS_COL1 "ldmia  r12, {r0, r1}\n\t"
+#define EB_LS_COL2 "ldmia  r12, {r0, r1, r2, r3}\n\t"
+#define EB_LS_COL3 "ldmia  r12, {r0, r1, r2, r3, r4, r5}\n\t"
+
+#define EB_LINEAR_SHORT_FN(name, K, ROW, COL, sat, bits)                                   \
+    static __attribute__((naked, noinline)) void name(const eb_lshort_job *job             \
+                                                      __attribute__((unused)))             \
+    {                                                                                      \
+        __asm__ volatile(                                                                  \
+            "push   {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                            \
+            "sub    sp, sp, #16\n\t"                                                       \
+            "ldmia  r0, {r1, r2, r3, r4, r5, r6, r7}\n\t"                                  \
+            "stmia  sp, {r3, r4, r5, r6}\n\t"                                              \
+            "mov    r10, r1\n\t"                                                           \
+            "mov    lr, r2\n\t"                                                            \
+            "mov    r12, r7\n\t" COL                                                       \
+            "1:\n\t"                                                                       \
+            "ldmia  lr!, {r6, r7, r8, r9}\n\t" ROW(K, 0, "r6") ROW(K, 1, "r7")             \
+                ROW(K, 2, "r8") ROW(K, 3, "r9")                                            \
+            "add    r10, r10, #(4 * " #K ")\n\t"                                           \
+            "ldrd   r11, r12, [sp, #8]\n\t"                                                \
+                EB_LINEAR_Q4_ASM(sat, bits, "r6", "r7", "r8", "r9", "r11", "r12")         \
+            "ldr    r11, [sp, #4]\n\t" EB_LINEAR_ST4_ASM("r6", "r7", "r8", "r9", "r11")     \
+            "str    r11, [sp, #4]\n\t"                                                     \
+            "ldr    r11, [sp, #0]\n\t"                                                     \
+            "cmp    lr, r11\n\t"                                                           \
+            "bne    1b\n\t"                                                                \
+            "add    sp, sp, #16\n\t"                                                       \
+            "pop    {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                              \
+    }
+/* The forms of K linked: its gate (EB_LS_K<K>) and the output forms'. */
+#if EB_HAS_LINEAR_Q && EB_HAS_Q_RELU
+#define EB_LS_R(...) __VA_ARGS__
+#else
+#define EB_LS_R(...)
+#endif
+#if EB_HAS_LINEAR_Q && EB_HAS_Q_NONE
+#define EB_LS_N(...) __VA_ARGS__
+#else
+#define EB_LS_N(...)
+#endif
+#define EB_LS_FORMS(K, ROW, COL)                                                           \
+    EB_LS_R(EB_LINEAR_SHORT_FN(eb_linear_k##K##_relu, K, ROW, COL, "usat", "#7"))           \
+    EB_LS_N(EB_LINEAR_SHORT_FN(eb_linear_k##K##_none, K, ROW, COL, "ssat", "#8"))
+#define EB_LS_PICK(K)                                                                      \
+    EB_LS_R(if (k == (K) && relu) { return eb_linear_k##K##_relu; })                        \
+    EB_LS_N(if (k == (K) && !relu) { return eb_linear_k##K##_none; })
+#ifdef EB_OPT_NO_LINEAR_K4
+#define EB_LS_K4(...)
+#else
+#define EB_LS_K4(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K5
+#define EB_LS_K5(...)
+#else
+#define EB_LS_K5(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K6
+#define EB_LS_K6(...)
+#else
+#define EB_LS_K6(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K7
+#define EB_LS_K7(...)
+#else
+#define EB_LS_K7(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K8
+#define EB_LS_K8(...)
+#else
+#define EB_LS_K8(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K9
+#define EB_LS_K9(...)
+#else
+#define EB_LS_K9(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K10
+#define EB_LS_K10(...)
+#else
+#define EB_LS_K10(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K11
+#define EB_LS_K11(...)
+#else
+#define EB_LS_K11(...) __VA_ARGS__
+#endif
+#ifdef EB_OPT_NO_LINEAR_K12
+#define EB_LS_K12(...)
+#else
+#define EB_LS_K12(...) __VA_ARGS__
+#endif
+EB_LS_K4(EB_LS_FORMS(4, EB_LS_ROW1, EB_LS_COL1))
+EB_LS_K5(EB_LS_FORMS(5, EB_LS_ROW2, EB_LS_COL2))
+EB_LS_K6(EB_LS_FORMS(6, EB_LS_ROW2, EB_LS_COL2))
+EB_LS_K7(EB_LS_FORMS(7, EB_LS_ROW2, EB_LS_COL2))
+EB_LS_K8(EB_LS_FORMS(8, EB_LS_ROW2, EB_LS_COL2))
+EB_LS_K9(EB_LS_FORMS(9, EB_LS_ROW3, EB_LS_COL3))
+EB_LS_K10(EB_LS_FORMS(10, EB_LS_ROW3, EB_LS_COL3))
+EB_LS_K11(EB_LS_FORMS(11, EB_LS_ROW3, EB_LS_COL3))
+EB_LS_K12(EB_LS_FORMS(12, EB_LS_ROW3, EB_LS_COL3))
+typedef void (*eb_lshort_fn)(const eb_lshort_job *);
+
+/* The form for k inputs, relu or none, when linked; NULL otherwise. */
+static eb_lshort_fn eb_linear_short_of(int k, int relu)
+{
+    EB_LS_K4(EB_LS_PICK(4))
+    EB_LS_K5(EB_LS_PICK(5))
+    EB_LS_K6(EB_LS_PICK(6))
+    EB_LS_K7(EB_LS_PICK(7))
+    EB_LS_K8(EB_LS_PICK(8))
+    EB_LS_K9(EB_LS_PICK(9))
+    EB_LS_K10(EB_LS_PICK(10))
+    EB_LS_K11(EB_LS_PICK(11))
+    EB_LS_K12(EB_LS_PICK(12))
+    (void)k;
+    (void)relu;
+    return NULL;
+}
 
 #endif

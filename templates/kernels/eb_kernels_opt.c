@@ -1813,14 +1813,19 @@ EB_LINEAR_SHORT(eb_linear_short_none, 0)
 #ifdef EB_LINEAR_ASM
 static const int32_t eb_zero4[4] = {0, 0, 0, 0};
 
-/* eb_linear_fast's blocks by hand (eb_linear4_relu / _none), k >= 4 inputs: a last
- * block whose rows end in 2 or 3 inputs past their whole words reads a word of each, past
- * the weights where no row follows it, so it is left to the caller. Returns the rows done. */
+/* eb_linear_fast's blocks by hand (eb_linear4_relu / _none), k >= 4 inputs -- with a bias
+ * and at most EB_LINEAR_SHORT_MAX inputs by the form of k when linked (eb_linear_k<k>_relu /
+ * _none): a last block whose rows end in 2 or 3 inputs past their whole words (the forms of
+ * k: any inputs past them) reads a word of each, past the weights where no row follows it,
+ * so it is left to the caller. Returns the rows done. */
 static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
                          const eb_sink *s, const int16_t *cols, int32_t h)
 {
     const int blocks = out_f >> 2;
     void (*fn)(eb_linear_job *) = NULL;
+    const eb_lshort_fn short_fn = bias != NULL && in_f <= EB_LINEAR_SHORT_MAX
+                                      ? eb_linear_short_of(in_f, s->act == EB_ACT_RELU)
+                                      : NULL;
     eb_linear_job job;
     job.w = weight;
     job.c = cols;
@@ -1835,6 +1840,21 @@ static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_
     job.blocks = (in_f & 3) >= 2 && out_f == 4 * blocks ? blocks - 1 : blocks;
     job.tail = in_f & 3;
     job.odd = (in_f >> 2) & 1;
+    if (short_fn != NULL) { /* a last block's last word reads past it: a row must follow */
+        const int nb = (in_f & 3) != 0 && out_f == 4 * blocks ? blocks - 1 : blocks;
+        eb_lshort_job sj;
+        sj.w = weight;
+        sj.bias = bias;
+        sj.bend = bias + 4 * nb;
+        sj.out = s->out8;
+        sj.s1 = job.s1;
+        sj.h = h;
+        sj.c = cols;
+        if (nb > 0) {
+            short_fn(&sj);
+        }
+        return 4 * nb;
+    }
 #if EB_HAS_Q_RELU
     if (s->act == EB_ACT_RELU) {
         fn = eb_linear4_relu;

@@ -4536,6 +4536,11 @@ typedef struct {
     int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
                                    last block (it overlaps the one before) */
     const int8_t *row;          /* 44: the first block's first pixel of the first tap row */
+    int32_t rows, nb, rstep;    /* 48, 52, 56: rows left after the current one (all their
+                                   taps inside the input: the same table), a row's blocks
+                                   less one (n's start), bytes from a row's input to the
+                                   next's; the outputs of a row follow the last's */
+    int32_t pad;                /* 60: not read (a 16-word job: two LDM / STM copy it) */
 } eb_col_job;
 
 /* One tap of 4 pixels at stride 2 (the words at x0 and x3) into r9 [x0, x2] and r10 [x4, x6],
@@ -4575,6 +4580,21 @@ typedef struct {
     "smlad r6, r9, r12, r6\n\tsmlad r7, r10, r12, r7\n\t"                                    \
     "ldr r12, [r8], #16\n\t"                                                                 \
     "smlad r2, r9, r12, r2\n\tsmlad r3, r10, r12, r3\n\t"
+/* The column functions' step to the next row at a row's end: rows left (the job's copy at
+ * sp + rows; r0, a sum's register, is free there) down by one, else `done`; n (at sp + n)
+ * back to the row's blocks less one, the
+ * input pointer lr from the row's start (at sp + row) on by rstep; the outputs go on from
+ * where the row left them. */
+#define EB_COL_NEXT_ROW(rows, n, row, done)                                                  \
+    "ldr r0, [sp, #" rows "]\n\t"                                                           \
+    "cbz r0, " done "\n\t"                                                                  \
+    "subs r0, r0, #1\n\t"                                                                   \
+    "str r0, [sp, #" rows "]\n\t"                                                           \
+    "ldrd r11, r12, [sp, #" rows " + 4]\n\t"                                                \
+    "str r11, [sp, #" n "]\n\t"                                                             \
+    "ldr lr, [sp, #" row "]\n\t"                                                            \
+    "add lr, lr, r12\n\t"                                                                   \
+    "str lr, [sp, #" row "]\n\t"
 /* The two channels' function: an odd count of taps (pairs: `odd` the bit of a record's
  * size) enters the loop at its second; `end` reloads the end where the taps take r12. */
 #define EB_COL_ROW_FN(name, TAP, step, odd, end)                                             \
@@ -4582,13 +4602,13 @@ typedef struct {
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #80\n\t"                                              \
+                         "sub sp, sp, #96\n\t"                                              \
                          "ldr lr, [r0, #44]\n\t"                                            \
                          "add r12, sp, #32\n\t"                                             \
                          "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
-                         "ldmia r0, {r1, r2, r3}\n\t"                                        \
-                         "stmia r12, {r1, r2, r3}\n\t"                                       \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                    \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "ldrd r1, r5, [sp, #32]\n\t"                                       \
                          "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
                          "mov r6, r5\n\tmov r7, r5\n\tmov r8, r5\n\t"                        \
@@ -4622,8 +4642,10 @@ typedef struct {
                          "strd r9, r10, [sp, #48]\n\t"                                      \
                          EB_DW_NEXT_BLOCK("64", "1b", "6f") EB_DW_WALK2("68")                \
                          "b 1b\n"                                                            \
-                         "6:\n\t"                                                            \
-                         "add sp, sp, #80\n\t"                                              \
+                         "6:\n\t" EB_COL_NEXT_ROW("80", "64", "76", "7f")                     \
+                         "b 1b\n"                                                            \
+                         "7:\n\t"                                                            \
+                         "add sp, sp, #96\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
 EB_COL_ROW_FN(eb_col2_pairs_s1, EB_COL_PAIR1, "4", "#16", "ldr r12, [sp, #44]\n\t")
@@ -4673,12 +4695,12 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                                                       __attribute__((unused)))              \
     {                                                                                        \
         __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #64\n\t"                                              \
+                         "sub sp, sp, #80\n\t"                                              \
                          "add r12, sp, #16\n\t"                                             \
                          "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
-                         "ldmia r0, {r1, r2, r3, r4}\n\t"                                    \
-                         "stmia r12, {r1, r2, r3, r4}\n\t"                                   \
+                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                    \
+                         "stmia r12, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
                          "ldr r1, [sp, #16]\n\t"                                            \
                          "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
                          "stmia sp, {r1, r2, r3, r4}\n\t"                                   \
@@ -4710,8 +4732,10 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                          "add r9, r9, r12\n\t"                                              \
                          "str r9, [sp, #32]\n\t"                                            \
                          "b 1b\n"                                                            \
-                         "6:\n\t"                                                            \
-                         "add sp, sp, #64\n\t"                                              \
+                         "6:\n\t" EB_COL_NEXT_ROW("64", "48", "60", "7f")                     \
+                         "b 1b\n"                                                            \
+                         "7:\n\t"                                                            \
+                         "add sp, sp, #80\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
 EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4", "")
@@ -4770,6 +4794,20 @@ EB_INLINE void eb_col_run(const int8_t *row, const eb_col_tap *tap, int n, int o
 #if EB_COL_ROW_ASM
 typedef void (*eb_col_fn)(const eb_col_job *);
 
+/* The output rows [*lo, returned) whose tap rows all lie inside the input; none (0, 0)
+ * where a row has outputs whose taps reach into the width padding (eb_col_edge's, a row at
+ * a time). */
+static int eb_col_inside_rows(const eb_conv_params *p, int width, int *lo)
+{
+    const int32_t last = (int32_t)p->in_h - 1 - (int32_t)(p->k_h - 1) * p->dil_h + p->pad_h;
+    int32_t end = last < 0 ? 0 : last / p->stride_h + 1; /* rows whose last tap row is inside */
+    *lo = (p->pad_h + p->stride_h - 1) / p->stride_h;    /* whose first is */
+    if (end > p->out_h) {
+        end = p->out_h;
+    }
+    return width == p->out_w && end > *lo ? (int)end : (*lo = 0);
+}
+
 /* The function that runs the rows of a channel pair (ob) or of one channel by hand, the job's
  * fields that hold for all of them set: the NONE and RELU modes (both channels in one);
  * else NULL (eb_col_row). */
@@ -4790,6 +4828,8 @@ static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, int wid
     job->n = nb - 1;
     job->back = back * p->stride_w;
     job->oback = back;
+    job->rows = 0; /* one row a call (eb_col_asm_rows sets more) */
+
 #if EB_DW_COLUMN_S2
     if (p->stride_w != 1) {
         return ob != NULL ? eb_col2_row_s2 : eb_col1_pairs_s2;
@@ -4923,6 +4963,24 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
     }
 }
 
+#if EB_COL_ROW_ASM
+/* fn on the job of output row oy and the rows after it up to `inside` in one call (their
+ * taps all inside the input: the same table, no edge outputs); the rows it ran after oy,
+ * job->rows left 0. (A function of its own: in eb_col_layer's row loop the batch's fields
+ * cost about 80 instructions a call by its register allocation.) */
+static EB_NOINLINE int eb_col_asm_rows(eb_col_fn fn, eb_col_job *job, const eb_conv_params *p,
+                                       int oy, int inside)
+{
+    const int rows = inside - oy - 1;
+    job->rows = rows;
+    job->nb = job->n;
+    job->rstep = (int32_t)p->stride_h * p->in_w;
+    fn(job);
+    job->rows = 0;
+    return rows;
+}
+#endif
+
 /* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
  * they do not take. Not inlined: GCC's code for its row loop was 45 % worse inlined into
  * eb_dw_conv_opt (as it is when a model leaves the other depthwise kernels out). */
@@ -4945,6 +5003,11 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
     const int8_t *tw = NULL;
     int gi, j, oy, first;
     const int end = eb_col_inside(p, &first), width = end - first; /* the outputs inside */
+#if EB_COL_ROW_ASM
+    int first_inside;
+    const int inside = eb_col_inside_rows(p, width, &first_inside); /* rows [first_inside, inside) */
+#endif
+
     const int32_t x0 = first * p->stride_w - p->pad_w; /* the input column of the first */
     if (!eb_col_takes(p)) {
         return 0;
@@ -5009,6 +5072,9 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                 at += first;
 #if EB_COL_ROW_ASM
                 if (fn != NULL && n > 0) { /* the row by hand: its taps, outputs and input */
+                    /* and the rows after it whose taps lie inside too, with no edge outputs:
+                     * one call (a row's set-up here cost about 100 instructions) */
+
                     job.tap = table;
                     job.end = pairs ? (const eb_col_tap *)(const void *)(words + np * size)
                                     : table + n;
@@ -5016,7 +5082,11 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                     job.da = oa.out8 + at;
                     job.db = two ? ob.out8 + at + out_plane : NULL;
                     job.row = row;
-                    fn(&job);
+                    if (oy >= first_inside && oy < inside) {
+                        oy += eb_col_asm_rows(fn, &job, p, oy, inside);
+                    } else {
+                        fn(&job); /* (job.rows 0: one row) */
+                    }
                     continue;
                 }
 #endif

@@ -384,12 +384,13 @@ EB_LINEAR4_FN(eb_linear4_none, "ssat", "#8")
  * registers for the layer (r0..r5: [c0 c2], [c1 c3] of each of its 1..3 words) and each
  * block's 4 rows read at immediate offsets from the block's first (row r's word j at
  * r K + 4 j), so that a block costs its words -- per row and word an LDR, two SXTB16 and two
- * SMLAD -- and 25 instructions beside them: the biases by one LDM, the requantization of
+ * SMLAD -- and 23 instructions beside them: the biases by one LDM, the requantization of
  * eb_linear4 (ASR s - 1, QADD of the half-up flag, USAT #7 / SSAT #8 of that ASR #1), four
  * STRB, the loop. eb_linear4 spent 38 a block beside its words and reloaded the column word
- * by word: 11 -> 1594 ran 26.2 instructions a row there. A row's last word reads 4 - K % 4
- * bytes past it, which meet zeros in the column: the caller leaves a last block without a
- * row after it to C. The job: the weights, biases and their end (4 a block), the output, the
+ * by word: 11 -> 1594 ran 26.2 instructions a row there, 20.7 here. A row's last 1 or 2 weights go
+ * byte by byte (EB_LS_BYTE, EB_LS_HALF); its last 3 as a word, which reads a byte past the
+ * row that meets a zero in the column: the caller leaves a last block without a row after
+ * it to C where K % 4 is 3. The job: the weights, biases and their end (4 a block), the output, the
  * right shift less one, the half-up flag, the column. */
 typedef struct {
     const int8_t *w;                   /* 0 */
@@ -406,14 +407,40 @@ typedef struct {
     "smlad  " a ", r12, " xa ", " a "\n\t"                                                 \
     "sxtb16 r11, r11, ror #8\n\t"                                                          \
     "smlad  " a ", r11, " xb ", " a "\n\t"
-#define EB_LS_ROW1(K, r, a) EB_LS_WORD(K, r, 0, a, "r0", "r1")
-#define EB_LS_ROW2(K, r, a) EB_LS_ROW1(K, r, a) EB_LS_WORD(K, r, 1, a, "r2", "r3")
-#define EB_LS_ROW3(K, r, a) EB_LS_ROW2(K, r, a) EB_LS_WORD(K, r, 2, a, "r4", "r5")
+/* A block's first word, row 0's at the block's start: loaded with r10 moved there (pre-index
+ * writeback from the block before: r10 starts a block, 4 K bytes, early), so that no ADD
+ * steps the rows. */
+#define EB_LS_WORD0(K, a)                                                                  \
+    "ldr    r11, [r10, #(4 * " #K ")]!\n\t"                                                 \
+    "sxtb16 r12, r11\n\t"                                                                  \
+    "smlad  " a ", r12, r0, " a "\n\t"                                                     \
+    "sxtb16 r11, r11, ror #8\n\t"                                                          \
+    "smlad  " a ", r11, r1, " a "\n\t"
+/* A row's last 1 or 2 weights (K % 4 of 1, 2) byte by byte: LDRSB and SMLABB against the
+ * column lane in the bottom of xa (xb), 2 (4) instructions where a word took 5 -- and no
+ * read past the row. */
+#define EB_LS_BYTE(K, r, j, a, xa)                                                         \
+    "ldrsb  r11, [r10, #(" #r " * " #K " + " #j " * 4)]\n\t"                               \
+    "smlabb " a ", r11, " xa ", " a "\n\t"
+#define EB_LS_HALF(K, r, j, a, xa, xb)                                                     \
+    "ldrsb  r11, [r10, #(" #r " * " #K " + " #j " * 4)]\n\t"                               \
+    "ldrsb  r12, [r10, #(" #r " * " #K " + " #j " * 4 + 1)]\n\t"                           \
+    "smlabb " a ", r11, " xa ", " a "\n\t"                                                 \
+    "smlabb " a ", r12, " xb ", " a "\n\t"
+/* A row's words after its first (REST: the form's), and a whole row. */
+#define EB_LS_REST1(K, r, a)
+#define EB_LS_REST2(K, r, a) EB_LS_WORD(K, r, 1, a, "r2", "r3")
+#define EB_LS_REST3(K, r, a) EB_LS_REST2(K, r, a) EB_LS_WORD(K, r, 2, a, "r4", "r5")
+#define EB_LS_REST1B(K, r, a) EB_LS_BYTE(K, r, 1, a, "r2")
+#define EB_LS_REST1H(K, r, a) EB_LS_HALF(K, r, 1, a, "r2", "r3")
+#define EB_LS_REST2B(K, r, a) EB_LS_REST2(K, r, a) EB_LS_BYTE(K, r, 2, a, "r4")
+#define EB_LS_REST2H(K, r, a) EB_LS_REST2(K, r, a) EB_LS_HALF(K, r, 2, a, "r4", "r5")
+#define EB_LS_ROW(K, r, a, REST) EB_LS_WORD(K, r, 0, a, "r0", "r1") REST(K, r, a)
 #define EB_LS_COL1 "ldmia  r12, {r0, r1}\n\t"
 #define EB_LS_COL2 "ldmia  r12, {r0, r1, r2, r3}\n\t"
 #define EB_LS_COL3 "ldmia  r12, {r0, r1, r2, r3, r4, r5}\n\t"
 
-#define EB_LINEAR_SHORT_FN(name, K, ROW, COL, sat, bits)                                   \
+#define EB_LINEAR_SHORT_FN(name, K, REST, COL, sat, bits)                                   \
     static __attribute__((naked, noinline)) void name(const eb_lshort_job *job             \
                                                       __attribute__((unused)))             \
     {                                                                                      \
@@ -422,18 +449,17 @@ typedef struct {
             "sub    sp, sp, #16\n\t"                                                       \
             "ldmia  r0, {r1, r2, r3, r4, r5, r6, r7}\n\t"                                  \
             "stmia  sp, {r3, r4, r5, r6}\n\t"                                              \
-            "mov    r10, r1\n\t"                                                           \
+            "sub    r10, r1, #(4 * " #K ")\n\t"                                             \
             "mov    lr, r2\n\t"                                                            \
             "mov    r12, r7\n\t" COL                                                       \
             "1:\n\t"                                                                       \
-            "ldmia  lr!, {r6, r7, r8, r9}\n\t" ROW(K, 0, "r6") ROW(K, 1, "r7")             \
-                ROW(K, 2, "r8") ROW(K, 3, "r9")                                            \
-            "add    r10, r10, #(4 * " #K ")\n\t"                                           \
+            "ldmia  lr!, {r6, r7, r8, r9}\n\t" EB_LS_WORD0(K, "r6") REST(K, 0, "r6")        \
+                EB_LS_ROW(K, 1, "r7", REST) EB_LS_ROW(K, 2, "r8", REST)                    \
+                    EB_LS_ROW(K, 3, "r9", REST)                                            \
             "ldrd   r11, r12, [sp, #8]\n\t"                                                \
                 EB_LINEAR_Q4_ASM(sat, bits, "r6", "r7", "r8", "r9", "r11", "r12")         \
-            "ldr    r11, [sp, #4]\n\t" EB_LINEAR_ST4_ASM("r6", "r7", "r8", "r9", "r11")     \
-            "str    r11, [sp, #4]\n\t"                                                     \
-            "ldr    r11, [sp, #0]\n\t"                                                     \
+            "ldrd   r11, r12, [sp, #0]\n\t" EB_LINEAR_ST4_ASM("r6", "r7", "r8", "r9", "r12") \
+            "str    r12, [sp, #4]\n\t"                                                     \
             "cmp    lr, r11\n\t"                                                           \
             "bne    1b\n\t"                                                                \
             "add    sp, sp, #16\n\t"                                                       \
@@ -450,9 +476,9 @@ typedef struct {
 #else
 #define EB_LS_N(...)
 #endif
-#define EB_LS_FORMS(K, ROW, COL)                                                           \
-    EB_LS_R(EB_LINEAR_SHORT_FN(eb_linear_k##K##_relu, K, ROW, COL, "usat", "#7"))           \
-    EB_LS_N(EB_LINEAR_SHORT_FN(eb_linear_k##K##_none, K, ROW, COL, "ssat", "#8"))
+#define EB_LS_FORMS(K, REST, COL)                                                          \
+    EB_LS_R(EB_LINEAR_SHORT_FN(eb_linear_k##K##_relu, K, REST, COL, "usat", "#7"))          \
+    EB_LS_N(EB_LINEAR_SHORT_FN(eb_linear_k##K##_none, K, REST, COL, "ssat", "#8"))
 #define EB_LS_PICK(K)                                                                      \
     EB_LS_R(if (k == (K) && relu) { return eb_linear_k##K##_relu; })                        \
     EB_LS_N(if (k == (K) && !relu) { return eb_linear_k##K##_none; })
@@ -501,15 +527,15 @@ typedef struct {
 #else
 #define EB_LS_K12(...) __VA_ARGS__
 #endif
-EB_LS_K4(EB_LS_FORMS(4, EB_LS_ROW1, EB_LS_COL1))
-EB_LS_K5(EB_LS_FORMS(5, EB_LS_ROW2, EB_LS_COL2))
-EB_LS_K6(EB_LS_FORMS(6, EB_LS_ROW2, EB_LS_COL2))
-EB_LS_K7(EB_LS_FORMS(7, EB_LS_ROW2, EB_LS_COL2))
-EB_LS_K8(EB_LS_FORMS(8, EB_LS_ROW2, EB_LS_COL2))
-EB_LS_K9(EB_LS_FORMS(9, EB_LS_ROW3, EB_LS_COL3))
-EB_LS_K10(EB_LS_FORMS(10, EB_LS_ROW3, EB_LS_COL3))
-EB_LS_K11(EB_LS_FORMS(11, EB_LS_ROW3, EB_LS_COL3))
-EB_LS_K12(EB_LS_FORMS(12, EB_LS_ROW3, EB_LS_COL3))
+EB_LS_K4(EB_LS_FORMS(4, EB_LS_REST1, EB_LS_COL1))
+EB_LS_K5(EB_LS_FORMS(5, EB_LS_REST1B, EB_LS_COL2))
+EB_LS_K6(EB_LS_FORMS(6, EB_LS_REST1H, EB_LS_COL2))
+EB_LS_K7(EB_LS_FORMS(7, EB_LS_REST2, EB_LS_COL2))
+EB_LS_K8(EB_LS_FORMS(8, EB_LS_REST2, EB_LS_COL2))
+EB_LS_K9(EB_LS_FORMS(9, EB_LS_REST2B, EB_LS_COL3))
+EB_LS_K10(EB_LS_FORMS(10, EB_LS_REST2H, EB_LS_COL3))
+EB_LS_K11(EB_LS_FORMS(11, EB_LS_REST3, EB_LS_COL3))
+EB_LS_K12(EB_LS_FORMS(12, EB_LS_REST3, EB_LS_COL3))
 typedef void (*eb_lshort_fn)(const eb_lshort_job *);
 
 /* The form for k inputs, relu or none, when linked; NULL otherwise. */

@@ -1816,8 +1816,8 @@ static const int32_t eb_zero4[4] = {0, 0, 0, 0};
 /* eb_linear_fast's blocks by hand (eb_linear4_relu / _none), k >= 4 inputs -- with a bias
  * and at most EB_LINEAR_SHORT_MAX inputs by the form of k when linked (eb_linear_k<k>_relu /
  * _none): a last block whose rows end in 2 or 3 inputs past their whole words (the forms of
- * k: any inputs past them) reads a word of each, past the weights where no row follows it,
- * so it is left to the caller. Returns the rows done. */
+ * k: 3) reads a word of each, past the weights where no row follows it, so it is left to the
+ * caller. Returns the rows done. */
 static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_t *bias,
                          const eb_sink *s, const int16_t *cols, int32_t h)
 {
@@ -1840,8 +1840,8 @@ static int eb_linear_asm(int in_f, int out_f, const int8_t *weight, const int32_
     job.blocks = (in_f & 3) >= 2 && out_f == 4 * blocks ? blocks - 1 : blocks;
     job.tail = in_f & 3;
     job.odd = (in_f >> 2) & 1;
-    if (short_fn != NULL) { /* a last block's last word reads past it: a row must follow */
-        const int nb = (in_f & 3) != 0 && out_f == 4 * blocks ? blocks - 1 : blocks;
+    if (short_fn != NULL) { /* 3 inputs past the words: a row must follow the last block */
+        const int nb = (in_f & 3) == 3 && out_f == 4 * blocks ? blocks - 1 : blocks;
         eb_lshort_job sj;
         sj.w = weight;
         sj.bias = bias;

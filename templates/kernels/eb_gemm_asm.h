@@ -536,6 +536,7 @@ EB_LS_K9(EB_LS_FORMS(9, EB_LS_REST2B, EB_LS_COL3))
 EB_LS_K10(EB_LS_FORMS(10, EB_LS_REST2H, EB_LS_COL3))
 EB_LS_K11(EB_LS_FORMS(11, EB_LS_REST3, EB_LS_COL3))
 EB_LS_K12(EB_LS_FORMS(12, EB_LS_REST3, EB_LS_COL3))
+#if EB_HAS_LINEAR_Q /* (eb_linear_asm's condition: EB_LINEAR_ASM) */
 typedef void (*eb_lshort_fn)(const eb_lshort_job *);
 
 /* The form for k inputs, relu or none, when linked; NULL otherwise. */
@@ -554,5 +555,6 @@ static eb_lshort_fn eb_linear_short_of(int k, int relu)
     (void)relu;
     return NULL;
 }
+#endif
 
 #endif

@@ -38,11 +38,11 @@ from edgebuild.ops.conv_path import (
 
 ARM_SIZE = shutil.which("arm-none-eabi-size")
 # the paths of the files m4_test_program links (eb_kernels_opt.c, eb_dw_opt.c) that its
-# convs run: every optional path but the packed weights', the linear rows', the pools' and
-# TFLite's
+# convs run: every optional path but the packed weights', the linear rows' (and their forms
+# by input count), the pools' and TFLite's
 CONV_PATHS = tuple(p for p in OPTIONAL_PATHS
                    if p not in ("packed", "linear_q", "pool_max", "pool_avg")
-                   and not p.startswith("tfl_"))
+                   and not p.startswith(("tfl_", "linear_k")))
 
 
 def _layer(in_c, hw, k, out_c, groups, pad=(0, 0), stride=(1, 1), act=1) -> dict:

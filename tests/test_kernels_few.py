@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_kernel_selection import _defines
 from test_kernels_col import _plane
 from test_kernels_dw_m4 import m4_run
 from test_kernels_opt import (
@@ -134,8 +135,7 @@ def test_m4_few_input_kernel_beats_the_columns(lib, m4_build):  # noqa: F811
         source = m4_test_program(lib, [case], linears=False)
         counts = []
         for name, left_out in (("few_on", ()), ("few_off", ("dw_few",))):
-            defines = tuple(f"-DEB_OPT_NO_{p.upper()}" for p in left_out)
-            elf = build_m4(m4_build, f"{name}_{cfg['in_c']}", source, defines)
+            elf = build_m4(m4_build, f"{name}_{cfg['in_c']}", source, _defines(left_out))
             assert_m4_exact(elf, name)
             counts.append(m4_instructions(m4_build, elf))
         outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_kernel_selection import _defines
 from test_kernels_opt import (
     assert_m4_exact,
     build_m4,
@@ -173,7 +174,7 @@ def test_m4_short_forms_take_the_rows(lib, m4_build):  # noqa: F811
         case = (in_f, out_f, x, w, bias, {"shift": -9, "rounding": rounding, "act": act})
         source = m4_test_program(lib, [], linear_cases=[case])
         counts = []
-        for name, defines in (("on", ()), ("off", (f"-DEB_OPT_NO_LINEAR_K{in_f}",))):
+        for name, defines in (("on", ()), ("off", _defines((f"linear_k{in_f}",)))):
             elf = build_m4(m4_build, f"short_{name}_{in_f}", source, defines)
             assert_m4_exact(elf, name)
             counts.append(m4_instructions(m4_build, elf))

@@ -165,8 +165,9 @@ COL2_CASES = [
     # taps, and 9 x 3 (an odd count: the last pair's second weight 0)
     _col(10, 4, 1, 1, 33, 1, (1, 1), 0, 1, 1, -9, k_w=5),
     _col(9, 4, 1, 1, 30, 1, (1, 1), 0, 1, 0, -12, k_w=3),
-    # a pointwise conv of few outputs, its 9 x 7 plane one row (eb_col_flat)
-    _col(3, 4, 1, 9, 7, 1, (1, 1), 0, 1, 1, -9),
+    # a pointwise conv of few outputs (and more inputs than the few-input kernel's), its
+    # 9 x 7 plane one row (eb_col_flat)
+    _col(6, 4, 1, 9, 7, 1, (1, 1), 0, 1, 1, -9),
 ]
 # ... and one channel's (eb_col1_row_s1 / _s2): dense 8 -> 1 and 3 -> 1, depthwise 3 -> 3,
 # with tap rows in the padding at stride 2 down the columns.
@@ -220,18 +221,23 @@ def test_width_padding_share_by_outputs_a_group():
 
 
 def test_pointwise_of_few_inputs_and_outputs_takes_the_column_kernels():
-    """A dense 1x1 conv of at most 8 inputs and 2..4 outputs (or 5..8 inputs and one) runs on
-    the column kernels over its plane as one row (eb_col_flat), of 2..4 inputs and one
-    output on the few-input kernel (a plane of 3 pixels too); with more of either, on the
-    pointwise kernels."""
+    """A dense 1x1 conv of 5..8 inputs and at most 4 outputs runs on the column kernels over
+    its plane as one row (eb_col_flat), of 2..4 inputs and any outputs on the few-input
+    kernel (a plane of 3 pixels too) where a form of it requantizes, else on the column
+    kernels for at most 4 outputs; with more of either, on the pointwise kernels."""
     def pw(in_c: int, out_c: int, h: int = 9, w: int = 7) -> Plane:
         return _plane(_col(in_c, out_c, 1, h, w, 1, (1, 1), 0, 1, 1, -9))
     assert conv_path.pointwise_column(pw(3, 1)) and conv_path.pointwise_column(pw(8, 4))
     assert conv_path.pointwise_column(pw(3, 2, 3, 3))  # rows of 3 pixels: 9 as one
-    assert not conv_path.pointwise_column(pw(9, 4)) and not conv_path.pointwise_column(pw(3, 5))
+    assert not conv_path.pointwise_column(pw(9, 4)) and not conv_path.pointwise_column(pw(5, 5))
+    assert conv_path.pointwise_column(pw(3, 5)) and conv_path.pointwise_column(pw(4, 64))
+    assert not conv_path.pointwise_column(pw(3, 5), forms=False)
+    assert conv_path.pointwise_column(pw(3, 4), forms=False)  # the column kernels
     assert "dw_column" in conv_path.kernel_choice(pw(8, 4))
-    assert not conv_path.pointwise_column(pw(3, 2, 1, 3))  # 3 pixels in all
+    assert conv_path.pointwise_column(pw(3, 2, 1, 3))  # 3 pixels in all
+    assert not conv_path.pointwise_column(pw(6, 2, 1, 3))
     assert "dw_few" in conv_path.kernel_choice(pw(3, 1, 1, 3))
+    assert "dw_few" in conv_path.kernel_choice(pw(4, 3))
 
 
 def test_multiplier_one_long_rows_leave_the_tile():

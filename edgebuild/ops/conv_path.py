@@ -90,26 +90,36 @@ POINTWISE_COLUMN_IN = 8  # the most inputs of a pointwise conv the column kernel
 FEW_IN = 4  # eb_dw_opt.c: EB_DW_FEW_IN, the most inputs a group of the few-input kernel
 
 
-def few(conv: Plane) -> bool:
-    """eb_dw_few_takes: a 1x1, stride-1, unpadded conv of 2..FEW_IN input channels and one
-    output a group (3 -> 1, a grouped 8 -> 4; packed weights are left to the other paths),
-    which the few-input kernel runs over its inputs' planes, one SMLAxB a MAC. With more
-    outputs a group the column kernels' channel pairs and the GEMM share each pixel's loads
-    (2 -> 2 ran 4 instructions an output fewer on them)."""
+def few(conv: Plane, forms: bool = True) -> bool:
+    """eb_dw_few_takes: a 1x1, stride-1, unpadded conv of at most FEW_IN input channels a
+    group (3 -> 1, a 1x1 depthwise of multiplier 3, a grouped 4 -> 192 of 2 inputs a group;
+    packed weights are left to the other paths) whose outputs a form of the few-input kernel
+    requantizes (`forms`: few_requantizes; the kernel leaves the others to the next): a dot
+    product of at most 4 terms an output, which the few-input kernel runs with each pixel's
+    inputs loaded and paired once for all the outputs of its group (4 -> 192 in 2 groups
+    4.8 insn/MAC on the GEMM's padded rows, 2.8 here)."""
     cin_g = conv.in_c // conv.groups
-    return (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) == \
-        (1, 1, 1, 1, 0, 0) and 2 <= cin_g <= FEW_IN and conv.out_c == conv.groups
+    return forms and (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h,
+                      conv.pad_w) == (1, 1, 1, 1, 0, 0) and 2 <= cin_g <= FEW_IN
 
 
-def pointwise_column(conv: Plane) -> bool:
-    """Whether an untiled pointwise conv (dense 1x1, stride 1, unpadded) with at most
-    COLUMN_MAX_OUT outputs and POINTWISE_COLUMN_IN inputs runs on eb_conv2d_opt's kernels
-    rather than the pointwise ones, whose per-pixel work is not amortised over so few MACs
-    (3 -> 1 16.5 insn/MAC there; the column kernels' row of taps over the flattened plane
-    4.8, the few-input kernel's 3.0). With more inputs the pointwise GEMM is the faster
-    (48 -> 4: 1.75 against 2.11)."""
-    return conv.groups == 1 and conv.out_c <= COLUMN_MAX_OUT and \
-        conv.in_c <= POINTWISE_COLUMN_IN and (few(conv) or column(conv))
+def few_requantizes(quant: QuantParams | None, wide: bool, act: Activation) -> bool:
+    """Whether a form of the few-input kernel (eb_dw_few_of) requantizes a layer's outputs:
+    int8 out, relu or none, a right shift of 0..16 (shift_forms)."""
+    return quant is not None and not wide and act in (Activation.none, Activation.relu) and \
+        0 <= -quant.shift <= 16
+
+
+def pointwise_column(conv: Plane, forms: bool = True) -> bool:
+    """Whether an untiled pointwise conv (dense 1x1, stride 1, unpadded) runs on
+    eb_conv2d_opt's kernels rather than the pointwise ones, whose per-pixel work is not
+    amortised over so few MACs: of 2..FEW_IN inputs, any outputs, on the few-input kernel
+    where a form of it requantizes (3 -> 1 16.5 insn/MAC there, 2.9 here; 3 -> 64 on 32 x 32
+    5.6; 2 -> 16 8.8); else of at most POINTWISE_COLUMN_IN inputs and COLUMN_MAX_OUT outputs
+    on the column kernels' row of taps over the flattened plane (3 -> 1: 4.8). With more
+    inputs the pointwise GEMM is the faster (48 -> 4: 1.75 against 2.11)."""
+    return conv.groups == 1 and (few(conv, forms) or (
+        conv.out_c <= COLUMN_MAX_OUT and conv.in_c <= POINTWISE_COLUMN_IN and column(conv)))
 
 
 def edge_share(cout_g: int) -> int:
@@ -380,11 +390,12 @@ def pointwise(conv: Plane) -> bool:
             conv.groups) == (1, 1, 1, 1, 0, 0, 1)
 
 
-def kernel_paths(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:
+def kernel_paths(conv: Plane, packed: bool = False, lines: bool = True,
+                 forms: bool = True) -> frozenset[str]:
     """kernel_choice, and with "im2col" the GEMM rows' 2-pixel path where a block of 2
     pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv) and
     their short rows' (gemm_short)."""
-    paths = kernel_choice(conv, packed, lines)
+    paths = kernel_choice(conv, packed, lines, forms)
     return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
                     else frozenset()) | (gemm_short(conv) if "im2col" in paths else frozenset())
 
@@ -396,7 +407,8 @@ def gemm_short(conv: Plane) -> frozenset[str]:
     return frozenset({"gemm_short"} if k < 4 else ())
 
 
-def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> frozenset[str]:
+def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
+                  forms: bool = True) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the column kernels
@@ -407,11 +419,12 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True) -> froz
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
     generic path, for a conv none of those take. Before the tile kernel the line kernel
     ("dw_line", at dilation 2 "dw_line_d2", at stride 2 "dw_line_s2"; line), unless `lines`
-    is false (its biases send the layer on: line_fits_biases). A model's eb_config.h leaves
+    is false (its biases send the layer on: line_fits_biases), and the few-input kernel
+    only where `forms` (few_requantizes). A model's eb_config.h leaves
     out the paths no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a
     layer whose path was left out would still run exact, on the next one."""
     g = _row_major(conv)
-    if few(conv) and not packed:
+    if few(conv, forms) and not packed:
         return frozenset({"depthwise", "dw_few"})
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)

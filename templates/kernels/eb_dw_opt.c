@@ -5213,21 +5213,29 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     return 1;
 }
 
-/* ---- pointwise convs of few inputs and one output a group ----
- * A 1x1, stride-1, unpadded conv of 2..EB_DW_FEW_IN input channels and one output channel a
- * group (3 -> 1, a grouped 8 -> 4 of 2 inputs a group): per output channel its inputs' planes
- * four pixels a word, SXTB16 splitting each into [x0 x2], [x1 x3], and one SMLAxB a MAC
- * against the channel's weights scaled to the immediate shift (eb_dw_imm) -- per 4 pixels
- * and input 7 instructions, then the four outputs requantized by that immediate: at 16 two
- * PKHTB, two USAT16 and an ORR (NONE: an offset of 128 in the start, an EOR) make the word
- * stored; at 8 an SSAT / USAT and a STRB each. The column kernels ran such a layer as a row
- * of taps over the plane, a tap pair of one channel a pass: 3 -> 1 on 87 x 33 14
- * instructions an output, here 8.8 (on 29 x 33 3.3 fewer); 4 -> 1 1-2 fewer, 8 -> 4 in 4
- * groups 5.8 fewer. With two or more outputs a group the column kernels' channel pairs (and
- * the GEMM's rows) share each pixel's loads, which an output at a time reloads: 2 -> 2 ran 4
- * instructions an output more here, 4 -> 96 in 2 groups 2-3 more. ops.conv_path.few is the
- * Python twin of eb_dw_few_takes. */
+/* ---- pointwise convs of few inputs a group ----
+ * A 1x1, stride-1, unpadded conv of 2..EB_DW_FEW_IN input channels a group, any outputs a
+ * group (3 -> 1, a grouped 4 -> 192 of 2 inputs and 96 outputs a group, a dense 3 -> 4): a
+ * dot product of at most 4 terms an output, which the GEMM pads to 4 and the column kernels
+ * run as a row of one tap a pass. Per 4 pixels an input's word split into its lanes [x0 x2],
+ * [x1 x3], and each channel's weights; the sums scaled by 2^(16 - s) for a right shift s of
+ * 0..16, so that the outputs are their top halves: two PKHTB, two USAT16 and an ORR (NONE:
+ * an offset of 128 in the start, an EOR) make the word stored. For s of 9..16 (form 16) the
+ * weights carry the scale (SXTB16 lanes); for 0..8 (form 8) the weights 2^(8 - s) and the
+ * lanes 2^8 -- the bytes in their halves' tops by an AND, where byte stores (an SSAT / USAT
+ * and a STRB an output) cost 2 instructions more per 4 outputs. One output a group: an
+ * output channel at a time over its inputs' planes, one SMLAxB a MAC (eb_dw_few_one: 3 -> 1
+ * on 87 x 33 8.6 instructions an output). Several: per 4 pixels the inputs' lanes paired by
+ * PKHBT / PKHTB into [x_a x_b] per pixel once, and each output channel's record
+ * [w01 w23 init at] streams past them, one SMLAD per two inputs and pixel (eb_dw_few_many:
+ * per 4 outputs of a 2-input group 16 instructions in its loop, 18 in all, where the GEMM's
+ * padded rows spent 38 and an output at a time re-split each pixel per output). The last
+ * block of a plane overlaps the one before. One input a group (a per-channel scale) stays
+ * on the table kernel: an output at a time here ran 4.5 instructions an output where it
+ * runs 4.2.
+ * ops.conv_path.few is the Python twin of eb_dw_few_takes. */
 #define EB_DW_FEW_IN 4
+#define EB_DW_FEW_CH 32 /* output channels a pass over a group's pixels (records: 512 B of stack) */
 #ifdef EB_OPT_NO_DW_FEW
 #define EB_DW_FEW 0
 #else
@@ -5249,78 +5257,214 @@ static int eb_dw_few_takes(const eb_conv_params *p)
     const int ipg = p->in_c / p->groups;
     return p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
            p->pad_h == 0 && p->pad_w == 0 && p->wbits == 0 && ipg >= 2 &&
-           ipg <= EB_DW_FEW_IN && p->out_c == p->groups;
+           ipg <= EB_DW_FEW_IN;
 }
 
-/* Input k's word of 4 pixels at x into the sums (its weight w: an int16 in the bottom half). */
-#define EB_DW_FEW_MAC(x, w)                                                                  \
+/* An output channel of the few-input kernel: its weights scaled (eb_dw_imm), as int16 pairs
+ * [w0 w1], [w2 w3]; its scaled start (at 16 NONE's carries 128 x 2^16: the lanes are the
+ * outputs + 128, flipped back); its outputs' index from the group's first output's. */
+typedef struct {
+    uint32_t w01, w23;
+    int32_t init, at;
+} eb_dw_few_ch;
+
+/* Four sums of neighbouring pixels, scaled so that their outputs are their top halves,
+ * stored at d in mode: two PKHTB, two USAT16 and an ORR (NONE: the lanes are the outputs +
+ * 128, flipped back by an EOR). */
+EB_INLINE void eb_dw_few_put4(int8_t *d, const int mode, int32_t a0, int32_t a1, int32_t a2,
+                              int32_t a3)
+{
+    const uint32_t e = eb_pack_hi((uint32_t)a0, (uint32_t)a2); /* [y0 y2] */
+    const uint32_t f = eb_pack_hi((uint32_t)a1, (uint32_t)a3); /* [y1 y3] */
+    eb_store32(d, mode == EB_DW_RELU ? eb_usat16_7(e) | eb_usat16_7(f) << 8
+                                     : (eb_usat16_8(e) | eb_usat16_8(f) << 8) ^ 0x80808080u);
+}
+
+/* A word's four int8 lanes as [x0 x2], [x1 x3] int16 pairs times 2^u: SXTB16 (u = 0), or
+ * the bytes in the top of their halves by an AND (u = 8). */
+EB_INLINE void eb_dw_few_lanes(uint32_t v, const int u, uint32_t *lo, uint32_t *hi)
+{
+    if (u == 8) {
+        const uint32_t mask = 0xFF00FF00u;
+#if EB_OPT_DSP && defined(__GNUC__)
+        /* one AND with the shifted operand against the mask in a register (GCC's own
+         * choice, the mask as an immediate, spends an LSL more) */
+        __asm__("and %0, %1, %2, lsl #8" : "=r"(*lo) : "r"(mask), "r"(v));
+#else
+        *lo = (v << 8) & mask;
+#endif
+        *hi = v & mask;
+    } else {
+        *lo = eb_sxtb16(v);
+        *hi = eb_sxtb16_ror8(v);
+    }
+}
+
+/* The output of one pixel x (its k inputs a plane apart) of channel e, inputs times 2^u. */
+EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, int32_t plane,
+                                 const eb_dw_few_ch *e, const int u, const int mode)
+{
+    int32_t a = x[0] * (int16_t)e->w01;
+    if (k > 1) {
+        a += x[plane] * (int16_t)(e->w01 >> 16);
+    }
+    if (k > 2) {
+        a += x[2 * plane] * (int16_t)e->w23;
+    }
+    if (k > 3) {
+        a += x[3 * plane] * (int16_t)(e->w23 >> 16);
+    }
+    a = e->init + a * (1 << u);
+    return (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128) : eb_usat7(a >> 16));
+}
+
+/* An input's word of 4 pixels at x (lanes times 2^u) into the sums against the bottom (BB /
+ * TB) or top (BT / TT) half of w. */
+#define EB_DW_FEW_MAC(x, w, b, t)                                                            \
     do {                                                                                     \
-        const uint32_t v_ = eb_load32(x), lo_ = eb_sxtb16(v_), hi_ = eb_sxtb16_ror8(v_);     \
-        a0 = eb_smlabb(lo_, w, a0);                                                          \
-        a2 = eb_smlatb(lo_, w, a2);                                                          \
-        a1 = eb_smlabb(hi_, w, a1);                                                          \
-        a3 = eb_smlatb(hi_, w, a3);                                                          \
+        uint32_t lo_, hi_;                                                                   \
+        eb_dw_few_lanes(eb_load32(x), u, &lo_, &hi_);                                        \
+        a0 = eb_smla##b(lo_, w, a0);                                                         \
+        a2 = eb_smla##t(lo_, w, a2);                                                         \
+        a1 = eb_smla##b(hi_, w, a1);                                                         \
+        a3 = eb_smla##t(hi_, w, a3);                                                         \
     } while (0)
 
-/* One output channel's n pixels from the group's first input plane x (its k inputs a plane
- * apart) with weights w[0..k-1] (scaled), sums from init, stored from d by the immediate c;
- * at 16 NONE's init carries 128 x 2^16 (the lanes are the outputs + 128, flipped back). The
- * last n % 4 pixels by eb_dw_q8. */
-EB_INLINE void eb_dw_few_run(const int k, const int8_t *x, int32_t plane, int32_t n,
-                             const int16_t *w, int32_t init, int8_t *d, const int c,
-                             const int mode)
+/* A channel's 4 pixels from x (the group's first input plane at them, its k inputs a plane
+ * apart, lanes times 2^u) by its record's fields (in registers: a record read through a
+ * pointer is read again after each store), stored at d. */
+EB_INLINE void eb_dw_few_block(const int k, const int8_t *x, int32_t plane, uint32_t w01,
+                               uint32_t w23, int32_t init, int8_t *d, const int u,
+                               const int mode)
 {
-    const uint32_t w0 = (uint16_t)w[0], w1 = (uint16_t)w[1];
-    const uint32_t w2 = k > 2 ? (uint16_t)w[2] : 0u, w3 = k > 3 ? (uint16_t)w[3] : 0u;
-    const int8_t *const x1 = x + plane, *const x2 = x + 2 * plane, *const x3 = x + 3 * plane;
-    int32_t i;
-    for (i = 0; i + 4 <= n; i += 4) {
-        int32_t a0 = init, a1 = init, a2 = init, a3 = init;
-        EB_DW_FEW_MAC(x + i, w0);
-        EB_DW_FEW_MAC(x1 + i, w1);
-        if (k > 2) {
-            EB_DW_FEW_MAC(x2 + i, w2);
-        }
-        if (k > 3) {
-            EB_DW_FEW_MAC(x3 + i, w3);
-        }
-        if (c == 16) {
-            const uint32_t e = eb_pack_hi((uint32_t)a0, (uint32_t)a2); /* [y0 y2] */
-            const uint32_t f = eb_pack_hi((uint32_t)a1, (uint32_t)a3); /* [y1 y3] */
-            eb_store32(d + i, mode == EB_DW_RELU
-                                  ? eb_usat16_7(e) | eb_usat16_7(f) << 8
-                                  : (eb_usat16_8(e) | eb_usat16_8(f) << 8) ^ 0x80808080u);
-        } else {
-            eb_dw_tile_q4(mode, d + i, 1, c, a0, a1, a2, a3);
-        }
+    int32_t a0 = init, a1 = init, a2 = init, a3 = init;
+    EB_DW_FEW_MAC(x, w01, bb, tb);
+    if (k > 1) {
+        EB_DW_FEW_MAC(x + plane, w01, bt, tt);
     }
-    for (; i < n; ++i) {
-        int32_t a = init + x[i] * (int16_t)w0 + x1[i] * (int16_t)w1;
-        if (k > 2) {
-            a += x2[i] * (int16_t)w2;
+    if (k > 2) {
+        EB_DW_FEW_MAC(x + 2 * plane, w23, bb, tb);
+    }
+    if (k > 3) {
+        EB_DW_FEW_MAC(x + 3 * plane, w23, bt, tt);
+    }
+    eb_dw_few_put4(d, mode, a0, a1, a2, a3);
+}
+
+/* Channel e's n pixels from the group's first input plane x, stored from d: blocks of 4
+ * from the end back, then one at 0 over the first n % 4 (overlapping the next). */
+EB_INLINE void eb_dw_few_one(const int k, const int8_t *x, int32_t plane, int32_t n,
+                             const eb_dw_few_ch *e, int8_t *d, const int u, const int mode)
+{
+    const uint32_t w01 = e->w01, w23 = e->w23;
+    const int32_t init = e->init;
+    int32_t i;
+    if (n < 4) {
+        for (i = 0; i < n; ++i) {
+            d[i] = eb_dw_few_pixel(k, x + i, plane, e, u, mode);
         }
-        if (k > 3) {
-            a += x3[i] * (int16_t)w3;
-        }
-        if (c == 16 && mode == EB_DW_NONE) {
-            d[i] = (int8_t)eb_ssat8((a >> 16) - 128);
-        } else {
-            d[i] = eb_dw_q8(mode, a, c, 0, 0, 0);
-        }
+        return;
+    }
+    for (i = n - 4; i >= 0; i -= 4) {
+        eb_dw_few_block(k, x + i, plane, w01, w23, init, d + i, u, mode);
+    }
+    if ((n & 3) != 0) {
+        eb_dw_few_block(k, x, plane, w01, w23, init, d, u, mode);
     }
 }
 
-/* eb_dw_few_run per input count k, for the linked forms of mode and immediate c. */
-#define EB_DW_FEW_FN(name, mode_, c_)                                                        \
-    static EB_NOINLINE void name(int k, const int8_t *x, int32_t plane, int32_t n,           \
-                                 const int16_t *w, int32_t init, int8_t *d)                 \
+/* The nch channels ch's 4 pixels from x (the planes of a group of k >= 2 inputs at them,
+ * lanes times 2^u), outputs from d: the input words' lanes paired, [x_0 x_1] (p) and
+ * [x_2 x_3] (q; k = 3: the third input's [x0 x2], [x1 x3], against w2 by SMLAxB) per
+ * pixel, then per channel one SMLAD a pair and pixel and the stores. */
+EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t plane,
+                                const eb_dw_few_ch *ch, const eb_dw_few_ch *end, int8_t *d,
+                                const int u, const int mode)
+{
+    uint32_t l0, h0, l1, h1, p0, p1, p2, p3, q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+    const eb_dw_few_ch *e;
+    eb_dw_few_lanes(eb_load32(x), u, &l0, &h0);
+    eb_dw_few_lanes(eb_load32(x + plane), u, &l1, &h1);
+    p0 = eb_pack_lo(l0, l1);
+    p2 = eb_pack_hi(l0, l1);
+    p1 = eb_pack_lo(h0, h1);
+    p3 = eb_pack_hi(h0, h1);
+    if (k > 2) { /* k = 3: [x0 x2] and [x1 x3] of the third input */
+        eb_dw_few_lanes(eb_load32(x + 2 * plane), u, &q0, &q1);
+        if (k > 3) {
+            uint32_t l3, h3;
+            eb_dw_few_lanes(eb_load32(x + 3 * plane), u, &l3, &h3);
+            q2 = eb_pack_hi(q0, l3);
+            q3 = eb_pack_hi(q1, h3);
+            q0 = eb_pack_lo(q0, l3);
+            q1 = eb_pack_lo(q1, h3);
+        }
+    }
+    for (e = ch; e != end; ++e) {
+        const uint32_t w01 = e->w01, w23 = e->w23;
+        int32_t a0 = eb_smlad(p0, w01, e->init), a1 = eb_smlad(p1, w01, e->init);
+        int32_t a2 = eb_smlad(p2, w01, e->init), a3 = eb_smlad(p3, w01, e->init);
+        if (k == 3) {
+            a0 = eb_smlabb(q0, w23, a0);
+            a2 = eb_smlatb(q0, w23, a2);
+            a1 = eb_smlabb(q1, w23, a1);
+            a3 = eb_smlatb(q1, w23, a3);
+        } else if (k == 4) {
+            a0 = eb_smlad(q0, w23, a0);
+            a1 = eb_smlad(q1, w23, a1);
+            a2 = eb_smlad(q2, w23, a2);
+            a3 = eb_smlad(q3, w23, a3);
+        }
+        eb_dw_few_put4(d + e->at, mode, a0, a1, a2, a3);
+    }
+}
+
+/* The nch channels ch of a group of k >= 2 inputs (the planes from x) over its n pixels,
+ * outputs from d, 4 pixels a pass (eb_dw_few_blocks): from the end back, then one at 0
+ * over the first n % 4 (overlapping the next). */
+EB_INLINE void eb_dw_few_many(const int k, const int8_t *x, int32_t plane, int32_t n,
+                              const eb_dw_few_ch *ch, int nch, int8_t *d, const int u,
+                              const int mode)
+{
+    const eb_dw_few_ch *const end = ch + nch;
+    int32_t i;
+    if (n < 4) {
+        const eb_dw_few_ch *e;
+        for (e = ch; e != end; ++e) {
+            for (i = 0; i < n; ++i) {
+                d[e->at + i] = eb_dw_few_pixel(k, x + i, plane, e, u, mode);
+            }
+        }
+        return;
+    }
+    for (i = n - 4; i >= 0; i -= 4) {
+        eb_dw_few_blocks(k, x + i, plane, ch, end, d + i, u, mode);
+    }
+    if ((n & 3) != 0) {
+        eb_dw_few_blocks(k, x, plane, ch, end, d, u, mode);
+    }
+}
+
+/* The few-input kernel's pass over the planes from x of a group of k inputs for channels
+ * ch, per input count k, for the linked forms of mode and immediate c. */
+#define EB_DW_FEW_FN(name, mode_, u_)                                                        \
+    static EB_NOINLINE void name(int k, const int8_t *x, int32_t plane,                      \
+                                 const eb_dw_few_ch *ch, int nch, int8_t *d)                 \
     {                                                                                        \
-        if (k == 2) {                                                                        \
-            eb_dw_few_run(2, x, plane, n, w, init, d, c_, mode_);                            \
+        if (nch == 1) {                                                                      \
+            if (k == 2) {                                                                    \
+                eb_dw_few_one(2, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+            } else if (k == 3) {                                                             \
+                eb_dw_few_one(3, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+            } else {                                                                         \
+                eb_dw_few_one(4, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+            }                                                                                \
+        } else if (k == 2) {                                                                 \
+            eb_dw_few_many(2, x, plane, plane, ch, nch, d, u_, mode_);                       \
         } else if (k == 3) {                                                                 \
-            eb_dw_few_run(3, x, plane, n, w, init, d, c_, mode_);                            \
+            eb_dw_few_many(3, x, plane, plane, ch, nch, d, u_, mode_);                       \
         } else {                                                                             \
-            eb_dw_few_run(4, x, plane, n, w, init, d, c_, mode_);                            \
+            eb_dw_few_many(4, x, plane, plane, ch, nch, d, u_, mode_);                       \
         }                                                                                    \
     }
 /* The forms linked: mode (RELU, NONE) and immediate (8, 16) each. */
@@ -5345,11 +5489,11 @@ EB_INLINE void eb_dw_few_run(const int k, const int8_t *x, int32_t plane, int32_
 #define EB_DW_FEW_N16(...)
 #endif
 EB_DW_FEW_R8(EB_DW_FEW_FN(eb_dw_few_relu_8, EB_DW_RELU, 8))
-EB_DW_FEW_R16(EB_DW_FEW_FN(eb_dw_few_relu_16, EB_DW_RELU, 16))
+EB_DW_FEW_R16(EB_DW_FEW_FN(eb_dw_few_relu_16, EB_DW_RELU, 0))
 EB_DW_FEW_N8(EB_DW_FEW_FN(eb_dw_few_none_8, EB_DW_NONE, 8))
-EB_DW_FEW_N16(EB_DW_FEW_FN(eb_dw_few_none_16, EB_DW_NONE, 16))
+EB_DW_FEW_N16(EB_DW_FEW_FN(eb_dw_few_none_16, EB_DW_NONE, 0))
 #undef EB_DW_FEW_FN
-typedef void (*eb_dw_few_fn)(int, const int8_t *, int32_t, int32_t, const int16_t *, int32_t,
+typedef void (*eb_dw_few_fn)(int, const int8_t *, int32_t, const eb_dw_few_ch *, int,
                              int8_t *);
 
 /* The linked form for mode and immediate c (NULL: none). */
@@ -5366,28 +5510,13 @@ static eb_dw_few_fn eb_dw_few_of(int mode, int c)
     return NULL;
 }
 
-/* Output channel oc of the conv by its form when one is linked and its start, scaled to the
- * immediate c (at 16 with NONE's offset: one more pair's room), fits; else a pixel at a time
- * (eb_dw_put). */
-static void eb_dw_few_channel(const eb_conv_params *p, const int8_t *x, int32_t plane,
-                              const int8_t *w, int32_t init, const eb_dw_out *o,
-                              int32_t index)
+/* Output channel oc's outputs (index on) a pixel at a time (eb_dw_put): a channel whose mode
+ * is not the form's or whose start, scaled, does not fit. */
+static EB_NOINLINE void eb_dw_few_slow(int k, const int8_t *x, int32_t plane, const int8_t *w,
+                                       int32_t init, const eb_dw_out *o, int32_t index)
 {
-    const int k = p->in_c / p->groups, c = eb_dw_imm(o->s), t = c - o->s;
-    const eb_dw_few_fn fn = c && (o->mode == EB_DW_RELU || o->mode == EB_DW_NONE)
-                                ? eb_dw_few_of(o->mode, c)
-                                : NULL;
     int32_t i;
     int j;
-    if (fn != NULL && eb_dw_imm_fits(init, (k + 1) / 2 + (c == 16), t)) {
-        int16_t ws[EB_DW_FEW_IN];
-        const int32_t off = c == 16 && o->mode == EB_DW_NONE ? (int32_t)128 << 16 : 0;
-        for (j = 0; j < k; ++j) {
-            ws[j] = (int16_t)(w[j] * (1 << t));
-        }
-        fn(k, x, plane, plane, ws, (int32_t)((uint32_t)init << t) + off, o->out8 + index);
-        return;
-    }
     for (i = 0; i < plane; ++i) {
         int32_t a = init;
         for (j = 0; j < k; ++j) {
@@ -5397,8 +5526,16 @@ static void eb_dw_few_channel(const eb_conv_params *p, const int8_t *x, int32_t 
     }
 }
 
+/* The int16 pair [a b] of weights a, b scaled by 2^t. */
+EB_INLINE uint32_t eb_dw_few_pair(int32_t a, int32_t b, int t)
+{
+    return (uint32_t)(uint16_t)(a << t) | (uint32_t)(b << t) << 16;
+}
+
 /* The conv p by the few-input kernel when it takes it (eb_dw_few_takes); 0, nothing
- * written, otherwise. */
+ * written, otherwise. A group's output channels in passes of up to EB_DW_FEW_CH records:
+ * a channel's record where its mode is the form's and its start, scaled by 2^t, fits (at 16
+ * with NONE's offset: one more pair's room), else its outputs by eb_dw_few_slow. */
 static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                      const int32_t *bias, int8_t *out8, int32_t *out32)
 {
@@ -5408,15 +5545,55 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
     const int32_t plane = (int32_t)p->in_h * p->in_w;
     eb_dw_out o;
     eb_dw_rq rq;
-    int32_t oc;
+    eb_dw_few_ch ch[EB_DW_FEW_CH];
+    eb_dw_few_fn fn;
+    int64_t room;
+    int32_t lim, off, sat;
+    int g, j, c, t, sh;
     if (!EB_DW_FEW || !eb_dw_few_takes(p)) {
         return 0;
     }
     eb_dw_setup(&sink, k, &o, &rq);
-    for (oc = 0; oc < p->out_c; ++oc) {
-        const int32_t init = eb_dw_init(&rq, bias, oc, &o);
-        eb_dw_few_channel(p, in + (oc / m) * k * plane, plane, weight + oc * k, init, &o,
-                          oc * plane);
+    c = eb_dw_imm(o.s);
+    fn = c && (rq.fast == EB_DW_RELU || rq.fast == EB_DW_NONE) ? eb_dw_few_of(rq.fast, c)
+                                                                 : NULL;
+    if (fn == NULL) { /* another mode (wide, abs, a shift past 16): the next kernels */
+        return 0;
+    }
+    t = c - o.s; /* the weights' scale; the inputs' 2^(16 - c): the sums' 2^sh */
+    sh = 16 - o.s;
+    off = rq.fast == EB_DW_NONE ? (int32_t)128 << 16 : 0;
+    room = (int64_t)INT32_MAX - ((int64_t)k << (14 + sh)) - off; /* |w x| <= 2^14 */
+    lim = room >= 0 ? (int32_t)(room >> sh) : -1;
+    /* a start beyond sat (the sums' reach k 2^14 and 129 outputs' worth) gives every output
+     * the same bound as sat itself */
+    sat = ((int32_t)k << 14) + ((int32_t)129 << o.s);
+    for (g = 0; g < p->groups; ++g) {
+        const int8_t *x = in + (int32_t)g * k * plane;
+        const int32_t first = (int32_t)g * m; /* the group's first output channel */
+        int nch = 0;
+        for (j = 0; j < m; ++j) {
+            const int32_t oc = first + j;
+            const int8_t *w = weight + oc * k;
+            int32_t init = eb_dw_init(&rq, bias, oc, &o);
+            const int form = o.mode == rq.fast; /* else a bias past the fast sums' limit */
+            if (form) { /* a start past every sum's reach saturates alike */
+                init = init > sat ? sat : init < -sat ? -sat : init;
+            }
+            if (form && init <= lim && init >= -lim) {
+                eb_dw_few_ch *e = &ch[nch++];
+                e->w01 = eb_dw_few_pair(w[0], k > 1 ? w[1] : 0, t);
+                e->w23 = k > 2 ? eb_dw_few_pair(w[2], k > 3 ? w[3] : 0, t) : 0u;
+                e->init = (int32_t)((uint32_t)init << sh) + off;
+                e->at = (int32_t)j * plane;
+            } else {
+                eb_dw_few_slow(k, x, plane, w, init, &o, oc * plane);
+            }
+            if (nch == EB_DW_FEW_CH || (j == m - 1 && nch > 0)) {
+                fn(k, x, plane, ch, nch, out8 + first * plane);
+                nch = 0;
+            }
+        }
     }
     return 1;
 }

@@ -41,7 +41,14 @@
 #define eb_dw_conv_opt chain_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt chain_eb_dw_conv_spec_opt
 #define eb_dw_fan_run chain_eb_dw_fan_run
-#define eb_dw_few_run chain_eb_dw_few_run
+#define eb_dw_few_block chain_eb_dw_few_block
+#define eb_dw_few_blocks chain_eb_dw_few_blocks
+#define eb_dw_few_lanes chain_eb_dw_few_lanes
+#define eb_dw_few_many chain_eb_dw_few_many
+#define eb_dw_few_one chain_eb_dw_few_one
+#define eb_dw_few_pair chain_eb_dw_few_pair
+#define eb_dw_few_pixel chain_eb_dw_few_pixel
+#define eb_dw_few_put4 chain_eb_dw_few_put4
 #define eb_dw_imm chain_eb_dw_imm
 #define eb_dw_imm_fits chain_eb_dw_imm_fits
 #define eb_dw_imm_limit chain_eb_dw_imm_limit

@@ -41,7 +41,14 @@
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
 #define eb_dw_fan_run tiny_eb_dw_fan_run
-#define eb_dw_few_run tiny_eb_dw_few_run
+#define eb_dw_few_block tiny_eb_dw_few_block
+#define eb_dw_few_blocks tiny_eb_dw_few_blocks
+#define eb_dw_few_lanes tiny_eb_dw_few_lanes
+#define eb_dw_few_many tiny_eb_dw_few_many
+#define eb_dw_few_one tiny_eb_dw_few_one
+#define eb_dw_few_pair tiny_eb_dw_few_pair
+#define eb_dw_few_pixel tiny_eb_dw_few_pixel
+#define eb_dw_few_put4 tiny_eb_dw_few_put4
 #define eb_dw_imm tiny_eb_dw_imm
 #define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit

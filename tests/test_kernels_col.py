@@ -173,7 +173,7 @@ COL2_CASES = [
 # with tap rows in the padding at stride 2 down the columns.
 COL1_CASES = [
     _col(8, 1, 1, 8, 4, 2, (1, 1), 0, 1, 1, -12),
-    _col(3, 3, 3, 9, 4, 3, (1, 1), 0, 1, 0, -7),
+    _col(3, 3, 3, 9, 4, 3, (1, 1), 1, 1, 0, -7),  # (unpadded: the few-input kernel)
     _col(3, 1, 1, 9, 5, 3, (1, 1), 0, 1, 1, -9),
     _col(8, 1, 1, 8, 6, 2, (1, 1), 0, 1, 0, -12),
     _col(3, 3, 3, 9, 7, 3, (2, 1), 2, 1, 1, -9),

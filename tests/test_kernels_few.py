@@ -38,23 +38,32 @@ from edgebuild.ops import conv_path
 
 
 def _few(in_c: int, out_c: int, groups: int, h: int, w: int, shift: int = -9,
-         act: int = 1, rounding: int = 1) -> dict:
-    return {"in_c": in_c, "in_h": h, "in_w": w, "out_c": out_c, "k_h": 1, "k_w": 1,
-            "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": 1, "dil_w": 1,
-            "groups": groups, "out_h": h, "out_w": w, "shift": shift, "rounding": rounding,
+         act: int = 1, rounding: int = 1, k: tuple[int, int] = (1, 1),
+         dil: tuple[int, int] = (1, 1)) -> dict:
+    return {"in_c": in_c, "in_h": h, "in_w": w, "out_c": out_c, "k_h": k[0], "k_w": k[1],
+            "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": dil[0],
+            "dil_w": dil[1], "groups": groups, "out_h": h - dil[0] * (k[0] - 1),
+            "out_w": w - dil[1] * (k[1] - 1), "shift": shift, "rounding": rounding,
             "act": act}
 
 
 @st.composite
 def few_layers(draw, small: bool = False) -> dict:
-    """A 1x1 conv of 2..4 inputs and 1..40 outputs a group, dense or grouped."""
+    """A stride-1 unpadded conv of 2..4 terms (inputs a group times taps: 1x1 of 2..4 inputs,
+    2x1, 1x3, 2x2 ... of one or two, dilated) and 1..40 outputs a group, dense, grouped or
+    depthwise."""
     groups = draw(st.integers(1, 3 if small else 5))
-    cin_g = draw(st.integers(2, 4))
+    cin_g = draw(st.integers(1, 4))
+    k_h = draw(st.integers(1, 4 // cin_g))
+    k_w = draw(st.integers(1, 4 // (cin_g * k_h)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     cout_g = draw(st.sampled_from([1, 1, 2, 3, 5] + ([] if small else [33, 40])))
-    h, w = draw(st.integers(1, 6 if small else 9)), draw(st.integers(1, 11 if small else 23))
+    h = draw(st.integers(1, 6 if small else 9)) + dil[0] * (k_h - 1)
+    w = draw(st.integers(1, 11 if small else 23)) + dil[1] * (k_w - 1)
     cfg = _few(groups * cin_g, groups * cout_g, groups, h, w,
                shift=draw(st.sampled_from([-1, -2, -7, -8, -9, -12, -16, -17, -20, 0, 2])),
-               act=draw(st.sampled_from([0, 1, 1, 2])), rounding=draw(st.integers(0, 1)))
+               act=draw(st.sampled_from([0, 1, 1, 2])), rounding=draw(st.integers(0, 1)),
+               k=(k_h, k_w), dil=dil)
     assume(conv_path.few(_plane(cfg)))
     return cfg
 
@@ -96,17 +105,21 @@ def test_few_input_kernel_extreme_sums_and_starts(lib):  # noqa: F811
 
 
 def test_few_input_layers_take_the_kernel():
-    """1x1 convs of 2..4 inputs a group take it, whatever their outputs a group, dense ones on
+    """Stride-1 unpadded convs of 2..4 terms an output take it (1x1 of 2..4 inputs a group,
+    2x1, 1x2, 2x2, 1x3 of one, dilated), whatever their outputs a group, dense 1x1 ones on
     the optimized conv (pointwise_column: a plane of 3 pixels too), with their shift's form;
     not where no form requantizes (wide, abs, a shift past 16: the kernels before), one
-    input a group (the table kernel's per-channel scale: 4.2 insn/MAC on 1 x 583 where an
-    output channel at a time here ran 4.5), 5 inputs a group, a 1x2 kernel, stride 2,
-    padding, packed weights (the GEMM's short rows)."""
+    term (the table kernel's per-channel scale: 4.2 insn/MAC on 1 x 583 where an output
+    channel at a time here ran 4.5), 5 or more terms, stride 2, padding, packed weights
+    (the GEMM's short rows)."""
     def paths(cfg: dict, packed: bool = False) -> frozenset[str]:
         return conv_path.kernel_choice(_plane(cfg), packed)
     for cfg in (_few(3, 1, 1, 9, 7), _few(2, 1, 1, 1, 3), _few(8, 4, 4, 1, 433),
                 _few(12, 3, 3, 5, 5), _few(3, 2, 1, 9, 7), _few(4, 4, 2, 9, 7),
-                _few(4, 192, 2, 1, 433), _few(3, 4, 1, 89, 69)):
+                _few(4, 192, 2, 1, 433), _few(3, 4, 1, 89, 69),
+                _few(4, 4, 4, 28, 21, k=(2, 1)), _few(8, 32, 8, 56, 24, k=(1, 2)),
+                _few(16, 16, 16, 32, 32, k=(2, 2)), _few(1, 32, 1, 16, 16, k=(2, 2)),
+                _few(8, 8, 4, 20, 20, k=(2, 1), dil=(2, 1)), _few(5, 5, 5, 9, 9, k=(1, 3))):
         assert paths(cfg) == {"depthwise", "dw_few"}, cfg
         assert "dw_few" not in conv_path.kernel_choice(_plane(cfg), forms=False), cfg
     for cfg in (_few(24, 24, 24, 1, 583), _few(256, 768, 256, 1, 46)):  # per-channel scales
@@ -114,8 +127,9 @@ def test_few_input_layers_take_the_kernel():
     assert conv_path.pointwise_column(_plane(_few(3, 1, 1, 1, 3)))
     assert conv_path.shift_forms(paths(_few(3, 1, 1, 9, 7)), 8) == {"dw_few8"}
     assert conv_path.shift_forms(paths(_few(3, 1, 1, 9, 7)), 9) == {"dw_few16"}
-    for cfg in (_few(5, 2, 1, 9, 7), _few(10, 2, 2, 9, 7), {**_few(3, 1, 1, 9, 8), "k_w": 2,
-                                                           "out_w": 7},
+    for cfg in (_few(5, 2, 1, 9, 7), _few(10, 2, 2, 9, 7), _few(3, 1, 1, 9, 8, k=(1, 2)),
+                _few(5, 5, 5, 9, 9, k=(1, 5)), _few(4, 4, 4, 9, 9, k=(3, 3)),
+                _few(4, 8, 4, 6, 5, k=(1, 3)),  # rows of 3 pixels
                 {**_few(3, 1, 1, 9, 8), "stride_w": 2, "out_w": 4},
                 {**_few(3, 1, 1, 9, 8), "pad_w": 1, "out_w": 10}):
         assert "dw_few" not in paths(cfg), cfg
@@ -134,15 +148,18 @@ def test_m4_few_input_kernel_equals_reference(lib, m4_build, cfgs, seed):  # noq
 @needs_m4
 def test_m4_few_input_kernel_beats_the_kernels_before(lib, m4_build):  # noqa: F811
     """Run exact with "dw_few" left out (the kernels that ran them before: the column
-    kernels, the GEMM's short rows, the table kernel) and in, and in at least `fewer`
-    instructions an output fewer (measured in the comments): 3 -> 1 on 29 x 33 (relu,
+    kernels, the GEMM's short rows, the tile kernel) and in, and in at least `fewer`
+    instructions an output fewer (measured 5.9, 4.7, 5.7, 3.0, 7.4, 1.7): 3 -> 1 on 29 x 33 (relu,
     right shift 7: the immediate 8), 8 -> 4 in 4 groups on 17 x 21 (none, 12: the
-    immediate 16), 4 -> 96 in 2 groups on 1 x 101 and a dense 3 -> 4 on 23 x 19."""
+    immediate 16), 4 -> 96 in 2 groups on 1 x 101, a dense 3 -> 4 on 23 x 19, a 2x1
+    depthwise on 28 x 21 and a 1x2 depthwise of multiplier 4 on 30 x 24."""
     rng = np.random.default_rng(12)
     for cfg, fewer in ((_few(3, 1, 1, 29, 33, shift=-7), 2),
                        (_few(8, 4, 4, 17, 21, shift=-12, act=0), 2),
                        (_few(4, 96, 2, 1, 101, shift=-6), 2),
-                       (_few(3, 4, 1, 23, 19, shift=-10, act=0), 2)):
+                       (_few(3, 4, 1, 23, 19, shift=-10, act=0), 2),
+                       (_few(4, 4, 4, 28, 21, k=(2, 1)), 2),
+                       (_few(8, 32, 8, 30, 24, k=(1, 2), shift=-10, act=0), 1)):
         case = (cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"]))
         source = m4_test_program(lib, [case], linears=False)
         counts = []

@@ -91,16 +91,19 @@ FEW_IN = 4  # eb_dw_opt.c: EB_DW_FEW_IN, the most inputs a group of the few-inpu
 
 
 def few(conv: Plane, forms: bool = True) -> bool:
-    """eb_dw_few_takes: a 1x1, stride-1, unpadded conv of at most FEW_IN input channels a
-    group (3 -> 1, a 1x1 depthwise of multiplier 3, a grouped 4 -> 192 of 2 inputs a group;
-    packed weights are left to the other paths) whose outputs a form of the few-input kernel
-    requantizes (`forms`: few_requantizes; the kernel leaves the others to the next): a dot
-    product of at most 4 terms an output, which the few-input kernel runs with each pixel's
-    inputs loaded and paired once for all the outputs of its group (4 -> 192 in 2 groups
-    4.8 insn/MAC on the GEMM's padded rows, 2.8 here)."""
-    cin_g = conv.in_c // conv.groups
-    return forms and (conv.k_h, conv.k_w, conv.stride_h, conv.stride_w, conv.pad_h,
-                      conv.pad_w) == (1, 1, 1, 1, 0, 0) and 2 <= cin_g <= FEW_IN
+    """eb_dw_few_takes: a stride-1, unpadded conv of 2..FEW_IN terms an output (inputs a group
+    times taps: 3 -> 1 1x1, a grouped 4 -> 192 1x1 of 2 inputs a group, a 2x1 or 2x2
+    depthwise of any multiplier; packed weights are left to the other paths) whose outputs
+    a form of the few-input kernel requantizes (`forms`: few_requantizes; the kernel leaves
+    the others to the next): a dot product of at most 4 terms at fixed offsets, which the
+    few-input kernel runs with each pixel's terms loaded and paired once for all the
+    outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded rows,
+    2.3 here; a 2x2 depthwise 6.4 on the column kernels, 3.2 here), where it runs at least
+    4 pixels in a row of a kernel wider than 1x1 (one column wide: the plane is one row)."""
+    terms = conv.in_c // conv.groups * conv.k_h * conv.k_w
+    run = conv.out_h * conv.out_w if conv.k_w == 1 else conv.out_w  # its blocks of 4 pixels
+    return forms and (conv.stride_h, conv.stride_w, conv.pad_h, conv.pad_w) == (1, 1, 0, 0) \
+        and 2 <= terms <= FEW_IN and run > 0 and (run >= 4 or conv.k_h * conv.k_w == 1)
 
 
 def few_requantizes(quant: QuantParams | None, wide: bool, act: Activation) -> bool:

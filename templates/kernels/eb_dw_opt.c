@@ -5213,27 +5213,29 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
     return 1;
 }
 
-/* ---- pointwise convs of few inputs a group ----
- * A 1x1, stride-1, unpadded conv of 2..EB_DW_FEW_IN input channels a group, any outputs a
- * group (3 -> 1, a grouped 4 -> 192 of 2 inputs and 96 outputs a group, a dense 3 -> 4): a
- * dot product of at most 4 terms an output, which the GEMM pads to 4 and the column kernels
- * run as a row of one tap a pass. Per 4 pixels an input's word split into its lanes [x0 x2],
- * [x1 x3], and each channel's weights; the sums scaled by 2^(16 - s) for a right shift s of
- * 0..16, so that the outputs are their top halves: two PKHTB, two USAT16 and an ORR (NONE:
- * an offset of 128 in the start, an EOR) make the word stored. For s of 9..16 (form 16) the
- * weights carry the scale (SXTB16 lanes); for 0..8 (form 8) the weights 2^(8 - s) and the
- * lanes 2^8 -- the bytes in their halves' tops by an AND, where byte stores (an SSAT / USAT
- * and a STRB an output) cost 2 instructions more per 4 outputs. One output a group: an
- * output channel at a time over its inputs' planes, one SMLAxB a MAC (eb_dw_few_one: 3 -> 1
- * on 87 x 33 8.6 instructions an output). Several: per 4 pixels the inputs' lanes paired by
- * PKHBT / PKHTB into [x_a x_b] per pixel once, and each output channel's record
- * [w01 w23 init at] streams past them, one SMLAD per two inputs and pixel (eb_dw_few_many:
- * per 4 outputs of a 2-input group 16 instructions in its loop, 18 in all, where the GEMM's
- * padded rows spent 38 and an output at a time re-split each pixel per output). The last
- * block of a plane overlaps the one before. One input a group (a per-channel scale) stays
- * on the table kernel: an output at a time here ran 4.5 instructions an output where it
- * runs 4.2.
- * ops.conv_path.few is the Python twin of eb_dw_few_takes. */
+/* ---- convs of few terms an output ----
+ * A stride-1, unpadded conv of 2..EB_DW_FEW_IN terms an output (inputs a group times taps),
+ * any outputs a group: a 1x1 of 2..4 inputs a group (3 -> 1, a grouped 4 -> 192, a dense
+ * 3 -> 4), a 2x1, 1x2, 1x3 or 2x2 depthwise of any multiplier -- a dot product of at most 4
+ * terms at fixed offsets from the output's pixel, which the GEMM pads to 4 and the column
+ * and tile kernels run with their per-row and per-tap set-up for a few MACs. Per 4 pixels a
+ * term's word split into its lanes [x0 x2], [x1 x3], and each channel's weights; the sums
+ * scaled by 2^(16 - s) for a right shift s of 0..16, so that the outputs are their top
+ * halves: two PKHTB, two USAT16 and an ORR (NONE: an offset of 128 in the start, an EOR)
+ * make the word stored. For s of 9..16 (form 16) the weights carry the scale (SXTB16
+ * lanes); for 0..8 (form 8) the weights 2^(8 - s) and the lanes 2^8 -- the bytes in their
+ * halves' tops by an AND, where byte stores (an SSAT / USAT and a STRB an output) cost 2
+ * instructions more per 4 outputs. One output a group: an output channel at a time, one
+ * SMLAxB a MAC (eb_dw_few_one: 3 -> 1 1x1 on 87 x 33 8.6 instructions an output, a 2x1
+ * depthwise 6.5). Several: per 4 pixels the terms' lanes paired by PKHBT / PKHTB into
+ * [x_a x_b] per pixel once, and each output channel's record [w01 w23 init at] streams past
+ * them, one SMLAD per two terms and pixel (eb_dw_few_many: per 4 outputs of a 2-input 1x1
+ * group 16 instructions in its loop, 18 in all, where the GEMM's padded rows spent 38 and
+ * an output at a time re-split each pixel per output). A kernel one column wide runs each
+ * plane as one row (its rows' pixels contiguous), a wider one row by row (at least 4
+ * pixels a row); the last block of a row overlaps the one before. One term (a per-channel
+ * scale) stays on the table kernel: an output at a time here ran 4.5 instructions an
+ * output where it runs 4.2. ops.conv_path.few is the Python twin of eb_dw_few_takes. */
 #define EB_DW_FEW_IN 4
 #define EB_DW_FEW_CH 32 /* output channels a pass over a group's pixels (records: 512 B of stack) */
 #ifdef EB_OPT_NO_DW_FEW
@@ -5254,10 +5256,13 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
 
 static int eb_dw_few_takes(const eb_conv_params *p)
 {
-    const int ipg = p->in_c / p->groups;
-    return p->k_h == 1 && p->k_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-           p->pad_h == 0 && p->pad_w == 0 && p->wbits == 0 && ipg >= 2 &&
-           ipg <= EB_DW_FEW_IN;
+    const int k = p->in_c / p->groups * p->k_h * p->k_w;
+    /* the pixels in a row (eb_dw_few: the plane one row where one column wide): a row of a
+     * kernel wider than 1 has at least 4 */
+    const int32_t run = p->k_w == 1 ? (int32_t)p->out_h * p->out_w : p->out_w;
+    return p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 && p->pad_w == 0 &&
+           p->wbits == 0 && k >= 2 && k <= EB_DW_FEW_IN && p->out_h > 0 && run > 0 &&
+           (run >= 4 || p->k_h * p->k_w == 1);
 }
 
 /* An output channel of the few-input kernel: its weights scaled (eb_dw_imm), as int16 pairs
@@ -5300,19 +5305,20 @@ EB_INLINE void eb_dw_few_lanes(uint32_t v, const int u, uint32_t *lo, uint32_t *
     }
 }
 
-/* The output of one pixel x (its k inputs a plane apart) of channel e, inputs times 2^u. */
-EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, int32_t plane,
+/* The output of one pixel x (its k terms' inputs at offsets 0, off[1], ...) of channel e,
+ * inputs times 2^u. */
+EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, const int32_t *off,
                                  const eb_dw_few_ch *e, const int u, const int mode)
 {
     int32_t a = x[0] * (int16_t)e->w01;
     if (k > 1) {
-        a += x[plane] * (int16_t)(e->w01 >> 16);
+        a += x[off[1]] * (int16_t)(e->w01 >> 16);
     }
     if (k > 2) {
-        a += x[2 * plane] * (int16_t)e->w23;
+        a += x[off[2]] * (int16_t)e->w23;
     }
     if (k > 3) {
-        a += x[3 * plane] * (int16_t)(e->w23 >> 16);
+        a += x[off[3]] * (int16_t)(e->w23 >> 16);
     }
     a = e->init + a * (1 << u);
     return (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128) : eb_usat7(a >> 16));
@@ -5330,70 +5336,70 @@ EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, int32_t plane,
         a3 = eb_smla##t(hi_, w, a3);                                                         \
     } while (0)
 
-/* A channel's 4 pixels from x (the group's first input plane at them, its k inputs a plane
- * apart, lanes times 2^u) by its record's fields (in registers: a record read through a
- * pointer is read again after each store), stored at d. */
-EB_INLINE void eb_dw_few_block(const int k, const int8_t *x, int32_t plane, uint32_t w01,
-                               uint32_t w23, int32_t init, int8_t *d, const int u,
-                               const int mode)
+/* A channel's 4 pixels from x (its k terms' inputs at offsets 0, o1, o2, o3 from them, lanes
+ * times 2^u) by its record's fields (in registers: a record read through a pointer is read
+ * again after each store), stored at d. */
+EB_INLINE void eb_dw_few_block(const int k, const int8_t *x, int32_t o1, int32_t o2,
+                               int32_t o3, uint32_t w01, uint32_t w23, int32_t init, int8_t *d,
+                               const int u, const int mode)
 {
     int32_t a0 = init, a1 = init, a2 = init, a3 = init;
     EB_DW_FEW_MAC(x, w01, bb, tb);
     if (k > 1) {
-        EB_DW_FEW_MAC(x + plane, w01, bt, tt);
+        EB_DW_FEW_MAC(x + o1, w01, bt, tt);
     }
     if (k > 2) {
-        EB_DW_FEW_MAC(x + 2 * plane, w23, bb, tb);
+        EB_DW_FEW_MAC(x + o2, w23, bb, tb);
     }
     if (k > 3) {
-        EB_DW_FEW_MAC(x + 3 * plane, w23, bt, tt);
+        EB_DW_FEW_MAC(x + o3, w23, bt, tt);
     }
     eb_dw_few_put4(d, mode, a0, a1, a2, a3);
 }
 
-/* Channel e's n pixels from the group's first input plane x, stored from d: blocks of 4
- * from the end back, then one at 0 over the first n % 4 (overlapping the next). */
-EB_INLINE void eb_dw_few_one(const int k, const int8_t *x, int32_t plane, int32_t n,
+/* Channel e's n pixels from x (its terms at offsets off), stored from d: blocks of 4 from
+ * the end back, then one at 0 over the first n % 4 (overlapping the next). */
+EB_INLINE void eb_dw_few_one(const int k, const int8_t *x, const int32_t *off, int32_t n,
                              const eb_dw_few_ch *e, int8_t *d, const int u, const int mode)
 {
     const uint32_t w01 = e->w01, w23 = e->w23;
-    const int32_t init = e->init;
+    const int32_t init = e->init, o1 = off[1], o2 = off[2], o3 = off[3];
     int32_t i;
     if (n < 4) {
         for (i = 0; i < n; ++i) {
-            d[i] = eb_dw_few_pixel(k, x + i, plane, e, u, mode);
+            d[i] = eb_dw_few_pixel(k, x + i, off, e, u, mode);
         }
         return;
     }
     for (i = n - 4; i >= 0; i -= 4) {
-        eb_dw_few_block(k, x + i, plane, w01, w23, init, d + i, u, mode);
+        eb_dw_few_block(k, x + i, o1, o2, o3, w01, w23, init, d + i, u, mode);
     }
     if ((n & 3) != 0) {
-        eb_dw_few_block(k, x, plane, w01, w23, init, d, u, mode);
+        eb_dw_few_block(k, x, o1, o2, o3, w01, w23, init, d, u, mode);
     }
 }
 
-/* The nch channels ch's 4 pixels from x (the planes of a group of k >= 2 inputs at them,
- * lanes times 2^u), outputs from d: the input words' lanes paired, [x_0 x_1] (p) and
- * [x_2 x_3] (q; k = 3: the third input's [x0 x2], [x1 x3], against w2 by SMLAxB) per
+/* The nch channels ch's 4 pixels from x (the k >= 2 terms' inputs at offsets 0, o1, o2, o3
+ * from them, lanes times 2^u), outputs from d: the input words' lanes paired, [x_0 x_1] (p)
+ * and [x_2 x_3] (q; k = 3: the third term's [x0 x2], [x1 x3], against w2 by SMLAxB) per
  * pixel, then per channel one SMLAD a pair and pixel and the stores. */
-EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t plane,
-                                const eb_dw_few_ch *ch, const eb_dw_few_ch *end, int8_t *d,
-                                const int u, const int mode)
+EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t o1, int32_t o2,
+                                int32_t o3, const eb_dw_few_ch *ch, const eb_dw_few_ch *end,
+                                int8_t *d, const int u, const int mode)
 {
     uint32_t l0, h0, l1, h1, p0, p1, p2, p3, q0 = 0, q1 = 0, q2 = 0, q3 = 0;
     const eb_dw_few_ch *e;
     eb_dw_few_lanes(eb_load32(x), u, &l0, &h0);
-    eb_dw_few_lanes(eb_load32(x + plane), u, &l1, &h1);
+    eb_dw_few_lanes(eb_load32(x + o1), u, &l1, &h1);
     p0 = eb_pack_lo(l0, l1);
     p2 = eb_pack_hi(l0, l1);
     p1 = eb_pack_lo(h0, h1);
     p3 = eb_pack_hi(h0, h1);
     if (k > 2) { /* k = 3: [x0 x2] and [x1 x3] of the third input */
-        eb_dw_few_lanes(eb_load32(x + 2 * plane), u, &q0, &q1);
+        eb_dw_few_lanes(eb_load32(x + o2), u, &q0, &q1);
         if (k > 3) {
             uint32_t l3, h3;
-            eb_dw_few_lanes(eb_load32(x + 3 * plane), u, &l3, &h3);
+            eb_dw_few_lanes(eb_load32(x + o3), u, &l3, &h3);
             q2 = eb_pack_hi(q0, l3);
             q3 = eb_pack_hi(q1, h3);
             q0 = eb_pack_lo(q0, l3);
@@ -5419,52 +5425,58 @@ EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t plane,
     }
 }
 
-/* The nch channels ch of a group of k >= 2 inputs (the planes from x) over its n pixels,
- * outputs from d, 4 pixels a pass (eb_dw_few_blocks): from the end back, then one at 0
- * over the first n % 4 (overlapping the next). */
-EB_INLINE void eb_dw_few_many(const int k, const int8_t *x, int32_t plane, int32_t n,
+/* The nch channels ch over n pixels from x (its k >= 2 terms at offsets off), outputs from
+ * d, 4 pixels a pass (eb_dw_few_blocks): from the end back, then one at 0 over the first
+ * n % 4 (overlapping the next). */
+EB_INLINE void eb_dw_few_many(const int k, const int8_t *x, const int32_t *off, int32_t n,
                               const eb_dw_few_ch *ch, int nch, int8_t *d, const int u,
                               const int mode)
 {
     const eb_dw_few_ch *const end = ch + nch;
+    const int32_t o1 = off[1], o2 = off[2], o3 = off[3];
     int32_t i;
     if (n < 4) {
         const eb_dw_few_ch *e;
         for (e = ch; e != end; ++e) {
             for (i = 0; i < n; ++i) {
-                d[e->at + i] = eb_dw_few_pixel(k, x + i, plane, e, u, mode);
+                d[e->at + i] = eb_dw_few_pixel(k, x + i, off, e, u, mode);
             }
         }
         return;
     }
     for (i = n - 4; i >= 0; i -= 4) {
-        eb_dw_few_blocks(k, x + i, plane, ch, end, d + i, u, mode);
+        eb_dw_few_blocks(k, x + i, o1, o2, o3, ch, end, d + i, u, mode);
     }
     if ((n & 3) != 0) {
-        eb_dw_few_blocks(k, x, plane, ch, end, d, u, mode);
+        eb_dw_few_blocks(k, x, o1, o2, o3, ch, end, d, u, mode);
     }
 }
 
-/* The few-input kernel's pass over the planes from x of a group of k inputs for channels
- * ch, per input count k, for the linked forms of mode and immediate c. */
+/* The few-input kernel's pass over `rows` rows of n pixels from x (its k terms at offsets
+ * off; rows xs input bytes and ds outputs apart) for channels ch, per term count k, for the
+ * linked forms of mode and immediate c: the row loop here, where a call a row cost a 1x2
+ * depthwise on 23-pixel rows 0.5 instructions an output. */
 #define EB_DW_FEW_FN(name, mode_, u_)                                                        \
-    static EB_NOINLINE void name(int k, const int8_t *x, int32_t plane,                      \
-                                 const eb_dw_few_ch *ch, int nch, int8_t *d)                 \
+    static EB_NOINLINE void name(int k, const int8_t *x, const int32_t *off, int32_t n,      \
+                                 int rows, int32_t xs, const eb_dw_few_ch *ch, int nch,      \
+                                 int8_t *d, int32_t ds)                                      \
     {                                                                                        \
-        if (nch == 1) {                                                                      \
-            if (k == 2) {                                                                    \
-                eb_dw_few_one(2, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+        for (; rows > 0; --rows, x += xs, d += ds) {                                         \
+            if (nch == 1) {                                                                  \
+                if (k == 2) {                                                                \
+                    eb_dw_few_one(2, x, off, n, ch, d + ch->at, u_, mode_);                  \
+                } else if (k == 3) {                                                         \
+                    eb_dw_few_one(3, x, off, n, ch, d + ch->at, u_, mode_);                  \
+                } else {                                                                     \
+                    eb_dw_few_one(4, x, off, n, ch, d + ch->at, u_, mode_);                  \
+                }                                                                            \
+            } else if (k == 2) {                                                             \
+                eb_dw_few_many(2, x, off, n, ch, nch, d, u_, mode_);                         \
             } else if (k == 3) {                                                             \
-                eb_dw_few_one(3, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+                eb_dw_few_many(3, x, off, n, ch, nch, d, u_, mode_);                         \
             } else {                                                                         \
-                eb_dw_few_one(4, x, plane, plane, ch, d + ch->at, u_, mode_);                \
+                eb_dw_few_many(4, x, off, n, ch, nch, d, u_, mode_);                         \
             }                                                                                \
-        } else if (k == 2) {                                                                 \
-            eb_dw_few_many(2, x, plane, plane, ch, nch, d, u_, mode_);                       \
-        } else if (k == 3) {                                                                 \
-            eb_dw_few_many(3, x, plane, plane, ch, nch, d, u_, mode_);                       \
-        } else {                                                                             \
-            eb_dw_few_many(4, x, plane, plane, ch, nch, d, u_, mode_);                       \
         }                                                                                    \
     }
 /* The forms linked: mode (RELU, NONE) and immediate (8, 16) each. */
@@ -5493,8 +5505,8 @@ EB_DW_FEW_R16(EB_DW_FEW_FN(eb_dw_few_relu_16, EB_DW_RELU, 0))
 EB_DW_FEW_N8(EB_DW_FEW_FN(eb_dw_few_none_8, EB_DW_NONE, 8))
 EB_DW_FEW_N16(EB_DW_FEW_FN(eb_dw_few_none_16, EB_DW_NONE, 0))
 #undef EB_DW_FEW_FN
-typedef void (*eb_dw_few_fn)(int, const int8_t *, int32_t, const eb_dw_few_ch *, int,
-                             int8_t *);
+typedef void (*eb_dw_few_fn)(int, const int8_t *, const int32_t *, int32_t, int, int32_t,
+                             const eb_dw_few_ch *, int, int8_t *, int32_t);
 
 /* The linked form for mode and immediate c (NULL: none). */
 static eb_dw_few_fn eb_dw_few_of(int mode, int c)
@@ -5510,19 +5522,22 @@ static eb_dw_few_fn eb_dw_few_of(int mode, int c)
     return NULL;
 }
 
-/* Output channel oc's outputs (index on) a pixel at a time (eb_dw_put): a channel whose mode
- * is not the form's or whose start, scaled, does not fit. */
-static EB_NOINLINE void eb_dw_few_slow(int k, const int8_t *x, int32_t plane, const int8_t *w,
-                                       int32_t init, const eb_dw_out *o, int32_t index)
+/* Output channel oc's outputs (index on: out_h rows of out_w) a pixel at a time
+ * (eb_dw_put), its k terms' inputs at offsets off from x's pixels (in_w a row): a channel
+ * whose mode is not the form's or whose start, scaled, does not fit. */
+static EB_NOINLINE void eb_dw_few_slow(const eb_conv_params *p, int k, const int8_t *x,
+                                       const int32_t *off, const int8_t *w, int32_t init,
+                                       const eb_dw_out *o, int32_t index)
 {
-    int32_t i;
-    int j;
-    for (i = 0; i < plane; ++i) {
-        int32_t a = init;
-        for (j = 0; j < k; ++j) {
-            a += (int32_t)x[(int32_t)j * plane + i] * w[j];
+    int y, i, j;
+    for (y = 0; y < p->out_h; ++y, x += p->in_w) {
+        for (i = 0; i < p->out_w; ++i) {
+            int32_t a = init;
+            for (j = 0; j < k; ++j) {
+                a += (int32_t)x[i + off[j]] * w[j];
+            }
+            eb_dw_put(o, index++, a);
         }
-        eb_dw_put(o, index + i, a);
     }
 }
 
@@ -5541,17 +5556,27 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
-    const int k = p->in_c / p->groups, m = p->out_c / p->groups;
-    const int32_t plane = (int32_t)p->in_h * p->in_w;
+    const int ipg = p->in_c / p->groups, k = ipg * p->k_h * p->k_w, m = p->out_c / p->groups;
+    const int32_t plane = (int32_t)p->in_h * p->in_w, oplane = (int32_t)p->out_h * p->out_w;
+    /* a conv one column wide runs its plane as one row: its rows' pixels are contiguous */
+    const int flat = p->k_w == 1;
+    int32_t off[EB_DW_FEW_IN] = {0, 0, 0, 0};
     eb_dw_out o;
     eb_dw_rq rq;
     eb_dw_few_ch ch[EB_DW_FEW_CH];
     eb_dw_few_fn fn;
     int64_t room;
-    int32_t lim, off, sat;
-    int g, j, c, t, sh;
+    int32_t lim, bump, sat;
+    int g, j, c, t, sh, ic, ky, kx, n = 0;
     if (!EB_DW_FEW || !eb_dw_few_takes(p)) {
         return 0;
+    }
+    for (ic = 0; ic < ipg; ++ic) { /* the terms' offsets, in the weights' order */
+        for (ky = 0; ky < p->k_h; ++ky) {
+            for (kx = 0; kx < p->k_w; ++kx) {
+                off[n++] = ic * plane + (int32_t)ky * p->dil_h * p->in_w + kx * p->dil_w;
+            }
+        }
     }
     eb_dw_setup(&sink, k, &o, &rq);
     c = eb_dw_imm(o.s);
@@ -5562,15 +5587,16 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
     }
     t = c - o.s; /* the weights' scale; the inputs' 2^(16 - c): the sums' 2^sh */
     sh = 16 - o.s;
-    off = rq.fast == EB_DW_NONE ? (int32_t)128 << 16 : 0;
-    room = (int64_t)INT32_MAX - ((int64_t)k << (14 + sh)) - off; /* |w x| <= 2^14 */
+    bump = rq.fast == EB_DW_NONE ? (int32_t)128 << 16 : 0; /* NONE's offset */
+    room = (int64_t)INT32_MAX - ((int64_t)k << (14 + sh)) - bump; /* |w x| <= 2^14 */
     lim = room >= 0 ? (int32_t)(room >> sh) : -1;
     /* a start beyond sat (the sums' reach k 2^14 and 129 outputs' worth) gives every output
      * the same bound as sat itself */
     sat = ((int32_t)k << 14) + ((int32_t)129 << o.s);
     for (g = 0; g < p->groups; ++g) {
-        const int8_t *x = in + (int32_t)g * k * plane;
+        const int8_t *x = in + (int32_t)g * ipg * plane;
         const int32_t first = (int32_t)g * m; /* the group's first output channel */
+        int8_t *const d = out8 + first * oplane;
         int nch = 0;
         for (j = 0; j < m; ++j) {
             const int32_t oc = first + j;
@@ -5584,13 +5610,17 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
                 eb_dw_few_ch *e = &ch[nch++];
                 e->w01 = eb_dw_few_pair(w[0], k > 1 ? w[1] : 0, t);
                 e->w23 = k > 2 ? eb_dw_few_pair(w[2], k > 3 ? w[3] : 0, t) : 0u;
-                e->init = (int32_t)((uint32_t)init << sh) + off;
-                e->at = (int32_t)j * plane;
+                e->init = (int32_t)((uint32_t)init << sh) + bump;
+                e->at = (int32_t)j * oplane;
             } else {
-                eb_dw_few_slow(k, x, plane, w, init, &o, oc * plane);
+                eb_dw_few_slow(p, k, x, off, w, init, &o, oc * oplane);
             }
             if (nch == EB_DW_FEW_CH || (j == m - 1 && nch > 0)) {
-                fn(k, x, plane, ch, nch, out8 + first * plane);
+                if (flat) {
+                    fn(k, x, off, oplane, 1, 0, ch, nch, d, 0);
+                } else {
+                    fn(k, x, off, p->out_w, p->out_h, p->in_w, ch, nch, d, p->out_w);
+                }
                 nch = 0;
             }
         }

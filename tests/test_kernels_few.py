@@ -39,19 +39,19 @@ from edgebuild.ops import conv_path
 
 def _few(in_c: int, out_c: int, groups: int, h: int, w: int, shift: int = -9,
          act: int = 1, rounding: int = 1, k: tuple[int, int] = (1, 1),
-         dil: tuple[int, int] = (1, 1)) -> dict:
+         dil: tuple[int, int] = (1, 1), pad: tuple[int, int] = (0, 0)) -> dict:
     return {"in_c": in_c, "in_h": h, "in_w": w, "out_c": out_c, "k_h": k[0], "k_w": k[1],
-            "stride_h": 1, "stride_w": 1, "pad_h": 0, "pad_w": 0, "dil_h": dil[0],
-            "dil_w": dil[1], "groups": groups, "out_h": h - dil[0] * (k[0] - 1),
-            "out_w": w - dil[1] * (k[1] - 1), "shift": shift, "rounding": rounding,
-            "act": act}
+            "stride_h": 1, "stride_w": 1, "pad_h": pad[0], "pad_w": pad[1], "dil_h": dil[0],
+            "dil_w": dil[1], "groups": groups, "out_h": h + 2 * pad[0] - dil[0] * (k[0] - 1),
+            "out_w": w + 2 * pad[1] - dil[1] * (k[1] - 1), "shift": shift,
+            "rounding": rounding, "act": act}
 
 
 @st.composite
 def few_layers(draw, small: bool = False) -> dict:
-    """A stride-1 unpadded conv of 2..4 terms (inputs a group times taps: 1x1 of 2..4 inputs,
-    2x1, 1x3, 2x2 ... of one or two, dilated) and 1..40 outputs a group, dense, grouped or
-    depthwise."""
+    """A stride-1 conv of 2..4 terms (inputs a group times taps: 1x1 of 2..4 inputs, 2x1,
+    1x3, 2x2 ... of one or two, dilated; one column wide, padded along its rows up to rows
+    wholly in the padding) and 1..40 outputs a group, dense, grouped or depthwise."""
     groups = draw(st.integers(1, 3 if small else 5))
     cin_g = draw(st.integers(1, 4))
     k_h = draw(st.integers(1, 4 // cin_g))
@@ -63,7 +63,8 @@ def few_layers(draw, small: bool = False) -> dict:
     cfg = _few(groups * cin_g, groups * cout_g, groups, h, w,
                shift=draw(st.sampled_from([-1, -2, -7, -8, -9, -12, -16, -17, -20, 0, 2])),
                act=draw(st.sampled_from([0, 1, 1, 2])), rounding=draw(st.integers(0, 1)),
-               k=(k_h, k_w), dil=dil)
+               k=(k_h, k_w), dil=dil,
+               pad=(draw(st.sampled_from([0, 0, 1, 2, k_h + 1])) if k_w == 1 else 0, 0))
     assume(conv_path.few(_plane(cfg)))
     return cfg
 
@@ -105,13 +106,15 @@ def test_few_input_kernel_extreme_sums_and_starts(lib):  # noqa: F811
 
 
 def test_few_input_layers_take_the_kernel():
-    """Stride-1 unpadded convs of 2..4 terms an output take it (1x1 of 2..4 inputs a group,
-    2x1, 1x2, 2x2, 1x3 of one, dilated), whatever their outputs a group, dense 1x1 ones on
+    """Stride-1 convs of 2..4 terms an output take it (1x1 of 2..4 inputs a group, 2x1, 1x2,
+    2x2, 1x3 of one, dilated, padded), whatever their outputs a group, dense 1x1 ones on
     the optimized conv (pointwise_column: a plane of 3 pixels too), with their shift's form;
-    not where no form requantizes (wide, abs, a shift past 16: the kernels before), one
+    padded along the rows of one a column wide (a 1-D layer laid as a column); not where no
+    form requantizes (wide, abs, a shift past 16: the kernels before), one
     term (the table kernel's per-channel scale: 4.2 insn/MAC on 1 x 583 where an output
-    channel at a time here ran 4.5), 5 or more terms, stride 2, padding, packed weights
-    (the GEMM's short rows)."""
+    channel at a time here ran 4.5), 5 or more terms, stride 2, padded row ends (a 1-D
+    layer's row: 4.7 insn/MAC here, 3.2 on the 3-tap kernel), fewer than 4 outputs a row
+    whose terms lie inside, packed weights (the GEMM's short rows)."""
     def paths(cfg: dict, packed: bool = False) -> frozenset[str]:
         return conv_path.kernel_choice(_plane(cfg), packed)
     for cfg in (_few(3, 1, 1, 9, 7), _few(2, 1, 1, 1, 3), _few(8, 4, 4, 1, 433),
@@ -119,7 +122,10 @@ def test_few_input_layers_take_the_kernel():
                 _few(4, 192, 2, 1, 433), _few(3, 4, 1, 89, 69),
                 _few(4, 4, 4, 28, 21, k=(2, 1)), _few(8, 32, 8, 56, 24, k=(1, 2)),
                 _few(16, 16, 16, 32, 32, k=(2, 2)), _few(1, 32, 1, 16, 16, k=(2, 2)),
-                _few(8, 8, 4, 20, 20, k=(2, 1), dil=(2, 1)), _few(5, 5, 5, 9, 9, k=(1, 3))):
+                _few(8, 8, 4, 20, 20, k=(2, 1), dil=(2, 1)), _few(5, 5, 5, 9, 9, k=(1, 3)),
+                _few(5, 5, 5, 9, 9, k=(3, 1), pad=(1, 0)), _few(5, 15, 5, 97, 1, k=(3, 1),
+                                                               pad=(1, 0)),
+                _few(8, 8, 4, 4, 9, k=(1, 1), pad=(3, 0))):
         assert paths(cfg) == {"depthwise", "dw_few"}, cfg
         assert "dw_few" not in conv_path.kernel_choice(_plane(cfg), forms=False), cfg
     for cfg in (_few(24, 24, 24, 1, 583), _few(256, 768, 256, 1, 46)):  # per-channel scales
@@ -130,8 +136,10 @@ def test_few_input_layers_take_the_kernel():
     for cfg in (_few(5, 2, 1, 9, 7), _few(10, 2, 2, 9, 7), _few(3, 1, 1, 9, 8, k=(1, 2)),
                 _few(5, 5, 5, 9, 9, k=(1, 5)), _few(4, 4, 4, 9, 9, k=(3, 3)),
                 _few(4, 8, 4, 6, 5, k=(1, 3)),  # rows of 3 pixels
+                _few(5, 15, 5, 1, 97, k=(1, 3), pad=(0, 1)),  # padded row ends
+                _few(4, 4, 4, 9, 9, k=(2, 2), pad=(1, 1)),
                 {**_few(3, 1, 1, 9, 8), "stride_w": 2, "out_w": 4},
-                {**_few(3, 1, 1, 9, 8), "pad_w": 1, "out_w": 10}):
+                _few(4, 4, 4, 9, 5, k=(1, 3), pad=(0, 2))):  # 3 outputs a row inside
         assert "dw_few" not in paths(cfg), cfg
     assert "dw_few" not in paths(_few(4, 2, 2, 9, 7), packed=True)
     assert "gemm_short" in conv_path.kernel_paths(_plane(_few(4, 2, 2, 9, 7)), packed=True)

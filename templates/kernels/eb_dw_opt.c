@@ -5254,23 +5254,70 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
 #define EB_DW_FEW16 1
 #endif
 
-static int eb_dw_few_takes(const eb_conv_params *p)
+/* The few-input kernel's view of a conv: its terms in the weights' order (input channel,
+ * tap row, tap column) as offsets from an output's first input (off: channel plane, rows
+ * and columns; the offset of row dy and column dx apart), and the outputs whose terms all
+ * lie inside the input, [y0, y1) x [x0, x1) (stride 1: a pad's rows and columns from each
+ * edge); flat: one column wide and no column padding, the rows [y0, y1) one run. */
+typedef struct {
+    int32_t off[EB_DW_FEW_IN], plane;
+    int dy[EB_DW_FEW_IN], dx[EB_DW_FEW_IN];
+    int k, y0, y1, x0, x1, flat;
+} eb_dw_few_geom;
+
+/* The lesser of a and b, at least lo. */
+static int eb_dw_few_clamp(int a, int b, int lo)
 {
-    const int k = p->in_c / p->groups * p->k_h * p->k_w;
-    /* the pixels in a row (eb_dw_few: the plane one row where one column wide): a row of a
-     * kernel wider than 1 has at least 4 */
-    const int32_t run = p->k_w == 1 ? (int32_t)p->out_h * p->out_w : p->out_w;
-    return p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 && p->pad_w == 0 &&
-           p->wbits == 0 && k >= 2 && k <= EB_DW_FEW_IN && p->out_h > 0 && run > 0 &&
-           (run >= 4 || p->k_h * p->k_w == 1);
+    const int v = a < b ? a : b;
+    return v < lo ? lo : v;
+}
+
+static void eb_dw_few_geom_of(const eb_conv_params *p, eb_dw_few_geom *f)
+{
+    const int ipg = p->in_c / p->groups;
+    int ic, ky, kx, n = 0;
+    f->plane = (int32_t)p->in_h * p->in_w;
+    for (ic = 0; ic < ipg && n + p->k_h * p->k_w <= EB_DW_FEW_IN; ++ic) {
+        for (ky = 0; ky < p->k_h; ++ky) {
+            for (kx = 0; kx < p->k_w; ++kx, ++n) {
+                f->dy[n] = ky * p->dil_h;
+                f->dx[n] = kx * p->dil_w;
+                f->off[n] = ic * f->plane + (int32_t)f->dy[n] * p->in_w + f->dx[n];
+            }
+        }
+    }
+    for (; n < EB_DW_FEW_IN; ++n) {
+        f->off[n] = 0;
+        f->dy[n] = f->dx[n] = 0;
+    }
+    f->k = ipg * p->k_h * p->k_w;
+    f->y0 = p->pad_h < p->out_h ? p->pad_h : p->out_h;
+    f->y1 = eb_dw_few_clamp(p->in_h + p->pad_h - (p->k_h - 1) * p->dil_h, p->out_h, f->y0);
+    f->x0 = p->pad_w < p->out_w ? p->pad_w : p->out_w;
+    f->x1 = eb_dw_few_clamp(p->in_w + p->pad_w - (p->k_w - 1) * p->dil_w, p->out_w, f->x0);
+    f->flat = p->k_w == 1 && p->pad_w == 0;
+}
+
+/* Whether the kernel takes p: stride 1, 2..EB_DW_FEW_IN terms, unpacked weights, padding
+ * only along a flat conv's columns (its padding's rows run as rows with the terms there
+ * weighed 0: eb_dw_few_region; a row's padded ends would run a pixel a pass, which cost a
+ * 1-D k3 depthwise with padding 1 more than the 3-tap kernel's whole rows), and its blocks'
+ * run (the inside rows' pixels where flat, else an inside row's) at least 4 pixels (a 1x1's
+ * any). */
+static int eb_dw_few_takes(const eb_conv_params *p, const eb_dw_few_geom *f)
+{
+    const int32_t run = f->flat ? (int32_t)(f->y1 - f->y0) * p->out_w : f->x1 - f->x0;
+    return p->stride_h == 1 && p->stride_w == 1 && p->wbits == 0 && f->k >= 2 &&
+           f->k <= EB_DW_FEW_IN && (p->pad_h == 0 || f->flat) && p->pad_w == 0 &&
+           f->y1 > f->y0 && run > 0 && (run >= 4 || p->k_h * p->k_w == 1);
 }
 
 /* An output channel of the few-input kernel: its weights scaled (eb_dw_imm), as int16 pairs
- * [w0 w1], [w2 w3]; its scaled start (at 16 NONE's carries 128 x 2^16: the lanes are the
- * outputs + 128, flipped back); its outputs' index from the group's first output's. */
+ * [w0 w1], [w2 w3]; its scaled start (NONE's carries 128 x 2^16: the lanes are the outputs
+ * + 128, flipped back); its outputs' index in the layer's output. */
 typedef struct {
     uint32_t w01, w23;
-    int32_t init, at;
+    int32_t init, at, src; /* src: its group's first input from the layer's input */
 } eb_dw_few_ch;
 
 /* Four sums of neighbouring pixels, scaled so that their outputs are their top halves,
@@ -5305,12 +5352,12 @@ EB_INLINE void eb_dw_few_lanes(uint32_t v, const int u, uint32_t *lo, uint32_t *
     }
 }
 
-/* The output of one pixel x (its k terms' inputs at offsets 0, off[1], ...) of channel e,
- * inputs times 2^u. */
+/* The output of one pixel x (its k terms' inputs at offsets off[0], off[1], ...) of channel
+ * e, inputs times 2^u. */
 EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, const int32_t *off,
                                  const eb_dw_few_ch *e, const int u, const int mode)
 {
-    int32_t a = x[0] * (int16_t)e->w01;
+    int32_t a = x[off[0]] * (int16_t)e->w01;
     if (k > 1) {
         a += x[off[1]] * (int16_t)(e->w01 >> 16);
     }
@@ -5336,15 +5383,15 @@ EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, const int32_t *of
         a3 = eb_smla##t(hi_, w, a3);                                                         \
     } while (0)
 
-/* A channel's 4 pixels from x (its k terms' inputs at offsets 0, o1, o2, o3 from them, lanes
+/* A channel's 4 pixels from x (its k terms' inputs at offsets o0 .. o3 from them, lanes
  * times 2^u) by its record's fields (in registers: a record read through a pointer is read
  * again after each store), stored at d. */
-EB_INLINE void eb_dw_few_block(const int k, const int8_t *x, int32_t o1, int32_t o2,
-                               int32_t o3, uint32_t w01, uint32_t w23, int32_t init, int8_t *d,
-                               const int u, const int mode)
+EB_INLINE void eb_dw_few_block(const int k, const int8_t *x, int32_t o0, int32_t o1,
+                               int32_t o2, int32_t o3, uint32_t w01, uint32_t w23,
+                               int32_t init, int8_t *d, const int u, const int mode)
 {
     int32_t a0 = init, a1 = init, a2 = init, a3 = init;
-    EB_DW_FEW_MAC(x, w01, bb, tb);
+    EB_DW_FEW_MAC(x + o0, w01, bb, tb);
     if (k > 1) {
         EB_DW_FEW_MAC(x + o1, w01, bt, tt);
     }
@@ -5363,7 +5410,7 @@ EB_INLINE void eb_dw_few_one(const int k, const int8_t *x, const int32_t *off, i
                              const eb_dw_few_ch *e, int8_t *d, const int u, const int mode)
 {
     const uint32_t w01 = e->w01, w23 = e->w23;
-    const int32_t init = e->init, o1 = off[1], o2 = off[2], o3 = off[3];
+    const int32_t init = e->init, o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3];
     int32_t i;
     if (n < 4) {
         for (i = 0; i < n; ++i) {
@@ -5372,24 +5419,24 @@ EB_INLINE void eb_dw_few_one(const int k, const int8_t *x, const int32_t *off, i
         return;
     }
     for (i = n - 4; i >= 0; i -= 4) {
-        eb_dw_few_block(k, x + i, o1, o2, o3, w01, w23, init, d + i, u, mode);
+        eb_dw_few_block(k, x + i, o0, o1, o2, o3, w01, w23, init, d + i, u, mode);
     }
     if ((n & 3) != 0) {
-        eb_dw_few_block(k, x, o1, o2, o3, w01, w23, init, d, u, mode);
+        eb_dw_few_block(k, x, o0, o1, o2, o3, w01, w23, init, d, u, mode);
     }
 }
 
-/* The nch channels ch's 4 pixels from x (the k >= 2 terms' inputs at offsets 0, o1, o2, o3
+/* The nch channels ch's 4 pixels from x (the k >= 2 terms' inputs at offsets o0 .. o3
  * from them, lanes times 2^u), outputs from d: the input words' lanes paired, [x_0 x_1] (p)
  * and [x_2 x_3] (q; k = 3: the third term's [x0 x2], [x1 x3], against w2 by SMLAxB) per
  * pixel, then per channel one SMLAD a pair and pixel and the stores. */
-EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t o1, int32_t o2,
-                                int32_t o3, const eb_dw_few_ch *ch, const eb_dw_few_ch *end,
-                                int8_t *d, const int u, const int mode)
+EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t o0, int32_t o1,
+                                int32_t o2, int32_t o3, const eb_dw_few_ch *ch,
+                                const eb_dw_few_ch *end, int8_t *d, const int u, const int mode)
 {
     uint32_t l0, h0, l1, h1, p0, p1, p2, p3, q0 = 0, q1 = 0, q2 = 0, q3 = 0;
     const eb_dw_few_ch *e;
-    eb_dw_few_lanes(eb_load32(x), u, &l0, &h0);
+    eb_dw_few_lanes(eb_load32(x + o0), u, &l0, &h0);
     eb_dw_few_lanes(eb_load32(x + o1), u, &l1, &h1);
     p0 = eb_pack_lo(l0, l1);
     p2 = eb_pack_hi(l0, l1);
@@ -5433,7 +5480,7 @@ EB_INLINE void eb_dw_few_many(const int k, const int8_t *x, const int32_t *off, 
                               const int mode)
 {
     const eb_dw_few_ch *const end = ch + nch;
-    const int32_t o1 = off[1], o2 = off[2], o3 = off[3];
+    const int32_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3];
     int32_t i;
     if (n < 4) {
         const eb_dw_few_ch *e;
@@ -5445,32 +5492,44 @@ EB_INLINE void eb_dw_few_many(const int k, const int8_t *x, const int32_t *off, 
         return;
     }
     for (i = n - 4; i >= 0; i -= 4) {
-        eb_dw_few_blocks(k, x + i, o1, o2, o3, ch, end, d + i, u, mode);
+        eb_dw_few_blocks(k, x + i, o0, o1, o2, o3, ch, end, d + i, u, mode);
     }
     if ((n & 3) != 0) {
-        eb_dw_few_blocks(k, x, o1, o2, o3, ch, end, d, u, mode);
+        eb_dw_few_blocks(k, x, o0, o1, o2, o3, ch, end, d, u, mode);
     }
 }
 
-/* The few-input kernel's pass over `rows` rows of n pixels from x (its k terms at offsets
- * off; rows xs input bytes and ds outputs apart) for channels ch, per term count k, for the
- * linked forms of mode and immediate c: the row loop here, where a call a row cost a 1x2
- * depthwise on 23-pixel rows 0.5 instructions an output. */
+/* The few-input kernel's pass over `rows` rows of n pixels from each record's group input
+ * (x: the layer's input; its k terms at offsets off; rows xs input bytes and ds outputs
+ * apart) for channels ch, outputs from d (the layer's output), per term count k, for the
+ * linked forms of mode and immediate c: `one`, a channel at a time (records of one output
+ * a group, of several groups), else the records of one group together. The row loop here,
+ * where a call a row cost a 1x2 depthwise on 23-pixel rows 0.5 instructions an output. */
 #define EB_DW_FEW_FN(name, mode_, u_)                                                        \
     static EB_NOINLINE void name(int k, const int8_t *x, const int32_t *off, int32_t n,      \
                                  int rows, int32_t xs, const eb_dw_few_ch *ch, int nch,      \
-                                 int8_t *d, int32_t ds)                                      \
+                                 int8_t *d, int32_t ds, int one)                             \
     {                                                                                        \
-        for (; rows > 0; --rows, x += xs, d += ds) {                                         \
-            if (nch == 1) {                                                                  \
-                if (k == 2) {                                                                \
-                    eb_dw_few_one(2, x, off, n, ch, d + ch->at, u_, mode_);                  \
-                } else if (k == 3) {                                                         \
-                    eb_dw_few_one(3, x, off, n, ch, d + ch->at, u_, mode_);                  \
-                } else {                                                                     \
-                    eb_dw_few_one(4, x, off, n, ch, d + ch->at, u_, mode_);                  \
+        const eb_dw_few_ch *e, *const end = ch + nch;                                        \
+        if (one) {                                                                           \
+            for (e = ch; e != end; ++e) {                                                    \
+                const int8_t *xe = x + e->src;                                               \
+                int8_t *de = d + e->at;                                                      \
+                int r;                                                                       \
+                for (r = rows; r > 0; --r, xe += xs, de += ds) {                             \
+                    if (k == 2) {                                                            \
+                        eb_dw_few_one(2, xe, off, n, e, de, u_, mode_);                      \
+                    } else if (k == 3) {                                                     \
+                        eb_dw_few_one(3, xe, off, n, e, de, u_, mode_);                      \
+                    } else {                                                                 \
+                        eb_dw_few_one(4, xe, off, n, e, de, u_, mode_);                      \
+                    }                                                                        \
                 }                                                                            \
-            } else if (k == 2) {                                                             \
+            }                                                                                \
+            return;                                                                          \
+        }                                                                                    \
+        for (x += ch->src; rows > 0; --rows, x += xs, d += ds) {                             \
+            if (k == 2) {                                                                    \
                 eb_dw_few_many(2, x, off, n, ch, nch, d, u_, mode_);                         \
             } else if (k == 3) {                                                             \
                 eb_dw_few_many(3, x, off, n, ch, nch, d, u_, mode_);                         \
@@ -5506,7 +5565,7 @@ EB_DW_FEW_N8(EB_DW_FEW_FN(eb_dw_few_none_8, EB_DW_NONE, 8))
 EB_DW_FEW_N16(EB_DW_FEW_FN(eb_dw_few_none_16, EB_DW_NONE, 0))
 #undef EB_DW_FEW_FN
 typedef void (*eb_dw_few_fn)(int, const int8_t *, const int32_t *, int32_t, int, int32_t,
-                             const eb_dw_few_ch *, int, int8_t *, int32_t);
+                             const eb_dw_few_ch *, int, int8_t *, int32_t, int);
 
 /* The linked form for mode and immediate c (NULL: none). */
 static eb_dw_few_fn eb_dw_few_of(int mode, int c)
@@ -5522,22 +5581,127 @@ static eb_dw_few_fn eb_dw_few_of(int mode, int c)
     return NULL;
 }
 
+/* The sum of output (oy, ox)'s terms that lie inside the input, weights w (x: the group's
+ * first input plane). */
+static int32_t eb_dw_few_sum(const eb_conv_params *p, const eb_dw_few_geom *f,
+                             const int8_t *x, int oy, int ox, const int16_t *w)
+{
+    int32_t a = 0;
+    int t;
+    for (t = 0; t < f->k; ++t) {
+        const int iy = oy - p->pad_h + f->dy[t], ix = ox - p->pad_w + f->dx[t];
+        if (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w) {
+            a += x[f->off[t] - (int32_t)f->dy[t] * p->in_w - f->dx[t] +
+                   (int32_t)iy * p->in_w + ix] * w[t];
+        }
+    }
+    return a;
+}
+
 /* Output channel oc's outputs (index on: out_h rows of out_w) a pixel at a time
- * (eb_dw_put), its k terms' inputs at offsets off from x's pixels (in_w a row): a channel
- * whose mode is not the form's or whose start, scaled, does not fit. */
-static EB_NOINLINE void eb_dw_few_slow(const eb_conv_params *p, int k, const int8_t *x,
-                                       const int32_t *off, const int8_t *w, int32_t init,
+ * (eb_dw_put), weights w, its start init: a channel whose mode is not the form's or whose
+ * start, scaled, does not fit. */
+static EB_NOINLINE void eb_dw_few_slow(const eb_conv_params *p, const eb_dw_few_geom *f,
+                                       const int8_t *x, const int8_t *w, int32_t init,
                                        const eb_dw_out *o, int32_t index)
 {
-    int y, i, j;
-    for (y = 0; y < p->out_h; ++y, x += p->in_w) {
-        for (i = 0; i < p->out_w; ++i) {
-            int32_t a = init;
-            for (j = 0; j < k; ++j) {
-                a += (int32_t)x[i + off[j]] * w[j];
-            }
-            eb_dw_put(o, index++, a);
+    int16_t w16[EB_DW_FEW_IN];
+    int oy, ox, t;
+    for (t = 0; t < f->k; ++t) {
+        w16[t] = w[t];
+    }
+    for (oy = 0; oy < p->out_h; ++oy) {
+        for (ox = 0; ox < p->out_w; ++ox) {
+            eb_dw_put(o, index++, init + eb_dw_few_sum(p, f, x, oy, ox, w16));
         }
+    }
+}
+
+/* The outputs [ya, yb) x [xa, xb) of records ch (at d + at; inputs from x + src) by the
+ * form fn (`one`: eb_dw_few_fn's): a region in which each term lies inside the input for every
+ * output or for none (eb_dw_few_pass), those for none weighed 0 in a copy of the records
+ * and read where an inside term reads. All terms outside (a padding past the kernel's
+ * reach): the outputs are their starts', a pixel at a time. */
+static EB_NOINLINE void eb_dw_few_region(const eb_conv_params *p, const eb_dw_few_geom *f,
+                                         eb_dw_few_fn fn, const int8_t *x,
+                                         const eb_dw_few_ch *ch, int nch, int8_t *d, int one,
+                                         int ya, int yb, int xa, int xb, int mode)
+{
+    eb_dw_few_ch zeroed[EB_DW_FEW_CH];
+    const eb_dw_few_ch *rec = ch;
+    int32_t rel[EB_DW_FEW_IN];
+    uint32_t keep01 = 0, keep23 = 0;
+    int t, c, any = -1, inside = 0, in[EB_DW_FEW_IN] = {0, 0, 0, 0};
+    for (t = 0; t < f->k; ++t) {
+        const int iy = ya - p->pad_h + f->dy[t], ix = xa - p->pad_w + f->dx[t];
+        rel[t] = f->off[t] + (int32_t)(ya - p->pad_h) * p->in_w + (xa - p->pad_w);
+        in[t] = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+        if (in[t]) {
+            *(t < 2 ? &keep01 : &keep23) |= 0xFFFFu << (16 * (t & 1));
+            any = t;
+            ++inside;
+        }
+    }
+    if (any < 0) {
+        for (c = 0; c < nch; ++c) {
+            int y, xo;
+            for (y = ya; y < yb; ++y) {
+                for (xo = xa; xo < xb; ++xo) {
+                    const int32_t a = ch[c].init;
+                    d[ch[c].at + (int32_t)y * p->out_w + xo] =
+                        (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128)
+                                                    : eb_usat7(a >> 16));
+                }
+            }
+        }
+        return;
+    }
+    for (t = 0; t < EB_DW_FEW_IN; ++t) { /* an outside term reads where `any` does */
+        if (!in[t]) {
+            rel[t] = rel[any];
+        }
+    }
+    if (inside < f->k) {
+        for (c = 0; c < nch; ++c) {
+            zeroed[c] = ch[c];
+            zeroed[c].w01 &= keep01;
+            zeroed[c].w23 &= keep23;
+        }
+        rec = zeroed;
+    }
+    if (f->flat && xa == 0 && xb == p->out_w) { /* its rows one run */
+        fn(f->k, x, rel, (int32_t)(yb - ya) * p->out_w, 1, 0, rec, nch,
+           d + (int32_t)ya * p->out_w, 0, one);
+    } else {
+        fn(f->k, x, rel, xb - xa, yb - ya, p->in_w, rec, nch, d + (int32_t)ya * p->out_w + xa,
+           p->out_w, one);
+    }
+}
+
+/* The outputs of records ch (x, d: the layer's input and output; `one`: eb_dw_few_fn's) by
+ * the form fn, region by region (eb_dw_few_region): the inside [y0, y1) x [x0, x1), and each row and
+ * column of the padding's edges apart, in which the same terms lie outside. */
+static void eb_dw_few_pass(const eb_conv_params *p, const eb_dw_few_geom *f, eb_dw_few_fn fn,
+                           const int8_t *x, const eb_dw_few_ch *ch, int nch, int8_t *d, int one,
+                           int mode)
+{
+    int ya, xa;
+    if (f->y0 == 0 && f->y1 == p->out_h && f->x0 == 0 && f->x1 == p->out_w) { /* unpadded */
+        if (f->flat) {
+            fn(f->k, x, f->off, (int32_t)p->out_h * p->out_w, 1, 0, ch, nch, d, 0, one);
+        } else {
+            fn(f->k, x, f->off, p->out_w, p->out_h, p->in_w, ch, nch, d, p->out_w, one);
+        }
+        return;
+    }
+    for (ya = 0; ya < p->out_h;) {
+        const int yb = ya >= f->y0 && ya < f->y1 ? f->y1 : ya + 1;
+        for (xa = 0; xa < p->out_w;) {
+            const int xb = xa >= f->x0 && xa < f->x1 ? f->x1 : xa + 1;
+            eb_dw_few_region(p, f, fn, x, ch, nch, d, one, ya, yb, xa, xb, mode);
+            xa = xb;
+        }
+        ya = yb;
     }
 }
 
@@ -5556,28 +5720,25 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
 {
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
-    const int ipg = p->in_c / p->groups, k = ipg * p->k_h * p->k_w, m = p->out_c / p->groups;
+    const int ipg = p->in_c / p->groups, m = p->out_c / p->groups;
     const int32_t plane = (int32_t)p->in_h * p->in_w, oplane = (int32_t)p->out_h * p->out_w;
-    /* a conv one column wide runs its plane as one row: its rows' pixels are contiguous */
-    const int flat = p->k_w == 1;
-    int32_t off[EB_DW_FEW_IN] = {0, 0, 0, 0};
+    eb_dw_few_geom f;
     eb_dw_out o;
     eb_dw_rq rq;
     eb_dw_few_ch ch[EB_DW_FEW_CH];
     eb_dw_few_fn fn;
     int64_t room;
     int32_t lim, bump, sat;
-    int g, j, c, t, sh, ic, ky, kx, n = 0;
-    if (!EB_DW_FEW || !eb_dw_few_takes(p)) {
+    int32_t oc;
+    int c, t, sh, k, nch;
+    if (!EB_DW_FEW) {
         return 0;
     }
-    for (ic = 0; ic < ipg; ++ic) { /* the terms' offsets, in the weights' order */
-        for (ky = 0; ky < p->k_h; ++ky) {
-            for (kx = 0; kx < p->k_w; ++kx) {
-                off[n++] = ic * plane + (int32_t)ky * p->dil_h * p->in_w + kx * p->dil_w;
-            }
-        }
+    eb_dw_few_geom_of(p, &f);
+    if (!eb_dw_few_takes(p, &f)) {
+        return 0;
     }
+    k = f.k;
     eb_dw_setup(&sink, k, &o, &rq);
     c = eb_dw_imm(o.s);
     fn = c && (rq.fast == EB_DW_RELU || rq.fast == EB_DW_NONE) ? eb_dw_few_of(rq.fast, c)
@@ -5593,36 +5754,30 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
     /* a start beyond sat (the sums' reach k 2^14 and 129 outputs' worth) gives every output
      * the same bound as sat itself */
     sat = ((int32_t)k << 14) + ((int32_t)129 << o.s);
-    for (g = 0; g < p->groups; ++g) {
-        const int8_t *x = in + (int32_t)g * ipg * plane;
-        const int32_t first = (int32_t)g * m; /* the group's first output channel */
-        int8_t *const d = out8 + first * oplane;
-        int nch = 0;
-        for (j = 0; j < m; ++j) {
-            const int32_t oc = first + j;
-            const int8_t *w = weight + oc * k;
-            int32_t init = eb_dw_init(&rq, bias, oc, &o);
-            const int form = o.mode == rq.fast; /* else a bias past the fast sums' limit */
-            if (form) { /* a start past every sum's reach saturates alike */
-                init = init > sat ? sat : init < -sat ? -sat : init;
-            }
-            if (form && init <= lim && init >= -lim) {
-                eb_dw_few_ch *e = &ch[nch++];
-                e->w01 = eb_dw_few_pair(w[0], k > 1 ? w[1] : 0, t);
-                e->w23 = k > 2 ? eb_dw_few_pair(w[2], k > 3 ? w[3] : 0, t) : 0u;
-                e->init = (int32_t)((uint32_t)init << sh) + bump;
-                e->at = (int32_t)j * oplane;
-            } else {
-                eb_dw_few_slow(p, k, x, off, w, init, &o, oc * oplane);
-            }
-            if (nch == EB_DW_FEW_CH || (j == m - 1 && nch > 0)) {
-                if (flat) {
-                    fn(k, x, off, oplane, 1, 0, ch, nch, d, 0);
-                } else {
-                    fn(k, x, off, p->out_w, p->out_h, p->in_w, ch, nch, d, p->out_w);
-                }
-                nch = 0;
-            }
+    /* one output a group: a pass's records span groups, a channel at a time; else a
+     * group's records together */
+    for (oc = 0, nch = 0; oc < p->out_c; ++oc) {
+        const int32_t src = oc / m * ipg * plane; /* its group's first input */
+        const int8_t *w = weight + oc * k;
+        int32_t init = eb_dw_init(&rq, bias, oc, &o);
+        const int form = o.mode == rq.fast; /* else a bias past the fast sums' limit */
+        if (form) { /* a start past every sum's reach saturates alike */
+            init = init > sat ? sat : init < -sat ? -sat : init;
+        }
+        if (form && init <= lim && init >= -lim) {
+            eb_dw_few_ch *e = &ch[nch++];
+            e->w01 = eb_dw_few_pair(w[0], k > 1 ? w[1] : 0, t);
+            e->w23 = k > 2 ? eb_dw_few_pair(w[2], k > 3 ? w[3] : 0, t) : 0u;
+            e->init = (int32_t)((uint32_t)init << sh) + bump;
+            e->at = oc * oplane;
+            e->src = src;
+        } else {
+            eb_dw_few_slow(p, &f, in + src, w, init, &o, oc * oplane);
+        }
+        if (nch > 0 && (nch == EB_DW_FEW_CH || oc == p->out_c - 1 ||
+                        (m > 1 && (oc + 1) % m == 0))) {
+            eb_dw_few_pass(p, &f, fn, in, ch, nch, out8, m == 1 || nch == 1, rq.fast);
+            nch = 0;
         }
     }
     return 1;

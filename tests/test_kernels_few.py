@@ -112,7 +112,8 @@ def test_few_input_layers_take_the_kernel():
     padded along the rows of one a column wide (a 1-D layer laid as a column); not where no
     form requantizes (wide, abs, a shift past 16: the kernels before), one
     term (the table kernel's per-channel scale: 4.2 insn/MAC on 1 x 583 where an output
-    channel at a time here ran 4.5), 5 or more terms, stride 2, padded row ends (a 1-D
+    channel at a time here ran 4.5), a depthwise of multiplier 2 or more the 3-tap kernels
+    take (their channel pairs), 5 or more terms, stride 2, padded row ends (a 1-D
     layer's row: 4.7 insn/MAC here, 3.2 on the 3-tap kernel), fewer than 4 outputs a row
     whose terms lie inside, packed weights (the GEMM's short rows)."""
     def paths(cfg: dict, packed: bool = False) -> frozenset[str]:
@@ -123,7 +124,7 @@ def test_few_input_layers_take_the_kernel():
                 _few(4, 4, 4, 28, 21, k=(2, 1)), _few(8, 32, 8, 56, 24, k=(1, 2)),
                 _few(16, 16, 16, 32, 32, k=(2, 2)), _few(1, 32, 1, 16, 16, k=(2, 2)),
                 _few(8, 8, 4, 20, 20, k=(2, 1), dil=(2, 1)), _few(5, 5, 5, 9, 9, k=(1, 3)),
-                _few(5, 5, 5, 9, 9, k=(3, 1), pad=(1, 0)), _few(5, 15, 5, 97, 1, k=(3, 1),
+                _few(5, 5, 5, 9, 9, k=(3, 1), pad=(1, 0)), _few(5, 15, 5, 97, 1, k=(2, 1),
                                                                pad=(1, 0)),
                 _few(8, 8, 4, 4, 9, k=(1, 1), pad=(3, 0))):
         assert paths(cfg) == {"depthwise", "dw_few"}, cfg
@@ -137,6 +138,7 @@ def test_few_input_layers_take_the_kernel():
                 _few(5, 5, 5, 9, 9, k=(1, 5)), _few(4, 4, 4, 9, 9, k=(3, 3)),
                 _few(4, 8, 4, 6, 5, k=(1, 3)),  # rows of 3 pixels
                 _few(5, 15, 5, 1, 97, k=(1, 3), pad=(0, 1)),  # padded row ends
+                _few(5, 15, 5, 97, 1, k=(3, 1), pad=(1, 0)),  # the 3-tap channel pairs
                 _few(4, 4, 4, 9, 9, k=(2, 2), pad=(1, 1)),
                 {**_few(3, 1, 1, 9, 8), "stride_w": 2, "out_w": 4},
                 _few(4, 4, 4, 9, 5, k=(1, 3), pad=(0, 2))):  # 3 outputs a row inside

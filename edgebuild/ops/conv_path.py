@@ -100,7 +100,9 @@ def few(conv: Plane, forms: bool = True) -> bool:
     which the few-input kernel runs with each pixel's terms loaded and paired once for all
     the outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded
     rows, 2.3 here; a 2x2 depthwise 6.4 on the column kernels, 3.2 here) -- where the run of
-    its blocks (few_inside) is at least 4 pixels (a 1x1's any)."""
+    its blocks (few_inside) is at least 4 pixels (a 1x1's any), and not a depthwise conv of
+    multiplier 2 or more the 3-tap kernels take (their channel pairs: a 1-D k3 x3 on 97
+    samples, tiled, 3.31 insn/MAC there, 3.42 here)."""
     terms = conv.in_c // conv.groups * conv.k_h * conv.k_w
     flat = conv.k_w == 1 and conv.pad_w == 0
     if not forms or (conv.stride_h, conv.stride_w) != (1, 1) or not 2 <= terms <= FEW_IN or \
@@ -108,7 +110,8 @@ def few(conv: Plane, forms: bool = True) -> bool:
         return False
     (y0, y1), (x0, x1) = few_inside(conv)
     run = (y1 - y0) * conv.out_w if flat else x1 - x0
-    return y1 > y0 and run > 0 and (run >= 4 or conv.k_h * conv.k_w == 1)
+    return y1 > y0 and run > 0 and (run >= 4 or conv.k_h * conv.k_w == 1) and not (
+        three_tap(conv) and conv.groups == conv.in_c and conv.out_c >= 2 * conv.in_c)
 
 
 def few_inside(conv: Plane) -> tuple[tuple[int, int], tuple[int, int]]:

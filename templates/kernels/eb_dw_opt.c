@@ -5337,14 +5337,18 @@ typedef struct {
 
 /* Four sums of neighbouring pixels, scaled so that their outputs are their top halves,
  * stored at d in mode: two PKHTB, two USAT16 and an ORR (NONE: the lanes are the outputs +
- * 128, flipped back by an EOR). */
+ * 128, flipped back by an EOR); eb_dw_few_store from the packed [y0 y2], [y1 y3]. */
+EB_INLINE void eb_dw_few_store(int8_t *d, const int mode, uint32_t e, uint32_t f)
+{
+    eb_store32(d, mode == EB_DW_RELU ? eb_usat16_7(e) | eb_usat16_7(f) << 8
+                                     : (eb_usat16_8(e) | eb_usat16_8(f) << 8) ^ 0x80808080u);
+}
+
 EB_INLINE void eb_dw_few_put4(int8_t *d, const int mode, int32_t a0, int32_t a1, int32_t a2,
                               int32_t a3)
 {
-    const uint32_t e = eb_pack_hi((uint32_t)a0, (uint32_t)a2); /* [y0 y2] */
-    const uint32_t f = eb_pack_hi((uint32_t)a1, (uint32_t)a3); /* [y1 y3] */
-    eb_store32(d, mode == EB_DW_RELU ? eb_usat16_7(e) | eb_usat16_7(f) << 8
-                                     : (eb_usat16_8(e) | eb_usat16_8(f) << 8) ^ 0x80808080u);
+    eb_dw_few_store(d, mode, eb_pack_hi((uint32_t)a0, (uint32_t)a2), /* [y0 y2] */
+                    eb_pack_hi((uint32_t)a1, (uint32_t)a3));         /* [y1 y3] */
 }
 
 /* A word's four int8 lanes as [x0 x2], [x1 x3] int16 pairs times 2^u: SXTB16 (u = 0), or
@@ -5471,22 +5475,29 @@ EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t o0, int32_
             q1 = eb_pack_lo(q1, h3);
         }
     }
-    for (e = ch; e != end; ++e) {
+    for (e = ch; e != end; ++e) { /* pixels 0 and 2 packed before 1 and 3 are summed: two
+                                    * registers fewer live (a 3-term loop spilled) */
         const uint32_t w01 = e->w01, w23 = e->w23;
-        int32_t a0 = eb_smlad(p0, w01, e->init), a1 = eb_smlad(p1, w01, e->init);
-        int32_t a2 = eb_smlad(p2, w01, e->init), a3 = eb_smlad(p3, w01, e->init);
+        int32_t a0 = eb_smlad(p0, w01, e->init), a2 = eb_smlad(p2, w01, e->init), a1, a3;
+        uint32_t y02;
         if (k == 3) {
             a0 = eb_smlabb(q0, w23, a0);
             a2 = eb_smlatb(q0, w23, a2);
+        } else if (k == 4) {
+            a0 = eb_smlad(q0, w23, a0);
+            a2 = eb_smlad(q2, w23, a2);
+        }
+        y02 = eb_pack_hi((uint32_t)a0, (uint32_t)a2);
+        a1 = eb_smlad(p1, w01, e->init);
+        a3 = eb_smlad(p3, w01, e->init);
+        if (k == 3) {
             a1 = eb_smlabb(q1, w23, a1);
             a3 = eb_smlatb(q1, w23, a3);
         } else if (k == 4) {
-            a0 = eb_smlad(q0, w23, a0);
             a1 = eb_smlad(q1, w23, a1);
-            a2 = eb_smlad(q2, w23, a2);
             a3 = eb_smlad(q3, w23, a3);
         }
-        eb_dw_few_put4(d + e->at, mode, a0, a1, a2, a3);
+        eb_dw_few_store(d + e->at, mode, y02, eb_pack_hi((uint32_t)a1, (uint32_t)a3));
     }
 }
 

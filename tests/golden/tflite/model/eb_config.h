@@ -49,6 +49,7 @@
 #define eb_dw_few_pair chain_eb_dw_few_pair
 #define eb_dw_few_pixel chain_eb_dw_few_pixel
 #define eb_dw_few_put4 chain_eb_dw_few_put4
+#define eb_dw_few_store chain_eb_dw_few_store
 #define eb_dw_imm chain_eb_dw_imm
 #define eb_dw_imm_fits chain_eb_dw_imm_fits
 #define eb_dw_imm_limit chain_eb_dw_imm_limit

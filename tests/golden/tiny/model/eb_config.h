@@ -49,6 +49,7 @@
 #define eb_dw_few_pair tiny_eb_dw_few_pair
 #define eb_dw_few_pixel tiny_eb_dw_few_pixel
 #define eb_dw_few_put4 tiny_eb_dw_few_put4
+#define eb_dw_few_store tiny_eb_dw_few_store
 #define eb_dw_imm tiny_eb_dw_imm
 #define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit

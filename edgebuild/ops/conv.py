@@ -348,18 +348,13 @@ _POINTWISE_MACROS = (4, """/* Pointwise (1x1) convolutions: eb_conv2d_pw(_wide)_
 """)
 
 
-def few_forms(step: CStep[Conv]) -> bool:
-    """conv_path.few_requantizes for the step's layer: whether the few-input kernel may take
-    it."""
-    return few_requantizes(step.quant, step.layer.wide, step.layer.act)
-
-
 def untiled_call(step: CStep[Conv], conv: Plane, source: str) -> CCode:
     """eb_conv2d(_wide), or on Cortex-M4 the optimized EB_CONV2D(_WIDE), EB_CONV2D_PW(_WIDE)
     for a pointwise layer."""
     layer = step.layer
     out = f"(int32_t *){step.output}" if layer.wide else step.output
-    fast = step.optimized and pointwise(conv) and not pointwise_column(conv, few_forms(step))
+    fast = step.optimized and pointwise(conv) and not pointwise_column(
+        conv, few_requantizes(step.quant, layer.wide, layer.act))
     kernel = ("EB_CONV2D_PW" if fast else "EB_CONV2D" if step.optimized else "eb_conv2d") + (
         ("_WIDE" if step.optimized else "_wide") if layer.wide else "")
     return CCode(calls=(f"{kernel}(&{step.symbol('P')}, {source}, {step.weights()}, "
@@ -435,7 +430,8 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     layer = step.layer
     form = frozenset({"q_wide" if layer.wide else f"q_{layer.act.value}"})
     stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
-    if pointwise(conv) and not (step.tile is None and pointwise_column(conv, few_forms(step))):
+    few_ok = few_requantizes(step.quant, layer.wide, layer.act)  # the few-input kernel's
+    if pointwise(conv) and not (step.tile is None and pointwise_column(conv, few_ok)):
         return form
     tile_gemm = frozenset({"gemm_2px"} if step.tile is not None and  # a tile's GEMM rows
                           two_pixel_block(conv, step.tile.rows) else ()) | gemm_short(conv)
@@ -444,8 +440,7 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     if as_linear(conv):
         return frozenset()
     paths = kernel_paths(conv, packed, lines=line_requantizes(
-        conv, step.quant, step.layer.wide, step.layer.act, step.rounding),
-        forms=few_forms(step))
+        conv, step.quant, layer.wide, layer.act, step.rounding), forms=few_ok)
     if step.tile is not None and not band:  # a tile's frame may differ from the layer's
         paths |= {"im2col"} | tile_gemm | ({"dw_tile", "dw_tile_one", "dw_table"}
                                            if "dw_column" not in paths and "depthwise" in paths

@@ -94,11 +94,10 @@ def few(conv: Plane, forms: bool = True) -> bool:
     """eb_dw_few_takes: a stride-1 conv of 2..FEW_IN terms an output (inputs a group times
     taps: 3 -> 1 1x1, a grouped 4 -> 192 1x1 of 2 inputs a group, a 2x1, 3x1 or 2x2
     depthwise of any multiplier; padded only along the rows of a conv one column wide; packed
-    weights are left to the other paths)
-    whose outputs a form of the few-input kernel requantizes (`forms`: few_requantizes; the
-    kernel leaves the others to the next): a dot product of at most 4 terms at fixed offsets,
-    which the few-input kernel runs with each pixel's terms loaded and paired once for all
-    the outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded
+    weights are left to the other paths) whose outputs a form of the few-input kernel
+    requantizes (`forms`: few_requantizes; the kernel leaves the others to the next): a dot
+    product of at most 4 terms at fixed offsets, which the few-input kernel runs with each
+    pixel's terms loaded and paired once for all the outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded
     rows, 2.3 here; a 2x2 depthwise 6.4 on the column kernels, 3.2 here) -- where the run of
     its blocks (few_inside) is at least 4 pixels (a 1x1's any), and not a depthwise conv of
     multiplier 2 or more the 3-tap kernels take (their channel pairs: a 1-D k3 x3 on 97

@@ -3815,6 +3815,15 @@ static void eb_dw_geom_of(const eb_conv_params *p, eb_dw_geom *g)
     }
 }
 
+/* Whether the 3-tap kernels have the shape of a depthwise layer of geometry g (its row-major
+ * view, eb_dw_geom_of): a 3x3 or 1-D k3, stride and dilation 1 along the row, rows of at
+ * least 4, at most 3 of padding (ops.conv_path.three_tap). */
+EB_INLINE int eb_dw_k3_shape(const eb_dw_geom *g)
+{
+    return g->k_w == 3 && g->stride_w == 1 && g->dil_w == 1 && (g->k_h == 1 || g->k_h == 3) &&
+           g->in_w >= 4 && g->pad_w <= 3;
+}
+
 /* Whether the tile kernel runs a depthwise layer the column kernels also take in under 3/4 of
  * their multiply instructions: theirs one SMLAxy per tap, pixel and channel (rows in blocks of
  * 4) -- with multiplier 1 over rows of at least 16 one SMLAD per tap pair (eb_col1_pairs_s1 /
@@ -4124,8 +4133,7 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
     g.ext = 4 * nw;
     /* a 3-tap layer whose kernels are left out takes the table kernel: the plan claims no
      * tile patch for it (ops.conv_path.dw_tile) */
-    k3_shape = g.k_w == 3 && g.stride_w == 1 && g.dil_w == 1 && (g.k_h == 1 || g.k_h == 3) &&
-               g.in_w >= 4 && g.pad_w <= 3;
+    k3_shape = eb_dw_k3_shape(&g);
     if (EB_DW_THREE_TAP && k3_shape) {
         g.kind = EB_DW_K3;
     } else if (g.stride_w == 1 && g.dil_w == 1) {
@@ -5260,7 +5268,7 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
  * lie inside the input, [y0, y1) x [x0, x1) (stride 1: a pad's rows and columns from each
  * edge); flat: one column wide and no column padding, the rows [y0, y1) one run. */
 typedef struct {
-    int32_t off[EB_DW_FEW_IN], plane;
+    int32_t off[EB_DW_FEW_IN];
     int dy[EB_DW_FEW_IN], dx[EB_DW_FEW_IN];
     int k, y0, y1, x0, x1, flat;
 } eb_dw_few_geom;
@@ -5275,14 +5283,14 @@ static int eb_dw_few_clamp(int a, int b, int lo)
 static void eb_dw_few_geom_of(const eb_conv_params *p, eb_dw_few_geom *f)
 {
     const int ipg = p->in_c / p->groups;
+    const int32_t plane = (int32_t)p->in_h * p->in_w;
     int ic, ky, kx, n = 0;
-    f->plane = (int32_t)p->in_h * p->in_w;
     for (ic = 0; ic < ipg && n + p->k_h * p->k_w <= EB_DW_FEW_IN; ++ic) {
         for (ky = 0; ky < p->k_h; ++ky) {
             for (kx = 0; kx < p->k_w; ++kx, ++n) {
                 f->dy[n] = ky * p->dil_h;
                 f->dx[n] = kx * p->dil_w;
-                f->off[n] = ic * f->plane + (int32_t)f->dy[n] * p->in_w + f->dx[n];
+                f->off[n] = ic * plane + (int32_t)f->dy[n] * p->in_w + f->dx[n];
             }
         }
     }
@@ -5298,18 +5306,14 @@ static void eb_dw_few_geom_of(const eb_conv_params *p, eb_dw_few_geom *f)
     f->flat = p->k_w == 1 && p->pad_w == 0;
 }
 
-/* Whether the 3-tap kernels' channel pairs take p (ops.conv_path.three_tap with a multiplier
- * of 2 or more: a 3x3 or 1-D k3 depthwise, stride and dilation 1 along the row, rows of at
- * least 4, at most 3 of padding), which run a 1-D k3 of multiplier 3 faster than the few
+/* Whether the 3-tap kernels' channel pairs take p (a depthwise of their shape, eb_dw_k3_shape,
+ * with a multiplier of 2 or more), which run a 1-D k3 of multiplier 3 faster than the few
  * terms' records (3.31 insn/MAC against 3.42 on 97 samples, tiled). */
 static int eb_dw_few_three_tap(const eb_conv_params *p)
 {
-    const int column = p->in_w == 1 && p->k_w == 1 && p->pad_w == 0; /* the row */
-    const int k = column ? p->k_h : p->k_w, across = column ? p->k_w : p->k_h;
-    const int stride = column ? p->stride_h : p->stride_w, dil = column ? p->dil_h : p->dil_w;
-    const int width = column ? p->in_h : p->in_w, pad = column ? p->pad_h : p->pad_w;
-    return p->groups == p->in_c && p->out_c >= 2 * p->in_c && k == 3 && stride == 1 &&
-           dil == 1 && (across == 1 || across == 3) && width >= 4 && pad <= 3;
+    eb_dw_geom g;
+    eb_dw_geom_of(p, &g);
+    return p->groups == p->in_c && p->out_c >= 2 * p->in_c && eb_dw_k3_shape(&g);
 }
 
 /* Whether the kernel takes p: stride 1, 2..EB_DW_FEW_IN terms, unpacked weights, padding
@@ -5371,6 +5375,12 @@ EB_INLINE void eb_dw_few_lanes(uint32_t v, const int u, uint32_t *lo, uint32_t *
     }
 }
 
+/* The output of a scaled sum a (its output its top half; NONE's + 128) in mode. */
+EB_INLINE int8_t eb_dw_few_q(const int mode, int32_t a)
+{
+    return (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128) : eb_usat7(a >> 16));
+}
+
 /* The output of one pixel x (its k terms' inputs at offsets off[0], off[1], ...) of channel
  * e, inputs times 2^u. */
 EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, const int32_t *off,
@@ -5386,8 +5396,7 @@ EB_INLINE int8_t eb_dw_few_pixel(const int k, const int8_t *x, const int32_t *of
     if (k > 3) {
         a += x[off[3]] * (int16_t)(e->w23 >> 16);
     }
-    a = e->init + a * (1 << u);
-    return (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128) : eb_usat7(a >> 16));
+    return eb_dw_few_q(mode, e->init + a * (1 << u));
 }
 
 /* An input's word of 4 pixels at x (lanes times 2^u) into the sums against the bottom (BB /
@@ -5476,7 +5485,9 @@ EB_INLINE void eb_dw_few_blocks(const int k, const int8_t *x, int32_t o0, int32_
         }
     }
     for (e = ch; e != end; ++e) { /* pixels 0 and 2 packed before 1 and 3 are summed: two
-                                    * registers fewer live (a 3-term loop spilled) */
+                                    * registers fewer live (a 3-term loop spilled); written
+                                    * out, as a helper for a pixel pair ran the 2-term loop
+                                    * 6 % slower and the 3-term one 8 % with GCC's choices */
         const uint32_t w01 = e->w01, w23 = e->w23;
         int32_t a0 = eb_smlad(p0, w01, e->init), a2 = eb_smlad(p2, w01, e->init), a1, a3;
         uint32_t y02;
@@ -5678,10 +5689,7 @@ static EB_NOINLINE void eb_dw_few_region(const eb_conv_params *p, const eb_dw_fe
             int y, xo;
             for (y = ya; y < yb; ++y) {
                 for (xo = xa; xo < xb; ++xo) {
-                    const int32_t a = ch[c].init;
-                    d[ch[c].at + (int32_t)y * p->out_w + xo] =
-                        (int8_t)(mode == EB_DW_NONE ? eb_ssat8((a >> 16) - 128)
-                                                    : eb_usat7(a >> 16));
+                    d[ch[c].at + (int32_t)y * p->out_w + xo] = eb_dw_few_q(mode, ch[c].init);
                 }
             }
         }

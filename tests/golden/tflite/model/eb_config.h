@@ -49,10 +49,12 @@
 #define eb_dw_few_pair chain_eb_dw_few_pair
 #define eb_dw_few_pixel chain_eb_dw_few_pixel
 #define eb_dw_few_put4 chain_eb_dw_few_put4
+#define eb_dw_few_q chain_eb_dw_few_q
 #define eb_dw_few_store chain_eb_dw_few_store
 #define eb_dw_imm chain_eb_dw_imm
 #define eb_dw_imm_fits chain_eb_dw_imm_fits
 #define eb_dw_imm_limit chain_eb_dw_imm_limit
+#define eb_dw_k3_shape chain_eb_dw_k3_shape
 #define eb_dw_max4 chain_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt chain_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt chain_eb_dw_pool_conv_opt

@@ -49,10 +49,12 @@
 #define eb_dw_few_pair tiny_eb_dw_few_pair
 #define eb_dw_few_pixel tiny_eb_dw_few_pixel
 #define eb_dw_few_put4 tiny_eb_dw_few_put4
+#define eb_dw_few_q tiny_eb_dw_few_q
 #define eb_dw_few_store tiny_eb_dw_few_store
 #define eb_dw_imm tiny_eb_dw_imm
 #define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit
+#define eb_dw_k3_shape tiny_eb_dw_k3_shape
 #define eb_dw_max4 tiny_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt

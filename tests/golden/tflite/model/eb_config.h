@@ -55,6 +55,8 @@
 #define eb_dw_imm_fits chain_eb_dw_imm_fits
 #define eb_dw_imm_limit chain_eb_dw_imm_limit
 #define eb_dw_k3_shape chain_eb_dw_k3_shape
+#define eb_dw_lanes_of chain_eb_dw_lanes_of
+#define eb_dw_lanes_one chain_eb_dw_lanes_one
 #define eb_dw_max4 chain_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt chain_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt chain_eb_dw_pool_conv_opt

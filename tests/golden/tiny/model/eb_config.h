@@ -55,6 +55,8 @@
 #define eb_dw_imm_fits tiny_eb_dw_imm_fits
 #define eb_dw_imm_limit tiny_eb_dw_imm_limit
 #define eb_dw_k3_shape tiny_eb_dw_k3_shape
+#define eb_dw_lanes_of tiny_eb_dw_lanes_of
+#define eb_dw_lanes_one tiny_eb_dw_lanes_one
 #define eb_dw_max4 tiny_eb_dw_max4
 #define eb_dw_pool_conv_banded_opt tiny_eb_dw_pool_conv_banded_opt
 #define eb_dw_pool_conv_opt tiny_eb_dw_pool_conv_opt

@@ -192,6 +192,16 @@ COL1_CASES = [
     # 32 -> 1 1x8 p3 had run im2col at 4.8 insn/MAC)
     _col(32, 1, 1, 2, 42, 1, (1, 1), 0, 1, 1, -9, k_w=8, pad_w=3),
     _col(5, 1, 1, 3, 3, 1, (1, 1), 0, 1, 1, -7),  # 5 -> 1 1x1 on 3-wide rows: 9 as one row
+    # rows of 4 n + 1 and 4 n + 2 outputs: their last block of 2 pixels (stepping back over
+    # 1 or none), odd and even tap pair counts, rows in the padding, stride 1 and 2 (seed
+    # 32's 8 -> 1 5x1 stride 2 on 12-wide rows: 6 outputs a row)
+    _col(8, 1, 1, 8, 10, 3, (1, 1), 1, 1, 1, -9),
+    _col(5, 1, 1, 9, 13, 2, (1, 1), 0, 1, 0, -9),
+    _col(10, 2, 2, 9, 9, 5, (1, 1), 2, 1, 0, -7),
+    _col(8, 1, 1, 20, 12, 5, (2, 2), 2, 1, 1, -9),
+    _col(3, 1, 1, 9, 17, 3, (1, 2), 0, 1, 1, -9),
+    _col(7, 1, 1, 12, 19, 4, (2, 2), 3, 1, 0, -12),
+    _col(2, 2, 2, 11, 58, 12, (2, 2), 5, 1, 1, -9),
 ]
 
 

@@ -4703,7 +4703,9 @@ typedef struct {
     int32_t s, flags;           /* 24, 28: the right shift; bit 0: relu (USAT #7), else none;
                                    bit 1: an odd count of tap pairs (the one-channel
                                    functions'; the two channels' tell it from their tap
-                                   pointers, r7 being a sum) */
+                                   pointers, r7 being a sum); bit 2: the one-channel
+                                   functions' last block of a row is 2 pixels (back and
+                                   oback then step back to it) */
     int32_t n;                  /* 32: the row's blocks left after the current one */
     int32_t back, oback;        /* 36, 40: bytes the input and the outputs step back before the
                                    last block (it overlaps the one before) */
@@ -4862,7 +4864,28 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
     "sxtb16 r11, r11, ror #8\n\t"                                                            \
     "sxtb16 r6, r6, ror #8\n\t"                                                              \
     "smlad r2, r11, r4, r2\n\tsmlad r3, r6, r4, r3\n\t"
-#define EB_COL1_PAIRS_FN(name, PAIR, step, x3)                                               \
+/* A last block of 2 pixels (job flag 4: a row of 4 n + 1 or 4 n + 2 outputs, where the
+ * last block of 4 would step back over 3 or 2 done): the tap pair's two words read from r10,
+ * the block's first byte less 2 (stride 1: bytes 2, 3 of each its pixels') or less 1 (stride
+ * 2: bytes 1, 3), so that no byte past the pixels' last tap is read. */
+#define EB_COL1_TWO                                                                          \
+    "ldmia r8!, {r4, r5, r6}\n\t"                                                            \
+    "ldr r5, [r10, r5]\n\t"                                                                  \
+    "ldr r6, [r10, r6]\n\t"                                                                  \
+    "pkhtb r7, r6, r5, asr #16\n\t"                                                          \
+    "sxtb16 r5, r7\n\t"                                                                      \
+    "sxtb16 r7, r7, ror #8\n\t"                                                              \
+    "smlad r0, r5, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"
+#define EB_COL1_TWO_S2                                                                       \
+    "ldmia r8!, {r4, r5, r6}\n\t"                                                            \
+    "ldr r5, [r10, r5]\n\t"                                                                  \
+    "ldr r6, [r10, r6]\n\t"                                                                  \
+    "pkhbt r7, r5, r6, lsl #16\n\t"                                                          \
+    "pkhtb r6, r6, r5, asr #16\n\t"                                                          \
+    "sxtb16 r7, r7, ror #8\n\t"                                                              \
+    "sxtb16 r6, r6, ror #8\n\t"                                                              \
+    "smlad r0, r7, r4, r0\n\tsmlad r1, r6, r4, r1\n\t"
+#define EB_COL1_PAIRS_FN(name, PAIR, step, x3, TWO, back2)                                   \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
     {                                                                                        \
@@ -4903,16 +4926,41 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                          "add lr, lr, r11\n\t"                                              \
                          "add r9, r9, r12\n\t"                                              \
                          "str r9, [sp, #32]\n\t"                                            \
-                         "b 1b\n"                                                            \
+                         "ldr r11, [sp, #44]\n\t"                                           \
+                         "tst r11, #4\n\t"                                                  \
+                         "beq 1b\n\t"                                                        \
+                         /* the last block, of 2 pixels */                                   \
+                         "ldmia sp, {r0, r1}\n\t"                                           \
+                         "ldrd r8, r12, [sp, #24]\n\t"                                      \
+                         "sub r10, lr, #" back2 "\n\t"                                      \
+                         "tst r11, #2\n\t"                                                  \
+                         "bne 9f\n"                                                          \
+                         "8:\n\t" TWO                                                        \
+                         "9:\n\t" TWO                                                        \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 8b\n\t"                                                       \
+                         "ldr r4, [sp, #40]\n\t"                                            \
+                         "asr r0, r0, r4\n\tasr r1, r1, r4\n\t"                             \
+                         "tst r11, #1\n\t"                                                  \
+                         "beq 10f\n\t"                                                      \
+                         "usat r0, #7, r0\n\tusat r1, #7, r1\n\t"                           \
+                         "b 11f\n"                                                           \
+                         "10:\n\t"                                                          \
+                         "ssat r0, #8, r0\n\tssat r1, #8, r1\n"                              \
+                         "11:\n\t"                                                          \
+                         "strb r1, [r9, #1]\n\t"                                            \
+                         "strb r0, [r9], #2\n\t"                                            \
+                         "str r9, [sp, #32]\n"                                               \
                          "6:\n\t" EB_COL_NEXT_ROW("64", "48", "60", "7f")                     \
                          "b 1b\n"                                                            \
                          "7:\n\t"                                                            \
                          "add sp, sp, #80\n\t"                                              \
                          "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
     }
-EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4", "")
+EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4", "", EB_COL1_TWO, "2")
 #if EB_DW_COLUMN_S2
-EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t")
+EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t", EB_COL1_TWO_S2,
+                 "1")
 #endif
 #endif
 
@@ -5002,6 +5050,11 @@ static eb_col_fn eb_col_asm_of(eb_col_job *job, const eb_conv_params *p, int wid
     job->oback = back;
     job->rows = 0; /* one row a call (eb_col_asm_rows sets more) */
 
+    if (ob == NULL && back <= -2) { /* one channel's last block: 2 pixels, not 4 */
+        job->flags |= 4;
+        job->back = (back + 2) * p->stride_w;
+        job->oback = back + 2;
+    }
 #if EB_DW_COLUMN_S2
     if (p->stride_w != 1) {
         return ob != NULL ? eb_col2_row_s2 : eb_col1_pairs_s2;
@@ -5250,7 +5303,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                     job.tap = table;
                     job.end = pairs ? (const eb_col_tap *)(const void *)(words + np * size)
                                     : table + n;
-                    job.flags = (job.flags & 1) | ((pairs ? np : n) & 1) << 1;
+                    job.flags = (job.flags & 5) | ((pairs ? np : n) & 1) << 1;
                     job.da = oa.out8 + at;
                     job.db = two ? ob.out8 + at + out_plane : NULL;
                     job.row = row;

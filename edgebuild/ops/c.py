@@ -104,7 +104,8 @@ class CCode:
 
 # Kernel paths a project compiles only when a step needs them (eb_config.h defines
 # EB_OPT_NO_<PATH> otherwise): the optimized depthwise convolution (eb_dw_opt.c), within it
-# the 3-tap (their rows two channels a pass: "dw_three_tap_pair"), tile (and the tile
+# the 3-tap (their rows two channels a pass: "dw_three_tap_pair"; a lone channel's 1-D rows in
+# quads: "dw_three_tap_line"), tile (and the tile
 # kernel's loops specialised to a frame: conv_path.tile_paths,
 # its row functions' and its fan's of one input channel's many outputs forms shifting by 8
 # or 16: "dw_tile8", "dw_tile16", "dw_fan8", "dw_fan16", ops.conv_path.shift_forms -- its dense
@@ -124,7 +125,8 @@ class CCode:
 # strip kernel, the pair, record and int8-weight GEMMs, the clamping assembly forms, the
 # linear kernels of 1-2 outputs, word-aligned rows and any rows, the global average and the
 # max and average window pools.
-OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_tile", "dw_tile_one",
+OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line",
+                  "dw_tile", "dw_tile_one",
                   "dw_tile_s1", "dw_tile_s2", "dw_tile_pair_s1", "dw_tile_pair_s2",
                   "dw_tile_pair", "dw_tile_tap1", "dw_tile_long", "dw_tile_fix2", "dw_tile_fix3",
                   "dw_tile_fix4", "dw_tile_fix2_s2", "dw_tile_fix3_s2", "dw_tile_fix4_s2",

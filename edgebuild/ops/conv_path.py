@@ -42,6 +42,15 @@ def three_tap_pair(conv: Plane) -> bool:
         dw_spec.padded_bytes(g) == 0
 
 
+def three_tap_line(conv: Plane) -> bool:
+    """Whether a conv the 3-tap kernels take runs a lone channel's rows in quads
+    (eb_dw_opt.c, eb_dw3_line, "dw_three_tap_line"): one kernel row (a 1-D k3, a 1x3), rows
+    of at least 4 outputs and an odd multiplier (an even one's channels go in pairs, but for
+    a pair whose requantization does not fit, which then runs the pixel pairs)."""
+    g = _row_major(conv)
+    return g.k_h == 1 and g.out_w >= 4 and (conv.out_c // conv.in_c) % 2 == 1
+
+
 def dw_tile(conv: Plane) -> bool:
     """Whether the optimized depthwise path may run a conv by its tile kernel (eb_dw_opt.c),
     whose patch takes EB_DW_TILE_SCRATCH int16 of the scratch: a depthwise conv (one input
@@ -88,6 +97,7 @@ POINTWISE_COLUMN_IN = 8  # the most inputs of a pointwise conv the column kernel
 
 
 FEW_IN = 4  # eb_dw_opt.c: EB_DW_FEW_IN, the most inputs a group of the few-input kernel
+DW3_LINE_MIN = 64  # eb_dw_opt.c: EB_DW3_LINE_MIN, the 3-tap quads' shortest row it yields
 
 
 def few(conv: Plane, forms: bool = True) -> bool:
@@ -99,9 +109,10 @@ def few(conv: Plane, forms: bool = True) -> bool:
     product of at most 4 terms at fixed offsets, which the few-input kernel runs with each
     pixel's terms loaded and paired once for all the outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded
     rows, 2.3 here; a 2x2 depthwise 6.4 on the column kernels, 3.2 here) -- where the run of
-    its blocks (few_inside) is at least 4 pixels (a 1x1's any), and not a depthwise conv of
-    multiplier 2 or more the 3-tap kernels take (their channel pairs: a 1-D k3 x3 on 97
-    samples, tiled, 3.31 insn/MAC there, 3.42 here)."""
+    its blocks (few_inside) is at least 4 pixels (a 1x1's any), and not a depthwise conv the
+    3-tap kernels take with a multiplier of 2 or more (their channel pairs: a 1-D k3 x3 on 97
+    samples, tiled, 3.31 insn/MAC there, 3.42 here) or in rows of DW3_LINE_MIN outputs or
+    more of one kernel row (their quads: a 1-D k3 on 1,000 samples 2.04 there, 2.82 here)."""
     terms = conv.in_c // conv.groups * conv.k_h * conv.k_w
     flat = conv.k_w == 1 and conv.pad_w == 0
     if not forms or (conv.stride_h, conv.stride_w) != (1, 1) or not 2 <= terms <= FEW_IN or \
@@ -109,8 +120,10 @@ def few(conv: Plane, forms: bool = True) -> bool:
         return False
     (y0, y1), (x0, x1) = few_inside(conv)
     run = (y1 - y0) * conv.out_w if flat else x1 - x0
+    g = _row_major(conv)
     return y1 > y0 and run > 0 and (run >= 4 or conv.k_h * conv.k_w == 1) and not (
-        three_tap(conv) and conv.groups == conv.in_c and conv.out_c >= 2 * conv.in_c)
+        three_tap(conv) and conv.groups == conv.in_c and
+        (conv.out_c >= 2 * conv.in_c or (g.k_h == 1 and g.out_w >= DW3_LINE_MIN)))
 
 
 def few_inside(conv: Plane) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -435,7 +448,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the column kernels
     ("dw_column"), for a depthwise conv the
-    3-tap ones ("dw_three_tap", "dw_three_tap_pair"), the tile kernel ("dw_tile", and its loops: tile_paths; for
+    3-tap ones ("dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
     per-channel scale ("dw_table"), with "depthwise" (their file) -- and "im2col", the
@@ -459,9 +472,10 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     taps = conv.k_h * conv.k_w
     if packed and taps > DW_UNPACKED_TAPS:
         return frozenset({"im2col"})
-    if three_tap(conv):  # its rows two channels a pass: "dw_three_tap_pair"
+    if three_tap(conv):  # its rows two channels a pass: "dw_three_tap_pair"; quads: "_line"
         return frozenset({"depthwise", "dw_three_tap"} |
-                         ({"dw_three_tap_pair"} if three_tap_pair(conv) else set()))
+                         ({"dw_three_tap_pair"} if three_tap_pair(conv) else set()) |
+                         ({"dw_three_tap_line"} if three_tap_line(conv) else set()))
     if (g.k_h, g.k_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w) == (1, 1, 1, 1, 0, 0):
         return frozenset({"depthwise", "dw_table"})  # a per-channel scale
     if lines and not packed and line(conv):

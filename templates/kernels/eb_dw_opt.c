@@ -114,6 +114,13 @@ typedef struct {
 #else
 #define EB_DW3_PAIRS 1
 #endif
+/* EB_OPT_NO_DW_THREE_TAP_LINE leaves out a lone channel's 1-D rows in quads (eb_dw3_line:
+ * ops.conv_path.three_tap_line); such rows then take the pixel pairs. */
+#if defined(EB_OPT_NO_DW_THREE_TAP_LINE) || !EB_DW_THREE_TAP
+#define EB_DW3_LINE 0
+#else
+#define EB_DW3_LINE 1
+#endif
 #ifdef EB_OPT_NO_DW_TILE
 #define EB_DW_TILE 0
 #else
@@ -1130,6 +1137,110 @@ static EB_NOINLINE void eb_dw3_row(const eb_dw_geom *g, const int8_t *r, int32_t
     }
 }
 
+#if EB_DW3_LINE
+/* A lone channel's 1-D row in quads (eb_dw3_line): their form (16: lanes by SXTB16, weights x
+ * 2^(16 - s); 8: lanes x 2^8, weights x 2^(8 - s)), words [w0, w2], [w1, 0] and start x
+ * 2^(16 - s) (NONE's + 128 x 2^16). */
+typedef struct {
+    int form;
+    uint32_t w02, w1;
+    int32_t init;
+} eb_dw3_quads;
+
+/* Four outputs of a 1-D 3-tap row (one channel: weights [w0, w2] and w1 in the bottom half,
+ * start init) from its inputs' lanes [x0, x2] [x1, x3] (e, f) and [x2, x4] [x3, x5] (g, h),
+ * each an int16 lane (SXTB16) or x 2^8 (the bytes in the halves' tops): sums whose top
+ * halves are the outputs (init and weights scaled for it, NONE's init + 128 x 2^16), four
+ * stored by PKHTB, USAT16 and ORR as eb_dw_scale16_word does. */
+EB_INLINE uint32_t eb_dw3_quad(uint32_t e, uint32_t f, uint32_t g, uint32_t h, uint32_t w02,
+                               uint32_t w1, int32_t init, const int relu)
+{
+    const int32_t a0 = eb_smlabb(f, w1, eb_smlad(e, w02, init));
+    const int32_t a1 = eb_smlabb(g, w1, eb_smlad(f, w02, init));
+    const int32_t a2 = eb_smlatb(f, w1, eb_smlad(g, w02, init));
+    const int32_t a3 = eb_smlatb(g, w1, eb_smlad(h, w02, init));
+    const uint32_t lo = eb_pack_hi((uint32_t)a0, (uint32_t)a2);
+    const uint32_t hi = eb_pack_hi((uint32_t)a1, (uint32_t)a3);
+    return relu ? eb_usat16_7(lo) | eb_usat16_7(hi) << 8
+                : (eb_usat16_8(lo) | eb_usat16_8(hi) << 8) ^ 0x80808080u;
+}
+
+/* A quad's lanes from its input words v = [x0 x1 x2 x3], u = [x2 x3 x4 x5] (SXTB16, or x 2^8
+ * by AND against mask), its 4 outputs stored at d. */
+EB_INLINE uint32_t eb_dw3_even8(uint32_t v, uint32_t mask) /* (v << 8) & mask: one AND */
+{
+#if EB_OPT_DSP && defined(__GNUC__)
+    uint32_t r;
+    __asm__("and %0, %1, %2, lsl #8" : "=r"(r) : "r"(mask), "r"(v));
+    return r;
+#else
+    return (v << 8) & mask;
+#endif
+}
+
+EB_INLINE void eb_dw3_quad_put(uint32_t v, uint32_t u, uint32_t w02, uint32_t w1, int32_t init,
+                               uint32_t mask, int8_t *d, const int relu, const int t16)
+{
+    const uint32_t e = t16 ? eb_sxtb16(v) : eb_dw3_even8(v, mask);
+    const uint32_t f = t16 ? eb_sxtb16_ror8(v) : v & mask;
+    const uint32_t g = t16 ? eb_sxtb16(u) : eb_dw3_even8(u, mask);
+    const uint32_t h = t16 ? eb_sxtb16_ror8(u) : u & mask;
+    eb_store32(d, eb_dw3_quad(e, f, g, h, w02, w1, init, relu));
+}
+
+/* The 4 bytes of a row of n from byte b (-3 <= b, b + 4 <= n + 3; n >= 4), those outside it
+ * 0 (the padding). */
+EB_INLINE uint32_t eb_dw3_clipped(const int8_t *r, int32_t b, int32_t n)
+{
+    return b < 0            ? eb_load32(r) << (8 * -b)
+           : b + 4 > n      ? eb_load32(r + n - 4) >> (8 * (b + 4 - n))
+                            : eb_load32(r + b);
+}
+
+/* A 1-D row (k_h 1) of j's one channel by quads into d: the first 4 outputs from words with
+ * the padding shifted in (pad_w > 0), those whose 6 bytes lie inside the row in the loop,
+ * the rest as the first, the last 4 over some done again (alike). out_w >= 4, in_w >= 4,
+ * pad_w <= 3: a word from byte -3 .. in_w - 1 overhangs one end at most.
+ * (A channel pair keeps eb_dw3_row's pixel pairs: 25 instructions per 4 outputs there, 23
+ * in quads of two channels, whose set-up and ends cost more on rows of 60 to 200.) */
+EB_INLINE void eb_dw3_line(const eb_dw_geom *g, const int8_t *r, const eb_dw3_quads *q,
+                           int8_t *d, const int relu, const int t16)
+{
+    const int32_t n = g->in_w, pad = g->pad_w, out_w = g->out_w, init = q->init;
+    const uint32_t w02 = q->w02, w1 = q->w1, mask = 0xFF00FF00u;
+    int32_t x = 0, k;
+    if (pad > 0) {
+        eb_dw3_quad_put(eb_dw3_clipped(r, -pad, n), eb_dw3_clipped(r, 2 - pad, n), w02, w1,
+                        init, mask, d, relu, t16);
+        x = 4;
+    }
+    k = n - 6 - (x - pad) < 0 ? 0 : (n - 6 - (x - pad)) / 4 + 1; /* quads inside the row */
+    if (k > (out_w - x) / 4) {
+        k = (out_w - x) / 4;
+    }
+    for (; k > 0; --k, x += 4) {
+        const int8_t *p = r + x - pad;
+        eb_dw3_quad_put(eb_load32(p), eb_load32(p + 2), w02, w1, init, mask, d + x, relu, t16);
+    }
+    for (; x < out_w; x += 4) { /* the rest: the last 4 at most over some done */
+        x = x > out_w - 4 ? out_w - 4 : x;
+        eb_dw3_quad_put(eb_dw3_clipped(r, x - pad, n), eb_dw3_clipped(r, x - pad + 2, n), w02,
+                        w1, init, mask, d + x, relu, t16);
+    }
+}
+
+/* eb_dw3_line's forms: relu, t16. */
+static EB_NOINLINE void eb_dw3_line_of(const eb_dw_geom *g, const int8_t *r,
+                                       const eb_dw3_quads *q, int8_t *d, int relu)
+{
+    if (q->form == 16) {
+        relu ? eb_dw3_line(g, r, q, d, 1, 1) : eb_dw3_line(g, r, q, d, 0, 1);
+    } else {
+        relu ? eb_dw3_line(g, r, q, d, 1, 0) : eb_dw3_line(g, r, q, d, 0, 0);
+    }
+}
+#endif
+
 /* The weights of one output channel (wt: k_h rows of 3) as the 3-tap kernels take them:
  * [w00, w02], [w10, w12], [w20, w22], [w01, w11], [w21, 0] (rows past k_h zero), each
  * scaled by 2^t (a channel pair's immediate shift, eb_dw3_second). */
@@ -1154,6 +1265,8 @@ static void eb_dw3_weights(const int8_t *wt, int k_h, uint32_t w[5])
 {
     eb_dw3_words(wt, k_h, 0, w);
 }
+
+
 
 /* Output rows with the same tap rows in range: [oy, oy + n), tap rows [lo, hi). */
 typedef struct {
@@ -1234,6 +1347,62 @@ static int eb_dw_segments(const eb_dw_geom *g, eb_dw_seg *seg)
     }
     return n;
 }
+
+#if EB_DW3_LINE
+EB_INLINE int32_t eb_dw3_lane(uint32_t x) /* the bottom half, signed */
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+/* The quads of a lone NONE / RELU channel of a 1-D row (k_h 1; its words w3 unscaled, its
+ * start init) shifting right by s: the form of s (eb_dw_imm: 16 for 9..16, 8 for 1..8), the
+ * words at its scale and the start x 2^(16 - s); 0 (no quads) where a sum of 3 products
+ * could then overflow. */
+static int eb_dw3_quads_of(const uint32_t w3[5], int32_t init, int s, int relu,
+                           eb_dw3_quads *q)
+{
+    const int form = eb_dw_imm(s), up = form - s;
+    int32_t lim;
+    if (!form || s < 1) { /* (s = 0: 3 products x 2^16 could overflow alone) */
+        return 0;
+    }
+    lim = (INT32_MAX - ((int32_t)3 << (30 - s)) - ((int32_t)1 << 23)) >> (16 - s);
+    if (init > lim || init < -lim) {
+        return 0;
+    }
+    q->w02 = eb_pack_lo((uint32_t)(eb_dw3_lane(w3[0]) * (1 << up)),
+                        (uint32_t)(eb_dw3_lane(w3[0] >> 16) * (1 << up)));
+    q->w1 = (uint32_t)(eb_dw3_lane(w3[3]) * (1 << up)) & 0xFFFFu;
+    q->init = (int32_t)((uint32_t)init << (16 - s)) + (relu ? 0 : (int32_t)128 << 16);
+    q->form = form;
+    return 1;
+}
+
+/* A lone channel's 1-D rows (k_h 1: segments of rows wholly in the padding, their outputs
+ * the start, or of the one tap row) by quads q, its outputs from index. */
+static EB_NOINLINE void eb_dw3_lines(const eb_dw_geom *g, const eb_dw_seg *seg, int n_seg,
+                                     const int8_t *plane, const eb_dw3_quads *q,
+                                     int32_t init, int32_t index, const eb_dw_out *o)
+{
+    const int out_w = g->out_w;
+    int i;
+    for (; n_seg > 0; --n_seg, ++seg) {
+        const int32_t first = index + (int32_t)seg->oy * out_w;
+        for (i = 0; i < seg->n; ++i) {
+            const int iy = (seg->oy + i) * g->stride_h - g->pad_h;
+            if (seg->lo >= seg->hi) {
+                int x;
+                for (x = 0; x < out_w; ++x) {
+                    eb_dw_put(o, first + i * out_w + x, init);
+                }
+            } else {
+                eb_dw3_line_of(g, plane + (int32_t)iy * g->in_w, q,
+                               o->out8 + first + i * out_w, o->mode == EB_DW_RELU);
+            }
+        }
+    }
+}
+#endif
 
 /* ---- the table kernel ---- */
 
@@ -4273,6 +4442,9 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                              out8 ? p->act : 0};
     const eb_dw_sink *const s = &sink;
     eb_dw_entry table[EB_DW_MAX_ENTRIES];
+#if EB_DW3_LINE
+    eb_dw3_quads quads;
+#endif
     int8_t unpacked[4 * EB_DW_MAX_ENTRIES]; /* one channel's taps, when packed */
     eb_dw_seg seg[EB_DW_MAX_SEGS];
     uint32_t w3[5];
@@ -4414,6 +4586,15 @@ static int eb_dw_layer(const eb_conv_params *p, const eb_pool_params *q, const i
                 if (!two) {
                     memcpy(j.w[0], w3, sizeof w3);
                 }
+#if EB_DW3_LINE
+                if (!two && g.k_h == 1 && g.out_w >= 4 &&
+                    (o.mode == EB_DW_NONE || o.mode == EB_DW_RELU) &&
+                    eb_dw3_quads_of(w3, init, o.s, o.mode == EB_DW_RELU, &quads)) {
+                    eb_dw3_lines(&g, seg, n_seg, plane, &quads, init, (int32_t)oc * out_plane,
+                                 &o);
+                    continue;
+                }
+#endif
                 j.index[0] = (int32_t)oc * out_plane;
                 j.index[1] = j.index[0] + out_plane;
                 eb_dw3_channel(&g, seg, n_seg, plane, &j, two, &o);
@@ -5526,11 +5707,20 @@ static void eb_dw_few_geom_of(const eb_conv_params *p, eb_dw_few_geom *f)
 /* Whether the 3-tap kernels' channel pairs take p (a depthwise of their shape, eb_dw_k3_shape,
  * with a multiplier of 2 or more), which run a 1-D k3 of multiplier 3 faster than the few
  * terms' records (3.31 insn/MAC against 3.42 on 97 samples, tiled). */
+/* The shortest 1-D row (or row of a 1x3 kernel) of one channel a group that the 3-tap
+ * kernels' quads (eb_dw3_line: about 5.9 instructions an output) take from this kernel
+ * (about 8.3): their set-up a row and a channel costs more (a 1x3 on 9x9 6.0 -> 8.8 insn/MAC
+ * there, 1-D k3 on 12 samples 9.6 -> 14.0; on 1,000 samples 2.82 -> 2.04). Twin:
+ * ops.conv_path.DW3_LINE_MIN. */
+#define EB_DW3_LINE_MIN 64
+
 static int eb_dw_few_three_tap(const eb_conv_params *p)
 {
     eb_dw_geom g;
     eb_dw_geom_of(p, &g);
-    return p->groups == p->in_c && p->out_c >= 2 * p->in_c && eb_dw_k3_shape(&g);
+    return p->groups == p->in_c &&
+           (p->out_c >= 2 * p->in_c || (g.k_h == 1 && g.out_w >= EB_DW3_LINE_MIN)) &&
+           eb_dw_k3_shape(&g);
 }
 
 /* Whether the kernel takes p: stride 1, 2..EB_DW_FEW_IN terms, unpacked weights, padding

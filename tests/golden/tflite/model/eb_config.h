@@ -30,10 +30,16 @@
 #define eb_dot_block_q chain_eb_dot_block_q
 #define eb_dot_short chain_eb_dot_short
 #define eb_dot_short_rows chain_eb_dot_short_rows
+#define eb_dw3_clipped chain_eb_dw3_clipped
 #define eb_dw3_column chain_eb_dw3_column
 #define eb_dw3_columns chain_eb_dw3_columns
+#define eb_dw3_even8 chain_eb_dw3_even8
+#define eb_dw3_lane chain_eb_dw3_lane
+#define eb_dw3_line chain_eb_dw3_line
 #define eb_dw3_mac chain_eb_dw3_mac
 #define eb_dw3_padded chain_eb_dw3_padded
+#define eb_dw3_quad chain_eb_dw3_quad
+#define eb_dw3_quad_put chain_eb_dw3_quad_put
 #define eb_dw3_row_body chain_eb_dw3_row_body
 #define eb_dw3_words chain_eb_dw3_words
 #define eb_dw_band_l1_bytes chain_eb_dw_band_l1_bytes
@@ -124,6 +130,7 @@
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
 #define EB_OPT_NO_DW_THREE_TAP_PAIR
+#define EB_OPT_NO_DW_THREE_TAP_LINE
 #define EB_OPT_NO_DW_TILE
 #define EB_OPT_NO_DW_TILE_ONE
 #define EB_OPT_NO_DW_TILE_S1

@@ -30,10 +30,16 @@
 #define eb_dot_block_q tiny_eb_dot_block_q
 #define eb_dot_short tiny_eb_dot_short
 #define eb_dot_short_rows tiny_eb_dot_short_rows
+#define eb_dw3_clipped tiny_eb_dw3_clipped
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_columns tiny_eb_dw3_columns
+#define eb_dw3_even8 tiny_eb_dw3_even8
+#define eb_dw3_lane tiny_eb_dw3_lane
+#define eb_dw3_line tiny_eb_dw3_line
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_padded tiny_eb_dw3_padded
+#define eb_dw3_quad tiny_eb_dw3_quad
+#define eb_dw3_quad_put tiny_eb_dw3_quad_put
 #define eb_dw3_row_body tiny_eb_dw3_row_body
 #define eb_dw3_words tiny_eb_dw3_words
 #define eb_dw_band_l1_bytes tiny_eb_dw_band_l1_bytes
@@ -112,6 +118,7 @@
 #define EB_OPT_NO_DEPTHWISE
 #define EB_OPT_NO_DW_THREE_TAP
 #define EB_OPT_NO_DW_THREE_TAP_PAIR
+#define EB_OPT_NO_DW_THREE_TAP_LINE
 #define EB_OPT_NO_DW_TILE
 #define EB_OPT_NO_DW_TILE_ONE
 #define EB_OPT_NO_DW_TILE_S1

@@ -189,7 +189,7 @@ def test_line_layers_equal_reference(lib, cfg, seed, with_bias):  # noqa: F811
 LINE_CASES = [
     dw_config(3, 4, 37, (1, 9), 1, 1, (0, 4), act=1),
     dw_config(2, 1, 63, (1, 7), 1, 1, (0, 6), dil=(1, 2), act=0),
-    dw_config(2, 1, 5, (1, 4), 1, 1, (0, 0), act=1),
+    dw_config(2, 19, 5, (1, 4), 1, 1, (0, 0), act=1),  # (38 outputs: past the small planes)
     dw_config(1, 1, 480, (1, 16), 1, 1, (0, 15), dil=(1, 2), act=0, shift=-12),
     dw_config(2, 3, 40, (1, 16), 1, 1, (1, 7), act=1, shift=0),
     dw_config(2, 2, 129, (1, 11), 1, (1, 2), (0, 5), act=0),

@@ -90,7 +90,7 @@ LOOP_CASES = [
     # the few-input kernel takes an unpadded 1x2)
     dw_config(2, 5, 17, (1, 1), 1, 1, (0, 1), act=0, shift=-3),   # tap1, 1x1 padded
     dw_1d(2, 40, 5, 3, pad=2, act=1),                             # pair, 3 tap pairs (odd)
-    dw_1d(1, 37, 8, 4, stride=2, pad=3, act=0),                   # pair, stride 2, 4 pairs
+    dw_1d(1, 97, 8, 4, stride=2, pad=3, act=0),                   # pair, stride 2, 4 pairs
     dw_config(1, 21, 9, 3, 2, 2, 6, act=1),                       # pair, rows in the padding
     dw_config(2, 19, 5, (5, 2), 2, (2, 1), (2, 0), act=0),        # pair, turned
     dw_1d(3, 60, 15, 1, pad=7, act=1),                            # slide1, 8 pairs
@@ -121,9 +121,9 @@ LOOP_CASES = [
 # a dilation split into phases; one pixel at a time over 5 and 6 pairs.
 FAN_CASES = [
     dw_1d(1, 45, 5, 21, pad=2, act=1),                            # 3 pairs, 21 channels
-    dw_1d(2, 38, 3, 7, stride=2, pad=1, act=0),                   # 2 pairs, stride 2
+    dw_1d(2, 98, 3, 7, stride=2, pad=1, act=0),                   # 2 pairs, stride 2
     dw_config(1, 17, 9, (5, 1), 8, 1, (2, 0), act=1),             # 3 pairs, turned
-    dw_1d(1, 30, 2, 9, pad=1, act=0),                             # 1 pair, 9 channels
+    dw_1d(1, 40, 2, 9, pad=1, act=0),                             # 1 pair, 9 channels
     dw_config(1, 10, 20, (2, 4), 5, 1, 1, act=1),                 # 4 pairs, rows padded
     dw_1d(1, 70, 3, 6, pad=2, dil=2, act=0),                      # 2 pairs, 2 phases
     dw_1d(1, 33, 9, 13, pad=4, act=1),                            # 5 pairs, one pixel

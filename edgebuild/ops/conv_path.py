@@ -126,6 +126,30 @@ def few(conv: Plane, forms: bool = True) -> bool:
         (conv.out_c >= 2 * conv.in_c or (g.k_h == 1 and g.out_w >= DW3_LINE_MIN)))
 
 
+SMALL_OUT = 36      # eb_dw_opt.c: EB_DW_SMALL_OUT, outputs a channel at most
+SMALL_TAPS = 25     # EB_DW_SMALL_TAPS: taps an output at most
+SMALL_PLANE = 512   # EB_DW_SMALL_PLANE: int16 of a channel's padded copy
+SMALL_KH = 7        # EB_DW_SMALL_KH: kernel rows at most
+SMALL_PAIRS = 4     # EB_DW_SMALL_PAIRS: tap pairs a kernel row at most
+
+
+def small(conv: Plane) -> bool:
+    """eb_dw_small_takes: a depthwise conv (any multiplier) of at most SMALL_OUT outputs a
+    channel, a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
+    dilation 1, in its row-major view (a 1-D layer laid as a column is its row), whose
+    zero-padded int16 copy of a channel fits SMALL_PLANE -- the
+    3x3 layers at the end of a MobileNet (256 x 3x3: 24.8 insn/MAC on the tile kernel), a
+    1-D k5 of multiplier 4 on 18 samples -- not a 1x1 (the per-channel scale) nor one the
+    3-tap kernels take (their rows; the padded path's generation-time loop: dw_spec)."""
+    g = _row_major(conv)
+    rows, pitch = g.in_h + 2 * g.pad_h, (g.in_w + 2 * g.pad_w + 2) & ~1
+    return (conv.groups == conv.in_c and g.dil_w == 1 and not three_tap(conv) and
+            g.stride_h <= 2 and
+            g.stride_w <= 2 and g.k_h <= SMALL_KH and (g.k_w + 1) // 2 <= SMALL_PAIRS and
+            g.k_w >= 2 and g.k_h * g.k_w <= SMALL_TAPS and g.out_h * g.out_w <= SMALL_OUT and
+            rows * pitch + 2 <= SMALL_PLANE)
+
+
 def few_inside(conv: Plane) -> tuple[tuple[int, int], tuple[int, int]]:
     """eb_dw_few_geom_of: the output rows [y0, y1) and columns [x0, x1) whose terms all lie
     inside the input at stride 1 (the few-input kernel's blocks; a conv one column wide
@@ -442,11 +466,22 @@ def gemm_short(conv: Plane) -> frozenset[str]:
     return frozenset({"gemm_short"} if k < 4 else ())
 
 
+def _first_kernel(conv: Plane, forms: bool) -> frozenset[str] | None:
+    """The kernels eb_dw_conv_opt tries first, for unpacked weights: the few-input kernel,
+    then the small-plane one; None where neither takes the conv."""
+    if few(conv, forms):
+        return frozenset({"depthwise", "dw_few"})
+    if small(conv):
+        return frozenset({"depthwise", "dw_small"})
+    return None
+
+
 def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
                   forms: bool = True) -> frozenset[str]:
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
-    eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the column kernels
+    eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the small-plane kernel
+    ("dw_small": small), the column kernels
     ("dw_column"), for a depthwise conv the
     3-tap ones ("dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
@@ -459,8 +494,9 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     out the paths no layer names (EB_OPT_NO_...), so it links the kernels its layers run; a
     layer whose path was left out would still run exact, on the next one."""
     g = _row_major(conv)
-    if few(conv, forms) and not packed:
-        return frozenset({"depthwise", "dw_few"})
+    first = None if packed else _first_kernel(conv, forms)
+    if first is not None:
+        return first
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
     if column(conv) and not packed:  # stride-2 rows, groups of several inputs: their paths

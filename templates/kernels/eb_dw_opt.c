@@ -5644,6 +5644,13 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
  * output where it runs 4.2. ops.conv_path.few is the Python twin of eb_dw_few_takes. */
 #define EB_DW_FEW_IN 4
 #define EB_DW_FEW_CH 32 /* output channels a pass over a group's pixels (records: 512 B of stack) */
+/* The small-plane depthwise kernel (EB_OPT_NO_DW_SMALL leaves it out: such a layer takes
+ * the next path). */
+#ifdef EB_OPT_NO_DW_SMALL
+#define EB_DW_SMALL 0
+#else
+#define EB_DW_SMALL 1
+#endif
 #ifdef EB_OPT_NO_DW_FEW
 #define EB_DW_FEW 0
 #else
@@ -6229,10 +6236,208 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
     return 1;
 }
 
+/* ---- small planes ----
+ * A depthwise conv (any multiplier) of at most EB_DW_SMALL_OUT outputs a channel, a kernel
+ * row of 2 or more taps and at most EB_DW_SMALL_TAPS taps (in its row-major view) -- the 3x3
+ * layers at the end of a MobileNet (256 channels of 3x3, stride 1 or 2), a 1-D k5 on 18
+ * samples of multiplier 4 -- where the tile kernel's and the rows' set-up a channel and a
+ * row cost more than the outputs: 24.8 insn/MAC on 256 x 3x3 (about 2,000 instructions a
+ * channel of 9 outputs). Here an input channel's plane is widened once into a zero-padded
+ * int16 copy (its padding and a column past it: an odd kernel width's last pair reads a 0
+ * against a 0 weight), and each output is k_h x ceil(k_w / 2) LDR + SMLAD of neighbouring
+ * taps from it against its channel's weight pairs, at any stride and height dilation:
+ * no table, no tiles, no edge cases. Its row-major view (eb_dw_geom_of): a 1-D layer laid
+ * as a column runs as its row. Twin: ops.conv_path.small. */
+#define EB_DW_SMALL_OUT 36    /* outputs a channel at most */
+#define EB_DW_SMALL_TAPS 25   /* taps an output at most (a 7x7 on 7x7: 2.65 insn/MAC on the
+                               * tile kernel, 6.06 here; a 1-D k7 on 60: 2.80, 8.68) */
+#define EB_DW_SMALL_PLANE 512 /* int16 of the padded copy (on the stack) */
+#define EB_DW_SMALL_KH 7      /* kernel rows at most */
+#define EB_DW_SMALL_PAIRS 4   /* tap pairs a kernel row at most (k_w <= 8) */
+
+/* The padded copy's row length: the padded row and one column past it, even (words). */
+EB_INLINE int32_t eb_dw_small_pitch(const eb_dw_geom *g)
+{
+    return ((int32_t)g->in_w + 2 * g->pad_w + 2) & ~(int32_t)1;
+}
+
+static int eb_dw_small_takes(const eb_conv_params *p, const eb_dw_geom *g)
+{
+    const int32_t rows = (int32_t)g->in_h + 2 * g->pad_h;
+    return EB_DW_SMALL && p->groups == p->in_c && p->wbits == 0 && g->dil_w == 1 &&
+           !eb_dw_k3_shape(g) && /* (the 3-tap kernels' rows, and the padded path's spec) */
+           g->stride_h <= 2 && g->stride_w <= 2 && g->k_h <= EB_DW_SMALL_KH &&
+           (g->k_w + 1) / 2 <= EB_DW_SMALL_PAIRS && g->k_w >= 2 && /* (Kx1: a pair a tap) */
+           g->k_h * g->k_w <= EB_DW_SMALL_TAPS &&
+           (int32_t)g->out_h * g->out_w <= EB_DW_SMALL_OUT &&
+           rows * eb_dw_small_pitch(g) + 2 <= EB_DW_SMALL_PLANE;
+}
+
+/* The padded copy's every element zero (its padding stays so: a channel's copy writes
+ * only the plane's own elements). */
+static void eb_dw_small_zero(const eb_dw_geom *g, int16_t *buf, int32_t pitch)
+{
+    const int32_t words = ((int32_t)g->in_h + 2 * g->pad_h) * pitch / 2 + 1;
+    uint32_t *const z = (uint32_t *)(void *)buf; /* (4-byte aligned: the caller's) */
+    int32_t i;
+    for (i = 0; i < words; ++i) {
+        z[i] = 0;
+    }
+}
+
+/* Input plane x widened into the padded copy buf (pitch int16 a row; its padding zero). */
+static EB_NOINLINE void eb_dw_small_plane(const eb_dw_geom *g, const int8_t *x, int16_t *buf,
+                                          int32_t pitch)
+{
+    const int in_w = g->in_w, in_h = g->in_h;
+    int16_t *d = buf + (int32_t)g->pad_h * pitch + g->pad_w;
+    int y, c;
+    for (y = 0; y < in_h; ++y, x += in_w, d += pitch) {
+        for (c = 0; c + 4 <= in_w; c += 4) { /* 4 bytes a word: two pairs */
+            const uint32_t v = eb_load32(x + c);
+            const uint32_t e = eb_sxtb16(v), f = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+            eb_store32(d + c, eb_pack_lo(e, f));
+            eb_store32(d + c + 2, eb_pack_hi(e, f));
+        }
+        for (; c < in_w; ++c) {
+            d[c] = x[c];
+        }
+    }
+}
+
+/* One output's sum from init: kh rows (rstep int16 apart) of np tap pairs at q, weight
+ * pairs w (np a row; constant kh and np: GCC unrolls both loops and keeps w in registers). */
+EB_INLINE int32_t eb_dw_small_sum(const int16_t *q, const uint32_t *w, const int kh,
+                                  const int np, int32_t rstep, int32_t acc)
+{
+    int ky, j;
+#ifdef __GNUC__
+#pragma GCC unroll 8
+#endif
+    for (ky = 0; ky < kh; ++ky, q += rstep, w += np) {
+#ifdef __GNUC__
+#pragma GCC unroll 4
+#endif
+        for (j = 0; j < np; ++j) {
+            acc = eb_smlad(eb_load32(q + 2 * j), w[j], acc);
+        }
+    }
+    return acc;
+}
+
+/* An output channel's outputs (its padded input buf, weights wt: k_h rows of k_w, start
+ * init) into o from index: NONE / RELU stored inline (shift s), other modes by eb_dw_put.
+ * kh and np constant where the caller specialises them: the weight pairs built unrolled and
+ * held in locals (an int8 store may alias an array for the compiler). */
+EB_INLINE void eb_dw_small_run(const eb_dw_geom *g, const int16_t *buf, int32_t pitch,
+                               const int8_t *wt, const int kh, const int np, int32_t init,
+                               const eb_dw_out *o, int32_t index, const int mode)
+{
+    uint32_t w[EB_DW_SMALL_KH * EB_DW_SMALL_PAIRS];
+    const int32_t rstep = (int32_t)g->dil_h * pitch, ystep = (int32_t)g->stride_h * pitch;
+    const int sw = g->stride_w, s = o->s, out_h = g->out_h, out_w = g->out_w, k_w = g->k_w;
+    int8_t *d = o->out8 != NULL ? o->out8 + index : NULL;
+    const int16_t *row = buf;
+    int32_t at = index;
+    int y, x, ky, j;
+#ifdef __GNUC__
+#pragma GCC unroll 8
+#endif
+    for (ky = 0; ky < kh; ++ky, wt += k_w) {
+#ifdef __GNUC__
+#pragma GCC unroll 4
+#endif
+        for (j = 0; j < np; ++j) { /* [w(2j), w(2j + 1)], past k_w a 0 */
+            const int32_t b = 2 * j + 1 < k_w ? wt[2 * j + 1] : 0;
+            w[ky * np + j] = eb_pack_lo((uint32_t)(int32_t)wt[2 * j], (uint32_t)b);
+        }
+    }
+    for (y = 0; y < out_h; ++y, row += ystep) {
+        const int16_t *q = row;
+        for (x = 0; x < out_w; ++x, q += sw, ++at) {
+            const int32_t acc = eb_dw_small_sum(q, w, kh, np, rstep, init);
+            if (mode == EB_DW_RELU || mode == EB_DW_NONE) {
+                *d++ = eb_dw_q8(mode, acc, s, 0, 0, 0);
+            } else {
+                eb_dw_put(o, at, acc);
+            }
+        }
+    }
+}
+
+#define EB_DW_SMALL_FORMS(kh, np)                                                            \
+    if (o->mode == EB_DW_RELU) {                                                             \
+        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_RELU);               \
+    } else if (o->mode == EB_DW_NONE) {                                                      \
+        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_NONE);               \
+    } else {                                                                                 \
+        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_ANY);                \
+    }
+
+/* One output channel (weights wt): the kernels of MobileNets and 1-D layers with constant
+ * loops, the rest with the layer's. */
+static EB_NOINLINE void eb_dw_small_channel(const eb_dw_geom *g, const int16_t *buf,
+                                            int32_t pitch, const int8_t *wt, int32_t init,
+                                            const eb_dw_out *o, int32_t index)
+{
+    const int np = (g->k_w + 1) / 2, kh = g->k_h;
+    if (kh == 3 && np == 2) {
+        EB_DW_SMALL_FORMS(3, 2)
+    } else if (kh == 1 && np == 2) {
+        EB_DW_SMALL_FORMS(1, 2)
+    } else if (kh == 1 && np == 3) {
+        EB_DW_SMALL_FORMS(1, 3)
+    } else if (kh == 1 && np == 4) {
+        EB_DW_SMALL_FORMS(1, 4)
+    } else if (kh == 5 && np == 3) {
+        EB_DW_SMALL_FORMS(5, 3)
+    } else {
+        EB_DW_SMALL_FORMS(kh, np)
+    }
+}
+
+/* The layer p by the small-plane kernel; 0, nothing written, for one it does not take. */
+static EB_NOINLINE int eb_dw_small(const eb_conv_params *p, const int8_t *in,
+                                   const int8_t *weight, const int32_t *bias, int8_t *out8,
+                                   int32_t *out32)
+{
+    union { /* the padded copy, word-aligned */
+        int16_t h[EB_DW_SMALL_PLANE];
+        uint32_t w[EB_DW_SMALL_PLANE / 2];
+    } buf;
+    eb_dw_geom g;
+    eb_dw_out o;
+    eb_dw_rq rq;
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    int32_t ic, oc, pitch;
+    int m, j;
+    eb_dw_geom_of(p, &g);
+    if (!eb_dw_small_takes(p, &g)) {
+        return 0;
+    }
+    pitch = eb_dw_small_pitch(&g);
+    m = p->out_c / p->in_c;
+    eb_dw_setup(&sink, (int32_t)g.k_h * g.k_w, &o, &rq);
+    eb_dw_small_zero(&g, buf.h, pitch);
+    for (ic = 0, oc = 0; ic < p->in_c; ++ic) {
+        eb_dw_small_plane(&g, in + ic * (int32_t)g.in_h * g.in_w, buf.h, pitch);
+        for (j = 0; j < m; ++j, ++oc) {
+            const int32_t init = eb_dw_init(&rq, bias, oc, &o);
+            eb_dw_small_channel(&g, buf.h, pitch, weight + oc * (int32_t)g.k_h * g.k_w, init, &o,
+                                oc * (int32_t)g.out_h * g.out_w);
+        }
+    }
+    return 1;
+}
+
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
     if (EB_DW_FEW && eb_dw_few(p, in, weight, bias, out8, out32)) {
+        return 1;
+    }
+    if (EB_DW_SMALL && eb_dw_small(p, in, weight, bias, out8, out32)) {
         return 1;
     }
     if (EB_DW_TILE && EB_DW_GROUP &&

@@ -78,6 +78,9 @@
 #define eb_dw_scale_run chain_eb_dw_scale_run
 #define eb_dw_slide1 chain_eb_dw_slide1
 #define eb_dw_slide2 chain_eb_dw_slide2
+#define eb_dw_small_pitch chain_eb_dw_small_pitch
+#define eb_dw_small_run chain_eb_dw_small_run
+#define eb_dw_small_sum chain_eb_dw_small_sum
 #define eb_dw_store2 chain_eb_dw_store2
 #define eb_dw_tile_bytes chain_eb_dw_tile_bytes
 #define eb_dw_tile_inside chain_eb_dw_tile_inside
@@ -164,6 +167,7 @@
 #define EB_OPT_NO_DW_FEW
 #define EB_OPT_NO_DW_FEW8
 #define EB_OPT_NO_DW_FEW16
+#define EB_OPT_NO_DW_SMALL
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL
 #define EB_OPT_NO_IM2COL_S2

@@ -78,6 +78,9 @@
 #define eb_dw_scale_run tiny_eb_dw_scale_run
 #define eb_dw_slide1 tiny_eb_dw_slide1
 #define eb_dw_slide2 tiny_eb_dw_slide2
+#define eb_dw_small_pitch tiny_eb_dw_small_pitch
+#define eb_dw_small_run tiny_eb_dw_small_run
+#define eb_dw_small_sum tiny_eb_dw_small_sum
 #define eb_dw_store2 tiny_eb_dw_store2
 #define eb_dw_tile_bytes tiny_eb_dw_tile_bytes
 #define eb_dw_tile_inside tiny_eb_dw_tile_inside
@@ -152,6 +155,7 @@
 #define EB_OPT_NO_DW_FEW
 #define EB_OPT_NO_DW_FEW8
 #define EB_OPT_NO_DW_FEW16
+#define EB_OPT_NO_DW_SMALL
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_GEMM_SHORT

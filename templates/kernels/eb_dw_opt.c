@@ -6243,15 +6243,16 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
  * samples of multiplier 4 -- where the tile kernel's and the rows' set-up a channel and a
  * row cost more than the outputs: 24.8 insn/MAC on 256 x 3x3 (about 2,000 instructions a
  * channel of 9 outputs). Here an input channel's plane is widened once into a zero-padded
- * int16 copy (its padding and a column past it: an odd kernel width's last pair reads a 0
- * against a 0 weight), and each output is k_h x ceil(k_w / 2) LDR + SMLAD of neighbouring
- * taps from it against its channel's weight pairs, at any stride and height dilation:
- * no table, no tiles, no edge cases. Its row-major view (eb_dw_geom_of): a 1-D layer laid
+ * int16 copy in the scratch (its padding and a column past it: an odd kernel width's last
+ * pair reads a 0 against a 0 weight), and each output is k_h x ceil(k_w / 2) LDR + SMLAD of
+ * neighbouring taps from it against its channel's weight pairs, at any stride and height
+ * dilation: no table, no tiles, no edge cases. Its row-major view (eb_dw_geom_of): a 1-D layer laid
  * as a column runs as its row. Twin: ops.conv_path.small. */
 #define EB_DW_SMALL_OUT 36    /* outputs a channel at most */
 #define EB_DW_SMALL_TAPS 25   /* taps an output at most (a 7x7 on 7x7: 2.65 insn/MAC on the
                                * tile kernel, 6.06 here; a 1-D k7 on 60: 2.80, 8.68) */
-#define EB_DW_SMALL_PLANE 512 /* int16 of the padded copy (on the stack) */
+#define EB_DW_SMALL_PLANE 512 /* int16 of the padded copy (the scratch: at most its claim) */
+typedef char eb_dw_small_fits[EB_DW_SMALL_PLANE <= EB_DW_TILE_SCRATCH ? 1 : -1];
 #define EB_DW_SMALL_KH 7      /* kernel rows at most */
 #define EB_DW_SMALL_PAIRS 4   /* tap pairs a kernel row at most (k_w <= 8) */
 
@@ -6396,15 +6397,14 @@ static EB_NOINLINE void eb_dw_small_channel(const eb_dw_geom *g, const int16_t *
     }
 }
 
-/* The layer p by the small-plane kernel; 0, nothing written, for one it does not take. */
+/* The layer p by the small-plane kernel, its padded copy in the scratch (buf: the tile
+ * kernel's patch, EB_DW_TILE_SCRATCH int16, which the plan claims for every depthwise conv
+ * the 3-tap kernels do not take: ops.conv_path.dw_tile); 0, nothing written, for one it
+ * does not take. */
 static EB_NOINLINE int eb_dw_small(const eb_conv_params *p, const int8_t *in,
                                    const int8_t *weight, const int32_t *bias, int8_t *out8,
-                                   int32_t *out32)
+                                   int32_t *out32, int16_t *buf)
 {
-    union { /* the padded copy, word-aligned */
-        int16_t h[EB_DW_SMALL_PLANE];
-        uint32_t w[EB_DW_SMALL_PLANE / 2];
-    } buf;
     eb_dw_geom g;
     eb_dw_out o;
     eb_dw_rq rq;
@@ -6419,12 +6419,12 @@ static EB_NOINLINE int eb_dw_small(const eb_conv_params *p, const int8_t *in,
     pitch = eb_dw_small_pitch(&g);
     m = p->out_c / p->in_c;
     eb_dw_setup(&sink, (int32_t)g.k_h * g.k_w, &o, &rq);
-    eb_dw_small_zero(&g, buf.h, pitch);
+    eb_dw_small_zero(&g, buf, pitch);
     for (ic = 0, oc = 0; ic < p->in_c; ++ic) {
-        eb_dw_small_plane(&g, in + ic * (int32_t)g.in_h * g.in_w, buf.h, pitch);
+        eb_dw_small_plane(&g, in + ic * (int32_t)g.in_h * g.in_w, buf, pitch);
         for (j = 0; j < m; ++j, ++oc) {
             const int32_t init = eb_dw_init(&rq, bias, oc, &o);
-            eb_dw_small_channel(&g, buf.h, pitch, weight + oc * (int32_t)g.k_h * g.k_w, init, &o,
+            eb_dw_small_channel(&g, buf, pitch, weight + oc * (int32_t)g.k_h * g.k_w, init, &o,
                                 oc * (int32_t)g.out_h * g.out_w);
         }
     }
@@ -6437,7 +6437,7 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
     if (EB_DW_FEW && eb_dw_few(p, in, weight, bias, out8, out32)) {
         return 1;
     }
-    if (EB_DW_SMALL && eb_dw_small(p, in, weight, bias, out8, out32)) {
+    if (EB_DW_SMALL && eb_dw_small(p, in, weight, bias, out8, out32, scratch)) {
         return 1;
     }
     if (EB_DW_TILE && EB_DW_GROUP &&

@@ -108,14 +108,14 @@ typedef struct {
 #define EB_DW_THREE_TAP 1
 #endif
 /* EB_OPT_NO_DW_THREE_TAP_PAIR leaves out the 3-tap rows' two channels a pass (a multiplier
- * >= 2 on the rows the padded path does not take: ops.conv_path.three_tap_pair). */
+ * >= 2 on the rows the padded path does not take: ops.dw_rows.three_tap_pair). */
 #if defined(EB_OPT_NO_DW_THREE_TAP_PAIR) || !EB_DW_THREE_TAP
 #define EB_DW3_PAIRS 0
 #else
 #define EB_DW3_PAIRS 1
 #endif
 /* EB_OPT_NO_DW_THREE_TAP_LINE leaves out a lone channel's 1-D rows in quads (eb_dw3_line:
- * ops.conv_path.three_tap_line); such rows then take the pixel pairs. */
+ * ops.dw_rows.three_tap_line); such rows then take the pixel pairs. */
 #if defined(EB_OPT_NO_DW_THREE_TAP_LINE) || !EB_DW_THREE_TAP
 #define EB_DW3_LINE 0
 #else
@@ -4150,7 +4150,7 @@ static void eb_dw_geom_of(const eb_conv_params *p, eb_dw_geom *g)
 
 /* Whether the 3-tap kernels have the shape of a depthwise layer of geometry g (its row-major
  * view, eb_dw_geom_of): a 3x3 or 1-D k3, stride and dilation 1 along the row, rows of at
- * least 4, at most 3 of padding (ops.conv_path.three_tap). */
+ * least 4, at most 3 of padding (ops.dw_rows.three_tap). */
 EB_INLINE int eb_dw_k3_shape(const eb_dw_geom *g)
 {
     return g->k_w == 3 && g->stride_w == 1 && g->dil_w == 1 && (g->k_h == 1 || g->k_h == 3) &&
@@ -5718,7 +5718,7 @@ static void eb_dw_few_geom_of(const eb_conv_params *p, eb_dw_few_geom *f)
  * kernels' quads (eb_dw3_line: about 5.9 instructions an output) take from this kernel
  * (about 8.3): their set-up a row and a channel costs more (a 1x3 on 9x9 6.0 -> 8.8 insn/MAC
  * there, 1-D k3 on 12 samples 9.6 -> 14.0; on 1,000 samples 2.82 -> 2.04). Twin:
- * ops.conv_path.DW3_LINE_MIN. */
+ * ops.dw_rows.DW3_LINE_MIN. */
 #define EB_DW3_LINE_MIN 64
 
 static int eb_dw_few_three_tap(const eb_conv_params *p)

@@ -1349,11 +1349,6 @@ static int eb_dw_segments(const eb_dw_geom *g, eb_dw_seg *seg)
 }
 
 #if EB_DW3_LINE
-EB_INLINE int32_t eb_dw3_lane(uint32_t x) /* the bottom half, signed */
-{
-    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
-}
-
 /* The quads of a lone NONE / RELU channel of a 1-D row (k_h 1; its words w3 unscaled, its
  * start init) shifting right by s: the form of s (eb_dw_imm: 16 for 9..16, 8 for 1..8), the
  * words at its scale and the start x 2^(16 - s); 0 (no quads) where a sum of 3 products
@@ -1370,9 +1365,9 @@ static int eb_dw3_quads_of(const uint32_t w3[5], int32_t init, int s, int relu,
     if (init > lim || init < -lim) {
         return 0;
     }
-    q->w02 = eb_pack_lo((uint32_t)(eb_dw3_lane(w3[0]) * (1 << up)),
-                        (uint32_t)(eb_dw3_lane(w3[0] >> 16) * (1 << up)));
-    q->w1 = (uint32_t)(eb_dw3_lane(w3[3]) * (1 << up)) & 0xFFFFu;
+    q->w02 = eb_pack_lo((uint32_t)(eb_lo16(w3[0]) * (1 << up)),
+                        (uint32_t)(eb_hi16(w3[0]) * (1 << up)));
+    q->w1 = (uint32_t)(eb_lo16(w3[3]) * (1 << up)) & 0xFFFFu;
     q->init = (int32_t)((uint32_t)init << (16 - s)) + (relu ? 0 : (int32_t)128 << 16);
     q->form = form;
     return 1;
@@ -6292,17 +6287,9 @@ static EB_NOINLINE void eb_dw_small_plane(const eb_dw_geom *g, const int8_t *x, 
 {
     const int in_w = g->in_w, in_h = g->in_h;
     int16_t *d = buf + (int32_t)g->pad_h * pitch + g->pad_w;
-    int y, c;
+    int y;
     for (y = 0; y < in_h; ++y, x += in_w, d += pitch) {
-        for (c = 0; c + 4 <= in_w; c += 4) { /* 4 bytes a word: two pairs */
-            const uint32_t v = eb_load32(x + c);
-            const uint32_t e = eb_sxtb16(v), f = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
-            eb_store32(d + c, eb_pack_lo(e, f));
-            eb_store32(d + c + 2, eb_pack_hi(e, f));
-        }
-        for (; c < in_w; ++c) {
-            d[c] = x[c];
-        }
+        eb_dw_widen(d, x, 0, in_w);
     }
 }
 
@@ -6366,15 +6353,6 @@ EB_INLINE void eb_dw_small_run(const eb_dw_geom *g, const int16_t *buf, int32_t 
     }
 }
 
-#define EB_DW_SMALL_FORMS(kh, np)                                                            \
-    if (o->mode == EB_DW_RELU) {                                                             \
-        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_RELU);               \
-    } else if (o->mode == EB_DW_NONE) {                                                      \
-        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_NONE);               \
-    } else {                                                                                 \
-        eb_dw_small_run(g, buf, pitch, wt, kh, np, init, o, index, EB_DW_ANY);                \
-    }
-
 /* One output channel (weights wt): the kernels of MobileNets and 1-D layers with constant
  * loops, the rest with the layer's. */
 static EB_NOINLINE void eb_dw_small_channel(const eb_dw_geom *g, const int16_t *buf,
@@ -6383,17 +6361,17 @@ static EB_NOINLINE void eb_dw_small_channel(const eb_dw_geom *g, const int16_t *
 {
     const int np = (g->k_w + 1) / 2, kh = g->k_h;
     if (kh == 3 && np == 2) {
-        EB_DW_SMALL_FORMS(3, 2)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, 3, 2, init, o, index)
     } else if (kh == 1 && np == 2) {
-        EB_DW_SMALL_FORMS(1, 2)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, 1, 2, init, o, index)
     } else if (kh == 1 && np == 3) {
-        EB_DW_SMALL_FORMS(1, 3)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, 1, 3, init, o, index)
     } else if (kh == 1 && np == 4) {
-        EB_DW_SMALL_FORMS(1, 4)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, 1, 4, init, o, index)
     } else if (kh == 5 && np == 3) {
-        EB_DW_SMALL_FORMS(5, 3)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, 5, 3, init, o, index)
     } else {
-        EB_DW_SMALL_FORMS(kh, np)
+        EB_DW_MODES(eb_dw_small_run, g, buf, pitch, wt, kh, np, init, o, index)
     }
 }
 

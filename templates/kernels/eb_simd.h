@@ -23,6 +23,24 @@
  * SMLABB/SMLABT/SMLATB/SMLATT);
  * otherwise (or with -DEB_OPT_PORTABLE) portable C with the same results runs the same
  * algorithm, which is how the host tests exercise it. */
+
+/* Two's-complement reinterpretation without implementation-defined conversions, and a word's
+ * halves signed (both builds use them). */
+static inline int32_t eb_u32_to_s32(uint32_t u)
+{
+    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
+}
+
+static inline int32_t eb_lo16(uint32_t x)
+{
+    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
+}
+
+static inline int32_t eb_hi16(uint32_t x)
+{
+    return eb_lo16(x >> 16);
+}
+
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(EB_OPT_PORTABLE)
 #include <arm_acle.h>
 #define EB_OPT_DSP 1
@@ -79,21 +97,6 @@ static inline int32_t eb_smlatt(uint32_t a, uint32_t b, int32_t acc)
 #else
 #define EB_OPT_DSP 0
 
-/* Two's-complement reinterpretation without implementation-defined conversions. */
-static inline int32_t eb_u32_to_s32(uint32_t u)
-{
-    return u <= 0x7FFFFFFFu ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
-}
-
-static inline int32_t eb_lo16(uint32_t x)
-{
-    return (int32_t)(x & 0xFFFFu) - (int32_t)((x & 0x8000u) << 1);
-}
-
-static inline int32_t eb_hi16(uint32_t x)
-{
-    return eb_lo16(x >> 16);
-}
 
 static inline uint32_t eb_sxtb16(uint32_t x)
 {

@@ -34,7 +34,6 @@
 #define eb_dw3_column chain_eb_dw3_column
 #define eb_dw3_columns chain_eb_dw3_columns
 #define eb_dw3_even8 chain_eb_dw3_even8
-#define eb_dw3_lane chain_eb_dw3_lane
 #define eb_dw3_line chain_eb_dw3_line
 #define eb_dw3_mac chain_eb_dw3_mac
 #define eb_dw3_padded chain_eb_dw3_padded

@@ -34,7 +34,6 @@
 #define eb_dw3_column tiny_eb_dw3_column
 #define eb_dw3_columns tiny_eb_dw3_columns
 #define eb_dw3_even8 tiny_eb_dw3_even8
-#define eb_dw3_lane tiny_eb_dw3_lane
 #define eb_dw3_line tiny_eb_dw3_line
 #define eb_dw3_mac tiny_eb_dw3_mac
 #define eb_dw3_padded tiny_eb_dw3_padded

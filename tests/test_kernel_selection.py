@@ -122,6 +122,20 @@ def _defines(paths) -> tuple[str, ...]:
     return tuple(f"-DEB_OPT_NO_{path.upper()}" for path in paths)
 
 
+def m4_path_counts(lib, build, case, path: str, name: str) -> tuple[int, int]:  # noqa: F811
+    """A case's firmware built with `path` in and left out: both exact, and their M4
+    instruction counts (in, out)."""
+    cfg = case[0]
+    source = m4_test_program(lib, [case], linears=False)
+    counts = []
+    for tag, left_out in (("on", ()), ("off", (path,))):
+        elf = build_m4(build, f"{name}_{tag}_{cfg['in_c']}_{cfg['out_c']}_{cfg['in_w']}", source,
+                       _defines(left_out))
+        assert_m4_exact(elf, f"{name}_{tag}")
+        counts.append(m4_instructions(build, elf))
+    return counts[0], counts[1]
+
+
 def _text(elf) -> int:
     out = subprocess.run([ARM_SIZE, str(elf)], capture_output=True, text=True, check=True)
     return int(out.stdout.splitlines()[1].split()[0])

@@ -15,11 +15,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_kernel_selection import _defines
+from test_kernel_selection import m4_path_counts
 from test_kernels_col import _plane
 from test_kernels_opt import (
-    assert_m4_exact,
-    build_m4,
     check_extremes,
     conv_out,
     dw_config,
@@ -27,8 +25,6 @@ from test_kernels_opt import (
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
     m4_convs_exact,
-    m4_instructions,
-    m4_test_program,
     needs_m4,
     random_bias,
     run_conv_pair,
@@ -118,13 +114,7 @@ def test_m4_small_planes_beat_the_kernels_before(lib, m4_build):  # noqa: F811
                        (dw_config(24, 1, 18, (1, 5), m=4, pad=(0, 2), shift=-12), 15),
                        (dw_config(16, 6, 6, 5, pad=2, act=1, shift=-9), 60)):
         case = (cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"]))
-        source = m4_test_program(lib, [case], linears=False)
-        counts = []
-        for name, left_out in (("small_on", ()), ("small_off", ("dw_small",))):
-            elf = build_m4(m4_build, f"{name}_{cfg['in_c']}_{cfg['in_w']}", source,
-                           _defines(left_out))
-            assert_m4_exact(elf, name)
-            counts.append(m4_instructions(m4_build, elf))
+        counts = m4_path_counts(lib, m4_build, case, "dw_small", "small")
         outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
         print(cfg["in_c"], cfg["in_w"], counts, (counts[1] - counts[0]) / outputs)
         assert counts[0] <= counts[1] - fewer * outputs, (cfg, counts, outputs)

@@ -17,18 +17,14 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_kernel_selection import _defines
+from test_kernel_selection import m4_path_counts
 from test_kernels_col import _plane
 from test_kernels_dw_m4 import m4_run
 from test_kernels_opt import (
-    assert_m4_exact,
-    build_m4,
     check_extremes,
     dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_instructions,
-    m4_test_program,
     needs_m4,
     random_bias,
 )
@@ -171,13 +167,7 @@ def test_m4_few_input_kernel_beats_the_kernels_before(lib, m4_build):  # noqa: F
                        (_few(4, 4, 4, 28, 21, k=(2, 1)), 2),
                        (_few(8, 32, 8, 30, 24, k=(1, 2), shift=-10, act=0), 1)):
         case = (cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"]))
-        source = m4_test_program(lib, [case], linears=False)
-        counts = []
-        for name, left_out in (("few_on", ()), ("few_off", ("dw_few",))):
-            elf = build_m4(m4_build, f"{name}_{cfg['in_c']}_{cfg['out_c']}", source,
-                           _defines(left_out))
-            assert_m4_exact(elf, name)
-            counts.append(m4_instructions(m4_build, elf))
+        counts = m4_path_counts(lib, m4_build, case, "dw_few", "few")
         outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
         print(cfg["in_c"], cfg["out_c"], counts, (counts[1] - counts[0]) / outputs)
         assert counts[0] <= counts[1] - fewer * outputs, (cfg, counts, outputs)

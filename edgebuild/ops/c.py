@@ -114,7 +114,8 @@ class CCode:
 # immediate 8 or 16, "dw_line8" / "dw_line16", of dilation 2, "dw_line_d2", and of stride 2,
 # "dw_line_s2") and table kernels
 # (ops.conv_path.kernel_paths); the optimized
-# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; its GEMM rows
+# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; a padded conv's
+# band, "im2col_band"; its GEMM rows
 # for blocks of 2 pixels: "gemm_2px"; its rows of fewer than 4 weights: "gemm_short") and the
 # register-requantizing rows of linear layers
 # ("linear_q") (eb_kernels_opt.c); the dot blocks that
@@ -135,7 +136,7 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_three_ta
                   "dw_column_dense", "dw_table", "dw_line", "dw_line8", "dw_line16",
                   "dw_line_d2", "dw_line_s2", "dw_few", "dw_few8", "dw_few16", "dw_small",
                   "packed",
-                  "im2col", "im2col_s2", "gemm_2px", "gemm_short", "linear_q",
+                  "im2col", "im2col_s2", "im2col_band", "gemm_2px", "gemm_short", "linear_q",
                   *(f"linear_k{k}" for k in range(4, 13)),
                   "q_relu", "q_none", "q_abs", "q_wide",
                   "pool_max", "pool_avg",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
-from edgebuild.ops import dw_spec
+from edgebuild.ops import dw_spec, im2col_band
 from edgebuild.ops.dw_rows import DW3_LINE_MIN, three_tap, three_tap_line, three_tap_pair
 from edgebuild.ops.dw_rows import row_major as _row_major
 
@@ -408,11 +408,13 @@ def pointwise(conv: Plane) -> bool:
 def kernel_paths(conv: Plane, packed: bool = False, lines: bool = True,
                  forms: bool = True) -> frozenset[str]:
     """kernel_choice, and with "im2col" the GEMM rows' 2-pixel path where a block of 2
-    pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv) and
-    their short rows' (gemm_short)."""
+    pixels occurs (two_pixel_block; untiled: a tiled pass adds its tiles', ops.conv), their
+    short rows' (gemm_short) and a padded conv's band (ops.im2col_band)."""
     paths = kernel_choice(conv, packed, lines, forms)
-    return paths | ({"gemm_2px"} if "im2col" in paths and not packed and two_pixel_block(conv)
-                    else frozenset()) | (gemm_short(conv) if "im2col" in paths else frozenset())
+    gemm = "im2col" in paths
+    return paths | ({"gemm_2px"} if gemm and not packed and two_pixel_block(conv)
+                    else frozenset()) | (gemm_short(conv) if gemm else frozenset()) | (
+        {"im2col_band"} if gemm and im2col_band.band_bytes(conv) else frozenset())
 
 
 def gemm_short(conv: Plane) -> frozenset[str]:

@@ -47,6 +47,12 @@
 #else
 #define EB_HAS_IM2COL_S2 1
 #endif
+/* the padded band of a padded conv's im2col pass (eb_conv_band); it needs the direct columns */
+#if defined(EB_OPT_NO_IM2COL_BAND) || defined(EB_OPT_NO_IM2COL_DIRECT)
+#define EB_HAS_IM2COL_BAND 0
+#else
+#define EB_HAS_IM2COL_BAND 1
+#endif
 #ifdef EB_OPT_NO_GEMM_2PX /* the asm rows for blocks of 2 pixels, two rows at a time */
 #define EB_HAS_GEMM_2PX 0
 #else
@@ -1676,6 +1682,184 @@ EB_DOT_INLINE void eb_block_cols(const eb_cols_geom *g, const int8_t *in_g, int 
     eb_block_taps(g, in_g, oy, ox, px, count, cols, taps);
 }
 
+/* What every block of a layer's im2col pass stores through: its output sink, the window
+ * length k, the pixels a channel hw, the asm rows' layer fields and whether they take every
+ * block of 4 pixels (fast). */
+typedef struct {
+    const eb_conv_params *p;
+    const eb_sink *s;
+    int32_t k, hw;
+#ifdef EB_GEMM_ASM
+    eb_gemm_job rows;
+    int fast;
+#endif
+} eb_core;
+
+/* The outputs of the block of count pixels from px (columns cols) of the group's opg output
+ * channels from oc_begin (weights w_g, biases b_g). */
+EB_DOT_INLINE void eb_core_block(eb_core *c, const int16_t *cols, const int8_t *w_g,
+                                 const int32_t *b_g, int oc_begin, int opg, int32_t px,
+                                 int32_t count)
+{
+    const int32_t index = (int32_t)oc_begin * c->hw + px;
+#if EB_OPT_PACKED
+    if (c->p->wbits != 0) {
+        eb_pk_store(c->s, c->p->wbits, c->k, w_g - (int32_t)oc_begin * c->k, cols, oc_begin,
+                    oc_begin + opg, b_g, px, c->hw, (int)count);
+        return;
+    }
+#endif
+#ifdef EB_GEMM_ASM
+    if (c->fast && count == EB_OPT_PIXELS) {
+        const int left = eb_gemm_block(&c->rows, c->p->act == EB_ACT_RELU, w_g, cols, b_g,
+                                       c->s->out8 + index, opg);
+        if (left != 0) {
+            eb_dot_store(c->s, c->k, c->rows.w, cols, left, c->rows.bias,
+                         index + (int32_t)(opg - left) * c->hw, c->hw, (int)count);
+        }
+        return;
+    }
+#endif
+    eb_dot_store(c->s, c->k, w_g, cols, opg, b_g, index, c->hw, (int)count);
+}
+
+#if EB_HAS_IM2COL_BAND
+/* The padded band of a conv with padding (eb_kernels_opt.h, EB_CONV_BAND_BYTES): its group's
+ * ipg x k_h input rows of an output row, each zero-padded to the pitch, in the scratch after
+ * the columns -- so that every block of the row takes its columns straight from the band
+ * (eb_cols_direct / _s2; a row's last block of 1..3 pixels reads into the slack), where
+ * with the padding in the input the blocks at its edges (a 3x3
+ * pad-1 conv on a small map: a third of them or more) gathered theirs tap by tap at about
+ * three times the cost. Its bytes, 0 for a conv it does not take (the twin:
+ * ops.conv_path.im2col_band): some padding, stride_w 1 (2: "im2col_s2"), rows of 4 outputs
+ * or more, at most EB_DIRECT_TAPS taps. */
+static int32_t eb_band_bytes(const eb_conv_params *p, int ipg)
+{
+    const int32_t bytes = (int32_t)ipg * p->k_h * EB_CONV_BAND_PITCH(p->in_w, p->pad_w);
+    return (p->pad_h > 0 || p->pad_w > 0) && p->out_w >= EB_OPT_PIXELS &&
+                   (p->stride_w == 1 || (EB_HAS_IM2COL_S2 && p->stride_w == 2)) &&
+                   (int32_t)ipg * p->k_h * p->k_w <= EB_DIRECT_TAPS &&
+                   bytes <= EB_CONV_BAND_BYTES
+               ? bytes
+               : 0;
+}
+
+/* Whether the band pays for a conv eb_band_bytes takes (g: its geometry): the blocks the
+ * input's own rows would leave to the gather (eb_block_taps: rows whose taps reach into the
+ * height padding, and the blocks at a row's ends whose taps reach into the width padding),
+ * each about 6 instructions a tap dearer than a direct block, against the band's set-up (its
+ * table, about 10 a tap, and zeroing) and copies (about 2 a word and 12 a row of it an output
+ * row). A 32 -> 32 k3 on 6 samples, its 2 blocks both at an edge, lost 10 % to it. */
+static int eb_band_pays(const eb_conv_params *p, const eb_cols_geom *g, int32_t bytes)
+{
+    const int32_t rows = (int32_t)g->ipg * p->k_h;
+    int32_t inside = 0, edge, slow, oy;
+    for (oy = 0; oy < p->out_h; ++oy) { /* rows whose tap rows lie inside the input */
+        const int iy = oy * p->stride_h - p->pad_h;
+        inside += iy >= 0 && iy + (p->k_h - 1) * p->dil_h < p->in_h;
+    }
+    edge = g->direct == 0 || g->ox_hi < g->ox_lo ? (p->out_w + 3) / 4
+                                                  : (g->ox_lo + 3) / 4 + (p->out_w - 1 - g->ox_hi + 3) / 4;
+    slow = (p->out_h - inside) * ((p->out_w + 3) / 4) + inside * edge;
+    return 6 * slow * g->k > 10 * g->k + bytes / 2 + p->out_h * rows * (12 + p->in_w / 2);
+}
+
+/* The band's tap offsets (table): tap (ic, ky, kx) at row ic k_h + ky, column kx dil_w of a
+ * block's first pixel. */
+static void eb_band_taps(const eb_conv_params *p, int ipg, int32_t pitch, eb_tap_table *t)
+{
+    const int rows = ipg * p->k_h, k_w = p->k_w, dil = p->dil_w;
+    int32_t *off = t->off, base = 0;
+    int r, kx;
+    for (r = 0; r < rows; ++r, base += pitch) {
+        for (kx = 0; kx < k_w; ++kx) {
+            *off++ = base + kx * dil;
+        }
+    }
+}
+
+/* n bytes from src (or zeros, src NULL) to dst, both any alignment: words (the last over
+ * up to 3 bytes done again) where n >= 4 -- a newlib memcpy call cost about 45 instructions
+ * for a 25-byte row. */
+EB_DOT_INLINE void eb_band_row(int8_t *dst, const int8_t *src, int32_t n)
+{
+    int32_t i;
+    if (n < 4) {
+        for (i = 0; i < n; ++i) {
+            dst[i] = src != NULL ? src[i] : 0;
+        }
+    } else if (src != NULL) {
+        for (i = 0; i + 4 < n; i += 4) {
+            eb_store32(dst + i, eb_load32(src + i));
+        }
+        eb_store32(dst + n - 4, eb_load32(src + n - 4));
+    } else {
+        for (i = 0; i + 4 < n; i += 4) {
+            eb_store32(dst + i, 0u);
+        }
+        eb_store32(dst + n - 4, 0u);
+    }
+}
+
+/* The band of output row oy: each row's input row, or zeros where it lies in the height
+ * padding, between the width padding and the slack after it (zeroed once, never written):
+ * kernel row by kernel row, its input row of every channel. */
+static EB_NOINLINE void eb_band_fill(const eb_conv_params *p, const int8_t *in_g, int ipg,
+                                     int oy, int32_t pitch, int8_t *band)
+{
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w, in_w = p->in_w;
+    const int32_t step = (int32_t)p->k_h * pitch; /* from a channel's row to the next's */
+    int iy = oy * p->stride_h - p->pad_h, ic, ky;
+    band += p->pad_w;
+    for (ky = 0; ky < p->k_h; ++ky, iy += p->dil_h, band += pitch) {
+        const int8_t *src = iy < 0 || iy >= p->in_h ? NULL : in_g + (int32_t)iy * in_w;
+        int8_t *dst = band;
+        for (ic = 0; ic < ipg; ++ic, dst += step) {
+            eb_band_row(dst, src, in_w);
+            src = src != NULL ? src + in_plane : NULL;
+        }
+    }
+}
+
+/* The im2col pass from the band (eb_band_bytes: bytes of it, at band): each output row in
+ * blocks of 4 pixels, its last of 1 or 2 where out_w is 1 or 2 past a multiple of 4. */
+static void eb_conv_band(eb_core *c, const eb_cols_geom *g, const int8_t *in,
+                         const int8_t *weight, const int32_t *bias, int8_t *band, int32_t bytes,
+                         int16_t *cols, eb_tap_table *table)
+{
+    const eb_conv_params *p = c->p;
+    const int ipg = g->ipg, opg = p->out_c / p->groups, out_w = p->out_w;
+    const int32_t pitch = EB_CONV_BAND_PITCH(p->in_w, p->pad_w);
+    const int32_t in_plane = (int32_t)p->in_h * p->in_w;
+    int gi, oy, ox;
+    memset(band, 0, (size_t)bytes);
+    eb_band_taps(p, ipg, pitch, table);
+    for (gi = 0; gi < p->groups; ++gi) {
+        const int oc_begin = gi * opg;
+        const int8_t *w_g = weight + (int32_t)oc_begin * g->k;
+        for (oy = 0; oy < p->out_h; ++oy) {
+            eb_band_fill(p, in + (int32_t)gi * ipg * in_plane, ipg, oy, pitch, band);
+            for (ox = 0; ox < out_w; ox += EB_OPT_PIXELS) {
+                /* a last block of 3 steps back over one done (the GEMM rows take no block
+                 * of 3); of 1 or 2 it stays (their rows) */
+                const int x = out_w - ox == 3 ? out_w - EB_OPT_PIXELS : ox;
+                const int n = out_w - x < EB_OPT_PIXELS ? out_w - x : EB_OPT_PIXELS;
+#if EB_HAS_IM2COL_S2
+                if (p->stride_w == 2) {
+                    eb_cols_direct_s2(band + 2 * x, table->off, g->k, cols);
+                } else
+#endif
+                {
+                    eb_cols_direct(band + x, table->off, g->k, cols);
+                }
+                eb_core_block(c, cols, w_g, bias ? bias + oc_begin : NULL, oc_begin,
+                              opg, (int32_t)oy * out_w + x, n);
+            }
+        }
+    }
+}
+#endif
+
 static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                          const int32_t *bias, const eb_sink *s, int16_t *scratch)
 {
@@ -1686,18 +1870,29 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     int8_t *taps;                  /* kp words: T, in the upper half */
     eb_cols_geom geom;
     eb_tap_table table;
+    eb_core c;
     int g;
 #ifdef EB_GEMM_ASM
     eb_qdst d;
-    eb_gemm_job rows;
-    int fast;
 #endif
     eb_cols_geom_of(p, ipg, &geom);
     taps = (int8_t *)(scratch + 2 * geom.kp);
+    c.p = p;
+    c.s = s;
+    c.k = geom.k;
+    c.hw = geom.hw;
 #ifdef EB_GEMM_ASM
     /* the asm rows take every block of 4 pixels (the rows from an exact one on below) */
-    fast = eb_qdst_of(s, geom.k, geom.hw, &d) && bias != NULL && geom.k >= 4;
-    eb_gemm_layer(&rows, geom.k, geom.hw, d.r, d.s, d.lim, EB_OPT_PIXELS);
+    c.fast = eb_qdst_of(s, geom.k, geom.hw, &d) && bias != NULL && geom.k >= 4;
+    eb_gemm_layer(&c.rows, geom.k, geom.hw, d.r, d.s, d.lim, EB_OPT_PIXELS);
+#endif
+#if EB_HAS_IM2COL_BAND
+    if (eb_band_bytes(p, ipg) > 0 && eb_band_pays(p, &geom, eb_band_bytes(p, ipg))) {
+        /* the band after the columns (4 kp int16) */
+        eb_conv_band(&c, &geom, in, weight, bias, (int8_t *)(scratch + 4 * geom.kp),
+                     eb_band_bytes(p, ipg), cols, &table);
+        return;
+    }
 #endif
     table.row = -1; /* offsets from a group's input: the same for every group */
     for (g = 0; g < groups; ++g) {
@@ -1711,28 +1906,9 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
         for (px = 0; px < hw; px += EB_OPT_PIXELS, eb_next_block(p->out_w, &oy, &ox)) {
             /* pixels px .. px + 3; lanes past the end are not stored */
             const int32_t count = hw - px < EB_OPT_PIXELS ? hw - px : EB_OPT_PIXELS;
-            const int32_t index = (int32_t)oc_begin * hw + px;
             eb_block_cols(&geom, in_g, oy, ox, px, count, cols, taps,
                           k <= EB_DIRECT_TAPS ? &table : NULL);
-#if EB_OPT_PACKED
-            if (p->wbits != 0) {
-                eb_pk_store(s, p->wbits, k, weight, cols, oc_begin, oc_begin + opg, bias, px, hw,
-                            (int)count);
-                continue;
-            }
-#endif
-#ifdef EB_GEMM_ASM
-            if (fast && count == EB_OPT_PIXELS) {
-                const int left = eb_gemm_block(&rows, p->act == EB_ACT_RELU, w_g, cols, b_g,
-                                               s->out8 + index, opg);
-                if (left != 0) {
-                    eb_dot_store(s, k, rows.w, cols, left, rows.bias,
-                                 index + (int32_t)(opg - left) * hw, hw, (int)count);
-                }
-                continue;
-            }
-#endif
-            eb_dot_store(s, k, w_g, cols, opg, b_g, index, hw, (int)count);
+            eb_core_block(&c, cols, w_g, b_g, oc_begin, opg, px, count);
         }
     }
 }

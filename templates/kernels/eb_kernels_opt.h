@@ -86,6 +86,18 @@ extern "C" {
 #define EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) \
     (4 * EB_OPT_ROUND4((int32_t)(in_per_group) * (k_h) * (k_w)))
 
+/* The im2col path's padded band (eb_kernels_opt.c, eb_conv_band): a conv with padding whose
+ * group's in_c / groups x k_h input rows, each zero-padded to EB_CONV_BAND_PITCH bytes (8 of
+ * slack after the width padding: a block's words read up to 7 past its first pixel), take
+ * at most EB_CONV_BAND_BYTES copies them an output row at a time into the scratch after the
+ * columns, EB_CONV_BAND_SCRATCH elements in all (ops.conv_path.im2col_band claims them). */
+#define EB_CONV_BAND_BYTES 1536
+#define EB_CONV_BAND_PITCH(in_w, pad_w) \
+    (((int32_t)(in_w) + 2 * (int32_t)(pad_w) + 8 + 3) & ~(int32_t)3)
+#define EB_CONV_BAND_SCRATCH(in_per_group, k_h, k_w, in_w, pad_w)                     \
+    (EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) +                                     \
+     ((int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) + 1) / 2)
+
 /* The depthwise path's padded channel copy (eb_dw_opt.c, "3x3, stride 1"), in the caller's
  * scratch: at most EB_DW_PAD_BYTES of padded rows (L = in_w + pad_w bytes apart, and pad_w
  * more), the whole plane (out_h + 2 rows) when it fits, else a band of the most rows an even

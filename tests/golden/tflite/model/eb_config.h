@@ -10,6 +10,7 @@
 #define conv_transpose_acc_w chain_conv_transpose_acc_w
 #define eb_add chain_eb_add
 #define eb_add_opt chain_eb_add_opt
+#define eb_band_row chain_eb_band_row
 #define eb_block_cols chain_eb_block_cols
 #define eb_buffer_push chain_eb_buffer_push
 #define eb_col_run chain_eb_col_run
@@ -25,6 +26,7 @@
 #define eb_conv_transpose2d chain_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide chain_eb_conv_transpose2d_wide
 #define eb_copy chain_eb_copy
+#define eb_core_block chain_eb_core_block
 #define eb_dot4 chain_eb_dot4
 #define eb_dot_1x2 chain_eb_dot_1x2
 #define eb_dot_block_q chain_eb_dot_block_q
@@ -170,6 +172,7 @@
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL
 #define EB_OPT_NO_IM2COL_S2
+#define EB_OPT_NO_IM2COL_BAND
 #define EB_OPT_NO_GEMM_2PX
 #define EB_OPT_NO_GEMM_SHORT
 #define EB_OPT_NO_LINEAR_Q

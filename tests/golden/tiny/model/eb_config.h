@@ -10,6 +10,7 @@
 #define conv_transpose_acc_w tiny_conv_transpose_acc_w
 #define eb_add tiny_eb_add
 #define eb_add_opt tiny_eb_add_opt
+#define eb_band_row tiny_eb_band_row
 #define eb_block_cols tiny_eb_block_cols
 #define eb_buffer_push tiny_eb_buffer_push
 #define eb_col_run tiny_eb_col_run
@@ -25,6 +26,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_core_block tiny_eb_core_block
 #define eb_dot4 tiny_eb_dot4
 #define eb_dot_1x2 tiny_eb_dot_1x2
 #define eb_dot_block_q tiny_eb_dot_block_q

@@ -1,0 +1,50 @@
+"""The im2col path's padded band (eb_kernels_opt.c, eb_conv_band): which convolutions take
+it and the scratch they claim for it -- the Python twin of eb_band_bytes, so that a step
+links the path ("im2col_band") and the plan counts its bytes."""
+
+from __future__ import annotations
+
+from edgebuild.core.geometry import Plane
+
+BAND_BYTES = 1536  # eb_kernels_opt.h: EB_CONV_BAND_BYTES, the band's most bytes
+DIRECT_TAPS = 128  # eb_kernels_opt.c: EB_DIRECT_TAPS, the direct columns' most taps
+
+
+def pitch(conv: Plane) -> int:
+    """EB_CONV_BAND_PITCH: a band row's bytes -- the input row between its width padding and
+    8 bytes of slack (a row's last block of 1..3 pixels reads its 4, a stride-2 block's
+    words 7 bytes past its first pixel), rounded up to a word."""
+    return (conv.in_w + 2 * conv.pad_w + 8 + 3) & ~3
+
+
+def band_bytes(conv: Plane) -> int:
+    """eb_band_bytes: the band's bytes for a conv that takes it, else 0 -- one with padding,
+    stride 1 or 2 along its rows, rows of at least 4 outputs, at most DIRECT_TAPS taps a
+    group, whose group's in_c / groups x k_h input rows fit BAND_BYTES at the pitch. (At
+    stride 2 the C takes it only with the stride-2 columns linked: the claim holds either
+    way.) Its blocks then take their columns straight from the band, the edges' too."""
+    ipg = conv.in_c // conv.groups
+    size = ipg * conv.k_h * pitch(conv)
+    takes = (conv.pad_h > 0 or conv.pad_w > 0) and conv.out_w >= 4 and \
+        conv.stride_w in (1, 2) and ipg * conv.k_h * conv.k_w <= DIRECT_TAPS and \
+        size <= BAND_BYTES
+    return size if takes else 0
+
+
+def scratch(conv: Plane) -> str | None:
+    """The C claim (EB_CONV_BAND_SCRATCH, int16 elements: the columns and the band) of a conv
+    that takes the band, else None."""
+    if not band_bytes(conv):
+        return None
+    return (f"EB_CONV_BAND_SCRATCH({conv.in_c // conv.groups}, {conv.k_h}, {conv.k_w}, "
+            f"{conv.in_w}, {conv.pad_w})")
+
+
+def elements(conv: Plane) -> int:
+    """The int16 elements EB_CONV_BAND_SCRATCH counts: 4 columns of the taps rounded up to 4,
+    and the band's bytes; 0 for a conv that does not take it."""
+    size = band_bytes(conv)
+    if not size:
+        return 0
+    taps = conv.in_c // conv.groups * conv.k_h * conv.k_w
+    return 4 * ((taps + 3) & ~3) + (size + 1) // 2

@@ -446,9 +446,7 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
                                            if "dw_column" not in paths and "depthwise" in paths
                                            else set())
     forms = shift_forms(paths, -step.quant.shift) if step.quant is not None else frozenset()
-    band_path = frozenset({"im2col_band"} if "im2col" in paths and im2col_band.band_bytes(conv)
-                          else ())
-    return paths | forms | form | band_path | (stride2 if "im2col" in paths else frozenset())
+    return paths | forms | form | (stride2 if "im2col" in paths else frozenset())
 
 
 def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
@@ -464,11 +462,9 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     # packed weights: read packed by the optimized kernels (banded too), unpacked into L1
     # when tiled
     packed = step.optimized and (step.tile is None or band) and packed_bits(step) != 0
-    if step.optimized and dw_tile(conv):  # the tile kernel's patch in the scratch
-        code += CCode(scratch=(DW_TILE_SCRATCH,))
-    band_claim = im2col_band.scratch(conv)
-    if step.optimized and band_claim is not None:  # the im2col path's padded band
-        code += CCode(scratch=(band_claim,))
+    if step.optimized:  # the tile kernel's patch, the im2col path's padded band: scratch
+        code += CCode(scratch=tuple(claim for claim in (
+            DW_TILE_SCRATCH if dw_tile(conv) else None, im2col_band.scratch(conv)) if claim))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
         paths=optimized_paths(step, conv, band, packed) | frozenset(
@@ -577,11 +573,7 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     if dw_tile(conv):
         need = max(need, DW_TILE_ELEMENTS)
-    shape = in_shapes[0] if layer.pool is None else \
-        pooled(in_shapes[0], layer.pool, len(in_shapes[0]) - 1)
-    # the plane the kernels get: a 1-D layer untiled as one row (emit_conv), tiled a column
-    kernels = conv_plane(layer, shape, out_shape, axes, vertical=rows is not None)
-    return max(need, im2col_band.elements(kernels))
+    return max(need, im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2))
 
 
 # The facets conv1d and conv2d share, each its own function so that each is its own

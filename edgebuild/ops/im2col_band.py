@@ -40,9 +40,15 @@ def scratch(conv: Plane) -> str | None:
             f"{conv.in_w}, {conv.pad_w})")
 
 
-def elements(conv: Plane) -> int:
+def elements(conv: Plane, row: bool = False) -> int:
     """The int16 elements EB_CONV_BAND_SCRATCH counts: 4 columns of the taps rounded up to 4,
-    and the band's bytes; 0 for a conv that does not take it."""
+    and the band's bytes; 0 for a conv that does not take it. `row`: conv is a 1-D layer's
+    window (a column, L x 1, as the tiler lays it) that runs untiled as one row (1 x L, as
+    the kernels then get it)."""
+    if row:
+        conv = Plane(conv.in_c, conv.in_w, conv.in_h, conv.out_c, conv.out_w, conv.out_h,
+                     conv.k_w, conv.k_h, conv.stride_w, conv.stride_h, conv.pad_w, conv.pad_h,
+                     conv.dil_w, conv.dil_h, conv.groups)
     size = band_bytes(conv)
     if not size:
         return 0

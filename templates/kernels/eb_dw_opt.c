@@ -1284,10 +1284,20 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
 {
     const int in_w = g->in_w, out_w = g->out_w, k_h = g->k_h;
     const int32_t in_step = (int32_t)g->stride_h * in_w;
-    eb_dw3_job j = *jk;
+    eb_dw3_job j;
+    if (k_h == 1 && n_seg == 1 && seg->lo < seg->hi) { /* a 1-D row (its rows, tiled) */
+        const int8_t *r = plane + (int32_t)(seg->oy * g->stride_h - g->pad_h) * in_w;
+        int32_t at = (int32_t)seg->oy * out_w;
+        int i;
+        for (i = 0; i < seg->n; ++i, r += in_step, at += out_w) {
+            eb_dw3_row(g, r, 0, 0, jk, two, o, at);
+        }
+        return;
+    }
     for (; n_seg > 0; --n_seg, ++seg) {
         const int32_t first = (int32_t)seg->oy * out_w;
         const int iy0 = seg->oy * g->stride_h - g->pad_h;
+        const eb_dw3_job *use = jk; /* its weights, or with the padding rows' zeroed (j) */
         const int8_t *r[3];
         int ky, i, c;
         if (seg->lo >= seg->hi) { /* every tap row in the padding: the inits */
@@ -1300,10 +1310,9 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
             }
             continue;
         }
-        if (two) { /* sizes the compiler knows: copies inline, not memcpy calls */
-            memcpy(j.w, jk->w, sizeof j.w);
-        } else {
-            memcpy(j.w[0], jk->w[0], sizeof j.w[0]);
+        if (seg->lo > 0 || seg->hi < k_h) { /* rows of the padding: their weights zeroed */
+            j = *jk;
+            use = &j;
         }
         for (ky = 0; ky < k_h; ++ky) {
             if (ky >= seg->lo && ky < seg->hi) {
@@ -1319,7 +1328,7 @@ static EB_NOINLINE void eb_dw3_channel(const eb_dw_geom *g, const eb_dw_seg *seg
         }
         for (i = 0; i < seg->n; ++i) {
             eb_dw3_row(g, r[0] + i * in_step, k_h == 3 ? (int32_t)(r[1] - r[0]) : 0,
-                       k_h == 3 ? (int32_t)(r[2] - r[0]) : 0, &j, two, o,
+                       k_h == 3 ? (int32_t)(r[2] - r[0]) : 0, use, two, o,
                        first + i * out_w);
         }
     }
@@ -4094,7 +4103,7 @@ static int eb_dw3_second(const eb_conv_params *p, const eb_dw_geom *g, const int
                          const int32_t *bias, const eb_dw_rq *rq, const eb_dw_out *o,
                          int32_t oc, const int8_t *w0, int8_t *unpacked, eb_dw3_job *j)
 {
-    eb_dw_out ob = *o;
+    eb_dw_out ob; /* (only its mode is set) */
     const int c = eb_dw_imm(o->s), t = c - o->s;
     int32_t b;
     if ((o->mode != EB_DW_NONE && o->mode != EB_DW_RELU) || !c) {

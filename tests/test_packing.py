@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams, Tile
 
 from edgebuild.core import numerics, packing
+from edgebuild.ops import im2col_band
 from edgebuild.ops.conv_path import DW_TILE_ELEMENTS
 
 KERNELS = kopt.KERNELS
@@ -271,6 +272,25 @@ def test_conv_packed_equals_int8_reference(lib, cfg, seed, with_bias):
         np.testing.assert_array_equal(optimized, expected, err_msg=f"optimized {cfg}")
 
 
+def test_grouped_packed_conv_on_the_gemm_equals_reference(lib):
+    """Groups of more input channels than the tile kernel takes (9 a group): the im2col path,
+    whose blocks index the packed rows and the biases of every group from the layer's
+    (each group's offset added once, not twice: the biases a group on), padded (its band) and
+    not, every packed width, with and without biases."""
+    for bits in BITS:
+        for pad in (0, 1):
+            cfg = {"in_c": 18, "in_h": 6, "in_w": 9, "out_c": 4, "k_h": 3, "k_w": 3,
+                   "stride_h": 1, "stride_w": 1, "pad_h": pad, "pad_w": pad, "dil_h": 1,
+                   "dil_w": 1, "groups": 2, "shift": -6, "rounding": 0, "act": 0, "bits": bits}
+            cfg["out_h"], cfg["out_w"] = 6 + 2 * pad - 2, 9 + 2 * pad - 2
+            for with_bias in (False, True):
+                x, w, bias = conv_data(cfg, 7 + bits + pad, with_bias)
+                expected = run_conv(lib, "eb_conv2d", cfg, 0, x, w, bias, False)
+                optimized = run_conv(lib, "eb_conv2d_opt", cfg, bits, x,
+                                     packed_of(w, bits), bias, False, scratch=True)
+                np.testing.assert_array_equal(optimized, expected, err_msg=str(cfg))
+
+
 @settings(max_examples=150, deadline=None)
 @given(bits=st.sampled_from(BITS), in_f=st.integers(1, 300), out_f=st.integers(1, 19),
        seed=st.integers(0, 2**32 - 1), with_bias=st.booleans(),
@@ -428,10 +448,12 @@ def _dw_scratch(cfg: dict) -> int:
 
 def _scratch_elements(cfg: dict) -> int:
     """int16 scratch of eb_conv2d(_wide)_opt for cfg, as the plan claims it: the im2col
-    columns (EB_CONV_OPT_SCRATCH), the 3x3 padded path's copy or the tile kernel's patch."""
+    columns (EB_CONV_OPT_SCRATCH), the 3x3 padded path's copy, the tile kernel's patch or
+    the im2col path's padded band (ops.im2col_band)."""
     cols = 4 * -(-cfg["in_c"] // cfg["groups"] * cfg["k_h"] * cfg["k_w"] // 4) * 4
     return max(cols, _dw_scratch(cfg),
-               DW_TILE_ELEMENTS if kopt.tile_kernel_shape(cfg) else 0)
+               DW_TILE_ELEMENTS if kopt.tile_kernel_shape(cfg) else 0,
+               im2col_band.elements(kopt.plane_of(cfg)))
 
 
 def m4_program(lib) -> str:

@@ -1704,8 +1704,10 @@ EB_DOT_INLINE void eb_core_block(eb_core *c, const int16_t *cols, const int8_t *
     const int32_t index = (int32_t)oc_begin * c->hw + px;
 #if EB_OPT_PACKED
     if (c->p->wbits != 0) {
+        /* (it indexes the layer's packed rows and biases by output channel itself) */
         eb_pk_store(c->s, c->p->wbits, c->k, w_g - (int32_t)oc_begin * c->k, cols, oc_begin,
-                    oc_begin + opg, b_g, px, c->hw, (int)count);
+                    oc_begin + opg, b_g != NULL ? b_g - oc_begin : NULL, px, c->hw,
+                    (int)count);
         return;
     }
 #endif

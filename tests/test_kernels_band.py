@@ -101,22 +101,23 @@ def test_band_extreme_inputs(lib):  # noqa: F811
 def test_band_takes_padded_convs_that_fit():
     """It takes a padded conv of stride 1 or 2 along its rows whose band fits (2 -> 12 3x3
     stride 2 on 11 x 85: 2 x 3 rows of 96 bytes), not an unpadded one, one of stride 3 along
-    the rows, rows of fewer than 4 outputs, more than 128 taps a group or a band past 1,536
-    bytes; its claim counts the columns and the band."""
+    the rows, rows of fewer than 4 outputs, more than 512 taps a group or a band past 1,536
+    bytes; its claim counts the columns, the band and the taps' offsets."""
     def band(cfg: dict) -> int:
         return im2col_band.band_bytes(plane_of(cfg))
     first = dense_config(2, 11, 85, 12, 3, stride=2, pad=1)
     assert band(first) == 2 * 3 * 96
-    assert im2col_band.elements(plane_of(first)) == 4 * 20 + 2 * 3 * 96 // 2
+    assert im2col_band.elements(plane_of(first)) == 4 * 20 + 2 * 3 * 96 // 2 + 2 * 18
     assert im2col_band.scratch(plane_of(first)) == "EB_CONV_BAND_SCRATCH(2, 3, 3, 85, 1)"
     for cfg in (dense_config(3, 27, 8, 8, (1, 5), pad=(0, 2)),
                 dense_config(3, 96, 96, 8, 3, stride=2, pad=1),
-                dense_config(8, 12, 12, 16, 3, pad=1, groups=2)):
+                dense_config(8, 12, 12, 16, 3, pad=1, groups=2),
+                dense_config(24, 4, 8, 4, 5, pad=2, groups=2)):  # seed 7's: 300 taps a group
         assert band(cfg) > 0, cfg
     for cfg in (dense_config(2, 11, 85, 12, 3, stride=2),
                 dense_config(2, 11, 85, 12, 3, stride=(1, 3), pad=1),
                 dense_config(2, 5, 5, 12, 3, stride=2, pad=1),
-                dense_config(16, 12, 12, 16, 3, pad=1),
+                dense_config(50, 1, 4, 2, (1, 15), pad=(0, 7)),  # 750 taps in 1,400 bytes
                 dense_config(8, 12, 200, 16, 3, pad=1)):
         assert band(cfg) == 0 and im2col_band.scratch(plane_of(cfg)) is None, cfg
     assert im2col_band.pitch(Plane(1, 1, 85, 1, 1, 43, pad_w=1)) == 96

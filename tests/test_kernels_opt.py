@@ -921,7 +921,8 @@ static int8_t input[IN_C * IN_HW * IN_HW];
 static int8_t weight[OUT_C * IN_C * K * K];
 static int32_t bias[OUT_C];
 static int8_t out_ref[N_OUT], out_opt[N_OUT];
-static int16_t scratch[EB_CONV_OPT_SCRATCH(IN_C, K, K)] __attribute__((aligned(4)));
+/* the plan's claim: the columns, and the padded band of the im2col path (ops.im2col_band) */
+static int16_t scratch[EB_CONV_BAND_SCRATCH(IN_C, K, K, IN_HW, {pad})] __attribute__((aligned(4)));
 """
 
 # What both bench firmwares run after their layer and arrays (plain text, not a format string):

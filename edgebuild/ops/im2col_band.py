@@ -7,7 +7,7 @@ from __future__ import annotations
 from edgebuild.core.geometry import Plane
 
 BAND_BYTES = 1536  # eb_kernels_opt.h: EB_CONV_BAND_BYTES, the band's most bytes
-DIRECT_TAPS = 128  # eb_kernels_opt.c: EB_DIRECT_TAPS, the direct columns' most taps
+BAND_TAPS = 512  # eb_kernels_opt.h: EB_CONV_BAND_TAPS, a group's most taps (offsets after it)
 
 
 def pitch(conv: Plane) -> int:
@@ -18,15 +18,17 @@ def pitch(conv: Plane) -> int:
 
 
 def band_bytes(conv: Plane) -> int:
-    """eb_band_bytes: the band's bytes for a conv that takes it, else 0 -- one with padding,
-    stride 1 or 2 along its rows, rows of at least 4 outputs, at most DIRECT_TAPS taps a
+    """eb_band_bytes: the band's bytes for a conv that takes it, else 0 -- a dense or grouped
+    one (a depthwise layer's own kernels take it: no claim for it) with padding, stride 1 or
+    2 along its rows, rows of at least 4 outputs, at most BAND_TAPS taps a
     group, whose group's in_c / groups x k_h input rows fit BAND_BYTES at the pitch. (At
     stride 2 the C takes it only with the stride-2 columns linked: the claim holds either
     way.) Its blocks then take their columns straight from the band, the edges' too."""
     ipg = conv.in_c // conv.groups
     size = ipg * conv.k_h * pitch(conv)
     takes = (conv.pad_h > 0 or conv.pad_w > 0) and conv.out_w >= 4 and \
-        conv.stride_w in (1, 2) and ipg * conv.k_h * conv.k_w <= DIRECT_TAPS and \
+        (conv.groups == 1 or conv.in_c != conv.groups) and \
+        conv.stride_w in (1, 2) and ipg * conv.k_h * conv.k_w <= BAND_TAPS and \
         size <= BAND_BYTES
     return size if takes else 0
 
@@ -42,9 +44,9 @@ def scratch(conv: Plane) -> str | None:
 
 def elements(conv: Plane, row: bool = False) -> int:
     """The int16 elements EB_CONV_BAND_SCRATCH counts: 4 columns of the taps rounded up to 4,
-    and the band's bytes; 0 for a conv that does not take it. `row`: conv is a 1-D layer's
-    window (a column, L x 1, as the tiler lays it) that runs untiled as one row (1 x L, as
-    the kernels then get it)."""
+    the band's bytes and the taps' int32 offsets; 0 for a conv that does not take it.
+    `row`: conv is a 1-D layer's window (a column, L x 1, as the tiler lays it) that runs
+    untiled as one row (1 x L, as the kernels then get it)."""
     if row:
         conv = Plane(conv.in_c, conv.in_w, conv.in_h, conv.out_c, conv.out_w, conv.out_h,
                      conv.k_w, conv.k_h, conv.stride_w, conv.stride_h, conv.pad_w, conv.pad_h,
@@ -53,4 +55,4 @@ def elements(conv: Plane, row: bool = False) -> int:
     if not size:
         return 0
     taps = conv.in_c // conv.groups * conv.k_h * conv.k_w
-    return 4 * ((taps + 3) & ~3) + (size + 1) // 2
+    return 4 * ((taps + 3) & ~3) + size // 2 + 2 * taps

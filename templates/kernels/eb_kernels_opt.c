@@ -1733,14 +1733,17 @@ EB_DOT_INLINE void eb_core_block(eb_core *c, const int16_t *cols, const int8_t *
  * with the padding in the input the blocks at its edges (a 3x3
  * pad-1 conv on a small map: a third of them or more) gathered theirs tap by tap at about
  * three times the cost. Its bytes, 0 for a conv it does not take (the twin:
- * ops.conv_path.im2col_band): some padding, stride_w 1 (2: "im2col_s2"), rows of 4 outputs
- * or more, at most EB_DIRECT_TAPS taps. */
+ * ops.im2col_band): dense or grouped (a depthwise layer's own kernels take it, the
+ * plan claims no band for it), some padding, stride_w 1 (2: "im2col_s2"), rows of 4 outputs
+ * or more, at most EB_CONV_BAND_TAPS taps (their offsets after the band in the scratch, not
+ * on the stack as the direct columns' EB_DIRECT_TAPS). */
 static int32_t eb_band_bytes(const eb_conv_params *p, int ipg)
 {
     const int32_t bytes = (int32_t)ipg * p->k_h * EB_CONV_BAND_PITCH(p->in_w, p->pad_w);
     return (p->pad_h > 0 || p->pad_w > 0) && p->out_w >= EB_OPT_PIXELS &&
+                   (p->groups == 1 || p->in_c != p->groups) && /* not depthwise: its own path */
                    (p->stride_w == 1 || (EB_HAS_IM2COL_S2 && p->stride_w == 2)) &&
-                   (int32_t)ipg * p->k_h * p->k_w <= EB_DIRECT_TAPS &&
+                   (int32_t)ipg * p->k_h * p->k_w <= EB_CONV_BAND_TAPS &&
                    bytes <= EB_CONV_BAND_BYTES
                ? bytes
                : 0;
@@ -1766,12 +1769,12 @@ static int eb_band_pays(const eb_conv_params *p, const eb_cols_geom *g, int32_t 
     return 6 * slow * g->k > 10 * g->k + bytes / 2 + p->out_h * rows * (12 + p->in_w / 2);
 }
 
-/* The band's tap offsets (table): tap (ic, ky, kx) at row ic k_h + ky, column kx dil_w of a
+/* The band's tap offsets (off): tap (ic, ky, kx) at row ic k_h + ky, column kx dil_w of a
  * block's first pixel. */
-static void eb_band_taps(const eb_conv_params *p, int ipg, int32_t pitch, eb_tap_table *t)
+static void eb_band_taps(const eb_conv_params *p, int ipg, int32_t pitch, int32_t *off)
 {
     const int rows = ipg * p->k_h, k_w = p->k_w, dil = p->dil_w;
-    int32_t *off = t->off, base = 0;
+    int32_t base = 0;
     int r, kx;
     for (r = 0; r < rows; ++r, base += pitch) {
         for (kx = 0; kx < k_w; ++kx) {
@@ -1827,15 +1830,16 @@ static EB_NOINLINE void eb_band_fill(const eb_conv_params *p, const int8_t *in_g
  * blocks of 4 pixels, its last of 1 or 2 where out_w is 1 or 2 past a multiple of 4. */
 static void eb_conv_band(eb_core *c, const eb_cols_geom *g, const int8_t *in,
                          const int8_t *weight, const int32_t *bias, int8_t *band, int32_t bytes,
-                         int16_t *cols, eb_tap_table *table)
+                         int16_t *cols)
 {
+    int32_t *const off = (int32_t *)(void *)(band + bytes); /* bytes: a multiple of 4 */
     const eb_conv_params *p = c->p;
     const int ipg = g->ipg, opg = p->out_c / p->groups, out_w = p->out_w;
     const int32_t pitch = EB_CONV_BAND_PITCH(p->in_w, p->pad_w);
     const int32_t in_plane = (int32_t)p->in_h * p->in_w;
     int gi, oy, ox;
     memset(band, 0, (size_t)bytes);
-    eb_band_taps(p, ipg, pitch, table);
+    eb_band_taps(p, ipg, pitch, off);
     for (gi = 0; gi < p->groups; ++gi) {
         const int oc_begin = gi * opg;
         const int8_t *w_g = weight + (int32_t)oc_begin * g->k;
@@ -1848,11 +1852,11 @@ static void eb_conv_band(eb_core *c, const eb_cols_geom *g, const int8_t *in,
                 const int n = out_w - x < EB_OPT_PIXELS ? out_w - x : EB_OPT_PIXELS;
 #if EB_HAS_IM2COL_S2
                 if (p->stride_w == 2) {
-                    eb_cols_direct_s2(band + 2 * x, table->off, g->k, cols);
+                    eb_cols_direct_s2(band + 2 * x, off, g->k, cols);
                 } else
 #endif
                 {
-                    eb_cols_direct(band + x, table->off, g->k, cols);
+                    eb_cols_direct(band + x, off, g->k, cols);
                 }
                 eb_core_block(c, cols, w_g, bias ? bias + oc_begin : NULL, oc_begin,
                               opg, (int32_t)oy * out_w + x, n);
@@ -1892,7 +1896,7 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     if (eb_band_bytes(p, ipg) > 0 && eb_band_pays(p, &geom, eb_band_bytes(p, ipg))) {
         /* the band after the columns (4 kp int16) */
         eb_conv_band(&c, &geom, in, weight, bias, (int8_t *)(scratch + 4 * geom.kp),
-                     eb_band_bytes(p, ipg), cols, &table);
+                     eb_band_bytes(p, ipg), cols);
         return;
     }
 #endif

@@ -90,13 +90,16 @@ extern "C" {
  * group's in_c / groups x k_h input rows, each zero-padded to EB_CONV_BAND_PITCH bytes (8 of
  * slack after the width padding: a block's words read up to 7 past its first pixel), take
  * at most EB_CONV_BAND_BYTES copies them an output row at a time into the scratch after the
- * columns, EB_CONV_BAND_SCRATCH elements in all (ops.conv_path.im2col_band claims them). */
+ * columns, its taps' offsets after it: EB_CONV_BAND_SCRATCH elements in all (ops.im2col_band
+ * claims them). */
 #define EB_CONV_BAND_BYTES 1536
+#define EB_CONV_BAND_TAPS 512 /* a group's taps: their int32 offsets follow the band */
 #define EB_CONV_BAND_PITCH(in_w, pad_w) \
     (((int32_t)(in_w) + 2 * (int32_t)(pad_w) + 8 + 3) & ~(int32_t)3)
 #define EB_CONV_BAND_SCRATCH(in_per_group, k_h, k_w, in_w, pad_w)                     \
     (EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) +                                     \
-     ((int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) + 1) / 2)
+     (int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) / 2 +           \
+     2 * (int32_t)(in_per_group) * (k_h) * (k_w))
 
 /* The depthwise path's padded channel copy (eb_dw_opt.c, "3x3, stride 1"), in the caller's
  * scratch: at most EB_DW_PAD_BYTES of padded rows (L = in_w + pad_w bytes apart, and pad_w

@@ -1752,12 +1752,17 @@ static int32_t eb_band_bytes(const eb_conv_params *p, int ipg)
 /* Whether the band pays for a conv eb_band_bytes takes (g: its geometry): the blocks the
  * input's own rows would leave to the gather (eb_block_taps: rows whose taps reach into the
  * height padding, and the blocks at a row's ends whose taps reach into the width padding),
- * each about 6 instructions a tap dearer than a direct block, against the band's set-up (its
- * table, about 10 a tap, and zeroing) and copies (about 2 a word and 12 a row of it an output
- * row). A 32 -> 32 k3 on 6 samples, its 2 blocks both at an edge, lost 10 % to it. */
+ * each about 6 instructions a tap dearer than a direct block at stride 1 and 18 at stride 2
+ * (eb_taps_row4s2), against the band's set-up (its offsets, about 10 a tap, and zeroing),
+ * its copies (about 2 a word and 12 a row of it an output row) and its rows' last blocks:
+ * the GEMM's blocks run along the rows (of 1 or 2 pixels, or 4 over 1 done: about a
+ * quarter of a block's 5 k instructions an output channel wasted, three quarters for 1)
+ * where the input's run through the whole plane. A 32 -> 32 k3 on 6 samples, both its
+ * blocks at an edge, lost 10 % to the band; a 3 -> 16 11x11 on 10 x 5 (rows of 5) 14 %. */
 static int eb_band_pays(const eb_conv_params *p, const eb_cols_geom *g, int32_t bytes)
 {
-    const int32_t rows = (int32_t)g->ipg * p->k_h;
+    static const int8_t waste[4] = {0, 3, 1, 1}; /* quarters of a block, by out_w % 4 */
+    const int32_t rows = (int32_t)g->ipg * p->k_h, opg = p->out_c / p->groups;
     int32_t inside = 0, edge, slow, oy;
     for (oy = 0; oy < p->out_h; ++oy) { /* rows whose tap rows lie inside the input */
         const int iy = oy * p->stride_h - p->pad_h;
@@ -1766,7 +1771,9 @@ static int eb_band_pays(const eb_conv_params *p, const eb_cols_geom *g, int32_t 
     edge = g->direct == 0 || g->ox_hi < g->ox_lo ? (p->out_w + 3) / 4
                                                   : (g->ox_lo + 3) / 4 + (p->out_w - 1 - g->ox_hi + 3) / 4;
     slow = (p->out_h - inside) * ((p->out_w + 3) / 4) + inside * edge;
-    return 6 * slow * g->k > 10 * g->k + bytes / 2 + p->out_h * rows * (12 + p->in_w / 2);
+    return (p->stride_w == 1 ? 6 : 18) * slow * g->k >
+           10 * g->k + bytes / 2 + p->out_h * rows * (12 + p->in_w / 2) +
+               p->out_h * waste[p->out_w & 3] * 5 * g->k * opg / 4;
 }
 
 /* The band's tap offsets (off): tap (ic, ky, kx) at row ic k_h + ky, column kx dil_w of a

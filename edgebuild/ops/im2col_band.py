@@ -5,6 +5,7 @@ links the path ("im2col_band") and the plan counts its bytes."""
 from __future__ import annotations
 
 from edgebuild.core.geometry import Plane
+from edgebuild.ops.dw_rows import row_major
 
 BAND_BYTES = 1536  # eb_kernels_opt.h: EB_CONV_BAND_BYTES, the band's most bytes
 BAND_TAPS = 512  # eb_kernels_opt.h: EB_CONV_BAND_TAPS, a group's most taps (offsets after it)
@@ -48,9 +49,7 @@ def elements(conv: Plane, row: bool = False) -> int:
     `row`: conv is a 1-D layer's window (a column, L x 1, as the tiler lays it) that runs
     untiled as one row (1 x L, as the kernels then get it)."""
     if row:
-        conv = Plane(conv.in_c, conv.in_w, conv.in_h, conv.out_c, conv.out_w, conv.out_h,
-                     conv.k_w, conv.k_h, conv.stride_w, conv.stride_h, conv.pad_w, conv.pad_h,
-                     conv.dil_w, conv.dil_h, conv.groups)
+        conv = row_major(conv)
     size = band_bytes(conv)
     if not size:
         return 0

@@ -1900,11 +1900,13 @@ static void eb_conv_core(const eb_conv_params *p, const int8_t *in, const int8_t
     eb_gemm_layer(&c.rows, geom.k, geom.hw, d.r, d.s, d.lim, EB_OPT_PIXELS);
 #endif
 #if EB_HAS_IM2COL_BAND
-    if (eb_band_bytes(p, ipg) > 0 && eb_band_pays(p, &geom, eb_band_bytes(p, ipg))) {
-        /* the band after the columns (4 kp int16) */
-        eb_conv_band(&c, &geom, in, weight, bias, (int8_t *)(scratch + 4 * geom.kp),
-                     eb_band_bytes(p, ipg), cols);
-        return;
+    {
+        const int32_t band = eb_band_bytes(p, ipg);
+        if (band > 0 && eb_band_pays(p, &geom, band)) { /* after the columns (4 kp int16) */
+            eb_conv_band(&c, &geom, in, weight, bias, (int8_t *)(scratch + 4 * geom.kp), band,
+                         cols);
+            return;
+        }
     }
 #endif
     table.row = -1; /* offsets from a group's input: the same for every group */

@@ -36,7 +36,7 @@ from test_kernels_opt import (
 from test_kernels_opt_paths import check_conv
 
 from edgebuild.core.geometry import Plane
-from edgebuild.ops import conv_path
+from edgebuild.ops import column_rows, conv_path
 
 
 @st.composite
@@ -204,10 +204,42 @@ COL1_CASES = [
     _col(2, 2, 2, 11, 58, 12, (2, 2), 5, 1, 1, -9),
 ]
 
+# ... and one channel's rows two at a time (eb_col1_rows2_s1 / _s2): 8 -> 1 11x1 stride 2 on
+# 5-wide rows (seed 32's, odd width: the last block steps back), depthwise 12x1 stride 2
+# (an odd record count), stride 1 along the rows and 1 or 2 down them, dilation 2 at stride
+# 2 (the rows one kernel row apart), dense 12 -> 3 6x3 (the third channel alone: the first
+# two a pair) and 9 -> 1, grouped, rows of 4 outputs; rows in the padding (one at a time)
+# and an odd count of inside rows (the last one at a time).
+ROWS2_CASES = [
+    _col(8, 1, 1, 30, 9, 11, (2, 2), 5, 1, 1, -9),
+    _col(3, 3, 3, 30, 33, 12, (2, 2), 5, 1, 0, -7),
+    _col(2, 1, 1, 20, 7, 9, (1, 1), 0, 1, 1, -9),
+    _col(2, 1, 1, 30, 8, 15, (2, 1), 0, 1, 0, -7),
+    _col(4, 1, 1, 24, 10, 5, (2, 2), 2, 2, 1, -9),
+    _col(12, 3, 1, 16, 13, 6, (2, 2), 0, 1, 1, -9, k_w=3),
+    _col(9, 1, 1, 16, 13, 6, (2, 2), 0, 1, 0, -9, k_w=3),
+    _col(6, 3, 3, 20, 9, 8, (2, 2), 1, 1, 1, -12),
+    _col(5, 1, 1, 14, 7, 5, (1, 2), 0, 1, 0, -9),
+]
+
 
 def test_col_cases_take_the_column_kernels():
     for c in COL2_CASES + COL1_CASES:
         assert "dw_column" in conv_path.kernel_choice(_plane(c)), c
+    for c in ROWS2_CASES:
+        assert "dw_column_rows2" in conv_path.kernel_choice(_plane(c)), c
+        assert column_rows.elements(_plane(c)) > 0
+
+
+def test_rows_two_at_a_time_only_where_the_union_gains():
+    """eb_col_rows2_gains's twin: a kernel at most its stride tall shares no rows (its
+    records cost more than one row's pairs), a stride down the columns no multiple of the
+    dilation puts the rows' taps on different grids, and a channel pair's rows (an even
+    count of outputs a group) have their own kernel."""
+    assert not column_rows.gains(_plane(_col(8, 1, 1, 30, 9, 2, (2, 2), 0, 1, 1, -9)))
+    assert not column_rows.gains(_plane(_col(4, 1, 1, 24, 10, 5, (3, 2), 0, 2, 1, -9)))
+    assert column_rows.gains(_plane(_col(8, 2, 1, 30, 9, 11, (2, 2), 5, 1, 1, -9)))
+    assert not column_rows.takes(_plane(_col(8, 2, 1, 30, 9, 11, (2, 2), 5, 1, 1, -9)))
     assert {c["out_c"] // c["groups"] for c in COL2_CASES} == {2, 4}
     assert {c["out_c"] // c["groups"] for c in COL1_CASES} == {1}
 
@@ -265,6 +297,12 @@ def test_multiplier_one_long_rows_leave_the_tile():
 @needs_m4
 def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
     m4_run(lib, COL2_CASES + COL1_CASES, 32, m4_build, "columns_asm")
+
+
+@needs_m4
+def test_m4_column_rows_two_at_a_time_equal_reference(lib, m4_build):  # noqa: F811
+    """The records stay inside the claim (ops.column_rows.elements: the guard after it)."""
+    m4_run(lib, ROWS2_CASES, 7, m4_build, "columns_rows2")
 
 
 @st.composite

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
 from edgebuild.core import numerics
-from edgebuild.ops import dw_spec, im2col_band
+from edgebuild.ops import column_rows, conv_path, dw_spec, im2col_band
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "templates" / "kernels"
@@ -254,12 +254,15 @@ def tile_kernel_shape(cfg: dict) -> bool:
 def conv_scratch_elements(lib, cfg: dict) -> int:
     """int16 scratch of eb_conv2d(_wide)_opt for cfg: EB_CONV_OPT_SCRATCH, or for a depthwise
     layer the padded path may take, EB_DW_OPT_SCRATCH if larger, or the tile kernel's
-    EB_DW_TILE_SCRATCH, or the im2col path's padded band (the plan's twin,
-    ops.im2col_band.elements: the guard after it checks the twin)."""
+    EB_DW_TILE_SCRATCH, or the im2col path's padded band or the column kernels' rows two at
+    a time (the plan's twins, ops.im2col_band.elements and ops.column_rows.elements: the
+    guard after it checks the twins)."""
+    conv = plane_of(cfg)
     return max(lib.eb_test_conv_scratch(cfg["in_c"] // cfg["groups"], cfg["k_h"], cfg["k_w"]),
                (dw_scratch_bytes(lib, cfg) + 1) // 2,
                lib.eb_test_dw_tile_scratch() if tile_kernel_shape(cfg) else 0,
-               im2col_band.elements(plane_of(cfg)))
+               im2col_band.elements(conv),
+               column_rows.elements(conv) if conv_path.column(conv) else 0)
 
 
 def params_of(cfg: dict) -> ConvParams:

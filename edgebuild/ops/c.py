@@ -110,7 +110,8 @@ class CCode:
 # its row functions' and its fan's of one input channel's many outputs forms shifting by 8
 # or 16: "dw_tile8", "dw_tile16", "dw_fan8", "dw_fan16", ops.conv_path.shift_forms -- its dense
 # and grouped convs: "dw_group"),
-# column kernels (at stride 2 along the rows: "dw_column_s2"), the line kernel (its forms by the
+# column kernels (at stride 2 along the rows: "dw_column_s2"; one channel's rows two at a time:
+# "dw_column_rows2"), the line kernel (its forms by the
 # immediate 8 or 16, "dw_line8" / "dw_line16", of dilation 2, "dw_line_d2", and of stride 2,
 # "dw_line_s2") and table kernels
 # (ops.conv_path.kernel_paths); the optimized
@@ -133,7 +134,8 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_three_ta
                   "dw_tile_fix4", "dw_tile_fix2_s2", "dw_tile_fix3_s2", "dw_tile_fix4_s2",
                   "dw_tile8", "dw_tile16",
                   "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_column_s2",
-                  "dw_column_dense", "dw_table", "dw_line", "dw_line8", "dw_line16",
+                  "dw_column_dense", "dw_column_rows2", "dw_table", "dw_line", "dw_line8",
+                  "dw_line16",
                   "dw_line_d2", "dw_line_s2", "dw_few", "dw_few8", "dw_few16", "dw_small",
                   "packed",
                   "im2col", "im2col_s2", "im2col_band", "gemm_2px", "gemm_short", "linear_q",

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane, Shape, ShapeError, Window, plane, pool_plane, pooled
-from edgebuild.ops import dw_spec, im2col_band
+from edgebuild.ops import column_rows, dw_spec, im2col_band
 from edgebuild.ops import pool as pooling
 from edgebuild.ops.c import (
     CCode,
@@ -29,6 +29,7 @@ from edgebuild.ops.conv_path import (
     DW_TILE_ELEMENTS,
     DW_TILE_SCRATCH,
     as_linear,
+    column,
     dw_tile,
     few_requantizes,
     gemm_short,
@@ -464,11 +465,11 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     packed = step.optimized and (step.tile is None or band) and packed_bits(step) != 0
     if step.optimized:  # the tile kernel's patch, the im2col path's padded band: scratch
         code += CCode(scratch=tuple(claim for claim in (
-            DW_TILE_SCRATCH if dw_tile(conv) else None, im2col_band.scratch(conv)) if claim))
+            DW_TILE_SCRATCH if dw_tile(conv) else None, im2col_band.scratch(conv),
+            column_rows.scratch(conv) if column(conv) else None) if claim))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
-        paths=optimized_paths(step, conv, band, packed) | frozenset(
-            {"packed"} if packed else ()))
+        paths=optimized_paths(step, conv, band, packed) | ({"packed"} if packed else set()))
     if band:
         return code + banded_call(step, source, step.inputs[0] if fused else None)
     if step.tile is not None:
@@ -561,9 +562,8 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
 def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
                    rows: int | None, axes: Axes[Conv]) -> int:
     """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), in
-    a tiled split pass of `rows` its columns (`cols_scratch`), and untiled, a depthwise
-    layer's padded copy where that path takes it (`dw_spec.padded_scratch`; tiled, it runs
-    banded in L1 or not at all)."""
+    a tiled split pass of `rows` its columns (`cols_scratch`), untiled, a depthwise layer's
+    padded copy where that path takes it (`dw_spec.padded_scratch`), and the other paths'."""
     kernel = axes(layer)[0]
     need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
     conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
@@ -571,9 +571,9 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, cols_workspace(conv, rows))
     if rows is None and conv.banded:
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
-    if dw_tile(conv):
-        need = max(need, DW_TILE_ELEMENTS)
-    return max(need, im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2))
+    return max(need, DW_TILE_ELEMENTS if dw_tile(conv) else 0,
+               im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2),
+               column_rows.elements(conv) if column(conv) else 0)
 
 
 # The facets conv1d and conv2d share, each its own function so that each is its own

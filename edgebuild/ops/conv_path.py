@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
-from edgebuild.ops import dw_spec, im2col_band
+from edgebuild.ops import column_rows, dw_spec, im2col_band
 from edgebuild.ops.dw_rows import DW3_LINE_MIN, three_tap, three_tap_line, three_tap_pair
 from edgebuild.ops.dw_rows import row_major as _row_major
 
@@ -440,7 +440,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the small-plane kernel
     ("dw_small": small), the column kernels
-    ("dw_column"), for a depthwise conv the
+    ("dw_column"; rows two at a time, "dw_column_rows2": column_rows), for a depthwise conv the
     3-tap ones ("dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
@@ -460,6 +460,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     if column(conv) and not packed:  # stride-2 rows, groups of several inputs: their paths
         return frozenset({"depthwise", "dw_column"} |
                          ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
+                         ({"dw_column_rows2"} if column_rows.takes(conv) else set()) |
                          ({"dw_column_dense"} if conv.in_c > conv.groups else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})

@@ -285,6 +285,13 @@ typedef struct {
  * across channels and kernel columns, width padding's edge outputs, a 1x1 conv's plane as
  * one row. Left out, such a layer takes the next path (a depthwise model does not carry
  * them). */
+/* ... one channel's rows two at a time (EB_OPT_NO_DW_COLUMN_ROWS2; "column rows two at a
+ * time" below): left out, they run one at a time. */
+#if defined(EB_OPT_NO_DW_COLUMN_ROWS2) || !EB_DW_COLUMN
+#define EB_DW_COLUMN_ROWS2 0
+#else
+#define EB_DW_COLUMN_ROWS2 1
+#endif
 #if defined(EB_OPT_NO_DW_COLUMN_DENSE) || !EB_DW_COLUMN
 #define EB_DW_COLUMN_DENSE 0
 #else
@@ -4695,34 +4702,76 @@ static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *w
     return (int)((e - t) / size);
 }
 
+/* eb_col_pair_table's records of several input channels in one pass over the taps, in the
+ * weights' order (`two`: a constant, the second channel's words beside): off steps along a
+ * tap row, from a row's end to the next row (ends[0]), from a channel's last row to the
+ * next channel's first (ends[1]); the weights skip the rows [0, lo) and [hi, k_h) of each
+ * channel (ends[2]). Building every tap's record first and folding them cost about 24
+ * instructions a tap: a 96 -> 1 k5's table took a fifth of its layer. */
+EB_INLINE int32_t eb_col_pairs_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                                    const int8_t *wb, int lo, int hi, int32_t in_plane,
+                                    uint32_t *t, const int two)
+{
+    const int32_t size = two ? 4 : 3, k_w = p->k_w, dil_w = p->dil_w, rows = hi - lo;
+    const int32_t n = (int32_t)cin_g * rows * k_w, row_pitch = (int32_t)p->dil_h * p->in_w;
+    const int32_t ends[3] = {row_pitch - k_w * dil_w, in_plane - rows * row_pitch,
+                             (int32_t)(p->k_h - rows) * k_w};
+    const int8_t *a = wa + (int32_t)lo * k_w, *b = two ? wb + (int32_t)lo * k_w : a;
+    int32_t off = 0, x = k_w, y = rows, j, o0, o1, a0, a1, b0 = 0, b1 = 0;
+#define EB_COL_NEXT_TAP(o, va, vb)                                                           \
+    do {                                                                                     \
+        o = off;                                                                             \
+        va = *a++;                                                                           \
+        if (two) {                                                                           \
+            vb = *b++;                                                                       \
+        }                                                                                    \
+        off += dil_w;                                                                        \
+        if (--x == 0) {                                                                      \
+            x = k_w;                                                                         \
+            off += ends[0];                                                                  \
+            if (--y == 0) {                                                                  \
+                y = rows;                                                                    \
+                off += ends[1];                                                              \
+                a += ends[2];                                                                \
+                b += ends[2];                                                                \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+    for (j = 0; j + 2 <= n; j += 2, t += size) {
+        EB_COL_NEXT_TAP(o0, a0, b0);
+        EB_COL_NEXT_TAP(o1, a1, b1);
+        t[0] = eb_dw_pair_word(a0, a1);
+        if (two) {
+            t[1] = eb_dw_pair_word(b0, b1);
+        }
+        t[size - 2] = (uint32_t)o0;
+        t[size - 1] = (uint32_t)o1;
+    }
+    if (n & 1) { /* the last tap alone: twice, weight 0 the second time */
+        EB_COL_NEXT_TAP(o0, a0, b0);
+        t[0] = eb_dw_pair_word(a0, 0);
+        if (two) {
+            t[1] = eb_dw_pair_word(b0, 0);
+        }
+        t[size - 2] = t[size - 1] = (uint32_t)o0;
+    }
+#undef EB_COL_NEXT_TAP
+    return (n + 1) >> 1;
+}
+
 /* eb_col_table's taps in pairs, in its order, for the rows by hand (eb_col1_pairs_s1 / _s2,
  * eb_col2_pairs_s1): a record of the pair's weight words -- [wa(t0), wa(t1)] and, with a second
  * channel, [wb(t0), wb(t1)] -- and the two taps' offsets (an odd count's last pair: the last
- * tap twice, weight 0 the second time). Folded in place from the taps (a record, 12 or 16
- * bytes, is written no further on than the two taps of 16 it is read from). Returns the
- * pairs' count. */
+ * tap twice, weight 0 the second time). Returns the pairs' count. */
 static EB_NOINLINE int eb_col_pair_table(const eb_conv_params *p, int cin_g,
                                          const int8_t *wa, const int8_t *wb, int lo, int hi,
                                          int32_t in_plane, uint32_t *t)
 {
-    const eb_col_tap *tap = (const eb_col_tap *)(const void *)t;
-    const int32_t size = wb ? 4 : 3;
-    int32_t n, j;
     if (cin_g == 1 || !EB_DW_COLUMN_DENSE) { /* (k_w 1) */
         return eb_col_pairs_one(p, wa, wb, lo, hi, t);
     }
-    n = eb_col_table(p, cin_g, wa, wb, lo, hi, in_plane, (eb_col_tap *)(void *)t);
-    for (j = 0; j < n; j += 2, t += size, tap += 2) {
-        const int32_t off0 = tap[0].off, off1 = j + 1 < n ? tap[1].off : off0;
-        const uint32_t w0 = tap[0].w, w1 = j + 1 < n ? tap[1].w : 0u;
-        t[0] = eb_pack_lo(w0, w1);
-        if (wb) {
-            t[1] = eb_pack_hi(w0, w1);
-        }
-        t[size - 2] = (uint32_t)off0;
-        t[size - 1] = (uint32_t)off1;
-    }
-    return (int)((n + 1) >> 1);
+    return (int)(wb ? eb_col_pairs_walk(p, cin_g, wa, wb, lo, hi, in_plane, t, 1)
+                    : eb_col_pairs_walk(p, cin_g, wa, wb, lo, hi, in_plane, t, 0));
 }
 
 /* A pair table's weight words (`size` words a record: 3, one channel; 4, two) rewritten for
@@ -4899,7 +4948,9 @@ typedef struct {
                                    taps inside the input: the same table), a row's blocks
                                    less one (n's start), bytes from a row's input to the
                                    next's; the outputs of a row follow the last's */
-    int32_t pad;                /* 60: not read (a 16-word job: two LDM / STM copy it) */
+    int32_t ostep;              /* 60: the two-row functions' outputs from a row pair to
+                                   the next (eb_col_rows2); the others' do not read it (a
+                                   16-word job: two LDM / STM copy it) */
 } eb_col_job;
 
 /* One tap of 4 pixels at stride 2 (the words at x0 and x3) into r9 [x0, x2] and r10 [x4, x6],
@@ -5070,38 +5121,47 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
     "sxtb16 r7, r7, ror #8\n\t"                                                              \
     "sxtb16 r6, r6, ror #8\n\t"                                                              \
     "smlad r0, r7, r4, r0\n\tsmlad r1, r6, r4, r1\n\t"
+/* The one-channel functions' entry: the job's 16 words copied to sp + 16, the sums' start
+ * 4 times below them, the first row's input in lr. */
+#define EB_COL1_ENTER                                                                        \
+    "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                        \
+    "sub sp, sp, #80\n\t"                                                                    \
+    "add r12, sp, #16\n\t"                                                                   \
+    "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
+    "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
+    "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                          \
+    "stmia r12, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
+    "ldr r1, [sp, #16]\n\t"                                                                  \
+    "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                                              \
+    "stmia sp, {r1, r2, r3, r4}\n\t"                                                         \
+    "ldr lr, [sp, #60]\n"
+/* A block's start: the 4 sums from their start, the records' pointer r8 and end r12 (then
+ * `x3`); an odd record count enters the loop at its second (`second`). */
+#define EB_COL1_BLOCK(x3, second)                                                            \
+    "ldmia sp, {r0, r1, r2, r3}\n\t"                                                         \
+    "ldrd r8, r12, [sp, #24]\n\t" x3 "ldr r9, [sp, #44]\n\t"                                  \
+    "tst r9, #2\n\t"                                                                         \
+    "bne " second "\n"
+/* The 4 sums shifted right by s and saturated (flag bit 0, relu: USAT 7; else SSAT 8), at
+ * local labels `ssat` and `done`. */
+#define EB_COL1_REQUANT(ssat, done)                                                          \
+    "ldrd r4, r5, [sp, #40]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r4")                   \
+    "tst r5, #1\n\t"                                                                         \
+    "beq " ssat "f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")                    \
+    "b " done "f\n" ssat ":\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")          \
+    done ":\n\t"
 #define EB_COL1_PAIRS_FN(name, PAIR, step, x3, TWO, back2)                                   \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
     {                                                                                        \
-        __asm__ volatile("push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                  \
-                         "sub sp, sp, #80\n\t"                                              \
-                         "add r12, sp, #16\n\t"                                             \
-                         "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
-                         "stmia r12!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                  \
-                         "ldmia r0, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                    \
-                         "stmia r12, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                   \
-                         "ldr r1, [sp, #16]\n\t"                                            \
-                         "mov r2, r1\n\tmov r3, r1\n\tmov r4, r1\n\t"                        \
-                         "stmia sp, {r1, r2, r3, r4}\n\t"                                   \
-                         "ldr lr, [sp, #60]\n"                                               \
+        __asm__ volatile(EB_COL1_ENTER                                                       \
                          "1:\n\t"                                                            \
-                         "ldmia sp, {r0, r1, r2, r3}\n\t"                                   \
-                         "ldrd r8, r12, [sp, #24]\n\t" x3                                   \
-                         "ldr r9, [sp, #44]\n\t"                                            \
-                         "tst r9, #2\n\t"                                                   \
-                         "bne 3f\n"                                                          \
+                         EB_COL1_BLOCK(x3, "3f")                                             \
                          "2:\n\t" PAIR                                                       \
                          "3:\n\t" PAIR                                                       \
                          "cmp r8, r12\n\t"                                                  \
                          "bne 2b\n\t"                                                       \
-                         "ldrd r4, r5, [sp, #40]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3",   \
-                                                                  "r4")                      \
-                         "tst r5, #1\n\t"                                                   \
-                         "beq 4f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")     \
-                         "b 5f\n"                                                            \
-                         "4:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")         \
-                         "5:\n\t"                                                            \
+                         EB_COL1_REQUANT("4", "5")                                           \
                          "ldr r9, [sp, #32]\n\t"                                            \
                          "strb r1, [r9, #1]\n\tstrb r2, [r9, #2]\n\tstrb r3, [r9, #3]\n\t"   \
                          "strb r0, [r9], #4\n\t"                                            \
@@ -5147,6 +5207,206 @@ EB_COL1_PAIRS_FN(eb_col1_pairs_s1, EB_COL1_PAIR1, "4", "", EB_COL1_TWO, "2")
 EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t", EB_COL1_TWO_S2,
                  "1")
 #endif
+#endif
+
+/* ---- one channel's rows two at a time ----
+ * Two output rows oy and oy + 1 of one channel read the same input rows where the kernel is
+ * taller than its stride down the columns (stride_h a multiple of dil_h, s' = stride_h /
+ * dil_h kernel rows apart): row oy + 1's tap ky is row oy's tap ky + s'. Over the union of
+ * their tap rows -- k_h + s' a kernel column, each with the pair's two weights (row oy's,
+ * 0 past its k_h; row oy + 1's, 0 before s') -- a block of 2 pixels of both rows loads each
+ * input word once for 4 sums: a pair of union entries is a record [wa(e0), wa(e1)],
+ * [wb(e0), wb(e1)], off0, off1 (LDM), the entries' words at the block's first pixel (2
+ * LDR) joined row by row (PKHBT / PKHTB) and split by SXTB16 into each pixel's pair, 4
+ * SMLAD: 11 instructions per 8 multiplies at stride 2 (10 at 1), where one row's tap pairs
+ * take 17 (13) per 8 -- seed 32's 8 -> 1 11x1 stride 2 and 3 -> 3 12x1 stride 2 depthwise
+ * spend three quarters of their time there. Taken where the union's records cost under 9/10
+ * of one row's pairs (eb_col_rows2_gains; twin ops.column_rows.gains), for the rows whose
+ * taps all lie inside the input (the edge rows, fewer taps, run one at a time). The table
+ * is 16 bytes a record after the columns' start: the scratch the plan claims for it
+ * (ops.column_rows.elements). A block's words: the first of a row reads from its first
+ * pixel (bytes 0 and 2 at stride 2, 0 and 1 at 1), the others from 1 (2) bytes before it
+ * (bytes 1 and 3; 2 and 3), so that no read passes the row's last pixel or precedes its
+ * first; a row of odd width ends with a block stepping back over one pixel done. */
+#if EB_COL_ROW_ASM && EB_DW_COLUMN_ROWS2
+#define EB_COL_ROWS2 1
+
+/* The first block's record at stride 2 (bytes 0 and 2 of each word: pixels x0, x2) and a
+ * later block's (r10: 1 byte before the block; bytes 1 and 3). Sums r0, r1 (row oy's two
+ * pixels), r2, r3 (row oy + 1's). */
+#define EB_COL_R2_HEAD2                                                                      \
+    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
+    "ldr r6, [lr, r6]\n\t"                                                                   \
+    "ldr r7, [lr, r7]\n\t"                                                                   \
+    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
+    "pkhtb r7, r7, r6, asr #16\n\t"                                                          \
+    "sxtb16 r9, r9\n\t"                                                                      \
+    "sxtb16 r7, r7\n\t" EB_COL_R2_MACS
+#define EB_COL_R2_BODY2                                                                      \
+    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
+    "ldr r6, [r10, r6]\n\t"                                                                  \
+    "ldr r7, [r10, r7]\n\t"                                                                  \
+    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
+    "pkhtb r7, r7, r6, asr #16\n\t"                                                          \
+    "sxtb16 r9, r9, ror #8\n\t"                                                              \
+    "sxtb16 r7, r7, ror #8\n\t" EB_COL_R2_MACS
+/* ... at stride 1: bytes 0 and 1 (pixels x0, x1), a later block's 2 and 3 (r10: 2 bytes
+ * before it). */
+#define EB_COL_R2_HEAD1                                                                      \
+    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
+    "ldr r6, [lr, r6]\n\t"                                                                   \
+    "ldr r7, [lr, r7]\n\t"                                                                   \
+    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
+    "sxtb16 r7, r9, ror #8\n\t"                                                              \
+    "sxtb16 r9, r9\n\t" EB_COL_R2_MACS
+#define EB_COL_R2_BODY1                                                                      \
+    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
+    "ldr r6, [r10, r6]\n\t"                                                                  \
+    "ldr r7, [r10, r7]\n\t"                                                                  \
+    "pkhtb r9, r7, r6, asr #16\n\t"                                                          \
+    "sxtb16 r7, r9, ror #8\n\t"                                                              \
+    "sxtb16 r9, r9\n\t" EB_COL_R2_MACS
+#define EB_COL_R2_MACS                                                                       \
+    "smlad r0, r9, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"                                       \
+    "smlad r2, r9, r5, r2\n\tsmlad r3, r7, r5, r3\n\t"
+
+/* The rows of a job (eb_col_job: init_a, the records tap .. end, da / db the two rows'
+ * outputs, s, flags bit 0 relu and bit 1 an odd record count, n the blocks after a row's
+ * first, back / oback the last block's step back, row the first row's input, rows the row
+ * pairs after the first, nb n's start, rstep the input from a pair to the next, ostep the
+ * outputs'): the job's copy on the stack above the sums' start (4 words). */
+#define EB_COL_ROWS2_FN(name, HEAD, BODY, step, before)                                      \
+    static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
+                                                      __attribute__((unused)))              \
+    {                                                                                        \
+        __asm__ volatile(EB_COL1_ENTER                                                       \
+                         "1:\n\t" /* a row's first block */                                 \
+                         EB_COL1_BLOCK("", "3f")                                             \
+                         "2:\n\t" HEAD                                                       \
+                         "3:\n\t" HEAD                                                       \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 2b\n"                                                          \
+                         "4:\n\t" /* the block's 4 outputs */                               \
+                         EB_COL1_REQUANT("5", "6")                                           \
+                         "ldrd r6, r7, [sp, #32]\n\t"                                       \
+                         "strb r1, [r6, #1]\n\tstrb r0, [r6], #2\n\t"                        \
+                         "strb r3, [r7, #1]\n\tstrb r2, [r7], #2\n\t"                        \
+                         "add lr, lr, #" step "\n\t"                                        \
+                         "strd r6, r7, [sp, #32]\n\t" EB_DW_NEXT_BLOCK("48", "11f", "9f")    \
+                         "ldrd r11, r12, [sp, #52]\n\t" /* the last: step back */          \
+                         "add lr, lr, r11\n\t"                                              \
+                         "add r6, r6, r12\n\t"                                              \
+                         "add r7, r7, r12\n\t"                                              \
+                         "strd r6, r7, [sp, #32]\n"                                          \
+                         "11:\n\t" /* a later block */                                      \
+                         EB_COL1_BLOCK("sub r10, lr, #" before "\n\t", "8f")                 \
+                         "7:\n\t" BODY                                                       \
+                         "8:\n\t" BODY                                                       \
+                         "cmp r8, r12\n\t"                                                  \
+                         "bne 7b\n\t"                                                       \
+                         "b 4b\n"                                                            \
+                         "9:\n\t" /* the row pair's end: the next pair */                   \
+                         "ldr r0, [sp, #64]\n\t"                                            \
+                         "cbz r0, 10f\n\t"                                                  \
+                         "subs r0, r0, #1\n\t"                                              \
+                         "str r0, [sp, #64]\n\t"                                            \
+                         "ldrd r11, r12, [sp, #68]\n\t"                                     \
+                         "str r11, [sp, #48]\n\t"                                           \
+                         "ldr lr, [sp, #60]\n\t"                                            \
+                         "add lr, lr, r12\n\t"                                              \
+                         "str lr, [sp, #60]\n\t"                                            \
+                         "ldr r11, [sp, #76]\n\t"                                           \
+                         "ldrd r6, r7, [sp, #32]\n\t"                                       \
+                         "add r6, r6, r11\n\t"                                              \
+                         "add r7, r7, r11\n\t"                                              \
+                         "strd r6, r7, [sp, #32]\n\t"                                       \
+                         "b 1b\n"                                                            \
+                         "10:\n\t"                                                           \
+                         "add sp, sp, #80\n\t"                                              \
+                         "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");                     \
+    }
+EB_COL_ROWS2_FN(eb_col1_rows2_s1, EB_COL_R2_HEAD1, EB_COL_R2_BODY1, "2", "2")
+#if EB_DW_COLUMN_S2
+EB_COL_ROWS2_FN(eb_col1_rows2_s2, EB_COL_R2_HEAD2, EB_COL_R2_BODY2, "4", "1")
+#endif
+
+/* Whether one channel's inside rows of p run two at a time: stride_h a multiple of dil_h
+ * and the union's records (10 or 11 instructions each) under 9/10 of one row's tap pairs
+ * (13 or 17). Twin: ops.column_rows.gains. */
+static int eb_col_rows2_gains(const eb_conv_params *p)
+{
+    const int32_t e = (int32_t)(p->in_c / p->groups) * p->k_w;
+    const int32_t u = p->k_h + p->stride_h / p->dil_h;
+    const int32_t two = ((e * u + 1) >> 1) * (p->stride_w == 1 ? 10 : 11);
+    const int32_t one = ((e * p->k_h + 1) >> 1) * (p->stride_w == 1 ? 13 : 17);
+    return p->stride_h % p->dil_h == 0 && 10 * two < 9 * one &&
+           (p->stride_w == 1 || EB_DW_COLUMN_S2);
+}
+
+/* The records of output channel w's union (see above) into t; their count. Entries in the
+ * order (input channel, union row, kernel column), paired in turn (an odd count's last
+ * with itself, weights 0 the second time). */
+static EB_NOINLINE int32_t eb_col_rows2_table(const eb_conv_params *p, const int8_t *w,
+                                              int32_t in_plane, uint32_t *t)
+{
+    const int cin_g = p->in_c / p->groups, k_h = p->k_h, k_w = p->k_w;
+    const int sh = p->stride_h / p->dil_h, u = k_h + sh;
+    int32_t n = 0, c, r, kx;
+    for (c = 0; c < cin_g; ++c) {
+        for (r = 0; r < u; ++r) {
+            const int8_t *wr = w + ((int32_t)c * k_h + r) * k_w;
+            for (kx = 0; kx < k_w; ++kx, ++n) {
+                uint32_t *const e = t + 4 * (n >> 1);
+                const int32_t wa = r < k_h ? wr[kx] : 0, wb = r >= sh ? wr[kx - sh * k_w] : 0;
+                const int32_t off = c * in_plane + r * p->dil_h * p->in_w + kx * p->dil_w;
+                if (n & 1) {
+                    e[0] |= eb_dw_pair_word(0, wa);
+                    e[1] |= eb_dw_pair_word(0, wb);
+                    e[3] = (uint32_t)off;
+                } else {
+                    e[0] = eb_dw_pair_word(wa, 0);
+                    e[1] = eb_dw_pair_word(wb, 0);
+                    e[2] = e[3] = (uint32_t)off;
+                }
+            }
+        }
+    }
+    return (n + 1) >> 1;
+}
+
+/* Output rows [oy, inside) of one channel (weights w) two at a time, from job (set for the
+ * channel by eb_col_asm_of; row: row oy's input, da its outputs): the rows it ran (even; a
+ * last odd one is left to the caller). The table overwrites the scratch's taps. */
+static EB_NOINLINE int eb_col_rows2(const eb_conv_params *p, const int8_t *w, int32_t in_plane,
+                                    uint32_t *t, const eb_col_job *j, const int8_t *row,
+                                    int8_t *da, int oy, int inside)
+{
+    const int32_t pairs = (inside - oy) >> 1, nb = (p->out_w + 1) >> 1;
+    const int32_t np = eb_col_rows2_table(p, w, in_plane, t);
+    eb_col_job job = *j;
+    job.tap = (const eb_col_tap *)(const void *)t;
+    job.end = (const eb_col_tap *)(const void *)(t + 4 * np);
+    job.flags = (j->flags & 1) | (np & 1) << 1;
+    job.n = job.nb = nb - 1;
+    job.oback = p->out_w - 2 * nb;
+    job.back = job.oback * p->stride_w;
+    job.da = da;
+    job.db = da + p->out_w;
+    job.row = row;
+    job.rows = pairs - 1;
+    job.rstep = 2 * (int32_t)p->stride_h * p->in_w;
+    job.ostep = p->out_w;
+#if EB_DW_COLUMN_S2
+    if (p->stride_w != 1) {
+        eb_col1_rows2_s2(&job);
+        return 2 * pairs;
+    }
+#endif
+    eb_col1_rows2_s1(&job);
+    return 2 * pairs;
+}
+#else
+#define EB_COL_ROWS2 0
 #endif
 
 /* One output row of one channel (a) or two (a, b): sums from init_a / init_b over the n taps
@@ -5417,6 +5677,9 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
     int first_inside;
     const int inside = eb_col_inside_rows(p, width, &first_inside); /* rows [first_inside, inside) */
 #endif
+#if EB_COL_ROWS2
+    const int rows2 = eb_col_rows2_gains(p);
+#endif
 
     const int32_t x0 = first * p->stride_w - p->pad_w; /* the input column of the first */
     if (!eb_col_takes(p)) {
@@ -5453,6 +5716,15 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                 int32_t at = oc * out_plane + (int32_t)oy * p->out_w;
                 int lo, hi, n;
                 const int8_t *row;
+#if EB_COL_ROWS2
+                if (rows2 && !two && fn != NULL && oy >= first_inside && inside - oy >= 2) {
+                    oy += eb_col_rows2(p, wa, in_plane, words, &job,
+                                       plane + (int32_t)iy0 * p->in_w + x0, oa.out8 + at + first,
+                                       oy, inside) - 1;
+                    tlo = -1; /* the scratch holds the records now */
+                    continue;
+                }
+#endif
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);
                 if (lo != tlo || hi != thi || tw != wa) {
                     if (pairs && lo == tlo && hi == thi && size == tsize && lo == 0 &&

@@ -101,6 +101,13 @@ extern "C" {
      (int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) / 2 +           \
      2 * (int32_t)(in_per_group) * (k_h) * (k_w))
 
+/* The column kernels' rows two at a time (eb_dw_opt.c, eb_col1_rows2_s1 / _s2): their
+ * records, 16 bytes a pair of the two rows' union of tap rows -- in_per_group x k_w x
+ * (k_h + rows_apart) entries, rows_apart = stride_h / dil_h -- in the scratch
+ * (ops.column_rows claims them). */
+#define EB_COL_ROWS2_SCRATCH(in_per_group, k_h, k_w, rows_apart) \
+    (8 * (((int32_t)(in_per_group) * (k_w) * ((k_h) + (rows_apart)) + 1) / 2))
+
 /* The depthwise path's padded channel copy (eb_dw_opt.c, "3x3, stride 1"), in the caller's
  * scratch: at most EB_DW_PAD_BYTES of padded rows (L = in_w + pad_w bytes apart, and pad_w
  * more), the whole plane (out_h + 2 rows) when it fits, else a band of the most rows an even

@@ -1,0 +1,60 @@
+"""The column kernels' rows two at a time (eb_dw_opt.c, eb_col1_rows2_s1 / _s2): which
+convolutions take them and the scratch their records claim -- the twin of
+eb_col_rows2_gains, so that a step links the path ("dw_column_rows2") and the plan counts
+its bytes.
+
+Two output rows of one channel read the same input rows where the kernel is taller than
+its stride down the columns: over their union of tap rows a block of 2 pixels of both rows
+loads each input word once for 4 sums (11 instructions per 8 multiplies at stride 2 along
+the rows, 10 at 1), where one row's tap pairs take 17 (13)."""
+
+from __future__ import annotations
+
+from edgebuild.core.geometry import Plane
+
+COST_TWO = {1: 10, 2: 11}  # instructions a record of the two rows' union, by stride_w
+COST_ONE = {1: 13, 2: 17}  # ... a tap pair of one row's (eb_col1_pairs_s1 / _s2)
+
+
+def rows_apart(conv: Plane) -> int:
+    """Kernel rows from one output row's taps to the next's: stride_h / dil_h."""
+    return conv.stride_h // conv.dil_h
+
+
+def records(conv: Plane) -> int:
+    """Pairs of the union's entries: in_c / groups x k_w x (k_h + rows_apart), halved up."""
+    entries = conv.in_c // conv.groups * conv.k_w * (conv.k_h + rows_apart(conv))
+    return (entries + 1) // 2
+
+
+def gains(conv: Plane) -> bool:
+    """eb_col_rows2_gains: stride_h a multiple of dil_h (the rows' taps on one grid) and the
+    union's records under 9/10 of one row's tap pairs, in instructions. (Of a conv the
+    column kernels take with one output channel a group, or an odd count: the last alone;
+    the C asks it of the channels it runs alone.)"""
+    if conv.stride_h % conv.dil_h or conv.stride_w not in COST_TWO:
+        return False
+    pairs = (conv.in_c // conv.groups * conv.k_w * conv.k_h + 1) // 2
+    return 10 * records(conv) * COST_TWO[conv.stride_w] < 9 * pairs * COST_ONE[conv.stride_w]
+
+
+def takes(conv: Plane) -> bool:
+    """Whether a conv the column kernels take may run rows two at a time: a channel run
+    alone (an odd count of outputs a group) whose records gain, no width padding (its rows'
+    edge outputs: one at a time). The C takes them for the output row pairs whose taps all
+    lie inside the input, of whatever tile it is given: the claim holds for every tile."""
+    return (conv.out_c // conv.groups) % 2 == 1 and gains(conv) and conv.pad_w == 0
+
+
+def elements(conv: Plane) -> int:
+    """The int16 elements EB_COL_ROWS2_SCRATCH counts (8 a record) for a conv the column
+    kernels take (`takes`), else 0."""
+    return 8 * records(conv) if takes(conv) else 0
+
+
+def scratch(conv: Plane) -> str | None:
+    """The C claim (EB_COL_ROWS2_SCRATCH) of a conv that takes the rows, else None."""
+    if not takes(conv):
+        return None
+    return (f"EB_COL_ROWS2_SCRATCH({conv.in_c // conv.groups}, {conv.k_h}, {conv.k_w}, "
+            f"{rows_apart(conv)})")

@@ -208,9 +208,13 @@ COL1_CASES = [
 # 5-wide rows (seed 32's, odd width: the last block steps back), depthwise 12x1 stride 2
 # (an odd record count), stride 1 along the rows and 1 or 2 down them, dilation 2 at stride
 # 2 (the rows one kernel row apart), dense 12 -> 3 6x3 (the third channel alone: the first
-# two a pair) and 9 -> 1, grouped, rows of 4 outputs; rows in the padding (one at a time)
-# and an odd count of inside rows (the last one at a time).
+# two a pair) and 9 -> 1, grouped, rows of 4 outputs; rows in the padding (each pair's
+# union cut to the input: a table of its own), a pair whose first row has no tap inside
+# (3 -> 1 5x1 pad 6) and whose rows both have none (the one-row path's biases), an odd
+# count of rows (the last one at a time).
 ROWS2_CASES = [
+    _col(3, 1, 1, 20, 9, 5, (2, 2), 6, 1, 1, -9),
+    _col(3, 1, 1, 9, 9, 5, (2, 2), 8, 1, 0, -7),
     _col(8, 1, 1, 30, 9, 11, (2, 2), 5, 1, 1, -9),
     _col(3, 3, 3, 30, 33, 12, (2, 2), 5, 1, 0, -7),
     _col(2, 1, 1, 20, 7, 9, (1, 1), 0, 1, 1, -9),

@@ -40,9 +40,9 @@ def gains(conv: Plane) -> bool:
 
 def takes(conv: Plane) -> bool:
     """Whether a conv the column kernels take may run rows two at a time: a channel run
-    alone (an odd count of outputs a group) whose records gain, no width padding (its rows'
-    edge outputs: one at a time). The C takes them for the output row pairs whose taps all
-    lie inside the input, of whatever tile it is given: the claim holds for every tile."""
+    alone (an odd count of outputs a group) whose records gain, no width padding (a padded
+    row's edge outputs run one at a time). The C takes them for every output row pair with
+    a tap inside the input, of whatever tile it is given: the claim holds for every tile."""
     return (conv.out_c // conv.groups) % 2 == 1 and gains(conv) and conv.pad_w == 0
 
 

@@ -5221,10 +5221,11 @@ EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t", EB
  * SMLAD: 11 instructions per 8 multiplies at stride 2 (10 at 1), where one row's tap pairs
  * take 17 (13) per 8 -- seed 32's 8 -> 1 11x1 stride 2 and 3 -> 3 12x1 stride 2 depthwise
  * spend three quarters of their time there. Taken where the union's records cost under 9/10
- * of one row's pairs (eb_col_rows2_gains; twin ops.column_rows.gains), for the rows whose
- * taps all lie inside the input (the edge rows, fewer taps, run one at a time). The table
- * is 16 bytes a record after the columns' start: the scratch the plan claims for it
- * (ops.column_rows.elements). A block's words: the first of a row reads from its first
+ * of one row's pairs (eb_col_rows2_gains; twin ops.column_rows.gains), on rows with no
+ * width padding: each pair's union cut to the rows inside the input (a table for each run
+ * of pairs whose cut is the same: the padding's pairs, then the rest; an odd count's last
+ * row runs alone). The table is 16 bytes a record from the scratch's start: what the plan
+ * claims for it (ops.column_rows.elements). A block's words: the first of a row reads from its first
  * pixel (bytes 0 and 2 at stride 2, 0 and 1 at 1), the others from 1 (2) bytes before it
  * (bytes 1 and 3; 2 and 3), so that no read passes the row's last pixel or precedes its
  * first; a row of odd width ends with a block stepping back over one pixel done. */
@@ -5343,47 +5344,96 @@ static int eb_col_rows2_gains(const eb_conv_params *p)
            (p->stride_w == 1 || EB_DW_COLUMN_S2);
 }
 
-/* The records of output channel w's union (see above) into t; their count. Entries in the
- * order (input channel, union row, kernel column), paired in turn (an odd count's last
- * with itself, weights 0 the second time). */
+/* The records of output channel w's union rows [lo, hi) (see above; offsets from union row
+ * lo of input channel 0) into t; their count. Entries in the order (input channel, union
+ * row, kernel column), paired in turn (an odd count's last with itself, weights 0 the
+ * second time). */
 static EB_NOINLINE int32_t eb_col_rows2_table(const eb_conv_params *p, const int8_t *w,
-                                              int32_t in_plane, uint32_t *t)
+                                              int32_t in_plane, int lo, int hi, uint32_t *t)
 {
     const int cin_g = p->in_c / p->groups, k_h = p->k_h, k_w = p->k_w;
-    const int sh = p->stride_h / p->dil_h, u = k_h + sh;
-    int32_t n = 0, c, r, kx;
+    const int sh = p->stride_h / p->dil_h, dil_w = p->dil_w;
+    const int32_t row_pitch = (int32_t)p->dil_h * p->in_w;
+    /* an entry's weights as int16 halves of its record's words (h[0], h[2]: the low halves
+     * for a pair's first entry, the high for its second), its offset the record's word 2 or
+     * 3: the pointers step 1, 7 (halves) and 1, 3 (words) in turn -- no branch an entry,
+     * where testing which of the pair it is cost about 50 instructions an entry */
+    int16_t *h = (int16_t *)(void *)t;
+    int32_t *o = (int32_t *)(void *)t + 2, hs = 1, os = 1, n = 0, c, r, kx;
+#define EB_COL_R2_ENTRY(a, b, off)                                                           \
+    do {                                                                                     \
+        h[0] = (int16_t)(a);                                                                 \
+        h[2] = (int16_t)(b);                                                                 \
+        *o = (off);                                                                          \
+        h += hs;                                                                             \
+        hs ^= 6;                                                                             \
+        o += os;                                                                             \
+        os ^= 2;                                                                             \
+    } while (0)
     for (c = 0; c < cin_g; ++c) {
-        for (r = 0; r < u; ++r) {
-            const int8_t *wr = w + ((int32_t)c * k_h + r) * k_w;
-            for (kx = 0; kx < k_w; ++kx, ++n) {
-                uint32_t *const e = t + 4 * (n >> 1);
-                const int32_t wa = r < k_h ? wr[kx] : 0, wb = r >= sh ? wr[kx - sh * k_w] : 0;
-                const int32_t off = c * in_plane + r * p->dil_h * p->in_w + kx * p->dil_w;
-                if (n & 1) {
-                    e[0] |= eb_dw_pair_word(0, wa);
-                    e[1] |= eb_dw_pair_word(0, wb);
-                    e[3] = (uint32_t)off;
-                } else {
-                    e[0] = eb_dw_pair_word(wa, 0);
-                    e[1] = eb_dw_pair_word(wb, 0);
-                    e[2] = e[3] = (uint32_t)off;
-                }
+        const int8_t *const wc = w + (int32_t)c * k_h * k_w;
+        int32_t off = c * in_plane;
+        if (k_w == 1) { /* row oy's weights alone, both rows', row oy + 1's alone */
+            for (r = lo; r < hi && r < sh; ++r, off += row_pitch) {
+                EB_COL_R2_ENTRY(wc[r], 0, off);
+            }
+            for (; r < hi && r < k_h; ++r, off += row_pitch) {
+                EB_COL_R2_ENTRY(wc[r], wc[r - sh], off);
+            }
+            for (; r < hi; ++r, off += row_pitch) {
+                EB_COL_R2_ENTRY(0, wc[r - sh], off);
+            }
+            n += hi - lo;
+            continue;
+        }
+        for (r = lo; r < hi; ++r, off += row_pitch) {
+            for (kx = 0; kx < k_w; ++kx) {
+                EB_COL_R2_ENTRY(r < k_h ? wc[r * k_w + kx] : 0,
+                                r >= sh ? wc[(r - sh) * k_w + kx] : 0, off + kx * dil_w);
             }
         }
+        n += (int32_t)(hi - lo) * k_w;
+    }
+#undef EB_COL_R2_ENTRY
+    if (n & 1) { /* the last record's second entry: its first again, weights 0 */
+        h[0] = h[2] = 0;
+        o[0] = o[-1];
     }
     return (n + 1) >> 1;
 }
 
-/* Output rows [oy, inside) of one channel (weights w) two at a time, from job (set for the
- * channel by eb_col_asm_of; row: row oy's input, da its outputs): the rows it ran (even; a
- * last odd one is left to the caller). The table overwrites the scratch's taps. */
-static EB_NOINLINE int eb_col_rows2(const eb_conv_params *p, const int8_t *w, int32_t in_plane,
-                                    uint32_t *t, const eb_col_job *j, const int8_t *row,
-                                    int8_t *da, int oy, int inside)
+/* The union rows [*lo, returned) of output rows oy, oy + 1 that lie inside the input (rows
+ * of the kernel's grid from row oy's first tap row: dil_h apart). */
+static int eb_col_rows2_range(const eb_conv_params *p, int oy, int *lo)
 {
-    const int32_t pairs = (inside - oy) >> 1, nb = (p->out_w + 1) >> 1;
-    const int32_t np = eb_col_rows2_table(p, w, in_plane, t);
+    const int d = p->dil_h, u = p->k_h + p->stride_h / d;
+    const int iy0 = oy * p->stride_h - p->pad_h, last = p->in_h - 1 - iy0;
+    const int hi = last < 0 ? 0 : last / d + 1;
+    *lo = iy0 < 0 ? (-iy0 + d - 1) / d : 0;
+    return hi < u ? hi : u;
+}
+
+/* Output rows from oy of one channel (weights w) two at a time, from job (set for the
+ * channel by eb_col_asm_of; plane: the channel's group's input, x0 its first column, da row
+ * oy's outputs): the pairs whose union rows inside the input are oy's (one table), the rows
+ * it ran -- 0 where that union has no row (the caller's one-row path gives the biases). The
+ * table overwrites the scratch's taps. */
+static EB_NOINLINE int eb_col_rows2(const eb_conv_params *p, const int8_t *w, int32_t in_plane,
+                                    uint32_t *t, const eb_col_job *j, const int8_t *plane,
+                                    int32_t x0, int8_t *da, int oy)
+{
+    const int32_t nb = (p->out_w + 1) >> 1;
     eb_col_job job = *j;
+    int lo, lo2, pairs = 1, np;
+    const int hi = eb_col_rows2_range(p, oy, &lo);
+    if (hi <= lo) {
+        return 0;
+    }
+    while (oy + 2 * pairs + 1 < p->out_h && eb_col_rows2_range(p, oy + 2 * pairs, &lo2) == hi &&
+           lo2 == lo) {
+        ++pairs;
+    }
+    np = (int)eb_col_rows2_table(p, w, in_plane, lo, hi, t);
     job.tap = (const eb_col_tap *)(const void *)t;
     job.end = (const eb_col_tap *)(const void *)(t + 4 * np);
     job.flags = (j->flags & 1) | (np & 1) << 1;
@@ -5392,7 +5442,7 @@ static EB_NOINLINE int eb_col_rows2(const eb_conv_params *p, const int8_t *w, in
     job.back = job.oback * p->stride_w;
     job.da = da;
     job.db = da + p->out_w;
-    job.row = row;
+    job.row = plane + (int32_t)(oy * p->stride_h - p->pad_h + lo * p->dil_h) * p->in_w + x0;
     job.rows = pairs - 1;
     job.rstep = 2 * (int32_t)p->stride_h * p->in_w;
     job.ostep = p->out_w;
@@ -5678,7 +5728,7 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
     const int inside = eb_col_inside_rows(p, width, &first_inside); /* rows [first_inside, inside) */
 #endif
 #if EB_COL_ROWS2
-    const int rows2 = eb_col_rows2_gains(p);
+    const int rows2 = width == p->out_w && eb_col_rows2_gains(p); /* no width padding */
 #endif
 
     const int32_t x0 = first * p->stride_w - p->pad_w; /* the input column of the first */
@@ -5717,12 +5767,14 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
                 int lo, hi, n;
                 const int8_t *row;
 #if EB_COL_ROWS2
-                if (rows2 && !two && fn != NULL && oy >= first_inside && inside - oy >= 2) {
-                    oy += eb_col_rows2(p, wa, in_plane, words, &job,
-                                       plane + (int32_t)iy0 * p->in_w + x0, oa.out8 + at + first,
-                                       oy, inside) - 1;
-                    tlo = -1; /* the scratch holds the records now */
-                    continue;
+                if (rows2 && !two && fn != NULL && oy + 1 < p->out_h) {
+                    const int ran = eb_col_rows2(p, wa, in_plane, words, &job, plane, x0,
+                                                 oa.out8 + at + first, oy);
+                    if (ran > 0) {
+                        oy += ran - 1;
+                        tlo = -1; /* the scratch holds the records now */
+                        continue;
+                    }
                 }
 #endif
                 eb_tap_range(iy0, p->dil_h, p->k_h, p->in_h, &lo, &hi);

@@ -4647,6 +4647,88 @@ typedef struct {
     uint32_t w;  /* [w_a, w_b]: the channel pair's weights (w_b = 0 for one channel) */
 } eb_col_tap;
 
+/* A walk over the taps of input channels [0, cin_g) rows [lo, hi) (each k_w columns) of
+ * output channels wa (and wb: `two`, a constant where it is inlined) in the weights'
+ * order: off (from row lo of input channel 0) steps along a tap row, from a row's end to
+ * the next row (ends[0]), from a channel's last row to the next channel's first (ends[1]);
+ * the weights skip the rows [0, lo) and [hi, k_h) of each channel (ends[2]). Building the
+ * taps by nested loops with a second pass for the second channel's weights, then folding
+ * them into pairs, cost about 24 instructions a tap: a 96 -> 1 k5's table took a fifth of
+ * its layer. */
+typedef struct {
+    int32_t off, x, y, k_w, dil_w, rows, ends[3];
+    const int8_t *a, *b;
+} eb_col_walk;
+
+EB_INLINE int32_t eb_col_walk_of(eb_col_walk *k, const eb_conv_params *p, int cin_g,
+                                 const int8_t *wa, const int8_t *wb, int lo, int hi,
+                                 int32_t in_plane)
+{
+    const int32_t row_pitch = (int32_t)p->dil_h * p->in_w;
+    k->k_w = k->x = p->k_w;
+    k->dil_w = p->dil_w;
+    k->rows = k->y = hi - lo;
+    k->ends[0] = row_pitch - k->k_w * k->dil_w;
+    k->ends[1] = in_plane - k->rows * row_pitch;
+    k->ends[2] = (int32_t)(p->k_h - k->rows) * k->k_w;
+    k->a = wa + (int32_t)lo * k->k_w;
+    k->b = wb ? wb + (int32_t)lo * k->k_w : k->a;
+    k->off = 0;
+    return (int32_t)cin_g * k->rows * k->k_w;
+}
+
+/* The walk's next tap: its offset; its weights into *va (and *vb with `two`). */
+EB_INLINE int32_t eb_col_walk_next(eb_col_walk *k, const int two, int32_t *va, int32_t *vb)
+{
+    const int32_t o = k->off;
+    *va = *k->a++;
+    if (two) {
+        *vb = *k->b++;
+    }
+    k->off += k->dil_w;
+    if (--k->x == 0) {
+        k->x = k->k_w;
+        k->off += k->ends[0];
+        if (--k->y == 0) {
+            k->y = k->rows;
+            k->off += k->ends[1];
+            k->a += k->ends[2];
+            k->b += k->ends[2];
+        }
+    }
+    return o;
+}
+
+/* eb_col_table's taps (`two`: the second channel's weights beside): input channel 0's by tap row and column, every
+ * other channel's a flat loop over its taps, each offset the one a channel before plus the
+ * plane (a walk's state in registers cost about 18 instructions a tap, GCC moving it
+ * about; a loop per tap row about 18 too on a 3-wide kernel; these about 10). */
+EB_INLINE int32_t eb_col_taps_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                                   const int8_t *wb, int lo, int hi, int32_t in_plane,
+                                   eb_col_tap *t, const int two)
+{
+    const int32_t k_w = p->k_w, dil_w = p->dil_w, row_pitch = (int32_t)p->dil_h * p->in_w;
+    const int32_t khw = (int32_t)p->k_h * k_w, nc = (int32_t)(hi - lo) * k_w;
+    const int8_t *a = wa + (int32_t)lo * k_w, *b = two ? wb + (int32_t)lo * k_w : a;
+    int32_t c, r, kx, j, row = 0;
+    for (r = 0; r < nc; r += k_w, row += row_pitch) {
+        int32_t off = row;
+        for (kx = 0; kx < k_w; ++kx, ++t, off += dil_w) {
+            t->off = off;
+            t->w = eb_dw_pair_word(a[r + kx], two ? b[r + kx] : 0);
+        }
+    }
+    for (c = 1; EB_DW_COLUMN_DENSE && c < cin_g; ++c) {
+        a += khw;
+        b += khw;
+        for (j = 0; j < nc; ++j, ++t) {
+            t->off = t[-nc].off + in_plane;
+            t->w = eb_dw_pair_word(a[j], two ? b[j] : 0);
+        }
+    }
+    return (int32_t)cin_g * nc;
+}
+
 /* The taps of input channels [0, cin_g) rows [lo, hi) (each k_w columns) of output
  * channels wa (and wb, or NULL: one channel), offsets from row lo of input channel 0, in
  * the weights' order. Returns their count. */
@@ -4654,31 +4736,7 @@ static EB_NOINLINE int32_t eb_col_table(const eb_conv_params *p, int cin_g, cons
                                         const int8_t *wb, int lo, int hi, int32_t in_plane,
                                         eb_col_tap *t)
 {
-    const int32_t k_w = p->k_w, dil_w = p->dil_w, taps = (hi - lo) * k_w;
-    /* from a tap row's last column to the next row's first */
-    const int32_t next = (int32_t)p->dil_h * p->in_w - (k_w - 1) * dil_w;
-    eb_col_tap *const t0 = t;
-    int32_t c, j;
-    for (c = 0; c < cin_g; ++c) {
-        const int32_t first = ((int32_t)c * p->k_h + lo) * k_w; /* its first tap's weight */
-        int32_t off = c * in_plane, x = k_w; /* x: columns left in the tap row */
-        for (j = first; j < first + taps; ++j, ++t) {
-            t->off = off;
-            t->w = eb_dw_pair_word(wa[j], 0);
-            off += dil_w;
-            if (--x == 0) {
-                x = k_w;
-                off += next - dil_w;
-            }
-        }
-    }
-    for (c = 0; wb != NULL && c < cin_g; ++c) { /* the second channel's weights beside */
-        const int8_t *w = wb + ((int32_t)c * p->k_h + lo) * k_w;
-        for (j = 0; j < taps; ++j) {
-            t0[c * taps + j].w |= eb_dw_pair_word(0, w[j]);
-        }
-    }
-    return cin_g * taps;
+    return eb_col_taps_walk(p, cin_g, wa, wb, lo, hi, in_plane, t, wb != NULL);
 }
 
 /* eb_col_pair_table of one input channel (a depthwise layer's, rebuilt for each output row
@@ -4702,44 +4760,19 @@ static EB_NOINLINE int eb_col_pairs_one(const eb_conv_params *p, const int8_t *w
     return (int)((e - t) / size);
 }
 
-/* eb_col_pair_table's records of several input channels in one pass over the taps, in the
- * weights' order (`two`: a constant, the second channel's words beside): off steps along a
- * tap row, from a row's end to the next row (ends[0]), from a channel's last row to the
- * next channel's first (ends[1]); the weights skip the rows [0, lo) and [hi, k_h) of each
- * channel (ends[2]). Building every tap's record first and folding them cost about 24
- * instructions a tap: a 96 -> 1 k5's table took a fifth of its layer. */
-EB_INLINE int32_t eb_col_pairs_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
-                                    const int8_t *wb, int lo, int hi, int32_t in_plane,
-                                    uint32_t *t, const int two)
+/* eb_col_pair_table's records of several input channels in one pass over the taps
+ * (eb_col_walk; `two`: a constant, the second channel's words beside). */
+EB_INLINE int32_t eb_col_pairs_walked(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                                      const int8_t *wb, int lo, int hi, int32_t in_plane,
+                                      uint32_t *t, const int two)
 {
-    const int32_t size = two ? 4 : 3, k_w = p->k_w, dil_w = p->dil_w, rows = hi - lo;
-    const int32_t n = (int32_t)cin_g * rows * k_w, row_pitch = (int32_t)p->dil_h * p->in_w;
-    const int32_t ends[3] = {row_pitch - k_w * dil_w, in_plane - rows * row_pitch,
-                             (int32_t)(p->k_h - rows) * k_w};
-    const int8_t *a = wa + (int32_t)lo * k_w, *b = two ? wb + (int32_t)lo * k_w : a;
-    int32_t off = 0, x = k_w, y = rows, j, o0, o1, a0, a1, b0 = 0, b1 = 0;
-#define EB_COL_NEXT_TAP(o, va, vb)                                                           \
-    do {                                                                                     \
-        o = off;                                                                             \
-        va = *a++;                                                                           \
-        if (two) {                                                                           \
-            vb = *b++;                                                                       \
-        }                                                                                    \
-        off += dil_w;                                                                        \
-        if (--x == 0) {                                                                      \
-            x = k_w;                                                                         \
-            off += ends[0];                                                                  \
-            if (--y == 0) {                                                                  \
-                y = rows;                                                                    \
-                off += ends[1];                                                              \
-                a += ends[2];                                                                \
-                b += ends[2];                                                                \
-            }                                                                                \
-        }                                                                                    \
-    } while (0)
+    const int32_t size = two ? 4 : 3;
+    eb_col_walk k;
+    const int32_t n = eb_col_walk_of(&k, p, cin_g, wa, wb, lo, hi, in_plane);
+    int32_t j, o0, o1, a0, a1, b0 = 0, b1 = 0;
     for (j = 0; j + 2 <= n; j += 2, t += size) {
-        EB_COL_NEXT_TAP(o0, a0, b0);
-        EB_COL_NEXT_TAP(o1, a1, b1);
+        o0 = eb_col_walk_next(&k, two, &a0, &b0);
+        o1 = eb_col_walk_next(&k, two, &a1, &b1);
         t[0] = eb_dw_pair_word(a0, a1);
         if (two) {
             t[1] = eb_dw_pair_word(b0, b1);
@@ -4748,14 +4781,47 @@ EB_INLINE int32_t eb_col_pairs_walk(const eb_conv_params *p, int cin_g, const in
         t[size - 1] = (uint32_t)o1;
     }
     if (n & 1) { /* the last tap alone: twice, weight 0 the second time */
-        EB_COL_NEXT_TAP(o0, a0, b0);
+        o0 = eb_col_walk_next(&k, two, &a0, &b0);
         t[0] = eb_dw_pair_word(a0, 0);
         if (two) {
             t[1] = eb_dw_pair_word(b0, 0);
         }
         t[size - 2] = t[size - 1] = (uint32_t)o0;
     }
-#undef EB_COL_NEXT_TAP
+    return (n + 1) >> 1;
+}
+
+/* ... where every row of the kernel is inside (the weights in turn, channel after channel):
+ * the first two channels walked, the records after them the weights' next pairs and the
+ * offsets of the records two channels before on by two planes (about 7 instructions a tap
+ * where the walk takes 10). */
+EB_INLINE int32_t eb_col_pairs_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
+                                    const int8_t *wb, int lo, int hi, int32_t in_plane,
+                                    uint32_t *t, const int two)
+{
+    const int32_t size = two ? 4 : 3, nc = (int32_t)p->k_h * p->k_w, n = cin_g * nc;
+    const int32_t back = nc * size, step = 2 * in_plane;
+    const int8_t *a = wa + 2 * nc, *b = two ? wb + 2 * nc : a;
+    int32_t j;
+    if (lo != 0 || hi != p->k_h || cin_g <= 2) {
+        return eb_col_pairs_walked(p, cin_g, wa, wb, lo, hi, in_plane, t, two);
+    }
+    t += size * eb_col_pairs_walked(p, 2, wa, wb, lo, hi, in_plane, t, two);
+    for (j = 2 * nc; j + 2 <= n; j += 2, t += size, a += 2, b += 2) {
+        t[0] = eb_dw_pair_word(a[0], a[1]);
+        if (two) {
+            t[1] = eb_dw_pair_word(b[0], b[1]);
+        }
+        t[size - 2] = t[size - 2 - back] + (uint32_t)step;
+        t[size - 1] = t[size - 1 - back] + (uint32_t)step;
+    }
+    if (n & 1) { /* the last tap alone: twice, weight 0 the second time */
+        t[0] = eb_dw_pair_word(a[0], 0);
+        if (two) {
+            t[1] = eb_dw_pair_word(b[0], 0);
+        }
+        t[size - 2] = t[size - 1] = t[size - 2 - back] + (uint32_t)step;
+    }
     return (n + 1) >> 1;
 }
 

@@ -13,8 +13,13 @@
 #define eb_band_row chain_eb_band_row
 #define eb_block_cols chain_eb_block_cols
 #define eb_buffer_push chain_eb_buffer_push
+#define eb_col_pairs_walk chain_eb_col_pairs_walk
+#define eb_col_pairs_walked chain_eb_col_pairs_walked
 #define eb_col_run chain_eb_col_run
 #define eb_col_store4 chain_eb_col_store4
+#define eb_col_taps_walk chain_eb_col_taps_walk
+#define eb_col_walk_next chain_eb_col_walk_next
+#define eb_col_walk_of chain_eb_col_walk_of
 #define eb_conv2d chain_eb_conv2d
 #define eb_conv2d_opt chain_eb_conv2d_opt
 #define eb_conv2d_wide chain_eb_conv2d_wide
@@ -159,6 +164,7 @@
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_COLUMN_DENSE
+#define EB_OPT_NO_DW_COLUMN_ROWS2
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_DW_LINE
 #define EB_OPT_NO_DW_LINE8

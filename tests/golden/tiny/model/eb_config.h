@@ -13,8 +13,13 @@
 #define eb_band_row tiny_eb_band_row
 #define eb_block_cols tiny_eb_block_cols
 #define eb_buffer_push tiny_eb_buffer_push
+#define eb_col_pairs_walk tiny_eb_col_pairs_walk
+#define eb_col_pairs_walked tiny_eb_col_pairs_walked
 #define eb_col_run tiny_eb_col_run
 #define eb_col_store4 tiny_eb_col_store4
+#define eb_col_taps_walk tiny_eb_col_taps_walk
+#define eb_col_walk_next tiny_eb_col_walk_next
+#define eb_col_walk_of tiny_eb_col_walk_of
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
@@ -147,6 +152,7 @@
 #define EB_OPT_NO_DW_COLUMN
 #define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_COLUMN_DENSE
+#define EB_OPT_NO_DW_COLUMN_ROWS2
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_DW_LINE
 #define EB_OPT_NO_DW_LINE8

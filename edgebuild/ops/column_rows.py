@@ -38,17 +38,25 @@ def gains(conv: Plane) -> bool:
     return 10 * records(conv) * COST_TWO[conv.stride_w] < 9 * pairs * COST_ONE[conv.stride_w]
 
 
+COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT (ops.conv_path.COLUMN_MAX_OUT)
+
+
 def takes(conv: Plane) -> bool:
-    """Whether a conv the column kernels take may run rows two at a time: a channel run
+    """Whether a conv of the column kernels' kind may run rows two at a time: a channel run
     alone (an odd count of outputs a group) whose records gain, no width padding (a padded
-    row's edge outputs run one at a time). The C takes them for every output row pair with
-    a tap inside the input, of whatever tile it is given: the claim holds for every tile."""
-    return (conv.out_c // conv.groups) % 2 == 1 and gains(conv) and conv.pad_w == 0
+    row's edge outputs run one at a time), a kernel one column wide with one input a group
+    or at most COLUMN_MAX_OUT outputs a group with more. Only the layer's kind, not its
+    sizes: the C takes them for every output row pair with a tap inside the input of
+    whatever tile of the layer it is given, so the claim (`elements`) holds for every
+    tile, the column kernels' size conditions (ops.conv_path.column) aside."""
+    cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
+    kind = cout_g <= COLUMN_MAX_OUT if cin_g > 1 else conv.k_w == 1
+    return kind and cout_g % 2 == 1 and gains(conv) and conv.pad_w == 0
 
 
 def elements(conv: Plane) -> int:
-    """The int16 elements EB_COL_ROWS2_SCRATCH counts (8 a record) for a conv the column
-    kernels take (`takes`), else 0."""
+    """The int16 elements EB_COL_ROWS2_SCRATCH counts (8 a record) for a conv that may take
+    the rows (`takes`), else 0."""
     return 8 * records(conv) if takes(conv) else 0
 
 

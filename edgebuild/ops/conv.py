@@ -29,7 +29,6 @@ from edgebuild.ops.conv_path import (
     DW_TILE_ELEMENTS,
     DW_TILE_SCRATCH,
     as_linear,
-    column,
     dw_tile,
     few_requantizes,
     gemm_short,
@@ -466,7 +465,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     if step.optimized:  # the tile kernel's patch, the im2col path's padded band: scratch
         code += CCode(scratch=tuple(claim for claim in (
             DW_TILE_SCRATCH if dw_tile(conv) else None, im2col_band.scratch(conv),
-            column_rows.scratch(conv) if column(conv) else None) if claim))
+            column_rows.scratch(conv)) if claim))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
         paths=optimized_paths(step, conv, band, packed) | ({"packed"} if packed else set()))
@@ -573,7 +572,7 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     return max(need, DW_TILE_ELEMENTS if dw_tile(conv) else 0,
                im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2),
-               column_rows.elements(conv) if column(conv) else 0)
+               column_rows.elements(conv))
 
 
 # The facets conv1d and conv2d share, each its own function so that each is its own

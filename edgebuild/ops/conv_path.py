@@ -28,7 +28,7 @@ def dw_tile(conv: Plane) -> bool:
     return (conv.groups == conv.in_c and not three_tap(conv)) or group_claims(conv)
 
 
-COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs per group of a non-depthwise one
+COLUMN_MAX_OUT = column_rows.COLUMN_MAX_OUT  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs a group
 
 
 def column(conv: Plane) -> bool:

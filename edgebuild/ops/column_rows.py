@@ -27,15 +27,29 @@ def records(conv: Plane) -> int:
     return (entries + 1) // 2
 
 
+BLOCK = 30  # instructions a block of 4 outputs beside its records or pairs, about
+LAST = {1: 8, 2: 9}  # a tap pair of a row's last block of 2 pixels (EB_COL1_TWO, _S2)
+LAST_BLOCK = 25  # ... and beside its pairs
+
+
+def row_cost(pairs: int, out_w: int, stride_w: int) -> int:
+    """eb_col_row_cost: one row's instructions by tap pairs -- blocks of 4 pixels (a row of
+    4 n + 3 ends with one stepping back) and a last block of 2 where 1 or 2 are left."""
+    left, full = out_w % 4, out_w // 4 + (out_w % 4 == 3)
+    last = pairs * LAST[stride_w] + LAST_BLOCK if left in (1, 2) else 0
+    return full * (pairs * COST_ONE[stride_w] + BLOCK) + last
+
+
 def gains(conv: Plane) -> bool:
-    """eb_col_rows2_gains: stride_h a multiple of dil_h (the rows' taps on one grid) and the
-    union's records under 9/10 of one row's tap pairs, in instructions. (Of a conv the
-    column kernels take with one output channel a group, or an odd count: the last alone;
-    the C asks it of the channels it runs alone.)"""
+    """eb_col_rows2_gains: stride_h a multiple of dil_h (the rows' taps on one grid) and a
+    row pair's blocks of 2 pixels by the union's records under 9/10 of its two rows by tap
+    pairs, in instructions. (Of a conv the column kernels take with one output channel a
+    group, or an odd count: the last alone; the C asks it of the channels it runs alone.)"""
     if conv.stride_h % conv.dil_h or conv.stride_w not in COST_TWO:
         return False
     pairs = (conv.in_c // conv.groups * conv.k_w * conv.k_h + 1) // 2
-    return 10 * records(conv) * COST_TWO[conv.stride_w] < 9 * pairs * COST_ONE[conv.stride_w]
+    two = (conv.out_w + 1) // 2 * (records(conv) * COST_TWO[conv.stride_w] + BLOCK)
+    return 10 * two < 9 * 2 * row_cost(pairs, conv.out_w, conv.stride_w)
 
 
 COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT (ops.conv_path.COLUMN_MAX_OUT)

@@ -5464,15 +5464,28 @@ EB_COL_ROWS2_FN(eb_col1_rows2_s1, EB_COL_R2_HEAD1, EB_COL_R2_BODY1, "2", "2")
 EB_COL_ROWS2_FN(eb_col1_rows2_s2, EB_COL_R2_HEAD2, EB_COL_R2_BODY2, "4", "1")
 #endif
 
-/* Whether one channel's inside rows of p run two at a time: stride_h a multiple of dil_h
- * and the union's records (10 or 11 instructions each) under 9/10 of one row's tap pairs
- * (13 or 17). Twin: ops.column_rows.gains. */
+/* One row's instructions by tap pairs (eb_col1_pairs_s1 / _s2): its blocks of 4 pixels
+ * (13 or 17 a pair, about 30 more a block; a row of 4 n + 3 ends with one stepping back)
+ * and a last block of 2 pixels where 1 or 2 are left (8 or 9 a pair, about 25 more). */
+static int32_t eb_col_row_cost(int32_t pairs, int32_t out_w, int s)
+{
+    const int32_t left = out_w & 3, full = (out_w >> 2) + (left == 3);
+    return full * (pairs * (s == 1 ? 13 : 17) + 30) +
+           (left == 1 || left == 2 ? pairs * (s == 1 ? 8 : 9) + 25 : 0);
+}
+
+/* Whether one channel's rows of p run two at a time: stride_h a multiple of dil_h and a
+ * row pair's blocks of 2 pixels by the union's records (10 or 11 instructions each, about
+ * 30 more a block) under 9/10 of its two rows by tap pairs (eb_col_row_cost: rows of 6
+ * outputs, one block of 4 and one of 2, gain where rows of 4 n do not). Twin:
+ * ops.column_rows.gains. */
 static int eb_col_rows2_gains(const eb_conv_params *p)
 {
     const int32_t e = (int32_t)(p->in_c / p->groups) * p->k_w;
     const int32_t u = p->k_h + p->stride_h / p->dil_h;
-    const int32_t two = ((e * u + 1) >> 1) * (p->stride_w == 1 ? 10 : 11);
-    const int32_t one = ((e * p->k_h + 1) >> 1) * (p->stride_w == 1 ? 13 : 17);
+    const int32_t two = ((p->out_w + 1) >> 1) *
+                        (((e * u + 1) >> 1) * (p->stride_w == 1 ? 10 : 11) + 30);
+    const int32_t one = 2 * eb_col_row_cost((e * p->k_h + 1) >> 1, p->out_w, p->stride_w);
     return p->stride_h % p->dil_h == 0 && 10 * two < 9 * one &&
            (p->stride_w == 1 || EB_DW_COLUMN_S2);
 }

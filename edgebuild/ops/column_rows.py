@@ -40,16 +40,24 @@ def row_cost(pairs: int, out_w: int, stride_w: int) -> int:
     return full * (pairs * COST_ONE[stride_w] + BLOCK) + last
 
 
+CYCLES_TWO = {1: 15, 2: 16}  # estimated cycles of a record (its LDM of 4 words: 5)
+CYCLES_ONE = {1: 17, 2: 21}  # ... of a tap pair of one row's
+
+
 def gains(conv: Plane) -> bool:
-    """eb_col_rows2_gains: stride_h a multiple of dil_h (the rows' taps on one grid) and a
-    row pair's blocks of 2 pixels by the union's records under 9/10 of its two rows by tap
-    pairs, in instructions. (Of a conv the column kernels take with one output channel a
-    group, or an odd count: the last alone; the C asks it of the channels it runs alone.)"""
-    if conv.stride_h % conv.dil_h or conv.stride_w not in COST_TWO:
+    """eb_col_rows2_gains: stride_h a multiple of dil_h (the rows' taps on one grid), a row
+    pair's blocks of 2 pixels by the union's records under 9/10 of its two rows by tap
+    pairs in instructions, and the records' estimated cycles at most 94 % of the pairs' (a
+    record saves fewer cycles than instructions). (Of a conv the column kernels take with
+    one output channel a group, or an odd count: the last alone; the C asks it of the
+    channels it runs alone.)"""
+    s = conv.stride_w
+    if conv.stride_h % conv.dil_h or s not in COST_TWO:
         return False
     pairs = (conv.in_c // conv.groups * conv.k_w * conv.k_h + 1) // 2
-    two = (conv.out_w + 1) // 2 * (records(conv) * COST_TWO[conv.stride_w] + BLOCK)
-    return 10 * two < 9 * 2 * row_cost(pairs, conv.out_w, conv.stride_w)
+    two = (conv.out_w + 1) // 2 * (records(conv) * COST_TWO[s] + BLOCK)
+    return 10 * two < 9 * 2 * row_cost(pairs, conv.out_w, s) and \
+        100 * records(conv) * CYCLES_TWO[s] <= 94 * pairs * CYCLES_ONE[s]
 
 
 COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT (ops.conv_path.COLUMN_MAX_OUT)

@@ -5474,20 +5474,25 @@ static int32_t eb_col_row_cost(int32_t pairs, int32_t out_w, int s)
            (left == 1 || left == 2 ? pairs * (s == 1 ? 8 : 9) + 25 : 0);
 }
 
-/* Whether one channel's rows of p run two at a time: stride_h a multiple of dil_h and a
- * row pair's blocks of 2 pixels by the union's records (10 or 11 instructions each, about
- * 30 more a block) under 9/10 of its two rows by tap pairs (eb_col_row_cost: rows of 6
- * outputs, one block of 4 and one of 2, gain where rows of 4 n do not). Twin:
- * ops.column_rows.gains. */
+/* Whether one channel's rows of p run two at a time: stride_h a multiple of dil_h, a row
+ * pair's blocks of 2 pixels by the union's records (10 or 11 instructions each, about 30
+ * more a block) under 9/10 of its two rows by tap pairs (eb_col_row_cost: rows of 6
+ * outputs, one block of 4 and one of 2, gain where rows of 4 n do not), and the records'
+ * estimated cycles (15 or 16: the LDM of 4 words takes 5) at most 94 % of the pairs' (17
+ * or 21) -- a record saves fewer cycles than instructions: an 8 -> 1 7x1 stride 2 ran 10 %
+ * fewer instructions two rows at a time but 3.7 % more cycles, 9x1 16 % and -2.8 %, 11x1
+ * 21 % and -8 %. Twin: ops.column_rows.gains. */
 static int eb_col_rows2_gains(const eb_conv_params *p)
 {
+    const int s1 = p->stride_w == 1;
     const int32_t e = (int32_t)(p->in_c / p->groups) * p->k_w;
-    const int32_t u = p->k_h + p->stride_h / p->dil_h;
-    const int32_t two = ((p->out_w + 1) >> 1) *
-                        (((e * u + 1) >> 1) * (p->stride_w == 1 ? 10 : 11) + 30);
-    const int32_t one = 2 * eb_col_row_cost((e * p->k_h + 1) >> 1, p->out_w, p->stride_w);
+    const int32_t records = (e * (p->k_h + p->stride_h / p->dil_h) + 1) >> 1;
+    const int32_t pairs = (e * p->k_h + 1) >> 1;
+    const int32_t two = ((p->out_w + 1) >> 1) * (records * (s1 ? 10 : 11) + 30);
+    const int32_t one = 2 * eb_col_row_cost(pairs, p->out_w, p->stride_w);
     return p->stride_h % p->dil_h == 0 && 10 * two < 9 * one &&
-           (p->stride_w == 1 || EB_DW_COLUMN_S2);
+           100 * records * (s1 ? 15 : 16) <= 94 * pairs * (s1 ? 17 : 21) &&
+           (s1 || EB_DW_COLUMN_S2);
 }
 
 /* The records of output channel w's union rows [lo, hi) (see above; offsets from union row

@@ -161,6 +161,8 @@ COL2_CASES = [
     # width padding (its edge outputs apart): 1-D 24 -> 2 k5 p2, 2-D stride 2 (one each end)
     _col(24, 2, 1, 1, 40, 1, (1, 1), 0, 1, 1, -12, k_w=5, pad_w=2),
     _col(12, 2, 1, 5, 37, 2, (1, 2), 1, 1, 0, -9, k_w=3, pad_w=1),
+    # ... of input channels no multiple of 4 (the edge outputs' loop takes 4 a pass)
+    _col(11, 2, 1, 1, 40, 1, (1, 2), 0, 1, 0, -9, k_w=3, pad_w=1),
     # two channel pairs on the same taps (the second's weights rewritten in place): 10 x 5
     # taps, and 9 x 3 (an odd count: the last pair's second weight 0)
     _col(10, 4, 1, 1, 33, 1, (1, 1), 0, 1, 1, -9, k_w=5),
@@ -187,6 +189,7 @@ COL1_CASES = [
     _col(27, 3, 3, 5, 21, 2, (2, 2), 1, 1, 1, -9, k_w=3, dil_w=2),
     # width padding, dilated; a grouped 1x1 (48 -> 2 g2: no pointwise kernel takes it)
     _col(24, 1, 1, 1, 60, 1, (1, 2), 0, 1, 1, -9, k_w=3, dil_w=2, pad_w=2),
+    _col(7, 1, 1, 3, 30, 1, (1, 1), 0, 1, 1, -9, k_w=5, pad_w=2),
     _col(48, 2, 2, 2, 29, 1, (1, 1), 0, 1, 0, -9),
     # 6 of a row's 41 outputs in the width padding (more than an eighth, at most a quarter:
     # 32 -> 1 1x8 p3 had run im2col at 4.8 insn/MAC)

@@ -5825,7 +5825,14 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
                 const int8_t *r =
                     plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0 + kx * p->dil_w;
                 const int8_t *wr = w + (int32_t)ky * p->k_w + kx;
-                for (c = 0; c < cin_g; ++c, r += in_plane, wr += khw) {
+                for (c = 0; c + 4 <= cin_g; c += 4, r += 4 * in_plane, wr += 4 * khw) {
+                    /* 4 channels a pass: their loads at offsets, one loop test (7
+                     * instructions a multiply a channel at a time, about 4 here) */
+                    acc += (int32_t)r[0] * wr[0] + (int32_t)r[in_plane] * wr[khw] +
+                           (int32_t)r[2 * in_plane] * wr[2 * khw] +
+                           (int32_t)r[3 * in_plane] * wr[3 * khw];
+                }
+                for (; c < cin_g; ++c, r += in_plane, wr += khw) {
                     acc += (int32_t)*r * *wr;
                 }
             }

@@ -4699,10 +4699,11 @@ EB_INLINE int32_t eb_col_walk_next(eb_col_walk *k, const int two, int32_t *va, i
     return o;
 }
 
-/* eb_col_table's taps (`two`: the second channel's weights beside): input channel 0's by tap row and column, every
- * other channel's a flat loop over its taps, each offset the one a channel before plus the
- * plane (a walk's state in registers cost about 18 instructions a tap, GCC moving it
- * about; a loop per tap row about 18 too on a 3-wide kernel; these about 10). */
+/* eb_col_table's taps (`two`: the second channel's weights beside): input channel 0's by
+ * tap row and column, every other channel's a flat loop over its taps, each offset the one
+ * a channel before plus the plane (a walk's state in registers cost about 18 instructions
+ * a tap, GCC moving it about; a loop per tap row about 18 too on a 3-wide kernel; these
+ * about 13). */
 EB_INLINE int32_t eb_col_taps_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
                                    const int8_t *wb, int lo, int hi, int32_t in_plane,
                                    eb_col_tap *t, const int two)
@@ -5353,15 +5354,16 @@ EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t", EB
  * LDR) joined row by row (PKHBT / PKHTB) and split by SXTB16 into each pixel's pair, 4
  * SMLAD: 11 instructions per 8 multiplies at stride 2 (10 at 1), where one row's tap pairs
  * take 17 (13) per 8 -- seed 32's 8 -> 1 11x1 stride 2 and 3 -> 3 12x1 stride 2 depthwise
- * spend three quarters of their time there. Taken where the union's records cost under 9/10
- * of one row's pairs (eb_col_rows2_gains; twin ops.column_rows.gains), on rows with no
- * width padding: each pair's union cut to the rows inside the input (a table for each run
- * of pairs whose cut is the same: the padding's pairs, then the rest; an odd count's last
- * row runs alone). The table is 16 bytes a record from the scratch's start: what the plan
- * claims for it (ops.column_rows.elements). A block's words: the first of a row reads from its first
- * pixel (bytes 0 and 2 at stride 2, 0 and 1 at 1), the others from 1 (2) bytes before it
- * (bytes 1 and 3; 2 and 3), so that no read passes the row's last pixel or precedes its
- * first; a row of odd width ends with a block stepping back over one pixel done. */
+ * spend three quarters of their time there. Taken where the union's records cost less in
+ * instructions and in estimated cycles (eb_col_rows2_gains; twin ops.column_rows.gains), on
+ * rows with no width padding: each pair's union cut to the rows inside the input (a table
+ * for each run of pairs whose cut is the same: the padding's pairs, then the rest; an odd
+ * count's last row runs alone). The table is 16 bytes a record from the scratch's start:
+ * what the plan claims for it (ops.column_rows.elements). A block's words: the first of a
+ * row reads from its first pixel (bytes 0 and 2 at stride 2, 0 and 1 at 1), the others
+ * from 1 (2) bytes before it (bytes 1 and 3; 2 and 3), so that no read passes the row's
+ * last pixel or precedes its first; a row of odd width ends with a block stepping back
+ * over one pixel done. */
 #if EB_COL_ROW_ASM && EB_DW_COLUMN_ROWS2
 #define EB_COL_ROWS2 1
 

@@ -54,10 +54,10 @@ def gains(conv: Plane) -> bool:
     s = conv.stride_w
     if conv.stride_h % conv.dil_h or s not in COST_TWO:
         return False
-    pairs = (conv.in_c // conv.groups * conv.k_w * conv.k_h + 1) // 2
-    two = (conv.out_w + 1) // 2 * (records(conv) * COST_TWO[s] + BLOCK)
+    pairs, union = (conv.in_c // conv.groups * conv.k_w * conv.k_h + 1) // 2, records(conv)
+    two = (conv.out_w + 1) // 2 * (union * COST_TWO[s] + BLOCK)
     return 10 * two < 9 * 2 * row_cost(pairs, conv.out_w, s) and \
-        100 * records(conv) * CYCLES_TWO[s] <= 94 * pairs * CYCLES_ONE[s]
+        100 * union * CYCLES_TWO[s] <= 94 * pairs * CYCLES_ONE[s]
 
 
 COLUMN_MAX_OUT = 4  # eb_dw_opt.c: EB_COL_MAX_OUT (ops.conv_path.COLUMN_MAX_OUT)

@@ -4704,7 +4704,7 @@ EB_INLINE int32_t eb_col_walk_next(eb_col_walk *k, const int two, int32_t *va, i
  * a channel before plus the plane (a walk's state in registers cost about 18 instructions
  * a tap, GCC moving it about; a loop per tap row about 18 too on a 3-wide kernel; these
  * about 13). */
-EB_INLINE int32_t eb_col_taps_walk(const eb_conv_params *p, int cin_g, const int8_t *wa,
+EB_INLINE int32_t eb_col_taps_flat(const eb_conv_params *p, int cin_g, const int8_t *wa,
                                    const int8_t *wb, int lo, int hi, int32_t in_plane,
                                    eb_col_tap *t, const int two)
 {
@@ -4737,7 +4737,7 @@ static EB_NOINLINE int32_t eb_col_table(const eb_conv_params *p, int cin_g, cons
                                         const int8_t *wb, int lo, int hi, int32_t in_plane,
                                         eb_col_tap *t)
 {
-    return eb_col_taps_walk(p, cin_g, wa, wb, lo, hi, in_plane, t, wb != NULL);
+    return eb_col_taps_flat(p, cin_g, wa, wb, lo, hi, in_plane, t, wb != NULL);
 }
 
 /* eb_col_pair_table of one input channel (a depthwise layer's, rebuilt for each output row
@@ -5059,19 +5059,20 @@ typedef struct {
     "smlad r2, r9, r12, r2\n\tsmlad r3, r10, r12, r3\n\t"
 /* The column functions' step to the next row at a row's end: rows left (the job's copy at
  * sp + rows; r0, a sum's register, is free there) down by one, else `done`; n (at sp + n)
- * back to the row's blocks less one, the
- * input pointer lr from the row's start (at sp + row) on by rstep; the outputs go on from
- * where the row left them. */
-#define EB_COL_NEXT_ROW(rows, n, row, done)                                                  \
-    "ldr r0, [sp, #" rows "]\n\t"                                                           \
-    "cbz r0, " done "\n\t"                                                                  \
-    "subs r0, r0, #1\n\t"                                                                   \
-    "str r0, [sp, #" rows "]\n\t"                                                           \
-    "ldrd r11, r12, [sp, #" rows " + 4]\n\t"                                                \
-    "str r11, [sp, #" n "]\n\t"                                                             \
-    "ldr lr, [sp, #" row "]\n\t"                                                            \
-    "add lr, lr, r12\n\t"                                                                   \
+ * back to the row's blocks less one, the input pointer lr from the row's start (at sp +
+ * row) on by rstep; the outputs go on from where the row left them. EB_COL_NEXT_ROW_R11
+ * leaves n in r11 (the stride-1 one-channel rows keep their block count there). */
+#define EB_COL_NEXT_ROW_R11(rows, row, done)                                                 \
+    "ldr r0, [sp, #" rows "]\n\t"                                                            \
+    "cbz r0, " done "\n\t"                                                                   \
+    "subs r0, r0, #1\n\t"                                                                    \
+    "str r0, [sp, #" rows "]\n\t"                                                            \
+    "ldrd r11, r12, [sp, #" rows " + 4]\n\t"                                                 \
+    "ldr lr, [sp, #" row "]\n\t"                                                             \
+    "add lr, lr, r12\n\t"                                                                    \
     "str lr, [sp, #" row "]\n\t"
+#define EB_COL_NEXT_ROW(rows, n, row, done)                                                  \
+    EB_COL_NEXT_ROW_R11(rows, row, done) "str r11, [sp, #" n "]\n\t"
 /* The two channels' function: an odd count of taps (pairs: `odd` the bit of a record's
  * size) enters the loop at its second; `end` reloads the end where the taps take r12. */
 #define EB_COL_ROW_FN(name, TAP, step, odd, end)                                             \
@@ -5217,6 +5218,23 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
     "beq " ssat "f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")                    \
     "b " done "f\n" ssat ":\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")          \
     done ":\n\t"
+/* A row's last block of 2 pixels (the one-channel functions'): its tap pairs by TWO (an odd
+ * count entered at the second), the 2 sums shifted by s (`load` puts it in r4) and
+ * saturated by `flags` (bit 0, relu: USAT 7; else SSAT 8), stored at r9 on. */
+#define EB_COL1_LAST2(TWO, load, flags)                                                      \
+    "8:\n\t" TWO "9:\n\t" TWO                                                                \
+    "cmp r8, r12\n\t"                                                                        \
+    "bne 8b\n\t" load                                                                        \
+    "asr r0, r0, r4\n\tasr r1, r1, r4\n\t"                                                   \
+    "tst " flags ", #1\n\t"                                                                  \
+    "beq 10f\n\t"                                                                            \
+    "usat r0, #7, r0\n\tusat r1, #7, r1\n\t"                                                 \
+    "b 11f\n"                                                                                \
+    "10:\n\t"                                                                                \
+    "ssat r0, #8, r0\n\tssat r1, #8, r1\n"                                                   \
+    "11:\n\t"                                                                                \
+    "strb r1, [r9, #1]\n\t"                                                                  \
+    "strb r0, [r9], #2\n\t"
 #define EB_COL1_PAIRS_FN(name, PAIR, step, x3, TWO, back2)                                   \
     static __attribute__((naked, noinline)) void name(const eb_col_job *job                 \
                                                       __attribute__((unused)))              \
@@ -5247,21 +5265,7 @@ EB_COL_ROW_FN(eb_col2_row_s2, EB_COL_TAP2, "8", "#8", "")
                          "sub r10, lr, #" back2 "\n\t"                                      \
                          "tst r11, #2\n\t"                                                  \
                          "bne 9f\n"                                                          \
-                         "8:\n\t" TWO                                                        \
-                         "9:\n\t" TWO                                                        \
-                         "cmp r8, r12\n\t"                                                  \
-                         "bne 8b\n\t"                                                       \
-                         "ldr r4, [sp, #40]\n\t"                                            \
-                         "asr r0, r0, r4\n\tasr r1, r1, r4\n\t"                             \
-                         "tst r11, #1\n\t"                                                  \
-                         "beq 10f\n\t"                                                      \
-                         "usat r0, #7, r0\n\tusat r1, #7, r1\n\t"                           \
-                         "b 11f\n"                                                           \
-                         "10:\n\t"                                                          \
-                         "ssat r0, #8, r0\n\tssat r1, #8, r1\n"                              \
-                         "11:\n\t"                                                          \
-                         "strb r1, [r9, #1]\n\t"                                            \
-                         "strb r0, [r9], #2\n\t"                                            \
+                         EB_COL1_LAST2(TWO, "ldr r4, [sp, #40]\n\t", "r11")                  \
                          "str r9, [sp, #32]\n"                                               \
                          "6:\n\t" EB_COL_NEXT_ROW("64", "48", "60", "7f")                     \
                          "b 1b\n"                                                            \
@@ -5308,30 +5312,8 @@ static __attribute__((naked, noinline)) void eb_col1_pairs_s1(const eb_col_job *
                      "sub r10, lr, #2\n\t"
                      "ldrd r8, r12, [sp, #24]\n\t"
                      "bne 9f\n"
-                     "8:\n\t" EB_COL1_TWO
-                     "9:\n\t" EB_COL1_TWO
-                     "cmp r8, r12\n\t"
-                     "bne 8b\n\t"
-                     "ldrd r4, r5, [sp, #40]\n\t"
-                     "asr r0, r0, r4\n\tasr r1, r1, r4\n\t"
-                     "tst r5, #1\n\t"
-                     "beq 10f\n\t"
-                     "usat r0, #7, r0\n\tusat r1, #7, r1\n\t"
-                     "b 11f\n"
-                     "10:\n\t"
-                     "ssat r0, #8, r0\n\tssat r1, #8, r1\n"
-                     "11:\n\t"
-                     "strb r1, [r9, #1]\n\t"
-                     "strb r0, [r9], #2\n"
-                     "6:\n\t" /* the row's end: the next row, from its start on by rstep */
-                     "ldr r0, [sp, #64]\n\t"
-                     "cbz r0, 7f\n\t"
-                     "subs r0, r0, #1\n\t"
-                     "str r0, [sp, #64]\n\t"
-                     "ldrd r11, r12, [sp, #68]\n\t"
-                     "ldr lr, [sp, #60]\n\t"
-                     "add lr, lr, r12\n\t"
-                     "str lr, [sp, #60]\n\t"
+                     EB_COL1_LAST2(EB_COL1_TWO, "ldrd r4, r5, [sp, #40]\n\t", "r5")
+                     "6:\n\t" EB_COL_NEXT_ROW_R11("64", "60", "7f") /* the next row */
                      "b 1b\n"
                      "7:\n\t"
                      "add sp, sp, #80\n\t"
@@ -5367,44 +5349,34 @@ EB_COL1_PAIRS_FN(eb_col1_pairs_s2, EB_COL1_PAIR2, "8", "add r10, lr, #3\n\t", EB
 #if EB_COL_ROW_ASM && EB_DW_COLUMN_ROWS2
 #define EB_COL_ROWS2 1
 
-/* The first block's record at stride 2 (bytes 0 and 2 of each word: pixels x0, x2) and a
- * later block's (r10: 1 byte before the block; bytes 1 and 3). Sums r0, r1 (row oy's two
- * pixels), r2, r3 (row oy + 1's). */
-#define EB_COL_R2_HEAD2                                                                      \
+/* A record's two entries' words from `base` at its offsets (the record's weight words in
+ * r4, r5), joined row by row and split into each pixel's pair, 4 SMLAD: sums r0, r1 (row
+ * oy's two pixels), r2, r3 (row oy + 1's). At stride 2 (EB_COL_R2_S2) bytes 0 and 2 of
+ * each word are the pixels x0, x2 where base is the block's first pixel (a row's first
+ * block), bytes 1 and 3 where it is 1 byte before (`ror`: ", ror #8"; the later blocks,
+ * base r10); at stride 1 (EB_COL_R2_S1) bytes 0 and 1, by `pkh` PKHBT, or 2 and 3 from 2
+ * bytes before, by PKHTB. */
+#define EB_COL_R2_LOAD(base)                                                                 \
     "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
-    "ldr r6, [lr, r6]\n\t"                                                                   \
-    "ldr r7, [lr, r7]\n\t"                                                                   \
-    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
-    "pkhtb r7, r7, r6, asr #16\n\t"                                                          \
-    "sxtb16 r9, r9\n\t"                                                                      \
-    "sxtb16 r7, r7\n\t" EB_COL_R2_MACS
-#define EB_COL_R2_BODY2                                                                      \
-    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
-    "ldr r6, [r10, r6]\n\t"                                                                  \
-    "ldr r7, [r10, r7]\n\t"                                                                  \
-    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
-    "pkhtb r7, r7, r6, asr #16\n\t"                                                          \
-    "sxtb16 r9, r9, ror #8\n\t"                                                              \
-    "sxtb16 r7, r7, ror #8\n\t" EB_COL_R2_MACS
-/* ... at stride 1: bytes 0 and 1 (pixels x0, x1), a later block's 2 and 3 (r10: 2 bytes
- * before it). */
-#define EB_COL_R2_HEAD1                                                                      \
-    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
-    "ldr r6, [lr, r6]\n\t"                                                                   \
-    "ldr r7, [lr, r7]\n\t"                                                                   \
-    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
-    "sxtb16 r7, r9, ror #8\n\t"                                                              \
-    "sxtb16 r9, r9\n\t" EB_COL_R2_MACS
-#define EB_COL_R2_BODY1                                                                      \
-    "ldmia r8!, {r4, r5, r6, r7}\n\t"                                                        \
-    "ldr r6, [r10, r6]\n\t"                                                                  \
-    "ldr r7, [r10, r7]\n\t"                                                                  \
-    "pkhtb r9, r7, r6, asr #16\n\t"                                                          \
-    "sxtb16 r7, r9, ror #8\n\t"                                                              \
-    "sxtb16 r9, r9\n\t" EB_COL_R2_MACS
+    "ldr r6, [" base ", r6]\n\t"                                                             \
+    "ldr r7, [" base ", r7]\n\t"
 #define EB_COL_R2_MACS                                                                       \
     "smlad r0, r9, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"                                       \
     "smlad r2, r9, r5, r2\n\tsmlad r3, r7, r5, r3\n\t"
+#define EB_COL_R2_S2(base, ror)                                                              \
+    EB_COL_R2_LOAD(base)                                                                     \
+    "pkhbt r9, r6, r7, lsl #16\n\t"                                                          \
+    "pkhtb r7, r7, r6, asr #16\n\t"                                                          \
+    "sxtb16 r9, r9" ror "\n\t"                                                               \
+    "sxtb16 r7, r7" ror "\n\t" EB_COL_R2_MACS
+#define EB_COL_R2_S1(base, pkh)                                                              \
+    EB_COL_R2_LOAD(base)                                                                     \
+    pkh "sxtb16 r7, r9, ror #8\n\t"                                                          \
+    "sxtb16 r9, r9\n\t" EB_COL_R2_MACS
+#define EB_COL_R2_HEAD2 EB_COL_R2_S2("lr", "")
+#define EB_COL_R2_BODY2 EB_COL_R2_S2("r10", ", ror #8")
+#define EB_COL_R2_HEAD1 EB_COL_R2_S1("lr", "pkhbt r9, r6, r7, lsl #16\n\t")
+#define EB_COL_R2_BODY1 EB_COL_R2_S1("r10", "pkhtb r9, r7, r6, asr #16\n\t")
 
 /* The rows of a job (eb_col_job: init_a, the records tap .. end, da / db the two rows'
  * outputs, s, flags bit 0 relu and bit 1 an odd record count, n the blocks after a row's

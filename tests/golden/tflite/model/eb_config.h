@@ -17,7 +17,7 @@
 #define eb_col_pairs_walked chain_eb_col_pairs_walked
 #define eb_col_run chain_eb_col_run
 #define eb_col_store4 chain_eb_col_store4
-#define eb_col_taps_walk chain_eb_col_taps_walk
+#define eb_col_taps_flat chain_eb_col_taps_flat
 #define eb_col_walk_next chain_eb_col_walk_next
 #define eb_col_walk_of chain_eb_col_walk_of
 #define eb_conv2d chain_eb_conv2d

@@ -17,7 +17,7 @@
 #define eb_col_pairs_walked tiny_eb_col_pairs_walked
 #define eb_col_run tiny_eb_col_run
 #define eb_col_store4 tiny_eb_col_store4
-#define eb_col_taps_walk tiny_eb_col_taps_walk
+#define eb_col_taps_flat tiny_eb_col_taps_flat
 #define eb_col_walk_next tiny_eb_col_walk_next
 #define eb_col_walk_of tiny_eb_col_walk_of
 #define eb_conv2d tiny_eb_conv2d

@@ -36,7 +36,7 @@ from test_kernels_opt import (
 from test_kernels_opt_paths import check_conv
 
 from edgebuild.core.geometry import Plane
-from edgebuild.ops import column_rows, conv_path
+from edgebuild.ops import column_copy, column_rows, conv_path
 
 
 @st.composite
@@ -230,6 +230,29 @@ ROWS2_CASES = [
     _col(5, 1, 1, 14, 7, 5, (1, 2), 0, 1, 0, -9),
 ]
 
+# The column kernels over a copy (eb_colc_layer, "dw_column_copy"): strides 1 and 2 along the
+# rows (the copy's phases), odd and even input counts a group (a pair with zeros), 1..4
+# outputs a group, grouped, tap rows in the height padding, width padding of odd and even
+# pixels, dilation 2 along the rows, row widths of every remainder (the last block stepping
+# back), relu and none -- each checked to take the copy.
+COPY_CASES = [
+    _col(32, 1, 1, 2, 42, 1, (1, 1), 0, 1, 1, -9, k_w=8, pad_w=3),
+    _col(2, 1, 1, 2, 17, 1, (1, 1), 0, 1, 0, -7, k_w=2, pad_w=1, dil_w=2),
+    _col(2, 4, 1, 1, 13, 1, (2, 1), 0, 1, 0, -7, k_w=2, pad_w=1),
+    _col(2, 3, 1, 1, 41, 1, (2, 2), 0, 1, 0, -12, k_w=2, pad_w=1),
+    _col(2, 1, 1, 1, 37, 1, (2, 2), 0, 1, 0, -7, k_w=7, pad_w=4),
+    _col(3, 1, 1, 2, 19, 1, (1, 1), 0, 1, 0, -7, k_w=5, pad_w=2),
+    _col(5, 1, 1, 1, 46, 1, (2, 2), 0, 1, 0, -7, k_w=9, pad_w=6),
+    _col(16, 8, 2, 2, 60, 1, (2, 2), 0, 1, 0, -9, k_w=5, pad_w=4),
+    _col(6, 2, 1, 10, 21, 3, (1, 2), 2, 1, 1, -12, k_w=3, pad_w=2),
+    _col(12, 3, 3, 9, 37, 3, (1, 1), 0, 1, 1, -9, k_w=2, pad_w=1),
+    _col(24, 2, 2, 1, 27, 2, (1, 1), 1, 1, 0, -9, k_w=5, pad_w=2),
+    _col(6, 3, 1, 5, 51, 3, (2, 2), 2, 1, 1, -9, k_w=3, pad_w=2),
+    _col(4, 3, 1, 4, 59, 3, (2, 2), 1, 1, 1, -9, k_w=7, pad_w=2, dil_w=2),
+    _col(11, 3, 1, 4, 29, 1, (2, 1), 0, 1, 1, -9, k_w=5, pad_w=2),
+    _col(3, 3, 1, 16, 51, 3, (2, 2), 1, 1, 1, -9, k_w=3, pad_w=1),
+]
+
 
 def test_col_cases_take_the_column_kernels():
     for c in COL2_CASES + COL1_CASES:
@@ -237,6 +260,32 @@ def test_col_cases_take_the_column_kernels():
     for c in ROWS2_CASES:
         assert "dw_column_rows2" in conv_path.kernel_choice(_plane(c)), c
         assert column_rows.elements(_plane(c)) > 0
+    for c in COPY_CASES:
+        assert "dw_column_copy" in conv_path.kernel_choice(_plane(c)), c
+        assert conv_path.copy_claim(_plane(c), False)[1] > 0
+
+
+def test_copy_only_where_it_gains():
+    """eb_colc_gains's twin: a padded row's edge outputs (by tap pairs three times an
+    inside one and eb_col_edge's loops) and few uses of a value (the copy's 6.5
+    instructions a word) weigh the choice, in instructions and cycles -- a 1-D 32 -> 1 1x8
+    with 6 of 41 outputs in the padding takes the copy (2.45 -> 1.70 insn/MAC, 3.36 -> 3.02
+    cycles), 96 -> 1 k5 pad 2 does not (7 % fewer instructions, 14 % more cycles), nor the
+    same unpadded with 4 groups of 32 -> 1 k5 (2.13 on the tap pairs, 2.60 over the copy),
+    nor a 1x1 (one use of a value), nor a copy past its cap, nor one input a group (a
+    depthwise layer: no channel pairs)."""
+    claim = conv_path.copy_claim
+    assert claim(_plane(COPY_CASES[0]), False)[0] is not None
+    assert claim(_plane(_col(96, 1, 1, 1, 40, 1, (1, 1), 0, 1, 1, -9, k_w=5, pad_w=2)),
+                 False)[0] is None
+    assert claim(_plane(_col(128, 4, 4, 1, 24, 1, (1, 1), 0, 1, 1, -9, k_w=5)), False)[1] == 0
+    assert claim(_plane(_col(8, 2, 1, 9, 40, 1, (1, 1), 0, 1, 1, -9)), False)[1] == 0
+    big = _col(256, 1, 1, 4, 40, 1, (1, 1), 0, 1, 1, -9, k_w=5, pad_w=2)
+    assert conv_path.column(_plane(big)) and column_copy.size(_plane(big))[2] * 4 > \
+        column_copy.COPY_BYTES and claim(_plane(big), False)[1] == 0
+    assert not column_copy.kind(_plane(_col(4, 4, 4, 9, 40, 5, (1, 1), 2, 1, 1, -9)))
+    tiled = _plane(_col(256, 1, 1, 40, 40, 1, (1, 1), 0, 1, 1, -9, k_w=5, pad_w=2))
+    assert claim(tiled, True)[1] == 4 * 256 * 5 + 2 * column_copy.COPY_BYTES // 4
 
 
 def test_rows_two_at_a_time_only_where_the_union_gains():
@@ -309,6 +358,13 @@ def test_multiplier_one_long_rows_leave_the_tile():
 @needs_m4
 def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
     m4_run(lib, COL2_CASES + COL1_CASES, 32, m4_build, "columns_asm")
+
+
+@needs_m4
+def test_m4_column_kernels_over_a_copy_equal_reference(lib, m4_build):  # noqa: F811
+    """The copy and the records stay inside the claim (ops.column_copy: the guard after
+    it)."""
+    m4_run(lib, COPY_CASES, 11, m4_build, "columns_copy")
 
 
 @needs_m4

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from kernel_abi import CONV_FIELDS, I8, I16, I32, ConvParams
 
 from edgebuild.core import numerics
-from edgebuild.ops import column_rows, dw_spec, im2col_band
+from edgebuild.ops import column_rows, conv_path, dw_spec, im2col_band
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "templates" / "kernels"
@@ -262,7 +262,7 @@ def conv_scratch_elements(lib, cfg: dict) -> int:
                (dw_scratch_bytes(lib, cfg) + 1) // 2,
                lib.eb_test_dw_tile_scratch() if tile_kernel_shape(cfg) else 0,
                im2col_band.elements(conv),
-               column_rows.elements(conv))
+               column_rows.elements(conv), conv_path.copy_claim(conv, False)[1])
 
 
 def params_of(cfg: dict) -> ConvParams:

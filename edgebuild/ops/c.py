@@ -134,7 +134,7 @@ OPTIONAL_PATHS = ("depthwise", "dw_three_tap", "dw_three_tap_pair", "dw_three_ta
                   "dw_tile_fix4", "dw_tile_fix2_s2", "dw_tile_fix3_s2", "dw_tile_fix4_s2",
                   "dw_tile8", "dw_tile16",
                   "dw_fan", "dw_fan8", "dw_fan16", "dw_group", "dw_column", "dw_column_s2",
-                  "dw_column_dense", "dw_column_rows2", "dw_table", "dw_line", "dw_line8",
+                  "dw_column_dense", "dw_column_rows2", "dw_column_copy", "dw_table", "dw_line", "dw_line8",
                   "dw_line16",
                   "dw_line_d2", "dw_line_s2", "dw_few", "dw_few8", "dw_few16", "dw_small",
                   "packed",

@@ -29,6 +29,7 @@ from edgebuild.ops.conv_path import (
     DW_TILE_ELEMENTS,
     DW_TILE_SCRATCH,
     as_linear,
+    copy_claim,
     dw_tile,
     few_requantizes,
     gemm_short,
@@ -257,11 +258,10 @@ _WIDE_WRAPPER = (2, """static void eb_k_conv_wide(const eb_conv_params *p, const
 """)
 
 
-# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols, the split L1 layout): each row
-# tile's im2col columns built once in the kernels' scratch, every channel tile's weights run
-# against them (the dot prepared once per row tile: eb_conv_cols_prepare / _run); with
-# -DEB_REFERENCE_KERNELS the same driver and layout, the "columns" the
-# tile's input copied into the scratch and the reference kernel on them.
+# A dense conv's optimized tiled pass (eb_conv2d_tiled_cols, the split L1 layout): a row tile's
+# im2col columns built once in the scratch, every channel tile's weights run against them (the
+# dot prepared once a row tile: eb_conv_cols_prepare / _run); with -DEB_REFERENCE_KERNELS the
+# same driver and layout, the "columns" the tile's input and the reference kernel on them.
 _COLS_PRELUDE = (3, """#ifdef EB_REFERENCE_KERNELS
 static const eb_cols_kernel eb_k_cols = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values, NULL, NULL};
 #else
@@ -274,8 +274,7 @@ static const eb_cols_kernel eb_k_cols = {eb_conv_cols_build, eb_conv_cols_dot, e
 """)
 
 
-# A pointwise layer's tiled pass: the same driver (split layout) on the pointwise kernels'
-# column blocks; with -DEB_REFERENCE_KERNELS the reference columns, as for EB_CONV2D_TILED_COLS.
+# A pointwise layer's tiled pass: the same driver on the pointwise kernels' column blocks.
 _PW_COLS_PRELUDE = (5, """#ifdef EB_REFERENCE_KERNELS
 static const eb_cols_kernel eb_k_cols_pw = {eb_ref_cols_build, eb_ref_cols_dot, eb_scratch.values, NULL, NULL};
 #else
@@ -465,7 +464,8 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     if step.optimized:  # the tile kernel's patch, the im2col path's padded band: scratch
         code += CCode(scratch=tuple(claim for claim in (
             DW_TILE_SCRATCH if dw_tile(conv) else None, im2col_band.scratch(conv),
-            column_rows.scratch(conv)) if claim))
+            column_rows.scratch(conv), copy_claim(conv, step.tile is not None)[0])
+            if claim))
     code = (CCode(code.decls, scratch=code.scratch) if fused else code) + CCode(
         (conv_params(step.symbol("P"), conv, step),),
         paths=optimized_paths(step, conv, band, packed) | ({"packed"} if packed else set()))
@@ -560,9 +560,9 @@ def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) ->
 
 def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
                    rows: int | None, axes: Axes[Conv]) -> int:
-    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), in
-    a tiled split pass of `rows` its columns (`cols_scratch`), untiled, a depthwise layer's
-    padded copy where that path takes it (`dw_spec.padded_scratch`), and the other paths'."""
+    """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), in a
+    tiled split pass of `rows` its columns (`cols_scratch`), untiled, a depthwise layer's padded
+    copy (`dw_spec.padded_scratch`), the other paths' (the column copy's in emit_conv's frame)."""
     kernel = axes(layer)[0]
     need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
     conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
@@ -572,12 +572,13 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     return max(need, DW_TILE_ELEMENTS if dw_tile(conv) else 0,
                im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2),
-               column_rows.elements(conv))
+               column_rows.elements(conv), copy_claim(conv_plane(layer, pooled(
+                   in_shapes[0], layer.pool, len(in_shapes[0]) - 1), out_shape, axes,
+                   vertical=rows is not None), rows is not None)[1])
 
 
-# The facets conv1d and conv2d share, each its own function so that each is its own
-# keyword of the op's `Operator(...)` call: a stage's cache key leaves out the facets it
-# never reads, and their code with them (build.definitions).
+# The facets conv1d and conv2d share, each its own function (its own keyword of `Operator(...)`):
+# a stage's cache key leaves out the facets it never reads, their code too (build.definitions).
 
 def c_facet(axes: Axes[Conv]) -> C:
     """The C calls, the optimized kernel's scratch claim and the plan's workspace count."""

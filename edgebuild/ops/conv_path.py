@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
-from edgebuild.ops import column_rows, dw_spec, im2col_band
+from edgebuild.ops import column_copy, column_rows, dw_spec, im2col_band
 from edgebuild.ops.dw_rows import DW3_LINE_MIN, three_tap, three_tap_line, three_tap_pair
 from edgebuild.ops.dw_rows import row_major as _row_major
 
@@ -49,6 +49,18 @@ def column(conv: Plane) -> bool:
     outside = conv.out_w - (end - first)
     return fits and end - first >= 4 and edge_share(cout_g) * outside <= conv.out_w and \
         conv.stride_w in (1, 2) and not tile_better(conv)
+
+
+def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
+    """The column kernels' copy (ops.column_copy) of a conv they take (any tile of a tiled
+    one of its kind): its C claim or None, and its int16 elements -- in eb_col_flat's frame,
+    with the outputs of a row inside the input, as eb_col_layer asks eb_colc_gains."""
+    if not (tiled or column(conv)):
+        return None, 0
+    flat = _flat(conv)
+    first, end = column_inside(flat)
+    return column_copy.scratch(flat, end - first, tiled), \
+        column_copy.elements(flat, end - first, tiled)
 
 
 def _flat(conv: Plane) -> Plane:
@@ -440,7 +452,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the small-plane kernel
     ("dw_small": small), the column kernels
-    ("dw_column"; rows two at a time, "dw_column_rows2": column_rows), for a depthwise conv the
+    ("dw_column"; rows two at a time, "dw_column_rows2": column_rows; over a copy,
+    "dw_column_copy": column_copy), for a depthwise conv the
     3-tap ones ("dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line"), the tile kernel ("dw_tile", and its loops: tile_paths; for
     a dense or grouped conv, "dw_group": group_tile) or
     the table kernel and the
@@ -461,6 +474,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
         return frozenset({"depthwise", "dw_column"} |
                          ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
                          ({"dw_column_rows2"} if column_rows.takes(conv) else set()) |
+                         ({"dw_column_copy"} if copy_claim(conv, False)[0] else set()) |
                          ({"dw_column_dense"} if conv.in_c > conv.groups else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})

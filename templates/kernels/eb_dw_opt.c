@@ -297,6 +297,14 @@ typedef struct {
 #else
 #define EB_DW_COLUMN_DENSE 1
 #endif
+/* ... and of them the layers run over an int16 copy of each group's channel pairs
+ * (EB_OPT_NO_DW_COLUMN_COPY; "the column kernels over a copy" below): left out, those run
+ * by tap pairs from the input. */
+#if defined(EB_OPT_NO_DW_COLUMN_COPY) || !EB_DW_COLUMN_DENSE
+#define EB_DW_COLUMN_COPY 0
+#else
+#define EB_DW_COLUMN_COPY 1
+#endif
 #ifdef EB_OPT_NO_DW_TABLE
 #define EB_DW_TABLE 0
 #else
@@ -5833,6 +5841,382 @@ static EB_NOINLINE int eb_col_asm_rows(eb_col_fn fn, eb_col_job *job, const eb_c
 }
 #endif
 
+#if EB_COL_ROW_ASM && EB_DW_COLUMN_COPY
+/* ---- the column kernels over a copy ----
+ * A dense or grouped conv of at most EB_COL_MAX_OUT outputs a group reads each input value
+ * in k_h k_w taps of each output; by tap pairs from the input (eb_col1_pairs_s1) a tap pair
+ * of 4 pixels costs 13 instructions -- 2 LDR, PKHBT / PKHTB, 4 SXTB16 beside its 4 SMLAD --
+ * and an output whose taps reach into the width padding about three times an inside one
+ * (eb_col_edge). A group's input copied once into the scratch as int16 channel pairs -- word
+ * [x(2q), x(2q + 1)] a pixel, the padding zeros, at stride 2 each row's even pixels before
+ * its odd ones, so that 4 outputs' pixels of a tap are 4 words in a row -- a tap of a channel
+ * pair is a record [weights, offset] (LDRD), an ADD, an LDM of 4 words and 4 SMLAD: 8
+ * instructions per 8 multiplies, every output inside, one table a layer; the copy costs
+ * about 2 instructions a value (eb_colc_fill). Taken where that estimate is below the tap
+ * pairs' with their edges (eb_colc_gains; twin ops.column_copy) and the copy fits
+ * EB_COL_COPY_BYTES. */
+/* The set-up around the loops compiled for size: the copy's path is linked only where a
+ * layer takes it, beside the model's other kernels (the 24 KiB budget). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EB_COLC_SIZE __attribute__((optimize("Os")))
+#else
+#define EB_COLC_SIZE
+#endif
+
+typedef struct {
+    int32_t init;                /* 0: the sums' start */
+    const uint32_t *rec, *end;   /* 4, 8: the records, an even count */
+    int8_t *out;                 /* 12: the next block's outputs */
+    int32_t n;                   /* 16: blocks left after the current one, a row's (nb - 1) */
+    int32_t back, oback;         /* 20, 24: bytes the input and outputs step back before the
+                                    last block (it overlaps the one before) */
+    const uint32_t *base;        /* 28: the first block's first pixel word */
+    int32_t s, flags;            /* 32, 36: the right shift; bit 0: relu (USAT #7) */
+    int32_t rows, rstep;         /* 40, 44: rows left after the current one; bytes from a
+                                    row's last block's end to the next row's first pixel */
+    int32_t nb;                  /* 48: n's start */
+} eb_colc_job;
+
+/* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
+ * and pixel); the records follow EB_CONV_OPT_SCRATCH's table room (eb_kernels_opt.h). */
+static EB_COLC_SIZE int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *cols)
+{
+    *rows = (int32_t)(p->out_h - 1) * p->stride_h + (int32_t)(p->k_h - 1) * p->dil_h + 1;
+    *cols = (int32_t)(p->out_w - 1) * p->stride_w + (int32_t)(p->k_w - 1) * p->dil_w + 1;
+    return (int32_t)((p->in_c / p->groups + 1) / 2) * *rows * *cols;
+}
+
+/* Whether the copy gains (twin: ops.column_copy.gains), in estimated instructions and
+ * cycles x10 of a group: over the copy a multiply 10 (cycles 20), a word copied 65 (95), a
+ * record written 250 (350) an output channel; by the tap pairs from the input a multiply of
+ * an output channel run alone 18 (21 at stride 2), of a channel pair 13 (15), an edge output
+ * 3 times an inside one and 3000 more (eb_col_edge's loops), a block of 4 outputs of a
+ * channel pair 300 -- about 1.4 cycles an instruction. */
+static EB_COLC_SIZE int eb_colc_gains(const eb_conv_params *p, int width)
+{
+    const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
+    int32_t rows, cols;
+    const int64_t words = eb_colc_size(p, &rows, &cols);
+    const int64_t macs = (int64_t)cout_g * cin_g * p->k_h * p->k_w * p->out_h * p->out_w;
+    const int64_t records = ((int64_t)(cin_g + 1) / 2 * p->k_h * p->k_w + 1) / 2 * 2;
+    const int64_t blocks = (int64_t)p->out_h * ((p->out_w + 3) / 4) * ((cout_g + 1) / 2);
+    const int64_t edges = (int64_t)(p->out_w - width) * p->out_h * cout_g;
+    const int64_t scale = (int64_t)p->out_w * cout_g; /* the tap pairs' per-channel mix */
+    const int per = ((cout_g & 1) * (p->stride_w == 1 ? 18 : 21) +
+                     (cout_g & ~1) * (p->stride_w == 1 ? 13 : 15));
+    const int64_t old =
+        per * macs * (3 * p->out_w - 2 * width) + (300 * blocks + 3000 * edges) * scale;
+    return cin_g >= 2 && 4 * words <= EB_COL_COPY_BYTES &&
+           (10 * macs + 65 * words + 250 * records * cout_g) * scale < old &&
+           10 * (20 * macs + 95 * words + 350 * records * cout_g) * scale < 14 * old;
+}
+
+/* 4 pixels of a channel pair a pass (q passes) from x (the other channel's at x + db,
+ * masked by mb) into the words [x_i y_i] of pixels 0..3, stored by STORE (two STRD): at
+ * stride 1 the four in a row at a, at stride 2 pixels 0 and 2 at a, 1 and 3 at b -- 15
+ * instructions a pass where GCC's C took 19. */
+/* (EB_COL_ROW_ASM's conditions hold: the M4's assembly) */
+#define EB_COLC_QUADS(X, DB, MB, Q, PA, PB, STORE)                                             \
+    do {                                                                                     \
+        uint32_t u_, v_, t0_, t1_, t2_;                                                      \
+        __asm__ volatile("1:\n\t"                                                            \
+                         "ldr %[v], [%[x], %[db]]\n\t"                                        \
+                         "ldr %[u], [%[x]], #4\n\t"                                          \
+                         "and %[v], %[v], %[mb]\n\t"                                         \
+                         "sxtb16 %[t0], %[u]\n\t"                                            \
+                         "sxtb16 %[t1], %[v]\n\t"                                            \
+                         "sxtb16 %[u], %[u], ror #8\n\t"                                     \
+                         "sxtb16 %[v], %[v], ror #8\n\t"                                     \
+                         "pkhbt %[t2], %[t0], %[t1], lsl #16\n\t"                            \
+                         "pkhtb %[t1], %[t1], %[t0], asr #16\n\t"                            \
+                         "pkhbt %[t0], %[u], %[v], lsl #16\n\t"                              \
+                         "pkhtb %[v], %[v], %[u], asr #16\n\t" STORE                         \
+                         "subs %[q], %[q], #1\n\t"                                           \
+                         "bne 1b\n\t"                                                        \
+                         : [u] "=&r"(u_), [v] "=&r"(v_), [t0] "=&r"(t0_), [t1] "=&r"(t1_),   \
+                           [t2] "=&r"(t2_), [x] "+r"(X), [q] "+r"(Q), [a] "+r"(PA),           \
+                           [b] "+r"(PB)                                                       \
+                         : [db] "r"(DB), [mb] "r"(MB)                                        \
+                         : "cc", "memory");                                                  \
+    } while (0)
+/* stride 1: words p0 p1 p2 p3 in a row at a (b unused) */
+#define EB_COLC_STORE_S1                                                                     \
+    "strd %[t2], %[t0], [%[a]], #16\n\tstrd %[t1], %[v], [%[a], #-8]\n\t"
+/* stride 2: p0 p2 to the even phase (a), p1 p3 to the odd one (b) */
+#define EB_COLC_STORE_S2 "strd %[t2], %[t1], [%[a]], #8\n\tstrd %[t0], %[v], [%[b]], #8\n\t"
+
+/* One pixel's word of a channel pair (the other channel's at x + db, masked by mb). */
+EB_INLINE uint32_t eb_colc_word(const int8_t *x, int32_t db, uint32_t mb)
+{
+    return eb_pack_lo((uint32_t)(int32_t)x[0], (uint32_t)(int32_t)x[db] & mb);
+}
+
+/* One row's n pixels inside the input from x on as words to d on, stride 1. */
+static void eb_colc_row_s1(const int8_t *x, int32_t db, uint32_t mb, int32_t n, uint32_t *d)
+{
+    int32_t q = n >> 2;
+    if (q > 0) {
+        uint32_t *unused = d;
+        EB_COLC_QUADS(x, db, mb, q, d, unused, EB_COLC_STORE_S1);
+    }
+    for (n &= 3; n > 0; --n, ++x) {
+        *d++ = eb_colc_word(x, db, mb);
+    }
+}
+
+/* The same at stride 2: pixel j (from the row's padded start) to word j / 2 of its phase,
+ * the even one at e, the odd one at o; the first pixel's j is `j`. */
+static void eb_colc_row_s2(const int8_t *x, int32_t db, uint32_t mb, int32_t n, int32_t j,
+                           uint32_t *e, uint32_t *o)
+{
+    int32_t q;
+    if (j & 1) { /* the first pixel odd: start the pairs at the next */
+        o[j >> 1] = eb_colc_word(x, db, mb);
+        ++x;
+        ++j;
+        --n;
+    }
+    e += j >> 1;
+    o += j >> 1;
+    q = n >> 2;
+    if (q > 0) {
+        EB_COLC_QUADS(x, db, mb, q, e, o, EB_COLC_STORE_S2);
+    }
+    for (j = 0, n &= 3; j < n; ++j) { /* pixels alternate: the even one first */
+        if (j & 1) {
+            o[j >> 1] = eb_colc_word(x + j, db, mb);
+        } else {
+            e[j >> 1] = eb_colc_word(x + j, db, mb);
+        }
+    }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* (its loops of zeros stores, not memset calls: a call a padded row cost about 30) */
+#define EB_COLC_FILL_ATTR __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define EB_COLC_FILL_ATTR
+#endif
+/* A group's cin_g channels (planes in_plane apart from `plane` on) into the copy as channel
+ * pairs (an odd count's last with zeros): a pair's `rows` padded rows of `cols` words after
+ * the pair before's, zeros outside the input. */
+static EB_NOINLINE EB_COLC_FILL_ATTR void eb_colc_fill(const eb_conv_params *p,
+                                                       const int8_t *plane, int32_t in_plane,
+                                                       int cin_g, int32_t rows, int32_t cols,
+                                                       uint32_t *dst)
+{
+    const int s2 = p->stride_w == 2;
+    const int32_t half = s2 ? (cols + 1) >> 1 : cols; /* the even pixels' words */
+    const int32_t lo = p->pad_w < cols ? p->pad_w : cols;
+    const int32_t hi = p->pad_w + p->in_w < cols ? p->pad_w + p->in_w : cols;
+    const int32_t r0 = p->pad_h < rows ? p->pad_h : rows; /* the rows inside: [r0, r1) */
+    const int32_t r1 = hi <= lo ? r0 : p->pad_h + p->in_h < rows ? p->pad_h + p->in_h : rows;
+    const int32_t pairs = (cin_g + 1) >> 1;
+    int32_t c, r, j;
+    uint32_t *d = dst;
+    /* the zeros first: rows in the height padding whole, the others' width padding (at
+     * stride 2 the padding's even pixels' words and odd pixels' ones) */
+    const int32_t elo = s2 ? (lo + 1) >> 1 : lo, olo = s2 ? half + (lo >> 1) : 0;
+    const int32_t ehi = s2 ? (hi + 1) >> 1 : hi, ohi = s2 ? half + (hi >> 1) : cols;
+    for (c = 0; c < pairs; ++c) {
+        for (r = 0; r < rows; ++r, d += cols) {
+            if (r < r0 || r >= r1) {
+                for (j = 0; j < cols; ++j) {
+                    d[j] = 0;
+                }
+                continue;
+            }
+            for (j = 0; j < elo; ++j) { /* the even phase's (stride 1: all) before */
+                d[j] = 0;
+            }
+            for (j = ehi; j < half; ++j) { /* ... and after */
+                d[j] = 0;
+            }
+            for (j = half; j < olo; ++j) { /* the odd phase's */
+                d[j] = 0;
+            }
+            for (j = ohi; j < cols; ++j) {
+                d[j] = 0;
+            }
+        }
+    }
+    /* then each pair's rows inside */
+    for (c = 0; c < cin_g; c += 2, plane += 2 * in_plane) {
+        const int32_t db = c + 1 < cin_g ? in_plane : 0;
+        const uint32_t mb = c + 1 < cin_g ? 0xFFFFFFFFu : 0;
+        const int8_t *x = plane;
+        for (r = r0, d = dst + (c >> 1) * rows * cols + r0 * cols; r < r1;
+             ++r, d += cols, x += p->in_w) {
+            if (s2) {
+                eb_colc_row_s2(x, db, mb, hi - lo, lo, d, d + half);
+            } else {
+                eb_colc_row_s1(x, db, mb, hi - lo, d + lo);
+            }
+        }
+    }
+}
+
+/* Output channel w's records: [weights of channels 2q, 2q + 1 at tap (ky, kx), byte offset
+ * of the tap's first pixel word from a block's] (offsets written only with `offsets`; a
+ * zero record after an odd count). Returns the records' count, even. */
+static EB_NOINLINE EB_COLC_SIZE int32_t eb_colc_records(const eb_conv_params *p, const int8_t *w,
+                                           int32_t rows, int32_t cols, uint32_t *rec,
+                                           int offsets)
+{
+    const int cin_g = p->in_c / p->groups;
+    const int32_t khw = (int32_t)p->k_h * p->k_w;
+    const int32_t half = p->stride_w == 2 ? (cols + 1) >> 1 : cols;
+    uint32_t *r = rec;
+    int32_t q, t, ky, kx;
+    for (q = 0; q < cin_g; q += 2, w += 2 * khw) {
+        const uint32_t mb = q + 1 < cin_g ? 0xFFFFFFFFu : 0;
+        const int8_t *wb = q + 1 < cin_g ? w + khw : w;
+        for (t = 0; t < khw; ++t, r += 2) {
+            r[0] = eb_pack_lo((uint32_t)(int32_t)w[t], (uint32_t)(int32_t)wb[t] & mb);
+        }
+    }
+    for (q = 0, r = rec; offsets && q < cin_g; q += 2) {
+        for (ky = 0; ky < p->k_h; ++ky) {
+            const int32_t row = (((q >> 1) * rows + ky * p->dil_h) * cols);
+            for (kx = 0; kx < p->k_w; ++kx, r += 2) {
+                const int32_t x = kx * p->dil_w;
+                r[1] = (uint32_t)(4 * (row + (p->stride_w == 2 ? (x & 1 ? half : 0) + (x >> 1)
+                                                               : x)));
+            }
+        }
+    }
+    t = (int32_t)((cin_g + 1) >> 1) * khw;
+    if (t & 1) {
+        rec[2 * t] = 0;
+        rec[2 * t + 1] = 0;
+        ++t;
+    }
+    return t;
+}
+
+/* One output channel's rows over the copy: blocks of 4 pixels (the last overlapping the one
+ * before), the 4 sums in r0-r3, a record in r4 / r5 (then its words' address), its 4 pixel
+ * words r6-r9, the records r10 to r11, the block's first word r12, the outputs lr; the job
+ * on the stack. Two records a pass. */
+static __attribute__((naked, noinline)) void eb_colc_rows(eb_colc_job *job
+                                                          __attribute__((unused)))
+{
+    __asm__ volatile(
+        "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+        "sub sp, sp, #4\n\t"
+        "str r0, [sp]\n\t"
+        "ldr r12, [r0, #28]\n\t"
+        "ldr lr, [r0, #12]\n"
+        "1:\n\t"
+        "ldr r4, [sp]\n\t"
+        "ldmia r4, {r0, r10, r11}\n\t"
+        "mov r1, r0\n\tmov r2, r0\n\tmov r3, r0\n"
+        "2:\n\t"
+        "ldrd r4, r5, [r10], #8\n\t"
+        "add r5, r5, r12\n\t"
+        "ldmia r5, {r6, r7, r8, r9}\n\t"
+        "smlad r0, r6, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"
+        "smlad r2, r8, r4, r2\n\tsmlad r3, r9, r4, r3\n\t"
+        "ldrd r4, r5, [r10], #8\n\t"
+        "add r5, r5, r12\n\t"
+        "ldmia r5, {r6, r7, r8, r9}\n\t"
+        "smlad r0, r6, r4, r0\n\tsmlad r1, r7, r4, r1\n\t"
+        "smlad r2, r8, r4, r2\n\tsmlad r3, r9, r4, r3\n\t"
+        "cmp r10, r11\n\t"
+        "bne 2b\n\t"
+        "ldr r4, [sp]\n\t"
+        "ldrd r5, r6, [r4, #32]\n\t" EB_ASM_ASR4("r0", "r1", "r2", "r3", "r5")
+        "tst r6, #1\n\t"
+        "beq 3f\n\t" EB_ASM_SAT4("usat", "#7", "r0", "r1", "r2", "r3")
+        "b 4f\n"
+        "3:\n\t" EB_ASM_SAT4("ssat", "#8", "r0", "r1", "r2", "r3")
+        "4:\n\t"
+        "strb r1, [lr, #1]\n\tstrb r2, [lr, #2]\n\tstrb r3, [lr, #3]\n\t"
+        "strb r0, [lr], #4\n\t"
+        "add r12, r12, #16\n\t"
+        "ldr r5, [r4, #16]\n\t"
+        "subs r5, r5, #1\n\t"
+        "str r5, [r4, #16]\n\t"
+        "bgt 1b\n\t"
+        "bne 5f\n\t"
+        "ldrd r5, r6, [r4, #20]\n\t" /* the last block: back */
+        "add r12, r12, r5\n\t"
+        "add lr, lr, r6\n\t"
+        "b 1b\n"
+        "5:\n\t"
+        "ldr r5, [r4, #40]\n\t" /* the next row */
+        "subs r5, r5, #1\n\t"
+        "blt 6f\n\t"
+        "str r5, [r4, #40]\n\t"
+        "ldr r5, [r4, #44]\n\t"
+        "add r12, r12, r5\n\t"
+        "ldr r5, [r4, #48]\n\t"
+        "str r5, [r4, #16]\n\t"
+        "b 1b\n"
+        "6:\n\t"
+        "add sp, sp, #4\n\t"
+        "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}");
+}
+
+/* Whether the copy takes layer p (its outputs `width` of a row inside the input): every
+ * output channel in the NONE or RELU mode (their sums' start in range) and a gain. */
+static EB_COLC_SIZE int eb_colc_takes(const eb_conv_params *p, const eb_dw_rq *rq, const int32_t *bias,
+                         int width, const eb_dw_out *o)
+{
+    eb_dw_out t = *o;
+    int32_t oc;
+    if (!eb_colc_gains(p, width)) {
+        return 0;
+    }
+    for (oc = 0; oc < p->out_c; ++oc) {
+        (void)eb_dw_init(rq, bias, oc, &t);
+        if (!((EB_DW_HAS_RELU && t.mode == EB_DW_RELU) ||
+              (EB_DW_HAS_NONE && t.mode == EB_DW_NONE))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The layer over the copy (scratch: the records from its start, the copy after
+ * EB_CONV_OPT_SCRATCH's table room), a group at a time. */
+static EB_NOINLINE EB_COLC_SIZE void eb_colc_layer(const eb_conv_params *p, const int8_t *in,
+                                      const int8_t *weight, const int32_t *bias,
+                                      const eb_dw_rq *rq, eb_dw_out *o, int16_t *scratch)
+{
+    const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
+    const int32_t taps = (int32_t)cin_g * p->k_h * p->k_w, in_plane = (int32_t)p->in_h * p->in_w;
+    const int32_t out_plane = (int32_t)p->out_h * p->out_w;
+    const int32_t nb = (p->out_w + 3) >> 2, back = p->out_w - 4 * nb; /* -3 .. 0 */
+    uint32_t *const rec = (uint32_t *)(void *)scratch;
+    uint32_t *const copy = (uint32_t *)(void *)(scratch + EB_CONV_OPT_SCRATCH(cin_g, p->k_h,
+                                                                                p->k_w));
+    int32_t rows, cols, n = 0, oc;
+    int gi;
+    eb_colc_job job;
+    (void)eb_colc_size(p, &rows, &cols);
+    for (gi = 0; gi < p->groups; ++gi) {
+        eb_colc_fill(p, in + (int32_t)gi * cin_g * in_plane, in_plane, cin_g, rows, cols, copy);
+        for (oc = (int32_t)gi * cout_g; oc < (int32_t)(gi + 1) * cout_g; ++oc) {
+            n = eb_colc_records(p, weight + oc * taps, rows, cols, rec, gi == 0 && n == 0);
+            job.init = eb_dw_init(rq, bias, oc, o);
+            job.rec = rec;
+            job.end = rec + 2 * n;
+            job.out = o->out8 + oc * out_plane;
+            job.n = job.nb = nb - 1;
+            job.back = 4 * back; /* a block's pixels are 4 words at either stride */
+            job.oback = back;
+            job.base = copy;
+            job.s = o->s;
+            job.flags = o->mode == EB_DW_RELU;
+            job.rows = p->out_h - 1;
+            job.rstep = 4 * ((int32_t)p->stride_h * cols - 4 * nb - back);
+            eb_colc_rows(&job);
+        }
+    }
+}
+#endif
+
 /* The layer p by the column kernels (table: the scratch); 0, nothing written, for a layer
  * they do not take. Not inlined: GCC's code for its row loop was 45 % worse inlined into
  * eb_dw_conv_opt (as it is when a model leaves the other depthwise kernels out). */
@@ -5868,6 +6252,12 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
         return 0;
     }
     eb_dw_setup(&sink, taps, &oa, &rq);
+#if EB_COL_ROW_ASM && EB_DW_COLUMN_COPY
+    if (p->wbits == 0 && eb_colc_takes(p, &rq, bias, width, &oa)) {
+        eb_colc_layer(p, in, weight, bias, &rq, &oa, (int16_t *)(void *)table);
+        return 1;
+    }
+#endif
     ob = oa;
     for (gi = 0; gi < p->groups; ++gi) {
         const int8_t *plane = in + (int32_t)gi * cin_g * in_plane;

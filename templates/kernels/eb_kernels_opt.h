@@ -101,6 +101,14 @@ extern "C" {
      (int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) / 2 +           \
      2 * (int32_t)(in_per_group) * (k_h) * (k_w))
 
+/* The column kernels over a copy (eb_dw_opt.c, eb_colc_layer): a dense or grouped conv's
+ * group copied as int16 channel pairs, one word a pair and padded pixel, at most
+ * EB_COL_COPY_BYTES, after EB_CONV_OPT_SCRATCH's table room (the records): `words` a layer
+ * (ops.column_copy claims them, no more than the cap for a layer whose tiles may take it). */
+#define EB_COL_COPY_BYTES 12288
+#define EB_COL_COPY_SCRATCH(in_per_group, k_h, k_w, words) \
+    (EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) + 2 * (int32_t)(words))
+
 /* The column kernels' rows two at a time (eb_dw_opt.c, eb_col1_rows2_s1 / _s2): their
  * records, 16 bytes a pair of the two rows' union of tap rows -- in_per_group x k_w x
  * (k_h + rows_apart) entries, rows_apart = stride_h / dil_h -- in the scratch

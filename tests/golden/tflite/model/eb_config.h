@@ -20,6 +20,7 @@
 #define eb_col_taps_flat chain_eb_col_taps_flat
 #define eb_col_walk_next chain_eb_col_walk_next
 #define eb_col_walk_of chain_eb_col_walk_of
+#define eb_colc_word chain_eb_colc_word
 #define eb_conv2d chain_eb_conv2d
 #define eb_conv2d_opt chain_eb_conv2d_opt
 #define eb_conv2d_wide chain_eb_conv2d_wide
@@ -165,6 +166,7 @@
 #define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_COLUMN_DENSE
 #define EB_OPT_NO_DW_COLUMN_ROWS2
+#define EB_OPT_NO_DW_COLUMN_COPY
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_DW_LINE
 #define EB_OPT_NO_DW_LINE8

@@ -20,6 +20,7 @@
 #define eb_col_taps_flat tiny_eb_col_taps_flat
 #define eb_col_walk_next tiny_eb_col_walk_next
 #define eb_col_walk_of tiny_eb_col_walk_of
+#define eb_colc_word tiny_eb_colc_word
 #define eb_conv2d tiny_eb_conv2d
 #define eb_conv2d_opt tiny_eb_conv2d_opt
 #define eb_conv2d_wide tiny_eb_conv2d_wide
@@ -153,6 +154,7 @@
 #define EB_OPT_NO_DW_COLUMN_S2
 #define EB_OPT_NO_DW_COLUMN_DENSE
 #define EB_OPT_NO_DW_COLUMN_ROWS2
+#define EB_OPT_NO_DW_COLUMN_COPY
 #define EB_OPT_NO_DW_TABLE
 #define EB_OPT_NO_DW_LINE
 #define EB_OPT_NO_DW_LINE8

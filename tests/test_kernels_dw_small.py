@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from test_kernel_selection import m4_path_counts
+from test_kernel_selection import assert_path_beats
 from test_kernels_col import _plane
 from test_kernels_opt import (
-    check_extremes,
+    check_extremes_near_limits,
     conv_out,
     dw_config,
     dw_data,
@@ -62,14 +62,9 @@ def test_small_plane_kernel_equals_reference(lib, cfg, seed, wide):  # noqa: F81
 def test_small_plane_kernel_extreme_sums(lib):  # noqa: F811
     """MobileNet's tail shapes and a 1-D k5 of multiplier 4 at the largest sums, every
     activation and several shifts, biases near the int32 limits: equal."""
-    rng = np.random.default_rng(21)
-    for cfg in (dw_config(8, 3, 3, 3, pad=1), dw_config(6, 6, 6, 3, stride=2, pad=1),
-                dw_config(4, 18, 1, (5, 1), m=4, pad=(2, 0)), dw_config(3, 5, 6, (2, 4), m=2)):
-        data = dw_data(cfg, rng)
-        room = cfg["k_h"] * cfg["k_w"] * 128 * 128
-        bias = np.resize(np.array([2**31 - 1 - room, -2**31 + room, 5, -5], dtype=np.int64),
-                         cfg["out_c"]).astype(np.int32)
-        check_extremes(lib, cfg, data, bias)
+    check_extremes_near_limits(lib, (dw_config(8, 3, 3, 3, pad=1), dw_config(6, 6, 6, 3,
+                               stride=2, pad=1), dw_config(4, 18, 1, (5, 1), m=4, pad=(2, 0)),
+                               dw_config(3, 5, 6, (2, 4), m=2)), 21)
 
 
 def test_small_planes_take_the_kernel():
@@ -108,13 +103,10 @@ def test_m4_small_planes_beat_the_kernels_before(lib, m4_build):  # noqa: F811
     `fewer` instructions an output fewer (measured 330, 318, 26, 131): 64 channels of 3x3
     (relu, right shift 7), 64 of 6x6 at stride 2, a 1-D k5 of multiplier 4 on 18 samples
     (none, 12) and a 5x5 on 6x6."""
-    rng = np.random.default_rng(22)
-    for cfg, fewer in ((dw_config(64, 3, 3, 3, pad=1, act=1, shift=-7), 200),
-                       (dw_config(64, 6, 6, 3, stride=2, pad=1, act=1, shift=-7), 200),
-                       (dw_config(24, 1, 18, (1, 5), m=4, pad=(0, 2), shift=-12), 15),
-                       (dw_config(16, 6, 6, 5, pad=2, act=1, shift=-9), 60)):
-        case = (cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"]))
-        counts = m4_path_counts(lib, m4_build, case, "dw_small", "small")
-        outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
-        print(cfg["in_c"], cfg["in_w"], counts, (counts[1] - counts[0]) / outputs)
-        assert counts[0] <= counts[1] - fewer * outputs, (cfg, counts, outputs)
+    assert_path_beats(lib, m4_build, ((dw_config(64, 3, 3, 3, pad=1, act=1, shift=-7), 200),
+                                      (dw_config(64, 6, 6, 3, stride=2, pad=1, act=1,
+                                                 shift=-7), 200),
+                                      (dw_config(24, 1, 18, (1, 5), m=4, pad=(0, 2),
+                                                 shift=-12), 15),
+                                      (dw_config(16, 6, 6, 5, pad=2, act=1, shift=-9), 60)),
+                      "dw_small", "small", 22)

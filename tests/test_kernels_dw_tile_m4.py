@@ -174,7 +174,7 @@ FIX_CASES = [
     dw_config(2, 40, 5, (5, 1), 1, 1, (2, 0), act=1),              # turned, 3 pairs
     dw_config(1, 9, 25, (3, 3), 1, 1, (2, 2), dil=(2, 2), act=0),  # dilation 2, 3 single taps
     dw_config(1, 7, 33, (2, 6), 3, 1, (0, 2), act=1),              # 3 pairs, every 3rd channel
-    dw_config(2, 15, 21, (3, 3), 1, 2, (1, 1), act=1),             # stride 2: 2 pairs
+    dw_config(2, 15, 13, (3, 3), 1, 2, (1, 1), act=1),             # stride 2: 2 pairs
     dw_config(1, 13, 26, (5, 5), 1, 2, (2, 2), act=0),             # 3 pairs
     dw_config(2, 15, 30, (7, 7), 1, 2, (3, 3), act=1),             # 4 pairs
     dw_config(1, 40, 6, (5, 1), 1, 2, (2, 0), act=0),              # turned, 3 pairs

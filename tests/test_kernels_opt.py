@@ -583,6 +583,19 @@ def check_extremes(lib, cfg: dict, data, bias, shifts=(-20, -31, -1, 0, 3)) -> N
                     np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
 
 
+def check_extremes_near_limits(lib, cfgs, seed: int) -> None:
+    """check_extremes for each cfg with biases near the int32 limits a sum may reach
+    (bias +- the largest k_h k_w 128 128 of a depthwise output, and small ones): the
+    channels whose start leaves no room go to the generic stores."""
+    rng = np.random.default_rng(seed)
+    for cfg in cfgs:
+        data = dw_data(cfg, rng)
+        room = cfg["k_h"] * cfg["k_w"] * 128 * 128
+        bias = np.resize(np.array([2**31 - 1 - room, -2**31 + room, 5, -5], dtype=np.int64),
+                         cfg["out_c"]).astype(np.int32)
+        check_extremes(lib, cfg, data, bias)
+
+
 def test_depthwise_uses_exactly_its_counted_scratch(lib):
     """The depthwise path's scratch is the padded path's channel copy, EB_DW_OPT_SCRATCH bytes,
     or the tile kernel's patch, EB_DW_TILE_SCRATCH int16 (the plan counts either,

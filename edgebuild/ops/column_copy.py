@@ -34,8 +34,9 @@ def size(conv: Plane) -> tuple[int, int, int]:
 
 
 def gains(conv: Plane, width: int) -> bool:
-    """eb_colc_gains: of a conv the column kernels take with several inputs a group (its
-    outputs `width` of a row inside the input), whether the copy fits COPY_BYTES and the
+    """eb_colc_gains: of a padded conv the column kernels take with several inputs a group
+    (its outputs `width` of a row inside the input; a tiled pass's tiles come unpadded, so
+    no tile takes the copy), whether the copy fits COPY_BYTES and the
     estimates over it -- multiplies, copied words, records -- are below the tap pairs' from
     the input (an odd count's last output channel alone, the others in pairs; edge outputs,
     blocks) in instructions and in cycles: a 96 -> 1 k5 pad 2 on 40-wide rows ran 7 %
@@ -52,39 +53,22 @@ def gains(conv: Plane, width: int) -> bool:
     old = per * macs * (3 * conv.out_w - 2 * width) + (BLOCK * blocks + EDGE * edges) * scale
     new = [(MAC[i] * macs + WORD[i] * words + RECORD[i] * records * cout_g) * scale
            for i in (0, 1)]
-    return cin_g >= 2 and 4 * words <= COPY_BYTES and new[0] < old and \
-        10 * new[1] < CYCLES * old
+    return cin_g >= 2 and (conv.pad_h > 0 or conv.pad_w > 0) and 4 * words <= COPY_BYTES \
+        and new[0] < old and 10 * new[1] < CYCLES * old
 
 
-def kind(conv: Plane) -> bool:
-    """A conv whose tiles the copy may take: several inputs and at most 4 outputs a group,
-    stride 1 or 2 along the rows."""
-    cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
-    return cin_g >= 2 and cout_g <= 4 and conv.stride_w in (1, 2)
-
-
-def words(conv: Plane, width: int, tiled: bool) -> int:
-    """The copy's words the plan claims: a layer's that takes it (`gains`); a tiled layer's
-    of its kind up to the cap (each tile's copy is no larger than the layer's); else 0."""
-    if not kind(conv):
+def elements(conv: Plane, width: int) -> int:
+    """The int16 elements EB_COL_COPY_SCRATCH counts for a conv that takes the copy
+    (`gains`): the records' table room (EB_CONV_OPT_SCRATCH) and two a word; else 0."""
+    if not gains(conv, width):
         return 0
-    _, _, n = size(conv)
-    if tiled:
-        return min(n, COPY_BYTES // 4)
-    return n if gains(conv, width) else 0
-
-
-def elements(conv: Plane, width: int, tiled: bool) -> int:
-    """The int16 elements EB_COL_COPY_SCRATCH counts: the records' table room
-    (EB_CONV_OPT_SCRATCH) and two a word, or 0."""
-    n = words(conv, width, tiled)
     taps = conv.in_c // conv.groups * conv.k_h * conv.k_w
-    return 4 * ((taps + 3) // 4 * 4) + 2 * n if n else 0
+    return 4 * ((taps + 3) // 4 * 4) + 2 * size(conv)[2]
 
 
-def scratch(conv: Plane, width: int, tiled: bool) -> str | None:
-    """The C claim (EB_COL_COPY_SCRATCH) of a conv that may take the copy, else None."""
-    n = words(conv, width, tiled)
-    if not n:
+def scratch(conv: Plane, width: int) -> str | None:
+    """The C claim (EB_COL_COPY_SCRATCH) of a conv that takes the copy, else None."""
+    if not gains(conv, width):
         return None
-    return f"EB_COL_COPY_SCRATCH({conv.in_c // conv.groups}, {conv.k_h}, {conv.k_w}, {n})"
+    return (f"EB_COL_COPY_SCRATCH({conv.in_c // conv.groups}, {conv.k_h}, {conv.k_w}, "
+            f"{size(conv)[2]})")

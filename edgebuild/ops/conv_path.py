@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
-from edgebuild.ops import column_copy, column_rows, dw_spec, im2col_band
+from edgebuild.ops import column_copy, column_rows, dw_s2, dw_spec, im2col_band
 from edgebuild.ops.dw_rows import DW3_LINE_MIN, three_tap, three_tap_line, three_tap_pair
 from edgebuild.ops.dw_rows import row_major as _row_major
 
@@ -52,15 +52,15 @@ def column(conv: Plane) -> bool:
 
 
 def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
-    """The column kernels' copy (ops.column_copy) of a conv they take (any tile of a tiled
-    one of its kind): its C claim or None, and its int16 elements -- in eb_col_flat's frame,
-    with the outputs of a row inside the input, as eb_col_layer asks eb_colc_gains."""
-    if not (tiled or column(conv)):
+    """The column kernels' copy (ops.column_copy) of an untiled conv they take over it (a
+    tiled pass's tiles come unpadded: none takes it): its C claim or None, and its int16
+    elements -- in eb_col_flat's frame, with the outputs of a row inside the input, as
+    eb_col_layer asks eb_colc_gains."""
+    if tiled or not column(conv):
         return None, 0
     flat = _flat(conv)
     first, end = column_inside(flat)
-    return column_copy.scratch(flat, end - first, tiled), \
-        column_copy.elements(flat, end - first, tiled)
+    return column_copy.scratch(flat, end - first), column_copy.elements(flat, end - first)
 
 
 def _flat(conv: Plane) -> Plane:
@@ -438,11 +438,14 @@ def gemm_short(conv: Plane) -> frozenset[str]:
 
 def _first_kernel(conv: Plane, forms: bool) -> frozenset[str] | None:
     """The kernels eb_dw_conv_opt tries first, for unpacked weights: the few-input kernel,
-    then the small-plane one; None where neither takes the conv."""
+    the small-plane one, then the stride-2 one of 3-wide kernel rows; None where none takes
+    the conv."""
     if few(conv, forms):
         return frozenset({"depthwise", "dw_few"})
     if small(conv):
         return frozenset({"depthwise", "dw_small"})
+    if dw_s2.takes(conv):
+        return frozenset({"depthwise", "dw_s2"})
     return None
 
 
@@ -451,7 +454,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
     """The optional kernel paths (ops.c OPTIONAL_PATHS) a conv that neither the pointwise
     kernels nor the linear one take runs on the optimized kernels, in the order
     eb_conv2d_opt tries them: the few-input kernel ("dw_few": few), the small-plane kernel
-    ("dw_small": small), the column kernels
+    ("dw_small": small), the stride-2 kernel of 3-wide kernel rows ("dw_s2": ops.dw_s2), the
+    column kernels
     ("dw_column"; rows two at a time, "dw_column_rows2": column_rows; over a copy,
     "dw_column_copy": column_copy), for a depthwise conv the
     3-tap ones ("dw_three_tap", "dw_three_tap_pair", "dw_three_tap_line"), the tile kernel ("dw_tile", and its loops: tile_paths; for

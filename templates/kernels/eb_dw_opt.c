@@ -5886,8 +5886,9 @@ static EB_COLC_SIZE int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows,
     return (int32_t)((p->in_c / p->groups + 1) / 2) * *rows * *cols;
 }
 
-/* Whether the copy gains (twin: ops.column_copy.gains), in estimated instructions and
- * cycles x10 of a group: over the copy a multiply 10 (cycles 20), a word copied 65 (95), a
+/* Whether the copy gains (twin: ops.column_copy.gains): a padded layer (a tiled pass's
+ * tiles come unpadded: none takes the copy, and no tiled layer claims it), in estimated
+ * instructions and cycles x10 of a group: over the copy a multiply 10 (cycles 20), a word copied 65 (95), a
  * record written 250 (350) an output channel; by the tap pairs from the input a multiply of
  * an output channel run alone 18 (21 at stride 2), of a channel pair 13 (15), an edge output
  * 3 times an inside one and 3000 more (eb_col_edge's loops), a block of 4 outputs of a
@@ -5906,7 +5907,7 @@ static EB_COLC_SIZE int eb_colc_gains(const eb_conv_params *p, int width)
                      (cout_g & ~1) * (p->stride_w == 1 ? 13 : 15));
     const int64_t old =
         per * macs * (3 * p->out_w - 2 * width) + (300 * blocks + 3000 * edges) * scale;
-    return cin_g >= 2 && 4 * words <= EB_COL_COPY_BYTES &&
+    return cin_g >= 2 && (p->pad_h > 0 || p->pad_w > 0) && 4 * words <= EB_COL_COPY_BYTES &&
            (10 * macs + 65 * words + 250 * records * cout_g) * scale < old &&
            10 * (20 * macs + 95 * words + 350 * records * cout_g) * scale < 14 * old;
 }
@@ -5991,16 +5992,10 @@ static void eb_colc_row_s2(const int8_t *x, int32_t db, uint32_t mb, int32_t n, 
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* (its loops of zeros stores, not memset calls: a call a padded row cost about 30) */
-#define EB_COLC_FILL_ATTR __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define EB_COLC_FILL_ATTR
-#endif
 /* A group's cin_g channels (planes in_plane apart from `plane` on) into the copy as channel
  * pairs (an odd count's last with zeros): a pair's `rows` padded rows of `cols` words after
  * the pair before's, zeros outside the input. */
-static EB_NOINLINE EB_COLC_FILL_ATTR void eb_colc_fill(const eb_conv_params *p,
+static EB_NOINLINE EB_NO_MEMSET void eb_colc_fill(const eb_conv_params *p,
                                                        const int8_t *plane, int32_t in_plane,
                                                        int cin_g, int32_t rows, int32_t cols,
                                                        uint32_t *dst)
@@ -6494,6 +6489,13 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
  * output where it runs 4.2. ops.conv_path.few is the Python twin of eb_dw_few_takes. */
 #define EB_DW_FEW_IN 4
 #define EB_DW_FEW_CH 32 /* output channels a pass over a group's pixels (records: 512 B of stack) */
+/* The stride-2 kernel of 3-wide kernel rows (EB_OPT_NO_DW_S2 leaves it out: such a layer
+ * takes the next path). */
+#ifdef EB_OPT_NO_DW_S2
+#define EB_DW_S2 0
+#else
+#define EB_DW_S2 1
+#endif
 /* The small-plane depthwise kernel (EB_OPT_NO_DW_SMALL leaves it out: such a layer takes
  * the next path). */
 #ifdef EB_OPT_NO_DW_SMALL
@@ -7264,6 +7266,213 @@ static EB_NOINLINE int eb_dw_small(const eb_conv_params *p, const int8_t *in,
     return 1;
 }
 
+/* ---- stride 2, kernel rows of 3 ----
+ * A depthwise conv of multiplier 1 whose kernel rows are 3 wide at stride 2 along them (in
+ * its row-major view; a 3x3 stride-2 layer of a MobileNet) -- which the 3-tap kernels leave
+ * (stride 1 only) and the tile kernel ran at 5 to 7 instructions a multiply on 16x16 to
+ * 64x64 maps, its int16 patch and tables a channel costing more than the sums. Here a band
+ * of an input channel's rows is copied, int8, into the scratch (a word loop a row; the
+ * padding columns zeroed once a layer, rows outside the input whole), and 4 outputs of a
+ * row read their 9 input bytes of a kernel row as two words and a byte: SXTB16 gives
+ * [x0, x2] [x1, x3] [x4, x6] [x5, x7], and with the weights as [w0, w2] and w1
+ *   p0 = [w0 w2].[x0 x2] + x1 w1        p1 = x2 w0 + x4 w2 + x3 w1
+ *   p2 = [w0 w2].[x4 x6] + x5 w1        p3 = x6 w0 + x8 w2 + x7 w1
+ * (SMLAD, SMLAxy): 17 instructions per 12 multiplies, no edge case (the padding is in the
+ * copy), the last block of a row overlapping the one before. NONE and RELU outputs (a
+ * layer with a channel in another mode goes on). 16 x 16 x 16 7.24 -> 4.62 insn/MAC,
+ * 16 x 32 x 32 5.04 -> 3.77, 32 x 48 x 48 5.44 -> 4.83, 24 x 64 x 64 4.92 -> 4.36, a 1-D
+ * 32 x 200 k3 7.41 -> 5.48: the
+ * blocks' C (about 26 instructions an output where the sums take 13) and the copy are
+ * what is left. Twin: ops.dw_s2. */
+#define EB_DW_S2_KH 7 /* kernel rows at most */
+
+/* A padded row's bytes: the 2 out_w + 1 a row's outputs read, rounded up to a word. */
+EB_INLINE int32_t eb_dw_s2_pitch(const eb_dw_geom *g)
+{
+    return ((int32_t)2 * g->out_w + 1 + 3) & ~(int32_t)3;
+}
+
+/* Output rows a band holds: those whose input rows fit the scratch's bytes; 0 for none. */
+static int32_t eb_dw_s2_band(const eb_dw_geom *g, int32_t bytes)
+{
+    const int32_t rows = bytes / eb_dw_s2_pitch(g) - ((int32_t)(g->k_h - 1) * g->dil_h + 1);
+    return rows < 0 ? 0 : rows / g->stride_h + 1;
+}
+
+/* Input rows [iy0, iy0 + n) of channel x as rows of `pitch` bytes from d on, pad_w bytes
+ * from their start: a row outside the input all zeros, the others' padding columns left as
+ * they are (zeroed once a layer, eb_dw_s2: no row writes them). */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_s2_fill(const eb_dw_geom *g, const int8_t *x,
+                                                    int32_t iy0, int32_t n, int32_t pitch,
+                                                    int8_t *d)
+{
+    const int32_t lo = g->pad_w < pitch ? g->pad_w : pitch;
+    const int32_t len = (g->pad_w + g->in_w < pitch ? g->pad_w + g->in_w : pitch) - lo;
+    int32_t r, j;
+    x += iy0 * g->in_w;
+    for (r = 0; r < n; ++r, d += pitch, x += g->in_w) {
+        if (iy0 + r < 0 || iy0 + r >= g->in_h) {
+            for (j = 0; j < pitch; j += 4) {
+                eb_store32(d + j, 0);
+            }
+            continue;
+        }
+        for (j = 0; j + 4 <= len; j += 4) { /* (unaligned words) */
+            eb_store32(d + lo + j, eb_load32(x + j));
+        }
+        for (; j < len; ++j) {
+            d[lo + j] = x[j];
+        }
+    }
+}
+
+/* Outputs x .. x + 3 of one output row, r: its first kernel row's bytes at the block's
+ * first input column, `kh` kernel rows rstep bytes apart (weights wp, w1 a row). */
+EB_INLINE void eb_dw_s2_block(const int8_t *r, int kh, int32_t rstep, const uint32_t *wp,
+                              const int32_t *w1, int32_t init, int s, const int mode, int8_t *d)
+{
+    int32_t p0 = init, p1 = init, p2 = init, p3 = init;
+    int ky;
+#ifdef __GNUC__
+#pragma GCC unroll 3
+#endif
+    for (ky = 0; ky < kh; ++ky, r += rstep) {
+        const uint32_t a = eb_load32(r), b = eb_load32(r + 4);
+        const uint32_t c = (uint32_t)(int32_t)r[8];
+        const uint32_t a02 = eb_sxtb16(a), a13 = eb_sxtb16_ror8(a);
+        const uint32_t b02 = eb_sxtb16(b), b13 = eb_sxtb16_ror8(b);
+        const uint32_t p = wp[ky], q = (uint32_t)w1[ky];
+        p0 = eb_smlabb(a13, q, eb_smlad(a02, p, p0));
+        p1 = eb_smlatb(a13, q, eb_smlabt(b02, p, eb_smlatb(a02, p, p1)));
+        p2 = eb_smlabb(b13, q, eb_smlad(b02, p, p2));
+        p3 = eb_smlatb(b13, q, eb_smlabt(c, p, eb_smlatb(b02, p, p3)));
+    }
+    d[0] = eb_dw_q8(mode, p0, s, 0, 0, 0);
+    d[1] = eb_dw_q8(mode, p1, s, 0, 0, 0);
+    d[2] = eb_dw_q8(mode, p2, s, 0, 0, 0);
+    d[3] = eb_dw_q8(mode, p3, s, 0, 0, 0);
+}
+
+/* Output rows [oy0, oy1) of one output channel (weights wt) from the band at buf (its first
+ * row the input row of oy0's first kernel row). */
+EB_INLINE void eb_dw_s2_rows(const eb_dw_geom *g, const int8_t *buf, int32_t pitch,
+                             const int8_t *wt, int32_t init, const eb_dw_out *o, int8_t *d,
+                             int32_t oy0, int32_t oy1, const int kh, const int mode)
+{
+    uint32_t wp[EB_DW_S2_KH];
+    int32_t w1[EB_DW_S2_KH];
+    const int32_t rstep = (int32_t)g->dil_h * pitch, ystep = (int32_t)g->stride_h * pitch;
+    const int32_t last = g->out_w - 4;
+    int32_t oy, x;
+    int ky;
+    for (ky = 0; ky < kh; ++ky, wt += 3) {
+        wp[ky] = eb_pack_lo((uint32_t)(int32_t)wt[0], (uint32_t)(int32_t)wt[2]);
+        w1[ky] = wt[1];
+    }
+    for (oy = oy0; oy < oy1; ++oy, buf += ystep) {
+        for (x = 0;; x += 4) {
+            if (x > last) {
+                x = last; /* the last block overlaps the one before */
+            }
+            eb_dw_s2_block(buf + 2 * x, kh, rstep, wp, w1, init, o->s, mode,
+                           d + oy * g->out_w + x);
+            if (x == last) {
+                break;
+            }
+        }
+    }
+}
+
+/* One output channel's rows of a band: 3x3 and 1-D kernels with constant loops (the
+ * weights in registers), the rest with the layer's kernel rows. */
+static EB_NOINLINE void eb_dw_s2_channel(const eb_dw_geom *g, const int8_t *buf, int32_t pitch,
+                                         const int8_t *wt, int32_t init, const eb_dw_out *o,
+                                         int8_t *d, int32_t oy0, int32_t oy1)
+{
+    const int relu = o->mode == EB_DW_RELU;
+    if (g->k_h == 3) {
+        if (relu) {
+            eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, 3, EB_DW_RELU);
+        } else {
+            eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, 3, EB_DW_NONE);
+        }
+    } else if (g->k_h == 1) {
+        if (relu) {
+            eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, 1, EB_DW_RELU);
+        } else {
+            eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, 1, EB_DW_NONE);
+        }
+    } else if (relu) {
+        eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, g->k_h, EB_DW_RELU);
+    } else {
+        eb_dw_s2_rows(g, buf, pitch, wt, init, o, d, oy0, oy1, g->k_h, EB_DW_NONE);
+    }
+}
+
+/* Whether the kernel takes layer p (geometry g, its row-major view): depthwise of
+ * multiplier 1, unpacked weights, kernel rows of 3 at stride 2 and dilation 1 along them,
+ * at most EB_DW_S2_KH of them, rows of 8 outputs or more, and a band of one output row
+ * fitting the scratch. Where its blocks' and bands' set-up outweigh the sums it goes on: a
+ * multiplier of 2 (16 -> 32 on 20 x 20 4.11 -> 4.20 insn/MAC; 1-D 24 -> 48 k3 on 60 5.96 ->
+ * 6.59), rows of 4 to 7 outputs (128 x 10 x 10 6.14 -> 7.71, 32 x 12 x 12 5.53 -> 6.11). */
+static int eb_dw_s2_takes(const eb_conv_params *p, const eb_dw_geom *g)
+{
+    return EB_DW_S2 && p->groups == p->in_c && p->out_c == p->in_c && p->wbits == 0 &&
+           g->k_w == 3 && g->stride_w == 2 && g->dil_w == 1 && g->k_h <= EB_DW_S2_KH &&
+           g->out_w >= 8 && eb_dw_s2_band(g, 2 * EB_DW_TILE_SCRATCH) > 0;
+}
+
+/* The layer p by the stride-2 kernel, a band of rows at a time in the scratch (the tile
+ * kernel's patch, which the plan claims for every depthwise conv the 3-tap kernels do not
+ * take: ops.conv_path.dw_tile); 0, nothing written, for one it does not take. */
+static EB_NOINLINE EB_NO_MEMSET int eb_dw_s2(const eb_conv_params *p, const int8_t *in,
+                                             const int8_t *weight,
+                                const int32_t *bias, int8_t *out8, int32_t *out32,
+                                int16_t *scratch)
+{
+    eb_dw_geom g;
+    eb_dw_out o;
+    eb_dw_rq rq;
+    const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
+                             out8 ? p->act : 0};
+    int8_t *const buf = (int8_t *)(void *)scratch;
+    int32_t pitch, band, rows, ic, oc, oy0, m, j;
+    eb_dw_geom_of(p, &g);
+    if (!eb_dw_s2_takes(p, &g) || out8 == NULL) {
+        return 0;
+    }
+    eb_dw_setup(&sink, (int32_t)g.k_h * 3, &o, &rq);
+    for (oc = 0; oc < p->out_c; ++oc) { /* every channel in the NONE or RELU mode */
+        (void)eb_dw_init(&rq, bias, oc, &o);
+        if (o.mode != EB_DW_NONE && o.mode != EB_DW_RELU) {
+            return 0;
+        }
+    }
+    pitch = eb_dw_s2_pitch(&g);
+    band = eb_dw_s2_band(&g, 2 * EB_DW_TILE_SCRATCH);
+    m = p->out_c / p->in_c;
+    rows = ((band - 1) * g.stride_h + (int32_t)(g.k_h - 1) * g.dil_h + 1) * pitch;
+    for (j = 0; j < rows; j += 4) { /* the padding columns' zeros */
+        eb_store32(buf + j, 0);
+    }
+    for (ic = 0; ic < p->in_c; ++ic) {
+        const int8_t *x = in + ic * (int32_t)g.in_h * g.in_w;
+        for (oy0 = 0; oy0 < g.out_h; oy0 += band) {
+            const int32_t oy1 = oy0 + band < g.out_h ? oy0 + band : g.out_h;
+            eb_dw_s2_fill(&g, x, oy0 * g.stride_h - g.pad_h,
+                          (oy1 - 1 - oy0) * g.stride_h + (int32_t)(g.k_h - 1) * g.dil_h + 1,
+                          pitch, buf);
+            for (j = 0, oc = ic * m; j < m; ++j, ++oc) {
+                const int32_t init = eb_dw_init(&rq, bias, oc, &o);
+                int8_t *d = out8 + oc * (int32_t)g.out_h * g.out_w;
+                const int8_t *wt = weight + oc * (int32_t)g.k_h * 3;
+                eb_dw_s2_channel(&g, buf, pitch, wt, init, &o, d, oy0, oy1);
+            }
+        }
+    }
+    return 1;
+}
+
 int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weight,
                    const int32_t *bias, int8_t *out8, int32_t *out32, int16_t *scratch)
 {
@@ -7271,6 +7480,9 @@ int eb_dw_conv_opt(const eb_conv_params *p, const int8_t *in, const int8_t *weig
         return 1;
     }
     if (EB_DW_SMALL && eb_dw_small(p, in, weight, bias, out8, out32, scratch)) {
+        return 1;
+    }
+    if (EB_DW_S2 && eb_dw_s2(p, in, weight, bias, out8, out32, scratch)) {
         return 1;
     }
     if (EB_DW_TILE && EB_DW_GROUP &&

@@ -101,10 +101,10 @@ extern "C" {
      (int32_t)(in_per_group) * (k_h) * EB_CONV_BAND_PITCH(in_w, pad_w) / 2 +           \
      2 * (int32_t)(in_per_group) * (k_h) * (k_w))
 
-/* The column kernels over a copy (eb_dw_opt.c, eb_colc_layer): a dense or grouped conv's
- * group copied as int16 channel pairs, one word a pair and padded pixel, at most
+/* The column kernels over a copy (eb_dw_opt.c, eb_colc_layer): a padded dense or grouped
+ * conv's group copied as int16 channel pairs, one word a pair and padded pixel, at most
  * EB_COL_COPY_BYTES, after EB_CONV_OPT_SCRATCH's table room (the records): `words` a layer
- * (ops.column_copy claims them, no more than the cap for a layer whose tiles may take it). */
+ * (ops.column_copy claims them for an untiled layer that takes the copy). */
 #define EB_COL_COPY_BYTES 12288
 #define EB_COL_COPY_SCRATCH(in_per_group, k_h, k_w, words) \
     (EB_CONV_OPT_SCRATCH(in_per_group, k_h, k_w) + 2 * (int32_t)(words))

@@ -79,6 +79,9 @@
 #define eb_dw_q8 chain_eb_dw_q8
 #define eb_dw_row_walk_of chain_eb_dw_row_walk_of
 #define eb_dw_run chain_eb_dw_run
+#define eb_dw_s2_block chain_eb_dw_s2_block
+#define eb_dw_s2_pitch chain_eb_dw_s2_pitch
+#define eb_dw_s2_rows chain_eb_dw_s2_rows
 #define eb_dw_scale16_run chain_eb_dw_scale16_run
 #define eb_dw_scale16_word chain_eb_dw_scale16_word
 #define eb_dw_scale_lanes chain_eb_dw_scale_lanes
@@ -176,6 +179,7 @@
 #define EB_OPT_NO_DW_FEW
 #define EB_OPT_NO_DW_FEW8
 #define EB_OPT_NO_DW_FEW16
+#define EB_OPT_NO_DW_S2
 #define EB_OPT_NO_DW_SMALL
 #define EB_OPT_NO_PACKED
 #define EB_OPT_NO_IM2COL

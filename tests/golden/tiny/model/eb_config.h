@@ -79,6 +79,9 @@
 #define eb_dw_q8 tiny_eb_dw_q8
 #define eb_dw_row_walk_of tiny_eb_dw_row_walk_of
 #define eb_dw_run tiny_eb_dw_run
+#define eb_dw_s2_block tiny_eb_dw_s2_block
+#define eb_dw_s2_pitch tiny_eb_dw_s2_pitch
+#define eb_dw_s2_rows tiny_eb_dw_s2_rows
 #define eb_dw_scale16_run tiny_eb_dw_scale16_run
 #define eb_dw_scale16_word tiny_eb_dw_scale16_word
 #define eb_dw_scale_lanes tiny_eb_dw_scale_lanes
@@ -164,6 +167,7 @@
 #define EB_OPT_NO_DW_FEW
 #define EB_OPT_NO_DW_FEW8
 #define EB_OPT_NO_DW_FEW16
+#define EB_OPT_NO_DW_S2
 #define EB_OPT_NO_DW_SMALL
 #define EB_OPT_NO_IM2COL_S2
 #define EB_OPT_NO_GEMM_2PX

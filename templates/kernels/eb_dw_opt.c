@@ -5855,14 +5855,6 @@ static EB_NOINLINE int eb_col_asm_rows(eb_col_fn fn, eb_col_job *job, const eb_c
  * about 2 instructions a value (eb_colc_fill). Taken where that estimate is below the tap
  * pairs' with their edges (eb_colc_gains; twin ops.column_copy) and the copy fits
  * EB_COL_COPY_BYTES. */
-/* The set-up around the loops compiled for size: the copy's path is linked only where a
- * layer takes it, beside the model's other kernels (the 24 KiB budget). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define EB_COLC_SIZE __attribute__((optimize("Os")))
-#else
-#define EB_COLC_SIZE
-#endif
-
 typedef struct {
     int32_t init;                /* 0: the sums' start */
     const uint32_t *rec, *end;   /* 4, 8: the records, an even count */
@@ -5879,7 +5871,7 @@ typedef struct {
 
 /* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
  * and pixel); the records follow EB_CONV_OPT_SCRATCH's table room (eb_kernels_opt.h). */
-static EB_COLC_SIZE int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *cols)
+static int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *cols)
 {
     *rows = (int32_t)(p->out_h - 1) * p->stride_h + (int32_t)(p->k_h - 1) * p->dil_h + 1;
     *cols = (int32_t)(p->out_w - 1) * p->stride_w + (int32_t)(p->k_w - 1) * p->dil_w + 1;
@@ -5893,7 +5885,7 @@ static EB_COLC_SIZE int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows,
  * an output channel run alone 18 (21 at stride 2), of a channel pair 13 (15), an edge output
  * 3 times an inside one and 3000 more (eb_col_edge's loops), a block of 4 outputs of a
  * channel pair 300 -- about 1.4 cycles an instruction. */
-static EB_COLC_SIZE int eb_colc_gains(const eb_conv_params *p, int width)
+static int eb_colc_gains(const eb_conv_params *p, int width)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     int32_t rows, cols;
@@ -6054,7 +6046,7 @@ static EB_NOINLINE EB_NO_MEMSET void eb_colc_fill(const eb_conv_params *p,
 /* Output channel w's records: [weights of channels 2q, 2q + 1 at tap (ky, kx), byte offset
  * of the tap's first pixel word from a block's] (offsets written only with `offsets`; a
  * zero record after an odd count). Returns the records' count, even. */
-static EB_NOINLINE EB_COLC_SIZE int32_t eb_colc_records(const eb_conv_params *p, const int8_t *w,
+static EB_NOINLINE int32_t eb_colc_records(const eb_conv_params *p, const int8_t *w,
                                            int32_t rows, int32_t cols, uint32_t *rec,
                                            int offsets)
 {
@@ -6155,7 +6147,7 @@ static __attribute__((naked, noinline)) void eb_colc_rows(eb_colc_job *job
 
 /* Whether the copy takes layer p (its outputs `width` of a row inside the input): every
  * output channel in the NONE or RELU mode (their sums' start in range) and a gain. */
-static EB_COLC_SIZE int eb_colc_takes(const eb_conv_params *p, const eb_dw_rq *rq, const int32_t *bias,
+static int eb_colc_takes(const eb_conv_params *p, const eb_dw_rq *rq, const int32_t *bias,
                          int width, const eb_dw_out *o)
 {
     eb_dw_out t = *o;
@@ -6175,7 +6167,7 @@ static EB_COLC_SIZE int eb_colc_takes(const eb_conv_params *p, const eb_dw_rq *r
 
 /* The layer over the copy (scratch: the records from its start, the copy after
  * EB_CONV_OPT_SCRATCH's table room), a group at a time. */
-static EB_NOINLINE EB_COLC_SIZE void eb_colc_layer(const eb_conv_params *p, const int8_t *in,
+static EB_NOINLINE void eb_colc_layer(const eb_conv_params *p, const int8_t *in,
                                       const int8_t *weight, const int32_t *bias,
                                       const eb_dw_rq *rq, eb_dw_out *o, int16_t *scratch)
 {

@@ -57,18 +57,13 @@ def gains(conv: Plane, width: int) -> bool:
         and new[0] < old and 10 * new[1] < CYCLES * old
 
 
-def elements(conv: Plane, width: int) -> int:
-    """The int16 elements EB_COL_COPY_SCRATCH counts for a conv that takes the copy
-    (`gains`): the records' table room (EB_CONV_OPT_SCRATCH) and two a word; else 0."""
+def claim(conv: Plane, width: int) -> tuple[str | None, int]:
+    """The C claim (EB_COL_COPY_SCRATCH) of a conv that takes the copy (`gains`) and the
+    int16 elements it counts -- the records' table room (EB_CONV_OPT_SCRATCH) and two a
+    word; else (None, 0)."""
     if not gains(conv, width):
-        return 0
-    taps = conv.in_c // conv.groups * conv.k_h * conv.k_w
-    return 4 * ((taps + 3) // 4 * 4) + 2 * size(conv)[2]
-
-
-def scratch(conv: Plane, width: int) -> str | None:
-    """The C claim (EB_COL_COPY_SCRATCH) of a conv that takes the copy, else None."""
-    if not gains(conv, width):
-        return None
-    return (f"EB_COL_COPY_SCRATCH({conv.in_c // conv.groups}, {conv.k_h}, {conv.k_w}, "
-            f"{size(conv)[2]})")
+        return None, 0
+    cin_g, words = conv.in_c // conv.groups, size(conv)[2]
+    taps = cin_g * conv.k_h * conv.k_w
+    return (f"EB_COL_COPY_SCRATCH({cin_g}, {conv.k_h}, {conv.k_w}, {words})",
+            4 * ((taps + 3) // 4 * 4) + 2 * words)

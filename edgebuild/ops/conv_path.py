@@ -54,13 +54,16 @@ def column(conv: Plane) -> bool:
 def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
     """The column kernels' copy (ops.column_copy) of an untiled conv they take over it (a
     tiled pass's tiles come unpadded: none takes it): its C claim or None, and its int16
-    elements -- in eb_col_flat's frame, with the outputs of a row inside the input, as
-    eb_col_layer asks eb_colc_gains."""
-    if tiled or not column(conv):
-        return None, 0
+    elements."""
+    return (None, 0) if tiled or not column(conv) else column_copy.claim(*_copy_frame(conv))
+
+
+def _copy_frame(conv: Plane) -> tuple[Plane, int]:
+    """The frame and the outputs of a row inside the input in which eb_col_layer asks
+    eb_colc_gains: eb_col_flat's."""
     flat = _flat(conv)
     first, end = column_inside(flat)
-    return column_copy.scratch(flat, end - first), column_copy.elements(flat, end - first)
+    return flat, end - first
 
 
 def _flat(conv: Plane) -> Plane:
@@ -478,7 +481,8 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
         return frozenset({"depthwise", "dw_column"} |
                          ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
                          ({"dw_column_rows2"} if column_rows.takes(conv) else set()) |
-                         ({"dw_column_copy"} if copy_claim(conv, False)[0] else set()) |
+                         ({"dw_column_copy"} if column_copy.gains(*_copy_frame(conv))
+                          else set()) |
                          ({"dw_column_dense"} if conv.in_c > conv.groups else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})

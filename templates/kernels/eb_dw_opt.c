@@ -7428,38 +7428,35 @@ static EB_NOINLINE EB_NO_MEMSET int eb_dw_s2(const eb_conv_params *p, const int8
     const eb_dw_sink sink = {out8, out32, out8 ? p->shift : 0, out8 ? p->rounding : 0,
                              out8 ? p->act : 0};
     int8_t *const buf = (int8_t *)(void *)scratch;
-    int32_t pitch, band, rows, ic, oc, oy0, m, j;
+    int32_t pitch, band, rows, c, oy0, j;
     eb_dw_geom_of(p, &g);
     if (!eb_dw_s2_takes(p, &g) || out8 == NULL) {
         return 0;
     }
     eb_dw_setup(&sink, (int32_t)g.k_h * 3, &o, &rq);
-    for (oc = 0; oc < p->out_c; ++oc) { /* every channel in the NONE or RELU mode */
-        (void)eb_dw_init(&rq, bias, oc, &o);
+    for (c = 0; c < p->out_c; ++c) { /* every channel in the NONE or RELU mode */
+        (void)eb_dw_init(&rq, bias, c, &o);
         if (o.mode != EB_DW_NONE && o.mode != EB_DW_RELU) {
             return 0;
         }
     }
     pitch = eb_dw_s2_pitch(&g);
     band = eb_dw_s2_band(&g, 2 * EB_DW_TILE_SCRATCH);
-    m = p->out_c / p->in_c;
     rows = ((band - 1) * g.stride_h + (int32_t)(g.k_h - 1) * g.dil_h + 1) * pitch;
     for (j = 0; j < rows; j += 4) { /* the padding columns' zeros */
         eb_store32(buf + j, 0);
     }
-    for (ic = 0; ic < p->in_c; ++ic) {
-        const int8_t *x = in + ic * (int32_t)g.in_h * g.in_w;
+    for (c = 0; c < p->in_c; ++c) { /* (multiplier 1: output channel c reads input c) */
+        const int8_t *x = in + c * (int32_t)g.in_h * g.in_w;
+        const int8_t *wt = weight + c * (int32_t)g.k_h * 3;
+        int8_t *d = out8 + c * (int32_t)g.out_h * g.out_w;
+        const int32_t init = eb_dw_init(&rq, bias, c, &o);
         for (oy0 = 0; oy0 < g.out_h; oy0 += band) {
             const int32_t oy1 = oy0 + band < g.out_h ? oy0 + band : g.out_h;
             eb_dw_s2_fill(&g, x, oy0 * g.stride_h - g.pad_h,
                           (oy1 - 1 - oy0) * g.stride_h + (int32_t)(g.k_h - 1) * g.dil_h + 1,
                           pitch, buf);
-            for (j = 0, oc = ic * m; j < m; ++j, ++oc) {
-                const int32_t init = eb_dw_init(&rq, bias, oc, &o);
-                int8_t *d = out8 + oc * (int32_t)g.out_h * g.out_w;
-                const int8_t *wt = weight + oc * (int32_t)g.k_h * 3;
-                eb_dw_s2_channel(&g, buf, pitch, wt, init, &o, d, oy0, oy1);
-            }
+            eb_dw_s2_channel(&g, buf, pitch, wt, init, &o, d, oy0, oy1);
         }
     }
     return 1;

@@ -30,6 +30,14 @@ from test_kernels_opt import (
 )
 
 
+def assert_m4_exact(library, build, name: str, convs: list) -> None:
+    """The convs as one M4 firmware under QEMU: every call equal to the reference kernel's."""
+    elf = build_m4(build, name, m4_test_program(library, convs, linears=False))
+    result = run_qemu(elf)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "0 mismatching calls" in result.stdout
+
+
 def case_bias(rng, cfg: dict, kind: str) -> np.ndarray | None:
     """Random, none, or random with a few rows near the int32 limit (exact rows)."""
     if kind == "none":
@@ -59,10 +67,7 @@ def test_m4_gemm_rows_equal_reference(lib, m4_build, cfgs, seed, kinds):  # noqa
         w, _ = int_weights(rng, (cfg["out_c"], cfg["in_c"] // cfg["groups"], cfg["k_h"],
                                  cfg["k_w"]))
         convs.append((cfg, x, w, case_bias(rng, cfg, kind)))
-    elf = build_m4(m4_build, "gemm_rows", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    assert_m4_exact(lib, m4_build, "gemm_rows", convs)
 
 
 def _two_pixel_layer(in_c: int, k_w: int, out_c: int, in_h: int, act: int, groups: int = 1):
@@ -103,10 +108,7 @@ def test_m4_two_pixel_rows_equal_reference(lib, m4_build):  # noqa: F811
     grouped = _two_pixel_layer(6, 5, 8, in_h=1, act=1, groups=2)
     convs.append((grouped, int8_data(rng, (6, 1, 6)), int_weights(rng, (8, 3, 1, 5))[0],
                   rng.integers(-2**12, 2**12, size=8).astype(np.int32)))
-    elf = build_m4(m4_build, "gemm_2px", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    assert_m4_exact(lib, m4_build, "gemm_2px", convs)
 
 
 # (in_c, k_w) whose K = in_c * k_w has every (whole words % 4, K % 4): the word
@@ -147,7 +149,38 @@ def test_m4_gemm_pass_entries_equal_reference(lib, m4_build):  # noqa: F811
             w[1] = -128
             x[:] = -128
         convs.append((cfg, x, w, bias))
-    elf = build_m4(m4_build, "gemm_passes", m4_test_program(lib, convs, linears=False))
-    result = run_qemu(elf)
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
-    assert "0 mismatching calls" in result.stdout
+    assert_m4_exact(lib, m4_build, "gemm_passes", convs)
+
+
+# (in_c, in_h, in_w, k_h, k_w, stride, groups, out_c): unpadded convs (no band) of more than
+# 8 inputs and 4 outputs a group (neither the column nor the tile kernels) whose outputs end
+# in a block of 3 -- 3 x 5 (blocks across rows), 1 x 7, 3 x 5 at stride 2, grouped -- and
+# one of only 3 outputs (no block of 4 to step back to)
+_LAST_THREE = [(9, 5, 7, 3, 3, 1, 1, 6), (10, 1, 11, 1, 5, 1, 1, 5), (12, 7, 11, 3, 3, 2, 1, 8),
+               (16, 3, 7, 1, 3, 1, 2, 10), (10, 1, 5, 1, 3, 1, 1, 5)]
+
+
+@needs_m4
+def test_m4_last_block_of_three_steps_back(lib, m4_build):  # noqa: F811
+    """A layer's last block of 3 pixels runs as the block of 4 ending at the last pixel (one
+    pixel's outputs computed again, eb_core_back), through the asm rows: both modes, and an
+    exact row (bias near the int32 limit) whose block the C loop then finishes."""
+    rng = np.random.default_rng(33)
+    convs = []
+    for i, (in_c, in_h, in_w, k_h, k_w, s, groups, out_c) in enumerate(_LAST_THREE):
+        for act in (0, 1):
+            cfg = {"in_c": in_c, "in_h": in_h, "in_w": in_w, "out_c": out_c,
+                   "out_h": (in_h - k_h) // s + 1, "out_w": (in_w - k_w) // s + 1,
+                   "k_h": k_h, "k_w": k_w, "stride_h": s, "stride_w": s, "pad_h": 0,
+                   "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": groups, "shift": -8,
+                   "rounding": act, "act": act}
+            assert cfg["out_h"] * cfg["out_w"] % 4 == 3
+            x = int8_data(rng, (in_c, in_h, in_w))
+            w, _ = int_weights(rng, (out_c, in_c // groups, k_h, k_w))
+            bias = rng.integers(-2**14, 2**14, size=out_c).astype(np.int32)
+            if i == 1 and act == 1:  # row 2 exact: its sum overflows int32 unless exact
+                bias[2] = 2**31 - 1 - in_c * k_h * k_w * 16384 - 3
+                w[2] = -128
+                x[:] = -128
+            convs.append((cfg, x, w, bias))
+    assert_m4_exact(lib, m4_build, "gemm_back", convs)

@@ -536,7 +536,8 @@ def conv_cases(draw):
             k, stride, pad, dil, size = 1, 1, 0, 1, 1
         else:
             k, stride = draw(st.integers(1, 4)), draw(st.integers(1, 3))
-            pad, dil = draw(st.integers(0, 2)), draw(st.integers(1, 2))
+            # (width padding past 4: the staging's zeroing calls, not its words)
+            pad, dil = draw(st.integers(0, 6 if axis == "w" else 2)), draw(st.integers(1, 2))
             size = draw(st.integers(max(1, dil * (k - 1) + 1 - 2 * pad), 12))
         cfg.update({f"k_{axis}": k, f"stride_{axis}": stride, f"pad_{axis}": pad,
                     f"dil_{axis}": dil, f"in_{axis}": size,
@@ -661,8 +662,17 @@ def fixed_case(cfg: dict, rows: int, channels: int, double: bool = True, wide: b
     # depthwise conv1d, one channel per tile, no bias
     fixed_case(conv_cfg(in_c=5, in_w=12, out_c=5, groups=5, k_w=4, pad_w=1, stride_w=3,
                         shift=-3, rounding=1, act=2), 1, 1, bias=False),
+    # the staged rows' width padding: a zero word at either end (rows of 4 bytes, the words
+    # overlapping), and past 4 bytes or in rows of fewer than 4 zeroed byte by byte
+    fixed_case(conv_cfg(in_c=3, in_h=5, in_w=2, out_c=4, k_h=3, k_w=3, pad_h=1, pad_w=1,
+                        shift=-5), 2, 4),
+    fixed_case(conv_cfg(in_c=2, in_h=4, in_w=7, out_c=3, k_h=2, k_w=3, pad_h=1, pad_w=5,
+                        shift=-5, act=1), 2, 3),
+    fixed_case(conv_cfg(in_c=2, in_h=4, in_w=1, out_c=3, k_h=3, k_w=1, pad_h=1, pad_w=1,
+                        shift=-4), 3, 3),
 ], ids=["dense-partial-channels", "grouped-rounded-down", "grouped-sub-group",
-        "padding-only-rows", "odd-row-tiles", "column-1d", "depthwise-1d"])
+        "padding-only-rows", "odd-row-tiles", "column-1d", "depthwise-1d", "pad-words",
+        "pad-wide", "pad-narrow-row"])
 @pytest.mark.parametrize("double", [False, True], ids=["single", "double"])
 def test_conv2d_tiled_fixed(lib, case, double):
     check_conv_tiled(lib, dict(case, double=double))

@@ -32,6 +32,7 @@
 #define eb_conv_transpose2d chain_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide chain_eb_conv_transpose2d_wide
 #define eb_copy chain_eb_copy
+#define eb_core_back chain_eb_core_back
 #define eb_core_block chain_eb_core_block
 #define eb_dot4 chain_eb_dot4
 #define eb_dot_1x2 chain_eb_dot_1x2

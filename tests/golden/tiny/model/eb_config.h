@@ -32,6 +32,7 @@
 #define eb_conv_transpose2d tiny_eb_conv_transpose2d
 #define eb_conv_transpose2d_wide tiny_eb_conv_transpose2d_wide
 #define eb_copy tiny_eb_copy
+#define eb_core_back tiny_eb_core_back
 #define eb_core_block tiny_eb_core_block
 #define eb_dot4 tiny_eb_dot4
 #define eb_dot_1x2 tiny_eb_dot_1x2

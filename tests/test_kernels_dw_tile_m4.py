@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_kernel_selection import m4_path_counts
 from test_kernels_dw_m4 import m4_run
 from test_kernels_dw_refill import mixed_bias
 from test_kernels_opt import (
@@ -192,6 +193,36 @@ def test_fan_cases_take_the_fan():
     assert tile_loop(dw_config(3, 9, 23, (1, 2), 4)) == "tap1"  # 1 pair, 4 channels
     assert tile_loop(dw_1d(1, 33, 9, 8, pad=4)) == "pair"  # 5 pairs, 8 channels
 
+
+# A large multiplier on short rows: the fan before the column kernels (tile_better), which
+# set up every output channel's every row
+SHORT_ROWS = [dw_config(1, 3, 12, (5, 1), 256, pad=(2, 0), act=1),
+              dw_config(1, 6, 16, (5, 1), 32, pad=(2, 0)),
+              dw_config(4, 6, 10, (5, 1), 16, act=1)]
+
+
+def test_short_rows_take_the_fan_before_the_columns():
+    """Multipliers of 16 or more on rows of at most 16 outputs link the fan, not the column
+    kernels; rows of 20 or more, or a multiplier of 4, stay on the column kernels."""
+    for cfg in SHORT_ROWS:
+        paths = kernel_paths(plane_of(cfg))
+        assert "dw_fan" in paths and "dw_column" not in paths, (cfg, paths)
+    for cfg in (dw_config(2, 6, 20, (5, 1), 16), dw_config(1, 2, 64, (5, 1), 32, pad=(2, 0)),
+                dw_config(4, 9, 12, (5, 1), 4)):
+        assert "dw_column" in kernel_paths(plane_of(cfg)), cfg
+
+
+@needs_m4
+def test_m4_short_rows_fan_beats_the_columns(lib, m4_build):  # noqa: F811
+    """With "dw_fan" left out (the column kernels) and in: exact, and at least `fewer`
+    instructions an output fewer (measured 6.0, 7.8, 2.1), biases of a trained layer's size
+    (the fan's requantization takes them; one near the int32 limits is not the fan's)."""
+    rng = np.random.default_rng(7)
+    for cfg, fewer in zip(SHORT_ROWS, (4, 5, 1), strict=True):
+        bias = rng.integers(-2**10, 2**10, size=cfg["out_c"]).astype(np.int32)
+        on, off = m4_path_counts(lib, m4_build, (cfg, *dw_data(cfg, rng), bias), "dw_fan",
+                                 "fan_rows")
+        assert on <= off - fewer * cfg["out_c"] * cfg["out_h"] * cfg["out_w"], (cfg, on, off)
 
 # Right shifts the fan cases run by each immediate, in both modes (relu: the even cases):
 # 8 (records scaled by 2^(8 - s): s 0, 3, 5, 7, 8) and 16 (s 9, 10, 12, 16).

@@ -31,15 +31,15 @@ def dw_tile(conv: Plane) -> bool:
 COLUMN_MAX_OUT = column_rows.COLUMN_MAX_OUT  # eb_dw_opt.c: EB_COL_MAX_OUT, outputs a group
 
 
-def column(conv: Plane) -> bool:
+def column(conv: Plane, forms: bool = True) -> bool:
     """Whether eb_dw_opt.c's column kernels take a conv (eb_col_takes, but for packed
     weights, which they leave to the other paths): stride_w 1 or 2, rows of at least 4
     outputs; depthwise with a kernel one column wide (k_w == 1) and no width padding, or
     with at most COLUMN_MAX_OUT outputs per group of several input channels and any kernel
     (a tap is then an input row at an offset: a 1-D conv's row kernel too) and width
-    padding within column_inside's bounds; and not a 1x1 stride-1 unpadded depthwise or
-    dense one (a per-channel scale, or the pointwise kernels' product; a grouped one it
-    takes). A dense one links the depthwise file."""
+    padding within column_inside's bounds; not a 1x1 stride-1 unpadded depthwise or dense
+    one (a per-channel scale, or the pointwise kernels' product; a grouped one it takes),
+    nor one tile_better gives the tile kernel (`forms`: its). A dense one links their file."""
     conv = _flat(conv)
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     first, end = column_inside(conv)
@@ -48,7 +48,7 @@ def column(conv: Plane) -> bool:
             conv.k_h == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == 0)
     outside = conv.out_w - (end - first)
     return fits and end - first >= 4 and edge_share(cout_g) * outside <= conv.out_w and \
-        conv.stride_w in (1, 2) and not tile_better(conv)
+        conv.stride_w in (1, 2) and not tile_better(conv, forms)
 
 
 def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
@@ -183,17 +183,20 @@ def column_inside(conv: Plane) -> tuple[int, int]:
     return (conv.pad_w + s - 1) // s, min(end, conv.out_w)
 
 
-def tile_better(conv: Plane) -> bool:
+def tile_better(conv: Plane, forms: bool = True) -> bool:
     """eb_dw_tile_better: whether the tile kernel runs a depthwise conv (one the column
     kernels also take) in under 3/4 of their multiply instructions -- theirs one per tap,
-    pixel and channel over rows in blocks of 4 (with multiplier 1 over rows of at least 16
-    one per tap pair: their one-channel rows pair taps; a channel pair's rows cost about
-    the tile's a pair a tap, and a shorter row's set-up more than the pairs save),
-    the tile's one per tap pair in its frame (a Kx1 kernel turned: its taps pair along the
-    frame's rows)."""
+    pixel and channel over rows in blocks of 4 (multiplier 1 on rows of 16 or more: one per
+    tap pair; a channel pair's rows cost about the tile's a pair a tap, a shorter row's
+    set-up more than pairs save), the tile's one per tap pair in its frame (a Kx1 kernel
+    turned: its taps pair along the frame's rows) -- or the fan (eb_dw_fan_rows) in its
+    `forms` (few_requantizes), a multiplier of FAN_BETTER_M or more, rows of FAN_BETTER_W."""
     if conv.groups != conv.in_c or not tile_takes(conv):
         return False
     f = tile_frame(conv)
+    if forms and conv.out_w <= FAN_BETTER_W and fans(m := conv.out_c // conv.in_c, f.ntaps) \
+            and m >= FAN_BETTER_M:
+        return True
     pairs = (conv.k_h + 1) // 2 if conv.out_c == conv.in_c and conv.out_w >= 16 else conv.k_h
     column_macs = pairs * ((conv.out_w + 3) & ~3) * conv.out_h
     return 4 * f.ntaps * f.phases * ((f.out_w + 3) & ~3) * f.out_h < 3 * column_macs
@@ -307,6 +310,7 @@ def tile_paths(conv: Plane) -> frozenset[str]:
 
 
 FAN_MIN = 4  # eb_dw_opt.c: EB_DW_FAN_MIN, the multiplier from which the fan runs
+FAN_BETTER_M = FAN_BETTER_W = 16  # EB_DW_FAN_BETTER_M / _W: the fan before the column kernels
 FAN_TAPS = 6  # eb_dw_opt.c: EB_DW_FAN_TAPS, its most tap pairs a pixel (over 4: one pixel)
 
 
@@ -315,9 +319,8 @@ def fan(conv: Plane) -> bool:
     a multiplier of FAN_MIN or more -- one input channel's many outputs -- over at most
     FAN_TAPS tap pairs a pixel; one tap pair only from 2 * FAN_MIN channels, more than 4
     (one pixel at a time) from 3 * FAN_MIN, below which the pair loop costs less: fans):
-    its tiles whose tap rows lie inside the input, and
-    channels in the fast requantization; the rest (tiles near the padding, a bias near the
-    int32 limits) still take the loops of tile_paths, which stay linked."""
+    its tiles whose tap rows lie inside the input, and channels in the fast requantization;
+    the rest (near the padding, a bias near the int32 limits) take tile_paths' loops."""
     f = tile_frame(conv)
     return fans(conv.out_c // conv.groups, f.ntaps)
 
@@ -477,7 +480,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
         return first
     if group_tile(conv, packed):
         return frozenset({"depthwise", "dw_tile", "dw_group"}) | tile_paths(conv)
-    if column(conv) and not packed:  # stride-2 rows, groups of several inputs: their paths
+    if column(conv, forms) and not packed:  # stride-2 rows, several inputs a group: theirs
         return frozenset({"depthwise", "dw_column"} |
                          ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
                          ({"dw_column_rows2"} if column_rows.takes(conv) else set()) |

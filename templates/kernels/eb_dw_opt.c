@@ -4179,6 +4179,34 @@ EB_INLINE int eb_dw_k3_shape(const eb_dw_geom *g)
            g->in_w >= 4 && g->pad_w <= 3;
 }
 
+/* The fan against the column kernels on short rows: a depthwise layer of a multiplier of
+ * EB_DW_FAN_BETTER_M or more over rows of at most EB_DW_FAN_BETTER_W outputs that the fan
+ * takes goes to the tile kernel where its outputs are in the fan's requantization (int8,
+ * relu or none, a right shift of 0..16: eb_col_layer declines it) -- the column kernels set
+ * up each output channel's every row (about 160 instructions, and 30 a block of 4 outputs
+ * of a 5-tap kernel), the fan loads each pixel pair's taps once for all the channels
+ * (1 -> 256 5x1 pad 2x0 on 3 x 12 4.16 -> 2.96 insn/MAC, 1 -> 32 on 6 x 16 3.58 -> 2.02,
+ * 4 -> 64 on 6 x 10 5.04 -> 4.63; rows of 20 or more stay: 2 -> 32 5x1 on 6 x 20 3.61
+ * there, 3.69 by the fan; 1 -> 32 on 2 x 64 1.98 and 2.44). Its int32 outputs (a wide
+ * layer) the fan does not store: the tile's other loops ran such a layer slower than the
+ * column kernels. The Python twin is ops.conv_path.tile_better (its forms). */
+#define EB_DW_FAN_BETTER_M 16
+#define EB_DW_FAN_BETTER_W 16
+
+static int eb_dw_fan_rows(const eb_conv_params *p)
+{
+    eb_dw_geom g;
+    eb_dw_tf t;
+    if (!EB_DW_TILE || !EB_DW_FAN || p->in_c != p->groups ||
+        p->out_c < EB_DW_FAN_BETTER_M * p->in_c ||
+        p->out_w > EB_DW_FAN_BETTER_W) {
+        return 0;
+    }
+    eb_dw_geom_of(p, &g);
+    return eb_dw_tile_plan(&g, 1, &t) && eb_dw_tile_runs(&t, p->out_c / p->in_c) &&
+           eb_dw_fan_takes(p->out_c / p->in_c, t.ntaps);
+}
+
 /* Whether the tile kernel runs a depthwise layer the column kernels also take in under 3/4 of
  * their multiply instructions: theirs one SMLAxy per tap, pixel and channel (rows in blocks of
  * 4) -- with multiplier 1 over rows of at least 16 one SMLAD per tap pair (eb_col1_pairs_s1 /
@@ -6242,6 +6270,10 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
         return 0;
     }
     eb_dw_setup(&sink, taps, &oa, &rq);
+    if (out8 != NULL && (rq.fast == EB_DW_RELU || rq.fast == EB_DW_NONE) && eb_dw_imm(oa.s) &&
+        eb_dw_fan_rows(p_)) {
+        return 0; /* the fan's short rows (eb_dw_fan_rows): the tile kernel next */
+    }
 #if EB_COL_ROW_ASM && EB_DW_COLUMN_COPY
     if (p->wbits == 0 && eb_colc_takes(p, &rq, bias, width, &oa)) {
         eb_colc_layer(p, in, weight, bias, &rq, &oa, (int16_t *)(void *)table);

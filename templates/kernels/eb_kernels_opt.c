@@ -1729,7 +1729,7 @@ EB_DOT_INLINE void eb_core_block(eb_core *c, const int16_t *cols, const int8_t *
  * ending at the last pixel, one pixel done again: where the asm rows take blocks of 4 (they
  * take none of 3: eb_dot_store's C ran it at about 50 instructions an output of a 20-tap
  * row, where a row of the asm's block costs about 13 a word and 44 beside -- a 2 -> 48 10x1
- * stride-2 conv on 6 x 9, 15 pixels, 2.06 -> 1.90 insn/MAC). Its columns cost one block
+ * stride-2 conv on 6 x 9, 15 pixels, 2.06 -> 1.88 insn/MAC). Its columns cost one block
  * either way; packed weights' rows (eb_pk_store) take it too, the same sums. */
 EB_DOT_INLINE int eb_core_back(const eb_core *c, int32_t hw)
 {

@@ -97,7 +97,6 @@
 #define eb_dw_tile_inside chain_eb_dw_tile_inside
 #define eb_dw_tile_job chain_eb_dw_tile_job
 #define eb_dw_tile_q4 chain_eb_dw_tile_q4
-#define eb_dw_tile_row_words chain_eb_dw_tile_row_words
 #define eb_dw_tile_run1 chain_eb_dw_tile_run1
 #define eb_dw_tile_run2 chain_eb_dw_tile_run2
 #define eb_dw_tile_sums chain_eb_dw_tile_sums

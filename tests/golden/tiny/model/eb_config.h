@@ -97,7 +97,6 @@
 #define eb_dw_tile_inside tiny_eb_dw_tile_inside
 #define eb_dw_tile_job tiny_eb_dw_tile_job
 #define eb_dw_tile_q4 tiny_eb_dw_tile_q4
-#define eb_dw_tile_row_words tiny_eb_dw_tile_row_words
 #define eb_dw_tile_run1 tiny_eb_dw_tile_run1
 #define eb_dw_tile_run2 tiny_eb_dw_tile_run2
 #define eb_dw_tile_sums tiny_eb_dw_tile_sums

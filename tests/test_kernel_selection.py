@@ -136,12 +136,13 @@ def m4_path_counts(lib, build, case, path: str, name: str) -> tuple[int, int]:  
     return counts[0], counts[1]
 
 
-def assert_path_beats(lib, build, cases, path: str, name: str, seed: int) -> None:  # noqa: F811
+def assert_path_beats(lib, build, cases, path: str, name: str, seed: int,  # noqa: F811
+                      bias=random_bias) -> None:
     """Each (cfg, fewer) case with `path` left out and in: exact, and in at least `fewer`
-    instructions an output fewer (m4_path_counts)."""
+    instructions an output fewer (m4_path_counts); its biases bias(rng, out_c)."""
     rng = np.random.default_rng(seed)
     for cfg, fewer in cases:
-        case = (cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"]))
+        case = (cfg, *dw_data(cfg, rng), bias(rng, cfg["out_c"]))
         counts = m4_path_counts(lib, build, case, path, name)
         outputs = cfg["out_c"] * cfg["out_h"] * cfg["out_w"]
         print(cfg["in_c"], cfg["in_w"], counts, (counts[1] - counts[0]) / outputs)

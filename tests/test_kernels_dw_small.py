@@ -12,22 +12,19 @@ than on the kernels before."""
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_kernel_selection import assert_path_beats
 from test_kernels_col import _plane
 from test_kernels_opt import (
+    assert_drawn_equal,
     check_extremes_near_limits,
     conv_out,
     dw_config,
-    dw_data,
     lib,  # noqa: F401 (the fixture)
     m4_build,  # noqa: F401 (the fixture)
-    m4_convs_exact,
+    m4_drawn_exact,
     needs_m4,
-    random_bias,
-    run_conv_pair,
 )
 
 from edgebuild.ops import conv_path
@@ -53,10 +50,7 @@ def small_layers(draw) -> dict:
 @settings(max_examples=300, deadline=None)
 @given(cfg=small_layers(), seed=st.integers(0, 2**32 - 1), wide=st.booleans())
 def test_small_plane_kernel_equals_reference(lib, cfg, seed, wide):  # noqa: F811
-    rng = np.random.default_rng(seed)
-    x, w = dw_data(cfg, rng)
-    ref, opt = run_conv_pair(lib, cfg, x, w, random_bias(rng, cfg["out_c"]), wide)
-    np.testing.assert_array_equal(opt, ref, err_msg=str(cfg))
+    assert_drawn_equal(lib, cfg, seed, wide)
 
 
 def test_small_plane_kernel_extreme_sums(lib):  # noqa: F811
@@ -92,9 +86,7 @@ def test_small_planes_take_the_kernel():
 @settings(max_examples=3, deadline=None)
 @given(cfgs=st.lists(small_layers(), min_size=8, max_size=12), seed=st.integers(0, 2**32 - 1))
 def test_m4_small_plane_kernel_equals_reference(lib, m4_build, cfgs, seed):  # noqa: F811
-    rng = np.random.default_rng(seed)
-    m4_convs_exact(lib, m4_build, "dw_small",
-                   [(cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"])) for cfg in cfgs])
+    m4_drawn_exact(lib, m4_build, "dw_small", cfgs, seed)
 
 
 @needs_m4

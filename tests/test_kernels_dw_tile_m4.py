@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_kernel_selection import m4_path_counts
+from test_kernel_selection import assert_path_beats
 from test_kernels_dw_m4 import m4_run
 from test_kernels_dw_refill import mixed_bias
 from test_kernels_opt import (
@@ -217,12 +217,10 @@ def test_m4_short_rows_fan_beats_the_columns(lib, m4_build):  # noqa: F811
     """With "dw_fan" left out (the column kernels) and in: exact, and at least `fewer`
     instructions an output fewer (measured 6.0, 7.8, 2.1), biases of a trained layer's size
     (the fan's requantization takes them; one near the int32 limits is not the fan's)."""
-    rng = np.random.default_rng(7)
-    for cfg, fewer in zip(SHORT_ROWS, (4, 5, 1), strict=True):
-        bias = rng.integers(-2**10, 2**10, size=cfg["out_c"]).astype(np.int32)
-        on, off = m4_path_counts(lib, m4_build, (cfg, *dw_data(cfg, rng), bias), "dw_fan",
-                                 "fan_rows")
-        assert on <= off - fewer * cfg["out_c"] * cfg["out_h"] * cfg["out_w"], (cfg, on, off)
+    def trained(rng, count: int) -> np.ndarray:
+        return rng.integers(-2**10, 2**10, size=count).astype(np.int32)
+    assert_path_beats(lib, m4_build, zip(SHORT_ROWS, (4, 5, 1), strict=True), "dw_fan",
+                      "fan_rows", 7, trained)
 
 # Right shifts the fan cases run by each immediate, in both modes (relu: the even cases):
 # 8 (records scaled by 2^(8 - s): s 0, 3, 5, 7, 8) and 16 (s 9, 10, 12, 16).

@@ -583,6 +583,22 @@ def check_extremes(lib, cfg: dict, data, bias, shifts=(-20, -31, -1, 0, 3)) -> N
                     np.testing.assert_array_equal(opt, ref, err_msg=f"wide={wide} {c}")
 
 
+def assert_drawn_equal(lib, cfg: dict, seed: int, wide: bool) -> None:
+    """A drawn depthwise layer (dw_data, random_bias from seed) on the optimized kernels and
+    the reference: equal."""
+    rng = np.random.default_rng(seed)
+    x, w = dw_data(cfg, rng)
+    ref, opt = run_conv_pair(lib, cfg, x, w, random_bias(rng, cfg["out_c"]), wide)
+    np.testing.assert_array_equal(opt, ref, err_msg=str(cfg))
+
+
+def m4_drawn_exact(lib, build: Path, name: str, cfgs, seed: int) -> None:
+    """Drawn depthwise layers (dw_data, random_bias from seed) as one M4 firmware: exact."""
+    rng = np.random.default_rng(seed)
+    m4_convs_exact(lib, build, name,
+                   [(cfg, *dw_data(cfg, rng), random_bias(rng, cfg["out_c"])) for cfg in cfgs])
+
+
 def check_extremes_near_limits(lib, cfgs, seed: int) -> None:
     """check_extremes for each cfg with biases near the int32 limits a sum may reach
     (bias +- the largest k_h k_w 128 128 of a depthwise output, and small ones): the

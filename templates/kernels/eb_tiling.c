@@ -67,14 +67,14 @@ static inline void copy_small(int8_t *dst, const int8_t *src, int32_t n)
  * function with the attribute is not inlined (GCC inlines none across differing
  * optimization attributes; the callers' own code stays as it was). */
 #if defined(__GNUC__) && !defined(__clang__)
-#define EB_NO_MEMSET __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+#define EB_ZERO_FN __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
 #else
-#define EB_NO_MEMSET
+#define EB_ZERO_FN
 #endif
 
 /* n bytes at dst zeroed as copy_small copies: words 16 bytes a step, then the last 0..15 by
  * their bits. */
-static EB_NO_MEMSET void zero_small(int8_t *dst, int32_t n)
+static EB_ZERO_FN void zero_small(int8_t *dst, int32_t n)
 {
     const uint32_t z = 0u;
     const uint16_t h = 0u;

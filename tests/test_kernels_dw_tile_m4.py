@@ -145,6 +145,11 @@ FILL_CASES = [
     dw_config(3, 21, 17, (6, 1), 1, (1, 2), (3, 0), act=0),       # even kernel, every 2nd
     dw_config(2, 12, 40, (1, 5), 1, 2, (0, 2), act=1),            # along the rows, 2nd rows
     dw_config(1, 600, 4, (9, 1), 1, 1, (4, 0), act=0),            # turned, one row a tile
+    # along the rows, contiguous (eb_dw_tile_rows1): 5 values from an odd column (a word,
+    # then one stepping back 3), 4 exactly after 3 of padding, 11 (2 words, back 1)
+    dw_config(1, 9, 5, (2, 4), 1, 1, (1, 1), act=1),
+    dw_config(2, 10, 4, (3, 6), 1, 1, (1, 3), act=0),
+    dw_config(1, 8, 11, (3, 5), 1, 1, (1, 2), act=1),
 ]
 # The one-channel rows unrolled (EB_DW_R1_SLIDE1U: 5 or more tap pairs a row at stride 1):
 # entered at every step but 5 (5..17 pairs: skip 3, 2, 1, 0, 7, 6, 4, 7), one to three passes
@@ -287,13 +292,17 @@ def test_loops_mixed_biases_equal_reference(lib):  # noqa: F811
 
 def test_fill_cases_take_each_copy():
     """The fill cases' frames: turned two rows at a time (tiles of 2 rows or more), with
-    rows skipped (a one-row kernel at stride 2), and one row a tile; one along the rows."""
+    rows skipped (a one-row kernel at stride 2), and one row a tile; along the rows, every
+    2nd, and contiguous from an odd first column (padding 1 and 3) and an even one."""
     frames = [tile_frame(plane_of(c)) for c in FILL_CASES]
     rows = [tile_shape(f)[0] for f in frames]
-    assert [f.turned for f in frames] == [True] * 4 + [False, True]
-    assert [f.k_h == 1 and f.s_h == 2 for f in frames] == [False, True, True, True, True, False]
+    assert [f.turned for f in frames] == [True] * 4 + [False, True] + [False] * 3
+    assert [f.k_h == 1 and f.s_h == 2 for f in frames] == \
+        [False, True, True, True, True, False, False, False, False]
     assert min(rows[:5]) >= 2 and rows[5] == 1, rows
-    assert [fill_cost(f) for f in frames] == [30] * 4 + [15, 45]
+    assert [fill_cost(f) for f in frames] == [30] * 4 + [15, 45] + [15] * 3
+    assert [(c["pad_w"] % 2, c["in_w"]) for c in FILL_CASES[6:]] == [(1, 5), (1, 4), (0, 11)]
+    assert all(takes_tile(c) for c in FILL_CASES[6:])
 
 
 def test_phase_cases_split():

@@ -1791,15 +1791,21 @@ static inline uint32_t eb_dw_pair_word(int32_t a, int32_t b)
     return (uint32_t)(uint16_t)(int16_t)a | (uint32_t)(uint16_t)(int16_t)b << 16;
 }
 
-/* Bytes [c, hi) of row widened to int16 into d[c, hi): 4 at a time (LDR, two SXTB16,
- * PKHBT, PKHTB, two STR), then one at a time (the tile patch's rows, the line kernel's). */
+/* The 4 bytes at q widened to int16 at d (LDR, two SXTB16, PKHBT, PKHTB, two STR). */
+EB_INLINE void eb_dw_widen4(int16_t *d, const int8_t *q)
+{
+    const uint32_t v = eb_load32(q);
+    const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
+    eb_store32(d, eb_pack_lo(a, b));
+    eb_store32(d + 2, eb_pack_hi(a, b));
+}
+
+/* Bytes [c, hi) of row widened to int16 into d[c, hi): 4 at a time, then one at a time (a
+ * small plane's rows). */
 EB_INLINE void eb_dw_widen(int16_t *d, const int8_t *row, int32_t c, int32_t hi)
 {
     for (; c + 4 <= hi; c += 4) {
-        const uint32_t v = eb_load32(row + c);
-        const uint32_t a = eb_sxtb16(v), b = eb_sxtb16_ror8(v); /* [x0 x2] [x1 x3] */
-        eb_store32(d + c, eb_pack_lo(a, b));
-        eb_store32(d + c + 2, eb_pack_hi(a, b));
+        eb_dw_widen4(d + c, row + c);
     }
     for (; c < hi; ++c) {
         d[c] = row[c];
@@ -1916,9 +1922,36 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
 
 #endif
 
+/* n patch rows (pw int16 apart) of contiguous input rows (src_r bytes apart from x, the
+ * patch's column 0): zeros in columns [0, lo) and [hi, end), the row's columns [lo, hi)
+ * (at least 4) widened 4 a word and its last 1..3 by a word stepping back over values
+ * done (the same again), where a byte at a time cost about 5 a value: a row of 10 values
+ * in padding of 2 about 70 instructions, 100 before -- a tile kernel's narrow maps. (Zeros
+ * a value at a time: word stores cost more code than they saved.) */
+static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_rows1(int16_t *patch, int32_t pw,
+                                                      const int8_t *x, int32_t src_r,
+                                                      int32_t n, int32_t lo, int32_t hi,
+                                                      int32_t end)
+{
+    for (; n > 0; --n, patch += pw, x += src_r) {
+        int16_t *d;
+        int32_t c;
+        for (d = patch; d < patch + lo; ++d) {
+            *d = 0;
+        }
+        for (c = lo; c < hi - 4; c += 4) {
+            eb_dw_widen4(patch + c, x + c);
+        }
+        eb_dw_widen4(patch + hi - 4, x + hi - 4); /* the last (over 0..3 done: the same) */
+        for (d = patch + hi; d < patch + end; ++d) {
+            *d = 0;
+        }
+    }
+}
+
 /* The patch of the tile at output (oy0, ox0) of channel `plane`: rows (rows - 1) * s_h +
- * band, pw int16 each, x or 0 outside the input; a row's bytes 4 at a time (LDR, two
- * SXTB16, PKHBT, PKHTB, two STR) where they are contiguous. Rows wholly in the padding are
+ * band, pw int16 each, x or 0 outside the input; rows of 4 or more contiguous bytes by
+ * eb_dw_tile_rows1, the others a value at a time. Rows wholly in the padding are
  * not written: eb_dw_tile_segments leaves the tap rows that would read them out of the sums
  * (a 7x7 dilation-2 layer on a 2-row map zeroed 12 of its 14 patch rows per channel). Only a
  * block's lanes past the last output column, which are not stored, may read them. A turned
@@ -1936,30 +1969,29 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_fill(const eb_dw_tf *t, const in
     const int32_t hi = t->in_w - ix0 < end ? t->in_w - ix0 : end; /* columns [lo, hi) */
     int32_t base = iy0 * src_r + ix0 * src_c; /* plane offset of the row's column 0 */
     int32_t r, c;
+    const int8_t *q;
     /* only the rows in the input: no tap reads a row in the padding (eb_dw_tile_segments) */
     const int32_t r0 = iy0 < 0 ? -iy0 : 0, r1 = in_h - iy0 < ph ? in_h - iy0 : ph;
     patch += r0 * pw;
     base += r0 * src_r;
+    if (src_c == 1 && hi - lo >= 4) {
+        eb_dw_tile_rows1(patch, pw, plane + base, src_r, r1 - r0, lo, hi, end);
+        return;
+    }
     for (r = r0; r < r1; ++r, patch += pw, base += src_r) {
-        if (hi <= lo) {
-            eb_dw_tile_zero(patch, 0, end);
-            continue;
-        }
-        for (c = 0; c < lo; ++c) {
-            patch[c] = 0;
-        }
-        if (src_c == 1) {
-            eb_dw_widen(patch, plane + base, c, hi);
-            c = hi;
-        } else {
-            const int8_t *q = plane + (base + c * src_c);
+        c = 0;
+        if (hi > lo) { /* (else the row all zeros) */
+            for (; c < lo; ++c) {
+                patch[c] = 0;
+            }
+            q = plane + (base + c * src_c);
             if (src_c == 2) { /* a dilation-2 phase: one SXTB16 takes two of a word's bytes
                                * (while a third column follows: no read past the row) */
                 for (; c + 3 <= hi; c += 2, q += 4) {
                     eb_store32(patch + c, eb_sxtb16(eb_load32(q)));
                 }
             }
-            for (; c < hi; ++c, q += src_c) {
+            for (; c < hi; ++c, q += src_c) { /* (src_c 1: fewer than 4) */
                 patch[c] = *q;
             }
         }
@@ -3554,14 +3586,17 @@ typedef struct {
     int32_t sb, qstep, ostep; /* 28, 32, 36: bytes to pixel 2; to the next pair, its output */
     int32_t npx;             /* 40: pixel pairs (n > 4: pixels) */
     int32_t off[6];          /* 44: the tap pairs' byte offsets */
-    int32_t odd, pad;        /* 68: an odd count of records (the loop entered at its second) */
+    int32_t odd;             /* 68: an odd count of records (the loop entered at its second) */
+    int32_t rows;            /* 72: the rows after this one (counted down) */
+    int32_t qskip, oskip;    /* 76, 80: from a row's end to the next row's start: q, out */
+    int32_t npx0;            /* 84: a row's pixel pairs (pixels) */
 } eb_dw_fan_job;
 
 typedef void (*eb_dw_fan_fn)(eb_dw_fan_job *);
 
 /* The portable twin of the assembly: npx pixel pairs, each with its 2 x n tap words against
  * the records. */
-EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
+EB_INLINE void eb_dw_fan_row(eb_dw_fan_job *j, int n, const int mode)
 {
     for (; j->npx > 0; --j->npx, j->q += j->qstep, j->out += j->ostep) {
         const uint32_t *w = j->w;
@@ -3576,6 +3611,20 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
             o[0] = eb_dw_q8(mode, a, j->sh, 0, 0, 0);
             o[j->dc] = eb_dw_q8(mode, b, j->sh, 0, 0, 0);
         }
+    }
+}
+
+/* ... its rows: the row, then rows more, each qskip / oskip on from the last one's end. */
+EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
+{
+    for (;;) {
+        eb_dw_fan_row(j, n, mode);
+        if (j->rows-- <= 0) {
+            return;
+        }
+        j->q += j->qskip;
+        j->out += j->oskip;
+        j->npx = j->npx0;
     }
 }
 
@@ -3616,30 +3665,45 @@ EB_INLINE void eb_dw_fan_run(eb_dw_fan_job *j, int n, const int mode)
 #define EB_FAN_HALF_REG "add lr, lr, r6\n\t"
 #define EB_FAN_HALF_STACK "add lr, lr, r10\n\t"
 #define EB_FAN_Q4(sat, bits, c) "ldrd r11, r10, [sp, #4]\n\t" EB_FAN_Q(sat, bits, c, "r11")
-/* Both forms' entry: the job copied to the stack (18 words), and their exit: the next pixel
- * (pair) -- q and out advanced, the count down -- and the return. The channel loop does two
- * channels a pass (one test for both), entered at the second for an odd count (job.odd). */
+/* Both forms' entry: the job copied to the stack (22 words), and their exit: the next pixel
+ * (pair) -- q and out advanced, the count down --, at a row's end the next row (q and out
+ * on by the skips, the count anew: a call a tile, where a call a row cost about 70
+ * instructions a row), and the return. The channel loop does two channels a pass (one test
+ * for both), entered at the second for an odd count (job.odd). */
 #define EB_FAN_ENTER                                                                         \
     "push {r0, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                    \
-    "sub sp, sp, #72\n\t"                                                                    \
+    "sub sp, sp, #88\n\t"                                                                    \
     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
     "stmia sp, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
     "ldmia r0!, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                        \
     "add r9, sp, #32\n\t"                                                                    \
     "stmia r9, {r1, r2, r3, r4, r5, r6, r7, r8}\n\t"                                         \
-    "ldrd r1, r2, [r0]\n\t"                                                                 \
-    "strd r1, r2, [sp, #64]\n"
+    "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"                                                 \
+    "add r9, sp, #64\n\t"                                                                    \
+    "stmia r9, {r1, r2, r3, r4, r5, r6}\n"
 #define EB_FAN_LEAVE                                                                         \
     "ldrd r8, r9, [sp, #20]\n\t"                                                             \
     "ldrd r10, r11, [sp, #32]\n\t"                                                           \
     "add r9, r9, r10\n\t"                                                                    \
     "add r8, r8, r11\n\t"                                                                    \
     "strd r8, r9, [sp, #20]\n\t"                                                             \
-    "ldr r8, [sp, #40]\n\t"                                                                  \
-    "subs r8, r8, #1\n\t"                                                                    \
-    "str r8, [sp, #40]\n\t"                                                                  \
+    "ldr r10, [sp, #40]\n\t"                                                                 \
+    "subs r10, r10, #1\n\t"                                                                  \
+    "str r10, [sp, #40]\n\t"                                                                 \
     "bne 2b\n\t"                                                                             \
-    "add sp, sp, #72\n\t"                                                                    \
+    "ldr r10, [sp, #72]\n\t" /* the next row */                                            \
+    "subs r10, r10, #1\n\t"                                                                  \
+    "bmi 4f\n\t"                                                                             \
+    "str r10, [sp, #72]\n\t"                                                                 \
+    "ldrd r10, r11, [sp, #76]\n\t"                                                           \
+    "add r9, r9, r10\n\t"                                                                    \
+    "add r8, r8, r11\n\t"                                                                    \
+    "strd r8, r9, [sp, #20]\n\t"                                                             \
+    "ldr r10, [sp, #84]\n\t"                                                                 \
+    "str r10, [sp, #40]\n\t"                                                                 \
+    "b 2b\n"                                                                                 \
+    "4:\n\t"                                                                                 \
+    "add sp, sp, #88\n\t"                                                                    \
     "pop {r0, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
 #define EB_FAN_FN(name, col, keep, body, q, half, next)                                       \
     static __attribute__((naked, noinline)) void name(eb_dw_fan_job *job                    \
@@ -3869,6 +3933,29 @@ static uint32_t *eb_dw_fan_chunk(const eb_dw_tf *f, const eb_conv_params *p,
     return rec;
 }
 
+/* fn over `rows` rows of npx pixel pairs (pixels) from the patch at q (pitch int16 from a row
+ * to the next) into d (dst_r bytes a row): qstep / ostep bytes to the next pair, sb / dc to
+ * its second pixel. None for npx 0. */
+static void eb_dw_fan_block(eb_dw_fan_fn fn, eb_dw_fan_job *job, const int16_t *q, int8_t *d,
+                           int32_t pitch, int32_t dst_r, int32_t qstep, int32_t ostep,
+                           int32_t sb, int32_t dc, int npx, int rows)
+{
+    if (npx <= 0) {
+        return;
+    }
+    job->q = (const uint8_t *)q;
+    job->out = d;
+    job->qstep = qstep;
+    job->ostep = ostep;
+    job->sb = sb;
+    job->dc = dc;
+    job->npx = job->npx0 = npx;
+    job->rows = rows - 1;
+    job->qskip = 2 * pitch - npx * qstep;
+    job->oskip = dst_r - npx * ostep;
+    fn(job);
+}
+
 /* Output channels oc0 .. oc0 + m - 1 (of one input channel) of the tile at (oy0, ox0) by the
  * fan, `rows` rows all of whose tap rows lie inside the input; returns how many it computed
  * (from oc0; the rest: the other loops). out: the layer's output at the phase's offset; tap:
@@ -3888,7 +3975,8 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
     const int cols = (ox0 + f->cols < f->out_w ? ox0 + f->cols : f->out_w) - ox0;
     const int32_t pitch = (int32_t)f->s_h * f->pw, dc = f->dst_c;
     eb_dw_fan_job job;
-    int j0, count, r, k;
+    int8_t *d;
+    int j0, count, k;
     if (fn == NULL) {
         return 0;
     }
@@ -3908,35 +3996,17 @@ static EB_NOINLINE int eb_dw_fan_tile(const eb_dw_tf *f, const eb_conv_params *p
         job.w = rec;
         job.wend = rec + count * EB_DW_FAN_WORDS(n);
         job.odd = count & 1;
-        job.pad = 0;
-        for (r = 0; r < rows; ++r) {
-            const int16_t *row = patch + (int32_t)r * pitch;
-            int8_t *const d = out + (oc0 + j0) * out_plane + (int32_t)(oy0 + r) * f->dst_r +
-                              (int32_t)ox0 * dc;
-            job.q = (const uint8_t *)row;
-            job.out = d;
-            if (n > 4) { /* one pixel at a time (its "pixel 2" for the portable twin) */
-                job.dc = job.sb = 0;
-                job.qstep = 2 * f->s_w;
-                job.ostep = dc;
-                job.npx = cols;
-                fn(&job);
-                continue;
-            }
-            job.dc = dc;
-            job.sb = 2 * f->s_w;
-            job.qstep = 4 * f->s_w;
-            job.ostep = 2 * dc;
-            job.npx = cols >> 1;
-            if (job.npx > 0) {
-                fn(&job);
-            }
+        d = out + (oc0 + j0) * out_plane + (int32_t)oy0 * f->dst_r + (int32_t)ox0 * dc;
+        if (n > 4) { /* one pixel at a time (its "pixel 2" for the portable twin) */
+            eb_dw_fan_block(fn, &job, patch, d, pitch, f->dst_r, 2 * f->s_w, dc, 0, 0, cols,
+                           rows);
+        } else {
+            eb_dw_fan_block(fn, &job, patch, d, pitch, f->dst_r, 4 * f->s_w, 2 * dc,
+                           2 * f->s_w, dc, cols >> 1, rows);
             if (cols & 1) { /* the last pixel alone: its pixel 2 is itself, stored again */
-                job.q = (const uint8_t *)(row + (int32_t)(cols - 1) * f->s_w);
-                job.out = d + (int32_t)(cols - 1) * dc;
-                job.dc = job.sb = 0;
-                job.npx = 1;
-                fn(&job);
+                eb_dw_fan_block(fn, &job, patch + (int32_t)(cols - 1) * f->s_w,
+                               d + (int32_t)(cols - 1) * dc, pitch, f->dst_r, 0, 0, 0, 0, 1,
+                               rows);
             }
         }
         if (count < want) {
@@ -4310,14 +4380,21 @@ static const int8_t *eb_dw_line_span(const eb_dw_geom *g, const int8_t *plane, i
 }
 
 /* Input row iy widened to int16 into x (4-byte aligned: the scratch): len values from column
- * -pad_w, 0 outside the row; the row's bytes as eb_dw_tile_fill copies them (eb_dw_widen). */
+ * -pad_w, 0 outside the row; the row's bytes as eb_dw_tile_fill copies them (4 or more by
+ * eb_dw_tile_rows1, fewer a value at a time). */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_line_widen(const eb_dw_geom *g, const int8_t *plane,
                                                       int iy, int32_t len, int16_t *x)
 {
-    int32_t lo, hi;
+    int32_t lo, hi, c;
     const int8_t *row = eb_dw_line_span(g, plane, iy, len, &lo, &hi);
+    if (hi - lo >= 4) {
+        eb_dw_tile_rows1(x, 0, row, 0, 1, lo, hi, len);
+        return;
+    }
     eb_dw_tile_zero(x, 0, lo);
-    eb_dw_widen(x, row, lo, hi);
+    for (c = lo; c < hi; ++c) {
+        x[c] = row[c];
+    }
     eb_dw_tile_zero(x, hi > lo ? hi : lo, len);
 }
 

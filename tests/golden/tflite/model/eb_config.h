@@ -54,6 +54,7 @@
 #define eb_dw_conv_banded_opt chain_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt chain_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt chain_eb_dw_conv_spec_opt
+#define eb_dw_fan_row chain_eb_dw_fan_row
 #define eb_dw_fan_run chain_eb_dw_fan_run
 #define eb_dw_few_block chain_eb_dw_few_block
 #define eb_dw_few_blocks chain_eb_dw_few_blocks
@@ -107,6 +108,7 @@
 #define eb_dw_tile_turn4 chain_eb_dw_tile_turn4
 #define eb_dw_tile_zero chain_eb_dw_tile_zero
 #define eb_dw_widen chain_eb_dw_widen
+#define eb_dw_widen4 chain_eb_dw_widen4
 #define eb_gemm_form chain_eb_gemm_form
 #define eb_linear chain_eb_linear
 #define eb_linear_dot chain_eb_linear_dot

@@ -54,6 +54,7 @@
 #define eb_dw_conv_banded_opt tiny_eb_dw_conv_banded_opt
 #define eb_dw_conv_opt tiny_eb_dw_conv_opt
 #define eb_dw_conv_spec_opt tiny_eb_dw_conv_spec_opt
+#define eb_dw_fan_row tiny_eb_dw_fan_row
 #define eb_dw_fan_run tiny_eb_dw_fan_run
 #define eb_dw_few_block tiny_eb_dw_few_block
 #define eb_dw_few_blocks tiny_eb_dw_few_blocks
@@ -107,6 +108,7 @@
 #define eb_dw_tile_turn4 tiny_eb_dw_tile_turn4
 #define eb_dw_tile_zero tiny_eb_dw_tile_zero
 #define eb_dw_widen tiny_eb_dw_widen
+#define eb_dw_widen4 tiny_eb_dw_widen4
 #define eb_gemm_form tiny_eb_gemm_form
 #define eb_linear tiny_eb_linear
 #define eb_linear_dot tiny_eb_linear_dot

@@ -1831,16 +1831,6 @@ EB_INLINE void eb_dw_tile_zero(int16_t *row, int32_t c, int32_t end)
 }
 
 #if EB_DW_TURNED
-/* Columns [c, to) of one patch row of a turned frame (input bytes src_c apart from q), a
- * byte at a time: the columns next to the padding. */
-EB_INLINE void eb_dw_tile_bytes(int16_t *d, const int8_t *q, int32_t src_c, int32_t c,
-                                int32_t to)
-{
-    for (q += c * src_c; c < to; ++c, q += src_c) {
-        d[c] = *q;
-    }
-}
-
 /* Two rows of a turned frame's patch, `skip` patch rows apart (the frame rows its taps
  * read: each, or every 2nd at stride 2 of a one-row kernel), columns [c, c + 2 n): two input
  * rows at a time (q, q + src_c: the patch's neighbouring columns) -- skip 1: their two
@@ -1888,23 +1878,25 @@ EB_INLINE void eb_dw_tile_turn4(const int8_t *q, int32_t src_c, int32_t c, int32
 /* `rows` rows (1, 2, or 4 at skip 1) of a turned frame's patch, skip patch rows apart, from
  * the plane at q (the first row's column 0): columns [lo, hi) (at least 2) of the input, 0
  * around them up to end (eb_dw_tile_reach); four rows by eb_dw_tile_turn4, two by
- * eb_dw_tile_turn2, one two values a word. */
+ * eb_dw_tile_turn2, one two values a word -- words from column lo, even or odd (the M4
+ * stores them unaligned; an odd lo's byte first cost a loop a row), an odd count's last
+ * value alone. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t src_c,
                                                        int32_t lo, int32_t hi, int16_t *patch,
                                                        int32_t pw, int skip, int rows,
                                                        int32_t end)
 {
-    const int32_t c0 = (lo + 1) & ~(int32_t)1, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
+    const int32_t c0 = lo, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
     int j;
     int32_t c;
     for (j = 0; j < rows; ++j) {
         int16_t *d = patch + (int32_t)j * skip * pw;
-        const int8_t *qj = q + j * skip;
         for (c = 0; c < lo; ++c) {
             d[c] = 0;
         }
-        eb_dw_tile_bytes(d, qj, src_c, lo, c0);
-        eb_dw_tile_bytes(d, qj, src_c, c1, hi);
+        if (c1 < hi) { /* an odd count's last */
+            d[c1] = q[j * skip + c1 * src_c];
+        }
         eb_dw_tile_zero(d, hi, end);
     }
     if (rows == 1) {

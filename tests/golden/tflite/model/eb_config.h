@@ -94,7 +94,6 @@
 #define eb_dw_small_run chain_eb_dw_small_run
 #define eb_dw_small_sum chain_eb_dw_small_sum
 #define eb_dw_store2 chain_eb_dw_store2
-#define eb_dw_tile_bytes chain_eb_dw_tile_bytes
 #define eb_dw_tile_inside chain_eb_dw_tile_inside
 #define eb_dw_tile_job chain_eb_dw_tile_job
 #define eb_dw_tile_q4 chain_eb_dw_tile_q4

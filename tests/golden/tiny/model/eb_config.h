@@ -94,7 +94,6 @@
 #define eb_dw_small_run tiny_eb_dw_small_run
 #define eb_dw_small_sum tiny_eb_dw_small_sum
 #define eb_dw_store2 tiny_eb_dw_store2
-#define eb_dw_tile_bytes tiny_eb_dw_tile_bytes
 #define eb_dw_tile_inside tiny_eb_dw_tile_inside
 #define eb_dw_tile_job tiny_eb_dw_tile_job
 #define eb_dw_tile_q4 tiny_eb_dw_tile_q4

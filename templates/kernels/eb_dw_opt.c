@@ -1918,26 +1918,26 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
  * patch's column 0): zeros in columns [0, lo) and [hi, end), the row's columns [lo, hi)
  * (at least 4) widened 4 a word and its last 1..3 by a word stepping back over values
  * done (the same again), where a byte at a time cost about 5 a value: a row of 10 values
- * in padding of 2 about 70 instructions, 100 before -- a tile kernel's narrow maps. (Zeros
- * a value at a time: word stores cost more code than they saved.) */
+ * in padding of 2 about 70 instructions, 100 before -- a tile kernel's narrow maps. */
 static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_rows1(int16_t *patch, int32_t pw,
                                                       const int8_t *x, int32_t src_r,
                                                       int32_t n, int32_t lo, int32_t hi,
                                                       int32_t end)
 {
     for (; n > 0; --n, patch += pw, x += src_r) {
-        int16_t *d;
         int32_t c;
-        for (d = patch; d < patch + lo; ++d) {
-            *d = 0;
+        /* the zeros two a word first: an odd count's last word writes a column of the row,
+         * widened after them */
+        for (c = end; c > hi; c -= 2) {
+            eb_store32(patch + c - 2, 0);
+        }
+        for (c = 0; c < lo; c += 2) {
+            eb_store32(patch + c, 0);
         }
         for (c = lo; c < hi - 4; c += 4) {
             eb_dw_widen4(patch + c, x + c);
         }
         eb_dw_widen4(patch + hi - 4, x + hi - 4); /* the last (over 0..3 done: the same) */
-        for (d = patch + hi; d < patch + end; ++d) {
-            *d = 0;
-        }
     }
 }
 
@@ -3841,8 +3841,8 @@ static eb_dw_fan_fn eb_dw_fan_of(int n, int mode_, int c)
  * requantization is not the fast mode `mode`, or its init scaled could overflow a sum
  * (eb_dw_imm_limit). The words' weights (a pair's two, or one and a zero) are found once a
  * call; the records' starts come first, then with the weights in place (unpacked) each
- * word of every record in turn, a flat loop of 9 instructions a word (98 a record of 5
- * words of 1 -> 256 5x1 went through each record's words: 40). */
+ * word of every record in turn, a flat loop of 11 instructions a word (1 -> 256 5x1: 69
+ * instructions a record of 5 words with its call's share, 98 a record at a time). */
 static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const int8_t *weight,
                              const int32_t *bias, const eb_dw_rq *rq, int32_t oc, int count,
                              int mode, int t, uint32_t *rec)
@@ -4402,11 +4402,9 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_line_widen(const eb_dw_geom *g, const
         eb_dw_tile_rows1(x, 0, row, 0, 1, lo, hi, len);
         return;
     }
-    eb_dw_tile_zero(x, 0, lo);
-    for (c = lo; c < hi; ++c) {
-        x[c] = row[c];
+    for (c = 0; c < len; ++c) {
+        x[c] = (int16_t)(c >= lo && c < hi ? row[c] : 0);
     }
-    eb_dw_tile_zero(x, hi > lo ? hi : lo, len);
 }
 
 /* The same at dilation 2 (len even): the padded row's even columns into x, its odd ones into

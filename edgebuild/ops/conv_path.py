@@ -189,7 +189,7 @@ def tile_better(conv: Plane, forms: bool = True) -> bool:
     pixel and channel over rows in blocks of 4 (multiplier 1 on rows of 16 or more: one per
     tap pair; a channel pair's rows cost about the tile's a pair a tap, a shorter row's
     set-up more than pairs save), the tile's one per tap pair in its frame (a Kx1 kernel
-    turned: its taps pair along the frame's rows) -- or the fan (eb_dw_fan_rows) in its
+    turned: its taps pair along the frame's rows) -- or the fan (C: its `fan` argument) in its
     `forms` (few_requantizes), a multiplier of FAN_BETTER_M or more, rows of FAN_BETTER_W."""
     if conv.groups != conv.in_c or not tile_takes(conv):
         return False

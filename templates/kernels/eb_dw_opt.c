@@ -1886,7 +1886,7 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
                                                        int32_t pw, int skip, int rows,
                                                        int32_t end)
 {
-    const int32_t c0 = lo, n = (hi - c0) >> 1, c1 = c0 + 2 * n;
+    const int32_t n = (hi - lo) >> 1, c1 = lo + 2 * n;
     int j;
     int32_t c;
     for (j = 0; j < rows; ++j) {
@@ -1900,15 +1900,15 @@ static EB_NOINLINE EB_NO_MEMSET void eb_dw_tile_turned(const int8_t *q, int32_t 
         eb_dw_tile_zero(d, hi, end);
     }
     if (rows == 1) {
-        for (c = c0, q += c0 * src_c; c < c1; c += 2, q += 2 * src_c) {
+        for (c = lo, q += lo * src_c; c < c1; c += 2, q += 2 * src_c) {
             eb_store32(patch + c, eb_dw_pair_word(q[0], q[src_c]));
         }
     } else if (rows == 4) {
-        eb_dw_tile_turn4(q, src_c, c0, n, patch, pw);
+        eb_dw_tile_turn4(q, src_c, lo, n, patch, pw);
     } else if (skip == 1) {
-        eb_dw_tile_turn2(q, src_c, c0, n, patch, pw, 1);
+        eb_dw_tile_turn2(q, src_c, lo, n, patch, pw, 1);
     } else {
-        eb_dw_tile_turn2(q, src_c, c0, n, patch, pw, 2);
+        eb_dw_tile_turn2(q, src_c, lo, n, patch, pw, 2);
     }
 }
 
@@ -3854,6 +3854,8 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
     const int pairs = f->pairs, full = f->d_w == 1 ? f->k_w / 2 : 0;
     const int flagged = EB_DW_FAN_WORDS(f->ntaps) > f->ntaps + 1; /* n = 3's flag word */
     const int32_t size = EB_DW_FAN_WORDS(f->ntaps); /* words a record */
+    /* rq's fields as locals: the records' stores could alias them for the compiler */
+    const int32_t half = rq->half, b_lo = rq->b_lo, b_hi = rq->b_hi;
     int16_t ia[EB_DW_FAN_TAPS], ib[EB_DW_FAN_TAPS]; /* a word's weights (ib = ia: no second) */
     int32_t fb[EB_DW_FAN_TAPS];                     /* the second's scale: 2^t, or 0 */
     int c, ky, ic, k, nw = 0;
@@ -3867,8 +3869,6 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
             }
         }
     }
-    /* rq's fields as locals: the records' stores could alias them for the compiler */
-    const int32_t half = rq->half, b_lo = rq->b_lo, b_hi = rq->b_hi;
     if (mode != rq->fast) {
         return 0;
     }
@@ -3878,7 +3878,9 @@ static int eb_dw_fan_records(const eb_dw_tf *f, const eb_conv_params *p, const i
             break;
         }
         rec[0] = (uint32_t)init << t;
-        rec[size - 1] = 1; /* (n = 3) another record follows; the last's 0, below */
+        if (flagged) {
+            rec[size - 1] = 1; /* another record follows (the last's: 0, below) */
+        }
     }
     rec -= c * size;
     count = c;
@@ -4258,30 +4260,16 @@ EB_INLINE int eb_dw_k3_shape(const eb_dw_geom *g)
 /* The fan against the column kernels on short rows: a depthwise layer of a multiplier of
  * EB_DW_FAN_BETTER_M or more over rows of at most EB_DW_FAN_BETTER_W outputs that the fan
  * takes goes to the tile kernel where its outputs are in the fan's requantization (int8,
- * relu or none, a right shift of 0..16: eb_col_layer declines it) -- the column kernels set
- * up each output channel's every row (about 160 instructions, and 30 a block of 4 outputs
- * of a 5-tap kernel), the fan loads each pixel pair's taps once for all the channels
- * (1 -> 256 5x1 pad 2x0 on 3 x 12 4.16 -> 2.96 insn/MAC, 1 -> 32 on 6 x 16 3.58 -> 2.02,
- * 4 -> 64 on 6 x 10 5.04 -> 4.63; rows of 20 or more stay: 2 -> 32 5x1 on 6 x 20 3.61
- * there, 3.69 by the fan; 1 -> 32 on 2 x 64 1.98 and 2.44). Its int32 outputs (a wide
- * layer) the fan does not store: the tile's other loops ran such a layer slower than the
- * column kernels. The Python twin is ops.conv_path.tile_better (its forms). */
+ * relu or none, a right shift of 0..16: eb_col_layer asks eb_dw_tile_better with `fan`) --
+ * the column kernels set up each output channel's every row (about 160 instructions, and
+ * 30 a block of 4 outputs of a 5-tap kernel), the fan loads each pixel pair's taps once for
+ * all the channels (1 -> 256 5x1 pad 2x0 on 3 x 12 4.16 -> 2.96 insn/MAC, 1 -> 32 on 6 x 16
+ * 3.58 -> 2.02, 4 -> 64 on 6 x 10 5.04 -> 4.63; rows of 20 or more stay: 2 -> 32 5x1 on
+ * 6 x 20 3.61 there, 3.69 by the fan; 1 -> 32 on 2 x 64 1.98 and 2.44). Its int32 outputs (a
+ * wide layer) the fan does not store: the tile's other loops ran such a layer slower than
+ * the column kernels. */
 #define EB_DW_FAN_BETTER_M 16
 #define EB_DW_FAN_BETTER_W 16
-
-static int eb_dw_fan_rows(const eb_conv_params *p)
-{
-    eb_dw_geom g;
-    eb_dw_tf t;
-    if (!EB_DW_TILE || !EB_DW_FAN || p->in_c != p->groups ||
-        p->out_c < EB_DW_FAN_BETTER_M * p->in_c ||
-        p->out_w > EB_DW_FAN_BETTER_W) {
-        return 0;
-    }
-    eb_dw_geom_of(p, &g);
-    return eb_dw_tile_plan(&g, 1, &t) && eb_dw_tile_runs(&t, p->out_c / p->in_c) &&
-           eb_dw_fan_takes(p->out_c / p->in_c, t.ntaps);
-}
 
 /* Whether the tile kernel runs a depthwise layer the column kernels also take in under 3/4 of
  * their multiply instructions: theirs one SMLAxy per tap, pixel and channel (rows in blocks of
@@ -4289,19 +4277,25 @@ static int eb_dw_fan_rows(const eb_conv_params *p)
  * _s2; a channel pair's rows count as a tap each: their instructions a tap are about the
  * tile's a pair; a shorter row's set-up costs more than the pairs save) -- the
  * tile's one SMLAD per tap pair (k_h x 14 rows of 11: 5 x 12 against 3 x 12; a Kx1 kernel
- * turned, its taps pair along the frame's rows). The Python twin is
- * ops.conv_path.tile_better. */
-static int eb_dw_tile_better(const eb_conv_params *p)
+ * turned, its taps pair along the frame's rows); or, `fan` (outputs in the fan's
+ * requantization), the fan on short rows (above). The Python twin is
+ * ops.conv_path.tile_better (`fan`: its forms). */
+static int eb_dw_tile_better(const eb_conv_params *p, int fan)
 {
     eb_dw_geom g;
     eb_dw_tf t;
     int32_t col, tile;
+    const int m = p->out_c / p->in_c;
     if (!EB_DW_TILE || p->in_c != p->groups) {
         return 0;
     }
     eb_dw_geom_of(p, &g);
-    if (!eb_dw_tile_plan(&g, 1, &t) || !eb_dw_tile_runs(&t, p->out_c / p->in_c)) {
+    if (!eb_dw_tile_plan(&g, 1, &t) || !eb_dw_tile_runs(&t, m)) {
         return 0;
+    }
+    if (fan && EB_DW_FAN && m >= EB_DW_FAN_BETTER_M && p->out_w <= EB_DW_FAN_BETTER_W &&
+        eb_dw_fan_takes(m, t.ntaps)) {
+        return 1;
     }
     col = (int32_t)(p->out_c == p->in_c && p->out_w >= 16 ? (p->k_h + 1) >> 1 : p->k_h) *
           ((p->out_w + 3) & ~3) * p->out_h;
@@ -5871,7 +5865,7 @@ static int eb_col_fits(const eb_conv_params *p)
                                        p->pad_h == 0);
     return fits && end - first >= 4 &&
            (cout_g == 1 ? 4 : 6) * (p->out_w - (end - first)) <= p->out_w &&
-           (p->stride_w == 1 || p->stride_w == 2) && p->wbits == 0 && !eb_dw_tile_better(p);
+           (p->stride_w == 1 || p->stride_w == 2) && p->wbits == 0 && !eb_dw_tile_better(p, 0);
 }
 
 /* Whether the column kernels take p: they cover it and its form is linked. */
@@ -6352,8 +6346,8 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
     }
     eb_dw_setup(&sink, taps, &oa, &rq);
     if (out8 != NULL && (rq.fast == EB_DW_RELU || rq.fast == EB_DW_NONE) && eb_dw_imm(oa.s) &&
-        eb_dw_fan_rows(p_)) {
-        return 0; /* the fan's short rows (eb_dw_fan_rows): the tile kernel next */
+        EB_DW_FAN && eb_dw_tile_better(p_, 1)) {
+        return 0; /* the fan's short rows (eb_dw_tile_better): the tile kernel next */
     }
 #if EB_COL_ROW_ASM && EB_DW_COLUMN_COPY
     if (p->wbits == 0 && eb_colc_takes(p, &rq, bias, width, &oa)) {

@@ -252,6 +252,17 @@ COPY_CASES = [
     _col(11, 3, 1, 4, 29, 1, (2, 1), 0, 1, 1, -9, k_w=5, pad_w=2),
     _col(3, 3, 1, 16, 51, 3, (2, 2), 1, 1, 1, -9, k_w=3, pad_w=1),
 ]
+# ... and rows too much in the width padding for the tap pairs (eb_col_edges_fit), which the
+# column kernels take only over the copy: 8 of 19 outside, 4 of 8 (5x5, grouped), none
+# inside at all (a kernel wider than the row), stride 2 with 4 of 11 and 12 outside.
+COPY_ONLY_CASES = [
+    _col(32, 2, 1, 5, 19, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4),
+    _col(24, 4, 2, 4, 8, 5, (1, 1), 2, 1, 0, -9, k_w=5, pad_w=2),
+    _col(16, 1, 1, 1, 6, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4),
+    _col(8, 2, 1, 2, 5, 1, (1, 1), 0, 1, 0, -9, k_w=7, pad_w=3),
+    _col(16, 2, 1, 3, 21, 3, (2, 2), 1, 1, 0, -9, k_w=7, pad_w=3),
+    _col(12, 3, 1, 4, 23, 3, (2, 2), 1, 1, 1, -9, k_w=9, pad_w=4),
+]
 
 
 def test_col_cases_take_the_column_kernels():
@@ -260,9 +271,39 @@ def test_col_cases_take_the_column_kernels():
     for c in ROWS2_CASES:
         assert "dw_column_rows2" in conv_path.kernel_choice(_plane(c)), c
         assert column_rows.elements(_plane(c)) > 0
-    for c in COPY_CASES:
+    for c in COPY_CASES + COPY_ONLY_CASES:
         assert "dw_column_copy" in conv_path.kernel_choice(_plane(c)), c
         assert conv_path.copy_claim(_plane(c), False)[1] > 0
+    for c in COPY_ONLY_CASES:
+        p = _plane(c)
+        first, end = conv_path.column_inside(p)
+        assert not conv_path.edges_fit(p, end - first), c
+
+
+def test_rows_only_a_copy_takes_fall_through_exact_elsewhere(lib):  # noqa: F811
+    """Where the copy is not linked (the host: no M4 assembly) or a channel's mode is not
+    its, eb_col_layer declines a row the tap pairs do not take (returns 0, nothing written),
+    and the next path runs it exact."""
+    for i, cfg in enumerate(COPY_ONLY_CASES):
+        check_conv(lib, cfg, 40 + i, i % 2 == 0)
+
+
+def test_rows_in_the_padding_only_over_a_copy_that_beats_the_gemm():
+    """eb_colc_beats_gemm's twin: a row too much in the width padding for the tap pairs
+    goes to the column kernels only over the copy, and only where the copy's estimate is
+    below the GEMM's -- 32 -> 2 1x9 pad 4 on 19-wide rows (8 outside) 2.26 -> 1.45 insn/MAC
+    over it (seed 11's s012); 96 -> 4 k9 pad 4 on 9 samples (its 432 records an output
+    channel for 9 outputs) ran 15 % more instructions over it: the GEMM; a copy past its
+    cap: the GEMM."""
+    def paths(cfg):
+        return conv_path.kernel_choice(_plane(cfg))
+    assert "dw_column_copy" in paths(COPY_ONLY_CASES[0])
+    assert paths(_col(96, 4, 1, 1, 9, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4)) == {"im2col"}
+    assert not conv_path.copy_beats_gemm(
+        _plane(_col(96, 4, 1, 1, 9, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4)))
+    wide = _col(256, 2, 1, 5, 19, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4)
+    assert column_copy.size(_plane(wide))[2] * 4 > column_copy.COPY_BYTES
+    assert paths(wide) == {"im2col"}
 
 
 def test_copy_only_where_it_gains():
@@ -365,7 +406,7 @@ def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
 def test_m4_column_kernels_over_a_copy_equal_reference(lib, m4_build):  # noqa: F811
     """The copy and the records stay inside the claim (ops.column_copy: the guard after
     it)."""
-    m4_run(lib, COPY_CASES, 11, m4_build, "columns_copy")
+    m4_run(lib, COPY_CASES + COPY_ONLY_CASES, 11, m4_build, "columns_copy")
 
 
 @needs_m4

@@ -9,7 +9,7 @@ and outputs a group (past one pass of records), plane sizes (a plane of fewer th
 pixels, odd ones), every requantization (the immediate forms at right shifts 0..8 and
 9..16, NONE's offset; abs, shifts past 16, left shifts, biases past the scaled start's
 limit: a pixel at a time) and wide outputs; on the host (portable C) and on the Cortex-M4
-under QEMU (the DSP intrinsics); which layers it takes (ops.conv_path.few), and that it
+under QEMU (the DSP intrinsics); which layers it takes (ops.dw_few.few), and that it
 runs its layers in fewer instructions than the kernels that ran them before."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from test_kernels_opt import (
 )
 from test_kernels_opt_paths import check_conv
 
-from edgebuild.ops import conv_path
+from edgebuild.ops import conv_path, dw_few
 
 
 def _few(in_c: int, out_c: int, groups: int, h: int, w: int, shift: int = -9,
@@ -61,7 +61,7 @@ def few_layers(draw, small: bool = False) -> dict:
                act=draw(st.sampled_from([0, 1, 1, 2])), rounding=draw(st.integers(0, 1)),
                k=(k_h, k_w), dil=dil,
                pad=(draw(st.sampled_from([0, 0, 1, 2, k_h + 1])) if k_w == 1 else 0, 0))
-    assume(conv_path.few(_plane(cfg)))
+    assume(dw_few.few(_plane(cfg)))
     return cfg
 
 

@@ -159,9 +159,11 @@ def test_the_workspace_budget_first_then_the_least_workspace():
 
 # ---- where the hardware truly needs more: check says so ----------------------------------
 
-# conv2 (32 -> 2 channels, 3x3 over 8 x 8) does not fit 2000 bytes whole (2760), and a tile of
-# one output row builds 8 pixels' columns (8 x 288 taps x 2 = 4608 bytes) where the untiled
-# kernels build 4 (2304): 312 bytes more than the untiled build, whatever the tiles.
+# conv2 (64 -> 2 channels, 3x3 over 8 x 8; the GEMM's: its input's channel-pair copy for the
+# column kernels, 12,800 bytes, passes the copy's cap) does not fit 4000 bytes whole (5384),
+# and a tile of one output row builds 8 pixels' columns (8 x 576 taps x 2 = 9216 bytes) where
+# the untiled kernels build 4 (4608): 760 bytes more than the untiled build, whatever the
+# tiles. (With 32 -> 2 the column kernels run it over the copy: no such cost.)
 WARNED = """\
 name: w
 seed: 1
@@ -171,7 +173,7 @@ dataset:
 model:
   input: [1, 8, 8]
   layers:
-    - {{name: conv1, op: conv2d, out: 32, kernel: 3, pad: 1, act: relu}}
+    - {{name: conv1, op: conv2d, out: 64, kernel: 3, pad: 1, act: relu}}
     - {{name: conv2, op: conv2d, out: 2, kernel: 3, pad: 1, act: relu}}
     - {{name: fc, op: linear, out: 10, flatten: true, wide: true}}
 train: {{epochs: 1, batch: 64}}
@@ -180,31 +182,31 @@ target: {{device: cortex-m4, memory: {{l1: {l1}, l2: 128KiB, flash: 512KiB}}}}
 
 
 def test_check_warns_when_the_l1_budget_truly_costs_ram(tmp_path):
-    path = write(tmp_path / "manifests" / "w.yaml", WARNED.format(l1=2000))
+    path = write(tmp_path / "manifests" / "w.yaml", WARNED.format(l1=4000))
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     [line] = [line for line in result.stderr.splitlines() if "warning" in line]
     column = path.read_text().splitlines()[12].index("l1:") + 1
-    assert line.startswith(f"manifests/w.yaml:13:{column}: target.memory.l1: warning: 2000 B "
-                           "makes the model's RAM 312 bytes larger than untiled: 7552 bytes")
-    assert "layer conv2 does not fit L1 whole, and its tiles of 1 output row build 4608 " \
+    assert line.startswith(f"manifests/w.yaml:13:{column}: target.memory.l1: warning: 4000 B "
+                           "makes the model's RAM 760 bytes larger than untiled: 14976 bytes")
+    assert "layer conv2 does not fit L1 whole, and its tiles of 1 output row build 9216 " \
         "bytes of im2col columns" in line
-    assert "An l1 of 2760 B runs every layer whole" in line
-    write(path, WARNED.format(l1=2760))
+    assert "An l1 of 5384 B runs every layer whole" in line
+    write(path, WARNED.format(l1=5384))
     result = run_cli(["check"], tmp_path, timeout=120)
     assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
 
 
 def test_the_warning_is_the_plans_own_figures():
-    folded = _layers([{"name": "conv1", "op": "conv2d", "out": 32, "kernel": 3, "pad": 1,
+    folded = _layers([{"name": "conv1", "op": "conv2d", "out": 64, "kernel": 3, "pad": 1,
                        "act": "relu"},
                       {"name": "conv2", "op": "conv2d", "out": 2, "kernel": 3, "pad": 1,
                        "act": "relu"},
                       {"name": "fc", "op": "linear", "out": 10, "flatten": True, "wide": True}],
                      (1, 8, 8))
-    plan = _plan(folded, (1, 8, 8), 2000, True)
+    plan = _plan(folded, (1, 8, 8), 4000, True)
     cost = budget.tiling_cost((1, 8, 8), folded, plan)
     assert plan.memory is not None and cost is not None
-    assert (cost.ram, cost.untiled_ram) == (plan.memory.ram_bytes, 7240)
-    assert (cost.layer, cost.rows, cost.workspace) == ("conv2", 1, 4608)
-    assert budget.tiling_cost((1, 8, 8), folded, _plan(folded, (1, 8, 8), 2760, True)) is None
+    assert (cost.ram, cost.untiled_ram) == (plan.memory.ram_bytes, 14216)
+    assert (cost.layer, cost.rows, cost.workspace) == ("conv2", 1, 9216)
+    assert budget.tiling_cost((1, 8, 8), folded, _plan(folded, (1, 8, 8), 5384, True)) is None

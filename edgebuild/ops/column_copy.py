@@ -57,12 +57,9 @@ def gains(conv: Plane, width: int) -> bool:
         and new[0] < old and 10 * new[1] < CYCLES * old
 
 
-def claim(conv: Plane, width: int) -> tuple[str | None, int]:
-    """The C claim (EB_COL_COPY_SCRATCH) of a conv that takes the copy (`gains`) and the
-    int16 elements it counts -- the records' table room (EB_CONV_OPT_SCRATCH) and two a
-    word; else (None, 0)."""
-    if not gains(conv, width):
-        return None, 0
+def claim(conv: Plane) -> tuple[str, int]:
+    """The C claim (EB_COL_COPY_SCRATCH) of a conv that takes the copy and the int16
+    elements it counts -- the records' table room (EB_CONV_OPT_SCRATCH) and two a word."""
     cin_g, words = conv.in_c // conv.groups, size(conv)[2]
     taps = cin_g * conv.k_h * conv.k_w
     return (f"EB_COL_COPY_SCRATCH({cin_g}, {conv.k_h}, {conv.k_w}, {words})",

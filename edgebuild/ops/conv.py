@@ -31,7 +31,6 @@ from edgebuild.ops.conv_path import (
     as_linear,
     copy_claim,
     dw_tile,
-    few_requantizes,
     gemm_short,
     kernel_paths,
     line_requantizes,
@@ -41,6 +40,7 @@ from edgebuild.ops.conv_path import (
     split,
     two_pixel_block,
 )
+from edgebuild.ops.dw_few import few_requantizes
 from edgebuild.ops.onnxcode import (
     Attribute,
     Form,

@@ -11,8 +11,9 @@ from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops import column_copy, column_rows, dw_s2, dw_spec, im2col_band
-from edgebuild.ops.dw_rows import DW3_LINE_MIN, three_tap, three_tap_line, three_tap_pair
+from edgebuild.ops.dw_few import few
 from edgebuild.ops.dw_rows import row_major as _row_major
+from edgebuild.ops.dw_rows import three_tap, three_tap_line, three_tap_pair
 
 DW_TILE_SCRATCH = "EB_DW_TILE_SCRATCH"  # eb_kernels_opt.h: the tile kernel's patch, int16
 DW_TILE_ELEMENTS = (dw_spec.DW_PAD_BYTES + 1) // 2  # its value
@@ -37,25 +38,64 @@ def column(conv: Plane, forms: bool = True) -> bool:
     outputs; depthwise with a kernel one column wide (k_w == 1) and no width padding, or
     with at most COLUMN_MAX_OUT outputs per group of several input channels and any kernel
     (a tap is then an input row at an offset: a 1-D conv's row kernel too) and width
-    padding within column_inside's bounds; not a 1x1 stride-1 unpadded depthwise or dense
-    one (a per-channel scale, or the pointwise kernels' product; a grouped one it takes),
-    nor one tile_better gives the tile kernel (`forms`: its). A dense one links their file."""
+    padding within edges_fit's bounds or over the copy; not a 1x1 stride-1 unpadded
+    depthwise or dense one (a per-channel scale, or the pointwise kernels' product; a
+    grouped one it takes), nor one tile_better gives the tile kernel (`forms`: its). A
+    dense one links their file."""
     conv = _flat(conv)
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     first, end = column_inside(conv)
     fits = cout_g <= COLUMN_MAX_OUT if cin_g > 1 else \
         conv.k_w == 1 and conv.pad_w == 0 and not (  # not a per-channel scale
             conv.k_h == 1 and conv.stride_h == conv.stride_w == 1 and conv.pad_h == 0)
-    outside = conv.out_w - (end - first)
-    return fits and end - first >= 4 and edge_share(cout_g) * outside <= conv.out_w and \
-        conv.stride_w in (1, 2) and not tile_better(conv, forms)
+    return fits and conv.stride_w in (1, 2) and (edges_fit(conv, end - first) or (
+        conv.out_w >= 4 and copy_beats_gemm(conv))) and not tile_better(conv, forms)
+
+
+def copy_beats_gemm(conv: Plane) -> bool:
+    """eb_colc_beats_gemm: whether the column kernels over a copy run a conv whose rows lie
+    too much in the width padding for the tap pairs (edges_fit) in fewer estimated
+    instructions and cycles than the GEMM -- several inputs a group, padded, the copy
+    within COPY_BYTES, and an output's estimates x10 (a multiply, its share of the copied
+    words and of the records an output channel: column_copy's MAC, WORD, RECORD) below
+    gemm_cost (cycles: x1.4): 32 -> 2 1x9 pad 4 on 19-wide rows ran 2.26 insn/MAC on the
+    GEMM, 1.46 over the copy; 96 -> 4 k9 pad 4 on 9 samples 15 % more over it."""
+    cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
+    words = column_copy.size(conv)[2]
+    if cin_g < 2 or (conv.pad_h == 0 and conv.pad_w == 0) or \
+            4 * words > column_copy.COPY_BYTES:
+        return False
+    k, outputs = cin_g * conv.k_h * conv.k_w, conv.out_h * conv.out_w * cout_g
+    records = ((cin_g + 1) // 2 * conv.k_h * conv.k_w + 1) // 2 * 2
+    gemm = gemm_cost(k, cout_g)
+    ins, cyc = ((column_copy.MAC[i] * k + (column_copy.WORD[i] * words + column_copy.RECORD[i]
+                                           * records * cout_g) // outputs) for i in (0, 1))
+    return ins < gemm and 10 * cyc < column_copy.CYCLES * gemm
+
+
+def copy_taken(conv: Plane) -> bool:
+    """Whether the column kernels (which take conv: column) run it over the copy
+    (eb_colc_takes): its rows beyond the tap pairs' (edges_fit: then column says the copy
+    beats the GEMM), or a gain over the tap pairs (column_copy.gains)."""
+    flat, width = _copy_frame(conv)
+    return not edges_fit(flat, width) or column_copy.gains(flat, width)
+
+
+def edges_fit(conv: Plane, width: int) -> bool:
+    """eb_col_edges_fit: whether the tap pairs from the input take rows of `width` outputs
+    inside the input (column_inside): at least 4, at most 1/edge_share outside. A row more
+    in the padding runs over the copy where that beats the GEMM (copy_beats_gemm), else on
+    the GEMM."""
+    return width >= 4 and edge_share(conv.out_c // conv.groups) * (conv.out_w - width) <= \
+        conv.out_w
 
 
 def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
     """The column kernels' copy (ops.column_copy) of an untiled conv they take over it (a
     tiled pass's tiles come unpadded: none takes it): its C claim or None, and its int16
     elements."""
-    return (None, 0) if tiled or not column(conv) else column_copy.claim(*_copy_frame(conv))
+    return (None, 0) if tiled or not column(conv) or not copy_taken(conv) else \
+        column_copy.claim(_copy_frame(conv)[0])
 
 
 def _copy_frame(conv: Plane) -> tuple[Plane, int]:
@@ -77,35 +117,6 @@ def _flat(conv: Plane) -> Plane:
 
 
 POINTWISE_COLUMN_IN = 8  # the most inputs of a pointwise conv the column kernels take
-
-
-FEW_IN = 4  # eb_dw_opt.c: EB_DW_FEW_IN, the most inputs a group of the few-input kernel
-
-
-def few(conv: Plane, forms: bool = True) -> bool:
-    """eb_dw_few_takes: a stride-1 conv of 2..FEW_IN terms an output (inputs a group times
-    taps: 3 -> 1 1x1, a grouped 4 -> 192 1x1 of 2 inputs a group, a 2x1, 3x1 or 2x2
-    depthwise of any multiplier; padded only along the rows of a conv one column wide; packed
-    weights are left to the other paths) whose outputs a form of the few-input kernel
-    requantizes (`forms`: few_requantizes; the kernel leaves the others to the next): a dot
-    product of at most 4 terms at fixed offsets, which the few-input kernel runs with each
-    pixel's terms loaded and paired once for all the outputs of its group (4 -> 192 1x1 in 2 groups 4.8 insn/MAC on the GEMM's padded
-    rows, 2.3 here; a 2x2 depthwise 6.4 on the column kernels, 3.2 here) -- where the run of
-    its blocks (few_inside) is at least 4 pixels (a 1x1's any), and not a depthwise conv the
-    3-tap kernels take with a multiplier of 2 or more (their channel pairs: a 1-D k3 x3 on 97
-    samples, tiled, 3.31 insn/MAC there, 3.42 here) or in rows of DW3_LINE_MIN outputs or
-    more of one kernel row (their quads: a 1-D k3 on 1,000 samples 2.04 there, 2.82 here)."""
-    terms = conv.in_c // conv.groups * conv.k_h * conv.k_w
-    flat = conv.k_w == 1 and conv.pad_w == 0
-    if not forms or (conv.stride_h, conv.stride_w) != (1, 1) or not 2 <= terms <= FEW_IN or \
-            conv.pad_w != 0 or not (conv.pad_h == 0 or flat):
-        return False
-    (y0, y1), (x0, x1) = few_inside(conv)
-    run = (y1 - y0) * conv.out_w if flat else x1 - x0
-    g = _row_major(conv)
-    return y1 > y0 and run > 0 and (run >= 4 or conv.k_h * conv.k_w == 1) and not (
-        three_tap(conv) and conv.groups == conv.in_c and
-        (conv.out_c >= 2 * conv.in_c or (g.k_h == 1 and g.out_w >= DW3_LINE_MIN)))
 
 
 SMALL_OUT = 36      # eb_dw_opt.c: EB_DW_SMALL_OUT, outputs a channel at most
@@ -130,25 +141,6 @@ def small(conv: Plane) -> bool:
             g.stride_w <= 2 and g.k_h <= SMALL_KH and (g.k_w + 1) // 2 <= SMALL_PAIRS and
             g.k_w >= 2 and g.k_h * g.k_w <= SMALL_TAPS and g.out_h * g.out_w <= SMALL_OUT and
             rows * pitch + 2 <= SMALL_PLANE)
-
-
-def few_inside(conv: Plane) -> tuple[tuple[int, int], tuple[int, int]]:
-    """eb_dw_few_geom_of: the output rows [y0, y1) and columns [x0, x1) whose terms all lie
-    inside the input at stride 1 (the few-input kernel's blocks; a conv one column wide
-    without column padding runs those rows as one run, its other rows with the padding's
-    terms weighed 0; the rest a pixel at a time)."""
-    def span(pad: int, size: int, k: int, dil: int, out: int) -> tuple[int, int]:
-        lo = min(pad, out)
-        return lo, max(min(size + pad - (k - 1) * dil, out), lo)
-    return (span(conv.pad_h, conv.in_h, conv.k_h, conv.dil_h, conv.out_h),
-            span(conv.pad_w, conv.in_w, conv.k_w, conv.dil_w, conv.out_w))
-
-
-def few_requantizes(quant: QuantParams | None, wide: bool, act: Activation) -> bool:
-    """Whether a form of the few-input kernel (eb_dw_few_of) requantizes a layer's outputs:
-    int8 out, relu or none, a right shift of 0..16 (shift_forms)."""
-    return quant is not None and not wide and act in (Activation.none, Activation.relu) and \
-        0 <= -quant.shift <= 16
 
 
 def pointwise_column(conv: Plane, forms: bool = True) -> bool:
@@ -484,8 +476,7 @@ def kernel_choice(conv: Plane, packed: bool = False, lines: bool = True,
         return frozenset({"depthwise", "dw_column"} |
                          ({"dw_column_s2"} if conv.stride_w == 2 else set()) |
                          ({"dw_column_rows2"} if column_rows.takes(conv) else set()) |
-                         ({"dw_column_copy"} if column_copy.gains(*_copy_frame(conv))
-                          else set()) |
+                         ({"dw_column_copy"} if copy_taken(conv) else set()) |
                          ({"dw_column_dense"} if conv.in_c > conv.groups else set()))
     if conv.groups != conv.in_c:  # one input channel counts as depthwise
         return frozenset({"im2col"})

@@ -4277,25 +4277,28 @@ EB_INLINE int eb_dw_k3_shape(const eb_dw_geom *g)
  * _s2; a channel pair's rows count as a tap each: their instructions a tap are about the
  * tile's a pair; a shorter row's set-up costs more than the pairs save) -- the
  * tile's one SMLAD per tap pair (k_h x 14 rows of 11: 5 x 12 against 3 x 12; a Kx1 kernel
- * turned, its taps pair along the frame's rows); or, `fan` (outputs in the fan's
- * requantization), the fan on short rows (above). The Python twin is
- * ops.conv_path.tile_better (`fan`: its forms). */
+ * turned, its taps pair along the frame's rows); with `fan` (outputs in the fan's
+ * requantization) only whether the fan runs it on short rows (above): eb_col_layer asks
+ * that of a layer eb_col_fits took (the multiplies' rule already 0), and no tile plan is
+ * made for a layer whose multiplier or rows rule the fan out (a plan costs about 300
+ * instructions a layer). The Python twin is ops.conv_path.tile_better (`forms`: both
+ * rules). */
 static int eb_dw_tile_better(const eb_conv_params *p, int fan)
 {
     eb_dw_geom g;
     eb_dw_tf t;
     int32_t col, tile;
     const int m = p->out_c / p->in_c;
-    if (!EB_DW_TILE || p->in_c != p->groups) {
-        return 0;
+    if (!EB_DW_TILE || p->in_c != p->groups ||
+        (fan && !(EB_DW_FAN && m >= EB_DW_FAN_BETTER_M && p->out_w <= EB_DW_FAN_BETTER_W))) {
+        return 0; /* (the fan's rule: no plan for the layers it cannot take) */
     }
     eb_dw_geom_of(p, &g);
     if (!eb_dw_tile_plan(&g, 1, &t) || !eb_dw_tile_runs(&t, m)) {
         return 0;
     }
-    if (fan && EB_DW_FAN && m >= EB_DW_FAN_BETTER_M && p->out_w <= EB_DW_FAN_BETTER_W &&
-        eb_dw_fan_takes(m, t.ntaps)) {
-        return 1;
+    if (fan) {
+        return eb_dw_fan_takes(m, t.ntaps);
     }
     col = (int32_t)(p->out_c == p->in_c && p->out_w >= 16 ? (p->k_h + 1) >> 1 : p->k_h) *
           ((p->out_w + 3) & ~3) * p->out_h;
@@ -5847,24 +5850,80 @@ static int eb_col_inside(const eb_conv_params *p, int *first)
     return end < p->out_w ? end : p->out_w;
 }
 
+/* Whether the tap pairs from the input take a row of `width` outputs inside (eb_col_inside):
+ * at least 4, and at most a quarter of the row outside with one output a group, a sixth
+ * with more (eb_col_edge costs about three times as much an output; twin:
+ * conv_path.edge_share). */
+static int eb_col_edges_fit(const eb_conv_params *p, int width)
+{
+    return width >= 4 &&
+           (p->out_c / p->groups == 1 ? 4 : 6) * (p->out_w - width) <= p->out_w;
+}
+
+/* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
+ * and pixel); the records follow EB_CONV_OPT_SCRATCH's table room (eb_kernels_opt.h). */
+static int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *cols)
+{
+    *rows = (int32_t)(p->out_h - 1) * p->stride_h + (int32_t)(p->k_h - 1) * p->dil_h + 1;
+    *cols = (int32_t)(p->out_w - 1) * p->stride_w + (int32_t)(p->k_w - 1) * p->dil_w + 1;
+    return (int32_t)((p->in_c / p->groups + 1) / 2) * *rows * *cols;
+}
+
+/* The im2col/GEMM path's estimated instructions x10 an output and channel (twin:
+ * conv_path.gemm_cost): columns of k values, rows of m outputs a group. */
+static int32_t eb_dw_gemm_cost(int32_t k, int m)
+{
+    return 9 * k + 160 + 45 * k / m;
+}
+
+/* Whether the column kernels over a copy run p, a conv whose rows lie too much in the width
+ * padding for the tap pairs (eb_col_edges_fit), in fewer estimated instructions and cycles
+ * than the GEMM would (twin: conv_path.copy_beats_gemm): several inputs a group, padded, the
+ * copy within EB_COL_COPY_BYTES (so k <= 2 words: every sum below fits int32), and an
+ * output's estimates x10 -- over the copy a multiply 10 (cycles 20), its share of the words
+ * copied 65 (95) and of the records written 250 (350) an output channel; on the GEMM
+ * eb_dw_gemm_cost, about 1.4 cycles an instruction -- lower: 32 -> 2 1x9 pad 4 on 19-wide
+ * rows, 8 outside, ran 2.26 insn/MAC on the GEMM, 1.46 over the copy; 96 -> 4 k9 pad 4 on
+ * 9 samples, its 432 records an output channel written for 9 outputs, 15 % more there. */
+static int eb_colc_beats_gemm(const eb_conv_params *p)
+{
+    const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
+    const int32_t k = (int32_t)cin_g * p->k_h * p->k_w;
+    const int32_t outputs = (int32_t)p->out_h * p->out_w * cout_g;
+    int32_t rows, cols, words, records, gemm;
+    if (cin_g < 2 || (p->pad_h == 0 && p->pad_w == 0)) {
+        return 0;
+    }
+    words = eb_colc_size(p, &rows, &cols);
+    if (4 * words > EB_COL_COPY_BYTES) {
+        return 0;
+    }
+    records = ((cin_g + 1) / 2 * p->k_h * p->k_w + 1) / 2 * 2;
+    gemm = eb_dw_gemm_cost(k, cout_g);
+    return 10 * k + (65 * words + 250 * records * cout_g) / outputs < gemm &&
+           10 * (20 * k + (95 * words + 350 * records * cout_g) / outputs) < 14 * gemm;
+}
+
 /* Whether the column kernels' shapes cover p, whatever this model links (see above; a
  * depthwise layer the tile kernel runs with fewer multiplies goes there:
  * eb_dw_tile_better): what the other paths' estimates weigh themselves against, as their
  * Python twins do, so that a path is never declined for one that is not linked. Width
- * padding only with several input channels a group, at least 4 outputs of a row inside the
- * input and at most a quarter of them outside with one output a group, a sixth with more
- * (eb_col_edge costs about three times as much an output; twin: conv_path.edge_share). */
+ * padding only with several input channels a group, and rows the tap pairs take
+ * (eb_col_edges_fit) or rows of 4 outputs or more over the copy where it beats the GEMM (a
+ * row mostly in the padding: 32 -> 2 1x9 pad 4 on 19-wide rows, 8 outside, ran im2col) --
+ * a rule only the dense column kernels and the group tile's estimate ask of such a conv (a
+ * model that links neither leaves it out: the same answers to what it asks). */
 static int eb_col_fits(const eb_conv_params *p)
 {
     const int cin_g = p->in_c / p->groups, cout_g = p->out_c / p->groups;
     int first;
-    const int end = eb_col_inside(p, &first);
+    const int width = eb_col_inside(p, &first) - first;
     const int fits = cin_g > 1 ? cout_g <= EB_COL_MAX_OUT
                                : p->k_w == 1 && p->pad_w == 0 && /* not a per-channel scale */
                                      !(p->k_h == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                                        p->pad_h == 0);
-    return fits && end - first >= 4 &&
-           (cout_g == 1 ? 4 : 6) * (p->out_w - (end - first)) <= p->out_w &&
+    const int copied = (EB_DW_COLUMN_DENSE || EB_DW_GROUP) && p->out_w >= 4;
+    return fits && (eb_col_edges_fit(p, width) || (copied && eb_colc_beats_gemm(p))) &&
            (p->stride_w == 1 || p->stride_w == 2) && p->wbits == 0 && !eb_dw_tile_better(p, 0);
 }
 
@@ -5974,15 +6033,6 @@ typedef struct {
                                     row's last block's end to the next row's first pixel */
     int32_t nb;                  /* 48: n's start */
 } eb_colc_job;
-
-/* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
- * and pixel); the records follow EB_CONV_OPT_SCRATCH's table room (eb_kernels_opt.h). */
-static int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *cols)
-{
-    *rows = (int32_t)(p->out_h - 1) * p->stride_h + (int32_t)(p->k_h - 1) * p->dil_h + 1;
-    *cols = (int32_t)(p->out_w - 1) * p->stride_w + (int32_t)(p->k_w - 1) * p->dil_w + 1;
-    return (int32_t)((p->in_c / p->groups + 1) / 2) * *rows * *cols;
-}
 
 /* Whether the copy gains (twin: ops.column_copy.gains): a padded layer (a tiled pass's
  * tiles come unpadded: none takes the copy, and no tiled layer claims it), in estimated
@@ -6252,14 +6302,15 @@ static __attribute__((naked, noinline)) void eb_colc_rows(eb_colc_job *job
 }
 
 /* Whether the copy takes layer p (its outputs `width` of a row inside the input): every
- * output channel in the NONE or RELU mode (their sums' start in range) and a gain. */
+ * output channel in the NONE or RELU mode (their sums' start in range) and a gain over the
+ * tap pairs where they take its rows. */
 static int eb_colc_takes(const eb_conv_params *p, const eb_dw_rq *rq, const int32_t *bias,
                          int width, const eb_dw_out *o)
 {
     eb_dw_out t = *o;
     int32_t oc;
-    if (!eb_colc_gains(p, width)) {
-        return 0;
+    if (eb_col_edges_fit(p, width) && !eb_colc_gains(p, width)) {
+        return 0; /* (a row the tap pairs do not take runs over the copy: eb_col_fits) */
     }
     for (oc = 0; oc < p->out_c; ++oc) {
         (void)eb_dw_init(rq, bias, oc, &t);
@@ -6355,6 +6406,9 @@ static EB_NOINLINE int eb_col_layer(const eb_conv_params *p_, const int8_t *in,
         return 1;
     }
 #endif
+    if (!eb_col_edges_fit(p, width)) {
+        return 0; /* a layer only the copy takes (eb_col_fits), not over it here: the next path */
+    }
     ob = oa;
     for (gi = 0; gi < p->groups; ++gi) {
         const int8_t *plane = in + (int32_t)gi * cin_g * in_plane;
@@ -6500,11 +6554,6 @@ static int32_t eb_dw_tile_fixed(const eb_dw_tf *t)
     return (120 * (int32_t)t->ntaps + 1000) / (plane < tile ? plane : tile);
 }
 
-static int32_t eb_dw_gemm_cost(int32_t k, int m)
-{
-    return 9 * k + 160 + 45 * k / m;
-}
-
 static int32_t eb_dw_col_cost(int32_t k, int s)
 {
     return k * (s == 1 ? 30 : 35);
@@ -6588,7 +6637,7 @@ static EB_NOINLINE int eb_dw_group_tile(const eb_conv_params *p, const int8_t *i
  * plane as one row (its rows' pixels contiguous), a wider one row by row (at least 4
  * pixels a row); the last block of a row overlaps the one before. One term (a per-channel
  * scale) stays on the table kernel: an output at a time here ran 4.5 instructions an
- * output where it runs 4.2. ops.conv_path.few is the Python twin of eb_dw_few_takes. */
+ * output where it runs 4.2. ops.dw_few.few is the Python twin of eb_dw_few_takes. */
 #define EB_DW_FEW_IN 4
 #define EB_DW_FEW_CH 32 /* output channels a pass over a group's pixels (records: 512 B of stack) */
 /* The stride-2 kernel of 3-wide kernel rows (EB_OPT_NO_DW_S2 leaves it out: such a layer

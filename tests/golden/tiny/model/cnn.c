@@ -24,7 +24,7 @@ static union {
     int32_t align;
     int16_t values[1024];
 } eb_scratch;
-typedef char eb_scratch_fits[(int32_t)(sizeof eb_scratch.values / 2) >= EB_MAX(EB_MAX(EB_CONV_OPT_SCRATCH(2, 3, 3), EB_DW_TILE_SCRATCH), EB_MAX(EB_CONV_BAND_SCRATCH(2, 3, 3, 4, 1), EB_MAX(EB_CONV_OPT_SCRATCH(4, 1, 1), EB_LINEAR_OPT_SCRATCH(32)))) ? 1 : -1];
+typedef char eb_scratch_fits[(int32_t)(sizeof eb_scratch.values / 2) >= EB_MAX(EB_MAX(EB_CONV_OPT_SCRATCH(2, 3, 3), EB_MAX(EB_DW_TILE_SCRATCH, EB_CONV_BAND_SCRATCH(2, 3, 3, 4, 1))), EB_MAX(EB_COL_COPY_SCRATCH(2, 3, 3, 36), EB_MAX(EB_CONV_OPT_SCRATCH(4, 1, 1), EB_LINEAR_OPT_SCRATCH(32)))) ? 1 : -1];
 
 /* The optimized (dual-MAC) kernels by default; -DEB_REFERENCE_KERNELS selects the
  * reference loops instead (same results: used to compare instruction counts). */

@@ -145,8 +145,11 @@ def _tile(w: tiling.Window, budget: float, double: bool) -> tiling.Tile:
     assert tile is not None
     if tile.tiled:
         return tile
-    need = max((tile.l1_bytes + 3) & ~3, tiling.split_l1(w, w.out_h, w.out_c, 1 + double)[1]
-               if w.split else 0)  # the driver on one tile of it: the split layout
+    need = max((tile.l1_bytes + 3) & ~3, tiling.slot_bytes(w, w.out_h, w.out_c),
+               tiling.split_l1(w, w.out_h, w.out_c, 1 + double)[1] if w.split else 0)
+    # (the driver on one tile of it: its slot's regions each 4-byte aligned -- a 2-channel
+    # pool of 3 x 1 rows puts its 2 outputs at byte 8, past the 6 + 2 of the whole layer --
+    # or the split layout)
     return tiling.Tile("x", w.out_h, w.out_c, 1, 0, need, 0, 0, False)
 
 
@@ -321,4 +324,24 @@ def test_tiled_paths_equal_the_reference_on_m4_and_host(m4_build, convs, linears
     for i, cfg in enumerate(linears):
         program.linear(i, cfg)
     program.dma(dmas + [(0, 0, 32), (0, 0, 64), (4, 4, 96), (1, 3, 33), (0, 0, 0)])
+    run_both(m4_build, program.source())
+
+
+def test_a_whole_layer_on_the_driver_has_its_slots_alignment(m4_build):  # noqa: F811
+    """A layer that fits L1 whole, run on the tiled driver (one tile), needs the driver's
+    slot -- each region 4-byte aligned -- not the layer's bytes: a fused average pool of 2
+    channels over 3 x 1 rows (6 input bytes, 2 outputs at byte 8; hypothesis found it
+    writing past the 8 bytes the whole layer counts)."""
+    w = tiling.Window(2, 3, 1, 2, 1, 1, k_h=2, stride_h=2, groups=2, weights=False)
+    assert _tile(w, 0.75, True).l1_bytes >= tiling.slot_bytes(w, 1, 2) == 12
+    cfg = {"in_c": 2, "out_c": 22, "groups": 1, "shift": -6, "rounding": 0, "act": 0,
+           "wide": False, "bias": False, "double": True, "budget": 0.75, "seed": 100833,
+           "k_h": 1, "stride_h": 2, "pad_h": 0, "dil_h": 1, "in_h": 1, "out_h": 1, "k_w": 1,
+           "stride_w": 1, "pad_w": 0, "dil_w": 1, "in_w": 1, "out_w": 1, "pool": (2, 1)}
+    program = Program()
+    program.conv(0, cfg)
+    program.linear(0, {"in_f": 83, "out_f": 6, "bits": 0, "wide": True, "bias": True,
+                       "double": True, "budget": 0.5, "shift": -9, "rounding": 0, "act": 0,
+                       "seed": 73527})
+    program.dma([(0, 0, 32)])
     run_both(m4_build, program.source())

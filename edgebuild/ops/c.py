@@ -115,7 +115,7 @@ class CCode:
 # immediate 8 or 16, "dw_line8" / "dw_line16", of dilation 2, "dw_line_d2", and of stride 2,
 # "dw_line_s2") and table kernels
 # (ops.conv_path.kernel_paths); the optimized
-# kernels' packed-weight loops, im2col conv (its stride-2 gather: "im2col_s2"; a padded conv's
+# kernels' packed-weight loops, im2col conv (its strided gathers: "im2col_s2"; a padded conv's
 # band, "im2col_band"; its GEMM rows
 # for blocks of 2 pixels: "gemm_2px"; its rows of fewer than 4 weights: "gemm_short") and the
 # register-requantizing rows of linear layers

@@ -31,6 +31,7 @@ from edgebuild.ops.conv_path import (
     as_linear,
     copy_claim,
     dw_tile,
+    gathers,
     gemm_short,
     kernel_paths,
     line_requantizes,
@@ -426,9 +427,8 @@ def optimized_paths(step: CStep[Conv], conv: Plane, band: bool, packed: bool) ->
     gemm_short); a banded one, the 3-tap kernels; the tile kernel's shift forms (shift_forms)."""
     if not step.optimized:
         return frozenset()
-    layer = step.layer
+    layer, stride2 = step.layer, frozenset({"im2col_s2"} if gathers(conv) else ())
     form = frozenset({"q_wide" if layer.wide else f"q_{layer.act.value}"})
-    stride2 = frozenset({"im2col_s2"} if conv.stride_w == 2 else ())
     few_ok = few_requantizes(step.quant, layer.wide, layer.act)  # the few-input kernel's
     if pointwise(conv) and not (step.tile is None and pointwise_column(conv, few_ok)):
         return form

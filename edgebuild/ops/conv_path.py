@@ -74,9 +74,8 @@ def copy_beats_gemm(conv: Plane) -> bool:
 
 
 def copy_taken(conv: Plane) -> bool:
-    """Whether the column kernels (which take conv: column) run it over the copy
-    (eb_colc_takes): its rows beyond the tap pairs' (edges_fit: then column says the copy
-    beats the GEMM), or a gain over the tap pairs (column_copy.gains)."""
+    """eb_colc_takes: whether the column kernels (column) run conv over the copy: rows past
+    the tap pairs' (edges_fit; column: it beats the GEMM), or a gain over those pairs."""
     flat, width = _copy_frame(conv)
     return not edges_fit(flat, width) or column_copy.gains(flat, width)
 
@@ -406,6 +405,15 @@ def line_requantizes(conv: Plane, quant: QuantParams | None, wide: bool, act: Ac
     bias = (0,) if quant.bias is None else tuple(int(b) for b in quant.bias.reshape(-1))
     return line_fits_biases(conv, bias, quant.shift,
                             numerics.requantize_rounding(rounding) == "half_up")
+
+
+def gathers(conv: Plane) -> bool:
+    """Whether the GEMM's columns of a conv take the strided gathers ("im2col_s2"): stride_w 2
+    (eb_taps_row4s2), or more with outputs whose taps lie inside the row (eb_taps_gather's
+    inside rows). Not a narrow map's at stride 1: their checks cost more than they save
+    (motions_ondevice's 1-D conv laid as a column +231 instructions, digits' 2 x 2 +250)."""
+    first, end = column_inside(conv)
+    return conv.stride_w == 2 or (conv.stride_w > 2 and end > first)
 
 
 def pointwise(conv: Plane) -> bool:

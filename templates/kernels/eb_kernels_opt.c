@@ -366,11 +366,11 @@ static inline void eb_gather_words(const int8_t *src, const int32_t *at, uint32_
  * are worked out once and serve every input channel: 4 LDRB, the lanes merged and masked,
  * one STR per T word. Lanes outside the input read offset 0 and are masked to zero. With
  * the strided gathers linked (EB_HAS_IM2COL_S2; twin ops.conv_path.gathers: stride 2, or
- * more with taps inside), a kernel row whose taps lie inside the input for every lane (an
- * unpadded conv's every row) reads its lanes' offsets from its row's start, a pointer a
- * column on a tap: the lanes' offsets and bounds worked out per tap cost about 100
- * instructions, more than 6 input channels' words (seed 11's 48 -> 64 9x9 stride 2 in 8
- * groups on 24 x 18: 2.021 -> 1.71 insn/MAC). */
+ * more with taps inside), a kernel row whose taps lie inside the input for every lane (the
+ * rows [ylo, yhi) and columns worked out once a block; an unpadded conv's every row) reads
+ * its lanes' offsets from its row's start, a pointer a column on a tap: the lanes' offsets
+ * and bounds worked out per tap cost about 100 instructions, more than 6 input channels'
+ * words (seed 11's 48 -> 64 9x9 stride 2 in 8 groups on 24 x 18: 2.021 -> 1.69 insn/MAC). */
 static EB_NOINLINE void eb_taps_gather(const eb_conv_params *p, const int8_t *in_g, int ipg,
                                        int32_t px, int count, int8_t *t)
 {
@@ -380,28 +380,31 @@ static EB_NOINLINE void eb_taps_gather(const eb_conv_params *p, const int8_t *in
     int j, ky, kx;
 #if EB_HAS_IM2COL_S2
     const uint32_t live = 0xFFFFFFFFu >> (8 * (EB_OPT_PIXELS - count)); /* count: 1..4 */
-    int lo = in_w, hi = -1; /* the lanes' first columns */
+    const int dil_h = p->dil_h;
+    int ylo = 0, yhi = p->k_h, xin = 1; /* the kernel rows inside for every lane: [ylo, yhi) */
 #endif
 
     for (j = 0; j < EB_OPT_PIXELS; ++j) {
         const int32_t pj = px + (j < count ? j : 0);
         iy0[j] = (int)(pj / out_w) * p->stride_h - p->pad_h;
         ix0[j] = (int)(pj % out_w) * p->stride_w - p->pad_w;
-#if EB_HAS_IM2COL_S2
-        lo = ix0[j] < lo ? ix0[j] : lo;
-        hi = ix0[j] > hi ? ix0[j] : hi;
+#if EB_HAS_IM2COL_S2 /* (a lane past count is lane 0) */
+        {
+            const int lo = iy0[j] < 0 ? (dil_h - 1 - iy0[j]) / dil_h : 0;
+            const int hi = iy0[j] < in_h ? (in_h - 1 - iy0[j]) / dil_h + 1 : 0;
+            ylo = lo > ylo ? lo : ylo;
+            yhi = hi < yhi ? hi : yhi;
+            xin &= ix0[j] >= 0 && ix0[j] + (k_w - 1) * p->dil_w < in_w;
+        }
 #endif
     }
     for (ky = 0; ky < p->k_h; ++ky) {
 #if EB_HAS_IM2COL_S2
-        int32_t row[EB_OPT_PIXELS]; /* a lane's row start plus its first column */
-        uint32_t rows = 0;          /* the lanes whose input row is inside */
-        for (j = 0; j < EB_OPT_PIXELS; ++j) {
-            const int iy = iy0[j] + ky * p->dil_h;
-            row[j] = (int32_t)iy * in_w + ix0[j];
-            rows |= j < count && iy >= 0 && iy < in_h ? 0xFFu << (8 * j) : 0u;
-        }
-        if (rows == live && lo >= 0 && hi + (k_w - 1) * p->dil_w < in_w) {
+        if (xin && ky >= ylo && ky < yhi) {
+            int32_t row[EB_OPT_PIXELS]; /* a lane's row start plus its first column */
+            for (j = 0; j < EB_OPT_PIXELS; ++j) {
+                row[j] = (int32_t)(iy0[j] + ky * dil_h) * in_w + ix0[j];
+            }
             for (kx = 0; kx < k_w; ++kx) { /* (lanes past count: lane 0's offset) */
                 eb_gather_words(in_g + kx * p->dil_w, row, live, ipg, plane,
                                 t + 4 * (ky * k_w + kx), step);

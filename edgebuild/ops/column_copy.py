@@ -33,6 +33,12 @@ def size(conv: Plane) -> tuple[int, int, int]:
     return rows, cols, (conv.in_c // conv.groups + 1) // 2 * rows * cols
 
 
+def record_count(conv: Plane) -> int:
+    """The copy's records an output channel (eb_colc_records): one a tap of a channel pair,
+    an even count."""
+    return ((conv.in_c // conv.groups + 1) // 2 * conv.k_h * conv.k_w + 1) // 2 * 2
+
+
 def gains(conv: Plane, width: int) -> bool:
     """eb_colc_gains: of a padded conv the column kernels take with several inputs a group
     (its outputs `width` of a row inside the input; a tiled pass's tiles come unpadded, so
@@ -45,7 +51,7 @@ def gains(conv: Plane, width: int) -> bool:
     cin_g, cout_g = conv.in_c // conv.groups, conv.out_c // conv.groups
     _, _, words = size(conv)
     macs = cout_g * cin_g * conv.k_h * conv.k_w * conv.out_h * conv.out_w
-    records = ((cin_g + 1) // 2 * conv.k_h * conv.k_w + 1) // 2 * 2
+    records = record_count(conv)
     blocks = conv.out_h * ((conv.out_w + 3) // 4) * ((cout_g + 1) // 2)
     edges = (conv.out_w - width) * conv.out_h * cout_g
     scale = conv.out_w * cout_g

@@ -66,7 +66,7 @@ def copy_beats_gemm(conv: Plane) -> bool:
             4 * words > column_copy.COPY_BYTES:
         return False
     k, outputs = cin_g * conv.k_h * conv.k_w, conv.out_h * conv.out_w * cout_g
-    records = ((cin_g + 1) // 2 * conv.k_h * conv.k_w + 1) // 2 * 2
+    records = column_copy.record_count(conv)
     gemm = gemm_cost(k, cout_g)
     ins, cyc = ((column_copy.MAC[i] * k + (column_copy.WORD[i] * words + column_copy.RECORD[i]
                                            * records * cout_g) // outputs) for i in (0, 1))

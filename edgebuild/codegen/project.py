@@ -128,19 +128,28 @@ class RenderedStep(TypedDict):
 
 
 def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
+    """weights.c's arrays: each compute layer's weights as its C stores them (its op's
+    `stored`: a convolution's cut to the taps its outputs reach), bias and, in TFLite's
+    number format, requantization."""
+    graph, _ = graphs.build(model.input_shape, model.layers)
+    assert graph is not None
+    nodes = {node.name: node for node in graph.nodes}
     arrays: list[WeightArray] = []
     for layer in model.layers:
         quant = model.params.get(layer.name)
         if quant is None:
             continue
+        c = numbers.c(layer.op, model.numbers)
+        weight = quant.weight if isinstance(c, Unsupported) else \
+            c.stored(layer, nodes[layer.name].in_shapes, quant.weight)
         scale = "per-channel scales" if model.numbers != numbers.OWN else f"scale 2^{quant.scale_exp}"
-        shape = f"shape {list(quant.weight.shape)}, {scale}"
+        shape = f"shape {list(weight.shape)}, {scale}"
         if packing.packed(quant.bits):  # the bytes as int8 values (weights.h: the layout)
-            stored = packing.pack(quant.weight, quant.bits).view("int8")
+            stored = packing.pack(weight, quant.bits).view("int8")
             comment = (f"{layer.name}: {quant.bits}-bit weights packed {8 // quant.bits} per "
                        f"byte, {shape}")
         else:
-            stored, comment = quant.weight.ravel(), f"{layer.name}: {quant.bits}-bit weights, {shape}"
+            stored, comment = weight.ravel(), f"{layer.name}: {quant.bits}-bit weights, {shape}"
         arrays.append({"symbol": weight_symbol(prefix, "w", layer.name), "ctype": "int8_t",
                        "count": int(stored.size), "lines": _lines(stored), "comment": comment,
                        "packed": packing.packed(quant.bits)})

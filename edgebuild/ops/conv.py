@@ -13,7 +13,7 @@ from pydantic import Field
 
 from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane, Shape, ShapeError, Window, plane, pool_plane, pooled
-from edgebuild.ops import column_rows, dw_spec, im2col_band
+from edgebuild.ops import column_rows, dw_spec, im2col_band, reach
 from edgebuild.ops import pool as pooling
 from edgebuild.ops.c import (
     CCode,
@@ -185,12 +185,10 @@ def conv_windows(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape, ax
     """A fused input pool (its own tiled pass, `pool_tile`), then the convolution (`tile`).
     1-D layers are tiled along time: they run as one column (L x 1)."""
     found: list[tuple[str, Window]] = []
-    shape = in_shapes[0]
-    window = None
-    if layer.pool is not None:
-        window = pool_plane(layer.pool, shape, vertical=True)
-        shape = pooled(shape, layer.pool, len(shape) - 1)
-    conv = conv_plane(layer, shape, out_shape, axes, vertical=not transposed)
+    window = None if layer.pool is None else pool_plane(layer.pool, in_shapes[0], vertical=True)
+    shape = reach.pooled_input(layer, in_shapes)
+    conv = (conv_plane if transposed else reach.c_plane)(layer, shape, out_shape, axes,
+                                                         not transposed)
     band = not transposed and banded(layer, conv)
     fuse = band and window is not None and fusable_pool(layer, window)
     if window is not None:
@@ -454,7 +452,7 @@ def emit_conv(step: CStep[Conv], axes: Axes[Conv]) -> CCode:
     layers then run as a column)."""
     layer = step.layer
     code, source, shape = fused_pool(step)
-    conv = conv_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
+    conv = reach.c_plane(layer, shape, step.out_shape, axes, vertical=step.tile is not None)
     band = step.optimized and step.tile is not None and banded(layer, conv)
     fused = fused_depthwise_pool(step, conv) or band and layer.pool is not None and \
         fusable_pool(layer, pool_plane(layer.pool, step.in_shapes[0]))
@@ -553,7 +551,7 @@ def onnx_conv(step: OnnxStep[Conv], axes: Axes[Conv]) -> OnnxCode:
 
 def conv_scratch(layer: Conv, in_shapes: tuple[Shape, ...], axes: Axes[Conv]) -> str:
     """int16 scratch elements of the optimized convolution (eb_kernels_opt.h)."""
-    kernel = axes(layer)[0]
+    kernel = reach.c_kernel(layer, in_shapes, axes)
     k_h, k_w = kernel if len(kernel) == 2 else (1, kernel[0])
     return f"EB_CONV_OPT_SCRATCH({in_shapes[0][0] // layer.groups}, {k_h}, {k_w})"
 
@@ -563,7 +561,7 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
     """int16 elements the optimized kernels need: EB_CONV_OPT_SCRATCH (`conv_scratch`), in a
     tiled split pass of `rows` its columns (`cols_scratch`), untiled, a depthwise layer's padded
     copy (`dw_spec.padded_scratch`), the other paths' (the column copy's in emit_conv's frame)."""
-    kernel = axes(layer)[0]
+    kernel = reach.c_kernel(layer, in_shapes, axes)
     need = 4 * _round4(in_shapes[0][0] // layer.groups * math.prod(kernel))
     conv = conv_windows(layer, in_shapes, out_shape, axes)[-1][1]
     if rows is not None and conv.split:
@@ -572,9 +570,8 @@ def conv_workspace(layer: Conv, in_shapes: tuple[Shape, ...], out_shape: Shape,
         need = max(need, (dw_spec.padded_bytes(conv) + 1) // 2)
     return max(need, DW_TILE_ELEMENTS if dw_tile(conv) else 0,
                im2col_band.elements(conv, row=rows is None and len(in_shapes[0]) == 2),
-               column_rows.elements(conv), copy_claim(conv_plane(layer, pooled(
-                   in_shapes[0], layer.pool, len(in_shapes[0]) - 1), out_shape, axes,
-                   vertical=rows is not None), rows is not None)[1])
+               column_rows.elements(conv), copy_claim(reach.c_plane(layer, reach.pooled_input(
+                   layer, in_shapes), out_shape, axes, rows is not None), rows is not None)[1])
 
 
 # The facets conv1d and conv2d share, each its own function (its own keyword of `Operator(...)`):
@@ -585,7 +582,8 @@ def c_facet(axes: Axes[Conv]) -> C:
     return C(lambda step: emit_conv(step, axes),
              lambda layer, shapes: conv_scratch(layer, tuple(shapes), axes),
              lambda layer, shapes, out, rows: conv_workspace(layer, tuple(shapes), out, rows,
-                                                             axes))
+                                                             axes),
+             lambda layer, shapes, weight: reach.stored_weight(layer, shapes, weight, axes))
 
 
 def onnx_facet(axes: Axes[Conv]) -> Onnx:

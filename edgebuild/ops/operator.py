@@ -191,13 +191,16 @@ class C:
     elements its optimized (Cortex-M4) kernel needs, or None: the kernels' own claim, which
     the project checks at compile time against `workspace(layer, in_shapes, out_shape,
     rows)`, the int16 elements the plan counts (memory.plan: rows, the row tile of a tiled
-    pass, else None) and the project's workspace array holds. Each op's emitter takes the
-    step of its own layer record (`CStep[Conv2d]`, ...)."""
+    pass, else None) and the project's workspace array holds; `stored(layer, in_shapes,
+    weight)` the weights as weights.c stores them for that C (a convolution's cut to the
+    taps its outputs reach: ops.reach). Each op's emitter takes the step of its own layer
+    record (`CStep[Conv2d]`, ...)."""
 
     emit: Callable[[CStep[Any]], CCode]
     scratch: Callable[[Any, Sequence[Shape]], str | None] = lambda layer, shapes: None
     workspace: Callable[[Any, Sequence[Shape], Shape, int | None], int] = \
         lambda layer, shapes, out, rows: 0
+    stored: Callable[[Any, Sequence[Shape], Any], Any] = lambda layer, shapes, weight: weight
 
 
 def no_windows(layer: LayerBase, in_shapes: Sequence[Shape],

@@ -36,7 +36,7 @@ from test_kernels_opt import (
 from test_kernels_opt_paths import check_conv
 
 from edgebuild.core.geometry import Plane
-from edgebuild.ops import column_copy, column_rows, conv_path
+from edgebuild.ops import column_copy, column_edge, column_rows, conv_path
 
 
 @st.composite
@@ -264,6 +264,17 @@ COPY_ONLY_CASES = [
     _col(12, 3, 1, 4, 23, 3, (2, 2), 1, 1, 1, -9, k_w=9, pad_w=4),
 ]
 
+# ... and rows of one output a group more in the width padding than the share where the tap
+# pairs and eb_col_edge beat the GEMM (eb_col_edge_beats_gemm; copies past its cap):
+# stride 2 and 1, dilation 2 (eb_col_edge's tap loop), kernel rows of 2..9 taps inside the
+# input (its words, their last 1..3, a byte at a time).
+EDGE_CASES = [
+    _col(8, 1, 1, 40, 17, 9, (2, 2), 4, 1, 1, -9, k_w=9, pad_w=4),
+    _col(8, 1, 1, 48, 12, 7, (1, 1), 3, 1, 0, -9, k_w=7, pad_w=3),
+    _col(8, 1, 1, 40, 20, 3, (1, 1), 1, 1, 1, -9, k_w=5, dil_w=2, pad_w=4),
+    _col(32, 1, 1, 24, 10, 3, (1, 1), 1, 1, 1, -9, k_w=7, pad_w=5),
+]
+
 
 def test_col_cases_take_the_column_kernels():
     for c in COL2_CASES + COL1_CASES:
@@ -365,6 +376,23 @@ def test_width_padding_share_by_outputs_a_group():
     assert "dw_column" in paths(grouped)  # 4 of 31 outside, 4 outputs a group
 
 
+def test_rows_mostly_in_the_padding_where_the_gemm_would_cost_more(lib):  # noqa: F811
+    """One output a group of several inputs: the column kernels take rows more in the width
+    padding than the quarter (eb_col_edge for the outputs outside) where their estimate beats
+    the GEMM's by a third (ops.column_edge.beats_gemm); with several outputs a group, or a
+    layer whose GEMM costs less, the share stays the rule; exact on the host."""
+    for i, c in enumerate(EDGE_CASES):
+        p = _plane(c)
+        first, end = conv_path.column_inside(p)
+        assert 4 * (p.out_w - (end - first)) > p.out_w, c  # past the share
+        assert "dw_column" in conv_path.kernel_choice(p), c
+        assert not conv_path.copy_taken(p), c  # (eb_col_edge's outputs, not the copy's)
+        check_conv(lib, c, 60 + i, i % 2 == 0)
+    two = _plane(_col(8, 2, 1, 9, 17, 9, (2, 2), 4, 1, 1, -9, k_w=9, pad_w=4))
+    assert not column_edge.edges_fit(two, 5)  # two outputs: the share
+    cheap = _plane(_col(96, 1, 1, 1, 9, 1, (1, 1), 0, 1, 1, -9, k_w=9, pad_w=4))
+    assert not column_edge.beats_gemm(cheap, *column_edge.column_inside(cheap))
+
 def test_pointwise_of_few_inputs_and_outputs_takes_the_column_kernels():
     """A dense 1x1 conv of 5..8 inputs and at most 4 outputs runs on the column kernels over
     its plane as one row (eb_col_flat), of 2..4 inputs and any outputs on the few-input
@@ -399,7 +427,7 @@ def test_multiplier_one_long_rows_leave_the_tile():
 
 @needs_m4
 def test_m4_column_rows_by_hand_equal_reference(lib, m4_build):  # noqa: F811
-    m4_run(lib, COL2_CASES + COL1_CASES, 32, m4_build, "columns_asm")
+    m4_run(lib, COL2_CASES + COL1_CASES + EDGE_CASES, 32, m4_build, "columns_asm")
 
 
 @needs_m4

@@ -73,7 +73,9 @@ def test_small_planes_take_the_kernel():
     for cfg in (dw_config(256, 3, 3, 3, pad=1), dw_config(256, 6, 6, 3, stride=2, pad=1),
                 dw_config(32, 6, 6, 5, pad=2), dw_config(24, 1, 18, (1, 5), m=4, pad=(0, 2)),
                 dw_config(24, 18, 1, (5, 1), m=4, pad=(2, 0)),
-                dw_config(32, 1, 50, (1, 3), stride=(1, 2), pad=(0, 1))):
+                dw_config(32, 1, 50, (1, 3), stride=(1, 2), pad=(0, 1)),
+                dw_config(64, 24, 4, (1, 6), m=3, stride=(1, 2), pad=(0, 2)),  # rows of 2
+                dw_config(8, 40, 5, (3, 3), stride=2, pad=1)):  # rows of 3, 60 outputs
         assert paths(cfg) == small, cfg
     for cfg in (dw_config(64, 6, 6, 3, pad=1), dw_config(16, 12, 4, (5, 1), m=2, pad=(2, 0)),
                 dw_config(64, 7, 7, 7, pad=3), dw_config(16, 16, 16, 3, stride=2, pad=1),
@@ -94,11 +96,13 @@ def test_m4_small_planes_beat_the_kernels_before(lib, m4_build):  # noqa: F811
     """With "dw_small" left out (the tile kernel, the fan) and in: exact, and in at least
     `fewer` instructions an output fewer (measured 330, 318, 26, 131): 64 channels of 3x3
     (relu, right shift 7), 64 of 6x6 at stride 2, a 1-D k5 of multiplier 4 on 18 samples
-    (none, 12) and a 5x5 on 6x6."""
+    (none, 12), a 5x5 on 6x6 and a 1x6 of multiplier 3 at stride 2 on rows of 2 outputs."""
     assert_path_beats(lib, m4_build, ((dw_config(64, 3, 3, 3, pad=1, act=1, shift=-7), 200),
                                       (dw_config(64, 6, 6, 3, stride=2, pad=1, act=1,
                                                  shift=-7), 200),
                                       (dw_config(24, 1, 18, (1, 5), m=4, pad=(0, 2),
                                                  shift=-12), 15),
-                                      (dw_config(16, 6, 6, 5, pad=2, act=1, shift=-9), 60)),
+                                      (dw_config(16, 6, 6, 5, pad=2, act=1, shift=-9), 60),
+                                      (dw_config(16, 24, 4, (1, 6), m=3, stride=(1, 2),
+                                                 pad=(0, 2), act=1, shift=-9), 20)),
                       "dw_small", "small", 22)

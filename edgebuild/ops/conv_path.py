@@ -11,6 +11,7 @@ from edgebuild.core import numerics
 from edgebuild.core.geometry import Plane
 from edgebuild.core.numerics import Activation, QuantParams
 from edgebuild.ops import column_copy, column_rows, dw_s2, dw_spec, im2col_band
+from edgebuild.ops.column_edge import column_inside, edges_fit, gemm_cost
 from edgebuild.ops.dw_few import few
 from edgebuild.ops.dw_rows import row_major as _row_major
 from edgebuild.ops.dw_rows import three_tap, three_tap_line, three_tap_pair
@@ -80,15 +81,6 @@ def copy_taken(conv: Plane) -> bool:
     return not edges_fit(flat, width) or column_copy.gains(flat, width)
 
 
-def edges_fit(conv: Plane, width: int) -> bool:
-    """eb_col_edges_fit: whether the tap pairs from the input take rows of `width` outputs
-    inside the input (column_inside): at least 4, at most 1/edge_share outside. A row more
-    in the padding runs over the copy where that beats the GEMM (copy_beats_gemm), else on
-    the GEMM."""
-    return width >= 4 and edge_share(conv.out_c // conv.groups) * (conv.out_w - width) <= \
-        conv.out_w
-
-
 def copy_claim(conv: Plane, tiled: bool) -> tuple[str | None, int]:
     """The column kernels' copy (ops.column_copy) of an untiled conv they take over it (a
     tiled pass's tiles come unpadded: none takes it): its C claim or None, and its int16
@@ -127,7 +119,7 @@ SMALL_PAIRS = 4     # EB_DW_SMALL_PAIRS: tap pairs a kernel row at most
 
 def small(conv: Plane) -> bool:
     """eb_dw_small_takes: a depthwise conv (any multiplier) of at most SMALL_OUT outputs a
-    channel, a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
+    channel or rows of fewer than 4 (the tile kernel's C loops), a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
     dilation 1, in its row-major view (a 1-D layer laid as a column is its row), whose
     zero-padded int16 copy of a channel fits SMALL_PLANE -- the
     3x3 layers at the end of a MobileNet (256 x 3x3: 24.8 insn/MAC on the tile kernel), a
@@ -138,8 +130,8 @@ def small(conv: Plane) -> bool:
     return (conv.groups == conv.in_c and g.dil_w == 1 and not three_tap(conv) and
             g.stride_h <= 2 and
             g.stride_w <= 2 and g.k_h <= SMALL_KH and (g.k_w + 1) // 2 <= SMALL_PAIRS and
-            g.k_w >= 2 and g.k_h * g.k_w <= SMALL_TAPS and g.out_h * g.out_w <= SMALL_OUT and
-            rows * pitch + 2 <= SMALL_PLANE)
+            g.k_w >= 2 and g.k_h * g.k_w <= SMALL_TAPS and
+            (g.out_h * g.out_w <= SMALL_OUT or g.out_w < 4) and rows * pitch + 2 <= SMALL_PLANE)
 
 
 def pointwise_column(conv: Plane, forms: bool = True) -> bool:
@@ -152,26 +144,6 @@ def pointwise_column(conv: Plane, forms: bool = True) -> bool:
     inputs the pointwise GEMM is the faster (48 -> 4: 1.75 against 2.11)."""
     return conv.groups == 1 and (few(conv, forms) or (
         conv.out_c <= COLUMN_MAX_OUT and conv.in_c <= POINTWISE_COLUMN_IN and column(conv)))
-
-
-def edge_share(cout_g: int) -> int:
-    """eb_col_fits's share: the column kernels take a row with width padding when at most
-    1/edge_share of its outputs lie outside -- a quarter for one output a group (the GEMM
-    then serves one dot product a pixel), a sixth for more (96 -> 3 k3 on an 11-wide row, 2
-    outside, ran 2.28 insn/MAC on the GEMM, 4.79 on them; 48 -> 64 3x3 dilation 2 in 16
-    groups on 31-wide rows, 4 outside, 2.91 on the GEMM, 1.83 on them)."""
-    return 4 if cout_g == 1 else 6
-
-
-def column_inside(conv: Plane) -> tuple[int, int]:
-    """eb_col_inside: the outputs [first, end) of a row whose taps all lie inside the
-    input's width; the column kernels leave the rest (width padding) to eb_col_edge, which
-    costs about three times as much an output -- so they take a padded conv only with at
-    least 4 inside and at most a share of a row outside (edge_share)."""
-    s = conv.stride_w
-    last = conv.in_w - 1 + conv.pad_w - (conv.k_w - 1) * conv.dil_w
-    end = 0 if last < 0 else last // s + 1
-    return (conv.pad_w + s - 1) // s, min(end, conv.out_w)
 
 
 def tile_better(conv: Plane, forms: bool = True) -> bool:
@@ -550,11 +522,6 @@ def fill_cost(f: TileFrame) -> int:
     skip = f.s_h if f.k_h == 1 else 1
     read = 2 if f.k_h > 1 else tile_shape(f)[0]
     return 15 if not f.turned else 30 if read >= 2 and skip <= 2 else 45
-
-
-def gemm_cost(k: int, m: int) -> int:
-    """eb_dw_gemm_cost: the im2col/GEMM path's (columns of k values, rows of m outputs)."""
-    return 9 * k + 160 + 45 * k // m
 
 
 def col_cost(k: int, stride: int) -> int:

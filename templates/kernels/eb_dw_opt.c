@@ -5850,14 +5850,48 @@ static int eb_col_inside(const eb_conv_params *p, int *first)
     return end < p->out_w ? end : p->out_w;
 }
 
+/* The im2col/GEMM path's estimated instructions x10 an output and channel (twin:
+ * column_edge.gemm_cost): columns of k values, rows of m outputs a group. */
+static int32_t eb_dw_gemm_cost(int32_t k, int m)
+{
+    return 9 * k + 160 + 45 * k / m;
+}
+
+/* Whether the tap pairs and eb_col_edge beat the GEMM on a conv of one output a group and
+ * several inputs whose rows lie too much in the width padding for the share below (outputs
+ * [first, end) inside): estimates x10 a row -- an inside output's multiply 17 at stride 1,
+ * 22 at 2, an edge output's tap inside the input 45 (eb_col_edge's loops), the tables 200 a
+ * tap over the rows -- against eb_dw_gemm_cost an output, by a third: the GEMM's columns
+ * then serve one dot product a pixel (32 -> 1 15x15 stride 2 pad 7 on 27 x 27 rows, 8 of
+ * 14 outside, ran 6.27 insn/MAC on the GEMM, 3.40 here). Twin: column_edge.beats_gemm. */
+static int eb_col_edge_beats_gemm(const eb_conv_params *p, int first, int end)
+{
+    const int64_t cin_g = p->in_c / p->groups, k = cin_g * p->k_h * p->k_w;
+    int64_t edge = 0, col;
+    int x, lo, hi;
+    for (x = 0; x < p->out_w; ++x) {
+        if (x < first || x >= end) {
+            eb_tap_range(x * p->stride_w - p->pad_w, p->dil_w, p->k_w, p->in_w, &lo, &hi);
+            edge += hi - lo;
+        }
+    }
+    col = (int64_t)(end - first) * k * (p->stride_w == 1 ? 17 : 22) +
+          45 * edge * cin_g * p->k_h + 200 * k / p->out_h;
+    return 3 * col < 2 * (int64_t)p->out_w * eb_dw_gemm_cost((int32_t)k, 1);
+}
+
 /* Whether the tap pairs from the input take a row of `width` outputs inside (eb_col_inside):
  * at least 4, and at most a quarter of the row outside with one output a group, a sixth
  * with more (eb_col_edge costs about three times as much an output; twin:
- * conv_path.edge_share). */
+ * column_edge.edges_fit) -- or more outside where they beat the GEMM (above). */
 static int eb_col_edges_fit(const eb_conv_params *p, int width)
 {
+    int first;
+    const int end = eb_col_inside(p, &first);
     return width >= 4 &&
-           (p->out_c / p->groups == 1 ? 4 : 6) * (p->out_w - width) <= p->out_w;
+           ((p->out_c / p->groups == 1 ? 4 : 6) * (p->out_w - width) <= p->out_w ||
+            (p->out_c == p->groups && p->in_c > p->groups &&
+             eb_col_edge_beats_gemm(p, first, end)));
 }
 
 /* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
@@ -5869,12 +5903,6 @@ static int32_t eb_colc_size(const eb_conv_params *p, int32_t *rows, int32_t *col
     return (int32_t)((p->in_c / p->groups + 1) / 2) * *rows * *cols;
 }
 
-/* The im2col/GEMM path's estimated instructions x10 an output and channel (twin:
- * conv_path.gemm_cost): columns of k values, rows of m outputs a group. */
-static int32_t eb_dw_gemm_cost(int32_t k, int m)
-{
-    return 9 * k + 160 + 45 * k / m;
-}
 
 /* Whether the column kernels over a copy run p, a conv whose rows lie too much in the width
  * padding for the tap pairs (eb_col_edges_fit), in fewer estimated instructions and cycles
@@ -5954,6 +5982,33 @@ static const eb_conv_params *eb_col_flat(const eb_conv_params *p, eb_conv_params
 /* The outputs of output row oy of one channel (weights w, sums from init, stored from at in
  * o) outside [first, end) -- those whose taps reach into the width padding -- over the taps
  * inside the input. */
+/* acc plus the n >= 1 products x[i] w[i] of two int8 runs: 4 a word (SXTB16 and its ROR 8
+ * of both, two SMLAD), the last 1..3 from the words ending at the runs' ends shifted down
+ * (no byte read past either run), a run of 1..3 a byte at a time. */
+static int32_t eb_col_edge_dot(const int8_t *x, const int8_t *w, int32_t n, int32_t acc)
+{
+    const int32_t rest = n & 3;
+    int32_t i;
+    if (n < 4) {
+        for (i = 0; i < n; ++i) {
+            acc += (int32_t)x[i] * w[i];
+        }
+        return acc;
+    }
+    for (i = 0; i + 4 <= n; i += 4) {
+        const uint32_t a = eb_load32(x + i), b = eb_load32(w + i);
+        acc = eb_smlad(eb_sxtb16(a), eb_sxtb16(b), acc);
+        acc = eb_smlad(eb_sxtb16_ror8(a), eb_sxtb16_ror8(b), acc);
+    }
+    if (rest != 0) {
+        const int sh = 8 * (4 - rest);
+        const uint32_t a = eb_load32(x + n - 4) >> sh, b = eb_load32(w + n - 4) >> sh;
+        acc = eb_smlad(eb_sxtb16(a), eb_sxtb16(b), acc);
+        acc = eb_smlad(eb_sxtb16_ror8(a), eb_sxtb16_ror8(b), acc);
+    }
+    return acc;
+}
+
 static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane,
                                     const int8_t *w, int32_t init, const eb_dw_out *o,
                                     int32_t at, int oy, int first, int end)
@@ -5967,6 +6022,17 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
         int32_t acc = init;
         int klo, khi;
         eb_tap_range(ix0, p->dil_w, p->k_w, p->in_w, &klo, &khi);
+        if (p->dil_w == 1 && khi > klo) { /* a kernel row's taps inside: one run of bytes */
+            for (ky = lo; ky < hi; ++ky) {
+                const int8_t *r = plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0 + klo;
+                const int8_t *wr = w + (int32_t)ky * p->k_w + klo;
+                for (c = 0; c < cin_g; ++c, r += in_plane, wr += khw) {
+                    acc = eb_col_edge_dot(r, wr, khi - klo, acc);
+                }
+            }
+            eb_dw_put(o, at + x, acc);
+            continue;
+        }
         for (ky = lo; ky < hi; ++ky) {
             for (kx = klo; kx < khi; ++kx) { /* a tap of every input channel: the long loop */
                 const int8_t *r =
@@ -7250,7 +7316,10 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
  * pair reads a 0 against a 0 weight), and each output is k_h x ceil(k_w / 2) LDR + SMLAD of
  * neighbouring taps from it against its channel's weight pairs, at any stride and height
  * dilation: no table, no tiles, no edge cases. Its row-major view (eb_dw_geom_of): a 1-D layer laid
- * as a column runs as its row. Twin: ops.conv_path.small. */
+ * as a column runs as its row. Rows of fewer than 4 outputs take it at any height (the copy
+ * fitting): the tile kernel's blocks of 4 pixels leave such rows to its C loops (256 x 24x4
+ * 1x6 stride 2 of multiplier 3, 2 outputs a row: 6.09 insn/MAC there, 2.5 here). Twin:
+ * ops.conv_path.small. */
 #define EB_DW_SMALL_OUT 36    /* outputs a channel at most */
 #define EB_DW_SMALL_TAPS 25   /* taps an output at most (a 7x7 on 7x7: 2.65 insn/MAC on the
                                * tile kernel, 6.06 here; a 1-D k7 on 60: 2.80, 8.68) */
@@ -7273,7 +7342,7 @@ static int eb_dw_small_takes(const eb_conv_params *p, const eb_dw_geom *g)
            g->stride_h <= 2 && g->stride_w <= 2 && g->k_h <= EB_DW_SMALL_KH &&
            (g->k_w + 1) / 2 <= EB_DW_SMALL_PAIRS && g->k_w >= 2 && /* (Kx1: a pair a tap) */
            g->k_h * g->k_w <= EB_DW_SMALL_TAPS &&
-           (int32_t)g->out_h * g->out_w <= EB_DW_SMALL_OUT &&
+           ((int32_t)g->out_h * g->out_w <= EB_DW_SMALL_OUT || g->out_w < 4) &&
            rows * eb_dw_small_pitch(g) + 2 <= EB_DW_SMALL_PLANE;
 }
 

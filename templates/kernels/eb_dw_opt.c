@@ -5886,12 +5886,20 @@ static int eb_col_edge_beats_gemm(const eb_conv_params *p, int first, int end)
  * column_edge.edges_fit) -- or more outside where they beat the GEMM (above). */
 static int eb_col_edges_fit(const eb_conv_params *p, int width)
 {
-    int first;
-    const int end = eb_col_inside(p, &first);
-    return width >= 4 &&
-           ((p->out_c / p->groups == 1 ? 4 : 6) * (p->out_w - width) <= p->out_w ||
-            (p->out_c == p->groups && p->in_c > p->groups &&
-             eb_col_edge_beats_gemm(p, first, end)));
+    int first, end;
+    if (width < 4) {
+        return 0;
+    }
+    if ((p->out_c / p->groups == 1 ? 4 : 6) * (p->out_w - width) <= p->out_w) {
+        return 1;
+    }
+    /* (a model that links neither kernel of several inputs a group runs no such conv on the
+     * column kernels: eb_col_takes, eb_dw_group_tile -- the rule left out with them) */
+    if (!(EB_DW_COLUMN_DENSE || EB_DW_GROUP) || p->out_c != p->groups || p->in_c == p->groups) {
+        return 0;
+    }
+    end = eb_col_inside(p, &first);
+    return eb_col_edge_beats_gemm(p, first, end);
 }
 
 /* The copy's rows and columns (padded pixels) of layer p, and its words (one a channel pair
@@ -6022,7 +6030,8 @@ static EB_NOINLINE void eb_col_edge(const eb_conv_params *p, const int8_t *plane
         int32_t acc = init;
         int klo, khi;
         eb_tap_range(ix0, p->dil_w, p->k_w, p->in_w, &klo, &khi);
-        if (p->dil_w == 1 && khi > klo) { /* a kernel row's taps inside: one run of bytes */
+        if (EB_DW_COLUMN_DENSE && p->dil_w == 1 && khi > klo) { /* a kernel row's taps inside:
+                                                                * one run of bytes */
             for (ky = lo; ky < hi; ++ky) {
                 const int8_t *r = plane + (int32_t)(iy0 + ky * p->dil_h) * p->in_w + ix0 + klo;
                 const int8_t *wr = w + (int32_t)ky * p->k_w + klo;

@@ -119,7 +119,8 @@ SMALL_PAIRS = 4     # EB_DW_SMALL_PAIRS: tap pairs a kernel row at most
 
 def small(conv: Plane) -> bool:
     """eb_dw_small_takes: a depthwise conv (any multiplier) of at most SMALL_OUT outputs a
-    channel or rows of fewer than 4 (the tile kernel's C loops), a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
+    channel or rows of fewer than 4 (the tile kernel's C loops; not the line kernel's: one
+    kernel row of multiplier 1), a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
     dilation 1, in its row-major view (a 1-D layer laid as a column is its row), whose
     zero-padded int16 copy of a channel fits SMALL_PLANE -- the
     3x3 layers at the end of a MobileNet (256 x 3x3: 24.8 insn/MAC on the tile kernel), a
@@ -131,7 +132,8 @@ def small(conv: Plane) -> bool:
             g.stride_h <= 2 and
             g.stride_w <= 2 and g.k_h <= SMALL_KH and (g.k_w + 1) // 2 <= SMALL_PAIRS and
             g.k_w >= 2 and g.k_h * g.k_w <= SMALL_TAPS and
-            (g.out_h * g.out_w <= SMALL_OUT or g.out_w < 4) and rows * pitch + 2 <= SMALL_PLANE)
+            (g.out_h * g.out_w <= SMALL_OUT or g.out_w < 4 and (
+                conv.out_c != conv.in_c or g.k_h > 1)) and rows * pitch + 2 <= SMALL_PLANE)
 
 
 def pointwise_column(conv: Plane, forms: bool = True) -> bool:

@@ -7322,8 +7322,8 @@ static int eb_dw_few(const eb_conv_params *p, const int8_t *in, const int8_t *we
  * dilation: no table, no tiles, no edge cases. Its row-major view (eb_dw_geom_of): a 1-D layer laid
  * as a column runs as its row. Rows of fewer than 4 outputs take it at any height (the copy
  * fitting): the tile kernel's blocks of 4 pixels leave such rows to its C loops (256 x 24x4
- * 1x6 stride 2 of multiplier 3, 2 outputs a row: 6.09 insn/MAC there, 2.5 here). Twin:
- * ops.conv_path.small. */
+ * 1x6 stride 2 of multiplier 3, 2 outputs a row: 6.09 insn/MAC there, 2.47 here) -- but the
+ * line kernel's (one kernel row, multiplier 1). Twin: ops.conv_path.small. */
 #define EB_DW_SMALL_OUT 36    /* outputs a channel at most */
 #define EB_DW_SMALL_TAPS 25   /* taps an output at most (a 7x7 on 7x7: 2.65 insn/MAC on the
                                * tile kernel, 6.06 here; a 1-D k7 on 60: 2.80, 8.68) */
@@ -7346,7 +7346,8 @@ static int eb_dw_small_takes(const eb_conv_params *p, const eb_dw_geom *g)
            g->stride_h <= 2 && g->stride_w <= 2 && g->k_h <= EB_DW_SMALL_KH &&
            (g->k_w + 1) / 2 <= EB_DW_SMALL_PAIRS && g->k_w >= 2 && /* (Kx1: a pair a tap) */
            g->k_h * g->k_w <= EB_DW_SMALL_TAPS &&
-           ((int32_t)g->out_h * g->out_w <= EB_DW_SMALL_OUT || g->out_w < 4) &&
+           ((int32_t)g->out_h * g->out_w <= EB_DW_SMALL_OUT ||
+            (g->out_w < 4 && (p->out_c != p->in_c || g->k_h > 1))) &&
            rows * eb_dw_small_pitch(g) + 2 <= EB_DW_SMALL_PLANE;
 }
 

@@ -47,14 +47,20 @@ def out_size(n_in: int, k: int, s: int, p: int, d: int) -> int:
     return (n_in + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+def _reached(t: int, n_in: int, n_out: int, s: int, p: int, d: int) -> bool:
+    """Whether tap t reads inside the input for some output o < n_out: the first output
+    whose input o s - p + t d is >= 0 (o >= ceil((p - t d) / s)) reads below n_in."""
+    first = max(0, -(-(p - t * d) // s))
+    return first < n_out and first * s - p + t * d < n_in
+
+
 def axis_reach(n_in: int, k: int, s: int, p: int, d: int) -> AxisReach:
     """The taps along one axis some output reaches inside the input, cut as the module
     docstring says: of the cuts (f taps before, b after) that leave out only unreached
     taps and keep the padding before >= 0, the padding after at most it and the formula's
     output size, the one leaving out most (the whole kernel where none does)."""
     n_out = out_size(n_in, k, s, p, d)
-    reached = [t for t in range(k)
-               if any(0 <= o * s - p + t * d < n_in for o in range(n_out))]
+    reached = [t for t in range(k) if _reached(t, n_in, n_out, s, p, d)]
     if n_out < 1 or not reached:
         return AxisReach(0, k, p)
     best = (0, 0)

@@ -120,8 +120,8 @@ SMALL_PAIRS = 4     # EB_DW_SMALL_PAIRS: tap pairs a kernel row at most
 def small(conv: Plane) -> bool:
     """eb_dw_small_takes: a depthwise conv (any multiplier) of at most SMALL_OUT outputs a
     channel or rows of fewer than 4 (the tile kernel's C loops; not the line kernel's: one
-    kernel row of multiplier 1), a kernel row of 2 or more taps, at most SMALL_TAPS taps, stride 1 or 2, width
-    dilation 1, in its row-major view (a 1-D layer laid as a column is its row), whose
+    kernel row of multiplier 1), a kernel row of 2 or more taps, at most SMALL_TAPS taps,
+    stride 1 or 2, width dilation 1, in its row-major view (a 1-D layer laid as a column is its row), whose
     zero-padded int16 copy of a channel fits SMALL_PLANE -- the
     3x3 layers at the end of a MobileNet (256 x 3x3: 24.8 insn/MAC on the tile kernel), a
     1-D k5 of multiplier 4 on 18 samples -- not a 1x1 (the per-channel scale) nor one the

@@ -5863,7 +5863,7 @@ static int32_t eb_dw_gemm_cost(int32_t k, int m)
  * 22 at 2, an edge output's tap inside the input 45 (eb_col_edge's loops), the tables 200 a
  * tap over the rows -- against eb_dw_gemm_cost an output, by a third: the GEMM's columns
  * then serve one dot product a pixel (32 -> 1 15x15 stride 2 pad 7 on 27 x 27 rows, 8 of
- * 14 outside, ran 6.27 insn/MAC on the GEMM, 3.40 here). Twin: column_edge.beats_gemm. */
+ * 14 outside, ran 6.27 insn/MAC on the GEMM, 2.56 here). Twin: column_edge.beats_gemm. */
 static int eb_col_edge_beats_gemm(const eb_conv_params *p, int first, int end)
 {
     const int64_t cin_g = p->in_c / p->groups, k = cin_g * p->k_h * p->k_w;

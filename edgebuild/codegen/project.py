@@ -127,13 +127,19 @@ class RenderedStep(TypedDict):
     calls: list[str]
 
 
-def weight_arrays(model: QuantizedModel, prefix: str) -> list[WeightArray]:
+def graph_nodes(model: QuantizedModel) -> dict[str, graphs.Node]:
+    """The model's graph nodes by layer name (their shapes: what the C emitters and the
+    weights' storage ask)."""
+    graph, _ = graphs.build(model.input_shape, model.layers)
+    assert graph is not None
+    return {node.name: node for node in graph.nodes}
+
+
+def weight_arrays(model: QuantizedModel, prefix: str,
+                  nodes: dict[str, graphs.Node]) -> list[WeightArray]:
     """weights.c's arrays: each compute layer's weights as its C stores them (its op's
     `stored`: a convolution's cut to the taps its outputs reach), bias and, in TFLite's
     number format, requantization."""
-    graph, _ = graphs.build(model.input_shape, model.layers)
-    assert graph is not None
-    nodes = {node.name: node for node in graph.nodes}
     arrays: list[WeightArray] = []
     for layer in model.layers:
         quant = model.params.get(layer.name)
@@ -224,11 +230,8 @@ class Steps:
     paths: frozenset[str]
 
 
-def c_steps(spec: ProjectSpec) -> Steps:
+def c_steps(spec: ProjectSpec, nodes: dict[str, graphs.Node]) -> Steps:
     """Every planned step through its op's C emitter."""
-    graph, _ = graphs.build(spec.model.input_shape, spec.model.layers)
-    assert graph is not None
-    nodes = {node.name: node for node in graph.nodes}
     layers = {layer.name: layer for layer in spec.model.layers}
     optimized = spec.device in OPTIMIZED_CPUS
     rendered: list[RenderedStep] = []
@@ -303,13 +306,14 @@ def render(spec: ProjectSpec) -> dict[str, str]:
     env = environment()
     wide = bool(getattr(spec.model.output, "wide", False))
     outputs = int(spec.kat_expected.shape[1])
-    steps = c_steps(spec)
+    nodes = graph_nodes(spec.model)
+    steps = c_steps(spec, nodes)
     optimized = spec.device in OPTIMIZED_CPUS
     l1_bytes = max((tile.l1_bytes for step in spec.plan.steps
                     for tile in (step.tile(), step.tile("pool_tile")) if tile), default=0)
     sources, headers = kernel_files(spec.device, l1_bytes > 0, steps.paths)
     input_size = math.prod(spec.model.input_shape)
-    arrays = weight_arrays(spec.model, prefix(spec.name))
+    arrays = weight_arrays(spec.model, prefix(spec.name), nodes)
     root = templates_dir()
     kernels = {kernel: (root / "kernels" / kernel).read_text() for kernel in (*headers, *sources)}
     context = {

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from edgebuild.core.geometry import Plane, Shape, plane, pooled
+from edgebuild.core.geometry import Plane, Shape, plane, pooled, window_out
 
 # a conv op's layer -> (kernel, stride, pad, dilation), each per spatial axis (ops.conv.Axes)
 Axes = Callable[[Any], tuple[tuple[int, ...], ...]]
@@ -41,12 +41,6 @@ class AxisReach:
     pad: int
 
 
-def out_size(n_in: int, k: int, s: int, p: int, d: int) -> int:
-    """Outputs along an axis of `n_in` inputs (kernel k, stride s, padding p each side,
-    dilation d): the plane's formula."""
-    return (n_in + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def _reached(t: int, n_in: int, n_out: int, s: int, p: int, d: int) -> bool:
     """Whether tap t reads inside the input for some output o < n_out: the first output
     whose input o s - p + t d is >= 0 (o >= ceil((p - t d) / s)) reads below n_in."""
@@ -59,16 +53,16 @@ def axis_reach(n_in: int, k: int, s: int, p: int, d: int) -> AxisReach:
     docstring says: of the cuts (f taps before, b after) that leave out only unreached
     taps and keep the padding before >= 0, the padding after at most it and the formula's
     output size, the one leaving out most (the whole kernel where none does)."""
-    n_out = out_size(n_in, k, s, p, d)
+    n_out = window_out(n_in, k, s, p, d)  # (a layer's: at least 1)
     reached = [t for t in range(k) if _reached(t, n_in, n_out, s, p, d)]
-    if n_out < 1 or not reached:
+    if not reached:
         return AxisReach(0, k, p)
     best = (0, 0)
     for f in range(reached[0] + 1):
         for b in range(k - reached[-1]):
             taps, pad = k - f - b, p - f * d
             after = (n_out - 1) * s + (taps - 1) * d + 1 - n_in - pad
-            if pad >= 0 and after <= pad and out_size(n_in, taps, s, pad, d) == n_out and \
+            if pad >= 0 and after <= pad and window_out(n_in, taps, s, pad, d) == n_out and \
                     f + b > sum(best):
                 best = (f, b)
     return AxisReach(best[0], k - sum(best), p - best[0] * d)
@@ -80,11 +74,6 @@ def trim(in_sizes: tuple[int, ...], kernel: tuple[int, ...], stride: tuple[int, 
     them; `in_sizes` its input's spatial sizes, after a fused pool)."""
     return tuple(axis_reach(*fields) for fields in zip(in_sizes, kernel, stride, pad,
                                                        dilation, strict=True))
-
-
-def cut(reach: tuple[AxisReach, ...], kernel: tuple[int, ...]) -> bool:
-    """Whether any axis leaves taps out."""
-    return any(r.taps < k for r, k in zip(reach, kernel, strict=True))
 
 
 def cut_weight(weight: NDArray[Any], reach: tuple[AxisReach, ...]) -> NDArray[Any]:
